@@ -1,0 +1,39 @@
+// Model weights from disk: safetensors and PyTorch zip checkpoints (.pth/.bin), read without
+// executing any pickled code. Everything else in attnscope sees a flat name -> tensor map.
+#pragma once
+
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include <torch/types.h>
+
+namespace attnscope {
+
+// Any problem with a checkpoint file; the message is one line meant for the user.
+class CheckpointError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Checkpoint {
+  std::map<std::string, torch::Tensor> tensors;  // CPU tensors in their stored dtype
+  std::map<std::string, std::string> metadata;   // safetensors "__metadata__" (empty for .pth)
+  std::string format;                            // "safetensors" or "pytorch-zip"
+  std::string container_key;  // "model", "model_ema", "state_dict", or "" for a flat state_dict
+};
+
+// Reads a checkpoint, choosing the reader by content (zip magic vs safetensors header), not by
+// file extension. For a .pth whose top level is a dict of containers, `container` picks one of
+// "model", "model_ema", "state_dict"; empty means the first present in that order.
+Checkpoint load_checkpoint(const std::string& path, const std::string& container = "");
+
+Checkpoint load_safetensors(const std::string& path);
+Checkpoint load_pytorch_zip(const std::string& path, const std::string& container = "");
+
+// Writes F32/F16/BF16/I64 tensors (contiguous CPU copies are made as needed) atomically:
+// a temporary file in the same directory, then rename.
+void save_safetensors(const std::string& path, const std::map<std::string, torch::Tensor>& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace attnscope
