@@ -1,0 +1,104 @@
+#include "app/cli.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+
+namespace attnscope {
+
+int CommandLine::flag_int(const std::string& name) const {
+  const std::string& value = flags.at(name);
+  try {
+    size_t used = 0;
+    int parsed = std::stoi(value, &used);
+    if (used == value.size()) return parsed;
+  } catch (const std::exception&) {
+  }
+  throw std::invalid_argument("--" + name + " expects an integer, got '" + value + "'");
+}
+
+double CommandLine::flag_double(const std::string& name) const {
+  const std::string& value = flags.at(name);
+  try {
+    size_t used = 0;
+    double parsed = std::stod(value, &used);
+    if (used == value.size()) return parsed;
+  } catch (const std::exception&) {
+  }
+  throw std::invalid_argument("--" + name + " expects a number, got '" + value + "'");
+}
+
+void load_session(AppState& state, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument("cannot read session file " + path);
+  auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) throw std::invalid_argument("session file " + path + " is not valid JSON");
+  apply_json(state, json);
+}
+
+CommandLine parse_command_line(const std::vector<std::string>& args, const std::vector<std::string>& state_options,
+                               const std::vector<CommandFlag>& command_flags) {
+  CommandLine line;
+  for (const auto& flag : command_flags) line.flags[flag.name] = flag.default_value;
+  auto is_state_option = [&](const std::string& name) {
+    for (const auto& option : state_options)
+      if (option == name) return true;
+    return false;
+  };
+  auto find_flag = [&](const std::string& name) -> const CommandFlag* {
+    for (const auto& flag : command_flags)
+      if (flag.name == name) return &flag;
+    return nullptr;
+  };
+  // The session goes first so that explicit flags override it wherever they appear.
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == "--session") load_session(line.state, args[i + 1]);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "-h" || arg == "--help") {
+      line.help = true;
+      continue;
+    }
+    if (arg.rfind("--", 0) != 0) throw std::invalid_argument("unexpected argument '" + arg + "'");
+    std::string name = arg.substr(2), value;
+    bool has_inline_value = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_inline_value = true;
+    }
+    const CommandFlag* flag = find_flag(name);
+    const bool takes_value = name == "session" || is_state_option(name) || (flag && !flag->value_name.empty());
+    if (!flag && !takes_value) throw std::invalid_argument("unknown option --" + name + " (see --help)");
+    if (takes_value && !has_inline_value) {
+      if (i + 1 >= args.size()) throw std::invalid_argument("option --" + name + " needs a value");
+      value = args[++i];
+    }
+    if (name == "session") continue;
+    if (flag) line.flags[name] = takes_value ? value : "1";
+    else set_option(line.state, name, value);
+  }
+  return line;
+}
+
+std::string command_help(const std::string& usage, const std::vector<std::string>& state_options,
+                         const std::vector<CommandFlag>& command_flags) {
+  std::ostringstream out;
+  out << "usage: " << usage << "\n\noptions:\n";
+  auto line = [&](const std::string& name, const std::string& value_name, const std::string& help) {
+    std::string left = "  --" + name + (value_name.empty() ? "" : " " + value_name);
+    if (left.size() < 26) left.resize(26, ' ');
+    else left += "  ";
+    out << left << help << "\n";
+  };
+  for (const auto& name : state_options)
+    if (const OptionSpec* option = find_option(name)) line(option->name, option->value_name, option->help);
+  for (const auto& flag : command_flags)
+    line(flag.name, flag.value_name,
+         flag.help + (flag.default_value.empty() || flag.value_name.empty() ? "" : " (default " + flag.default_value + ")"));
+  line("session", "FILE", "start from a session file; flags given here override it");
+  return out.str();
+}
+
+}  // namespace attnscope

@@ -1,0 +1,39 @@
+// Command-line parsing shared by every attnscope command: the AppState options plus a command's
+// own flags, `--session FILE` to start from a session file, and uniform help output.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/app_state.h"
+
+namespace attnscope {
+
+struct CommandFlag {
+  std::string name;
+  std::string value_name;  // empty: a switch without a value
+  std::string help;
+  std::string default_value;
+};
+
+struct CommandLine {
+  AppState state;
+  std::map<std::string, std::string> flags;  // the command's own flags (defaults filled in)
+  bool help = false;
+  int flag_int(const std::string& name) const;
+  double flag_double(const std::string& name) const;
+};
+
+// Parses args (without the program and command names). State options may appear in any order;
+// a session file given with --session is applied first, flags after it override.
+CommandLine parse_command_line(const std::vector<std::string>& args, const std::vector<std::string>& state_options,
+                               const std::vector<CommandFlag>& command_flags);
+
+std::string command_help(const std::string& usage, const std::vector<std::string>& state_options,
+                         const std::vector<CommandFlag>& command_flags);
+
+// Reads a session file (JSON) into a state.
+void load_session(AppState& state, const std::string& path);
+
+}  // namespace attnscope

@@ -1,0 +1,177 @@
+// `attnscope bench`: median forward latency per variant for DeiT-Tiny/Small shapes at 224, with
+// and without capture, against the same weights in PyTorch eager (Debian's python3-torch).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "app/cli.h"
+#include "app/commands.h"
+#include "models/model_loader.h"
+
+namespace attnscope {
+
+namespace {
+
+struct DeitShape {
+  std::string name;
+  int dim, depth, heads;
+};
+
+VitArch deit_arch(const DeitShape& shape) {
+  VitArch arch;
+  arch.embed_dim = shape.dim;
+  arch.depth = shape.depth;
+  arch.heads = shape.heads;
+  arch.patch_size = 16;
+  arch.pos_grid_h = arch.pos_grid_w = 14;
+  arch.num_classes = 1000;
+  for (int i = 0; i < shape.depth; ++i) {
+    BlockArch block;
+    block.attention.dim = shape.dim;
+    block.attention.heads = shape.heads;
+    block.mlp_hidden = 4 * shape.dim;
+    arch.blocks.push_back(block);
+  }
+  return arch;
+}
+
+// Random weights with the usual ViT initialisation scales, saved so PyTorch loads the same ones.
+std::string write_random_deit(const DeitShape& shape, const std::filesystem::path& folder) {
+  torch::manual_seed(0);
+  VisionTransformer model(deit_arch(shape));
+  std::map<std::string, torch::Tensor> tensors;
+  torch::NoGradGuard no_grad;
+  for (auto& item : model->named_parameters()) {
+    auto& p = item.value();
+    const std::string& name = item.key();
+    const bool is_norm = name.find("norm") != std::string::npos;
+    if (is_norm && name.size() > 6 && name.compare(name.size() - 6, 6, "weight") == 0) p.fill_(1.0);
+    else if (name.size() > 4 && name.compare(name.size() - 4, 4, "bias") == 0) p.zero_();
+    else p.normal_(0.0, 0.02);
+    tensors[name] = p.detach().clone();
+  }
+  const auto path = folder / ("deit_" + shape.name + ".safetensors");
+  save_safetensors(path.string(), tensors, {{"format", "pt"}, {"num_heads", std::to_string(shape.heads)}});
+  return path.string();
+}
+
+double median_ms(std::vector<double> samples) {
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
+}
+
+double time_forward(LoadedModel& model, const torch::Tensor& input, const AttentionSettings& settings, bool capture,
+                    int warmup, int runs) {
+  c10::InferenceMode inference_mode;
+  ForwardOptions options;
+  options.capture = capture;
+  std::vector<double> samples;
+  for (int i = 0; i < warmup + runs; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    auto output = model.model->forward(input, settings, options);
+    if (model.device.is_cuda()) torch::cuda::synchronize();
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (i >= warmup) samples.push_back(ms);
+  }
+  return median_ms(samples);
+}
+
+// Runs the PyTorch eager reference; returns its median in ms, or a negative value when unavailable.
+double pytorch_median_ms(const std::string& python, const std::string& model_path, int heads,
+                         const AttentionSettings& settings, int warmup, int runs, std::string& error) {
+  std::ostringstream command;
+  command << "'" << python << "' '" << ATTNSCOPE_SOURCE_DIR << "/bench/pytorch_forward.py' --model '" << model_path
+          << "' --heads " << heads << " --threads " << torch::get_num_threads() << " --runs " << runs
+          << " --warmup " << warmup << " --variant " << to_string(settings.variant) << " --p " << settings.p
+          << " --window " << settings.window << " --anchors " << settings.anchors << " 2>&1";
+  FILE* pipe = popen(command.str().c_str(), "r");
+  if (!pipe) {
+    error = "cannot start " + python;
+    return -1;
+  }
+  std::string output;
+  char buffer[4096];
+  while (fgets(buffer, sizeof buffer, pipe)) output += buffer;
+  const int status = pclose(pipe);
+  // The last line is the JSON result.
+  const auto start = output.rfind('{');
+  auto json = start == std::string::npos ? nlohmann::json() : nlohmann::json::parse(output.substr(start), nullptr, false);
+  if (status != 0 || !json.is_object() || !json.contains("median_ms")) {
+    error = "PyTorch reference failed: " + output.substr(0, 300);
+    return -1;
+  }
+  return json["median_ms"].get<double>();
+}
+
+}  // namespace
+
+int bench_command(const Args& args) {
+  const std::vector<std::string> options = {"device"};
+  const std::vector<CommandFlag> flags = {
+      {"sizes", "LIST", "DeiT shapes: tiny, small", "tiny,small"},
+      {"variants", "LIST", "variants to time", "softmax,linear,focused,enhanced,window,anchor"},
+      {"runs", "N", "timed runs per measurement", "20"},
+      {"warmup", "N", "untimed runs first", "3"},
+      {"python", "EXE", "Python with torch for the eager reference ('none' to skip)", ATTNSCOPE_PYTHON},
+  };
+  CommandLine line = parse_command_line(args, options, flags);
+  if (line.help) {
+    std::cout << command_help("attnscope bench [--sizes tiny,small] [--runs N]", options, flags);
+    return 0;
+  }
+  configure_threads();
+  const int runs = std::max(1, line.flag_int("runs"));
+  const int warmup = std::max(0, line.flag_int("warmup"));
+  const torch::Device device = resolve_device(line.state.device);
+  auto split = [](const std::string& text) {
+    std::vector<std::string> items;
+    std::stringstream stream(text);
+    for (std::string item; std::getline(stream, item, ',');)
+      if (!item.empty()) items.push_back(item);
+    return items;
+  };
+  const std::vector<DeitShape> known = {{"tiny", 192, 12, 3}, {"small", 384, 12, 6}};
+  const auto folder = std::filesystem::temp_directory_path() / ("attnscope-bench-" + std::to_string(getpid()));
+  std::filesystem::create_directories(folder);
+
+  std::cout << "attnscope bench: " << torch::get_num_threads() << " threads, device " << device.str()
+            << ", input 1x3x224x224, median of " << runs << " runs\n";
+  std::cout << std::left << std::setw(7) << "model" << std::setw(10) << "variant" << std::right << std::setw(12)
+            << "no-capture" << std::setw(12) << "capture" << std::setw(10) << "overhead" << std::setw(12) << "pytorch"
+            << std::setw(16) << "ratio(capture)" << "\n";
+  std::cout << std::fixed << std::setprecision(2);
+  for (const auto& size : split(line.flags["sizes"])) {
+    auto shape = std::find_if(known.begin(), known.end(), [&](const DeitShape& s) { return s.name == size; });
+    if (shape == known.end()) throw std::invalid_argument("unknown size '" + size + "' (expected tiny or small)");
+    const std::string path = write_random_deit(*shape, folder);
+    LoadedModel model = load_model(path, {}, device);
+    torch::manual_seed(1);
+    const auto input = torch::randn({1, 3, 224, 224}).to(device);
+    for (const auto& variant_name : split(line.flags["variants"])) {
+      AttentionSettings settings;
+      settings.variant = parse_variant(variant_name);
+      if (settings.variant == Variant::Anchor) settings.anchors = 30;
+      const double plain = time_forward(model, input, settings, false, warmup, runs);
+      const double captured = time_forward(model, input, settings, true, warmup, runs);
+      std::string error;
+      const double eager = line.flags["python"] == "none"
+                               ? -1
+                               : pytorch_median_ms(line.flags["python"], path, shape->heads, settings, warmup, runs, error);
+      std::cout << std::left << std::setw(7) << shape->name << std::setw(10) << variant_name << std::right
+                << std::setw(10) << plain << "ms" << std::setw(10) << captured << "ms" << std::setw(9)
+                << 100.0 * (captured - plain) / plain << "%";
+      if (eager > 0) std::cout << std::setw(10) << eager << "ms" << std::setw(15) << captured / eager << "x";
+      else std::cout << "  (no PyTorch reference: " << error << ")";
+      std::cout << "\n" << std::flush;
+    }
+  }
+  std::filesystem::remove_all(folder);
+  return 0;
+}
+
+}  // namespace attnscope

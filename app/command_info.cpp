@@ -1,0 +1,46 @@
+// `attnscope info`: what attnscope reads from a checkpoint, before running anything.
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "app/cli.h"
+#include "app/commands.h"
+#include "models/model_loader.h"
+
+namespace attnscope {
+
+int info_command(const Args& args) {
+  const std::vector<std::string> options = {"model", "arch"};
+  const std::vector<CommandFlag> flags = {{"json", "", "print the architecture as JSON", ""}};
+  CommandLine line = parse_command_line(args, options, flags);
+  if (line.help) {
+    std::cout << command_help("attnscope info --model FILE [--arch heads=N]", options, flags);
+    return 0;
+  }
+  if (line.state.model.empty()) throw std::invalid_argument("--model is required");
+  const LoadedModel model = load_model(line.state.model, ArchOverrides::parse(line.state.arch), torch::kCPU);
+  if (!line.flags["json"].empty()) {
+    nlohmann::json json = {{"model", model.path}, {"format", model.format}, {"container", model.container_key},
+                           {"parameters", model.parameter_count}, {"architecture", model.arch},
+                           {"notes", model.report.notes}};
+    std::cout << json.dump(2) << "\n";
+    return 0;
+  }
+  const VitArch& arch = model.arch;
+  std::cout << model.path << " (" << model.format << (model.container_key.empty() ? "" : ", under '" + model.container_key + "'")
+            << ")\n"
+            << "  family        " << arch.family() << "\n"
+            << "  width/depth   " << arch.embed_dim << " / " << arch.depth << "\n"
+            << "  heads         " << arch.heads << " x " << arch.embed_dim / arch.heads << "\n"
+            << "  patch         " << arch.patch_size << ", native input " << arch.native_height() << "x"
+            << arch.native_width() << " (" << arch.pos_grid_h << "x" << arch.pos_grid_w << " patches)\n"
+            << "  classes       " << arch.num_classes << "\n"
+            << "  attention     ";
+  std::map<std::string, int> kinds;
+  for (const auto& block : arch.blocks) ++kinds[to_string(block.attention.native)];
+  for (const auto& [kind, count] : kinds) std::cout << kind << " x" << count << "  ";
+  std::cout << "\n  parameters    " << model.parameter_count << "\n";
+  for (const auto& note : model.report.notes) std::cout << "  note: " << note << "\n";
+  return 0;
+}
+
+}  // namespace attnscope

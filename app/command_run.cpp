@@ -1,0 +1,128 @@
+// `attnscope run`: one image through one model with one attention variant; writes the summary,
+// logits, the chosen attention row and matrix, and an overlay into a folder.
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "analysis/spectrum.h"
+#include "app/cli.h"
+#include "app/commands.h"
+#include "core/atomic_file.h"
+#include "core/colormap.h"
+#include "core/npy.h"
+#include "models/inference.h"
+
+namespace attnscope {
+
+namespace {
+
+const std::vector<std::string> kRunOptions = {"model", "image", "out", "variant", "p", "window", "anchors", "dwc",
+                                              "norm", "layer", "head", "query", "resize", "size", "device", "arch"};
+
+void require(const std::string& value, const std::string& name) {
+  if (value.empty()) throw std::invalid_argument("--" + name + " is required");
+}
+
+// The patch part of a row [T] as the grid [grid_h, grid_w].
+torch::Tensor patch_grid(const torch::Tensor& row, const TokenLayout& layout) {
+  return row.slice(0, layout.prefix_tokens()).reshape({layout.grid_h, layout.grid_w});
+}
+
+}  // namespace
+
+int run_command(const Args& args) {
+  const std::string usage = "attnscope run --model FILE --image FILE --out DIR [options]";
+  CommandLine line = parse_command_line(args, kRunOptions, {});
+  if (line.help) {
+    std::cout << command_help(usage, kRunOptions, {});
+    return 0;
+  }
+  const AppState& state = line.state;
+  require(state.model, "model");
+  require(state.image, "image");
+  require(state.out, "out");
+
+  configure_threads();
+  const torch::Device device = resolve_device(state.device);
+  LoadedModel model = load_model(state.model, ArchOverrides::parse(state.arch), device);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state, model.arch);
+  const InferenceResult result = run_inference(model, prepared, state.attention);
+  const TokenLayout& layout = result.forward.layout;
+
+  const int depth = int(result.forward.layers.size());
+  const int layer = state.layer < 0 ? depth + state.layer : state.layer;
+  if (layer < 0 || layer >= depth)
+    throw std::invalid_argument("--layer " + std::to_string(state.layer) + ": the model has " + std::to_string(depth) +
+                                " blocks (0.." + std::to_string(depth - 1) + ")");
+  const int heads = model.arch.heads;
+  if (state.head >= heads)
+    throw std::invalid_argument("--head " + std::to_string(state.head) + ": the model has " + std::to_string(heads) +
+                                " heads (0.." + std::to_string(heads - 1) + ")");
+  const ResolvedQuery query = resolve_query(state.query, layout);
+
+  std::filesystem::create_directories(state.out);
+  const std::filesystem::path out(state.out);
+  const std::string suffix = "_l" + std::to_string(layer) + "_h" + std::to_string(state.head);
+  const AttentionCapture& capture = result.forward.layers[size_t(layer)];
+
+  torch::NoGradGuard no_grad;
+  const torch::Tensor row = capture.row(0, state.head, query.token).to(torch::kCPU);
+  write_npy((out / "logits.npy").string(), result.forward.logits[0].to(torch::kCPU, torch::kFloat));
+  write_npy((out / ("attention" + suffix + ".npy")).string(), row);
+  write_npy((out / ("matrix" + suffix + ".npy")).string(), capture.matrix(0, state.head).to(torch::kCPU));
+
+  const torch::Tensor grid = patch_grid(row, layout);
+  const cv::Mat overlay = overlay_patch_map(result.input_rgb, grid, Colormap::Viridis, 0.6f, 0.0f,
+                                            std::max(grid.max().item<float>(), 1e-12f));
+  write_png_rgb((out / ("overlay" + suffix + ".png")).string(), overlay);
+
+  nlohmann::json layers = nlohmann::json::array();
+  for (int l = 0; l < depth; ++l) {
+    const AttentionCapture& layer_capture = result.forward.layers[size_t(l)];
+    nlohmann::json layer_heads = nlohmann::json::array();
+    for (int h = 0; h < heads; ++h) {
+      const Spectrum spectrum = matrix_spectrum(layer_capture.matrix(0, h));
+      layer_heads.push_back({{"head", h},
+                             {"rank", spectrum.numerical_rank},
+                             {"effective_rank", spectrum.effective_rank},
+                             {"entropy", row_entropy(layer_capture.row(0, h, query.token))}});
+    }
+    layers.push_back({{"layer", l}, {"attention", layer_capture.attention.describe()}, {"heads", layer_heads}});
+  }
+  nlohmann::json top = nlohmann::json::array();
+  for (const auto& p : result.top)
+    top.push_back({{"index", p.index}, {"name", p.name}, {"logit", p.logit}, {"probability", p.probability}});
+  nlohmann::json summary = {
+      {"model", state.model},
+      {"format", model.format},
+      {"container", model.container_key},
+      {"architecture", model.arch},
+      {"parameters", model.parameter_count},
+      {"image", state.image},
+      {"input_size", {prepared.rows, prepared.cols}},
+      {"resize", to_string(state.resize)},
+      {"tokens", {{"prefix", layout.prefix_tokens()}, {"grid", {layout.grid_h, layout.grid_w}}, {"total", layout.total_tokens()}}},
+      {"variant", to_string(state.attention.variant)},
+      {"settings", {{"p", state.attention.p}, {"window", state.attention.window}, {"anchors", state.attention.anchors},
+                    {"dwc", state.attention.dwc}, {"norm", to_string(state.attention.norm)}}},
+      {"device", result.device},
+      {"forward_ms", result.milliseconds},
+      {"layer", layer},
+      {"head", state.head},
+      {"query", {{"spec", state.query}, {"token", query.token}, {"name", layout.token_name(query.token)}}},
+      {"top5", top},
+      {"layers", layers},
+  };
+  if (!query.note.empty()) summary["query"]["note"] = query.note;
+  if (!model.report.notes.empty()) summary["notes"] = model.report.notes;
+  write_file_atomically((out / "summary.json").string(), [&](std::ostream& stream) { stream << summary.dump(2) << "\n"; });
+
+  std::cout << "attnscope run: " << model.arch.family() << " on " << result.device << ", "
+            << capture.attention.describe() << ", forward " << result.milliseconds << " ms\n";
+  for (const auto& p : result.top) std::cout << "  " << p.index << " " << p.name << "  p=" << p.probability << "\n";
+  std::cout << "wrote " << out.string() << "/{summary.json, logits.npy, attention" << suffix << ".npy, matrix"
+            << suffix << ".npy, overlay" << suffix << ".png}\n";
+  return 0;
+}
+
+}  // namespace attnscope

@@ -1,0 +1,24 @@
+// The attnscope commands; each takes its arguments after the command name and returns an exit code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace attnscope {
+
+using Args = std::vector<std::string>;
+
+int run_command(const Args& args);    // one image through a model, outputs to a folder
+int info_command(const Args& args);   // architecture and parameter count of a checkpoint
+int bench_command(const Args& args);  // forward latency per variant against PyTorch eager
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*entry)(const Args&);
+};
+
+// Every command, in the order `attnscope --help` lists them.
+const std::vector<Command>& commands();
+
+}  // namespace attnscope

@@ -1,0 +1,66 @@
+// attnscope's entry point: dispatches to a command; any error becomes one line on stderr and a
+// non-zero exit code.
+#include <iostream>
+
+#include "app/commands.h"
+#include "core/checkpoint.h"
+#include "core/image.h"
+#include "models/model_loader.h"
+
+namespace attnscope {
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> list = {
+      {"run", "run one image through a model and write attention, matrices, overlays and a summary", run_command},
+      {"info", "print the architecture attnscope infers from a checkpoint", info_command},
+      {"bench", "forward latency per variant against PyTorch eager on this machine", bench_command},
+  };
+  return list;
+}
+
+namespace {
+
+// Errors are reported on one line, whatever the library wrote.
+std::string one_line(std::string message) {
+  for (char& c : message)
+    if (c == '\n' || c == '\r') c = ' ';
+  return message;
+}
+
+void print_usage() {
+  std::cout << "usage: attnscope COMMAND [options]   (attnscope COMMAND --help for its options)\n\ncommands:\n";
+  for (const auto& command : commands()) {
+    std::string name = command.name;
+    name.resize(8, ' ');
+    std::cout << "  " << name << command.summary << "\n";
+  }
+}
+
+}  // namespace
+}  // namespace attnscope
+
+int main(int argc, char** argv) {
+  using namespace attnscope;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "-h" || args[0] == "--help") {
+    print_usage();
+    return args.empty() ? 2 : 0;
+  }
+  const std::string name = args[0];
+  args.erase(args.begin());
+  for (const auto& command : commands()) {
+    if (name != command.name) continue;
+    try {
+      return command.entry(args);
+    } catch (const c10::Error& e) {
+      std::cerr << "attnscope " << name << ": error: " << one_line(e.what_without_backtrace()) << "\n";
+    } catch (const std::bad_alloc&) {
+      std::cerr << "attnscope " << name << ": error: out of memory\n";
+    } catch (const std::exception& e) {
+      std::cerr << "attnscope " << name << ": error: " << one_line(e.what()) << "\n";
+    }
+    return 1;
+  }
+  std::cerr << "attnscope: unknown command '" << name << "' (see attnscope --help)\n";
+  return 2;
+}

@@ -1,0 +1,207 @@
+#include "core/app_state.h"
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "models/token_layout.h"
+
+namespace attnscope {
+
+namespace {
+
+int parse_int(const std::string& name, const std::string& value) {
+  try {
+    size_t used = 0;
+    const int parsed = std::stoi(value, &used);
+    if (used == value.size()) return parsed;
+  } catch (const std::exception&) {
+  }
+  throw std::invalid_argument("--" + name + " expects an integer, got '" + value + "'");
+}
+
+double parse_double(const std::string& name, const std::string& value) {
+  try {
+    size_t used = 0;
+    const double parsed = std::stod(value, &used);
+    if (used == value.size()) return parsed;
+  } catch (const std::exception&) {
+  }
+  throw std::invalid_argument("--" + name + " expects a number, got '" + value + "'");
+}
+
+std::string format_double(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+// Re-throws a parser's std::invalid_argument with the option's name in front.
+template <typename Parse>
+auto with_option_name(const std::string& name, Parse parse) {
+  try {
+    return parse();
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("--" + name + ": " + e.what());
+  }
+}
+
+std::vector<OptionSpec> make_options() {
+  std::vector<OptionSpec> options;
+  auto text_option = [&](const char* name, const char* value_name, const char* help, std::string AppState::*field) {
+    options.push_back({name, value_name, help, [field](AppState& s, const std::string& v) { s.*field = v; },
+                       [field](const AppState& s) { return s.*field; }});
+  };
+  text_option("model", "FILE", "checkpoint: .safetensors, or a PyTorch .pth/.bin zip holding a state_dict",
+              &AppState::model);
+  text_option("image", "FILE", "input image (anything OpenCV reads)", &AppState::image);
+  text_option("arch", "K=V,..", "architecture facts the file cannot tell: heads=N, eps=X", &AppState::arch);
+  text_option("device", "DEV", "auto (CUDA when available), cpu or cuda", &AppState::device);
+  text_option("out", "DIR", "output folder", &AppState::out);
+  options.push_back({"resize", "MODE", "timm (eval transform), fit (squash) or none (exact size required)",
+                     [](AppState& s, const std::string& v) {
+                       s.resize = with_option_name("resize", [&] { return parse_resize_mode(v); });
+                     },
+                     [](const AppState& s) { return to_string(s.resize); }});
+  options.push_back({"size", "S|HxW", "input resolution in pixels (default: the model's native size)",
+                     [](AppState& s, const std::string& v) {
+                       resolve_input_size(v, 224, 224, 1);  // validates the syntax
+                       s.input_size = v;
+                     },
+                     [](const AppState& s) { return s.input_size; }});
+  options.push_back({"variant", "NAME", "native, softmax, linear, focused, enhanced, window or anchor",
+                     [](AppState& s, const std::string& v) {
+                       s.attention.variant = with_option_name("variant", [&] { return parse_variant(v); });
+                     },
+                     [](const AppState& s) { return to_string(s.attention.variant); }});
+  options.push_back({"p", "P", "FLatten focusing factor (default 3)",
+                     [](AppState& s, const std::string& v) {
+                       const double p = parse_double("p", v);
+                       if (!(p > 0)) throw std::invalid_argument("--p must be positive");
+                       s.attention.p = p;
+                     },
+                     [](const AppState& s) { return format_double(s.attention.p); }});
+  options.push_back({"window", "W", "window size in patches (0: global; the window variant defaults to 7)",
+                     [](AppState& s, const std::string& v) {
+                       const int w = parse_int("window", v);
+                       if (w < 0) throw std::invalid_argument("--window must be >= 0");
+                       s.attention.window = w;
+                     },
+                     [](const AppState& s) { return std::to_string(s.attention.window); }});
+  options.push_back({"anchors", "M", "anchor count (0: all learned anchors, or 30 pooled from K)",
+                     [](AppState& s, const std::string& v) {
+                       const int m = parse_int("anchors", v);
+                       if (m < 0) throw std::invalid_argument("--anchors must be >= 0");
+                       s.attention.anchors = m;
+                     },
+                     [](const AppState& s) { return std::to_string(s.attention.anchors); }});
+  options.push_back({"dwc", "on|off", "FLatten's depthwise conv on V, where the checkpoint has it",
+                     [](AppState& s, const std::string& v) {
+                       if (v != "on" && v != "off") throw std::invalid_argument("--dwc expects on or off, got '" + v + "'");
+                       s.attention.dwc = v == "on";
+                     },
+                     [](const AppState& s) { return std::string(s.attention.dwc ? "on" : "off"); }});
+  options.push_back({"norm", "all|head", "f_p norms over all channels (authors' code) or per head (paper)",
+                     [](AppState& s, const std::string& v) {
+                       s.attention.norm = with_option_name("norm", [&] { return parse_focus_norm(v); });
+                     },
+                     [](const AppState& s) { return to_string(s.attention.norm); }});
+  options.push_back({"layer", "L", "block, from 0 (-1: the last)",
+                     [](AppState& s, const std::string& v) { s.layer = parse_int("layer", v); },
+                     [](const AppState& s) { return std::to_string(s.layer); }});
+  options.push_back({"head", "H", "head, from 0",
+                     [](AppState& s, const std::string& v) {
+                       const int h = parse_int("head", v);
+                       if (h < 0) throw std::invalid_argument("--head must be >= 0");
+                       s.head = h;
+                     },
+                     [](const AppState& s) { return std::to_string(s.head); }});
+  options.push_back({"query", "cls|ROW,COL", "query token: the class token or a patch",
+                     [](AppState& s, const std::string& v) {
+                       if (v != "cls") {
+                         int row = 0, col = 0;
+                         char comma = 0, extra = 0;
+                         std::istringstream in(v);
+                         if (!(in >> row >> comma >> col) || comma != ',' || (in >> extra) || row < 0 || col < 0)
+                           throw std::invalid_argument("--query expects cls or ROW,COL, got '" + v + "'");
+                       }
+                       s.query = v;
+                     },
+                     [](const AppState& s) { return s.query; }});
+  return options;
+}
+
+}  // namespace
+
+const std::vector<OptionSpec>& app_options() {
+  static const std::vector<OptionSpec> options = make_options();
+  return options;
+}
+
+const OptionSpec* find_option(const std::string& name) {
+  for (const auto& option : app_options())
+    if (option.name == name) return &option;
+  return nullptr;
+}
+
+void set_option(AppState& state, const std::string& name, const std::string& value) {
+  const OptionSpec* option = find_option(name);
+  if (!option) throw std::invalid_argument("unknown option --" + name);
+  option->set(state, value);
+}
+
+nlohmann::json to_json(const AppState& state) {
+  nlohmann::json json = nlohmann::json::object();
+  for (const auto& option : app_options()) json[option.name] = option.get(state);
+  return json;
+}
+
+void apply_json(AppState& state, const nlohmann::json& json) {
+  if (!json.is_object()) throw std::invalid_argument("a session must be a JSON object");
+  for (const auto& item : json.items()) {
+    const auto& value = item.value();
+    std::string text;
+    if (value.is_string()) text = value.get<std::string>();
+    else if (value.is_number() || value.is_boolean()) text = value.dump();
+    else throw std::invalid_argument("session key '" + item.key() + "' must be a string or a number");
+    set_option(state, item.key(), text);
+  }
+}
+
+std::pair<int, int> resolve_input_size(const std::string& spec, int native_height, int native_width, int patch) {
+  if (spec.empty() || spec == "native") return {native_height, native_width};
+  int height = 0, width = 0;
+  char separator = 0, extra = 0;
+  std::istringstream in(spec);
+  in >> height;
+  if (in >> separator) {
+    if (separator != 'x' || !(in >> width) || (in >> extra)) height = 0;
+  } else {
+    width = height;
+  }
+  if (height <= 0 || width <= 0)
+    throw std::invalid_argument("--size expects native, S or HxW in pixels, got '" + spec + "'");
+  if (height % patch || width % patch)
+    throw std::invalid_argument("--size " + spec + " is not a multiple of the patch size " + std::to_string(patch));
+  return {height, width};
+}
+
+ResolvedQuery resolve_query(const std::string& query, const TokenLayout& layout) {
+  ResolvedQuery resolved;
+  if (query == "cls") {
+    if (layout.has_class_token) return resolved;
+    resolved.token = layout.patch_token(layout.grid_h / 2, layout.grid_w / 2);
+    resolved.note = "the model has no class token: using the centre patch";
+    return resolved;
+  }
+  int row = 0, col = 0;
+  char comma = 0;
+  std::istringstream in(query);
+  in >> row >> comma >> col;
+  if (row < 0 || row >= layout.grid_h || col < 0 || col >= layout.grid_w)
+    throw std::invalid_argument("--query " + query + " is outside the " + std::to_string(layout.grid_h) + "x" +
+                                std::to_string(layout.grid_w) + " patch grid");
+  resolved.token = layout.patch_token(row, col);
+  return resolved;
+}
+
+}  // namespace attnscope

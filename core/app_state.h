@@ -1,0 +1,61 @@
+// The one serialisable state of an attnscope session: model, image, attention settings and
+// selections. Its options are defined once here and shared by CLI flags, session files and the UI.
+#pragma once
+
+#include <functional>
+#include <nlohmann/json_fwd.hpp>
+#include <utility>
+#include <string>
+#include <vector>
+
+#include "core/image.h"
+#include "models/attention_settings.h"
+
+namespace attnscope {
+
+struct AppState {
+  std::string model;
+  std::string image;
+  std::string arch;  // "heads=6,eps=1e-6": what the checkpoint cannot tell
+  std::string device = "auto";
+  ResizeMode resize = ResizeMode::Timm;
+  std::string input_size = "native";  // "native", "S" or "HxW" (pixels, multiples of the patch)
+  AttentionSettings attention;
+  int layer = -1;            // -1: the last block
+  int head = 0;
+  std::string query = "cls"; // "cls" or "ROW,COL"
+  std::string out;           // output folder of headless commands
+};
+
+// One option: its flag name, help, and how it reads and writes the state (as text).
+struct OptionSpec {
+  std::string name;        // flag without dashes, also the session-file key
+  std::string value_name;  // for help: FILE, P, W, ...
+  std::string help;
+  std::function<void(AppState&, const std::string&)> set;  // throws std::invalid_argument
+  std::function<std::string(const AppState&)> get;
+};
+
+const std::vector<OptionSpec>& app_options();
+const OptionSpec* find_option(const std::string& name);
+
+// Sets one option by name; throws std::invalid_argument naming the option and the bad value.
+void set_option(AppState& state, const std::string& name, const std::string& value);
+
+nlohmann::json to_json(const AppState& state);
+void apply_json(AppState& state, const nlohmann::json& json);  // unknown keys are an error
+
+// A query spec resolved against a token layout: "cls" -> 0 (or the centre patch when the model
+// has no class token), "ROW,COL" -> that patch token. Throws std::invalid_argument if out of range.
+struct TokenLayout;
+
+// The input resolution for `input_size` given the model's native one; throws on a bad spec.
+std::pair<int, int> resolve_input_size(const std::string& spec, int native_height, int native_width, int patch);
+
+struct ResolvedQuery {
+  int token = 0;
+  std::string note;  // set when a fallback was taken
+};
+ResolvedQuery resolve_query(const std::string& query, const TokenLayout& layout);
+
+}  // namespace attnscope

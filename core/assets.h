@@ -1,0 +1,17 @@
+// Locating bundled assets (default model, sample images, class names) from a build tree or a
+// clean clone, and reading class-name lists.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace attnscope {
+
+// Path of a file under assets/: $ATTNSCOPE_ASSETS first, then the source tree the binary was
+// built from. Throws std::runtime_error naming where it looked when the file is absent.
+std::string asset_path(const std::string& relative);
+
+// One class name per line; a line "synset<TAB>names" keeps the names.
+std::vector<std::string> read_class_names(const std::string& path);
+
+}  // namespace attnscope

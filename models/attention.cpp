@@ -1,0 +1,251 @@
+#include "models/attention.h"
+
+#include <cmath>
+
+namespace attnscope {
+
+using torch::indexing::Slice;
+
+std::string to_string(NativeAttention native) {
+  switch (native) {
+    case NativeAttention::Softmax: return "softmax";
+    case NativeAttention::Focused: return "focused";
+    case NativeAttention::Enhanced: return "enhanced";
+    case NativeAttention::Anchor: return "anchor";
+  }
+  return "?";
+}
+
+namespace {
+
+Kernel native_kernel(NativeAttention native) {
+  switch (native) {
+    case NativeAttention::Softmax: return Kernel::Softmax;
+    case NativeAttention::Focused: return Kernel::Focused;
+    case NativeAttention::Enhanced: return Kernel::Enhanced;
+    case NativeAttention::Anchor: return Kernel::Anchor;
+  }
+  return Kernel::Softmax;
+}
+
+// AnchorFormer's default anchor count, used when a swap asks for anchors without a number.
+constexpr int kDefaultAnchors = 30;
+
+// [1, L, C] channel-last parameter -> [1, h, L, d], matching the per-head q/k layout.
+torch::Tensor split_heads(const torch::Tensor& x, int heads) {
+  return x.view({x.size(0), x.size(1), heads, x.size(2) / heads}).permute({0, 2, 1, 3});
+}
+
+}  // namespace
+
+AttentionImpl::AttentionImpl(const AttentionArch& arch) : arch_(arch) {
+  const int dim = arch.dim;
+  const int head_dim = dim / arch.heads;
+  if (arch.native == NativeAttention::Anchor) {
+    x_to_emb = register_module("x_to_emb", torch::nn::Linear(torch::nn::LinearOptions(dim, 2 * dim).bias(false)));
+    dist_anchor_B = register_module(
+        "dist_anchor_B", torch::nn::Linear(torch::nn::LinearOptions(head_dim, arch.anchors).bias(false)));
+    to_out = register_module("to_out", torch::nn::Sequential(torch::nn::Linear(dim, dim)));
+    return;
+  }
+  qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(dim, 3 * dim).bias(arch.qkv_bias)));
+  proj = register_module("proj", torch::nn::Linear(dim, dim));
+  if (arch.native == NativeAttention::Focused) {
+    if (arch.dwc_kernel > 0)
+      dwc = register_module("dwc", torch::nn::Conv2d(torch::nn::Conv2dOptions(head_dim, head_dim, arch.dwc_kernel)
+                                                         .groups(head_dim)
+                                                         .padding(arch.dwc_kernel / 2)));
+    if (arch.has_scale) scale = register_parameter("scale", torch::zeros({1, 1, dim}));
+    if (arch.positional_encoding_tokens > 0)
+      positional_encoding =
+          register_parameter("positional_encoding", torch::zeros({1, arch.positional_encoding_tokens, dim}));
+  }
+  if (arch.native == NativeAttention::Enhanced)
+    temperature = register_parameter("temperature", torch::full({arch.heads, 1, 1}, 1.0 / std::sqrt(head_dim)));
+}
+
+ResolvedAttention AttentionImpl::resolve(const AttentionSettings& settings, const TokenLayout& layout) const {
+  ResolvedAttention resolved;
+  resolved.p = settings.p;
+  resolved.norm = settings.norm;
+  resolved.window = settings.window;
+  switch (settings.variant) {
+    case Variant::Native: resolved.kernel = native_kernel(arch_.native); break;
+    case Variant::Softmax: resolved.kernel = Kernel::Softmax; break;
+    case Variant::Linear: resolved.kernel = Kernel::Linear; break;
+    case Variant::Focused: resolved.kernel = Kernel::Focused; break;
+    case Variant::Enhanced: resolved.kernel = Kernel::Enhanced; break;
+    case Variant::Anchor: resolved.kernel = Kernel::Anchor; break;
+    case Variant::Window:
+      resolved.kernel = Kernel::Softmax;
+      if (resolved.window <= 0) resolved.window = kDefaultWindow;
+      break;
+  }
+  resolved.native = resolved.kernel == native_kernel(arch_.native);
+  if (resolved.kernel == Kernel::Anchor) {
+    resolved.window = 0;  // anchors are global by construction
+    resolved.learned_anchors = !dist_anchor_B.is_empty();
+    const int available = resolved.learned_anchors ? arch_.anchors : layout.patch_tokens();
+    const int requested = settings.anchors > 0 ? settings.anchors
+                                               : (resolved.learned_anchors ? arch_.anchors : kDefaultAnchors);
+    resolved.anchors = std::min(requested, available);
+  }
+  // A window that covers the whole grid is global attention.
+  if (resolved.window >= layout.grid_h && resolved.window >= layout.grid_w) resolved.window = 0;
+  resolved.dwc = resolved.kernel == Kernel::Focused && settings.dwc && !dwc.is_empty();
+  resolved.learned_scale = resolved.kernel == Kernel::Focused && scale.defined();
+  resolved.learned_positional_encoding = resolved.kernel == Kernel::Focused && positional_encoding.defined();
+  resolved.learned_temperature = resolved.kernel == Kernel::Enhanced && temperature.defined();
+  return resolved;
+}
+
+KernelFeatures AttentionImpl::kernel_features(const ResolvedAttention& resolved, const torch::Tensor& q,
+                                              torch::Tensor& k, const TokenLayout& layout) const {
+  const int heads = arch_.heads;
+  const int64_t head_dim = q.size(3);
+  const double softmax_scale = 1.0 / std::sqrt(double(head_dim));
+  KernelFeatures features;
+  switch (resolved.kernel) {
+    case Kernel::Softmax:
+      features.q = q * softmax_scale;
+      features.k = k;
+      break;
+    case Kernel::Linear:
+      features.q = torch::relu(q);
+      features.k = torch::relu(k);
+      break;
+    case Kernel::Enhanced:
+      features.q = torch::relu(q);
+      features.k = torch::relu(k);
+      features.temperature = temperature.defined()
+                                 ? temperature.view({1, heads, 1, 1})
+                                 : torch::full({1}, softmax_scale, q.options());
+      break;
+    case Kernel::Focused: {
+      if (positional_encoding.defined()) {
+        auto encoding = split_heads(positional_encoding, heads);
+        const int64_t tokens = encoding.size(2);
+        if (tokens == k.size(2)) {
+          k = k + encoding;
+        } else if (tokens == layout.patch_tokens()) {
+          const int64_t prefix = layout.prefix_tokens();
+          k = torch::cat({k.index({Slice(), Slice(), Slice(0, prefix)}),
+                          k.index({Slice(), Slice(), Slice(prefix)}) + encoding},
+                         2);
+        } else {
+          throw std::runtime_error("focused attention: positional_encoding has " + std::to_string(tokens) +
+                                   " tokens but the input has " + std::to_string(k.size(2)) +
+                                   " (it only fits the training resolution)");
+        }
+      }
+      auto divisor = scale.defined() ? split_heads(torch::softplus(scale), heads)
+                                     : torch::full({1}, std::log(2.0), q.options());
+      auto focused_q = (torch::relu(q) + 1e-6) / divisor;
+      auto focused_k = (torch::relu(k) + 1e-6) / divisor;
+      features.q = focus(focused_q, resolved.p, resolved.norm);
+      features.k = focus(focused_k, resolved.p, resolved.norm);
+      break;
+    }
+    case Kernel::Anchor: {
+      torch::Tensor anchors;  // [*, m, d]
+      if (resolved.learned_anchors) {
+        anchors = dist_anchor_B->weight;
+      } else {
+        auto pooling = anchor_pooling_matrix(layout.grid_h, layout.grid_w, resolved.anchors).to(q.device(), q.dtype());
+        anchors = torch::matmul(pooling, k.index({Slice(), Slice(), Slice(layout.prefix_tokens())}));
+      }
+      auto assignment = (torch::matmul(q, anchors.transpose(-1, -2)) * softmax_scale).softmax(-1);
+      if (resolved.learned_anchors && resolved.anchors < arch_.anchors) {
+        // Keep the anchors carrying the most assignment mass, in their original order.
+        auto kept = std::get<1>(assignment.sum(2).topk(resolved.anchors, -1));
+        kept = std::get<0>(kept.sort(-1));  // [B, h, m']
+        auto expanded = anchors.expand({q.size(0), q.size(1), arch_.anchors, head_dim});
+        anchors = expanded.gather(2, kept.unsqueeze(-1).expand({-1, -1, -1, head_dim}));
+        assignment = (torch::matmul(q, anchors.transpose(-1, -2)) * softmax_scale).softmax(-1);
+      }
+      features.q = q;
+      features.k = k;
+      features.anchor_assignment = assignment;
+      break;
+    }
+  }
+  return features;
+}
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const TokenLayout& layout,
+                                     const AttentionSettings& settings, AttentionCapture* capture) {
+  const int64_t batch = x.size(0), tokens = x.size(1), dim = x.size(2);
+  const int heads = arch_.heads;
+  const int64_t head_dim = dim / heads;
+  torch::Tensor q, k, v;
+  if (arch_.native == NativeAttention::Anchor) {
+    auto embedded = x_to_emb(x).view({batch, tokens, 2, heads, head_dim}).permute({2, 0, 3, 1, 4});
+    q = embedded[0];
+    k = q;  // AnchorFormer shares one projection for queries and keys
+    v = embedded[1];
+  } else {
+    auto projected = qkv(x).view({batch, tokens, 3, heads, head_dim}).permute({2, 0, 3, 1, 4});
+    q = projected[0];
+    k = projected[1];
+    v = projected[2];
+  }
+  const ResolvedAttention resolved = resolve(settings, layout);
+  KernelFeatures features = kernel_features(resolved, q, k, layout);
+  auto allowed = window_mask(layout, resolved.window, x.device());
+  auto out = attend(resolved.kernel, features, v, allowed);
+  if (resolved.dwc) out = out + depthwise_conv_on_values(v, dwc->weight, dwc->bias, layout);
+  auto merged = out.transpose(1, 2).reshape({batch, tokens, dim});
+  auto projected_out = arch_.native == NativeAttention::Anchor ? to_out->forward(merged) : proj(merged);
+  if (capture) {
+    capture->attention = resolved;
+    capture->layout = layout;
+    capture->heads = heads;
+    capture->head_dim = int(head_dim);
+    capture->q = q.detach();
+    capture->k = k.detach();
+    capture->v = v.detach();
+    capture->features.q = features.q.detach();
+    capture->features.k = features.k.detach();
+    if (features.anchor_assignment.defined()) capture->features.anchor_assignment = features.anchor_assignment.detach();
+    if (features.temperature.defined()) capture->features.temperature = features.temperature.detach();
+    if (resolved.dwc) capture->dwc_weight = dwc->weight.detach();
+  }
+  return projected_out;
+}
+
+torch::Tensor AttentionCapture::rows(int64_t batch, int64_t head, const std::vector<int64_t>& queries) const {
+  torch::NoGradGuard no_grad;
+  const int64_t total = layout.total_tokens();
+  for (int64_t query : queries)
+    if (query < 0 || query >= total)
+      throw std::out_of_range("query token " + std::to_string(query) + " is outside 0.." + std::to_string(total - 1));
+  if (head < 0 || head >= heads) throw std::out_of_range("head " + std::to_string(head) + " does not exist");
+  auto device = features.q.device();
+  auto query_index = torch::tensor(queries, torch::TensorOptions().dtype(torch::kLong)).to(device);
+  auto allowed = window_mask(layout, attention.window, device);
+  if (allowed.defined()) allowed = allowed.index_select(0, query_index);
+  auto pick = [&](const torch::Tensor& t) {
+    return t.index({Slice(batch, batch + 1), Slice(head, head + 1)});
+  };
+  KernelFeatures one_head;
+  one_head.q = pick(features.q);
+  one_head.k = pick(features.k);
+  if (features.anchor_assignment.defined()) one_head.anchor_assignment = pick(features.anchor_assignment);
+  if (features.temperature.defined())
+    one_head.temperature = features.temperature.numel() == 1 ? features.temperature : pick(features.temperature);
+  auto result = equivalent_rows(attention.kernel, one_head, query_index, allowed)[0][0];
+  if (attention.dwc) result = result + depthwise_conv_band(dwc_weight, layout, query_index);
+  return result;
+}
+
+torch::Tensor AttentionCapture::row(int64_t batch, int64_t head, int64_t query) const {
+  return rows(batch, head, {query})[0];
+}
+
+torch::Tensor AttentionCapture::matrix(int64_t batch, int64_t head) const {
+  std::vector<int64_t> all(size_t(layout.total_tokens()));
+  for (size_t i = 0; i < all.size(); ++i) all[i] = int64_t(i);
+  return rows(batch, head, all);
+}
+
+}  // namespace attnscope

@@ -1,0 +1,73 @@
+// One attention module whose registered names equal its authors' checkpoint keys (timm qkv/proj,
+// FLatten dwc/scale/positional_encoding, L2ViT temperature, AnchorFormer x_to_emb/dist_anchor_B/
+// to_out), able to run any variant from its own q, k, v and to record what the views need.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "models/attention_kernels.h"
+#include "models/attention_settings.h"
+#include "models/token_layout.h"
+
+namespace attnscope {
+
+// The kernel a module was trained with, read from which parameters its checkpoint carries.
+enum class NativeAttention { Softmax, Focused, Enhanced, Anchor };
+std::string to_string(NativeAttention native);
+
+struct AttentionArch {
+  int dim = 0;
+  int heads = 0;
+  bool qkv_bias = true;
+  NativeAttention native = NativeAttention::Softmax;
+  int dwc_kernel = 0;                // focused: depthwise conv size, 0 when absent
+  bool has_scale = false;            // focused: softplus scale [1, 1, C]
+  int positional_encoding_tokens = 0;  // focused: tokens of the K positional encoding, 0 when absent
+  int anchors = 0;                   // anchor: learned anchors m
+};
+
+// Everything one attention layer computed that the views read: no view re-runs the model.
+struct AttentionCapture {
+  ResolvedAttention attention;
+  TokenLayout layout;
+  int heads = 0;
+  int head_dim = 0;
+  torch::Tensor q, k, v;          // [B, h, T, d] projections (focused: k with its positional encoding)
+  KernelFeatures features;        // what the scores are built from
+  torch::Tensor dwc_weight;       // [d, 1, k, k] when the DWC term ran
+  torch::Tensor normed_input;     // norm1 output [B, T, C]; part of the graph when gradients are on
+
+  // Rows of the equivalent T x T matrix for some queries: [Q, T] (with the DWC band when on).
+  torch::Tensor rows(int64_t batch, int64_t head, const std::vector<int64_t>& queries) const;
+  torch::Tensor row(int64_t batch, int64_t head, int64_t query) const;
+  torch::Tensor matrix(int64_t batch, int64_t head) const;  // [T, T]
+};
+
+class AttentionImpl : public torch::nn::Module {
+ public:
+  explicit AttentionImpl(const AttentionArch& arch);
+
+  // x: [B, T, C] -> [B, T, C]. Fills `capture` when given.
+  torch::Tensor forward(const torch::Tensor& x, const TokenLayout& layout,
+                        const AttentionSettings& settings, AttentionCapture* capture = nullptr);
+
+  ResolvedAttention resolve(const AttentionSettings& settings, const TokenLayout& layout) const;
+  const AttentionArch& arch() const { return arch_; }
+
+  // Registered with the names of the checkpoints that carry them; unused ones stay null.
+  torch::nn::Linear qkv{nullptr}, proj{nullptr};
+  torch::nn::Linear x_to_emb{nullptr}, dist_anchor_B{nullptr};
+  torch::nn::Sequential to_out{nullptr};
+  torch::nn::Conv2d dwc{nullptr};
+  torch::Tensor scale, positional_encoding, temperature;
+
+ private:
+  KernelFeatures kernel_features(const ResolvedAttention& resolved, const torch::Tensor& q,
+                                 torch::Tensor& k, const TokenLayout& layout) const;
+  AttentionArch arch_;
+};
+TORCH_MODULE(Attention);
+
+}  // namespace attnscope

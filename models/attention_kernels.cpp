@@ -1,0 +1,209 @@
+#include "models/attention_kernels.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <sstream>
+
+namespace attnscope {
+
+namespace F = torch::nn::functional;
+using torch::indexing::Slice;
+
+std::string to_string(Kernel kernel) {
+  switch (kernel) {
+    case Kernel::Softmax: return "softmax";
+    case Kernel::Linear: return "linear";
+    case Kernel::Focused: return "focused";
+    case Kernel::Enhanced: return "enhanced";
+    case Kernel::Anchor: return "anchor";
+  }
+  return "?";
+}
+
+std::string ResolvedAttention::describe() const {
+  std::ostringstream out;
+  out << to_string(kernel);
+  if (kernel == Kernel::Focused) {
+    out << " p=" << p << " norm=" << to_string(norm) << " dwc=" << (dwc ? "on" : "off");
+    if (!learned_scale) out << " scale=neutral";
+  }
+  if (kernel == Kernel::Enhanced && !learned_temperature) out << " temperature=d^-0.5";
+  if (kernel == Kernel::Anchor)
+    out << " anchors=" << anchors << (learned_anchors ? " (learned)" : " (pooled from K)");
+  if (window > 0) out << " window=" << window;
+  if (!native) out << " [swapped]";
+  return out.str();
+}
+
+torch::Tensor window_mask(const TokenLayout& layout, int window, torch::Device device) {
+  if (window <= 0 || (window >= layout.grid_h && window >= layout.grid_w)) return {};
+  const int64_t total = layout.total_tokens();
+  const int windows_per_row = (layout.grid_w + window - 1) / window;
+  // Window id per token; -1 marks prefix tokens, which see and are seen by everything.
+  auto window_id = torch::full({total}, -1, torch::kLong);
+  auto ids = window_id.accessor<int64_t, 1>();
+  for (int row = 0; row < layout.grid_h; ++row)
+    for (int col = 0; col < layout.grid_w; ++col)
+      ids[layout.patch_token(row, col)] = (row / window) * windows_per_row + col / window;
+  auto query_ids = window_id.unsqueeze(1);
+  auto key_ids = window_id.unsqueeze(0);
+  auto allowed = (query_ids == key_ids) | (query_ids < 0) | (key_ids < 0);
+  return allowed.to(device);
+}
+
+torch::Tensor focus(const torch::Tensor& x, double p, FocusNorm norm) {
+  const std::vector<int64_t> dims =
+      norm == FocusNorm::AllChannels ? std::vector<int64_t>{1, 3} : std::vector<int64_t>{3};
+  auto x_norm = x.norm(2, dims, /*keepdim=*/true);
+  auto powered = x.pow(p);
+  // The clamp only matters where every channel underflowed to 0 (large p); the authors' code
+  // returns NaN there, we return the zero vector.
+  auto powered_norm = powered.norm(2, dims, /*keepdim=*/true).clamp_min(1e-30);
+  return powered / powered_norm * x_norm;
+}
+
+torch::Tensor anchor_pooling_matrix(int grid_h, int grid_w, int anchors) {
+  const int patches = grid_h * grid_w;
+  anchors = std::max(1, std::min(anchors, patches));
+  // Halves round up (floor(x + 0.5)), as in the reference.
+  int bands = int(std::floor(std::sqrt(double(anchors) * grid_h / grid_w) + 0.5));
+  bands = std::max(1, std::min(bands, std::min(anchors, grid_h)));
+  auto pooling = torch::zeros({anchors, patches});
+  auto weights = pooling.accessor<float, 2>();
+  int anchor = 0;
+  for (int band = 0; band < bands; ++band) {
+    const int row_begin = band * grid_h / bands;
+    const int row_end = ((band + 1) * grid_h + bands - 1) / bands;
+    const int columns = anchors / bands + (band < anchors % bands ? 1 : 0);
+    for (int j = 0; j < columns; ++j, ++anchor) {
+      const int col_begin = j * grid_w / columns;
+      const int col_end = ((j + 1) * grid_w + columns - 1) / columns;
+      const float weight = 1.0f / float((row_end - row_begin) * (col_end - col_begin));
+      for (int row = row_begin; row < row_end; ++row)
+        for (int col = col_begin; col < col_end; ++col) weights[anchor][row * grid_w + col] = weight;
+    }
+  }
+  return pooling;
+}
+
+namespace {
+
+// 1 / x with 1/0 -> 0, as AnchorFormer's `degree` does for anchors nobody is assigned to.
+torch::Tensor safe_reciprocal(const torch::Tensor& x) {
+  auto inverse = x.reciprocal();
+  return torch::where(torch::isinf(inverse), torch::zeros_like(inverse), inverse);
+}
+
+// Normalises linear-kernel scores S [B, h, Q, T] (already zero outside `allowed`).
+torch::Tensor normalise_linear_scores(Kernel kernel, const torch::Tensor& scores,
+                                      const KernelFeatures& features, const torch::Tensor& allowed) {
+  auto row_sum = scores.sum(-1, /*keepdim=*/true);
+  switch (kernel) {
+    case Kernel::Linear: return scores / (row_sum + 1e-6);
+    case Kernel::Focused: {
+      // z = 1 / (q . mean(k) + eps), averaging over the keys the query may see.
+      auto visible = allowed.defined()
+                         ? allowed.sum(-1, /*keepdim=*/true).to(scores.scalar_type())
+                         : torch::full({1}, double(scores.size(-1)), scores.options());
+      return (scores / visible) / (row_sum / visible + 1e-6);
+    }
+    case Kernel::Enhanced: return scores * features.temperature / row_sum.clamp_min(100.0);
+    default: break;
+  }
+  throw std::logic_error("normalise_linear_scores: not a linear kernel");
+}
+
+}  // namespace
+
+torch::Tensor equivalent_rows(Kernel kernel, const KernelFeatures& features,
+                              const torch::Tensor& query_index, const torch::Tensor& allowed) {
+  if (kernel == Kernel::Anchor) {
+    const auto& assignment = features.anchor_assignment;  // [B, h, T, m]
+    auto inverse_degree = safe_reciprocal(assignment.sum(2));  // [B, h, m]
+    auto query_assignment = assignment.index_select(2, query_index);
+    return torch::matmul(query_assignment * inverse_degree.unsqueeze(2), assignment.transpose(-1, -2));
+  }
+  auto query = features.q.index_select(2, query_index);
+  auto scores = torch::matmul(query, features.k.transpose(-1, -2));  // [B, h, Q, T]
+  if (kernel == Kernel::Softmax) {
+    if (allowed.defined()) scores = scores.masked_fill(allowed.logical_not(), -INFINITY);
+    return scores.softmax(-1);
+  }
+  if (allowed.defined()) scores = scores.masked_fill(allowed.logical_not(), 0.0);
+  return normalise_linear_scores(kernel, scores, features, allowed);
+}
+
+torch::Tensor attend(Kernel kernel, const KernelFeatures& features, const torch::Tensor& v,
+                     const torch::Tensor& allowed) {
+  const auto& q = features.q;
+  const auto& k = features.k;
+  if (kernel == Kernel::Anchor) {
+    // Right to left, O(N m d): A (Delta^-1 (A^T V)).
+    const auto& assignment = features.anchor_assignment;
+    auto inverse_degree = safe_reciprocal(assignment.sum(2)).unsqueeze(-1);  // [B, h, m, 1]
+    auto anchor_values = torch::matmul(assignment.transpose(-1, -2), v) * inverse_degree;
+    return torch::matmul(assignment, anchor_values);
+  }
+  if (kernel == Kernel::Softmax && !allowed.defined())
+    return torch::matmul(torch::matmul(q, k.transpose(-1, -2)).softmax(-1), v);
+  if (allowed.defined() || kernel == Kernel::Softmax) {
+    // Windowed: the masked T x T matrix is the exact computation.
+    auto all_queries = torch::arange(q.size(2), torch::TensorOptions().dtype(torch::kLong).device(q.device()));
+    return torch::matmul(equivalent_rows(kernel, features, all_queries, allowed), v);
+  }
+  // Global linear kernels: K^T V first, O(N d^2).
+  auto key_sum = k.sum(2).unsqueeze(-1);  // [B, h, d, 1]
+  auto kv = torch::matmul(k.transpose(-1, -2), v);  // [B, h, d, d]
+  switch (kernel) {
+    case Kernel::Linear: return torch::matmul(q, kv) / (torch::matmul(q, key_sum) + 1e-6);
+    case Kernel::Focused: {
+      const double tokens = double(k.size(2));
+      auto z = (torch::matmul(q, key_sum / tokens) + 1e-6).reciprocal();
+      return torch::matmul(q, kv / tokens) * z;
+    }
+    case Kernel::Enhanced:
+      return torch::matmul(q, kv * features.temperature) / torch::matmul(q, key_sum).clamp_min(100.0);
+    default: break;
+  }
+  throw std::logic_error("attend: unhandled kernel");
+}
+
+torch::Tensor depthwise_conv_on_values(const torch::Tensor& v, const torch::Tensor& weight,
+                                       const torch::Tensor& bias, const TokenLayout& layout) {
+  const int64_t batch = v.size(0), heads = v.size(1), dim = v.size(3);
+  const int64_t prefix = layout.prefix_tokens();
+  auto grid = v.index({Slice(), Slice(), Slice(prefix)})
+                  .reshape({batch * heads, layout.grid_h, layout.grid_w, dim})
+                  .permute({0, 3, 1, 2});
+  const int64_t padding = weight.size(-1) / 2;
+  auto conv = F::conv2d(grid, weight, F::Conv2dFuncOptions().bias(bias).padding(padding).groups(dim));
+  auto patches = conv.permute({0, 2, 3, 1}).reshape({batch, heads, layout.patch_tokens(), dim});
+  if (prefix == 0) return patches;
+  return torch::cat({torch::zeros({batch, heads, prefix, dim}, patches.options()), patches}, 2);
+}
+
+torch::Tensor depthwise_conv_band(const torch::Tensor& weight, const TokenLayout& layout,
+                                  const torch::Tensor& query_index) {
+  auto kernel = weight.detach().to(torch::kCPU, torch::kFloat).mean(0)[0].contiguous();  // [k, k]
+  const int64_t size = kernel.size(0), half = size / 2;
+  auto kernel_at = kernel.accessor<float, 2>();
+  auto queries = query_index.to(torch::kCPU, torch::kLong).contiguous();
+  auto query_at = queries.accessor<int64_t, 1>();
+  auto band = torch::zeros({queries.size(0), int64_t(layout.total_tokens())});
+  auto band_at = band.accessor<float, 2>();
+  for (int64_t i = 0; i < queries.size(0); ++i) {
+    const int token = int(query_at[i]);
+    if (!layout.is_patch(token)) continue;
+    const int row = layout.row_of(token), col = layout.col_of(token);
+    for (int64_t dy = -half; dy <= half; ++dy)
+      for (int64_t dx = -half; dx <= half; ++dx) {
+        const int64_t key_row = row + dy, key_col = col + dx;
+        if (key_row < 0 || key_row >= layout.grid_h || key_col < 0 || key_col >= layout.grid_w) continue;
+        band_at[i][layout.patch_token(int(key_row), int(key_col))] = kernel_at[half + dy][half + dx];
+      }
+  }
+  return band.to(weight.device());
+}
+
+}  // namespace attnscope

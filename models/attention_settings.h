@@ -1,0 +1,42 @@
+// What attention a run computes: the variant and its knobs (p, window, anchors, DWC, f_p norms).
+// Shared by the engine, the CLI, session files and the GUI; none of it needs a model reload.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace attnscope {
+
+enum class Variant {
+  Native,    // whatever the checkpoint's attention modules are (softmax for plain timm blocks)
+  Softmax,   // ViT/DeiT dot-product attention
+  Linear,    // ReLU kernel linear attention
+  Focused,   // FLatten: f_p on ReLU features, optional depthwise conv on V
+  Enhanced,  // L2ViT linear global attention: ReLU, per-head temperature, clamped denominator
+  Window,    // softmax restricted to w x w windows of the patch grid
+  Anchor,    // AnchorFormer: attention through m anchors
+};
+
+// Where FLatten's f_p takes its norms: over all C channels (the authors' code) or per head
+// (the paper's formula applied to each head's d channels).
+enum class FocusNorm { AllChannels, PerHead };
+
+struct AttentionSettings {
+  Variant variant = Variant::Native;
+  double p = 3.0;        // FLatten focusing factor
+  int window = 0;        // 0: global; w > 0 restricts patch queries to their w x w window
+  int anchors = 0;       // 0: all learned anchors; m > 0: m anchors (pooled from K for swaps)
+  bool dwc = true;       // use the depthwise conv on V where the checkpoint has its weights
+  FocusNorm norm = FocusNorm::AllChannels;
+};
+
+// The window the `window` variant uses when none is given (Swin's default).
+constexpr int kDefaultWindow = 7;
+
+Variant parse_variant(const std::string& name);  // throws std::invalid_argument
+std::string to_string(Variant variant);
+FocusNorm parse_focus_norm(const std::string& name);
+std::string to_string(FocusNorm norm);
+std::vector<std::string> variant_names();  // for help texts and UI combos (without "native")
+
+}  // namespace attnscope

@@ -1,0 +1,285 @@
+#include "models/model_loader.h"
+
+#include "core/assets.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <set>
+#include <sstream>
+#include <thread>
+
+namespace attnscope {
+
+namespace {
+
+std::string shape_string(const torch::IntArrayRef& shape) {
+  std::ostringstream out;
+  out << "[";
+  for (size_t i = 0; i < shape.size(); ++i) out << (i ? "," : "") << shape[i];
+  out << "]";
+  return out.str();
+}
+
+int perfect_square_root(int64_t n) {
+  if (n <= 0) return 0;
+  const auto root = int64_t(std::llround(std::sqrt(double(n))));
+  return root * root == n ? int(root) : 0;
+}
+
+class KeyReader {
+ public:
+  explicit KeyReader(const Checkpoint& checkpoint) : tensors_(checkpoint.tensors) {}
+  bool has(const std::string& key) const { return tensors_.count(key) > 0; }
+  const torch::Tensor& get(const std::string& key) const {
+    auto it = tensors_.find(key);
+    if (it == tensors_.end()) throw CheckpointError("missing tensor '" + key + "'");
+    return it->second;
+  }
+  // Size of a dimension, with a clear error when the tensor has too few dimensions.
+  int64_t size(const std::string& key, int64_t dim, int64_t expected_dims) const {
+    const auto& t = get(key);
+    if (t.dim() != expected_dims)
+      throw CheckpointError("tensor '" + key + "' has shape " + shape_string(t.sizes()) + ", expected " +
+                            std::to_string(expected_dims) + " dimensions");
+    return t.size(dim);
+  }
+
+ private:
+  const std::map<std::string, torch::Tensor>& tensors_;
+};
+
+// The head count that attention parameters reveal, or 0 when none does.
+int heads_from_attention(const KeyReader& keys, const std::string& prefix, int dim) {
+  if (keys.has(prefix + "temperature")) return int(keys.get(prefix + "temperature").size(0));
+  if (keys.has(prefix + "dwc.weight")) {
+    const int64_t head_dim = keys.size(prefix + "dwc.weight", 0, 4);
+    if (head_dim > 0 && dim % head_dim == 0) return int(dim / head_dim);
+  }
+  if (keys.has(prefix + "dist_anchor_B.weight")) {
+    const int64_t head_dim = keys.size(prefix + "dist_anchor_B.weight", 1, 2);
+    if (head_dim > 0 && dim % head_dim == 0) return int(dim / head_dim);
+  }
+  return 0;
+}
+
+}  // namespace
+
+ArchOverrides ArchOverrides::parse(const std::string& text) {
+  ArchOverrides overrides;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) throw std::invalid_argument("--arch expects key=value pairs, got '" + item + "'");
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    auto number = [&](auto convert) {
+      try {
+        return convert(value);
+      } catch (const std::exception&) {
+        throw std::invalid_argument("--arch " + key + "=" + value + " is not a number");
+      }
+    };
+    if (key == "heads") overrides.heads = number([](const std::string& s) { return std::stoi(s); });
+    else if (key == "eps") overrides.layer_norm_eps = number([](const std::string& s) { return std::stod(s); });
+    else throw std::invalid_argument("unknown --arch key '" + key + "' (known: heads, eps)");
+  }
+  if (overrides.heads < 0) throw std::invalid_argument("--arch heads must be positive");
+  return overrides;
+}
+
+std::string LoadReport::describe() const {
+  std::ostringstream out;
+  auto list = [&](const char* what, const std::vector<std::string>& items) {
+    if (items.empty()) return;
+    out << items.size() << " " << what << ": ";
+    for (size_t i = 0; i < items.size() && i < 6; ++i) out << (i ? ", " : "") << items[i];
+    if (items.size() > 6) out << ", ...";
+    out << "; ";
+  };
+  list("missing", missing);
+  list("unexpected", unexpected);
+  list("mis-shaped", misshaped);
+  std::string text = out.str();
+  if (text.size() >= 2) text.resize(text.size() - 2);
+  return text;
+}
+
+VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides, LoadReport* report) {
+  const KeyReader keys(checkpoint);
+  auto note = [&](const std::string& text) {
+    if (report) report->notes.push_back(text);
+  };
+  if (!keys.has("patch_embed.proj.weight") || !keys.has("pos_embed") || !keys.has("blocks.0.norm1.weight"))
+    throw CheckpointError(
+        "unsupported model: not a ViT/DeiT in timm's layout (needs patch_embed.proj.weight, pos_embed and "
+        "blocks.N.*; found " + std::to_string(checkpoint.tensors.size()) + " tensors, first '" +
+        (checkpoint.tensors.empty() ? std::string("none") : checkpoint.tensors.begin()->first) + "')");
+  VitArch arch;
+  const auto& patch_weight = keys.get("patch_embed.proj.weight");
+  if (patch_weight.dim() != 4 || patch_weight.size(2) != patch_weight.size(3))
+    throw CheckpointError("patch_embed.proj.weight has shape " + shape_string(patch_weight.sizes()) +
+                          ", expected [C, 3, P, P]");
+  arch.embed_dim = int(patch_weight.size(0));
+  arch.in_chans = int(patch_weight.size(1));
+  arch.patch_size = int(patch_weight.size(2));
+  arch.class_token = keys.has("cls_token");
+  arch.dist_token = keys.has("dist_token");
+  if (keys.has("reg_token")) arch.register_tokens = int(keys.size("reg_token", 1, 3));
+  arch.final_norm = keys.has("norm.weight");
+  arch.fc_norm = keys.has("fc_norm.weight");
+  if (keys.has("head.weight")) arch.num_classes = int(keys.size("head.weight", 0, 2));
+  if (overrides.layer_norm_eps > 0) arch.layer_norm_eps = overrides.layer_norm_eps;
+
+  const int prefix = int(arch.class_token) + int(arch.dist_token) + arch.register_tokens;
+  const int64_t positions = keys.size("pos_embed", 1, 3);
+  if (int grid = perfect_square_root(positions - prefix); grid > 0) {
+    arch.pos_embed_has_prefix = true;
+    arch.pos_grid_h = arch.pos_grid_w = grid;
+  } else if (int patches_only = perfect_square_root(positions); patches_only > 0) {
+    arch.pos_embed_has_prefix = false;
+    arch.pos_grid_h = arch.pos_grid_w = patches_only;
+    note("pos_embed covers the patches only (timm no_embed_class)");
+  } else {
+    throw CheckpointError("pos_embed has " + std::to_string(positions) + " positions: neither " +
+                          std::to_string(prefix) + " prefix tokens plus a square grid nor a square grid");
+  }
+
+  while (keys.has("blocks." + std::to_string(arch.depth) + ".norm1.weight")) ++arch.depth;
+  const int dim = arch.embed_dim;
+
+  // Heads: from variant parameters, else the overrides, metadata, then timm's 64-wide heads.
+  int heads = overrides.heads;
+  std::string heads_source = "--arch";
+  for (int i = 0; heads == 0 && i < arch.depth; ++i) {
+    heads = heads_from_attention(keys, "blocks." + std::to_string(i) + ".attn.", dim);
+    heads_source = "attention parameters";
+  }
+  if (heads == 0 && checkpoint.metadata.count("num_heads")) {
+    heads = std::atoi(checkpoint.metadata.at("num_heads").c_str());
+    heads_source = "file metadata";
+  }
+  if (heads == 0 && dim % 64 == 0) {
+    heads = dim / 64;
+    heads_source = "head dim 64 (timm convention; override with --arch heads=N)";
+  }
+  if (heads <= 0 || dim % heads != 0)
+    throw CheckpointError("cannot tell the head count of a width-" + std::to_string(dim) +
+                          " model: pass --arch heads=N");
+  arch.heads = heads;
+  note(std::to_string(heads) + " heads from " + heads_source);
+
+  for (int i = 0; i < arch.depth; ++i) {
+    const std::string block = "blocks." + std::to_string(i) + ".";
+    const std::string attn = block + "attn.";
+    BlockArch b;
+    b.attention.dim = dim;
+    b.attention.heads = heads;
+    if (keys.has(attn + "x_to_emb.weight")) {
+      b.attention.native = NativeAttention::Anchor;
+      b.attention.anchors = int(keys.size(attn + "dist_anchor_B.weight", 0, 2));
+    } else if (keys.has(attn + "qkv.weight")) {
+      b.attention.qkv_bias = keys.has(attn + "qkv.bias");
+      if (keys.has(attn + "temperature")) {
+        b.attention.native = NativeAttention::Enhanced;
+      } else if (keys.has(attn + "dwc.weight") || keys.has(attn + "scale") || keys.has(attn + "positional_encoding")) {
+        b.attention.native = NativeAttention::Focused;
+        if (keys.has(attn + "dwc.weight")) b.attention.dwc_kernel = int(keys.size(attn + "dwc.weight", 2, 4));
+        b.attention.has_scale = keys.has(attn + "scale");
+        if (keys.has(attn + "positional_encoding"))
+          b.attention.positional_encoding_tokens = int(keys.size(attn + "positional_encoding", 1, 3));
+      }
+    } else if (keys.has(attn + "q.weight") || keys.has(attn + "kv.weight")) {
+      throw CheckpointError("block " + std::to_string(i) +
+                            " uses separate attn.q / attn.kv projections (PVT layout), which is not supported yet");
+    } else {
+      throw CheckpointError("block " + std::to_string(i) + " has no attention projection (attn.qkv or attn.x_to_emb)");
+    }
+    b.mlp_hidden = int(keys.size(block + "mlp.fc1.weight", 0, 2));
+    b.layer_scale = keys.has(block + "ls1.gamma");
+    b.local_concentration = keys.has(block + "local_mp.conv1.weight");
+    arch.blocks.push_back(b);
+  }
+  return arch;
+}
+
+void copy_weights(torch::nn::Module& model, const Checkpoint& checkpoint, LoadReport& report) {
+  torch::NoGradGuard no_grad;
+  std::set<std::string> used;
+  auto copy_one = [&](const std::string& name, torch::Tensor& target, bool optional) {
+    auto it = checkpoint.tensors.find(name);
+    if (it == checkpoint.tensors.end()) {
+      if (!optional) report.missing.push_back(name);
+      return;
+    }
+    used.insert(name);
+    if (!it->second.sizes().equals(target.sizes())) {
+      report.misshaped.push_back(name + ": file " + shape_string(it->second.sizes()) + " vs model " +
+                                 shape_string(target.sizes()));
+      return;
+    }
+    target.copy_(it->second.to(target.dtype()));
+  };
+  for (auto& item : model.named_parameters()) copy_one(item.key(), item.value(), false);
+  for (auto& item : model.named_buffers()) {
+    // BatchNorm's batch counter does not change inference.
+    const bool optional = item.key().size() >= 19 &&
+                          item.key().compare(item.key().size() - 19, 19, "num_batches_tracked") == 0;
+    copy_one(item.key(), item.value(), optional);
+  }
+  for (const auto& entry : checkpoint.tensors)
+    if (!used.count(entry.first)) report.unexpected.push_back(entry.first);
+}
+
+LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, torch::Device device) {
+  Checkpoint checkpoint = load_checkpoint(path);
+  LoadedModel loaded;
+  loaded.path = path;
+  loaded.format = checkpoint.format;
+  loaded.container_key = checkpoint.container_key;
+  loaded.metadata = checkpoint.metadata;
+  loaded.arch = infer_arch(checkpoint, overrides, &loaded.report);
+  loaded.model = VisionTransformer(loaded.arch);
+  copy_weights(*loaded.model, checkpoint, loaded.report);
+  if (!loaded.report.ok()) throw CheckpointError(path + ": weights do not fit the inferred " + loaded.arch.family() +
+                                                 " architecture: " + loaded.report.describe());
+  loaded.class_names = class_names_for(loaded);
+  loaded.model->eval();
+  loaded.model->to(device);
+  loaded.device = device;
+  for (const auto& parameter : loaded.model->parameters()) loaded.parameter_count += parameter.numel();
+  return loaded;
+}
+
+std::vector<std::string> class_names_for(const LoadedModel& model) {
+  auto it = model.metadata.find("class_names");
+  if (it != model.metadata.end()) {
+    auto parsed = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_array() && int(parsed.size()) == model.arch.num_classes) {
+      std::vector<std::string> names;
+      for (const auto& name : parsed) names.push_back(name.is_string() ? name.get<std::string>() : name.dump());
+      return names;
+    }
+  }
+  if (model.arch.num_classes == 1000) return read_class_names(asset_path("imagenet1k_classes.txt"));
+  return {};
+}
+
+torch::Device resolve_device(const std::string& name) {
+  if (name.empty() || name == "auto") return torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::kCPU;
+  if (name == "cpu") return torch::kCPU;
+  if (name.rfind("cuda", 0) == 0) {
+    if (!torch::cuda::is_available())
+      throw std::invalid_argument("--device cuda: this LibTorch build has no CUDA or no GPU is visible");
+    return torch::Device(name);
+  }
+  throw std::invalid_argument("unknown device '" + name + "' (expected auto, cpu or cuda)");
+}
+
+void configure_threads() {
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (cores > 0) torch::set_num_threads(int(cores));
+}
+
+}  // namespace attnscope

@@ -1,0 +1,63 @@
+// From a checkpoint file to a ready model: the architecture inferred from key names and shapes,
+// weights copied by a walk over the modules' registered names, and a report of what did not fit.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/checkpoint.h"
+#include "models/vit.h"
+
+namespace attnscope {
+
+// What key names and shapes cannot tell (plain softmax blocks hide their head count).
+// Parsed from "heads=6,eps=1e-5"; safetensors metadata "num_heads" is read too.
+struct ArchOverrides {
+  int heads = 0;
+  double layer_norm_eps = 0.0;
+  static ArchOverrides parse(const std::string& text);  // throws std::invalid_argument
+};
+
+struct LoadReport {
+  std::vector<std::string> missing;     // the model needs them, the file lacks them
+  std::vector<std::string> unexpected;  // in the file, not part of any supported computation
+  std::vector<std::string> misshaped;   // "name: file [a,b] vs model [c,d]"
+  std::vector<std::string> notes;       // how the architecture was inferred
+  bool ok() const { return missing.empty() && unexpected.empty() && misshaped.empty(); }
+  std::string describe() const;
+};
+
+// Infers the architecture; throws CheckpointError when the file is not a supported ViT/DeiT.
+VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides, LoadReport* report = nullptr);
+
+// Copies weights into the model by registered name; fills `report`; casts to float32.
+void copy_weights(torch::nn::Module& model, const Checkpoint& checkpoint, LoadReport& report);
+
+struct LoadedModel {
+  VisionTransformer model{nullptr};
+  VitArch arch;
+  LoadReport report;
+  std::string path;
+  std::string format;
+  std::string container_key;
+  std::map<std::string, std::string> metadata;  // safetensors __metadata__ (e.g. class_names)
+  std::vector<std::string> class_names;          // empty when unknown
+  torch::Device device{torch::kCPU};
+  int64_t parameter_count = 0;
+};
+
+// Loads, validates strictly (a report with problems throws CheckpointError listing them), moves the
+// model to `device` and puts it in eval mode.
+LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, torch::Device device);
+
+// Class names for the model's outputs: a JSON list in the metadata key "class_names", else the
+// ImageNet-1k names for 1000-class heads, else empty.
+std::vector<std::string> class_names_for(const LoadedModel& model);
+
+// "auto" (CUDA when this LibTorch has it and a GPU is visible), "cpu" or "cuda[:N]".
+torch::Device resolve_device(const std::string& name);
+
+// LibTorch's intra-op threads = the machine's cores (its default here is 1).
+void configure_threads();
+
+}  // namespace attnscope

@@ -1,0 +1,201 @@
+#include "models/vit.h"
+
+#include <nlohmann/json.hpp>
+
+namespace attnscope {
+
+namespace F = torch::nn::functional;
+using torch::indexing::Slice;
+
+TokenLayout VitArch::layout_for(int height, int width) const {
+  TokenLayout layout;
+  layout.has_class_token = class_token;
+  layout.has_dist_token = dist_token;
+  layout.register_tokens = register_tokens;
+  layout.patch_size = patch_size;
+  layout.grid_h = height / patch_size;
+  layout.grid_w = width / patch_size;
+  return layout;
+}
+
+std::string VitArch::family() const {
+  std::string name = dist_token ? "deit-distilled" : (class_token ? "vit-cls" : "vit-gap");
+  if (register_tokens > 0) name += "-reg" + std::to_string(register_tokens);
+  return name;
+}
+
+void to_json(nlohmann::json& j, const VitArch& arch) {
+  nlohmann::json blocks = nlohmann::json::array();
+  for (const auto& block : arch.blocks) {
+    nlohmann::json b{{"native_attention", to_string(block.attention.native)},
+                     {"mlp_hidden", block.mlp_hidden},
+                     {"qkv_bias", block.attention.qkv_bias}};
+    if (block.attention.dwc_kernel) b["dwc_kernel"] = block.attention.dwc_kernel;
+    if (block.attention.positional_encoding_tokens)
+      b["positional_encoding_tokens"] = block.attention.positional_encoding_tokens;
+    if (block.attention.anchors) b["anchors"] = block.attention.anchors;
+    if (block.layer_scale) b["layer_scale"] = true;
+    if (block.local_concentration) b["local_concentration"] = true;
+    blocks.push_back(b);
+  }
+  j = nlohmann::json{{"family", arch.family()},
+                     {"embed_dim", arch.embed_dim},
+                     {"depth", arch.depth},
+                     {"heads", arch.heads},
+                     {"head_dim", arch.heads ? arch.embed_dim / arch.heads : 0},
+                     {"patch_size", arch.patch_size},
+                     {"native_input", {arch.native_height(), arch.native_width()}},
+                     {"num_classes", arch.num_classes},
+                     {"class_token", arch.class_token},
+                     {"dist_token", arch.dist_token},
+                     {"register_tokens", arch.register_tokens},
+                     {"pos_embed_has_prefix", arch.pos_embed_has_prefix},
+                     {"final_norm", arch.final_norm},
+                     {"fc_norm", arch.fc_norm},
+                     {"layer_norm_eps", arch.layer_norm_eps},
+                     {"blocks", blocks}};
+}
+
+MlpImpl::MlpImpl(int dim, int hidden) {
+  fc1 = register_module("fc1", torch::nn::Linear(dim, hidden));
+  fc2 = register_module("fc2", torch::nn::Linear(hidden, dim));
+}
+
+torch::Tensor MlpImpl::forward(const torch::Tensor& x) { return fc2(torch::gelu(fc1(x))); }
+
+LocalConcentrationImpl::LocalConcentrationImpl(int dim) {
+  auto depthwise = torch::nn::Conv2dOptions(dim, dim, 7).padding(3).groups(dim);
+  conv1 = register_module("conv1", torch::nn::Conv2d(depthwise));
+  bn = register_module("bn", torch::nn::BatchNorm2d(dim));
+  conv2 = register_module("conv2", torch::nn::Conv2d(depthwise));
+}
+
+torch::Tensor LocalConcentrationImpl::forward(const torch::Tensor& tokens, const TokenLayout& layout) {
+  const int64_t batch = tokens.size(0), dim = tokens.size(2), prefix = layout.prefix_tokens();
+  auto grid = tokens.index({Slice(), Slice(prefix)}).transpose(1, 2).reshape({batch, dim, layout.grid_h, layout.grid_w});
+  auto local = conv2(bn(torch::gelu(conv1(grid)))).flatten(2).transpose(1, 2);
+  if (prefix == 0) return local;
+  // Prefix tokens have no place on the grid: the module adds nothing to them.
+  return torch::cat({torch::zeros({batch, prefix, dim}, local.options()), local}, 1);
+}
+
+BlockImpl::BlockImpl(const BlockArch& arch, double eps) {
+  const int dim = arch.attention.dim;
+  auto norm_options = torch::nn::LayerNormOptions({dim}).eps(eps);
+  norm1 = register_module("norm1", torch::nn::LayerNorm(norm_options));
+  attn = register_module("attn", Attention(arch.attention));
+  if (arch.layer_scale) ls1 = register_module("ls1", LayerScale(dim));
+  if (arch.local_concentration) {
+    norm3 = register_module("norm3", torch::nn::LayerNorm(norm_options));
+    local_mp = register_module("local_mp", LocalConcentration(dim));
+  }
+  norm2 = register_module("norm2", torch::nn::LayerNorm(norm_options));
+  mlp = register_module("mlp", Mlp(dim, arch.mlp_hidden));
+  if (arch.layer_scale) ls2 = register_module("ls2", LayerScale(dim));
+}
+
+torch::Tensor BlockImpl::forward(const torch::Tensor& x, const TokenLayout& layout,
+                                 const AttentionSettings& settings, AttentionCapture* capture) {
+  auto normed = norm1(x);
+  if (capture) capture->normed_input = normed;
+  auto attended = attn(normed, layout, settings, capture);
+  if (!ls1.is_empty()) attended = ls1(attended);
+  auto out = x + attended;
+  if (!local_mp.is_empty()) out = out + local_mp(norm3(out), layout);
+  auto mlp_out = mlp(norm2(out));
+  if (!ls2.is_empty()) mlp_out = ls2(mlp_out);
+  return out + mlp_out;
+}
+
+PatchEmbedImpl::PatchEmbedImpl(int in_chans, int dim, int patch) {
+  proj = register_module("proj", torch::nn::Conv2d(torch::nn::Conv2dOptions(in_chans, dim, patch).stride(patch)));
+}
+
+torch::Tensor resize_patch_positions(const torch::Tensor& patch_positions, int from_h, int from_w, int to_h,
+                                     int to_w) {
+  if (from_h == to_h && from_w == to_w) return patch_positions;
+  const int64_t dim = patch_positions.size(-1);
+  auto grid = patch_positions.reshape({1, from_h, from_w, dim}).permute({0, 3, 1, 2}).to(torch::kFloat);
+  auto resized = F::interpolate(grid, F::InterpolateFuncOptions()
+                                          .size(std::vector<int64_t>{to_h, to_w})
+                                          .mode(torch::kBicubic)
+                                          .align_corners(false)
+                                          .antialias(true));
+  return resized.permute({0, 2, 3, 1}).reshape({1, int64_t(to_h) * to_w, dim}).to(patch_positions.dtype());
+}
+
+VisionTransformerImpl::VisionTransformerImpl(const VitArch& arch) : arch_(arch) {
+  const int dim = arch.embed_dim;
+  patch_embed = register_module("patch_embed", PatchEmbed(arch.in_chans, dim, arch.patch_size));
+  if (arch.class_token) cls_token = register_parameter("cls_token", torch::zeros({1, 1, dim}));
+  if (arch.dist_token) dist_token = register_parameter("dist_token", torch::zeros({1, 1, dim}));
+  if (arch.register_tokens > 0) reg_token = register_parameter("reg_token", torch::zeros({1, arch.register_tokens, dim}));
+  const int prefix = int(arch.class_token) + int(arch.dist_token) + arch.register_tokens;
+  const int positions = arch.pos_grid_h * arch.pos_grid_w + (arch.pos_embed_has_prefix ? prefix : 0);
+  pos_embed = register_parameter("pos_embed", torch::zeros({1, positions, dim}));
+  blocks = register_module("blocks", torch::nn::ModuleList());
+  for (const auto& block : arch.blocks) blocks->push_back(Block(block, arch.layer_norm_eps));
+  auto norm_options = torch::nn::LayerNormOptions({dim}).eps(arch.layer_norm_eps);
+  if (arch.final_norm) norm = register_module("norm", torch::nn::LayerNorm(norm_options));
+  if (arch.fc_norm) fc_norm = register_module("fc_norm", torch::nn::LayerNorm(norm_options));
+  if (arch.num_classes > 0) {
+    head = register_module("head", torch::nn::Linear(dim, arch.num_classes));
+    if (arch.dist_token) head_dist = register_module("head_dist", torch::nn::Linear(dim, arch.num_classes));
+  }
+}
+
+torch::Tensor VisionTransformerImpl::embed(const torch::Tensor& images, const TokenLayout& layout) {
+  auto patches = patch_embed->proj(images).flatten(2).transpose(1, 2);  // [B, N, C]
+  const int64_t batch = images.size(0);
+  std::vector<torch::Tensor> prefix;
+  if (cls_token.defined()) prefix.push_back(cls_token.expand({batch, -1, -1}));
+  if (dist_token.defined()) prefix.push_back(dist_token.expand({batch, -1, -1}));
+  if (reg_token.defined()) prefix.push_back(reg_token.expand({batch, -1, -1}));
+  const int64_t prefix_positions = arch_.pos_embed_has_prefix ? layout.prefix_tokens() : 0;
+  auto patch_positions = resize_patch_positions(pos_embed.index({Slice(), Slice(prefix_positions)}), arch_.pos_grid_h,
+                                                arch_.pos_grid_w, layout.grid_h, layout.grid_w);
+  if (!arch_.pos_embed_has_prefix) {
+    // timm's no_embed_class: positions go on the patches only, prefix tokens are added after.
+    prefix.push_back(patches + patch_positions);
+    return torch::cat(prefix, 1);
+  }
+  prefix.push_back(patches);
+  auto positions = torch::cat({pos_embed.index({Slice(), Slice(0, prefix_positions)}), patch_positions}, 1);
+  return torch::cat(prefix, 1) + positions;
+}
+
+torch::Tensor VisionTransformerImpl::pool_and_classify(const torch::Tensor& tokens, const TokenLayout& layout) {
+  auto x = norm.is_empty() ? tokens : norm(tokens);
+  if (arch_.class_token) {
+    auto class_features = x.select(1, 0);
+    if (!fc_norm.is_empty()) class_features = fc_norm(class_features);
+    if (head.is_empty()) return class_features;
+    if (!head_dist.is_empty()) return (head(class_features) + head_dist(x.select(1, 1))) / 2;
+    return head(class_features);
+  }
+  auto pooled = x.index({Slice(), Slice(layout.prefix_tokens())}).mean(1);
+  if (!fc_norm.is_empty()) pooled = fc_norm(pooled);
+  return head.is_empty() ? pooled : head(pooled);
+}
+
+ForwardOutput VisionTransformerImpl::forward(const torch::Tensor& images, const AttentionSettings& settings,
+                                             const ForwardOptions& options) {
+  if (images.dim() != 4 || images.size(1) != arch_.in_chans)
+    throw std::invalid_argument("input must be [B, " + std::to_string(arch_.in_chans) + ", H, W]");
+  const int64_t height = images.size(2), width = images.size(3);
+  if (height % arch_.patch_size || width % arch_.patch_size)
+    throw std::invalid_argument("input " + std::to_string(width) + "x" + std::to_string(height) +
+                                " is not a multiple of the patch size " + std::to_string(arch_.patch_size));
+  ForwardOutput output;
+  output.layout = arch_.layout_for(int(height), int(width));
+  auto x = embed(images, output.layout);
+  if (options.capture) output.layers.resize(blocks->size());
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    if (options.cancelled && options.cancelled()) throw Cancelled();
+    x = blocks[i]->as<BlockImpl>()->forward(x, output.layout, settings, options.capture ? &output.layers[i] : nullptr);
+  }
+  output.logits = pool_and_classify(x, output.layout);
+  return output;
+}
+
+}  // namespace attnscope
