@@ -1,0 +1,364 @@
+// Image decoding, Pillow-exact bicubic resampling, timm's eval transform and tensor conversion.
+// Resampling follows Pillow's libImaging/Resample.c step for step: attention maps are compared
+// with Python runs, so the model must see the very bytes PIL would have given it.
+#include "core/image.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include <torch/torch.h>
+#include <opencv2/core/utility.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+namespace attnscope {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Pillow's resampler (ImagingResample with the BICUBIC filter, 8 bits per channel).
+
+constexpr double kBicubicSupport = 2.0;  // the kernel is zero beyond |x| = 2
+// Pillow's fixed point: 8 bits of result, 2 bits of headroom for the kernel's negative lobes.
+constexpr int kPrecisionBits = 32 - 8 - 2;
+
+// Keys' cubic convolution kernel with a = -0.5, written exactly as Pillow evaluates it.
+double bicubic_kernel(double x) {
+  constexpr double a = -0.5;
+  if (x < 0.0) x = -x;
+  if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
+  if (x < 2.0) return (((x - 5) * x + 8) * x - 4) * a;
+  return 0.0;
+}
+
+// For each output position along one axis: the input window and its fixed-point weights.
+struct AxisWeights {
+  int taps = 0;                  // stride between positions in `weights`
+  std::vector<int> first;        // first input index of the window
+  std::vector<int> count;        // number of inputs in the window
+  std::vector<int32_t> weights;  // count[i] weights at i * taps, each scaled by 2^kPrecisionBits
+};
+
+// Pillow's precompute_coeffs + normalize_coeffs_8bpc for the full-image box [0, in_size].
+// When shrinking, the kernel is stretched by the scale factor, which is the antialiasing.
+AxisWeights compute_axis_weights(int in_size, int out_size) {
+  // Pillow passes the box as float; (float)in_size is exact for any realistic image size.
+  const float box_begin = 0.0f, box_end = static_cast<float>(in_size);
+  const double scale = static_cast<double>(box_end - box_begin) / out_size;
+  const double filter_scale = std::max(scale, 1.0);
+  const double support = kBicubicSupport * filter_scale;
+
+  AxisWeights axis;
+  axis.taps = static_cast<int>(std::ceil(support)) * 2 + 1;
+  axis.first.resize(out_size);
+  axis.count.resize(out_size);
+  axis.weights.assign(static_cast<size_t>(out_size) * axis.taps, 0);
+  std::vector<double> weights(axis.taps);
+  for (int out = 0; out < out_size; ++out) {
+    const double center = box_begin + (out + 0.5) * scale;
+    const double inverse_scale = 1.0 / filter_scale;
+    // Truncating casts round here because the operands are shifted by +0.5, as in Pillow.
+    const int begin = std::max(static_cast<int>(center - support + 0.5), 0);
+    const int end = std::min(static_cast<int>(center + support + 0.5), in_size);
+    const int count = end - begin;
+    double total = 0.0;
+    for (int i = 0; i < count; ++i) {
+      weights[i] = bicubic_kernel((i + begin - center + 0.5) * inverse_scale);
+      total += weights[i];
+    }
+    int32_t* fixed = &axis.weights[static_cast<size_t>(out) * axis.taps];
+    for (int i = 0; i < count; ++i) {
+      const double w = total != 0.0 ? weights[i] / total : weights[i];
+      // Round half away from zero, in Pillow's exact expression order.
+      fixed[i] = w < 0 ? static_cast<int32_t>(-0.5 + w * (1 << kPrecisionBits))
+                       : static_cast<int32_t>(0.5 + w * (1 << kPrecisionBits));
+    }
+    axis.first[out] = begin;
+    axis.count[out] = count;
+  }
+  return axis;
+}
+
+// Pillow's clip8: drop the fraction bits (arithmetic shift), then saturate.
+inline uint8_t clip8(int32_t accumulator) {
+  const int32_t value = accumulator >> kPrecisionBits;
+  return static_cast<uint8_t>(value < 0 ? 0 : (value > 255 ? 255 : value));
+}
+
+constexpr int32_t kRoundingBias = 1 << (kPrecisionBits - 1);
+
+// Horizontal pass over source rows [row_begin, row_end) of an 8-bit 3-channel image.
+cv::Mat resample_horizontal(const cv::Mat& src, int row_begin, int row_end, const AxisWeights& axis,
+                            int out_width) {
+  cv::Mat dst(row_end - row_begin, out_width, CV_8UC3);
+  cv::parallel_for_(cv::Range(row_begin, row_end), [&](const cv::Range& rows) {
+    for (int y = rows.start; y < rows.end; ++y) {
+      const uint8_t* in = src.ptr<uint8_t>(y);
+      uint8_t* out = dst.ptr<uint8_t>(y - row_begin);
+      for (int x = 0; x < out_width; ++x) {
+        const int32_t* k = &axis.weights[static_cast<size_t>(x) * axis.taps];
+        const uint8_t* window = in + 3 * axis.first[x];
+        int32_t red = kRoundingBias, green = kRoundingBias, blue = kRoundingBias;
+        for (int i = 0; i < axis.count[x]; ++i) {
+          red += window[3 * i + 0] * k[i];
+          green += window[3 * i + 1] * k[i];
+          blue += window[3 * i + 2] * k[i];
+        }
+        out[3 * x + 0] = clip8(red);
+        out[3 * x + 1] = clip8(green);
+        out[3 * x + 2] = clip8(blue);
+      }
+    }
+  });
+  return dst;
+}
+
+// Vertical pass; `row_offset` is the source row that `src` starts at (see resize_bicubic_pil).
+// Integer sums do not depend on the order of accumulation, so rows are walked in turn.
+cv::Mat resample_vertical(const cv::Mat& src, int row_offset, const AxisWeights& axis,
+                          int out_height) {
+  cv::Mat dst(out_height, src.cols, CV_8UC3);
+  const int values_per_row = src.cols * 3;
+  cv::parallel_for_(cv::Range(0, out_height), [&](const cv::Range& rows) {
+    std::vector<int32_t> sums(values_per_row);
+    for (int y = rows.start; y < rows.end; ++y) {
+      const int32_t* k = &axis.weights[static_cast<size_t>(y) * axis.taps];
+      std::fill(sums.begin(), sums.end(), kRoundingBias);
+      for (int i = 0; i < axis.count[y]; ++i) {
+        const uint8_t* in = src.ptr<uint8_t>(axis.first[y] - row_offset + i);
+        for (int v = 0; v < values_per_row; ++v) sums[v] += in[v] * k[i];
+      }
+      uint8_t* out = dst.ptr<uint8_t>(y);
+      for (int v = 0; v < values_per_row; ++v) out[v] = clip8(sums[v]);
+    }
+  });
+  return dst;
+}
+
+void require_rgb8(const cv::Mat& rgb, const char* function) {
+  if (rgb.empty() || rgb.type() != CV_8UC3) {
+    throw ImageError(std::string(function) + " needs a non-empty 8-bit 3-channel image, got " +
+                     std::to_string(rgb.cols) + "x" + std::to_string(rgb.rows) + " with " +
+                     std::to_string(rgb.channels()) + " channel(s) of depth " +
+                     std::to_string(rgb.depth()));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// torchvision's CenterCrop and timm's eval transform.
+
+// Python's int(round(diff / 2.0)) for diff >= 0: halves round to even.
+int python_round_half(int diff) {
+  int half = diff / 2;
+  if (diff % 2 == 1 && half % 2 == 1) ++half;
+  return half;
+}
+
+// torchvision CenterCrop: zero-pads a too-small image first, then crops around the centre.
+cv::Mat center_crop(const cv::Mat& image, int crop_height, int crop_width) {
+  cv::Mat source = image;
+  if (crop_width > source.cols || crop_height > source.rows) {
+    const int pad_x = std::max(crop_width - source.cols, 0);
+    const int pad_y = std::max(crop_height - source.rows, 0);
+    cv::copyMakeBorder(image, source, pad_y / 2, (pad_y + 1) / 2, pad_x / 2, (pad_x + 1) / 2,
+                       cv::BORDER_CONSTANT, cv::Scalar::all(0));
+  }
+  const int top = python_round_half(source.rows - crop_height);
+  const int left = python_round_half(source.cols - crop_width);
+  return source(cv::Rect(left, top, crop_width, crop_height)).clone();
+}
+
+// timm transforms_imagenet_eval: Resize(scale_size, bicubic) then CenterCrop(img_size).
+cv::Mat timm_eval_transform(const cv::Mat& rgb, int height, int width, double crop_pct) {
+  int resized_height = 0, resized_width = 0;
+  if (height == width) {
+    // Resize(int): the shorter side becomes floor(size / crop_pct), the longer one keeps the
+    // aspect ratio truncated, as torchvision's _compute_resized_output_size does it.
+    const int64_t short_target = static_cast<int64_t>(std::floor(height / crop_pct));
+    const int64_t short_side = std::min(rgb.rows, rgb.cols);
+    const int64_t long_side = std::max(rgb.rows, rgb.cols);
+    const auto long_target = static_cast<int64_t>(static_cast<double>(short_target * long_side) /
+                                                  static_cast<double>(short_side));
+    const bool portrait = rgb.cols <= rgb.rows;
+    resized_width = static_cast<int>(portrait ? short_target : long_target);
+    resized_height = static_cast<int>(portrait ? long_target : short_target);
+  } else {
+    // timm: scale_size = tuple(int(x / crop_pct) for x in img_size), an exact (h, w) resize.
+    resized_height = static_cast<int>(height / crop_pct);
+    resized_width = static_cast<int>(width / crop_pct);
+  }
+  if (resized_height <= 0 || resized_width <= 0) {
+    throw ImageError("timm resize of a " + std::to_string(rgb.cols) + "x" +
+                     std::to_string(rgb.rows) + " image gives an empty image");
+  }
+  return center_crop(resize_bicubic_pil(rgb, resized_width, resized_height), height, width);
+}
+
+// 16-bit samples keep their high byte, which is what PIL gives for 16-bit RGB(A) PNGs.
+// (PIL would clip 16-bit grayscale at 255 instead, whitening the image; we do not copy that.)
+cv::Mat high_byte(const cv::Mat& image16) {
+  cv::Mat image8(image16.size(), CV_MAKETYPE(CV_8U, image16.channels()));
+  const int values_per_row = image16.cols * image16.channels();
+  for (int y = 0; y < image16.rows; ++y) {
+    const uint16_t* in = image16.ptr<uint16_t>(y);
+    uint8_t* out = image8.ptr<uint8_t>(y);
+    for (int v = 0; v < values_per_row; ++v) out[v] = static_cast<uint8_t>(in[v] >> 8);
+  }
+  return image8;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+ResizeMode parse_resize_mode(const std::string& name) {
+  if (name == "timm") return ResizeMode::Timm;
+  if (name == "fit") return ResizeMode::Fit;
+  if (name == "none") return ResizeMode::None;
+  throw std::invalid_argument("unknown resize mode '" + name + "' (expected timm, fit or none)");
+}
+
+std::string to_string(ResizeMode mode) {
+  switch (mode) {
+    case ResizeMode::Timm:
+      return "timm";
+    case ResizeMode::Fit:
+      return "fit";
+    case ResizeMode::None:
+      return "none";
+  }
+  return "unknown";
+}
+
+cv::Mat load_image_rgb(const std::string& path) {
+  auto cannot_read = [&path](const std::string& reason) {
+    return ImageError("cannot read image " + path + ": " + reason);
+  };
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  if (status.type() == std::filesystem::file_type::not_found) {
+    throw cannot_read("No such file or directory");
+  }
+  if (error) throw cannot_read(error.message());
+  if (std::filesystem::is_directory(status)) throw cannot_read("is a directory");
+  {
+    // OpenCV reports every failure as an empty image; probe first to name the real reason.
+    errno = 0;
+    std::ifstream probe(path, std::ios::binary);
+    if (!probe) throw cannot_read(errno != 0 ? std::strerror(errno) : "cannot open the file");
+    if (probe.peek() == std::ifstream::traits_type::eof()) throw cannot_read("the file is empty");
+  }
+
+  // IMREAD_UNCHANGED keeps 16-bit depth and alpha for us to convert like PIL, and (like PIL's
+  // Image.open) ignores the EXIF orientation, so pixels match a timm pipeline's.
+  cv::Mat decoded;
+  try {
+    decoded = cv::imread(path, cv::IMREAD_UNCHANGED);
+    const bool unusual =
+        !decoded.empty() &&
+        ((decoded.depth() != CV_8U && decoded.depth() != CV_16U) || decoded.channels() > 4);
+    if (unusual) decoded = cv::imread(path, cv::IMREAD_COLOR);  // let OpenCV map it to 8-bit BGR
+  } catch (const cv::Exception& e) {
+    throw cannot_read("decoder error: " + e.msg);
+  }
+  if (decoded.empty()) throw cannot_read("not a supported image format, or the data is corrupt");
+
+  if (decoded.depth() == CV_16U) decoded = high_byte(decoded);
+  cv::Mat rgb;
+  switch (decoded.channels()) {
+    case 1:
+      cv::cvtColor(decoded, rgb, cv::COLOR_GRAY2RGB);
+      break;
+    case 2: {  // gray + alpha: the alpha is dropped, as in PIL's LA -> RGB
+      cv::Mat gray;
+      cv::extractChannel(decoded, gray, 0);
+      cv::cvtColor(gray, rgb, cv::COLOR_GRAY2RGB);
+      break;
+    }
+    case 3:
+      cv::cvtColor(decoded, rgb, cv::COLOR_BGR2RGB);
+      break;
+    default:  // BGRA: the alpha is dropped, not blended, as in PIL's RGBA -> RGB
+      cv::cvtColor(decoded, rgb, cv::COLOR_BGRA2RGB);
+      break;
+  }
+  return rgb;
+}
+
+cv::Mat resize_bicubic_pil(const cv::Mat& rgb, int width, int height) {
+  require_rgb8(rgb, "resize_bicubic_pil");
+  if (width <= 0 || height <= 0) {
+    throw ImageError("cannot resize to " + std::to_string(width) + "x" + std::to_string(height));
+  }
+  // Pillow skips the pass for an axis whose size is unchanged; both passes run horizontal first.
+  const bool resize_columns = width != rgb.cols;
+  const bool resize_rows = height != rgb.rows;
+  if (!resize_columns && !resize_rows) return rgb.clone();
+
+  if (!resize_rows) {
+    return resample_horizontal(rgb, 0, rgb.rows, compute_axis_weights(rgb.cols, width), width);
+  }
+  const AxisWeights vertical = compute_axis_weights(rgb.rows, height);
+  if (!resize_columns) return resample_vertical(rgb, 0, vertical, height);
+
+  // Only the source rows the vertical pass reads need the horizontal pass.
+  const int first_row = vertical.first.front();
+  const int end_row = vertical.first.back() + vertical.count.back();
+  const cv::Mat columns_resized =
+      resample_horizontal(rgb, first_row, end_row, compute_axis_weights(rgb.cols, width), width);
+  return resample_vertical(columns_resized, first_row, vertical, height);
+}
+
+cv::Mat prepare_image(const cv::Mat& rgb, ResizeMode mode, int height, int width, double crop_pct) {
+  require_rgb8(rgb, "prepare_image");
+  if (height <= 0 || width <= 0) {
+    throw ImageError("invalid model input size " + std::to_string(width) + "x" +
+                     std::to_string(height));
+  }
+  switch (mode) {
+    case ResizeMode::Timm:
+      if (!(crop_pct > 0.0) || !std::isfinite(crop_pct)) {
+        throw ImageError("crop_pct must be a positive number, got " + std::to_string(crop_pct));
+      }
+      return timm_eval_transform(rgb, height, width, crop_pct);
+    case ResizeMode::Fit:
+      return resize_bicubic_pil(rgb, width, height);
+    case ResizeMode::None:
+      if (rgb.rows != height || rgb.cols != width) {
+        throw ImageError("image is " + std::to_string(rgb.cols) + "x" + std::to_string(rgb.rows) +
+                         " but the model needs " + std::to_string(width) + "x" +
+                         std::to_string(height) + " (use --resize timm or fit)");
+      }
+      return rgb.clone();
+  }
+  throw ImageError("unknown resize mode");
+}
+
+torch::Tensor image_to_tensor(const cv::Mat& rgb, const Normalization& norm) {
+  require_rgb8(rgb, "image_to_tensor");
+  const int height = rgb.rows, width = rgb.cols;
+  torch::Tensor tensor = torch::empty({1, 3, height, width}, torch::kFloat32);
+  float* planes = tensor.data_ptr<float>();
+  for (int channel = 0; channel < 3; ++channel) {
+    // Float32 steps in torchvision's order, ToTensor's x / 255 then Normalize's (x - m) / s,
+    // tabulated once per channel since the input has only 256 values.
+    float table[256];
+    for (int value = 0; value < 256; ++value) {
+      const float unit = static_cast<float>(value) / 255.0f;
+      table[value] = (unit - norm.mean[channel]) / norm.std[channel];
+    }
+    float* plane = planes + static_cast<size_t>(channel) * height * width;
+    for (int y = 0; y < height; ++y) {
+      const uint8_t* row = rgb.ptr<uint8_t>(y);
+      for (int x = 0; x < width; ++x) plane[y * width + x] = table[row[3 * x + channel]];
+    }
+  }
+  return tensor;
+}
+
+}  // namespace attnscope
