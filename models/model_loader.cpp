@@ -164,7 +164,10 @@ VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides,
     heads = dim / 64;
     heads_source = "head dim 64 (timm convention; override with --arch heads=N)";
   }
-  if (heads <= 0 || dim % heads != 0)
+  if (heads > 0 && dim % heads != 0)
+    throw CheckpointError(std::to_string(heads) + " heads (from " + heads_source + ") do not divide the width " +
+                          std::to_string(dim));
+  if (heads <= 0)
     throw CheckpointError("cannot tell the head count of a width-" + std::to_string(dim) +
                           " model: pass --arch heads=N");
   arch.heads = heads;

@@ -1,0 +1,184 @@
+// The attnscope command line end to end on real files: outputs and their consistency with the
+// engine, and one clear error line with a non-zero exit for every kind of bad input.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <sstream>
+
+#include "core/checkpoint.h"
+#include "core/image.h"
+#include "core/npy.h"
+#include "models/inference.h"
+
+namespace attnscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kModel = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/parity_cases/vit_softmax.safetensors";
+
+struct CliResult {
+  int exit_code = -1;
+  bool crashed = false;
+  std::string stderr_text;
+};
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    folder_ = fs::temp_directory_path() /
+              ("attnscope-cli-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(folder_);
+    fs::create_directories(folder_);
+    image_ = (folder_ / "input.png").string();
+    cv::Mat picture(150, 200, CV_8UC3);
+    cv::randu(picture, 0, 255);
+    cv::imwrite(image_, picture);
+  }
+  void TearDown() override { fs::remove_all(folder_); }
+
+  CliResult run(const std::string& arguments) {
+    const std::string err = (folder_ / "stderr.txt").string();
+    const std::string command = std::string(ATTNSCOPE_CLI) + " " + arguments + " > /dev/null 2> '" + err + "'";
+    const int status = std::system(command.c_str());
+    CliResult result;
+    result.crashed = WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) > 128);
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::ifstream in(err);
+    std::stringstream text;
+    text << in.rdbuf();
+    result.stderr_text = text.str();
+    return result;
+  }
+
+  // Asserts a clean failure: exit code 1 or 2, no crash, exactly one line on stderr containing `phrase`.
+  void expect_clear_error(const std::string& arguments, const std::string& phrase) {
+    SCOPED_TRACE(arguments);
+    const CliResult result = run(arguments);
+    EXPECT_FALSE(result.crashed) << result.stderr_text;
+    EXPECT_TRUE(result.exit_code == 1 || result.exit_code == 2) << "exit code " << result.exit_code;
+    EXPECT_NE(result.stderr_text.find(phrase), std::string::npos) << "stderr: " << result.stderr_text;
+    EXPECT_EQ(std::count(result.stderr_text.begin(), result.stderr_text.end(), '\n'), 1) << result.stderr_text;
+  }
+
+  std::string write_bytes(const std::string& name, const std::string& bytes) {
+    const std::string path = (folder_ / name).string();
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  }
+
+  std::string read_bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+  fs::path folder_;
+  std::string image_;
+};
+
+TEST_F(CliTest, RunWritesOutputsConsistentWithTheEngine) {
+  const fs::path out = folder_ / "out";
+  const CliResult result = run("run --model " + kModel + " --arch heads=2 --image " + image_ + " --out " + out.string() +
+                               " --variant linear --layer 1 --head 1 --query 3,4 --device cpu");
+  ASSERT_EQ(result.exit_code, 0) << result.stderr_text;
+
+  std::ifstream summary_file(out / "summary.json");
+  const auto summary = nlohmann::json::parse(summary_file);
+  EXPECT_EQ(summary["variant"], "linear");
+  EXPECT_EQ(summary["top5"].size(), 5u);
+  EXPECT_EQ(summary["layers"].size(), 2u);
+  EXPECT_EQ(summary["layers"][0]["heads"].size(), 2u);
+  EXPECT_EQ(summary["query"]["token"], 1 + 3 * 7 + 4);
+  EXPECT_EQ(summary["architecture"]["family"], "vit-cls");
+  // Linear attention's rank is bounded by the head dimension (32 here) even with 50 tokens.
+  for (const auto& layer : summary["layers"])
+    for (const auto& head : layer["heads"]) EXPECT_LE(head["rank"].get<int>(), 32);
+
+  // The row the CLI wrote equals the engine's row for the same query, and row 25 of its matrix.
+  AppState state;
+  state.attention.variant = Variant::Linear;
+  ArchOverrides overrides;
+  overrides.heads = 2;
+  LoadedModel model = load_model(kModel, overrides, torch::kCPU);
+  const auto prepared = prepare_model_input(load_image_rgb(image_), state, model.arch);
+  const auto engine = run_inference(model, prepared, state.attention);
+  const auto row = read_npy((out / "attention_l1_h1.npy").string());
+  const auto matrix = read_npy((out / "matrix_l1_h1.npy").string());
+  ASSERT_EQ(row.sizes(), torch::IntArrayRef({50}));
+  ASSERT_EQ(matrix.sizes(), torch::IntArrayRef({50, 50}));
+  EXPECT_TRUE(torch::allclose(row, engine.forward.layers[1].row(0, 1, 26), 1e-6, 1e-7));
+  EXPECT_TRUE(torch::allclose(matrix[26], row, 1e-6, 1e-7));
+  const auto logits = read_npy((out / "logits.npy").string());
+  EXPECT_TRUE(torch::allclose(logits, engine.forward.logits[0], 1e-5, 1e-6));
+  EXPECT_EQ(summary["top5"][0]["index"].get<int>(), engine.top[0].index);
+
+  // The overlay is the model's input size, and its hottest patch is where the row peaks.
+  const cv::Mat overlay = cv::imread((out / "overlay_l1_h1.png").string());
+  ASSERT_FALSE(overlay.empty());
+  EXPECT_EQ(overlay.cols, 112);
+  EXPECT_EQ(overlay.rows, 112);
+}
+
+TEST_F(CliTest, ReportsBadInputClearly) {
+  const std::string base = " --arch heads=2 --out " + (folder_ / "out").string() + " --image " + image_;
+  expect_clear_error("run --image " + image_ + " --out x", "--model is required");
+  expect_clear_error("run --model " + (folder_ / "absent.safetensors").string() + base, "No such file");
+  expect_clear_error("run --model " + write_bytes("garbage.safetensors", std::string(4096, '\x7f')) + base, "garbage.safetensors");
+  expect_clear_error("run --model " + write_bytes("empty.safetensors", "") + base, "empty.safetensors");
+  const std::string valid = read_bytes(kModel);
+  for (size_t cut : {size_t(4), size_t(20), valid.size() / 2, valid.size() - 1})
+    expect_clear_error("run --model " + write_bytes("cut" + std::to_string(cut) + ".safetensors", valid.substr(0, cut)) + base,
+                       "cut" + std::to_string(cut));
+  std::string huge_header = valid;
+  for (int i = 0; i < 8; ++i) huge_header[size_t(i)] = '\xff';
+  expect_clear_error("run --model " + write_bytes("huge.safetensors", huge_header) + base, "huge.safetensors");
+
+  // Wrong shapes and missing keys, written as valid safetensors.
+  Checkpoint checkpoint = load_safetensors(kModel);
+  auto misshaped = checkpoint.tensors;
+  misshaped["blocks.0.mlp.fc1.weight"] = torch::zeros({7, 64});
+  const std::string misshaped_path = (folder_ / "misshaped.safetensors").string();
+  save_safetensors(misshaped_path, misshaped);
+  expect_clear_error("run --model " + misshaped_path + base, "blocks.0.mlp.fc2.weight");
+  auto missing = checkpoint.tensors;
+  missing.erase("blocks.1.norm2.bias");
+  const std::string missing_path = (folder_ / "missing.safetensors").string();
+  save_safetensors(missing_path, missing);
+  expect_clear_error("run --model " + missing_path + base, "missing: blocks.1.norm2.bias");
+  auto not_a_vit = std::map<std::string, torch::Tensor>{{"conv1.weight", torch::zeros({8, 3, 3, 3})}};
+  const std::string resnet_path = (folder_ / "resnet.safetensors").string();
+  save_safetensors(resnet_path, not_a_vit);
+  expect_clear_error("run --model " + resnet_path + base, "unsupported model");
+
+  const std::string model = " --model " + kModel + " --arch heads=2 --out " + (folder_ / "out").string();
+  expect_clear_error("run" + model + " --image " + write_bytes("bad.png", "not a png at all"), "bad.png");
+  expect_clear_error("run" + model + " --image " + (folder_ / "none.png").string(), "No such file");
+  expect_clear_error("run" + model + " --image " + image_ + " --variant cosine", "unknown variant 'cosine'");
+  expect_clear_error("run" + model + " --image " + image_ + " --layer 9", "the model has 2 blocks");
+  expect_clear_error("run" + model + " --image " + image_ + " --head 5", "the model has 2 heads");
+  expect_clear_error("run" + model + " --image " + image_ + " --query 7,0", "outside the 7x7 patch grid");
+  expect_clear_error("run" + model + " --image " + image_ + " --query middle", "--query expects cls or ROW,COL");
+  expect_clear_error("run" + model + " --image " + image_ + " --resize none", "--resize timm or fit");
+  expect_clear_error("run" + model + " --image " + image_ + " --size 100", "not a multiple of the patch size");
+  expect_clear_error("run" + model + " --image " + image_ + " --p -1", "--p must be positive");
+  expect_clear_error("run" + model + " --image " + image_ + " --bogus 1", "unknown option --bogus");
+  expect_clear_error("frobnicate", "unknown command");
+  // No output of a failed run is left behind half-written.
+  for (const auto& entry : fs::directory_iterator(folder_))
+    EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
+}
+
+TEST_F(CliTest, InfoPrintsTheInferredArchitecture) {
+  const CliResult result = run("info --model " + kModel + " --arch heads=2 --json");
+  EXPECT_EQ(result.exit_code, 0) << result.stderr_text;
+  expect_clear_error("info --model " + kModel + " --arch heads=3", "3 heads (from --arch) do not divide the width 64");
+}
+
+}  // namespace
+}  // namespace attnscope
