@@ -1,0 +1,219 @@
+// The glyph-in-clutter generator: determinism per seed, balanced labels, target geometry that
+// agrees with the pixels, clutter that keeps clear of the target, and the batch tensors.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <array>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <torch/torch.h>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "core/image.h"
+#include "datasets/glyph_task.h"
+
+namespace attnscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool same_pixels(const cv::Mat& a, const cv::Mat& b) {
+  return a.size() == b.size() && a.type() == b.type() && cv::norm(a, b, cv::NORM_INF) == 0;
+}
+
+TEST(GlyphTask, SameSeedGivesIdenticalSample) {
+  for (const uint64_t seed : std::array<uint64_t, 3>{0, 7, kHeldOutSeedBase + 3}) {
+    const GlyphSample first = make_glyph_sample(seed);
+    const GlyphSample second = make_glyph_sample(seed);
+    cv::Mat clutter;
+    const GlyphSample with_clutter = make_glyph_sample(seed, {}, &clutter);
+    EXPECT_TRUE(same_pixels(first.rgb, second.rgb));
+    EXPECT_TRUE(same_pixels(first.mask, second.mask));
+    EXPECT_EQ(first.label, second.label);
+    EXPECT_EQ(first.box, second.box);
+    // Asking for the clutter mask must not change the sample.
+    EXPECT_TRUE(same_pixels(first.rgb, with_clutter.rgb));
+    EXPECT_EQ(first.box, with_clutter.box);
+  }
+}
+
+TEST(GlyphTask, DifferentSeedsGiveDifferentSamples) {
+  std::vector<GlyphSample> samples;
+  for (uint64_t seed = 0; seed < 16; ++seed) samples.push_back(make_glyph_sample(seed));
+  for (size_t i = 0; i < samples.size(); ++i)
+    for (size_t j = i + 1; j < samples.size(); ++j)
+      EXPECT_FALSE(same_pixels(samples[i].rgb, samples[j].rgb)) << i << " vs " << j;
+}
+
+TEST(GlyphTask, SampleFormat) {
+  const GlyphSample sample = make_glyph_sample(11);
+  EXPECT_EQ(sample.rgb.type(), CV_8UC3);
+  EXPECT_EQ(sample.rgb.size(), cv::Size(112, 112));
+  EXPECT_EQ(sample.mask.type(), CV_8UC1);
+  EXPECT_EQ(sample.mask.size(), cv::Size(112, 112));
+  EXPECT_EQ(cv::countNonZero((sample.mask != 0) & (sample.mask != 255)), 0) << "mask is not binary";
+
+  GlyphTaskOptions larger;
+  larger.size = 160;
+  const GlyphSample big = make_glyph_sample(11, larger);
+  EXPECT_EQ(big.rgb.size(), cv::Size(160, 160));
+  EXPECT_EQ(big.mask.size(), cv::Size(160, 160));
+}
+
+TEST(GlyphTask, LabelsAreDigitsAndBalanced) {
+  std::array<int, 10> counts{};
+  const int total = 2000;
+  for (uint64_t seed = 0; seed < total; ++seed) {
+    const int label = make_glyph_sample(seed).label;
+    ASSERT_GE(label, 0);
+    ASSERT_LE(label, 9);
+    ++counts[label];
+  }
+  // Expected 200 each, binomial sd about 13.4: 140..260 is a 4.5 sd band.
+  for (int digit = 0; digit < 10; ++digit) {
+    EXPECT_GE(counts[digit], 140) << "digit " << digit;
+    EXPECT_LE(counts[digit], 260) << "digit " << digit;
+  }
+}
+
+TEST(GlyphTask, TargetGeometryAgreesWithPixels) {
+  const cv::Rect image(0, 0, 112, 112);
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const GlyphSample sample = make_glyph_sample(seed);
+    ASSERT_FALSE(sample.box.empty());
+    EXPECT_EQ(sample.box & image, sample.box) << "box leaves the image";
+    const int stroke_pixels = cv::countNonZero(sample.mask);
+    EXPECT_GT(stroke_pixels, 10);
+    EXPECT_EQ(cv::countNonZero(sample.mask(sample.box)), stroke_pixels) << "mask outside box";
+    // Glyph heights of 14-30 px, stroke width and italics added.
+    EXPECT_GE(sample.box.height, 12);
+    EXPECT_LE(sample.box.height, 40);
+  }
+}
+
+TEST(GlyphTask, TargetStandsOutFromItsBackground) {
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    const GlyphSample sample = make_glyph_sample(seed);
+    cv::Mat luma;
+    cv::cvtColor(sample.rgb(sample.box), luma, cv::COLOR_RGB2GRAY);
+    const cv::Mat strokes = sample.mask(sample.box);
+    cv::Mat near_strokes;
+    cv::dilate(strokes, near_strokes, cv::Mat(), cv::Point(-1, -1), 2);
+    const cv::Mat clear = near_strokes == 0;     // box pixels the anti-aliased fringe did not reach
+    if (cv::countNonZero(clear) < 10) continue;  // a bold glyph can fill its box
+    const double stroke_luma = cv::mean(luma, strokes)[0];
+    const double clear_luma = cv::mean(luma, clear)[0];
+    // The generator asks for 60 against the box mean; texture and anti-aliasing eat some.
+    EXPECT_GT(std::abs(stroke_luma - clear_luma), 30) << "seed " << seed;
+  }
+}
+
+TEST(GlyphTask, ClutterKeepsClearOfTargetBox) {
+  int samples_with_clutter = 0;
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    cv::Mat clutter;
+    const GlyphSample sample = make_glyph_sample(seed, {}, &clutter);
+    ASSERT_EQ(clutter.type(), CV_8UC1);
+    ASSERT_EQ(clutter.size(), sample.rgb.size());
+    if (cv::countNonZero(clutter) > 0) ++samples_with_clutter;
+    EXPECT_LE(cv::countNonZero(clutter(sample.box)), 2) << "seed " << seed;
+  }
+  EXPECT_EQ(samples_with_clutter, 300);
+}
+
+TEST(GlyphTask, DistractorCountFollowsOptions) {
+  GlyphTaskOptions none;
+  none.min_distractors = 0;
+  none.max_distractors = 0;
+  cv::Mat clutter;
+  make_glyph_sample(5, none, &clutter);
+  EXPECT_EQ(cv::countNonZero(clutter), 0);
+}
+
+TEST(GlyphTask, RejectsBadOptions) {
+  GlyphTaskOptions tiny;
+  tiny.size = 16;
+  EXPECT_THROW(make_glyph_sample(0, tiny), std::invalid_argument);
+  GlyphTaskOptions inverted;
+  inverted.min_distractors = 5;
+  inverted.max_distractors = 2;
+  EXPECT_THROW(make_glyph_sample(0, inverted), std::invalid_argument);
+  EXPECT_THROW(make_glyph_batch(0, -1), std::invalid_argument);
+}
+
+TEST(GlyphTask, BatchMatchesSamples) {
+  const uint64_t first_seed = kHeldOutSeedBase + 100;
+  const int count = 6;
+  const GlyphBatch batch = make_glyph_batch(first_seed, count);
+  ASSERT_EQ(batch.images.sizes(), torch::IntArrayRef({count, 3, 112, 112}));
+  ASSERT_EQ(batch.labels.sizes(), torch::IntArrayRef({count}));
+  ASSERT_EQ(batch.masks.sizes(), torch::IntArrayRef({count, 1, 112, 112}));
+  EXPECT_EQ(batch.images.scalar_type(), torch::kFloat32);
+  EXPECT_EQ(batch.labels.scalar_type(), torch::kInt64);
+  EXPECT_EQ(batch.masks.scalar_type(), torch::kFloat32);
+  ASSERT_EQ(batch.boxes.size(), static_cast<size_t>(count));
+
+  for (int index = 0; index < count; ++index) {
+    const GlyphSample sample = make_glyph_sample(first_seed + index);
+    EXPECT_EQ(batch.labels[index].item<int64_t>(), sample.label);
+    EXPECT_EQ(batch.boxes[index], sample.box);
+    EXPECT_TRUE(torch::equal(batch.images[index], image_to_tensor(sample.rgb)[0]));
+
+    cv::Mat mask_from_batch(112, 112, CV_32FC1, batch.masks[index][0].contiguous().data_ptr<float>());
+    cv::Mat expected;
+    sample.mask.convertTo(expected, CV_32F, 1.0 / 255);
+    EXPECT_EQ(cv::norm(mask_from_batch, expected, cv::NORM_INF), 0);
+  }
+  const torch::Tensor mask_values = std::get<0>(at::_unique(batch.masks));
+  EXPECT_TRUE(torch::equal(mask_values, torch::tensor({0.0f, 1.0f})));
+
+  // ImageNet normalisation, checked by hand on one pixel of the first sample.
+  const GlyphSample first = make_glyph_sample(first_seed);
+  const cv::Vec3b pixel = first.rgb.at<cv::Vec3b>(40, 70);
+  const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
+  for (int channel = 0; channel < 3; ++channel) {
+    const float expected = (pixel[channel] / 255.0f - mean[channel]) / std[channel];
+    EXPECT_NEAR(batch.images[0][channel][40][70].item<float>(), expected, 1e-5);
+  }
+}
+
+TEST(GlyphTask, EmptyBatch) {
+  const GlyphBatch batch = make_glyph_batch(0, 0);
+  EXPECT_EQ(batch.images.sizes(), torch::IntArrayRef({0, 3, 112, 112}));
+  EXPECT_TRUE(batch.boxes.empty());
+}
+
+TEST(GlyphTask, ClassNamesAreDigits) {
+  const std::vector<std::string> names = glyph_class_names();
+  ASSERT_EQ(names.size(), 10u);
+  for (int digit = 0; digit < 10; ++digit) EXPECT_EQ(names[digit], std::to_string(digit));
+}
+
+TEST(GlyphTask, WritesPngsAndLabels) {
+  const fs::path folder = fs::temp_directory_path() / ("attnscope_glyph_" + std::to_string(::getpid()));
+  write_glyph_samples_png(folder.string(), 3, 20);
+  std::ifstream csv(folder / "labels.csv");
+  std::string line;
+  std::getline(csv, line);
+  EXPECT_EQ(line, "seed,label,x,y,w,h");
+  for (uint64_t seed = 20; seed < 23; ++seed) {
+    const GlyphSample sample = make_glyph_sample(seed);
+    ASSERT_TRUE(std::getline(csv, line));
+    const cv::Rect& box = sample.box;
+    EXPECT_EQ(line, std::to_string(seed) + "," + std::to_string(sample.label) + "," + std::to_string(box.x) + "," +
+                        std::to_string(box.y) + "," + std::to_string(box.width) + "," + std::to_string(box.height));
+    cv::Mat read_back = cv::imread((folder / ("glyph_" + std::to_string(seed) + ".png")).string());
+    ASSERT_FALSE(read_back.empty());
+    cv::cvtColor(read_back, read_back, cv::COLOR_BGR2RGB);
+    EXPECT_TRUE(same_pixels(read_back, sample.rgb));
+  }
+  EXPECT_FALSE(std::getline(csv, line));
+  fs::remove_all(folder);
+}
+
+}  // namespace
+}  // namespace attnscope
