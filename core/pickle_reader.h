@@ -1,0 +1,83 @@
+// A restricted unpickler for the data.pkl of torch.save archives: it builds plain values and
+// tensor descriptions, and turns every other class or function into an inert placeholder.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <c10/core/ScalarType.h>
+
+namespace attnscope::pickle {
+
+// A malformed pickle stream (truncated, bad opcode, stack underflow...). Refused globals are
+// not errors at this level: they become Kind::Refused values.
+class PickleError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Kind {
+  None,
+  Bool,
+  Int,
+  Float,
+  String,  // str, and bytes (kept as raw bytes)
+  List,    // list, and set (order is irrelevant to us)
+  Tuple,
+  Dict,     // dict and collections.OrderedDict, insertion order kept
+  Global,   // an allowed global before it is called (e.g. torch.FloatStorage)
+  Storage,  // a persistent id ('storage', <StorageType>, key, location, numel)
+  Tensor,   // the result of torch._utils._rebuild_tensor_v2, not yet read from the archive
+  Refused,  // anything built from a global we do not allow; `text` names the global
+  Invalid,  // an allowed global called with arguments we cannot use; `text` says why
+};
+
+struct Value {
+  Kind kind = Kind::None;
+  bool boolean = false;
+  int64_t integer = 0;
+  double real = 0.0;
+  std::string text;                 // String, Global (dotted name), Storage (record key), Refused, Invalid
+  std::vector<const Value*> items;  // List, Tuple
+  std::vector<std::pair<const Value*, const Value*>> entries;  // Dict
+
+  // Storage
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  int64_t numel = 0;
+  // Tensor
+  const Value* storage = nullptr;
+  int64_t storage_offset = 0;
+  std::vector<int64_t> sizes, strides;
+};
+
+// The decoded object graph. Values are owned by the arena and may be shared (pickle memo) or
+// even cyclic, so they are handed out as plain const pointers valid while this lives.
+class Unpickled {
+ public:
+  const Value* root() const { return root_; }
+
+  // The value stored under string key `key` in dict `dict`, or nullptr.
+  static const Value* find(const Value& dict, const std::string& key);
+  // A short description for messages: "a dict", "'argparse.Namespace'", ...
+  static std::string describe(const Value& value);
+
+ private:
+  friend class Unpickler;
+  std::vector<std::unique_ptr<Value>> arena_;
+  const Value* root_ = nullptr;
+};
+
+// Decodes a pickle (protocols 2-5 as written by pickle/torch.save). Calls nothing: the only
+// globals understood are collections.OrderedDict, torch._utils._rebuild_tensor_v2 and
+// _rebuild_parameter(_with_state), and the torch.<Dtype>Storage classes of supported dtypes.
+Unpickled unpickle(const char* data, size_t size);
+
+// The storage class name -> dtype table ("torch.FloatStorage" -> Float); Undefined if unknown.
+c10::ScalarType storage_dtype(const std::string& global_name);
+
+}  // namespace attnscope::pickle
