@@ -1,5 +1,8 @@
 // attnscope's entry point: dispatches to a command; any error becomes one line on stderr and a
 // non-zero exit code.
+#include <unistd.h>
+
+#include <cstdlib>
 #include <iostream>
 
 #include "app/commands.h"
@@ -13,6 +16,8 @@ const std::vector<Command>& commands() {
   static const std::vector<Command> list = {
       {"run", "run one image through a model and write attention, matrices, overlays and a summary", run_command},
       {"info", "print the architecture attnscope infers from a checkpoint", info_command},
+      {"train", "train a demo model on the generated glyph task", train_command},
+      {"eval", "accuracy, attention focus and rank of demo models on held-out glyph images", eval_command},
       {"bench", "forward latency per variant against PyTorch eager on this machine", bench_command},
   };
   return list;
@@ -41,6 +46,13 @@ void print_usage() {
 
 int main(int argc, char** argv) {
   using namespace attnscope;
+  // LibTorch's and OpenBLAS's OpenMP threads spin while they wait; whenever another process or
+  // thread wants a core, small matrix products then run up to 100x slower. libgomp reads its wait
+  // policy once, when it loads, so the setting has to be in the environment: re-exec once with it.
+  if (!std::getenv("OMP_WAIT_POLICY")) {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    execv("/proc/self/exe", argv);  // returns only on failure; then run as we are
+  }
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "-h" || args[0] == "--help") {
     print_usage();

@@ -1,5 +1,7 @@
 #include "models/attention.h"
 
+#include "models/token_linear.h"
+
 #include <cmath>
 
 namespace attnscope {
@@ -9,6 +11,7 @@ using torch::indexing::Slice;
 std::string to_string(NativeAttention native) {
   switch (native) {
     case NativeAttention::Softmax: return "softmax";
+    case NativeAttention::Linear: return "linear";
     case NativeAttention::Focused: return "focused";
     case NativeAttention::Enhanced: return "enhanced";
     case NativeAttention::Anchor: return "anchor";
@@ -21,6 +24,7 @@ namespace {
 Kernel native_kernel(NativeAttention native) {
   switch (native) {
     case NativeAttention::Softmax: return Kernel::Softmax;
+    case NativeAttention::Linear: return Kernel::Linear;
     case NativeAttention::Focused: return Kernel::Focused;
     case NativeAttention::Enhanced: return Kernel::Enhanced;
     case NativeAttention::Anchor: return Kernel::Anchor;
@@ -45,7 +49,8 @@ AttentionImpl::AttentionImpl(const AttentionArch& arch) : arch_(arch) {
     x_to_emb = register_module("x_to_emb", torch::nn::Linear(torch::nn::LinearOptions(dim, 2 * dim).bias(false)));
     dist_anchor_B = register_module(
         "dist_anchor_B", torch::nn::Linear(torch::nn::LinearOptions(head_dim, arch.anchors).bias(false)));
-    to_out = register_module("to_out", torch::nn::Sequential(torch::nn::Linear(dim, dim)));
+    to_out_linear = torch::nn::Linear(dim, dim);
+    to_out = register_module("to_out", torch::nn::Sequential(to_out_linear));
     return;
   }
   qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(dim, 3 * dim).bias(arch.qkv_bias)));
@@ -107,7 +112,8 @@ KernelFeatures AttentionImpl::kernel_features(const ResolvedAttention& resolved,
   KernelFeatures features;
   switch (resolved.kernel) {
     case Kernel::Softmax:
-      features.q = q * softmax_scale;
+      features.q = q;
+      features.score_scale = softmax_scale;
       features.k = k;
       break;
     case Kernel::Linear:
@@ -184,7 +190,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const TokenLayout& 
     k = q;  // AnchorFormer shares one projection for queries and keys
     v = embedded[1];
   } else {
-    auto projected = qkv(x).view({batch, tokens, 3, heads, head_dim}).permute({2, 0, 3, 1, 4});
+    auto projected = token_linear(qkv, x).view({batch, tokens, 3, heads, head_dim}).permute({2, 0, 3, 1, 4});
     q = projected[0];
     k = projected[1];
     v = projected[2];
@@ -195,7 +201,9 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const TokenLayout& 
   auto out = attend(resolved.kernel, features, v, allowed);
   if (resolved.dwc) out = out + depthwise_conv_on_values(v, dwc->weight, dwc->bias, layout);
   auto merged = out.transpose(1, 2).reshape({batch, tokens, dim});
-  auto projected_out = arch_.native == NativeAttention::Anchor ? to_out->forward(merged) : proj(merged);
+  auto projected_out = arch_.native == NativeAttention::Anchor
+                           ? token_linear(to_out_linear, merged)
+                           : token_linear(proj, merged);
   if (capture) {
     capture->attention = resolved;
     capture->layout = layout;
@@ -206,6 +214,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const TokenLayout& 
     capture->v = v.detach();
     capture->features.q = features.q.detach();
     capture->features.k = features.k.detach();
+    capture->features.score_scale = features.score_scale;
     if (features.anchor_assignment.defined()) capture->features.anchor_assignment = features.anchor_assignment.detach();
     if (features.temperature.defined()) capture->features.temperature = features.temperature.detach();
     if (resolved.dwc) capture->dwc_weight = dwc->weight.detach();
@@ -230,6 +239,7 @@ torch::Tensor AttentionCapture::rows(int64_t batch, int64_t head, const std::vec
   KernelFeatures one_head;
   one_head.q = pick(features.q);
   one_head.k = pick(features.k);
+  one_head.score_scale = features.score_scale;
   if (features.anchor_assignment.defined()) one_head.anchor_assignment = pick(features.anchor_assignment);
   if (features.temperature.defined())
     one_head.temperature = features.temperature.numel() == 1 ? features.temperature : pick(features.temperature);

@@ -13,8 +13,9 @@
 
 namespace attnscope {
 
-// The kernel a module was trained with, read from which parameters its checkpoint carries.
-enum class NativeAttention { Softmax, Focused, Enhanced, Anchor };
+// The kernel a module was trained with, read from which parameters its checkpoint carries
+// (plain ReLU linear attention has none of its own: files say so in their metadata).
+enum class NativeAttention { Softmax, Linear, Focused, Enhanced, Anchor };
 std::string to_string(NativeAttention native);
 
 struct AttentionArch {
@@ -59,7 +60,8 @@ class AttentionImpl : public torch::nn::Module {
   // Registered with the names of the checkpoints that carry them; unused ones stay null.
   torch::nn::Linear qkv{nullptr}, proj{nullptr};
   torch::nn::Linear x_to_emb{nullptr}, dist_anchor_B{nullptr};
-  torch::nn::Sequential to_out{nullptr};
+  torch::nn::Sequential to_out{nullptr};  // AnchorFormer's to_out.0
+  torch::nn::Linear to_out_linear{nullptr};  // the same layer, held directly
   torch::nn::Conv2d dwc{nullptr};
   torch::Tensor scale, positional_encoding, temperature;
 

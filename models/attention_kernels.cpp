@@ -127,6 +127,7 @@ torch::Tensor equivalent_rows(Kernel kernel, const KernelFeatures& features,
   auto query = features.q.index_select(2, query_index);
   auto scores = torch::matmul(query, features.k.transpose(-1, -2));  // [B, h, Q, T]
   if (kernel == Kernel::Softmax) {
+    scores = scores * features.score_scale;
     if (allowed.defined()) scores = scores.masked_fill(allowed.logical_not(), -INFINITY);
     return scores.softmax(-1);
   }
@@ -145,8 +146,16 @@ torch::Tensor attend(Kernel kernel, const KernelFeatures& features, const torch:
     auto anchor_values = torch::matmul(assignment.transpose(-1, -2), v) * inverse_degree;
     return torch::matmul(assignment, anchor_values);
   }
-  if (kernel == Kernel::Softmax && !allowed.defined())
-    return torch::matmul(torch::matmul(q, k.transpose(-1, -2)).softmax(-1), v);
+  if (kernel == Kernel::Softmax && !allowed.defined()) {
+    // The scale rides inside the GEMM (alpha) rather than costing a pass over q or the scores.
+    const int64_t batch = q.size(0), heads = q.size(1), tokens = q.size(2), dim = q.size(3);
+    auto q3 = q.reshape({batch * heads, tokens, dim});
+    auto k3 = k.reshape({batch * heads, tokens, dim});
+    auto scores = torch::empty({batch * heads, tokens, tokens}, q.options())
+                      .baddbmm_(q3, k3.transpose(1, 2), /*beta=*/0.0, /*alpha=*/features.score_scale);
+    return torch::bmm(scores.softmax(-1), v.reshape({batch * heads, tokens, v.size(3)}))
+        .view({batch, heads, tokens, v.size(3)});
+  }
   if (allowed.defined() || kernel == Kernel::Softmax) {
     // Windowed: the masked T x T matrix is the exact computation.
     auto all_queries = torch::arange(q.size(2), torch::TensorOptions().dtype(torch::kLong).device(q.device()));

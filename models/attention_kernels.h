@@ -34,7 +34,8 @@ struct ResolvedAttention {
 
 // Kernel features: the tensors whose products form the scores (before normalisation).
 struct KernelFeatures {
-  torch::Tensor q;                  // [B, h, T, d]; softmax: already scaled by d^-0.5
+  torch::Tensor q;                  // [B, h, T, d]
+  double score_scale = 1.0;         // softmax: d^-0.5, applied inside the score product
   torch::Tensor k;                  // [B, h, T, d]
   torch::Tensor anchor_assignment;  // anchor kernel: A [B, h, T, m] (softmax over anchors)
   torch::Tensor temperature;        // enhanced: [1, h, 1, 1] or a scalar tensor

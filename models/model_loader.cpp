@@ -173,6 +173,10 @@ VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides,
   arch.heads = heads;
   note(std::to_string(heads) + " heads from " + heads_source);
 
+  // Plain qkv blocks trained as ReLU linear attention carry no parameter that says so.
+  const auto attention_entry = checkpoint.metadata.find("attention");
+  const bool linear_by_metadata = attention_entry != checkpoint.metadata.end() && attention_entry->second == "linear";
+  if (linear_by_metadata) note("native attention: linear (file metadata)");
   for (int i = 0; i < arch.depth; ++i) {
     const std::string block = "blocks." + std::to_string(i) + ".";
     const std::string attn = block + "attn.";
@@ -184,7 +188,9 @@ VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides,
       b.attention.anchors = int(keys.size(attn + "dist_anchor_B.weight", 0, 2));
     } else if (keys.has(attn + "qkv.weight")) {
       b.attention.qkv_bias = keys.has(attn + "qkv.bias");
-      if (keys.has(attn + "temperature")) {
+      if (linear_by_metadata) {
+        b.attention.native = NativeAttention::Linear;
+      } else if (keys.has(attn + "temperature")) {
         b.attention.native = NativeAttention::Enhanced;
       } else if (keys.has(attn + "dwc.weight") || keys.has(attn + "scale") || keys.has(attn + "positional_encoding")) {
         b.attention.native = NativeAttention::Focused;

@@ -1,5 +1,7 @@
 #include "models/vit.h"
 
+#include "models/token_linear.h"
+
 #include <nlohmann/json.hpp>
 
 namespace attnscope {
@@ -61,7 +63,9 @@ MlpImpl::MlpImpl(int dim, int hidden) {
   fc2 = register_module("fc2", torch::nn::Linear(hidden, dim));
 }
 
-torch::Tensor MlpImpl::forward(const torch::Tensor& x) { return fc2(torch::gelu(fc1(x))); }
+torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
+  return token_linear(fc2, torch::gelu(token_linear(fc1, x)));
+}
 
 LocalConcentrationImpl::LocalConcentrationImpl(int dim) {
   auto depthwise = torch::nn::Conv2dOptions(dim, dim, 7).padding(3).groups(dim);

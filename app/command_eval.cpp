@@ -1,0 +1,145 @@
+// `attnscope eval`: the demo models on held-out glyph images with known object masks: accuracy,
+// attention mass inside the object and the pointing game per layer, and attention rank.
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "analysis/focus_metrics.h"
+#include "analysis/spectrum.h"
+#include "app/cli.h"
+#include "app/commands.h"
+#include "core/assets.h"
+#include "core/atomic_file.h"
+#include "datasets/glyph_task.h"
+#include "models/model_loader.h"
+
+namespace attnscope {
+
+namespace {
+
+// The block whose matrix rank is reported: FLatten's Fig. 5 uses the third block.
+constexpr int kRankLayer = 2;
+
+std::vector<std::string> default_models() {
+  std::vector<std::string> paths;
+  for (const auto& entry : std::filesystem::directory_iterator(asset_path("models")))
+    if (entry.path().extension() == ".safetensors") paths.push_back(entry.path().string());
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+double mean_rank(const AttentionCapture& capture) {
+  double total = 0;
+  for (int h = 0; h < capture.heads; ++h) total += matrix_spectrum(capture.matrix(0, h)).numerical_rank;
+  return total / capture.heads;
+}
+
+struct LayerFocus {
+  double mass = 0, hits = 0;
+};
+
+}  // namespace
+
+int eval_command(const Args& args) {
+  const std::vector<std::string> state_options = {"device", "out"};
+  const std::vector<CommandFlag> flags = {
+      {"models", "LIST", "comma-separated model files (default: every model in assets/models)", ""},
+      {"samples", "N", "held-out images", "200"},
+  };
+  CommandLine line = parse_command_line(args, state_options, flags);
+  if (line.help) {
+    std::cout << command_help("attnscope eval [--models A,B] [--samples N] [--out DIR]", state_options, flags);
+    return 0;
+  }
+  configure_threads();
+  const torch::Device device = resolve_device(line.state.device);
+  const int samples = std::max(1, line.flag_int("samples"));
+  std::vector<std::string> models;
+  if (line.flags["models"].empty()) models = default_models();
+  else {
+    std::stringstream list(line.flags["models"]);
+    for (std::string item; std::getline(list, item, ',');)
+      if (!item.empty()) models.push_back(item);
+  }
+  if (models.empty()) throw std::invalid_argument("no models to evaluate");
+
+  nlohmann::json report = nlohmann::json::array();
+  std::cout << "| model | accuracy | mass in object, last layer | best layer: mass | pointing, last layer | best layer: pointing "
+               "| rank, block " << kRankLayer << " (mean of heads) |\n|---|---|---|---|---|---|---|\n";
+  double baseline = 0;
+  for (const auto& path : models) {
+    LoadedModel model = load_model(path, {}, device);
+    const int depth = model.arch.depth;
+    std::vector<LayerFocus> focus(static_cast<size_t>(depth));
+    int correct = 0;
+    double rank = 0, rank_without_dwc = -1;
+    const int batch = 50;
+    for (int first = 0; first < samples; first += batch) {
+      const int count = std::min(batch, samples - first);
+      GlyphBatch data = make_glyph_batch(kHeldOutSeedBase + uint64_t(first), count);
+      c10::InferenceMode inference_mode;
+      const ForwardOutput output = model.model->forward(data.images.to(device), AttentionSettings{});
+      correct += int((output.logits.argmax(1).to(torch::kCPU) == data.labels).sum().item<int64_t>());
+      const TokenLayout& layout = output.layout;
+      for (int i = 0; i < count; ++i) {
+        const auto coverage = patch_coverage(data.masks[i][0], layout);
+        if (path == models.front()) baseline += (coverage > 0).to(torch::kDouble).mean().item<double>();
+        for (int l = 0; l < depth; ++l) {
+          const AttentionCapture& capture = output.layers[size_t(l)];
+          torch::Tensor mean_row;
+          for (int h = 0; h < capture.heads; ++h) {
+            auto row = capture.row(i, h, 0);
+            mean_row = mean_row.defined() ? mean_row + row : row;
+          }
+          const auto patches = mean_row.slice(0, layout.prefix_tokens());
+          focus[size_t(l)].mass += mass_inside(patches, coverage);
+          focus[size_t(l)].hits += pointing_hit(patches, coverage) ? 1 : 0;
+        }
+      }
+      if (first == 0) {
+        rank = mean_rank(output.layers[size_t(std::min(kRankLayer, depth - 1))]);
+        if (output.layers[0].attention.dwc) {
+          AttentionSettings without_dwc;
+          without_dwc.dwc = false;
+          const auto plain = model.model->forward(data.images.to(device), without_dwc);
+          rank_without_dwc = mean_rank(plain.layers[size_t(std::min(kRankLayer, depth - 1))]);
+        }
+      }
+    }
+    int best_mass = 0, best_hits = 0;
+    nlohmann::json layers = nlohmann::json::array();
+    for (int l = 0; l < depth; ++l) {
+      focus[size_t(l)].mass /= samples;
+      focus[size_t(l)].hits /= samples;
+      if (focus[size_t(l)].mass > focus[size_t(best_mass)].mass) best_mass = l;
+      if (focus[size_t(l)].hits > focus[size_t(best_hits)].hits) best_hits = l;
+      layers.push_back({{"layer", l}, {"mass_inside", focus[size_t(l)].mass}, {"pointing", focus[size_t(l)].hits}});
+    }
+    const double accuracy = double(correct) / samples;
+    const std::string name = std::filesystem::path(path).stem().string();
+    std::cout << std::fixed << std::setprecision(3) << "| " << name << " | " << accuracy << " | "
+              << focus.back().mass << " | " << focus[size_t(best_mass)].mass << " (block " << best_mass << ") | "
+              << focus.back().hits << " | " << focus[size_t(best_hits)].hits << " (block " << best_hits << ") | "
+              << std::setprecision(1) << rank;
+    if (rank_without_dwc >= 0) std::cout << " (" << rank_without_dwc << " without DWC)";
+    std::cout << " |\n" << std::flush;
+    nlohmann::json entry = {{"model", path}, {"accuracy", accuracy}, {"layers", layers}, {"rank", rank},
+                            {"rank_layer", kRankLayer}};
+    if (rank_without_dwc >= 0) entry["rank_without_dwc"] = rank_without_dwc;
+    report.push_back(entry);
+  }
+  baseline /= samples;
+  std::cout << "\nclass-token attention, mean over heads; " << samples
+            << " held-out images; a uniform map would put " << std::setprecision(3) << baseline
+            << " of its mass on the object's patches.\n";
+  if (!line.state.out.empty()) {
+    std::filesystem::create_directories(line.state.out);
+    write_file_atomically((std::filesystem::path(line.state.out) / "eval.json").string(), [&](std::ostream& out) {
+      out << nlohmann::json{{"samples", samples}, {"uniform_mass_inside", baseline}, {"models", report}}.dump(2) << "\n";
+    });
+  }
+  return 0;
+}
+
+}  // namespace attnscope

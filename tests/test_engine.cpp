@@ -1,0 +1,120 @@
+// Engine behaviour the parity cases do not pin down: settings that change between runs of one
+// loaded model, gradients through the captured activations, layouts, masks and anchor regions.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/npy.h"
+#include "models/model_loader.h"
+
+namespace attnscope {
+namespace {
+
+const std::string kCaseDir = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/parity_cases/";
+
+LoadedModel load_case_model(const std::string& file, int heads = 0) {
+  ArchOverrides overrides;
+  overrides.heads = heads;
+  return load_model(kCaseDir + file, overrides, torch::kCPU);
+}
+
+TEST(Engine, SettingsChangeBetweenRunsWithoutReloading) {
+  LoadedModel model = load_case_model("vit_softmax.safetensors", 2);
+  const auto input = read_npy(kCaseDir + "softmax_cls.input.npy");
+  c10::InferenceMode inference_mode;
+  auto run = [&](Variant variant, double p = 3, int window = 0, int anchors = 0) {
+    AttentionSettings settings;
+    settings.variant = variant;
+    settings.p = p;
+    settings.window = window;
+    settings.anchors = anchors;
+    return model.model->forward(input, settings).logits;
+  };
+  const auto softmax = run(Variant::Softmax);
+  const std::vector<torch::Tensor> others = {run(Variant::Linear),      run(Variant::Focused, 2),
+                                             run(Variant::Focused, 5),  run(Variant::Window, 3, 3),
+                                             run(Variant::Anchor, 3, 0, 5), run(Variant::Anchor, 3, 0, 7)};
+  for (size_t i = 0; i < others.size(); ++i) {
+    EXPECT_GT((others[i] - softmax).abs().max().item<double>(), 1e-4) << "setting " << i;
+    for (size_t j = 0; j < i; ++j) EXPECT_GT((others[i] - others[j]).abs().max().item<double>(), 1e-5) << i << " vs " << j;
+  }
+  EXPECT_TRUE(torch::equal(run(Variant::Softmax), softmax));  // back to where it started, bit for bit
+}
+
+TEST(Engine, GradientsReachTheCapturedTokenActivations) {
+  LoadedModel model = load_case_model("vit_softmax.safetensors", 2);
+  const auto input = read_npy(kCaseDir + "softmax_cls.input.npy");
+  const ForwardOutput output = model.model->forward(input, AttentionSettings{});
+  const auto top_class = output.logits.argmax(1).item<int64_t>();
+  for (size_t layer = 0; layer < output.layers.size(); ++layer) {
+    const auto& activations = output.layers[layer].normed_input;
+    ASSERT_TRUE(activations.requires_grad());
+    auto gradient = torch::autograd::grad({output.logits[0][top_class]}, {activations}, {}, /*retain_graph=*/true)[0];
+    ASSERT_EQ(gradient.sizes(), activations.sizes());
+    // Patch tokens influence the class token through attention in every block.
+    EXPECT_GT(gradient.slice(1, 1).abs().sum().item<double>(), 0.0) << "layer " << layer;
+  }
+}
+
+TEST(Engine, TokenLayoutComesFromTheModelAndTheInput) {
+  c10::InferenceMode inference_mode;
+  LoadedModel gap = load_case_model("vit_gap_fcnorm.safetensors", 4);
+  auto layout = gap.model->forward(torch::zeros({1, 3, 48, 80}), AttentionSettings{}).layout;
+  EXPECT_EQ(layout.prefix_tokens(), 0);
+  EXPECT_EQ(layout.grid_h, 48 / gap.arch.patch_size);
+  EXPECT_EQ(layout.grid_w, 80 / gap.arch.patch_size);
+  LoadedModel distilled = load_case_model("deit_distilled.safetensors", 3);
+  layout = distilled.model->forward(torch::zeros({1, 3, 64, 96}), AttentionSettings{}).layout;
+  EXPECT_EQ(layout.prefix_tokens(), 2);
+  EXPECT_EQ(layout.token_name(1), "dist");
+  EXPECT_EQ(layout.token_name(2 + layout.grid_w + 1), "patch(1,1)");
+  EXPECT_THROW(distilled.model->forward(torch::zeros({1, 3, 65, 96}), AttentionSettings{}), std::invalid_argument);
+}
+
+TEST(Engine, WindowMaskKeepsPrefixTokensGlobal) {
+  TokenLayout layout;
+  layout.has_class_token = true;
+  layout.grid_h = 5;
+  layout.grid_w = 5;
+  const auto allowed = window_mask(layout, 3, torch::kCPU);
+  ASSERT_EQ(allowed.sizes(), torch::IntArrayRef({26, 26}));
+  EXPECT_TRUE(allowed[0].all().item<bool>());
+  EXPECT_TRUE(allowed.select(1, 0).all().item<bool>());
+  EXPECT_TRUE(allowed[layout.patch_token(0, 0)][layout.patch_token(2, 2)].item<bool>());
+  EXPECT_FALSE(allowed[layout.patch_token(0, 0)][layout.patch_token(0, 3)].item<bool>());
+  EXPECT_TRUE(allowed[layout.patch_token(4, 4)][layout.patch_token(3, 3)].item<bool>());  // edge window is 2x2
+  EXPECT_FALSE(allowed[layout.patch_token(4, 4)][layout.patch_token(2, 2)].item<bool>());
+  EXPECT_FALSE(window_mask(layout, 5, torch::kCPU).defined());  // a window covering the grid is global
+}
+
+TEST(Engine, AnchorRegionsTileTheGridAndAverage) {
+  for (auto [h, w, m] : {std::tuple{14, 14, 30}, std::tuple{7, 7, 5}, std::tuple{4, 7, 5}, std::tuple{3, 3, 9}}) {
+    const auto pooling = anchor_pooling_matrix(h, w, m);
+    ASSERT_EQ(pooling.sizes(), torch::IntArrayRef({m, h * w}));
+    EXPECT_TRUE(torch::allclose(pooling.sum(1), torch::ones({m})));
+    EXPECT_TRUE(((pooling > 0).sum(0) >= 1).all().item<bool>()) << "every patch belongs to some region";
+  }
+}
+
+TEST(Engine, VariantsResolveAgainstTheModule) {
+  LoadedModel model = load_case_model("vit_softmax.safetensors", 2);
+  const auto& attention = *model.model->blocks[0]->as<BlockImpl>()->attn;
+  const TokenLayout layout = model.arch.layout_for(112, 112);  // 7 x 7 grid
+  AttentionSettings settings;
+  settings.variant = Variant::Window;
+  EXPECT_EQ(attention.resolve(settings, layout).window, 0) << "the default window 7 covers a 7x7 grid";
+  settings.window = 3;
+  EXPECT_EQ(attention.resolve(settings, layout).window, 3);
+  settings.variant = Variant::Focused;
+  const auto focused = attention.resolve(settings, layout);
+  EXPECT_FALSE(focused.dwc) << "no DWC weights in a softmax checkpoint";
+  EXPECT_FALSE(focused.native);
+  EXPECT_NE(focused.describe().find("[swapped]"), std::string::npos);
+  settings.variant = Variant::Anchor;
+  settings.anchors = 500;
+  EXPECT_EQ(attention.resolve(settings, layout).anchors, 49) << "never more anchors than patches";
+}
+
+}  // namespace
+}  // namespace attnscope
