@@ -117,6 +117,7 @@ int bench_command(const Args& args) {
       {"variants", "LIST", "variants to time", "softmax,linear,focused,enhanced,window,anchor"},
       {"runs", "N", "timed runs per measurement", "20"},
       {"warmup", "N", "untimed runs first", "3"},
+      {"rounds", "N", "alternating rounds of C++ and PyTorch measurements", "3"},
       {"python", "EXE", "Python with torch for the eager reference ('none' to skip)", ATTNSCOPE_PYTHON},
   };
   CommandLine line = parse_command_line(args, options, flags);
@@ -127,6 +128,7 @@ int bench_command(const Args& args) {
   configure_threads();
   const int runs = std::max(1, line.flag_int("runs"));
   const int warmup = std::max(0, line.flag_int("warmup"));
+  const int rounds = std::max(1, line.flag_int("rounds"));
   const torch::Device device = resolve_device(line.state.device);
   auto split = [](const std::string& text) {
     std::vector<std::string> items;
@@ -140,7 +142,8 @@ int bench_command(const Args& args) {
   std::filesystem::create_directories(folder);
 
   std::cout << "attnscope bench: " << torch::get_num_threads() << " threads, device " << device.str()
-            << ", input 1x3x224x224, median of " << runs << " runs\n";
+            << ", input 1x3x224x224, median over " << rounds << " alternating rounds of the median of " << runs
+            << " runs\n";
   std::cout << std::left << std::setw(7) << "model" << std::setw(10) << "variant" << std::right << std::setw(12)
             << "no-capture" << std::setw(12) << "capture" << std::setw(10) << "overhead" << std::setw(12) << "pytorch"
             << std::setw(16) << "ratio(capture)" << "\n";
@@ -156,17 +159,27 @@ int bench_command(const Args& args) {
       AttentionSettings settings;
       settings.variant = parse_variant(variant_name);
       if (settings.variant == Variant::Anchor) settings.anchors = 30;
-      const double plain = time_forward(model, input, settings, false, warmup, runs);
-      const double captured = time_forward(model, input, settings, true, warmup, runs);
+      // Rounds alternate the three measurements so that drift in machine load hits all alike.
+      std::vector<double> plain, captured, eager;
       std::string error;
-      const double eager = line.flags["python"] == "none"
-                               ? -1
-                               : pytorch_median_ms(line.flags["python"], path, shape->heads, settings, warmup, runs, error);
+      for (int round = 0; round < rounds; ++round) {
+        plain.push_back(time_forward(model, input, settings, false, warmup, runs));
+        captured.push_back(time_forward(model, input, settings, true, warmup, runs));
+        if (line.flags["python"] != "none") {
+          const double ms = pytorch_median_ms(line.flags["python"], path, shape->heads, settings, warmup, runs, error);
+          if (ms > 0) eager.push_back(ms);
+        }
+      }
+      const double plain_ms = median_ms(plain), captured_ms = median_ms(captured);
       std::cout << std::left << std::setw(7) << shape->name << std::setw(10) << variant_name << std::right
-                << std::setw(10) << plain << "ms" << std::setw(10) << captured << "ms" << std::setw(9)
-                << 100.0 * (captured - plain) / plain << "%";
-      if (eager > 0) std::cout << std::setw(10) << eager << "ms" << std::setw(15) << captured / eager << "x";
-      else std::cout << "  (no PyTorch reference: " << error << ")";
+                << std::setw(10) << plain_ms << "ms" << std::setw(10) << captured_ms << "ms" << std::setw(9)
+                << 100.0 * (captured_ms - plain_ms) / plain_ms << "%";
+      if (!eager.empty()) {
+        const double eager_ms = median_ms(eager);
+        std::cout << std::setw(10) << eager_ms << "ms" << std::setw(15) << captured_ms / eager_ms << "x";
+      } else {
+        std::cout << "  (no PyTorch reference: " << error << ")";
+      }
       std::cout << "\n" << std::flush;
     }
   }

@@ -70,6 +70,12 @@ void initialise_weights(VisionTransformerImpl& model) {
       p.zero_();  // FLatten initialises both to zero
     } else if (ends_with("attn.temperature")) {
       p.fill_(1.0 / std::sqrt(double(model.arch().embed_dim / model.arch().heads)));
+    } else if (p.dim() >= 2 && name.find("pos_embed") == std::string::npos && name.find("_token") == std::string::npos) {
+      // timm's fixed std 0.02 suits width 768; at width 96 it leaves GELU nearly linear and the
+      // model sits at chance far longer. Scale by fan-in instead (LeCun normal, truncated at 2 std).
+      const double fan_in = double(p.numel() / p.size(0));
+      const double std = 1.0 / std::sqrt(fan_in);
+      p.normal_(0.0, std).clamp_(-2 * std, 2 * std);
     } else {
       p.normal_(0.0, 0.02).clamp_(-0.04, 0.04);
     }

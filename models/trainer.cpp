@@ -25,6 +25,20 @@ uint64_t first_training_seed(const TrainOptions& options, int step) {
   return options.seed * 100'000'000ULL + uint64_t(step) * uint64_t(options.batch);
 }
 
+// A curriculum: a large digit with little clutter first, then the full task (4-8 distractors,
+// the digit sized like the letters). Small ViTs otherwise sit at chance for thousands of steps.
+GlyphTaskOptions task_at(const TrainOptions& options, int step) {
+  GlyphTaskOptions task;
+  const double progress = double(step) / std::max(1, options.steps);
+  if (!options.curriculum || progress >= 0.4) return task;
+  const bool first_phase = progress < 0.2;
+  task.min_distractors = first_phase ? 0 : 1;
+  task.max_distractors = first_phase ? 1 : 4;
+  task.target_scale = first_phase ? 2.0 : 1.5;
+  task.plain_background = first_phase;
+  return task;
+}
+
 void save_training_state(const std::string& path, VisionTransformerImpl& model, torch::optim::AdamW& optimizer,
                          const TrainOptions& options, int step, double seconds) {
   auto metadata = model_metadata(model.arch(), glyph_class_names());
@@ -87,17 +101,20 @@ TrainResult train_demo_model(const TrainOptions& options, const std::function<vo
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   auto next_batch = std::async(std::launch::async, make_glyph_batch, first_training_seed(options, start_step),
-                               options.batch, GlyphTaskOptions{});
+                               options.batch, task_at(options, start_step));
   ForwardOptions forward_options;
   forward_options.capture = false;
   double running_loss = 0.0, running_accuracy = 0.0;
+  GlyphBatch first_batch;
   TrainResult result;
+  result.resumed_from = start_step;
   result.steps = start_step;
   for (int step = start_step; step < options.steps; ++step) {
-    GlyphBatch data = next_batch.get();
-    if (step + 1 < options.steps)
+    GlyphBatch data = options.repeat_first_batch && step > start_step ? first_batch : next_batch.get();
+    if (options.repeat_first_batch && step == start_step) first_batch = data;
+    if (step + 1 < options.steps && !options.repeat_first_batch)
       next_batch = std::async(std::launch::async, make_glyph_batch, first_training_seed(options, step + 1),
-                              options.batch, GlyphTaskOptions{});
+                              options.batch, task_at(options, step + 1));
     for (auto& group : optimizer.param_groups())
       static_cast<torch::optim::AdamWOptions&>(group.options()).lr(learning_rate_at(options, step));
     auto images = data.images.to(device);
@@ -110,7 +127,9 @@ TrainResult train_demo_model(const TrainOptions& options, const std::function<vo
     optimizer.step();
 
     const double momentum = step == start_step ? 0.0 : 0.95;
-    running_loss = momentum * running_loss + (1 - momentum) * loss.item<double>();
+    result.last_loss = loss.item<double>();
+    if (step == start_step) result.first_loss = result.last_loss;
+    running_loss = momentum * running_loss + (1 - momentum) * result.last_loss;
     const double accuracy = (logits.argmax(1) == labels).to(torch::kFloat).mean().item<double>();
     running_accuracy = momentum * running_accuracy + (1 - momentum) * accuracy;
     const int done = step + 1;
@@ -131,7 +150,7 @@ TrainResult train_demo_model(const TrainOptions& options, const std::function<vo
   }
   result.final_loss = running_loss;
   result.train_seconds = resumed_seconds + elapsed();
-  result.held_out_accuracy = held_out_accuracy(*model, device, options.eval_samples);
+  if (options.eval_samples > 0) result.held_out_accuracy = held_out_accuracy(*model, device, options.eval_samples);
   return result;
 }
 

@@ -22,6 +22,8 @@ struct TrainOptions {
   int checkpoint_every = 250;
   int eval_samples = 1000;
   std::string device = "auto";
+  bool curriculum = true;           // little clutter first (see task_at in trainer.cpp)
+  bool repeat_first_batch = false;  // overfit one batch: a quick check of the whole training path
 };
 
 struct TrainProgress {
@@ -35,8 +37,11 @@ struct TrainProgress {
 };
 
 struct TrainResult {
+  int resumed_from = 0;  // the step a resumed run started at
   int steps = 0;
-  double final_loss = 0.0;
+  double first_loss = 0.0;  // of this run's first step
+  double last_loss = 0.0;   // of its last step
+  double final_loss = 0.0;  // running mean at the end
   double held_out_accuracy = 0.0;
   double train_seconds = 0.0;  // this run's time, plus the resumed run's
 };

@@ -1,0 +1,29 @@
+// `attnscope glyphs`: writes images of the generated glyph task (with their labels and boxes), to
+// look at the task or to use as inputs.
+#include <iostream>
+
+#include "app/cli.h"
+#include "app/commands.h"
+#include "datasets/glyph_task.h"
+
+namespace attnscope {
+
+int glyphs_command(const Args& args) {
+  const std::vector<std::string> state_options = {"out"};
+  const std::vector<CommandFlag> flags = {{"count", "N", "images to write", "8"},
+                                          {"seed", "N", "seed of the first image (held-out ones start at 10^12)", "0"}};
+  CommandLine line = parse_command_line(args, state_options, flags);
+  if (line.help) {
+    std::cout << command_help("attnscope glyphs --out DIR [--count N] [--seed S]", state_options, flags);
+    return 0;
+  }
+  if (line.state.out.empty()) throw std::invalid_argument("--out is required");
+  const int count = line.flag_int("count");
+  if (count <= 0) throw std::invalid_argument("--count must be positive");
+  const uint64_t seed = std::stoull(line.flags["seed"]);
+  write_glyph_samples_png(line.state.out, count, seed);
+  std::cout << "wrote " << count << " glyph images and labels.csv to " << line.state.out << "\n";
+  return 0;
+}
+
+}  // namespace attnscope
