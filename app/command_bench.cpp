@@ -11,6 +11,7 @@
 
 #include "app/cli.h"
 #include "app/commands.h"
+#include "models/demo_models.h"
 #include "models/model_loader.h"
 
 namespace attnscope {
@@ -22,41 +23,14 @@ struct DeitShape {
   int dim, depth, heads;
 };
 
-VitArch deit_arch(const DeitShape& shape) {
-  VitArch arch;
-  arch.embed_dim = shape.dim;
-  arch.depth = shape.depth;
-  arch.heads = shape.heads;
-  arch.patch_size = 16;
-  arch.pos_grid_h = arch.pos_grid_w = 14;
-  arch.num_classes = 1000;
-  for (int i = 0; i < shape.depth; ++i) {
-    BlockArch block;
-    block.attention.dim = shape.dim;
-    block.attention.heads = shape.heads;
-    block.mlp_hidden = 4 * shape.dim;
-    arch.blocks.push_back(block);
-  }
-  return arch;
-}
-
-// Random weights with the usual ViT initialisation scales, saved so PyTorch loads the same ones.
+// Random weights, saved so that PyTorch loads exactly the same ones.
 std::string write_random_deit(const DeitShape& shape, const std::filesystem::path& folder) {
   torch::manual_seed(0);
-  VisionTransformer model(deit_arch(shape));
-  std::map<std::string, torch::Tensor> tensors;
-  torch::NoGradGuard no_grad;
-  for (auto& item : model->named_parameters()) {
-    auto& p = item.value();
-    const std::string& name = item.key();
-    const bool is_norm = name.find("norm") != std::string::npos;
-    if (is_norm && name.size() > 6 && name.compare(name.size() - 6, 6, "weight") == 0) p.fill_(1.0);
-    else if (name.size() > 4 && name.compare(name.size() - 4, 4, "bias") == 0) p.zero_();
-    else p.normal_(0.0, 0.02);
-    tensors[name] = p.detach().clone();
-  }
+  const VitArch arch = plain_vit_arch(shape.dim, shape.depth, shape.heads, /*patch_size=*/16, /*grid=*/14, 1000);
+  VisionTransformer model(arch);
+  initialise_weights(*model);
   const auto path = folder / ("deit_" + shape.name + ".safetensors");
-  save_safetensors(path.string(), tensors, {{"format", "pt"}, {"num_heads", std::to_string(shape.heads)}});
+  save_safetensors(path.string(), state_dict(*model), model_metadata(arch, {}));
   return path.string();
 }
 

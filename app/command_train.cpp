@@ -85,10 +85,7 @@ int train_command(const Args& args) {
          << options.eval_samples << " generated images (seeds from 10^12, never seen in training)\n"
          << "- Training: " << result.steps << " steps x " << options.batch << " images, AdamW lr " << options.learning_rate
          << ", wd " << options.weight_decay << ", final training loss " << std::setprecision(3) << result.final_loss
-         << ", " << duration_text(result.train_seconds) << " on " << torch::get_num_threads() << " CPU threads; curriculum: "
-         << "for the first 20% of steps the digit is twice the letters' height on a plain background with 0-1 "
-            "distractors, until 40% "
-            "1.5 times with 1-4, then the full task (same heights, 4-8 distractors)\n"
+         << ", " << duration_text(result.train_seconds) << " on " << torch::get_num_threads() << " CPU threads\n"
          << "- Reproduce: `" << command.str() << "`\n";
   });
   std::cout << "attnscope train: " << recipe.name << ": held-out accuracy " << result.held_out_accuracy << " after "

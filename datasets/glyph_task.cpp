@@ -213,13 +213,13 @@ struct TextGlyph {
 
 // Same size, font and stroke distributions for the target and for letters, so that neither
 // size nor style tells them apart.
-TextGlyph random_text_glyph(Random& random, std::string text, int size, double height_scale = 1.0) {
+TextGlyph random_text_glyph(Random& random, std::string text, int size) {
   const double unit = static_cast<double>(size) / kReferenceSize;
   TextGlyph glyph;
   glyph.text = std::move(text);
   glyph.font = kFonts[random.integer(0, static_cast<int>(kFonts.size()) - 1)];
   if (random.chance(0.25)) glyph.font |= cv::FONT_ITALIC;
-  const double height = random.uniform(kMinGlyphHeight, kMaxGlyphHeight) * unit * height_scale;
+  const double height = random.uniform(kMinGlyphHeight, kMaxGlyphHeight) * unit;
   int baseline = 0;
   const double unit_height = cv::getTextSize(glyph.text, glyph.font, 1.0, 1, &baseline).height;
   glyph.scale = height / unit_height;
@@ -374,16 +374,11 @@ GlyphSample make_glyph_sample(uint64_t seed, const GlyphTaskOptions& options, cv
 
   GlyphSample sample;
   sample.label = random.integer(0, 9);
-  if (options.plain_background) {
-    sample.rgb = cv::Mat(size, size, CV_8UC3,
-                         cv::Scalar(random.uniform(40, 215), random.uniform(40, 215), random.uniform(40, 215)));
-  } else {
-    sample.rgb = render_background(random, size);
-  }
+  sample.rgb = render_background(random, size);
   cv::Mat background_luma;
   cv::cvtColor(sample.rgb, background_luma, cv::COLOR_RGB2GRAY);
 
-  const TextGlyph target = random_text_glyph(random, std::to_string(sample.label), size, options.target_scale);
+  const TextGlyph target = random_text_glyph(random, std::to_string(sample.label), size);
   const cv::Point target_origin = random_origin(random, target, size);
   sample.box = (target.footprint + target_origin) & cv::Rect(0, 0, size, size);
   const cv::Scalar target_colour = contrasting_colour(random, background_luma, sample.box, kMinGlyphContrast);

@@ -22,8 +22,6 @@ struct GlyphTaskOptions {
   int size = 112;  // glyph heights (14-30 px at 112) scale with it
   int min_distractors = 4;
   int max_distractors = 8;
-  double target_scale = 1.0;  // the digit's height relative to the letters' (a training curriculum)
-  bool plain_background = false;  // one flat colour instead of a texture (a training curriculum)
 };
 
 // Deterministic in seed: the same seed gives the same bytes; consecutive seeds are uncorrelated.

@@ -28,19 +28,10 @@ const DemoRecipe& demo_recipe(const std::string& name) {
 }
 
 VitArch demo_arch(const DemoRecipe& recipe) {
-  VitArch arch;
-  arch.embed_dim = 96;
-  arch.depth = 6;
-  arch.heads = 3;
-  arch.patch_size = 8;
-  arch.pos_grid_h = arch.pos_grid_w = 14;
-  arch.num_classes = 10;
-  for (int i = 0; i < arch.depth; ++i) {
-    BlockArch block;
-    block.attention.dim = arch.embed_dim;
-    block.attention.heads = arch.heads;
+  VitArch arch = plain_vit_arch(/*embed_dim=*/96, /*depth=*/6, /*heads=*/3, /*patch_size=*/8, /*grid=*/14,
+                                /*num_classes=*/10);
+  for (auto& block : arch.blocks) {
     block.attention.native = recipe.attention;
-    block.mlp_hidden = 4 * arch.embed_dim;
     if (recipe.attention == NativeAttention::Focused) {
       block.attention.dwc_kernel = recipe.dwc_kernel;
       block.attention.has_scale = true;
@@ -48,7 +39,6 @@ VitArch demo_arch(const DemoRecipe& recipe) {
     }
     block.attention.anchors = recipe.anchors;
     block.local_concentration = recipe.local_concentration;
-    arch.blocks.push_back(block);
   }
   return arch;
 }
@@ -70,12 +60,6 @@ void initialise_weights(VisionTransformerImpl& model) {
       p.zero_();  // FLatten initialises both to zero
     } else if (ends_with("attn.temperature")) {
       p.fill_(1.0 / std::sqrt(double(model.arch().embed_dim / model.arch().heads)));
-    } else if (p.dim() >= 2 && name.find("pos_embed") == std::string::npos && name.find("_token") == std::string::npos) {
-      // timm's fixed std 0.02 suits width 768; at width 96 it leaves GELU nearly linear and the
-      // model sits at chance far longer. Scale by fan-in instead (LeCun normal, truncated at 2 std).
-      const double fan_in = double(p.numel() / p.size(0));
-      const double std = 1.0 / std::sqrt(fan_in);
-      p.normal_(0.0, std).clamp_(-2 * std, 2 * std);
     } else {
       p.normal_(0.0, 0.02).clamp_(-0.04, 0.04);
     }

@@ -25,8 +25,7 @@ const DemoRecipe& demo_recipe(const std::string& name);  // throws std::invalid_
 // The architecture of a demo model (embed 96, depth 6, 3 heads, patch 8, 112 px, 10 classes).
 VitArch demo_arch(const DemoRecipe& recipe);
 
-// Initialisation for the small demo models: fan-in scaled truncated normal weights, zero biases,
-// unit norms, std 0.02 position embeddings and prefix tokens.
+// timm-style initialisation: truncated normal (std 0.02) weights, zero biases, unit norms.
 void initialise_weights(VisionTransformerImpl& model);
 
 // Every parameter and buffer by registered name (the checkpoint keys), as CPU float32 copies.

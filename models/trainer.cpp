@@ -25,20 +25,6 @@ uint64_t first_training_seed(const TrainOptions& options, int step) {
   return options.seed * 100'000'000ULL + uint64_t(step) * uint64_t(options.batch);
 }
 
-// A curriculum: a large digit with little clutter first, then the full task (4-8 distractors,
-// the digit sized like the letters). Small ViTs otherwise sit at chance for thousands of steps.
-GlyphTaskOptions task_at(const TrainOptions& options, int step) {
-  GlyphTaskOptions task;
-  const double progress = double(step) / std::max(1, options.steps);
-  if (!options.curriculum || progress >= 0.4) return task;
-  const bool first_phase = progress < 0.2;
-  task.min_distractors = first_phase ? 0 : 1;
-  task.max_distractors = first_phase ? 1 : 4;
-  task.target_scale = first_phase ? 2.0 : 1.5;
-  task.plain_background = first_phase;
-  return task;
-}
-
 void save_training_state(const std::string& path, VisionTransformerImpl& model, torch::optim::AdamW& optimizer,
                          const TrainOptions& options, int step, double seconds) {
   auto metadata = model_metadata(model.arch(), glyph_class_names());
@@ -101,7 +87,7 @@ TrainResult train_demo_model(const TrainOptions& options, const std::function<vo
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   auto next_batch = std::async(std::launch::async, make_glyph_batch, first_training_seed(options, start_step),
-                               options.batch, task_at(options, start_step));
+                               options.batch, GlyphTaskOptions{});
   ForwardOptions forward_options;
   forward_options.capture = false;
   double running_loss = 0.0, running_accuracy = 0.0;
@@ -114,7 +100,7 @@ TrainResult train_demo_model(const TrainOptions& options, const std::function<vo
     if (options.repeat_first_batch && step == start_step) first_batch = data;
     if (step + 1 < options.steps && !options.repeat_first_batch)
       next_batch = std::async(std::launch::async, make_glyph_batch, first_training_seed(options, step + 1),
-                              options.batch, task_at(options, step + 1));
+                              options.batch, GlyphTaskOptions{});
     for (auto& group : optimizer.param_groups())
       static_cast<torch::optim::AdamWOptions&>(group.options()).lr(learning_rate_at(options, step));
     auto images = data.images.to(device);

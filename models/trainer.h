@@ -22,7 +22,6 @@ struct TrainOptions {
   int checkpoint_every = 250;
   int eval_samples = 1000;
   std::string device = "auto";
-  bool curriculum = true;           // little clutter first (see task_at in trainer.cpp)
   bool repeat_first_batch = false;  // overfit one batch: a quick check of the whole training path
 };
 

@@ -58,6 +58,24 @@ void to_json(nlohmann::json& j, const VitArch& arch) {
                      {"blocks", blocks}};
 }
 
+VitArch plain_vit_arch(int embed_dim, int depth, int heads, int patch_size, int grid, int num_classes) {
+  VitArch arch;
+  arch.embed_dim = embed_dim;
+  arch.depth = depth;
+  arch.heads = heads;
+  arch.patch_size = patch_size;
+  arch.pos_grid_h = arch.pos_grid_w = grid;
+  arch.num_classes = num_classes;
+  for (int i = 0; i < depth; ++i) {
+    BlockArch block;
+    block.attention.dim = embed_dim;
+    block.attention.heads = heads;
+    block.mlp_hidden = 4 * embed_dim;
+    arch.blocks.push_back(block);
+  }
+  return arch;
+}
+
 MlpImpl::MlpImpl(int dim, int hidden) {
   fc1 = register_module("fc1", torch::nn::Linear(dim, hidden));
   fc2 = register_module("fc2", torch::nn::Linear(hidden, dim));

@@ -44,6 +44,9 @@ struct VitArch {
 
 void to_json(nlohmann::json& j, const VitArch& arch);
 
+// A plain softmax ViT with a class token: square input, MLP ratio 4, qkv bias.
+VitArch plain_vit_arch(int embed_dim, int depth, int heads, int patch_size, int grid, int num_classes);
+
 // Thrown between blocks when a caller's cancel check says the run is no longer wanted.
 struct Cancelled : std::exception {
   const char* what() const noexcept override { return "inference cancelled"; }
