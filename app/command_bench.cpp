@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
@@ -115,7 +116,9 @@ int bench_command(const Args& args) {
   const auto folder = std::filesystem::temp_directory_path() / ("attnscope-bench-" + std::to_string(getpid()));
   std::filesystem::create_directories(folder);
 
-  std::cout << "attnscope bench: " << torch::get_num_threads() << " threads, device " << device.str()
+  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  std::cout << "attnscope bench: " << torch::get_num_threads() << " threads (OMP_WAIT_POLICY="
+            << (wait_policy ? wait_policy : "unset") << ", PyTorch gets the same), device " << device.str()
             << ", input 1x3x224x224, median over " << rounds << " alternating rounds of the median of " << runs
             << " runs\n";
   std::cout << std::left << std::setw(7) << "model" << std::setw(10) << "variant" << std::right << std::setw(12)
