@@ -8,12 +8,15 @@ torch::Tensor patch_coverage(const torch::Tensor& mask, const TokenLayout& layou
   auto object = (mask.detach().to(torch::kCPU) != 0).to(torch::kFloat).reshape({1, 1, mask.size(-2), mask.size(-1)});
   const int64_t patch = layout.patch_size;
   object = object.index({torch::indexing::Slice(), torch::indexing::Slice(),
-                         torch::indexing::Slice(0, layout.grid_h * patch), torch::indexing::Slice(0, layout.grid_w * patch)});
+                         torch::indexing::Slice(0, layout.grid_h * patch),
+                         torch::indexing::Slice(0, layout.grid_w * patch)});
   return torch::nn::functional::avg_pool2d(object, torch::nn::functional::AvgPool2dFuncOptions(patch)).reshape({-1});
 }
 
 namespace {
-torch::Tensor clamped(const torch::Tensor& map) { return map.detach().to(torch::kCPU, torch::kDouble).clamp_min(0.0).reshape({-1}); }
+torch::Tensor clamped(const torch::Tensor& map) {
+  return map.detach().to(torch::kCPU, torch::kDouble).clamp_min(0.0).reshape({-1});
+}
 }  // namespace
 
 double mass_inside(const torch::Tensor& patch_map, const torch::Tensor& coverage) {

@@ -10,7 +10,7 @@ struct Spectrum {
   torch::Tensor singular_values;  // descending, float32, CPU
   int numerical_rank = 0;         // count above tol = s_max * max(M, N) * eps(float32)
   double tolerance = 0.0;
-  double effective_rank = 0.0;    // exp(entropy of s / sum(s)) (Roy & Vetterli)
+  double effective_rank = 0.0;  // exp(entropy of s / sum(s)) (Roy & Vetterli)
 };
 
 // Full SVD of a matrix [M, N] (computed in float32, as numpy.linalg.matrix_rank on float32 does).

@@ -76,8 +76,10 @@ CommandLine parse_command_line(const std::vector<std::string>& args, const std::
       value = args[++i];
     }
     if (name == "session") continue;
-    if (flag) line.flags[name] = takes_value ? value : "1";
-    else set_option(line.state, name, value);
+    if (flag)
+      line.flags[name] = takes_value ? value : "1";
+    else
+      set_option(line.state, name, value);
   }
   return line;
 }
@@ -88,15 +90,18 @@ std::string command_help(const std::string& usage, const std::vector<std::string
   out << "usage: " << usage << "\n\noptions:\n";
   auto line = [&](const std::string& name, const std::string& value_name, const std::string& help) {
     std::string left = "  --" + name + (value_name.empty() ? "" : " " + value_name);
-    if (left.size() < 26) left.resize(26, ' ');
-    else left += "  ";
+    if (left.size() < 26)
+      left.resize(26, ' ');
+    else
+      left += "  ";
     out << left << help << "\n";
   };
   for (const auto& name : state_options)
     if (const OptionSpec* option = find_option(name)) line(option->name, option->value_name, option->help);
   for (const auto& flag : command_flags)
     line(flag.name, flag.value_name,
-         flag.help + (flag.default_value.empty() || flag.value_name.empty() ? "" : " (default " + flag.default_value + ")"));
+         flag.help +
+             (flag.default_value.empty() || flag.value_name.empty() ? "" : " (default " + flag.default_value + ")"));
   line("session", "FILE", "start from a session file; flags given here override it");
   return out.str();
 }

@@ -61,9 +61,9 @@ double pytorch_median_ms(const std::string& python, const std::string& model_pat
                          const AttentionSettings& settings, int warmup, int runs, std::string& error) {
   std::ostringstream command;
   command << "'" << python << "' '" << ATTNSCOPE_SOURCE_DIR << "/bench/pytorch_forward.py' --model '" << model_path
-          << "' --heads " << heads << " --threads " << torch::get_num_threads() << " --runs " << runs
-          << " --warmup " << warmup << " --variant " << to_string(settings.variant) << " --p " << settings.p
-          << " --window " << settings.window << " --anchors " << settings.anchors << " 2>&1";
+          << "' --heads " << heads << " --threads " << torch::get_num_threads() << " --runs " << runs << " --warmup "
+          << warmup << " --variant " << to_string(settings.variant) << " --p " << settings.p << " --window "
+          << settings.window << " --anchors " << settings.anchors << " 2>&1";
   FILE* pipe = popen(command.str().c_str(), "r");
   if (!pipe) {
     error = "cannot start " + python;
@@ -75,7 +75,8 @@ double pytorch_median_ms(const std::string& python, const std::string& model_pat
   const int status = pclose(pipe);
   // The last line is the JSON result.
   const auto start = output.rfind('{');
-  auto json = start == std::string::npos ? nlohmann::json() : nlohmann::json::parse(output.substr(start), nullptr, false);
+  auto json =
+      start == std::string::npos ? nlohmann::json() : nlohmann::json::parse(output.substr(start), nullptr, false);
   if (status != 0 || !json.is_object() || !json.contains("median_ms")) {
     error = "PyTorch reference failed: " + output.substr(0, 300);
     return -1;
@@ -117,13 +118,14 @@ int bench_command(const Args& args) {
   std::filesystem::create_directories(folder);
 
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
-  std::cout << "attnscope bench: " << torch::get_num_threads() << " threads (OMP_WAIT_POLICY="
-            << (wait_policy ? wait_policy : "unset") << ", PyTorch gets the same), device " << device.str()
-            << ", input 1x3x224x224, median over " << rounds << " alternating rounds of the median of " << runs
-            << " runs\n";
+  std::cout << "attnscope bench: " << torch::get_num_threads()
+            << " threads (OMP_WAIT_POLICY=" << (wait_policy ? wait_policy : "unset")
+            << ", PyTorch gets the same), device " << device.str() << ", input 1x3x224x224, median over " << rounds
+            << " alternating rounds of the median of " << runs << " runs\n";
   std::cout << std::left << std::setw(7) << "model" << std::setw(10) << "variant" << std::right << std::setw(12)
             << "no-capture" << std::setw(12) << "capture" << std::setw(10) << "overhead" << std::setw(12) << "pytorch"
-            << std::setw(16) << "ratio(capture)" << "\n";
+            << std::setw(16) << "ratio(capture)"
+            << "\n";
   std::cout << std::fixed << std::setprecision(2);
   for (const auto& size : split(line.flags["sizes"])) {
     auto shape = std::find_if(known.begin(), known.end(), [&](const DeitShape& s) { return s.name == size; });

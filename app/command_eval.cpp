@@ -56,7 +56,8 @@ int eval_command(const Args& args) {
   const torch::Device device = resolve_device(line.state.device);
   const int samples = std::max(1, line.flag_int("samples"));
   std::vector<std::string> models;
-  if (line.flags["models"].empty()) models = default_models();
+  if (line.flags["models"].empty())
+    models = default_models();
   else {
     std::stringstream list(line.flags["models"]);
     for (std::string item; std::getline(list, item, ',');)
@@ -65,8 +66,10 @@ int eval_command(const Args& args) {
   if (models.empty()) throw std::invalid_argument("no models to evaluate");
 
   nlohmann::json report = nlohmann::json::array();
-  std::cout << "| model | accuracy | mass in object, last layer | best layer: mass | pointing, last layer | best layer: pointing "
-               "| rank, block " << kRankLayer << " (mean of heads) |\n|---|---|---|---|---|---|---|\n";
+  std::cout << "| model | accuracy | mass in object, last layer | best layer: mass | pointing, last layer | best "
+               "layer: pointing "
+               "| rank, block "
+            << kRankLayer << " (mean of heads) |\n|---|---|---|---|---|---|---|\n";
   double baseline = 0;
   for (const auto& path : models) {
     LoadedModel model = load_model(path, {}, device);
@@ -118,25 +121,25 @@ int eval_command(const Args& args) {
     }
     const double accuracy = double(correct) / samples;
     const std::string name = std::filesystem::path(path).stem().string();
-    std::cout << std::fixed << std::setprecision(3) << "| " << name << " | " << accuracy << " | "
-              << focus.back().mass << " | " << focus[size_t(best_mass)].mass << " (block " << best_mass << ") | "
-              << focus.back().hits << " | " << focus[size_t(best_hits)].hits << " (block " << best_hits << ") | "
-              << std::setprecision(1) << rank;
+    std::cout << std::fixed << std::setprecision(3) << "| " << name << " | " << accuracy << " | " << focus.back().mass
+              << " | " << focus[size_t(best_mass)].mass << " (block " << best_mass << ") | " << focus.back().hits
+              << " | " << focus[size_t(best_hits)].hits << " (block " << best_hits << ") | " << std::setprecision(1)
+              << rank;
     if (rank_without_dwc >= 0) std::cout << " (" << rank_without_dwc << " without DWC)";
     std::cout << " |\n" << std::flush;
-    nlohmann::json entry = {{"model", path}, {"accuracy", accuracy}, {"layers", layers}, {"rank", rank},
-                            {"rank_layer", kRankLayer}};
+    nlohmann::json entry = {
+        {"model", path}, {"accuracy", accuracy}, {"layers", layers}, {"rank", rank}, {"rank_layer", kRankLayer}};
     if (rank_without_dwc >= 0) entry["rank_without_dwc"] = rank_without_dwc;
     report.push_back(entry);
   }
   baseline /= samples;
-  std::cout << "\nclass-token attention, mean over heads; " << samples
-            << " held-out images; a uniform map would put " << std::setprecision(3) << baseline
-            << " of its mass on the object's patches.\n";
+  std::cout << "\nclass-token attention, mean over heads; " << samples << " held-out images; a uniform map would put "
+            << std::setprecision(3) << baseline << " of its mass on the object's patches.\n";
   if (!line.state.out.empty()) {
     std::filesystem::create_directories(line.state.out);
     write_file_atomically((std::filesystem::path(line.state.out) / "eval.json").string(), [&](std::ostream& out) {
-      out << nlohmann::json{{"samples", samples}, {"uniform_mass_inside", baseline}, {"models", report}}.dump(2) << "\n";
+      out << nlohmann::json{{"samples", samples}, {"uniform_mass_inside", baseline}, {"models", report}}.dump(2)
+          << "\n";
     });
   }
   return 0;

@@ -19,15 +19,18 @@ int info_command(const Args& args) {
   if (line.state.model.empty()) throw std::invalid_argument("--model is required");
   const LoadedModel model = load_model(line.state.model, ArchOverrides::parse(line.state.arch), torch::kCPU);
   if (!line.flags["json"].empty()) {
-    nlohmann::json json = {{"model", model.path}, {"format", model.format}, {"container", model.container_key},
-                           {"parameters", model.parameter_count}, {"architecture", model.arch},
+    nlohmann::json json = {{"model", model.path},
+                           {"format", model.format},
+                           {"container", model.container_key},
+                           {"parameters", model.parameter_count},
+                           {"architecture", model.arch},
                            {"notes", model.report.notes}};
     std::cout << json.dump(2) << "\n";
     return 0;
   }
   const VitArch& arch = model.arch;
-  std::cout << model.path << " (" << model.format << (model.container_key.empty() ? "" : ", under '" + model.container_key + "'")
-            << ")\n"
+  std::cout << model.path << " (" << model.format
+            << (model.container_key.empty() ? "" : ", under '" + model.container_key + "'") << ")\n"
             << "  family        " << arch.family() << "\n"
             << "  width/depth   " << arch.embed_dim << " / " << arch.depth << "\n"
             << "  heads         " << arch.heads << " x " << arch.embed_dim / arch.heads << "\n"

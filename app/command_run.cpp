@@ -16,8 +16,9 @@ namespace attnscope {
 
 namespace {
 
-const std::vector<std::string> kRunOptions = {"model", "image", "out", "variant", "p", "window", "anchors", "dwc",
-                                              "norm", "layer", "head", "query", "resize", "size", "device", "arch"};
+const std::vector<std::string> kRunOptions = {"model",   "image", "out",    "variant", "p",    "window",
+                                              "anchors", "dwc",   "norm",   "layer",   "head", "query",
+                                              "resize",  "size",  "device", "arch"};
 
 void require(const std::string& value, const std::string& name) {
   if (value.empty()) throw std::invalid_argument("--" + name + " is required");
@@ -101,10 +102,17 @@ int run_command(const Args& args) {
       {"image", state.image},
       {"input_size", {prepared.rows, prepared.cols}},
       {"resize", to_string(state.resize)},
-      {"tokens", {{"prefix", layout.prefix_tokens()}, {"grid", {layout.grid_h, layout.grid_w}}, {"total", layout.total_tokens()}}},
+      {"tokens",
+       {{"prefix", layout.prefix_tokens()},
+        {"grid", {layout.grid_h, layout.grid_w}},
+        {"total", layout.total_tokens()}}},
       {"variant", to_string(state.attention.variant)},
-      {"settings", {{"p", state.attention.p}, {"window", state.attention.window}, {"anchors", state.attention.anchors},
-                    {"dwc", state.attention.dwc}, {"norm", to_string(state.attention.norm)}}},
+      {"settings",
+       {{"p", state.attention.p},
+        {"window", state.attention.window},
+        {"anchors", state.attention.anchors},
+        {"dwc", state.attention.dwc},
+        {"norm", to_string(state.attention.norm)}}},
       {"device", result.device},
       {"forward_ms", result.milliseconds},
       {"layer", layer},
@@ -115,13 +123,14 @@ int run_command(const Args& args) {
   };
   if (!query.note.empty()) summary["query"]["note"] = query.note;
   if (!model.report.notes.empty()) summary["notes"] = model.report.notes;
-  write_file_atomically((out / "summary.json").string(), [&](std::ostream& stream) { stream << summary.dump(2) << "\n"; });
+  write_file_atomically((out / "summary.json").string(),
+                        [&](std::ostream& stream) { stream << summary.dump(2) << "\n"; });
 
   std::cout << "attnscope run: " << model.arch.family() << " on " << result.device << ", "
             << capture.attention.describe() << ", forward " << result.milliseconds << " ms\n";
   for (const auto& p : result.top) std::cout << "  " << p.index << " " << p.name << "  p=" << p.probability << "\n";
-  std::cout << "wrote " << out.string() << "/{summary.json, logits.npy, attention" << suffix << ".npy, matrix"
-            << suffix << ".npy, overlay" << suffix << ".png}\n";
+  std::cout << "wrote " << out.string() << "/{summary.json, logits.npy, attention" << suffix << ".npy, matrix" << suffix
+            << ".npy, overlay" << suffix << ".png}\n";
   return 0;
 }
 

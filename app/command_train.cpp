@@ -68,8 +68,8 @@ int train_command(const Args& args) {
   std::cerr << "\n";
 
   std::ostringstream command;
-  command << "attnscope train --variant " << recipe.name << " --steps " << options.steps << " --batch "
-          << options.batch << " --lr " << options.learning_rate << " --seed " << options.seed << " --out " << options.out;
+  command << "attnscope train --variant " << recipe.name << " --steps " << options.steps << " --batch " << options.batch
+          << " --lr " << options.learning_rate << " --seed " << options.seed << " --out " << options.out;
   const VitArch arch = demo_arch(recipe);
   const std::string card_path = std::filesystem::path(options.out).replace_extension(".md").string();
   write_file_atomically(card_path, [&](std::ostream& card) {
@@ -83,14 +83,15 @@ int train_command(const Args& args) {
             "shapes on a textured background; training images are generated on the fly from the seed\n"
          << "- Held-out accuracy: " << std::fixed << std::setprecision(3) << result.held_out_accuracy << " on "
          << options.eval_samples << " generated images (seeds from 10^12, never seen in training)\n"
-         << "- Training: " << result.steps << " steps x " << options.batch << " images, AdamW lr " << options.learning_rate
-         << ", wd " << options.weight_decay << ", final training loss " << std::setprecision(3) << result.final_loss
-         << ", " << duration_text(result.train_seconds) << " on " << torch::get_num_threads() << " CPU threads\n"
+         << "- Training: " << result.steps << " steps x " << options.batch << " images, AdamW lr "
+         << options.learning_rate << ", wd " << options.weight_decay << ", final training loss " << std::setprecision(3)
+         << result.final_loss << ", " << duration_text(result.train_seconds) << " on " << torch::get_num_threads()
+         << " CPU threads\n"
          << "- Reproduce: `" << command.str() << "`\n";
   });
   std::cout << "attnscope train: " << recipe.name << ": held-out accuracy " << result.held_out_accuracy << " after "
-            << result.steps << " steps (" << duration_text(result.train_seconds) << "); wrote " << options.out << " and "
-            << card_path << "\n";
+            << result.steps << " steps (" << duration_text(result.train_seconds) << "); wrote " << options.out
+            << " and " << card_path << "\n";
   return 0;
 }
 

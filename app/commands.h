@@ -13,7 +13,8 @@ int info_command(const Args& args);   // architecture and parameter count of a c
 int bench_command(const Args& args);  // forward latency per variant against PyTorch eager
 int train_command(const Args& args);  // trains a demo model on the generated glyph task
 int eval_command(const Args& args);
-int glyphs_command(const Args& args);  // writes images of the generated task   // focus and rank of the demo models on held-out images
+int glyphs_command(
+    const Args& args);  // writes images of the generated task   // focus and rank of the demo models on held-out images
 
 struct Command {
   const char* name;

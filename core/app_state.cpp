@@ -96,7 +96,8 @@ std::vector<OptionSpec> make_options() {
                      [](const AppState& s) { return std::to_string(s.attention.anchors); }});
   options.push_back({"dwc", "on|off", "FLatten's depthwise conv on V, where the checkpoint has it",
                      [](AppState& s, const std::string& v) {
-                       if (v != "on" && v != "off") throw std::invalid_argument("--dwc expects on or off, got '" + v + "'");
+                       if (v != "on" && v != "off")
+                         throw std::invalid_argument("--dwc expects on or off, got '" + v + "'");
                        s.attention.dwc = v == "on";
                      },
                      [](const AppState& s) { return std::string(s.attention.dwc ? "on" : "off"); }});
@@ -160,9 +161,12 @@ void apply_json(AppState& state, const nlohmann::json& json) {
   for (const auto& item : json.items()) {
     const auto& value = item.value();
     std::string text;
-    if (value.is_string()) text = value.get<std::string>();
-    else if (value.is_number() || value.is_boolean()) text = value.dump();
-    else throw std::invalid_argument("session key '" + item.key() + "' must be a string or a number");
+    if (value.is_string())
+      text = value.get<std::string>();
+    else if (value.is_number() || value.is_boolean())
+      text = value.dump();
+    else
+      throw std::invalid_argument("session key '" + item.key() + "' must be a string or a number");
     set_option(state, item.key(), text);
   }
 }

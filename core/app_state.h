@@ -4,8 +4,8 @@
 
 #include <functional>
 #include <nlohmann/json_fwd.hpp>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/image.h"
@@ -21,10 +21,10 @@ struct AppState {
   ResizeMode resize = ResizeMode::Timm;
   std::string input_size = "native";  // "native", "S" or "HxW" (pixels, multiples of the patch)
   AttentionSettings attention;
-  int layer = -1;            // -1: the last block
+  int layer = -1;  // -1: the last block
   int head = 0;
-  std::string query = "cls"; // "cls" or "ROW,COL"
-  std::string out;           // output folder of headless commands
+  std::string query = "cls";  // "cls" or "ROW,COL"
+  std::string out;            // output folder of headless commands
 };
 
 // One option: its flag name, help, and how it reads and writes the state (as text).

@@ -20,7 +20,7 @@ struct Checkpoint {
   std::map<std::string, torch::Tensor> tensors;  // CPU tensors in their stored dtype
   std::map<std::string, std::string> metadata;   // safetensors "__metadata__" (empty for .pth)
   std::string format;                            // "safetensors" or "pytorch-zip"
-  std::string container_key;  // "model", "model_ema", "state_dict", or "" for a flat state_dict
+  std::string container_key;                     // "model", "model_ema", "state_dict", or "" for a flat state_dict
 };
 
 // Reads a checkpoint, choosing the reader by content (zip magic vs safetensors header), not by

@@ -15,16 +15,20 @@ struct ColormapName {
   int opencv_id;  // -1: gray ramp
 };
 constexpr ColormapName kColormaps[] = {
-    {Colormap::Viridis, "viridis", cv::COLORMAP_VIRIDIS}, {Colormap::Magma, "magma", cv::COLORMAP_MAGMA},
-    {Colormap::Inferno, "inferno", cv::COLORMAP_INFERNO}, {Colormap::Turbo, "turbo", cv::COLORMAP_TURBO},
-    {Colormap::Jet, "jet", cv::COLORMAP_JET},             {Colormap::Gray, "gray", -1},
+    {Colormap::Viridis, "viridis", cv::COLORMAP_VIRIDIS},
+    {Colormap::Magma, "magma", cv::COLORMAP_MAGMA},
+    {Colormap::Inferno, "inferno", cv::COLORMAP_INFERNO},
+    {Colormap::Turbo, "turbo", cv::COLORMAP_TURBO},
+    {Colormap::Jet, "jet", cv::COLORMAP_JET},
+    {Colormap::Gray, "gray", -1},
 };
 }  // namespace
 
 Colormap parse_colormap(const std::string& name) {
   for (const auto& entry : kColormaps)
     if (name == entry.name) return entry.colormap;
-  throw std::invalid_argument("unknown colour map '" + name + "' (expected viridis, magma, inferno, turbo, jet or gray)");
+  throw std::invalid_argument("unknown colour map '" + name +
+                              "' (expected viridis, magma, inferno, turbo, jet or gray)");
 }
 
 std::string to_string(Colormap colormap) {
@@ -87,7 +91,9 @@ void write_png_rgb(const std::string& path, const cv::Mat& rgb) {
   cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
   std::vector<uint8_t> bytes;
   if (!cv::imencode(".png", bgr, bytes)) throw std::runtime_error("cannot encode PNG for " + path);
-  write_file_atomically(path, [&](std::ostream& out) { out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size())); });
+  write_file_atomically(path, [&](std::ostream& out) {
+    out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  });
 }
 
 }  // namespace attnscope

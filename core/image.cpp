@@ -93,8 +93,7 @@ inline uint8_t clip8(int32_t accumulator) {
 constexpr int32_t kRoundingBias = 1 << (kPrecisionBits - 1);
 
 // Horizontal pass over source rows [row_begin, row_end) of an 8-bit 3-channel image.
-cv::Mat resample_horizontal(const cv::Mat& src, int row_begin, int row_end, const AxisWeights& axis,
-                            int out_width) {
+cv::Mat resample_horizontal(const cv::Mat& src, int row_begin, int row_end, const AxisWeights& axis, int out_width) {
   cv::Mat dst(row_end - row_begin, out_width, CV_8UC3);
   cv::parallel_for_(cv::Range(row_begin, row_end), [&](const cv::Range& rows) {
     for (int y = rows.start; y < rows.end; ++y) {
@@ -120,8 +119,7 @@ cv::Mat resample_horizontal(const cv::Mat& src, int row_begin, int row_end, cons
 
 // Vertical pass; `row_offset` is the source row that `src` starts at (see resize_bicubic_pil).
 // Integer sums do not depend on the order of accumulation, so rows are walked in turn.
-cv::Mat resample_vertical(const cv::Mat& src, int row_offset, const AxisWeights& axis,
-                          int out_height) {
+cv::Mat resample_vertical(const cv::Mat& src, int row_offset, const AxisWeights& axis, int out_height) {
   cv::Mat dst(out_height, src.cols, CV_8UC3);
   const int values_per_row = src.cols * 3;
   cv::parallel_for_(cv::Range(0, out_height), [&](const cv::Range& rows) {
@@ -144,8 +142,7 @@ void require_rgb8(const cv::Mat& rgb, const char* function) {
   if (rgb.empty() || rgb.type() != CV_8UC3) {
     throw ImageError(std::string(function) + " needs a non-empty 8-bit 3-channel image, got " +
                      std::to_string(rgb.cols) + "x" + std::to_string(rgb.rows) + " with " +
-                     std::to_string(rgb.channels()) + " channel(s) of depth " +
-                     std::to_string(rgb.depth()));
+                     std::to_string(rgb.channels()) + " channel(s) of depth " + std::to_string(rgb.depth()));
   }
 }
 
@@ -165,8 +162,8 @@ cv::Mat center_crop(const cv::Mat& image, int crop_height, int crop_width) {
   if (crop_width > source.cols || crop_height > source.rows) {
     const int pad_x = std::max(crop_width - source.cols, 0);
     const int pad_y = std::max(crop_height - source.rows, 0);
-    cv::copyMakeBorder(image, source, pad_y / 2, (pad_y + 1) / 2, pad_x / 2, (pad_x + 1) / 2,
-                       cv::BORDER_CONSTANT, cv::Scalar::all(0));
+    cv::copyMakeBorder(image, source, pad_y / 2, (pad_y + 1) / 2, pad_x / 2, (pad_x + 1) / 2, cv::BORDER_CONSTANT,
+                       cv::Scalar::all(0));
   }
   const int top = python_round_half(source.rows - crop_height);
   const int left = python_round_half(source.cols - crop_width);
@@ -182,8 +179,8 @@ cv::Mat timm_eval_transform(const cv::Mat& rgb, int height, int width, double cr
     const int64_t short_target = static_cast<int64_t>(std::floor(height / crop_pct));
     const int64_t short_side = std::min(rgb.rows, rgb.cols);
     const int64_t long_side = std::max(rgb.rows, rgb.cols);
-    const auto long_target = static_cast<int64_t>(static_cast<double>(short_target * long_side) /
-                                                  static_cast<double>(short_side));
+    const auto long_target =
+        static_cast<int64_t>(static_cast<double>(short_target * long_side) / static_cast<double>(short_side));
     const bool portrait = rgb.cols <= rgb.rows;
     resized_width = static_cast<int>(portrait ? short_target : long_target);
     resized_height = static_cast<int>(portrait ? long_target : short_target);
@@ -193,8 +190,8 @@ cv::Mat timm_eval_transform(const cv::Mat& rgb, int height, int width, double cr
     resized_width = static_cast<int>(width / crop_pct);
   }
   if (resized_height <= 0 || resized_width <= 0) {
-    throw ImageError("timm resize of a " + std::to_string(rgb.cols) + "x" +
-                     std::to_string(rgb.rows) + " image gives an empty image");
+    throw ImageError("timm resize of a " + std::to_string(rgb.cols) + "x" + std::to_string(rgb.rows) +
+                     " image gives an empty image");
   }
   return center_crop(resize_bicubic_pil(rgb, resized_width, resized_height), height, width);
 }
@@ -260,8 +257,7 @@ cv::Mat load_image_rgb(const std::string& path) {
   try {
     decoded = cv::imread(path, cv::IMREAD_UNCHANGED);
     const bool unusual =
-        !decoded.empty() &&
-        ((decoded.depth() != CV_8U && decoded.depth() != CV_16U) || decoded.channels() > 4);
+        !decoded.empty() && ((decoded.depth() != CV_8U && decoded.depth() != CV_16U) || decoded.channels() > 4);
     if (unusual) decoded = cv::imread(path, cv::IMREAD_COLOR);  // let OpenCV map it to 8-bit BGR
   } catch (const cv::Exception& e) {
     throw cannot_read("decoder error: " + e.msg);
@@ -317,8 +313,7 @@ cv::Mat resize_bicubic_pil(const cv::Mat& rgb, int width, int height) {
 cv::Mat prepare_image(const cv::Mat& rgb, ResizeMode mode, int height, int width, double crop_pct) {
   require_rgb8(rgb, "prepare_image");
   if (height <= 0 || width <= 0) {
-    throw ImageError("invalid model input size " + std::to_string(width) + "x" +
-                     std::to_string(height));
+    throw ImageError("invalid model input size " + std::to_string(width) + "x" + std::to_string(height));
   }
   switch (mode) {
     case ResizeMode::Timm:
@@ -331,8 +326,8 @@ cv::Mat prepare_image(const cv::Mat& rgb, ResizeMode mode, int height, int width
     case ResizeMode::None:
       if (rgb.rows != height || rgb.cols != width) {
         throw ImageError("image is " + std::to_string(rgb.cols) + "x" + std::to_string(rgb.rows) +
-                         " but the model needs " + std::to_string(width) + "x" +
-                         std::to_string(height) + " (use --resize timm or fit)");
+                         " but the model needs " + std::to_string(width) + "x" + std::to_string(height) +
+                         " (use --resize timm or fit)");
       }
       return rgb.clone();
   }

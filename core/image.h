@@ -6,8 +6,8 @@
 #include <stdexcept>
 #include <string>
 
-#include <opencv2/core.hpp>
 #include <torch/types.h>
+#include <opencv2/core.hpp>
 
 namespace attnscope {
 
@@ -38,8 +38,7 @@ cv::Mat load_image_rgb(const std::string& path);
 cv::Mat resize_bicubic_pil(const cv::Mat& rgb, int width, int height);
 
 // The RGB image the model sees, before normalisation: [height x width] 8-bit RGB.
-cv::Mat prepare_image(const cv::Mat& rgb, ResizeMode mode, int height, int width,
-                      double crop_pct = 0.875);
+cv::Mat prepare_image(const cv::Mat& rgb, ResizeMode mode, int height, int width, double crop_pct = 0.875);
 
 // 8-bit RGB [H x W] -> float tensor [1, 3, H, W], (x / 255 - mean) / std.
 torch::Tensor image_to_tensor(const cv::Mat& rgb, const Normalization& norm = {});

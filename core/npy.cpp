@@ -34,10 +34,9 @@ struct NpyDtype {
 
 // The first entry for each torch type is the spelling written; the others are only accepted.
 constexpr NpyDtype kDtypes[] = {
-    {"<f4", torch::kFloat32}, {"<f8", torch::kFloat64}, {"<f2", torch::kFloat16},
-    {"|u1", torch::kUInt8},   {"<u1", torch::kUInt8},   {"|i1", torch::kInt8},
-    {"<i2", torch::kInt16},   {"<i4", torch::kInt32},   {"<i8", torch::kInt64},
-    {"|b1", torch::kBool},
+    {"<f4", torch::kFloat32}, {"<f8", torch::kFloat64}, {"<f2", torch::kFloat16}, {"|u1", torch::kUInt8},
+    {"<u1", torch::kUInt8},   {"|i1", torch::kInt8},    {"<i2", torch::kInt16},   {"<i4", torch::kInt32},
+    {"<i8", torch::kInt64},   {"|b1", torch::kBool},
 };
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
@@ -202,8 +201,7 @@ torch::Tensor read_npy(const std::string& path) {
   if (file_size < 0) fail(path, "cannot determine the file size");
 
   unsigned char preamble[kMagicSize + 2];
-  if (!in.read(reinterpret_cast<char*>(preamble), sizeof(preamble)) ||
-      std::memcmp(preamble, kMagic, kMagicSize) != 0) {
+  if (!in.read(reinterpret_cast<char*>(preamble), sizeof(preamble)) || std::memcmp(preamble, kMagic, kMagicSize) != 0) {
     fail(path, "not a .npy file (bad magic)");
   }
   const int major_version = preamble[kMagicSize];
@@ -216,8 +214,7 @@ torch::Tensor read_npy(const std::string& path) {
   unsigned char length_field[4];
   if (!in.read(reinterpret_cast<char*>(length_field), length_bytes)) fail(path, "truncated header");
   const uint32_t header_length = read_little_endian(length_field, length_bytes);
-  const std::streamoff data_offset =
-      static_cast<std::streamoff>(sizeof(preamble)) + length_bytes + header_length;
+  const std::streamoff data_offset = static_cast<std::streamoff>(sizeof(preamble)) + length_bytes + header_length;
   if (data_offset > file_size) fail(path, "truncated header");
   std::string header_text(header_length, '\0');
   if (!in.read(header_text.data(), header_length)) fail(path, "truncated header");
@@ -226,8 +223,7 @@ torch::Tensor read_npy(const std::string& path) {
   if (header.fortran_order) fail(path, "Fortran-order arrays are not supported");
   const auto dtype = dtype_from_descr(header.descr);
   if (!dtype) {
-    fail(path, "unsupported dtype '" + header.descr +
-                   "' (expected <f4, <f8, <f2, |u1, |i1, <i2, <i4, <i8 or |b1)");
+    fail(path, "unsupported dtype '" + header.descr + "' (expected <f4, <f8, <f2, |u1, |i1, <i2, <i4, <i8 or |b1)");
   }
 
   const int64_t item_size = static_cast<int64_t>(c10::elementSize(*dtype));
@@ -239,14 +235,12 @@ torch::Tensor read_npy(const std::string& path) {
     data_bytes *= dim;
   }
   if (file_size - data_offset != data_bytes) {
-    fail(path, "shape " + shape_literal(header.shape) + " of " + header.descr + " needs " +
-                   std::to_string(data_bytes) + " data bytes but the file holds " +
-                   std::to_string(file_size - data_offset));
+    fail(path, "shape " + shape_literal(header.shape) + " of " + header.descr + " needs " + std::to_string(data_bytes) +
+                   " data bytes but the file holds " + std::to_string(file_size - data_offset));
   }
 
   torch::Tensor tensor = torch::empty(header.shape, torch::TensorOptions().dtype(*dtype));
-  if (data_bytes > 0 &&
-      !in.read(static_cast<char*>(tensor.data_ptr()), static_cast<std::streamsize>(data_bytes))) {
+  if (data_bytes > 0 && !in.read(static_cast<char*>(tensor.data_ptr()), static_cast<std::streamsize>(data_bytes))) {
     fail(path, "read error in the data");
   }
   return tensor;
@@ -261,8 +255,8 @@ void write_npy(const std::string& path, const torch::Tensor& tensor) {
   const torch::Tensor data = tensor.detach().to(torch::kCPU).contiguous();
 
   const std::vector<int64_t> shape(data.sizes().begin(), data.sizes().end());
-  std::string header = std::string("{'descr': '") + descr +
-                       "', 'fortran_order': False, 'shape': " + shape_literal(shape) + ", }";
+  std::string header =
+      std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape_literal(shape) + ", }";
   // Pad with spaces and end with a newline so the data starts on an aligned offset. Version 1.0
   // has a 2-byte header length; only a header longer than that (thousands of dims) needs 2.0.
   auto padded_header_size = [&](size_t preamble_size) {
@@ -286,8 +280,7 @@ void write_npy(const std::string& path, const torch::Tensor& tensor) {
     out.write(preamble.data(), static_cast<std::streamsize>(preamble.size()));
     out.write(header.data(), static_cast<std::streamsize>(header.size()));
     if (data_bytes > 0) {
-      out.write(static_cast<const char*>(data.data_ptr()),
-                static_cast<std::streamsize>(data_bytes));
+      out.write(static_cast<const char*>(data.data_ptr()), static_cast<std::streamsize>(data_bytes));
     }
   });
 }

@@ -10,11 +10,16 @@ using torch::indexing::Slice;
 
 std::string to_string(NativeAttention native) {
   switch (native) {
-    case NativeAttention::Softmax: return "softmax";
-    case NativeAttention::Linear: return "linear";
-    case NativeAttention::Focused: return "focused";
-    case NativeAttention::Enhanced: return "enhanced";
-    case NativeAttention::Anchor: return "anchor";
+    case NativeAttention::Softmax:
+      return "softmax";
+    case NativeAttention::Linear:
+      return "linear";
+    case NativeAttention::Focused:
+      return "focused";
+    case NativeAttention::Enhanced:
+      return "enhanced";
+    case NativeAttention::Anchor:
+      return "anchor";
   }
   return "?";
 }
@@ -23,11 +28,16 @@ namespace {
 
 Kernel native_kernel(NativeAttention native) {
   switch (native) {
-    case NativeAttention::Softmax: return Kernel::Softmax;
-    case NativeAttention::Linear: return Kernel::Linear;
-    case NativeAttention::Focused: return Kernel::Focused;
-    case NativeAttention::Enhanced: return Kernel::Enhanced;
-    case NativeAttention::Anchor: return Kernel::Anchor;
+    case NativeAttention::Softmax:
+      return Kernel::Softmax;
+    case NativeAttention::Linear:
+      return Kernel::Linear;
+    case NativeAttention::Focused:
+      return Kernel::Focused;
+    case NativeAttention::Enhanced:
+      return Kernel::Enhanced;
+    case NativeAttention::Anchor:
+      return Kernel::Anchor;
   }
   return Kernel::Softmax;
 }
@@ -47,8 +57,8 @@ AttentionImpl::AttentionImpl(const AttentionArch& arch) : arch_(arch) {
   const int head_dim = dim / arch.heads;
   if (arch.native == NativeAttention::Anchor) {
     x_to_emb = register_module("x_to_emb", torch::nn::Linear(torch::nn::LinearOptions(dim, 2 * dim).bias(false)));
-    dist_anchor_B = register_module(
-        "dist_anchor_B", torch::nn::Linear(torch::nn::LinearOptions(head_dim, arch.anchors).bias(false)));
+    dist_anchor_B = register_module("dist_anchor_B",
+                                    torch::nn::Linear(torch::nn::LinearOptions(head_dim, arch.anchors).bias(false)));
     to_out_linear = torch::nn::Linear(dim, dim);
     to_out = register_module("to_out", torch::nn::Sequential(to_out_linear));
     return;
@@ -75,12 +85,24 @@ ResolvedAttention AttentionImpl::resolve(const AttentionSettings& settings, cons
   resolved.norm = settings.norm;
   resolved.window = settings.window;
   switch (settings.variant) {
-    case Variant::Native: resolved.kernel = native_kernel(arch_.native); break;
-    case Variant::Softmax: resolved.kernel = Kernel::Softmax; break;
-    case Variant::Linear: resolved.kernel = Kernel::Linear; break;
-    case Variant::Focused: resolved.kernel = Kernel::Focused; break;
-    case Variant::Enhanced: resolved.kernel = Kernel::Enhanced; break;
-    case Variant::Anchor: resolved.kernel = Kernel::Anchor; break;
+    case Variant::Native:
+      resolved.kernel = native_kernel(arch_.native);
+      break;
+    case Variant::Softmax:
+      resolved.kernel = Kernel::Softmax;
+      break;
+    case Variant::Linear:
+      resolved.kernel = Kernel::Linear;
+      break;
+    case Variant::Focused:
+      resolved.kernel = Kernel::Focused;
+      break;
+    case Variant::Enhanced:
+      resolved.kernel = Kernel::Enhanced;
+      break;
+    case Variant::Anchor:
+      resolved.kernel = Kernel::Anchor;
+      break;
     case Variant::Window:
       resolved.kernel = Kernel::Softmax;
       if (resolved.window <= 0) resolved.window = kDefaultWindow;
@@ -91,8 +113,8 @@ ResolvedAttention AttentionImpl::resolve(const AttentionSettings& settings, cons
     resolved.window = 0;  // anchors are global by construction
     resolved.learned_anchors = !dist_anchor_B.is_empty();
     const int available = resolved.learned_anchors ? arch_.anchors : layout.patch_tokens();
-    const int requested = settings.anchors > 0 ? settings.anchors
-                                               : (resolved.learned_anchors ? arch_.anchors : kDefaultAnchors);
+    const int requested =
+        settings.anchors > 0 ? settings.anchors : (resolved.learned_anchors ? arch_.anchors : kDefaultAnchors);
     resolved.anchors = std::min(requested, available);
   }
   // A window that covers the whole grid is global attention.
@@ -123,9 +145,8 @@ KernelFeatures AttentionImpl::kernel_features(const ResolvedAttention& resolved,
     case Kernel::Enhanced:
       features.q = torch::relu(q);
       features.k = torch::relu(k);
-      features.temperature = temperature.defined()
-                                 ? temperature.view({1, heads, 1, 1})
-                                 : torch::full({1}, softmax_scale, q.options());
+      features.temperature =
+          temperature.defined() ? temperature.view({1, heads, 1, 1}) : torch::full({1}, softmax_scale, q.options());
       break;
     case Kernel::Focused: {
       if (positional_encoding.defined()) {
@@ -135,17 +156,17 @@ KernelFeatures AttentionImpl::kernel_features(const ResolvedAttention& resolved,
           k = k + encoding;
         } else if (tokens == layout.patch_tokens()) {
           const int64_t prefix = layout.prefix_tokens();
-          k = torch::cat({k.index({Slice(), Slice(), Slice(0, prefix)}),
-                          k.index({Slice(), Slice(), Slice(prefix)}) + encoding},
-                         2);
+          k = torch::cat(
+              {k.index({Slice(), Slice(), Slice(0, prefix)}), k.index({Slice(), Slice(), Slice(prefix)}) + encoding},
+              2);
         } else {
           throw std::runtime_error("focused attention: positional_encoding has " + std::to_string(tokens) +
                                    " tokens but the input has " + std::to_string(k.size(2)) +
                                    " (it only fits the training resolution)");
         }
       }
-      auto divisor = scale.defined() ? split_heads(torch::softplus(scale), heads)
-                                     : torch::full({1}, std::log(2.0), q.options());
+      auto divisor =
+          scale.defined() ? split_heads(torch::softplus(scale), heads) : torch::full({1}, std::log(2.0), q.options());
       auto focused_q = (torch::relu(q) + 1e-6) / divisor;
       auto focused_k = (torch::relu(k) + 1e-6) / divisor;
       features.q = focus(focused_q, resolved.p, resolved.norm);
@@ -201,9 +222,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const TokenLayout& 
   auto out = attend(resolved.kernel, features, v, allowed);
   if (resolved.dwc) out = out + depthwise_conv_on_values(v, dwc->weight, dwc->bias, layout);
   auto merged = out.transpose(1, 2).reshape({batch, tokens, dim});
-  auto projected_out = arch_.native == NativeAttention::Anchor
-                           ? token_linear(to_out_linear, merged)
-                           : token_linear(proj, merged);
+  auto projected_out =
+      arch_.native == NativeAttention::Anchor ? token_linear(to_out_linear, merged) : token_linear(proj, merged);
   if (capture) {
     capture->attention = resolved;
     capture->layout = layout;
@@ -233,9 +253,7 @@ torch::Tensor AttentionCapture::rows(int64_t batch, int64_t head, const std::vec
   auto query_index = torch::tensor(queries, torch::TensorOptions().dtype(torch::kLong)).to(device);
   auto allowed = window_mask(layout, attention.window, device);
   if (allowed.defined()) allowed = allowed.index_select(0, query_index);
-  auto pick = [&](const torch::Tensor& t) {
-    return t.index({Slice(batch, batch + 1), Slice(head, head + 1)});
-  };
+  auto pick = [&](const torch::Tensor& t) { return t.index({Slice(batch, batch + 1), Slice(head, head + 1)}); };
   KernelFeatures one_head;
   one_head.q = pick(features.q);
   one_head.k = pick(features.k);

@@ -23,10 +23,10 @@ struct AttentionArch {
   int heads = 0;
   bool qkv_bias = true;
   NativeAttention native = NativeAttention::Softmax;
-  int dwc_kernel = 0;                // focused: depthwise conv size, 0 when absent
-  bool has_scale = false;            // focused: softplus scale [1, 1, C]
+  int dwc_kernel = 0;                  // focused: depthwise conv size, 0 when absent
+  bool has_scale = false;              // focused: softplus scale [1, 1, C]
   int positional_encoding_tokens = 0;  // focused: tokens of the K positional encoding, 0 when absent
-  int anchors = 0;                   // anchor: learned anchors m
+  int anchors = 0;                     // anchor: learned anchors m
 };
 
 // Everything one attention layer computed that the views read: no view re-runs the model.
@@ -35,10 +35,10 @@ struct AttentionCapture {
   TokenLayout layout;
   int heads = 0;
   int head_dim = 0;
-  torch::Tensor q, k, v;          // [B, h, T, d] projections (focused: k with its positional encoding)
-  KernelFeatures features;        // what the scores are built from
-  torch::Tensor dwc_weight;       // [d, 1, k, k] when the DWC term ran
-  torch::Tensor normed_input;     // norm1 output [B, T, C]; part of the graph when gradients are on
+  torch::Tensor q, k, v;       // [B, h, T, d] projections (focused: k with its positional encoding)
+  KernelFeatures features;     // what the scores are built from
+  torch::Tensor dwc_weight;    // [d, 1, k, k] when the DWC term ran
+  torch::Tensor normed_input;  // norm1 output [B, T, C]; part of the graph when gradients are on
 
   // Rows of the equivalent T x T matrix for some queries: [Q, T] (with the DWC band when on).
   torch::Tensor rows(int64_t batch, int64_t head, const std::vector<int64_t>& queries) const;
@@ -51,8 +51,8 @@ class AttentionImpl : public torch::nn::Module {
   explicit AttentionImpl(const AttentionArch& arch);
 
   // x: [B, T, C] -> [B, T, C]. Fills `capture` when given.
-  torch::Tensor forward(const torch::Tensor& x, const TokenLayout& layout,
-                        const AttentionSettings& settings, AttentionCapture* capture = nullptr);
+  torch::Tensor forward(const torch::Tensor& x, const TokenLayout& layout, const AttentionSettings& settings,
+                        AttentionCapture* capture = nullptr);
 
   ResolvedAttention resolve(const AttentionSettings& settings, const TokenLayout& layout) const;
   const AttentionArch& arch() const { return arch_; }
@@ -60,14 +60,14 @@ class AttentionImpl : public torch::nn::Module {
   // Registered with the names of the checkpoints that carry them; unused ones stay null.
   torch::nn::Linear qkv{nullptr}, proj{nullptr};
   torch::nn::Linear x_to_emb{nullptr}, dist_anchor_B{nullptr};
-  torch::nn::Sequential to_out{nullptr};  // AnchorFormer's to_out.0
+  torch::nn::Sequential to_out{nullptr};     // AnchorFormer's to_out.0
   torch::nn::Linear to_out_linear{nullptr};  // the same layer, held directly
   torch::nn::Conv2d dwc{nullptr};
   torch::Tensor scale, positional_encoding, temperature;
 
  private:
-  KernelFeatures kernel_features(const ResolvedAttention& resolved, const torch::Tensor& q,
-                                 torch::Tensor& k, const TokenLayout& layout) const;
+  KernelFeatures kernel_features(const ResolvedAttention& resolved, const torch::Tensor& q, torch::Tensor& k,
+                                 const TokenLayout& layout) const;
   AttentionArch arch_;
 };
 TORCH_MODULE(Attention);

@@ -12,11 +12,16 @@ using torch::indexing::Slice;
 
 std::string to_string(Kernel kernel) {
   switch (kernel) {
-    case Kernel::Softmax: return "softmax";
-    case Kernel::Linear: return "linear";
-    case Kernel::Focused: return "focused";
-    case Kernel::Enhanced: return "enhanced";
-    case Kernel::Anchor: return "anchor";
+    case Kernel::Softmax:
+      return "softmax";
+    case Kernel::Linear:
+      return "linear";
+    case Kernel::Focused:
+      return "focused";
+    case Kernel::Enhanced:
+      return "enhanced";
+    case Kernel::Anchor:
+      return "anchor";
   }
   return "?";
 }
@@ -29,8 +34,7 @@ std::string ResolvedAttention::describe() const {
     if (!learned_scale) out << " scale=neutral";
   }
   if (kernel == Kernel::Enhanced && !learned_temperature) out << " temperature=d^-0.5";
-  if (kernel == Kernel::Anchor)
-    out << " anchors=" << anchors << (learned_anchors ? " (learned)" : " (pooled from K)");
+  if (kernel == Kernel::Anchor) out << " anchors=" << anchors << (learned_anchors ? " (learned)" : " (pooled from K)");
   if (window > 0) out << " window=" << window;
   if (!native) out << " [swapped]";
   return out.str();
@@ -96,30 +100,32 @@ torch::Tensor safe_reciprocal(const torch::Tensor& x) {
 }
 
 // Normalises linear-kernel scores S [B, h, Q, T] (already zero outside `allowed`).
-torch::Tensor normalise_linear_scores(Kernel kernel, const torch::Tensor& scores,
-                                      const KernelFeatures& features, const torch::Tensor& allowed) {
+torch::Tensor normalise_linear_scores(Kernel kernel, const torch::Tensor& scores, const KernelFeatures& features,
+                                      const torch::Tensor& allowed) {
   auto row_sum = scores.sum(-1, /*keepdim=*/true);
   switch (kernel) {
-    case Kernel::Linear: return scores / (row_sum + 1e-6);
+    case Kernel::Linear:
+      return scores / (row_sum + 1e-6);
     case Kernel::Focused: {
       // z = 1 / (q . mean(k) + eps), averaging over the keys the query may see.
-      auto visible = allowed.defined()
-                         ? allowed.sum(-1, /*keepdim=*/true).to(scores.scalar_type())
-                         : torch::full({1}, double(scores.size(-1)), scores.options());
+      auto visible = allowed.defined() ? allowed.sum(-1, /*keepdim=*/true).to(scores.scalar_type())
+                                       : torch::full({1}, double(scores.size(-1)), scores.options());
       return (scores / visible) / (row_sum / visible + 1e-6);
     }
-    case Kernel::Enhanced: return scores * features.temperature / row_sum.clamp_min(100.0);
-    default: break;
+    case Kernel::Enhanced:
+      return scores * features.temperature / row_sum.clamp_min(100.0);
+    default:
+      break;
   }
   throw std::logic_error("normalise_linear_scores: not a linear kernel");
 }
 
 }  // namespace
 
-torch::Tensor equivalent_rows(Kernel kernel, const KernelFeatures& features,
-                              const torch::Tensor& query_index, const torch::Tensor& allowed) {
+torch::Tensor equivalent_rows(Kernel kernel, const KernelFeatures& features, const torch::Tensor& query_index,
+                              const torch::Tensor& allowed) {
   if (kernel == Kernel::Anchor) {
-    const auto& assignment = features.anchor_assignment;  // [B, h, T, m]
+    const auto& assignment = features.anchor_assignment;       // [B, h, T, m]
     auto inverse_degree = safe_reciprocal(assignment.sum(2));  // [B, h, m]
     auto query_assignment = assignment.index_select(2, query_index);
     return torch::matmul(query_assignment * inverse_degree.unsqueeze(2), assignment.transpose(-1, -2));
@@ -162,10 +168,11 @@ torch::Tensor attend(Kernel kernel, const KernelFeatures& features, const torch:
     return torch::matmul(equivalent_rows(kernel, features, all_queries, allowed), v);
   }
   // Global linear kernels: K^T V first, O(N d^2).
-  auto key_sum = k.sum(2).unsqueeze(-1);  // [B, h, d, 1]
+  auto key_sum = k.sum(2).unsqueeze(-1);            // [B, h, d, 1]
   auto kv = torch::matmul(k.transpose(-1, -2), v);  // [B, h, d, d]
   switch (kernel) {
-    case Kernel::Linear: return torch::matmul(q, kv) / (torch::matmul(q, key_sum) + 1e-6);
+    case Kernel::Linear:
+      return torch::matmul(q, kv) / (torch::matmul(q, key_sum) + 1e-6);
     case Kernel::Focused: {
       const double tokens = double(k.size(2));
       auto z = (torch::matmul(q, key_sum / tokens) + 1e-6).reciprocal();
@@ -173,13 +180,14 @@ torch::Tensor attend(Kernel kernel, const KernelFeatures& features, const torch:
     }
     case Kernel::Enhanced:
       return torch::matmul(q, kv * features.temperature) / torch::matmul(q, key_sum).clamp_min(100.0);
-    default: break;
+    default:
+      break;
   }
   throw std::logic_error("attend: unhandled kernel");
 }
 
-torch::Tensor depthwise_conv_on_values(const torch::Tensor& v, const torch::Tensor& weight,
-                                       const torch::Tensor& bias, const TokenLayout& layout) {
+torch::Tensor depthwise_conv_on_values(const torch::Tensor& v, const torch::Tensor& weight, const torch::Tensor& bias,
+                                       const TokenLayout& layout) {
   const int64_t batch = v.size(0), heads = v.size(1), dim = v.size(3);
   const int64_t prefix = layout.prefix_tokens();
   auto grid = v.index({Slice(), Slice(), Slice(prefix)})

@@ -28,7 +28,7 @@ struct ResolvedAttention {
   bool learned_temperature = false;  // enhanced: the module's own temperature, else d^-0.5
   bool learned_scale = false;        // focused: the module's own scale, else 0 (divisor ln 2)
   bool learned_positional_encoding = false;
-  bool native = false;  // the module was trained with this kernel
+  bool native = false;           // the module was trained with this kernel
   std::string describe() const;  // e.g. "focused p=3 norm=all dwc=on"
 };
 
@@ -55,8 +55,8 @@ torch::Tensor anchor_pooling_matrix(int grid_h, int grid_w, int anchors);
 
 // Rows of the equivalent matrix, batched: scores for `query_rows` [B, h, Q, T] from features,
 // normalised per kernel. `allowed` is [Q, T] bool or undefined (all keys).
-torch::Tensor equivalent_rows(Kernel kernel, const KernelFeatures& features,
-                              const torch::Tensor& query_index, const torch::Tensor& allowed);
+torch::Tensor equivalent_rows(Kernel kernel, const KernelFeatures& features, const torch::Tensor& query_index,
+                              const torch::Tensor& allowed);
 
 // The attention output [B, h, T, d] for v, using the cheapest exact path for the kernel.
 torch::Tensor attend(Kernel kernel, const KernelFeatures& features, const torch::Tensor& v,
@@ -64,8 +64,8 @@ torch::Tensor attend(Kernel kernel, const KernelFeatures& features, const torch:
 
 // The depthwise conv on V (FLatten), patch tokens only: [B, h, T, d] -> [B, h, T, d] with zeros
 // for the prefix tokens.
-torch::Tensor depthwise_conv_on_values(const torch::Tensor& v, const torch::Tensor& weight,
-                                       const torch::Tensor& bias, const TokenLayout& layout);
+torch::Tensor depthwise_conv_on_values(const torch::Tensor& v, const torch::Tensor& weight, const torch::Tensor& bias,
+                                       const TokenLayout& layout);
 
 // The DWC's contribution to the display matrix for some queries: [Q, T], the channel mean of
 // the kernel at each key's offset from the query (patch tokens only).

@@ -10,8 +10,8 @@ struct VariantName {
   const char* name;
 };
 constexpr VariantName kVariantNames[] = {
-    {Variant::Native, "native"},     {Variant::Softmax, "softmax"}, {Variant::Linear, "linear"},
-    {Variant::Focused, "focused"},   {Variant::Enhanced, "enhanced"}, {Variant::Window, "window"},
+    {Variant::Native, "native"},   {Variant::Softmax, "softmax"},   {Variant::Linear, "linear"},
+    {Variant::Focused, "focused"}, {Variant::Enhanced, "enhanced"}, {Variant::Window, "window"},
     {Variant::Anchor, "anchor"},
 };
 }  // namespace

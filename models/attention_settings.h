@@ -23,10 +23,10 @@ enum class FocusNorm { AllChannels, PerHead };
 
 struct AttentionSettings {
   Variant variant = Variant::Native;
-  double p = 3.0;        // FLatten focusing factor
-  int window = 0;        // 0: global; w > 0 restricts patch queries to their w x w window
-  int anchors = 0;       // 0: all learned anchors; m > 0: m anchors (pooled from K for swaps)
-  bool dwc = true;       // use the depthwise conv on V where the checkpoint has its weights
+  double p = 3.0;   // FLatten focusing factor
+  int window = 0;   // 0: global; w > 0 restricts patch queries to their w x w window
+  int anchors = 0;  // 0: all learned anchors; m > 0: m anchors (pooled from K for swaps)
+  bool dwc = true;  // use the depthwise conv on V where the checkpoint has its weights
   FocusNorm norm = FocusNorm::AllChannels;
 };
 

@@ -12,8 +12,8 @@ const std::vector<DemoRecipe>& demo_recipes() {
       {"focused", "FLatten focused linear attention, p = 3, no depthwise conv", NativeAttention::Focused, 0, false, 0},
       {"flatten", "FLatten focused linear attention, p = 3, with its 5x5 depthwise conv on V", NativeAttention::Focused,
        5, false, 0},
-      {"l2vit", "L2ViT enhanced linear attention with its local concentration module", NativeAttention::Enhanced, 0, true,
-       0},
+      {"l2vit", "L2ViT enhanced linear attention with its local concentration module", NativeAttention::Enhanced, 0,
+       true, 0},
       {"anchor", "AnchorFormer anchor attention, 30 learned anchors", NativeAttention::Anchor, 0, false, 30},
   };
   return recipes;
@@ -75,7 +75,8 @@ std::map<std::string, torch::Tensor> state_dict(torch::nn::Module& model) {
 
 std::map<std::string, std::string> model_metadata(const VitArch& arch, const std::vector<std::string>& class_names) {
   std::map<std::string, std::string> metadata{{"format", "pt"}, {"num_heads", std::to_string(arch.heads)}};
-  if (!arch.blocks.empty() && arch.blocks[0].attention.native == NativeAttention::Linear) metadata["attention"] = "linear";
+  if (!arch.blocks.empty() && arch.blocks[0].attention.native == NativeAttention::Linear)
+    metadata["attention"] = "linear";
   if (!class_names.empty()) metadata["class_names"] = nlohmann::json(class_names).dump();
   return metadata;
 }

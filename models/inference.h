@@ -19,8 +19,8 @@ struct Prediction {
 };
 
 struct InferenceResult {
-  ForwardOutput forward;     // logits, token layout, per-layer captures
-  cv::Mat input_rgb;         // the image exactly as the model saw it (after resize/crop)
+  ForwardOutput forward;        // logits, token layout, per-layer captures
+  cv::Mat input_rgb;            // the image exactly as the model saw it (after resize/crop)
   std::vector<Prediction> top;  // top-5
   double milliseconds = 0.0;    // forward pass including capture, device synchronised
   std::string device;

@@ -81,9 +81,12 @@ ArchOverrides ArchOverrides::parse(const std::string& text) {
         throw std::invalid_argument("--arch " + key + "=" + value + " is not a number");
       }
     };
-    if (key == "heads") overrides.heads = number([](const std::string& s) { return std::stoi(s); });
-    else if (key == "eps") overrides.layer_norm_eps = number([](const std::string& s) { return std::stod(s); });
-    else throw std::invalid_argument("unknown --arch key '" + key + "' (known: heads, eps)");
+    if (key == "heads")
+      overrides.heads = number([](const std::string& s) { return std::stoi(s); });
+    else if (key == "eps")
+      overrides.layer_norm_eps = number([](const std::string& s) { return std::stod(s); });
+    else
+      throw std::invalid_argument("unknown --arch key '" + key + "' (known: heads, eps)");
   }
   if (overrides.heads < 0) throw std::invalid_argument("--arch heads must be positive");
   return overrides;
@@ -114,7 +117,8 @@ VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides,
   if (!keys.has("patch_embed.proj.weight") || !keys.has("pos_embed") || !keys.has("blocks.0.norm1.weight"))
     throw CheckpointError(
         "unsupported model: not a ViT/DeiT in timm's layout (needs patch_embed.proj.weight, pos_embed and "
-        "blocks.N.*; found " + std::to_string(checkpoint.tensors.size()) + " tensors, first '" +
+        "blocks.N.*; found " +
+        std::to_string(checkpoint.tensors.size()) + " tensors, first '" +
         (checkpoint.tensors.empty() ? std::string("none") : checkpoint.tensors.begin()->first) + "')");
   VitArch arch;
   const auto& patch_weight = keys.get("patch_embed.proj.weight");
@@ -233,8 +237,8 @@ void copy_weights(torch::nn::Module& model, const Checkpoint& checkpoint, LoadRe
   for (auto& item : model.named_parameters()) copy_one(item.key(), item.value(), false);
   for (auto& item : model.named_buffers()) {
     // BatchNorm's batch counter does not change inference.
-    const bool optional = item.key().size() >= 19 &&
-                          item.key().compare(item.key().size() - 19, 19, "num_batches_tracked") == 0;
+    const bool optional =
+        item.key().size() >= 19 && item.key().compare(item.key().size() - 19, 19, "num_batches_tracked") == 0;
     copy_one(item.key(), item.value(), optional);
   }
   for (const auto& entry : checkpoint.tensors)
@@ -251,8 +255,9 @@ LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, 
   loaded.arch = infer_arch(checkpoint, overrides, &loaded.report);
   loaded.model = VisionTransformer(loaded.arch);
   copy_weights(*loaded.model, checkpoint, loaded.report);
-  if (!loaded.report.ok()) throw CheckpointError(path + ": weights do not fit the inferred " + loaded.arch.family() +
-                                                 " architecture: " + loaded.report.describe());
+  if (!loaded.report.ok())
+    throw CheckpointError(path + ": weights do not fit the inferred " + loaded.arch.family() +
+                          " architecture: " + loaded.report.describe());
   loaded.class_names = class_names_for(loaded);
   loaded.model->eval();
   loaded.model->to(device);

@@ -41,7 +41,7 @@ struct LoadedModel {
   std::string format;
   std::string container_key;
   std::map<std::string, std::string> metadata;  // safetensors __metadata__ (e.g. class_names)
-  std::vector<std::string> class_names;          // empty when unknown
+  std::vector<std::string> class_names;         // empty when unknown
   torch::Device device{torch::kCPU};
   int64_t parameter_count = 0;
 };

@@ -59,7 +59,8 @@ double held_out_accuracy(VisionTransformerImpl& model, torch::Device device, int
   return double(correct) / std::max(1, samples);
 }
 
-TrainResult train_demo_model(const TrainOptions& options, const std::function<void(const TrainProgress&)>& on_progress) {
+TrainResult train_demo_model(const TrainOptions& options,
+                             const std::function<void(const TrainProgress&)>& on_progress) {
   if (options.out.empty()) throw std::invalid_argument("--out is required");
   if (options.steps <= 0 || options.batch <= 0) throw std::invalid_argument("--steps and --batch must be positive");
   const DemoRecipe& recipe = demo_recipe(options.recipe);
@@ -77,7 +78,8 @@ TrainResult train_demo_model(const TrainOptions& options, const std::function<vo
     Checkpoint checkpoint = load_checkpoint(options.resume);
     LoadReport report;
     copy_weights(*model, checkpoint, report);
-    if (!report.ok()) throw CheckpointError(options.resume + " is not a '" + recipe.name + "' demo model: " + report.describe());
+    if (!report.ok())
+      throw CheckpointError(options.resume + " is not a '" + recipe.name + "' demo model: " + report.describe());
     start_step = std::atoi(checkpoint.metadata["train_step"].c_str());
     resumed_seconds = std::atof(checkpoint.metadata["train_seconds"].c_str());
     if (std::filesystem::exists(options.resume + ".optim")) torch::load(optimizer, options.resume + ".optim");

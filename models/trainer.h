@@ -16,9 +16,9 @@ struct TrainOptions {
   double learning_rate = 1e-3;
   double weight_decay = 0.05;
   int warmup_steps = 150;
-  uint64_t seed = 0;               // weights and training data; held-out data never depends on it
-  std::string out;                 // the model file (.safetensors); OUT.optim holds the optimiser
-  std::string resume;              // a file written by an earlier run: continue from its step
+  uint64_t seed = 0;   // weights and training data; held-out data never depends on it
+  std::string out;     // the model file (.safetensors); OUT.optim holds the optimiser
+  std::string resume;  // a file written by an earlier run: continue from its step
   int checkpoint_every = 250;
   int eval_samples = 1000;
   std::string device = "auto";

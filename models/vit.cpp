@@ -81,9 +81,7 @@ MlpImpl::MlpImpl(int dim, int hidden) {
   fc2 = register_module("fc2", torch::nn::Linear(hidden, dim));
 }
 
-torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  return token_linear(fc2, torch::gelu(token_linear(fc1, x)));
-}
+torch::Tensor MlpImpl::forward(const torch::Tensor& x) { return token_linear(fc2, torch::gelu(token_linear(fc1, x))); }
 
 LocalConcentrationImpl::LocalConcentrationImpl(int dim) {
   auto depthwise = torch::nn::Conv2dOptions(dim, dim, 7).padding(3).groups(dim);
@@ -94,7 +92,8 @@ LocalConcentrationImpl::LocalConcentrationImpl(int dim) {
 
 torch::Tensor LocalConcentrationImpl::forward(const torch::Tensor& tokens, const TokenLayout& layout) {
   const int64_t batch = tokens.size(0), dim = tokens.size(2), prefix = layout.prefix_tokens();
-  auto grid = tokens.index({Slice(), Slice(prefix)}).transpose(1, 2).reshape({batch, dim, layout.grid_h, layout.grid_w});
+  auto grid =
+      tokens.index({Slice(), Slice(prefix)}).transpose(1, 2).reshape({batch, dim, layout.grid_h, layout.grid_w});
   auto local = conv2(bn(torch::gelu(conv1(grid)))).flatten(2).transpose(1, 2);
   if (prefix == 0) return local;
   // Prefix tokens have no place on the grid: the module adds nothing to them.
@@ -116,8 +115,8 @@ BlockImpl::BlockImpl(const BlockArch& arch, double eps) {
   if (arch.layer_scale) ls2 = register_module("ls2", LayerScale(dim));
 }
 
-torch::Tensor BlockImpl::forward(const torch::Tensor& x, const TokenLayout& layout,
-                                 const AttentionSettings& settings, AttentionCapture* capture) {
+torch::Tensor BlockImpl::forward(const torch::Tensor& x, const TokenLayout& layout, const AttentionSettings& settings,
+                                 AttentionCapture* capture) {
   auto normed = norm1(x);
   if (capture) capture->normed_input = normed;
   auto attended = attn(normed, layout, settings, capture);
@@ -133,8 +132,7 @@ PatchEmbedImpl::PatchEmbedImpl(int in_chans, int dim, int patch) {
   proj = register_module("proj", torch::nn::Conv2d(torch::nn::Conv2dOptions(in_chans, dim, patch).stride(patch)));
 }
 
-torch::Tensor resize_patch_positions(const torch::Tensor& patch_positions, int from_h, int from_w, int to_h,
-                                     int to_w) {
+torch::Tensor resize_patch_positions(const torch::Tensor& patch_positions, int from_h, int from_w, int to_h, int to_w) {
   if (from_h == to_h && from_w == to_w) return patch_positions;
   const int64_t dim = patch_positions.size(-1);
   auto grid = patch_positions.reshape({1, from_h, from_w, dim}).permute({0, 3, 1, 2}).to(torch::kFloat);
@@ -151,7 +149,8 @@ VisionTransformerImpl::VisionTransformerImpl(const VitArch& arch) : arch_(arch) 
   patch_embed = register_module("patch_embed", PatchEmbed(arch.in_chans, dim, arch.patch_size));
   if (arch.class_token) cls_token = register_parameter("cls_token", torch::zeros({1, 1, dim}));
   if (arch.dist_token) dist_token = register_parameter("dist_token", torch::zeros({1, 1, dim}));
-  if (arch.register_tokens > 0) reg_token = register_parameter("reg_token", torch::zeros({1, arch.register_tokens, dim}));
+  if (arch.register_tokens > 0)
+    reg_token = register_parameter("reg_token", torch::zeros({1, arch.register_tokens, dim}));
   const int prefix = int(arch.class_token) + int(arch.dist_token) + arch.register_tokens;
   const int positions = arch.pos_grid_h * arch.pos_grid_w + (arch.pos_embed_has_prefix ? prefix : 0);
   pos_embed = register_parameter("pos_embed", torch::zeros({1, positions, dim}));

@@ -15,8 +15,8 @@ namespace attnscope {
 struct BlockArch {
   AttentionArch attention;
   int mlp_hidden = 0;
-  bool layer_scale = false;            // timm ls1.gamma / ls2.gamma
-  bool local_concentration = false;    // L2ViT's LCM: norm3 + local_mp
+  bool layer_scale = false;          // timm ls1.gamma / ls2.gamma
+  bool local_concentration = false;  // L2ViT's LCM: norm3 + local_mp
 };
 
 struct VitArch {
@@ -30,9 +30,9 @@ struct VitArch {
   bool class_token = true;
   bool dist_token = false;
   int register_tokens = 0;
-  bool pos_embed_has_prefix = true;    // timm default; false = no_embed_class
-  bool final_norm = true;              // `norm` before pooling
-  bool fc_norm = false;                // `fc_norm` after pooling
+  bool pos_embed_has_prefix = true;  // timm default; false = no_embed_class
+  bool final_norm = true;            // `norm` before pooling
+  bool fc_norm = false;              // `fc_norm` after pooling
   double layer_norm_eps = 1e-6;
   std::vector<BlockArch> blocks;
 

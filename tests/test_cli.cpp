@@ -84,8 +84,8 @@ class CliTest : public ::testing::Test {
 
 TEST_F(CliTest, RunWritesOutputsConsistentWithTheEngine) {
   const fs::path out = folder_ / "out";
-  const CliResult result = run("run --model " + kModel + " --arch heads=2 --image " + image_ + " --out " + out.string() +
-                               " --variant linear --layer 1 --head 1 --query 3,4 --device cpu");
+  const CliResult result = run("run --model " + kModel + " --arch heads=2 --image " + image_ + " --out " +
+                               out.string() + " --variant linear --layer 1 --head 1 --query 3,4 --device cpu");
   ASSERT_EQ(result.exit_code, 0) << result.stderr_text;
 
   std::ifstream summary_file(out / "summary.json");
@@ -129,12 +129,14 @@ TEST_F(CliTest, ReportsBadInputClearly) {
   const std::string base = " --arch heads=2 --out " + (folder_ / "out").string() + " --image " + image_;
   expect_clear_error("run --image " + image_ + " --out x", "--model is required");
   expect_clear_error("run --model " + (folder_ / "absent.safetensors").string() + base, "No such file");
-  expect_clear_error("run --model " + write_bytes("garbage.safetensors", std::string(4096, '\x7f')) + base, "garbage.safetensors");
+  expect_clear_error("run --model " + write_bytes("garbage.safetensors", std::string(4096, '\x7f')) + base,
+                     "garbage.safetensors");
   expect_clear_error("run --model " + write_bytes("empty.safetensors", "") + base, "empty.safetensors");
   const std::string valid = read_bytes(kModel);
   for (size_t cut : {size_t(4), size_t(20), valid.size() / 2, valid.size() - 1})
-    expect_clear_error("run --model " + write_bytes("cut" + std::to_string(cut) + ".safetensors", valid.substr(0, cut)) + base,
-                       "cut" + std::to_string(cut));
+    expect_clear_error(
+        "run --model " + write_bytes("cut" + std::to_string(cut) + ".safetensors", valid.substr(0, cut)) + base,
+        "cut" + std::to_string(cut));
   std::string huge_header = valid;
   for (int i = 0; i < 8; ++i) huge_header[size_t(i)] = '\xff';
   expect_clear_error("run --model " + write_bytes("huge.safetensors", huge_header) + base, "huge.safetensors");

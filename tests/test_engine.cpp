@@ -32,12 +32,13 @@ TEST(Engine, SettingsChangeBetweenRunsWithoutReloading) {
     return model.model->forward(input, settings).logits;
   };
   const auto softmax = run(Variant::Softmax);
-  const std::vector<torch::Tensor> others = {run(Variant::Linear),      run(Variant::Focused, 2),
-                                             run(Variant::Focused, 5),  run(Variant::Window, 3, 3),
+  const std::vector<torch::Tensor> others = {run(Variant::Linear),          run(Variant::Focused, 2),
+                                             run(Variant::Focused, 5),      run(Variant::Window, 3, 3),
                                              run(Variant::Anchor, 3, 0, 5), run(Variant::Anchor, 3, 0, 7)};
   for (size_t i = 0; i < others.size(); ++i) {
     EXPECT_GT((others[i] - softmax).abs().max().item<double>(), 1e-4) << "setting " << i;
-    for (size_t j = 0; j < i; ++j) EXPECT_GT((others[i] - others[j]).abs().max().item<double>(), 1e-5) << i << " vs " << j;
+    for (size_t j = 0; j < i; ++j)
+      EXPECT_GT((others[i] - others[j]).abs().max().item<double>(), 1e-5) << i << " vs " << j;
   }
   EXPECT_TRUE(torch::equal(run(Variant::Softmax), softmax));  // back to where it started, bit for bit
 }

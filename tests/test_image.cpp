@@ -42,9 +42,7 @@ cv::Mat mat_from_tensor(const torch::Tensor& hwc) {
   const torch::Tensor data = hwc.to(torch::kUInt8).contiguous();
   EXPECT_EQ(data.dim(), 3);
   EXPECT_EQ(data.size(2), 3);
-  return cv::Mat(static_cast<int>(data.size(0)), static_cast<int>(data.size(1)), CV_8UC3,
-                 data.data_ptr())
-      .clone();
+  return cv::Mat(static_cast<int>(data.size(0)), static_cast<int>(data.size(1)), CV_8UC3, data.data_ptr()).clone();
 }
 
 cv::Mat read_rgb_npy(const std::string& name) { return mat_from_tensor(read_npy(fixture(name))); }
@@ -72,8 +70,8 @@ void expect_identical(const cv::Mat& actual, const cv::Mat& expected, const std:
   ASSERT_EQ(actual.type(), CV_8UC3) << what;
   ASSERT_EQ(actual.size(), expected.size()) << what;
   const PixelDifference difference = compare(actual, expected);
-  EXPECT_EQ(difference.max_abs, 0) << what << ": " << difference.differing_values << " of "
-                                   << difference.total_values << " values differ";
+  EXPECT_EQ(difference.max_abs, 0) << what << ": " << difference.differing_values << " of " << difference.total_values
+                                   << " values differ";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -111,12 +109,10 @@ TEST(LoadImage, ReportsMissingAndUnreadableFiles) {
   const std::string missing = fixture("does_not_exist.png");
   EXPECT_EQ(message_for(missing), "cannot read image " + missing + ": No such file or directory");
   EXPECT_EQ(message_for(kFixtureDir), "cannot read image " + kFixtureDir + ": is a directory");
-  EXPECT_EQ(message_for(fixture("empty.png")),
-            "cannot read image " + fixture("empty.png") + ": the file is empty");
+  EXPECT_EQ(message_for(fixture("empty.png")), "cannot read image " + fixture("empty.png") + ": the file is empty");
   for (const auto& file : fixture_index()["invalid_images"]) {
     const std::string path = fixture(file.get<std::string>());
-    EXPECT_EQ(message_for(path).rfind("cannot read image " + path + ": ", 0), 0u)
-        << message_for(path);
+    EXPECT_EQ(message_for(path).rfind("cannot read image " + path + ": ", 0), 0u) << message_for(path);
   }
 }
 
@@ -137,8 +133,7 @@ TEST(ResizeBicubicPil, ReadsNonContiguousInput) {
   const cv::Mat source = read_rgb_npy("gradient.decoded.npy");
   const cv::Mat region = source(cv::Rect(10, 20, 150, 100));
   ASSERT_FALSE(region.isContinuous());
-  expect_identical(resize_bicubic_pil(region, 61, 43), resize_bicubic_pil(region.clone(), 61, 43),
-                   "ROI vs copy");
+  expect_identical(resize_bicubic_pil(region, 61, 43), resize_bicubic_pil(region.clone(), 61, 43), "ROI vs copy");
 }
 
 TEST(ResizeBicubicPil, SameSizeIsACopy) {
@@ -161,8 +156,8 @@ TEST(PrepareImage, TimmMatchesTheReferenceTransform) {
   for (const auto& image : fixture_index()["images"]) {
     const cv::Mat source = read_rgb_npy(image["decoded"]);
     for (const auto& timm : image["timm"]) {
-      const cv::Mat prepared = prepare_image(source, ResizeMode::Timm, timm["height"],
-                                             timm["width"], timm["crop_pct"].get<double>());
+      const cv::Mat prepared =
+          prepare_image(source, ResizeMode::Timm, timm["height"], timm["width"], timm["crop_pct"].get<double>());
       expect_identical(prepared, read_rgb_npy(timm["npy"]), timm["npy"]);
       ++compared;
     }
@@ -172,10 +167,10 @@ TEST(PrepareImage, TimmMatchesTheReferenceTransform) {
 
 TEST(PrepareImage, FitIsAPlainResize) {
   const cv::Mat source = read_rgb_npy("gradient.decoded.npy");
-  expect_identical(prepare_image(source, ResizeMode::Fit, 224, 224),
-                   read_rgb_npy("gradient.resize_224x224.npy"), "fit 224x224");
-  expect_identical(prepare_image(source, ResizeMode::Fit, 171, 256),
-                   read_rgb_npy("gradient.resize_256x171.npy"), "fit 256x171 (w x h)");
+  expect_identical(prepare_image(source, ResizeMode::Fit, 224, 224), read_rgb_npy("gradient.resize_224x224.npy"),
+                   "fit 224x224");
+  expect_identical(prepare_image(source, ResizeMode::Fit, 171, 256), read_rgb_npy("gradient.resize_256x171.npy"),
+                   "fit 256x171 (w x h)");
 }
 
 TEST(PrepareImage, NoneRequiresTheModelSize) {
@@ -185,8 +180,7 @@ TEST(PrepareImage, NoneRequiresTheModelSize) {
     prepare_image(source, ResizeMode::None, 224, 224);
     FAIL() << "expected ImageError";
   } catch (const ImageError& e) {
-    EXPECT_STREQ(e.what(),
-                 "image is 300x200 but the model needs 224x224 (use --resize timm or fit)");
+    EXPECT_STREQ(e.what(), "image is 300x200 but the model needs 224x224 (use --resize timm or fit)");
   }
   EXPECT_THROW(prepare_image(source, ResizeMode::Timm, 224, 224, 0.0), ImageError);
   EXPECT_THROW(prepare_image(source, ResizeMode::Fit, 0, 224), ImageError);
@@ -195,9 +189,8 @@ TEST(PrepareImage, NoneRequiresTheModelSize) {
 TEST(ImageToTensor, MatchesToTensorAndNormalize) {
   for (const auto& image : fixture_index()["images"]) {
     const auto& config = image["tensor"];
-    const cv::Mat prepared =
-        prepare_image(read_rgb_npy(image["decoded"]), ResizeMode::Timm, config["height"],
-                      config["width"], config["crop_pct"].get<double>());
+    const cv::Mat prepared = prepare_image(read_rgb_npy(image["decoded"]), ResizeMode::Timm, config["height"],
+                                           config["width"], config["crop_pct"].get<double>());
     const torch::Tensor actual = image_to_tensor(prepared);
     const torch::Tensor expected = read_npy(fixture(config["npy"]));
     ASSERT_EQ(actual.sizes(), expected.sizes());
@@ -207,8 +200,7 @@ TEST(ImageToTensor, MatchesToTensorAndNormalize) {
 }
 
 TEST(ImageToTensor, EndToEndFromAJpegFile) {
-  const cv::Mat prepared =
-      prepare_image(load_image_rgb(fixture("photo.jpg")), ResizeMode::Timm, 224, 224);
+  const cv::Mat prepared = prepare_image(load_image_rgb(fixture("photo.jpg")), ResizeMode::Timm, 224, 224);
   const torch::Tensor expected = read_npy(fixture("photo.tensor.npy"));
   EXPECT_LE((image_to_tensor(prepared) - expected).abs().max().item<float>(), 1e-6f);
 }
@@ -269,17 +261,14 @@ class NpyWrite : public ::testing::Test {
  protected:
   void SetUp() override {
     // The pid keeps concurrent runs (ctest -j, two build folders) out of each other's way.
-    folder_ = fs::temp_directory_path() /
-              ("attnscope_npy_test_" + std::to_string(::getpid()) + "_" +
-               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    folder_ = fs::temp_directory_path() / ("attnscope_npy_test_" + std::to_string(::getpid()) + "_" +
+                                           ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(folder_);
     fs::create_directories(folder_);
   }
   void TearDown() override { fs::remove_all(folder_); }
   std::string path(const std::string& name) const { return (folder_ / name).string(); }
-  size_t files_in_folder() const {
-    return static_cast<size_t>(std::distance(fs::directory_iterator(folder_), {}));
-  }
+  size_t files_in_folder() const { return static_cast<size_t>(std::distance(fs::directory_iterator(folder_), {})); }
 
   fs::path folder_;
 };
@@ -321,8 +310,7 @@ TEST_F(NpyWrite, NumpyReadsTheResult) {
 
 TEST_F(NpyWrite, FailsCleanly) {
   EXPECT_THROW(write_npy(path("no_such_dir/x.npy"), torch::zeros({2})), std::runtime_error);
-  EXPECT_THROW(write_npy(path("complex.npy"), torch::zeros({2}, torch::kComplexFloat)),
-               std::runtime_error);
+  EXPECT_THROW(write_npy(path("complex.npy"), torch::zeros({2}, torch::kComplexFloat)), std::runtime_error);
   EXPECT_THROW(write_npy(path("undefined.npy"), torch::Tensor()), std::runtime_error);
   EXPECT_EQ(files_in_folder(), 0u);
 }

@@ -38,7 +38,8 @@ TEST(Training, EveryRecipeLowersTheLossOnOneBatch) {
     options.out = (folder / (recipe.name + ".safetensors")).string();
     const TrainResult result = train_demo_model(options, nullptr);
     EXPECT_EQ(result.steps, 25);
-    EXPECT_LT(result.last_loss, 0.5 * result.first_loss) << "first " << result.first_loss << " last " << result.last_loss;
+    EXPECT_LT(result.last_loss, 0.5 * result.first_loss)
+        << "first " << result.first_loss << " last " << result.last_loss;
     // What it wrote loads back as the same architecture, natively as its variant.
     LoadedModel model = load_model(options.out, {}, torch::kCPU);
     EXPECT_EQ(model.arch.blocks[0].attention.native, recipe.attention);
