@@ -7,27 +7,9 @@
 
 namespace attnscope {
 
-int CommandLine::flag_int(const std::string& name) const {
-  const std::string& value = flags.at(name);
-  try {
-    size_t used = 0;
-    int parsed = std::stoi(value, &used);
-    if (used == value.size()) return parsed;
-  } catch (const std::exception&) {
-  }
-  throw std::invalid_argument("--" + name + " expects an integer, got '" + value + "'");
-}
+int CommandLine::flag_int(const std::string& name) const { return parse_int_option(name, flags.at(name)); }
 
-double CommandLine::flag_double(const std::string& name) const {
-  const std::string& value = flags.at(name);
-  try {
-    size_t used = 0;
-    double parsed = std::stod(value, &used);
-    if (used == value.size()) return parsed;
-  } catch (const std::exception&) {
-  }
-  throw std::invalid_argument("--" + name + " expects a number, got '" + value + "'");
-}
+double CommandLine::flag_double(const std::string& name) const { return parse_double_option(name, flags.at(name)); }
 
 void load_session(AppState& state, const std::string& path) {
   std::ifstream in(path);

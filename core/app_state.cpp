@@ -7,9 +7,7 @@
 
 namespace attnscope {
 
-namespace {
-
-int parse_int(const std::string& name, const std::string& value) {
+int parse_int_option(const std::string& name, const std::string& value) {
   try {
     size_t used = 0;
     const int parsed = std::stoi(value, &used);
@@ -19,7 +17,7 @@ int parse_int(const std::string& name, const std::string& value) {
   throw std::invalid_argument("--" + name + " expects an integer, got '" + value + "'");
 }
 
-double parse_double(const std::string& name, const std::string& value) {
+double parse_double_option(const std::string& name, const std::string& value) {
   try {
     size_t used = 0;
     const double parsed = std::stod(value, &used);
@@ -28,6 +26,8 @@ double parse_double(const std::string& name, const std::string& value) {
   }
   throw std::invalid_argument("--" + name + " expects a number, got '" + value + "'");
 }
+
+namespace {
 
 std::string format_double(double value) {
   std::ostringstream out;
@@ -75,21 +75,21 @@ std::vector<OptionSpec> make_options() {
                      [](const AppState& s) { return to_string(s.attention.variant); }});
   options.push_back({"p", "P", "FLatten focusing factor (default 3)",
                      [](AppState& s, const std::string& v) {
-                       const double p = parse_double("p", v);
+                       const double p = parse_double_option("p", v);
                        if (!(p > 0)) throw std::invalid_argument("--p must be positive");
                        s.attention.p = p;
                      },
                      [](const AppState& s) { return format_double(s.attention.p); }});
   options.push_back({"window", "W", "window size in patches (0: global; the window variant defaults to 7)",
                      [](AppState& s, const std::string& v) {
-                       const int w = parse_int("window", v);
+                       const int w = parse_int_option("window", v);
                        if (w < 0) throw std::invalid_argument("--window must be >= 0");
                        s.attention.window = w;
                      },
                      [](const AppState& s) { return std::to_string(s.attention.window); }});
   options.push_back({"anchors", "M", "anchor count (0: all learned anchors, or 30 pooled from K)",
                      [](AppState& s, const std::string& v) {
-                       const int m = parse_int("anchors", v);
+                       const int m = parse_int_option("anchors", v);
                        if (m < 0) throw std::invalid_argument("--anchors must be >= 0");
                        s.attention.anchors = m;
                      },
@@ -107,11 +107,11 @@ std::vector<OptionSpec> make_options() {
                      },
                      [](const AppState& s) { return to_string(s.attention.norm); }});
   options.push_back({"layer", "L", "block, from 0 (-1: the last)",
-                     [](AppState& s, const std::string& v) { s.layer = parse_int("layer", v); },
+                     [](AppState& s, const std::string& v) { s.layer = parse_int_option("layer", v); },
                      [](const AppState& s) { return std::to_string(s.layer); }});
   options.push_back({"head", "H", "head, from 0",
                      [](AppState& s, const std::string& v) {
-                       const int h = parse_int("head", v);
+                       const int h = parse_int_option("head", v);
                        if (h < 0) throw std::invalid_argument("--head must be >= 0");
                        s.head = h;
                      },

@@ -39,6 +39,10 @@ struct OptionSpec {
 const std::vector<OptionSpec>& app_options();
 const OptionSpec* find_option(const std::string& name);
 
+// Whole-string number parsing for option values; errors name the option: "--p expects a number".
+int parse_int_option(const std::string& name, const std::string& value);
+double parse_double_option(const std::string& name, const std::string& value);
+
 // Sets one option by name; throws std::invalid_argument naming the option and the bad value.
 void set_option(AppState& state, const std::string& name, const std::string& value);
 
