@@ -20,7 +20,10 @@ int glyphs_command(const Args& args) {
   if (line.state.out.empty()) throw std::invalid_argument("--out is required");
   const int count = line.flag_int("count");
   if (count <= 0) throw std::invalid_argument("--count must be positive");
-  const uint64_t seed = std::stoull(line.flags["seed"]);
+  const std::string& seed_text = line.flags["seed"];
+  if (seed_text.empty() || seed_text.find_first_not_of("0123456789") != std::string::npos || seed_text.size() > 19)
+    throw std::invalid_argument("--seed expects a non-negative integer, got '" + seed_text + "'");
+  const uint64_t seed = std::stoull(seed_text);
   write_glyph_samples_png(line.state.out, count, seed);
   std::cout << "wrote " << count << " glyph images and labels.csv to " << line.state.out << "\n";
   return 0;
