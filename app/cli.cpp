@@ -1,6 +1,7 @@
 #include "app/cli.h"
 
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
@@ -64,6 +65,15 @@ CommandLine parse_command_line(const std::vector<std::string>& args, const std::
       set_option(line.state, name, value);
   }
   return line;
+}
+
+std::optional<CommandLine> parse_or_print_help(const std::vector<std::string>& args, const std::string& usage,
+                                               const std::vector<std::string>& state_options,
+                                               const std::vector<CommandFlag>& command_flags) {
+  CommandLine line = parse_command_line(args, state_options, command_flags);
+  if (!line.help) return line;
+  std::cout << command_help(usage, state_options, command_flags);
+  return std::nullopt;
 }
 
 std::string command_help(const std::string& usage, const std::vector<std::string>& state_options,

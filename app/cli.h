@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,12 @@ struct CommandLine {
 // a session file given with --session is applied first, flags after it override.
 CommandLine parse_command_line(const std::vector<std::string>& args, const std::vector<std::string>& state_options,
                                const std::vector<CommandFlag>& command_flags);
+
+// parse_command_line for a command's entry point: on --help it prints the command's help and
+// returns nothing (the command then exits 0).
+std::optional<CommandLine> parse_or_print_help(const std::vector<std::string>& args, const std::string& usage,
+                                               const std::vector<std::string>& state_options,
+                                               const std::vector<CommandFlag>& command_flags);
 
 std::string command_help(const std::string& usage, const std::vector<std::string>& state_options,
                          const std::vector<CommandFlag>& command_flags);

@@ -96,11 +96,9 @@ int bench_command(const Args& args) {
       {"rounds", "N", "alternating rounds of C++ and PyTorch measurements", "3"},
       {"python", "EXE", "Python with torch for the eager reference ('none' to skip)", ATTNSCOPE_PYTHON},
   };
-  CommandLine line = parse_command_line(args, options, flags);
-  if (line.help) {
-    std::cout << command_help("attnscope bench [--sizes tiny,small] [--runs N]", options, flags);
-    return 0;
-  }
+  auto parsed = parse_or_print_help(args, "attnscope bench [--sizes tiny,small] [--runs N]", options, flags);
+  if (!parsed) return 0;
+  CommandLine& line = *parsed;
   configure_threads();
   const int runs = std::max(1, line.flag_int("runs"));
   const int warmup = std::max(0, line.flag_int("warmup"));

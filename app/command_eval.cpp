@@ -47,11 +47,10 @@ int eval_command(const Args& args) {
       {"models", "LIST", "comma-separated model files (default: every model in assets/models)", ""},
       {"samples", "N", "held-out images", "200"},
   };
-  CommandLine line = parse_command_line(args, state_options, flags);
-  if (line.help) {
-    std::cout << command_help("attnscope eval [--models A,B] [--samples N] [--out DIR]", state_options, flags);
-    return 0;
-  }
+  auto parsed =
+      parse_or_print_help(args, "attnscope eval [--models A,B] [--samples N] [--out DIR]", state_options, flags);
+  if (!parsed) return 0;
+  CommandLine& line = *parsed;
   configure_threads();
   const torch::Device device = resolve_device(line.state.device);
   const int samples = std::max(1, line.flag_int("samples"));

@@ -12,11 +12,9 @@ int glyphs_command(const Args& args) {
   const std::vector<std::string> state_options = {"out"};
   const std::vector<CommandFlag> flags = {{"count", "N", "images to write", "8"},
                                           {"seed", "N", "seed of the first image (held-out ones start at 10^12)", "0"}};
-  CommandLine line = parse_command_line(args, state_options, flags);
-  if (line.help) {
-    std::cout << command_help("attnscope glyphs --out DIR [--count N] [--seed S]", state_options, flags);
-    return 0;
-  }
+  auto parsed = parse_or_print_help(args, "attnscope glyphs --out DIR [--count N] [--seed S]", state_options, flags);
+  if (!parsed) return 0;
+  CommandLine& line = *parsed;
   if (line.state.out.empty()) throw std::invalid_argument("--out is required");
   const int count = line.flag_int("count");
   if (count <= 0) throw std::invalid_argument("--count must be positive");

@@ -11,11 +11,9 @@ namespace attnscope {
 int info_command(const Args& args) {
   const std::vector<std::string> options = {"model", "arch"};
   const std::vector<CommandFlag> flags = {{"json", "", "print the architecture as JSON", ""}};
-  CommandLine line = parse_command_line(args, options, flags);
-  if (line.help) {
-    std::cout << command_help("attnscope info --model FILE [--arch heads=N]", options, flags);
-    return 0;
-  }
+  auto parsed = parse_or_print_help(args, "attnscope info --model FILE [--arch heads=N]", options, flags);
+  if (!parsed) return 0;
+  CommandLine& line = *parsed;
   if (line.state.model.empty()) throw std::invalid_argument("--model is required");
   const LoadedModel model = load_model(line.state.model, ArchOverrides::parse(line.state.arch), torch::kCPU);
   if (!line.flags["json"].empty()) {

@@ -33,11 +33,9 @@ torch::Tensor patch_grid(const torch::Tensor& row, const TokenLayout& layout) {
 
 int run_command(const Args& args) {
   const std::string usage = "attnscope run --model FILE --image FILE --out DIR [options]";
-  CommandLine line = parse_command_line(args, kRunOptions, {});
-  if (line.help) {
-    std::cout << command_help(usage, kRunOptions, {});
-    return 0;
-  }
+  auto parsed = parse_or_print_help(args, usage, kRunOptions, {});
+  if (!parsed) return 0;
+  CommandLine& line = *parsed;
   const AppState& state = line.state;
   require(state.model, "model");
   require(state.image, "image");

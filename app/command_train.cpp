@@ -44,11 +44,10 @@ int train_command(const Args& args) {
       {"resume", "FILE", "continue a run from a file it wrote", ""},
       {"eval-samples", "N", "held-out images for the final accuracy", "1000"},
   };
-  CommandLine line = parse_command_line(args, state_options, flags);
-  if (line.help) {
-    std::cout << command_help("attnscope train --variant NAME --out FILE [--steps N]", state_options, flags);
-    return 0;
-  }
+  auto parsed =
+      parse_or_print_help(args, "attnscope train --variant NAME --out FILE [--steps N]", state_options, flags);
+  if (!parsed) return 0;
+  CommandLine& line = *parsed;
   configure_threads();
   TrainOptions options;
   options.recipe = line.flags["variant"];

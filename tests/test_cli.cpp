@@ -176,6 +176,14 @@ TEST_F(CliTest, ReportsBadInputClearly) {
     EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
 }
 
+TEST_F(CliTest, EveryCommandHasHelp) {
+  for (const char* command : {"run", "info", "train", "eval", "glyphs", "bench"}) {
+    const CliResult result = run(std::string(command) + " --help");
+    EXPECT_EQ(result.exit_code, 0) << command << ": " << result.stderr_text;
+    EXPECT_TRUE(result.stderr_text.empty()) << command;
+  }
+}
+
 TEST_F(CliTest, InfoPrintsTheInferredArchitecture) {
   const CliResult result = run("info --model " + kModel + " --arch heads=2 --json");
   EXPECT_EQ(result.exit_code, 0) << result.stderr_text;
