@@ -80,11 +80,12 @@ int run_command(const Args& args) {
     const AttentionCapture& layer_capture = result.forward.layers[size_t(l)];
     nlohmann::json layer_heads = nlohmann::json::array();
     for (int h = 0; h < heads; ++h) {
-      const Spectrum spectrum = matrix_spectrum(layer_capture.matrix(0, h));
+      const torch::Tensor matrix = layer_capture.matrix(0, h);
+      const Spectrum spectrum = matrix_spectrum(matrix);
       layer_heads.push_back({{"head", h},
                              {"rank", spectrum.numerical_rank},
                              {"effective_rank", spectrum.effective_rank},
-                             {"entropy", row_entropy(layer_capture.row(0, h, query.token))}});
+                             {"entropy", row_entropy(matrix[query.token])}});
     }
     layers.push_back({{"layer", l}, {"attention", layer_capture.attention.describe()}, {"heads", layer_heads}});
   }

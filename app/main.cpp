@@ -5,10 +5,9 @@
 #include <cstdlib>
 #include <iostream>
 
+#include <c10/util/Exception.h>
+
 #include "app/commands.h"
-#include "core/checkpoint.h"
-#include "core/image.h"
-#include "models/model_loader.h"
 
 namespace attnscope {
 
