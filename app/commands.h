@@ -12,9 +12,9 @@ int run_command(const Args& args);    // one image through a model, outputs to a
 int info_command(const Args& args);   // architecture and parameter count of a checkpoint
 int bench_command(const Args& args);  // forward latency per variant against PyTorch eager
 int train_command(const Args& args);  // trains a demo model on the generated glyph task
-int eval_command(const Args& args);
-int glyphs_command(
-    const Args& args);  // writes images of the generated task   // focus and rank of the demo models on held-out images
+int eval_command(const Args& args);    // focus and rank of the demo models on held-out images
+int glyphs_command(const Args& args);  // writes images of the generated task
+int gui_command(const Args& args);     // the live attention workbench
 
 struct Command {
   const char* name;

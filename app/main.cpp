@@ -19,6 +19,7 @@ const std::vector<Command>& commands() {
       {"eval", "accuracy, attention focus and rank of demo models on held-out glyph images", eval_command},
       {"glyphs", "write images of the generated glyph task with labels and boxes", glyphs_command},
       {"bench", "forward latency per variant against PyTorch eager on this machine", bench_command},
+      {"gui", "the live attention workbench (also what `attnscope` alone opens)", gui_command},
   };
   return list;
 }
@@ -54,9 +55,10 @@ int main(int argc, char** argv) {
     execv("/proc/self/exe", argv);  // returns only on failure; then run as we are
   }
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || args[0] == "-h" || args[0] == "--help") {
+  if (args.empty()) args.push_back("gui");  // no arguments: the workbench on the default model and image
+  if (args[0] == "-h" || args[0] == "--help") {
     print_usage();
-    return args.empty() ? 2 : 0;
+    return 0;
   }
   const std::string name = args[0];
   args.erase(args.begin());

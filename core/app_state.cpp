@@ -1,5 +1,6 @@
 #include "core/app_state.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -128,10 +129,68 @@ std::vector<OptionSpec> make_options() {
                        s.query = v;
                      },
                      [](const AppState& s) { return s.query; }});
+  options.push_back({"compare", "V,V,..", "side by side: variants of panels 2 to 4 (panel 1 is --variant)",
+                     [](AppState& s, const std::string& v) {
+                       std::vector<Variant> variants;
+                       std::istringstream in(v);
+                       std::string name;
+                       while (std::getline(in, name, ','))
+                         if (!name.empty()) variants.push_back(with_option_name("compare", [&] { return parse_variant(name); }));
+                       if (int(variants.size()) > kMaxPanels - 1)
+                         throw std::invalid_argument("--compare takes at most " + std::to_string(kMaxPanels - 1) +
+                                                     " variants, got " + std::to_string(variants.size()));
+                       s.compare = variants;
+                     },
+                     [](const AppState& s) {
+                       std::string text;
+                       for (Variant variant : s.compare) text += (text.empty() ? "" : ",") + to_string(variant);
+                       return text;
+                     }});
+  options.push_back({"view", "head|mean|heads", "the selected head, the mean over heads, or a grid of all heads",
+                     [](AppState& s, const std::string& v) {
+                       const auto& names = view_names();
+                       if (std::find(names.begin(), names.end(), v) == names.end())
+                         throw std::invalid_argument("--view expects head, mean or heads, got '" + v + "'");
+                       s.view = v;
+                     },
+                     [](const AppState& s) { return s.view; }});
+  options.push_back({"colormap", "NAME", "viridis, magma, inferno, turbo, jet or gray",
+                     [](AppState& s, const std::string& v) {
+                       s.colormap = with_option_name("colormap", [&] { return parse_colormap(v); });
+                     },
+                     [](const AppState& s) { return to_string(s.colormap); }});
+  options.push_back({"opacity", "A", "opacity of the attention map over the image, 0 to 1",
+                     [](AppState& s, const std::string& v) {
+                       const double a = parse_double_option("opacity", v);
+                       if (!(a >= 0 && a <= 1)) throw std::invalid_argument("--opacity must be between 0 and 1");
+                       s.opacity = a;
+                     },
+                     [](const AppState& s) { return format_double(s.opacity); }});
+  options.push_back({"matrix", "on|off", "show the attention matrix with its spectrum and rank",
+                     [](AppState& s, const std::string& v) {
+                       if (v != "on" && v != "off" && v != "true" && v != "false")
+                         throw std::invalid_argument("--matrix expects on or off, got '" + v + "'");
+                       s.matrix = v == "on" || v == "true";
+                     },
+                     [](const AppState& s) { return std::string(s.matrix ? "on" : "off"); }});
   return options;
 }
 
 }  // namespace
+
+const std::vector<std::string>& view_names() {
+  static const std::vector<std::string> names = {"head", "mean", "heads"};
+  return names;
+}
+
+std::vector<AttentionSettings> AppState::panel_settings() const {
+  std::vector<AttentionSettings> panels = {attention};
+  for (Variant variant : compare) {
+    panels.push_back(attention);
+    panels.back().variant = variant;
+  }
+  return panels;
+}
 
 const std::vector<OptionSpec>& app_options() {
   static const std::vector<OptionSpec> options = make_options();

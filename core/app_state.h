@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/colormap.h"
 #include "core/image.h"
 #include "models/attention_settings.h"
 
@@ -25,7 +26,21 @@ struct AppState {
   int head = 0;
   std::string query = "cls";  // "cls" or "ROW,COL"
   std::string out;            // output folder of headless commands
+
+  // The workbench's views; headless commands read what applies to them (`variant` is panel 1).
+  std::vector<Variant> compare;  // side by side: the variants of panels 2..4, empty for one panel
+  std::string view = "head";     // "head": the selected head, "mean": mean over heads, "heads": all heads
+  Colormap colormap = Colormap::Viridis;
+  double opacity = 0.6;  // of the attention map over the image
+  bool matrix = false;   // the matrix, spectrum and rank view
+
+  // Settings of every panel: the shared knobs (p, window, anchors, dwc, norm) with each panel's variant.
+  std::vector<AttentionSettings> panel_settings() const;
 };
+
+// The views `view` accepts, in UI order.
+const std::vector<std::string>& view_names();
+constexpr int kMaxPanels = 4;
 
 // One option: its flag name, help, and how it reads and writes the state (as text).
 struct OptionSpec {

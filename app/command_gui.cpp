@@ -1,0 +1,40 @@
+// `attnscope gui` (also `attnscope` alone): the live attention workbench, optionally driven
+// headlessly to write a screenshot after N frames, or to benchmark slider-to-pixels latency.
+#include <iostream>
+
+#include "app/cli.h"
+#include "app/commands.h"
+#include "viewer/workbench.h"
+
+namespace attnscope {
+
+int gui_command(const Args& args) {
+  const std::string usage = "attnscope gui [--session FILE] [options]";
+  std::vector<std::string> state_options;
+  for (const auto& option : app_options())
+    if (option.name != "out") state_options.push_back(option.name);
+  const std::vector<CommandFlag> flags = {
+      {"frames", "N", "render N frames once the result is in, then write --screenshot and exit (0: interactive)", "0"},
+      {"screenshot", "FILE", "PNG of the window written after --frames frames (plus FILE.json: where views are)", ""},
+      {"width", "PX", "window width", "1600"},
+      {"height", "PX", "window height", "1000"},
+      {"bench", "N", "benchmark: N slider changes, median change-to-pixels vs one forward; frame times", "0"},
+  };
+  auto parsed = parse_or_print_help(args, usage, state_options, flags);
+  if (!parsed) return 0;
+  WorkbenchOptions options;
+  options.frames = parsed->flag_int("frames");
+  options.screenshot = parsed->flags.at("screenshot");
+  options.width = parsed->flag_int("width");
+  options.height = parsed->flag_int("height");
+  options.bench_changes = parsed->flag_int("bench");
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == "--session") options.session_path = args[i + 1];
+  if (options.frames < 0 || options.bench_changes < 0) throw std::invalid_argument("--frames and --bench must be >= 0");
+  if (options.width < 320 || options.height < 240) throw std::invalid_argument("the window needs at least 320x240");
+  if (!options.screenshot.empty() && options.frames == 0)
+    throw std::invalid_argument("--screenshot needs --frames N (how many frames to render first)");
+  return run_workbench(parsed->state, options);
+}
+
+}  // namespace attnscope

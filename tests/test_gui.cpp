@@ -1,0 +1,193 @@
+// The real workbench under Xvfb: a session file sets variant, p, query and layout; the app renders
+// some frames and writes a screenshot whose pixels are checked against the engine's own attention
+// rows (with the gray colour map at full opacity each patch's gray level is its scaled value).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
+
+#include "core/app_state.h"
+#include "core/assets.h"
+#include "core/image.h"
+#include "models/inference.h"
+
+namespace attnscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kModel = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/parity_cases/vit_softmax.safetensors";
+
+bool have_xvfb() { return std::system("command -v xvfb-run > /dev/null 2>&1") == 0; }
+
+class GuiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed (scripts/setup.sh installs it)";
+    folder_ = fs::temp_directory_path() /
+              ("attnscope-gui-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(folder_);
+    fs::create_directories(folder_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(folder_);  // kept on failure, to look at the screenshot
+  }
+
+  nlohmann::json base_session() const {
+    return {{"model", kModel}, {"arch", "heads=2"}, {"image", asset_path("images/chelsea.png")},
+            {"colormap", "gray"}, {"opacity", 1.0},  {"layer", -1}};
+  }
+
+  // Runs the workbench headlessly on `session`; returns its exit code and leaves shot.png(.json).
+  int run_gui(const nlohmann::json& session, int frames = 4) {
+    const std::string session_path = (folder_ / "session.json").string();
+    std::ofstream(session_path) << session.dump(2);
+    const std::string command = "xvfb-run -a -s '-screen 0 1600x1000x24' " + std::string(ATTNSCOPE_CLI) +
+                                " gui --session '" + session_path + "' --frames " + std::to_string(frames) +
+                                " --screenshot '" + shot() + "' > '" + (folder_ / "log.txt").string() + "' 2>&1";
+    const int status = std::system(command.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  std::string shot() const { return (folder_ / "shot.png").string(); }
+  nlohmann::json shot_info() const {
+    std::ifstream in(shot() + ".json");
+    return nlohmann::json::parse(in);
+  }
+  std::string log() const {
+    std::ifstream in(folder_ / "log.txt");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  // The engine's attention row over the patch grid for the session's settings, [grid_h * grid_w].
+  std::vector<float> engine_row(const nlohmann::json& session, Variant variant, int head) const {
+    AppState state;
+    apply_json(state, session);
+    state.attention.variant = variant;
+    LoadedModel model = load_model(kModel, ArchOverrides::parse("heads=2"), torch::kCPU);
+    const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state, model.arch);
+    const InferenceResult result = run_inference(model, prepared, state.attention);
+    const TokenLayout& layout = result.forward.layout;
+    const int token = resolve_query(state.query, layout).token;
+    const torch::Tensor row =
+        result.forward.layers.back().row(0, head, token).slice(0, layout.prefix_tokens()).contiguous();
+    return std::vector<float>(row.data_ptr<float>(), row.data_ptr<float>() + row.numel());
+  }
+
+  // Mean gray level of the inner half of every patch cell of a drawn view.
+  static std::vector<double> cell_levels(const cv::Mat& gray, const nlohmann::json& view, int grid_h, int grid_w) {
+    std::vector<double> levels;
+    const double cell_w = view["width"].get<double>() / grid_w, cell_h = view["height"].get<double>() / grid_h;
+    for (int r = 0; r < grid_h; ++r)
+      for (int c = 0; c < grid_w; ++c) {
+        const cv::Rect inner(int(view["x"].get<double>() + (c + 0.25) * cell_w),
+                             int(view["y"].get<double>() + (r + 0.25) * cell_h), int(cell_w / 2), int(cell_h / 2));
+        levels.push_back(cv::mean(gray(inner))[0]);
+      }
+    return levels;
+  }
+
+  static int argmax(const std::vector<float>& values) {
+    return int(std::max_element(values.begin(), values.end()) - values.begin());
+  }
+
+  fs::path folder_;
+};
+
+TEST_F(GuiTest, OverlayHotSpotSitsWhereTheEngineRowPeaks) {
+  nlohmann::json session = base_session();
+  session["variant"] = "softmax";
+  session["query"] = "2,4";
+  session["head"] = 1;
+  ASSERT_EQ(run_gui(session), 0) << log();
+  const cv::Mat shot_bgr = cv::imread(shot());
+  ASSERT_FALSE(shot_bgr.empty()) << log();
+  EXPECT_EQ(shot_bgr.cols, 1600);
+  EXPECT_EQ(shot_bgr.rows, 1000);
+  const nlohmann::json info = shot_info();
+  ASSERT_EQ(info["views"].size(), 1u) << info.dump();
+  EXPECT_EQ(info["error"], "");
+  const int grid_h = info["grid"][0], grid_w = info["grid"][1];
+  ASSERT_EQ(grid_h, 7);
+
+  const std::vector<float> row = engine_row(session, Variant::Softmax, 1);
+  cv::Mat gray;
+  cv::cvtColor(shot_bgr, gray, cv::COLOR_BGR2GRAY);
+  const std::vector<double> levels = cell_levels(gray, info["views"][0], grid_h, grid_w);
+  const int hot_cell = int(std::max_element(levels.begin(), levels.end()) - levels.begin());
+  EXPECT_EQ(hot_cell, argmax(row)) << "hot spot at patch " << hot_cell << ", engine peak at " << argmax(row);
+  // Every patch, not only the peak: its gray level is its value on the min..max scale.
+  const float vmin = *std::min_element(row.begin(), row.end()), vmax = *std::max_element(row.begin(), row.end());
+  for (size_t i = 0; i < row.size(); ++i)
+    EXPECT_NEAR(levels[i], std::round(255.0 * (row[i] - vmin) / (vmax - vmin)), 1.5) << "patch " << i;
+}
+
+TEST_F(GuiTest, SideBySidePanelsShowTheirOwnVariantOnOneScale) {
+  nlohmann::json session = base_session();
+  session["variant"] = "softmax";
+  session["compare"] = "window";
+  session["window"] = 3;
+  session["query"] = "3,3";
+  session["head"] = 0;
+  ASSERT_EQ(run_gui(session), 0) << log();
+  const cv::Mat shot_bgr = cv::imread(shot());
+  ASSERT_FALSE(shot_bgr.empty()) << log();
+  const nlohmann::json info = shot_info();
+  ASSERT_EQ(info["views"].size(), 2u) << info.dump();
+  const int grid_h = info["grid"][0], grid_w = info["grid"][1];
+  cv::Mat gray;
+  cv::cvtColor(shot_bgr, gray, cv::COLOR_BGR2GRAY);
+
+  const std::vector<float> softmax = engine_row(session, Variant::Softmax, 0);
+  const std::vector<float> window = engine_row(session, Variant::Window, 0);
+  float vmin = softmax[0], vmax = softmax[0];  // one scale over both panels
+  for (const auto* row : {&softmax, &window})
+    for (float v : *row) vmin = std::min(vmin, v), vmax = std::max(vmax, v);
+  int differing = 0;
+  std::vector<std::vector<double>> levels;
+  for (int panel = 0; panel < 2; ++panel) {
+    const auto& view = info["views"][size_t(panel)];
+    ASSERT_EQ(view["panel"], panel);
+    levels.push_back(cell_levels(gray, view, grid_h, grid_w));
+    const auto& row = panel == 0 ? softmax : window;
+    for (size_t i = 0; i < row.size(); ++i)
+      EXPECT_NEAR(levels[size_t(panel)][i], std::round(255.0 * (row[i] - vmin) / (vmax - vmin)), 1.5)
+          << "panel " << panel << " patch " << i;
+  }
+  for (size_t i = 0; i < softmax.size(); ++i) differing += std::abs(levels[0][i] - levels[1][i]) > 3.0;
+  // A 3x3 window around (3,3) leaves most of the 7x7 grid at zero: the panels must differ there.
+  EXPECT_GT(differing, 20);
+}
+
+TEST_F(GuiTest, BadModelShowsAnErrorAndKeepsRunning) {
+  const std::string garbage = (folder_ / "garbage.safetensors").string();
+  std::ofstream(garbage) << std::string(300, 'x');
+  nlohmann::json session = base_session();
+  session["model"] = garbage;
+  ASSERT_EQ(run_gui(session, 3), 0) << log();
+  const nlohmann::json info = shot_info();
+  EXPECT_NE(info["error"].get<std::string>().find("garbage.safetensors"), std::string::npos) << info.dump();
+  EXPECT_TRUE(info["views"].empty());
+  EXPECT_FALSE(cv::imread(shot()).empty());
+}
+
+TEST_F(GuiTest, SessionWithWorkbenchKeysDrivesTheHeadlessRun) {
+  nlohmann::json session = base_session();
+  session["variant"] = "window";
+  session["compare"] = "softmax,focused";
+  session["view"] = "heads";
+  session["matrix"] = "on";
+  session["out"] = (folder_ / "run").string();
+  const std::string session_path = (folder_ / "session.json").string();
+  std::ofstream(session_path) << session.dump(2);
+  const std::string command = std::string(ATTNSCOPE_CLI) + " run --session '" + session_path + "' > /dev/null 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  std::ifstream in(folder_ / "run" / "summary.json");
+  const nlohmann::json summary = nlohmann::json::parse(in);
+  EXPECT_EQ(summary["variant"], "window");
+}
+
+}  // namespace
+}  // namespace attnscope

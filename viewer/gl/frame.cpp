@@ -1,0 +1,28 @@
+#include "viewer/gl/frame.h"
+
+#include <opencv2/core.hpp>
+
+#include "viewer/gl/gl_api.h"
+
+namespace attnscope::gl {
+
+void clear_frame(int width, int height, float red, float green, float blue) {
+  glViewport(0, 0, width, height);
+  glClearColor(red, green, blue, 1.0f);
+  glClear(GL_COLOR_BUFFER_BIT);
+}
+
+cv::Mat read_frame_rgb(int width, int height) {
+  cv::Mat bottom_up(height, width, CV_8UC3);
+  glPixelStorei(GL_PACK_ALIGNMENT, 1);
+  glReadBuffer(GL_BACK);
+  glReadPixels(0, 0, width, height, GL_RGB, GL_UNSIGNED_BYTE, bottom_up.data);
+  glPixelStorei(GL_PACK_ALIGNMENT, 4);
+  cv::Mat top_down;
+  cv::flip(bottom_up, top_down, 0);  // GL rows start at the bottom
+  return top_down;
+}
+
+void finish() { glFinish(); }
+
+}  // namespace attnscope::gl

@@ -1,0 +1,59 @@
+// Colours scalar maps in a GLSL fragment shader (shaders/attention_overlay.frag.glsl): an attention
+// map over its image, or a bare matrix, rendered into an offscreen texture that a panel shows.
+#pragma once
+
+#include <imgui.h>
+
+#include <map>
+
+#include "core/colormap.h"
+#include "viewer/gl/texture.h"
+
+namespace attnscope::gl {
+
+// An offscreen colour texture with its framebuffer; reallocated when the requested size changes.
+class RenderTarget {
+ public:
+  RenderTarget() = default;
+  ~RenderTarget();
+  RenderTarget(const RenderTarget&) = delete;
+  RenderTarget& operator=(const RenderTarget&) = delete;
+  RenderTarget(RenderTarget&& other) noexcept;
+  RenderTarget& operator=(RenderTarget&& other) noexcept;
+
+  void resize(int width, int height);
+  unsigned framebuffer() const { return framebuffer_; }
+  int width() const { return width_; }
+  int height() const { return height_; }
+  ImTextureID imgui_id() const { return reinterpret_cast<ImTextureID>(static_cast<intptr_t>(texture_)); }
+
+ private:
+  unsigned framebuffer_ = 0, texture_ = 0;
+  int width_ = 0, height_ = 0;
+};
+
+struct ColorScale {
+  Colormap colormap = Colormap::Viridis;
+  float vmin = 0.0f, vmax = 1.0f;
+};
+
+class OverlayRenderer {
+ public:
+  OverlayRenderer();  // compiles the program; needs a current GL context
+  ~OverlayRenderer();
+  OverlayRenderer(const OverlayRenderer&) = delete;
+  OverlayRenderer& operator=(const OverlayRenderer&) = delete;
+
+  // Renders `values` coloured over `image` (or alone when image is null) into `target` at its size.
+  void render(RenderTarget& target, const Texture* image, const Texture& values, const ColorScale& scale,
+              float opacity);
+
+  // The 256 x 1 table of a colour map, as uploaded for the shader: the colour bar shows this texture.
+  const Texture& colormap_table(Colormap colormap);
+
+ private:
+  unsigned program_ = 0, vertex_array_ = 0;
+  std::map<Colormap, Texture> tables_;
+};
+
+}  // namespace attnscope::gl

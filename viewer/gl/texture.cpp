@@ -1,0 +1,51 @@
+#include "viewer/gl/texture.h"
+
+#include <stdexcept>
+#include <utility>
+
+#include "viewer/gl/gl_api.h"
+
+namespace attnscope::gl {
+
+Texture::~Texture() {
+  if (name_) glDeleteTextures(1, &name_);
+}
+
+Texture::Texture(Texture&& other) noexcept { *this = std::move(other); }
+
+Texture& Texture::operator=(Texture&& other) noexcept {
+  std::swap(name_, other.name_);
+  std::swap(width_, other.width_);
+  std::swap(height_, other.height_);
+  std::swap(internal_format_, other.internal_format_);
+  return *this;
+}
+
+void Texture::ensure(int width, int height, int internal_format, int filter) {
+  if (!name_) glGenTextures(1, &name_);
+  glBindTexture(GL_TEXTURE_2D, name_);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, filter);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, filter);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_S, GL_CLAMP_TO_EDGE);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_T, GL_CLAMP_TO_EDGE);
+  width_ = width;
+  height_ = height;
+  internal_format_ = internal_format;
+}
+
+void Texture::upload_rgb(const cv::Mat& rgb) {
+  if (rgb.type() != CV_8UC3) throw std::invalid_argument("Texture::upload_rgb expects 8-bit RGB");
+  const cv::Mat packed = rgb.isContinuous() ? rgb : rgb.clone();
+  ensure(packed.cols, packed.rows, GL_RGB8, GL_LINEAR);
+  glPixelStorei(GL_UNPACK_ALIGNMENT, 1);  // rows of 3-byte pixels are not 4-byte aligned
+  glTexImage2D(GL_TEXTURE_2D, 0, GL_RGB8, packed.cols, packed.rows, 0, GL_RGB, GL_UNSIGNED_BYTE, packed.data);
+  glPixelStorei(GL_UNPACK_ALIGNMENT, 4);
+}
+
+void Texture::upload_scalar(const float* values, int width, int height) {
+  ensure(width, height, GL_R32F, GL_NEAREST);
+  glPixelStorei(GL_UNPACK_ALIGNMENT, 4);
+  glTexImage2D(GL_TEXTURE_2D, 0, GL_R32F, width, height, 0, GL_RED, GL_FLOAT, values);
+}
+
+}  // namespace attnscope::gl

@@ -1,0 +1,37 @@
+// A GPU texture the panels show: an RGB8 image, an R32F scalar map or a colour-map table.
+// It owns its GL name; everything outside viewer/gl/ sees it only as an ImTextureID.
+#pragma once
+
+#include <imgui.h>
+
+#include <opencv2/core.hpp>
+
+namespace attnscope::gl {
+
+class Texture {
+ public:
+  Texture() = default;
+  ~Texture();
+  Texture(const Texture&) = delete;
+  Texture& operator=(const Texture&) = delete;
+  Texture(Texture&& other) noexcept;
+  Texture& operator=(Texture&& other) noexcept;
+
+  // 8-bit RGB [H x W] (CV_8UC3), bilinear filtering: photographs.
+  void upload_rgb(const cv::Mat& rgb);
+  // Float values [H x W] row-major, nearest filtering: each patch or matrix cell stays one block.
+  void upload_scalar(const float* values, int width, int height);
+
+  bool valid() const { return name_ != 0; }
+  int width() const { return width_; }
+  int height() const { return height_; }
+  unsigned name() const { return name_; }
+  ImTextureID imgui_id() const { return reinterpret_cast<ImTextureID>(static_cast<intptr_t>(name_)); }
+
+ private:
+  void ensure(int width, int height, int internal_format, int filter);
+  unsigned name_ = 0;
+  int width_ = 0, height_ = 0, internal_format_ = 0;
+};
+
+}  // namespace attnscope::gl

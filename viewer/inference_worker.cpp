@@ -1,0 +1,230 @@
+#include "viewer/inference_worker.h"
+
+#include <chrono>
+
+#include <c10/util/Exception.h>
+
+#include "analysis/spectrum.h"
+#include "models/model_loader.h"
+
+namespace attnscope {
+
+namespace {
+
+bool same_settings(const AttentionSettings& a, const AttentionSettings& b) {
+  return a.variant == b.variant && a.p == b.p && a.window == b.window && a.anchors == b.anchors && a.dwc == b.dwc &&
+         a.norm == b.norm;
+}
+
+std::string one_line(std::string message) {
+  for (char& c : message)
+    if (c == '\n' || c == '\r') c = ' ';
+  return message;
+}
+
+}  // namespace
+
+bool InferenceRequest::same_forward(const InferenceRequest& other) const {
+  if (model_path != other.model_path || arch != other.arch || device != other.device ||
+      image_path != other.image_path || frame_number != other.frame_number || frame != other.frame ||
+      resize != other.resize || input_size != other.input_size || panels.size() != other.panels.size())
+    return false;
+  for (size_t i = 0; i < panels.size(); ++i)
+    if (!same_settings(panels[i], other.panels[i])) return false;
+  return true;
+}
+
+bool InferenceRequest::operator==(const InferenceRequest& other) const {
+  return same_forward(other) && layer == other.layer && spectra == other.spectra;
+}
+
+struct InferenceWorker::Cache {
+  std::string model_key;
+  std::optional<LoadedModel> model;
+  std::string image_key;
+  cv::Mat image_rgb;
+  std::string prepared_key;
+  cv::Mat prepared_rgb;
+  std::vector<std::pair<AttentionSettings, std::shared_ptr<InferenceResult>>> forwards;  // the last request's
+};
+
+InferenceWorker::InferenceWorker(std::function<void()> wake) : wake_(std::move(wake)), cache_(new Cache) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+InferenceWorker::~InferenceWorker() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    latest_id_ = ~uint64_t(0);  // cancels a run in progress
+  }
+  wanted_.notify_all();
+  thread_.join();
+}
+
+uint64_t InferenceWorker::submit(InferenceRequest request) {
+  uint64_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    id = ++next_id_;
+    pending_ = std::move(request);
+    latest_id_ = id;
+  }
+  wanted_.notify_one();
+  return id;
+}
+
+std::vector<std::shared_ptr<const InferenceOutcome>> InferenceWorker::take_finished() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::exchange(finished_, {});
+}
+
+bool InferenceWorker::busy() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return running_ || pending_.has_value();
+}
+
+void InferenceWorker::loop() {
+  for (;;) {
+    InferenceRequest request;
+    uint64_t id = 0;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wanted_.wait(lock, [&] { return stopping_ || pending_.has_value(); });
+      if (stopping_) return;
+      request = std::move(*pending_);
+      pending_.reset();
+      id = next_id_;
+      running_ = true;
+    }
+    std::shared_ptr<const InferenceOutcome> outcome = run(id, request);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      running_ = false;
+      // A cancelled run reports nothing: a newer request is already waiting.
+      if (outcome) finished_.push_back(std::move(outcome));
+    }
+    if (wake_) wake_();
+  }
+}
+
+std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const InferenceRequest& request) {
+  const auto start = std::chrono::steady_clock::now();
+  auto outcome = std::make_shared<InferenceOutcome>();
+  outcome->request_id = id;
+  outcome->request = request;
+  Cache& cache = *cache_;
+  try {
+    if (request.model_path.empty()) throw std::runtime_error("no model is open");
+    const std::string model_key = request.model_path + "|" + request.arch + "|" + request.device;
+    if (cache.model_key != model_key) {
+      cache.model.reset();
+      cache.forwards.clear();
+      cache.model_key.clear();
+      cache.model.emplace(
+          load_model(request.model_path, ArchOverrides::parse(request.arch), resolve_device(request.device)));
+      cache.model_key = model_key;
+    }
+    LoadedModel& model = *cache.model;
+
+    const std::string image_key =
+        request.frame ? "frame " + std::to_string(request.frame_number) : "file " + request.image_path;
+    if (cache.image_key != image_key) {
+      cache.image_key.clear();
+      if (request.frame)
+        cache.image_rgb = *request.frame;
+      else if (request.image_path.empty())
+        throw std::runtime_error("no image is open");
+      else
+        cache.image_rgb = load_image_rgb(request.image_path);
+      cache.image_key = image_key;
+    }
+    AppState input_state;
+    input_state.resize = request.resize;
+    input_state.input_size = request.input_size;
+    const std::string prepared_key = image_key + "|" + model_key + "|" + to_string(request.resize) + "|" +
+                                     request.input_size;
+    if (cache.prepared_key != prepared_key) {
+      cache.prepared_key.clear();
+      cache.forwards.clear();
+      cache.prepared_rgb = prepare_model_input(cache.image_rgb, input_state, model.arch);
+      cache.prepared_key = prepared_key;
+    }
+
+    // One forward per panel, reused when a panel's settings did not change (a layer switch or a
+    // second panel with the same variant costs no forward pass).
+    ForwardOptions options;
+    options.capture = true;
+    options.cancelled = [this, id] { return latest_id_.load() != id; };
+    std::vector<std::pair<AttentionSettings, std::shared_ptr<InferenceResult>>> forwards;
+    bool reused_all = true;
+    for (const AttentionSettings& settings : request.panels) {
+      std::shared_ptr<InferenceResult> found;
+      for (const auto& entry : cache.forwards)
+        if (same_settings(entry.first, settings)) found = entry.second;
+      for (const auto& entry : forwards)
+        if (!found && same_settings(entry.first, settings)) found = entry.second;
+      if (!found) {
+        reused_all = false;
+        found = std::make_shared<InferenceResult>(run_inference(model, cache.prepared_rgb, settings, options));
+      }
+      forwards.emplace_back(settings, found);
+    }
+    cache.forwards = forwards;
+    outcome->forward_reused = reused_all;
+
+    c10::InferenceMode inference_mode;
+    const ForwardOutput& first = forwards.front().second->forward;
+    outcome->model_family = model.arch.family();
+    outcome->device = model.device.str();
+    outcome->depth = int(first.layers.size());
+    outcome->heads = model.arch.heads;
+    outcome->layout = first.layout;
+    outcome->input_rgb = cache.prepared_rgb;
+    outcome->layer = request.layer < 0 ? outcome->depth + request.layer : request.layer;
+    if (outcome->layer < 0 || outcome->layer >= outcome->depth)
+      throw std::invalid_argument("layer " + std::to_string(request.layer) + ": the model has " +
+                                  std::to_string(outcome->depth) + " blocks");
+    const int tokens = first.layout.total_tokens();
+    for (const auto& [settings, result] : forwards) {
+      if (latest_id_.load() != id) return nullptr;
+      const AttentionCapture& capture = result->forward.layers[size_t(outcome->layer)];
+      PanelMaps maps;
+      maps.settings = settings;
+      maps.description = capture.attention.describe();
+      maps.top = result->top;
+      maps.forward_ms = result->milliseconds;
+      maps.tokens = tokens;
+      maps.matrices.resize(size_t(outcome->heads) * tokens * tokens);
+      for (int head = 0; head < outcome->heads; ++head) {
+        const torch::Tensor matrix = capture.matrix(0, head).to(torch::kCPU, torch::kFloat).contiguous();
+        std::copy(matrix.data_ptr<float>(), matrix.data_ptr<float>() + matrix.numel(),
+                  maps.matrices.begin() + ptrdiff_t(head) * tokens * tokens);
+        if (request.spectra) {
+          const Spectrum spectrum = matrix_spectrum(matrix);
+          const torch::Tensor values = spectrum.singular_values.contiguous();
+          HeadSpectrum head_spectrum;
+          head_spectrum.singular_values.assign(values.data_ptr<float>(), values.data_ptr<float>() + values.numel());
+          head_spectrum.numerical_rank = spectrum.numerical_rank;
+          head_spectrum.effective_rank = spectrum.effective_rank;
+          maps.spectra.push_back(std::move(head_spectrum));
+        }
+      }
+      outcome->panels.push_back(std::move(maps));
+    }
+  } catch (const Cancelled&) {
+    return nullptr;
+  } catch (const c10::Error& e) {
+    outcome->error = one_line(e.what_without_backtrace());
+  } catch (const std::bad_alloc&) {
+    outcome->error = "out of memory";
+  } catch (const std::exception& e) {
+    outcome->error = one_line(e.what());
+  }
+  if (!outcome->error.empty()) outcome->panels.clear();
+  outcome->total_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return outcome;
+}
+
+}  // namespace attnscope

@@ -1,0 +1,114 @@
+// The workbench's one background inference thread. The GUI overwrites a single pending request
+// (the latest wins, so a dragged slider or a live video never queues up work), a run that is no
+// longer wanted stops between transformer blocks, and finished results, immutable, reach the GUI
+// through a queue it drains once per frame. No GL or ImGui here: uploads happen on the main thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <opencv2/core.hpp>
+
+#include "core/image.h"
+#include "models/attention_settings.h"
+#include "models/inference.h"
+#include "models/token_layout.h"
+
+namespace attnscope {
+
+struct InferenceRequest {
+  std::string model_path;
+  std::string arch;    // ArchOverrides text
+  std::string device;  // "auto", "cpu", "cuda"
+  std::string image_path;                 // read by the worker when `frame` is null
+  std::shared_ptr<const cv::Mat> frame;   // a live frame (RGB) instead of a file
+  uint64_t frame_number = 0;              // identifies `frame`
+  ResizeMode resize = ResizeMode::Timm;
+  std::string input_size = "native";
+  std::vector<AttentionSettings> panels;  // one forward pass per panel
+  int layer = -1;                         // the block whose matrices the views read
+  bool spectra = false;                   // singular values of every head's matrix too
+
+  // Whether `other` needs the same forward passes (only layer or spectra may differ).
+  bool same_forward(const InferenceRequest& other) const;
+  bool operator==(const InferenceRequest& other) const;
+};
+
+struct HeadSpectrum {
+  std::vector<float> singular_values;  // descending
+  int numerical_rank = 0;
+  double effective_rank = 0.0;
+};
+
+// What one panel's views read: every head's T x T matrix of the requested layer.
+struct PanelMaps {
+  AttentionSettings settings;
+  std::string description;       // the attention the layer ran, in words
+  std::vector<float> matrices;   // [heads, T, T]
+  std::vector<HeadSpectrum> spectra;  // per head, when asked for
+  std::vector<Prediction> top;
+  double forward_ms = 0.0;
+  int tokens = 0;
+
+  const float* row(int head, int query) const { return matrices.data() + (size_t(head) * tokens + query) * tokens; }
+  const float* matrix(int head) const { return matrices.data() + size_t(head) * tokens * tokens; }
+};
+
+struct InferenceOutcome {
+  uint64_t request_id = 0;
+  InferenceRequest request;
+  std::string error;  // set when the run failed; nothing else is then meaningful
+  std::string model_family;
+  std::string device;
+  int depth = 0, heads = 0, layer = 0;
+  TokenLayout layout;
+  cv::Mat input_rgb;  // the image exactly as the model saw it
+  std::vector<PanelMaps> panels;
+  double total_ms = 0.0;  // from picking the request up to the result being ready
+  bool forward_reused = false;
+};
+
+class InferenceWorker {
+ public:
+  // `wake` is called from the worker thread whenever a result is ready (e.g. glfwPostEmptyEvent).
+  explicit InferenceWorker(std::function<void()> wake);
+  ~InferenceWorker();
+  InferenceWorker(const InferenceWorker&) = delete;
+  InferenceWorker& operator=(const InferenceWorker&) = delete;
+
+  // Replaces the pending request; a run in progress for an older request is cancelled. Returns its id.
+  uint64_t submit(InferenceRequest request);
+  // Results finished since the last call, oldest first.
+  std::vector<std::shared_ptr<const InferenceOutcome>> take_finished();
+  // True while a request is pending or running.
+  bool busy() const;
+
+ private:
+  void loop();
+  std::shared_ptr<const InferenceOutcome> run(uint64_t id, const InferenceRequest& request);
+
+  std::function<void()> wake_;
+  mutable std::mutex mutex_;
+  std::condition_variable wanted_;
+  std::optional<InferenceRequest> pending_;
+  uint64_t next_id_ = 0;
+  std::atomic<uint64_t> latest_id_{0};
+  bool running_ = false;
+  bool stopping_ = false;
+  std::vector<std::shared_ptr<const InferenceOutcome>> finished_;
+
+  // Worker-thread caches: the loaded model, the decoded image and the last forward passes.
+  struct Cache;
+  std::unique_ptr<Cache> cache_;
+  std::thread thread_;
+};
+
+}  // namespace attnscope

@@ -1,0 +1,143 @@
+// The attention views: for each side-by-side panel (one variant each) the image with its attention
+// overlay (the selected head, the mean over heads, or a grid of every head), coloured in the shader
+// on one shared scale, with the query patch outlined; hovering shows a patch's value, clicking makes
+// it the query. A colour bar under the views shows the scale.
+#include <algorithm>
+#include <cmath>
+
+#include "viewer/panels/panel.h"
+#include "viewer/workbench.h"
+
+namespace attnscope {
+
+namespace {
+
+// The grid (columns, rows) that gives `count` tiles of aspect `aspect` (w/h) the largest size in `area`.
+std::pair<int, int> best_tiling(int count, ImVec2 area, float aspect) {
+  std::pair<int, int> best{1, count};
+  float best_size = -1;
+  for (int columns = 1; columns <= count; ++columns) {
+    const int rows = (count + columns - 1) / columns;
+    const float width = std::min(area.x / columns, area.y / rows * aspect);
+    if (width > best_size) {
+      best_size = width;
+      best = {columns, rows};
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+struct AttentionPanel : Panel {
+  std::vector<gl::RenderTarget> targets;  // one per drawn map, reused across frames
+
+  void draw(Workbench& bench) override {
+    const ScreenLayout& layout = bench.layout;
+    ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(8, 8));
+    const bool visible = begin_fixed_window("Attention", layout.views_pos, layout.views_size,
+                                            ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+    ImGui::PopStyleVar();
+    if (!visible) {
+      ImGui::End();
+      return;
+    }
+    const InferenceOutcome* outcome = bench.outcome.get();
+    if (!outcome) {
+      if (bench.state.model.empty())
+        ImGui::TextWrapped(
+            "No model is open. Open a checkpoint (.safetensors or .pth) with Open... in the sidebar, drop one on "
+            "the window, or train a demo model:  attnscope train --variant softmax --steps 300 --out m.safetensors");
+      else
+        ImGui::TextWrapped("%s", bench.worker_busy ? "Loading the model and running the first forward pass..."
+                                                   : "No result yet.");
+      ImGui::End();
+      return;
+    }
+    const TokenLayout& tokens = outcome->layout;
+    const size_t panel_count = bench.maps.size();
+    const float colorbar_height = 46.0f;
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    const ImVec2 area(ImGui::GetContentRegionAvail().x, ImGui::GetContentRegionAvail().y - colorbar_height);
+    const float label_height = ImGui::GetTextLineHeightWithSpacing();
+    const float aspect = float(tokens.grid_w) / float(tokens.grid_h);
+    const auto [columns, rows] = best_tiling(int(panel_count), area, aspect);
+    const ImVec2 tile(area.x / columns, area.y / rows);
+    size_t target_index = 0;
+
+    for (size_t p = 0; p < panel_count; ++p) {
+      const ImVec2 tile_pos(origin.x + float(int(p) % columns) * tile.x, origin.y + float(int(p) / columns) * tile.y);
+      const PanelMaps& panel = outcome->panels[p];
+      ImGui::SetCursorScreenPos(tile_pos);
+      ImGui::Text("%d: %s", int(p) + 1, panel.description.c_str());
+      const auto& maps = bench.maps[p];
+      const ImVec2 maps_area(tile.x - 8, tile.y - label_height - 8);
+      const int head_label = bench.state.view == "heads" ? int(label_height) : 0;
+      const auto [map_columns, map_rows] =
+          best_tiling(int(maps.size()), ImVec2(maps_area.x, maps_area.y - head_label * 1.0f), aspect);
+      for (size_t m = 0; m < maps.size(); ++m) {
+        const PatchMap& map = maps[m];
+        const float cell_area_w = maps_area.x / map_columns, cell_area_h = maps_area.y / map_rows - head_label;
+        // Whole pixels per patch, so every patch is the same block on screen.
+        const float cell = std::max(1.0f, std::floor(std::min(cell_area_w / tokens.grid_w, cell_area_h / tokens.grid_h)));
+        const ImVec2 size(cell * tokens.grid_w, cell * tokens.grid_h);
+        ImVec2 pos(tile_pos.x + float(int(m) % map_columns) * cell_area_w,
+                   tile_pos.y + label_height + float(int(m) / map_columns) * (cell_area_h + head_label));
+        pos = ImVec2(std::floor(pos.x), std::floor(pos.y));
+        if (head_label) {
+          ImGui::SetCursorScreenPos(pos);
+          ImGui::Text("head %d", map.head);
+          pos.y += float(head_label);
+        }
+        if (targets.size() <= target_index) targets.emplace_back();
+        gl::RenderTarget& target = targets[target_index++];
+        target.resize(int(size.x), int(size.y));
+        bench.renderer->render(target, &bench.image_texture, map.texture, bench.scale, float(bench.state.opacity));
+        ImGui::SetCursorScreenPos(pos);
+        ImGui::Image(target.imgui_id(), size);
+        bench.drawn_views.push_back({map.panel, map.head, pos.x, pos.y, size.x, size.y});
+        ImDrawList* draw = ImGui::GetWindowDrawList();
+        if (tokens.is_patch(bench.query_token)) {
+          const ImVec2 a(pos.x + cell * tokens.col_of(bench.query_token), pos.y + cell * tokens.row_of(bench.query_token));
+          draw->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(255, 60, 60, 255), 0, 0, 2.0f);
+        }
+        if (ImGui::IsItemHovered()) {
+          const ImVec2 mouse = ImGui::GetIO().MousePos;
+          const int col = std::clamp(int((mouse.x - pos.x) / cell), 0, tokens.grid_w - 1);
+          const int row = std::clamp(int((mouse.y - pos.y) / cell), 0, tokens.grid_h - 1);
+          const ImVec2 a(pos.x + cell * col, pos.y + cell * row);
+          draw->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(255, 255, 255, 200), 0, 0, 1.0f);
+          ImGui::SetTooltip("patch (%d, %d)  %s: %.5f\nclick: make it the query", row, col,
+                            map.head < 0 ? "mean over heads" : ("head " + std::to_string(map.head)).c_str(),
+                            double(map.values[size_t(row * tokens.grid_w + col)]));
+          if (ImGui::IsItemClicked(ImGuiMouseButton_Left))
+            bench.state.query = std::to_string(row) + "," + std::to_string(col);
+        }
+      }
+    }
+    draw_colorbar(bench, ImVec2(origin.x, origin.y + area.y + 6), std::min(area.x, 520.0f));
+    ImGui::End();
+  }
+
+  static void draw_colorbar(Workbench& bench, ImVec2 pos, float width) {
+    const gl::Texture& table = bench.renderer->colormap_table(bench.scale.colormap);
+    ImGui::SetCursorScreenPos(pos);
+    ImGui::Image(table.imgui_id(), ImVec2(width, 16));
+    ImGui::SetCursorScreenPos(ImVec2(pos.x, pos.y + 20));
+    ImGui::Text("%.4g", double(bench.scale.vmin));
+    const std::string right = [&] {
+      char text[32];
+      std::snprintf(text, sizeof(text), "%.4g", double(bench.scale.vmax));
+      return std::string(text);
+    }();
+    ImGui::SameLine(width - ImGui::CalcTextSize(right.c_str()).x);
+    ImGui::TextUnformatted(right.c_str());
+    ImGui::SetCursorScreenPos(ImVec2(pos.x + width + 12, pos.y));
+    ImGui::Text("%s, one scale for every view; layer %d, query %s", to_string(bench.scale.colormap).c_str(),
+                bench.outcome->layer, bench.outcome->layout.token_name(bench.query_token).c_str());
+  }
+};
+
+std::unique_ptr<Panel> make_attention_panel() { return std::make_unique<AttentionPanel>(); }
+
+}  // namespace attnscope

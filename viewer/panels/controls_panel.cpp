@@ -1,0 +1,196 @@
+// The sidebar: what to look at (model, image, live input, device), how attention is computed (a
+// variant per panel, p, window, anchors, DWC), what is selected (layer, head, query, view), how it
+// is coloured, and the session file. Every change here re-runs inference through the worker.
+#include <imgui.h>
+#include <imgui_stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "models/attention_settings.h"
+#include "viewer/file_browser.h"
+#include "viewer/panels/panel.h"
+#include "viewer/workbench.h"
+
+namespace attnscope {
+
+namespace {
+
+const std::vector<std::string> kModelExtensions = {".safetensors", ".pth", ".pt", ".bin"};
+const std::vector<std::string> kImageExtensions = {".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff"};
+const std::vector<std::string> kVideoExtensions = {".mp4", ".avi", ".mov", ".mkv", ".webm"};
+
+bool variant_combo(const char* label, Variant& variant) {
+  bool changed = false;
+  if (ImGui::BeginCombo(label, to_string(variant).c_str())) {
+    for (const std::string& name : variant_names()) {
+      const Variant candidate = parse_variant(name);
+      if (ImGui::Selectable(name.c_str(), candidate == variant)) {
+        variant = candidate;
+        changed = true;
+      }
+    }
+    ImGui::EndCombo();
+  }
+  return changed;
+}
+
+// A path field that takes effect on Enter, with a browse button next to it.
+bool path_row(const char* id, std::string& edited, const std::string& current, bool& browse) {
+  ImGui::PushID(id);
+  ImGui::SetNextItemWidth(-70);
+  const bool entered = ImGui::InputText("##path", &edited, ImGuiInputTextFlags_EnterReturnsTrue);
+  if (!ImGui::IsItemActive() && !entered) edited = current;  // shows the open file unless being edited
+  ImGui::SameLine();
+  browse = ImGui::Button("Open...");
+  ImGui::PopID();
+  return entered;
+}
+
+}  // namespace
+
+struct ControlsPanel : Panel {
+  FileBrowser browser;
+  FileKind browsing = FileKind::Image;
+  bool browsing_save = false;
+  std::string model_field, image_field, session_field;
+  int camera_index = 0;
+
+  void browse(FileKind kind, const std::string& title, const std::string& start, const std::vector<std::string>& ext,
+              bool save = false) {
+    browsing = kind;
+    browsing_save = save;
+    browser.open(title, start, ext, save);
+  }
+
+  void draw(Workbench& bench) override {
+    AppState& state = bench.state;
+    if (!begin_fixed_window("Controls", bench.layout.sidebar_pos, bench.layout.sidebar_size)) {
+      ImGui::End();
+      return;
+    }
+    const InferenceOutcome* outcome = bench.outcome.get();
+    ImGui::PushItemWidth(-110);
+
+    if (ImGui::CollapsingHeader("Model and input", ImGuiTreeNodeFlags_DefaultOpen)) {
+      bool open_browser = false;
+      ImGui::TextUnformatted("Model");
+      if (path_row("model", model_field, state.model, open_browser)) bench.open_file(FileKind::Model, model_field);
+      if (open_browser) browse(FileKind::Model, "Open model", state.model, kModelExtensions);
+      ImGui::TextUnformatted("Image");
+      if (path_row("image", image_field, state.image, open_browser)) bench.open_file(FileKind::Image, image_field);
+      if (open_browser) browse(FileKind::Image, "Open image", state.image, kImageExtensions);
+      if (ImGui::Button("Video file...")) browse(FileKind::Video, "Open video", state.image, kVideoExtensions);
+      ImGui::SameLine();
+      ImGui::SetNextItemWidth(60);
+      ImGui::InputInt("##camera", &camera_index, 0);
+      camera_index = std::max(camera_index, 0);
+      ImGui::SameLine();
+      if (ImGui::Button("Camera")) bench.open_camera(camera_index);
+      if (bench.video) {
+        ImGui::Text("live: %s", bench.video->source().c_str());
+        ImGui::SameLine();
+        if (ImGui::Button("Stop")) bench.stop_video();
+      }
+      if (ImGui::BeginCombo("device", state.device.c_str())) {
+        for (const auto& device : bench.devices)
+          if (ImGui::Selectable(device.c_str(), device == state.device)) state.device = device;
+        ImGui::EndCombo();
+      }
+      if (outcome)
+        ImGui::TextDisabled("%s, %d blocks x %d heads, %dx%d patches", outcome->model_family.c_str(), outcome->depth,
+                            outcome->heads, outcome->layout.grid_h, outcome->layout.grid_w);
+    }
+
+    if (ImGui::CollapsingHeader("Attention variant", ImGuiTreeNodeFlags_DefaultOpen)) {
+      int panel_count = 1 + int(state.compare.size());
+      if (ImGui::SliderInt("panels", &panel_count, 1, kMaxPanels)) {
+        while (int(state.compare.size()) < panel_count - 1)
+          state.compare.push_back(state.compare.empty() ? Variant::Focused : state.compare.back());
+        state.compare.resize(size_t(panel_count - 1));
+      }
+      variant_combo("panel 1", state.attention.variant);
+      for (size_t i = 0; i < state.compare.size(); ++i)
+        variant_combo(("panel " + std::to_string(i + 2)).c_str(), state.compare[i]);
+      float p = float(state.attention.p);
+      if (ImGui::SliderFloat("p (focused)", &p, 1.0f, 10.0f, "%.2f")) state.attention.p = p;
+      const int grid = outcome ? std::max(outcome->layout.grid_h, outcome->layout.grid_w) : 14;
+      int window = state.attention.window > 0 ? state.attention.window : std::min(kDefaultWindow, grid);
+      if (ImGui::SliderInt("window", &window, 1, grid)) state.attention.window = window;
+      ImGui::SameLine();
+      if (ImGui::SmallButton("global")) state.attention.window = 0;
+      const int patches = outcome ? outcome->layout.patch_tokens() : 196;
+      int anchors = state.attention.anchors > 0 ? state.attention.anchors : std::min(30, patches);
+      if (ImGui::SliderInt("anchors", &anchors, 1, patches)) state.attention.anchors = anchors;
+      ImGui::SameLine();
+      if (ImGui::SmallButton("default")) state.attention.anchors = 0;
+      ImGui::Checkbox("depthwise conv (DWC)", &state.attention.dwc);
+      bool per_head = state.attention.norm == FocusNorm::PerHead;
+      if (ImGui::Checkbox("f_p norms per head", &per_head))
+        state.attention.norm = per_head ? FocusNorm::PerHead : FocusNorm::AllChannels;
+      ImGui::TextDisabled("window 0 = global (window variant: %d); anchors 0 = learned or 30", kDefaultWindow);
+    }
+
+    if (ImGui::CollapsingHeader("Selection", ImGuiTreeNodeFlags_DefaultOpen)) {
+      const int depth = outcome ? outcome->depth : 1, heads = outcome ? outcome->heads : 1;
+      int layer = state.layer < 0 ? depth + state.layer : state.layer;
+      if (ImGui::SliderInt("layer", &layer, 0, depth - 1)) state.layer = layer;
+      int head = state.head;
+      if (ImGui::SliderInt("head", &head, 0, heads - 1)) state.head = head;
+      for (const auto& view : view_names()) {
+        if (ImGui::RadioButton(view.c_str(), state.view == view)) state.view = view;
+        ImGui::SameLine();
+      }
+      ImGui::TextDisabled("(view)");
+      ImGui::Text("query: %s", outcome ? outcome->layout.token_name(bench.query_token).c_str() : state.query.c_str());
+      ImGui::SameLine();
+      if (ImGui::SmallButton("class token")) state.query = "cls";
+      ImGui::TextDisabled("click a patch in the image to query it");
+    }
+
+    if (ImGui::CollapsingHeader("Display", ImGuiTreeNodeFlags_DefaultOpen)) {
+      if (ImGui::BeginCombo("colour map", to_string(state.colormap).c_str())) {
+        for (const auto& name : colormap_names())
+          if (ImGui::Selectable(name.c_str(), name == to_string(state.colormap))) state.colormap = parse_colormap(name);
+        ImGui::EndCombo();
+      }
+      float opacity = float(state.opacity);
+      if (ImGui::SliderFloat("opacity", &opacity, 0.0f, 1.0f, "%.2f")) state.opacity = opacity;
+      ImGui::Checkbox("matrix, spectrum and rank", &state.matrix);
+    }
+
+    if (ImGui::CollapsingHeader("Session", ImGuiTreeNodeFlags_DefaultOpen)) {
+      if (session_field.empty()) session_field = bench.options.session_path.empty() ? "session.json"
+                                                                                      : bench.options.session_path;
+      ImGui::SetNextItemWidth(-1);
+      ImGui::InputText("##session", &session_field);
+      if (ImGui::Button("Save")) bench.save_session(session_field);
+      ImGui::SameLine();
+      if (ImGui::Button("Load")) bench.load_session(session_field);
+      ImGui::SameLine();
+      if (ImGui::Button("Browse...")) browse(FileKind::Session, "Session file", session_field, {".json"});
+      ImGui::TextDisabled("the same file drives `attnscope run --session`");
+    }
+
+    if (outcome && !outcome->panels.empty() && ImGui::CollapsingHeader("Prediction (panel 1)")) {
+      for (const auto& prediction : outcome->panels.front().top)
+        ImGui::Text("%5.1f%%  %s", 100.0 * prediction.probability, prediction.name.c_str());
+    }
+    ImGui::PopItemWidth();
+
+    std::string chosen;
+    if (browser.draw(chosen)) {
+      if (browsing == FileKind::Session) {
+        session_field = chosen;
+        if (std::filesystem::exists(chosen)) bench.load_session(chosen);
+      } else {
+        bench.open_file(browsing, chosen);
+      }
+    }
+    ImGui::End();
+  }
+};
+
+std::unique_ptr<Panel> make_controls_panel() { return std::make_unique<ControlsPanel>(); }
+
+}  // namespace attnscope

@@ -1,0 +1,72 @@
+#include "viewer/video_source.h"
+
+#include <chrono>
+#include <opencv2/imgproc.hpp>
+#include <opencv2/videoio.hpp>
+#include <stdexcept>
+
+namespace attnscope {
+
+struct VideoCaptureHolder {
+  cv::VideoCapture capture;
+};
+
+VideoSource::VideoSource(const std::string& source, std::function<void()> wake)
+    : source_(source), wake_(std::move(wake)), capture_(new VideoCaptureHolder) {
+  const std::string camera_prefix = "camera:";
+  if (source.rfind(camera_prefix, 0) == 0) {
+    int index = 0;
+    try {
+      index = std::stoi(source.substr(camera_prefix.size()));
+    } catch (const std::exception&) {
+      throw std::runtime_error("bad camera '" + source + "' (expected camera:N)");
+    }
+    capture_->capture.open(index);
+  } else {
+    capture_->capture.open(source);
+    const double fps = capture_->capture.get(cv::CAP_PROP_FPS);
+    frame_seconds_ = fps > 0 && fps < 1000 ? 1.0 / fps : 1.0 / 30.0;
+  }
+  if (!capture_->capture.isOpened()) throw std::runtime_error("cannot open video source " + source);
+  thread_ = std::thread([this] { read_loop(); });
+}
+
+VideoSource::~VideoSource() {
+  stopping_ = true;
+  thread_.join();
+}
+
+void VideoSource::read_loop() {
+  auto next = std::chrono::steady_clock::now();
+  while (!stopping_) {
+    cv::Mat bgr;
+    if (!capture_->capture.read(bgr) || bgr.empty()) break;
+    auto rgb = std::make_shared<cv::Mat>();
+    if (bgr.channels() == 1)
+      cv::cvtColor(bgr, *rgb, cv::COLOR_GRAY2RGB);
+    else
+      cv::cvtColor(bgr, *rgb, cv::COLOR_BGR2RGB);  // OpenCV decodes to BGR
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      newest_ = std::move(rgb);
+      ++newest_number_;
+    }
+    if (wake_) wake_();
+    if (frame_seconds_ > 0) {
+      next += std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(frame_seconds_));
+      std::this_thread::sleep_until(next);
+    }
+  }
+  finished_ = true;
+  if (wake_) wake_();
+}
+
+std::shared_ptr<const cv::Mat> VideoSource::take_newer(uint64_t& seen) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (newest_number_ == seen) return nullptr;
+  seen = newest_number_;
+  return newest_;
+}
+
+}  // namespace attnscope

@@ -1,0 +1,43 @@
+// Live input for the workbench: a camera or a video file read by OpenCV on its own thread, which
+// keeps only the newest frame (the inference worker then drops whatever it cannot keep up with).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <opencv2/core.hpp>
+
+namespace attnscope {
+
+class VideoSource {
+ public:
+  // `source`: a file path, or "camera:N". Throws std::runtime_error when it cannot be opened.
+  // `wake` is called from the reader thread when a new frame is there.
+  VideoSource(const std::string& source, std::function<void()> wake);
+  ~VideoSource();
+  VideoSource(const VideoSource&) = delete;
+  VideoSource& operator=(const VideoSource&) = delete;
+
+  // The newest RGB frame if it is newer than `seen` (updating it), else null.
+  std::shared_ptr<const cv::Mat> take_newer(uint64_t& seen);
+  const std::string& source() const { return source_; }
+  bool finished() const { return finished_; }
+
+ private:
+  void read_loop();
+  std::string source_;
+  std::function<void()> wake_;
+  mutable std::mutex mutex_;
+  std::shared_ptr<const cv::Mat> newest_;
+  uint64_t newest_number_ = 0;
+  std::atomic<bool> stopping_{false}, finished_{false};
+  double frame_seconds_ = 0.0;  // a file plays at its own rate; a camera paces itself
+  std::unique_ptr<struct VideoCaptureHolder> capture_;
+  std::thread thread_;
+};
+
+}  // namespace attnscope

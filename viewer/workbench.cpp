@@ -1,0 +1,278 @@
+#include "viewer/workbench.h"
+
+#include <GLFW/glfw3.h>
+#include <backends/imgui_impl_glfw.h>
+#include <backends/imgui_impl_opengl3.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include <torch/cuda.h>
+
+#include "core/assets.h"
+#include "core/atomic_file.h"
+#include "models/model_loader.h"
+#include "viewer/gl/frame.h"
+#include "viewer/panels/panel.h"
+
+namespace attnscope {
+
+namespace {
+
+std::string lower_extension(const std::string& path) {
+  std::string extension = std::filesystem::path(path).extension().string();
+  std::transform(extension.begin(), extension.end(), extension.begin(), [](unsigned char c) { return std::tolower(c); });
+  return extension;
+}
+
+void wake_main_thread() { glfwPostEmptyEvent(); }  // thread-safe in GLFW
+
+}  // namespace
+
+std::string default_model_path() {
+  for (const char* name : {"models/softmax.safetensors", "models/default.safetensors"}) {
+    try {
+      return asset_path(name);
+    } catch (const std::exception&) {
+    }
+  }
+  return "";
+}
+
+Workbench::Workbench(AppState initial, const WorkbenchOptions& workbench_options)
+    : state(std::move(initial)), options(workbench_options) {
+  if (state.model.empty()) state.model = default_model_path();
+  if (state.image.empty()) {
+    try {
+      state.image = asset_path("images/chelsea.png");
+    } catch (const std::exception& e) {
+      report_error(e.what());
+    }
+  }
+  devices = {"auto", "cpu"};
+  if (torch::cuda::is_available()) devices.push_back("cuda");
+  renderer = std::make_unique<gl::OverlayRenderer>();
+  worker_ = std::make_unique<InferenceWorker>(wake_main_thread);
+}
+
+Workbench::~Workbench() {
+  video.reset();
+  worker_.reset();  // joins before the GL objects go
+}
+
+void Workbench::report_error(const std::string& message) { error = message; }
+
+InferenceRequest Workbench::make_request() const {
+  InferenceRequest request;
+  request.model_path = state.model;
+  request.arch = state.arch;
+  request.device = state.device;
+  request.image_path = state.image;
+  if (video && frame_) {
+    request.frame = frame_;
+    request.frame_number = frame_number_;
+  }
+  request.resize = state.resize;
+  request.input_size = state.input_size;
+  request.panels = state.panel_settings();
+  request.layer = state.layer;
+  request.spectra = state.matrix;
+  return request;
+}
+
+void Workbench::update(float width, float height) {
+  // Live frames: only the newest counts; the worker's latest-wins slot drops the rest.
+  if (video) {
+    uint64_t seen = frame_number_;
+    if (auto frame = video->take_newer(seen)) {
+      frame_ = frame;
+      frame_number_ = seen;
+    }
+    if (video->finished() && !frame_) {
+      report_error("no frames from " + video->source());
+      video.reset();
+    }
+  }
+
+  const InferenceRequest request = make_request();
+  if (!has_last_request_ || !(request == last_request_)) {
+    last_request_ = request;
+    has_last_request_ = true;
+    if (!state.model.empty()) submitted_id = worker_->submit(request);
+  }
+  for (auto& finished : worker_->take_finished()) {
+    if (!finished->error.empty()) {
+      report_error(finished->error);
+      if (finished->request_id == submitted_id) last_finished_id = finished->request_id;
+      continue;
+    }
+    if (outcome && finished->request_id < outcome->request_id) continue;
+    outcome = finished;
+    last_finished_id = finished->request_id;
+    if (finished->request_id == submitted_id) error.clear();
+    image_texture.upload_rgb(outcome->input_rgb);
+    maps_key_.clear();
+  }
+  worker_busy = worker_->busy();
+  refresh_maps();
+
+  // Fixed layout: controls on the left, views in the middle, the matrix view on the right, status below.
+  const float status_height = 30.0f, sidebar_width = 370.0f;
+  const float matrix_width = state.matrix ? std::min(460.0f, width * 0.3f) : 0.0f;
+  layout.sidebar_pos = {0, 0};
+  layout.sidebar_size = {sidebar_width, height - status_height};
+  layout.views_pos = {sidebar_width, 0};
+  layout.views_size = {width - sidebar_width - matrix_width, height - status_height};
+  layout.matrix_pos = {width - matrix_width, 0};
+  layout.matrix_size = {matrix_width, height - status_height};
+  layout.status_pos = {0, height - status_height};
+  layout.status_size = {width, status_height};
+}
+
+void Workbench::refresh_maps() {
+  if (!outcome) return;
+  const TokenLayout& token_layout = outcome->layout;
+  const int heads = outcome->heads;
+  if (state.head >= heads) state.head = heads - 1;
+  try {
+    query_token = resolve_query(state.query, token_layout).token;
+  } catch (const std::invalid_argument& e) {
+    report_error(std::string(e.what()) + "; back to the class token");
+    state.query = "cls";
+    query_token = resolve_query(state.query, token_layout).token;
+  }
+  const std::string key = std::to_string(outcome->request_id) + "|" + std::to_string(query_token) + "|" + state.view +
+                          "|" + std::to_string(state.head) + "|" + to_string(state.colormap) + "|" +
+                          std::to_string(matrix_panel);
+  if (key == maps_key_) return;
+  maps_key_ = key;
+
+  const int grid = token_layout.patch_tokens(), prefix = token_layout.prefix_tokens();
+  maps.clear();
+  float vmin = std::numeric_limits<float>::max(), vmax = std::numeric_limits<float>::lowest();
+  for (size_t p = 0; p < outcome->panels.size(); ++p) {
+    const PanelMaps& panel = outcome->panels[p];
+    std::vector<int> shown;
+    if (state.view == "heads")
+      for (int h = 0; h < heads; ++h) shown.push_back(h);
+    else
+      shown.push_back(state.view == "mean" ? -1 : state.head);
+    std::vector<PatchMap> panel_maps;
+    for (int head : shown) {
+      PatchMap map;
+      map.panel = int(p);
+      map.head = head;
+      map.values.assign(size_t(grid), 0.0f);
+      for (int h = head < 0 ? 0 : head; h < (head < 0 ? heads : head + 1); ++h) {
+        const float* row = panel.row(h, query_token) + prefix;
+        for (int i = 0; i < grid; ++i) map.values[size_t(i)] += row[i] / float(head < 0 ? heads : 1);
+      }
+      for (float v : map.values) {
+        vmin = std::min(vmin, v);
+        vmax = std::max(vmax, v);
+      }
+      map.texture.upload_scalar(map.values.data(), token_layout.grid_w, token_layout.grid_h);
+      panel_maps.push_back(std::move(map));
+    }
+    maps.push_back(std::move(panel_maps));
+  }
+  // One colour scale over every visible map, so panels and heads compare by colour.
+  scale.colormap = state.colormap;
+  scale.vmin = vmin;
+  scale.vmax = vmax > vmin ? vmax : vmin + 1e-6f;
+
+  matrix_panel = std::clamp(matrix_panel, 0, int(outcome->panels.size()) - 1);
+  const int tokens = outcome->panels[size_t(matrix_panel)].tokens;
+  matrix_texture.upload_scalar(outcome->panels[size_t(matrix_panel)].matrix(state.head), tokens, tokens);
+}
+
+void Workbench::open_file(FileKind kind, const std::string& path) {
+  if (path.empty()) return;
+  if (!std::filesystem::exists(path)) {
+    report_error("no such file: " + path);
+    return;
+  }
+  switch (kind) {
+    case FileKind::Model:
+      state.model = path;
+      break;
+    case FileKind::Image:
+      stop_video();
+      state.image = path;
+      break;
+    case FileKind::Video:
+      try {
+        video = std::make_unique<VideoSource>(path, wake_main_thread);
+        frame_.reset();
+      } catch (const std::exception& e) {
+        report_error(e.what());
+      }
+      break;
+    case FileKind::Session:
+      load_session(path);
+      break;
+  }
+}
+
+void Workbench::open_dropped(const std::string& path) {
+  const std::string extension = lower_extension(path);
+  if (extension == ".safetensors" || extension == ".pth" || extension == ".pt" || extension == ".bin")
+    open_file(FileKind::Model, path);
+  else if (extension == ".json")
+    open_file(FileKind::Session, path);
+  else if (extension == ".mp4" || extension == ".avi" || extension == ".mov" || extension == ".mkv" ||
+           extension == ".webm")
+    open_file(FileKind::Video, path);
+  else
+    open_file(FileKind::Image, path);
+}
+
+void Workbench::open_camera(int index) {
+  try {
+    video = std::make_unique<VideoSource>("camera:" + std::to_string(index), wake_main_thread);
+    frame_.reset();
+  } catch (const std::exception& e) {
+    report_error(e.what());
+  }
+}
+
+void Workbench::stop_video() {
+  video.reset();
+  frame_.reset();
+}
+
+void Workbench::save_session(const std::string& path) {
+  try {
+    const nlohmann::json json = to_json(state);
+    write_file_atomically(path, [&](std::ostream& out) { out << json.dump(2) << "\n"; });
+    options.session_path = path;
+    info = "saved session " + path;
+  } catch (const std::exception& e) {
+    report_error(e.what());
+  }
+}
+
+void Workbench::load_session(const std::string& path) {
+  try {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error("cannot read session file " + path);
+    const auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (json.is_discarded()) throw std::runtime_error("session file " + path + " is not valid JSON");
+    AppState loaded;  // applied to a fresh state, so a bad key leaves the current one untouched
+    apply_json(loaded, json);
+    if (loaded.model.empty()) loaded.model = default_model_path();
+    if (loaded.image.empty()) loaded.image = state.image;
+    stop_video();
+    state = loaded;
+    options.session_path = path;
+    info = "loaded session " + path;
+  } catch (const std::exception& e) {
+    report_error(e.what());
+  }
+}
+
+}  // namespace attnscope
