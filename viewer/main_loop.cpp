@@ -9,6 +9,7 @@
 #include <cfloat>
 #include <chrono>
 #include <iostream>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
@@ -156,9 +157,18 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
     const bool headless = options.frames > 0 || options.bench_changes > 0;
     int settled_frames = 0, redraw_frames = 3;
     const auto started = Clock::now();
+    auto last_frame_start = started;
 
     while (!glfwWindowShouldClose(window)) {
-      if (headless || redraw_frames > 0) {
+      if (headless) {
+        // A display's vsync paces interactive frames at 60 Hz; Xvfb has none, so pace here, and
+        // sleep outright while a screenshot run waits for its result: the worker gets the CPU.
+        std::this_thread::sleep_until(last_frame_start + std::chrono::microseconds(16667));
+        if (options.frames > 0 && !bench.settled())
+          glfwWaitEventsTimeout(0.1);
+        else
+          glfwPollEvents();
+      } else if (redraw_frames > 0) {
         glfwPollEvents();
         --redraw_frames;
       } else if (bench.video || bench.worker_busy) {
@@ -169,6 +179,7 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
         redraw_frames = 2;  // ImGui settles hover and focus over a couple of frames
       }
       const auto frame_start = Clock::now();
+      last_frame_start = frame_start;
       const bool was_running = bench.worker_busy;
       if (timing.changes) timing.before_update(bench);
 

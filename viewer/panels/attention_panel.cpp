@@ -115,7 +115,7 @@ struct AttentionPanel : Panel {
         }
       }
     }
-    draw_colorbar(bench, ImVec2(origin.x, origin.y + area.y + 6), std::min(area.x, 520.0f));
+    draw_colorbar(bench, ImVec2(origin.x, origin.y + area.y + 6), std::min(area.x * 0.55f, 520.0f));
     ImGui::End();
   }
 
@@ -132,9 +132,11 @@ struct AttentionPanel : Panel {
     }();
     ImGui::SameLine(width - ImGui::CalcTextSize(right.c_str()).x);
     ImGui::TextUnformatted(right.c_str());
-    ImGui::SetCursorScreenPos(ImVec2(pos.x + width + 12, pos.y));
-    ImGui::Text("%s, one scale for every view; layer %d, query %s", to_string(bench.scale.colormap).c_str(),
-                bench.outcome->layer, bench.outcome->layout.token_name(bench.query_token).c_str());
+    ImGui::SetCursorScreenPos(ImVec2(pos.x + width + 16, pos.y));
+    ImGui::Text("%s: one scale for every view", to_string(bench.scale.colormap).c_str());
+    ImGui::SetCursorScreenPos(ImVec2(pos.x + width + 16, pos.y + 20));
+    ImGui::TextDisabled("layer %d, query %s", bench.outcome->layer,
+                        bench.outcome->layout.token_name(bench.query_token).c_str());
   }
 };
 

@@ -70,7 +70,7 @@ struct ControlsPanel : Panel {
       return;
     }
     const InferenceOutcome* outcome = bench.outcome.get();
-    ImGui::PushItemWidth(-110);
+    ImGui::PushItemWidth(190);  // leaves room for the label and a small button on the right
 
     if (ImGui::CollapsingHeader("Model and input", ImGuiTreeNodeFlags_DefaultOpen)) {
       bool open_browser = false;
@@ -116,19 +116,25 @@ struct ControlsPanel : Panel {
       if (ImGui::SliderFloat("p (focused)", &p, 1.0f, 10.0f, "%.2f")) state.attention.p = p;
       const int grid = outcome ? std::max(outcome->layout.grid_h, outcome->layout.grid_w) : 14;
       int window = state.attention.window > 0 ? state.attention.window : std::min(kDefaultWindow, grid);
-      if (ImGui::SliderInt("window", &window, 1, grid)) state.attention.window = window;
+      if (ImGui::SliderInt("window", &window, 1, grid, state.attention.window ? "%d" : "global"))
+        state.attention.window = window;
       ImGui::SameLine();
       if (ImGui::SmallButton("global")) state.attention.window = 0;
       const int patches = outcome ? outcome->layout.patch_tokens() : 196;
       int anchors = state.attention.anchors > 0 ? state.attention.anchors : std::min(30, patches);
-      if (ImGui::SliderInt("anchors", &anchors, 1, patches)) state.attention.anchors = anchors;
+      if (ImGui::SliderInt("anchors", &anchors, 1, patches, state.attention.anchors ? "%d" : "default"))
+        state.attention.anchors = anchors;
       ImGui::SameLine();
       if (ImGui::SmallButton("default")) state.attention.anchors = 0;
       ImGui::Checkbox("depthwise conv (DWC)", &state.attention.dwc);
       bool per_head = state.attention.norm == FocusNorm::PerHead;
       if (ImGui::Checkbox("f_p norms per head", &per_head))
         state.attention.norm = per_head ? FocusNorm::PerHead : FocusNorm::AllChannels;
-      ImGui::TextDisabled("window 0 = global (window variant: %d); anchors 0 = learned or 30", kDefaultWindow);
+      ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+      ImGui::TextWrapped("window: %s; anchors: %s",
+                         state.attention.window ? "in patches" : "global (the window variant uses 7)",
+                         state.attention.anchors ? "in use" : "the learned ones, or 30 pooled from K");
+      ImGui::PopStyleColor();
     }
 
     if (ImGui::CollapsingHeader("Selection", ImGuiTreeNodeFlags_DefaultOpen)) {

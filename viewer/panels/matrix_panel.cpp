@@ -31,7 +31,7 @@ struct MatrixPanel : Panel {
     const int panel_index = std::clamp(bench.matrix_panel, 0, int(outcome->panels.size()) - 1);
     const PanelMaps& panel = outcome->panels[size_t(panel_index)];
     const int head = std::min(bench.state.head, outcome->heads - 1);
-    ImGui::Text("%s, layer %d, head %d", panel.description.c_str(), outcome->layer, head);
+    ImGui::TextWrapped("%s, layer %d, head %d", panel.description.c_str(), outcome->layer, head);
 
     // The matrix on its own scale (its rows, not the patch maps, set the range).
     const float* matrix = panel.matrix(head);
