@@ -12,11 +12,12 @@
 #include <thread>
 #include <nlohmann/json.hpp>
 
+#include "core/assets.h"
 #include "core/atomic_file.h"
 #include "core/colormap.h"
-#include "models/inference.h"
 #include "models/model_loader.h"
 #include "viewer/gl/frame.h"
+#include "viewer/gui_benchmark.h"
 #include "viewer/panels/panel.h"
 #include "viewer/workbench.h"
 
@@ -28,19 +29,6 @@ using Clock = std::chrono::steady_clock;
 
 double milliseconds_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-double percentile(std::vector<double> values, double fraction) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  return values[std::min(values.size() - 1, size_t(fraction * double(values.size())))];
 }
 
 void write_screenshot(const Workbench& bench, const std::string& path, int width, int height) {
@@ -64,60 +52,16 @@ void write_screenshot(const Workbench& bench, const std::string& path, int width
   write_file_atomically(path + ".json", [&](std::ostream& out) { out << about.dump(2) << "\n"; });
 }
 
-// Median of a plain forward pass (with capture) of the state's model and image, on this thread.
-double standalone_forward_ms(const AppState& state, int repeats) {
-  LoadedModel model = load_model(state.model, ArchOverrides::parse(state.arch), resolve_device(state.device));
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state, model.arch);
-  std::vector<double> times;
-  run_inference(model, prepared, state.attention);  // warm-up
-  for (int i = 0; i < repeats; ++i) times.push_back(run_inference(model, prepared, state.attention).milliseconds);
-  return median(times);
-}
-
 }  // namespace
-
-// The benchmark's bookkeeping: it changes p like a slider would, then times until the frame that
-// shows the new result has been executed by the GPU.
-struct WorkbenchBench {
-  int changes = 0;
-  int done = 0;
-  bool waiting = false;
-  uint64_t awaited_id = 0;
-  Clock::time_point changed_at;
-  std::vector<double> latencies, worker_forwards, frames_while_running, frames_idle;
-
-  // Before the frame's update: applies the next change once the previous one is on screen.
-  void before_update(Workbench& bench) {
-    if (waiting || done >= changes || !bench.settled() || !bench.outcome) return;
-    bench.state.attention.p = done % 2 ? 3.0 : 4.0;  // alternating values: every change needs a forward
-    changed_at = Clock::now();
-    waiting = true;
-  }
-  void after_update(Workbench& bench) {
-    if (waiting && !awaited_id) awaited_id = bench.submitted_id;
-  }
-  // After the frame was swapped and finished.
-  void after_frame(Workbench& bench, double frame_ms, bool was_running) {
-    (was_running ? frames_while_running : frames_idle).push_back(frame_ms);
-    if (waiting && bench.outcome && bench.outcome->request_id == awaited_id) {
-      latencies.push_back(milliseconds_since(changed_at));
-      worker_forwards.push_back(bench.outcome->panels.front().forward_ms);
-      waiting = false;
-      awaited_id = 0;
-      ++done;
-    }
-  }
-  bool finished() const { return done >= changes; }
-};
 
 int run_workbench(AppState state, const WorkbenchOptions& options) {
   configure_threads();
-  double baseline_forward = 0.0;
+  std::unique_ptr<GuiBenchmark> timing;
   if (options.bench_changes > 0) {
     if (state.model.empty()) state.model = default_model_path();
     if (state.model.empty()) throw std::invalid_argument("the benchmark needs --model (no bundled model found)");
-    if (state.image.empty()) throw std::invalid_argument("the benchmark needs --image");
-    baseline_forward = standalone_forward_ms(state, 20);
+    if (state.image.empty()) state.image = asset_path("images/chelsea.png");
+    timing = std::make_unique<GuiBenchmark>(state, options.bench_changes);
   }
 
   glfwSetErrorCallback([](int code, const char* text) { std::cerr << "glfw error " << code << ": " << text << "\n"; });
@@ -152,8 +96,6 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       for (int i = 0; i < count; ++i) target->open_dropped(paths[i]);
     });
     std::vector<std::unique_ptr<Panel>> panels = make_panels();
-    WorkbenchBench timing;
-    timing.changes = options.bench_changes;
     const bool headless = options.frames > 0 || options.bench_changes > 0;
     int settled_frames = 0, redraw_frames = 3;
     const auto started = Clock::now();
@@ -161,11 +103,14 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
 
     while (!glfwWindowShouldClose(window)) {
       if (headless) {
-        // A display's vsync paces interactive frames at 60 Hz; Xvfb has none, so pace here, and
-        // sleep outright while a screenshot run waits for its result: the worker gets the CPU.
-        std::this_thread::sleep_until(last_frame_start + std::chrono::microseconds(16667));
+        // Like a display's vsync, at most one frame per 16.7 ms (Xvfb has none), but a finished
+        // result wakes the loop at once; a screenshot run sleeps until its result is in.
+        const double until_next_frame =
+            std::chrono::duration<double>(last_frame_start + std::chrono::microseconds(16667) - Clock::now()).count();
         if (options.frames > 0 && !bench.settled())
           glfwWaitEventsTimeout(0.1);
+        else if (until_next_frame > 0 && !bench.result_waiting())
+          glfwWaitEventsTimeout(until_next_frame);
         else
           glfwPollEvents();
       } else if (redraw_frames > 0) {
@@ -178,10 +123,11 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
         glfwWaitEvents();  // idle: no CPU until something happens
         redraw_frames = 2;  // ImGui settles hover and focus over a couple of frames
       }
+      if (timing) timing->between_frames(bench);
       const auto frame_start = Clock::now();
       last_frame_start = frame_start;
       const bool was_running = bench.worker_busy;
-      if (timing.changes) timing.before_update(bench);
+      if (timing) timing->before_update(bench);
 
       int width = 0, height = 0;
       glfwGetFramebufferSize(window, &width, &height);
@@ -193,10 +139,11 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       ImGui::NewFrame();
       const ImVec2 display = ImGui::GetIO().DisplaySize;
       bench.update(display.x, display.y);
-      if (timing.changes) timing.after_update(bench);
+      if (timing) timing->after_update(bench);
       bench.drawn_views.clear();
       for (auto& panel : panels) panel->draw(bench);
       ImGui::Render();
+      const double cpu_ms = milliseconds_since(frame_start);
       gl::clear_frame(width, height, 0.08f, 0.08f, 0.09f);
       ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
 
@@ -213,10 +160,10 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
         }
       }
       glfwSwapBuffers(window);
-      if (timing.changes) {
+      if (timing) {
         gl::finish();
-        timing.after_frame(bench, milliseconds_since(frame_start), was_running);
-        if (timing.finished()) break;
+        timing->after_frame(bench, milliseconds_since(frame_start), cpu_ms, was_running);
+        if (timing->finished()) break;
         if (!bench.error.empty() && !bench.outcome) {
           std::cerr << "attnscope gui: " << bench.error << "\n";
           exit_code = 1;
@@ -224,22 +171,7 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
         }
       }
     }
-    if (timing.changes && timing.finished()) {
-      const double latency = median(timing.latencies);
-      const double worker_forward = median(timing.worker_forwards);
-      std::cout << "gui benchmark: " << timing.changes << " slider changes of p on " << bench.outcome->model_family
-                << ", " << bench.outcome->layout.grid_h << "x" << bench.outcome->layout.grid_w << " grid, "
-                << bench.outcome->panels.size() << " panel(s), device " << bench.outcome->device << "\n"
-                << "  one forward pass (standalone, median of 20): " << baseline_forward << " ms\n"
-                << "  forward inside the worker (median):          " << worker_forward << " ms\n"
-                << "  slider change -> updated pixels (median):    " << latency << " ms  ("
-                << latency / baseline_forward << " x one forward; target <= 1.2)\n"
-                << "  frame time while inference runs: median " << median(timing.frames_while_running)
-                << " ms, p95 " << percentile(timing.frames_while_running, 0.95) << " ms over "
-                << timing.frames_while_running.size() << " frames (target <= 16 ms)\n"
-                << "  frame time idle: median " << median(timing.frames_idle) << " ms over "
-                << timing.frames_idle.size() << " frames\n";
-    }
+    if (timing && timing->finished()) timing->report(std::cout, bench);
     panels.clear();
   }
   ImGui_ImplOpenGL3_Shutdown();

@@ -64,6 +64,8 @@ Workbench::~Workbench() {
   worker_.reset();  // joins before the GL objects go
 }
 
+bool Workbench::result_waiting() const { return worker_->has_finished(); }
+
 void Workbench::report_error(const std::string& message) { error = message; }
 
 InferenceRequest Workbench::make_request() const {

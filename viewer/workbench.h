@@ -82,6 +82,8 @@ class Workbench {
   uint64_t submitted_id = 0;
   uint64_t last_finished_id = 0;  // the newest request answered (with a result or an error)
   // Whether what is on screen answers the current state (nothing is pending).
+  // Whether the worker has finished something not yet taken (checked without taking it).
+  bool result_waiting() const;
   bool settled() const { return state.model.empty() || (last_finished_id == submitted_id && !worker_busy); }
   bool worker_busy = false;
 

@@ -1,5 +1,6 @@
 #include "viewer/gl/overlay_renderer.h"
 
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -62,6 +63,7 @@ RenderTarget& RenderTarget::operator=(RenderTarget&& other) noexcept {
   std::swap(texture_, other.texture_);
   std::swap(width_, other.width_);
   std::swap(height_, other.height_);
+  std::swap(content_, other.content_);
   return *this;
 }
 
@@ -86,6 +88,7 @@ void RenderTarget::resize(int width, int height) {
   if (status != GL_FRAMEBUFFER_COMPLETE) throw std::runtime_error("offscreen framebuffer is incomplete");
   width_ = width;
   height_ = height;
+  content_.clear();
 }
 
 OverlayRenderer::OverlayRenderer() {
@@ -112,6 +115,13 @@ const Texture& OverlayRenderer::colormap_table(Colormap colormap) {
 void OverlayRenderer::render(RenderTarget& target, const Texture* image, const Texture& values,
                              const ColorScale& scale, float opacity) {
   const Texture& table = colormap_table(scale.colormap);
+  char content[160];  // exact (hex) floats: a tiny change of scale must re-render
+  std::snprintf(content, sizeof(content), "%llu|%llu|%d|%a|%a|%a",
+                static_cast<unsigned long long>(image ? image->version() : 0),
+                static_cast<unsigned long long>(values.version()), int(scale.colormap), double(scale.vmin),
+                double(scale.vmax), double(opacity));
+  if (content == target.content_) return;
+  target.content_ = content;
   GLint previous_framebuffer = 0, previous_program = 0, previous_vertex_array = 0, previous_texture = 0;
   GLint previous_active = 0, viewport[4] = {};
   glGetIntegerv(GL_FRAMEBUFFER_BINDING, &previous_framebuffer);

@@ -5,6 +5,7 @@
 #include <imgui.h>
 
 #include <map>
+#include <string>
 
 #include "core/colormap.h"
 #include "viewer/gl/texture.h"
@@ -30,6 +31,8 @@ class RenderTarget {
  private:
   unsigned framebuffer_ = 0, texture_ = 0;
   int width_ = 0, height_ = 0;
+  std::string content_;  // what was last rendered into it
+  friend class OverlayRenderer;
 };
 
 struct ColorScale {
@@ -44,7 +47,8 @@ class OverlayRenderer {
   OverlayRenderer(const OverlayRenderer&) = delete;
   OverlayRenderer& operator=(const OverlayRenderer&) = delete;
 
-  // Renders `values` coloured over `image` (or alone when image is null) into `target` at its size.
+  // Renders `values` coloured over `image` (or alone when image is null) into `target` at its size;
+  // skipped when the target already shows exactly these inputs (frames cost nothing when idle).
   void render(RenderTarget& target, const Texture* image, const Texture& values, const ColorScale& scale,
               float opacity);
 

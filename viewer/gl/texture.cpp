@@ -7,6 +7,13 @@
 
 namespace attnscope::gl {
 
+namespace {
+uint64_t next_version() {
+  static uint64_t counter = 0;  // textures live on the main thread only
+  return ++counter;
+}
+}  // namespace
+
 Texture::~Texture() {
   if (name_) glDeleteTextures(1, &name_);
 }
@@ -18,6 +25,7 @@ Texture& Texture::operator=(Texture&& other) noexcept {
   std::swap(width_, other.width_);
   std::swap(height_, other.height_);
   std::swap(internal_format_, other.internal_format_);
+  std::swap(version_, other.version_);
   return *this;
 }
 
@@ -31,6 +39,7 @@ void Texture::ensure(int width, int height, int internal_format, int filter) {
   width_ = width;
   height_ = height;
   internal_format_ = internal_format;
+  version_ = next_version();
 }
 
 void Texture::upload_rgb(const cv::Mat& rgb) {

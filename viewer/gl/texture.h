@@ -4,6 +4,7 @@
 
 #include <imgui.h>
 
+#include <cstdint>
 #include <opencv2/core.hpp>
 
 namespace attnscope::gl {
@@ -26,12 +27,15 @@ class Texture {
   int width() const { return width_; }
   int height() const { return height_; }
   unsigned name() const { return name_; }
+  // Changes with every upload (unique across textures), so views can tell when to re-render.
+  uint64_t version() const { return version_; }
   ImTextureID imgui_id() const { return reinterpret_cast<ImTextureID>(static_cast<intptr_t>(name_)); }
 
  private:
   void ensure(int width, int height, int internal_format, int filter);
   unsigned name_ = 0;
   int width_ = 0, height_ = 0, internal_format_ = 0;
+  uint64_t version_ = 0;
 };
 
 }  // namespace attnscope::gl

@@ -1,0 +1,129 @@
+#include "viewer/gui_benchmark.h"
+
+#include <algorithm>
+#include <exception>
+
+#include "models/inference.h"
+#include "viewer/workbench.h"
+
+namespace attnscope {
+
+namespace {
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+double percentile(std::vector<double> values, double fraction) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  return values[std::min(values.size() - 1, size_t(fraction * double(values.size())))];
+}
+
+}  // namespace
+
+GuiBenchmark::GuiBenchmark(const AppState& state, int changes) : changes_(changes), state_(state) {
+  model_.emplace(load_model(state.model, ArchOverrides::parse(state.arch), resolve_device(state.device)));
+  prepared_ = prepare_model_input(load_image_rgb(state.image), state, model_->arch);
+}
+
+GuiBenchmark::~GuiBenchmark() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (runner_.joinable()) runner_.join();
+}
+
+double GuiBenchmark::baseline_forward_ms() {
+  if (!runner_.joinable())
+    runner_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(mutex_);
+      for (;;) {
+        changed_.wait(lock, [&] { return stopping_ || job_; });
+        if (stopping_) return;
+        job_();
+        job_ = nullptr;
+        changed_.notify_all();
+      }
+    });
+  double milliseconds = 0.0;
+  std::exception_ptr failure;
+  std::unique_lock<std::mutex> lock(mutex_);
+  job_ = [&] {
+    try {
+      AttentionSettings settings = state_.attention;
+      settings.p = done_ % 2 ? 3.0 : 4.0;  // the value this round's change sets
+      milliseconds = run_inference(*model_, prepared_, settings).milliseconds;
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  };
+  changed_.notify_all();
+  changed_.wait(lock, [&] { return !job_; });
+  if (failure) std::rethrow_exception(failure);
+  return milliseconds;
+}
+
+void GuiBenchmark::between_frames(Workbench& bench) {
+  if (baseline_taken_ || waiting_ || finished() || !bench.settled() || !bench.outcome) return;
+  if (baselines_.empty()) baseline_forward_ms();  // warm-up
+  baselines_.push_back(baseline_forward_ms());
+  baseline_taken_ = true;
+}
+
+void GuiBenchmark::before_update(Workbench& bench) {
+  if (!baseline_taken_ || waiting_ || finished()) return;
+  bench.state.attention.p = done_ % 2 ? 3.0 : 4.0;  // alternating values: every change needs a forward
+  changed_at_ = Clock::now();
+  waiting_ = true;
+}
+
+void GuiBenchmark::after_update(Workbench& bench) {
+  if (waiting_ && !awaited_id_) awaited_id_ = bench.submitted_id;
+}
+
+void GuiBenchmark::after_frame(Workbench& bench, double frame_ms, double cpu_ms, bool was_running) {
+  if (was_running) {
+    frames_running_.push_back(frame_ms);
+    frames_running_cpu_.push_back(cpu_ms);
+  } else {
+    frames_idle_.push_back(frame_ms);
+  }
+  if (!waiting_ || !bench.outcome || bench.outcome->request_id != awaited_id_) return;
+  const double latency = std::chrono::duration<double, std::milli>(Clock::now() - changed_at_).count();
+  latencies_.push_back(latency);
+  ratios_.push_back(latency / baselines_.back());
+  worker_forwards_.push_back(bench.outcome->panels.front().forward_ms);
+  gui_side_.push_back(latency - bench.outcome->total_ms);
+  waiting_ = false;
+  baseline_taken_ = false;
+  awaited_id_ = 0;
+  ++done_;
+}
+
+void GuiBenchmark::report(std::ostream& out, const Workbench& bench) const {
+  const InferenceOutcome& outcome = *bench.outcome;
+  out << "gui benchmark: " << changes_ << " rounds of one p change, " << outcome.panels.front().description << " on "
+      << outcome.model_family << " (" << outcome.depth << " blocks, " << outcome.heads << " heads, "
+      << outcome.layout.grid_h << "x" << outcome.layout.grid_w << " grid), " << outcome.panels.size()
+      << " panel(s), device " << outcome.device << ", window " << bench.options.width << "x" << bench.options.height
+      << "\n"
+      << "  one forward pass (plain, one per round, median):   " << median(baselines_) << " ms\n"
+      << "  the worker's forward for the change (median):      " << median(worker_forwards_) << " ms\n"
+      << "  slider change -> updated pixels (median):          " << median(latencies_) << " ms\n"
+      << "  ratio to one forward (median over rounds):         " << median(ratios_) << " x (target <= 1.2)\n"
+      << "  of the latency, after the worker's result (median): " << median(gui_side_)
+      << " ms (wake, upload, render, glFinish)\n"
+      << "  frame time while inference runs: median " << median(frames_running_) << " ms, p95 "
+      << percentile(frames_running_, 0.95) << " ms over " << frames_running_.size()
+      << " frames (target <= 16 ms); CPU part (ImGui, uploads) median " << median(frames_running_cpu_)
+      << " ms, the rest GL rendering to glFinish\n"
+      << "  frame time idle: median " << median(frames_idle_) << " ms over " << frames_idle_.size() << " frames\n";
+}
+
+}  // namespace attnscope

@@ -1,0 +1,59 @@
+// The workbench's latency benchmark (`attnscope gui --bench N`): in N rounds it times one plain
+// forward pass, then changes p as a slider would and times until the frame showing the new result
+// has been drawn and finished by GL; it also records frame times while inference runs.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <ostream>
+#include <vector>
+
+#include <opencv2/core.hpp>
+
+#include "core/app_state.h"
+#include "models/model_loader.h"
+
+namespace attnscope {
+
+class Workbench;
+
+class GuiBenchmark {
+ public:
+  GuiBenchmark(const AppState& state, int changes);  // loads its own copy of the model for the baseline
+  ~GuiBenchmark();
+
+  void between_frames(Workbench& bench);  // a round's baseline forward, outside any timed frame
+  void before_update(Workbench& bench);   // the round's change, once the previous one is on screen
+  void after_update(Workbench& bench);
+  void after_frame(Workbench& bench, double frame_ms, double cpu_ms, bool was_running);
+  bool finished() const { return done_ >= changes_; }
+  void report(std::ostream& out, const Workbench& bench) const;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  double baseline_forward_ms();
+
+  int changes_ = 0, done_ = 0;
+  bool baseline_taken_ = false, waiting_ = false;
+  uint64_t awaited_id_ = 0;
+  Clock::time_point changed_at_;
+  AppState state_;
+  std::optional<LoadedModel> model_;
+  cv::Mat prepared_;
+  std::vector<double> baselines_, latencies_, ratios_, worker_forwards_, gui_side_;
+  std::vector<double> frames_running_, frames_running_cpu_, frames_idle_;
+
+  // One long-lived thread runs the baseline forwards, as the worker's one thread runs its own
+  // (LibTorch's intra-op pool and allocator caches are per thread: a fresh thread runs cold).
+  std::thread runner_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::function<void()> job_;
+  bool stopping_ = false;
+};
+
+}  // namespace attnscope
