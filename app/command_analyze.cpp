@@ -102,9 +102,16 @@ Loaded load_inputs(const Context& context) {
   loaded.model = load_model(state.model, ArchOverrides::parse(state.arch), resolve_device(state.device));
   cv::Mat rgb, mask;
   if (!seed_text.empty()) {
-    const int seed = parse_int_option("glyph-seed", seed_text);
-    if (seed < 0) throw std::invalid_argument("--glyph-seed must be >= 0");
-    GlyphSample sample = make_glyph_sample(uint64_t(seed));
+    uint64_t seed = 0;
+    size_t used = 0;
+    try {
+      seed = std::stoull(seed_text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != seed_text.size() || seed_text.find('-') != std::string::npos)
+      throw std::invalid_argument("--glyph-seed expects a non-negative integer, got '" + seed_text + "'");
+    GlyphSample sample = make_glyph_sample(seed);
     rgb = sample.rgb;
     cv::cvtColor(sample.mask, mask, cv::COLOR_GRAY2RGB);
   } else {
