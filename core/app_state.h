@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "analysis/head_fusion.h"
 #include "core/colormap.h"
 #include "core/image.h"
 #include "models/attention_settings.h"
@@ -36,6 +37,13 @@ struct AppState {
 
   // Settings of every panel: the shared knobs (p, window, anchors, dwc, norm) with each panel's variant.
   std::vector<AttentionSettings> panel_settings() const;
+
+  // Analyses.
+  int target_class = -1;                          // Grad-CAM class, -1: the top-1 class
+  std::string gradcam_layer = "blocks.-1.norm1";  // a ForwardHook point (see analysis/gradcam.h)
+  HeadFusion fusion = HeadFusion::Mean;           // rollout head fusion
+  double discard = 0.0;                           // rollout discard ratio
+  std::string box;                                // "R0,C0,R1,C1" patches (end-exclusive), empty: none
 };
 
 // The views `view` accepts, in UI order.

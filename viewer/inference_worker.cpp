@@ -79,6 +79,11 @@ std::vector<std::shared_ptr<const InferenceOutcome>> InferenceWorker::take_finis
   return std::exchange(finished_, {});
 }
 
+bool InferenceWorker::has_finished() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !finished_.empty();
+}
+
 bool InferenceWorker::busy() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return running_ || pending_.has_value();

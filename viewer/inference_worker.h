@@ -88,6 +88,8 @@ class InferenceWorker {
   uint64_t submit(InferenceRequest request);
   // Results finished since the last call, oldest first.
   std::vector<std::shared_ptr<const InferenceOutcome>> take_finished();
+  // Whether a finished result waits to be taken (without taking it).
+  bool has_finished() const;
   // True while a request is pending or running.
   bool busy() const;
 
