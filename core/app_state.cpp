@@ -168,13 +168,15 @@ std::vector<OptionSpec> make_options() {
                        s.opacity = a;
                      },
                      [](const AppState& s) { return format_double(s.opacity); }});
-  options.push_back({"matrix", "on|off", "show the attention matrix with its spectrum and rank",
+  options.push_back({"analysis", "NAME", "the analysis view: none, matrix (spectrum, rank), gradcam or focus (f_p)",
                      [](AppState& s, const std::string& v) {
-                       if (v != "on" && v != "off" && v != "true" && v != "false")
-                         throw std::invalid_argument("--matrix expects on or off, got '" + v + "'");
-                       s.matrix = v == "on" || v == "true";
+                       const auto& names = analysis_names();
+                       if (std::find(names.begin(), names.end(), v) == names.end())
+                         throw std::invalid_argument("--analysis expects none, matrix, gradcam or focus, got '" + v +
+                                                     "'");
+                       s.analysis = v;
                      },
-                     [](const AppState& s) { return std::string(s.matrix ? "on" : "off"); }});
+                     [](const AppState& s) { return s.analysis; }});
   options.push_back({"class", "C", "Grad-CAM target class (-1: the top-1 class)",
                      [](AppState& s, const std::string& v) {
                        const int c = parse_int_option("class", v);
@@ -215,6 +217,11 @@ std::vector<OptionSpec> make_options() {
 
 const std::vector<std::string>& view_names() {
   static const std::vector<std::string> names = {"head", "mean", "heads"};
+  return names;
+}
+
+const std::vector<std::string>& analysis_names() {
+  static const std::vector<std::string> names = {"none", "matrix", "gradcam", "focus"};
   return names;
 }
 

@@ -33,7 +33,7 @@ struct AppState {
   std::string view = "head";     // "head": the selected head, "mean": mean over heads, "heads": all heads
   Colormap colormap = Colormap::Viridis;
   double opacity = 0.6;  // of the attention map over the image
-  bool matrix = false;   // the matrix, spectrum and rank view
+  std::string analysis = "none";  // the analysis view: none, matrix (with spectrum and rank), gradcam, focus (f_p)
 
   // Settings of every panel: the shared knobs (p, window, anchors, dwc, norm) with each panel's variant.
   std::vector<AttentionSettings> panel_settings() const;
@@ -46,8 +46,9 @@ struct AppState {
   std::string box;                                // "R0,C0,R1,C1" patches (end-exclusive), empty: none
 };
 
-// The views `view` accepts, in UI order.
+// The values `view` and `analysis` accept, in UI order.
 const std::vector<std::string>& view_names();
+const std::vector<std::string>& analysis_names();
 constexpr int kMaxPanels = 4;
 
 // One option: its flag name, help, and how it reads and writes the state (as text).

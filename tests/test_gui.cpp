@@ -12,6 +12,7 @@
 
 #include "core/app_state.h"
 #include "core/assets.h"
+#include "analysis/gradcam.h"
 #include "core/image.h"
 #include "models/inference.h"
 
@@ -161,6 +162,40 @@ TEST_F(GuiTest, SideBySidePanelsShowTheirOwnVariantOnOneScale) {
   EXPECT_GT(differing, 10);
 }
 
+TEST_F(GuiTest, GradCamViewShowsTheEnginesMap) {
+  nlohmann::json session = base_session();
+  session["variant"] = "softmax";
+  session["analysis"] = "gradcam";
+  session["class"] = 3;
+  ASSERT_EQ(run_gui(session), 0) << log();
+  const cv::Mat shot_bgr = cv::imread(shot());
+  ASSERT_FALSE(shot_bgr.empty()) << log();
+  const nlohmann::json info = shot_info();
+  EXPECT_EQ(info["error"], "");
+  const nlohmann::json* cam_view = nullptr;
+  for (const auto& view : info["views"])
+    if (view["panel"] == -1) cam_view = &view;
+  ASSERT_NE(cam_view, nullptr) << info.dump();
+
+  AppState state;
+  apply_json(state, session);
+  LoadedModel model = load_model(kModel, ArchOverrides::parse("heads=2"), torch::kCPU);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state, model.arch);
+  GradCamOptions options;
+  options.target_class = 3;
+  const GradCamResult cam = grad_cam(*model.model, image_to_tensor(prepared), state.attention, options);
+  cv::Mat gray;
+  cv::cvtColor(shot_bgr, gray, cv::COLOR_BGR2GRAY);
+  const int grid_h = info["grid"][0], grid_w = info["grid"][1];
+  const std::vector<double> levels = cell_levels(gray, *cam_view, grid_h, grid_w);
+  // A map with contrast, so that matching it means something.
+  EXPECT_GT(*std::max_element(levels.begin(), levels.end()) - *std::min_element(levels.begin(), levels.end()), 100.0);
+  const torch::Tensor scaled = cam.scaled.reshape({-1});
+  for (int i = 0; i < grid_h * grid_w; ++i)
+    EXPECT_NEAR(levels[size_t(i)], std::round(255.0 * std::clamp(scaled[i].item<double>(), 0.0, 1.0)), 1.5)
+        << "patch " << i;
+}
+
 TEST_F(GuiTest, BadModelShowsAnErrorAndKeepsRunning) {
   const std::string garbage = (folder_ / "garbage.safetensors").string();
   std::ofstream(garbage) << std::string(300, 'x');
@@ -178,7 +213,7 @@ TEST_F(GuiTest, SessionWithWorkbenchKeysDrivesTheHeadlessRun) {
   session["variant"] = "window";
   session["compare"] = "softmax,focused";
   session["view"] = "heads";
-  session["matrix"] = "on";
+  session["analysis"] = "matrix";
   session["out"] = (folder_ / "run").string();
   const std::string session_path = (folder_ / "session.json").string();
   std::ofstream(session_path) << session.dump(2);

@@ -4,6 +4,8 @@
 
 #include <c10/util/Exception.h>
 
+#include "analysis/focusing.h"
+#include "analysis/gradcam.h"
 #include "analysis/spectrum.h"
 #include "models/model_loader.h"
 
@@ -35,7 +37,8 @@ bool InferenceRequest::same_forward(const InferenceRequest& other) const {
 }
 
 bool InferenceRequest::operator==(const InferenceRequest& other) const {
-  return same_forward(other) && layer == other.layer && spectra == other.spectra;
+  return same_forward(other) && layer == other.layer && analysis == other.analysis && head == other.head &&
+         target_class == other.target_class && gradcam_layer == other.gradcam_layer;
 }
 
 struct InferenceWorker::Cache {
@@ -46,6 +49,8 @@ struct InferenceWorker::Cache {
   std::string prepared_key;
   cv::Mat prepared_rgb;
   std::vector<std::pair<AttentionSettings, std::shared_ptr<InferenceResult>>> forwards;  // the last request's
+  std::string gradcam_key;
+  std::optional<GradCamView> gradcam;
 };
 
 InferenceWorker::InferenceWorker(std::function<void()> wake) : wake_(std::move(wake)), cache_(new Cache) {
@@ -178,6 +183,37 @@ std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const 
     cache.forwards = forwards;
     outcome->forward_reused = reused_all;
 
+    if (request.analysis == "gradcam") {
+      // Its own forward and backward (with autograd), reused while only the selections change.
+      const AttentionSettings& settings = request.panels.front();
+      const std::string key = prepared_key + "|" + to_string(settings.variant) + "|" + std::to_string(settings.p) +
+                              "|" + std::to_string(settings.window) + "|" + std::to_string(settings.anchors) + "|" +
+                              std::to_string(settings.dwc) + "|" + to_string(settings.norm) + "|" +
+                              std::to_string(request.target_class) + "|" + request.gradcam_layer;
+      if (cache.gradcam_key != key) {
+        cache.gradcam_key.clear();
+        GradCamOptions options;
+        options.layer = request.gradcam_layer.empty() ? kDefaultGradCamLayer : request.gradcam_layer;
+        options.target_class = request.target_class;
+        const GradCamResult result =
+            grad_cam(*model.model, image_to_tensor(cache.prepared_rgb).to(model.device), settings, options);
+        GradCamView view;
+        const torch::Tensor scaled = result.scaled.to(torch::kCPU, torch::kFloat).contiguous();
+        view.map.assign(scaled.data_ptr<float>(), scaled.data_ptr<float>() + scaled.numel());
+        view.target_class = result.target_class;
+        view.class_name = result.target_class < int(model.class_names.size())
+                              ? model.class_names[size_t(result.target_class)]
+                              : "class " + std::to_string(result.target_class);
+        view.score = result.score;
+        view.layer = result.layer;
+        view.warning = result.warning;
+        view.milliseconds = result.milliseconds;
+        cache.gradcam = view;
+        cache.gradcam_key = key;
+      }
+      outcome->gradcam = cache.gradcam;
+    }
+
     c10::InferenceMode inference_mode;
     const ForwardOutput& first = forwards.front().second->forward;
     outcome->model_family = model.arch.family();
@@ -205,7 +241,7 @@ std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const 
         const torch::Tensor matrix = capture.matrix(0, head).to(torch::kCPU, torch::kFloat).contiguous();
         std::copy(matrix.data_ptr<float>(), matrix.data_ptr<float>() + matrix.numel(),
                   maps.matrices.begin() + ptrdiff_t(head) * tokens * tokens);
-        if (request.spectra) {
+        if (request.analysis == "matrix") {
           const Spectrum spectrum = matrix_spectrum(matrix);
           const torch::Tensor values = spectrum.singular_values.contiguous();
           HeadSpectrum head_spectrum;
@@ -216,6 +252,32 @@ std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const 
         }
       }
       outcome->panels.push_back(std::move(maps));
+    }
+    if (request.analysis == "focus") {
+      if (request.head < 0 || request.head >= outcome->heads)
+        throw std::invalid_argument("head " + std::to_string(request.head) + ": the model has " +
+                                    std::to_string(outcome->heads) + " heads");
+      auto as_floats = [](const torch::Tensor& t) {
+        const torch::Tensor values = t.to(torch::kCPU, torch::kFloat).contiguous();
+        return std::vector<float>(values.data_ptr<float>(), values.data_ptr<float>() + values.numel());
+      };
+      FocusStudyOptions options;
+      options.p = request.panels.front().p;
+      const FocusStudy study =
+          study_focusing(forwards.front().second->forward.layers[size_t(outcome->layer)], request.head, options);
+      FocusView view;
+      view.head = request.head;
+      view.p = options.p;
+      view.source = study.source;
+      view.histogram_before = as_floats(study.histogram_before);
+      view.histogram_after = as_floats(study.histogram_after);
+      view.curve_ps.assign(study.curve_ps.begin(), study.curve_ps.end());
+      view.entropy.assign(study.entropy.begin(), study.entropy.end());
+      view.top_k_mass.assign(study.top_k_mass.begin(), study.top_k_mass.end());
+      const ScoreExample example = example_focus_scores(options.p);
+      view.example_before = as_floats(example.before);
+      view.example_after = as_floats(example.after);
+      outcome->focus = std::move(view);
     }
   } catch (const Cancelled&) {
     return nullptr;

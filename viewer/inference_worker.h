@@ -35,7 +35,12 @@ struct InferenceRequest {
   std::string input_size = "native";
   std::vector<AttentionSettings> panels;  // one forward pass per panel
   int layer = -1;                         // the block whose matrices the views read
-  bool spectra = false;                   // singular values of every head's matrix too
+  // The analysis view's extra work, for panel 1: "matrix" (singular values of every head),
+  // "gradcam" (one forward and backward), "focus" (f_p on the selected head's features).
+  std::string analysis = "none";
+  int head = 0;
+  int target_class = -1;
+  std::string gradcam_layer;
 
   // Whether `other` needs the same forward passes (only layer or spectra may differ).
   bool same_forward(const InferenceRequest& other) const;
@@ -46,6 +51,24 @@ struct HeadSpectrum {
   std::vector<float> singular_values;  // descending
   int numerical_rank = 0;
   double effective_rank = 0.0;
+};
+
+struct GradCamView {
+  std::vector<float> map;  // [grid_h * grid_w], scaled to [0, 1]
+  int target_class = 0;
+  std::string class_name;
+  double score = 0.0;
+  std::string layer, warning;
+  double milliseconds = 0.0;
+};
+
+struct FocusView {
+  int head = 0;
+  double p = 3.0;
+  std::string source;
+  std::vector<float> histogram_before, histogram_after;  // counts over cosine similarity bins [0, 1]
+  std::vector<float> curve_ps, entropy, top_k_mass;      // per p
+  std::vector<float> example_before, example_after;      // the Fig. 4 (b) scores at this p
 };
 
 // What one panel's views read: every head's T x T matrix of the requested layer.
@@ -72,6 +95,8 @@ struct InferenceOutcome {
   TokenLayout layout;
   cv::Mat input_rgb;  // the image exactly as the model saw it
   std::vector<PanelMaps> panels;
+  std::optional<GradCamView> gradcam;  // when asked for
+  std::optional<FocusView> focus;      // when asked for
   double total_ms = 0.0;  // from picking the request up to the result being ready
   bool forward_reused = false;
 };

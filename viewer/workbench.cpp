@@ -82,7 +82,13 @@ InferenceRequest Workbench::make_request() const {
   request.input_size = state.input_size;
   request.panels = state.panel_settings();
   request.layer = state.layer;
-  request.spectra = state.matrix;
+  request.analysis = state.analysis;
+  // Only what the analysis view reads is part of the request, so other changes re-use the result.
+  if (state.analysis == "focus") request.head = state.head;
+  if (state.analysis == "gradcam") {
+    request.target_class = state.target_class;
+    request.gradcam_layer = state.gradcam_layer;
+  }
   return request;
 }
 
@@ -117,20 +123,22 @@ void Workbench::update(float width, float height) {
     last_finished_id = finished->request_id;
     if (finished->request_id == submitted_id) error.clear();
     image_texture.upload_rgb(outcome->input_rgb);
+    if (outcome->gradcam)
+      gradcam_texture.upload_scalar(outcome->gradcam->map.data(), outcome->layout.grid_w, outcome->layout.grid_h);
     maps_key_.clear();
   }
   worker_busy = worker_->busy();
   refresh_maps();
 
-  // Fixed layout: controls on the left, views in the middle, the matrix view on the right, status below.
+  // Fixed layout: controls on the left, views in the middle, the analysis view on the right, status below.
   const float status_height = 30.0f, sidebar_width = 370.0f;
-  const float matrix_width = state.matrix ? std::min(460.0f, width * 0.3f) : 0.0f;
+  const float matrix_width = state.analysis != "none" ? std::min(460.0f, width * 0.3f) : 0.0f;
   layout.sidebar_pos = {0, 0};
   layout.sidebar_size = {sidebar_width, height - status_height};
   layout.views_pos = {sidebar_width, 0};
   layout.views_size = {width - sidebar_width - matrix_width, height - status_height};
-  layout.matrix_pos = {width - matrix_width, 0};
-  layout.matrix_size = {matrix_width, height - status_height};
+  layout.analysis_pos = {width - matrix_width, 0};
+  layout.analysis_size = {matrix_width, height - status_height};
   layout.status_pos = {0, height - status_height};
   layout.status_size = {width, status_height};
 }

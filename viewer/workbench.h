@@ -49,7 +49,7 @@ struct DrawnView {
 struct ScreenLayout {
   ImVec2 sidebar_pos, sidebar_size;
   ImVec2 views_pos, views_size;
-  ImVec2 matrix_pos, matrix_size;  // zero size when the matrix view is off
+  ImVec2 analysis_pos, analysis_size;  // zero size when no analysis view is shown
   ImVec2 status_pos, status_size;
 };
 
@@ -92,7 +92,8 @@ class Workbench {
   gl::Texture image_texture;
   std::vector<std::vector<PatchMap>> maps;  // per panel
   gl::ColorScale scale;
-  gl::Texture matrix_texture;  // the matrix view's T x T map
+  gl::Texture matrix_texture;   // the matrix view's T x T map
+  gl::Texture gradcam_texture;  // the Grad-CAM map over the patch grid
   int matrix_panel = 0;
   std::vector<DrawnView> drawn_views;
 

@@ -162,7 +162,8 @@ struct ControlsPanel : Panel {
       }
       float opacity = float(state.opacity);
       if (ImGui::SliderFloat("opacity", &opacity, 0.0f, 1.0f, "%.2f")) state.opacity = opacity;
-      ImGui::Checkbox("matrix, spectrum and rank", &state.matrix);
+      ImGui::TextUnformatted("analysis (right column, panel 1):");
+      draw_analysis_switch(bench);
     }
 
     if (ImGui::CollapsingHeader("Session", ImGuiTreeNodeFlags_DefaultOpen)) {

@@ -13,11 +13,12 @@ struct MatrixPanel : Panel {
   gl::RenderTarget target;
 
   void draw(Workbench& bench) override {
-    if (!bench.state.matrix) return;
-    if (!begin_fixed_window("Matrix and spectrum", bench.layout.matrix_pos, bench.layout.matrix_size)) {
+    if (bench.state.analysis != "matrix") return;
+    if (!begin_fixed_window("Matrix and spectrum", bench.layout.analysis_pos, bench.layout.analysis_size)) {
       ImGui::End();
       return;
     }
+    draw_analysis_switch(bench);
     const InferenceOutcome* outcome = bench.outcome.get();
     if (!outcome || !bench.matrix_texture.valid()) {
       ImGui::TextDisabled("waiting for a result");

@@ -32,4 +32,7 @@ inline bool begin_fixed_window(const char* name, ImVec2 pos, ImVec2 size, ImGuiW
                           ImGuiWindowFlags_NoBringToFrontOnFocus | extra);
 }
 
+// The row of buttons at the top of the analysis column that switches between its views.
+void draw_analysis_switch(Workbench& bench);
+
 }  // namespace attnscope

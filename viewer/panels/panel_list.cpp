@@ -1,18 +1,33 @@
 // The one list of workbench panels (each defined in its own file).
 #include "viewer/panels/panel.h"
+#include "viewer/workbench.h"
 
 namespace attnscope {
 
 std::unique_ptr<Panel> make_controls_panel();
 std::unique_ptr<Panel> make_attention_panel();
 std::unique_ptr<Panel> make_matrix_panel();
+std::unique_ptr<Panel> make_gradcam_panel();
+std::unique_ptr<Panel> make_focus_panel();
 std::unique_ptr<Panel> make_status_panel();
+
+void draw_analysis_switch(Workbench& bench) {
+  static const char* const kLabels[] = {"hide", "matrix", "Grad-CAM", "f_p"};
+  const auto& names = analysis_names();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i) ImGui::SameLine();
+    if (ImGui::RadioButton(kLabels[i], bench.state.analysis == names[i])) bench.state.analysis = names[i];
+  }
+  ImGui::Separator();
+}
 
 std::vector<std::unique_ptr<Panel>> make_panels() {
   std::vector<std::unique_ptr<Panel>> panels;
   panels.push_back(make_controls_panel());
   panels.push_back(make_attention_panel());
   panels.push_back(make_matrix_panel());
+  panels.push_back(make_gradcam_panel());
+  panels.push_back(make_focus_panel());
   panels.push_back(make_status_panel());
   return panels;
 }
