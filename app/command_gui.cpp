@@ -19,6 +19,7 @@ int gui_command(const Args& args) {
       {"width", "PX", "window width", "1600"},
       {"height", "PX", "window height", "1000"},
       {"bench", "N", "benchmark: N slider changes, median change-to-pixels vs one forward; frame times", "0"},
+      {"video", "FILE|camera:N", "live input from a video file or a camera instead of --image", ""},
   };
   auto parsed = parse_or_print_help(args, usage, state_options, flags);
   if (!parsed) return 0;
@@ -28,6 +29,7 @@ int gui_command(const Args& args) {
   options.width = parsed->flag_int("width");
   options.height = parsed->flag_int("height");
   options.bench_changes = parsed->flag_int("bench");
+  options.video = parsed->flags.at("video");
   for (size_t i = 0; i + 1 < args.size(); ++i)
     if (args[i] == "--session") options.session_path = args[i + 1];
   if (options.frames < 0 || options.bench_changes < 0) throw std::invalid_argument("--frames and --bench must be >= 0");

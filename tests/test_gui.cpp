@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+#include <opencv2/videoio.hpp>
 
 #include "core/app_state.h"
 #include "core/assets.h"
@@ -44,12 +45,12 @@ class GuiTest : public ::testing::Test {
   }
 
   // Runs the workbench headlessly on `session`; returns its exit code and leaves shot.png(.json).
-  int run_gui(const nlohmann::json& session, int frames = 4) {
+  int run_gui(const nlohmann::json& session, int frames = 4, const std::string& extra = "") {
     const std::string session_path = (folder_ / "session.json").string();
     std::ofstream(session_path) << session.dump(2);
     const std::string command = "xvfb-run -a -s '-screen 0 1600x1000x24' " + std::string(ATTNSCOPE_CLI) +
                                 " gui --session '" + session_path + "' --frames " + std::to_string(frames) +
-                                " --screenshot '" + shot() + "' > '" + (folder_ / "log.txt").string() + "' 2>&1";
+                                " --screenshot '" + shot() + "' " + extra + " > '" + (folder_ / "log.txt").string() + "' 2>&1";
     const int status = std::system(command.c_str());
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
@@ -194,6 +195,31 @@ TEST_F(GuiTest, GradCamViewShowsTheEnginesMap) {
   for (int i = 0; i < grid_h * grid_w; ++i)
     EXPECT_NEAR(levels[size_t(i)], std::round(255.0 * std::clamp(scaled[i].item<double>(), 0.0, 1.0)), 1.5)
         << "patch " << i;
+}
+
+TEST_F(GuiTest, VideoFramesFlowThroughTheLatestWinsWorker) {
+  // A short clip of a bright square moving over a dark background.
+  const std::string video = (folder_ / "clip.avi").string();
+  const int frames = 24;
+  {
+    cv::VideoWriter writer(video, cv::VideoWriter::fourcc('M', 'J', 'P', 'G'), 30.0, cv::Size(112, 112));
+    ASSERT_TRUE(writer.isOpened());
+    for (int i = 0; i < frames; ++i) {
+      cv::Mat frame(112, 112, CV_8UC3, cv::Scalar(20, 20, 20));
+      cv::rectangle(frame, cv::Rect(4 * i % 90, 40, 20, 20), cv::Scalar(255, 255, 255), cv::FILLED);
+      writer.write(frame);
+    }
+  }
+  nlohmann::json session = base_session();
+  session["variant"] = "softmax";
+  ASSERT_EQ(run_gui(session, 3, "--video '" + video + "'"), 0) << log();
+  const nlohmann::json info = shot_info();
+  EXPECT_EQ(info["error"], "") << info.dump();
+  EXPECT_EQ(info["video_frames"], frames);
+  // Whatever was dropped on the way, the last frame is what the views end on.
+  EXPECT_EQ(info["shown_frame"], frames);
+  EXPECT_GE(info["results"].get<int>(), 1);
+  EXPECT_EQ(info["views"].size(), 1u);
 }
 
 TEST_F(GuiTest, BadModelShowsAnErrorAndKeepsRunning) {

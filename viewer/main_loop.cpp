@@ -41,13 +41,19 @@ void write_screenshot(const Workbench& bench, const std::string& path, int width
                      {"y", view.y},
                      {"width", view.width},
                      {"height", view.height}});
-  nlohmann::json about = {{"width", width}, {"height", height}, {"views", views}, {"error", bench.error}};
+  nlohmann::json about = {{"width", width},
+                          {"height", height},
+                          {"views", views},
+                          {"error", bench.error},
+                          {"results", bench.results},
+                          {"video_frames", bench.video_frames()}};
   if (bench.outcome) {
     about["grid"] = {bench.outcome->layout.grid_h, bench.outcome->layout.grid_w};
     about["query_token"] = bench.query_token;
     about["layer"] = bench.outcome->layer;
     about["vmin"] = bench.scale.vmin;
     about["vmax"] = bench.scale.vmax;
+    about["shown_frame"] = bench.outcome->request.frame_number;
   }
   write_file_atomically(path + ".json", [&](std::ostream& out) { out << about.dump(2) << "\n"; });
 }

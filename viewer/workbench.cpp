@@ -57,6 +57,12 @@ Workbench::Workbench(AppState initial, const WorkbenchOptions& workbench_options
   if (torch::cuda::is_available()) devices.push_back("cuda");
   renderer = std::make_unique<gl::OverlayRenderer>();
   worker_ = std::make_unique<InferenceWorker>(wake_main_thread);
+  if (!options.video.empty()) {
+    if (options.video.rfind("camera:", 0) == 0)
+      open_camera_source(options.video);
+    else
+      open_file(FileKind::Video, options.video);
+  }
 }
 
 Workbench::~Workbench() {
@@ -121,6 +127,7 @@ void Workbench::update(float width, float height) {
     if (outcome && finished->request_id < outcome->request_id) continue;
     outcome = finished;
     last_finished_id = finished->request_id;
+    ++results;
     if (finished->request_id == submitted_id) error.clear();
     image_texture.upload_rgb(outcome->input_rgb);
     if (outcome->gradcam)
@@ -241,9 +248,11 @@ void Workbench::open_dropped(const std::string& path) {
     open_file(FileKind::Image, path);
 }
 
-void Workbench::open_camera(int index) {
+void Workbench::open_camera(int index) { open_camera_source("camera:" + std::to_string(index)); }
+
+void Workbench::open_camera_source(const std::string& source) {
   try {
-    video = std::make_unique<VideoSource>("camera:" + std::to_string(index), wake_main_thread);
+    video = std::make_unique<VideoSource>(source, wake_main_thread);
     frame_.reset();
   } catch (const std::exception& e) {
     report_error(e.what());

@@ -27,6 +27,7 @@ struct WorkbenchOptions {
   int frames = 0;
   std::string screenshot;
   int bench_changes = 0;  // > 0: the slider-to-pixels benchmark with that many changes, then exit
+  std::string video;      // live input from the start: a video file or camera:N
 };
 
 // Opens the window and runs until it is closed; returns the exit code.
@@ -84,7 +85,12 @@ class Workbench {
   // Whether what is on screen answers the current state (nothing is pending).
   // Whether the worker has finished something not yet taken (checked without taking it).
   bool result_waiting() const;
-  bool settled() const { return state.model.empty() || (last_finished_id == submitted_id && !worker_busy); }
+  bool settled() const {
+    return state.model.empty() ||
+           (last_finished_id == submitted_id && !worker_busy && (!video || video->finished()));
+  }
+  uint64_t video_frames() const { return frame_number_; }  // frames taken from live input so far
+  int results = 0;                                         // results received
   bool worker_busy = false;
 
   // Derived on the main thread from `outcome` and the selections.
@@ -103,6 +109,7 @@ class Workbench {
 
  private:
   InferenceRequest make_request() const;
+  void open_camera_source(const std::string& source);
   void refresh_maps();
   std::unique_ptr<InferenceWorker> worker_;
   InferenceRequest last_request_;
