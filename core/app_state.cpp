@@ -137,7 +137,8 @@ std::vector<OptionSpec> make_options() {
                        std::istringstream in(v);
                        std::string name;
                        while (std::getline(in, name, ','))
-                         if (!name.empty()) variants.push_back(with_option_name("compare", [&] { return parse_variant(name); }));
+                         if (!name.empty())
+                           variants.push_back(with_option_name("compare", [&] { return parse_variant(name); }));
                        if (int(variants.size()) > kMaxPanels - 1)
                          throw std::invalid_argument("--compare takes at most " + std::to_string(kMaxPanels - 1) +
                                                      " variants, got " + std::to_string(variants.size()));

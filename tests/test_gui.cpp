@@ -11,9 +11,9 @@
 #include <opencv2/imgproc.hpp>
 #include <opencv2/videoio.hpp>
 
+#include "analysis/gradcam.h"
 #include "core/app_state.h"
 #include "core/assets.h"
-#include "analysis/gradcam.h"
 #include "core/image.h"
 #include "models/inference.h"
 
@@ -40,8 +40,8 @@ class GuiTest : public ::testing::Test {
   }
 
   nlohmann::json base_session() const {
-    return {{"model", kModel}, {"arch", "heads=2"}, {"image", asset_path("images/chelsea.png")},
-            {"colormap", "gray"}, {"opacity", 1.0},  {"layer", -1}};
+    return {{"model", kModel},    {"arch", "heads=2"}, {"image", asset_path("images/chelsea.png")},
+            {"colormap", "gray"}, {"opacity", 1.0},    {"layer", -1}};
   }
 
   // Runs the workbench headlessly on `session`; returns its exit code and leaves shot.png(.json).
@@ -50,7 +50,8 @@ class GuiTest : public ::testing::Test {
     std::ofstream(session_path) << session.dump(2);
     const std::string command = "xvfb-run -a -s '-screen 0 1600x1000x24' " + std::string(ATTNSCOPE_CLI) +
                                 " gui --session '" + session_path + "' --frames " + std::to_string(frames) +
-                                " --screenshot '" + shot() + "' " + extra + " > '" + (folder_ / "log.txt").string() + "' 2>&1";
+                                " --screenshot '" + shot() + "' " + extra + " > '" + (folder_ / "log.txt").string() +
+                                "' 2>&1";
     const int status = std::system(command.c_str());
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }

@@ -8,8 +8,8 @@
 #include <functional>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <ostream>
+#include <thread>
 #include <vector>
 
 #include <opencv2/core.hpp>

@@ -152,8 +152,8 @@ std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const 
     AppState input_state;
     input_state.resize = request.resize;
     input_state.input_size = request.input_size;
-    const std::string prepared_key = image_key + "|" + model_key + "|" + to_string(request.resize) + "|" +
-                                     request.input_size;
+    const std::string prepared_key =
+        image_key + "|" + model_key + "|" + to_string(request.resize) + "|" + request.input_size;
     if (cache.prepared_key != prepared_key) {
       cache.prepared_key.clear();
       cache.forwards.clear();
@@ -289,8 +289,7 @@ std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const 
     outcome->error = one_line(e.what());
   }
   if (!outcome->error.empty()) outcome->panels.clear();
-  outcome->total_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  outcome->total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return outcome;
 }
 

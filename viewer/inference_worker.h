@@ -26,11 +26,11 @@ namespace attnscope {
 
 struct InferenceRequest {
   std::string model_path;
-  std::string arch;    // ArchOverrides text
-  std::string device;  // "auto", "cpu", "cuda"
-  std::string image_path;                 // read by the worker when `frame` is null
-  std::shared_ptr<const cv::Mat> frame;   // a live frame (RGB) instead of a file
-  uint64_t frame_number = 0;              // identifies `frame`
+  std::string arch;                      // ArchOverrides text
+  std::string device;                    // "auto", "cpu", "cuda"
+  std::string image_path;                // read by the worker when `frame` is null
+  std::shared_ptr<const cv::Mat> frame;  // a live frame (RGB) instead of a file
+  uint64_t frame_number = 0;             // identifies `frame`
   ResizeMode resize = ResizeMode::Timm;
   std::string input_size = "native";
   std::vector<AttentionSettings> panels;  // one forward pass per panel
@@ -74,8 +74,8 @@ struct FocusView {
 // What one panel's views read: every head's T x T matrix of the requested layer.
 struct PanelMaps {
   AttentionSettings settings;
-  std::string description;       // the attention the layer ran, in words
-  std::vector<float> matrices;   // [heads, T, T]
+  std::string description;            // the attention the layer ran, in words
+  std::vector<float> matrices;        // [heads, T, T]
   std::vector<HeadSpectrum> spectra;  // per head, when asked for
   std::vector<Prediction> top;
   double forward_ms = 0.0;
@@ -97,7 +97,7 @@ struct InferenceOutcome {
   std::vector<PanelMaps> panels;
   std::optional<GradCamView> gradcam;  // when asked for
   std::optional<FocusView> focus;      // when asked for
-  double total_ms = 0.0;  // from picking the request up to the result being ready
+  double total_ms = 0.0;               // from picking the request up to the result being ready
   bool forward_reused = false;
 };
 

@@ -9,8 +9,8 @@
 #include <cfloat>
 #include <chrono>
 #include <iostream>
-#include <thread>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "core/assets.h"
 #include "core/atomic_file.h"
@@ -41,12 +41,8 @@ void write_screenshot(const Workbench& bench, const std::string& path, int width
                      {"y", view.y},
                      {"width", view.width},
                      {"height", view.height}});
-  nlohmann::json about = {{"width", width},
-                          {"height", height},
-                          {"views", views},
-                          {"error", bench.error},
-                          {"results", bench.results},
-                          {"video_frames", bench.video_frames()}};
+  nlohmann::json about = {{"width", width},       {"height", height},         {"views", views},
+                          {"error", bench.error}, {"results", bench.results}, {"video_frames", bench.video_frames()}};
   if (bench.outcome) {
     about["grid"] = {bench.outcome->layout.grid_h, bench.outcome->layout.grid_w};
     about["query_token"] = bench.query_token;
@@ -126,7 +122,7 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
         glfwWaitEventsTimeout(0.25);  // woken early by a frame or a result
         redraw_frames = 2;
       } else {
-        glfwWaitEvents();  // idle: no CPU until something happens
+        glfwWaitEvents();   // idle: no CPU until something happens
         redraw_frames = 2;  // ImGui settles hover and focus over a couple of frames
       }
       if (timing) timing->between_frames(bench);

@@ -36,7 +36,7 @@ int run_workbench(AppState state, const WorkbenchOptions& options);
 // One scalar map a view shows: the patch grid of a panel's row (one head, or the mean over heads).
 struct PatchMap {
   int panel = 0;
-  int head = 0;  // -1: mean over heads
+  int head = 0;               // -1: mean over heads
   std::vector<float> values;  // [grid_h * grid_w]
   gl::Texture texture;
 };
@@ -86,8 +86,7 @@ class Workbench {
   // Whether the worker has finished something not yet taken (checked without taking it).
   bool result_waiting() const;
   bool settled() const {
-    return state.model.empty() ||
-           (last_finished_id == submitted_id && !worker_busy && (!video || video->finished()));
+    return state.model.empty() || (last_finished_id == submitted_id && !worker_busy && (!video || video->finished()));
   }
   uint64_t video_frames() const { return frame_number_; }  // frames taken from live input so far
   int results = 0;                                         // results received

@@ -112,8 +112,8 @@ const Texture& OverlayRenderer::colormap_table(Colormap colormap) {
   return tables_.emplace(colormap, std::move(table)).first->second;
 }
 
-void OverlayRenderer::render(RenderTarget& target, const Texture* image, const Texture& values,
-                             const ColorScale& scale, float opacity) {
+void OverlayRenderer::render(RenderTarget& target, const Texture* image, const Texture& values, const ColorScale& scale,
+                             float opacity) {
   const Texture& table = colormap_table(scale.colormap);
   char content[160];  // exact (hex) floats: a tiny change of scale must re-render
   std::snprintf(content, sizeof(content), "%llu|%llu|%d|%a|%a|%a",

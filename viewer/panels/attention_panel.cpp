@@ -49,8 +49,8 @@ struct AttentionPanel : Panel {
             "No model is open. Open a checkpoint (.safetensors or .pth) with Open... in the sidebar, drop one on "
             "the window, or train a demo model:  attnscope train --variant softmax --steps 300 --out m.safetensors");
       else
-        ImGui::TextWrapped("%s", bench.worker_busy ? "Loading the model and running the first forward pass..."
-                                                   : "No result yet.");
+        ImGui::TextWrapped(
+            "%s", bench.worker_busy ? "Loading the model and running the first forward pass..." : "No result yet.");
       ImGui::End();
       return;
     }
@@ -79,7 +79,8 @@ struct AttentionPanel : Panel {
         const PatchMap& map = maps[m];
         const float cell_area_w = maps_area.x / map_columns, cell_area_h = maps_area.y / map_rows - head_label;
         // Whole pixels per patch, so every patch is the same block on screen.
-        const float cell = std::max(1.0f, std::floor(std::min(cell_area_w / tokens.grid_w, cell_area_h / tokens.grid_h)));
+        const float cell =
+            std::max(1.0f, std::floor(std::min(cell_area_w / tokens.grid_w, cell_area_h / tokens.grid_h)));
         const ImVec2 size(cell * tokens.grid_w, cell * tokens.grid_h);
         ImVec2 pos(tile_pos.x + float(int(m) % map_columns) * cell_area_w,
                    tile_pos.y + label_height + float(int(m) / map_columns) * (cell_area_h + head_label));
@@ -98,7 +99,8 @@ struct AttentionPanel : Panel {
         bench.drawn_views.push_back({map.panel, map.head, pos.x, pos.y, size.x, size.y});
         ImDrawList* draw = ImGui::GetWindowDrawList();
         if (tokens.is_patch(bench.query_token)) {
-          const ImVec2 a(pos.x + cell * tokens.col_of(bench.query_token), pos.y + cell * tokens.row_of(bench.query_token));
+          const ImVec2 a(pos.x + cell * tokens.col_of(bench.query_token),
+                         pos.y + cell * tokens.row_of(bench.query_token));
           draw->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(255, 60, 60, 255), 0, 0, 2.0f);
         }
         if (ImGui::IsItemHovered()) {

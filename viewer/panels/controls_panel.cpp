@@ -23,7 +23,9 @@ const std::vector<std::string> kVideoExtensions = {".mp4", ".avi", ".mov", ".mkv
 bool variant_combo(const char* label, Variant& variant) {
   bool changed = false;
   if (ImGui::BeginCombo(label, to_string(variant).c_str())) {
-    for (const std::string& name : variant_names()) {
+    std::vector<std::string> names = {"native"};  // the checkpoint's own attention, then every swap
+    for (const std::string& name : variant_names()) names.push_back(name);
+    for (const std::string& name : names) {
       const Variant candidate = parse_variant(name);
       if (ImGui::Selectable(name.c_str(), candidate == variant)) {
         variant = candidate;
@@ -167,8 +169,8 @@ struct ControlsPanel : Panel {
     }
 
     if (ImGui::CollapsingHeader("Session", ImGuiTreeNodeFlags_DefaultOpen)) {
-      if (session_field.empty()) session_field = bench.options.session_path.empty() ? "session.json"
-                                                                                      : bench.options.session_path;
+      if (session_field.empty())
+        session_field = bench.options.session_path.empty() ? "session.json" : bench.options.session_path;
       ImGui::SetNextItemWidth(-1);
       ImGui::InputText("##session", &session_field);
       if (ImGui::Button("Save")) bench.save_session(session_field);

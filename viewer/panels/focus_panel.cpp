@@ -13,8 +13,8 @@ namespace attnscope {
 namespace {
 
 void plot_pair(const char* label, const std::vector<float>& before, const std::vector<float>& after, float height) {
-  const float top = std::max(*std::max_element(before.begin(), before.end()),
-                             *std::max_element(after.begin(), after.end()));
+  const float top =
+      std::max(*std::max_element(before.begin(), before.end()), *std::max_element(after.begin(), after.end()));
   const float width = ImGui::GetContentRegionAvail().x;
   ImGui::PushID(label);
   ImGui::PlotHistogram("##before", before.data(), int(before.size()), 0, "before (ReLU)", 0.0f, top,
@@ -42,8 +42,8 @@ struct FocusPanel : Panel {
       return;
     }
     const FocusView& focus = *outcome->focus;
-    ImGui::TextWrapped("layer %d, head %d, p = %.2f (the sidebar's p slider); features: %s", outcome->layer,
-                       focus.head, focus.p, focus.source.c_str());
+    ImGui::TextWrapped("layer %d, head %d, p = %.2f (the sidebar's p slider); features: %s", outcome->layer, focus.head,
+                       focus.p, focus.source.c_str());
     ImGui::Separator();
     ImGui::TextUnformatted("cosine similarity of every (query, key) pair, 0 .. 1");
     plot_pair("similarity", focus.histogram_before, focus.histogram_after, 90);
