@@ -448,7 +448,9 @@ int analyze_command(const Args& args) {
   Context context;
   context.line = *parsed;
   context.state = context.line.state;
-  const std::string analysis = context.line.flags["analysis"];
+  // A session saved by the workbench names its analysis view; --analysis overrides it.
+  std::string analysis = context.line.flags["analysis"];
+  if (analysis.empty() && context.state.analysis != "none") analysis = context.state.analysis;
   if (analysis.empty())
     throw std::invalid_argument("--analysis is required (gradcam, rollout, spectrum, fp or metrics)");
   if (std::find(kAnalyses.begin(), kAnalyses.end(), analysis) == kAnalyses.end())

@@ -169,11 +169,11 @@ std::vector<OptionSpec> make_options() {
                        s.opacity = a;
                      },
                      [](const AppState& s) { return format_double(s.opacity); }});
-  options.push_back({"analysis", "NAME", "the analysis view: none, matrix (spectrum, rank), gradcam or focus (f_p)",
+  options.push_back({"analysis", "NAME", "analysis view: none, spectrum (matrix, rank), gradcam or fp (f_p)",
                      [](AppState& s, const std::string& v) {
                        const auto& names = analysis_names();
                        if (std::find(names.begin(), names.end(), v) == names.end())
-                         throw std::invalid_argument("--analysis expects none, matrix, gradcam or focus, got '" + v +
+                         throw std::invalid_argument("--analysis expects none, spectrum, gradcam or fp, got '" + v +
                                                      "'");
                        s.analysis = v;
                      },
@@ -222,7 +222,7 @@ const std::vector<std::string>& view_names() {
 }
 
 const std::vector<std::string>& analysis_names() {
-  static const std::vector<std::string> names = {"none", "matrix", "gradcam", "focus"};
+  static const std::vector<std::string> names = {"none", "spectrum", "gradcam", "fp"};
   return names;
 }
 

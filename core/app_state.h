@@ -32,8 +32,9 @@ struct AppState {
   std::vector<Variant> compare;  // side by side: the variants of panels 2..4, empty for one panel
   std::string view = "head";     // "head": the selected head, "mean": mean over heads, "heads": all heads
   Colormap colormap = Colormap::Viridis;
-  double opacity = 0.6;           // of the attention map over the image
-  std::string analysis = "none";  // the analysis view: none, matrix (with spectrum and rank), gradcam, focus (f_p)
+  double opacity = 0.6;  // of the attention map over the image
+  std::string analysis =
+      "none";  // none, spectrum (matrix, spectrum, rank), gradcam or fp (f_p); as `analyze` names them
 
   // Settings of every panel: the shared knobs (p, window, anchors, dwc, norm) with each panel's variant.
   std::vector<AttentionSettings> panel_settings() const;

@@ -240,7 +240,7 @@ TEST_F(GuiTest, SessionWithWorkbenchKeysDrivesTheHeadlessRun) {
   session["variant"] = "window";
   session["compare"] = "softmax,focused";
   session["view"] = "heads";
-  session["analysis"] = "matrix";
+  session["analysis"] = "spectrum";
   session["out"] = (folder_ / "run").string();
   const std::string session_path = (folder_ / "session.json").string();
   std::ofstream(session_path) << session.dump(2);

@@ -241,7 +241,7 @@ std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const 
         const torch::Tensor matrix = capture.matrix(0, head).to(torch::kCPU, torch::kFloat).contiguous();
         std::copy(matrix.data_ptr<float>(), matrix.data_ptr<float>() + matrix.numel(),
                   maps.matrices.begin() + ptrdiff_t(head) * tokens * tokens);
-        if (request.analysis == "matrix") {
+        if (request.analysis == "spectrum") {
           const Spectrum spectrum = matrix_spectrum(matrix);
           const torch::Tensor values = spectrum.singular_values.contiguous();
           HeadSpectrum head_spectrum;
@@ -253,7 +253,7 @@ std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const 
       }
       outcome->panels.push_back(std::move(maps));
     }
-    if (request.analysis == "focus") {
+    if (request.analysis == "fp") {
       if (request.head < 0 || request.head >= outcome->heads)
         throw std::invalid_argument("head " + std::to_string(request.head) + ": the model has " +
                                     std::to_string(outcome->heads) + " heads");

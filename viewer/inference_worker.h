@@ -35,8 +35,8 @@ struct InferenceRequest {
   std::string input_size = "native";
   std::vector<AttentionSettings> panels;  // one forward pass per panel
   int layer = -1;                         // the block whose matrices the views read
-  // The analysis view's extra work, for panel 1: "matrix" (singular values of every head),
-  // "gradcam" (one forward and backward), "focus" (f_p on the selected head's features).
+  // The analysis view's extra work, for panel 1: "spectrum" (singular values of every head),
+  // "gradcam" (one forward and backward), "fp" (f_p on the selected head's features).
   std::string analysis = "none";
   int head = 0;
   int target_class = -1;

@@ -91,7 +91,7 @@ InferenceRequest Workbench::make_request() const {
   request.layer = state.layer;
   request.analysis = state.analysis;
   // Only what the analysis view reads is part of the request, so other changes re-use the result.
-  if (state.analysis == "focus") request.head = state.head;
+  if (state.analysis == "fp") request.head = state.head;
   if (state.analysis == "gradcam") {
     request.target_class = state.target_class;
     request.gradcam_layer = state.gradcam_layer;

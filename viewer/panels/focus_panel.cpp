@@ -29,7 +29,7 @@ void plot_pair(const char* label, const std::vector<float>& before, const std::v
 
 struct FocusPanel : Panel {
   void draw(Workbench& bench) override {
-    if (bench.state.analysis != "focus") return;
+    if (bench.state.analysis != "fp") return;
     if (!begin_fixed_window("f_p focusing", bench.layout.analysis_pos, bench.layout.analysis_size)) {
       ImGui::End();
       return;

@@ -13,7 +13,7 @@ struct MatrixPanel : Panel {
   gl::RenderTarget target;
 
   void draw(Workbench& bench) override {
-    if (bench.state.analysis != "matrix") return;
+    if (bench.state.analysis != "spectrum") return;
     if (!begin_fixed_window("Matrix and spectrum", bench.layout.analysis_pos, bench.layout.analysis_size)) {
       ImGui::End();
       return;
