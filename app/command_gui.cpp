@@ -1,6 +1,7 @@
 // `attnscope gui` (also `attnscope` alone): the live attention workbench, optionally driven
 // headlessly to write a screenshot after N frames, or to benchmark slider-to-pixels latency.
 #include <iostream>
+#include <sstream>
 
 #include "app/cli.h"
 #include "app/commands.h"
@@ -20,6 +21,7 @@ int gui_command(const Args& args) {
       {"height", "PX", "window height", "1000"},
       {"bench", "N", "benchmark: N slider changes, median change-to-pixels vs one forward; frame times", "0"},
       {"video", "FILE|camera:N", "live input from a video file or a camera instead of --image", ""},
+      {"click", "X,Y;..", "with --frames: left clicks at window coordinates once the views are settled", ""},
   };
   auto parsed = parse_or_print_help(args, usage, state_options, flags);
   if (!parsed) return 0;
@@ -30,6 +32,15 @@ int gui_command(const Args& args) {
   options.height = parsed->flag_int("height");
   options.bench_changes = parsed->flag_int("bench");
   options.video = parsed->flags.at("video");
+  std::istringstream clicks(parsed->flags.at("click"));
+  for (std::string click; std::getline(clicks, click, ';');) {
+    float x = 0, y = 0;
+    char comma = 0, extra = 0;
+    std::istringstream in(click);
+    if (!(in >> x >> comma >> y) || comma != ',' || (in >> extra))
+      throw std::invalid_argument("--click expects X,Y;X,Y..., got '" + click + "'");
+    options.clicks.emplace_back(x, y);
+  }
   for (size_t i = 0; i + 1 < args.size(); ++i)
     if (args[i] == "--session") options.session_path = args[i + 1];
   if (options.frames < 0 || options.bench_changes < 0) throw std::invalid_argument("--frames and --bench must be >= 0");

@@ -164,6 +164,35 @@ TEST_F(GuiTest, SideBySidePanelsShowTheirOwnVariantOnOneScale) {
   EXPECT_GT(differing, 10);
 }
 
+TEST_F(GuiTest, ClickingAPatchMakesItTheQuery) {
+  nlohmann::json session = base_session();
+  session["variant"] = "softmax";
+  session["query"] = "cls";
+  ASSERT_EQ(run_gui(session), 0) << log();
+  const nlohmann::json before = shot_info();
+  ASSERT_EQ(before["views"].size(), 1u);
+  EXPECT_EQ(before["query_token"], 0);
+  const auto& view = before["views"][0];
+  const int grid_h = before["grid"][0], grid_w = before["grid"][1];
+  const int row = 5, col = 1;
+  const double x = view["x"].get<double>() + (col + 0.5) * view["width"].get<double>() / grid_w;
+  const double y = view["y"].get<double>() + (row + 0.5) * view["height"].get<double>() / grid_h;
+
+  ASSERT_EQ(run_gui(session, 4, "--click " + std::to_string(x) + "," + std::to_string(y)), 0) << log();
+  const nlohmann::json after = shot_info();
+  EXPECT_EQ(after["query_token"], 1 + row * grid_w + col);  // the class token comes first
+  // And the overlay now shows that patch's attention row.
+  session["query"] = std::to_string(row) + "," + std::to_string(col);
+  const std::vector<float> engine = engine_row(session, Variant::Softmax, 0);
+  cv::Mat gray;
+  cv::cvtColor(cv::imread(shot()), gray, cv::COLOR_BGR2GRAY);
+  const std::vector<double> levels = cell_levels(gray, after["views"][0], grid_h, grid_w);
+  const float vmin = *std::min_element(engine.begin(), engine.end());
+  const float vmax = *std::max_element(engine.begin(), engine.end());
+  for (size_t i = 0; i < engine.size(); ++i)
+    EXPECT_NEAR(levels[i], std::round(255.0 * (engine[i] - vmin) / (vmax - vmin)), 1.5) << "patch " << i;
+}
+
 TEST_F(GuiTest, GradCamViewShowsTheEnginesMap) {
   nlohmann::json session = base_session();
   session["variant"] = "softmax";
@@ -249,6 +278,54 @@ TEST_F(GuiTest, SessionWithWorkbenchKeysDrivesTheHeadlessRun) {
   std::ifstream in(folder_ / "run" / "summary.json");
   const nlohmann::json summary = nlohmann::json::parse(in);
   EXPECT_EQ(summary["variant"], "window");
+}
+
+}  // namespace
+}  // namespace attnscope
+
+namespace attnscope {
+namespace {
+
+// The workbench's fields in the one option registry: a saved session restores exactly, and bad
+// values are refused with the option's name.
+TEST(WorkbenchState, SessionRoundTripsAndRejectsBadValues) {
+  AppState state;
+  apply_json(state, {{"variant", "focused"},
+                     {"compare", "softmax,window,anchor"},
+                     {"p", 4.5},
+                     {"view", "heads"},
+                     {"colormap", "magma"},
+                     {"opacity", 0.25},
+                     {"analysis", "gradcam"},
+                     {"query", "3,4"}});
+  EXPECT_EQ(state.compare, (std::vector<Variant>{Variant::Softmax, Variant::Window, Variant::Anchor}));
+  const auto panels = state.panel_settings();
+  ASSERT_EQ(panels.size(), 4u);
+  EXPECT_EQ(panels[0].variant, Variant::Focused);
+  EXPECT_EQ(panels[2].variant, Variant::Window);
+  EXPECT_EQ(panels[3].p, 4.5);  // the shared knobs reach every panel
+
+  AppState restored;
+  apply_json(restored, to_json(state));
+  EXPECT_EQ(to_json(restored), to_json(state));
+  EXPECT_EQ(restored.colormap, Colormap::Magma);
+  EXPECT_EQ(restored.opacity, 0.25);
+
+  auto rejects = [](const nlohmann::json& json, const std::string& phrase) {
+    AppState target;
+    try {
+      apply_json(target, json);
+      ADD_FAILURE() << json.dump() << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << e.what();
+    }
+  };
+  rejects({{"compare", "softmax,linear,focused,window"}}, "--compare");
+  rejects({{"compare", "softmax,bogus"}}, "--compare");
+  rejects({{"view", "all"}}, "--view");
+  rejects({{"opacity", 1.5}}, "--opacity");
+  rejects({{"colormap", "rainbow"}}, "--colormap");
+  rejects({{"analysis", "matrix"}}, "--analysis");
 }
 
 }  // namespace

@@ -100,6 +100,8 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
     std::vector<std::unique_ptr<Panel>> panels = make_panels();
     const bool headless = options.frames > 0 || options.bench_changes > 0;
     int settled_frames = 0, redraw_frames = 3;
+    size_t next_click = 0;
+    bool click_pressed = false;
     const auto started = Clock::now();
     auto last_frame_start = started;
 
@@ -137,7 +139,16 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       ImGui_ImplGlfw_NewFrame();
       // Headless runs take no pointer input: wherever the X server left its cursor, no hover
       // highlight or tooltip lands in a screenshot or a timing.
-      if (headless) ImGui::GetIO().MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
+      ImGuiIO& io = ImGui::GetIO();
+      if (headless) io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
+      // Scripted clicks (tests): once the views are settled, press on one frame, release on the next.
+      if (options.frames > 0 && next_click < options.clicks.size() && (click_pressed || settled_frames >= 2)) {
+        io.MousePos = ImVec2(options.clicks[next_click].first, options.clicks[next_click].second);
+        io.MouseDown[0] = !click_pressed;
+        if (click_pressed) ++next_click;
+        click_pressed = !click_pressed;
+        settled_frames = 0;
+      }
       ImGui::NewFrame();
       const ImVec2 display = ImGui::GetIO().DisplaySize;
       bench.update(display.x, display.y);
@@ -152,7 +163,7 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       if (options.frames > 0) {
         settled_frames = bench.settled() ? settled_frames + 1 : 0;
         const bool timed_out = milliseconds_since(started) > 300000.0;
-        if (settled_frames >= options.frames || timed_out) {
+        if ((settled_frames >= options.frames && next_click == options.clicks.size()) || timed_out) {
           if (!options.screenshot.empty()) write_screenshot(bench, options.screenshot, width, height);
           if (timed_out) {
             std::cerr << "attnscope gui: no result within 300 s\n";

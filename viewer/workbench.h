@@ -28,6 +28,8 @@ struct WorkbenchOptions {
   std::string screenshot;
   int bench_changes = 0;  // > 0: the slider-to-pixels benchmark with that many changes, then exit
   std::string video;      // live input from the start: a video file or camera:N
+  // Left clicks at window coordinates, made once the views have settled (headless runs only).
+  std::vector<std::pair<float, float>> clicks;
 };
 
 // Opens the window and runs until it is closed; returns the exit code.
