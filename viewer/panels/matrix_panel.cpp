@@ -27,7 +27,9 @@ struct MatrixPanel : Panel {
     }
     if (outcome->panels.size() > 1) {
       ImGui::SetNextItemWidth(-1);
-      ImGui::SliderInt("##matrix_panel", &bench.matrix_panel, 0, int(outcome->panels.size()) - 1, "panel %d");
+      int shown = bench.matrix_panel + 1;  // panels are numbered from 1 on screen
+      if (ImGui::SliderInt("##matrix_panel", &shown, 1, int(outcome->panels.size()), "panel %d"))
+        bench.matrix_panel = shown - 1;
     }
     const int panel_index = std::clamp(bench.matrix_panel, 0, int(outcome->panels.size()) - 1);
     const PanelMaps& panel = outcome->panels[size_t(panel_index)];
