@@ -2,6 +2,10 @@
 
 #include <torch/torch.h>
 
+#include <sstream>
+
+#include "analysis/spectrum.h"
+
 namespace attnscope {
 
 torch::Tensor patch_coverage(const torch::Tensor& mask, const TokenLayout& layout) {
@@ -47,6 +51,42 @@ double gini(const torch::Tensor& patch_map) {
   // G = sum_i (2i - n - 1) x_i / (n sum x), with x sorted ascending and i from 1.
   auto rank = torch::arange(1, n + 1, torch::kDouble);
   return ((2 * rank - double(n) - 1) * values).sum().item<double>() / (double(n) * total);
+}
+
+PatchBox parse_patch_box(const std::string& text) {
+  PatchBox box;
+  char c1 = 0, c2 = 0, c3 = 0, extra = 0;
+  std::istringstream in(text);
+  if (!(in >> box.row_begin >> c1 >> box.col_begin >> c2 >> box.row_end >> c3 >> box.col_end) || c1 != ',' ||
+      c2 != ',' || c3 != ',' || (in >> extra))
+    throw std::invalid_argument("--box expects R0,C0,R1,C1 in patches (end-exclusive), got '" + text + "'");
+  if (box.row_begin < 0 || box.col_begin < 0 || box.row_end <= box.row_begin || box.col_end <= box.col_begin)
+    throw std::invalid_argument("--box " + text + " is empty or negative");
+  return box;
+}
+
+torch::Tensor box_coverage(const PatchBox& box, const TokenLayout& layout) {
+  if (box.row_begin < 0 || box.col_begin < 0 || box.row_end <= box.row_begin || box.col_end <= box.col_begin ||
+      box.row_end > layout.grid_h || box.col_end > layout.grid_w)
+    throw std::invalid_argument("box rows " + std::to_string(box.row_begin) + ".." + std::to_string(box.row_end) +
+                                ", columns " + std::to_string(box.col_begin) + ".." + std::to_string(box.col_end) +
+                                " does not fit the " + std::to_string(layout.grid_h) + "x" +
+                                std::to_string(layout.grid_w) + " patch grid");
+  auto coverage = torch::zeros({layout.grid_h, layout.grid_w});
+  coverage.index_put_(
+      {torch::indexing::Slice(box.row_begin, box.row_end), torch::indexing::Slice(box.col_begin, box.col_end)}, 1.0);
+  return coverage.reshape({-1});
+}
+
+FocusSummary summarise_focus(const torch::Tensor& patch_map, int top_k, const torch::Tensor& box,
+                             const torch::Tensor& object) {
+  FocusSummary summary;
+  summary.entropy = row_entropy(patch_map);
+  summary.top_k_mass = top_k_mass(patch_map, top_k);
+  summary.gini = gini(patch_map);
+  if (box.defined()) summary.box_mass = mass_inside(patch_map, box);
+  if (object.defined()) summary.object_mass = mass_inside(patch_map, object);
+  return summary;
 }
 
 }  // namespace attnscope

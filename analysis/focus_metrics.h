@@ -4,6 +4,9 @@
 
 #include <torch/types.h>
 
+#include <optional>
+#include <string>
+
 #include "models/token_layout.h"
 
 namespace attnscope {
@@ -23,5 +26,28 @@ double top_k_mass(const torch::Tensor& patch_map, int k);
 
 // Gini coefficient of the map's (clamped) values: 0 uniform, towards 1 concentrated.
 double gini(const torch::Tensor& patch_map);
+
+// A rectangle of patches the user drew: rows [row_begin, row_end), columns [col_begin, col_end).
+struct PatchBox {
+  int row_begin = 0, col_begin = 0, row_end = 0, col_end = 0;
+};
+
+// Parses "R0,C0,R1,C1" (end-exclusive patch coordinates); throws std::invalid_argument.
+PatchBox parse_patch_box(const std::string& text);
+
+// 1 for patches inside the box, 0 elsewhere: [grid_h * grid_w] in token order, usable as `coverage`.
+// Throws std::invalid_argument when the box is empty or leaves the grid.
+torch::Tensor box_coverage(const PatchBox& box, const TokenLayout& layout);
+
+// The numbers the focus view shows for one patch map [N] (e.g. one head's query row without the
+// prefix tokens), with the mass inside a user box and inside the object where those are given.
+struct FocusSummary {
+  double entropy = 0.0;  // nats, of the clamped map renormalised over the patches
+  double top_k_mass = 0.0;
+  double gini = 0.0;
+  std::optional<double> box_mass, object_mass;
+};
+FocusSummary summarise_focus(const torch::Tensor& patch_map, int top_k, const torch::Tensor& box = {},
+                             const torch::Tensor& object = {});
 
 }  // namespace attnscope

@@ -3,17 +3,23 @@
 #include <torch/torch.h>
 
 #include <cfloat>
+#include <chrono>
+
+#include "models/attention.h"
 
 namespace attnscope {
 
-Spectrum matrix_spectrum(const torch::Tensor& matrix) {
-  torch::NoGradGuard no_grad;
+namespace {
+
+using torch::indexing::Slice;
+
+// Rank, tolerance and effective rank from descending singular values of an M x N matrix.
+Spectrum summarise_singular_values(const torch::Tensor& values, int64_t rows, int64_t columns) {
   Spectrum spectrum;
-  auto values = torch::linalg::svdvals(matrix.detach().to(torch::kFloat), c10::nullopt).to(torch::kCPU);
-  spectrum.singular_values = values;
+  spectrum.singular_values = values.to(torch::kCPU, torch::kFloat);
   if (values.numel() == 0) return spectrum;
   const double largest = values[0].item<double>();
-  spectrum.tolerance = largest * double(std::max(matrix.size(0), matrix.size(1))) * double(FLT_EPSILON);
+  spectrum.tolerance = largest * double(std::max(rows, columns)) * double(FLT_EPSILON);
   spectrum.numerical_rank = int((values > spectrum.tolerance).sum().item<int64_t>());
   auto total = values.to(torch::kDouble).sum().item<double>();
   if (total > 0) {
@@ -22,6 +28,97 @@ Spectrum matrix_spectrum(const torch::Tensor& matrix) {
     spectrum.effective_rank = std::exp(-(positive * positive.log()).sum().item<double>());
   }
   return spectrum;
+}
+
+}  // namespace
+
+Spectrum matrix_spectrum(const torch::Tensor& matrix) {
+  torch::NoGradGuard no_grad;
+  auto values = torch::linalg::svdvals(matrix.detach().to(torch::kFloat), c10::nullopt).to(torch::kCPU);
+  return summarise_singular_values(values, matrix.size(0), matrix.size(1));
+}
+
+Spectrum factored_spectrum(const torch::Tensor& left, const torch::Tensor& right) {
+  torch::NoGradGuard no_grad;
+  if (left.dim() != 2 || right.dim() != 2 || left.size(1) != right.size(1))
+    throw std::invalid_argument("factored_spectrum: factors must be [M, r] and [N, r]");
+  auto left_r = std::get<1>(torch::linalg::qr(left.detach().to(torch::kCPU, torch::kDouble), "reduced"));
+  auto right_r = std::get<1>(torch::linalg::qr(right.detach().to(torch::kCPU, torch::kDouble), "reduced"));
+  // L R^T = Q_L (R_L R_R^T) Q_R^T with orthonormal Q's: the core carries every singular value.
+  auto core = torch::matmul(left_r, right_r.transpose(0, 1));
+  auto values = torch::linalg::svdvals(core, c10::nullopt);
+  return summarise_singular_values(values, left.size(0), right.size(0));
+}
+
+std::optional<MatrixFactors> equivalent_matrix_factors(const AttentionCapture& layer, int64_t head, bool include_dwc,
+                                                       int64_t batch) {
+  torch::NoGradGuard no_grad;
+  const ResolvedAttention& attention = layer.attention;
+  if (attention.kernel == Kernel::Softmax || attention.window > 0) return std::nullopt;
+  if (include_dwc && attention.dwc) return std::nullopt;
+  if (head < 0 || head >= layer.heads) throw std::out_of_range("head " + std::to_string(head) + " does not exist");
+  const auto& features = layer.features;
+  MatrixFactors factors;
+  if (attention.kernel == Kernel::Anchor) {
+    auto assignment = features.anchor_assignment[batch][head].to(torch::kCPU, torch::kDouble);  // [T, m]
+    auto degree = assignment.sum(0);
+    auto inverse_degree = torch::where(degree > 0, degree.reciprocal(), torch::zeros_like(degree));
+    factors.left = assignment * inverse_degree;
+    factors.right = assignment;
+    return factors;
+  }
+  // Scores S = Q K^T and each row scaled by a number that depends only on its row sum, exactly as
+  // equivalent_rows normalises them; the scaling folds into the left factor.
+  auto q = features.q[batch][head].to(torch::kCPU, torch::kDouble);  // [T, d]
+  auto k = features.k[batch][head].to(torch::kCPU, torch::kDouble);
+  auto row_sum = torch::matmul(q, k.sum(0)).unsqueeze(1);  // [T, 1]
+  const double tokens = double(k.size(0));
+  torch::Tensor row_scale;
+  switch (attention.kernel) {
+    case Kernel::Linear:
+      row_scale = (row_sum + 1e-6).reciprocal();
+      break;
+    case Kernel::Focused:
+      row_scale = (row_sum / tokens + 1e-6).reciprocal() / tokens;
+      break;
+    case Kernel::Enhanced: {
+      auto temperature = features.temperature.to(torch::kCPU, torch::kDouble);
+      const double scale =
+          temperature.numel() == 1 ? temperature.item<double>() : temperature.view({-1})[head].item<double>();
+      row_scale = scale / row_sum.clamp_min(100.0);
+      break;
+    }
+    default:
+      return std::nullopt;
+  }
+  factors.left = q * row_scale;
+  factors.right = k;
+  return factors;
+}
+
+AttentionSpectrum attention_spectrum(const AttentionCapture& layer, int64_t head, bool include_dwc, int64_t batch) {
+  const auto start = std::chrono::steady_clock::now();
+  AttentionSpectrum result;
+  result.dwc = include_dwc && layer.attention.dwc;
+  if (auto factors = equivalent_matrix_factors(layer, head, include_dwc, batch)) {
+    result.spectrum = factored_spectrum(factors->left, factors->right);
+    result.method = "factors";
+    result.rank_bound = int(factors->left.size(1));
+  } else {
+    torch::Tensor matrix = layer.matrix(batch, head);
+    if (!include_dwc && layer.attention.dwc) {
+      // The band is part of matrix(); take it off again for the without-DWC view.
+      std::vector<int64_t> all(size_t(layer.layout.total_tokens()));
+      for (size_t i = 0; i < all.size(); ++i) all[i] = int64_t(i);
+      matrix = matrix - depthwise_conv_band(layer.dwc_weight, layer.layout,
+                                            torch::tensor(all, torch::kLong).to(layer.dwc_weight.device()));
+    }
+    result.spectrum = matrix_spectrum(matrix);
+    result.method = "full SVD";
+    result.rank_bound = int(matrix.size(0));
+  }
+  result.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return result;
 }
 
 double row_entropy(const torch::Tensor& row) {

@@ -4,7 +4,12 @@
 
 #include <torch/types.h>
 
+#include <optional>
+#include <string>
+
 namespace attnscope {
+
+struct AttentionCapture;
 
 struct Spectrum {
   torch::Tensor singular_values;  // descending, float32, CPU
@@ -15,6 +20,36 @@ struct Spectrum {
 
 // Full SVD of a matrix [M, N] (computed in float32, as numpy.linalg.matrix_rank on float32 does).
 Spectrum matrix_spectrum(const torch::Tensor& matrix);
+
+// Singular values of left @ right^T ([M, r] and [N, r]) without forming it: thin QR of both
+// factors and an SVD of the r x r core, O((M + N) r^2), in float64. Returns min(M, N, r) values
+// (the rest are exactly 0); the tolerance is the one matrix_spectrum uses for the M x N matrix.
+Spectrum factored_spectrum(const torch::Tensor& left, const torch::Tensor& right);
+
+// An equivalent attention matrix as a product of two thin factors: matrix = left @ right^T.
+struct MatrixFactors {
+  torch::Tensor left;   // [T, r]
+  torch::Tensor right;  // [T, r]
+};
+
+// The factors of one head's equivalent matrix when it has them: linear, focused and enhanced
+// kernels (row normalisation folded into `left`, r = d) and anchor (r = m). None for softmax, a
+// window restriction, or when `include_dwc` and the layer's DWC band is on (that band is T x T).
+std::optional<MatrixFactors> equivalent_matrix_factors(const AttentionCapture& layer, int64_t head,
+                                                       bool include_dwc = true, int64_t batch = 0);
+
+struct AttentionSpectrum {
+  Spectrum spectrum;
+  std::string method;  // "factors" (O(T r^2)) or "full SVD" (O(T^3))
+  int rank_bound = 0;  // r for the factor path, T otherwise
+  bool dwc = false;    // the DWC band is part of the matrix
+  double milliseconds = 0.0;
+};
+
+// One head's spectrum by the cheapest exact path: the factors where the matrix has them, else the
+// full SVD of the T x T matrix (softmax, windows, the DWC band: at T = 3137 that takes seconds).
+AttentionSpectrum attention_spectrum(const AttentionCapture& layer, int64_t head, bool include_dwc = true,
+                                     int64_t batch = 0);
 
 // Shannon entropy (nats) of a row read as a distribution: negative entries (a DWC band can add
 // them) are clamped to 0 and the row is renormalised.

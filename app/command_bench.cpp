@@ -1,5 +1,7 @@
 // `attnscope bench`: median forward latency per variant for DeiT-Tiny/Small shapes at 224, with
 // and without capture, against the same weights in PyTorch eager (Debian's python3-torch).
+// `attnscope bench --analysis`: Grad-CAM against PyTorch-eager Grad-CAM, and the spectrum's factor
+// path against the full SVD at N = 784 and 3136 patch tokens.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -10,6 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "analysis/gradcam.h"
+#include "analysis/spectrum.h"
 #include "app/cli.h"
 #include "app/commands.h"
 #include "models/demo_models.h"
@@ -84,6 +88,116 @@ double pytorch_median_ms(const std::string& python, const std::string& model_pat
   return json["median_ms"].get<double>();
 }
 
+// Runs a Python script that prints one JSON line last; returns it, or an empty object and `error`.
+nlohmann::json run_python_json(const std::string& command, std::string& error) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) {
+    error = "cannot start the Python reference";
+    return {};
+  }
+  std::string output;
+  char buffer[4096];
+  while (fgets(buffer, sizeof buffer, pipe)) output += buffer;
+  const int status = pclose(pipe);
+  const auto start = output.rfind('{');
+  auto json =
+      start == std::string::npos ? nlohmann::json() : nlohmann::json::parse(output.substr(start), nullptr, false);
+  if (status != 0 || !json.is_object()) {
+    error = "PyTorch reference failed: " + output.substr(0, 300);
+    return {};
+  }
+  return json;
+}
+
+template <typename Work>
+double median_of_runs(int warmup, int runs, Work work) {
+  std::vector<double> samples;
+  for (int i = 0; i < warmup + runs; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    work();
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (i >= warmup) samples.push_back(ms);
+  }
+  return median_ms(samples);
+}
+
+// Grad-CAM (default layer, top-1 class) on random DeiT weights at 224 against both eager baselines.
+void bench_gradcam(const std::vector<DeitShape>& shapes, const std::filesystem::path& folder, const std::string& python,
+                   torch::Device device, int warmup, int runs, int rounds) {
+  std::cout << "\nGrad-CAM (blocks.-1.norm1, top-1 class, one forward + one backward), input 1x3x224x224\n"
+            << std::left << std::setw(7) << "model" << std::right << std::setw(12) << "attnscope" << std::setw(14)
+            << "eager(lib)" << std::setw(10) << "ratio" << std::setw(14) << "eager(lean)" << std::setw(10) << "ratio"
+            << "\n";
+  for (const auto& shape : shapes) {
+    const std::string path = write_random_deit(shape, folder);
+    LoadedModel model = load_model(path, {}, device);
+    torch::manual_seed(1);
+    const auto input = torch::randn({1, 3, 224, 224}).to(device);
+    std::vector<double> ours, library, lean;
+    std::string error;
+    for (int round = 0; round < rounds; ++round) {
+      ours.push_back(median_of_runs(warmup, runs, [&] {
+        grad_cam(*model.model, input, {}, {});
+        if (device.is_cuda()) torch::cuda::synchronize();
+      }));
+      if (python == "none") continue;
+      std::ostringstream command;
+      command << "'" << python << "' '" << ATTNSCOPE_SOURCE_DIR << "/bench/pytorch_gradcam.py' --model '" << path
+              << "' --heads " << shape.heads << " --threads " << torch::get_num_threads() << " --runs " << runs
+              << " --warmup " << warmup;
+      const auto json = run_python_json(command.str(), error);
+      if (json.contains("library_ms")) {
+        library.push_back(json["library_ms"].get<double>());
+        lean.push_back(json["lean_ms"].get<double>());
+      }
+    }
+    const double ours_ms = median_ms(ours);
+    std::cout << std::left << std::setw(7) << shape.name << std::right << std::setw(10) << ours_ms << "ms";
+    if (!library.empty()) {
+      const double library_ms = median_ms(library), lean_ms = median_ms(lean);
+      std::cout << std::setw(12) << library_ms << "ms" << std::setw(9) << ours_ms / library_ms << "x" << std::setw(12)
+                << lean_ms << "ms" << std::setw(9) << ours_ms / lean_ms << "x";
+    } else {
+      std::cout << "  (no PyTorch reference: " << error << ")";
+    }
+    std::cout << "\n" << std::flush;
+  }
+}
+
+// Rank and spectrum of one linear-attention head (DeiT-Tiny weights, d = 64) by the factors against
+// the full SVD of the N x N matrix (building the matrix included), at grids 28 x 28 and 56 x 56.
+void bench_spectrum(const std::filesystem::path& folder, torch::Device device, int warmup, int runs) {
+  const DeitShape tiny = {"tiny", 192, 12, 3};
+  const std::string path = write_random_deit(tiny, folder);
+  LoadedModel model = load_model(path, {}, device);
+  AttentionSettings settings;
+  settings.variant = Variant::Linear;
+  std::cout << "\nSpectrum of one linear-attention head (DeiT-Tiny, d = 64, last block): factors vs full SVD\n"
+            << std::left << std::setw(8) << "N" << std::right << std::setw(12) << "factors" << std::setw(14)
+            << "full SVD" << std::setw(12) << "speed-up" << std::setw(10) << "rank" << std::setw(12) << "rank(full)"
+            << "\n";
+  for (int grid : {28, 56}) {
+    torch::manual_seed(2);
+    const auto input = torch::randn({1, 3, grid * 16, grid * 16}).to(device);
+    ForwardOutput output;
+    {
+      c10::InferenceMode inference_mode;
+      output = model.model->forward(input, settings);
+    }
+    const AttentionCapture& layer = output.layers.back();
+    AttentionSpectrum fast;
+    const double factor_ms = median_of_runs(warmup, runs, [&] { fast = attention_spectrum(layer, 0); });
+    Spectrum full;
+    // The full SVD of a 3137 x 3137 matrix takes seconds: one warm-up-free run is enough there.
+    const double full_ms =
+        median_of_runs(0, grid > 28 ? 1 : std::max(1, runs / 4), [&] { full = matrix_spectrum(layer.matrix(0, 0)); });
+    std::cout << std::left << std::setw(8) << grid * grid << std::right << std::setw(10) << factor_ms << "ms"
+              << std::setw(12) << full_ms << "ms" << std::setw(11) << full_ms / factor_ms << "x" << std::setw(10)
+              << fast.spectrum.numerical_rank << std::setw(12) << full.numerical_rank << "\n"
+              << std::flush;
+  }
+}
+
 }  // namespace
 
 int bench_command(const Args& args) {
@@ -95,6 +209,7 @@ int bench_command(const Args& args) {
       {"warmup", "N", "untimed runs first", "3"},
       {"rounds", "N", "alternating rounds of C++ and PyTorch measurements", "3"},
       {"python", "EXE", "Python with torch for the eager reference ('none' to skip)", ATTNSCOPE_PYTHON},
+      {"analysis", "", "bench the analyses instead: Grad-CAM vs eager, spectrum factors vs full SVD", ""},
   };
   auto parsed = parse_or_print_help(args, "attnscope bench [--sizes tiny,small] [--runs N]", options, flags);
   if (!parsed) return 0;
@@ -114,6 +229,22 @@ int bench_command(const Args& args) {
   const std::vector<DeitShape> known = {{"tiny", 192, 12, 3}, {"small", 384, 12, 6}};
   const auto folder = std::filesystem::temp_directory_path() / ("attnscope-bench-" + std::to_string(getpid()));
   std::filesystem::create_directories(folder);
+
+  if (!line.flags["analysis"].empty()) {
+    std::vector<DeitShape> shapes;
+    for (const auto& size : split(line.flags["sizes"])) {
+      auto shape = std::find_if(known.begin(), known.end(), [&](const DeitShape& s) { return s.name == size; });
+      if (shape == known.end()) throw std::invalid_argument("unknown size '" + size + "' (expected tiny or small)");
+      shapes.push_back(*shape);
+    }
+    std::cout << "attnscope bench --analysis: " << torch::get_num_threads() << " threads, device " << device.str()
+              << ", medians over " << rounds << " alternating rounds of the median of " << runs << " runs\n";
+    std::cout << std::fixed << std::setprecision(2);
+    bench_gradcam(shapes, folder, line.flags["python"], device, warmup, runs, rounds);
+    bench_spectrum(folder, device, warmup, runs);
+    std::filesystem::remove_all(folder);
+    return 0;
+  }
 
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   std::cout << "attnscope bench: " << torch::get_num_threads()

@@ -8,10 +8,11 @@ namespace attnscope {
 
 using Args = std::vector<std::string>;
 
-int run_command(const Args& args);    // one image through a model, outputs to a folder
-int info_command(const Args& args);   // architecture and parameter count of a checkpoint
-int bench_command(const Args& args);  // forward latency per variant against PyTorch eager
-int train_command(const Args& args);  // trains a demo model on the generated glyph task
+int run_command(const Args& args);      // one image through a model, outputs to a folder
+int info_command(const Args& args);     // architecture and parameter count of a checkpoint
+int bench_command(const Args& args);    // forward latency per variant against PyTorch eager
+int analyze_command(const Args& args);  // Grad-CAM, rollout, spectrum, f_p, focus metrics of one image
+int train_command(const Args& args);    // trains a demo model on the generated glyph task
 int eval_command(const Args& args);
 int glyphs_command(
     const Args& args);  // writes images of the generated task   // focus and rank of the demo models on held-out images

@@ -14,6 +14,7 @@ namespace attnscope {
 const std::vector<Command>& commands() {
   static const std::vector<Command> list = {
       {"run", "run one image through a model and write attention, matrices, overlays and a summary", run_command},
+      {"analyze", "Grad-CAM, attention rollout, spectrum and rank, f_p, focus metrics of one image", analyze_command},
       {"info", "print the architecture attnscope infers from a checkpoint", info_command},
       {"train", "train a demo model on the generated glyph task", train_command},
       {"eval", "accuracy, attention focus and rank of demo models on held-out glyph images", eval_command},

@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "analysis/focus_metrics.h"
+#include "analysis/gradcam.h"
 #include "models/token_layout.h"
 
 namespace attnscope {
@@ -189,6 +191,39 @@ std::vector<OptionSpec> make_options() {
                        s.query = v;
                      },
                      [](const AppState& s) { return s.query; }});
+  options.push_back({"class", "C", "Grad-CAM target class (-1: the top-1 class)",
+                     [](AppState& s, const std::string& v) {
+                       const int c = parse_int_option("class", v);
+                       if (c < -1) throw std::invalid_argument("--class must be >= 0, or -1 for the top-1 class");
+                       s.target_class = c;
+                     },
+                     [](const AppState& s) { return std::to_string(s.target_class); }});
+  options.push_back({"gradcam-layer", "NAME",
+                     "Grad-CAM layer: blocks.N.norm1 (default N=-1, the last), blocks.N.norm2, blocks.N or norm",
+                     [](AppState& s, const std::string& v) {
+                       // Syntax only here; the block index is checked against the model when it runs.
+                       resolve_gradcam_layer(v, 1 << 20, true);
+                       s.gradcam_layer = v;
+                     },
+                     [](const AppState& s) { return s.gradcam_layer; }});
+  options.push_back({"fusion", "mean|max|min", "attention rollout: how the heads of a layer are fused",
+                     [](AppState& s, const std::string& v) {
+                       s.fusion = with_option_name("fusion", [&] { return parse_head_fusion(v); });
+                     },
+                     [](const AppState& s) { return to_string(s.fusion); }});
+  options.push_back({"discard", "R", "attention rollout: fraction of the weakest links dropped per layer, in [0, 1)",
+                     [](AppState& s, const std::string& v) {
+                       const double r = parse_double_option("discard", v);
+                       if (!(r >= 0.0 && r < 1.0)) throw std::invalid_argument("--discard must be in [0, 1)");
+                       s.discard = r;
+                     },
+                     [](const AppState& s) { return format_double(s.discard); }});
+  options.push_back({"box", "R0,C0,R1,C1", "focus metrics: a box of patches (end-exclusive) to measure mass in",
+                     [](AppState& s, const std::string& v) {
+                       if (!v.empty()) parse_patch_box(v);
+                       s.box = v;
+                     },
+                     [](const AppState& s) { return s.box; }});
   options.push_back({"colormap", "NAME", "colour map: viridis, magma, inferno, turbo, jet or gray",
                      [](AppState& s, const std::string& v) {
                        s.colormap = with_option_name("colormap", [&] { return parse_colormap(v); });
@@ -198,7 +233,7 @@ std::vector<OptionSpec> make_options() {
                      [](AppState& s, const std::string& v) {
                        const double a = parse_double_option("opacity", v);
                        if (!(a >= 0 && a <= 1)) throw std::invalid_argument("--opacity must be in [0, 1]");
-                       s.opacity = float(a);
+                       s.opacity = a;
                      },
                      [](const AppState& s) { return format_double(s.opacity); }});
   add_export_options(options);
@@ -280,7 +315,11 @@ std::vector<VariantChoice> parse_variant_list(const std::string& text, const Att
                                       "' is not one of p=, window=, anchors=, dwc=, norm=");
         set_option(scratch, key, part.substr(eq + 1));
       }
-      label += (first ? "" : " ") + part;
+      // Labels use the papers' letters: "window:window=7" reads "window w=7".
+      std::string shown = part;
+      if (part.rfind("window=", 0) == 0) shown = "w=" + part.substr(7);
+      if (part.rfind("anchors=", 0) == 0) shown = "m=" + part.substr(8);
+      label += (first ? "" : " ") + shown;
       first = false;
     }
     if (first) throw std::invalid_argument("--variants has an empty entry in '" + text + "'");

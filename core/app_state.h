@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "analysis/head_fusion.h"
 #include "core/colormap.h"
 #include "core/image.h"
 #include "models/attention_settings.h"
@@ -39,8 +40,15 @@ struct AppState {
   int head = 0;
   std::string query = "cls";  // "cls" or "ROW,COL"
   std::string out;            // output folder of headless commands
+  // Analyses.
+  int target_class = -1;                          // Grad-CAM class, -1: the top-1 class
+  std::string gradcam_layer = "blocks.-1.norm1";  // a ForwardHook point (see analysis/gradcam.h)
+  HeadFusion fusion = HeadFusion::Mean;           // rollout head fusion
+  double discard = 0.0;                           // rollout discard ratio
+  std::string box;                                // "R0,C0,R1,C1" patches (end-exclusive), empty: none
+  // Views and figure export.
   Colormap colormap = Colormap::Viridis;
-  float opacity = 0.6f;  // weight of the colour map over the image in overlays
+  double opacity = 0.6;  // weight of the colour map over the image in overlays
   ExportSettings figure;
 };
 

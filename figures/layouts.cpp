@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "analysis/focusing.h"
+#include "analysis/gradcam.h"
+#include "analysis/rollout.h"
 #include "analysis/spectrum.h"
 #include "models/inference.h"
 
@@ -15,6 +18,8 @@ const std::vector<FigureLayoutInfo>& figure_layouts() {
       {"grid-layers", "overlays of the query's attention, variants (rows) x layers (columns), one colour scale"},
       {"grid-heads", "overlays of the query's attention, variants (rows) x heads (columns) of one layer"},
       {"matrix-spectrum", "each variant's attention matrix beside its singular values (log scale, rank marked)"},
+      {"gradcam-attention", "per variant: Grad-CAM beside the query's attention and the attention rollout"},
+      {"fp-demo", "FLatten's f_p: toy vectors and scores, then a layer's similarities, entropy and top-k mass vs p"},
   };
   return layouts;
 }
@@ -42,7 +47,11 @@ FigureRequest FigureRequest::from_state(const AppState& state) {
   request.head = state.head;
   request.query = state.query;
   request.colormap = state.colormap;
-  request.opacity = state.opacity;
+  request.opacity = float(state.opacity);
+  request.gradcam_layer = state.gradcam_layer;
+  request.target_class = state.target_class;
+  request.fusion = state.fusion;
+  request.discard = state.discard;
   return request;
 }
 
@@ -219,6 +228,161 @@ Figure matrix_spectrum_figure(const FigureRequest& request, LoadedModel& model, 
   return figure;
 }
 
+std::vector<double> to_doubles(const torch::Tensor& values) {
+  const torch::Tensor cpu = values.detach().to(torch::kCPU, torch::kDouble).contiguous();
+  return std::vector<double>(cpu.data_ptr<double>(), cpu.data_ptr<double>() + cpu.numel());
+}
+
+std::vector<double> indices(size_t count, double first = 0.0) {
+  std::vector<double> x;
+  for (size_t i = 0; i < count; ++i) x.push_back(first + double(i));
+  return x;
+}
+
+// A map in [0, 1] over the input image, on its own scale.
+HeatmapPanel unit_overlay(const torch::Tensor& grid_map, const FigureRequest& request, const cv::Mat& input_rgb,
+                          int scale) {
+  HeatmapPanel heatmap;
+  heatmap.values = to_mat(grid_map);
+  heatmap.background = input_rgb;
+  heatmap.opacity = request.opacity;
+  heatmap.scale = scale;
+  return heatmap;
+}
+
+Figure gradcam_attention_figure(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
+                                const std::string& title) {
+  const std::vector<VariantRun> runs = run_variants(request, model, prepared_rgb);
+  const int depth = int(runs.front().result.forward.layers.size());
+  const int layer = resolve_layer(request.layer, depth);
+  check_head(request.head, model.arch.heads);
+  const TokenLayout& layout = runs.front().result.forward.layout;
+  const ResolvedQuery query = resolve_query(request.query, layout);
+  GradCamOptions gradcam_options;
+  gradcam_options.layer = request.gradcam_layer;
+  gradcam_options.target_class = request.target_class;
+  const std::string gradcam_layer = resolve_gradcam_layer(request.gradcam_layer, depth, model.arch.final_norm);
+  const torch::Tensor input = image_to_tensor(prepared_rgb).to(model.device);
+
+  Figure figure(int(runs.size()), 3);
+  figure.title = title + "  \u00b7  query " + layout.token_name(query.token);
+  figure.col_labels = {"Grad-CAM (" + gradcam_layer + ")",
+                       "attention (layer " + std::to_string(layer) + ", head " + std::to_string(request.head) + ")",
+                       "rollout (" + to_string(request.fusion) + " of heads)"};
+  figure.scales.push_back({request.colormap, 0.0f, 1.0f, "Grad-CAM, rollout (max = 1)"});
+  figure.scales.push_back({});  // attention: set from its panels below
+  for (size_t r = 0; r < runs.size(); ++r) {
+    const VariantRun& run = runs[r];
+    const std::string stem = file_safe(run.variant.label);
+    figure.row_labels.push_back(run.variant.label);
+    const GradCamResult gradcam = grad_cam(*model.model, input, run.variant.settings, gradcam_options);
+    Panel& gradcam_panel = figure.at(int(r), 0);
+    const int cls = gradcam.target_class;
+    gradcam_panel.title =
+        "class " + (cls < int(model.class_names.size()) ? model.class_names[size_t(cls)] : std::to_string(cls));
+    gradcam_panel.data_name = stem + "_gradcam";
+    gradcam_panel.content = unit_overlay(gradcam.scaled, request, run.result.input_rgb, 0);
+
+    c10::InferenceMode inference;
+    HeatmapPanel attention = query_overlay(run.result.forward.layers[size_t(layer)], request.head, query.token, request,
+                                           run.result.input_rgb);
+    attention.scale = 1;
+    figure.at(int(r), 1).data_name =
+        stem + "_attention_l" + std::to_string(layer) + "_h" + std::to_string(request.head);
+    figure.at(int(r), 1).content = attention;
+
+    RolloutOptions rollout_options;
+    rollout_options.fusion = request.fusion;
+    rollout_options.discard_ratio = request.discard;
+    rollout_options.query = query.token;
+    const RolloutResult rollout = attention_rollout(run.result.forward.layers, rollout_options);
+    figure.at(int(r), 2).data_name = stem + "_rollout";
+    figure.at(int(r), 2).content = unit_overlay(rollout.normalised, request, run.result.input_rgb, 0);
+  }
+  // The attention panels share one scale of their own.
+  Figure attention_only(figure.rows, 1);
+  for (int r = 0; r < figure.rows; ++r) attention_only.at(r, 0) = figure.at(r, 1);
+  figure.scales[1] = shared_scale(attention_only, request.colormap, "attention weight");
+  return figure;
+}
+
+// FLatten's f_p made visible (the paper's Fig. 4 and its effect on a real layer).
+Figure focusing_figure(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
+                       const std::string& title) {
+  const VariantChoice& variant = request.variants.front();
+  const double p = variant.settings.p;
+  char p_text[32];
+  std::snprintf(p_text, sizeof p_text, "p = %g", p);
+
+  Figure figure(2, 3);
+  figure.title = title + "  \u00b7  f_p with " + p_text + "  \u00b7  " + variant.label;
+
+  // Toy vectors on the quarter circle, before and after f_p.
+  const torch::Tensor circle = quarter_circle_vectors(24);
+  const torch::Tensor focused = focus_rows(circle, p);
+  PlotPanel vectors;
+  vectors.series.push_back({"x", to_doubles(circle.select(1, 0)), to_doubles(circle.select(1, 1)), true, false});
+  vectors.series.push_back({"f_p(x)", to_doubles(focused.select(1, 0)), to_doubles(focused.select(1, 1)), true, false});
+  vectors.x_label = "x\u2081";
+  vectors.y_label = "x\u2082";
+  figure.at(0, 0) = {"unit vectors, 2-D", "fp_vectors_2d", vectors};
+
+  PlotPanel pull;
+  std::vector<double> angles;
+  for (int64_t i = 0; i < circle.size(0); ++i)
+    angles.push_back(std::atan2(circle[i][1].item<double>(), circle[i][0].item<double>()) * 180.0 / M_PI);
+  pull.series.push_back({"x", angles, to_doubles(nearest_axis_cosine(circle)), true, true});
+  pull.series.push_back({"f_p(x)", angles, to_doubles(nearest_axis_cosine(focused)), true, true});
+  pull.x_label = "angle (degrees)";
+  pull.y_label = "cos to nearest axis";
+  figure.at(0, 1) = {"pull toward the axes", "fp_axis_cosine_2d", pull};
+
+  const ScoreExample example = example_focus_scores(p);
+  PlotPanel scores;
+  const std::vector<double> keys = indices(size_t(example.before.numel()), 1.0);
+  scores.series.push_back({"ReLU", keys, to_doubles(example.before), true, true});
+  scores.series.push_back({"f_p \u2218 ReLU", keys, to_doubles(example.after), true, true});
+  scores.x_label = "key";
+  scores.y_label = "score";
+  figure.at(0, 2) = {"one query's scores", "fp_scores", scores};
+
+  // The same on a real layer's queries and keys.
+  const InferenceResult result = run_inference(model, prepared_rgb, variant.settings);
+  const int depth = int(result.forward.layers.size());
+  const int layer = resolve_layer(request.layer, depth);
+  check_head(request.head, model.arch.heads);
+  FocusStudyOptions options;
+  options.p = p;
+  c10::InferenceMode inference;
+  const FocusStudy study = study_focusing(result.forward.layers[size_t(layer)], request.head, options);
+  const int bins = int(study.histogram_before.numel());
+  PlotPanel histogram;
+  std::vector<double> centres;
+  for (int b = 0; b < bins; ++b) centres.push_back((b + 0.5) / bins);
+  histogram.series.push_back({"ReLU", centres, to_doubles(study.histogram_before), false, true});
+  histogram.series.push_back({std::string("f_p, ") + p_text, centres, to_doubles(study.histogram_after), false, true});
+  histogram.x_label = "cos(\u03c6(q), \u03c6(k))";
+  histogram.y_label = "pairs";
+  figure.at(1, 0) = {"query-key similarity", "fp_similarity_histogram", histogram};
+
+  PlotPanel entropy;
+  entropy.series.push_back({"entropy", study.curve_ps, study.entropy, true, true});
+  entropy.x_guides.push_back({p, p_text});
+  entropy.x_label = "p";
+  entropy.y_label = "row entropy (nats)";
+  figure.at(1, 1) = {"mean row entropy", "fp_entropy", entropy};
+
+  PlotPanel mass;
+  mass.series.push_back({"top-k mass", study.curve_ps, study.top_k_mass, true, true});
+  mass.x_guides.push_back({p, p_text});
+  mass.x_label = "p";
+  mass.y_label = "top-" + std::to_string(options.top_k) + " mass";
+  figure.at(1, 2) = {"mean top-" + std::to_string(options.top_k) + " mass", "fp_top_k_mass", mass};
+
+  figure.row_labels = {"toy vectors", "layer " + std::to_string(layer) + ", head " + std::to_string(request.head)};
+  return figure;
+}
+
 }  // namespace
 
 Figure build_figure(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
@@ -226,6 +390,8 @@ Figure build_figure(const FigureRequest& request, LoadedModel& model, const cv::
   if (request.layout == "grid-layers") return overlay_grid(request, model, prepared_rgb, title, true);
   if (request.layout == "grid-heads") return overlay_grid(request, model, prepared_rgb, title, false);
   if (request.layout == "matrix-spectrum") return matrix_spectrum_figure(request, model, prepared_rgb, title);
+  if (request.layout == "gradcam-attention") return gradcam_attention_figure(request, model, prepared_rgb, title);
+  if (request.layout == "fp-demo") return focusing_figure(request, model, prepared_rgb, title);
   throw std::invalid_argument("unknown figure layout '" + request.layout + "'");
 }
 

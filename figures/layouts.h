@@ -1,5 +1,6 @@
 // The figures researchers make, built from the engine's data as plain Figures: comparison grids of
-// attention overlays (variants x layers, variants x heads) and a matrix beside its singular spectrum.
+// attention overlays (variants x layers, variants x heads), a matrix beside its singular spectrum,
+// Grad-CAM beside attention and rollout, and the f_p demonstration.
 #pragma once
 
 #include <opencv2/core.hpp>
@@ -28,6 +29,11 @@ struct FigureRequest {
   std::string query = "cls";            // the query token whose row the overlays show
   Colormap colormap = Colormap::Viridis;
   float opacity = 0.6f;
+  // gradcam-attention: Grad-CAM's layer and class, rollout's head fusion and discard ratio.
+  std::string gradcam_layer = "blocks.-1.norm1";
+  int target_class = -1;
+  HeadFusion fusion = HeadFusion::Mean;
+  double discard = 0.0;
 
   static FigureRequest from_state(const AppState& state);
 };

@@ -203,6 +203,15 @@ Layout compute_layout(cairo_t* cr, const Figure& figure, const FigureStyle& styl
     if (h == 0) h = style.panel_width;  // a row of plots only (or empty cells)
   for (auto& w : col_w)
     if (w == 0) w = style.panel_width;
+  // A column is at least as wide as its label and its panels' titles, so that neighbours never touch.
+  for (int c = 0; c < cols; ++c) {
+    double widest = 0;
+    set_font(cr, m.font, true);
+    if (size_t(c) < figure.col_labels.size()) widest = text_width(cr, figure.col_labels[size_t(c)]);
+    set_font(cr, m.small);
+    for (int r = 0; r < rows; ++r) widest = std::max(widest, text_width(cr, figure.at(r, c).title));
+    col_w[size_t(c)] = std::max(col_w[size_t(c)], widest + 0.6 * m.font);
+  }
 
   set_font(cr, m.font, true);
   double row_label_w = 0;
@@ -476,7 +485,7 @@ void draw_plot(cairo_t* cr, const Metrics& m, const PlotPanel& plot, const Rect&
       for (size_t i = 0; i < series.x.size(); ++i) {
         if (!std::isfinite(series.x[i]) || !std::isfinite(series.y[i]) || (axes.log_y && !(series.y[i] > 0))) continue;
         cairo_new_sub_path(cr);
-        cairo_arc(cr, map_x(series.x[i]), map_y(series.y[i]), 1.1, 0, 2 * M_PI);
+        cairo_arc(cr, map_x(series.x[i]), map_y(series.y[i]), 0.2 * m.font, 0, 2 * M_PI);
       }
     cairo_fill(cr);
   }

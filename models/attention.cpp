@@ -169,6 +169,8 @@ KernelFeatures AttentionImpl::kernel_features(const ResolvedAttention& resolved,
           scale.defined() ? split_heads(torch::softplus(scale), heads) : torch::full({1}, std::log(2.0), q.options());
       auto focused_q = (torch::relu(q) + 1e-6) / divisor;
       auto focused_k = (torch::relu(k) + 1e-6) / divisor;
+      features.q_before_focus = focused_q;
+      features.k_before_focus = focused_k;
       features.q = focus(focused_q, resolved.p, resolved.norm);
       features.k = focus(focused_k, resolved.p, resolved.norm);
       break;
@@ -237,6 +239,10 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const TokenLayout& 
     capture->features.score_scale = features.score_scale;
     if (features.anchor_assignment.defined()) capture->features.anchor_assignment = features.anchor_assignment.detach();
     if (features.temperature.defined()) capture->features.temperature = features.temperature.detach();
+    if (features.q_before_focus.defined()) {
+      capture->features.q_before_focus = features.q_before_focus.detach();
+      capture->features.k_before_focus = features.k_before_focus.detach();
+    }
     if (resolved.dwc) capture->dwc_weight = dwc->weight.detach();
   }
   return projected_out;

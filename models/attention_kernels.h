@@ -39,6 +39,9 @@ struct KernelFeatures {
   torch::Tensor k;                  // [B, h, T, d]
   torch::Tensor anchor_assignment;  // anchor kernel: A [B, h, T, m] (softmax over anchors)
   torch::Tensor temperature;        // enhanced: [1, h, 1, 1] or a scalar tensor
+  // focused: the non-negative features f_p was applied to, (ReLU(x) + eps) / softplus(scale),
+  // kept so that f_p can be studied at other p without re-running the model.
+  torch::Tensor q_before_focus, k_before_focus;
 };
 
 // Which keys each query may see under a w x w window restriction: [T, T] bool. Prefix-token

@@ -116,16 +116,22 @@ BlockImpl::BlockImpl(const BlockArch& arch, double eps) {
 }
 
 torch::Tensor BlockImpl::forward(const torch::Tensor& x, const TokenLayout& layout, const AttentionSettings& settings,
-                                 AttentionCapture* capture) {
+                                 AttentionCapture* capture,
+                                 const std::function<void(const char*, torch::Tensor&)>& hook) {
   auto normed = norm1(x);
+  if (hook) hook("norm1", normed);
   if (capture) capture->normed_input = normed;
   auto attended = attn(normed, layout, settings, capture);
   if (!ls1.is_empty()) attended = ls1(attended);
   auto out = x + attended;
   if (!local_mp.is_empty()) out = out + local_mp(norm3(out), layout);
-  auto mlp_out = mlp(norm2(out));
+  auto normed_out = norm2(out);
+  if (hook) hook("norm2", normed_out);
+  auto mlp_out = mlp(normed_out);
   if (!ls2.is_empty()) mlp_out = ls2(mlp_out);
-  return out + mlp_out;
+  auto result = out + mlp_out;
+  if (hook) hook("", result);
+  return result;
 }
 
 PatchEmbedImpl::PatchEmbedImpl(int in_chans, int dim, int patch) {
@@ -185,8 +191,13 @@ torch::Tensor VisionTransformerImpl::embed(const torch::Tensor& images, const To
   return torch::cat(prefix, 1) + positions;
 }
 
-torch::Tensor VisionTransformerImpl::pool_and_classify(const torch::Tensor& tokens, const TokenLayout& layout) {
-  auto x = norm.is_empty() ? tokens : norm(tokens);
+torch::Tensor VisionTransformerImpl::pool_and_classify(const torch::Tensor& tokens, const TokenLayout& layout,
+                                                       const ForwardHook& hook) {
+  auto x = tokens;
+  if (!norm.is_empty()) {
+    x = norm(tokens);
+    if (hook) hook("norm", x);
+  }
   if (arch_.class_token) {
     auto class_features = x.select(1, 0);
     if (!fc_norm.is_empty()) class_features = fc_norm(class_features);
@@ -213,9 +224,16 @@ ForwardOutput VisionTransformerImpl::forward(const torch::Tensor& images, const 
   if (options.capture) output.layers.resize(blocks->size());
   for (size_t i = 0; i < blocks->size(); ++i) {
     if (options.cancelled && options.cancelled()) throw Cancelled();
-    x = blocks[i]->as<BlockImpl>()->forward(x, output.layout, settings, options.capture ? &output.layers[i] : nullptr);
+    std::function<void(const char*, torch::Tensor&)> block_hook;
+    if (options.hook)
+      block_hook = [&options, i](const char* point, torch::Tensor& value) {
+        const std::string name = "blocks." + std::to_string(i);
+        options.hook(*point ? name + "." + point : name, value);
+      };
+    x = blocks[i]->as<BlockImpl>()->forward(x, output.layout, settings, options.capture ? &output.layers[i] : nullptr,
+                                            block_hook);
   }
-  output.logits = pool_and_classify(x, output.layout);
+  output.logits = pool_and_classify(x, output.layout, options.hook);
   return output;
 }
 

@@ -52,9 +52,16 @@ struct Cancelled : std::exception {
   const char* what() const noexcept override { return "inference cancelled"; }
 };
 
+// Called at named points of the forward pass with the tensor there, like a PyTorch forward hook
+// that may return a replacement: the hook may reassign `value` (Grad-CAM swaps in a leaf that
+// requires grad). Points carry timm's module names: "blocks.3.norm1", "blocks.3.norm2",
+// "blocks.3" (the block's output) and "norm" (the final norm, when the model has one).
+using ForwardHook = std::function<void(const std::string& point, torch::Tensor& value)>;
+
 struct ForwardOptions {
   bool capture = true;
   std::function<bool()> cancelled;  // checked between blocks
+  ForwardHook hook;                 // empty: no hook, no cost
 };
 
 struct ForwardOutput {
@@ -88,8 +95,9 @@ TORCH_MODULE(LocalConcentration);
 
 struct BlockImpl : torch::nn::Module {
   BlockImpl(const BlockArch& arch, double eps);
+  // `hook` (may be empty) sees "norm1", "norm2" and "" (the block output), prefixed by its caller.
   torch::Tensor forward(const torch::Tensor& x, const TokenLayout& layout, const AttentionSettings& settings,
-                        AttentionCapture* capture);
+                        AttentionCapture* capture, const std::function<void(const char*, torch::Tensor&)>& hook = {});
   torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr}, norm3{nullptr};
   Attention attn{nullptr};
   Mlp mlp{nullptr};
@@ -120,7 +128,7 @@ class VisionTransformerImpl : public torch::nn::Module {
 
  private:
   torch::Tensor embed(const torch::Tensor& images, const TokenLayout& layout);
-  torch::Tensor pool_and_classify(const torch::Tensor& tokens, const TokenLayout& layout);
+  torch::Tensor pool_and_classify(const torch::Tensor& tokens, const TokenLayout& layout, const ForwardHook& hook);
   VitArch arch_;
 };
 TORCH_MODULE(VisionTransformer);

@@ -11,6 +11,9 @@
 #include <opencv2/imgproc.hpp>
 #include <sstream>
 
+#include "analysis/focusing.h"
+#include "analysis/gradcam.h"
+#include "analysis/rollout.h"
 #include "analysis/spectrum.h"
 #include "core/npy.h"
 #include "figures/export.h"
@@ -478,6 +481,72 @@ TEST_F(EngineFigureTest, MatrixBesideItsSpectrumWithTheRankMarked) {
   // ReLU linear attention of d = 32 channels per head has rank at most 32 < T = 50.
   EXPECT_LE(spectrum.numerical_rank, 32);
   EXPECT_EQ(std::get<HeatmapPanel>(figure.at(0, 0).content).values.rows, matrix.size(0));
+}
+
+TEST_F(EngineFigureTest, GradCamBesideAttentionAndRollout) {
+  AppState state;
+  state.figure.layout = "gradcam-attention";
+  state.figure.variants = "softmax,window:window=3";
+  const FigureRequest request = FigureRequest::from_state(state);
+  EXPECT_EQ(request.variants[1].label, "window w=3");
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(image_), state, model_->arch);
+  const Figure figure = build_figure(request, *model_, prepared, "input.png");
+  ASSERT_EQ(figure.rows, 2);
+  ASSERT_EQ(figure.cols, 3);
+  ASSERT_EQ(figure.scales.size(), 2u);
+
+  const GradCamResult gradcam =
+      grad_cam(*model_->model, image_to_tensor(prepared), request.variants[1].settings, GradCamOptions{});
+  const auto& gradcam_panel = std::get<HeatmapPanel>(figure.at(1, 0).content);
+  EXPECT_EQ(gradcam_panel.scale, 0);
+  const torch::Tensor drawn =
+      torch::from_blob(gradcam_panel.values.data, {gradcam_panel.values.rows, gradcam_panel.values.cols});
+  EXPECT_TRUE(torch::allclose(drawn, gradcam.scaled, 1e-6, 1e-6));
+
+  const InferenceResult inference = run_inference(*model_, prepared, request.variants[1].settings);
+  c10::InferenceMode guard;
+  const RolloutResult rollout = attention_rollout(inference.forward.layers, RolloutOptions{});
+  const auto& rollout_panel = std::get<HeatmapPanel>(figure.at(1, 2).content);
+  const torch::Tensor rolled =
+      torch::from_blob(rollout_panel.values.data, {rollout_panel.values.rows, rollout_panel.values.cols});
+  EXPECT_TRUE(torch::allclose(rolled, rollout.normalised.to(torch::kFloat), 1e-6, 1e-6));
+  EXPECT_EQ(std::get<HeatmapPanel>(figure.at(0, 1).content).scale, 1);  // attention on its own scale
+  EXPECT_EQ(figure.at(1, 2).data_name, "window_w=3_rollout");
+
+  // All of it renders; the columns' labels do not overlap (columns are at least as wide as them).
+  const FigureGeometry g = layout_figure(figure, FigureStyle{});
+  for (int c = 0; c + 1 < figure.cols; ++c)
+    EXPECT_LT(g.panels[size_t(c)].cell.x + g.panels[size_t(c)].cell.width, g.panels[size_t(c + 1)].cell.x);
+  EXPECT_FALSE(render_figure(figure, FigureStyle{}, FigureFormat::Png).empty());
+}
+
+TEST_F(EngineFigureTest, FocusingDemonstrationFromTheAnalyses) {
+  AppState state;
+  state.figure.layout = "fp-demo";
+  state.attention.variant = Variant::Focused;
+  state.attention.p = 4;
+  state.layer = 0;
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(image_), state, model_->arch);
+  const Figure figure = build_figure(FigureRequest::from_state(state), *model_, prepared, "input.png");
+  ASSERT_EQ(figure.rows, 2);
+  ASSERT_EQ(figure.cols, 3);
+  const ScoreExample example = example_focus_scores(4.0);
+  const auto& scores = std::get<PlotPanel>(figure.at(0, 2).content);
+  ASSERT_EQ(scores.series.size(), 2u);
+  ASSERT_EQ(scores.series[1].y.size(), size_t(example.after.numel()));
+  EXPECT_DOUBLE_EQ(scores.series[1].y[0], example.after[0].item<double>());
+
+  const InferenceResult inference = run_inference(*model_, prepared, state.attention);
+  c10::InferenceMode guard;
+  FocusStudyOptions options;
+  options.p = 4.0;
+  const FocusStudy study = study_focusing(inference.forward.layers[0], 0, options);
+  const auto& entropy = std::get<PlotPanel>(figure.at(1, 1).content);
+  EXPECT_EQ(entropy.series.at(0).y, study.entropy);
+  EXPECT_EQ(entropy.x_guides.at(0).value, 4.0);
+  const auto& histogram = std::get<PlotPanel>(figure.at(1, 0).content);
+  EXPECT_EQ(histogram.series.at(1).y.size(), size_t(study.histogram_after.numel()));
+  EXPECT_FALSE(render_figure(figure, FigureStyle{}, FigureFormat::Pdf).empty());
 }
 
 // The CLI over a folder: one figure per image, one bad image reported without stopping the others,

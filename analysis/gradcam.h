@@ -1,0 +1,53 @@
+// Grad-CAM for vision transformers, with jacobgil/pytorch-grad-cam's conventions for ViTs: token
+// activations at one named point, the class logit's gradient averaged over the patch grid as
+// channel weights, ReLU of the weighted channel sum, then min-max scaling to [0, 1].
+#pragma once
+
+#include <torch/types.h>
+
+#include <string>
+
+#include "models/vit.h"
+
+namespace attnscope {
+
+// The default target layer, as pytorch-grad-cam's ViT tutorial uses: norm1 of the last block.
+inline constexpr const char* kDefaultGradCamLayer = "blocks.-1.norm1";
+
+struct GradCamOptions {
+  // A ForwardHook point: "blocks.N.norm1", "blocks.N.norm2", "blocks.N" (block output) or "norm";
+  // N may be negative (from the end).
+  std::string layer = kDefaultGradCamLayer;
+  int target_class = -1;  // -1: the top-1 class
+};
+
+struct GradCamResult {
+  std::string layer;  // resolved, e.g. "blocks.11.norm1"
+  int target_class = 0;
+  double score = 0.0;             // the class logit (pre-softmax) the gradient is taken of
+  torch::Tensor logits;           // [classes], CPU
+  torch::Tensor cam;              // [grid_h, grid_w] ReLU(sum_c w_c A_c), raw values, CPU float32
+  torch::Tensor scaled;           // [grid_h, grid_w] (cam - min) / (max + 1e-7): pytorch-grad-cam's scale_cam_image
+  torch::Tensor weights;          // [C] channel weights w_c = mean over patches of dScore/dA_c
+  TokenLayout layout;             // from the model at this input size
+  double max_abs_gradient = 0.0;  // over patch tokens
+  std::string warning;            // set when every patch-token gradient at the layer is zero
+  double milliseconds = 0.0;      // forward + backward + map
+};
+
+// Canonical name of a layer spec for a model of `depth` blocks; throws std::invalid_argument naming
+// the valid choices when it does not exist.
+std::string resolve_gradcam_layer(const std::string& spec, int depth, bool has_final_norm);
+
+// One forward and one backward. Only the part of the network after the layer is recorded for
+// autograd and no parameter gradient is formed (parameters' requires_grad is switched off for the
+// call and restored), so the cost is about one inference plus the backward of the last blocks.
+// image: [1, 3, H, W] prepared input. Throws std::invalid_argument for a bad layer or class.
+GradCamResult grad_cam(VisionTransformerImpl& model, const torch::Tensor& image, const AttentionSettings& settings,
+                       const GradCamOptions& options = {});
+
+// A grid map [gh, gw] resized to [height, width] bilinearly with half-pixel centres: what
+// pytorch-grad-cam's cv2.resize(cam, (W, H)) does with its default INTER_LINEAR.
+torch::Tensor upsample_map(const torch::Tensor& grid_map, int height, int width);
+
+}  // namespace attnscope

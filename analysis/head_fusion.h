@@ -1,0 +1,14 @@
+// How attention rollout fuses a layer's heads into one matrix. Kept free of torch so that the
+// shared option registry (core/app_state) can name it.
+#pragma once
+
+#include <string>
+
+namespace attnscope {
+
+enum class HeadFusion { Mean, Max, Min };
+
+HeadFusion parse_head_fusion(const std::string& name);  // throws std::invalid_argument
+std::string to_string(HeadFusion fusion);
+
+}  // namespace attnscope

@@ -1,0 +1,79 @@
+#include "analysis/rollout.h"
+
+#include <torch/torch.h>
+
+namespace attnscope {
+
+HeadFusion parse_head_fusion(const std::string& name) {
+  if (name == "mean") return HeadFusion::Mean;
+  if (name == "max") return HeadFusion::Max;
+  if (name == "min") return HeadFusion::Min;
+  throw std::invalid_argument("unknown head fusion '" + name + "' (expected mean, max or min)");
+}
+
+std::string to_string(HeadFusion fusion) {
+  switch (fusion) {
+    case HeadFusion::Mean:
+      return "mean";
+    case HeadFusion::Max:
+      return "max";
+    case HeadFusion::Min:
+      return "min";
+  }
+  return "?";
+}
+
+torch::Tensor fuse_heads(const AttentionCapture& layer, HeadFusion fusion, int64_t batch) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> heads;
+  for (int head = 0; head < layer.heads; ++head) heads.push_back(layer.matrix(batch, head).to(torch::kCPU));
+  auto stacked = torch::stack(heads);  // [h, T, T]
+  switch (fusion) {
+    case HeadFusion::Mean:
+      return stacked.mean(0);
+    case HeadFusion::Max:
+      return std::get<0>(stacked.max(0));
+    case HeadFusion::Min:
+      return std::get<0>(stacked.min(0));
+  }
+  throw std::logic_error("fuse_heads: unknown fusion");
+}
+
+torch::Tensor rollout_factor(const torch::Tensor& fused, double discard_ratio) {
+  if (!(discard_ratio >= 0.0 && discard_ratio < 1.0))
+    throw std::invalid_argument("--discard must be in [0, 1), got " + std::to_string(discard_ratio));
+  const int64_t tokens = fused.size(0);
+  auto kept = fused.clone();
+  const int64_t dropped = int64_t(double(kept.numel()) * discard_ratio);
+  if (dropped > 0) {
+    auto flat = kept.view({-1});
+    auto lowest = std::get<1>(flat.topk(dropped, -1, /*largest=*/false));
+    lowest = lowest.masked_select(lowest != 0);
+    flat.index_fill_(0, lowest, 0.0);
+  }
+  auto factor = (kept + torch::eye(tokens, kept.options())) / 2;
+  return factor / factor.sum(-1, /*keepdim=*/true);
+}
+
+RolloutResult attention_rollout(const std::vector<AttentionCapture>& layers, const RolloutOptions& options,
+                                int64_t batch) {
+  torch::NoGradGuard no_grad;
+  if (layers.empty()) throw std::invalid_argument("attention rollout needs the captured layers (run with capture)");
+  const TokenLayout& layout = layers.front().layout;
+  const int64_t tokens = layout.total_tokens();
+  if (options.query < 0 || options.query >= tokens)
+    throw std::out_of_range("rollout query token " + std::to_string(options.query) + " is outside 0.." +
+                            std::to_string(tokens - 1));
+  // Row q of A_L ... A_1: start from e_q and multiply by the layers from the last to the first.
+  auto row = torch::zeros({1, tokens});
+  row[0][options.query] = 1.0;
+  for (auto layer = layers.rbegin(); layer != layers.rend(); ++layer)
+    row = torch::matmul(row, rollout_factor(fuse_heads(*layer, options.fusion, batch), options.discard_ratio));
+  RolloutResult result;
+  result.row = row[0];
+  result.patch_map = result.row.slice(0, layout.prefix_tokens()).reshape({layout.grid_h, layout.grid_w}).contiguous();
+  result.normalised = result.patch_map / result.patch_map.max().clamp_min(1e-30);
+  return result;
+}
+
+}  // namespace attnscope
