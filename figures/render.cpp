@@ -499,7 +499,25 @@ void draw_plot(cairo_t* cr, const Metrics& m, const PlotPanel& plot, const Rect&
     for (size_t s : labelled) widest_label = std::max(widest_label, text_width(cr, plot.series[s].label));
     const double line = 1.2 * m.small, sample = 1.5 * m.font;
     const double w = sample + 0.4 * m.font + widest_label + 0.6 * m.font, h = line * labelled.size() + 0.4 * m.font;
-    const double x0 = box.x + box.width - w - 0.3 * m.font, y0 = box.y + 0.3 * m.font;
+    // The corner that covers the fewest points: top right, top left, bottom right, bottom left.
+    const double inset = 0.3 * m.font;
+    const Rect corners[] = {{box.x + box.width - w - inset, box.y + inset, w, h},
+                            {box.x + inset, box.y + inset, w, h},
+                            {box.x + box.width - w - inset, box.y + box.height - h - inset, w, h},
+                            {box.x + inset, box.y + box.height - h - inset, w, h}};
+    size_t best = 0, fewest = SIZE_MAX;
+    for (size_t k = 0; k < 4; ++k) {
+      size_t covered = 0;
+      for (const auto& series : plot.series)
+        for (size_t i = 0; i < series.x.size(); ++i) {
+          if (!std::isfinite(series.x[i]) || !std::isfinite(series.y[i]) || (axes.log_y && !(series.y[i] > 0)))
+            continue;
+          const double x = map_x(series.x[i]), y = map_y(series.y[i]);
+          covered += x >= corners[k].x && x <= corners[k].x + w && y >= corners[k].y && y <= corners[k].y + h;
+        }
+      if (covered < fewest) fewest = covered, best = k;
+    }
+    const double x0 = corners[best].x, y0 = corners[best].y;
     cairo_rectangle(cr, x0, y0, w, h);
     cairo_set_source_rgba(cr, 1, 1, 1, 0.85);
     cairo_fill(cr);
