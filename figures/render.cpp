@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <opencv2/imgproc.hpp>
 #include <stdexcept>
 
 #include "figures/ticks.h"
@@ -361,19 +362,30 @@ SurfacePtr rgb_surface(const cv::Mat& rgb) {
   return surface;
 }
 
-void draw_heatmap(cairo_t* cr, const Metrics& m, const HeatmapPanel& heatmap, const ColorScale& scale,
-                  const Rect& box) {
-  const cv::Mat rgb = heatmap_image(heatmap, scale);
+// Vector viewers resample embedded images as they like (librsvg and pdf.js smooth them whatever
+// the file asks), so for SVG and PDF each cell gets at least this many image pixels a side: the
+// smoothing then only softens a cell's outermost pixel.
+constexpr int kVectorPixelsPerCell = 8;
+constexpr int kVectorMaxImageSide = 2048;
+
+void draw_heatmap(cairo_t* cr, const Metrics& m, const HeatmapPanel& heatmap, const ColorScale& scale, const Rect& box,
+                  bool vector_output) {
+  cv::Mat rgb = heatmap_image(heatmap, scale);
+  if (vector_output) {
+    const int pixels_per_cell = std::min(rgb.cols / heatmap.values.cols, rgb.rows / heatmap.values.rows);
+    int factor = (kVectorPixelsPerCell + pixels_per_cell - 1) / std::max(1, pixels_per_cell);
+    factor = std::max(1, std::min(factor, kVectorMaxImageSide / std::max(rgb.cols, rgb.rows)));
+    if (factor > 1) cv::resize(rgb, rgb, {}, factor, factor, cv::INTER_NEAREST);
+  }
   SurfacePtr image = rgb_surface(rgb);
   cairo_save(cr);
   cairo_translate(cr, box.x, box.y);
   cairo_scale(cr, box.width / rgb.cols, box.height / rgb.rows);
   cairo_set_source_surface(cr, image.get(), 0, 0);
-  // Nearest neighbour keeps every cell one flat colour; PAD keeps the edges from fading.
+  // Nearest neighbour keeps every cell one flat colour. A plain paint (no repeat or pad) lets the
+  // SVG surface place the image itself rather than a pattern that viewers resample smoothly.
   cairo_pattern_set_filter(cairo_get_source(cr), CAIRO_FILTER_NEAREST);
-  cairo_pattern_set_extend(cairo_get_source(cr), CAIRO_EXTEND_PAD);
-  cairo_rectangle(cr, 0, 0, rgb.cols, rgb.rows);
-  cairo_fill(cr);
+  cairo_paint(cr);
   cairo_restore(cr);
   stroke_rect(cr, box);
 
@@ -570,7 +582,8 @@ void draw_colour_bar(cairo_t* cr, const Metrics& m, const ColorScale& scale, con
   }
 }
 
-void draw_figure(cairo_t* cr, const Figure& figure, const FigureStyle& style, const Layout& layout) {
+void draw_figure(cairo_t* cr, const Figure& figure, const FigureStyle& style, const Layout& layout,
+                 bool vector_output) {
   const Metrics m(style);
   const FigureGeometry& g = layout.geometry;
   if (!style.transparent) {
@@ -598,7 +611,7 @@ void draw_figure(cairo_t* cr, const Figure& figure, const FigureStyle& style, co
       draw_text(cr, panel.title, box.x + box.width / 2, box.y - 0.45 * m.font, Align::Centre);
     }
     if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content))
-      draw_heatmap(cr, m, *heatmap, figure.scales[size_t(heatmap->scale)], box);
+      draw_heatmap(cr, m, *heatmap, figure.scales[size_t(heatmap->scale)], box, vector_output);
     else if (const auto* plot = std::get_if<PlotPanel>(&panel.content))
       draw_plot(cr, m, *plot, box);
   }
@@ -674,7 +687,7 @@ std::string render_figure(const Figure& figure, const FigureStyle& style, Figure
     cairo_set_font_options(cr.get(), options);
     cairo_font_options_destroy(options);
     if (format == FigureFormat::Png) cairo_scale(cr.get(), g.pixels_per_point, g.pixels_per_point);
-    draw_figure(cr.get(), figure, style, layout);
+    draw_figure(cr.get(), figure, style, layout, format != FigureFormat::Png);
     check(cairo_status(cr.get()), "drawing");
   }
   if (format == FigureFormat::Png)
