@@ -45,6 +45,7 @@ class ProgressBar {
   ProgressBar() : terminal_(::isatty(STDERR_FILENO) == 1) {}
 
   void show(size_t done, size_t total, const std::string& image) {
+    if (total < 2) return;  // one image: nothing to follow
     if (!terminal_) {
       if (done < total) std::cerr << "[" << done + 1 << "/" << total << "] " << image << "\n";
       return;

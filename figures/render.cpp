@@ -363,17 +363,17 @@ SurfacePtr rgb_surface(const cv::Mat& rgb) {
 }
 
 // Vector viewers resample embedded images as they like (librsvg and pdf.js smooth them whatever
-// the file asks), so for SVG and PDF each cell gets at least this many image pixels a side: the
-// smoothing then only softens a cell's outermost pixel.
-constexpr int kVectorPixelsPerCell = 8;
+// the file asks), blurring about one image pixel. So in SVG and PDF a plain heatmap is upscaled
+// (nearest) to at least 4 image pixels per point, which makes that blur invisible. Overlays keep
+// their image's resolution: a patch already spans many pixels of the photo.
+constexpr double kVectorPixelsPerPoint = 4.0;
 constexpr int kVectorMaxImageSide = 2048;
 
 void draw_heatmap(cairo_t* cr, const Metrics& m, const HeatmapPanel& heatmap, const ColorScale& scale, const Rect& box,
                   bool vector_output) {
   cv::Mat rgb = heatmap_image(heatmap, scale);
-  if (vector_output) {
-    const int pixels_per_cell = std::min(rgb.cols / heatmap.values.cols, rgb.rows / heatmap.values.rows);
-    int factor = (kVectorPixelsPerCell + pixels_per_cell - 1) / std::max(1, pixels_per_cell);
+  if (vector_output && heatmap.background.empty()) {
+    int factor = int(std::ceil(kVectorPixelsPerPoint * box.width / rgb.cols));
     factor = std::max(1, std::min(factor, kVectorMaxImageSide / std::max(rgb.cols, rgb.rows)));
     if (factor > 1) cv::resize(rgb, rgb, {}, factor, factor, cv::INTER_NEAREST);
   }

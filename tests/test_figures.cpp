@@ -549,6 +549,33 @@ TEST_F(EngineFigureTest, FocusingDemonstrationFromTheAnalyses) {
   EXPECT_FALSE(render_figure(figure, FigureStyle{}, FigureFormat::Pdf).empty());
 }
 
+TEST_F(EngineFigureTest, CliReportsBadInputOnOneLine) {
+  const std::string cli = std::string(ATTNSCOPE_CLI) + " export --model " + kModel + " --arch heads=2";
+  const std::string image = " --image " + image_;
+  const std::string out = " --out " + path("out");
+  fs::create_directories(path("empty"));
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {image, "--out is required"},
+      {out, "--image FILE or --images DIR is required"},
+      {image + out + " --images " + path("empty"), "give --image or --images, not both"},
+      {out + " --images " + path("missing"), "cannot read image folder"},
+      {out + " --images " + path("empty"), "no images in"},
+      {image + out + " --format jpeg", "--format expects png, svg or pdf"},
+      {image + out + " --layout pie", "unknown layout 'pie'"},
+      {image + out + " --variants focused:q=1", "is not one of p=, window=, anchors=, dwc=, norm="},
+      {image + out + " --layer 9", "layer 9: the model has 2 blocks"},
+      {image + out + " --layout grid-heads --heads 0,5", "head 5: the model has 2 heads"},
+  };
+  for (const auto& [arguments, phrase] : cases) {
+    SCOPED_TRACE(arguments);
+    EXPECT_EQ(shell(cli + arguments + " > /dev/null 2> " + path("err.txt")), 1);
+    const std::string errors = read_bytes(path("err.txt"));
+    EXPECT_NE(errors.find(phrase), std::string::npos) << errors;
+    EXPECT_EQ(std::count(errors.begin(), errors.end(), '\n'), 1) << errors;
+  }
+  EXPECT_FALSE(fs::exists(path("out/input_grid-layers.png")));
+}
+
 // The CLI over a folder: one figure per image, one bad image reported without stopping the others,
 // and a written session reproducing the same PNG bytes.
 TEST_F(EngineFigureTest, CliBatchReportsBadImagesAndSessionsReproduceFigures) {
