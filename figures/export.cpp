@@ -139,10 +139,6 @@ ExportedFigure write_figure_bundle(const Figure& figure, const FigureRequest& re
     }
   }
   if (!input_rgb.empty()) files.push_back({(data_dir / "input.png").string(), png_bytes(input_rgb), true});
-  for (size_t i = 0; i < files.size(); ++i)
-    for (size_t j = i + 1; j < files.size(); ++j)
-      if (files[i].path == files[j].path) throw std::invalid_argument("figure: two panels write " + files[i].path);
-
   // Refuse before writing anything.
   std::vector<bool> skip(files.size(), false);
   if (!request.overwrite)

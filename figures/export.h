@@ -26,7 +26,7 @@ namespace attnscope {
 //   D/S_data/input.png       the image as the model saw it
 struct ExportedFigure {
   std::string figure_path;
-  std::vector<std::string> data_paths;
+  std::vector<std::string> data_paths;  // the other files written (identical ones left in place are not listed)
   FigureGeometry geometry;
 };
 

@@ -1,5 +1,6 @@
 #include "figures/figure.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -23,7 +24,18 @@ void validate_figure(const Figure& figure) {
   for (const auto& scale : figure.scales)
     if (!std::isfinite(scale.vmin) || !std::isfinite(scale.vmax) || !(scale.vmax > scale.vmin))
       invalid("colour scale '" + scale.label + "' needs finite vmin < vmax");
+  std::vector<std::string> data_names;
   for (const auto& panel : figure.panels) {
+    if (!std::holds_alternative<std::monostate>(panel.content)) {
+      // The name becomes a file beside the figure: one per panel, never a path.
+      if (panel.data_name.empty() || panel.data_name.find_first_of("/\\") != std::string::npos ||
+          panel.data_name[0] == '.')
+        invalid("panel '" + panel.title + "' needs a data name that is a plain file name, got '" + panel.data_name +
+                "'");
+      if (std::find(data_names.begin(), data_names.end(), panel.data_name) != data_names.end())
+        invalid("two panels share the data name '" + panel.data_name + "'");
+      data_names.push_back(panel.data_name);
+    }
     if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) {
       if (heatmap->values.type() != CV_32FC1 || heatmap->values.empty())
         invalid("heatmap '" + panel.title + "' needs non-empty CV_32FC1 values");

@@ -53,7 +53,7 @@ struct PlotPanel {
 
 struct Panel {
   std::string title;      // above the panel
-  std::string data_name;  // names the file with its numbers: "<data_name>.npy" or ".csv"
+  std::string data_name;  // names the file with its numbers: "<data_name>.npy" or ".csv"; unique
   std::variant<std::monostate, HeatmapPanel, PlotPanel> content;  // monostate: an empty cell
 };
 

@@ -241,6 +241,11 @@ TEST(FigureLayout, InconsistentFiguresAreRejected) {
   figure = synthetic_figure();
   figure.panels.pop_back();
   EXPECT_THROW(validate_figure(figure), std::invalid_argument);
+  figure = synthetic_figure();
+  figure.at(1, 1).data_name = "plain";  // two panels would write plain.npy
+  EXPECT_THROW(validate_figure(figure), std::invalid_argument);
+  figure.at(1, 1).data_name = "../escape";
+  EXPECT_THROW(validate_figure(figure), std::invalid_argument);
 }
 
 TEST_F(FigureTest, PngTilesEqualTheColourMappedNpy) {
