@@ -16,6 +16,8 @@ int train_command(const Args& args);    // trains a demo model on the generated 
 int eval_command(const Args& args);
 int glyphs_command(
     const Args& args);  // writes images of the generated task   // focus and rank of the demo models on held-out images
+// Paper figures (PNG, SVG, PDF) with the data behind them, one per image.
+int export_command(const Args& args);
 
 struct Command {
   const char* name;
