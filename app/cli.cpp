@@ -54,7 +54,10 @@ CommandLine parse_command_line(const std::vector<std::string>& args, const std::
     const CommandFlag* flag = find_flag(name);
     const bool takes_value = name == "session" || is_state_option(name) || (flag && !flag->value_name.empty());
     if (!flag && !takes_value) throw std::invalid_argument("unknown option --" + name + " (see --help)");
-    if (takes_value && !has_inline_value) {
+    const OptionSpec* option = is_state_option(name) ? find_option(name) : nullptr;
+    if (option && !option->implicit_value.empty() && !has_inline_value) {
+      value = option->implicit_value;  // a switch: --overwrite means --overwrite=on
+    } else if (takes_value && !has_inline_value) {
       if (i + 1 >= args.size()) throw std::invalid_argument("option --" + name + " needs a value");
       value = args[++i];
     }
@@ -81,7 +84,7 @@ std::string command_help(const std::string& usage, const std::vector<std::string
   std::ostringstream out;
   out << "usage: " << usage << "\n\noptions:\n";
   auto line = [&](const std::string& name, const std::string& value_name, const std::string& help) {
-    std::string left = "  --" + name + (value_name.empty() ? "" : " " + value_name);
+    std::string left = "  --" + name + (value_name.empty() || value_name[0] == '[' ? "" : " ") + value_name;
     if (left.size() < 26)
       left.resize(26, ' ');
     else
@@ -89,7 +92,9 @@ std::string command_help(const std::string& usage, const std::vector<std::string
     out << left << help << "\n";
   };
   for (const auto& name : state_options)
-    if (const OptionSpec* option = find_option(name)) line(option->name, option->value_name, option->help);
+    if (const OptionSpec* option = find_option(name))
+      line(option->name, option->implicit_value.empty() ? option->value_name : "[=" + option->value_name + "]",
+           option->help);
   for (const auto& flag : command_flags)
     line(flag.name, flag.value_name,
          flag.help +

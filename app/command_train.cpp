@@ -78,8 +78,9 @@ int train_command(const Args& args) {
          << " heads (head dim " << arch.embed_dim / arch.heads << "), patch " << arch.patch_size << ", input "
          << arch.native_height() << "x" << arch.native_width() << " (" << arch.pos_grid_h << "x" << arch.pos_grid_w
          << " patches + class token = " << 1 + arch.pos_grid_h * arch.pos_grid_w << " tokens), 10 classes\n"
-         << "- Task: glyph in clutter (datasets/glyph_task.h): name the one digit drawn among capital letters and "
-            "shapes on a textured background; training images are generated on the fly from the seed\n"
+         << "- Task: sign in clutter (datasets/glyph_task.h): name the one digit, printed on a light plate, among "
+            "capital letters and shapes on a textured background; training images are generated on the fly from the "
+            "seed\n"
          << "- Held-out accuracy: " << std::fixed << std::setprecision(3) << result.held_out_accuracy << " on "
          << options.eval_samples << " generated images (seeds from 10^12, never seen in training)\n"
          << "- Training: " << result.steps << " steps x " << options.batch << " images, AdamW lr "

@@ -15,6 +15,7 @@ int analyze_command(const Args& args);  // Grad-CAM, rollout, spectrum, f_p, foc
 int train_command(const Args& args);    // trains a demo model on the generated glyph task
 int eval_command(const Args& args);     // focus and rank of the demo models on held-out images
 int glyphs_command(const Args& args);   // writes images of the generated task
+int export_command(const Args& args);   // paper figures (PNG, SVG, PDF) with the data behind them
 int gui_command(const Args& args);      // the live attention workbench
 
 struct Command {

@@ -18,6 +18,7 @@ const std::vector<Command>& commands() {
       {"info", "print the architecture attnscope infers from a checkpoint", info_command},
       {"train", "train a demo model on the generated glyph task", train_command},
       {"eval", "accuracy, attention focus and rank of demo models on held-out glyph images", eval_command},
+      {"export", "paper figures (PNG, SVG, PDF) with the data behind them, for an image or a folder", export_command},
       {"glyphs", "write images of the generated glyph task with labels and boxes", glyphs_command},
       {"bench", "forward latency per variant against PyTorch eager on this machine", bench_command},
       {"gui", "the live attention workbench (also what `attnscope` alone opens)", gui_command},

@@ -48,6 +48,67 @@ auto with_option_name(const std::string& name, Parse parse) {
   }
 }
 
+void add_export_options(std::vector<OptionSpec>& options) {
+  auto on_off = [&](const char* name, const char* help, bool ExportSettings::*field) {
+    options.push_back({name, "on|off", help,
+                       [name, field](AppState& s, const std::string& v) {
+                         if (v != "on" && v != "off")
+                           throw std::invalid_argument(std::string("--") + name + " expects on or off, got '" + v +
+                                                       "'");
+                         s.figure.*field = v == "on";
+                       },
+                       [field](const AppState& s) { return std::string(s.figure.*field ? "on" : "off"); }, "on"});
+  };
+  options.push_back({"layout", "NAME", "figure layout (see attnscope export --help)",
+                     [](AppState& s, const std::string& v) {
+                       if (v.empty()) throw std::invalid_argument("--layout needs a name");
+                       s.figure.layout = v;
+                     },
+                     [](const AppState& s) { return s.figure.layout; }});
+  options.push_back({"format", "png|svg|pdf", "figure file format",
+                     [](AppState& s, const std::string& v) {
+                       if (v != "png" && v != "svg" && v != "pdf")
+                         throw std::invalid_argument("--format expects png, svg or pdf, got '" + v + "'");
+                       s.figure.format = v;
+                     },
+                     [](const AppState& s) { return s.figure.format; }});
+  options.push_back({"dpi", "DPI", "PNG resolution in pixels per inch",
+                     [](AppState& s, const std::string& v) {
+                       const double dpi = parse_double_option("dpi", v);
+                       if (!(dpi >= 10 && dpi <= 2400)) throw std::invalid_argument("--dpi must be in [10, 2400]");
+                       s.figure.dpi = dpi;
+                     },
+                     [](const AppState& s) { return format_double(s.figure.dpi); }});
+  options.push_back({"png-width", "PX", "PNG width in pixels (0: from --dpi)",
+                     [](AppState& s, const std::string& v) {
+                       const int width = parse_int_option("png-width", v);
+                       if (width < 0 || width > 20000) throw std::invalid_argument("--png-width must be in [0, 20000]");
+                       s.figure.png_width = width;
+                     },
+                     [](const AppState& s) { return std::to_string(s.figure.png_width); }});
+  on_off("transparent", "figure without a background fill", &ExportSettings::transparent);
+  on_off("overwrite", "replace existing files (otherwise they are an error)", &ExportSettings::overwrite);
+  options.push_back({"variants", "V[:K=X],..", "rows of a comparison, e.g. softmax,focused:p=2 (default: --variant)",
+                     [](AppState& s, const std::string& v) {
+                       parse_variant_list(v, s.attention);  // validates
+                       s.figure.variants = v;
+                     },
+                     [](const AppState& s) { return s.figure.variants; }});
+  options.push_back({"layers", "all|L,..", "layer columns of grid-layers (negative: from the end)",
+                     [](AppState& s, const std::string& v) {
+                       parse_index_list("layers", v);
+                       s.figure.layers = v;
+                     },
+                     [](const AppState& s) { return s.figure.layers; }});
+  options.push_back({"heads", "all|H,..", "head columns of grid-heads",
+                     [](AppState& s, const std::string& v) {
+                       for (int head : parse_index_list("heads", v))
+                         if (head < 0) throw std::invalid_argument("--heads must be >= 0");
+                       s.figure.heads = v;
+                     },
+                     [](const AppState& s) { return s.figure.heads; }});
+}
+
 std::vector<OptionSpec> make_options() {
   std::vector<OptionSpec> options;
   auto text_option = [&](const char* name, const char* value_name, const char* help, std::string AppState::*field) {
@@ -211,6 +272,19 @@ std::vector<OptionSpec> make_options() {
                        s.box = v;
                      },
                      [](const AppState& s) { return s.box; }});
+  options.push_back({"colormap", "NAME", "colour map: viridis, magma, inferno, turbo, jet or gray",
+                     [](AppState& s, const std::string& v) {
+                       s.colormap = with_option_name("colormap", [&] { return parse_colormap(v); });
+                     },
+                     [](const AppState& s) { return to_string(s.colormap); }});
+  options.push_back({"opacity", "A", "weight of the colour map over the image in overlays, 0..1",
+                     [](AppState& s, const std::string& v) {
+                       const double a = parse_double_option("opacity", v);
+                       if (!(a >= 0 && a <= 1)) throw std::invalid_argument("--opacity must be in [0, 1]");
+                       s.opacity = a;
+                     },
+                     [](const AppState& s) { return format_double(s.opacity); }});
+  add_export_options(options);
   return options;
 }
 
@@ -271,6 +345,55 @@ void apply_json(AppState& state, const nlohmann::json& json) {
       throw std::invalid_argument("session key '" + item.key() + "' must be a string or a number");
     set_option(state, item.key(), text);
   }
+}
+
+std::vector<int> parse_index_list(const std::string& name, const std::string& text) {
+  if (text == "all") return {};
+  std::vector<int> indices;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) indices.push_back(parse_int_option(name, item));
+  if (indices.empty() || text.back() == ',')
+    throw std::invalid_argument("--" + name + " expects all or a comma-separated list, got '" + text + "'");
+  return indices;
+}
+
+std::vector<VariantChoice> parse_variant_list(const std::string& text, const AttentionSettings& base) {
+  if (text.empty()) return {{to_string(base.variant), base}};
+  std::vector<VariantChoice> choices;
+  std::stringstream in(text);
+  std::string spec;
+  while (std::getline(in, spec, ',')) {
+    // Each key goes through the option registry, so a spec accepts exactly what the flags do.
+    AppState scratch;
+    scratch.attention = base;
+    std::stringstream parts(spec);
+    std::string part, label;
+    bool first = true;
+    while (std::getline(parts, part, ':')) {
+      if (first) {
+        set_option(scratch, "variant", part);
+      } else {
+        const auto eq = part.find('=');
+        const std::string key = part.substr(0, eq);
+        if (eq == std::string::npos ||
+            (key != "p" && key != "window" && key != "anchors" && key != "dwc" && key != "norm"))
+          throw std::invalid_argument("--variants: '" + part + "' in '" + spec +
+                                      "' is not one of p=, window=, anchors=, dwc=, norm=");
+        set_option(scratch, key, part.substr(eq + 1));
+      }
+      // Labels use the papers' letters: "window:window=7" reads "window w=7".
+      std::string shown = part;
+      if (part.rfind("window=", 0) == 0) shown = "w=" + part.substr(7);
+      if (part.rfind("anchors=", 0) == 0) shown = "m=" + part.substr(8);
+      label += (first ? "" : " ") + shown;
+      first = false;
+    }
+    if (first) throw std::invalid_argument("--variants has an empty entry in '" + text + "'");
+    choices.push_back({label, scratch.attention});
+  }
+  if (text.back() == ',') throw std::invalid_argument("--variants has an empty entry in '" + text + "'");
+  return choices;
 }
 
 std::pair<int, int> resolve_input_size(const std::string& spec, int native_height, int native_width, int patch) {

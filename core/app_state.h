@@ -15,6 +15,19 @@
 
 namespace attnscope {
 
+// What a figure export produces (figures/export.h): the CLI's `export` and the GUI's Export button.
+struct ExportSettings {
+  std::string layout = "grid-layers";  // a name from figure_layout_names() (figures/layouts.h)
+  std::string format = "png";          // png, svg or pdf
+  double dpi = 200;                    // PNG pixels per inch (figure geometry is in points)
+  int png_width = 0;                   // PNG width in pixels; 0: from dpi
+  bool transparent = false;            // no background fill
+  bool overwrite = false;              // replace existing files
+  std::string variants;                // "softmax,focused:p=2"; empty: the state's own variant
+  std::string layers = "all";          // columns of grid-layers: "all" or "0,5,-1"
+  std::string heads = "all";           // columns of grid-heads
+};
+
 struct AppState {
   std::string model;
   std::string image;
@@ -45,6 +58,10 @@ struct AppState {
   HeadFusion fusion = HeadFusion::Mean;           // rollout head fusion
   double discard = 0.0;                           // rollout discard ratio
   std::string box;                                // "R0,C0,R1,C1" patches (end-exclusive), empty: none
+  // Views and figure export.
+  Colormap colormap = Colormap::Viridis;
+  double opacity = 0.6;  // weight of the colour map over the image in overlays
+  ExportSettings figure;
 };
 
 // The values `view` and `analysis` accept, in UI order.
@@ -59,6 +76,7 @@ struct OptionSpec {
   std::string help;
   std::function<void(AppState&, const std::string&)> set;  // throws std::invalid_argument
   std::function<std::string(const AppState&)> get;
+  std::string implicit_value = {};  // non-empty: a switch; `--name` alone means this value
 };
 
 const std::vector<OptionSpec>& app_options();
@@ -70,6 +88,19 @@ double parse_double_option(const std::string& name, const std::string& value);
 
 // Sets one option by name; throws std::invalid_argument naming the option and the bad value.
 void set_option(AppState& state, const std::string& name, const std::string& value);
+
+// "all" -> empty (every index); "0,5,-1" -> {0, 5, -1} (negative counts from the end). Throws
+// std::invalid_argument naming the option.
+std::vector<int> parse_index_list(const std::string& name, const std::string& text);
+
+// One attention variant of a comparison: "focused:p=2:norm=head" is the focused variant with those
+// settings on top of `base`; the label is the spec with spaces ("focused p=2 norm=head").
+struct VariantChoice {
+  std::string label;
+  AttentionSettings settings;
+};
+// A comma-separated list of variant specs; empty text gives `base` alone, labelled by its variant.
+std::vector<VariantChoice> parse_variant_list(const std::string& text, const AttentionSettings& base);
 
 nlohmann::json to_json(const AppState& state);
 void apply_json(AppState& state, const nlohmann::json& json);  // unknown keys are an error

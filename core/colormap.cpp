@@ -77,9 +77,15 @@ cv::Mat overlay_patch_map(const cv::Mat& rgb, const torch::Tensor& grid_values, 
                           float vmin, float vmax) {
   auto grid = grid_values.detach().to(torch::kCPU, torch::kFloat).contiguous();
   if (grid.dim() != 2) throw std::invalid_argument("overlay_patch_map: expected a [rows, cols] map");
-  cv::Mat small(int(grid.size(0)), int(grid.size(1)), CV_32FC1, grid.data_ptr<float>());
+  const cv::Mat values(int(grid.size(0)), int(grid.size(1)), CV_32FC1, grid.data_ptr<float>());
+  return overlay_value_map(rgb, values, colormap, opacity, vmin, vmax);
+}
+
+cv::Mat overlay_value_map(const cv::Mat& rgb, const cv::Mat& values, Colormap colormap, float opacity, float vmin,
+                          float vmax) {
+  CV_Assert(rgb.type() == CV_8UC3 && values.type() == CV_32FC1);
   cv::Mat full;
-  cv::resize(small, full, rgb.size(), 0, 0, cv::INTER_NEAREST);
+  cv::resize(values, full, rgb.size(), 0, 0, cv::INTER_NEAREST);
   cv::Mat colours = apply_colormap(full, colormap, vmin, vmax);
   cv::Mat blended;
   cv::addWeighted(rgb, 1.0 - opacity, colours, opacity, 0.0, blended);

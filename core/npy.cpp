@@ -246,12 +246,11 @@ torch::Tensor read_npy(const std::string& path) {
   return tensor;
 }
 
-void write_npy(const std::string& path, const torch::Tensor& tensor) {
-  if (!tensor.defined()) fail(path, "cannot write an undefined tensor");
+std::string npy_bytes(const torch::Tensor& tensor) {
+  if (!tensor.defined()) throw std::runtime_error("npy: cannot write an undefined tensor");
   const char* descr = descr_from_dtype(tensor.scalar_type());
-  if (descr == nullptr) {
-    fail(path, std::string("cannot write dtype ") + c10::toString(tensor.scalar_type()));
-  }
+  if (descr == nullptr)
+    throw std::runtime_error(std::string("npy: cannot write dtype ") + c10::toString(tensor.scalar_type()));
   const torch::Tensor data = tensor.detach().to(torch::kCPU).contiguous();
 
   const std::vector<int64_t> shape(data.sizes().begin(), data.sizes().end());
@@ -267,22 +266,28 @@ void write_npy(const std::string& path, const torch::Tensor& tensor) {
   header.resize(padded_header_size(kMagicSize + (needs_version_2 ? 6 : 4)) - 1, ' ');
   header += '\n';
 
-  std::string preamble(kMagic, kMagicSize);
-  preamble += static_cast<char>(needs_version_2 ? 2 : 1);
-  preamble += '\0';
+  std::string bytes(kMagic, kMagicSize);
+  bytes += static_cast<char>(needs_version_2 ? 2 : 1);
+  bytes += '\0';
   const uint32_t header_length = static_cast<uint32_t>(header.size());
   for (int i = 0; i < (needs_version_2 ? 4 : 2); ++i) {
-    preamble += static_cast<char>((header_length >> (8 * i)) & 0xFF);
+    bytes += static_cast<char>((header_length >> (8 * i)) & 0xFF);
   }
-
+  bytes += header;
   const size_t data_bytes = static_cast<size_t>(data.numel()) * data.element_size();
-  write_file_atomically(path, [&](std::ostream& out) {
-    out.write(preamble.data(), static_cast<std::streamsize>(preamble.size()));
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    if (data_bytes > 0) {
-      out.write(static_cast<const char*>(data.data_ptr()), static_cast<std::streamsize>(data_bytes));
-    }
-  });
+  if (data_bytes > 0) bytes.append(static_cast<const char*>(data.data_ptr()), data_bytes);
+  return bytes;
+}
+
+void write_npy(const std::string& path, const torch::Tensor& tensor) {
+  std::string bytes;
+  try {
+    bytes = npy_bytes(tensor);
+  } catch (const std::runtime_error& e) {
+    fail(path, std::string(e.what()).substr(5));  // "npy: " dropped; fail() names the file
+  }
+  write_file_atomically(
+      path, [&](std::ostream& out) { out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())); });
 }
 
 }  // namespace attnscope

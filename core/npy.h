@@ -20,4 +20,7 @@ torch::Tensor read_npy(const std::string& path);
 // never sees a half-written file. Throws std::runtime_error on an unsupported dtype or I/O failure.
 void write_npy(const std::string& path, const torch::Tensor& tensor);
 
+// The bytes write_npy would write (for callers that compare with or bundle existing files).
+std::string npy_bytes(const torch::Tensor& tensor);
+
 }  // namespace attnscope

@@ -1,5 +1,5 @@
-// "Glyph in clutter" generator: textured background, letters and shapes as clutter, one digit
-// as the target, all drawn from one seeded engine so a seed names a sample.
+// "Sign in clutter" generator: textured background, letters and shapes as clutter, one digit on a
+// plate as the target, all drawn from one seeded engine so a seed names a sample.
 #include "datasets/glyph_task.h"
 
 #include <algorithm>
@@ -23,21 +23,25 @@ namespace {
 
 constexpr double kPi = 3.14159265358979323846;
 constexpr int kReferenceSize = 112;                           // the size the pixel constants below are tuned for
-constexpr double kMinGlyphHeight = 14, kMaxGlyphHeight = 30;  // at the reference size
-constexpr double kMinGlyphContrast = 60;                      // |luminance(colour) - mean background luminance|
+// Glyph heights at the reference size. The target digit is larger and bolder than the letters
+// around it: a ViT this small learns to read it in minutes only when it can find it easily.
+constexpr double kMinTargetHeight = 24, kMaxTargetHeight = 36;
+constexpr double kMinLetterHeight = 12, kMaxLetterHeight = 22;
+constexpr int kPlatePadding = 3;          // plate pixels around the digit's footprint, at the reference size
+constexpr double kMinGlyphContrast = 60;  // |luminance(colour) - mean background luminance|
 constexpr double kMinShapeContrast = 40;
 constexpr double kMaxBackgroundStd = 28;  // luminance std: texture stays quieter than glyphs
 constexpr int kTargetMargin = 3;          // clear pixels kept between clutter and the target box
-constexpr uint8_t kStrokeCoverage = 64;   // anti-aliased coverage that counts as stroke
 
 // Letters that a Hershey font draws like a digit (O/Q~0, I~1, Z~2, S~5, G~6, B~8) are left out:
 // with them the task would have no single answer.
 constexpr char kDistractorLetters[] = "ACEFHJKLMNPRTUVWXY";
 
-// Script fonts are left out: their digits are hard to read at 14 px.
-constexpr std::array<int, 6> kFonts = {cv::FONT_HERSHEY_SIMPLEX, cv::FONT_HERSHEY_PLAIN,
-                                       cv::FONT_HERSHEY_DUPLEX,  cv::FONT_HERSHEY_COMPLEX,
-                                       cv::FONT_HERSHEY_TRIPLEX, cv::FONT_HERSHEY_COMPLEX_SMALL};
+// Script fonts are left out: their letters are hard to read at 12 px.
+constexpr std::array<int, 6> kLetterFonts = {cv::FONT_HERSHEY_SIMPLEX, cv::FONT_HERSHEY_PLAIN,
+                                             cv::FONT_HERSHEY_DUPLEX,  cv::FONT_HERSHEY_COMPLEX,
+                                             cv::FONT_HERSHEY_TRIPLEX, cv::FONT_HERSHEY_COMPLEX_SMALL};
+constexpr std::array<int, 2> kDigitFonts = {cv::FONT_HERSHEY_SIMPLEX, cv::FONT_HERSHEY_DUPLEX};
 
 // Mixes the seed so that consecutive seeds start the engine in unrelated states.
 uint64_t splitmix64(uint64_t value) {
@@ -211,20 +215,35 @@ struct TextGlyph {
   cv::Rect footprint;  // every pixel putText touches, relative to the origin
 };
 
-// Same size, font and stroke distributions for the target and for letters, so that neither
-// size nor style tells them apart.
-TextGlyph random_text_glyph(Random& random, std::string text, int size) {
+// How a text glyph is drawn: fonts, height range (reference pixels), stroke widths, slant.
+struct GlyphStyle {
+  const int* fonts = nullptr;
+  int font_count = 0;
+  double min_height = 0, max_height = 0;
+  int min_thickness = 1, max_thickness = 1;  // at the reference size; capped by height
+  double italic_chance = 0;
+};
+
+const GlyphStyle kTargetStyle{kDigitFonts.data(), static_cast<int>(kDigitFonts.size()), kMinTargetHeight,
+                              kMaxTargetHeight, 2, 3, 0.0};
+const GlyphStyle kLetterStyle{kLetterFonts.data(), static_cast<int>(kLetterFonts.size()), kMinLetterHeight,
+                              kMaxLetterHeight, 1, 2, 0.25};
+
+TextGlyph random_text_glyph(Random& random, std::string text, int size, const GlyphStyle& style) {
   const double unit = static_cast<double>(size) / kReferenceSize;
   TextGlyph glyph;
   glyph.text = std::move(text);
-  glyph.font = kFonts[random.integer(0, static_cast<int>(kFonts.size()) - 1)];
-  if (random.chance(0.25)) glyph.font |= cv::FONT_ITALIC;
-  const double height = random.uniform(kMinGlyphHeight, kMaxGlyphHeight) * unit;
+  glyph.font = style.fonts[random.integer(0, style.font_count - 1)];
+  if (random.chance(style.italic_chance)) glyph.font |= cv::FONT_ITALIC;
+  const double height = random.uniform(style.min_height, style.max_height) * unit;
   int baseline = 0;
   const double unit_height = cv::getTextSize(glyph.text, glyph.font, 1.0, 1, &baseline).height;
   glyph.scale = height / unit_height;
   // Thick strokes would close the holes of small glyphs (8, 0, 6): cap thickness by height.
-  glyph.thickness = random.integer(1, std::clamp(1 + static_cast<int>(height / (10 * unit)), 1, 3));
+  const int height_cap = std::max(1, static_cast<int>(height / (8 * unit)));
+  const int max_thickness = std::max(1, std::min(static_cast<int>(std::lround(style.max_thickness * unit)), height_cap));
+  const int min_thickness = std::clamp(static_cast<int>(std::lround(style.min_thickness * unit)), 1, max_thickness);
+  glyph.thickness = random.integer(min_thickness, max_thickness);
 
   // Measure by drawing: getTextSize omits the stroke width and the italic slant.
   const cv::Size text_size = cv::getTextSize(glyph.text, glyph.font, glyph.scale, glyph.thickness, &baseline);
@@ -236,10 +255,11 @@ TextGlyph random_text_glyph(Random& random, std::string text, int size) {
   return glyph;
 }
 
-// An origin that puts the glyph's footprint fully inside a size x size image.
-cv::Point random_origin(Random& random, const TextGlyph& glyph, int size) {
-  const int x = random.integer(0, std::max(0, size - glyph.footprint.width));
-  const int y = random.integer(0, std::max(0, size - glyph.footprint.height));
+// An origin that puts the glyph's footprint, grown by margin on every side, fully inside a
+// size x size image.
+cv::Point random_origin(Random& random, const TextGlyph& glyph, int size, int margin = 0) {
+  const int x = random.integer(margin, std::max(margin, size - margin - glyph.footprint.width));
+  const int y = random.integer(margin, std::max(margin, size - margin - glyph.footprint.height));
   return cv::Point(x - glyph.footprint.x, y - glyph.footprint.y);
 }
 
@@ -289,7 +309,8 @@ bool place_distractor(Random& random, int size, const cv::Mat& background_luma, 
       candidate.kind = Distractor::Kind::Letter;
       const int letter_count = static_cast<int>(sizeof(kDistractorLetters)) - 1;
       candidate.letter =
-          random_text_glyph(random, std::string(1, kDistractorLetters[random.integer(0, letter_count - 1)]), size);
+          random_text_glyph(random, std::string(1, kDistractorLetters[random.integer(0, letter_count - 1)]), size,
+                            kLetterStyle);
       candidate.origin = random_origin(random, candidate.letter, size);
       extent = candidate.letter.footprint + candidate.origin;
       min_contrast = kMinGlyphContrast;
@@ -378,10 +399,18 @@ GlyphSample make_glyph_sample(uint64_t seed, const GlyphTaskOptions& options, cv
   cv::Mat background_luma;
   cv::cvtColor(sample.rgb, background_luma, cv::COLOR_RGB2GRAY);
 
-  const TextGlyph target = random_text_glyph(random, std::to_string(sample.label), size);
-  const cv::Point target_origin = random_origin(random, target, size);
-  sample.box = (target.footprint + target_origin) & cv::Rect(0, 0, size, size);
-  const cv::Scalar target_colour = contrasting_colour(random, background_luma, sample.box, kMinGlyphContrast);
+  const double unit = static_cast<double>(size) / kReferenceSize;
+  const int plate_padding = std::max(1, static_cast<int>(std::lround(kPlatePadding * unit)));
+  const TextGlyph target = random_text_glyph(random, std::to_string(sample.label), size, kTargetStyle);
+  const cv::Point target_origin = random_origin(random, target, size, plate_padding);
+  const cv::Rect plate = target.footprint + target_origin;
+  sample.box = cv::Rect(plate.x - plate_padding, plate.y - plate_padding, plate.width + 2 * plate_padding,
+                        plate.height + 2 * plate_padding) &
+               cv::Rect(0, 0, size, size);
+  // A light plate with black ink, like a printed sign: one polarity keeps reading the digit a
+  // small problem, so that a small ViT learns the task in minutes; the plate's tint varies.
+  const cv::Scalar plate_colour(random.integer(215, 255), random.integer(215, 255), random.integer(215, 255));
+  const cv::Scalar ink(0, 0, 0);
 
   const cv::Rect keep_out(sample.box.x - kTargetMargin, sample.box.y - kTargetMargin,
                           sample.box.width + 2 * kTargetMargin, sample.box.height + 2 * kTargetMargin);
@@ -400,13 +429,10 @@ GlyphSample make_glyph_sample(uint64_t seed, const GlyphTaskOptions& options, cv
 
   // Shapes first, so letters sit on top of lines like the target does.
   for (const Distractor& distractor : distractors) distractor.draw(sample.rgb, distractor.colour);
-  cv::putText(sample.rgb, target.text, target_origin, target.font, target.scale, target_colour, target.thickness,
-              cv::LINE_AA);
-
-  cv::Mat coverage(size, size, CV_8UC1, cv::Scalar(0));
-  cv::putText(coverage, target.text, target_origin, target.font, target.scale, cv::Scalar(255), target.thickness,
-              cv::LINE_AA);
-  cv::threshold(coverage, sample.mask, kStrokeCoverage - 1, 255, cv::THRESH_BINARY);
+  cv::rectangle(sample.rgb, sample.box, plate_colour, cv::FILLED);
+  cv::putText(sample.rgb, target.text, target_origin, target.font, target.scale, ink, target.thickness, cv::LINE_AA);
+  sample.mask = cv::Mat::zeros(size, size, CV_8UC1);
+  sample.mask(sample.box).setTo(255);  // the object is the whole sign: plate and digit
 
   if (clutter_mask) {
     clutter_mask->create(size, size, CV_8UC1);

@@ -1,5 +1,5 @@
-// "Glyph in clutter": a generated 10-class task (find the one digit among capital letters and
-// shapes on a textured background) for training small demo ViTs with known target geometry.
+// "Sign in clutter": a generated 10-class task (read the one digit, drawn on a plate, among capital
+// letters and shapes on a textured background) for training small demo ViTs with known target geometry.
 #pragma once
 
 #include <cstdint>
@@ -14,12 +14,12 @@ namespace attnscope {
 struct GlyphSample {
   cv::Mat rgb;    // CV_8UC3, RGB, size x size
   int label = 0;  // the digit, 0..9
-  cv::Rect box;   // every pixel the target's strokes touched (anti-aliased fringe included)
-  cv::Mat mask;   // CV_8UC1, 255 where the target's strokes cover at least a quarter of a pixel
+  cv::Rect box;   // the target: the plate the digit is drawn on
+  cv::Mat mask;   // CV_8UC1, 255 on the target (its plate and digit), 0 elsewhere
 };
 
 struct GlyphTaskOptions {
-  int size = 112;  // glyph heights (14-30 px at 112) scale with it
+  int size = 96;  // glyph sizes scale with it (digits 24-36 px and letters 12-22 px at 112)
   int min_distractors = 4;
   int max_distractors = 8;
 };

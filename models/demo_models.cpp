@@ -28,7 +28,7 @@ const DemoRecipe& demo_recipe(const std::string& name) {
 }
 
 VitArch demo_arch(const DemoRecipe& recipe) {
-  VitArch arch = plain_vit_arch(/*embed_dim=*/96, /*depth=*/6, /*heads=*/3, /*patch_size=*/8, /*grid=*/14,
+  VitArch arch = plain_vit_arch(/*embed_dim=*/96, /*depth=*/4, /*heads=*/3, /*patch_size=*/8, /*grid=*/12,
                                 /*num_classes=*/10);
   for (auto& block : arch.blocks) {
     block.attention.native = recipe.attention;

@@ -1,5 +1,5 @@
 // The demo models attnscope ships: one small DeiT-shaped architecture per attention variant, all
-// sized for the generated glyph task (112 px, patch 8: a 14 x 14 grid, head dim 32 < 197 tokens).
+// sized for the generated glyph task (96 px, patch 8: a 12 x 12 grid, head dim 32 < 145 tokens).
 #pragma once
 
 #include <map>
@@ -22,7 +22,7 @@ struct DemoRecipe {
 const std::vector<DemoRecipe>& demo_recipes();
 const DemoRecipe& demo_recipe(const std::string& name);  // throws std::invalid_argument
 
-// The architecture of a demo model (embed 96, depth 6, 3 heads, patch 8, 112 px, 10 classes).
+// The architecture of a demo model (embed 96, depth 4, 3 heads, patch 8, 96 px, 10 classes).
 VitArch demo_arch(const DemoRecipe& recipe);
 
 // timm-style initialisation: truncated normal (std 0.02) weights, zero biases, unit norms.

@@ -177,7 +177,7 @@ TEST_F(CliTest, ReportsBadInputClearly) {
 }
 
 TEST_F(CliTest, EveryCommandHasHelp) {
-  for (const char* command : {"run", "info", "train", "eval", "glyphs", "bench"}) {
+  for (const char* command : {"run", "info", "train", "eval", "glyphs", "bench", "export"}) {
     const CliResult result = run(std::string(command) + " --help");
     EXPECT_EQ(result.exit_code, 0) << command << ": " << result.stderr_text;
     EXPECT_TRUE(result.stderr_text.empty()) << command;

@@ -1,0 +1,106 @@
+// `attnscope export`: paper figures for one image or a folder of images, with the numbers behind
+// every panel and the session that reproduces each figure; the same code as the GUI's Export button.
+#include <unistd.h>
+
+#include <iostream>
+
+#include "app/cli.h"
+#include "app/commands.h"
+#include "figures/export.h"
+#include "models/inference.h"
+
+namespace attnscope {
+
+namespace {
+
+const std::vector<std::string> kExportOptions = {
+    "model",     "image",    "out",    "layout",        "format",  "dpi",    "png-width", "transparent",
+    "overwrite", "variants", "layers", "heads",         "layer",   "head",   "query",     "colormap",
+    "opacity",   "variant",  "p",      "window",        "anchors", "dwc",    "norm",      "resize",
+    "size",      "device",   "arch",   "gradcam-layer", "class",   "fusion", "discard"};
+
+const std::vector<CommandFlag> kExportFlags = {
+    {"images", "DIR", "a folder of images (sorted; .png .jpg .jpeg .bmp .tif .tiff .webp): one figure each", ""},
+};
+
+std::string usage() {
+  std::string text =
+      "attnscope export --model FILE (--image FILE | --images DIR) --out DIR [--layout NAME] [--format png|svg|pdf] "
+      "[options]\n\nlayouts:\n";
+  for (const auto& layout : figure_layouts()) {
+    std::string name = layout.name;
+    name.resize(18, ' ');
+    text += "  " + name + layout.description + "\n";
+  }
+  text +=
+      "\nEach figure FIG = <image stem>_<layout> gets FIG.<format>, FIG.<format>.json (geometry, colour scales),\n"
+      "FIG.<format>.session.json (reproduces it: attnscope export --session FILE) and FIG_data/ with the NPY or CSV\n"
+      "behind every panel. Existing files are an error unless --overwrite.";
+  return text;
+}
+
+// One line on stderr redrawn in place on a terminal; one line per image otherwise (logs, CI).
+class ProgressBar {
+ public:
+  ProgressBar() : terminal_(::isatty(STDERR_FILENO) == 1) {}
+
+  void show(size_t done, size_t total, const std::string& image) {
+    if (total < 2) return;  // one image: nothing to follow
+    if (!terminal_) {
+      if (done < total) std::cerr << "[" << done + 1 << "/" << total << "] " << image << "\n";
+      return;
+    }
+    constexpr size_t kWidth = 30;
+    const size_t filled = total ? done * kWidth / total : kWidth;
+    std::string name = image.size() > 40 ? "..." + image.substr(image.size() - 37) : image;
+    std::cerr << "\r[" << std::string(filled, '#') << std::string(kWidth - filled, '-') << "] " << done << "/" << total
+              << " " << name << "\033[K" << std::flush;
+    if (done == total) std::cerr << "\n";
+  }
+
+  // Error lines go above the bar.
+  void error(const std::string& line) {
+    if (terminal_) std::cerr << "\r\033[K";
+    std::cerr << line << "\n";
+  }
+
+ private:
+  bool terminal_;
+};
+
+}  // namespace
+
+int export_command(const Args& args) {
+  auto parsed = parse_or_print_help(args, usage(), kExportOptions, kExportFlags);
+  if (!parsed) return 0;
+  const CommandLine& line = *parsed;
+  const AppState& state = line.state;
+  const std::string& folder = line.flags.at("images");
+  if (state.model.empty()) throw std::invalid_argument("--model is required");
+  if (state.out.empty()) throw std::invalid_argument("--out is required");
+  if (folder.empty() == state.image.empty())
+    throw std::invalid_argument(folder.empty() ? "--image FILE or --images DIR is required"
+                                               : "give --image or --images, not both");
+  FigureRequest::from_state(state);  // option errors before the model loads
+
+  const std::vector<std::string> images = folder.empty() ? std::vector<std::string>{state.image} : list_images(folder);
+  if (images.empty()) throw std::invalid_argument("no images in " + folder);
+
+  configure_threads();
+  LoadedModel model = load_model(state.model, ArchOverrides::parse(state.arch), resolve_device(state.device));
+  ProgressBar bar;
+  const BatchExport batch =
+      export_figures(state, model, images, state.out, [&](size_t done, size_t total, const std::string& image) {
+        bar.show(done, total, image);
+        return true;
+      });
+  for (const auto& failure : batch.failed)
+    bar.error("attnscope export: error: " + failure.image + ": " + failure.message);
+  std::cout << "attnscope export: " << batch.written.size() << " " << state.figure.layout << " figure"
+            << (batch.written.size() == 1 ? "" : "s") << " (" << state.figure.format << ") in " << state.out;
+  if (!batch.failed.empty()) std::cout << "; " << batch.failed.size() << " of " << images.size() << " images failed";
+  std::cout << "\n";
+  return batch.failed.empty() ? 0 : 1;
+}
+
+}  // namespace attnscope

@@ -1,0 +1,228 @@
+#include "figures/export.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <sstream>
+
+#include "core/atomic_file.h"
+#include "core/npy.h"
+#include "models/inference.h"
+
+namespace attnscope {
+
+namespace fs = std::filesystem;
+
+std::string figure_stem(const std::string& image_path, const std::string& layout) {
+  return fs::path(image_path).stem().string() + "_" + layout;
+}
+
+namespace {
+
+struct PendingFile {
+  std::string path;
+  std::string bytes;
+  bool shared = false;  // data shared by every format of a figure: identical existing content is fine
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+std::string png_bytes(const cv::Mat& rgb) {
+  cv::Mat bgr;
+  cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
+  std::vector<uint8_t> bytes;
+  if (!cv::imencode(".png", bgr, bytes)) throw std::runtime_error("cannot encode the input image as PNG");
+  return std::string(bytes.begin(), bytes.end());
+}
+
+// A plot's series as CSV; numbers with round-trip precision.
+std::string plot_csv(const PlotPanel& plot) {
+  auto column = [](const std::string& label, const char* fallback) {
+    std::string name = label.empty() ? fallback : label;
+    std::replace(name.begin(), name.end(), ',', ';');
+    std::replace(name.begin(), name.end(), ' ', '_');
+    return name;
+  };
+  std::ostringstream csv;
+  csv.precision(9);
+  csv << "series," << column(plot.x_label, "x") << "," << column(plot.y_label, "y") << "\n";
+  for (size_t s = 0; s < plot.series.size(); ++s) {
+    const Series& series = plot.series[s];
+    const std::string name = series.label.empty() ? std::to_string(s) : column(series.label, "");
+    for (size_t i = 0; i < series.x.size(); ++i) csv << name << "," << series.x[i] << "," << series.y[i] << "\n";
+  }
+  return csv.str();
+}
+
+nlohmann::json rect_json(const Rect& r, double scale = 1.0) {
+  return {r.x * scale, r.y * scale, r.width * scale, r.height * scale};
+}
+
+nlohmann::json manifest(const Figure& figure, const FigureRequest& request, const FigureGeometry& geometry,
+                        const std::string& figure_file, const std::string& data_folder) {
+  nlohmann::json scales = nlohmann::json::array();
+  for (const auto& scale : figure.scales)
+    scales.push_back({{"colormap", to_string(scale.colormap)},
+                      {"vmin", scale.vmin},
+                      {"vmax", scale.vmax},
+                      {"label", scale.label},
+                      {"mapping", "lut[round((clamp(v, vmin, vmax) - vmin) * 255 / (vmax - vmin))]"}});
+  nlohmann::json panels = nlohmann::json::array();
+  for (int r = 0; r < figure.rows; ++r)
+    for (int c = 0; c < figure.cols; ++c) {
+      const Panel& panel = figure.at(r, c);
+      const PanelGeometry& where = geometry.panels[size_t(r * figure.cols + c)];
+      nlohmann::json entry = {{"row", r}, {"col", c}, {"title", panel.title}};
+      if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) {
+        entry["kind"] = "heatmap";
+        entry["data"] = data_folder + "/" + panel.data_name + ".npy";
+        entry["scale"] = heatmap->scale;
+        entry["cells"] = {heatmap->values.rows, heatmap->values.cols};
+        entry["overlay_opacity"] = heatmap->background.empty() ? 1.0f : heatmap->opacity;
+      } else if (std::holds_alternative<PlotPanel>(panel.content)) {
+        entry["kind"] = "plot";
+        entry["data"] = data_folder + "/" + panel.data_name + ".csv";
+      } else {
+        entry["kind"] = "empty";
+      }
+      entry["content_pt"] = rect_json(where.content);
+      entry["content_px"] = rect_json(where.content, geometry.pixels_per_point);
+      panels.push_back(entry);
+    }
+  return {{"figure", figure_file},
+          {"layout", request.layout},
+          {"format", to_string(request.format)},
+          {"title", figure.title},
+          {"size_pt", {geometry.width, geometry.height}},
+          {"png_size_px", {geometry.png_width, geometry.png_height}},
+          {"pixels_per_point", geometry.pixels_per_point},
+          {"row_labels", figure.row_labels},
+          {"col_labels", figure.col_labels},
+          {"scales", scales},
+          {"panels", panels}};
+}
+
+}  // namespace
+
+ExportedFigure write_figure_bundle(const Figure& figure, const FigureRequest& request, const AppState& session,
+                                   const cv::Mat& input_rgb, const std::string& out_dir, const std::string& stem) {
+  const std::string ext = to_string(request.format);
+  const fs::path out(out_dir);
+  const std::string figure_file = stem + "." + ext;
+  const std::string data_folder = stem + "_data";
+  const fs::path data_dir = out / data_folder;
+
+  // Everything is rendered before the first file is touched, so a failure leaves the disk as it was.
+  ExportedFigure exported;
+  exported.geometry = layout_figure(figure, request.style);
+  std::vector<PendingFile> files;
+  files.push_back({(out / figure_file).string(), render_figure(figure, request.style, request.format), false});
+  exported.figure_path = files.back().path;
+  files.push_back({(out / (figure_file + ".json")).string(),
+                   manifest(figure, request, exported.geometry, figure_file, data_folder).dump(2) + "\n", false});
+  files.push_back({(out / (figure_file + ".session.json")).string(), to_json(session).dump(2) + "\n", false});
+  for (const auto& panel : figure.panels) {
+    if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) {
+      const cv::Mat values = heatmap->values.clone();
+      const torch::Tensor tensor = torch::from_blob(values.data, {values.rows, values.cols}, torch::kFloat);
+      files.push_back({(data_dir / (panel.data_name + ".npy")).string(), npy_bytes(tensor), true});
+    } else if (const auto* plot = std::get_if<PlotPanel>(&panel.content)) {
+      files.push_back({(data_dir / (panel.data_name + ".csv")).string(), plot_csv(*plot), true});
+    }
+  }
+  if (!input_rgb.empty()) files.push_back({(data_dir / "input.png").string(), png_bytes(input_rgb), true});
+  // Refuse before writing anything.
+  std::vector<bool> skip(files.size(), false);
+  if (!request.overwrite)
+    for (size_t i = 0; i < files.size(); ++i) {
+      if (!fs::exists(files[i].path)) continue;
+      if (files[i].shared && read_file(files[i].path) == files[i].bytes) {
+        skip[i] = true;
+        continue;
+      }
+      throw std::runtime_error(files[i].path + " exists" + (files[i].shared ? " with other content" : "") +
+                               " (--overwrite replaces it)");
+    }
+
+  fs::create_directories(data_dir);
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (skip[i]) continue;
+    write_file_atomically(
+        files[i].path,
+        [&](std::ostream& stream) {
+          stream.write(files[i].bytes.data(), static_cast<std::streamsize>(files[i].bytes.size()));
+        },
+        request.overwrite);
+    if (i > 0) exported.data_paths.push_back(files[i].path);
+  }
+  return exported;
+}
+
+ExportedFigure export_figure(const AppState& state, LoadedModel& model, const std::string& image_path,
+                             const std::string& out_dir) {
+  const FigureRequest request = FigureRequest::from_state(state);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(image_path), state, model.arch);
+  const Figure figure = build_figure(request, model, prepared, fs::path(image_path).filename().string());
+  // The session names absolute files so that it reproduces the figure from any folder.
+  AppState session = state;
+  session.image = fs::absolute(image_path).string();
+  if (!session.model.empty()) session.model = fs::absolute(session.model).string();
+  session.out = fs::absolute(out_dir).string();
+  return write_figure_bundle(figure, request, session, prepared, out_dir, figure_stem(image_path, request.layout));
+}
+
+BatchExport export_figures(const AppState& state, LoadedModel& model, const std::vector<std::string>& images,
+                           const std::string& out_dir, const ExportProgress& progress) {
+  FigureRequest::from_state(state);  // a bad option fails once, not once per image
+  BatchExport batch;
+  std::vector<std::string> stems;
+  for (size_t i = 0; i < images.size(); ++i) {
+    if (progress && !progress(i, images.size(), images[i])) {
+      batch.stopped = true;
+      return batch;
+    }
+    // cat.png and cat.jpg would both become cat_<layout>.*: the second is an error, not a silent skip.
+    const std::string stem = fs::path(images[i]).stem().string();
+    if (std::find(stems.begin(), stems.end(), stem) != stems.end()) {
+      batch.failed.push_back({images[i], "another image of this batch has the same name '" + stem + "'"});
+      continue;
+    }
+    stems.push_back(stem);
+    try {
+      batch.written.push_back(export_figure(state, model, images[i], out_dir));
+    } catch (const c10::Error& e) {
+      batch.failed.push_back({images[i], e.what_without_backtrace()});
+    } catch (const std::exception& e) {
+      batch.failed.push_back({images[i], e.what()});
+    }
+  }
+  if (progress) progress(images.size(), images.size(), "");
+  return batch;
+}
+
+std::vector<std::string> list_images(const std::string& folder) {
+  static const std::vector<std::string> extensions = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp"};
+  std::error_code error;
+  fs::directory_iterator it(folder, error);
+  if (error) throw std::invalid_argument("cannot read image folder " + folder + ": " + error.message());
+  std::vector<std::string> images;
+  for (const auto& entry : it) {
+    if (!entry.is_regular_file()) continue;
+    std::string ext = entry.path().extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    if (std::find(extensions.begin(), extensions.end(), ext) != extensions.end())
+      images.push_back(entry.path().string());
+  }
+  std::sort(images.begin(), images.end());
+  return images;
+}
+
+}  // namespace attnscope

@@ -1,0 +1,56 @@
+#include "figures/figure.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace attnscope {
+
+namespace {
+
+[[noreturn]] void invalid(const std::string& why) { throw std::invalid_argument("figure: " + why); }
+
+}  // namespace
+
+void validate_figure(const Figure& figure) {
+  if (figure.rows < 1 || figure.cols < 1) invalid("needs at least one row and one column");
+  if (figure.panels.size() != size_t(figure.rows * figure.cols))
+    invalid(std::to_string(figure.panels.size()) + " panels for a " + std::to_string(figure.rows) + " x " +
+            std::to_string(figure.cols) + " grid");
+  if (!figure.row_labels.empty() && figure.row_labels.size() != size_t(figure.rows))
+    invalid("row labels must be one per row");
+  if (!figure.col_labels.empty() && figure.col_labels.size() != size_t(figure.cols))
+    invalid("column labels must be one per column");
+  for (const auto& scale : figure.scales)
+    if (!std::isfinite(scale.vmin) || !std::isfinite(scale.vmax) || !(scale.vmax > scale.vmin))
+      invalid("colour scale '" + scale.label + "' needs finite vmin < vmax");
+  std::vector<std::string> data_names;
+  for (const auto& panel : figure.panels) {
+    if (!std::holds_alternative<std::monostate>(panel.content)) {
+      // The name becomes a file beside the figure: one per panel, never a path.
+      if (panel.data_name.empty() || panel.data_name.find_first_of("/\\") != std::string::npos ||
+          panel.data_name[0] == '.')
+        invalid("panel '" + panel.title + "' needs a data name that is a plain file name, got '" + panel.data_name +
+                "'");
+      if (std::find(data_names.begin(), data_names.end(), panel.data_name) != data_names.end())
+        invalid("two panels share the data name '" + panel.data_name + "'");
+      data_names.push_back(panel.data_name);
+    }
+    if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) {
+      if (heatmap->values.type() != CV_32FC1 || heatmap->values.empty())
+        invalid("heatmap '" + panel.title + "' needs non-empty CV_32FC1 values");
+      if (heatmap->scale < 0 || size_t(heatmap->scale) >= figure.scales.size())
+        invalid("heatmap '" + panel.title + "' names a missing colour scale");
+      if (!heatmap->background.empty() && heatmap->background.type() != CV_8UC3)
+        invalid("heatmap '" + panel.title + "' background must be 8-bit RGB");
+      if (!(heatmap->opacity >= 0.0f && heatmap->opacity <= 1.0f))
+        invalid("heatmap '" + panel.title + "' opacity must be in [0, 1]");
+    } else if (const auto* plot = std::get_if<PlotPanel>(&panel.content)) {
+      for (const auto& series : plot->series)
+        if (series.x.size() != series.y.size())
+          invalid("series '" + series.label + "' in '" + panel.title + "' has x and y of different lengths");
+    }
+  }
+}
+
+}  // namespace attnscope

@@ -1,0 +1,79 @@
+// A figure as plain data: a grid of panels (heatmaps, line plots) with labels and shared colour
+// scales. Layouts (figures/layouts.h) fill it from the engine; figures/render.h draws it.
+#pragma once
+
+#include <opencv2/core.hpp>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/colormap.h"
+
+namespace attnscope {
+
+// One value-to-colour mapping shared by every heatmap that names it; drawn as one colour bar.
+// Values map to LUT entries exactly as apply_colormap does (clamped to [vmin, vmax]).
+struct ColorScale {
+  Colormap colormap = Colormap::Viridis;
+  float vmin = 0.0f;
+  float vmax = 1.0f;
+  std::string label;  // beside the colour bar
+};
+
+// A map of values drawn as coloured cells, optionally blended over an RGB image (an overlay).
+struct HeatmapPanel {
+  cv::Mat values;      // CV_32FC1 [rows x cols]: the numbers written beside the figure
+  int scale = 0;       // index into Figure::scales
+  cv::Mat background;  // optional 8-bit RGB; the cells are stretched over it (nearest) and blended
+  float opacity = 1.0f;
+  int marked_row = -1;  // a cell to outline (the query patch), -1: none
+  int marked_col = -1;
+  std::string x_label, y_label;  // optional axis captions (e.g. "key token", "query token")
+};
+
+struct Series {
+  std::string label;  // shown in a legend when a plot has more than one labelled series
+  std::vector<double> x, y;
+  bool markers = false;  // dots at the points (a scatter when `line` is false)
+  bool line = true;
+};
+
+// A reference line across a plot: vertical at x = value for x guides, horizontal for y guides.
+struct Guide {
+  double value = 0.0;
+  std::string label;
+};
+
+struct PlotPanel {
+  std::vector<Series> series;
+  std::string x_label, y_label;
+  bool log_y = false;  // points with y <= 0 are left out on a log axis
+  std::vector<Guide> x_guides, y_guides;
+};
+
+struct Panel {
+  std::string title;      // above the panel
+  std::string data_name;  // names the file with its numbers: "<data_name>.npy" or ".csv"; unique
+  std::variant<std::monostate, HeatmapPanel, PlotPanel> content;  // monostate: an empty cell
+};
+
+struct Figure {
+  std::string title;
+  int rows = 1;
+  int cols = 1;
+  std::vector<std::string> row_labels;  // left of each row; empty or `rows` entries
+  std::vector<std::string> col_labels;  // above each column; empty or `cols` entries
+  std::vector<Panel> panels;            // rows * cols, row-major
+  std::vector<ColorScale> scales;
+
+  Figure() = default;
+  Figure(int rows_, int cols_) : rows(rows_), cols(cols_), panels(size_t(rows_ * cols_)) {}
+  Panel& at(int row, int col) { return panels.at(size_t(row * cols + col)); }
+  const Panel& at(int row, int col) const { return panels.at(size_t(row * cols + col)); }
+};
+
+// Throws std::invalid_argument when the figure is inconsistent (panel count, label counts, scale
+// indices, value types, series lengths), so renderers can trust it.
+void validate_figure(const Figure& figure);
+
+}  // namespace attnscope

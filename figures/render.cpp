@@ -1,0 +1,430 @@
+// Layout in points, then one drawing pass shared by the three cairo surfaces.
+#include "figures/render.h"
+
+#include <cairo-pdf.h>
+#include <cairo-svg.h>
+#include <cairo.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <opencv2/imgproc.hpp>
+#include <stdexcept>
+
+#include "figures/cairo_text.h"
+#include "figures/plot.h"
+#include "figures/ticks.h"
+
+namespace attnscope {
+
+FigureFormat parse_figure_format(const std::string& name) {
+  if (name == "png") return FigureFormat::Png;
+  if (name == "svg") return FigureFormat::Svg;
+  if (name == "pdf") return FigureFormat::Pdf;
+  throw std::invalid_argument("unknown figure format '" + name + "' (expected png, svg or pdf)");
+}
+
+std::string to_string(FigureFormat format) {
+  switch (format) {
+    case FigureFormat::Png:
+      return "png";
+    case FigureFormat::Svg:
+      return "svg";
+    case FigureFormat::Pdf:
+      return "pdf";
+  }
+  return "?";
+}
+
+cv::Mat heatmap_image(const HeatmapPanel& heatmap, const ColorScale& scale) {
+  if (heatmap.background.empty()) return apply_colormap(heatmap.values, scale.colormap, scale.vmin, scale.vmax);
+  return overlay_value_map(heatmap.background, heatmap.values, scale.colormap, heatmap.opacity, scale.vmin, scale.vmax);
+}
+
+namespace {
+
+constexpr double kPlotAspect = 1.3;  // plot width / heatmap panel width
+
+using SurfacePtr = std::unique_ptr<cairo_surface_t, decltype(&cairo_surface_destroy)>;
+using ContextPtr = std::unique_ptr<cairo_t, decltype(&cairo_destroy)>;
+
+void check(cairo_status_t status, const char* what) {
+  if (status != CAIRO_STATUS_SUCCESS)
+    throw std::runtime_error(std::string("cairo: ") + what + ": " + cairo_status_to_string(status));
+}
+
+// Space a panel needs around its content box for titles, tick labels and axis captions.
+struct Decorations {
+  double left = 0, right = 0, top = 0, bottom = 0;
+};
+
+Decorations decorations(cairo_t* cr, const Metrics& m, const Panel& panel) {
+  Decorations d;
+  if (!panel.title.empty()) d.top = m.label_line;
+  if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) {
+    if (!heatmap->y_label.empty()) d.left = m.label_line;
+    if (!heatmap->x_label.empty()) d.bottom = m.label_line;
+  } else if (const auto* plot = std::get_if<PlotPanel>(&panel.content)) {
+    const PlotMargins margins = plot_margins(cr, m, *plot);
+    d.left = margins.left;
+    d.right = margins.right;
+    d.bottom = margins.bottom;
+  }
+  return d;
+}
+
+double heatmap_aspect(const HeatmapPanel& heatmap) {
+  const cv::Mat& shape = heatmap.background.empty() ? heatmap.values : heatmap.background;
+  return double(shape.rows) / shape.cols;
+}
+
+// The colour bars' tick labels and captions, for their width.
+double colour_bar_width(cairo_t* cr, const Metrics& m, const ColorScale& scale, double bar) {
+  double widest = 0;
+  for (const auto& tick : linear_ticks(scale.vmin, scale.vmax, 5))
+    widest = std::max(widest, tick_label_width(cr, m, tick));
+  return bar + m.tick + 0.3 * m.font + widest + (scale.label.empty() ? 0 : 0.4 * m.font + m.label_line);
+}
+
+// Everything layout decides, including what drawing needs beyond FigureGeometry.
+struct Layout {
+  FigureGeometry geometry;
+  double title_baseline = 0, col_label_baseline = 0, row_label_right = 0;
+  std::vector<double> col_centre, row_centre;
+};
+
+Layout compute_layout(cairo_t* cr, const Figure& figure, const FigureStyle& style) {
+  const Metrics m(style);
+  Layout out;
+  FigureGeometry& g = out.geometry;
+  const int rows = figure.rows, cols = figure.cols;
+  std::vector<double> col_w(size_t(cols), 0), col_left(size_t(cols), 0), col_right(size_t(cols), 0);
+  std::vector<double> row_h(size_t(rows), 0), row_top(size_t(rows), 0), row_bottom(size_t(rows), 0);
+
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const Panel& panel = figure.at(r, c);
+      const Decorations d = decorations(cr, m, panel);
+      col_left[size_t(c)] = std::max(col_left[size_t(c)], d.left);
+      col_right[size_t(c)] = std::max(col_right[size_t(c)], d.right);
+      row_top[size_t(r)] = std::max(row_top[size_t(r)], d.top);
+      row_bottom[size_t(r)] = std::max(row_bottom[size_t(r)], d.bottom);
+      if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) {
+        col_w[size_t(c)] = std::max(col_w[size_t(c)], style.panel_width);
+        row_h[size_t(r)] = std::max(row_h[size_t(r)], style.panel_width * heatmap_aspect(*heatmap));
+      } else if (std::holds_alternative<PlotPanel>(panel.content)) {
+        col_w[size_t(c)] = std::max(col_w[size_t(c)], style.panel_width * kPlotAspect);
+      }
+    }
+  for (auto& h : row_h)
+    if (h == 0) h = style.panel_width;  // a row of plots only (or empty cells)
+  for (auto& w : col_w)
+    if (w == 0) w = style.panel_width;
+  // A column is at least as wide as its label and its panels' titles, so that neighbours never touch.
+  for (int c = 0; c < cols; ++c) {
+    double widest = 0;
+    set_font(cr, m.font, true);
+    if (size_t(c) < figure.col_labels.size()) widest = text_width(cr, figure.col_labels[size_t(c)]);
+    set_font(cr, m.small);
+    for (int r = 0; r < rows; ++r) widest = std::max(widest, text_width(cr, figure.at(r, c).title));
+    col_w[size_t(c)] = std::max(col_w[size_t(c)], widest + 0.6 * m.font);
+  }
+
+  set_font(cr, m.font, true);
+  double row_label_w = 0;
+  for (const auto& label : figure.row_labels) row_label_w = std::max(row_label_w, text_width(cr, label));
+  if (row_label_w > 0) row_label_w += 0.8 * m.font;
+
+  double y = m.margin;
+  if (!figure.title.empty()) {
+    out.title_baseline = y + m.title;
+    y += m.title * 1.6;
+  }
+  bool any_col_label = false;
+  for (const auto& label : figure.col_labels) any_col_label |= !label.empty();
+  if (any_col_label) {
+    out.col_label_baseline = y + m.font;
+    y += m.font * 1.5;
+  }
+  std::vector<double> row_y(static_cast<size_t>(rows));
+  for (int r = 0; r < rows; ++r) {
+    y += row_top[size_t(r)];
+    row_y[size_t(r)] = y;
+    out.row_centre.push_back(y + row_h[size_t(r)] / 2);
+    y += row_h[size_t(r)] + row_bottom[size_t(r)] + (r + 1 < rows ? m.gap : 0);
+  }
+  const double grid_top = row_y.front(), grid_bottom = row_y.back() + row_h.back();
+
+  double x = m.margin + row_label_w;
+  out.row_label_right = m.margin + row_label_w - 0.8 * m.font;
+  std::vector<double> col_x(static_cast<size_t>(cols));
+  for (int c = 0; c < cols; ++c) {
+    x += col_left[size_t(c)];
+    col_x[size_t(c)] = x;
+    out.col_centre.push_back(x + col_w[size_t(c)] / 2);
+    x += col_w[size_t(c)] + col_right[size_t(c)] + (c + 1 < cols ? m.gap : 0);
+  }
+
+  // Colour bars of the scales some heatmap uses, side by side at the right, as tall as the grid.
+  std::vector<bool> used(figure.scales.size(), false);
+  for (const auto& panel : figure.panels)
+    if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) used[size_t(heatmap->scale)] = true;
+  const double bar = 0.9 * m.font;
+  for (size_t s = 0; s < figure.scales.size(); ++s) {
+    if (!used[s]) {
+      g.colour_bars.push_back({});
+      continue;
+    }
+    x += 1.2 * m.font;
+    g.colour_bars.push_back({x, grid_top, bar, grid_bottom - grid_top});
+    x += colour_bar_width(cr, m, figure.scales[s], bar);
+  }
+
+  g.width = std::ceil(x + m.margin);
+  g.height = std::ceil(y + m.margin);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      PanelGeometry panel;
+      panel.cell = {col_x[size_t(c)], row_y[size_t(r)], col_w[size_t(c)], row_h[size_t(r)]};
+      panel.content = panel.cell;
+      if (const auto* heatmap = std::get_if<HeatmapPanel>(&figure.at(r, c).content)) {
+        // Keep the map's aspect; centre it in its slot.
+        double w = std::min(panel.cell.width, style.panel_width), h = w * heatmap_aspect(*heatmap);
+        if (h > panel.cell.height) h = panel.cell.height, w = h / heatmap_aspect(*heatmap);
+        panel.content = {panel.cell.x + (panel.cell.width - w) / 2, panel.cell.y + (panel.cell.height - h) / 2, w, h};
+      }
+      g.panels.push_back(panel);
+    }
+
+  g.pixels_per_point = style.png_width > 0 ? style.png_width / g.width : style.dpi / 72.0;
+  g.png_width = style.png_width > 0 ? style.png_width : int(std::lround(g.width * g.pixels_per_point));
+  g.png_height = int(std::lround(g.height * g.pixels_per_point));
+  return out;
+}
+
+// A context on a scratch surface, only for measuring text during layout.
+ContextPtr measuring_context(SurfacePtr& surface) {
+  surface.reset(cairo_image_surface_create(CAIRO_FORMAT_ARGB32, 1, 1));
+  ContextPtr cr(cairo_create(surface.get()), &cairo_destroy);
+  cairo_font_options_t* options = cairo_font_options_create();
+  cairo_font_options_set_hint_metrics(options, CAIRO_HINT_METRICS_OFF);
+  cairo_font_options_set_hint_style(options, CAIRO_HINT_STYLE_NONE);
+  cairo_set_font_options(cr.get(), options);
+  cairo_font_options_destroy(options);
+  return cr;
+}
+
+// An 8-bit RGB image as a cairo surface (native-endian xRGB words).
+SurfacePtr rgb_surface(const cv::Mat& rgb) {
+  SurfacePtr surface(cairo_image_surface_create(CAIRO_FORMAT_RGB24, rgb.cols, rgb.rows), &cairo_surface_destroy);
+  check(cairo_surface_status(surface.get()), "image surface");
+  cairo_surface_flush(surface.get());
+  unsigned char* data = cairo_image_surface_get_data(surface.get());
+  const int stride = cairo_image_surface_get_stride(surface.get());
+  for (int y = 0; y < rgb.rows; ++y) {
+    auto* row = reinterpret_cast<uint32_t*>(data + size_t(y) * size_t(stride));
+    for (int x = 0; x < rgb.cols; ++x) {
+      const cv::Vec3b& p = rgb.at<cv::Vec3b>(y, x);
+      row[x] = 0xFF000000u | uint32_t(p[0]) << 16 | uint32_t(p[1]) << 8 | uint32_t(p[2]);
+    }
+  }
+  cairo_surface_mark_dirty(surface.get());
+  return surface;
+}
+
+// Vector viewers resample embedded images as they like (librsvg and pdf.js smooth them whatever
+// the file asks), blurring about one image pixel. So in SVG and PDF a plain heatmap is upscaled
+// (nearest) to at least 4 image pixels per point, which makes that blur invisible. Overlays keep
+// their image's resolution: a patch already spans many pixels of the photo.
+constexpr double kVectorPixelsPerPoint = 4.0;
+constexpr int kVectorMaxImageSide = 2048;
+
+void draw_heatmap(cairo_t* cr, const Metrics& m, const HeatmapPanel& heatmap, const ColorScale& scale, const Rect& box,
+                  bool vector_output) {
+  cv::Mat rgb = heatmap_image(heatmap, scale);
+  if (vector_output && heatmap.background.empty()) {
+    int factor = int(std::ceil(kVectorPixelsPerPoint * box.width / rgb.cols));
+    factor = std::max(1, std::min(factor, kVectorMaxImageSide / std::max(rgb.cols, rgb.rows)));
+    if (factor > 1) cv::resize(rgb, rgb, {}, factor, factor, cv::INTER_NEAREST);
+  }
+  SurfacePtr image = rgb_surface(rgb);
+  cairo_save(cr);
+  cairo_translate(cr, box.x, box.y);
+  cairo_scale(cr, box.width / rgb.cols, box.height / rgb.rows);
+  cairo_set_source_surface(cr, image.get(), 0, 0);
+  // Nearest neighbour keeps every cell one flat colour. A plain paint (no repeat or pad) lets the
+  // SVG surface place the image itself rather than a pattern that viewers resample smoothly.
+  cairo_pattern_set_filter(cairo_get_source(cr), CAIRO_FILTER_NEAREST);
+  cairo_paint(cr);
+  cairo_restore(cr);
+  stroke_rect(cr, box);
+
+  if (heatmap.marked_row >= 0 && heatmap.marked_col >= 0) {
+    const double cw = box.width / heatmap.values.cols, ch = box.height / heatmap.values.rows;
+    const Rect cell{box.x + heatmap.marked_col * cw, box.y + heatmap.marked_row * ch, cw, ch};
+    cairo_rectangle(cr, cell.x, cell.y, cell.width, cell.height);
+    cairo_set_source_rgb(cr, 1, 1, 1);
+    cairo_set_line_width(cr, 1.2);
+    cairo_stroke_preserve(cr);
+    cairo_set_source_rgb(cr, 0.85, 0.1, 0.1);
+    cairo_set_line_width(cr, 0.6);
+    cairo_stroke(cr);
+  }
+  ink(cr);
+  set_font(cr, m.font);
+  if (!heatmap.x_label.empty())
+    draw_text(cr, heatmap.x_label, box.x + box.width / 2, box.y + box.height + 1.05 * m.font, Align::Centre);
+  if (!heatmap.y_label.empty()) draw_vertical_text(cr, heatmap.y_label, box.x - 0.4 * m.font, box.y + box.height / 2);
+}
+
+void draw_colour_bar(cairo_t* cr, const Metrics& m, const ColorScale& scale, const Rect& bar) {
+  // A vector gradient through the same 256 LUT entries the heatmaps use, vmin at the bottom.
+  const cv::Mat table = colormap_table(scale.colormap);
+  cairo_pattern_t* gradient = cairo_pattern_create_linear(0, bar.y + bar.height, 0, bar.y);
+  for (int i = 0; i < 256; ++i) {
+    const cv::Vec3b& c = table.at<cv::Vec3b>(i);
+    cairo_pattern_add_color_stop_rgb(gradient, i / 255.0, c[0] / 255.0, c[1] / 255.0, c[2] / 255.0);
+  }
+  cairo_rectangle(cr, bar.x, bar.y, bar.width, bar.height);
+  cairo_set_source(cr, gradient);
+  cairo_fill(cr);
+  cairo_pattern_destroy(gradient);
+  stroke_rect(cr, bar);
+
+  double widest = 0;
+  for (const auto& tick : linear_ticks(scale.vmin, scale.vmax, 5)) {
+    const double y = bar.y + bar.height - (tick.value - scale.vmin) / (scale.vmax - scale.vmin) * bar.height;
+    ink(cr);
+    cairo_set_line_width(cr, kLineWidth);
+    cairo_move_to(cr, bar.x + bar.width, y);
+    cairo_line_to(cr, bar.x + bar.width + m.tick, y);
+    cairo_stroke(cr);
+    draw_tick_label(cr, m, tick, bar.x + bar.width + m.tick + 0.3 * m.font, y, Align::Left, true);
+    widest = std::max(widest, tick_label_width(cr, m, tick));
+  }
+  if (!scale.label.empty()) {
+    set_font(cr, m.font);
+    ink(cr);
+    // Reads bottom to top, like a y axis label, right of the tick labels.
+    draw_vertical_text(cr, scale.label, bar.x + bar.width + m.tick + 0.3 * m.font + widest + 0.4 * m.font + m.font,
+                       bar.y + bar.height / 2);
+  }
+}
+
+void draw_figure(cairo_t* cr, const Figure& figure, const FigureStyle& style, const Layout& layout,
+                 bool vector_output) {
+  const Metrics m(style);
+  const FigureGeometry& g = layout.geometry;
+  if (!style.transparent) {
+    cairo_set_source_rgb(cr, 1, 1, 1);
+    cairo_rectangle(cr, 0, 0, g.width, g.height);
+    cairo_fill(cr);
+  }
+  ink(cr);
+  if (!figure.title.empty()) {
+    set_font(cr, m.title, true);
+    draw_text(cr, figure.title, g.width / 2, layout.title_baseline, Align::Centre);
+  }
+  set_font(cr, m.font, true);
+  for (size_t c = 0; c < figure.col_labels.size(); ++c)
+    draw_text(cr, figure.col_labels[c], layout.col_centre[c], layout.col_label_baseline, Align::Centre);
+  for (size_t r = 0; r < figure.row_labels.size(); ++r)
+    draw_text(cr, figure.row_labels[r], layout.row_label_right, layout.row_centre[r] + 0.36 * m.font, Align::Right);
+
+  for (size_t i = 0; i < figure.panels.size(); ++i) {
+    const Panel& panel = figure.panels[i];
+    const Rect& box = g.panels[i].content;
+    if (!panel.title.empty() && !std::holds_alternative<std::monostate>(panel.content)) {
+      ink(cr);
+      set_font(cr, m.small);
+      draw_text(cr, panel.title, box.x + box.width / 2, box.y - 0.45 * m.font, Align::Centre);
+    }
+    if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content))
+      draw_heatmap(cr, m, *heatmap, figure.scales[size_t(heatmap->scale)], box, vector_output);
+    else if (const auto* plot = std::get_if<PlotPanel>(&panel.content))
+      draw_plot(cr, m, *plot, box);
+  }
+  for (size_t s = 0; s < figure.scales.size(); ++s)
+    if (g.colour_bars[s].height > 0) draw_colour_bar(cr, m, figure.scales[s], g.colour_bars[s]);
+}
+
+// cairo 1.16 writes no image-rendering hint into SVG, so viewers would blur a 14 x 14 heatmap
+// into a smooth gradient; the attribute (SVG 1.1) and the style (CSS, browsers) keep cells crisp.
+std::string crisp_svg_images(const std::string& svg) {
+  const std::string tag = "<image ";
+  const std::string crisp = tag + "image-rendering=\"optimizeSpeed\" style=\"image-rendering:pixelated\" ";
+  std::string out;
+  size_t from = 0;
+  for (size_t at = svg.find(tag); at != std::string::npos; at = svg.find(tag, from)) {
+    out.append(svg, from, at - from).append(crisp);
+    from = at + tag.size();
+  }
+  return out.append(svg, from, std::string::npos);
+}
+
+cairo_status_t append_bytes(void* closure, const unsigned char* data, unsigned int length) {
+  static_cast<std::string*>(closure)->append(reinterpret_cast<const char*>(data), length);
+  return CAIRO_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+FigureGeometry layout_figure(const Figure& figure, const FigureStyle& style) {
+  validate_figure(figure);
+  SurfacePtr scratch(nullptr, &cairo_surface_destroy);
+  ContextPtr cr = measuring_context(scratch);
+  return compute_layout(cr.get(), figure, style).geometry;
+}
+
+std::string render_figure(const Figure& figure, const FigureStyle& style, FigureFormat format) {
+  validate_figure(figure);
+  if (!(style.panel_width > 0) || !(style.font_size > 0) || !(style.dpi > 0))
+    throw std::invalid_argument("figure style needs positive panel width, font size and dpi");
+  SurfacePtr scratch(nullptr, &cairo_surface_destroy);
+  const Layout layout = compute_layout(measuring_context(scratch).get(), figure, style);
+  const FigureGeometry& g = layout.geometry;
+  if (g.png_width > 30000 || g.png_height > 30000)
+    throw std::invalid_argument("figure of " + std::to_string(g.png_width) + " x " + std::to_string(g.png_height) +
+                                " pixels is too large for PNG; lower --dpi or --png-width");
+
+  std::string bytes;
+  SurfacePtr surface(nullptr, &cairo_surface_destroy);
+  switch (format) {
+    case FigureFormat::Png:
+      surface.reset(cairo_image_surface_create(style.transparent ? CAIRO_FORMAT_ARGB32 : CAIRO_FORMAT_RGB24,
+                                               g.png_width, g.png_height));
+      break;
+    case FigureFormat::Svg:
+      surface.reset(cairo_svg_surface_create_for_stream(append_bytes, &bytes, g.width, g.height));
+      break;
+    case FigureFormat::Pdf:
+      surface.reset(cairo_pdf_surface_create_for_stream(append_bytes, &bytes, g.width, g.height));
+      // A fixed date keeps the same figure the same file.
+      cairo_pdf_surface_set_metadata(surface.get(), CAIRO_PDF_METADATA_CREATE_DATE, "2000-01-01T00:00:00Z");
+      cairo_pdf_surface_set_metadata(surface.get(), CAIRO_PDF_METADATA_CREATOR, "attnscope");
+      if (!figure.title.empty())
+        cairo_pdf_surface_set_metadata(surface.get(), CAIRO_PDF_METADATA_TITLE, figure.title.c_str());
+      break;
+  }
+  check(cairo_surface_status(surface.get()), "surface");
+  {
+    ContextPtr cr(cairo_create(surface.get()), &cairo_destroy);
+    cairo_font_options_t* options = cairo_font_options_create();
+    cairo_font_options_set_hint_metrics(options, CAIRO_HINT_METRICS_OFF);
+    cairo_font_options_set_hint_style(options, CAIRO_HINT_STYLE_NONE);
+    cairo_font_options_set_antialias(options, CAIRO_ANTIALIAS_GRAY);
+    cairo_set_font_options(cr.get(), options);
+    cairo_font_options_destroy(options);
+    if (format == FigureFormat::Png) cairo_scale(cr.get(), g.pixels_per_point, g.pixels_per_point);
+    draw_figure(cr.get(), figure, style, layout, format != FigureFormat::Png);
+    check(cairo_status(cr.get()), "drawing");
+  }
+  if (format == FigureFormat::Png)
+    check(cairo_surface_write_to_png_stream(surface.get(), append_bytes, &bytes), "PNG encoding");
+  cairo_surface_finish(surface.get());
+  check(cairo_surface_status(surface.get()), "finishing the file");
+  if (format == FigureFormat::Svg) bytes = crisp_svg_images(bytes);
+  return bytes;
+}
+
+}  // namespace attnscope

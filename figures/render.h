@@ -1,0 +1,53 @@
+// Draws a Figure with cairo: PNG (raster), SVG and PDF (vector axes, text and colour bars, with the
+// heatmaps embedded as images that keep their cells crisp). No cairo type leaks out of here.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "figures/figure.h"
+
+namespace attnscope {
+
+enum class FigureFormat { Png, Svg, Pdf };
+FigureFormat parse_figure_format(const std::string& name);  // "png" | "svg" | "pdf"; throws
+std::string to_string(FigureFormat format);                 // also the file extension
+
+struct FigureStyle {
+  double panel_width = 110.0;  // points (1/72 inch) per heatmap panel; plots are 1.3x as wide
+  double font_size = 8.0;      // points
+  double dpi = 200.0;          // PNG only: pixels per inch
+  int png_width = 0;           // PNG only: exact width in pixels, overriding dpi when > 0
+  bool transparent = false;    // no background fill
+};
+
+struct Rect {
+  double x = 0, y = 0, width = 0, height = 0;
+};
+
+struct PanelGeometry {
+  Rect cell;     // the panel's slot in the grid
+  Rect content;  // heatmap: where its image is drawn; plot: the axes box
+};
+
+// Where everything goes, in points from the top-left corner. The same for every format, so a test
+// can find a heatmap's cells in a PNG: pixel = point * pixels_per_point.
+struct FigureGeometry {
+  double width = 0, height = 0;       // points
+  std::vector<PanelGeometry> panels;  // as Figure::panels
+  std::vector<Rect> colour_bars;      // as Figure::scales
+  double pixels_per_point = 1.0;      // PNG scale for the style
+  int png_width = 0, png_height = 0;  // PNG size in pixels
+};
+
+FigureGeometry layout_figure(const Figure& figure, const FigureStyle& style);
+
+// The file's bytes. PNG output is byte-for-byte deterministic; PDF carries a fixed creation date.
+// Throws std::invalid_argument for an invalid figure, std::runtime_error if cairo fails.
+std::string render_figure(const Figure& figure, const FigureStyle& style, FigureFormat format);
+
+// The 8-bit RGB image drawn for a heatmap panel (before scaling onto the page): colormap(values)
+// through its scale, blended over the background when it has one.
+cv::Mat heatmap_image(const HeatmapPanel& heatmap, const ColorScale& scale);
+
+}  // namespace attnscope
