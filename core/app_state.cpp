@@ -218,18 +218,6 @@ std::vector<OptionSpec> make_options() {
                        s.view = v;
                      },
                      [](const AppState& s) { return s.view; }});
-  options.push_back({"colormap", "NAME", "viridis, magma, inferno, turbo, jet or gray",
-                     [](AppState& s, const std::string& v) {
-                       s.colormap = with_option_name("colormap", [&] { return parse_colormap(v); });
-                     },
-                     [](const AppState& s) { return to_string(s.colormap); }});
-  options.push_back({"opacity", "A", "opacity of the attention map over the image, 0 to 1",
-                     [](AppState& s, const std::string& v) {
-                       const double a = parse_double_option("opacity", v);
-                       if (!(a >= 0 && a <= 1)) throw std::invalid_argument("--opacity must be between 0 and 1");
-                       s.opacity = a;
-                     },
-                     [](const AppState& s) { return format_double(s.opacity); }});
   options.push_back({"analysis", "NAME", "analysis view: none, spectrum (matrix, rank), gradcam or fp (f_p)",
                      [](AppState& s, const std::string& v) {
                        const auto& names = analysis_names();

@@ -44,8 +44,6 @@ struct AppState {
   // The workbench's views; headless commands read what applies to them (`variant` is panel 1).
   std::vector<Variant> compare;  // side by side: the variants of panels 2..4, empty for one panel
   std::string view = "head";     // "head": the selected head, "mean": mean over heads, "heads": all heads
-  Colormap colormap = Colormap::Viridis;
-  double opacity = 0.6;  // of the attention map over the image
   std::string analysis =
       "none";  // none, spectrum (matrix, spectrum, rank), gradcam or fp (f_p); as `analyze` names them
 

@@ -7,6 +7,7 @@
 #include "analysis/focusing.h"
 #include "analysis/gradcam.h"
 #include "analysis/spectrum.h"
+#include "figures/export.h"
 #include "models/model_loader.h"
 
 namespace attnscope {
@@ -79,6 +80,19 @@ uint64_t InferenceWorker::submit(InferenceRequest request) {
   return id;
 }
 
+void InferenceWorker::submit_export(AppState state, std::string out_dir) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_export_.emplace(std::move(state), std::move(out_dir));
+  }
+  wanted_.notify_one();
+}
+
+std::vector<ExportOutcome> InferenceWorker::take_exports() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::exchange(exports_, {});
+}
+
 std::vector<std::shared_ptr<const InferenceOutcome>> InferenceWorker::take_finished() {
   std::lock_guard<std::mutex> lock(mutex_);
   return std::exchange(finished_, {});
@@ -91,7 +105,7 @@ bool InferenceWorker::has_finished() const {
 
 bool InferenceWorker::busy() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return running_ || pending_.has_value();
+  return running_ || pending_.has_value() || pending_export_.has_value();
 }
 
 void InferenceWorker::loop() {
@@ -100,8 +114,21 @@ void InferenceWorker::loop() {
     uint64_t id = 0;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wanted_.wait(lock, [&] { return stopping_ || pending_.has_value(); });
+      wanted_.wait(lock, [&] { return stopping_ || pending_.has_value() || pending_export_.has_value(); });
       if (stopping_) return;
+      if (pending_export_) {
+        auto [state, out_dir] = std::move(*pending_export_);
+        pending_export_.reset();
+        running_ = true;
+        lock.unlock();
+        ExportOutcome exported = run_export(state, out_dir);
+        lock.lock();
+        running_ = false;
+        exports_.push_back(std::move(exported));
+        lock.unlock();
+        if (wake_) wake_();
+        continue;
+      }
       request = std::move(*pending_);
       pending_.reset();
       id = next_id_;
@@ -118,6 +145,38 @@ void InferenceWorker::loop() {
   }
 }
 
+LoadedModel& InferenceWorker::model_for(const std::string& path, const std::string& arch, const std::string& device) {
+  Cache& cache = *cache_;
+  const std::string model_key = path + "|" + arch + "|" + device;
+  if (cache.model_key != model_key) {
+    cache.model.reset();
+    cache.forwards.clear();
+    cache.model_key.clear();
+    cache.prepared_key.clear();
+    cache.gradcam_key.clear();
+    cache.model.emplace(load_model(path, ArchOverrides::parse(arch), resolve_device(device)));
+    cache.model_key = model_key;
+  }
+  return *cache.model;
+}
+
+ExportOutcome InferenceWorker::run_export(const AppState& state, const std::string& out_dir) {
+  ExportOutcome exported;
+  try {
+    if (state.model.empty()) throw std::runtime_error("no model is open");
+    if (state.image.empty()) throw std::runtime_error("export needs an image file (not live input)");
+    LoadedModel& model = model_for(state.model, state.arch, state.device);
+    exported.figure_path = export_figure(state, model, state.image, out_dir).figure_path;
+  } catch (const c10::Error& e) {
+    exported.error = one_line(e.what_without_backtrace());
+  } catch (const std::bad_alloc&) {
+    exported.error = "out of memory";
+  } catch (const std::exception& e) {
+    exported.error = one_line(e.what());
+  }
+  return exported;
+}
+
 std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const InferenceRequest& request) {
   const auto start = std::chrono::steady_clock::now();
   auto outcome = std::make_shared<InferenceOutcome>();
@@ -127,15 +186,7 @@ std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const 
   try {
     if (request.model_path.empty()) throw std::runtime_error("no model is open");
     const std::string model_key = request.model_path + "|" + request.arch + "|" + request.device;
-    if (cache.model_key != model_key) {
-      cache.model.reset();
-      cache.forwards.clear();
-      cache.model_key.clear();
-      cache.model.emplace(
-          load_model(request.model_path, ArchOverrides::parse(request.arch), resolve_device(request.device)));
-      cache.model_key = model_key;
-    }
-    LoadedModel& model = *cache.model;
+    LoadedModel& model = model_for(request.model_path, request.arch, request.device);
 
     const std::string image_key =
         request.frame ? "frame " + std::to_string(request.frame_number) : "file " + request.image_path;

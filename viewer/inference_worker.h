@@ -17,6 +17,7 @@
 
 #include <opencv2/core.hpp>
 
+#include "core/app_state.h"
 #include "core/image.h"
 #include "models/attention_settings.h"
 #include "models/inference.h"
@@ -101,6 +102,12 @@ struct InferenceOutcome {
   bool forward_reused = false;
 };
 
+// A figure export (figures/export.h) run by the worker with the model it holds.
+struct ExportOutcome {
+  std::string figure_path;  // set on success
+  std::string error;
+};
+
 class InferenceWorker {
  public:
   // `wake` is called from the worker thread whenever a result is ready (e.g. glfwPostEmptyEvent).
@@ -111,6 +118,10 @@ class InferenceWorker {
 
   // Replaces the pending request; a run in progress for an older request is cancelled. Returns its id.
   uint64_t submit(InferenceRequest request);
+  // Queues a figure export of `state` (its model, image and figure settings) into `out_dir`; it runs
+  // before the next inference request. Its outcome comes back through take_exports().
+  void submit_export(AppState state, std::string out_dir);
+  std::vector<ExportOutcome> take_exports();
   // Results finished since the last call, oldest first.
   std::vector<std::shared_ptr<const InferenceOutcome>> take_finished();
   // Whether a finished result waits to be taken (without taking it).
@@ -121,11 +132,15 @@ class InferenceWorker {
  private:
   void loop();
   std::shared_ptr<const InferenceOutcome> run(uint64_t id, const InferenceRequest& request);
+  ExportOutcome run_export(const AppState& state, const std::string& out_dir);
+  LoadedModel& model_for(const std::string& path, const std::string& arch, const std::string& device);
 
   std::function<void()> wake_;
   mutable std::mutex mutex_;
   std::condition_variable wanted_;
   std::optional<InferenceRequest> pending_;
+  std::optional<std::pair<AppState, std::string>> pending_export_;
+  std::vector<ExportOutcome> exports_;
   uint64_t next_id_ = 0;
   std::atomic<uint64_t> latest_id_{0};
   bool running_ = false;

@@ -42,7 +42,8 @@ void write_screenshot(const Workbench& bench, const std::string& path, int width
                      {"width", view.width},
                      {"height", view.height}});
   nlohmann::json about = {{"width", width},       {"height", height},         {"views", views},
-                          {"error", bench.error}, {"results", bench.results}, {"video_frames", bench.video_frames()}};
+                          {"error", bench.error},
+                          {"info", bench.info}, {"results", bench.results}, {"video_frames", bench.video_frames()}};
   if (bench.outcome) {
     about["grid"] = {bench.outcome->layout.grid_h, bench.outcome->layout.grid_w};
     about["query_token"] = bench.query_token;
@@ -97,7 +98,7 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       auto* target = static_cast<Workbench*>(glfwGetWindowUserPointer(w));
       for (int i = 0; i < count; ++i) target->open_dropped(paths[i]);
     });
-    std::vector<std::unique_ptr<Panel>> panels = make_panels();
+    std::vector<std::unique_ptr<WorkbenchPanel>> panels = make_panels();
     const bool headless = options.frames > 0 || options.bench_changes > 0;
     int settled_frames = 0, redraw_frames = 3;
     size_t next_click = 0;

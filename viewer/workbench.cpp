@@ -135,6 +135,12 @@ void Workbench::update(float width, float height) {
       gradcam_texture.upload_scalar(outcome->gradcam->map.data(), outcome->layout.grid_w, outcome->layout.grid_h);
     maps_key_.clear();
   }
+  for (const ExportOutcome& exported : worker_->take_exports()) {
+    if (exported.error.empty())
+      info = "exported " + exported.figure_path;
+    else
+      report_error("export: " + exported.error);
+  }
   worker_busy = worker_->busy();
   refresh_maps();
 
@@ -274,6 +280,21 @@ void Workbench::save_session(const std::string& path) {
   } catch (const std::exception& e) {
     report_error(e.what());
   }
+}
+
+void Workbench::export_figure(const std::string& out_dir) {
+  if (video) {
+    report_error("export: stop the live input first (figures are made from image files)");
+    return;
+  }
+  AppState request = state;
+  // Side-by-side panels become the figure's rows unless the session names its own variants.
+  if (request.figure.variants.empty() && !request.compare.empty()) {
+    request.figure.variants = to_string(request.attention.variant);
+    for (Variant variant : request.compare) request.figure.variants += "," + to_string(variant);
+  }
+  info = "exporting a " + state.figure.layout + " figure to " + out_dir + " ...";
+  worker_->submit_export(request, out_dir);
 }
 
 void Workbench::load_session(const std::string& path) {

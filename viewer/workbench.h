@@ -73,6 +73,7 @@ class Workbench {
   void open_camera(int index);
   void stop_video();
   void save_session(const std::string& path);
+  void export_figure(const std::string& out_dir);  // the state's figure layout, on the worker
   void load_session(const std::string& path);
   void report_error(const std::string& message);
 

@@ -29,7 +29,7 @@ std::pair<int, int> best_tiling(int count, ImVec2 area, float aspect) {
 
 }  // namespace
 
-struct AttentionPanel : Panel {
+struct AttentionPanel : WorkbenchPanel {
   std::vector<gl::RenderTarget> targets;  // one per drawn map, reused across frames
 
   void draw(Workbench& bench) override {
@@ -142,6 +142,6 @@ struct AttentionPanel : Panel {
   }
 };
 
-std::unique_ptr<Panel> make_attention_panel() { return std::make_unique<AttentionPanel>(); }
+std::unique_ptr<WorkbenchPanel> make_attention_panel() { return std::make_unique<AttentionPanel>(); }
 
 }  // namespace attnscope

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "figures/layouts.h"
 #include "models/attention_settings.h"
 #include "viewer/file_browser.h"
 #include "viewer/panels/panel.h"
@@ -51,11 +52,12 @@ bool path_row(const char* id, std::string& edited, const std::string& current, b
 
 }  // namespace
 
-struct ControlsPanel : Panel {
+struct ControlsPanel : WorkbenchPanel {
   FileBrowser browser;
   FileKind browsing = FileKind::Image;
   bool browsing_save = false;
   std::string model_field, image_field, session_field;
+  std::string export_folder = "figures";
   int camera_index = 0;
 
   void browse(FileKind kind, const std::string& title, const std::string& start, const std::vector<std::string>& ext,
@@ -181,6 +183,25 @@ struct ControlsPanel : Panel {
       ImGui::TextDisabled("the same file drives `attnscope run --session`");
     }
 
+    if (ImGui::CollapsingHeader("Export figure")) {
+      if (ImGui::BeginCombo("layout", state.figure.layout.c_str())) {
+        for (const auto& layout : figure_layouts()) {
+          if (ImGui::Selectable(layout.name, state.figure.layout == layout.name)) state.figure.layout = layout.name;
+          if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", layout.description);
+        }
+        ImGui::EndCombo();
+      }
+      if (ImGui::BeginCombo("format", state.figure.format.c_str())) {
+        for (const char* format : {"png", "svg", "pdf"})
+          if (ImGui::Selectable(format, state.figure.format == format)) state.figure.format = format;
+        ImGui::EndCombo();
+      }
+      ImGui::Checkbox("overwrite", &state.figure.overwrite);
+      ImGui::InputText("folder", &export_folder);
+      if (ImGui::Button("Export")) bench.export_figure(export_folder);
+      ImGui::TextDisabled("the code of `attnscope export`; the figure's data and session go beside it");
+    }
+
     if (outcome && !outcome->panels.empty() && ImGui::CollapsingHeader("Prediction (panel 1)")) {
       for (const auto& prediction : outcome->panels.front().top)
         ImGui::Text("%5.1f%%  %s", 100.0 * prediction.probability, prediction.name.c_str());
@@ -200,6 +221,6 @@ struct ControlsPanel : Panel {
   }
 };
 
-std::unique_ptr<Panel> make_controls_panel() { return std::make_unique<ControlsPanel>(); }
+std::unique_ptr<WorkbenchPanel> make_controls_panel() { return std::make_unique<ControlsPanel>(); }
 
 }  // namespace attnscope

@@ -27,7 +27,7 @@ void plot_pair(const char* label, const std::vector<float>& before, const std::v
 
 }  // namespace
 
-struct FocusPanel : Panel {
+struct FocusPanel : WorkbenchPanel {
   void draw(Workbench& bench) override {
     if (bench.state.analysis != "fp") return;
     if (!begin_fixed_window("f_p focusing", bench.layout.analysis_pos, bench.layout.analysis_size)) {
@@ -83,6 +83,6 @@ struct FocusPanel : Panel {
   }
 };
 
-std::unique_ptr<Panel> make_focus_panel() { return std::make_unique<FocusPanel>(); }
+std::unique_ptr<WorkbenchPanel> make_focus_panel() { return std::make_unique<FocusPanel>(); }
 
 }  // namespace attnscope

@@ -12,7 +12,7 @@
 
 namespace attnscope {
 
-struct GradCamPanel : Panel {
+struct GradCamPanel : WorkbenchPanel {
   gl::RenderTarget target;
   std::string layer_field;
 
@@ -67,6 +67,6 @@ struct GradCamPanel : Panel {
   }
 };
 
-std::unique_ptr<Panel> make_gradcam_panel() { return std::make_unique<GradCamPanel>(); }
+std::unique_ptr<WorkbenchPanel> make_gradcam_panel() { return std::make_unique<GradCamPanel>(); }
 
 }  // namespace attnscope

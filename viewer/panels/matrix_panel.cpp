@@ -9,7 +9,7 @@
 
 namespace attnscope {
 
-struct MatrixPanel : Panel {
+struct MatrixPanel : WorkbenchPanel {
   gl::RenderTarget target;
 
   void draw(Workbench& bench) override {
@@ -81,6 +81,6 @@ struct MatrixPanel : Panel {
   }
 };
 
-std::unique_ptr<Panel> make_matrix_panel() { return std::make_unique<MatrixPanel>(); }
+std::unique_ptr<WorkbenchPanel> make_matrix_panel() { return std::make_unique<MatrixPanel>(); }
 
 }  // namespace attnscope

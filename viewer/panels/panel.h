@@ -9,13 +9,13 @@ namespace attnscope {
 
 class Workbench;
 
-struct Panel {
-  virtual ~Panel() = default;
+struct WorkbenchPanel {
+  virtual ~WorkbenchPanel() = default;
   virtual void draw(Workbench& bench) = 0;
 };
 
 // Every panel, in drawing order.
-std::vector<std::unique_ptr<Panel>> make_panels();
+std::vector<std::unique_ptr<WorkbenchPanel>> make_panels();
 
 }  // namespace attnscope
 

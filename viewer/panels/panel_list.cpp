@@ -4,12 +4,12 @@
 
 namespace attnscope {
 
-std::unique_ptr<Panel> make_controls_panel();
-std::unique_ptr<Panel> make_attention_panel();
-std::unique_ptr<Panel> make_matrix_panel();
-std::unique_ptr<Panel> make_gradcam_panel();
-std::unique_ptr<Panel> make_focus_panel();
-std::unique_ptr<Panel> make_status_panel();
+std::unique_ptr<WorkbenchPanel> make_controls_panel();
+std::unique_ptr<WorkbenchPanel> make_attention_panel();
+std::unique_ptr<WorkbenchPanel> make_matrix_panel();
+std::unique_ptr<WorkbenchPanel> make_gradcam_panel();
+std::unique_ptr<WorkbenchPanel> make_focus_panel();
+std::unique_ptr<WorkbenchPanel> make_status_panel();
 
 void draw_analysis_switch(Workbench& bench) {
   static const char* const kLabels[] = {"hide", "matrix", "Grad-CAM", "f_p"};
@@ -21,8 +21,8 @@ void draw_analysis_switch(Workbench& bench) {
   ImGui::Separator();
 }
 
-std::vector<std::unique_ptr<Panel>> make_panels() {
-  std::vector<std::unique_ptr<Panel>> panels;
+std::vector<std::unique_ptr<WorkbenchPanel>> make_panels() {
+  std::vector<std::unique_ptr<WorkbenchPanel>> panels;
   panels.push_back(make_controls_panel());
   panels.push_back(make_attention_panel());
   panels.push_back(make_matrix_panel());

@@ -5,7 +5,7 @@
 
 namespace attnscope {
 
-struct StatusPanel : Panel {
+struct StatusPanel : WorkbenchPanel {
   void draw(Workbench& bench) override {
     ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(8, 6));
     const bool visible = begin_fixed_window("##status", bench.layout.status_pos, bench.layout.status_size,
@@ -38,6 +38,6 @@ struct StatusPanel : Panel {
   }
 };
 
-std::unique_ptr<Panel> make_status_panel() { return std::make_unique<StatusPanel>(); }
+std::unique_ptr<WorkbenchPanel> make_status_panel() { return std::make_unique<StatusPanel>(); }
 
 }  // namespace attnscope
