@@ -1,11 +1,13 @@
 // `attnscope eval`: the demo models on held-out glyph images with known object masks: accuracy,
-// attention mass inside the object and the pointing game per layer, and attention rank.
+// attention mass inside the object and the pointing game per layer, the same for Grad-CAM, and
+// attention rank.
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "analysis/focus_metrics.h"
+#include "analysis/gradcam.h"
 #include "analysis/spectrum.h"
 #include "app/cli.h"
 #include "app/commands.h"
@@ -67,8 +69,8 @@ int eval_command(const Args& args) {
   nlohmann::json report = nlohmann::json::array();
   std::cout << "| model | accuracy | mass in object, last layer | best layer: mass | pointing, last layer | best "
                "layer: pointing "
-               "| rank, block "
-            << kRankLayer << " (mean of heads) |\n|---|---|---|---|---|---|---|\n";
+               "| Grad-CAM: mass | Grad-CAM: pointing | rank, block "
+            << kRankLayer << " (mean of heads) |\n|---|---|---|---|---|---|---|---|---|\n";
   double baseline = 0;
   for (const auto& path : models) {
     LoadedModel model = load_model(path, {}, device);
@@ -76,10 +78,20 @@ int eval_command(const Args& args) {
     std::vector<LayerFocus> focus(static_cast<size_t>(depth));
     int correct = 0;
     double rank = 0, rank_without_dwc = -1;
+    LayerFocus gradcam_focus;
     const int batch = 50;
     for (int first = 0; first < samples; first += batch) {
       const int count = std::min(batch, samples - first);
       GlyphBatch data = make_glyph_batch(kHeldOutSeedBase + uint64_t(first), count);
+      // Grad-CAM of the top-1 class at its default layer (norm1 of the last block), per image.
+      for (int i = 0; i < count; ++i) {
+        const GradCamResult cam =
+            grad_cam(*model.model, data.images.slice(0, i, i + 1).to(device), AttentionSettings{});
+        const auto coverage = patch_coverage(data.masks[i][0], cam.layout);
+        const torch::Tensor patches = cam.scaled.reshape({-1});
+        gradcam_focus.mass += mass_inside(patches, coverage);
+        gradcam_focus.hits += pointing_hit(patches, coverage) ? 1 : 0;
+      }
       c10::InferenceMode inference_mode;
       const ForwardOutput output = model.model->forward(data.images.to(device), AttentionSettings{});
       correct += int((output.logits.argmax(1).to(torch::kCPU) == data.labels).sum().item<int64_t>());
@@ -118,22 +130,27 @@ int eval_command(const Args& args) {
       if (focus[size_t(l)].hits > focus[size_t(best_hits)].hits) best_hits = l;
       layers.push_back({{"layer", l}, {"mass_inside", focus[size_t(l)].mass}, {"pointing", focus[size_t(l)].hits}});
     }
+    gradcam_focus.mass /= samples;
+    gradcam_focus.hits /= samples;
     const double accuracy = double(correct) / samples;
     const std::string name = std::filesystem::path(path).stem().string();
     std::cout << std::fixed << std::setprecision(3) << "| " << name << " | " << accuracy << " | " << focus.back().mass
               << " | " << focus[size_t(best_mass)].mass << " (block " << best_mass << ") | " << focus.back().hits
-              << " | " << focus[size_t(best_hits)].hits << " (block " << best_hits << ") | " << std::setprecision(1)
-              << rank;
+              << " | " << focus[size_t(best_hits)].hits << " (block " << best_hits << ") | " << gradcam_focus.mass
+              << " | " << gradcam_focus.hits << " | " << std::setprecision(1) << rank;
     if (rank_without_dwc >= 0) std::cout << " (" << rank_without_dwc << " without DWC)";
     std::cout << " |\n" << std::flush;
     nlohmann::json entry = {
-        {"model", path}, {"accuracy", accuracy}, {"layers", layers}, {"rank", rank}, {"rank_layer", kRankLayer}};
+        {"model", path},    {"accuracy", accuracy},
+        {"layers", layers}, {"gradcam", {{"mass_inside", gradcam_focus.mass}, {"pointing", gradcam_focus.hits}}},
+        {"rank", rank},     {"rank_layer", kRankLayer}};
     if (rank_without_dwc >= 0) entry["rank_without_dwc"] = rank_without_dwc;
     report.push_back(entry);
   }
   baseline /= samples;
-  std::cout << "\nclass-token attention, mean over heads; " << samples << " held-out images; a uniform map would put "
-            << std::setprecision(3) << baseline << " of its mass on the object's patches.\n";
+  std::cout << "\nclass-token attention, mean over heads; Grad-CAM of the top-1 class at norm1 of the last block; "
+            << samples << " held-out images; a uniform map would put " << std::setprecision(3) << baseline
+            << " of its mass on the object's patches.\n";
   if (!line.state.out.empty()) {
     std::filesystem::create_directories(line.state.out);
     write_file_atomically((std::filesystem::path(line.state.out) / "eval.json").string(), [&](std::ostream& out) {

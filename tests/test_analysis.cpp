@@ -3,6 +3,7 @@
 // factor path against the full SVD, and `attnscope analyze` end to end.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -323,8 +324,9 @@ TEST(FocusMetrics, BoxMassAndSummary) {
 class AnalyzeCliTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    folder_ = fs::temp_directory_path() /
-              ("attnscope-analyze-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    folder_ =
+        fs::temp_directory_path() / ("attnscope-analyze-" + std::to_string(::getpid()) + "-" +
+                                     std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(folder_);
     fs::create_directories(folder_);
     image_ = (folder_ / "input.png").string();

@@ -2,6 +2,7 @@
 // engine, and one clear error line with a non-zero exit for every kind of bad input.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -30,8 +31,9 @@ struct CliResult {
 class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    folder_ = fs::temp_directory_path() /
-              ("attnscope-cli-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    folder_ =
+        fs::temp_directory_path() / ("attnscope-cli-" + std::to_string(::getpid()) + "-" +
+                                     std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(folder_);
     fs::create_directories(folder_);
     image_ = (folder_ / "input.png").string();

@@ -1,6 +1,7 @@
 // Training: every demo recipe learns (overfits one batch through the whole training path) and a
 // run resumes from its checkpoint.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -16,7 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path scratch_folder(const std::string& name) {
-  auto folder = fs::temp_directory_path() / ("attnscope-train-" + name);
+  auto folder = fs::temp_directory_path() / ("attnscope-train-" + std::to_string(::getpid()) + "-" + name);
   fs::remove_all(folder);
   fs::create_directories(folder);
   return folder;
