@@ -3,6 +3,7 @@
 // rows (with the gray colour map at full opacity each patch's gray level is its scaled value).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -30,8 +31,9 @@ class GuiTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed (scripts/setup.sh installs it)";
-    folder_ = fs::temp_directory_path() /
-              ("attnscope-gui-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    folder_ =
+        fs::temp_directory_path() / ("attnscope-gui-" + std::to_string(getpid()) + "-" +
+                                     std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(folder_);
     fs::create_directories(folder_);
   }
