@@ -7,6 +7,7 @@
 #include "analysis/spectrum.h"
 #include "app/cli.h"
 #include "app/commands.h"
+#include "core/assets.h"
 #include "core/atomic_file.h"
 #include "core/colormap.h"
 #include "core/npy.h"
@@ -32,13 +33,16 @@ torch::Tensor patch_grid(const torch::Tensor& row, const TokenLayout& layout) {
 }  // namespace
 
 int run_command(const Args& args) {
-  const std::string usage = "attnscope run --model FILE --image FILE --out DIR [options]";
+  const std::string usage =
+      "attnscope run [--model FILE] [--image FILE] --out DIR [options]\n"
+      "  (without --model and --image: the bundled demo model and sample image)";
   auto parsed = parse_or_print_help(args, usage, kRunOptions, {});
   if (!parsed) return 0;
   CommandLine& line = *parsed;
-  const AppState& state = line.state;
-  require(state.model, "model");
-  require(state.image, "image");
+  AppState& state = line.state;
+  if (state.model.empty()) state.model = default_model_path();
+  if (state.model.empty()) throw std::invalid_argument("--model is required (assets/models holds no bundled model)");
+  if (state.image.empty()) state.image = default_image_path();
   require(state.out, "out");
 
   configure_threads();

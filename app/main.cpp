@@ -57,7 +57,10 @@ int main(int argc, char** argv) {
     execv("/proc/self/exe", argv);  // returns only on failure; then run as we are
   }
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty()) args.push_back("gui");  // no arguments: the workbench on the default model and image
+  // No command (nothing, or options only): the workbench, on the default model and image unless
+  // the options say otherwise.
+  const bool options_only = !args.empty() && args[0].rfind("--", 0) == 0 && args[0] != "--help";
+  if (args.empty() || options_only) args.insert(args.begin(), "gui");
   if (args[0] == "-h" || args[0] == "--help") {
     print_usage();
     return 0;

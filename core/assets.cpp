@@ -20,6 +20,16 @@ std::string asset_path(const std::string& relative) {
   throw std::runtime_error("asset '" + relative + "' not found (looked in " + searched + ")");
 }
 
+std::string default_model_path() {
+  try {
+    return asset_path("models/flatten.safetensors");
+  } catch (const std::runtime_error&) {
+    return "";
+  }
+}
+
+std::string default_image_path() { return asset_path("images/sign_4.png"); }
+
 std::vector<std::string> read_class_names(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot read class names from " + path);

@@ -11,6 +11,13 @@ namespace attnscope {
 // built from. Throws std::runtime_error naming where it looked when the file is absent.
 std::string asset_path(const std::string& relative);
 
+// The bundled demo model the app opens by default: FLatten (focused linear attention with its
+// depthwise conv), the best of the six on the demo task. Empty when assets/models has none.
+std::string default_model_path();
+
+// The bundled sample image the app opens by default: a held-out image of the demo task.
+std::string default_image_path();
+
 // One class name per line; a line "synset<TAB>names" keeps the names.
 std::vector<std::string> read_class_names(const std::string& path);
 

@@ -130,6 +130,37 @@ TEST_F(GuiTest, OverlayHotSpotSitsWhereTheEngineRowPeaks) {
     EXPECT_NEAR(levels[i], std::round(255.0 * (row[i] - vmin) / (vmax - vmin)), 1.5) << "patch " << i;
 }
 
+// `attnscope` with options only opens the workbench on the bundled FLatten demo model and sign
+// image, and its overlay peaks where the engine's class-token row of the last block does.
+TEST_F(GuiTest, StartsOnTheBundledDefault) {
+  const std::string command = "xvfb-run -a -s '-screen 0 1600x1000x24' " + std::string(ATTNSCOPE_CLI) +
+                              " --colormap gray --opacity 1 --frames 4 --screenshot '" + shot() + "' > '" +
+                              (folder_ / "log.txt").string() + "' 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0) << log();
+  const nlohmann::json info = shot_info();
+  EXPECT_EQ(info["error"], "");
+  EXPECT_EQ(info["model"], default_model_path());
+  EXPECT_EQ(info["image"], default_image_path());
+  ASSERT_EQ(info["views"].size(), 1u) << info.dump();
+  const int grid_h = info["grid"][0], grid_w = info["grid"][1];
+  ASSERT_EQ(grid_h, 12);
+  ASSERT_EQ(grid_w, 12);
+
+  LoadedModel model = load_model(default_model_path(), {}, torch::kCPU);
+  AppState state;
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(default_image_path()), state, model.arch);
+  const InferenceResult result = run_inference(model, prepared, state.attention);
+  const int layer = info["layer"];
+  const torch::Tensor row = result.forward.layers[size_t(layer)].row(0, 0, 0).slice(0, 1).contiguous();
+  const std::vector<float> engine(row.data_ptr<float>(), row.data_ptr<float>() + row.numel());
+
+  cv::Mat gray;
+  cv::cvtColor(cv::imread(shot()), gray, cv::COLOR_BGR2GRAY);
+  const std::vector<double> levels = cell_levels(gray, info["views"][0], grid_h, grid_w);
+  const int hot_cell = int(std::max_element(levels.begin(), levels.end()) - levels.begin());
+  EXPECT_EQ(hot_cell, argmax(engine)) << "hot spot at patch " << hot_cell << ", engine peak at " << argmax(engine);
+}
+
 TEST_F(GuiTest, SideBySidePanelsShowTheirOwnVariantOnOneScale) {
   nlohmann::json session = base_session();
   session["variant"] = "softmax";

@@ -41,9 +41,15 @@ void write_screenshot(const Workbench& bench, const std::string& path, int width
                      {"y", view.y},
                      {"width", view.width},
                      {"height", view.height}});
-  nlohmann::json about = {{"width", width},       {"height", height},         {"views", views},
+  nlohmann::json about = {{"width", width},
+                          {"height", height},
+                          {"views", views},
+                          {"model", bench.state.model},
+                          {"image", bench.state.image},
                           {"error", bench.error},
-                          {"info", bench.info}, {"results", bench.results}, {"video_frames", bench.video_frames()}};
+                          {"info", bench.info},
+                          {"results", bench.results},
+                          {"video_frames", bench.video_frames()}};
   if (bench.outcome) {
     about["grid"] = {bench.outcome->layout.grid_h, bench.outcome->layout.grid_w};
     about["query_token"] = bench.query_token;
@@ -63,7 +69,7 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
   if (options.bench_changes > 0) {
     if (state.model.empty()) state.model = default_model_path();
     if (state.model.empty()) throw std::invalid_argument("the benchmark needs --model (no bundled model found)");
-    if (state.image.empty()) state.image = asset_path("images/chelsea.png");
+    if (state.image.empty()) state.image = default_image_path();
     timing = std::make_unique<GuiBenchmark>(state, options.bench_changes);
   }
 

@@ -34,22 +34,12 @@ void wake_main_thread() { glfwPostEmptyEvent(); }  // thread-safe in GLFW
 
 }  // namespace
 
-std::string default_model_path() {
-  for (const char* name : {"models/softmax.safetensors", "models/default.safetensors"}) {
-    try {
-      return asset_path(name);
-    } catch (const std::exception&) {
-    }
-  }
-  return "";
-}
-
 Workbench::Workbench(AppState initial, const WorkbenchOptions& workbench_options)
     : state(std::move(initial)), options(workbench_options) {
   if (state.model.empty()) state.model = default_model_path();
   if (state.image.empty()) {
     try {
-      state.image = asset_path("images/chelsea.png");
+      state.image = default_image_path();
     } catch (const std::exception& e) {
       report_error(e.what());
     }

@@ -122,7 +122,4 @@ class Workbench {
   friend int run_workbench(AppState state, const WorkbenchOptions& options);
 };
 
-// The default model shipped in assets/models/ when there is one, else empty.
-std::string default_model_path();
-
 }  // namespace attnscope
