@@ -259,7 +259,11 @@ torch::Tensor AttentionCapture::rows(int64_t batch, int64_t head, const std::vec
   auto query_index = torch::tensor(queries, torch::TensorOptions().dtype(torch::kLong)).to(device);
   auto allowed = window_mask(layout, attention.window, device);
   if (allowed.defined()) allowed = allowed.index_select(0, query_index);
-  auto pick = [&](const torch::Tensor& t) { return t.index({Slice(batch, batch + 1), Slice(head, head + 1)}); };
+  // Per-head parameters (L2ViT's temperature) have a batch dimension of 1 that broadcasts.
+  auto pick = [&](const torch::Tensor& t) {
+    const int64_t item = t.size(0) == 1 ? 0 : batch;
+    return t.index({Slice(item, item + 1), Slice(head, head + 1)});
+  };
   KernelFeatures one_head;
   one_head.q = pick(features.q);
   one_head.k = pick(features.k);

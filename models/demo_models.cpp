@@ -58,6 +58,10 @@ void initialise_weights(VisionTransformerImpl& model) {
       p.fill_(1.0);
     } else if (ends_with("attn.scale") || ends_with("positional_encoding")) {
       p.zero_();  // FLatten initialises both to zero
+    } else if (ends_with("attn.dist_anchor_B.weight")) {
+      // Unit-scale anchors: at std 0.02 every token's assignment is uniform over the anchors, each
+      // token receives the global mean of V, and 700 steps do not break out of it (measured).
+      p.normal_(0.0, 1.0);
     } else if (ends_with("attn.temperature")) {
       p.fill_(1.0 / std::sqrt(double(model.arch().embed_dim / model.arch().heads)));
     } else {

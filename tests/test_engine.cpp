@@ -43,6 +43,41 @@ TEST(Engine, SettingsChangeBetweenRunsWithoutReloading) {
   EXPECT_TRUE(torch::equal(run(Variant::Softmax), softmax));  // back to where it started, bit for bit
 }
 
+// Rows read from a batched capture belong to their own image: item 1 of a batch of two equals the
+// same image run alone, for every native kernel and for swapped ones (per-head parameters such as
+// L2ViT's temperature broadcast over the batch).
+TEST(Engine, CapturedRowsOfEveryBatchItemMatchASingleImageRun) {
+  struct Case {
+    std::string file;
+    int heads;
+    Variant variant;
+  };
+  const std::vector<Case> cases = {
+      {"vit_softmax.safetensors", 2, Variant::Native},       {"vit_softmax.safetensors", 2, Variant::Linear},
+      {"vit_softmax.safetensors", 2, Variant::Anchor},       {"vit_enhanced_lcm.safetensors", 0, Variant::Native},
+      {"vit_focused_pe_n.safetensors", 0, Variant::Native},  {"vit_anchor.safetensors", 0, Variant::Native},
+      {"vit_enhanced_lcm.safetensors", 0, Variant::Softmax},
+  };
+  for (const Case& item : cases) {
+    SCOPED_TRACE(item.file + " as variant " + std::to_string(int(item.variant)));
+    LoadedModel model = load_case_model(item.file, item.heads);
+    torch::manual_seed(7);
+    const auto images = torch::randn({2, 3, model.arch.native_height(), model.arch.native_width()});
+    AttentionSettings settings;
+    settings.variant = item.variant;
+    c10::InferenceMode inference_mode;
+    const ForwardOutput batched = model.model->forward(images, settings);
+    const ForwardOutput alone = model.model->forward(images.slice(0, 1, 2), settings);
+    const std::vector<int64_t> queries = {0, 3, batched.layout.total_tokens() - 1};
+    for (size_t layer = 0; layer < batched.layers.size(); ++layer)
+      for (int head = 0; head < batched.layers[layer].heads; ++head) {
+        const auto from_batch = batched.layers[layer].rows(1, head, queries);
+        const auto single = alone.layers[layer].rows(0, head, queries);
+        EXPECT_LT((from_batch - single).abs().max().item<double>(), 1e-5) << "layer " << layer << " head " << head;
+      }
+  }
+}
+
 TEST(Engine, GradientsReachTheCapturedTokenActivations) {
   LoadedModel model = load_case_model("vit_softmax.safetensors", 2);
   const auto input = read_npy(kCaseDir + "softmax_cls.input.npy");
