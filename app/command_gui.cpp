@@ -1,5 +1,6 @@
 // `attnscope gui` (also `attnscope` alone): the live attention workbench, optionally driven
 // headlessly to write a screenshot after N frames, or to benchmark slider-to-pixels latency.
+#include <array>
 #include <iostream>
 #include <sstream>
 
@@ -22,6 +23,7 @@ int gui_command(const Args& args) {
       {"bench", "N", "benchmark: N slider changes, median change-to-pixels vs one forward; frame times", "0"},
       {"video", "FILE|camera:N", "live input from a video file or a camera instead of --image", ""},
       {"click", "X,Y;..", "with --frames: left clicks at window coordinates once the views are settled", ""},
+      {"drag", "X0,Y0,X1,Y1;..", "with --frames: right-button drags at window coordinates, after the clicks", ""},
   };
   auto parsed = parse_or_print_help(args, usage, state_options, flags);
   if (!parsed) return 0;
@@ -40,6 +42,16 @@ int gui_command(const Args& args) {
     if (!(in >> x >> comma >> y) || comma != ',' || (in >> extra))
       throw std::invalid_argument("--click expects X,Y;X,Y..., got '" + click + "'");
     options.clicks.emplace_back(x, y);
+  }
+  std::istringstream drags(parsed->flags.at("drag"));
+  for (std::string drag; std::getline(drags, drag, ';');) {
+    std::array<float, 4> ends{};
+    char commas[3] = {}, extra = 0;
+    std::istringstream in(drag);
+    if (!(in >> ends[0] >> commas[0] >> ends[1] >> commas[1] >> ends[2] >> commas[2] >> ends[3]) || commas[0] != ',' ||
+        commas[1] != ',' || commas[2] != ',' || (in >> extra))
+      throw std::invalid_argument("--drag expects X0,Y0,X1,Y1;..., got '" + drag + "'");
+    options.drags.push_back(ends);
   }
   for (size_t i = 0; i + 1 < args.size(); ++i)
     if (args[i] == "--session") options.session_path = args[i + 1];

@@ -218,12 +218,13 @@ std::vector<OptionSpec> make_options() {
                        s.view = v;
                      },
                      [](const AppState& s) { return s.view; }});
-  options.push_back({"analysis", "NAME", "analysis view: none, spectrum (matrix, rank), gradcam or fp (f_p)",
+  options.push_back({"analysis", "NAME",
+                     "analysis view: none, spectrum (matrix, rank), gradcam, fp (f_p), rollout or metrics",
                      [](AppState& s, const std::string& v) {
                        const auto& names = analysis_names();
                        if (std::find(names.begin(), names.end(), v) == names.end())
-                         throw std::invalid_argument("--analysis expects none, spectrum, gradcam or fp, got '" + v +
-                                                     "'");
+                         throw std::invalid_argument(
+                             "--analysis expects none, spectrum, gradcam, fp, rollout or metrics, got '" + v + "'");
                        s.analysis = v;
                      },
                      [](const AppState& s) { return s.analysis; }});
@@ -284,7 +285,7 @@ const std::vector<std::string>& view_names() {
 }
 
 const std::vector<std::string>& analysis_names() {
-  static const std::vector<std::string> names = {"none", "spectrum", "gradcam", "fp"};
+  static const std::vector<std::string> names = {"none", "spectrum", "gradcam", "fp", "rollout", "metrics"};
   return names;
 }
 

@@ -44,8 +44,8 @@ struct AppState {
   // The workbench's views; headless commands read what applies to them (`variant` is panel 1).
   std::vector<Variant> compare;  // side by side: the variants of panels 2..4, empty for one panel
   std::string view = "head";     // "head": the selected head, "mean": mean over heads, "heads": all heads
-  std::string analysis =
-      "none";  // none, spectrum (matrix, spectrum, rank), gradcam or fp (f_p); as `analyze` names them
+  // none, spectrum (matrix, spectrum, rank), gradcam, fp (f_p), rollout or metrics; as `analyze` names them
+  std::string analysis = "none";
 
   // Settings of every panel: the shared knobs (p, window, anchors, dwc, norm) with each panel's variant.
   std::vector<AttentionSettings> panel_settings() const;

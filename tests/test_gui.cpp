@@ -12,7 +12,9 @@
 #include <opencv2/imgproc.hpp>
 #include <opencv2/videoio.hpp>
 
+#include "analysis/focus_metrics.h"
 #include "analysis/gradcam.h"
+#include "analysis/rollout.h"
 #include "core/app_state.h"
 #include "core/assets.h"
 #include "core/image.h"
@@ -317,6 +319,141 @@ TEST_F(GuiTest, SessionWithWorkbenchKeysDrivesTheHeadlessRun) {
 }  // namespace attnscope
 
 namespace attnscope {
+TEST_F(GuiTest, RolloutViewShowsTheEnginesRollout) {
+  nlohmann::json session = base_session();
+  session["variant"] = "softmax";
+  session["analysis"] = "rollout";
+  session["fusion"] = "max";
+  session["discard"] = 0.5;
+  ASSERT_EQ(run_gui(session), 0) << log();
+  const cv::Mat shot_bgr = cv::imread(shot());
+  ASSERT_FALSE(shot_bgr.empty()) << log();
+  const nlohmann::json info = shot_info();
+  EXPECT_EQ(info["error"], "");
+  const nlohmann::json* rollout_view = nullptr;
+  for (const auto& view : info["views"])
+    if (view["panel"] == -2) rollout_view = &view;
+  ASSERT_NE(rollout_view, nullptr) << info.dump();
+
+  AppState state;
+  apply_json(state, session);
+  LoadedModel model = load_model(kModel, ArchOverrides::parse("heads=2"), torch::kCPU);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state, model.arch);
+  const InferenceResult result = run_inference(model, prepared, state.attention);
+  RolloutOptions options;
+  options.fusion = HeadFusion::Max;
+  options.discard_ratio = 0.5;
+  options.query = resolve_query(state.query, result.forward.layout).token;
+  const torch::Tensor map = attention_rollout(result.forward.layers, options).patch_map.reshape({-1}).contiguous();
+  const std::vector<float> engine(map.data_ptr<float>(), map.data_ptr<float>() + map.numel());
+
+  cv::Mat gray;
+  cv::cvtColor(shot_bgr, gray, cv::COLOR_BGR2GRAY);
+  const int grid_h = info["grid"][0], grid_w = info["grid"][1];
+  const std::vector<double> levels = cell_levels(gray, *rollout_view, grid_h, grid_w);
+  EXPECT_GT(*std::max_element(levels.begin(), levels.end()) - *std::min_element(levels.begin(), levels.end()), 100.0);
+  const float vmin = *std::min_element(engine.begin(), engine.end());
+  const float vmax = *std::max_element(engine.begin(), engine.end());
+  for (size_t i = 0; i < engine.size(); ++i)
+    EXPECT_NEAR(levels[i], std::round(255.0 * (engine[i] - vmin) / (vmax - vmin)), 1.5) << "patch " << i;
+}
+
+// The metrics view's numbers (exported into the screenshot's JSON) against summarise_focus on the
+// engine's own rows: per panel and head, with the box's mass only when a box is set.
+class FocusMetricsGuiTest : public GuiTest {
+ protected:
+  void expect_engine_metrics(const nlohmann::json& session, const nlohmann::json& info, const std::string& box) {
+    ASSERT_TRUE(info.contains("metrics")) << info.dump();
+    const nlohmann::json& metrics = info["metrics"];
+    ASSERT_EQ(metrics.size(), 4u) << metrics.dump();  // 2 panels x 2 heads
+    AppState state;
+    apply_json(state, session);
+    LoadedModel model = load_model(kModel, ArchOverrides::parse("heads=2"), torch::kCPU);
+    const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state, model.arch);
+    size_t index = 0;
+    for (Variant variant : {Variant::Softmax, Variant::Linear}) {
+      state.attention.variant = variant;
+      const InferenceResult result = run_inference(model, prepared, state.attention);
+      const TokenLayout& layout = result.forward.layout;
+      const int token = resolve_query(state.query, layout).token;
+      const torch::Tensor coverage = box.empty() ? torch::Tensor() : box_coverage(parse_patch_box(box), layout);
+      for (int head = 0; head < 2; ++head, ++index) {
+        const torch::Tensor row = result.forward.layers.back().row(0, head, token).slice(0, layout.prefix_tokens());
+        const FocusSummary expected = summarise_focus(row, 10, coverage);
+        const nlohmann::json& shown = metrics[index];
+        EXPECT_EQ(shown["panel"], variant == Variant::Softmax ? 0 : 1);
+        EXPECT_EQ(shown["head"], head);
+        EXPECT_NEAR(shown["entropy"].get<double>(), expected.entropy, 1e-5) << shown.dump();
+        EXPECT_NEAR(shown["top_k_mass"].get<double>(), expected.top_k_mass, 1e-5) << shown.dump();
+        EXPECT_NEAR(shown["gini"].get<double>(), expected.gini, 1e-5) << shown.dump();
+        if (box.empty()) {
+          EXPECT_TRUE(shown["box_mass"].is_null()) << shown.dump();
+        } else {
+          ASSERT_TRUE(expected.box_mass.has_value());
+          ASSERT_TRUE(shown["box_mass"].is_number()) << shown.dump();
+          EXPECT_NEAR(shown["box_mass"].get<double>(), *expected.box_mass, 1e-5) << shown.dump();
+        }
+      }
+    }
+  }
+
+  nlohmann::json metrics_session() const {
+    nlohmann::json session = base_session();
+    session["variant"] = "softmax";
+    session["compare"] = "linear";
+    session["query"] = "3,3";
+    session["analysis"] = "metrics";
+    return session;
+  }
+};
+
+TEST_F(FocusMetricsGuiTest, TableMatchesTheEngineWithTheSessionsBox) {
+  nlohmann::json session = metrics_session();
+  session["box"] = "1,2,4,5";
+  ASSERT_EQ(run_gui(session), 0) << log();
+  const nlohmann::json info = shot_info();
+  EXPECT_EQ(info["error"], "");
+  EXPECT_EQ(info["box"], "1,2,4,5");
+  expect_engine_metrics(session, info, "1,2,4,5");
+  // The box is outlined on both panels' images: its top edge runs through the outline colour.
+  const cv::Mat shot_bgr = cv::imread(shot());
+  const int grid_h = info["grid"][0], grid_w = info["grid"][1];
+  int outlined = 0;
+  for (const auto& view : info["views"]) {
+    if (view["panel"] < 0) continue;
+    const double cell_w = view["width"].get<double>() / grid_w, cell_h = view["height"].get<double>() / grid_h;
+    const int x = int(view["x"].get<double>() + 3.5 * cell_w), y = int(view["y"].get<double>() + 1 * cell_h);
+    bool found = false;
+    for (int dy = -2; dy <= 2; ++dy) {
+      const cv::Vec3b bgr = shot_bgr.at<cv::Vec3b>(y + dy, x);
+      found = found || (bgr[0] > 200 && bgr[1] > 150 && bgr[1] < 240 && bgr[2] < 110);
+    }
+    outlined += found;
+  }
+  EXPECT_EQ(outlined, 2);
+}
+
+TEST_F(FocusMetricsGuiTest, RightDragDrawsTheBox) {
+  const nlohmann::json session = metrics_session();
+  ASSERT_EQ(run_gui(session), 0) << log();
+  const nlohmann::json before = shot_info();
+  EXPECT_EQ(before["box"], "");
+  expect_engine_metrics(session, before, "");  // no box: no mass in it
+
+  const auto& view = before["views"][0];
+  const int grid_h = before["grid"][0], grid_w = before["grid"][1];
+  auto centre = [&](int row, int col) {
+    return std::to_string(view["x"].get<double>() + (col + 0.5) * view["width"].get<double>() / grid_w) + "," +
+           std::to_string(view["y"].get<double>() + (row + 0.5) * view["height"].get<double>() / grid_h);
+  };
+  // From patch (4, 5) up to (1, 1): the box covers both ends whichever way it is dragged.
+  ASSERT_EQ(run_gui(session, 4, "--drag " + centre(4, 5) + "," + centre(1, 1)), 0) << log();
+  const nlohmann::json after = shot_info();
+  EXPECT_EQ(after["box"], "1,1,5,6");
+  EXPECT_EQ(after["query_token"], before["query_token"]);  // a drag is not a click
+  expect_engine_metrics(session, after, "1,1,5,6");
+}
+
 namespace {
 
 // The workbench's fields in the one option registry: a saved session restores exactly, and bad
@@ -359,6 +496,16 @@ TEST(WorkbenchState, SessionRoundTripsAndRejectsBadValues) {
   rejects({{"opacity", 1.5}}, "--opacity");
   rejects({{"colormap", "rainbow"}}, "--colormap");
   rejects({{"analysis", "matrix"}}, "--analysis");
+  rejects({{"box", "1,2,1,5"}}, "--box");
+
+  // The rollout and metrics views' settings are the same options `analyze` reads.
+  AppState views;
+  apply_json(views, {{"analysis", "rollout"}, {"fusion", "min"}, {"discard", 0.9}, {"box", "1,2,4,5"}});
+  EXPECT_EQ(views.analysis, "rollout");
+  EXPECT_EQ(views.fusion, HeadFusion::Min);
+  EXPECT_EQ(views.discard, 0.9);
+  apply_json(views, {{"analysis", "metrics"}});
+  EXPECT_EQ(to_json(views)["box"], "1,2,4,5");
 }
 
 }  // namespace

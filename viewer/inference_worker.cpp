@@ -1,11 +1,13 @@
 #include "viewer/inference_worker.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include <c10/util/Exception.h>
 
 #include "analysis/focusing.h"
 #include "analysis/gradcam.h"
+#include "analysis/rollout.h"
 #include "analysis/spectrum.h"
 #include "figures/export.h"
 #include "models/model_loader.h"
@@ -39,7 +41,8 @@ bool InferenceRequest::same_forward(const InferenceRequest& other) const {
 
 bool InferenceRequest::operator==(const InferenceRequest& other) const {
   return same_forward(other) && layer == other.layer && analysis == other.analysis && head == other.head &&
-         target_class == other.target_class && gradcam_layer == other.gradcam_layer;
+         target_class == other.target_class && gradcam_layer == other.gradcam_layer && query == other.query &&
+         fusion == other.fusion && discard == other.discard;
 }
 
 struct InferenceWorker::Cache {
@@ -303,6 +306,27 @@ std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const 
         }
       }
       outcome->panels.push_back(std::move(maps));
+    }
+    if (request.analysis == "rollout") {
+      // Panel 1's captured layers, already computed: rollout is matrix products, no forward pass.
+      const auto rollout_start = std::chrono::steady_clock::now();
+      RolloutOptions options;
+      options.fusion = request.fusion;
+      options.discard_ratio = request.discard;
+      options.query = resolve_query(request.query, first.layout).token;
+      const RolloutResult result = attention_rollout(first.layers, options);
+      const torch::Tensor map = result.patch_map.reshape({-1}).to(torch::kCPU, torch::kFloat).contiguous();
+      RolloutView view;
+      view.map.assign(map.data_ptr<float>(), map.data_ptr<float>() + map.numel());
+      const auto [low, high] = std::minmax_element(view.map.begin(), view.map.end());
+      view.vmin = *low;
+      view.vmax = *high > *low ? *high : *low + 1e-6f;
+      view.query_token = options.query;
+      view.fusion = request.fusion;
+      view.discard = request.discard;
+      view.milliseconds =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - rollout_start).count();
+      outcome->rollout = std::move(view);
     }
     if (request.analysis == "fp") {
       if (request.head < 0 || request.head >= outcome->heads)

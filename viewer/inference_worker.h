@@ -17,6 +17,7 @@
 
 #include <opencv2/core.hpp>
 
+#include "analysis/head_fusion.h"
 #include "core/app_state.h"
 #include "core/image.h"
 #include "models/attention_settings.h"
@@ -37,11 +38,15 @@ struct InferenceRequest {
   std::vector<AttentionSettings> panels;  // one forward pass per panel
   int layer = -1;                         // the block whose matrices the views read
   // The analysis view's extra work, for panel 1: "spectrum" (singular values of every head),
-  // "gradcam" (one forward and backward), "fp" (f_p on the selected head's features).
+  // "gradcam" (one forward and backward), "fp" (f_p on the selected head's features), "rollout"
+  // (attention rollout through every captured layer, no extra forward pass).
   std::string analysis = "none";
   int head = 0;
   int target_class = -1;
   std::string gradcam_layer;
+  std::string query;  // rollout: the token whose rolled-out row is shown ("cls" or "ROW,COL")
+  HeadFusion fusion = HeadFusion::Mean;
+  double discard = 0.0;
 
   // Whether `other` needs the same forward passes (only layer or spectra may differ).
   bool same_forward(const InferenceRequest& other) const;
@@ -60,6 +65,15 @@ struct GradCamView {
   std::string class_name;
   double score = 0.0;
   std::string layer, warning;
+  double milliseconds = 0.0;
+};
+
+struct RolloutView {
+  std::vector<float> map;  // [grid_h * grid_w] the query's rolled-out attention over the patches
+  float vmin = 0, vmax = 0;
+  int query_token = 0;
+  HeadFusion fusion = HeadFusion::Mean;
+  double discard = 0.0;
   double milliseconds = 0.0;
 };
 
@@ -98,6 +112,7 @@ struct InferenceOutcome {
   std::vector<PanelMaps> panels;
   std::optional<GradCamView> gradcam;  // when asked for
   std::optional<FocusView> focus;      // when asked for
+  std::optional<RolloutView> rollout;  // when asked for
   double total_ms = 0.0;               // from picking the request up to the result being ready
   bool forward_reused = false;
 };

@@ -58,6 +58,16 @@ void write_screenshot(const Workbench& bench, const std::string& path, int width
     about["vmax"] = bench.scale.vmax;
     about["shown_frame"] = bench.outcome->request.frame_number;
   }
+  about["box"] = bench.state.box;
+  nlohmann::json metrics = nlohmann::json::array();
+  for (const HeadFocusMetrics& row : bench.metrics)
+    metrics.push_back({{"panel", row.panel},
+                       {"head", row.head},
+                       {"entropy", row.entropy},
+                       {"top_k_mass", row.top_k_mass},
+                       {"gini", row.gini},
+                       {"box_mass", row.box_mass ? nlohmann::json(*row.box_mass) : nlohmann::json()}});
+  if (bench.state.analysis == "metrics") about["metrics"] = metrics;
   write_file_atomically(path + ".json", [&](std::ostream& out) { out << about.dump(2) << "\n"; });
 }
 
@@ -107,8 +117,24 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
     std::vector<std::unique_ptr<WorkbenchPanel>> panels = make_panels();
     const bool headless = options.frames > 0 || options.bench_changes > 0;
     int settled_frames = 0, redraw_frames = 3;
-    size_t next_click = 0;
-    bool click_pressed = false;
+    // Scripted pointer input (tests), one step per frame: a click presses then releases the left
+    // button; a drag presses the right button, moves with it held, and releases at the end.
+    struct PointerStep {
+      float x, y;
+      int button;
+      bool down;
+    };
+    std::vector<PointerStep> pointer_steps;
+    for (const auto& [x, y] : options.clicks) {
+      pointer_steps.push_back({x, y, ImGuiMouseButton_Left, true});
+      pointer_steps.push_back({x, y, ImGuiMouseButton_Left, false});
+    }
+    for (const auto& drag : options.drags) {
+      pointer_steps.push_back({drag[0], drag[1], ImGuiMouseButton_Right, true});
+      pointer_steps.push_back({drag[2], drag[3], ImGuiMouseButton_Right, true});
+      pointer_steps.push_back({drag[2], drag[3], ImGuiMouseButton_Right, false});
+    }
+    size_t next_step = 0;
     const auto started = Clock::now();
     auto last_frame_start = started;
 
@@ -148,12 +174,12 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       // highlight or tooltip lands in a screenshot or a timing.
       ImGuiIO& io = ImGui::GetIO();
       if (headless) io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
-      // Scripted clicks (tests): once the views are settled, press on one frame, release on the next.
-      if (options.frames > 0 && next_click < options.clicks.size() && (click_pressed || settled_frames >= 2)) {
-        io.MousePos = ImVec2(options.clicks[next_click].first, options.clicks[next_click].second);
-        io.MouseDown[0] = !click_pressed;
-        if (click_pressed) ++next_click;
-        click_pressed = !click_pressed;
+      // A gesture starts once the views are settled and then takes one step per frame.
+      const bool mid_gesture = next_step > 0 && pointer_steps[next_step - 1].down;
+      if (options.frames > 0 && next_step < pointer_steps.size() && (mid_gesture || settled_frames >= 2)) {
+        const PointerStep& step = pointer_steps[next_step++];
+        io.MousePos = ImVec2(step.x, step.y);
+        io.MouseDown[step.button] = step.down;
         settled_frames = 0;
       }
       ImGui::NewFrame();
@@ -170,7 +196,7 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       if (options.frames > 0) {
         settled_frames = bench.settled() ? settled_frames + 1 : 0;
         const bool timed_out = milliseconds_since(started) > 300000.0;
-        if ((settled_frames >= options.frames && next_click == options.clicks.size()) || timed_out) {
+        if ((settled_frames >= options.frames && next_step == pointer_steps.size()) || timed_out) {
           if (!options.screenshot.empty()) write_screenshot(bench, options.screenshot, width, height);
           if (timed_out) {
             std::cerr << "attnscope gui: no result within 300 s\n";

@@ -13,6 +13,7 @@
 
 #include <torch/cuda.h>
 
+#include "analysis/focus_metrics.h"
 #include "core/assets.h"
 #include "core/atomic_file.h"
 #include "models/model_loader.h"
@@ -86,6 +87,11 @@ InferenceRequest Workbench::make_request() const {
     request.target_class = state.target_class;
     request.gradcam_layer = state.gradcam_layer;
   }
+  if (state.analysis == "rollout") {
+    request.query = state.query;
+    request.fusion = state.fusion;
+    request.discard = state.discard;
+  }
   return request;
 }
 
@@ -123,6 +129,8 @@ void Workbench::update(float width, float height) {
     image_texture.upload_rgb(outcome->input_rgb);
     if (outcome->gradcam)
       gradcam_texture.upload_scalar(outcome->gradcam->map.data(), outcome->layout.grid_w, outcome->layout.grid_h);
+    if (outcome->rollout)
+      rollout_texture.upload_scalar(outcome->rollout->map.data(), outcome->layout.grid_w, outcome->layout.grid_h);
     maps_key_.clear();
   }
   for (const ExportOutcome& exported : worker_->take_exports()) {
@@ -133,6 +141,7 @@ void Workbench::update(float width, float height) {
   }
   worker_busy = worker_->busy();
   refresh_maps();
+  if (state.analysis == "metrics") refresh_metrics();
 
   // Fixed layout: controls on the left, views in the middle, the analysis view on the right, status below.
   const float status_height = 30.0f, sidebar_width = 370.0f;
@@ -202,6 +211,32 @@ void Workbench::refresh_maps() {
   matrix_panel = std::clamp(matrix_panel, 0, int(outcome->panels.size()) - 1);
   const int tokens = outcome->panels[size_t(matrix_panel)].tokens;
   matrix_texture.upload_scalar(outcome->panels[size_t(matrix_panel)].matrix(state.head), tokens, tokens);
+}
+
+void Workbench::refresh_metrics() {
+  if (!outcome) return;
+  const std::string key = std::to_string(outcome->request_id) + "|" + std::to_string(query_token) + "|" + state.box;
+  if (key == metrics_key_) return;
+  metrics_key_ = key;
+  metrics.clear();
+  box_error.clear();
+  const TokenLayout& token_layout = outcome->layout;
+  torch::Tensor box;
+  if (!state.box.empty()) {
+    try {
+      box = box_coverage(parse_patch_box(state.box), token_layout);
+    } catch (const std::invalid_argument& e) {
+      box_error = e.what();
+    }
+  }
+  const int grid = token_layout.patch_tokens(), prefix = token_layout.prefix_tokens();
+  for (size_t p = 0; p < outcome->panels.size(); ++p)
+    for (int head = 0; head < outcome->heads; ++head) {
+      const float* row = outcome->panels[p].row(head, query_token) + prefix;
+      const torch::Tensor patch_map = torch::from_blob(const_cast<float*>(row), {grid}, torch::kFloat).clone();
+      const FocusSummary summary = summarise_focus(patch_map, kFocusTopK, box);
+      metrics.push_back({int(p), head, summary.entropy, summary.top_k_mass, summary.gini, summary.box_mass});
+    }
 }
 
 void Workbench::open_file(FileKind kind, const std::string& path) {

@@ -5,6 +5,7 @@
 
 #include <imgui.h>
 
+#include <array>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -30,6 +31,8 @@ struct WorkbenchOptions {
   std::string video;      // live input from the start: a video file or camera:N
   // Left clicks at window coordinates, made once the views have settled (headless runs only).
   std::vector<std::pair<float, float>> clicks;
+  // Right-button drags (x0, y0, x1, y1) at window coordinates, made after the clicks (headless runs only).
+  std::vector<std::array<float, 4>> drags;
 };
 
 // Opens the window and runs until it is closed; returns the exit code.
@@ -48,6 +51,14 @@ struct DrawnView {
   int panel = 0, head = 0;
   float x = 0, y = 0, width = 0, height = 0;
 };
+
+// The focus metrics view's numbers for one head of one panel: its query row over the patches.
+struct HeadFocusMetrics {
+  int panel = 0, head = 0;
+  double entropy = 0, top_k_mass = 0, gini = 0;
+  std::optional<double> box_mass;  // without a box: none
+};
+constexpr int kFocusTopK = 10;
 
 struct ScreenLayout {
   ImVec2 sidebar_pos, sidebar_size;
@@ -100,8 +111,11 @@ class Workbench {
   gl::Texture image_texture;
   std::vector<std::vector<PatchMap>> maps;  // per panel
   gl::ColorScale scale;
-  gl::Texture matrix_texture;   // the matrix view's T x T map
-  gl::Texture gradcam_texture;  // the Grad-CAM map over the patch grid
+  gl::Texture matrix_texture;             // the matrix view's T x T map
+  gl::Texture gradcam_texture;            // the Grad-CAM map over the patch grid
+  gl::Texture rollout_texture;            // the attention rollout map over the patch grid
+  std::vector<HeadFocusMetrics> metrics;  // per panel, per head (when the metrics view is shown)
+  std::string box_error;                  // why the session's box cannot be used on this grid
   int matrix_panel = 0;
   std::vector<DrawnView> drawn_views;
 
@@ -113,10 +127,11 @@ class Workbench {
   InferenceRequest make_request() const;
   void open_camera_source(const std::string& source);
   void refresh_maps();
+  void refresh_metrics();
   std::unique_ptr<InferenceWorker> worker_;
   InferenceRequest last_request_;
   bool has_last_request_ = false;
-  std::string maps_key_;
+  std::string maps_key_, metrics_key_;
   std::shared_ptr<const cv::Mat> frame_;
   uint64_t frame_number_ = 0;
   friend int run_workbench(AppState state, const WorkbenchOptions& options);

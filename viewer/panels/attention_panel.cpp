@@ -1,10 +1,13 @@
 // The attention views: for each side-by-side panel (one variant each) the image with its attention
 // overlay (the selected head, the mean over heads, or a grid of every head), coloured in the shader
 // on one shared scale, with the query patch outlined; hovering shows a patch's value, clicking makes
-// it the query. A colour bar under the views shows the scale.
+// it the query; a right drag (or shift + left drag) draws the focus metrics' box of patches, outlined
+// on every view. A colour bar under the views shows the scale.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
+#include "analysis/focus_metrics.h"
 #include "viewer/panels/panel.h"
 #include "viewer/workbench.h"
 
@@ -27,10 +30,32 @@ std::pair<int, int> best_tiling(int count, ImVec2 area, float aspect) {
   return best;
 }
 
+// The session's box when it is one on this grid (the metrics view says what is wrong otherwise).
+std::optional<PatchBox> box_on_grid(const std::string& text, const TokenLayout& tokens) {
+  if (text.empty()) return std::nullopt;
+  try {
+    const PatchBox box = parse_patch_box(text);
+    if (box.row_end > tokens.grid_h || box.col_end > tokens.grid_w) return std::nullopt;
+    return box;
+  } catch (const std::invalid_argument&) {
+    return std::nullopt;
+  }
+}
+
 }  // namespace
+
+// A box being dragged out: the patch where the drag started; the box follows the mouse on the view
+// it started on and is written to the state on every frame of the drag.
+struct BoxDrag {
+  bool active = false;
+  ImVec2 view_pos;
+  float cell = 1;
+  int row = 0, col = 0;
+};
 
 struct AttentionPanel : WorkbenchPanel {
   std::vector<gl::RenderTarget> targets;  // one per drawn map, reused across frames
+  BoxDrag drag;
 
   void draw(Workbench& bench) override {
     const ScreenLayout& layout = bench.layout;
@@ -64,6 +89,7 @@ struct AttentionPanel : WorkbenchPanel {
     const auto [columns, rows] = best_tiling(int(panel_count), area, aspect);
     const ImVec2 tile(area.x / columns, area.y / rows);
     size_t target_index = 0;
+    const std::optional<PatchBox> box = box_on_grid(bench.state.box, tokens);
 
     for (size_t p = 0; p < panel_count; ++p) {
       const ImVec2 tile_pos(origin.x + float(int(p) % columns) * tile.x, origin.y + float(int(p) / columns) * tile.y);
@@ -103,22 +129,41 @@ struct AttentionPanel : WorkbenchPanel {
                          pos.y + cell * tokens.row_of(bench.query_token));
           draw->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(255, 60, 60, 255), 0, 0, 2.0f);
         }
+        if (box)
+          draw->AddRect(ImVec2(pos.x + cell * box->col_begin, pos.y + cell * box->row_begin),
+                        ImVec2(pos.x + cell * box->col_end, pos.y + cell * box->row_end), IM_COL32(60, 200, 255, 255),
+                        0, 0, 2.0f);
         if (ImGui::IsItemHovered()) {
           const ImVec2 mouse = ImGui::GetIO().MousePos;
           const int col = std::clamp(int((mouse.x - pos.x) / cell), 0, tokens.grid_w - 1);
           const int row = std::clamp(int((mouse.y - pos.y) / cell), 0, tokens.grid_h - 1);
           const ImVec2 a(pos.x + cell * col, pos.y + cell * row);
           draw->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(255, 255, 255, 200), 0, 0, 1.0f);
-          ImGui::SetTooltip("patch (%d, %d)  %s: %.5f\nclick: make it the query", row, col,
-                            map.head < 0 ? "mean over heads" : ("head " + std::to_string(map.head)).c_str(),
-                            double(map.values[size_t(row * tokens.grid_w + col)]));
-          if (ImGui::IsItemClicked(ImGuiMouseButton_Left))
+          if (!drag.active)
+            ImGui::SetTooltip("patch (%d, %d)  %s: %.5f\nclick: make it the query; right drag: draw a box", row, col,
+                              map.head < 0 ? "mean over heads" : ("head " + std::to_string(map.head)).c_str(),
+                              double(map.values[size_t(row * tokens.grid_w + col)]));
+          const bool shift = ImGui::GetIO().KeyShift;
+          if (ImGui::IsItemClicked(ImGuiMouseButton_Right) || (shift && ImGui::IsItemClicked(ImGuiMouseButton_Left)))
+            drag = {true, pos, cell, row, col};
+          else if (ImGui::IsItemClicked(ImGuiMouseButton_Left))
             bench.state.query = std::to_string(row) + "," + std::to_string(col);
         }
       }
     }
+    if (drag.active) update_box_drag(bench, tokens);
     draw_colorbar(bench, ImVec2(origin.x, origin.y + area.y + 6), std::min(area.x * 0.55f, 520.0f));
     ImGui::End();
+  }
+
+  // The box spans the patches from the drag's start to the one under the mouse, both included.
+  void update_box_drag(Workbench& bench, const TokenLayout& tokens) {
+    const ImGuiIO& io = ImGui::GetIO();
+    const int col = std::clamp(int(std::floor((io.MousePos.x - drag.view_pos.x) / drag.cell)), 0, tokens.grid_w - 1);
+    const int row = std::clamp(int(std::floor((io.MousePos.y - drag.view_pos.y) / drag.cell)), 0, tokens.grid_h - 1);
+    bench.state.box = std::to_string(std::min(row, drag.row)) + "," + std::to_string(std::min(col, drag.col)) + "," +
+                      std::to_string(std::max(row, drag.row) + 1) + "," + std::to_string(std::max(col, drag.col) + 1);
+    if (!io.MouseDown[ImGuiMouseButton_Right] && !io.MouseDown[ImGuiMouseButton_Left]) drag.active = false;
   }
 
   static void draw_colorbar(Workbench& bench, ImVec2 pos, float width) {

@@ -9,10 +9,12 @@ std::unique_ptr<WorkbenchPanel> make_attention_panel();
 std::unique_ptr<WorkbenchPanel> make_matrix_panel();
 std::unique_ptr<WorkbenchPanel> make_gradcam_panel();
 std::unique_ptr<WorkbenchPanel> make_focus_panel();
+std::unique_ptr<WorkbenchPanel> make_rollout_panel();
+std::unique_ptr<WorkbenchPanel> make_metrics_panel();
 std::unique_ptr<WorkbenchPanel> make_status_panel();
 
 void draw_analysis_switch(Workbench& bench) {
-  static const char* const kLabels[] = {"hide", "matrix", "Grad-CAM", "f_p"};
+  static const char* const kLabels[] = {"hide", "matrix", "Grad-CAM", "f_p", "rollout", "metrics"};
   const auto& names = analysis_names();
   for (size_t i = 0; i < names.size(); ++i) {
     if (i) ImGui::SameLine();
@@ -28,6 +30,8 @@ std::vector<std::unique_ptr<WorkbenchPanel>> make_panels() {
   panels.push_back(make_matrix_panel());
   panels.push_back(make_gradcam_panel());
   panels.push_back(make_focus_panel());
+  panels.push_back(make_rollout_panel());
+  panels.push_back(make_metrics_panel());
   panels.push_back(make_status_panel());
   return panels;
 }
