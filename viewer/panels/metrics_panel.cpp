@@ -34,10 +34,8 @@ struct MetricsPanel : WorkbenchPanel {
     }
     ImGui::TextWrapped("layer %d, query %s: each head's row over the patches (entropy in nats)", outcome->layer,
                        outcome->layout.token_name(bench.query_token).c_str());
-    const ImGuiTableFlags flags =
-        ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_ScrollY;
+    const ImGuiTableFlags flags = ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit;
     if (ImGui::BeginTable("##metrics", 6, flags)) {
-      ImGui::TableSetupScrollFreeze(0, 1);
       ImGui::TableSetupColumn("panel");
       ImGui::TableSetupColumn("head");
       ImGui::TableSetupColumn("entropy");
@@ -51,7 +49,7 @@ struct MetricsPanel : WorkbenchPanel {
         ImGui::TableNextColumn();
         // The panel's variant once, at its first head, so the rows group by panel.
         if (row.panel != last_panel)
-          ImGui::Text("%d: %s", row.panel + 1, to_string(outcome->panels[size_t(row.panel)].settings.variant).c_str());
+          ImGui::Text("%d: %s", row.panel + 1, outcome->panels[size_t(row.panel)].description.c_str());
         last_panel = row.panel;
         ImGui::TableNextColumn();
         ImGui::Text("%d", row.head);

@@ -16,8 +16,12 @@ std::unique_ptr<WorkbenchPanel> make_status_panel();
 void draw_analysis_switch(Workbench& bench) {
   static const char* const kLabels[] = {"hide", "matrix", "Grad-CAM", "f_p", "rollout", "metrics"};
   const auto& names = analysis_names();
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const float right_edge = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
   for (size_t i = 0; i < names.size(); ++i) {
-    if (i) ImGui::SameLine();
+    // Wraps to a new line where the next button would not fit (the sidebar is narrower than the column).
+    const float width = ImGui::GetFrameHeight() + style.ItemInnerSpacing.x + ImGui::CalcTextSize(kLabels[i]).x;
+    if (i && ImGui::GetItemRectMax().x + style.ItemSpacing.x + width <= right_edge) ImGui::SameLine();
     if (ImGui::RadioButton(kLabels[i], bench.state.analysis == names[i])) bench.state.analysis = names[i];
   }
   ImGui::Separator();
