@@ -10,6 +10,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <sstream>
 
+#include "core/assets.h"
 #include "core/checkpoint.h"
 #include "core/image.h"
 #include "core/npy.h"
@@ -127,9 +128,23 @@ TEST_F(CliTest, RunWritesOutputsConsistentWithTheEngine) {
   EXPECT_EQ(overlay.rows, 112);
 }
 
+// Without --model and --image, `run` takes the bundled demo model and sample image.
+TEST_F(CliTest, RunWithoutModelOrImageUsesTheBundledDefault) {
+  const std::string out = (folder_ / "default").string();
+  const CliResult result = run("run --out " + out);
+  ASSERT_EQ(result.exit_code, 0) << result.stderr_text;
+  std::ifstream in(out + "/summary.json");
+  const nlohmann::json summary = nlohmann::json::parse(in);
+  EXPECT_EQ(summary["model"], default_model_path());
+  EXPECT_EQ(summary["image"], default_image_path());
+  const auto logits = read_npy(out + "/logits.npy");
+  EXPECT_EQ(logits.numel(), 10);
+  EXPECT_EQ(logits.argmax().item<int64_t>(), 4) << "the FLatten demo model reads sign_4.png as a 4";
+}
+
 TEST_F(CliTest, ReportsBadInputClearly) {
   const std::string base = " --arch heads=2 --out " + (folder_ / "out").string() + " --image " + image_;
-  expect_clear_error("run --image " + image_ + " --out x", "--model is required");
+  expect_clear_error("run --image " + image_, "--out is required");
   expect_clear_error("run --model " + (folder_ / "absent.safetensors").string() + base, "No such file");
   expect_clear_error("run --model " + write_bytes("garbage.safetensors", std::string(4096, '\x7f')) + base,
                      "garbage.safetensors");
