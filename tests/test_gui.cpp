@@ -315,10 +315,6 @@ TEST_F(GuiTest, SessionWithWorkbenchKeysDrivesTheHeadlessRun) {
   EXPECT_EQ(summary["variant"], "window");
 }
 
-}  // namespace
-}  // namespace attnscope
-
-namespace attnscope {
 TEST_F(GuiTest, RolloutViewShowsTheEnginesRollout) {
   nlohmann::json session = base_session();
   session["variant"] = "softmax";
@@ -360,55 +356,52 @@ TEST_F(GuiTest, RolloutViewShowsTheEnginesRollout) {
 
 // The metrics view's numbers (exported into the screenshot's JSON) against summarise_focus on the
 // engine's own rows: per panel and head, with the box's mass only when a box is set.
-class FocusMetricsGuiTest : public GuiTest {
- protected:
-  void expect_engine_metrics(const nlohmann::json& session, const nlohmann::json& info, const std::string& box) {
-    ASSERT_TRUE(info.contains("metrics")) << info.dump();
-    const nlohmann::json& metrics = info["metrics"];
-    ASSERT_EQ(metrics.size(), 4u) << metrics.dump();  // 2 panels x 2 heads
-    AppState state;
-    apply_json(state, session);
-    LoadedModel model = load_model(kModel, ArchOverrides::parse("heads=2"), torch::kCPU);
-    const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state, model.arch);
-    size_t index = 0;
-    for (Variant variant : {Variant::Softmax, Variant::Linear}) {
-      state.attention.variant = variant;
-      const InferenceResult result = run_inference(model, prepared, state.attention);
-      const TokenLayout& layout = result.forward.layout;
-      const int token = resolve_query(state.query, layout).token;
-      const torch::Tensor coverage = box.empty() ? torch::Tensor() : box_coverage(parse_patch_box(box), layout);
-      for (int head = 0; head < 2; ++head, ++index) {
-        const torch::Tensor row = result.forward.layers.back().row(0, head, token).slice(0, layout.prefix_tokens());
-        const FocusSummary expected = summarise_focus(row, 10, coverage);
-        const nlohmann::json& shown = metrics[index];
-        EXPECT_EQ(shown["panel"], variant == Variant::Softmax ? 0 : 1);
-        EXPECT_EQ(shown["head"], head);
-        EXPECT_NEAR(shown["entropy"].get<double>(), expected.entropy, 1e-5) << shown.dump();
-        EXPECT_NEAR(shown["top_k_mass"].get<double>(), expected.top_k_mass, 1e-5) << shown.dump();
-        EXPECT_NEAR(shown["gini"].get<double>(), expected.gini, 1e-5) << shown.dump();
-        if (box.empty()) {
-          EXPECT_TRUE(shown["box_mass"].is_null()) << shown.dump();
-        } else {
-          ASSERT_TRUE(expected.box_mass.has_value());
-          ASSERT_TRUE(shown["box_mass"].is_number()) << shown.dump();
-          EXPECT_NEAR(shown["box_mass"].get<double>(), *expected.box_mass, 1e-5) << shown.dump();
-        }
+void expect_engine_metrics(const nlohmann::json& session, const nlohmann::json& info, const std::string& box) {
+  ASSERT_TRUE(info.contains("metrics")) << info.dump();
+  const nlohmann::json& metrics = info["metrics"];
+  ASSERT_EQ(metrics.size(), 4u) << metrics.dump();  // 2 panels x 2 heads
+  AppState state;
+  apply_json(state, session);
+  LoadedModel model = load_model(kModel, ArchOverrides::parse("heads=2"), torch::kCPU);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state, model.arch);
+  size_t index = 0;
+  for (Variant variant : {Variant::Softmax, Variant::Linear}) {
+    state.attention.variant = variant;
+    const InferenceResult result = run_inference(model, prepared, state.attention);
+    const TokenLayout& layout = result.forward.layout;
+    const int token = resolve_query(state.query, layout).token;
+    const torch::Tensor coverage = box.empty() ? torch::Tensor() : box_coverage(parse_patch_box(box), layout);
+    for (int head = 0; head < 2; ++head, ++index) {
+      const torch::Tensor row = result.forward.layers.back().row(0, head, token).slice(0, layout.prefix_tokens());
+      const FocusSummary expected = summarise_focus(row, 10, coverage);
+      const nlohmann::json& shown = metrics[index];
+      EXPECT_EQ(shown["panel"], variant == Variant::Softmax ? 0 : 1);
+      EXPECT_EQ(shown["head"], head);
+      EXPECT_NEAR(shown["entropy"].get<double>(), expected.entropy, 1e-5) << shown.dump();
+      EXPECT_NEAR(shown["top_k_mass"].get<double>(), expected.top_k_mass, 1e-5) << shown.dump();
+      EXPECT_NEAR(shown["gini"].get<double>(), expected.gini, 1e-5) << shown.dump();
+      if (box.empty()) {
+        EXPECT_TRUE(shown["box_mass"].is_null()) << shown.dump();
+      } else {
+        ASSERT_TRUE(expected.box_mass.has_value());
+        ASSERT_TRUE(shown["box_mass"].is_number()) << shown.dump();
+        EXPECT_NEAR(shown["box_mass"].get<double>(), *expected.box_mass, 1e-5) << shown.dump();
       }
     }
   }
+}
 
-  nlohmann::json metrics_session() const {
-    nlohmann::json session = base_session();
-    session["variant"] = "softmax";
-    session["compare"] = "linear";
-    session["query"] = "3,3";
-    session["analysis"] = "metrics";
-    return session;
-  }
-};
+// Two panels (softmax, linear) queried at patch (3, 3) with the metrics view open.
+void show_metrics(nlohmann::json& session) {
+  session["variant"] = "softmax";
+  session["compare"] = "linear";
+  session["query"] = "3,3";
+  session["analysis"] = "metrics";
+}
 
-TEST_F(FocusMetricsGuiTest, TableMatchesTheEngineWithTheSessionsBox) {
-  nlohmann::json session = metrics_session();
+TEST_F(GuiTest, MetricsTableMatchesTheEngineWithTheSessionsBox) {
+  nlohmann::json session = base_session();
+  show_metrics(session);
   session["box"] = "1,2,4,5";
   ASSERT_EQ(run_gui(session), 0) << log();
   const nlohmann::json info = shot_info();
@@ -433,8 +426,9 @@ TEST_F(FocusMetricsGuiTest, TableMatchesTheEngineWithTheSessionsBox) {
   EXPECT_EQ(outlined, 2);
 }
 
-TEST_F(FocusMetricsGuiTest, RightDragDrawsTheBox) {
-  const nlohmann::json session = metrics_session();
+TEST_F(GuiTest, RightDragDrawsTheMetricsBox) {
+  nlohmann::json session = base_session();
+  show_metrics(session);
   ASSERT_EQ(run_gui(session), 0) << log();
   const nlohmann::json before = shot_info();
   EXPECT_EQ(before["box"], "");
@@ -454,6 +448,10 @@ TEST_F(FocusMetricsGuiTest, RightDragDrawsTheBox) {
   expect_engine_metrics(session, after, "1,1,5,6");
 }
 
+}  // namespace
+}  // namespace attnscope
+
+namespace attnscope {
 namespace {
 
 // The workbench's fields in the one option registry: a saved session restores exactly, and bad
