@@ -22,7 +22,7 @@ namespace attnscope {
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
-constexpr int kReferenceSize = 112;                           // the size the pixel constants below are tuned for
+constexpr int kReferenceSize = 112;  // the size the pixel constants below are tuned for
 // Glyph heights at the reference size. The target digit is larger and bolder than the letters
 // around it: a ViT this small learns to read it in minutes only when it can find it easily.
 constexpr double kMinTargetHeight = 24, kMaxTargetHeight = 36;
@@ -224,10 +224,10 @@ struct GlyphStyle {
   double italic_chance = 0;
 };
 
-const GlyphStyle kTargetStyle{kDigitFonts.data(), static_cast<int>(kDigitFonts.size()), kMinTargetHeight,
-                              kMaxTargetHeight, 2, 3, 0.0};
-const GlyphStyle kLetterStyle{kLetterFonts.data(), static_cast<int>(kLetterFonts.size()), kMinLetterHeight,
-                              kMaxLetterHeight, 1, 2, 0.25};
+const GlyphStyle kTargetStyle{
+    kDigitFonts.data(), static_cast<int>(kDigitFonts.size()), kMinTargetHeight, kMaxTargetHeight, 2, 3, 0.0};
+const GlyphStyle kLetterStyle{
+    kLetterFonts.data(), static_cast<int>(kLetterFonts.size()), kMinLetterHeight, kMaxLetterHeight, 1, 2, 0.25};
 
 TextGlyph random_text_glyph(Random& random, std::string text, int size, const GlyphStyle& style) {
   const double unit = static_cast<double>(size) / kReferenceSize;
@@ -241,7 +241,8 @@ TextGlyph random_text_glyph(Random& random, std::string text, int size, const Gl
   glyph.scale = height / unit_height;
   // Thick strokes would close the holes of small glyphs (8, 0, 6): cap thickness by height.
   const int height_cap = std::max(1, static_cast<int>(height / (8 * unit)));
-  const int max_thickness = std::max(1, std::min(static_cast<int>(std::lround(style.max_thickness * unit)), height_cap));
+  const int max_thickness =
+      std::max(1, std::min(static_cast<int>(std::lround(style.max_thickness * unit)), height_cap));
   const int min_thickness = std::clamp(static_cast<int>(std::lround(style.min_thickness * unit)), 1, max_thickness);
   glyph.thickness = random.integer(min_thickness, max_thickness);
 
@@ -308,9 +309,8 @@ bool place_distractor(Random& random, int size, const cv::Mat& background_luma, 
     if (as_letter) {
       candidate.kind = Distractor::Kind::Letter;
       const int letter_count = static_cast<int>(sizeof(kDistractorLetters)) - 1;
-      candidate.letter =
-          random_text_glyph(random, std::string(1, kDistractorLetters[random.integer(0, letter_count - 1)]), size,
-                            kLetterStyle);
+      candidate.letter = random_text_glyph(
+          random, std::string(1, kDistractorLetters[random.integer(0, letter_count - 1)]), size, kLetterStyle);
       candidate.origin = random_origin(random, candidate.letter, size);
       extent = candidate.letter.footprint + candidate.origin;
       min_contrast = kMinGlyphContrast;
