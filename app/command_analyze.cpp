@@ -71,20 +71,6 @@ std::vector<std::string> split_list(const std::string& text) {
   return items;
 }
 
-int resolve_layer_index(int requested, int depth) {
-  const int layer = requested < 0 ? depth + requested : requested;
-  if (layer < 0 || layer >= depth)
-    throw std::invalid_argument("--layer " + std::to_string(requested) + ": the model has " + std::to_string(depth) +
-                                " blocks (0.." + std::to_string(depth - 1) + ")");
-  return layer;
-}
-
-void check_head(int head, int heads) {
-  if (head >= heads)
-    throw std::invalid_argument("--head " + std::to_string(head) + ": the model has " + std::to_string(heads) +
-                                " heads (0.." + std::to_string(heads - 1) + ")");
-}
-
 // The model, the prepared image and (for --glyph-seed) the object mask at the model's input size.
 struct Loaded {
   LoadedModel model;
@@ -256,7 +242,7 @@ int analyze_spectrum(const Context& context) {
     const InferenceResult inference = run_inference(loaded.model, loaded.prepared, settings);
     layout = inference.forward.layout;
     layer = resolve_layer_index(state.layer, int(inference.forward.layers.size()));
-    check_head(state.head, loaded.model.arch.heads);
+    check_head_index(state.head, loaded.model.arch.heads);
     const AttentionCapture& capture = inference.forward.layers[size_t(layer)];
     const std::string name = to_string(variant);
 
@@ -344,7 +330,7 @@ int analyze_fp(const Context& context) {
     Loaded loaded = load_inputs(context);
     const InferenceResult inference = run_inference(loaded.model, loaded.prepared, state.attention);
     const int layer = resolve_layer_index(state.layer, int(inference.forward.layers.size()));
-    check_head(state.head, loaded.model.arch.heads);
+    check_head_index(state.head, loaded.model.arch.heads);
     FocusStudyOptions options;
     options.p = p;
     options.top_k = context.line.flag_int("top-k");

@@ -53,14 +53,9 @@ int run_command(const Args& args) {
   const TokenLayout& layout = result.forward.layout;
 
   const int depth = int(result.forward.layers.size());
-  const int layer = state.layer < 0 ? depth + state.layer : state.layer;
-  if (layer < 0 || layer >= depth)
-    throw std::invalid_argument("--layer " + std::to_string(state.layer) + ": the model has " + std::to_string(depth) +
-                                " blocks (0.." + std::to_string(depth - 1) + ")");
+  const int layer = resolve_layer_index(state.layer, depth);
   const int heads = model.arch.heads;
-  if (state.head >= heads)
-    throw std::invalid_argument("--head " + std::to_string(state.head) + ": the model has " + std::to_string(heads) +
-                                " heads (0.." + std::to_string(heads - 1) + ")");
+  check_head_index(state.head, heads);
   const ResolvedQuery query = resolve_query(state.query, layout);
 
   std::filesystem::create_directories(state.out);

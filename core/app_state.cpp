@@ -403,6 +403,20 @@ std::pair<int, int> resolve_input_size(const std::string& spec, int native_heigh
   return {height, width};
 }
 
+int resolve_layer_index(int layer, int depth) {
+  const int resolved = layer < 0 ? depth + layer : layer;
+  if (resolved < 0 || resolved >= depth)
+    throw std::invalid_argument("--layer " + std::to_string(layer) + ": the model has " + std::to_string(depth) +
+                                " blocks (0.." + std::to_string(depth - 1) + ")");
+  return resolved;
+}
+
+void check_head_index(int head, int heads) {
+  if (head < 0 || head >= heads)
+    throw std::invalid_argument("--head " + std::to_string(head) + ": the model has " + std::to_string(heads) +
+                                " heads (0.." + std::to_string(heads - 1) + ")");
+}
+
 ResolvedQuery resolve_query(const std::string& query, const TokenLayout& layout) {
   ResolvedQuery resolved;
   if (query == "cls") {

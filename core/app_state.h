@@ -116,4 +116,9 @@ struct ResolvedQuery {
 };
 ResolvedQuery resolve_query(const std::string& query, const TokenLayout& layout);
 
+// The block index for `layer` (negative counts from the end) in a model of `depth` blocks, and a
+// head index check; both throw std::invalid_argument naming the option and the valid range.
+int resolve_layer_index(int layer, int depth);
+void check_head_index(int head, int heads);
+
 }  // namespace attnscope

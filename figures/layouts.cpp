@@ -70,25 +70,11 @@ std::string file_safe(const std::string& text) {
   return safe;
 }
 
-int resolve_layer(int layer, int depth) {
-  const int resolved = layer < 0 ? depth + layer : layer;
-  if (resolved < 0 || resolved >= depth)
-    throw std::invalid_argument("layer " + std::to_string(layer) + ": the model has " + std::to_string(depth) +
-                                " blocks (0.." + std::to_string(depth - 1) + ")");
-  return resolved;
-}
-
-void check_head(int head, int heads) {
-  if (head < 0 || head >= heads)
-    throw std::invalid_argument("head " + std::to_string(head) + ": the model has " + std::to_string(heads) +
-                                " heads (0.." + std::to_string(heads - 1) + ")");
-}
-
 std::vector<int> resolve_layers(const std::vector<int>& requested, int depth) {
   std::vector<int> layers;
   if (requested.empty())
     for (int l = 0; l < depth; ++l) layers.push_back(l);
-  for (int l : requested) layers.push_back(resolve_layer(l, depth));
+  for (int l : requested) layers.push_back(resolve_layer_index(l, depth));
   return layers;
 }
 
@@ -96,7 +82,7 @@ std::vector<int> resolve_heads(const std::vector<int>& requested, int heads) {
   std::vector<int> list = requested;
   if (list.empty())
     for (int h = 0; h < heads; ++h) list.push_back(h);
-  for (int h : list) check_head(h, heads);
+  for (int h : list) check_head_index(h, heads);
   return list;
 }
 
@@ -152,8 +138,8 @@ Figure overlay_grid(const FigureRequest& request, LoadedModel& model, const cv::
   const ResolvedQuery query = resolve_query(request.query, layout);
   const std::vector<int> columns =
       columns_are_layers ? resolve_layers(request.layers, depth) : resolve_heads(request.heads, heads);
-  const int fixed_layer = resolve_layer(request.layer, depth);
-  if (columns_are_layers) check_head(request.head, heads);
+  const int fixed_layer = resolve_layer_index(request.layer, depth);
+  if (columns_are_layers) check_head_index(request.head, heads);
 
   Figure figure(int(runs.size()), int(columns.size()));
   figure.title =
@@ -182,8 +168,8 @@ Figure matrix_spectrum_figure(const FigureRequest& request, LoadedModel& model, 
                               const std::string& title) {
   const std::vector<VariantRun> runs = run_variants(request, model, prepared_rgb);
   const int depth = int(runs.front().result.forward.layers.size());
-  const int layer = resolve_layer(request.layer, depth);
-  check_head(request.head, model.arch.heads);
+  const int layer = resolve_layer_index(request.layer, depth);
+  check_head_index(request.head, model.arch.heads);
 
   Figure figure(int(runs.size()), 2);
   figure.title = title + "  \u00b7  layer " + std::to_string(layer) + "  \u00b7  head " + std::to_string(request.head);
@@ -254,8 +240,8 @@ Figure gradcam_attention_figure(const FigureRequest& request, LoadedModel& model
                                 const std::string& title) {
   const std::vector<VariantRun> runs = run_variants(request, model, prepared_rgb);
   const int depth = int(runs.front().result.forward.layers.size());
-  const int layer = resolve_layer(request.layer, depth);
-  check_head(request.head, model.arch.heads);
+  const int layer = resolve_layer_index(request.layer, depth);
+  check_head_index(request.head, model.arch.heads);
   const TokenLayout& layout = runs.front().result.forward.layout;
   const ResolvedQuery query = resolve_query(request.query, layout);
   GradCamOptions gradcam_options;
@@ -349,8 +335,8 @@ Figure focusing_figure(const FigureRequest& request, LoadedModel& model, const c
   // The same on a real layer's queries and keys.
   const InferenceResult result = run_inference(model, prepared_rgb, variant.settings);
   const int depth = int(result.forward.layers.size());
-  const int layer = resolve_layer(request.layer, depth);
-  check_head(request.head, model.arch.heads);
+  const int layer = resolve_layer_index(request.layer, depth);
+  check_head_index(request.head, model.arch.heads);
   FocusStudyOptions options;
   options.p = p;
   c10::InferenceMode inference;
