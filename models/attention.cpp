@@ -203,29 +203,38 @@ KernelFeatures AttentionImpl::kernel_features(const ResolvedAttention& resolved,
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const TokenLayout& layout,
                                      const AttentionSettings& settings, AttentionCapture* capture) {
-  const int64_t batch = x.size(0), tokens = x.size(1), dim = x.size(2);
+  return project_output(mix(project_input(x), layout, settings, capture));
+}
+
+torch::Tensor AttentionImpl::project_input(const torch::Tensor& x) {
+  return token_linear(arch_.native == NativeAttention::Anchor ? x_to_emb : qkv, x);
+}
+
+torch::Tensor AttentionImpl::project_output(const torch::Tensor& merged) {
+  return token_linear(arch_.native == NativeAttention::Anchor ? to_out_linear : proj, merged);
+}
+
+torch::Tensor AttentionImpl::mix(const torch::Tensor& projected, const TokenLayout& layout,
+                                 const AttentionSettings& settings, AttentionCapture* capture) {
   const int heads = arch_.heads;
+  const int64_t parts = arch_.native == NativeAttention::Anchor ? 2 : 3;
+  const int64_t batch = projected.size(0), tokens = projected.size(1), dim = projected.size(2) / parts;
   const int64_t head_dim = dim / heads;
-  torch::Tensor q, k, v;
+  auto split = projected.view({batch, tokens, parts, heads, head_dim}).permute({2, 0, 3, 1, 4});
+  torch::Tensor q = split[0], k, v;
   if (arch_.native == NativeAttention::Anchor) {
-    auto embedded = x_to_emb(x).view({batch, tokens, 2, heads, head_dim}).permute({2, 0, 3, 1, 4});
-    q = embedded[0];
     k = q;  // AnchorFormer shares one projection for queries and keys
-    v = embedded[1];
+    v = split[1];
   } else {
-    auto projected = token_linear(qkv, x).view({batch, tokens, 3, heads, head_dim}).permute({2, 0, 3, 1, 4});
-    q = projected[0];
-    k = projected[1];
-    v = projected[2];
+    k = split[1];
+    v = split[2];
   }
   const ResolvedAttention resolved = resolve(settings, layout);
   KernelFeatures features = kernel_features(resolved, q, k, layout);
-  auto allowed = window_mask(layout, resolved.window, x.device());
+  auto allowed = window_mask(layout, resolved.window, projected.device());
   auto out = attend(resolved.kernel, features, v, allowed);
   if (resolved.dwc) out = out + depthwise_conv_on_values(v, dwc->weight, dwc->bias, layout);
   auto merged = out.transpose(1, 2).reshape({batch, tokens, dim});
-  auto projected_out =
-      arch_.native == NativeAttention::Anchor ? token_linear(to_out_linear, merged) : token_linear(proj, merged);
   if (capture) {
     capture->attention = resolved;
     capture->layout = layout;
@@ -245,7 +254,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const TokenLayout& 
     }
     if (resolved.dwc) capture->dwc_weight = dwc->weight.detach();
   }
-  return projected_out;
+  return merged;
 }
 
 torch::Tensor AttentionCapture::rows(int64_t batch, int64_t head, const std::vector<int64_t>& queries) const {

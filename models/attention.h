@@ -54,6 +54,14 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const TokenLayout& layout, const AttentionSettings& settings,
                         AttentionCapture* capture = nullptr);
 
+  // forward = project_output(mix(project_input(x))). The projections act on each token alone; only
+  // mix looks across tokens.
+  torch::Tensor project_input(const torch::Tensor& x);  // [..., C] -> [..., 3C] (anchor: [..., 2C])
+  int64_t projected_dim() const { return (arch_.native == NativeAttention::Anchor ? 2 : 3) * int64_t(arch_.dim); }
+  torch::Tensor mix(const torch::Tensor& projected, const TokenLayout& layout, const AttentionSettings& settings,
+                    AttentionCapture* capture = nullptr);     // [B, T, 3C] -> [B, T, C], heads merged
+  torch::Tensor project_output(const torch::Tensor& merged);  // [..., C] -> [..., C]
+
   ResolvedAttention resolve(const AttentionSettings& settings, const TokenLayout& layout) const;
   const AttentionArch& arch() const { return arch_; }
 

@@ -1,4 +1,5 @@
 #include "models/attention_kernels.h"
+#include "models/cpu_threads.h"
 
 #include <torch/torch.h>
 
@@ -152,20 +153,34 @@ torch::Tensor attend(Kernel kernel, const KernelFeatures& features, const torch:
     auto anchor_values = torch::matmul(assignment.transpose(-1, -2), v) * inverse_degree;
     return torch::matmul(assignment, anchor_values);
   }
-  if (kernel == Kernel::Softmax && !allowed.defined()) {
-    // The scale rides inside the GEMM (alpha) rather than costing a pass over q or the scores.
-    const int64_t batch = q.size(0), heads = q.size(1), tokens = q.size(2), dim = q.size(3);
-    auto q3 = q.reshape({batch * heads, tokens, dim});
-    auto k3 = k.reshape({batch * heads, tokens, dim});
-    auto scores = torch::empty({batch * heads, tokens, tokens}, q.options())
-                      .baddbmm_(q3, k3.transpose(1, 2), /*beta=*/0.0, /*alpha=*/features.score_scale);
-    return torch::bmm(scores.softmax(-1), v.reshape({batch * heads, tokens, v.size(3)}))
-        .view({batch, heads, tokens, v.size(3)});
-  }
-  if (allowed.defined() || kernel == Kernel::Softmax) {
-    // Windowed: the masked T x T matrix is the exact computation.
-    auto all_queries = torch::arange(q.size(2), torch::TensorOptions().dtype(torch::kLong).device(q.device()));
-    return torch::matmul(equivalent_rows(kernel, features, all_queries, allowed), v);
+  if (kernel == Kernel::Softmax || allowed.defined()) {
+    const int64_t batch = q.size(0), heads = q.size(1), tokens = q.size(2), value_dim = v.size(3);
+    std::function<torch::Tensor(int64_t, int64_t)> attend_queries;
+    if (kernel == Kernel::Softmax && !allowed.defined()) {
+      // The scale rides inside the GEMM (alpha) rather than costing a pass over q or the scores.
+      auto q3 = q.reshape({batch * heads, tokens, q.size(3)});
+      auto k3 = k.reshape({batch * heads, tokens, k.size(3)});
+      auto v3 = v.reshape({batch * heads, tokens, value_dim});
+      attend_queries = [=, &features](int64_t begin, int64_t end) {
+        auto scores = torch::empty({batch * heads, end - begin, tokens}, q.options())
+                          .baddbmm_(q3.narrow(1, begin, end - begin), k3.transpose(1, 2), /*beta=*/0.0,
+                                    /*alpha=*/features.score_scale);
+        return torch::bmm(scores.softmax(-1), v3).view({batch, heads, end - begin, value_dim});
+      };
+    } else {
+      // Windowed: the masked T x T matrix is the exact computation.
+      attend_queries = [&](int64_t begin, int64_t end) {
+        auto queries = torch::arange(begin, end, torch::TensorOptions().dtype(torch::kLong).device(q.device()));
+        return torch::matmul(equivalent_rows(kernel, features, queries, allowed.narrow(0, begin, end - begin)), v);
+      };
+    }
+    // Without autograd on the CPU, query rows split across the cores, one region for all heads.
+    if (torch::GradMode::is_enabled() || !q.device().is_cpu()) return attend_queries(0, tokens);
+    auto out = torch::empty({batch, heads, tokens, value_dim}, v.options());
+    for_each_row_chunk(tokens, [&](int64_t begin, int64_t end) {
+      out.narrow(2, begin, end - begin).copy_(attend_queries(begin, end));
+    });
+    return out;
   }
   // Global linear kernels: K^T V first, O(N d^2).
   auto key_sum = k.sum(2).unsqueeze(-1);            // [B, h, d, 1]

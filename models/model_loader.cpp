@@ -7,7 +7,6 @@
 #include <cmath>
 #include <set>
 #include <sstream>
-#include <thread>
 
 namespace attnscope {
 
@@ -289,11 +288,6 @@ torch::Device resolve_device(const std::string& name) {
     return torch::Device(name);
   }
   throw std::invalid_argument("unknown device '" + name + "' (expected auto, cpu or cuda)");
-}
-
-void configure_threads() {
-  const unsigned cores = std::thread::hardware_concurrency();
-  if (cores > 0) torch::set_num_threads(int(cores));
 }
 
 }  // namespace attnscope

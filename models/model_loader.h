@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/checkpoint.h"
+#include "models/cpu_threads.h"
 #include "models/vit.h"
 
 namespace attnscope {
@@ -56,8 +57,5 @@ std::vector<std::string> class_names_for(const LoadedModel& model);
 
 // "auto" (CUDA when this LibTorch has it and a GPU is visible), "cpu" or "cuda[:N]".
 torch::Device resolve_device(const std::string& name);
-
-// LibTorch's intra-op threads = the machine's cores (its default here is 1).
-void configure_threads();
 
 }  // namespace attnscope

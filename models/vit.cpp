@@ -1,5 +1,6 @@
 #include "models/vit.h"
 
+#include "models/cpu_threads.h"
 #include "models/token_linear.h"
 
 #include <nlohmann/json.hpp>
@@ -115,9 +116,61 @@ BlockImpl::BlockImpl(const BlockArch& arch, double eps) {
   if (arch.layer_scale) ls2 = register_module("ls2", LayerScale(dim));
 }
 
+namespace {
+
+// [rows, out_dim] from row_chunk(begin, end) -> [end - begin, out_dim], the chunks on all cores.
+torch::Tensor by_row_chunks(int64_t rows, int64_t out_dim, const torch::TensorOptions& options,
+                            const std::function<torch::Tensor(int64_t, int64_t)>& row_chunk) {
+  auto out = torch::empty({rows, out_dim}, options);
+  for_each_row_chunk(
+      rows, [&](int64_t begin, int64_t end) { out.narrow(0, begin, end - begin).copy_(row_chunk(begin, end)); });
+  return out;
+}
+
+}  // namespace
+
+torch::Tensor BlockImpl::forward_by_row_chunks(const torch::Tensor& x, const TokenLayout& layout,
+                                               const AttentionSettings& settings, AttentionCapture* capture) {
+  const int64_t batch = x.size(0), tokens = x.size(1), dim = x.size(2), rows = batch * tokens;
+  auto x_rows = x.reshape({rows, dim});
+  torch::Tensor normed_rows = capture ? torch::empty_like(x_rows) : torch::Tensor();
+  auto projected = by_row_chunks(rows, attn->projected_dim(), x.options(), [&](int64_t begin, int64_t end) {
+    auto normed = norm1(x_rows.narrow(0, begin, end - begin));
+    if (capture) normed_rows.narrow(0, begin, end - begin).copy_(normed);
+    return attn->project_input(normed);
+  });
+  if (capture) capture->normed_input = normed_rows.view({batch, tokens, dim});
+  auto merged = attn->mix(projected.view({batch, tokens, -1}), layout, settings, capture).reshape({rows, dim});
+  auto attended_rows = [&](int64_t begin, int64_t end) {
+    auto attended = attn->project_output(merged.narrow(0, begin, end - begin));
+    if (!ls1.is_empty()) attended = ls1(attended);
+    return x_rows.narrow(0, begin, end - begin) + attended;
+  };
+  auto mlp_rows = [&](const torch::Tensor& out) {
+    auto mlp_out = mlp(norm2(out));
+    if (!ls2.is_empty()) mlp_out = ls2(mlp_out);
+    return out + mlp_out;
+  };
+  torch::Tensor result;
+  if (local_mp.is_empty()) {
+    result = by_row_chunks(rows, dim, x.options(),
+                           [&](int64_t begin, int64_t end) { return mlp_rows(attended_rows(begin, end)); });
+  } else {
+    // L2ViT's local concentration module convolves over the grid: it runs between two chunked stages.
+    auto out = by_row_chunks(rows, dim, x.options(), attended_rows).view({batch, tokens, dim});
+    auto concentrated = (out + local_mp(norm3(out), layout)).reshape({rows, dim});
+    result = by_row_chunks(rows, dim, x.options(), [&](int64_t begin, int64_t end) {
+      return mlp_rows(concentrated.narrow(0, begin, end - begin));
+    });
+  }
+  return result.view({batch, tokens, dim});
+}
+
 torch::Tensor BlockImpl::forward(const torch::Tensor& x, const TokenLayout& layout, const AttentionSettings& settings,
                                  AttentionCapture* capture,
                                  const std::function<void(const char*, torch::Tensor&)>& hook) {
+  if (!hook && !torch::GradMode::is_enabled() && x.device().is_cpu() && configured_threads() > 1)
+    return forward_by_row_chunks(x, layout, settings, capture);
   auto normed = norm1(x);
   if (hook) hook("norm1", normed);
   if (capture) capture->normed_input = normed;
@@ -218,6 +271,7 @@ ForwardOutput VisionTransformerImpl::forward(const torch::Tensor& images, const 
   if (height % arch_.patch_size || width % arch_.patch_size)
     throw std::invalid_argument("input " + std::to_string(width) + "x" + std::to_string(height) +
                                 " is not a multiple of the patch size " + std::to_string(arch_.patch_size));
+  ScopedThreads one_core(1);
   ForwardOutput output;
   output.layout = arch_.layout_for(int(height), int(width));
   auto x = embed(images, output.layout);

@@ -98,6 +98,10 @@ struct BlockImpl : torch::nn::Module {
   // `hook` (may be empty) sees "norm1", "norm2" and "" (the block output), prefixed by its caller.
   torch::Tensor forward(const torch::Tensor& x, const TokenLayout& layout, const AttentionSettings& settings,
                         AttentionCapture* capture, const std::function<void(const char*, torch::Tensor&)>& hook = {});
+  // The same computation without autograd on a multi-core CPU: every stage that acts on tokens one
+  // by one runs as chunks of token rows, one per core, in one parallel region.
+  torch::Tensor forward_by_row_chunks(const torch::Tensor& x, const TokenLayout& layout,
+                                      const AttentionSettings& settings, AttentionCapture* capture);
   torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr}, norm3{nullptr};
   Attention attn{nullptr};
   Mlp mlp{nullptr};

@@ -2,6 +2,7 @@
 // loaded model, gradients through the captured activations, layouts, masks and anchor regions.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -75,6 +76,71 @@ TEST(Engine, CapturedRowsOfEveryBatchItemMatchASingleImageRun) {
         const auto single = alone.layers[layer].rows(0, head, queries);
         EXPECT_LT((from_batch - single).abs().max().item<double>(), 1e-5) << "layer " << layer << " head " << head;
       }
+  }
+}
+
+// Without autograd on a multi-core CPU each block runs as chunks of token rows, one per core, with
+// oneDNN's GEMMs; with autograd it is the plain graph. Both compute the same thing, prefix tokens,
+// windows, L2ViT's grid convolution and batches included.
+TEST(Engine, RowChunkedForwardEqualsThePlainGraph) {
+  configure_threads(2);
+  ASSERT_EQ(configured_threads(), 2);
+  struct Case {
+    std::string file;
+    int heads;
+    Variant variant;
+  };
+  const std::vector<Case> cases = {
+      {"vit_softmax.safetensors", 2, Variant::Native},      {"vit_softmax.safetensors", 2, Variant::Window},
+      {"vit_softmax.safetensors", 2, Variant::Linear},      {"vit_enhanced_lcm.safetensors", 0, Variant::Native},
+      {"vit_focused_pe_n.safetensors", 0, Variant::Native}, {"vit_anchor.safetensors", 0, Variant::Native},
+  };
+  for (const Case& item : cases) {
+    SCOPED_TRACE(item.file + " as variant " + std::to_string(int(item.variant)));
+    LoadedModel model = load_case_model(item.file, item.heads);
+    torch::manual_seed(11);
+    const auto images = torch::randn({2, 3, model.arch.native_height(), model.arch.native_width()});
+    AttentionSettings settings;
+    settings.variant = item.variant;
+    settings.window = 3;
+    ForwardOutput plain;
+    {
+      torch::AutoGradMode with_graph(true);
+      plain = model.model->forward(images, settings);
+      ASSERT_TRUE(plain.logits.requires_grad());
+    }
+    c10::InferenceMode inference_mode;
+    const ForwardOutput chunked = model.model->forward(images, settings);
+    const double scale = plain.logits.abs().max().item<double>();
+    EXPECT_LT((chunked.logits - plain.logits.detach()).abs().max().item<double>(), 1e-5 * (1 + scale));
+    const std::vector<int64_t> queries = {0, 5, chunked.layout.total_tokens() - 1};
+    for (size_t layer = 0; layer < chunked.layers.size(); ++layer) {
+      const auto& normed = chunked.layers[layer].normed_input;
+      EXPECT_LT((normed - plain.layers[layer].normed_input.detach()).abs().max().item<double>(), 1e-4);
+      for (int64_t batch = 0; batch < 2; ++batch)
+        for (int head = 0; head < chunked.layers[layer].heads; ++head) {
+          const auto difference =
+              chunked.layers[layer].rows(batch, head, queries) - plain.layers[layer].rows(batch, head, queries);
+          EXPECT_LT(difference.abs().max().item<double>(), 1e-5) << "layer " << layer << " head " << head;
+        }
+    }
+  }
+}
+
+TEST(Engine, RowChunksCoverEveryRowOnceWithTheCallersModes) {
+  configure_threads(2);
+  c10::InferenceMode inference_mode;
+  for (int64_t rows : {1, 2, 7, 197}) {
+    std::vector<int> hits(size_t(rows), 0);
+    std::atomic<int> chunks{0}, outside_inference_mode{0};
+    for_each_row_chunk(rows, [&](int64_t begin, int64_t end) {
+      ++chunks;
+      if (!c10::InferenceMode::is_enabled()) ++outside_inference_mode;
+      for (int64_t row = begin; row < end; ++row) ++hits[size_t(row)];
+    });
+    EXPECT_EQ(chunks, std::min<int64_t>(rows, 2)) << rows << " rows";
+    EXPECT_EQ(outside_inference_mode, 0) << rows << " rows";
+    for (int64_t row = 0; row < rows; ++row) EXPECT_EQ(hits[size_t(row)], 1) << "row " << row << " of " << rows;
   }
 }
 

@@ -36,6 +36,7 @@ nlohmann::json read_cases() {
 }
 
 TEST(Parity, EveryCaseMatchesThePythonReference) {
+  configure_threads(2);  // the engine's multi-core path: token-row chunks and oneDNN GEMMs
   const auto cases = read_cases();
   ASSERT_GE(cases.size(), 30u);
   for (const auto& c : cases) {

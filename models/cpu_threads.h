@@ -1,0 +1,38 @@
+// How LibTorch's CPU kernels and OpenBLAS share the cores during a forward pass.
+//
+// With OMP_WAIT_POLICY=PASSIVE every parallel region wakes sleeping threads, which costs about as
+// much as a layer norm on one core. A ViT forward runs ~15 ops per block, so the engine runs the
+// small ones on one core (ScopedThreads) and splits the big ones by token rows into one region per
+// stage (for_each_row_chunk), each chunk a whole sequence of ops on one core.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace attnscope {
+
+// Sets LibTorch's thread count: the number of cores when threads is 0 (LibTorch's default here is 1).
+void configure_threads(int threads = 0);
+
+// The count configure_threads chose.
+int configured_threads();
+
+// Sets the calling thread's OpenMP team size for a scope; LibTorch's CPU kernels and OpenBLAS read
+// it on every call.
+class ScopedThreads {
+ public:
+  explicit ScopedThreads(int threads);
+  ~ScopedThreads();
+  ScopedThreads(const ScopedThreads&) = delete;
+  ScopedThreads& operator=(const ScopedThreads&) = delete;
+
+ private:
+  int previous_;
+};
+
+// Splits rows [0, rows) into one contiguous chunk per configured thread and calls chunk(begin, end)
+// for each in one parallel region, with the caller's grad and inference modes. Ops inside run on one
+// core each. Not for code that records autograd: the graph would span threads.
+void for_each_row_chunk(int64_t rows, const std::function<void(int64_t begin, int64_t end)>& chunk);
+
+}  // namespace attnscope
