@@ -190,7 +190,8 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       for (auto& panel : panels) panel->draw(bench);
       ImGui::Render();
       const double cpu_ms = milliseconds_since(frame_start);
-      gl::clear_frame(width, height, 0.08f, 0.08f, 0.09f);
+      const ImVec4 background = ImGui::GetStyle().Colors[ImGuiCol_WindowBg];  // panels draw none
+      gl::clear_frame(width, height, background.x, background.y, background.z);
       ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
 
       if (options.frames > 0) {

@@ -57,4 +57,11 @@ void Texture::upload_scalar(const float* values, int width, int height) {
   glTexImage2D(GL_TEXTURE_2D, 0, GL_R32F, width, height, 0, GL_RED, GL_FLOAT, values);
 }
 
+void opaque_image(ImTextureID texture, ImVec2 size) {
+  ImDrawList* draw = ImGui::GetWindowDrawList();
+  draw->AddCallback([](const ImDrawList*, const ImDrawCmd*) { glDisable(GL_BLEND); }, nullptr);
+  ImGui::Image(texture, size);
+  draw->AddCallback(ImDrawCallback_ResetRenderState, nullptr);  // the backend's state, blending on
+}
+
 }  // namespace attnscope::gl

@@ -38,4 +38,8 @@ class Texture {
   uint64_t version_ = 0;
 };
 
+// ImGui::Image for an opaque texture, drawn with blending off: under a software rasteriser blending
+// reads back every covered pixel, and a panel's map covers most of the window.
+void opaque_image(ImTextureID texture, ImVec2 size);
+
 }  // namespace attnscope::gl

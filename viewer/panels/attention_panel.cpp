@@ -121,7 +121,7 @@ struct AttentionPanel : WorkbenchPanel {
         target.resize(int(size.x), int(size.y));
         bench.renderer->render(target, &bench.image_texture, map.texture, bench.scale, float(bench.state.opacity));
         ImGui::SetCursorScreenPos(pos);
-        ImGui::Image(target.imgui_id(), size);
+        gl::opaque_image(target.imgui_id(), size);
         bench.drawn_views.push_back({map.panel, map.head, pos.x, pos.y, size.x, size.y});
         ImDrawList* draw = ImGui::GetWindowDrawList();
         if (tokens.is_patch(bench.query_token)) {

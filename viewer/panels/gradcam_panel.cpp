@@ -54,7 +54,7 @@ struct GradCamPanel : WorkbenchPanel {
     scale.colormap = state.colormap;
     bench.renderer->render(target, &bench.image_texture, bench.gradcam_texture, scale, float(state.opacity));
     const ImVec2 pos = ImGui::GetCursorScreenPos();
-    ImGui::Image(target.imgui_id(), size);
+    gl::opaque_image(target.imgui_id(), size);
     bench.drawn_views.push_back({-1, -1, pos.x, pos.y, size.x, size.y});
     if (ImGui::IsItemHovered()) {
       const ImVec2 mouse = ImGui::GetIO().MousePos;

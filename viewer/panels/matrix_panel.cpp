@@ -47,7 +47,7 @@ struct MatrixPanel : WorkbenchPanel {
     target.resize(int(side), int(side));
     bench.renderer->render(target, nullptr, bench.matrix_texture, scale, 1.0f);
     const ImVec2 pos = ImGui::GetCursorScreenPos();
-    ImGui::Image(target.imgui_id(), ImVec2(side, side));
+    gl::opaque_image(target.imgui_id(), ImVec2(side, side));
     const float row_y = pos.y + side * float(bench.query_token) / float(panel.tokens);
     ImGui::GetWindowDrawList()->AddRect(ImVec2(pos.x, row_y), ImVec2(pos.x + side, row_y + side / panel.tokens + 1),
                                         IM_COL32(255, 60, 60, 255));

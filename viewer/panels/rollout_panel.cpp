@@ -52,7 +52,7 @@ struct RolloutPanel : WorkbenchPanel {
     scale.vmax = rollout.vmax;
     bench.renderer->render(target, &bench.image_texture, bench.rollout_texture, scale, float(state.opacity));
     const ImVec2 pos = ImGui::GetCursorScreenPos();
-    ImGui::Image(target.imgui_id(), size);
+    gl::opaque_image(target.imgui_id(), size);
     bench.drawn_views.push_back({-2, -1, pos.x, pos.y, size.x, size.y});
     if (tokens.is_patch(rollout.query_token)) {
       const ImVec2 a(pos.x + cell * tokens.col_of(rollout.query_token),
