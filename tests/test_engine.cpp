@@ -44,15 +44,17 @@ TEST(Engine, SettingsChangeBetweenRunsWithoutReloading) {
   EXPECT_TRUE(torch::equal(run(Variant::Softmax), softmax));  // back to where it started, bit for bit
 }
 
+// A parity-case model (heads: 0 = from the file) seen through a variant.
+struct Case {
+  std::string file;
+  int heads;
+  Variant variant;
+};
+
 // Rows read from a batched capture belong to their own image: item 1 of a batch of two equals the
 // same image run alone, for every native kernel and for swapped ones (per-head parameters such as
 // L2ViT's temperature broadcast over the batch).
 TEST(Engine, CapturedRowsOfEveryBatchItemMatchASingleImageRun) {
-  struct Case {
-    std::string file;
-    int heads;
-    Variant variant;
-  };
   const std::vector<Case> cases = {
       {"vit_softmax.safetensors", 2, Variant::Native},       {"vit_softmax.safetensors", 2, Variant::Linear},
       {"vit_softmax.safetensors", 2, Variant::Anchor},       {"vit_enhanced_lcm.safetensors", 0, Variant::Native},
@@ -85,11 +87,6 @@ TEST(Engine, CapturedRowsOfEveryBatchItemMatchASingleImageRun) {
 TEST(Engine, RowChunkedForwardEqualsThePlainGraph) {
   configure_threads(2);
   ASSERT_EQ(configured_threads(), 2);
-  struct Case {
-    std::string file;
-    int heads;
-    Variant variant;
-  };
   const std::vector<Case> cases = {
       {"vit_softmax.safetensors", 2, Variant::Native},      {"vit_softmax.safetensors", 2, Variant::Window},
       {"vit_softmax.safetensors", 2, Variant::Linear},      {"vit_enhanced_lcm.safetensors", 0, Variant::Native},
