@@ -18,7 +18,8 @@ void configure_threads(int threads = 0);
 int configured_threads();
 
 // Sets the calling thread's OpenMP team size for a scope; LibTorch's CPU kernels and OpenBLAS read
-// it on every call.
+// it on every call. Has no effect (and costs nothing) with a LibTorch that bundles its own OpenMP
+// runtime, as pip's does: the small ops then run multi-threaded, with the same results.
 class ScopedThreads {
  public:
   explicit ScopedThreads(int threads);
