@@ -271,7 +271,10 @@ ForwardOutput VisionTransformerImpl::forward(const torch::Tensor& images, const 
   if (height % arch_.patch_size || width % arch_.patch_size)
     throw std::invalid_argument("input " + std::to_string(width) + "x" + std::to_string(height) +
                                 " is not a multiple of the patch size " + std::to_string(arch_.patch_size));
-  ScopedThreads one_core(1);
+  // Inference on the CPU: small ops on one core, the big ones split by rows (forward_by_row_chunks).
+  // With autograd (training, Grad-CAM's tail) every op keeps all cores.
+  const bool inference_on_cpu = !torch::GradMode::is_enabled() && images.device().is_cpu();
+  ScopedThreads small_ops(inference_on_cpu ? 1 : configured_threads());
   ForwardOutput output;
   output.layout = arch_.layout_for(int(height), int(width));
   auto x = embed(images, output.layout);
