@@ -175,11 +175,9 @@ torch::Tensor attend(Kernel kernel, const KernelFeatures& features, const torch:
       };
     }
     // Without autograd on the CPU, query rows split across the cores, one region for all heads.
-    if (torch::GradMode::is_enabled() || !q.device().is_cpu()) return attend_queries(0, tokens);
+    if (!cpu_inference(q)) return attend_queries(0, tokens);
     auto out = torch::empty({batch, heads, tokens, value_dim}, v.options());
-    for_each_row_chunk(tokens, [&](int64_t begin, int64_t end) {
-      out.narrow(2, begin, end - begin).copy_(attend_queries(begin, end));
-    });
+    fill_by_row_chunks(out, 2, attend_queries);
     return out;
   }
   // Global linear kernels: K^T V first, O(N d^2).

@@ -44,4 +44,9 @@ void for_each_row_chunk(int64_t rows, const std::function<void(int64_t, int64_t)
   });
 }
 
+void fill_by_row_chunks(at::Tensor& out, int64_t dim, const std::function<at::Tensor(int64_t, int64_t)>& chunk) {
+  for_each_row_chunk(out.size(dim),
+                     [&](int64_t begin, int64_t end) { out.narrow(dim, begin, end - begin).copy_(chunk(begin, end)); });
+}
+
 }  // namespace attnscope

@@ -6,6 +6,9 @@
 // stage (for_each_row_chunk), each chunk a whole sequence of ops on one core.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+#include <c10/core/GradMode.h>
+
 #include <cstdint>
 #include <functional>
 
@@ -35,5 +38,12 @@ class ScopedThreads {
 // for each in one parallel region, with the caller's grad and inference modes. Ops inside run on one
 // core each. Not for code that records autograd: the graph would span threads.
 void for_each_row_chunk(int64_t rows, const std::function<void(int64_t begin, int64_t end)>& chunk);
+
+// Fills `out` along `dim` chunk by chunk: out.narrow(dim, begin, end - begin) = chunk(begin, end).
+void fill_by_row_chunks(at::Tensor& out, int64_t dim,
+                        const std::function<at::Tensor(int64_t begin, int64_t end)>& chunk);
+
+// The row-chunked, one-core-for-small-ops paths apply: no autograd, and the tensor is on the CPU.
+inline bool cpu_inference(const at::Tensor& tensor) { return !c10::GradMode::is_enabled() && tensor.device().is_cpu(); }
 
 }  // namespace attnscope

@@ -122,8 +122,7 @@ namespace {
 torch::Tensor by_row_chunks(int64_t rows, int64_t out_dim, const torch::TensorOptions& options,
                             const std::function<torch::Tensor(int64_t, int64_t)>& row_chunk) {
   auto out = torch::empty({rows, out_dim}, options);
-  for_each_row_chunk(
-      rows, [&](int64_t begin, int64_t end) { out.narrow(0, begin, end - begin).copy_(row_chunk(begin, end)); });
+  fill_by_row_chunks(out, 0, row_chunk);
   return out;
 }
 
@@ -169,8 +168,7 @@ torch::Tensor BlockImpl::forward_by_row_chunks(const torch::Tensor& x, const Tok
 torch::Tensor BlockImpl::forward(const torch::Tensor& x, const TokenLayout& layout, const AttentionSettings& settings,
                                  AttentionCapture* capture,
                                  const std::function<void(const char*, torch::Tensor&)>& hook) {
-  if (!hook && !torch::GradMode::is_enabled() && x.device().is_cpu() && configured_threads() > 1)
-    return forward_by_row_chunks(x, layout, settings, capture);
+  if (!hook && cpu_inference(x) && configured_threads() > 1) return forward_by_row_chunks(x, layout, settings, capture);
   auto normed = norm1(x);
   if (hook) hook("norm1", normed);
   if (capture) capture->normed_input = normed;
@@ -273,8 +271,7 @@ ForwardOutput VisionTransformerImpl::forward(const torch::Tensor& images, const 
                                 " is not a multiple of the patch size " + std::to_string(arch_.patch_size));
   // Inference on the CPU: small ops on one core, the big ones split by rows (forward_by_row_chunks).
   // With autograd (training, Grad-CAM's tail) every op keeps all cores.
-  const bool inference_on_cpu = !torch::GradMode::is_enabled() && images.device().is_cpu();
-  ScopedThreads small_ops(inference_on_cpu ? 1 : configured_threads());
+  ScopedThreads small_ops(cpu_inference(images) ? 1 : configured_threads());
   ForwardOutput output;
   output.layout = arch_.layout_for(int(height), int(width));
   auto x = embed(images, output.layout);
