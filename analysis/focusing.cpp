@@ -93,6 +93,8 @@ FocusStudy study_focusing(const AttentionCapture& layer, int64_t head, const Foc
   torch::NoGradGuard no_grad;
   if (head < 0 || head >= layer.heads) throw std::out_of_range("head " + std::to_string(head) + " does not exist");
   if (options.histogram_bins < 1) throw std::invalid_argument("study_focusing: histogram_bins must be >= 1");
+  if (!layer.q.defined() && !layer.features.q_before_focus.defined())
+    throw std::invalid_argument("f_p needs the layer's q and k; this model reports only attention probabilities");
   FocusStudy study;
   torch::Tensor q, k;  // [1, h, T, d], all heads (all-channel norms need them)
   if (layer.features.q_before_focus.defined()) {

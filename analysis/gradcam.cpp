@@ -74,8 +74,10 @@ GradCamResult grad_cam(VisionTransformerImpl& model, const torch::Tensor& image,
   GradCamResult result;
   const VitArch& arch = model.arch();
   result.layer = resolve_gradcam_layer(options.layer, arch.depth, arch.final_norm);
-  if (arch.num_classes <= 0) throw std::invalid_argument("Grad-CAM needs a classifier head; this model has none");
-  if (options.target_class >= arch.num_classes)
+  // Models without classes (CLIP's embedding, DINOv2's or a pooler's features) are explained
+  // through one output dimension (--class C) or, by default, the output's L2 norm.
+  const bool has_classes = arch.output_kind == "logits";
+  if (has_classes && options.target_class >= arch.num_classes)
     throw std::invalid_argument("--class " + std::to_string(options.target_class) + ": the model has " +
                                 std::to_string(arch.num_classes) + " classes (0.." +
                                 std::to_string(arch.num_classes - 1) + ")");
@@ -98,8 +100,13 @@ GradCamResult grad_cam(VisionTransformerImpl& model, const torch::Tensor& image,
   result.layout = output.layout;
   auto logits = output.logits[0];
   result.logits = logits.detach().to(torch::kCPU, torch::kFloat);
-  result.target_class = options.target_class >= 0 ? options.target_class : int(result.logits.argmax().item<int64_t>());
-  auto score = logits[result.target_class];
+  if (options.target_class >= logits.size(0))
+    throw std::invalid_argument("--class " + std::to_string(options.target_class) + ": the " + arch.output_kind +
+                                " has " + std::to_string(logits.size(0)) + " dimensions");
+  const bool norm_target = !has_classes && options.target_class < 0;
+  result.target_class =
+      options.target_class >= 0 || norm_target ? options.target_class : int(result.logits.argmax().item<int64_t>());
+  auto score = norm_target ? logits.norm() : logits[result.target_class];
   result.score = score.item<double>();
   torch::Tensor gradient;
   if (score.requires_grad())

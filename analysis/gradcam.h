@@ -18,13 +18,15 @@ struct GradCamOptions {
   // A ForwardHook point: "blocks.N.norm1", "blocks.N.norm2", "blocks.N" (block output) or "norm";
   // N may be negative (from the end).
   std::string layer = kDefaultGradCamLayer;
-  int target_class = -1;  // -1: the top-1 class
+  // -1: the top-1 class; for a model without classes (output_kind embedding or features) the
+  // output's L2 norm, and C >= 0 its dimension C.
+  int target_class = -1;
 };
 
 struct GradCamResult {
-  std::string layer;  // resolved, e.g. "blocks.11.norm1"
-  int target_class = 0;
-  double score = 0.0;             // the class logit (pre-softmax) the gradient is taken of
+  std::string layer;              // resolved, e.g. "blocks.11.norm1"
+  int target_class = 0;           // -1: the output's norm (models without classes)
+  double score = 0.0;             // the class logit (pre-softmax), output dimension or norm differentiated
   torch::Tensor logits;           // [classes], CPU
   torch::Tensor cam;              // [grid_h, grid_w] ReLU(sum_c w_c A_c), raw values, CPU float32
   torch::Tensor scaled;           // [grid_h, grid_w] (cam - min) / (max + 1e-7): pytorch-grad-cam's scale_cam_image

@@ -131,18 +131,14 @@ json common_summary(const Context& context, const std::string& analysis, const T
             {"total", layout.total_tokens()}}}};
 }
 
-std::string class_name(const LoadedModel& model, int index) {
-  return index < int(model.class_names.size()) ? model.class_names[size_t(index)] : "class " + std::to_string(index);
-}
-
 int analyze_gradcam(const Context& context) {
   Loaded loaded = load_inputs(context);
   const AppState& state = context.state;
-  auto input = image_to_tensor(loaded.prepared).to(loaded.model.device);
+  auto input = image_to_tensor(loaded.prepared, loaded.model.normalization).to(loaded.model.device);
   GradCamOptions options;
   options.layer = state.gradcam_layer;
   options.target_class = state.target_class;
-  const GradCamResult result = grad_cam(*loaded.model.model, input, state.attention, options);
+  const GradCamResult result = grad_cam(loaded.model.native("Grad-CAM"), input, state.attention, options);
   const auto upsampled = upsample_map(result.scaled, loaded.prepared.rows, loaded.prepared.cols);
   write_npy((context.out / "gradcam_raw.npy").string(), result.cam);
   write_npy((context.out / "gradcam.npy").string(), result.scaled);
@@ -158,9 +154,11 @@ int analyze_gradcam(const Context& context) {
   json summary = common_summary(context, "gradcam", result.layout);
   summary["layer"] = result.layer;
   summary["class"] = {{"index", result.target_class},
-                      {"name", class_name(loaded.model, result.target_class)},
+                      {"name", output_name(loaded.model, result.target_class)},
                       {"logit", result.score},
-                      {"chosen", state.target_class < 0 ? "top-1" : "given"}};
+                      {"chosen", state.target_class >= 0                     ? "given"
+                                 : loaded.model.arch.output_kind == "logits" ? "top-1"
+                                                                             : "output norm"}};
   summary["max_abs_gradient"] = result.max_abs_gradient;
   summary["milliseconds"] = result.milliseconds;
   summary["normalisation"] = "scaled = (cam - min) / (max + 1e-7), cam = ReLU(sum_c w_c A_c) (pytorch-grad-cam)";
@@ -168,9 +166,8 @@ int analyze_gradcam(const Context& context) {
   write_json(context.out / "summary.json", summary);
   if (!result.warning.empty()) std::cerr << "attnscope analyze: warning: " << result.warning << "\n";
   std::cout
-      << "attnscope analyze gradcam: " << result.layer << ", class " << result.target_class << " ("
-      << class_name(loaded.model, result.target_class) << ", logit " << result.score << "), " << result.milliseconds
-      << " ms\nwrote " << context.out.string()
+      << "attnscope analyze gradcam: " << result.layer << ", target " << output_name(loaded.model, result.target_class)
+      << " (score " << result.score << "), " << result.milliseconds << " ms\nwrote " << context.out.string()
       << "/{summary.json, gradcam.npy, gradcam_raw.npy, gradcam_upsampled.npy, logits.npy, gradcam_overlay.png}\n";
   return 0;
 }

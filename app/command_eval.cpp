@@ -86,14 +86,14 @@ int eval_command(const Args& args) {
       // Grad-CAM of the top-1 class at its default layer (norm1 of the last block), per image.
       for (int i = 0; i < count; ++i) {
         const GradCamResult cam =
-            grad_cam(*model.model, data.images.slice(0, i, i + 1).to(device), AttentionSettings{});
+            grad_cam(model.native("Grad-CAM"), data.images.slice(0, i, i + 1).to(device), AttentionSettings{});
         const auto coverage = patch_coverage(data.masks[i][0], cam.layout);
         const torch::Tensor patches = cam.scaled.reshape({-1});
         gradcam_focus.mass += mass_inside(patches, coverage);
         gradcam_focus.hits += pointing_hit(patches, coverage) ? 1 : 0;
       }
       c10::InferenceMode inference_mode;
-      const ForwardOutput output = model.model->forward(data.images.to(device), AttentionSettings{});
+      const ForwardOutput output = model.forward(data.images.to(device), AttentionSettings{});
       correct += int((output.logits.argmax(1).to(torch::kCPU) == data.labels).sum().item<int64_t>());
       const TokenLayout& layout = output.layout;
       for (int i = 0; i < count; ++i) {
@@ -116,7 +116,7 @@ int eval_command(const Args& args) {
         if (output.layers[0].attention.dwc) {
           AttentionSettings without_dwc;
           without_dwc.dwc = false;
-          const auto plain = model.model->forward(data.images.to(device), without_dwc);
+          const auto plain = model.forward(data.images.to(device), without_dwc);
           rank_without_dwc = mean_rank(plain.layers[size_t(std::min(kRankLayer, depth - 1))]);
         }
       }

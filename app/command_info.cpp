@@ -22,6 +22,10 @@ int info_command(const Args& args) {
                            {"container", model.container_key},
                            {"parameters", model.parameter_count},
                            {"architecture", model.arch},
+                           {"normalization",
+                            {{"mean", model.normalization.mean},
+                             {"std", model.normalization.std},
+                             {"source", model.normalization_source}}},
                            {"notes", model.report.notes}};
     std::cout << json.dump(2) << "\n";
     return 0;
@@ -31,10 +35,18 @@ int info_command(const Args& args) {
             << (model.container_key.empty() ? "" : ", under '" + model.container_key + "'") << ")\n"
             << "  family        " << arch.family() << "\n"
             << "  width/depth   " << arch.embed_dim << " / " << arch.depth << "\n"
-            << "  heads         " << arch.heads << " x " << arch.embed_dim / arch.heads << "\n"
+            << "  heads         " << arch.heads;
+  if (arch.embed_dim > 0) std::cout << " x " << arch.embed_dim / arch.heads;
+  std::cout << "\n"
             << "  patch         " << arch.patch_size << ", native input " << arch.native_height() << "x"
             << arch.native_width() << " (" << arch.pos_grid_h << "x" << arch.pos_grid_w << " patches)\n"
-            << "  classes       " << arch.num_classes << "\n"
+            << "  output        "
+            << (arch.output_kind == "logits" ? std::to_string(arch.num_classes) + " classes"
+                                             : arch.output_kind + ", no classes")
+            << "\n"
+            << "  normalise     mean " << model.normalization.mean[0] << "," << model.normalization.mean[1] << ","
+            << model.normalization.mean[2] << " std " << model.normalization.std[0] << "," << model.normalization.std[1]
+            << "," << model.normalization.std[2] << " (" << model.normalization_source << ")\n"
             << "  attention     ";
   std::map<std::string, int> kinds;
   for (const auto& block : arch.blocks) ++kinds[to_string(block.attention.native)];

@@ -116,6 +116,9 @@ int run_command(const Args& args) {
       {"layer", layer},
       {"head", state.head},
       {"query", {{"spec", state.query}, {"token", query.token}, {"name", layout.token_name(query.token)}}},
+      {"output", {{"kind", model.arch.output_kind}, {"size", result.forward.logits.size(-1)}}},
+      {"normalization",
+       {{"mean", model.normalization.mean}, {"std", model.normalization.std}, {"source", model.normalization_source}}},
       {"top5", top},
       {"layers", layers},
   };
@@ -127,6 +130,9 @@ int run_command(const Args& args) {
   std::cout << "attnscope run: " << model.arch.family() << " on " << result.device << ", "
             << capture.attention.describe() << ", forward " << result.milliseconds << " ms\n";
   for (const auto& p : result.top) std::cout << "  " << p.index << " " << p.name << "  p=" << p.probability << "\n";
+  if (result.top.empty())
+    std::cout << "  output: " << model.arch.output_kind << " of " << result.forward.logits.size(-1)
+              << " values, no classes\n";
   std::cout << "wrote " << out.string() << "/{summary.json, logits.npy, attention" << suffix << ".npy, matrix" << suffix
             << ".npy, overlay" << suffix << ".png}\n";
   return 0;

@@ -10,6 +10,22 @@
 
 namespace attnscope {
 
+namespace {
+
+// "ROW,COL" with two non-negative whole numbers of at most 6 digits.
+bool parse_patch_query(const std::string& text, int& row, int& col) {
+  const auto comma = text.find(',');
+  if (comma == std::string::npos) return false;
+  const std::string first = text.substr(0, comma), second = text.substr(comma + 1);
+  for (const auto& part : {first, second})
+    if (part.empty() || part.size() > 6 || part.find_first_not_of("0123456789") != std::string::npos) return false;
+  row = std::stoi(first);
+  col = std::stoi(second);
+  return true;
+}
+
+}  // namespace
+
 int parse_int_option(const std::string& name, const std::string& value) {
   try {
     size_t used = 0;
@@ -121,7 +137,9 @@ std::vector<OptionSpec> make_options() {
   text_option("arch", "K=V,..", "architecture facts the file cannot tell: heads=N, eps=X", &AppState::arch);
   text_option("device", "DEV", "auto (CUDA when available), cpu or cuda", &AppState::device);
   text_option("out", "DIR", "output folder", &AppState::out);
-  options.push_back({"resize", "MODE", "timm (eval transform), fit (squash) or none (exact size required)",
+  options.push_back({"resize", "MODE",
+                     "timm (eval transform), fit (squash) or none (the image as it is: with --size native any size the "
+                     "patches tile, else exactly --size)",
                      [](AppState& s, const std::string& v) {
                        s.resize = with_option_name("resize", [&] { return parse_resize_mode(v); });
                      },
@@ -180,18 +198,18 @@ std::vector<OptionSpec> make_options() {
                        s.head = h;
                      },
                      [](const AppState& s) { return std::to_string(s.head); }});
-  options.push_back({"query", "cls|ROW,COL", "query token: the class token or a patch",
-                     [](AppState& s, const std::string& v) {
-                       if (v != "cls") {
-                         int row = 0, col = 0;
-                         char comma = 0, extra = 0;
-                         std::istringstream in(v);
-                         if (!(in >> row >> comma >> col) || comma != ',' || (in >> extra) || row < 0 || col < 0)
-                           throw std::invalid_argument("--query expects cls or ROW,COL, got '" + v + "'");
-                       }
-                       s.query = v;
-                     },
-                     [](const AppState& s) { return s.query; }});
+  options.push_back(
+      {"query", "cls|dist|regN|ROW,COL", "query token: the class, distillation or register token N, or a patch",
+       [](AppState& s, const std::string& v) {
+         int row = 0, col = 0;
+         const bool prefix = v == "cls" || v == "dist" ||
+                             (v.size() > 3 && v.size() < 9 && v.rfind("reg", 0) == 0 &&
+                              v.find_first_not_of("0123456789", 3) == std::string::npos);
+         if (!prefix && !parse_patch_query(v, row, col))
+           throw std::invalid_argument("--query expects cls, dist, regN or ROW,COL, got '" + v.substr(0, 200) + "'");
+         s.query = v;
+       },
+       [](const AppState& s) { return s.query; }});
   options.push_back({"compare", "V,V,..", "side by side: variants of panels 2 to 4 (panel 1 is --variant)",
                      [](AppState& s, const std::string& v) {
                        std::vector<Variant> variants;
@@ -218,6 +236,15 @@ std::vector<OptionSpec> make_options() {
                        s.view = v;
                      },
                      [](const AppState& s) { return s.view; }});
+  options.push_back({"direction", "out|in",
+                     "maps show the query's row (out: where it looks) or its column (in: how much each patch looks "
+                     "at it)",
+                     [](AppState& s, const std::string& v) {
+                       if (v != "out" && v != "in")
+                         throw std::invalid_argument("--direction expects out or in, got '" + v.substr(0, 200) + "'");
+                       s.direction = v;
+                     },
+                     [](const AppState& s) { return s.direction; }});
   options.push_back({"analysis", "NAME",
                      "analysis view: none, spectrum (matrix, rank), gradcam, fp (f_p), rollout or metrics",
                      [](AppState& s, const std::string& v) {
@@ -228,7 +255,9 @@ std::vector<OptionSpec> make_options() {
                        s.analysis = v;
                      },
                      [](const AppState& s) { return s.analysis; }});
-  options.push_back({"class", "C", "Grad-CAM target class (-1: the top-1 class)",
+  options.push_back({"class", "C",
+                     "Grad-CAM target: class C (-1: the top-1 class); on models without classes output dimension C "
+                     "(-1: the output's norm)",
                      [](AppState& s, const std::string& v) {
                        const int c = parse_int_option("class", v);
                        if (c < -1) throw std::invalid_argument("--class must be >= 0, or -1 for the top-1 class");
@@ -425,10 +454,25 @@ ResolvedQuery resolve_query(const std::string& query, const TokenLayout& layout)
     resolved.note = "the model has no class token: using the centre patch";
     return resolved;
   }
+  if (query == "dist") {
+    if (!layout.has_dist_token) throw std::invalid_argument("--query dist: the model has no distillation token");
+    resolved.token = int(layout.has_class_token);
+    return resolved;
+  }
+  if (query.rfind("reg", 0) == 0) {
+    const std::string number = query.substr(3);
+    const bool digits =
+        !number.empty() && number.size() < 6 && number.find_first_not_of("0123456789") == std::string::npos;
+    const int index = digits ? std::stoi(number) : -1;
+    if (index < 0 || index >= layout.register_tokens)
+      throw std::invalid_argument("--query " + query + ": the model has " + std::to_string(layout.register_tokens) +
+                                  " register tokens (reg0 .. reg" + std::to_string(layout.register_tokens - 1) + ")");
+    resolved.token = int(layout.has_class_token) + int(layout.has_dist_token) + index;
+    return resolved;
+  }
   int row = 0, col = 0;
-  char comma = 0;
-  std::istringstream in(query);
-  in >> row >> comma >> col;
+  if (!parse_patch_query(query, row, col))
+    throw std::invalid_argument("--query expects cls, dist, regN or ROW,COL, got '" + query.substr(0, 200) + "'");
   if (row < 0 || row >= layout.grid_h || col < 0 || col >= layout.grid_w)
     throw std::invalid_argument("--query " + query + " is outside the " + std::to_string(layout.grid_h) + "x" +
                                 std::to_string(layout.grid_w) + " patch grid");

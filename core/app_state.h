@@ -44,6 +44,9 @@ struct AppState {
   // The workbench's views; headless commands read what applies to them (`variant` is panel 1).
   std::vector<Variant> compare;  // side by side: the variants of panels 2..4, empty for one panel
   std::string view = "head";     // "head": the selected head, "mean": mean over heads, "heads": all heads
+  // "out": the query's row (where it looks); "in": its column (how much every patch looks at it,
+  // e.g. at a register token)
+  std::string direction = "out";
   // none, spectrum (matrix, spectrum, rank), gradcam, fp (f_p), rollout or metrics; as `analyze` names them
   std::string analysis = "none";
 

@@ -449,6 +449,21 @@ Checkpoint load_pytorch_zip(const std::string& path, const std::string& containe
   return guarded(path, "", [&] { return read_pytorch_zip(path, container); });
 }
 
+bool is_torchscript_archive(const std::string& path) {
+  try {
+    std::string head(4, '\0');
+    {
+      std::ifstream in = open_for_reading(path);
+      in.read(head.data(), 4);
+      if (in.gcount() != 4 || head != "PK\x03\x04") return false;
+    }
+    caffe2::serialize::PyTorchStreamReader zip(path);
+    return zip.hasRecord("constants.pkl");
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 Checkpoint load_checkpoint(const std::string& path, const std::string& container) {
   std::string head(16, '\0');
   {

@@ -28,6 +28,10 @@ struct Checkpoint {
 // "model", "model_ema", "state_dict"; empty means the first present in that order.
 Checkpoint load_checkpoint(const std::string& path, const std::string& container = "");
 
+// True for a torch.jit.save archive (a zip with constants.pkl); false for anything else,
+// unreadable files included (load_checkpoint then reports what is wrong).
+bool is_torchscript_archive(const std::string& path);
+
 Checkpoint load_safetensors(const std::string& path);
 Checkpoint load_pytorch_zip(const std::string& path, const std::string& container = "");
 

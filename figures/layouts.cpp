@@ -248,7 +248,7 @@ Figure gradcam_attention_figure(const FigureRequest& request, LoadedModel& model
   gradcam_options.layer = request.gradcam_layer;
   gradcam_options.target_class = request.target_class;
   const std::string gradcam_layer = resolve_gradcam_layer(request.gradcam_layer, depth, model.arch.final_norm);
-  const torch::Tensor input = image_to_tensor(prepared_rgb).to(model.device);
+  const torch::Tensor input = image_to_tensor(prepared_rgb, model.normalization).to(model.device);
 
   Figure figure(int(runs.size()), 3);
   figure.title = title + "  \u00b7  query " + layout.token_name(query.token);
@@ -261,11 +261,9 @@ Figure gradcam_attention_figure(const FigureRequest& request, LoadedModel& model
     const VariantRun& run = runs[r];
     const std::string stem = file_safe(run.variant.label);
     figure.row_labels.push_back(run.variant.label);
-    const GradCamResult gradcam = grad_cam(*model.model, input, run.variant.settings, gradcam_options);
+    const GradCamResult gradcam = grad_cam(model.native("Grad-CAM"), input, run.variant.settings, gradcam_options);
     Panel& gradcam_panel = figure.at(int(r), 0);
-    const int cls = gradcam.target_class;
-    gradcam_panel.title =
-        "class " + (cls < int(model.class_names.size()) ? model.class_names[size_t(cls)] : std::to_string(cls));
+    gradcam_panel.title = output_name(model, gradcam.target_class);
     gradcam_panel.data_name = stem + "_gradcam";
     gradcam_panel.content = unit_overlay(gradcam.scaled, request, run.result.input_rgb, 0);
 

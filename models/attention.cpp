@@ -264,6 +264,8 @@ torch::Tensor AttentionCapture::rows(int64_t batch, int64_t head, const std::vec
     if (query < 0 || query >= total)
       throw std::out_of_range("query token " + std::to_string(query) + " is outside 0.." + std::to_string(total - 1));
   if (head < 0 || head >= heads) throw std::out_of_range("head " + std::to_string(head) + " does not exist");
+  if (probabilities.defined())
+    return probabilities[batch][head].index_select(0, torch::tensor(queries).to(probabilities.device()));
   auto device = features.q.device();
   auto query_index = torch::tensor(queries, torch::TensorOptions().dtype(torch::kLong)).to(device);
   auto allowed = window_mask(layout, attention.window, device);

@@ -39,6 +39,9 @@ struct AttentionCapture {
   KernelFeatures features;     // what the scores are built from
   torch::Tensor dwc_weight;    // [d, 1, k, k] when the DWC term ran
   torch::Tensor normed_input;  // norm1 output [B, T, C]; part of the graph when gradients are on
+  // [B, h, T, T]: probabilities a model reported itself (TorchScript files); q, k, v and the
+  // features are then empty, and rows are read from here.
+  torch::Tensor probabilities;
 
   // Rows of the equivalent T x T matrix for some queries: [Q, T] (with the DWC band when on).
   torch::Tensor rows(int64_t batch, int64_t head, const std::vector<int64_t>& queries) const;

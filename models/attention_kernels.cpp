@@ -37,6 +37,7 @@ std::string ResolvedAttention::describe() const {
   if (kernel == Kernel::Enhanced && !learned_temperature) out << " temperature=d^-0.5";
   if (kernel == Kernel::Anchor) out << " anchors=" << anchors << (learned_anchors ? " (learned)" : " (pooled from K)");
   if (window > 0) out << " window=" << window;
+  if (recorded) out << " (recorded by the TorchScript model)";
   if (!native) out << " [swapped]";
   return out.str();
 }

@@ -29,6 +29,7 @@ struct ResolvedAttention {
   bool learned_scale = false;        // focused: the module's own scale, else 0 (divisor ln 2)
   bool learned_positional_encoding = false;
   bool native = false;           // the module was trained with this kernel
+  bool recorded = false;         // probabilities the model reported itself (TorchScript), not recomputed
   std::string describe() const;  // e.g. "focused p=3 norm=all dwc=on"
 };
 

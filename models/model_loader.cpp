@@ -1,6 +1,7 @@
 #include "models/model_loader.h"
 
 #include "core/assets.h"
+#include "models/checkpoint_layouts.h"
 
 #include <nlohmann/json.hpp>
 
@@ -108,7 +109,10 @@ std::string LoadReport::describe() const {
   return text;
 }
 
-VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides, LoadReport* report) {
+VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides, LoadReport* report,
+                   const LayoutFacts* layout) {
+  const LayoutFacts timm_layout;
+  const LayoutFacts& facts = layout ? *layout : timm_layout;
   const KeyReader keys(checkpoint);
   auto note = [&](const std::string& text) {
     if (report) report->notes.push_back(text);
@@ -133,15 +137,23 @@ VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides,
   arch.final_norm = keys.has("norm.weight");
   arch.fc_norm = keys.has("fc_norm.weight");
   if (keys.has("head.weight")) arch.num_classes = int(keys.size("head.weight", 0, 2));
+  arch.dist_head = arch.dist_token && keys.has("head_dist.weight");
   if (overrides.layer_norm_eps > 0) arch.layer_norm_eps = overrides.layer_norm_eps;
 
-  const int prefix = int(arch.class_token) + int(arch.dist_token) + arch.register_tokens;
+  const int prefix = arch.prefix_tokens();
   const int64_t positions = keys.size("pos_embed", 1, 3);
-  if (int grid = perfect_square_root(positions - prefix); grid > 0) {
-    arch.pos_embed_has_prefix = true;
+  if (facts.pos_embed_prefix_tokens >= 0) {
+    const int grid = perfect_square_root(positions - facts.pos_embed_prefix_tokens);
+    if (grid == 0)
+      throw CheckpointError("pos_embed has " + std::to_string(positions) + " positions: not " +
+                            std::to_string(facts.pos_embed_prefix_tokens) + " prefix position(s) plus a square grid");
+    arch.pos_embed_prefix_tokens = facts.pos_embed_prefix_tokens;
+    arch.pos_grid_h = arch.pos_grid_w = grid;
+  } else if (int grid = perfect_square_root(positions - prefix); grid > 0) {
+    arch.pos_embed_prefix_tokens = -1;
     arch.pos_grid_h = arch.pos_grid_w = grid;
   } else if (int patches_only = perfect_square_root(positions); patches_only > 0) {
-    arch.pos_embed_has_prefix = false;
+    arch.pos_embed_prefix_tokens = 0;
     arch.pos_grid_h = arch.pos_grid_w = patches_only;
     note("pos_embed covers the patches only (timm no_embed_class)");
   } else {
@@ -155,6 +167,10 @@ VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides,
   // Heads: from variant parameters, else the overrides, metadata, then timm's 64-wide heads.
   int heads = overrides.heads;
   std::string heads_source = "--arch";
+  if (heads == 0 && facts.heads > 0) {
+    heads = facts.heads;
+    heads_source = facts.layout + " layout";
+  }
   for (int i = 0; heads == 0 && i < arch.depth; ++i) {
     heads = heads_from_attention(keys, "blocks." + std::to_string(i) + ".attn.", dim);
     heads_source = "attention parameters";
@@ -213,6 +229,8 @@ VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides,
     b.local_concentration = keys.has(block + "local_mp.conv1.weight");
     arch.blocks.push_back(b);
   }
+  facts.apply_to(arch);
+  if (overrides.layer_norm_eps > 0) arch.layer_norm_eps = overrides.layer_norm_eps;
   return arch;
 }
 
@@ -244,20 +262,81 @@ void copy_weights(torch::nn::Module& model, const Checkpoint& checkpoint, LoadRe
     if (!used.count(entry.first)) report.unexpected.push_back(entry.first);
 }
 
+namespace {
+
+// A TorchScript archive without attnscope's metadata can still hold weights attnscope runs
+// natively (OpenAI's released CLIP files): its parameters are read, none of its code is run.
+Checkpoint read_weights(const std::string& file) {
+  if (!is_torchscript_archive(file)) return load_checkpoint(file);
+  Checkpoint checkpoint;
+  checkpoint.format = "torchscript-weights";
+  checkpoint.tensors = scripted_state_dict(file);
+  if (!checkpoint.tensors.count("visual.conv1.weight"))
+    throw CheckpointError(file +
+                          ": a TorchScript file without attnscope.json; export the model with "
+                          "scripts/export_torchscript.py (see its --help for what a model must satisfy)");
+  return checkpoint;
+}
+
+LoadedModel load_scripted_model(const std::string& path, const std::string& file, torch::Device device) {
+  LoadedModel loaded;
+  loaded.path = path;
+  loaded.format = "torchscript";
+  loaded.scripted = std::make_shared<ScriptedModel>(file, device);
+  loaded.arch = loaded.scripted->arch();
+  loaded.class_names = loaded.scripted->class_names();
+  loaded.normalization.mean = loaded.scripted->mean();
+  loaded.normalization.std = loaded.scripted->std();
+  loaded.normalization_source = "attnscope.json";
+  loaded.device = device;
+  loaded.parameter_count = loaded.scripted->parameter_count();
+  loaded.report.notes.push_back("TorchScript file '" + loaded.scripted->name() +
+                                "': " + std::to_string(loaded.scripted->layers().size()) +
+                                " attention layers report their probabilities; variant swaps, f_p and Grad-CAM "
+                                "need a model attnscope implements natively");
+  return loaded;
+}
+
+}  // namespace
+
+ForwardOutput LoadedModel::forward(const torch::Tensor& images, const AttentionSettings& settings,
+                                   const ForwardOptions& options) {
+  if (scripted) return scripted->forward(images, options);
+  return model->forward(images, settings, options);
+}
+
+VisionTransformerImpl& LoadedModel::native(const std::string& what) {
+  if (scripted)
+    throw std::invalid_argument(what +
+                                " needs q, k and the activations of a model attnscope implements natively; a "
+                                "TorchScript file reports only its attention probabilities");
+  return *model;
+}
+
 LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, torch::Device device) {
-  Checkpoint checkpoint = load_checkpoint(path);
+  const std::string file = resolve_weights_file(path);
+  if (is_torchscript_archive(file) && has_attnscope_metadata(file)) return load_scripted_model(path, file, device);
+  Checkpoint checkpoint = read_weights(file);
   LoadedModel loaded;
   loaded.path = path;
   loaded.format = checkpoint.format;
   loaded.container_key = checkpoint.container_key;
   loaded.metadata = checkpoint.metadata;
-  loaded.arch = infer_arch(checkpoint, overrides, &loaded.report);
+  const LayoutFacts layout = adopt_known_layout(checkpoint, path);
+  loaded.report.notes = layout.notes;
+  loaded.arch = infer_arch(checkpoint, overrides, &loaded.report, &layout);
   loaded.model = VisionTransformer(loaded.arch);
   copy_weights(*loaded.model, checkpoint, loaded.report);
   if (!loaded.report.ok())
     throw CheckpointError(path + ": weights do not fit the inferred " + loaded.arch.family() +
                           " architecture: " + loaded.report.describe());
-  loaded.class_names = class_names_for(loaded);
+  loaded.normalization.mean = layout.mean;
+  loaded.normalization.std = layout.std;
+  loaded.normalization_source =
+      layout.normalization_source.empty() ? "ImageNet (timm default)" : layout.normalization_source;
+  loaded.class_names = layout.class_names.size() == size_t(loaded.arch.num_classes) && loaded.arch.num_classes > 0
+                           ? layout.class_names
+                           : class_names_for(loaded);
   loaded.model->eval();
   loaded.model->to(device);
   loaded.device = device;
@@ -277,6 +356,12 @@ std::vector<std::string> class_names_for(const LoadedModel& model) {
   }
   if (model.arch.num_classes == 1000) return read_class_names(asset_path("imagenet1k_classes.txt"));
   return {};
+}
+
+std::string output_name(const LoadedModel& model, int index) {
+  if (index < 0) return "norm of the " + model.arch.output_kind;
+  if (model.arch.output_kind != "logits") return model.arch.output_kind + " dim " + std::to_string(index);
+  return index < int(model.class_names.size()) ? model.class_names[size_t(index)] : "class " + std::to_string(index);
 }
 
 torch::Device resolve_device(const std::string& name) {

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "core/checkpoint.h"
+#include "core/image.h"
 #include "models/cpu_threads.h"
+#include "models/scripted_model.h"
 #include "models/vit.h"
 
 namespace attnscope {
@@ -28,14 +30,19 @@ struct LoadReport {
   std::string describe() const;
 };
 
-// Infers the architecture; throws CheckpointError when the file is not a supported ViT/DeiT.
-VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides, LoadReport* report = nullptr);
+struct LayoutFacts;
+
+// Infers the architecture from timm-layout keys (see checkpoint_layouts.h for the others) and what
+// their layout says; throws CheckpointError when the file is not a supported ViT/DeiT.
+VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides, LoadReport* report = nullptr,
+                   const LayoutFacts* layout = nullptr);
 
 // Copies weights into the model by registered name; fills `report`; casts to float32.
 void copy_weights(torch::nn::Module& model, const Checkpoint& checkpoint, LoadReport& report);
 
 struct LoadedModel {
-  VisionTransformer model{nullptr};
+  VisionTransformer model{nullptr};         // null for a TorchScript file
+  std::shared_ptr<ScriptedModel> scripted;  // set for a TorchScript file
   VitArch arch;
   LoadReport report;
   std::string path;
@@ -43,8 +50,19 @@ struct LoadedModel {
   std::string container_key;
   std::map<std::string, std::string> metadata;  // safetensors __metadata__ (e.g. class_names)
   std::vector<std::string> class_names;         // empty when unknown
+  Normalization normalization;                  // the input normalisation the checkpoint declares
+  std::string normalization_source;
   torch::Device device{torch::kCPU};
   int64_t parameter_count = 0;
+
+  // The forward pass of whichever model this is. A TorchScript model ignores `settings` (it reports
+  // its own attention) and `options.hook`.
+  ForwardOutput forward(const torch::Tensor& images, const AttentionSettings& settings,
+                        const ForwardOptions& options = {});
+  // The natively implemented model, for what needs q, k and activations (variant swaps, f_p,
+  // Grad-CAM); throws std::invalid_argument naming `what` for a TorchScript file.
+  VisionTransformerImpl& native(const std::string& what);
+  bool is_scripted() const { return scripted != nullptr; }
 };
 
 // Loads, validates strictly (a report with problems throws CheckpointError listing them), moves the
@@ -54,6 +72,11 @@ LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, 
 // Class names for the model's outputs: a JSON list in the metadata key "class_names", else the
 // ImageNet-1k names for 1000-class heads, else empty.
 std::vector<std::string> class_names_for(const LoadedModel& model);
+
+// What output `index` of the model is called: its class name ("class N" when unnamed), "embedding
+// dim N" / "features dim N" for models without classes, and for -1 the output's norm (Grad-CAM's
+// default target on such models).
+std::string output_name(const LoadedModel& model, int index);
 
 // "auto" (CUDA when this LibTorch has it and a GPU is visible), "cpu" or "cuda[:N]".
 torch::Device resolve_device(const std::string& name);

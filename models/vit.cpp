@@ -22,8 +22,10 @@ TokenLayout VitArch::layout_for(int height, int width) const {
 }
 
 std::string VitArch::family() const {
+  if (source_layout == "torchscript") return "torchscript";
   std::string name = dist_token ? "deit-distilled" : (class_token ? "vit-cls" : "vit-gap");
   if (register_tokens > 0) name += "-reg" + std::to_string(register_tokens);
+  if (source_layout != "timm") name += " (" + source_layout + ")";
   return name;
 }
 
@@ -39,6 +41,7 @@ void to_json(nlohmann::json& j, const VitArch& arch) {
     if (block.attention.anchors) b["anchors"] = block.attention.anchors;
     if (block.layer_scale) b["layer_scale"] = true;
     if (block.local_concentration) b["local_concentration"] = true;
+    if (block.activation == MlpActivation::QuickGelu) b["activation"] = "quick_gelu";
     blocks.push_back(b);
   }
   j = nlohmann::json{{"family", arch.family()},
@@ -52,7 +55,13 @@ void to_json(nlohmann::json& j, const VitArch& arch) {
                      {"class_token", arch.class_token},
                      {"dist_token", arch.dist_token},
                      {"register_tokens", arch.register_tokens},
-                     {"pos_embed_has_prefix", arch.pos_embed_has_prefix},
+                     {"pos_embed_prefix_tokens", arch.positioned_prefix_tokens()},
+                     {"pos_interpolation",
+                      {{"antialias", arch.pos_interpolation.antialias}, {"offset", arch.pos_interpolation.offset}}},
+                     {"norm_pre", arch.norm_pre},
+                     {"pooler", arch.pooler},
+                     {"output", arch.output_kind},
+                     {"source_layout", arch.source_layout},
                      {"final_norm", arch.final_norm},
                      {"fc_norm", arch.fc_norm},
                      {"layer_norm_eps", arch.layer_norm_eps},
@@ -77,12 +86,16 @@ VitArch plain_vit_arch(int embed_dim, int depth, int heads, int patch_size, int 
   return arch;
 }
 
-MlpImpl::MlpImpl(int dim, int hidden) {
+MlpImpl::MlpImpl(int dim, int hidden, MlpActivation activation) : activation(activation) {
   fc1 = register_module("fc1", torch::nn::Linear(dim, hidden));
   fc2 = register_module("fc2", torch::nn::Linear(hidden, dim));
 }
 
-torch::Tensor MlpImpl::forward(const torch::Tensor& x) { return token_linear(fc2, torch::gelu(token_linear(fc1, x))); }
+torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
+  auto hidden = token_linear(fc1, x);
+  hidden = activation == MlpActivation::QuickGelu ? hidden * torch::sigmoid(1.702 * hidden) : torch::gelu(hidden);
+  return token_linear(fc2, hidden);
+}
 
 LocalConcentrationImpl::LocalConcentrationImpl(int dim) {
   auto depthwise = torch::nn::Conv2dOptions(dim, dim, 7).padding(3).groups(dim);
@@ -112,7 +125,7 @@ BlockImpl::BlockImpl(const BlockArch& arch, double eps) {
     local_mp = register_module("local_mp", LocalConcentration(dim));
   }
   norm2 = register_module("norm2", torch::nn::LayerNorm(norm_options));
-  mlp = register_module("mlp", Mlp(dim, arch.mlp_hidden));
+  mlp = register_module("mlp", Mlp(dim, arch.mlp_hidden, arch.activation));
   if (arch.layer_scale) ls2 = register_module("ls2", LayerScale(dim));
 }
 
@@ -185,41 +198,57 @@ torch::Tensor BlockImpl::forward(const torch::Tensor& x, const TokenLayout& layo
   return result;
 }
 
-PatchEmbedImpl::PatchEmbedImpl(int in_chans, int dim, int patch) {
-  proj = register_module("proj", torch::nn::Conv2d(torch::nn::Conv2dOptions(in_chans, dim, patch).stride(patch)));
+PatchEmbedImpl::PatchEmbedImpl(int in_chans, int dim, int patch, bool bias) {
+  proj = register_module("proj",
+                         torch::nn::Conv2d(torch::nn::Conv2dOptions(in_chans, dim, patch).stride(patch).bias(bias)));
 }
 
-torch::Tensor resize_patch_positions(const torch::Tensor& patch_positions, int from_h, int from_w, int to_h, int to_w) {
+torch::Tensor resize_patch_positions(const torch::Tensor& patch_positions, int from_h, int from_w, int to_h, int to_w,
+                                     const PositionInterpolation& how) {
   if (from_h == to_h && from_w == to_w) return patch_positions;
   const int64_t dim = patch_positions.size(-1);
   auto grid = patch_positions.reshape({1, from_h, from_w, dim}).permute({0, 3, 1, 2}).to(torch::kFloat);
-  auto resized = F::interpolate(grid, F::InterpolateFuncOptions()
-                                          .size(std::vector<int64_t>{to_h, to_w})
-                                          .mode(torch::kBicubic)
-                                          .align_corners(false)
-                                          .antialias(true));
+  torch::Tensor resized;
+  if (how.offset != 0.0) {
+    // DINOv2: the scale factor (not the size) sets where each output cell samples.
+    // As F.interpolate(scale_factor=...) calls it: the output size is floor(grid * scale).
+    const std::vector<double> scales{(to_h + how.offset) / from_h, (to_w + how.offset) / from_w};
+    resized = how.antialias ? at::_upsample_bicubic2d_aa(grid, c10::nullopt, false, scales)
+                            : at::upsample_bicubic2d(grid, c10::nullopt, false, scales);
+    if (resized.size(2) != to_h || resized.size(3) != to_w)
+      throw std::invalid_argument("position interpolation with offset " + std::to_string(how.offset) +
+                                  " does not reach the " + std::to_string(to_h) + "x" + std::to_string(to_w) + " grid");
+  } else {
+    resized = F::interpolate(grid, F::InterpolateFuncOptions()
+                                       .size(std::vector<int64_t>{to_h, to_w})
+                                       .mode(torch::kBicubic)
+                                       .align_corners(false)
+                                       .antialias(how.antialias));
+  }
   return resized.permute({0, 2, 3, 1}).reshape({1, int64_t(to_h) * to_w, dim}).to(patch_positions.dtype());
 }
 
 VisionTransformerImpl::VisionTransformerImpl(const VitArch& arch) : arch_(arch) {
   const int dim = arch.embed_dim;
-  patch_embed = register_module("patch_embed", PatchEmbed(arch.in_chans, dim, arch.patch_size));
+  patch_embed = register_module("patch_embed", PatchEmbed(arch.in_chans, dim, arch.patch_size, arch.patch_bias));
   if (arch.class_token) cls_token = register_parameter("cls_token", torch::zeros({1, 1, dim}));
   if (arch.dist_token) dist_token = register_parameter("dist_token", torch::zeros({1, 1, dim}));
   if (arch.register_tokens > 0)
     reg_token = register_parameter("reg_token", torch::zeros({1, arch.register_tokens, dim}));
-  const int prefix = int(arch.class_token) + int(arch.dist_token) + arch.register_tokens;
-  const int positions = arch.pos_grid_h * arch.pos_grid_w + (arch.pos_embed_has_prefix ? prefix : 0);
+  const int positions = arch.pos_grid_h * arch.pos_grid_w + arch.positioned_prefix_tokens();
   pos_embed = register_parameter("pos_embed", torch::zeros({1, positions, dim}));
+  auto norm_options = torch::nn::LayerNormOptions({dim}).eps(arch.layer_norm_eps);
+  if (arch.norm_pre) norm_pre = register_module("norm_pre", torch::nn::LayerNorm(norm_options));
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (const auto& block : arch.blocks) blocks->push_back(Block(block, arch.layer_norm_eps));
-  auto norm_options = torch::nn::LayerNormOptions({dim}).eps(arch.layer_norm_eps);
   if (arch.final_norm) norm = register_module("norm", torch::nn::LayerNorm(norm_options));
   if (arch.fc_norm) fc_norm = register_module("fc_norm", torch::nn::LayerNorm(norm_options));
   if (arch.num_classes > 0) {
-    head = register_module("head", torch::nn::Linear(dim, arch.num_classes));
-    if (arch.dist_token) head_dist = register_module("head_dist", torch::nn::Linear(dim, arch.num_classes));
+    auto head_options = torch::nn::LinearOptions(dim, arch.num_classes).bias(arch.head_bias);
+    head = register_module("head", torch::nn::Linear(head_options));
+    if (arch.dist_token && arch.dist_head) head_dist = register_module("head_dist", torch::nn::Linear(head_options));
   }
+  if (arch.pooler) pooler = register_module("pooler", torch::nn::Sequential(torch::nn::Linear(dim, dim)));
 }
 
 torch::Tensor VisionTransformerImpl::embed(const torch::Tensor& images, const TokenLayout& layout) {
@@ -229,17 +258,18 @@ torch::Tensor VisionTransformerImpl::embed(const torch::Tensor& images, const To
   if (cls_token.defined()) prefix.push_back(cls_token.expand({batch, -1, -1}));
   if (dist_token.defined()) prefix.push_back(dist_token.expand({batch, -1, -1}));
   if (reg_token.defined()) prefix.push_back(reg_token.expand({batch, -1, -1}));
-  const int64_t prefix_positions = arch_.pos_embed_has_prefix ? layout.prefix_tokens() : 0;
-  auto patch_positions = resize_patch_positions(pos_embed.index({Slice(), Slice(prefix_positions)}), arch_.pos_grid_h,
-                                                arch_.pos_grid_w, layout.grid_h, layout.grid_w);
-  if (!arch_.pos_embed_has_prefix) {
-    // timm's no_embed_class: positions go on the patches only, prefix tokens are added after.
-    prefix.push_back(patches + patch_positions);
-    return torch::cat(prefix, 1);
-  }
+  const int64_t prefix_positions = arch_.positioned_prefix_tokens();
+  auto patch_positions =
+      resize_patch_positions(pos_embed.index({Slice(), Slice(prefix_positions)}), arch_.pos_grid_h, arch_.pos_grid_w,
+                             layout.grid_h, layout.grid_w, arch_.pos_interpolation);
+  // Prefix tokens past the positioned ones (timm's no_embed_class, DINOv2's registers) get none.
+  std::vector<torch::Tensor> positions{pos_embed.index({Slice(), Slice(0, prefix_positions)})};
+  if (const int64_t unpositioned = layout.prefix_tokens() - prefix_positions; unpositioned > 0)
+    positions.push_back(torch::zeros({1, unpositioned, patches.size(2)}, patches.options()));
+  positions.push_back(patch_positions);
   prefix.push_back(patches);
-  auto positions = torch::cat({pos_embed.index({Slice(), Slice(0, prefix_positions)}), patch_positions}, 1);
-  return torch::cat(prefix, 1) + positions;
+  auto x = torch::cat(prefix, 1) + torch::cat(positions, 1);
+  return norm_pre.is_empty() ? x : norm_pre(x);
 }
 
 torch::Tensor VisionTransformerImpl::pool_and_classify(const torch::Tensor& tokens, const TokenLayout& layout,
@@ -252,6 +282,7 @@ torch::Tensor VisionTransformerImpl::pool_and_classify(const torch::Tensor& toke
   if (arch_.class_token) {
     auto class_features = x.select(1, 0);
     if (!fc_norm.is_empty()) class_features = fc_norm(class_features);
+    if (!pooler.is_empty()) return torch::tanh(pooler->forward(class_features));
     if (head.is_empty()) return class_features;
     if (!head_dist.is_empty()) return (head(class_features) + head_dist(x.select(1, 1))) / 2;
     return head(class_features);

@@ -12,11 +12,23 @@
 
 namespace attnscope {
 
+// The MLP's activation: timm/HF ViT use exact GELU, OpenAI CLIP x * sigmoid(1.702 x).
+enum class MlpActivation { Gelu, QuickGelu };
+
 struct BlockArch {
   AttentionArch attention;
   int mlp_hidden = 0;
+  MlpActivation activation = MlpActivation::Gelu;
   bool layer_scale = false;          // timm ls1.gamma / ls2.gamma
   bool local_concentration = false;  // L2ViT's LCM: norm3 + local_mp
+};
+
+// How the patch part of pos_embed follows another input grid: bicubic, align_corners=False, to the
+// grid's size (timm antialiased, Hugging Face not), or, with an offset, by the scale factor
+// (grid + offset) / trained grid as DINOv2 does.
+struct PositionInterpolation {
+  bool antialias = true;
+  double offset = 0.0;
 };
 
 struct VitArch {
@@ -30,11 +42,30 @@ struct VitArch {
   bool class_token = true;
   bool dist_token = false;
   int register_tokens = 0;
-  bool pos_embed_has_prefix = true;  // timm default; false = no_embed_class
-  bool final_norm = true;            // `norm` before pooling
-  bool fc_norm = false;              // `fc_norm` after pooling
+  // Leading prefix tokens that pos_embed covers: -1 all of them (timm's default), 0 (timm's
+  // no_embed_class) or 1, the class token alone (DINOv2: its registers get no position).
+  int pos_embed_prefix_tokens = -1;
+  PositionInterpolation pos_interpolation;
+  bool patch_bias = true;  // OpenAI CLIP's conv1 has none
+  bool norm_pre = false;   // `norm_pre` before the blocks (CLIP's ln_pre)
+  bool final_norm = true;  // `norm` before pooling
+  bool fc_norm = false;    // `fc_norm` after pooling
+  bool head_bias = true;   // CLIP's projection `x @ proj` is a head without bias
+  bool dist_head = true;   // `head_dist` beside `head` when there is a distillation token
+                           // (HF's DeiTForImageClassification has none: the class token alone)
+  bool pooler = false;     // Hugging Face ViTModel's pooler: tanh(dense(class token))
   double layer_norm_eps = 1e-6;
+  // What the output is: "logits" (a classifier), "embedding" (CLIP's image embedding) or
+  // "features" (pooled features of a headless model).
+  std::string output_kind = "logits";
+  // The checkpoint layout the weights came from: timm, hf-vit, hf-deit, openai-clip, dinov2.
+  std::string source_layout = "timm";
   std::vector<BlockArch> blocks;
+
+  int prefix_tokens() const { return int(class_token) + int(dist_token) + register_tokens; }
+  int positioned_prefix_tokens() const {
+    return pos_embed_prefix_tokens < 0 ? prefix_tokens() : pos_embed_prefix_tokens;
+  }
 
   int native_height() const { return pos_grid_h * patch_size; }
   int native_width() const { return pos_grid_w * patch_size; }
@@ -78,9 +109,10 @@ struct LayerScaleImpl : torch::nn::Module {
 TORCH_MODULE(LayerScale);
 
 struct MlpImpl : torch::nn::Module {
-  MlpImpl(int dim, int hidden);
+  MlpImpl(int dim, int hidden, MlpActivation activation = MlpActivation::Gelu);
   torch::Tensor forward(const torch::Tensor& x);
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  MlpActivation activation;
 };
 TORCH_MODULE(Mlp);
 
@@ -111,7 +143,7 @@ struct BlockImpl : torch::nn::Module {
 TORCH_MODULE(Block);
 
 struct PatchEmbedImpl : torch::nn::Module {
-  PatchEmbedImpl(int in_chans, int dim, int patch);
+  PatchEmbedImpl(int in_chans, int dim, int patch, bool bias = true);
   torch::nn::Conv2d proj{nullptr};
 };
 TORCH_MODULE(PatchEmbed);
@@ -127,8 +159,9 @@ class VisionTransformerImpl : public torch::nn::Module {
   PatchEmbed patch_embed{nullptr};
   torch::Tensor cls_token, dist_token, reg_token, pos_embed;
   torch::nn::ModuleList blocks{nullptr};
-  torch::nn::LayerNorm norm{nullptr}, fc_norm{nullptr};
+  torch::nn::LayerNorm norm_pre{nullptr}, norm{nullptr}, fc_norm{nullptr};
   torch::nn::Linear head{nullptr}, head_dist{nullptr};
+  torch::nn::Sequential pooler{nullptr};  // Hugging Face ViTModel: pooler.dense
 
  private:
   torch::Tensor embed(const torch::Tensor& images, const TokenLayout& layout);
@@ -137,7 +170,9 @@ class VisionTransformerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(VisionTransformer);
 
-// timm's resample_abs_pos_embed: bicubic (antialiased) resize of the patch part to a new grid.
-torch::Tensor resize_patch_positions(const torch::Tensor& patch_positions, int from_h, int from_w, int to_h, int to_w);
+// Resizes the patch part of pos_embed [1, from_h * from_w, C] to a new grid: timm's
+// resample_abs_pos_embed by default, Hugging Face's or DINOv2's interpolation as `how` says.
+torch::Tensor resize_patch_positions(const torch::Tensor& patch_positions, int from_h, int from_w, int to_h, int to_w,
+                                     const PositionInterpolation& how = {});
 
 }  // namespace attnscope

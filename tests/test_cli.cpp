@@ -182,7 +182,8 @@ TEST_F(CliTest, ReportsBadInputClearly) {
   expect_clear_error("run" + model + " --image " + image_ + " --layer 9", "the model has 2 blocks");
   expect_clear_error("run" + model + " --image " + image_ + " --head 5", "the model has 2 heads");
   expect_clear_error("run" + model + " --image " + image_ + " --query 7,0", "outside the 7x7 patch grid");
-  expect_clear_error("run" + model + " --image " + image_ + " --query middle", "--query expects cls or ROW,COL");
+  expect_clear_error("run" + model + " --image " + image_ + " --query middle",
+                     "--query expects cls, dist, regN or ROW,COL");
   expect_clear_error("run" + model + " --image " + image_ + " --resize none", "--resize timm or fit");
   expect_clear_error("run" + model + " --image " + image_ + " --size 100", "not a multiple of the patch size");
   expect_clear_error("run" + model + " --image " + image_ + " --p -1", "--p must be positive");
@@ -205,6 +206,40 @@ TEST_F(CliTest, InfoPrintsTheInferredArchitecture) {
   const CliResult result = run("info --model " + kModel + " --arch heads=2 --json");
   EXPECT_EQ(result.exit_code, 0) << result.stderr_text;
   expect_clear_error("info --model " + kModel + " --arch heads=3", "3 heads (from --arch) do not divide the width 64");
+}
+
+// The hub layouts from the command line, as a researcher runs them: a PNG, --resize none, the
+// model's own normalisation; logits.npy and the query's row match the independent reference
+// (tests/python/make_hub_cases.py) within the contract's 3e-5 and 2e-5.
+TEST_F(CliTest, RunOnHubLayoutsMatchesTheAuthorsForward) {
+  const std::string folder = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/hub_cases/";
+  std::ifstream in(folder + "image_cases.json");
+  ASSERT_TRUE(in) << "missing image_cases.json";
+  const auto cases = nlohmann::json::parse(in);
+  ASSERT_GE(cases.size(), 6u);
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.at("name").get<std::string>());
+    const fs::path out = folder_ / c.at("name").get<std::string>();
+    const int layer = c.at("layer"), head = c.at("head");
+    const std::string query = c.at("query");
+    const CliResult result =
+        run("run --model '" + folder + c.at("model").get<std::string>() + "' --image '" + folder +
+            c.at("image").get<std::string>() + "' --resize none --layer " + std::to_string(layer) + " --head " +
+            std::to_string(head) + " --query " + query + " --out '" + out.string() + "'");
+    ASSERT_EQ(result.exit_code, 0) << result.stderr_text;
+    const torch::Tensor logits = read_npy((out / "logits.npy").string());
+    const torch::Tensor expected = read_npy(folder + c.at("logits").get<std::string>());
+    ASSERT_EQ(logits.sizes(), expected.sizes());
+    EXPECT_LT((logits - expected).abs().max().item<double>(), 3e-5);
+    const std::string suffix = "_l" + std::to_string(layer) + "_h" + std::to_string(head);
+    const torch::Tensor row = read_npy((out / ("attention" + suffix + ".npy")).string());
+    const torch::Tensor expected_row = read_npy(folder + c.at("row").get<std::string>());
+    ASSERT_EQ(row.sizes(), expected_row.sizes());
+    EXPECT_LT((row - expected_row).abs().max().item<double>(), 2e-5);
+    std::ifstream summary_in(out / "summary.json");
+    const auto summary = nlohmann::json::parse(summary_in);
+    EXPECT_EQ(summary["query"]["spec"], query);
+  }
 }
 
 }  // namespace

@@ -97,6 +97,39 @@ class GuiTest : public ::testing::Test {
     return levels;
   }
 
+  // The engine's last-layer T x T matrix of `head` for a session on any model, with the input
+  // prepared as the workbench prepares it.
+  static std::pair<TokenLayout, torch::Tensor> engine_matrix(const nlohmann::json& session,
+                                                             const std::string& model_path, int head) {
+    AppState state;
+    apply_json(state, session);
+    LoadedModel model = load_model(model_path, {}, torch::kCPU);
+    const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state, model.arch);
+    const InferenceResult result = run_inference(model, prepared, state.attention);
+    return {result.forward.layout, result.forward.layers.back().matrix(0, head)};
+  }
+
+  static std::vector<float> as_vector(const torch::Tensor& values) {
+    const torch::Tensor flat = values.contiguous().to(torch::kFloat);
+    return std::vector<float>(flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel());
+  }
+
+  // The gray level of every patch cell of the screenshot's only view, after checking that the
+  // workbench drew one view, without error, on the engine's grid.
+  std::vector<double> first_view_levels(const TokenLayout& layout) const {
+    const nlohmann::json info = shot_info();
+    EXPECT_EQ(info["error"], "");
+    if (info["views"].size() != 1u) {
+      ADD_FAILURE() << info.dump();
+      return std::vector<double>(size_t(layout.patch_tokens()), 0.0);
+    }
+    EXPECT_EQ(info["grid"][0].get<int>(), layout.grid_h);
+    EXPECT_EQ(info["grid"][1].get<int>(), layout.grid_w);
+    cv::Mat gray;
+    cv::cvtColor(cv::imread(shot()), gray, cv::COLOR_BGR2GRAY);
+    return cell_levels(gray, info["views"][0], layout.grid_h, layout.grid_w);
+  }
+
   static int argmax(const std::vector<float>& values) {
     return int(std::max_element(values.begin(), values.end()) - values.begin());
   }
@@ -134,6 +167,42 @@ TEST_F(GuiTest, OverlayHotSpotSitsWhereTheEngineRowPeaks) {
 
 // `attnscope` with options only opens the workbench on the bundled FLatten demo model and sign
 // image, and its overlay peaks where the engine's class-token row of the last block does.
+// DINOv2 with registers: querying a register with direction "in" draws its column, the attention
+// every patch gives that register, which is what the registers paper studies.
+TEST_F(GuiTest, RegisterQueryShowsTheAttentionPatchesGiveIt) {
+  const std::string model_path = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/hub_cases/dinov2_reg.pth";
+  nlohmann::json session = {{"model", model_path}, {"image", asset_path("images/chelsea.png")},
+                            {"colormap", "gray"},  {"opacity", 1.0},
+                            {"layer", -1},         {"head", 1},
+                            {"query", "reg1"},     {"direction", "in"}};
+  ASSERT_EQ(run_gui(session), 0) << log();
+  const auto [layout, matrix] = engine_matrix(session, model_path, 1);
+  ASSERT_EQ(layout.register_tokens, 4);
+  const torch::Tensor column = matrix.select(1, resolve_query("reg1", layout).token).slice(0, layout.prefix_tokens());
+  const std::vector<float> values = as_vector(column);
+  const std::vector<double> levels = first_view_levels(layout);
+  const float vmin = *std::min_element(values.begin(), values.end());
+  const float vmax = *std::max_element(values.begin(), values.end());
+  for (size_t i = 0; i < values.size(); ++i)
+    EXPECT_NEAR(levels[i], std::round(255.0 * (values[i] - vmin) / (vmax - vmin)), 1.5) << "patch " << i;
+}
+
+// A TorchScript file opens in the workbench with the attention it reports; the hot spot is the
+// recorded row's peak.
+TEST_F(GuiTest, TorchScriptModelShowsItsRecordedAttention) {
+  const std::string model_path = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/torchscript_cases/mixer_vit_reg2.pt";
+  nlohmann::json session = {{"model", model_path}, {"image", asset_path("images/chelsea.png")},
+                            {"colormap", "gray"},  {"opacity", 1.0},
+                            {"layer", -1},         {"head", 2},
+                            {"query", "2,1"}};
+  ASSERT_EQ(run_gui(session), 0) << log();
+  const auto [layout, matrix] = engine_matrix(session, model_path, 2);
+  const std::vector<float> values =
+      as_vector(matrix[resolve_query("2,1", layout).token].slice(0, layout.prefix_tokens()));
+  const std::vector<double> levels = first_view_levels(layout);
+  EXPECT_EQ(int(std::max_element(levels.begin(), levels.end()) - levels.begin()), argmax(values));
+}
+
 TEST_F(GuiTest, StartsOnTheBundledDefault) {
   const std::string command = "xvfb-run -a -s '-screen 0 1600x1000x24' " + std::string(ATTNSCOPE_CLI) +
                               " --colormap gray --opacity 1 --frames 4 --screenshot '" + shot() + "' > '" +

@@ -250,14 +250,13 @@ std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const 
         options.layer = request.gradcam_layer.empty() ? kDefaultGradCamLayer : request.gradcam_layer;
         options.target_class = request.target_class;
         const GradCamResult result =
-            grad_cam(*model.model, image_to_tensor(cache.prepared_rgb).to(model.device), settings, options);
+            grad_cam(model.native("Grad-CAM"),
+                     image_to_tensor(cache.prepared_rgb, model.normalization).to(model.device), settings, options);
         GradCamView view;
         const torch::Tensor scaled = result.scaled.to(torch::kCPU, torch::kFloat).contiguous();
         view.map.assign(scaled.data_ptr<float>(), scaled.data_ptr<float>() + scaled.numel());
         view.target_class = result.target_class;
-        view.class_name = result.target_class < int(model.class_names.size())
-                              ? model.class_names[size_t(result.target_class)]
-                              : "class " + std::to_string(result.target_class);
+        view.class_name = output_name(model, result.target_class);
         view.score = result.score;
         view.layer = result.layer;
         view.warning = result.warning;

@@ -169,8 +169,8 @@ void Workbench::refresh_maps() {
     query_token = resolve_query(state.query, token_layout).token;
   }
   const std::string key = std::to_string(outcome->request_id) + "|" + std::to_string(query_token) + "|" + state.view +
-                          "|" + std::to_string(state.head) + "|" + to_string(state.colormap) + "|" +
-                          std::to_string(matrix_panel);
+                          "|" + state.direction + "|" + std::to_string(state.head) + "|" + to_string(state.colormap) +
+                          "|" + std::to_string(matrix_panel);
   if (key == maps_key_) return;
   maps_key_ = key;
 
@@ -190,9 +190,18 @@ void Workbench::refresh_maps() {
       map.panel = int(p);
       map.head = head;
       map.values.assign(size_t(grid), 0.0f);
+      const bool incoming = state.direction == "in";
       for (int h = head < 0 ? 0 : head; h < (head < 0 ? heads : head + 1); ++h) {
-        const float* row = panel.row(h, query_token) + prefix;
-        for (int i = 0; i < grid; ++i) map.values[size_t(i)] += row[i] / float(head < 0 ? heads : 1);
+        const float weight = 1.0f / float(head < 0 ? heads : 1);
+        if (incoming) {
+          // The query's column: what each patch gives it.
+          const float* matrix = panel.matrix(h);
+          for (int i = 0; i < grid; ++i)
+            map.values[size_t(i)] += matrix[size_t(prefix + i) * size_t(panel.tokens) + size_t(query_token)] * weight;
+        } else {
+          const float* row = panel.row(h, query_token) + prefix;
+          for (int i = 0; i < grid; ++i) map.values[size_t(i)] += row[i] * weight;
+        }
       }
       for (float v : map.values) {
         vmin = std::min(vmin, v);

@@ -50,6 +50,31 @@ bool path_row(const char* id, std::string& edited, const std::string& current, b
   return entered;
 }
 
+// A button per prefix token (class, distillation, registers) to make it the query, and the mean
+// attention that patch queries give each of them in panel 1 at this layer: registers that soak up
+// attention ("Vision Transformers Need Registers") show here at a glance.
+void draw_prefix_queries(Workbench& bench, const InferenceOutcome& outcome) {
+  const TokenLayout& tokens = outcome.layout;
+  const int prefix = tokens.prefix_tokens();
+  if (prefix == 0 || outcome.panels.empty()) return;
+  const PanelMaps& panel = outcome.panels.front();
+  const bool mean = bench.state.view != "head";
+  for (int token = 0; token < prefix; ++token) {
+    const std::string name = tokens.token_name(token);
+    double received = 0.0;
+    for (int h = mean ? 0 : bench.state.head; h < (mean ? outcome.heads : bench.state.head + 1); ++h) {
+      const float* matrix = panel.matrix(h);
+      for (int i = prefix; i < panel.tokens; ++i) received += matrix[size_t(i) * size_t(panel.tokens) + size_t(token)];
+    }
+    received /= double(tokens.patch_tokens()) * (mean ? outcome.heads : 1);
+    if (token % 3) ImGui::SameLine();
+    if (ImGui::SmallButton((name + "##query").c_str())) bench.state.query = name;
+    ImGui::SameLine();
+    ImGui::TextDisabled("%.3f", received);
+  }
+  ImGui::TextDisabled("(mean attention patches give each token, %s)", mean ? "mean of heads" : "this head");
+}
+
 }  // namespace
 
 struct ControlsPanel : WorkbenchPanel {
@@ -107,6 +132,16 @@ struct ControlsPanel : WorkbenchPanel {
     }
 
     if (ImGui::CollapsingHeader("Attention variant", ImGuiTreeNodeFlags_DefaultOpen)) {
+      const bool scripted = outcome && outcome->model_family == "torchscript";
+      if (scripted && (state.attention.variant != Variant::Native || !state.compare.empty())) {
+        state.attention.variant = Variant::Native;  // the only attention such a file has
+        state.compare.clear();
+      }
+      if (scripted)
+        ImGui::TextWrapped(
+            "TorchScript model: it reports its own attention, so variants, p, window and anchors "
+            "(which recompute attention from q and k) are off.");
+      ImGui::BeginDisabled(scripted);
       int panel_count = 1 + int(state.compare.size());
       if (ImGui::SliderInt("panels", &panel_count, 1, kMaxPanels)) {
         while (int(state.compare.size()) < panel_count - 1)
@@ -139,6 +174,7 @@ struct ControlsPanel : WorkbenchPanel {
                          state.attention.window ? "in patches" : "global (the window variant uses 7)",
                          state.attention.anchors ? "in use" : "the learned ones, or 30 pooled from K");
       ImGui::PopStyleColor();
+      ImGui::EndDisabled();
     }
 
     if (ImGui::CollapsingHeader("Selection", ImGuiTreeNodeFlags_DefaultOpen)) {
@@ -153,9 +189,10 @@ struct ControlsPanel : WorkbenchPanel {
       }
       ImGui::TextDisabled("(view)");
       ImGui::Text("query: %s", outcome ? outcome->layout.token_name(bench.query_token).c_str() : state.query.c_str());
-      ImGui::SameLine();
-      if (ImGui::SmallButton("class token")) state.query = "cls";
+      if (outcome) draw_prefix_queries(bench, *outcome);
       ImGui::TextDisabled("click a patch in the image to query it");
+      if (ImGui::RadioButton("out: where the query looks", state.direction == "out")) state.direction = "out";
+      if (ImGui::RadioButton("in: how much patches look at it", state.direction == "in")) state.direction = "in";
     }
 
     if (ImGui::CollapsingHeader("Display", ImGuiTreeNodeFlags_DefaultOpen)) {

@@ -18,12 +18,18 @@ void draw_analysis_switch(Workbench& bench) {
   const auto& names = analysis_names();
   const ImGuiStyle& style = ImGui::GetStyle();
   const float right_edge = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+  // Grad-CAM and f_p need q, k and activations, which a TorchScript file does not give.
+  const bool scripted = bench.outcome && bench.outcome->model_family == "torchscript";
   for (size_t i = 0; i < names.size(); ++i) {
     // Wraps to a new line where the next button would not fit (the sidebar is narrower than the column).
     const float width = ImGui::GetFrameHeight() + style.ItemInnerSpacing.x + ImGui::CalcTextSize(kLabels[i]).x;
     if (i && ImGui::GetItemRectMax().x + style.ItemSpacing.x + width <= right_edge) ImGui::SameLine();
+    const bool needs_native = names[i] == "gradcam" || names[i] == "fp";
+    ImGui::BeginDisabled(scripted && needs_native);
     if (ImGui::RadioButton(kLabels[i], bench.state.analysis == names[i])) bench.state.analysis = names[i];
+    ImGui::EndDisabled();
   }
+  if (scripted) ImGui::TextDisabled("Grad-CAM and f_p need q, k and activations: off for TorchScript files");
   ImGui::Separator();
 }
 

@@ -1,0 +1,387 @@
+#include "models/checkpoint_layouts.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace attnscope {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
+
+bool any_key_starts_with(const Checkpoint& checkpoint, const std::string& prefix) {
+  auto it = checkpoint.tensors.lower_bound(prefix);
+  return it != checkpoint.tensors.end() && starts_with(it->first, prefix);
+}
+
+// A JSON file beside the weights, or null when there is none; a broken one is an error.
+nlohmann::json read_json_beside(const fs::path& folder, const std::string& name) {
+  const fs::path file = folder / name;
+  std::error_code error;
+  if (!fs::is_regular_file(file, error)) return nullptr;
+  if (fs::file_size(file, error) > (16u << 20)) throw CheckpointError(file.string() + " is larger than 16 MB");
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto parsed = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded() || !parsed.is_object())
+    throw CheckpointError(file.string() + " is not a JSON object: fix or remove it");
+  return parsed;
+}
+
+fs::path folder_of(const std::string& path) {
+  std::error_code error;
+  return fs::is_directory(path, error) ? fs::path(path) : fs::path(path).parent_path();
+}
+
+std::array<float, 3> three_floats(const nlohmann::json& value, const std::string& what) {
+  if (!value.is_array() || value.size() != 3)
+    throw CheckpointError(what + " must be a list of 3 numbers, one per RGB channel");
+  std::array<float, 3> out{};
+  for (size_t i = 0; i < 3; ++i) {
+    if (!value[i].is_number()) throw CheckpointError(what + " must be a list of 3 numbers");
+    out[i] = value[i].get<float>();
+  }
+  return out;
+}
+
+// Moves every tensor whose key starts with `from` to `to` + the rest of the key.
+void rename_prefix(Checkpoint& checkpoint, const std::string& from, const std::string& to) {
+  std::map<std::string, torch::Tensor> renamed;
+  for (auto& [key, tensor] : checkpoint.tensors)
+    renamed[starts_with(key, from) ? to + key.substr(from.size()) : key] = tensor;
+  checkpoint.tensors.swap(renamed);
+}
+
+// Renames by a table of (source suffix -> timm suffix) under per-block prefixes.
+void rename_keys(Checkpoint& checkpoint, const std::vector<std::pair<std::string, std::string>>& table) {
+  std::map<std::string, torch::Tensor> renamed;
+  for (auto& [key, tensor] : checkpoint.tensors) {
+    std::string name = key;
+    for (const auto& [from, to] : table)
+      if (starts_with(name, from)) {
+        name = to + name.substr(from.size());
+        break;
+      }
+    renamed[name] = tensor;
+  }
+  checkpoint.tensors.swap(renamed);
+}
+
+using NameTable = std::vector<std::pair<std::string, std::string>>;
+
+// "<blocks>N.<rest>" as timm's "blocks.N.<rest renamed by the first matching prefix pair>", or
+// empty when `key` is not under `blocks` or no pair matches.
+std::string block_key(const std::string& key, const std::string& blocks, const NameTable& table) {
+  if (!starts_with(key, blocks)) return {};
+  const auto dot = key.find('.', blocks.size());
+  if (dot == std::string::npos) return {};
+  const std::string index = key.substr(blocks.size(), dot - blocks.size()), rest = key.substr(dot + 1);
+  for (const auto& [from, to] : table)
+    if (starts_with(rest, from)) return "blocks." + index + "." + to + rest.substr(from.size());
+  return {};
+}
+
+// ---- Hugging Face transformers ViT / DeiT (transformers' convert_vit_timm_to_pytorch.py, reversed).
+
+void read_hf_configs(const fs::path& folder, const std::string& model_type, LayoutFacts& facts) {
+  const auto config = read_json_beside(folder, "config.json");
+  if (config.is_null()) {
+    facts.notes.push_back("no config.json beside the weights: heads, LayerNorm eps (1e-12) and labels assumed");
+    facts.layer_norm_eps = 1e-12;
+    return;
+  }
+  auto number = [&](const char* key, double fallback) {
+    return config.contains(key) && config[key].is_number() ? config[key].get<double>() : fallback;
+  };
+  if (config.contains("model_type") && config["model_type"].is_string() &&
+      config["model_type"].get<std::string>() != model_type)
+    facts.notes.push_back("config.json says model_type '" + config["model_type"].get<std::string>() +
+                          "'; the keys are " + model_type + "'s");
+  facts.heads = int(number("num_attention_heads", 0));
+  facts.layer_norm_eps = number("layer_norm_eps", 1e-12);
+  if (config.contains("hidden_act")) {
+    const std::string act = config["hidden_act"].is_string() ? config["hidden_act"].get<std::string>() : "?";
+    if (act == "quick_gelu")
+      facts.activation = MlpActivation::QuickGelu;
+    else if (act != "gelu")
+      throw CheckpointError("config.json: hidden_act '" + act +
+                            "' is not supported (attnscope runs gelu and quick_gelu ViTs)");
+  }
+  if (config.contains("image_size")) {
+    const auto& size = config["image_size"];
+    if (size.is_number_integer()) facts.native_height = facts.native_width = size.get<int>();
+    if (size.is_array() && size.size() == 2 && size[0].is_number_integer() && size[1].is_number_integer()) {
+      facts.native_height = size[0].get<int>();
+      facts.native_width = size[1].get<int>();
+    }
+  }
+  if (config.contains("id2label") && config["id2label"].is_object()) {
+    std::map<int, std::string> labels;
+    for (const auto& [index, label] : config["id2label"].items()) {
+      char* end = nullptr;
+      const long i = std::strtol(index.c_str(), &end, 10);
+      if (end && *end == '\0' && i >= 0 && i < 1000000 && label.is_string()) labels[int(i)] = label.get<std::string>();
+    }
+    // Only a complete 0..N-1 list names the outputs; transformers' default LABEL_0.. means none.
+    bool complete = !labels.empty() && labels.rbegin()->first == int(labels.size()) - 1;
+    if (complete && labels.begin()->second != "LABEL_0")
+      for (const auto& [i, label] : labels) facts.class_names.push_back(label);
+  }
+  facts.notes.push_back("config.json: " + std::to_string(facts.heads) + " heads, LayerNorm eps " + [&] {
+    std::ostringstream eps;
+    eps << facts.layer_norm_eps;
+    return eps.str();
+  }());
+
+  const auto preprocessor = read_json_beside(folder, "preprocessor_config.json");
+  if (preprocessor.is_null()) return;
+  if (preprocessor.contains("image_mean")) facts.mean = three_floats(preprocessor["image_mean"], "image_mean");
+  if (preprocessor.contains("image_std")) facts.std = three_floats(preprocessor["image_std"], "image_std");
+  if (preprocessor.contains("image_mean") || preprocessor.contains("image_std"))
+    facts.normalization_source = "preprocessor_config.json";
+  // Its resize and crop, said in attnscope's terms (the resize mode stays the user's choice).
+  const bool crop = preprocessor.value("do_center_crop", false) && preprocessor.contains("crop_size");
+  const int resample = preprocessor.contains("resample") && preprocessor["resample"].is_number_integer()
+                           ? preprocessor["resample"].get<int>()
+                           : -1;
+  const char* filter = resample == 2 ? "bilinear" : resample == 3 ? "bicubic" : "PIL filter";
+  facts.notes.push_back(std::string("preprocessor_config.json: ") +
+                        (crop ? "resize then centre crop (like --resize timm)"
+                              : "resize the whole image to the input size, no crop (like --resize fit)") +
+                        ", " + filter + " (attnscope resizes bicubic)");
+}
+
+void convert_hugging_face(Checkpoint& checkpoint, const std::string& path, LayoutFacts& facts) {
+  const bool deit = any_key_starts_with(checkpoint, "deit.");
+  const std::string base = deit ? "deit." : (any_key_starts_with(checkpoint, "vit.") ? "vit." : "");
+  facts.layout = deit ? "hf-deit" : "hf-vit";
+  facts.pos_interpolation = {/*antialias=*/false, /*offset=*/0.0};
+  read_hf_configs(folder_of(path), deit ? "deit" : "vit", facts);
+
+  auto& tensors = checkpoint.tensors;
+  // Split query / key / value become timm's stacked qkv.
+  for (int layer = 0;; ++layer) {
+    const std::string attention = base + "encoder.layer." + std::to_string(layer) + ".attention.attention.";
+    if (!tensors.count(attention + "query.weight")) break;
+    for (const std::string kind : {"weight", "bias"}) {
+      std::vector<torch::Tensor> parts;
+      for (const std::string projection : {"query.", "key.", "value."}) {
+        auto it = tensors.find(attention + projection + kind);
+        if (it == tensors.end()) continue;
+        parts.push_back(it->second);
+        tensors.erase(it);
+      }
+      if (parts.empty()) continue;
+      if (parts.size() != 3)
+        throw CheckpointError("Hugging Face layer " + std::to_string(layer) + ": query, key and value " + kind +
+                              " must all be present");
+      tensors["blocks." + std::to_string(layer) + ".attn.qkv." + kind] = torch::cat(parts, 0);
+    }
+  }
+  for (auto it = tensors.begin(); it != tensors.end();) {
+    if (it->first.size() >= 10 && it->first.compare(it->first.size() - 10, 10, "mask_token") == 0) {
+      facts.notes.push_back("skipped " + it->first + " (used only for masked-image training)");
+      it = tensors.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  // Block keys: encoder.layer.N.<hf> -> blocks.N.<timm>.
+  const NameTable block_names{{"layernorm_before.", "norm1."},
+                              {"attention.output.dense.", "attn.proj."},
+                              {"layernorm_after.", "norm2."},
+                              {"intermediate.dense.", "mlp.fc1."},
+                              {"output.dense.", "mlp.fc2."}};
+  std::map<std::string, torch::Tensor> renamed;
+  for (auto& [key, tensor] : tensors) {
+    const std::string block = block_key(key, base + "encoder.layer.", block_names);
+    renamed[block.empty() ? key : block] = tensor;
+  }
+  tensors.swap(renamed);
+  rename_keys(checkpoint, {{base + "embeddings.cls_token", "cls_token"},
+                           {base + "embeddings.distillation_token", "dist_token"},
+                           {base + "embeddings.position_embeddings", "pos_embed"},
+                           {base + "embeddings.patch_embeddings.projection.", "patch_embed.proj."},
+                           {base + "layernorm.", "norm."},
+                           {"cls_classifier.", "head."},
+                           {"distillation_classifier.", "head_dist."},
+                           {"classifier.", "head."},
+                           {base + "pooler.", "pooler."}});
+  rename_prefix(checkpoint, "pooler.dense.", "pooler.0.");
+  facts.pooler = tensors.count("pooler.0.weight") > 0;
+  if (facts.pooler && tensors.count("head.weight"))
+    throw CheckpointError(
+        "a Hugging Face file with both a pooler and a classifier is not a layout transformers writes");
+  if (facts.pooler) facts.output_kind = "features";
+  facts.notes.push_back(std::string("Hugging Face ") + (deit ? "DeiT" : "ViT") + " layout renamed to timm's keys" +
+                        (facts.pooler ? "; output: the pooler's tanh(dense(class token))" : ""));
+}
+
+// ---- OpenAI CLIP's visual tower (openai/CLIP model.py VisionTransformer; timm's _convert_openai_clip).
+
+void convert_openai_clip(Checkpoint& checkpoint, LayoutFacts& facts) {
+  auto& tensors = checkpoint.tensors;
+  if (tensors.count("visual.conv1.weight") || any_key_starts_with(checkpoint, "visual.")) {
+    size_t other = 0;
+    std::map<std::string, torch::Tensor> visual;
+    for (auto& [key, tensor] : tensors)
+      if (starts_with(key, "visual."))
+        visual[key.substr(7)] = tensor;
+      else
+        ++other;
+    tensors.swap(visual);
+    if (other)
+      facts.notes.push_back("full CLIP state_dict: the visual tower's keys taken, " + std::to_string(other) +
+                            " text-tower tensors left aside");
+  }
+  if (tensors.count("attnpool.c_proj.weight") || tensors.count("layer1.0.conv1.weight"))
+    throw CheckpointError(
+        "an OpenAI CLIP ResNet visual tower (RN50, RN101, ...): it is a CNN with attention pooling, not a ViT; "
+        "attnscope opens CLIP's ViT towers (ViT-B/32, ViT-B/16, ViT-L/14)");
+  for (const char* needed : {"conv1.weight", "class_embedding", "positional_embedding", "proj"})
+    if (!tensors.count(needed)) throw CheckpointError(std::string("OpenAI CLIP visual tower without '") + needed + "'");
+  facts.layout = "openai-clip";
+  const auto& conv = tensors.at("conv1.weight");
+  if (conv.dim() != 4) throw CheckpointError("CLIP conv1.weight must be [width, 3, P, P]");
+  const int64_t width = conv.size(0);
+  if (width % 64)
+    throw CheckpointError("CLIP width " + std::to_string(width) + " is not a multiple of 64 (heads = width / 64)");
+  facts.heads = int(width / 64);
+  facts.layer_norm_eps = 1e-5;
+  facts.activation = MlpActivation::QuickGelu;
+  facts.patch_bias = false;
+  facts.norm_pre = true;
+  facts.head_bias = false;
+  facts.output_kind = "embedding";
+  facts.mean = {0.48145466f, 0.4578275f, 0.40821073f};
+  facts.std = {0.26862954f, 0.26130258f, 0.27577711f};
+  facts.normalization_source = "OpenAI CLIP";
+
+  const NameTable block_names{{"ln_1.", "norm1."},
+                              {"attn.in_proj_weight", "attn.qkv.weight"},
+                              {"attn.in_proj_bias", "attn.qkv.bias"},
+                              {"attn.out_proj.", "attn.proj."},
+                              {"ln_2.", "norm2."},
+                              {"mlp.c_fc.", "mlp.fc1."},
+                              {"mlp.c_proj.", "mlp.fc2."}};
+  std::map<std::string, torch::Tensor> renamed;
+  for (auto& [key, tensor] : tensors) {
+    std::string name = block_key(key, "transformer.resblocks.", block_names);
+    if (!name.empty()) {
+      renamed[name] = tensor;
+      continue;
+    }
+    name = key;
+    if (key == "conv1.weight") {
+      name = "patch_embed.proj.weight";
+    } else if (key == "class_embedding") {
+      renamed["cls_token"] = tensor.reshape({1, 1, -1});
+      continue;
+    } else if (key == "positional_embedding") {
+      renamed["pos_embed"] = tensor.unsqueeze(0);
+      continue;
+    } else if (key == "proj") {
+      if (tensor.dim() != 2) throw CheckpointError("CLIP proj must be [width, embedding]");
+      renamed["head.weight"] = tensor.t().contiguous();  // x @ proj == Linear without bias
+      continue;
+    } else if (starts_with(key, "ln_pre.")) {
+      name = "norm_pre." + key.substr(7);
+    } else if (starts_with(key, "ln_post.")) {
+      name = "norm." + key.substr(8);
+    }
+    renamed[name] = tensor;
+  }
+  tensors.swap(renamed);
+  facts.notes.push_back("OpenAI CLIP visual tower: " + std::to_string(facts.heads) +
+                        " heads (width / 64), QuickGELU, output: the image embedding (ln_post(class) @ proj)");
+}
+
+// ---- DINOv2 hub files (facebookresearch/dinov2 DinoVisionTransformer).
+
+void convert_dinov2(Checkpoint& checkpoint, LayoutFacts& facts) {
+  auto& tensors = checkpoint.tensors;
+  facts.layout = "dinov2";
+  if (tensors.count("mask_token")) {
+    tensors.erase("mask_token");
+    facts.notes.push_back("skipped mask_token (used only for masked-image training)");
+  }
+  const bool registers = tensors.count("register_tokens") > 0;
+  if (registers) {
+    tensors["reg_token"] = tensors.at("register_tokens");
+    tensors.erase("register_tokens");
+  }
+  if (any_key_starts_with(checkpoint, "blocks.0.mlp.w12"))
+    throw CheckpointError(
+        "DINOv2 with the SwiGLU MLP (ViT-g/14: mlp.w12, mlp.w3) is not supported; the ViT-S/B/L "
+        "models are");
+  // block_chunks > 0 stores blocks as blocks.<chunk>.<index>: indices are global, drop the chunk.
+  if (any_key_starts_with(checkpoint, "blocks.0.0.")) {
+    std::map<std::string, torch::Tensor> renamed;
+    for (auto& [key, tensor] : tensors) {
+      std::string name = key;
+      if (starts_with(key, "blocks.")) {
+        const auto dot = key.find('.', 7);
+        if (dot != std::string::npos) name = "blocks." + key.substr(dot + 1);
+      }
+      renamed[name] = tensor;
+    }
+    tensors.swap(renamed);
+  }
+  facts.pos_embed_prefix_tokens = 1;  // the class token; registers are inserted after positions
+  // The hub's settings: register models resize positions by size with antialias, the others by
+  // the scale (grid + 0.1) / trained grid without (dinov2/hub/backbones.py).
+  facts.pos_interpolation = registers ? PositionInterpolation{true, 0.0} : PositionInterpolation{false, 0.1};
+  facts.notes.push_back(std::string("DINOv2 layout") + (registers ? " with register tokens" : "") +
+                        (tensors.count("head.weight") ? "" : ": output is the normed class token"));
+}
+
+}  // namespace
+
+void LayoutFacts::apply_to(VitArch& arch) const {
+  arch.source_layout = layout;
+  if (layer_norm_eps > 0) arch.layer_norm_eps = layer_norm_eps;
+  arch.patch_bias = patch_bias;
+  arch.norm_pre = norm_pre;
+  arch.head_bias = head_bias;
+  arch.pooler = pooler;
+  arch.pos_interpolation = pos_interpolation;
+  for (auto& block : arch.blocks) block.activation = activation;
+  if (!output_kind.empty())
+    arch.output_kind = output_kind;
+  else
+    arch.output_kind = arch.num_classes > 0 ? "logits" : "features";
+}
+
+std::string resolve_weights_file(const std::string& path) {
+  std::error_code error;
+  if (!fs::is_directory(path, error)) return path;
+  for (const char* name : {"model.safetensors", "pytorch_model.bin"})
+    if (fs::is_regular_file(fs::path(path) / name, error)) return (fs::path(path) / name).string();
+  throw CheckpointError(path +
+                        " is a folder without model.safetensors or pytorch_model.bin (a Hugging Face model folder "
+                        "holds one of them beside config.json)");
+}
+
+LayoutFacts adopt_known_layout(Checkpoint& checkpoint, const std::string& path) {
+  LayoutFacts facts;
+  const auto& tensors = checkpoint.tensors;
+  if (any_key_starts_with(checkpoint, "vit.embeddings.") || any_key_starts_with(checkpoint, "deit.embeddings.") ||
+      tensors.count("embeddings.patch_embeddings.projection.weight"))
+    convert_hugging_face(checkpoint, path, facts);
+  else if (tensors.count("visual.conv1.weight") || tensors.count("visual.class_embedding") ||
+           (tensors.count("conv1.weight") && tensors.count("class_embedding")) ||
+           tensors.count("visual.attnpool.c_proj.weight"))
+    convert_openai_clip(checkpoint, facts);
+  else if (tensors.count("register_tokens") || tensors.count("mask_token"))
+    convert_dinov2(checkpoint, facts);
+  return facts;
+}
+
+}  // namespace attnscope

@@ -1,0 +1,51 @@
+// ViT checkpoints in the layouts researchers download, renamed to timm's keys the way timm's and
+// transformers' own converters map them: Hugging Face transformers ViT/DeiT (with config.json
+// and preprocessor_config.json beside the weights), OpenAI CLIP's visual tower and DINOv2's hub
+// files. What such a layout fixes and shapes cannot tell (head count, LayerNorm eps, activation,
+// position interpolation, normalisation, class names) comes back as LayoutFacts.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "core/checkpoint.h"
+#include "models/vit.h"
+
+namespace attnscope {
+
+struct LayoutFacts {
+  std::string layout = "timm";  // timm, hf-vit, hf-deit, openai-clip, dinov2
+  int heads = 0;                // 0: not fixed by the layout
+  double layer_norm_eps = 0.0;  // 0: timm's 1e-6
+  MlpActivation activation = MlpActivation::Gelu;
+  bool patch_bias = true;
+  bool norm_pre = false;
+  bool head_bias = true;
+  bool pooler = false;
+  int pos_embed_prefix_tokens = -2;  // -2: infer from pos_embed's length
+  PositionInterpolation pos_interpolation;
+  std::string output_kind;                  // empty: logits when there is a head, else features
+  int native_height = 0, native_width = 0;  // the input size the layout's config declares, 0: from pos_embed
+
+  // Preprocessing the checkpoint declares; `normalization_source` empty: ImageNet's (timm's default).
+  std::array<float, 3> mean{0.485f, 0.456f, 0.406f};
+  std::array<float, 3> std{0.229f, 0.224f, 0.225f};
+  std::string normalization_source;
+  std::vector<std::string> class_names;  // Hugging Face id2label, in index order
+  std::vector<std::string> notes;        // how the file was read, for `info` and summary.json
+
+  void apply_to(VitArch& arch) const;
+};
+
+// Renames `checkpoint` in place to timm's keys when it is in one of the layouts above and returns
+// what the layout says; a timm checkpoint is left as it is. `path` is the file or folder the user
+// gave (Hugging Face configs are read from beside it). Throws CheckpointError with a message that
+// names the layout and what is wrong.
+LayoutFacts adopt_known_layout(Checkpoint& checkpoint, const std::string& path);
+
+// The weights file of a Hugging Face model folder (model.safetensors, else pytorch_model.bin), or
+// `path` itself when it is not a folder.
+std::string resolve_weights_file(const std::string& path);
+
+}  // namespace attnscope
