@@ -6,6 +6,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <opencv2/imgproc.hpp>
+#include <optional>
 #include <sstream>
 
 #include "analysis/focus_metrics.h"
@@ -266,8 +267,9 @@ int analyze_spectrum(const Context& context) {
       entry[with_dwc ? "with_dwc" : (capture.attention.dwc ? "without_dwc" : "matrix")] = spectrum_json(result);
       std::cout << "  " << std::left << std::setw(9) << name << (with_dwc ? "+DWC " : "     ") << "rank "
                 << result.spectrum.numerical_rank << " of " << layout.total_tokens() << " (bound " << result.rank_bound
-                << ", d = " << capture.head_dim << "), effective rank " << result.spectrum.effective_rank << ", "
-                << result.method << " " << result.milliseconds << " ms\n";
+                << (capture.head_dim > 0 ? ", d = " + std::to_string(capture.head_dim) : std::string())
+                << "), effective rank " << result.spectrum.effective_rank << ", " << result.method << " "
+                << result.milliseconds << " ms\n";
     }
     variants.push_back(entry);
   }
@@ -288,6 +290,12 @@ int analyze_fp(const Context& context) {
   const AppState& state = context.state;
   const double p = state.attention.p;
   json summary = {{"analysis", "fp"}, {"p", p}, {"state", to_json(state)}};
+  // The model first: a file f_p cannot study fails before anything is written.
+  std::optional<Loaded> model_inputs;
+  if (!state.model.empty()) {
+    model_inputs.emplace(load_inputs(context));
+    model_inputs->model.native("f_p on a model's layer");
+  }
   for (const auto& [name, vectors] : {std::make_pair(std::string("2d"), quarter_circle_vectors(9)),
                                       std::make_pair(std::string("3d"), octant_vectors(40))}) {
     const auto focused = focus_rows(vectors, p);
@@ -323,8 +331,8 @@ int analyze_fp(const Context& context) {
             << " -> " << json(as_vector(example.after)).dump() << "\n";
 
   std::string written = "fp_vectors_2d.csv, fp_vectors_3d.csv, fp_scores.csv";
-  if (!state.model.empty()) {
-    Loaded loaded = load_inputs(context);
+  if (model_inputs) {
+    Loaded& loaded = *model_inputs;
     const InferenceResult inference = run_inference(loaded.model, loaded.prepared, state.attention);
     const int layer = resolve_layer_index(state.layer, int(inference.forward.layers.size()));
     check_head_index(state.head, loaded.model.arch.heads);

@@ -465,8 +465,12 @@ ResolvedQuery resolve_query(const std::string& query, const TokenLayout& layout)
         !number.empty() && number.size() < 6 && number.find_first_not_of("0123456789") == std::string::npos;
     const int index = digits ? std::stoi(number) : -1;
     if (index < 0 || index >= layout.register_tokens)
-      throw std::invalid_argument("--query " + query + ": the model has " + std::to_string(layout.register_tokens) +
-                                  " register tokens (reg0 .. reg" + std::to_string(layout.register_tokens - 1) + ")");
+      throw std::invalid_argument("--query " + query.substr(0, 40) + ": " +
+                                  (layout.register_tokens == 0
+                                       ? std::string("the model has no register tokens")
+                                       : "the model has " + std::to_string(layout.register_tokens) +
+                                             " register tokens (reg0 .. reg" +
+                                             std::to_string(layout.register_tokens - 1) + ")"));
     resolved.token = int(layout.has_class_token) + int(layout.has_dist_token) + index;
     return resolved;
   }

@@ -242,5 +242,23 @@ TEST_F(CliTest, RunOnHubLayoutsMatchesTheAuthorsForward) {
   }
 }
 
+// A TorchScript file: what needs q and k says so and writes nothing; what it reports works.
+TEST_F(CliTest, TorchScriptFilesRefuseWhatNeedsQAndKAndRunTheRest) {
+  const std::string model =
+      " --model '" + std::string(ATTNSCOPE_TEST_DATA_DIR) + "/torchscript_cases/mixer_vit_reg2.pt' --image " + image_;
+  const fs::path out = folder_ / "out";
+  for (const std::string analysis : {"fp", "gradcam"}) {
+    expect_clear_error("analyze --analysis " + analysis + model + " --out '" + out.string() + "'", "TorchScript");
+    EXPECT_FALSE(fs::exists(out) && !fs::is_empty(out)) << analysis << " wrote files before failing";
+  }
+  expect_clear_error("run" + model + " --variant linear --out '" + out.string() + "'", "TorchScript");
+  const CliResult result = run("run" + model + " --query reg1 --out '" + out.string() + "'");
+  ASSERT_EQ(result.exit_code, 0) << result.stderr_text;
+  std::ifstream in(out / "summary.json");
+  const auto summary = nlohmann::json::parse(in);
+  EXPECT_EQ(summary["query"]["name"], "reg1");
+  EXPECT_EQ(summary["architecture"]["family"], "torchscript");
+}
+
 }  // namespace
 }  // namespace attnscope

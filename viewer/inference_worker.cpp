@@ -270,6 +270,7 @@ std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const 
     c10::InferenceMode inference_mode;
     const ForwardOutput& first = forwards.front().second->forward;
     outcome->model_family = model.arch.family();
+    outcome->output_kind = model.arch.output_kind;
     outcome->device = model.device.str();
     outcome->depth = int(first.layers.size());
     outcome->heads = model.arch.heads;

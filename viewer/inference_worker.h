@@ -105,6 +105,7 @@ struct InferenceOutcome {
   InferenceRequest request;
   std::string error;  // set when the run failed; nothing else is then meaningful
   std::string model_family;
+  std::string output_kind;  // logits, embedding or features (the last two have no classes)
   std::string device;
   int depth = 0, heads = 0, layer = 0;
   TokenLayout layout;

@@ -182,8 +182,9 @@ struct AttentionPanel : WorkbenchPanel {
     ImGui::SetCursorScreenPos(ImVec2(pos.x + width + 16, pos.y));
     ImGui::Text("%s: one scale for every view", to_string(bench.scale.colormap).c_str());
     ImGui::SetCursorScreenPos(ImVec2(pos.x + width + 16, pos.y + 20));
-    ImGui::TextDisabled("layer %d, query %s", bench.outcome->layer,
-                        bench.outcome->layout.token_name(bench.query_token).c_str());
+    ImGui::TextDisabled("layer %d, query %s, %s", bench.outcome->layer,
+                        bench.outcome->layout.token_name(bench.query_token).c_str(),
+                        bench.state.direction == "in" ? "in: the attention patches give it" : "out: where it looks");
   }
 };
 

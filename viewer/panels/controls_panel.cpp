@@ -72,7 +72,9 @@ void draw_prefix_queries(Workbench& bench, const InferenceOutcome& outcome) {
     ImGui::SameLine();
     ImGui::TextDisabled("%.3f", received);
   }
-  ImGui::TextDisabled("(mean attention patches give each token, %s)", mean ? "mean of heads" : "this head");
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  ImGui::TextWrapped("numbers: the mean attention patches give each token (%s)", mean ? "mean of heads" : "this head");
+  ImGui::PopStyleColor();
 }
 
 }  // namespace
@@ -242,6 +244,9 @@ struct ControlsPanel : WorkbenchPanel {
     if (outcome && !outcome->panels.empty() && ImGui::CollapsingHeader("Prediction (panel 1)")) {
       for (const auto& prediction : outcome->panels.front().top)
         ImGui::Text("%5.1f%%  %s", 100.0 * prediction.probability, prediction.name.c_str());
+      if (outcome->output_kind != "logits")
+        ImGui::TextWrapped("%s, no classes: the model's output is not a prediction",
+                           outcome->output_kind == "embedding" ? "an image embedding" : "features");
     }
     ImGui::PopItemWidth();
 

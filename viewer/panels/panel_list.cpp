@@ -29,7 +29,11 @@ void draw_analysis_switch(Workbench& bench) {
     if (ImGui::RadioButton(kLabels[i], bench.state.analysis == names[i])) bench.state.analysis = names[i];
     ImGui::EndDisabled();
   }
-  if (scripted) ImGui::TextDisabled("Grad-CAM and f_p need q, k and activations: off for TorchScript files");
+  if (scripted) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    ImGui::TextWrapped("Grad-CAM and f_p need q, k and activations: off for TorchScript files");
+    ImGui::PopStyleColor();
+  }
   ImGui::Separator();
 }
 
