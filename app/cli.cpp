@@ -1,5 +1,6 @@
 #include "app/cli.h"
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,13 @@ int CommandLine::flag_int(const std::string& name) const { return parse_int_opti
 double CommandLine::flag_double(const std::string& name) const { return parse_double_option(name, flags.at(name)); }
 
 void load_session(AppState& state, const std::string& path) {
+  // A folder or a FIFO is no session (a FIFO would block the read forever).
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  if (std::filesystem::is_directory(status))
+    throw std::invalid_argument("session file " + path + " is a folder; give a .json session file");
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    throw std::invalid_argument("session file " + path + " is not a regular file (a pipe, socket or device)");
   std::ifstream in(path);
   if (!in) throw std::invalid_argument("cannot read session file " + path);
   auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);

@@ -56,6 +56,10 @@ auto guarded(const std::string& path, const std::string& context, Body&& body) {
 std::ifstream open_for_reading(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) fail("cannot open " + path, "Is a directory");
+  // A FIFO or device would block the read forever: only regular files are opened.
+  const auto status = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    fail("cannot open " + path, "not a regular file (a pipe, socket or device)");
   errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -424,7 +428,8 @@ Checkpoint read_pytorch_zip(const std::string& path, const std::string& containe
     if (const Value* refused = find_refused(value)) refuse(path, entry, *refused);
     if (value->kind == Kind::Invalid) fail(path, entry + " is unusable: " + value->text);
     if (value->kind != Kind::Tensor) continue;  // e.g. a version number stored beside the weights
-    ckpt.tensors.insert_or_assign(key->text, guarded(path, entry, [&] { return storages.tensor(*value); }));
+    const Value& stored = *value;  // C++17 lambdas cannot capture structured bindings (clang rejects it)
+    ckpt.tensors.insert_or_assign(key->text, guarded(path, entry, [&] { return storages.tensor(stored); }));
   }
   if (ckpt.tensors.empty()) {
     fail(path, "no tensors in the " + where + " (its keys: " + key_list(state_dict) + ")");

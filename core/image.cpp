@@ -243,6 +243,8 @@ cv::Mat load_image_rgb(const std::string& path) {
   }
   if (error) throw cannot_read(error.message());
   if (std::filesystem::is_directory(status)) throw cannot_read("is a directory");
+  // A FIFO or device would block the decoder forever.
+  if (!std::filesystem::is_regular_file(status)) throw cannot_read("not a regular file (a pipe, socket or device)");
   {
     // OpenCV reports every failure as an empty image; probe first to name the real reason.
     errno = 0;

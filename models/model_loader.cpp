@@ -85,10 +85,17 @@ ArchOverrides ArchOverrides::parse(const std::string& text) {
       overrides.heads = number([](const std::string& s) { return std::stoi(s); });
     else if (key == "eps")
       overrides.layer_norm_eps = number([](const std::string& s) { return std::stod(s); });
+    else if (key == "act" && (value == "gelu" || value == "quick_gelu"))
+      overrides.activation = value;
+    else if (key == "act")
+      throw std::invalid_argument("--arch act must be gelu or quick_gelu, got '" + value.substr(0, 40) + "'");
     else
-      throw std::invalid_argument("unknown --arch key '" + key + "' (known: heads, eps)");
+      throw std::invalid_argument("unknown --arch key '" + key.substr(0, 40) + "' (known: heads, eps, act)");
   }
-  if (overrides.heads < 0) throw std::invalid_argument("--arch heads must be positive");
+  if (overrides.heads < 0 || overrides.heads > 4096) throw std::invalid_argument("--arch heads must be from 1 to 4096");
+  // 0 means "not given"; anything else must be a usable LayerNorm epsilon.
+  if (!(std::isfinite(overrides.layer_norm_eps) && overrides.layer_norm_eps >= 0 && overrides.layer_norm_eps < 1))
+    throw std::invalid_argument("--arch eps must be a number from 0 (exclusive) to 1, e.g. 1e-6");
   return overrides;
 }
 
@@ -176,7 +183,12 @@ VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides,
     heads_source = "attention parameters";
   }
   if (heads == 0 && checkpoint.metadata.count("num_heads")) {
-    heads = std::atoi(checkpoint.metadata.at("num_heads").c_str());
+    const std::string& text = checkpoint.metadata.at("num_heads");
+    const bool digits = !text.empty() && text.size() <= 4 && text.find_first_not_of("0123456789") == std::string::npos;
+    heads = digits ? std::stoi(text) : 0;
+    if (heads <= 0)
+      throw CheckpointError("file metadata num_heads '" + text.substr(0, 40) +
+                            "' is not a head count from 1 to 9999; fix the metadata or pass --arch heads=N");
     heads_source = "file metadata";
   }
   if (heads == 0 && dim % 64 == 0) {
@@ -230,6 +242,17 @@ VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides,
     arch.blocks.push_back(b);
   }
   facts.apply_to(arch);
+  // What the keys show, whatever the layout (timm's CLIP models carry norm_pre and a bias-free head).
+  arch.patch_bias = keys.has("patch_embed.proj.bias");
+  arch.norm_pre = keys.has("norm_pre.weight");
+  arch.head_bias = arch.num_classes == 0 || keys.has("head.bias");
+  if (!overrides.activation.empty())
+    for (auto& block : arch.blocks)
+      block.activation = overrides.activation == "quick_gelu" ? MlpActivation::QuickGelu : MlpActivation::Gelu;
+  else if (arch.norm_pre && facts.layout == "timm")
+    note(
+        "norm_pre present (a CLIP-style tower): the MLP runs exact GELU; for OpenAI CLIP weights, which use "
+        "QuickGELU and LayerNorm eps 1e-5, pass --arch act=quick_gelu,eps=1e-5");
   if (overrides.layer_norm_eps > 0) arch.layer_norm_eps = overrides.layer_norm_eps;
   return arch;
 }

@@ -14,10 +14,11 @@
 namespace attnscope {
 
 // What key names and shapes cannot tell (plain softmax blocks hide their head count).
-// Parsed from "heads=6,eps=1e-5"; safetensors metadata "num_heads" is read too.
+// Parsed from "heads=6,eps=1e-5,act=quick_gelu"; safetensors metadata "num_heads" is read too.
 struct ArchOverrides {
   int heads = 0;
   double layer_norm_eps = 0.0;
+  std::string activation;                               // "gelu" or "quick_gelu"; empty: what the layout says
   static ArchOverrides parse(const std::string& text);  // throws std::invalid_argument
 };
 

@@ -1,6 +1,7 @@
 // The attnscope command line end to end on real files: outputs and their consistency with the
 // engine, and one clear error line with a non-zero exit for every kind of bad input.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -258,6 +259,30 @@ TEST_F(CliTest, TorchScriptFilesRefuseWhatNeedsQAndKAndRunTheRest) {
   const auto summary = nlohmann::json::parse(in);
   EXPECT_EQ(summary["query"]["name"], "reg1");
   EXPECT_EQ(summary["architecture"]["family"], "torchscript");
+}
+
+// A FIFO as a model, image or session would block a reader forever: each is refused at once.
+TEST_F(CliTest, PipesAreRefusedInsteadOfBlocking) {
+  const std::string fifo = (folder_ / "pipe").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"info --model " + fifo, "not a regular file"},
+      {"run --model " + kModel + " --arch heads=2 --image " + fifo + " --out " + (folder_ / "o").string(),
+       "not a regular file"},
+      {"run --session " + fifo + " --out " + (folder_ / "o").string(), "not a regular file"},
+      {"run --session " + folder_.string() + " --out " + (folder_ / "o").string(), "is a folder"}};
+  for (const auto& [arguments, phrase] : cases) {
+    SCOPED_TRACE(arguments);
+    // `timeout` ends a reader that blocks (exit 124), so a regression fails instead of hanging.
+    const std::string err = (folder_ / "stderr.txt").string();
+    const int status = std::system(
+        ("timeout 60 " + std::string(ATTNSCOPE_CLI) + " " + arguments + " > /dev/null 2> '" + err + "'").c_str());
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 1);
+    std::ifstream in(err);
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_NE(text.find(phrase), std::string::npos) << text;
+  }
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "analysis/gradcam.h"
 #include "core/app_state.h"
 #include "core/npy.h"
+#include "models/checkpoint_layouts.h"
 #include "models/inference.h"
 #include "models/model_loader.h"
 
@@ -138,6 +139,32 @@ TEST(HubLayouts, GradCamOnAnEmbeddingTargetsItsNormOrOneDimension) {
   EXPECT_FALSE(torch::allclose(by_norm.cam, by_dimension.cam));
   options.target_class = int(embedding.size(0));
   EXPECT_THROW(grad_cam(model.native("Grad-CAM"), image, AttentionSettings{}, options), std::invalid_argument);
+}
+
+// timm's own CLIP towers (norm_pre, a head without bias) load from timm keys; QuickGELU, which keys
+// cannot show, comes from --arch act=quick_gelu (and CLIP's eps=1e-5) and then gives OpenAI's embedding exactly.
+TEST(HubLayouts, TimmLayoutClipTowerMatchesOpenAIsWithQuickGelu) {
+  const std::string openai = kFixtures + "hub_cases/clip_visual.safetensors";
+  Checkpoint checkpoint = load_checkpoint(openai);
+  ASSERT_EQ(adopt_known_layout(checkpoint, openai).layout, "openai-clip");
+  const std::string timm_file = ::testing::TempDir() + "/clip_timm_layout.safetensors";
+  save_safetensors(timm_file, checkpoint.tensors);
+  LoadedModel reference = load_model(openai, {}, torch::kCPU);
+  LoadedModel plain = load_model(timm_file, {}, torch::kCPU);
+  LoadedModel quick = load_model(timm_file, ArchOverrides::parse("act=quick_gelu,eps=1e-5"), torch::kCPU);
+  EXPECT_TRUE(quick.arch.norm_pre);
+  EXPECT_FALSE(quick.arch.head_bias);
+  bool noted = false;
+  for (const auto& note : plain.report.notes) noted = noted || note.find("act=quick_gelu") != std::string::npos;
+  EXPECT_TRUE(noted);
+  const torch::Tensor image = torch::randn({1, 3, reference.arch.native_height(), reference.arch.native_width()});
+  c10::InferenceMode inference_mode;
+  const torch::Tensor expected = reference.forward(image, {}).logits;
+  EXPECT_LT((quick.forward(image, {}).logits - expected).abs().max().item<double>(), 1e-6);
+  EXPECT_GT((plain.forward(image, {}).logits - expected).abs().max().item<double>(), 1e-4);
+  EXPECT_THROW(ArchOverrides::parse("act=relu"), std::invalid_argument);
+  for (const char* bad : {"eps=nan", "eps=-1", "eps=inf", "eps=2", "heads=-3", "heads=99999999999", "heads=5000"})
+    EXPECT_THROW(ArchOverrides::parse(bad), std::invalid_argument) << bad;
 }
 
 TEST(TorchScriptParity, ExportedModelsMatchEagerPyTorch) {
