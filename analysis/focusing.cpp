@@ -11,7 +11,8 @@ namespace attnscope {
 torch::Tensor focus_rows(const torch::Tensor& vectors, double p) {
   if (!(p > 0)) throw std::invalid_argument("f_p needs p > 0, got " + std::to_string(p));
   auto x = torch::relu(vectors.detach().to(torch::kDouble));
-  auto powered = x.pow(p);
+  // Scaled by the largest entry first, as in models/attention_kernels.cpp: no overflow at any p.
+  auto powered = (x / x.amax({-1}, /*keepdim=*/true).clamp_min(1e-300)).pow(p);
   auto powered_norm = powered.norm(2, {-1}, /*keepdim=*/true).clamp_min(1e-300);
   return (powered / powered_norm * x.norm(2, {-1}, /*keepdim=*/true)).to(vectors.scalar_type());
 }

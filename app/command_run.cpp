@@ -58,21 +58,23 @@ int run_command(const Args& args) {
   check_head_index(state.head, heads);
   const ResolvedQuery query = resolve_query(state.query, layout);
 
-  std::filesystem::create_directories(state.out);
   const std::filesystem::path out(state.out);
   const std::string suffix = "_l" + std::to_string(layer) + "_h" + std::to_string(state.head);
   const AttentionCapture& capture = result.forward.layers[size_t(layer)];
 
+  // Everything is computed and checked before the first file is written: a failure writes nothing.
   torch::NoGradGuard no_grad;
+  const torch::Tensor logits = result.forward.logits[0].to(torch::kCPU, torch::kFloat);
   const torch::Tensor row = capture.row(0, state.head, query.token).to(torch::kCPU);
-  write_npy((out / "logits.npy").string(), result.forward.logits[0].to(torch::kCPU, torch::kFloat));
-  write_npy((out / ("attention" + suffix + ".npy")).string(), row);
-  write_npy((out / ("matrix" + suffix + ".npy")).string(), capture.matrix(0, state.head).to(torch::kCPU));
-
+  const torch::Tensor matrix = capture.matrix(0, state.head).to(torch::kCPU);
+  if (!torch::isfinite(logits).all().item<bool>())
+    throw std::runtime_error("the model's output is not finite (NaN or Inf): check the checkpoint's weights");
+  if (!torch::isfinite(matrix).all().item<bool>())
+    throw std::runtime_error("the attention of layer " + std::to_string(layer) + " head " + std::to_string(state.head) +
+                             " is not finite (NaN or Inf)");
   const torch::Tensor grid = patch_grid(row, layout);
   const cv::Mat overlay = overlay_patch_map(result.input_rgb, grid, Colormap::Viridis, 0.6f, 0.0f,
                                             std::max(grid.max().item<float>(), 1e-12f));
-  write_png_rgb((out / ("overlay" + suffix + ".png")).string(), overlay);
 
   // Ranks need a full SVD per head: above 400 tokens (DINOv2 at 518 px has 1370) that is seconds
   // per layer, so only the selected layer's heads are summarised there.
@@ -128,8 +130,14 @@ int run_command(const Args& args) {
   if (!query.note.empty()) summary["query"]["note"] = query.note;
   if (!every_layer) summary["layers_note"] = "more than 400 tokens: ranks of the selected layer only";
   if (!model.report.notes.empty()) summary["notes"] = model.report.notes;
-  write_file_atomically((out / "summary.json").string(),
-                        [&](std::ostream& stream) { stream << summary.dump(2) << "\n"; });
+  // Paths are bytes: a name that is not UTF-8 is written with replacement characters, never fails.
+  const std::string summary_text = summary.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::filesystem::create_directories(state.out);
+  write_npy((out / "logits.npy").string(), logits);
+  write_npy((out / ("attention" + suffix + ".npy")).string(), row);
+  write_npy((out / ("matrix" + suffix + ".npy")).string(), matrix);
+  write_png_rgb((out / ("overlay" + suffix + ".png")).string(), overlay);
+  write_file_atomically((out / "summary.json").string(), [&](std::ostream& stream) { stream << summary_text << "\n"; });
 
   std::cout << "attnscope run: " << model.arch.family() << " on " << result.device << ", "
             << capture.attention.describe() << ", forward " << result.milliseconds << " ms\n";

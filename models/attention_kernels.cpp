@@ -62,9 +62,11 @@ torch::Tensor focus(const torch::Tensor& x, double p, FocusNorm norm) {
   const std::vector<int64_t> dims =
       norm == FocusNorm::AllChannels ? std::vector<int64_t>{1, 3} : std::vector<int64_t>{3};
   auto x_norm = x.norm(2, dims, /*keepdim=*/true);
-  auto powered = x.pow(p);
-  // The clamp only matters where every channel underflowed to 0 (large p); the authors' code
-  // returns NaN there, we return the zero vector.
+  // f_p(x) = ||x|| x^p / ||x^p|| does not change when x is scaled, so x is divided by its largest
+  // entry first: the powers then lie in [0, 1] and the largest is 1, with no overflow to inf
+  // (float32 at p >= 49 in the authors' direct form) and no all-zero underflow at any p.
+  auto unit = x / x.amax(dims, /*keepdim=*/true).clamp_min(1e-30);
+  auto powered = unit.pow(p);
   auto powered_norm = powered.norm(2, dims, /*keepdim=*/true).clamp_min(1e-30);
   return powered / powered_norm * x_norm;
 }

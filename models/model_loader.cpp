@@ -169,6 +169,19 @@ VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides,
   }
 
   while (keys.has("blocks." + std::to_string(arch.depth) + ".norm1.weight")) ++arch.depth;
+  // A block past the counted ones means a missing key, not a shorter model.
+  for (const auto& [key, tensor] : checkpoint.tensors) {
+    if (key.rfind("blocks.", 0) != 0) continue;
+    const std::string index = key.substr(7, key.find('.', 7) - 7);
+    if (index.empty() || index.size() > 6 || index.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (std::stoi(index) >= arch.depth)
+      throw CheckpointError("missing tensor 'blocks." + std::to_string(arch.depth) + ".norm1.weight' (the file has '" +
+                            key.substr(0, 120) + "'): the checkpoint is incomplete or damaged");
+  }
+  for (const char* head : {"head", "head_dist"})
+    if (keys.has(std::string(head) + ".bias") && !keys.has(std::string(head) + ".weight"))
+      throw CheckpointError(std::string("missing tensor '") + head + ".weight' (the file has " + head +
+                            ".bias): the checkpoint is incomplete or damaged");
   const int dim = arch.embed_dim;
 
   // Heads: from variant parameters, else the overrides, metadata, then timm's 64-wide heads.

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <sstream>
@@ -259,6 +260,29 @@ TEST_F(CliTest, TorchScriptFilesRefuseWhatNeedsQAndKAndRunTheRest) {
   const auto summary = nlohmann::json::parse(in);
   EXPECT_EQ(summary["query"]["name"], "reg1");
   EXPECT_EQ(summary["architecture"]["family"], "torchscript");
+}
+
+// A model whose output is NaN fails before anything is written: no half set of outputs.
+TEST_F(CliTest, RunWithNonFiniteOutputWritesNothing) {
+  Checkpoint checkpoint = load_checkpoint(kModel);
+  checkpoint.tensors.at("blocks.0.norm1.weight")[0] = std::numeric_limits<float>::quiet_NaN();
+  const std::string broken = (folder_ / "nan.safetensors").string();
+  save_safetensors(broken, checkpoint.tensors, checkpoint.metadata);
+  const fs::path out = folder_ / "out";
+  expect_clear_error("run --model " + broken + " --arch heads=2 --image " + image_ + " --out " + out.string(),
+                     "not finite");
+  EXPECT_FALSE(fs::exists(out)) << "a failed run left files behind";
+}
+
+// A key missing from the middle of a file is named, not read as a smaller model.
+TEST_F(CliTest, MissingKeysAreNamed) {
+  for (const std::string key : {"blocks.1.norm1.weight", "head.weight"}) {
+    Checkpoint checkpoint = load_checkpoint(kModel);
+    ASSERT_EQ(checkpoint.tensors.erase(key), 1u);
+    const std::string broken = (folder_ / "missing.safetensors").string();
+    save_safetensors(broken, checkpoint.tensors, checkpoint.metadata);
+    expect_clear_error("info --model " + broken + " --arch heads=2", "missing tensor '" + key + "'");
+  }
 }
 
 // A FIFO as a model, image or session would block a reader forever: each is refused at once.

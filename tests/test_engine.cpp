@@ -6,7 +6,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/assets.h"
+#include "core/image.h"
 #include "core/npy.h"
+#include "models/inference.h"
 #include "models/model_loader.h"
 
 namespace attnscope {
@@ -213,6 +216,34 @@ TEST(Engine, VariantsResolveAgainstTheModule) {
   settings.variant = Variant::Anchor;
   settings.anchors = 500;
   EXPECT_EQ(attention.resolve(settings, layout).anchors, 49) << "never more anchors than patches";
+}
+
+// f_p at any p the options allow: float32 powers of the raw features overflow to inf at p >= 49
+// (NaN maps); scaled by the largest entry first they match the float64 direct formula.
+TEST(Engine, FocusIsFiniteAndExactAtLargeP) {
+  const torch::Tensor x = torch::rand({1, 3, 20, 16}, torch::Generator(at::detail::createCPUGenerator(3))) * 8.0 + 1e-6;
+  for (const double p : {3.0, 49.0, 60.0, 100.0})
+    for (const FocusNorm norm : {FocusNorm::AllChannels, FocusNorm::PerHead}) {
+      SCOPED_TRACE("p " + std::to_string(p));
+      const torch::Tensor ours = focus(x, p, norm);
+      ASSERT_TRUE(torch::isfinite(ours).all().item<bool>());
+      // The direct formula in float64 is exact here (the squares of 8^100 fit a double).
+      const torch::Tensor d = x.to(torch::kDouble);
+      const std::vector<int64_t> dims =
+          norm == FocusNorm::AllChannels ? std::vector<int64_t>{1, 3} : std::vector<int64_t>{3};
+      const torch::Tensor direct = d.pow(p) / d.pow(p).norm(2, dims, true) * d.norm(2, dims, true);
+      EXPECT_LT((ours.to(torch::kDouble) - direct).abs().max().item<double>(),
+                1e-4 * direct.abs().max().item<double>());
+    }
+  // The bundled FLatten model at p = 60: finite logits and rows.
+  LoadedModel model = load_model(default_model_path(), {}, torch::kCPU);
+  AppState state;
+  AttentionSettings settings;
+  settings.p = 60;
+  const InferenceResult result =
+      run_inference(model, prepare_model_input(load_image_rgb(default_image_path()), state, model.arch), settings);
+  EXPECT_TRUE(torch::isfinite(result.forward.logits).all().item<bool>());
+  EXPECT_TRUE(torch::isfinite(result.forward.layers.back().matrix(0, 0)).all().item<bool>());
 }
 
 }  // namespace
