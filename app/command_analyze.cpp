@@ -340,7 +340,6 @@ int analyze_fp(const Context& context) {
     options.p = p;
     options.top_k = context.line.flag_int("top-k");
     options.histogram_bins = context.line.flag_int("bins");
-    if (options.top_k < 1 || options.histogram_bins < 1) throw std::invalid_argument("--top-k and --bins must be >= 1");
     const FocusStudy study = study_focusing(inference.forward.layers[size_t(layer)], state.head, options);
     std::vector<std::vector<double>> curve, histogram, axes;
     for (size_t i = 0; i < study.curve_ps.size(); ++i)
@@ -448,6 +447,10 @@ int analyze_command(const Args& args) {
     throw std::invalid_argument("unknown --analysis '" + analysis +
                                 "' (expected gradcam, rollout, spectrum, fp or metrics)");
   if (context.state.out.empty()) throw std::invalid_argument("--out is required");
+  // Bounded before anything is allocated or written.
+  const int bins = context.line.flag_int("bins"), top_k = context.line.flag_int("top-k");
+  if (bins < 1 || bins > 100000) throw std::invalid_argument("--bins must be from 1 to 100000");
+  if (top_k < 1 || top_k > 1000000) throw std::invalid_argument("--top-k must be from 1 to 1000000");
   context.out = context.state.out;
   fs::create_directories(context.out);
   if (analysis == "gradcam") return analyze_gradcam(context);

@@ -426,7 +426,10 @@ std::pair<int, int> resolve_input_size(const std::string& spec, int native_heigh
     width = height;
   }
   if (height <= 0 || width <= 0)
-    throw std::invalid_argument("--size expects native, S or HxW in pixels, got '" + spec + "'");
+    throw std::invalid_argument("--size expects native, S or HxW in pixels, got '" + spec.substr(0, 40) + "'");
+  if (height > kMaxInputSide || width > kMaxInputSide)
+    throw std::invalid_argument("--size " + spec.substr(0, 40) + ": each side must be at most " +
+                                std::to_string(kMaxInputSide) + " pixels");
   if (height % patch || width % patch)
     throw std::invalid_argument("--size " + spec + " is not a multiple of the patch size " + std::to_string(patch));
   return {height, width};

@@ -110,6 +110,9 @@ void apply_json(AppState& state, const nlohmann::json& json);  // unknown keys a
 // has no class token), "ROW,COL" -> that patch token. Throws std::invalid_argument if out of range.
 struct TokenLayout;
 
+// The largest model input side in pixels (DINOv2's 518 and 1024-pixel fine-tunes fit easily).
+constexpr int kMaxInputSide = 4096;
+
 // The input resolution for `input_size` given the model's native one; throws on a bad spec.
 std::pair<int, int> resolve_input_size(const std::string& spec, int native_height, int native_width, int patch);
 

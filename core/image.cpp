@@ -193,6 +193,11 @@ cv::Mat timm_eval_transform(const cv::Mat& rgb, int height, int width, double cr
     throw ImageError("timm resize of a " + std::to_string(rgb.cols) + "x" + std::to_string(rgb.rows) +
                      " image gives an empty image");
   }
+  // A long thin image (100000 x 1) would be scaled to millions of pixels per row before the crop.
+  if (int64_t(resized_height) * resized_width > (int64_t(1) << 26))
+    throw ImageError("timm resize of a " + std::to_string(rgb.cols) + "x" + std::to_string(rgb.rows) +
+                     " image would need " + std::to_string(resized_width) + "x" + std::to_string(resized_height) +
+                     " pixels: the aspect ratio is too extreme; crop the image or use --resize fit");
   return center_crop(resize_bicubic_pil(rgb, resized_width, resized_height), height, width);
 }
 

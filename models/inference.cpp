@@ -10,6 +10,10 @@ cv::Mat prepare_model_input(const cv::Mat& rgb, const AppState& state, const Vit
   const bool image_as_is =
       state.resize == ResizeMode::None && (state.input_size.empty() || state.input_size == "native");
   if (image_as_is && arch.source_layout != "torchscript") {
+    if (rgb.rows > kMaxInputSide || rgb.cols > kMaxInputSide)
+      throw std::invalid_argument("image is " + std::to_string(rgb.cols) + "x" + std::to_string(rgb.rows) +
+                                  ": --resize none takes at most " + std::to_string(kMaxInputSide) +
+                                  " pixels a side (use --resize timm or fit)");
     if (rgb.rows % arch.patch_size || rgb.cols % arch.patch_size)
       throw std::invalid_argument("image is " + std::to_string(rgb.cols) + "x" + std::to_string(rgb.rows) +
                                   ", not a multiple of the patch size " + std::to_string(arch.patch_size) +

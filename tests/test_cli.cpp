@@ -285,6 +285,20 @@ TEST_F(CliTest, MissingKeysAreNamed) {
   }
 }
 
+// Sizes and counts have bounds: huge values are refused before anything is allocated.
+TEST_F(CliTest, HugeSizesAndCountsAreRefused) {
+  const std::string model = " --model " + kModel + " --arch heads=2";
+  const std::string out = " --out " + (folder_ / "o").string();
+  expect_clear_error("run" + model + " --image " + image_ + " --size 100000" + out, "at most 4096");
+  expect_clear_error("analyze --analysis fp --bins 1000000000" + model + " --image " + image_ + out,
+                     "--bins must be from 1 to 100000");
+  // A 100000 x 1 image: timm's resize would scale it to 25.6 million pixels per row.
+  const std::string thin = (folder_ / "thin.png").string();
+  cv::imwrite(thin, cv::Mat(1, 100000, CV_8UC3, cv::Scalar(20, 40, 60)));
+  expect_clear_error("run" + model + " --image " + thin + out, "aspect ratio is too extreme");
+  EXPECT_TRUE(!fs::exists(folder_ / "o") || fs::is_empty(folder_ / "o"));
+}
+
 // A FIFO as a model, image or session would block a reader forever: each is refused at once.
 TEST_F(CliTest, PipesAreRefusedInsteadOfBlocking) {
   const std::string fifo = (folder_ / "pipe").string();
