@@ -114,14 +114,6 @@ void read_hf_configs(const fs::path& folder, const std::string& model_type, Layo
       throw CheckpointError("config.json: hidden_act '" + act +
                             "' is not supported (attnscope runs gelu and quick_gelu ViTs)");
   }
-  if (config.contains("image_size")) {
-    const auto& size = config["image_size"];
-    if (size.is_number_integer()) facts.native_height = facts.native_width = size.get<int>();
-    if (size.is_array() && size.size() == 2 && size[0].is_number_integer() && size[1].is_number_integer()) {
-      facts.native_height = size[0].get<int>();
-      facts.native_width = size[1].get<int>();
-    }
-  }
   if (config.contains("id2label") && config["id2label"].is_object()) {
     std::map<int, std::string> labels;
     for (const auto& [index, label] : config["id2label"].items()) {
@@ -256,9 +248,6 @@ void convert_openai_clip(Checkpoint& checkpoint, LayoutFacts& facts) {
   facts.heads = int(width / 64);
   facts.layer_norm_eps = 1e-5;
   facts.activation = MlpActivation::QuickGelu;
-  facts.patch_bias = false;
-  facts.norm_pre = true;
-  facts.head_bias = false;
   facts.output_kind = "embedding";
   facts.mean = {0.48145466f, 0.4578275f, 0.40821073f};
   facts.std = {0.26862954f, 0.26130258f, 0.27577711f};
@@ -347,9 +336,6 @@ void convert_dinov2(Checkpoint& checkpoint, LayoutFacts& facts) {
 void LayoutFacts::apply_to(VitArch& arch) const {
   arch.source_layout = layout;
   if (layer_norm_eps > 0) arch.layer_norm_eps = layer_norm_eps;
-  arch.patch_bias = patch_bias;
-  arch.norm_pre = norm_pre;
-  arch.head_bias = head_bias;
   arch.pooler = pooler;
   arch.pos_interpolation = pos_interpolation;
   for (auto& block : arch.blocks) block.activation = activation;

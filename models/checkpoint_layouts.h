@@ -2,7 +2,8 @@
 // transformers' own converters map them: Hugging Face transformers ViT/DeiT (with config.json
 // and preprocessor_config.json beside the weights), OpenAI CLIP's visual tower and DINOv2's hub
 // files. What such a layout fixes and shapes cannot tell (head count, LayerNorm eps, activation,
-// position interpolation, normalisation, class names) comes back as LayoutFacts.
+// position interpolation, normalisation, class names) comes back as LayoutFacts; what the keys
+// show (patch bias, norm_pre, head bias) infer_arch reads from the keys.
 #pragma once
 
 #include <array>
@@ -19,14 +20,10 @@ struct LayoutFacts {
   int heads = 0;                // 0: not fixed by the layout
   double layer_norm_eps = 0.0;  // 0: timm's 1e-6
   MlpActivation activation = MlpActivation::Gelu;
-  bool patch_bias = true;
-  bool norm_pre = false;
-  bool head_bias = true;
   bool pooler = false;
   int pos_embed_prefix_tokens = -2;  // -2: infer from pos_embed's length
   PositionInterpolation pos_interpolation;
-  std::string output_kind;                  // empty: logits when there is a head, else features
-  int native_height = 0, native_width = 0;  // the input size the layout's config declares, 0: from pos_embed
+  std::string output_kind;  // empty: logits when there is a head, else features
 
   // Preprocessing the checkpoint declares; `normalization_source` empty: ImageNet's (timm's default).
   std::array<float, 3> mean{0.485f, 0.456f, 0.406f};

@@ -301,7 +301,7 @@ void copy_weights(torch::nn::Module& model, const Checkpoint& checkpoint, LoadRe
 namespace {
 
 // A TorchScript archive without attnscope's metadata can still hold weights attnscope runs
-// natively (OpenAI's released CLIP files): its parameters are read, none of its code is run.
+// natively (OpenAI's released CLIP files): its parameters are read, its forward never runs.
 Checkpoint read_weights(const std::string& file) {
   if (!is_torchscript_archive(file)) return load_checkpoint(file);
   Checkpoint checkpoint;

@@ -50,9 +50,9 @@ class ScriptedModel {
   std::vector<std::string> class_names_;
 };
 
-// The parameters and buffers of a TorchScript archive as a state_dict, without running any of its
-// code: OpenAI's released CLIP files are TorchScript archives of a model whose weights attnscope
-// runs natively.
+// The parameters and buffers of a TorchScript archive as a state_dict, without running its forward
+// (loading may run a module's TorchScript __setstate__, never Python): OpenAI's released CLIP files
+// are TorchScript archives of a model whose weights attnscope runs natively.
 std::map<std::string, torch::Tensor> scripted_state_dict(const std::string& path);
 
 // True when the archive carries attnscope.json (written by scripts/export_torchscript.py).

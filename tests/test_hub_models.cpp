@@ -167,6 +167,20 @@ TEST(HubLayouts, TimmLayoutClipTowerMatchesOpenAIsWithQuickGelu) {
     EXPECT_THROW(ArchOverrides::parse(bad), std::invalid_argument) << bad;
 }
 
+// OpenAI's released CLIP files are TorchScript archives: their parameters are read (their forward
+// never runs) and give the same embedding as the state_dict of the same weights.
+TEST(HubLayouts, OpenAIsTorchScriptClipFileLoadsItsWeights) {
+  LoadedModel archive = load_model(kFixtures + "hub_cases/clip_openai_jit.pt", {}, torch::kCPU);
+  LoadedModel state_dict = load_model(kFixtures + "hub_cases/clip_full.pth", {}, torch::kCPU);
+  EXPECT_FALSE(archive.is_scripted());
+  EXPECT_EQ(archive.arch.source_layout, "openai-clip");
+  EXPECT_EQ(archive.format, "torchscript-weights");
+  const torch::Tensor image = torch::randn({1, 3, archive.arch.native_height(), archive.arch.native_width()});
+  c10::InferenceMode inference_mode;
+  EXPECT_LT((archive.forward(image, {}).logits - state_dict.forward(image, {}).logits).abs().max().item<double>(),
+            1e-6);
+}
+
 TEST(TorchScriptParity, ExportedModelsMatchEagerPyTorch) {
   configure_threads(2);
   const auto cases = read_cases("torchscript_cases");

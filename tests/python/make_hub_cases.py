@@ -43,6 +43,7 @@ Image cases (for the command-line test; the files above are unchanged by them):
                           layer is the last layer's index; size [H, W] of the PNG (no resizing needed)
 """
 
+import copy
 import json
 import math
 import os
@@ -708,6 +709,15 @@ def build_clip(out_dir):
     visual = OrderedDict((k[len("visual."):], t.float()) for k, t in sd.items() if k.startswith("visual."))
     path_vis = os.path.join(out_dir, "clip_visual.safetensors")
     safetensors_io.save_file(visual, path_vis, metadata={"format": "pt"})
+
+    # OpenAI's released CLIP files are TorchScript archives of the whole model: one is written here
+    # too (float32 copy: tracing fp16 convolutions is not possible on the CPU; the values are the
+    # same fp16-rounded ones), for the loader path that reads such an archive's parameters only.
+    jit_model = copy.deepcopy(model).float().eval()
+    jit_model.forward = lambda image: jit_model.visual(image)
+    M0 = c["image_resolution"]
+    traced = torch.jit.trace(jit_model, torch.zeros(1, 3, M0, M0), check_trace=False)
+    torch.jit.save(traced, os.path.join(out_dir, "clip_openai_jit.pt"))
 
     loaded_full = torch.load(path_full, map_location="cpu")
     assert isinstance(loaded_full, OrderedDict) and list(loaded_full) == list(full)
