@@ -428,7 +428,7 @@ Checkpoint read_pytorch_zip(const std::string& path, const std::string& containe
     if (const Value* refused = find_refused(value)) refuse(path, entry, *refused);
     if (value->kind == Kind::Invalid) fail(path, entry + " is unusable: " + value->text);
     if (value->kind != Kind::Tensor) continue;  // e.g. a version number stored beside the weights
-    const Value& stored = *value;  // C++17 lambdas cannot capture structured bindings (clang rejects it)
+    const Value& stored = *value;               // C++17 lambdas cannot capture structured bindings (clang rejects it)
     ckpt.tensors.insert_or_assign(key->text, guarded(path, entry, [&] { return storages.tensor(stored); }));
   }
   if (ckpt.tensors.empty()) {
@@ -476,7 +476,11 @@ Checkpoint load_checkpoint(const std::string& path, const std::string& container
     in.read(head.data(), static_cast<std::streamsize>(head.size()));
     head.resize(static_cast<size_t>(in.gcount()));
   }
-  if (head.compare(0, 4, "PK\x03\x04") == 0) return load_pytorch_zip(path, container);
+  // Any zip signature (an empty zip starts with its end record, PK\x05\x06) goes to the zip reader.
+  if (head.compare(0, 2, "PK") == 0) {
+    if (head.compare(0, 4, "PK\x05\x06") == 0) fail(path, "an empty zip archive: not a torch.save checkpoint");
+    return load_pytorch_zip(path, container);
+  }
   // A safetensors header is JSON right after its 8-byte length; the length's low byte can be 0x80,
   // so this must be decided before the pickle checks below.
   if (head.size() > 8 && head[8] == '{') return load_safetensors(path);

@@ -238,7 +238,14 @@ VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides,
         b.attention.native = NativeAttention::Enhanced;
       } else if (keys.has(attn + "dwc.weight") || keys.has(attn + "scale") || keys.has(attn + "positional_encoding")) {
         b.attention.native = NativeAttention::Focused;
-        if (keys.has(attn + "dwc.weight")) b.attention.dwc_kernel = int(keys.size(attn + "dwc.weight", 2, 4));
+        if (keys.has(attn + "dwc.weight")) {
+          const auto& dwc = keys.get(attn + "dwc.weight");
+          b.attention.dwc_kernel = int(keys.size(attn + "dwc.weight", 2, 4));
+          // FLatten's DWC pads k / 2 on each side: only odd square kernels keep the grid.
+          if (b.attention.dwc_kernel % 2 == 0 || dwc.size(3) != dwc.size(2) || dwc.size(1) != 1)
+            throw CheckpointError("tensor '" + attn + "dwc.weight' has shape " + shape_string(dwc.sizes()) +
+                                  ": FLatten's depthwise conv needs [d, 1, k, k] with an odd k");
+        }
         b.attention.has_scale = keys.has(attn + "scale");
         if (keys.has(attn + "positional_encoding"))
           b.attention.positional_encoding_tokens = int(keys.size(attn + "positional_encoding", 1, 3));

@@ -299,6 +299,19 @@ TEST_F(CliTest, HugeSizesAndCountsAreRefused) {
   EXPECT_TRUE(!fs::exists(folder_ / "o") || fs::is_empty(folder_ / "o"));
 }
 
+// Files that used to get misleading messages: an empty zip, an even DWC kernel.
+TEST_F(CliTest, EmptyZipAndEvenDwcKernelAreNamed) {
+  expect_clear_error("info --model " + write_bytes("empty.pth", std::string("PK\x05\x06", 4) + std::string(18, '\0')),
+                     "an empty zip archive");
+  Checkpoint checkpoint = load_checkpoint(kModel);
+  const int64_t width = checkpoint.tensors.at("cls_token").size(2);
+  checkpoint.tensors["blocks.0.attn.dwc.weight"] = torch::zeros({width / 2, 1, 4, 4});
+  checkpoint.tensors["blocks.0.attn.scale"] = torch::zeros({1, 1, width});
+  const std::string even = (folder_ / "even_dwc.safetensors").string();
+  save_safetensors(even, checkpoint.tensors);
+  expect_clear_error("info --model " + even, "needs [d, 1, k, k] with an odd k");
+}
+
 // A FIFO as a model, image or session would block a reader forever: each is refused at once.
 TEST_F(CliTest, PipesAreRefusedInsteadOfBlocking) {
   const std::string fifo = (folder_ / "pipe").string();
