@@ -1,5 +1,7 @@
 #include "app/cli.h"
 
+#include "core/json_checked.h"
+
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -14,18 +16,8 @@ int CommandLine::flag_int(const std::string& name) const { return parse_int_opti
 double CommandLine::flag_double(const std::string& name) const { return parse_double_option(name, flags.at(name)); }
 
 void load_session(AppState& state, const std::string& path) {
-  // A folder or a FIFO is no session (a FIFO would block the read forever).
-  std::error_code error;
-  const auto status = std::filesystem::status(path, error);
-  if (std::filesystem::is_directory(status))
-    throw std::invalid_argument("session file " + path + " is a folder; give a .json session file");
-  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
-    throw std::invalid_argument("session file " + path + " is not a regular file (a pipe, socket or device)");
-  std::ifstream in(path);
-  if (!in) throw std::invalid_argument("cannot read session file " + path);
-  auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) throw std::invalid_argument("session file " + path + " is not valid JSON");
-  apply_json(state, json);
+  // A folder or a FIFO is no session (a FIFO would block the read forever): read_json_file says so.
+  apply_json(state, read_json_file(path, "session file " + path));
 }
 
 CommandLine parse_command_line(const std::vector<std::string>& args, const std::vector<std::string>& state_options,

@@ -2,6 +2,8 @@
 // implementation) and torch.save zip archives through the restricted unpickler.
 #include "core/checkpoint.h"
 
+#include "core/json_checked.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -213,8 +215,12 @@ Checkpoint read_safetensors(const std::string& path) {
   if (!in.read(header_text.data(), static_cast<std::streamsize>(header_size))) {
     fail(path, "read error in the header");
   }
-  const nlohmann::json header = nlohmann::json::parse(header_text, nullptr, false);
-  if (header.is_discarded()) fail(path, "not a safetensors file: the header is not valid JSON");
+  nlohmann::json header;
+  try {
+    header = parse_json_checked(header_text, "the safetensors header");
+  } catch (const std::invalid_argument& e) {
+    fail(path, std::string("not a usable safetensors file: ") + e.what());
+  }
   if (!header.is_object()) fail(path, "not a safetensors file: the header is not a JSON object");
 
   const uint64_t data_size = file_size - 8 - header_size;

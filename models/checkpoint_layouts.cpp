@@ -1,5 +1,7 @@
 #include "models/checkpoint_layouts.h"
 
+#include "core/json_checked.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -24,15 +26,14 @@ bool any_key_starts_with(const Checkpoint& checkpoint, const std::string& prefix
 nlohmann::json read_json_beside(const fs::path& folder, const std::string& name) {
   const fs::path file = folder / name;
   std::error_code error;
-  if (!fs::is_regular_file(file, error)) return nullptr;
-  if (fs::file_size(file, error) > (16u << 20)) throw CheckpointError(file.string() + " is larger than 16 MB");
-  std::ifstream in(file);
-  std::stringstream text;
-  text << in.rdbuf();
-  auto parsed = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded() || !parsed.is_object())
-    throw CheckpointError(file.string() + " is not a JSON object: fix or remove it");
-  return parsed;
+  if (!fs::exists(file, error)) return nullptr;
+  try {
+    auto parsed = read_json_file(file.string(), file.string(), size_t(16) << 20);
+    if (!parsed.is_object()) throw std::invalid_argument(file.string() + " is not a JSON object");
+    return parsed;
+  } catch (const std::invalid_argument& e) {
+    throw CheckpointError(std::string(e.what()) + ": fix or remove it");
+  }
 }
 
 fs::path folder_of(const std::string& path) {

@@ -1,6 +1,7 @@
 #include "models/model_loader.h"
 
 #include "core/assets.h"
+#include "core/json_checked.h"
 #include "models/checkpoint_layouts.h"
 
 #include <nlohmann/json.hpp>
@@ -390,10 +391,17 @@ LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, 
 std::vector<std::string> class_names_for(const LoadedModel& model) {
   auto it = model.metadata.find("class_names");
   if (it != model.metadata.end()) {
-    auto parsed = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+    nlohmann::json parsed;
+    try {
+      parsed = parse_json_checked(it->second, "metadata class_names");
+    } catch (const std::invalid_argument&) {
+      parsed = nullptr;  // unusable names: the outputs are numbered instead
+    }
     if (parsed.is_array() && int(parsed.size()) == model.arch.num_classes) {
       std::vector<std::string> names;
-      for (const auto& name : parsed) names.push_back(name.is_string() ? name.get<std::string>() : name.dump());
+      for (const auto& name : parsed)
+        names.push_back(name.is_string() ? name.get<std::string>().substr(0, 200)
+                                         : "class " + std::to_string(names.size()));
       return names;
     }
   }

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/checkpoint.h"
+#include "core/json_checked.h"
 
 namespace attnscope {
 
@@ -68,8 +69,13 @@ ScriptedModel::ScriptedModel(const std::string& path, torch::Device device)
     : module_(std::make_shared<torch::jit::Module>()) {
   const std::string text = extra_file(path, device, module_.get());
   if (text.empty()) refuse(path, std::string("a TorchScript file without attnscope.json; ") + kExportHint);
-  const auto meta = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (meta.is_discarded() || !meta.is_object() || meta.value("format", "") != "attnscope-torchscript")
+  nlohmann::json meta;
+  try {
+    meta = parse_json_checked(text, "attnscope.json");
+  } catch (const std::invalid_argument& e) {
+    refuse(path, e.what());
+  }
+  if (!meta.is_object() || meta.value("format", "") != "attnscope-torchscript")
     refuse(path, std::string("attnscope.json is not attnscope-torchscript metadata; ") + kExportHint);
   if (!meta.contains("version") || meta["version"] != 1)
     refuse(path, "attnscope.json version is not 1: re-export with this attnscope's scripts/export_torchscript.py");

@@ -312,6 +312,29 @@ TEST_F(CliTest, EmptyZipAndEvenDwcKernelAreNamed) {
   expect_clear_error("info --model " + even, "needs [d, 1, k, k] with an odd k");
 }
 
+// JSON from outside: a duplicate key is an error, not a silent last-copy-wins, and nesting 70,000
+// deep (a 140 KB file) is refused at parse time instead of overflowing the stack later.
+TEST_F(CliTest, DuplicateKeysAndDeepNestingInJsonAreRefused) {
+  const std::string out = " --out " + (folder_ / "o").string();
+  expect_clear_error("run --session " + write_bytes("dup.json", R"({"p": 2, "p": 3})") + out, "has the key 'p' twice");
+  const std::string deep = std::string(70000, '[') + std::string(70000, ']');
+  expect_clear_error("run --session " + write_bytes("deep.json", deep) + out, "nests deeper than 64 levels");
+  auto safetensors = [](const std::string& header) {
+    std::string padded = header + std::string((8 - header.size() % 8) % 8, ' ');
+    std::string bytes(8, '\0');
+    for (int i = 0; i < 8; ++i) bytes[size_t(i)] = char((uint64_t(padded.size()) >> (8 * i)) & 0xff);
+    return bytes + padded + std::string(4, '\0');
+  };
+  const std::string tensor = R"({"dtype":"F32","shape":[1],"data_offsets":[0,4]})";
+  expect_clear_error(
+      "info --model " + write_bytes("dup.safetensors", safetensors("{\"a\":" + tensor + ",\"a\":" + tensor + "}")),
+      "has the key 'a' twice");
+  expect_clear_error(
+      "info --model " + write_bytes("deep.safetensors", safetensors("{\"a\":{\"dtype\":\"F32\",\"shape\":" + deep +
+                                                                    ",\"data_offsets\":[0,4]}}")),
+      "nests deeper than 64 levels");
+}
+
 // A FIFO as a model, image or session would block a reader forever: each is refused at once.
 TEST_F(CliTest, PipesAreRefusedInsteadOfBlocking) {
   const std::string fifo = (folder_ / "pipe").string();

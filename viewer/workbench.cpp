@@ -1,5 +1,7 @@
 #include "viewer/workbench.h"
 
+#include "core/json_checked.h"
+
 #include <GLFW/glfw3.h>
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
@@ -333,10 +335,7 @@ void Workbench::export_figure(const std::string& out_dir) {
 
 void Workbench::load_session(const std::string& path) {
   try {
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error("cannot read session file " + path);
-    const auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (json.is_discarded()) throw std::runtime_error("session file " + path + " is not valid JSON");
+    const auto json = read_json_file(path, "session file " + path);
     AppState loaded;  // applied to a fresh state, so a bad key leaves the current one untouched
     apply_json(loaded, json);
     if (loaded.model.empty()) loaded.model = default_model_path();
