@@ -112,9 +112,9 @@ Loaded load_inputs(const Context& context) {
                                     std::to_string(rgb.rows));
     }
   }
-  loaded.prepared = prepare_model_input(rgb, state, loaded.model.arch);
+  loaded.prepared = prepare_model_input(rgb, state.input_settings(), loaded.model.arch);
   if (!mask.empty()) {
-    cv::Mat prepared_mask = prepare_model_input(mask, state, loaded.model.arch), gray;
+    cv::Mat prepared_mask = prepare_model_input(mask, state.input_settings(), loaded.model.arch), gray;
     cv::cvtColor(prepared_mask, gray, cv::COLOR_RGB2GRAY);
     loaded.object_mask = gray > 127;
   }

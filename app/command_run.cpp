@@ -48,7 +48,7 @@ int run_command(const Args& args) {
   configure_threads();
   const torch::Device device = resolve_device(state.device);
   LoadedModel model = load_model(state.model, ArchOverrides::parse(state.arch), device);
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state, model.arch);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model.arch);
   const InferenceResult result = run_inference(model, prepared, state.attention);
   const TokenLayout& layout = result.forward.layout;
 

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <vector>
 
 #include <torch/torch.h>
@@ -361,6 +362,27 @@ torch::Tensor image_to_tensor(const cv::Mat& rgb, const Normalization& norm) {
     }
   }
   return tensor;
+}
+
+std::pair<int, int> resolve_input_size(const std::string& spec, int native_height, int native_width, int patch) {
+  if (spec.empty() || spec == "native") return {native_height, native_width};
+  int height = 0, width = 0;
+  char separator = 0, extra = 0;
+  std::istringstream in(spec);
+  in >> height;
+  if (in >> separator) {
+    if (separator != 'x' || !(in >> width) || (in >> extra)) height = 0;
+  } else {
+    width = height;
+  }
+  if (height <= 0 || width <= 0)
+    throw std::invalid_argument("--size expects native, S or HxW in pixels, got '" + spec.substr(0, 40) + "'");
+  if (height > kMaxInputSide || width > kMaxInputSide)
+    throw std::invalid_argument("--size " + spec.substr(0, 40) + ": each side must be at most " +
+                                std::to_string(kMaxInputSide) + " pixels");
+  if (height % patch || width % patch)
+    throw std::invalid_argument("--size " + spec + " is not a multiple of the patch size " + std::to_string(patch));
+  return {height, width};
 }
 
 }  // namespace attnscope

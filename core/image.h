@@ -5,6 +5,7 @@
 #include <array>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include <torch/types.h>
 #include <opencv2/core.hpp>
@@ -25,6 +26,20 @@ enum class ResizeMode {
 
 ResizeMode parse_resize_mode(const std::string& name);  // "timm" | "fit" | "none"
 std::string to_string(ResizeMode mode);
+
+// The largest model input side in pixels (DINOv2's 518 and 1024-pixel fine-tunes fit easily).
+constexpr int kMaxInputSide = 4096;
+
+// How an image becomes a model's input: the resize mode and the input size ("native", "S" or
+// "HxW" pixels).
+struct InputSettings {
+  ResizeMode resize = ResizeMode::Timm;
+  std::string input_size = "native";
+};
+
+// The input resolution for `input_size` given the model's native one and the multiple its sides
+// must be; throws std::invalid_argument naming --size on a bad spec.
+std::pair<int, int> resolve_input_size(const std::string& spec, int native_height, int native_width, int patch);
 
 struct Normalization {
   std::array<float, 3> mean{0.485f, 0.456f, 0.406f};  // ImageNet defaults (timm/DeiT)

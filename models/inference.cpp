@@ -4,11 +4,11 @@
 
 namespace attnscope {
 
-cv::Mat prepare_model_input(const cv::Mat& rgb, const AppState& state, const VitArch& arch) {
+cv::Mat prepare_model_input(const cv::Mat& rgb, const InputSettings& input, const VitArch& arch) {
   // --resize none at the native size takes the image as it is: any size the patches tile (the
   // position embedding follows, as the model's authors interpolate it).
   const bool image_as_is =
-      state.resize == ResizeMode::None && (state.input_size.empty() || state.input_size == "native");
+      input.resize == ResizeMode::None && (input.input_size.empty() || input.input_size == "native");
   if (image_as_is && arch.source_layout != "torchscript") {
     if (rgb.rows > kMaxInputSide || rgb.cols > kMaxInputSide)
       throw std::invalid_argument("image is " + std::to_string(rgb.cols) + "x" + std::to_string(rgb.rows) +
@@ -18,11 +18,11 @@ cv::Mat prepare_model_input(const cv::Mat& rgb, const AppState& state, const Vit
       throw std::invalid_argument("image is " + std::to_string(rgb.cols) + "x" + std::to_string(rgb.rows) +
                                   ", not a multiple of the patch size " + std::to_string(arch.patch_size) +
                                   " (use --resize timm or fit, or crop it)");
-    return prepare_image(rgb, state.resize, rgb.rows, rgb.cols);
+    return prepare_image(rgb, input.resize, rgb.rows, rgb.cols);
   }
   const auto [height, width] =
-      resolve_input_size(state.input_size, arch.native_height(), arch.native_width(), arch.patch_size);
-  return prepare_image(rgb, state.resize, height, width);
+      resolve_input_size(input.input_size, arch.native_height(), arch.native_width(), arch.patch_size);
+  return prepare_image(rgb, input.resize, height, width);
 }
 
 std::vector<Prediction> top_predictions(const torch::Tensor& logits, int k, const std::vector<std::string>& names) {

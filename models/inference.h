@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/app_state.h"
+#include "core/image.h"
 #include "models/model_loader.h"
 
 namespace attnscope {
@@ -26,8 +26,8 @@ struct InferenceResult {
   std::string device;
 };
 
-// The model's input image for the state's resize mode and input size.
-cv::Mat prepare_model_input(const cv::Mat& rgb, const AppState& state, const VitArch& arch);
+// The model's input image for the resize mode and input size.
+cv::Mat prepare_model_input(const cv::Mat& rgb, const InputSettings& input, const VitArch& arch);
 
 // Runs the model under InferenceMode (no autograd) on an already prepared RGB image.
 InferenceResult run_inference(LoadedModel& model, const cv::Mat& prepared_rgb, const AttentionSettings& settings,

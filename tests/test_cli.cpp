@@ -111,7 +111,7 @@ TEST_F(CliTest, RunWritesOutputsConsistentWithTheEngine) {
   ArchOverrides overrides;
   overrides.heads = 2;
   LoadedModel model = load_model(kModel, overrides, torch::kCPU);
-  const auto prepared = prepare_model_input(load_image_rgb(image_), state, model.arch);
+  const auto prepared = prepare_model_input(load_image_rgb(image_), state.input_settings(), model.arch);
   const auto engine = run_inference(model, prepared, state.attention);
   const auto row = read_npy((out / "attention_l1_h1.npy").string());
   const auto matrix = read_npy((out / "matrix_l1_h1.npy").string());

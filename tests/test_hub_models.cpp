@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/gradcam.h"
-#include "core/app_state.h"
+#include "session/app_state.h"
 #include "core/npy.h"
 #include "models/checkpoint_layouts.h"
 #include "models/inference.h"

@@ -14,7 +14,7 @@
 
 #include <opencv2/core.hpp>
 
-#include "core/app_state.h"
+#include "session/app_state.h"
 #include "models/model_loader.h"
 
 namespace attnscope {

@@ -203,15 +203,13 @@ std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const 
         cache.image_rgb = load_image_rgb(request.image_path);
       cache.image_key = image_key;
     }
-    AppState input_state;
-    input_state.resize = request.resize;
-    input_state.input_size = request.input_size;
+    const InputSettings input{request.resize, request.input_size};
     const std::string prepared_key =
         image_key + "|" + model_key + "|" + to_string(request.resize) + "|" + request.input_size;
     if (cache.prepared_key != prepared_key) {
       cache.prepared_key.clear();
       cache.forwards.clear();
-      cache.prepared_rgb = prepare_model_input(cache.image_rgb, input_state, model.arch);
+      cache.prepared_rgb = prepare_model_input(cache.image_rgb, input, model.arch);
       cache.prepared_key = prepared_key;
     }
 

@@ -18,7 +18,7 @@
 #include <opencv2/core.hpp>
 
 #include "analysis/head_fusion.h"
-#include "core/app_state.h"
+#include "session/app_state.h"
 #include "core/image.h"
 #include "models/attention_settings.h"
 #include "models/inference.h"

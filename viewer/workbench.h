@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/app_state.h"
+#include "session/app_state.h"
 #include "viewer/gl/overlay_renderer.h"
 #include "viewer/gl/texture.h"
 #include "viewer/inference_worker.h"

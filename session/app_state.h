@@ -1,5 +1,6 @@
 // The one serialisable state of an attnscope session: model, image, attention settings and
 // selections. Its options are defined once here and shared by CLI flags, session files and the UI.
+// It sits above models/ and analysis/ (it names their settings); nothing below it includes it.
 #pragma once
 
 #include <functional>
@@ -49,6 +50,9 @@ struct AppState {
   std::string direction = "out";
   // none, spectrum (matrix, spectrum, rank), gradcam, fp (f_p), rollout or metrics; as `analyze` names them
   std::string analysis = "none";
+
+  // How the image becomes the model's input.
+  InputSettings input_settings() const { return {resize, input_size}; }
 
   // Settings of every panel: the shared knobs (p, window, anchors, dwc, norm) with each panel's variant.
   std::vector<AttentionSettings> panel_settings() const;
@@ -109,12 +113,6 @@ void apply_json(AppState& state, const nlohmann::json& json);  // unknown keys a
 // A query spec resolved against a token layout: "cls" -> 0 (or the centre patch when the model
 // has no class token), "ROW,COL" -> that patch token. Throws std::invalid_argument if out of range.
 struct TokenLayout;
-
-// The largest model input side in pixels (DINOv2's 518 and 1024-pixel fine-tunes fit easily).
-constexpr int kMaxInputSide = 4096;
-
-// The input resolution for `input_size` given the model's native one; throws on a bad spec.
-std::pair<int, int> resolve_input_size(const std::string& spec, int native_height, int native_width, int patch);
 
 struct ResolvedQuery {
   int token = 0;

@@ -1,4 +1,4 @@
-#include "core/app_state.h"
+#include "session/app_state.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -412,27 +412,6 @@ std::vector<VariantChoice> parse_variant_list(const std::string& text, const Att
   }
   if (text.back() == ',') throw std::invalid_argument("--variants has an empty entry in '" + text + "'");
   return choices;
-}
-
-std::pair<int, int> resolve_input_size(const std::string& spec, int native_height, int native_width, int patch) {
-  if (spec.empty() || spec == "native") return {native_height, native_width};
-  int height = 0, width = 0;
-  char separator = 0, extra = 0;
-  std::istringstream in(spec);
-  in >> height;
-  if (in >> separator) {
-    if (separator != 'x' || !(in >> width) || (in >> extra)) height = 0;
-  } else {
-    width = height;
-  }
-  if (height <= 0 || width <= 0)
-    throw std::invalid_argument("--size expects native, S or HxW in pixels, got '" + spec.substr(0, 40) + "'");
-  if (height > kMaxInputSide || width > kMaxInputSide)
-    throw std::invalid_argument("--size " + spec.substr(0, 40) + ": each side must be at most " +
-                                std::to_string(kMaxInputSide) + " pixels");
-  if (height % patch || width % patch)
-    throw std::invalid_argument("--size " + spec + " is not a multiple of the patch size " + std::to_string(patch));
-  return {height, width};
 }
 
 int resolve_layer_index(int layer, int depth) {
