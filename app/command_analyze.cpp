@@ -112,9 +112,9 @@ Loaded load_inputs(const Context& context) {
                                     std::to_string(rgb.rows));
     }
   }
-  loaded.prepared = prepare_model_input(rgb, state.input_settings(), loaded.model.arch);
+  loaded.prepared = prepare_model_input(rgb, state.input_settings(), loaded.model);
   if (!mask.empty()) {
-    cv::Mat prepared_mask = prepare_model_input(mask, state.input_settings(), loaded.model.arch), gray;
+    cv::Mat prepared_mask = prepare_model_input(mask, state.input_settings(), loaded.model), gray;
     cv::cvtColor(prepared_mask, gray, cv::COLOR_RGB2GRAY);
     loaded.object_mask = gray > 127;
   }
@@ -157,9 +157,9 @@ int analyze_gradcam(const Context& context) {
   summary["class"] = {{"index", result.target_class},
                       {"name", output_name(loaded.model, result.target_class)},
                       {"logit", result.score},
-                      {"chosen", state.target_class >= 0                     ? "given"
-                                 : loaded.model.arch.output_kind == "logits" ? "top-1"
-                                                                             : "output norm"}};
+                      {"chosen", state.target_class >= 0                  ? "given"
+                                 : loaded.model.output_kind() == "logits" ? "top-1"
+                                                                          : "output norm"}};
   summary["max_abs_gradient"] = result.max_abs_gradient;
   summary["milliseconds"] = result.milliseconds;
   summary["normalisation"] = "scaled = (cam - min) / (max + 1e-7), cam = ReLU(sum_c w_c A_c) (pytorch-grad-cam)";
@@ -240,8 +240,8 @@ int analyze_spectrum(const Context& context) {
     const InferenceResult inference = run_inference(loaded.model, loaded.prepared, settings);
     layout = inference.forward.layout;
     layer = resolve_layer_index(state.layer, int(inference.forward.layers.size()));
-    check_head_index(state.head, loaded.model.arch.heads);
     const AttentionCapture& capture = inference.forward.layers[size_t(layer)];
+    check_head_index(state.head, capture.heads);
     const std::string name = to_string(variant);
 
     torch::NoGradGuard no_grad;
@@ -335,7 +335,7 @@ int analyze_fp(const Context& context) {
     Loaded& loaded = *model_inputs;
     const InferenceResult inference = run_inference(loaded.model, loaded.prepared, state.attention);
     const int layer = resolve_layer_index(state.layer, int(inference.forward.layers.size()));
-    check_head_index(state.head, loaded.model.arch.heads);
+    check_head_index(state.head, inference.forward.layers[size_t(layer)].heads);
     FocusStudyOptions options;
     options.p = p;
     options.top_k = context.line.flag_int("top-k");

@@ -52,7 +52,7 @@ double time_forward(LoadedModel& model, const torch::Tensor& input, const Attent
   std::vector<double> samples;
   for (int i = 0; i < warmup + runs; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    auto output = model.model->forward(input, settings, options);
+    auto output = model.forward(input, settings, options);
     if (model.device.is_cuda()) torch::cuda::synchronize();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (i >= warmup) samples.push_back(ms);
@@ -137,7 +137,7 @@ void bench_gradcam(const std::vector<DeitShape>& shapes, const std::filesystem::
     std::string error;
     for (int round = 0; round < rounds; ++round) {
       ours.push_back(median_of_runs(warmup, runs, [&] {
-        grad_cam(*model.model, input, {}, {});
+        grad_cam(model.native("Grad-CAM"), input, {}, {});
         if (device.is_cuda()) torch::cuda::synchronize();
       }));
       if (python == "none") continue;
@@ -182,7 +182,7 @@ void bench_spectrum(const std::filesystem::path& folder, torch::Device device, i
     ForwardOutput output;
     {
       c10::InferenceMode inference_mode;
-      output = model.model->forward(input, settings);
+      output = model.forward(input, settings);
     }
     const AttentionCapture& layer = output.layers.back();
     AttentionSpectrum fast;

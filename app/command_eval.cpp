@@ -74,7 +74,7 @@ int eval_command(const Args& args) {
   double baseline = 0;
   for (const auto& path : models) {
     LoadedModel model = load_model(path, {}, device);
-    const int depth = model.arch.depth;
+    const int depth = model.backbone->attention_layers();
     std::vector<LayerFocus> focus(static_cast<size_t>(depth));
     int correct = 0;
     double rank = 0, rank_without_dwc = -1;

@@ -364,7 +364,7 @@ torch::Tensor image_to_tensor(const cv::Mat& rgb, const Normalization& norm) {
   return tensor;
 }
 
-std::pair<int, int> resolve_input_size(const std::string& spec, int native_height, int native_width, int patch) {
+std::pair<int, int> resolve_input_size(const std::string& spec, int native_height, int native_width, int multiple) {
   if (spec.empty() || spec == "native") return {native_height, native_width};
   int height = 0, width = 0;
   char separator = 0, extra = 0;
@@ -380,8 +380,9 @@ std::pair<int, int> resolve_input_size(const std::string& spec, int native_heigh
   if (height > kMaxInputSide || width > kMaxInputSide)
     throw std::invalid_argument("--size " + spec.substr(0, 40) + ": each side must be at most " +
                                 std::to_string(kMaxInputSide) + " pixels");
-  if (height % patch || width % patch)
-    throw std::invalid_argument("--size " + spec + " is not a multiple of the patch size " + std::to_string(patch));
+  if (height % multiple || width % multiple)
+    throw std::invalid_argument("--size " + spec.substr(0, 40) + " is not a multiple of " + std::to_string(multiple) +
+                                ", which the model's input sides must be (for a ViT: the patch size)");
   return {height, width};
 }
 

@@ -39,7 +39,7 @@ struct InputSettings {
 
 // The input resolution for `input_size` given the model's native one and the multiple its sides
 // must be; throws std::invalid_argument naming --size on a bad spec.
-std::pair<int, int> resolve_input_size(const std::string& spec, int native_height, int native_width, int patch);
+std::pair<int, int> resolve_input_size(const std::string& spec, int native_height, int native_width, int multiple);
 
 struct Normalization {
   std::array<float, 3> mean{0.485f, 0.456f, 0.406f};  // ImageNet defaults (timm/DeiT)

@@ -113,18 +113,20 @@ std::vector<VariantRun> run_variants(const FigureRequest& request, LoadedModel& 
   return runs;
 }
 
-// The query's attention over the patch grid, drawn over the model's input image.
+// The query's attention over the layer's key grid, drawn over the model's input image; the cell
+// over the query's place in the image is marked.
 HeatmapPanel query_overlay(const AttentionCapture& capture, int head, int query_token, const FigureRequest& request,
                            const cv::Mat& input_rgb) {
-  const TokenLayout& layout = capture.layout;
   const torch::Tensor row = capture.row(0, head, query_token);
   HeatmapPanel heatmap;
-  heatmap.values = to_mat(row.slice(0, layout.prefix_tokens()).reshape({layout.grid_h, layout.grid_w}));
+  heatmap.values = to_mat(capture.key_grid(row));
   heatmap.background = input_rgb;
   heatmap.opacity = request.opacity;
-  if (layout.is_patch(query_token)) {
-    heatmap.marked_row = layout.row_of(query_token);
-    heatmap.marked_col = layout.col_of(query_token);
+  if (capture.layout.is_patch(query_token)) {
+    const TokenLayout& keys = capture.key_layout;
+    const int marked = follow_query(query_token, capture.layout, keys);
+    heatmap.marked_row = keys.row_of(marked);
+    heatmap.marked_col = keys.col_of(marked);
   }
   return heatmap;
 }
@@ -132,14 +134,18 @@ HeatmapPanel query_overlay(const AttentionCapture& capture, int head, int query_
 Figure overlay_grid(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
                     const std::string& title, bool columns_are_layers) {
   const std::vector<VariantRun> runs = run_variants(request, model, prepared_rgb);
-  const int depth = int(runs.front().result.forward.layers.size());
-  const int heads = model.arch.heads;
-  const TokenLayout& layout = runs.front().result.forward.layout;
-  const ResolvedQuery query = resolve_query(request.query, layout);
-  const std::vector<int> columns =
-      columns_are_layers ? resolve_layers(request.layers, depth) : resolve_heads(request.heads, heads);
+  const std::vector<AttentionCapture>& captures = runs.front().result.forward.layers;
+  const int depth = int(captures.size());
   const int fixed_layer = resolve_layer_index(request.layer, depth);
-  if (columns_are_layers) check_head_index(request.head, heads);
+  // The query is given in the fixed layer's grid; other layers (other stages) take the patch at the
+  // same place in the image.
+  const TokenLayout& layout = captures[size_t(fixed_layer)].layout;
+  const ResolvedQuery query = resolve_query(request.query, layout);
+  const std::vector<int> columns = columns_are_layers
+                                       ? resolve_layers(request.layers, depth)
+                                       : resolve_heads(request.heads, captures[size_t(fixed_layer)].heads);
+  if (columns_are_layers)
+    for (int column : columns) check_head_index(request.head, captures[size_t(column)].heads);
 
   Figure figure(int(runs.size()), int(columns.size()));
   figure.title =
@@ -156,7 +162,8 @@ Figure overlay_grid(const FigureRequest& request, LoadedModel& model, const cv::
       const int head = columns_are_layers ? request.head : columns[c];
       Panel& panel = figure.at(int(r), int(c));
       panel.data_name = file_safe(runs[r].variant.label) + "_l" + std::to_string(layer) + "_h" + std::to_string(head);
-      panel.content = query_overlay(runs[r].result.forward.layers[size_t(layer)], head, query.token, request,
+      const AttentionCapture& capture = runs[r].result.forward.layers[size_t(layer)];
+      panel.content = query_overlay(capture, head, follow_query(query.token, layout, capture.layout), request,
                                     runs[r].result.input_rgb);
     }
   }
@@ -169,7 +176,7 @@ Figure matrix_spectrum_figure(const FigureRequest& request, LoadedModel& model, 
   const std::vector<VariantRun> runs = run_variants(request, model, prepared_rgb);
   const int depth = int(runs.front().result.forward.layers.size());
   const int layer = resolve_layer_index(request.layer, depth);
-  check_head_index(request.head, model.arch.heads);
+  check_head_index(request.head, runs.front().result.forward.layers[size_t(layer)].heads);
 
   Figure figure(int(runs.size()), 2);
   figure.title = title + "  \u00b7  layer " + std::to_string(layer) + "  \u00b7  head " + std::to_string(request.head);
@@ -241,13 +248,14 @@ Figure gradcam_attention_figure(const FigureRequest& request, LoadedModel& model
   const std::vector<VariantRun> runs = run_variants(request, model, prepared_rgb);
   const int depth = int(runs.front().result.forward.layers.size());
   const int layer = resolve_layer_index(request.layer, depth);
-  check_head_index(request.head, model.arch.heads);
-  const TokenLayout& layout = runs.front().result.forward.layout;
+  const AttentionCapture& first_capture = runs.front().result.forward.layers[size_t(layer)];
+  check_head_index(request.head, first_capture.heads);
+  const TokenLayout& layout = first_capture.layout;
   const ResolvedQuery query = resolve_query(request.query, layout);
   GradCamOptions gradcam_options;
   gradcam_options.layer = request.gradcam_layer;
   gradcam_options.target_class = request.target_class;
-  const std::string gradcam_layer = resolve_gradcam_layer(request.gradcam_layer, depth, model.arch.final_norm);
+  const std::string gradcam_layer = model.native("Grad-CAM").resolve_hook_point(request.gradcam_layer);
   const torch::Tensor input = image_to_tensor(prepared_rgb, model.normalization).to(model.device);
 
   Figure figure(int(runs.size()), 3);
@@ -334,7 +342,7 @@ Figure focusing_figure(const FigureRequest& request, LoadedModel& model, const c
   const InferenceResult result = run_inference(model, prepared_rgb, variant.settings);
   const int depth = int(result.forward.layers.size());
   const int layer = resolve_layer_index(request.layer, depth);
-  check_head_index(request.head, model.arch.heads);
+  check_head_index(request.head, result.forward.layers[size_t(layer)].heads);
   FocusStudyOptions options;
   options.p = p;
   c10::InferenceMode inference;

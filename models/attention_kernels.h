@@ -57,14 +57,17 @@ torch::Tensor focus(const torch::Tensor& x, double p, FocusNorm norm);
 // rows, each split into columns (AnchorFormer anchors for models trained without them).
 torch::Tensor anchor_pooling_matrix(int grid_h, int grid_w, int anchors);
 
-// Rows of the equivalent matrix, batched: scores for `query_rows` [B, h, Q, T] from features,
-// normalised per kernel. `allowed` is [Q, T] bool or undefined (all keys).
+// Rows of the equivalent matrix, batched: scores for `query_index` [B, h, Q, Tk] from features,
+// normalised per kernel. `allowed` is bool, [Q, Tk] or broadcastable to [B, h, Q, Tk], or
+// undefined (all keys). `additive` (softmax only) is added to the scaled scores: a relative
+// position bias or a shift mask, broadcastable to [B, h, Q, Tk].
 torch::Tensor equivalent_rows(Kernel kernel, const KernelFeatures& features, const torch::Tensor& query_index,
-                              const torch::Tensor& allowed);
+                              const torch::Tensor& allowed, const torch::Tensor& additive = {});
 
-// The attention output [B, h, T, d] for v, using the cheapest exact path for the kernel.
+// The attention output [B, h, Tq, d] for v [B, h, Tk, d], using the cheapest exact path for the
+// kernel. `allowed` and `additive` as for equivalent_rows, over all Tq queries.
 torch::Tensor attend(Kernel kernel, const KernelFeatures& features, const torch::Tensor& v,
-                     const torch::Tensor& allowed);
+                     const torch::Tensor& allowed, const torch::Tensor& additive = {});
 
 // The depthwise conv on V (FLatten), patch tokens only: [B, h, T, d] -> [B, h, T, d] with zeros
 // for the prefix tokens.

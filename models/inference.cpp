@@ -4,24 +4,24 @@
 
 namespace attnscope {
 
-cv::Mat prepare_model_input(const cv::Mat& rgb, const InputSettings& input, const VitArch& arch) {
+cv::Mat prepare_model_input(const cv::Mat& rgb, const InputSettings& input, const InputGeometry& geometry) {
   // --resize none at the native size takes the image as it is: any size the patches tile (the
   // position embedding follows, as the model's authors interpolate it).
   const bool image_as_is =
       input.resize == ResizeMode::None && (input.input_size.empty() || input.input_size == "native");
-  if (image_as_is && arch.source_layout != "torchscript") {
+  if (image_as_is && !geometry.fixed) {
     if (rgb.rows > kMaxInputSide || rgb.cols > kMaxInputSide)
       throw std::invalid_argument("image is " + std::to_string(rgb.cols) + "x" + std::to_string(rgb.rows) +
                                   ": --resize none takes at most " + std::to_string(kMaxInputSide) +
                                   " pixels a side (use --resize timm or fit)");
-    if (rgb.rows % arch.patch_size || rgb.cols % arch.patch_size)
+    if (rgb.rows % geometry.multiple || rgb.cols % geometry.multiple)
       throw std::invalid_argument("image is " + std::to_string(rgb.cols) + "x" + std::to_string(rgb.rows) +
-                                  ", not a multiple of the patch size " + std::to_string(arch.patch_size) +
-                                  " (use --resize timm or fit, or crop it)");
+                                  ", not a multiple of " + std::to_string(geometry.multiple) +
+                                  ", which this model's input sides must be (use --resize timm or fit, or crop it)");
     return prepare_image(rgb, input.resize, rgb.rows, rgb.cols);
   }
   const auto [height, width] =
-      resolve_input_size(input.input_size, arch.native_height(), arch.native_width(), arch.patch_size);
+      resolve_input_size(input.input_size, geometry.native_height, geometry.native_width, geometry.multiple);
   return prepare_image(rgb, input.resize, height, width);
 }
 
@@ -58,7 +58,7 @@ InferenceResult run_inference(LoadedModel& model, const cv::Mat& prepared_rgb, c
   if (model.device.is_cuda()) torch::cuda::synchronize();
   result.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   // Embeddings and features have no classes: no made-up predictions.
-  if (model.arch.output_kind == "logits") result.top = top_predictions(result.forward.logits[0], 5, model.class_names);
+  if (model.output_kind() == "logits") result.top = top_predictions(result.forward.logits[0], 5, model.class_names);
   return result;
 }
 

@@ -27,7 +27,10 @@ struct InferenceResult {
 };
 
 // The model's input image for the resize mode and input size.
-cv::Mat prepare_model_input(const cv::Mat& rgb, const InputSettings& input, const VitArch& arch);
+cv::Mat prepare_model_input(const cv::Mat& rgb, const InputSettings& input, const InputGeometry& geometry);
+inline cv::Mat prepare_model_input(const cv::Mat& rgb, const InputSettings& input, const LoadedModel& model) {
+  return prepare_model_input(rgb, input, model.backbone->input_geometry());
+}
 
 // Runs the model under InferenceMode (no autograd) on an already prepared RGB image.
 InferenceResult run_inference(LoadedModel& model, const cv::Mat& prepared_rgb, const AttentionSettings& settings,

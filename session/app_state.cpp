@@ -5,14 +5,10 @@
 #include <sstream>
 
 #include "analysis/focus_metrics.h"
-#include "analysis/gradcam.h"
 #include "models/token_layout.h"
 
 namespace attnscope {
 
-namespace {
-
-// "ROW,COL" with two non-negative whole numbers of at most 6 digits.
 bool parse_patch_query(const std::string& text, int& row, int& col) {
   const auto comma = text.find(',');
   if (comma == std::string::npos) return false;
@@ -23,8 +19,6 @@ bool parse_patch_query(const std::string& text, int& row, int& col) {
   col = std::stoi(second);
   return true;
 }
-
-}  // namespace
 
 int parse_int_option(const std::string& name, const std::string& value) {
   try {
@@ -264,14 +258,20 @@ std::vector<OptionSpec> make_options() {
                        s.target_class = c;
                      },
                      [](const AppState& s) { return std::to_string(s.target_class); }});
-  options.push_back({"gradcam-layer", "NAME",
-                     "Grad-CAM layer: blocks.N.norm1 (default N=-1, the last), blocks.N.norm2, blocks.N or norm",
-                     [](AppState& s, const std::string& v) {
-                       // Syntax only here; the block index is checked against the model when it runs.
-                       resolve_gradcam_layer(v, 1 << 20, true);
-                       s.gradcam_layer = v;
-                     },
-                     [](const AppState& s) { return s.gradcam_layer; }});
+  options.push_back(
+      {"gradcam-layer", "NAME",
+       "Grad-CAM layer: blocks.N.norm1 (default N=-1, the last attention block, counted across "
+       "stages), blocks.N.norm2, blocks.N, norm, or a module name of the family (layers.3.blocks.1.norm1, "
+       "stages.3.norm)",
+       [](AppState& s, const std::string& v) {
+         // Syntax only here; the model checks that the point exists when it runs.
+         if (v.empty() || v.size() > 200 ||
+             v.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+                 std::string::npos)
+           throw std::invalid_argument("--gradcam-layer expects a module name such as blocks.-1.norm1");
+         s.gradcam_layer = v;
+       },
+       [](const AppState& s) { return s.gradcam_layer; }});
   options.push_back({"fusion", "mean|max|min", "attention rollout: how the heads of a layer are fused",
                      [](AppState& s, const std::string& v) {
                        s.fusion = with_option_name("fusion", [&] { return parse_head_fusion(v); });

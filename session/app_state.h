@@ -119,6 +119,8 @@ struct ResolvedQuery {
   std::string note;  // set when a fallback was taken
 };
 ResolvedQuery resolve_query(const std::string& query, const TokenLayout& layout);
+// "ROW,COL" with two non-negative whole numbers of at most 6 digits.
+bool parse_patch_query(const std::string& text, int& row, int& col);
 
 // The block index for `layer` (negative counts from the end) in a model of `depth` blocks, and a
 // head index check; both throw std::invalid_argument naming the option and the valid range.

@@ -435,7 +435,7 @@ TEST_F(EngineFigureTest, GridPanelsHoldTheEnginesAttentionRows) {
   state.head = 1;
   state.query = "2,3";
   const FigureRequest request = FigureRequest::from_state(state);
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(image_), state.input_settings(), model_->arch);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(image_), state.input_settings(), *model_);
   const Figure figure = build_figure(request, *model_, prepared, "input.png");
   ASSERT_EQ(figure.rows, 2);
   ASSERT_EQ(figure.cols, 2);
@@ -469,7 +469,7 @@ TEST_F(EngineFigureTest, MatrixBesideItsSpectrumWithTheRankMarked) {
   AppState state;
   state.figure.layout = "matrix-spectrum";
   state.attention.variant = Variant::Linear;
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(image_), state.input_settings(), model_->arch);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(image_), state.input_settings(), *model_);
   const Figure figure = build_figure(FigureRequest::from_state(state), *model_, prepared, "input.png");
   ASSERT_EQ(figure.rows, 1);
   ASSERT_EQ(figure.cols, 2);
@@ -494,14 +494,14 @@ TEST_F(EngineFigureTest, GradCamBesideAttentionAndRollout) {
   state.figure.variants = "softmax,window:window=3";
   const FigureRequest request = FigureRequest::from_state(state);
   EXPECT_EQ(request.variants[1].label, "window w=3");
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(image_), state.input_settings(), model_->arch);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(image_), state.input_settings(), *model_);
   const Figure figure = build_figure(request, *model_, prepared, "input.png");
   ASSERT_EQ(figure.rows, 2);
   ASSERT_EQ(figure.cols, 3);
   ASSERT_EQ(figure.scales.size(), 2u);
 
   const GradCamResult gradcam =
-      grad_cam(*model_->model, image_to_tensor(prepared), request.variants[1].settings, GradCamOptions{});
+      grad_cam(model_->vit(), image_to_tensor(prepared), request.variants[1].settings, GradCamOptions{});
   const auto& gradcam_panel = std::get<HeatmapPanel>(figure.at(1, 0).content);
   EXPECT_EQ(gradcam_panel.scale, 0);
   const torch::Tensor drawn =
@@ -531,7 +531,7 @@ TEST_F(EngineFigureTest, FocusingDemonstrationFromTheAnalyses) {
   state.attention.variant = Variant::Focused;
   state.attention.p = 4;
   state.layer = 0;
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(image_), state.input_settings(), model_->arch);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(image_), state.input_settings(), *model_);
   const Figure figure = build_figure(FigureRequest::from_state(state), *model_, prepared, "input.png");
   ASSERT_EQ(figure.rows, 2);
   ASSERT_EQ(figure.cols, 3);

@@ -15,10 +15,10 @@
 #include "analysis/focus_metrics.h"
 #include "analysis/gradcam.h"
 #include "analysis/rollout.h"
-#include "session/app_state.h"
 #include "core/assets.h"
 #include "core/image.h"
 #include "models/inference.h"
+#include "session/app_state.h"
 
 namespace attnscope {
 namespace {
@@ -75,7 +75,7 @@ class GuiTest : public ::testing::Test {
     apply_json(state, session);
     state.attention.variant = variant;
     LoadedModel model = load_model(kModel, ArchOverrides::parse("heads=2"), torch::kCPU);
-    const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model.arch);
+    const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
     const InferenceResult result = run_inference(model, prepared, state.attention);
     const TokenLayout& layout = result.forward.layout;
     const int token = resolve_query(state.query, layout).token;
@@ -104,7 +104,7 @@ class GuiTest : public ::testing::Test {
     AppState state;
     apply_json(state, session);
     LoadedModel model = load_model(model_path, {}, torch::kCPU);
-    const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model.arch);
+    const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
     const InferenceResult result = run_inference(model, prepared, state.attention);
     return {result.forward.layout, result.forward.layers.back().matrix(0, head)};
   }
@@ -219,7 +219,7 @@ TEST_F(GuiTest, StartsOnTheBundledDefault) {
 
   LoadedModel model = load_model(default_model_path(), {}, torch::kCPU);
   AppState state;
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(default_image_path()), state.input_settings(), model.arch);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(default_image_path()), state.input_settings(), model);
   const InferenceResult result = run_inference(model, prepared, state.attention);
   const int layer = info["layer"];
   const torch::Tensor row = result.forward.layers[size_t(layer)].row(0, 0, 0).slice(0, 1).contiguous();
@@ -315,10 +315,10 @@ TEST_F(GuiTest, GradCamViewShowsTheEnginesMap) {
   AppState state;
   apply_json(state, session);
   LoadedModel model = load_model(kModel, ArchOverrides::parse("heads=2"), torch::kCPU);
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model.arch);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
   GradCamOptions options;
   options.target_class = 3;
-  const GradCamResult cam = grad_cam(*model.model, image_to_tensor(prepared), state.attention, options);
+  const GradCamResult cam = grad_cam(model.vit(), image_to_tensor(prepared), state.attention, options);
   cv::Mat gray;
   cv::cvtColor(shot_bgr, gray, cv::COLOR_BGR2GRAY);
   const int grid_h = info["grid"][0], grid_w = info["grid"][1];
@@ -403,7 +403,7 @@ TEST_F(GuiTest, RolloutViewShowsTheEnginesRollout) {
   AppState state;
   apply_json(state, session);
   LoadedModel model = load_model(kModel, ArchOverrides::parse("heads=2"), torch::kCPU);
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model.arch);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
   const InferenceResult result = run_inference(model, prepared, state.attention);
   RolloutOptions options;
   options.fusion = HeadFusion::Max;
@@ -432,7 +432,7 @@ void expect_engine_metrics(const nlohmann::json& session, const nlohmann::json& 
   AppState state;
   apply_json(state, session);
   LoadedModel model = load_model(kModel, ArchOverrides::parse("heads=2"), torch::kCPU);
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model.arch);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
   size_t index = 0;
   for (Variant variant : {Variant::Softmax, Variant::Linear}) {
     state.attention.variant = variant;

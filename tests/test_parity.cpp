@@ -47,7 +47,7 @@ TEST(Parity, EveryCaseMatchesThePythonReference) {
     LoadedModel model = load_model(kCaseDir + c.at("model").get<std::string>(), overrides, torch::kCPU);
     const auto input = read_npy(kCaseDir + c.at("input").get<std::string>());
     c10::InferenceMode inference_mode;
-    const ForwardOutput output = model.model->forward(input, settings_from(c.at("settings")));
+    const ForwardOutput output = model.vit().forward(input, settings_from(c.at("settings")));
 
     EXPECT_EQ(output.layout.grid_h, c["grid"][0].get<int>());
     EXPECT_EQ(output.layout.grid_w, c["grid"][1].get<int>());

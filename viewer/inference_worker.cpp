@@ -5,12 +5,10 @@
 
 #include <c10/util/Exception.h>
 
-#include "analysis/focusing.h"
-#include "analysis/gradcam.h"
-#include "analysis/rollout.h"
-#include "analysis/spectrum.h"
+#include "analysis/focus_metrics.h"
 #include "figures/export.h"
 #include "models/model_loader.h"
+#include "viewer/result_views.h"
 
 namespace attnscope {
 
@@ -19,6 +17,11 @@ namespace {
 bool same_settings(const AttentionSettings& a, const AttentionSettings& b) {
   return a.variant == b.variant && a.p == b.p && a.window == b.window && a.anchors == b.anchors && a.dwc == b.dwc &&
          a.norm == b.norm;
+}
+
+std::string settings_key(const AttentionSettings& settings) {
+  return to_string(settings.variant) + "|" + std::to_string(settings.p) + "|" + std::to_string(settings.window) + "|" +
+         std::to_string(settings.anchors) + "|" + std::to_string(settings.dwc) + "|" + to_string(settings.norm);
 }
 
 std::string one_line(std::string message) {
@@ -32,7 +35,8 @@ std::string one_line(std::string message) {
 bool InferenceRequest::same_forward(const InferenceRequest& other) const {
   if (model_path != other.model_path || arch != other.arch || device != other.device ||
       image_path != other.image_path || frame_number != other.frame_number || frame != other.frame ||
-      resize != other.resize || input_size != other.input_size || panels.size() != other.panels.size())
+      input.resize != other.input.resize || input.input_size != other.input.input_size ||
+      panels.size() != other.panels.size())
     return false;
   for (size_t i = 0; i < panels.size(); ++i)
     if (!same_settings(panels[i], other.panels[i])) return false;
@@ -40,10 +44,17 @@ bool InferenceRequest::same_forward(const InferenceRequest& other) const {
 }
 
 bool InferenceRequest::operator==(const InferenceRequest& other) const {
-  return same_forward(other) && layer == other.layer && analysis == other.analysis && head == other.head &&
-         target_class == other.target_class && gradcam_layer == other.gradcam_layer && query == other.query &&
-         fusion == other.fusion && discard == other.discard;
+  return same_forward(other) && layer == other.layer && head == other.head && query == other.query &&
+         direction == other.direction && box == other.box && analysis == other.analysis &&
+         target_class == other.target_class && gradcam_layer == other.gradcam_layer && fusion == other.fusion &&
+         discard == other.discard;
 }
+
+// One panel's forward pass, shared (not copied) between runs that did not change it.
+struct InferenceWorker::PanelForward {
+  AttentionSettings settings;
+  std::shared_ptr<const InferenceResult> result;
+};
 
 struct InferenceWorker::Cache {
   std::string model_key;
@@ -52,7 +63,7 @@ struct InferenceWorker::Cache {
   cv::Mat image_rgb;
   std::string prepared_key;
   cv::Mat prepared_rgb;
-  std::vector<std::pair<AttentionSettings, std::shared_ptr<InferenceResult>>> forwards;  // the last request's
+  std::vector<PanelForward> forwards;  // the last request's
   std::string gradcam_key;
   std::optional<GradCamView> gradcam;
 };
@@ -163,6 +174,127 @@ LoadedModel& InferenceWorker::model_for(const std::string& path, const std::stri
   return *cache.model;
 }
 
+const cv::Mat& InferenceWorker::prepared_input(const InferenceRequest& request, const LoadedModel& model) {
+  Cache& cache = *cache_;
+  const std::string image_key =
+      request.frame ? "frame " + std::to_string(request.frame_number) : "file " + request.image_path;
+  if (cache.image_key != image_key) {
+    cache.image_key.clear();
+    if (request.frame)
+      cache.image_rgb = *request.frame;
+    else if (request.image_path.empty())
+      throw std::runtime_error("no image is open");
+    else
+      cache.image_rgb = load_image_rgb(request.image_path);
+    cache.image_key = image_key;
+  }
+  const std::string prepared_key =
+      image_key + "|" + cache.model_key + "|" + to_string(request.input.resize) + "|" + request.input.input_size;
+  if (cache.prepared_key != prepared_key) {
+    cache.prepared_key.clear();
+    cache.forwards.clear();
+    cache.gradcam_key.clear();
+    cache.prepared_rgb = prepare_model_input(cache.image_rgb, request.input, model);
+    cache.prepared_key = prepared_key;
+  }
+  return cache.prepared_rgb;
+}
+
+std::vector<InferenceWorker::PanelForward> InferenceWorker::forward_panels(uint64_t id, const InferenceRequest& request,
+                                                                           LoadedModel& model, bool& reused_all) {
+  // One forward per panel, reused when a panel's settings did not change (a layer switch or a
+  // second panel with the same variant costs no forward pass).
+  ForwardOptions options;
+  options.capture = true;
+  options.cancelled = [this, id] { return latest_id_.load() != id; };
+  std::vector<PanelForward> forwards;
+  reused_all = true;
+  for (const AttentionSettings& settings : request.panels) {
+    std::shared_ptr<const InferenceResult> found;
+    for (const auto* list : {&cache_->forwards, &forwards})
+      for (const auto& entry : *list)
+        if (!found && same_settings(entry.settings, settings)) found = entry.result;
+    if (!found) {
+      reused_all = false;
+      found = std::make_shared<InferenceResult>(run_inference(model, cache_->prepared_rgb, settings, options));
+    }
+    forwards.push_back({settings, found});
+  }
+  cache_->forwards = forwards;
+  return forwards;
+}
+
+void InferenceWorker::build_views(uint64_t id, const InferenceRequest& request, LoadedModel& model,
+                                  const std::vector<PanelForward>& forwards, InferenceOutcome& outcome) {
+  const auto cancelled = [this, id] { return latest_id_.load() != id; };
+  const std::vector<AttentionCapture>& layers = forwards.front().result->forward.layers;
+  outcome.depth = int(layers.size());
+  outcome.layer = resolve_layer_index(request.layer, outcome.depth);
+  const AttentionCapture& selected = layers[size_t(outcome.layer)];
+  outcome.heads = selected.heads;
+  outcome.placement = selected.placement;
+  outcome.layout = selected.layout;
+  outcome.key_layout = selected.key_layout;
+  try {
+    const ResolvedQuery query = resolve_query(request.query, selected.layout);
+    outcome.query_token = query.token;
+    outcome.query_note = query.note;
+  } catch (const std::invalid_argument& e) {
+    // A query of another layer's grid (e.g. after switching stages): the layer's default instead.
+    const ResolvedQuery fallback = resolve_query("cls", selected.layout);
+    outcome.query_token = fallback.token;
+    outcome.query_note = std::string(e.what()) + "; showing " + selected.layout.token_name(fallback.token);
+  }
+
+  PanelSelection selection;
+  selection.query_token = outcome.query_token;
+  selection.incoming = request.direction == "in";
+  selection.matrix_head = std::clamp(request.head, 0, outcome.heads - 1);
+  selection.spectrum = request.analysis == "spectrum";
+  selection.metrics = request.analysis == "metrics";
+  if (selection.metrics && !request.box.empty()) {
+    try {
+      selection.box = box_coverage(parse_patch_box(request.box), map_grid(selected, selection.incoming));
+    } catch (const std::invalid_argument& e) {
+      outcome.box_error = e.what();
+    }
+  }
+  {
+    c10::InferenceMode inference_mode;  // not around Grad-CAM below: it needs autograd
+    for (const PanelForward& forward : forwards) {
+      PanelMaps maps = build_panel_maps(forward.result->forward.layers[size_t(outcome.layer)], selection, cancelled);
+      maps.settings = forward.settings;
+      maps.top = forward.result->top;
+      maps.forward_ms = forward.result->milliseconds;
+      outcome.panels.push_back(std::move(maps));
+    }
+  }
+  if (request.analysis == "rollout") {
+    try {
+      outcome.rollout = build_rollout_view(layers, outcome.layer, outcome.query_token, request.fusion, request.discard);
+    } catch (const std::invalid_argument& e) {
+      outcome.rollout.emplace();
+      outcome.rollout->error = e.what();  // e.g. spatial reduction: shown in the view, the rest stands
+    }
+  }
+  if (request.analysis == "fp") {
+    check_head_index(request.head, outcome.heads);
+    outcome.focus = build_focus_view(selected, request.head, request.panels.front().p);
+  }
+  if (request.analysis == "gradcam") {
+    // Its own forward and backward (with autograd), reused while only the selections change.
+    const std::string key = cache_->prepared_key + "|" + settings_key(request.panels.front()) + "|" +
+                            std::to_string(request.target_class) + "|" + request.gradcam_layer;
+    if (cache_->gradcam_key != key) {
+      cache_->gradcam_key.clear();
+      cache_->gradcam = build_gradcam_view(model, cache_->prepared_rgb, request.panels.front(), request.target_class,
+                                           request.gradcam_layer);
+      cache_->gradcam_key = key;
+    }
+    outcome.gradcam = cache_->gradcam;
+  }
+}
+
 ExportOutcome InferenceWorker::run_export(const AppState& state, const std::string& out_dir) {
   ExportOutcome exported;
   try {
@@ -185,173 +317,16 @@ std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const 
   auto outcome = std::make_shared<InferenceOutcome>();
   outcome->request_id = id;
   outcome->request = request;
-  Cache& cache = *cache_;
   try {
     if (request.model_path.empty()) throw std::runtime_error("no model is open");
-    const std::string model_key = request.model_path + "|" + request.arch + "|" + request.device;
     LoadedModel& model = model_for(request.model_path, request.arch, request.device);
-
-    const std::string image_key =
-        request.frame ? "frame " + std::to_string(request.frame_number) : "file " + request.image_path;
-    if (cache.image_key != image_key) {
-      cache.image_key.clear();
-      if (request.frame)
-        cache.image_rgb = *request.frame;
-      else if (request.image_path.empty())
-        throw std::runtime_error("no image is open");
-      else
-        cache.image_rgb = load_image_rgb(request.image_path);
-      cache.image_key = image_key;
-    }
-    const InputSettings input{request.resize, request.input_size};
-    const std::string prepared_key =
-        image_key + "|" + model_key + "|" + to_string(request.resize) + "|" + request.input_size;
-    if (cache.prepared_key != prepared_key) {
-      cache.prepared_key.clear();
-      cache.forwards.clear();
-      cache.prepared_rgb = prepare_model_input(cache.image_rgb, input, model.arch);
-      cache.prepared_key = prepared_key;
-    }
-
-    // One forward per panel, reused when a panel's settings did not change (a layer switch or a
-    // second panel with the same variant costs no forward pass).
-    ForwardOptions options;
-    options.capture = true;
-    options.cancelled = [this, id] { return latest_id_.load() != id; };
-    std::vector<std::pair<AttentionSettings, std::shared_ptr<InferenceResult>>> forwards;
-    bool reused_all = true;
-    for (const AttentionSettings& settings : request.panels) {
-      std::shared_ptr<InferenceResult> found;
-      for (const auto& entry : cache.forwards)
-        if (same_settings(entry.first, settings)) found = entry.second;
-      for (const auto& entry : forwards)
-        if (!found && same_settings(entry.first, settings)) found = entry.second;
-      if (!found) {
-        reused_all = false;
-        found = std::make_shared<InferenceResult>(run_inference(model, cache.prepared_rgb, settings, options));
-      }
-      forwards.emplace_back(settings, found);
-    }
-    cache.forwards = forwards;
-    outcome->forward_reused = reused_all;
-
-    if (request.analysis == "gradcam") {
-      // Its own forward and backward (with autograd), reused while only the selections change.
-      const AttentionSettings& settings = request.panels.front();
-      const std::string key = prepared_key + "|" + to_string(settings.variant) + "|" + std::to_string(settings.p) +
-                              "|" + std::to_string(settings.window) + "|" + std::to_string(settings.anchors) + "|" +
-                              std::to_string(settings.dwc) + "|" + to_string(settings.norm) + "|" +
-                              std::to_string(request.target_class) + "|" + request.gradcam_layer;
-      if (cache.gradcam_key != key) {
-        cache.gradcam_key.clear();
-        GradCamOptions options;
-        options.layer = request.gradcam_layer.empty() ? kDefaultGradCamLayer : request.gradcam_layer;
-        options.target_class = request.target_class;
-        const GradCamResult result =
-            grad_cam(model.native("Grad-CAM"),
-                     image_to_tensor(cache.prepared_rgb, model.normalization).to(model.device), settings, options);
-        GradCamView view;
-        const torch::Tensor scaled = result.scaled.to(torch::kCPU, torch::kFloat).contiguous();
-        view.map.assign(scaled.data_ptr<float>(), scaled.data_ptr<float>() + scaled.numel());
-        view.target_class = result.target_class;
-        view.class_name = output_name(model, result.target_class);
-        view.score = result.score;
-        view.layer = result.layer;
-        view.warning = result.warning;
-        view.milliseconds = result.milliseconds;
-        cache.gradcam = view;
-        cache.gradcam_key = key;
-      }
-      outcome->gradcam = cache.gradcam;
-    }
-
-    c10::InferenceMode inference_mode;
-    const ForwardOutput& first = forwards.front().second->forward;
-    outcome->model_family = model.arch.family();
-    outcome->output_kind = model.arch.output_kind;
+    outcome->model_family = model.family();
+    outcome->output_kind = model.output_kind();
+    outcome->computes_attention = !model.is_scripted();
     outcome->device = model.device.str();
-    outcome->depth = int(first.layers.size());
-    outcome->heads = model.arch.heads;
-    outcome->layout = first.layout;
-    outcome->input_rgb = cache.prepared_rgb;
-    outcome->layer = request.layer < 0 ? outcome->depth + request.layer : request.layer;
-    if (outcome->layer < 0 || outcome->layer >= outcome->depth)
-      throw std::invalid_argument("layer " + std::to_string(request.layer) + ": the model has " +
-                                  std::to_string(outcome->depth) + " blocks");
-    const int tokens = first.layout.total_tokens();
-    for (const auto& [settings, result] : forwards) {
-      if (latest_id_.load() != id) return nullptr;
-      const AttentionCapture& capture = result->forward.layers[size_t(outcome->layer)];
-      PanelMaps maps;
-      maps.settings = settings;
-      maps.description = capture.attention.describe();
-      maps.top = result->top;
-      maps.forward_ms = result->milliseconds;
-      maps.tokens = tokens;
-      maps.matrices.resize(size_t(outcome->heads) * tokens * tokens);
-      for (int head = 0; head < outcome->heads; ++head) {
-        const torch::Tensor matrix = capture.matrix(0, head).to(torch::kCPU, torch::kFloat).contiguous();
-        std::copy(matrix.data_ptr<float>(), matrix.data_ptr<float>() + matrix.numel(),
-                  maps.matrices.begin() + ptrdiff_t(head) * tokens * tokens);
-        if (request.analysis == "spectrum") {
-          const Spectrum spectrum = matrix_spectrum(matrix);
-          const torch::Tensor values = spectrum.singular_values.contiguous();
-          HeadSpectrum head_spectrum;
-          head_spectrum.singular_values.assign(values.data_ptr<float>(), values.data_ptr<float>() + values.numel());
-          head_spectrum.numerical_rank = spectrum.numerical_rank;
-          head_spectrum.effective_rank = spectrum.effective_rank;
-          maps.spectra.push_back(std::move(head_spectrum));
-        }
-      }
-      outcome->panels.push_back(std::move(maps));
-    }
-    if (request.analysis == "rollout") {
-      // Panel 1's captured layers, already computed: rollout is matrix products, no forward pass.
-      const auto rollout_start = std::chrono::steady_clock::now();
-      RolloutOptions options;
-      options.fusion = request.fusion;
-      options.discard_ratio = request.discard;
-      options.query = resolve_query(request.query, first.layout).token;
-      const RolloutResult result = attention_rollout(first.layers, options);
-      const torch::Tensor map = result.patch_map.reshape({-1}).to(torch::kCPU, torch::kFloat).contiguous();
-      RolloutView view;
-      view.map.assign(map.data_ptr<float>(), map.data_ptr<float>() + map.numel());
-      const auto [low, high] = std::minmax_element(view.map.begin(), view.map.end());
-      view.vmin = *low;
-      view.vmax = *high > *low ? *high : *low + 1e-6f;
-      view.query_token = options.query;
-      view.fusion = request.fusion;
-      view.discard = request.discard;
-      view.milliseconds =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - rollout_start).count();
-      outcome->rollout = std::move(view);
-    }
-    if (request.analysis == "fp") {
-      if (request.head < 0 || request.head >= outcome->heads)
-        throw std::invalid_argument("head " + std::to_string(request.head) + ": the model has " +
-                                    std::to_string(outcome->heads) + " heads");
-      auto as_floats = [](const torch::Tensor& t) {
-        const torch::Tensor values = t.to(torch::kCPU, torch::kFloat).contiguous();
-        return std::vector<float>(values.data_ptr<float>(), values.data_ptr<float>() + values.numel());
-      };
-      FocusStudyOptions options;
-      options.p = request.panels.front().p;
-      const FocusStudy study =
-          study_focusing(forwards.front().second->forward.layers[size_t(outcome->layer)], request.head, options);
-      FocusView view;
-      view.head = request.head;
-      view.p = options.p;
-      view.source = study.source;
-      view.histogram_before = as_floats(study.histogram_before);
-      view.histogram_after = as_floats(study.histogram_after);
-      view.curve_ps.assign(study.curve_ps.begin(), study.curve_ps.end());
-      view.entropy.assign(study.entropy.begin(), study.entropy.end());
-      view.top_k_mass.assign(study.top_k_mass.begin(), study.top_k_mass.end());
-      const ScoreExample example = example_focus_scores(options.p);
-      view.example_before = as_floats(example.before);
-      view.example_after = as_floats(example.after);
-      outcome->focus = std::move(view);
-    }
+    outcome->input_rgb = prepared_input(request, model);
+    const std::vector<PanelForward> forwards = forward_panels(id, request, model, outcome->forward_reused);
+    build_views(id, request, model, forwards, *outcome);
   } catch (const Cancelled&) {
     return nullptr;
   } catch (const c10::Error& e) {

@@ -1,7 +1,9 @@
 // The workbench's one background inference thread. The GUI overwrites a single pending request
 // (the latest wins, so a dragged slider or a live video never queues up work), a run that is no
 // longer wanted stops between transformer blocks, and finished results, immutable, reach the GUI
-// through a queue it drains once per frame. No GL or ImGui here: uploads happen on the main thread.
+// through a queue it drains once per frame. A run goes request -> model -> forward -> views; the
+// views (viewer/result_views.h) read only the captures every model family fills. No GL or ImGui
+// here: uploads happen on the main thread.
 #pragma once
 
 #include <atomic>
@@ -18,11 +20,11 @@
 #include <opencv2/core.hpp>
 
 #include "analysis/head_fusion.h"
-#include "session/app_state.h"
 #include "core/image.h"
 #include "models/attention_settings.h"
 #include "models/inference.h"
 #include "models/token_layout.h"
+#include "session/app_state.h"
 
 namespace attnscope {
 
@@ -33,24 +35,34 @@ struct InferenceRequest {
   std::string image_path;                // read by the worker when `frame` is null
   std::shared_ptr<const cv::Mat> frame;  // a live frame (RGB) instead of a file
   uint64_t frame_number = 0;             // identifies `frame`
-  ResizeMode resize = ResizeMode::Timm;
-  std::string input_size = "native";
+  InputSettings input;
   std::vector<AttentionSettings> panels;  // one forward pass per panel
-  int layer = -1;                         // the block whose matrices the views read
-  // The analysis view's extra work, for panel 1: "spectrum" (singular values of every head),
-  // "gradcam" (one forward and backward), "fp" (f_p on the selected head's features), "rollout"
-  // (attention rollout through every captured layer, no extra forward pass).
+
+  // What the views read from the forward passes (changing only these re-uses them).
+  int layer = -1;             // the attention layer the views show (-1: the last)
+  int head = 0;               // the matrix view's head, the f_p head
+  std::string query = "cls";  // cls, dist, regN or ROW,COL in the layer's query grid
+  std::string direction = "out";
+  std::string box;  // the metrics view's box of patches, empty: none
+  // The analysis view's extra work, for panel 1: "spectrum" (the matrix and every head's singular
+  // values), "gradcam" (one forward and backward), "fp" (f_p on the head's features), "rollout"
+  // (attention rollout through the captured layers, no extra forward pass), "metrics".
   std::string analysis = "none";
-  int head = 0;
   int target_class = -1;
   std::string gradcam_layer;
-  std::string query;  // rollout: the token whose rolled-out row is shown ("cls" or "ROW,COL")
   HeadFusion fusion = HeadFusion::Mean;
   double discard = 0.0;
 
-  // Whether `other` needs the same forward passes (only layer or spectra may differ).
+  // Whether `other` needs the same forward passes (only what the views read may differ).
   bool same_forward(const InferenceRequest& other) const;
   bool operator==(const InferenceRequest& other) const;
+};
+
+// A scalar map over a grid of patches, row-major.
+struct GridMap {
+  int grid_h = 0, grid_w = 0;
+  std::vector<float> values;
+  float at(int row, int col) const { return values[size_t(row) * size_t(grid_w) + size_t(col)]; }
 };
 
 struct HeadSpectrum {
@@ -59,8 +71,16 @@ struct HeadSpectrum {
   double effective_rank = 0.0;
 };
 
+// The focus metrics of one head's map (the metrics view).
+struct HeadFocusMetrics {
+  int head = 0;
+  double entropy = 0, top_k_mass = 0, gini = 0;
+  std::optional<double> box_mass;  // without a box: none
+};
+constexpr int kFocusTopK = 10;
+
 struct GradCamView {
-  std::vector<float> map;  // [grid_h * grid_w], scaled to [0, 1]
+  GridMap map;  // scaled to [0, 1], on the hooked layer's grid
   int target_class = 0;
   std::string class_name;
   double score = 0.0;
@@ -69,9 +89,12 @@ struct GradCamView {
 };
 
 struct RolloutView {
-  std::vector<float> map;  // [grid_h * grid_w] the query's rolled-out attention over the patches
+  GridMap map;  // the query's rolled-out attention over the patches
   float vmin = 0, vmax = 0;
-  int query_token = 0;
+  std::string query_name;
+  int layers = 0;     // how many layers were multiplied
+  std::string note;   // which layers, when not every layer could take part
+  std::string error;  // why there is no rollout for this layer (the map is then empty)
   HeadFusion fusion = HeadFusion::Mean;
   double discard = 0.0;
   double milliseconds = 0.0;
@@ -86,18 +109,25 @@ struct FocusView {
   std::vector<float> example_before, example_after;      // the Fig. 4 (b) scores at this p
 };
 
-// What one panel's views read: every head's T x T matrix of the requested layer.
+// What one panel's views read, for the requested layer and query.
 struct PanelMaps {
   AttentionSettings settings;
-  std::string description;            // the attention the layer ran, in words
-  std::vector<float> matrices;        // [heads, T, T]
-  std::vector<HeadSpectrum> spectra;  // per head, when asked for
+  std::string description;  // the attention the layer ran, in words
   std::vector<Prediction> top;
   double forward_ms = 0.0;
-  int tokens = 0;
-
-  const float* row(int head, int query) const { return matrices.data() + (size_t(head) * tokens + query) * tokens; }
-  const float* matrix(int head) const { return matrices.data() + size_t(head) * tokens * tokens; }
+  // Per head: the query's row over the key grid (direction out) or its column over the query grid
+  // (in); and their mean.
+  std::vector<GridMap> head_maps;
+  GridMap mean_map;
+  // Per prefix token (class, distillation, registers): the attention patch queries give it, mean
+  // over heads and per head [head][token]; empty when keys have no prefix tokens.
+  std::vector<float> prefix_received;
+  std::vector<std::vector<float>> prefix_received_per_head;
+  std::vector<HeadFocusMetrics> metrics;  // analysis "metrics": per head
+  // analysis "spectrum": the selected head's Tq x Tk matrix and every head's spectrum.
+  int matrix_rows = 0, matrix_cols = 0;
+  std::vector<float> matrix;
+  std::vector<HeadSpectrum> spectra;
 };
 
 struct InferenceOutcome {
@@ -105,11 +135,18 @@ struct InferenceOutcome {
   InferenceRequest request;
   std::string error;  // set when the run failed; nothing else is then meaningful
   std::string model_family;
-  std::string output_kind;  // logits, embedding or features (the last two have no classes)
+  std::string output_kind;         // logits, embedding or features (the last two have no classes)
+  bool computes_attention = true;  // false: the model only reports probabilities (TorchScript)
   std::string device;
-  int depth = 0, heads = 0, layer = 0;
-  TokenLayout layout;
-  cv::Mat input_rgb;  // the image exactly as the model saw it
+  int depth = 0;  // attention layers
+  // The selected layer: where it sits, its heads, query and key grids, and the query resolved in it.
+  int layer = 0, heads = 0;
+  LayerPlacement placement;
+  TokenLayout layout, key_layout;
+  int query_token = 0;
+  std::string query_note;  // set when the query fell back (e.g. no class token)
+  std::string box_error;   // why the box cannot be used on this grid
+  cv::Mat input_rgb;       // the image exactly as the model saw it
   std::vector<PanelMaps> panels;
   std::optional<GradCamView> gradcam;  // when asked for
   std::optional<FocusView> focus;      // when asked for
@@ -146,10 +183,18 @@ class InferenceWorker {
   bool busy() const;
 
  private:
+  struct Cache;
+  struct PanelForward;
   void loop();
   std::shared_ptr<const InferenceOutcome> run(uint64_t id, const InferenceRequest& request);
   ExportOutcome run_export(const AppState& state, const std::string& out_dir);
+  // The stages of a run, each re-using what the last run left when its inputs did not change.
   LoadedModel& model_for(const std::string& path, const std::string& arch, const std::string& device);
+  const cv::Mat& prepared_input(const InferenceRequest& request, const LoadedModel& model);
+  std::vector<PanelForward> forward_panels(uint64_t id, const InferenceRequest& request, LoadedModel& model,
+                                           bool& reused_all);
+  void build_views(uint64_t id, const InferenceRequest& request, LoadedModel& model,
+                   const std::vector<PanelForward>& forwards, InferenceOutcome& outcome);
 
   std::function<void()> wake_;
   mutable std::mutex mutex_;
@@ -164,7 +209,6 @@ class InferenceWorker {
   std::vector<std::shared_ptr<const InferenceOutcome>> finished_;
 
   // Worker-thread caches: the loaded model, the decoded image and the last forward passes.
-  struct Cache;
   std::unique_ptr<Cache> cache_;
   std::thread thread_;
 };

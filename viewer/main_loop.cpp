@@ -50,23 +50,25 @@ void write_screenshot(const Workbench& bench, const std::string& path, int width
                           {"info", bench.info},
                           {"results", bench.results},
                           {"video_frames", bench.video_frames()}};
+  nlohmann::json metrics = nlohmann::json::array();
   if (bench.outcome) {
     about["grid"] = {bench.outcome->layout.grid_h, bench.outcome->layout.grid_w};
-    about["query_token"] = bench.query_token;
+    about["key_grid"] = {bench.outcome->key_layout.grid_h, bench.outcome->key_layout.grid_w};
+    about["query_token"] = bench.outcome->query_token;
     about["layer"] = bench.outcome->layer;
     about["vmin"] = bench.scale.vmin;
     about["vmax"] = bench.scale.vmax;
     about["shown_frame"] = bench.outcome->request.frame_number;
+    for (size_t panel = 0; panel < bench.outcome->panels.size(); ++panel)
+      for (const HeadFocusMetrics& row : bench.outcome->panels[panel].metrics)
+        metrics.push_back({{"panel", panel},
+                           {"head", row.head},
+                           {"entropy", row.entropy},
+                           {"top_k_mass", row.top_k_mass},
+                           {"gini", row.gini},
+                           {"box_mass", row.box_mass ? nlohmann::json(*row.box_mass) : nlohmann::json()}});
   }
   about["box"] = bench.state.box;
-  nlohmann::json metrics = nlohmann::json::array();
-  for (const HeadFocusMetrics& row : bench.metrics)
-    metrics.push_back({{"panel", row.panel},
-                       {"head", row.head},
-                       {"entropy", row.entropy},
-                       {"top_k_mass", row.top_k_mass},
-                       {"gini", row.gini},
-                       {"box_mass", row.box_mass ? nlohmann::json(*row.box_mass) : nlohmann::json()}});
   if (bench.state.analysis == "metrics") about["metrics"] = metrics;
   write_file_atomically(path + ".json", [&](std::ostream& out) { out << about.dump(2) << "\n"; });
 }

@@ -15,7 +15,6 @@
 
 #include <torch/cuda.h>
 
-#include "analysis/focus_metrics.h"
 #include "core/assets.h"
 #include "core/atomic_file.h"
 #include "models/model_loader.h"
@@ -78,23 +77,47 @@ InferenceRequest Workbench::make_request() const {
     request.frame = frame_;
     request.frame_number = frame_number_;
   }
-  request.resize = state.resize;
-  request.input_size = state.input_size;
+  request.input = state.input_settings();
   request.panels = state.panel_settings();
   request.layer = state.layer;
+  request.head = state.head;
+  request.query = state.query;
+  request.direction = state.direction;
   request.analysis = state.analysis;
   // Only what the analysis view reads is part of the request, so other changes re-use the result.
-  if (state.analysis == "fp") request.head = state.head;
+  if (state.analysis == "metrics") request.box = state.box;
   if (state.analysis == "gradcam") {
     request.target_class = state.target_class;
     request.gradcam_layer = state.gradcam_layer;
   }
   if (state.analysis == "rollout") {
-    request.query = state.query;
     request.fusion = state.fusion;
     request.discard = state.discard;
   }
   return request;
+}
+
+void Workbench::pick_query(int row, int col, const TokenLayout& grid) {
+  if (!outcome) return;
+  // A view on the key grid (PVT's reduced keys, "out") is clicked in key cells: the query is the
+  // query-grid patch over the same place.
+  const int token = follow_query(grid.patch_token(row, col), grid, outcome->layout);
+  state.query = std::to_string(outcome->layout.row_of(token)) + "," + std::to_string(outcome->layout.col_of(token));
+  query_grid = outcome->layout;
+}
+
+void Workbench::follow_query_across_grids() {
+  int row = 0, col = 0;
+  if (!outcome || !parse_patch_query(state.query, row, col) || query_grid.grid_h == 0) {
+    if (outcome) query_grid = outcome->layout;
+    return;
+  }
+  const TokenLayout& now = outcome->layout;
+  if (query_grid.grid_h == now.grid_h && query_grid.grid_w == now.grid_w) return;
+  if (row < 0 || row >= query_grid.grid_h || col < 0 || col >= query_grid.grid_w) return;
+  const int token = follow_query(query_grid.patch_token(row, col), query_grid, now);
+  state.query = std::to_string(now.row_of(token)) + "," + std::to_string(now.col_of(token));
+  query_grid = now;
 }
 
 void Workbench::update(float width, float height) {
@@ -111,12 +134,6 @@ void Workbench::update(float width, float height) {
     }
   }
 
-  const InferenceRequest request = make_request();
-  if (!has_last_request_ || !(request == last_request_)) {
-    last_request_ = request;
-    has_last_request_ = true;
-    if (!state.model.empty()) submitted_id = worker_->submit(request);
-  }
   for (auto& finished : worker_->take_finished()) {
     if (!finished->error.empty()) {
       report_error(finished->error);
@@ -129,11 +146,22 @@ void Workbench::update(float width, float height) {
     ++results;
     if (finished->request_id == submitted_id) error.clear();
     image_texture.upload_rgb(outcome->input_rgb);
-    if (outcome->gradcam)
-      gradcam_texture.upload_scalar(outcome->gradcam->map.data(), outcome->layout.grid_w, outcome->layout.grid_h);
-    if (outcome->rollout)
-      rollout_texture.upload_scalar(outcome->rollout->map.data(), outcome->layout.grid_w, outcome->layout.grid_h);
+    if (outcome->gradcam) {
+      const GridMap& map = outcome->gradcam->map;
+      gradcam_texture.upload_scalar(map.values.data(), map.grid_w, map.grid_h);
+    }
+    if (outcome->rollout && outcome->rollout->error.empty()) {
+      const GridMap& map = outcome->rollout->map;
+      rollout_texture.upload_scalar(map.values.data(), map.grid_w, map.grid_h);
+    }
     maps_key_.clear();
+    follow_query_across_grids();
+  }
+  const InferenceRequest request = make_request();
+  if (!has_last_request_ || !(request == last_request_)) {
+    last_request_ = request;
+    has_last_request_ = true;
+    if (!state.model.empty()) submitted_id = worker_->submit(request);
   }
   for (const ExportOutcome& exported : worker_->take_exports()) {
     if (exported.error.empty())
@@ -143,7 +171,6 @@ void Workbench::update(float width, float height) {
   }
   worker_busy = worker_->busy();
   refresh_maps();
-  if (state.analysis == "metrics") refresh_metrics();
 
   // Fixed layout: controls on the left, views in the middle, the analysis view on the right, status below.
   const float status_height = 30.0f, sidebar_width = 370.0f;
@@ -160,56 +187,32 @@ void Workbench::update(float width, float height) {
 
 void Workbench::refresh_maps() {
   if (!outcome) return;
-  const TokenLayout& token_layout = outcome->layout;
-  const int heads = outcome->heads;
-  if (state.head >= heads) state.head = heads - 1;
-  try {
-    query_token = resolve_query(state.query, token_layout).token;
-  } catch (const std::invalid_argument& e) {
-    report_error(std::string(e.what()) + "; back to the class token");
-    state.query = "cls";
-    query_token = resolve_query(state.query, token_layout).token;
-  }
-  const std::string key = std::to_string(outcome->request_id) + "|" + std::to_string(query_token) + "|" + state.view +
-                          "|" + state.direction + "|" + std::to_string(state.head) + "|" + to_string(state.colormap) +
-                          "|" + std::to_string(matrix_panel);
+  if (state.head >= outcome->heads) state.head = outcome->heads - 1;
+  const std::string key = std::to_string(outcome->request_id) + "|" + state.view + "|" + std::to_string(state.head) +
+                          "|" + to_string(state.colormap) + "|" + std::to_string(matrix_panel);
   if (key == maps_key_) return;
   maps_key_ = key;
 
-  const int grid = token_layout.patch_tokens(), prefix = token_layout.prefix_tokens();
   maps.clear();
   float vmin = std::numeric_limits<float>::max(), vmax = std::numeric_limits<float>::lowest();
   for (size_t p = 0; p < outcome->panels.size(); ++p) {
     const PanelMaps& panel = outcome->panels[p];
     std::vector<int> shown;
     if (state.view == "heads")
-      for (int h = 0; h < heads; ++h) shown.push_back(h);
+      for (int h = 0; h < int(panel.head_maps.size()); ++h) shown.push_back(h);
     else
-      shown.push_back(state.view == "mean" ? -1 : state.head);
+      shown.push_back(state.view == "mean" ? -1 : std::min(state.head, int(panel.head_maps.size()) - 1));
     std::vector<PatchMap> panel_maps;
     for (int head : shown) {
       PatchMap map;
       map.panel = int(p);
       map.head = head;
-      map.values.assign(size_t(grid), 0.0f);
-      const bool incoming = state.direction == "in";
-      for (int h = head < 0 ? 0 : head; h < (head < 0 ? heads : head + 1); ++h) {
-        const float weight = 1.0f / float(head < 0 ? heads : 1);
-        if (incoming) {
-          // The query's column: what each patch gives it.
-          const float* matrix = panel.matrix(h);
-          for (int i = 0; i < grid; ++i)
-            map.values[size_t(i)] += matrix[size_t(prefix + i) * size_t(panel.tokens) + size_t(query_token)] * weight;
-        } else {
-          const float* row = panel.row(h, query_token) + prefix;
-          for (int i = 0; i < grid; ++i) map.values[size_t(i)] += row[i] * weight;
-        }
-      }
-      for (float v : map.values) {
+      map.map = head < 0 ? &panel.mean_map : &panel.head_maps[size_t(head)];
+      for (float v : map.map->values) {
         vmin = std::min(vmin, v);
         vmax = std::max(vmax, v);
       }
-      map.texture.upload_scalar(map.values.data(), token_layout.grid_w, token_layout.grid_h);
+      map.texture.upload_scalar(map.map->values.data(), map.map->grid_w, map.map->grid_h);
       panel_maps.push_back(std::move(map));
     }
     maps.push_back(std::move(panel_maps));
@@ -220,34 +223,8 @@ void Workbench::refresh_maps() {
   scale.vmax = vmax > vmin ? vmax : vmin + 1e-6f;
 
   matrix_panel = std::clamp(matrix_panel, 0, int(outcome->panels.size()) - 1);
-  const int tokens = outcome->panels[size_t(matrix_panel)].tokens;
-  matrix_texture.upload_scalar(outcome->panels[size_t(matrix_panel)].matrix(state.head), tokens, tokens);
-}
-
-void Workbench::refresh_metrics() {
-  if (!outcome) return;
-  const std::string key = std::to_string(outcome->request_id) + "|" + std::to_string(query_token) + "|" + state.box;
-  if (key == metrics_key_) return;
-  metrics_key_ = key;
-  metrics.clear();
-  box_error.clear();
-  const TokenLayout& token_layout = outcome->layout;
-  torch::Tensor box;
-  if (!state.box.empty()) {
-    try {
-      box = box_coverage(parse_patch_box(state.box), token_layout);
-    } catch (const std::invalid_argument& e) {
-      box_error = e.what();
-    }
-  }
-  const int grid = token_layout.patch_tokens(), prefix = token_layout.prefix_tokens();
-  for (size_t p = 0; p < outcome->panels.size(); ++p)
-    for (int head = 0; head < outcome->heads; ++head) {
-      const float* row = outcome->panels[p].row(head, query_token) + prefix;
-      const torch::Tensor patch_map = torch::from_blob(const_cast<float*>(row), {grid}, torch::kFloat).clone();
-      const FocusSummary summary = summarise_focus(patch_map, kFocusTopK, box);
-      metrics.push_back({int(p), head, summary.entropy, summary.top_k_mass, summary.gini, summary.box_mass});
-    }
+  const PanelMaps& shown = outcome->panels[size_t(matrix_panel)];
+  if (!shown.matrix.empty()) matrix_texture.upload_scalar(shown.matrix.data(), shown.matrix_cols, shown.matrix_rows);
 }
 
 void Workbench::open_file(FileKind kind, const std::string& path) {

@@ -38,11 +38,11 @@ struct WorkbenchOptions {
 // Opens the window and runs until it is closed; returns the exit code.
 int run_workbench(AppState state, const WorkbenchOptions& options);
 
-// One scalar map a view shows: the patch grid of a panel's row (one head, or the mean over heads).
+// One scalar map a view shows: a panel's map of one head, or the mean over heads, on its grid.
 struct PatchMap {
   int panel = 0;
-  int head = 0;               // -1: mean over heads
-  std::vector<float> values;  // [grid_h * grid_w]
+  int head = 0;                  // -1: mean over heads
+  const GridMap* map = nullptr;  // owned by the outcome the maps were made from
   gl::Texture texture;
 };
 
@@ -51,14 +51,6 @@ struct DrawnView {
   int panel = 0, head = 0;
   float x = 0, y = 0, width = 0, height = 0;
 };
-
-// The focus metrics view's numbers for one head of one panel: its query row over the patches.
-struct HeadFocusMetrics {
-  int panel = 0, head = 0;
-  double entropy = 0, top_k_mass = 0, gini = 0;
-  std::optional<double> box_mass;  // without a box: none
-};
-constexpr int kFocusTopK = 10;
 
 struct ScreenLayout {
   ImVec2 sidebar_pos, sidebar_size;
@@ -107,17 +99,19 @@ class Workbench {
   bool worker_busy = false;
 
   // Derived on the main thread from `outcome` and the selections.
-  int query_token = 0;
   gl::Texture image_texture;
   std::vector<std::vector<PatchMap>> maps;  // per panel
   gl::ColorScale scale;
-  gl::Texture matrix_texture;             // the matrix view's T x T map
-  gl::Texture gradcam_texture;            // the Grad-CAM map over the patch grid
-  gl::Texture rollout_texture;            // the attention rollout map over the patch grid
-  std::vector<HeadFocusMetrics> metrics;  // per panel, per head (when the metrics view is shown)
-  std::string box_error;                  // why the session's box cannot be used on this grid
+  gl::Texture matrix_texture;   // the matrix view's Tq x Tk map
+  gl::Texture gradcam_texture;  // the Grad-CAM map over its layer's grid
+  gl::Texture rollout_texture;  // the attention rollout map over the layer's grid
   int matrix_panel = 0;
   std::vector<DrawnView> drawn_views;
+  // The grid of the view the query was picked on: when another layer has another grid (another
+  // stage), the query moves to the patch over the same place in the image.
+  TokenLayout query_grid;
+  // Makes the patch (row, col) of a view on `grid` the query of the shown layer.
+  void pick_query(int row, int col, const TokenLayout& grid);
 
   std::unique_ptr<gl::OverlayRenderer> renderer;
   std::unique_ptr<VideoSource> video;
@@ -127,11 +121,11 @@ class Workbench {
   InferenceRequest make_request() const;
   void open_camera_source(const std::string& source);
   void refresh_maps();
-  void refresh_metrics();
+  void follow_query_across_grids();
   std::unique_ptr<InferenceWorker> worker_;
   InferenceRequest last_request_;
   bool has_last_request_ = false;
-  std::string maps_key_, metrics_key_;
+  std::string maps_key_;
   std::shared_ptr<const cv::Mat> frame_;
   uint64_t frame_number_ = 0;
   friend int run_workbench(AppState state, const WorkbenchOptions& options);

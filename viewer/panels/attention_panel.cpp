@@ -79,7 +79,9 @@ struct AttentionPanel : WorkbenchPanel {
       ImGui::End();
       return;
     }
-    const TokenLayout& tokens = outcome->layout;
+    // The maps lie on the key grid (a row) or the query grid (a column): PVT's keys are a coarser grid.
+    const TokenLayout& tokens = bench.state.direction == "in" ? outcome->layout : outcome->key_layout;
+    const int query_cell = follow_query(outcome->query_token, outcome->layout, tokens);
     const size_t panel_count = bench.maps.size();
     const float colorbar_height = 46.0f;
     const ImVec2 origin = ImGui::GetCursorScreenPos();
@@ -124,9 +126,8 @@ struct AttentionPanel : WorkbenchPanel {
         gl::opaque_image(target.imgui_id(), size);
         bench.drawn_views.push_back({map.panel, map.head, pos.x, pos.y, size.x, size.y});
         ImDrawList* draw = ImGui::GetWindowDrawList();
-        if (tokens.is_patch(bench.query_token)) {
-          const ImVec2 a(pos.x + cell * tokens.col_of(bench.query_token),
-                         pos.y + cell * tokens.row_of(bench.query_token));
+        if (tokens.is_patch(query_cell) && outcome->layout.is_patch(outcome->query_token)) {
+          const ImVec2 a(pos.x + cell * tokens.col_of(query_cell), pos.y + cell * tokens.row_of(query_cell));
           draw->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(255, 60, 60, 255), 0, 0, 2.0f);
         }
         if (box)
@@ -142,12 +143,12 @@ struct AttentionPanel : WorkbenchPanel {
           if (!drag.active)
             ImGui::SetTooltip("patch (%d, %d)  %s: %.5f\nclick: make it the query; right drag: draw a box", row, col,
                               map.head < 0 ? "mean over heads" : ("head " + std::to_string(map.head)).c_str(),
-                              double(map.values[size_t(row * tokens.grid_w + col)]));
+                              double(map.map->at(row, col)));
           const bool shift = ImGui::GetIO().KeyShift;
           if (ImGui::IsItemClicked(ImGuiMouseButton_Right) || (shift && ImGui::IsItemClicked(ImGuiMouseButton_Left)))
             drag = {true, pos, cell, row, col};
           else if (ImGui::IsItemClicked(ImGuiMouseButton_Left))
-            bench.state.query = std::to_string(row) + "," + std::to_string(col);
+            bench.pick_query(row, col, tokens);
         }
       }
     }
@@ -182,8 +183,9 @@ struct AttentionPanel : WorkbenchPanel {
     ImGui::SetCursorScreenPos(ImVec2(pos.x + width + 16, pos.y));
     ImGui::Text("%s: one scale for every view", to_string(bench.scale.colormap).c_str());
     ImGui::SetCursorScreenPos(ImVec2(pos.x + width + 16, pos.y + 20));
-    ImGui::TextDisabled("layer %d, query %s, %s", bench.outcome->layer,
-                        bench.outcome->layout.token_name(bench.query_token).c_str(),
+    const InferenceOutcome& outcome = *bench.outcome;
+    ImGui::TextDisabled("layer %d (%s), query %s, %s", outcome.layer, outcome.placement.name.c_str(),
+                        outcome.layout.token_name(outcome.query_token).c_str(),
                         bench.state.direction == "in" ? "in: the attention patches give it" : "out: where it looks");
   }
 };

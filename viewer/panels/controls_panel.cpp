@@ -59,14 +59,14 @@ void draw_prefix_queries(Workbench& bench, const InferenceOutcome& outcome) {
   if (prefix == 0 || outcome.panels.empty()) return;
   const PanelMaps& panel = outcome.panels.front();
   const bool mean = bench.state.view != "head";
+  const int head = std::clamp(bench.state.head, 0, int(panel.prefix_received_per_head.size()) - 1);
   for (int token = 0; token < prefix; ++token) {
     const std::string name = tokens.token_name(token);
     double received = 0.0;
-    for (int h = mean ? 0 : bench.state.head; h < (mean ? outcome.heads : bench.state.head + 1); ++h) {
-      const float* matrix = panel.matrix(h);
-      for (int i = prefix; i < panel.tokens; ++i) received += matrix[size_t(i) * size_t(panel.tokens) + size_t(token)];
-    }
-    received /= double(tokens.patch_tokens()) * (mean ? outcome.heads : 1);
+    if (mean && size_t(token) < panel.prefix_received.size())
+      received = panel.prefix_received[size_t(token)];
+    else if (!mean && !panel.prefix_received_per_head.empty())
+      received = panel.prefix_received_per_head[size_t(head)][size_t(token)];
     if (token % 3) ImGui::SameLine();
     if (ImGui::SmallButton((name + "##query").c_str())) bench.state.query = name;
     ImGui::SameLine();
@@ -129,12 +129,13 @@ struct ControlsPanel : WorkbenchPanel {
         ImGui::EndCombo();
       }
       if (outcome)
-        ImGui::TextDisabled("%s, %d blocks x %d heads, %dx%d patches", outcome->model_family.c_str(), outcome->depth,
-                            outcome->heads, outcome->layout.grid_h, outcome->layout.grid_w);
+        ImGui::TextDisabled("%s, %d attention layers; layer %d: %d heads, %dx%d patches", outcome->model_family.c_str(),
+                            outcome->depth, outcome->layer, outcome->heads, outcome->layout.grid_h,
+                            outcome->layout.grid_w);
     }
 
     if (ImGui::CollapsingHeader("Attention variant", ImGuiTreeNodeFlags_DefaultOpen)) {
-      const bool scripted = outcome && outcome->model_family == "torchscript";
+      const bool scripted = outcome && !outcome->computes_attention;
       if (scripted && (state.attention.variant != Variant::Native || !state.compare.empty())) {
         state.attention.variant = Variant::Native;  // the only attention such a file has
         state.compare.clear();
@@ -190,7 +191,9 @@ struct ControlsPanel : WorkbenchPanel {
         ImGui::SameLine();
       }
       ImGui::TextDisabled("(view)");
-      ImGui::Text("query: %s", outcome ? outcome->layout.token_name(bench.query_token).c_str() : state.query.c_str());
+      ImGui::Text("query: %s",
+                  outcome ? outcome->layout.token_name(outcome->query_token).c_str() : state.query.c_str());
+      if (outcome && !outcome->query_note.empty()) ImGui::TextDisabled("%s", outcome->query_note.c_str());
       if (outcome) draw_prefix_queries(bench, *outcome);
       ImGui::TextDisabled("click a patch in the image to query it");
       if (ImGui::RadioButton("out: where the query looks", state.direction == "out")) state.direction = "out";

@@ -32,7 +32,9 @@ struct GradCamPanel : WorkbenchPanel {
       state.gradcam_layer = layer_field;
     if (!ImGui::IsItemActive()) layer_field = state.gradcam_layer;  // shows the state unless being edited
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-    ImGui::TextWrapped("layer: blocks.N.norm1, blocks.N.norm2, blocks.N or norm (N < 0 counts from the end)");
+    ImGui::TextWrapped(
+        "layer: blocks.N.norm1, blocks.N.norm2, blocks.N (N counts attention blocks across stages, < 0 from the "
+        "end), norm, or the family's module name (layers.3.blocks.1.norm1, stages.3.norm)");
     ImGui::PopStyleColor();
 
     const InferenceOutcome* outcome = bench.outcome.get();
@@ -45,10 +47,10 @@ struct GradCamPanel : WorkbenchPanel {
     ImGui::TextWrapped("%s: class %d (%s), logit %.3f, at %s; %.0f ms", outcome->panels.front().description.c_str(),
                        cam.target_class, cam.class_name.c_str(), cam.score, cam.layer.c_str(), cam.milliseconds);
     if (!cam.warning.empty()) ImGui::TextColored(ImVec4(1.0f, 0.7f, 0.3f, 1.0f), "%s", cam.warning.c_str());
-    const TokenLayout& tokens = outcome->layout;
+    const GridMap& map = cam.map;
     const float available = std::min(ImGui::GetContentRegionAvail().x, 440.0f);
-    const float cell = std::max(1.0f, std::floor(available / float(std::max(tokens.grid_w, tokens.grid_h))));
-    const ImVec2 size(cell * tokens.grid_w, cell * tokens.grid_h);
+    const float cell = std::max(1.0f, std::floor(available / float(std::max(map.grid_w, map.grid_h))));
+    const ImVec2 size(cell * map.grid_w, cell * map.grid_h);
     target.resize(int(size.x), int(size.y));
     gl::ColorScale scale;  // Grad-CAM is min-max scaled to [0, 1]
     scale.colormap = state.colormap;
@@ -58,9 +60,9 @@ struct GradCamPanel : WorkbenchPanel {
     bench.drawn_views.push_back({-1, -1, pos.x, pos.y, size.x, size.y});
     if (ImGui::IsItemHovered()) {
       const ImVec2 mouse = ImGui::GetIO().MousePos;
-      const int col = std::clamp(int((mouse.x - pos.x) / cell), 0, tokens.grid_w - 1);
-      const int row = std::clamp(int((mouse.y - pos.y) / cell), 0, tokens.grid_h - 1);
-      ImGui::SetTooltip("patch (%d, %d): %.3f", row, col, double(cam.map[size_t(row * tokens.grid_w + col)]));
+      const int col = std::clamp(int((mouse.x - pos.x) / cell), 0, map.grid_w - 1);
+      const int row = std::clamp(int((mouse.y - pos.y) / cell), 0, map.grid_h - 1);
+      ImGui::SetTooltip("patch (%d, %d): %.3f", row, col, double(map.at(row, col)));
     }
     ImGui::TextDisabled("scale 0 (min) .. 1 (max), %s, opacity from the sidebar", to_string(state.colormap).c_str());
     ImGui::End();

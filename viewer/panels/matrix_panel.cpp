@@ -20,7 +20,7 @@ struct MatrixPanel : WorkbenchPanel {
     }
     draw_analysis_switch(bench);
     const InferenceOutcome* outcome = bench.outcome.get();
-    if (!outcome || !bench.matrix_texture.valid()) {
+    if (!outcome || !bench.matrix_texture.valid() || outcome->panels.front().matrix.empty()) {
       ImGui::TextDisabled("waiting for a result");
       ImGui::End();
       return;
@@ -35,10 +35,11 @@ struct MatrixPanel : WorkbenchPanel {
     const PanelMaps& panel = outcome->panels[size_t(panel_index)];
     const int head = std::min(bench.state.head, outcome->heads - 1);
     ImGui::TextWrapped("%s, layer %d, head %d", panel.description.c_str(), outcome->layer, head);
+    const int rows = panel.matrix_rows, cols = panel.matrix_cols;
 
     // The matrix on its own scale (its rows, not the patch maps, set the range).
-    const float* matrix = panel.matrix(head);
-    const size_t count = size_t(panel.tokens) * size_t(panel.tokens);
+    const float* matrix = panel.matrix.data();
+    const size_t count = panel.matrix.size();
     gl::ColorScale scale;
     scale.colormap = bench.state.colormap;
     scale.vmin = *std::min_element(matrix, matrix + count);
@@ -48,15 +49,15 @@ struct MatrixPanel : WorkbenchPanel {
     bench.renderer->render(target, nullptr, bench.matrix_texture, scale, 1.0f);
     const ImVec2 pos = ImGui::GetCursorScreenPos();
     gl::opaque_image(target.imgui_id(), ImVec2(side, side));
-    const float row_y = pos.y + side * float(bench.query_token) / float(panel.tokens);
-    ImGui::GetWindowDrawList()->AddRect(ImVec2(pos.x, row_y), ImVec2(pos.x + side, row_y + side / panel.tokens + 1),
+    const float row_y = pos.y + side * float(outcome->query_token) / float(rows);
+    ImGui::GetWindowDrawList()->AddRect(ImVec2(pos.x, row_y), ImVec2(pos.x + side, row_y + side / rows + 1),
                                         IM_COL32(255, 60, 60, 255));
     if (ImGui::IsItemHovered()) {
       const ImVec2 mouse = ImGui::GetIO().MousePos;
-      const int row = std::clamp(int((mouse.y - pos.y) / side * panel.tokens), 0, panel.tokens - 1);
-      const int col = std::clamp(int((mouse.x - pos.x) / side * panel.tokens), 0, panel.tokens - 1);
+      const int row = std::clamp(int((mouse.y - pos.y) / side * rows), 0, rows - 1);
+      const int col = std::clamp(int((mouse.x - pos.x) / side * cols), 0, cols - 1);
       ImGui::SetTooltip("query %s -> key %s: %.5f", outcome->layout.token_name(row).c_str(),
-                        outcome->layout.token_name(col).c_str(), double(matrix[size_t(row) * panel.tokens + col]));
+                        outcome->key_layout.token_name(col).c_str(), double(matrix[size_t(row) * cols + col]));
     }
     ImGui::Text("range %.3g .. %.3g, query row marked", double(scale.vmin), double(scale.vmax));
 
@@ -65,7 +66,7 @@ struct MatrixPanel : WorkbenchPanel {
       std::vector<float> log_values;
       for (float s : spectrum.singular_values) log_values.push_back(std::log10(std::max(s, 1e-12f)));
       ImGui::Separator();
-      ImGui::Text("numerical rank %d of %d, effective rank %.1f", spectrum.numerical_rank, panel.tokens,
+      ImGui::Text("numerical rank %d of %d, effective rank %.1f", spectrum.numerical_rank, std::min(rows, cols),
                   spectrum.effective_rank);
       ImGui::PlotLines("##spectrum", log_values.data(), int(log_values.size()), 0, "log10 singular values", -8.0f,
                        std::max(1.0f, log_values.empty() ? 1.0f : log_values.front() + 0.5f),

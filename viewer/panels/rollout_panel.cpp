@@ -32,6 +32,11 @@ struct RolloutPanel : WorkbenchPanel {
       state.discard = double(discard);
 
     const InferenceOutcome* outcome = bench.outcome.get();
+    if (outcome && outcome->rollout && !outcome->rollout->error.empty()) {
+      ImGui::TextWrapped("%s", outcome->rollout->error.c_str());
+      ImGui::End();
+      return;
+    }
     if (!outcome || !outcome->rollout || !bench.rollout_texture.valid()) {
       ImGui::TextDisabled(bench.worker_busy ? "computing the rollout..." : "no rollout yet");
       ImGui::End();
@@ -39,12 +44,14 @@ struct RolloutPanel : WorkbenchPanel {
     }
     const RolloutView& rollout = *outcome->rollout;
     const TokenLayout& tokens = outcome->layout;
+    const GridMap& map = rollout.map;
     ImGui::TextWrapped("%s: query %s through %d layers, %s fusion, discard %.2f; %.1f ms",
-                       outcome->panels.front().description.c_str(), tokens.token_name(rollout.query_token).c_str(),
-                       outcome->depth, to_string(rollout.fusion).c_str(), rollout.discard, rollout.milliseconds);
+                       outcome->panels.front().description.c_str(), rollout.query_name.c_str(), rollout.layers,
+                       to_string(rollout.fusion).c_str(), rollout.discard, rollout.milliseconds);
+    if (!rollout.note.empty()) ImGui::TextDisabled("%s", rollout.note.c_str());
     const float available = std::min(ImGui::GetContentRegionAvail().x, 440.0f);
-    const float cell = std::max(1.0f, std::floor(available / float(std::max(tokens.grid_w, tokens.grid_h))));
-    const ImVec2 size(cell * tokens.grid_w, cell * tokens.grid_h);
+    const float cell = std::max(1.0f, std::floor(available / float(std::max(map.grid_w, map.grid_h))));
+    const ImVec2 size(cell * map.grid_w, cell * map.grid_h);
     target.resize(int(size.x), int(size.y));
     gl::ColorScale scale;
     scale.colormap = state.colormap;
@@ -54,16 +61,16 @@ struct RolloutPanel : WorkbenchPanel {
     const ImVec2 pos = ImGui::GetCursorScreenPos();
     gl::opaque_image(target.imgui_id(), size);
     bench.drawn_views.push_back({-2, -1, pos.x, pos.y, size.x, size.y});
-    if (tokens.is_patch(rollout.query_token)) {
-      const ImVec2 a(pos.x + cell * tokens.col_of(rollout.query_token),
-                     pos.y + cell * tokens.row_of(rollout.query_token));
+    if (tokens.is_patch(outcome->query_token)) {
+      const ImVec2 a(pos.x + cell * tokens.col_of(outcome->query_token),
+                     pos.y + cell * tokens.row_of(outcome->query_token));
       ImGui::GetWindowDrawList()->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(255, 60, 60, 255), 0, 0, 2.0f);
     }
     if (ImGui::IsItemHovered()) {
       const ImVec2 mouse = ImGui::GetIO().MousePos;
-      const int col = std::clamp(int((mouse.x - pos.x) / cell), 0, tokens.grid_w - 1);
-      const int row = std::clamp(int((mouse.y - pos.y) / cell), 0, tokens.grid_h - 1);
-      ImGui::SetTooltip("patch (%d, %d): %.5f", row, col, double(rollout.map[size_t(row * tokens.grid_w + col)]));
+      const int col = std::clamp(int((mouse.x - pos.x) / cell), 0, map.grid_w - 1);
+      const int row = std::clamp(int((mouse.y - pos.y) / cell), 0, map.grid_h - 1);
+      ImGui::SetTooltip("patch (%d, %d): %.5f", row, col, double(map.at(row, col)));
     }
     draw_colorbar(bench, scale, size.x);
     ImGui::End();
