@@ -77,7 +77,8 @@ Our own semantics (no author code defines these; the C++ side implements the sam
   * Input size differing from training: Swin tables (stored for the block's clamped training window) are
     resized to the block's effective window by timm's resize_rel_pos_bias_table (re-implemented in
     `resize_rel_pos_bias_table`: geometric-progression source positions, linear interpolation with edge
-    clamping) whenever the table size differs or the window is not square. A focused layer's
+    clamping) whenever the table size differs or the window is not square. timm evaluates it in float32,
+    this reference in float64 (logits differ by ~1e-8). A focused layer's
     positional_encoding, whose length must be a square s*s, is resized to the layer's window (Swin) or key
     grid (PVT) when (s, s) differs from it: reshape [1, s, s, C] -> NCHW, F.interpolate(mode="bicubic",
     align_corners=False, antialias=True), flatten back (as timm resizes pos_embed).
@@ -821,7 +822,7 @@ class PVTReference:
         kernel = variant.kernel
         if kernel == "native":
             kernel = "softmax" if blk["type"] == "S" else "focused"
-        extra = {"sr": blk["sr"]}
+        extra = {"pool": PVT_LI_POOL} if self.linear else {"sr": blk["sr"]}
         rec = LayerRecord(rec_meta[0], rec_meta[1], grid, kg, None, (0, 0), grid, kernel, structure, heads,
                           variant.kernel == "native", extra)
         dwc = None
