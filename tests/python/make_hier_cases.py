@@ -53,7 +53,9 @@ OUTDIR/cases.json: a list of objects
                     ("<kernel>-window" | "<kernel>-sr" | "<kernel>-pool"), kernel, native (bool),
                     heads, queries [[r,c],...], rows (file)}; PVT layers add sr (or pool: 7 for -li); focused layers add
                     pe_trained_grid (the square grid their positional_encoding was stored for);
-                    Swin softmax layers add bias_table_window (window of the stored table).
+                    Swin softmax layers add bias_table_window (window of the stored table); Swin
+                    layers add clamp_grid: the grid the window clamp uses, timm's stage resolution
+                    patch_grid // 2**stage (smaller than query_grid after an odd grid was merged).
                     Rows of padded Swin layers sum to 1 minus the padding mass (padding tokens have
                     no image position); masked entries are ~1e-44, entries outside the window 0.
 """
@@ -377,6 +379,7 @@ CASES = [
     ("swin_64", "swin_a", (64, 64), V()),
     ("swin_nonsquare_64x96", "swin_a", (64, 96), V()),
     ("swin_padded_96", "swin_a", (96, 96), V()),
+    ("swin_odd_merge_112x96", "swin_a", (112, 96), V()),
     ("swin_window8_64", "swin_a", (64, 64), V(window=8)),
     ("swin_window2_64", "swin_a", (64, 64), V(window=2)),
     ("swin_window8_nonsquare_64x96", "swin_a", (64, 96), V(window=8)),

@@ -46,7 +46,10 @@ Facts of the authors' code matched here (each checked against the file named):
   BEFORE padding; pad bottom/right with zeros to a multiple of the window (after norm1); the shift mask
   is built on the padded grid with slices [0, P-w), [P-w, P-s), [P-s, P) per dim, -100 where labels
   differ, added after the relative position bias; no mask at all when shift is 0 (padding tokens are then
-  ordinary keys); q * d^-0.5 before q @ k^T; crop, then roll back by +shift. PatchMerging pads odd H/W
+  ordinary keys); q * d^-0.5 before q @ k^T; crop, then roll back by +shift. The clamp uses timm's stage
+  resolution patch_grid // 2**stage (floor; `swin_stage_resolution`), which is smaller than the real
+  grid after an odd grid was merged: e.g. 112x112, window 4: stage 3 is 4x4 but clamps against 3x3, so
+  window 3 and zero padding to 6x6 (cases.json records it as clamp_grid). PatchMerging pads odd H/W
   with zeros, then cat order x(0,0), x(1,0), x(0,1), x(1,1) (row offset first), norm(4C), reduction (no
   bias). Head: final norm, mean over H, W, head.fc. Relative position index:
   (dr + wh - 1) * (2 ww - 1) + (dc + ww - 1) with (dr, dc) = pos(query) - pos(key).
@@ -260,6 +263,13 @@ def swin_window_shift(grid, target_window, odd_block):
     window = tuple(g if g <= w else w for g, w in zip(grid, tw))
     shift = tuple(0 if g <= w else s for g, w, s in zip(grid, tw, ts))
     return window, shift
+
+
+def swin_stage_resolution(patch_grid, stage):
+    """The grid timm's (and Microsoft's) blocks of a stage are built for: patch_grid // 2**stage per
+    dimension. PatchMerging pads odd grids, so the real grid is ceil(patch_grid / 2**stage); the window
+    clamp and shift use this floor value (timm SwinTransformerStage.output_resolution = i // 2)."""
+    return tuple(g // 2 ** stage for g in patch_grid)
 
 
 def _region_labels(padded, window, shift):
@@ -645,10 +655,11 @@ class SwinReference:
         self.p = float(arch.get("focusing_factor", 3))
         w.check_all_used()
 
-    def _attention(self, y, blk, grid, odd, variant, rec_meta):
+    def _attention(self, y, blk, clamp_grid, odd, variant, rec_meta):
         B, H, W, C = y.shape
+        grid = (H, W)
         target = variant.window if variant.window is not None else blk["target"]
-        window, shift = swin_window_shift(grid, (target, target), odd)
+        window, shift = swin_window_shift(clamp_grid, (target, target), odd)
         wh, ww = window
         sh, sw = shift
         y_in = y
@@ -657,6 +668,9 @@ class SwinReference:
         ph, pw = (wh - H % wh) % wh, (ww - W % ww) % ww
         if blk["type"] == "L" and (ph or pw) and variant.kernel == "native":
             raise ValueError(f"focused window {window} does not tile the grid {grid}: undefined")
+        if (sh or sw) and any(-(-g // w) * w != -(-c // w) * w for g, c, w in zip(grid, clamp_grid, window)):
+            raise ValueError(f"shifted window {window} on grid {grid} (timm's resolution {clamp_grid}): "
+                             "timm's mask does not fit (it fails there); undefined")
         y = F.pad(y, (0, 0, 0, pw, 0, ph))
         Hp, Wp = H + ph, W + pw
         xw = partition_windows(y, window)  # [B*nW, N, C]
@@ -671,7 +685,7 @@ class SwinReference:
             addmask = torch.zeros(nW, N, N, dtype=y.dtype).masked_fill(diff, SHIFT_MASK_VALUE)
             addmask = addmask.repeat(B, 1, 1)[:, None]
             allowed = (~diff).repeat(B, 1, 1)
-        extra = {}
+        extra = {"clamp_grid": list(clamp_grid)}
         kernel = variant.kernel
         if kernel == "native":
             kernel = "softmax" if blk["type"] == "S" else "focused"
@@ -721,14 +735,14 @@ class SwinReference:
     def forward(self, img, variant=Variant()):
         x = F.conv2d(img, self.patch_w, self.patch_b, stride=self.patch_w.shape[-2:])
         x = _ln(x.permute(0, 2, 3, 1), self.patch_norm, SWIN_LN_EPS)  # NHWC
+        g0 = x.shape[1:3]
         records = []
         for si, st in enumerate(self.stages):
             if st["downsample"] is not None:
                 x = patch_merging(x, *st["downsample"])
-            B, H, W, C = x.shape
             for bi, blk in enumerate(st["blocks"]):
-                a, rec = self._attention(_ln(x, blk["n1"], SWIN_LN_EPS), blk, (H, W), bi % 2 == 1, variant,
-                                         (si, bi))
+                a, rec = self._attention(_ln(x, blk["n1"], SWIN_LN_EPS), blk, swin_stage_resolution(g0, si),
+                                         bi % 2 == 1, variant, (si, bi))
                 records.append(rec)
                 x = x + a
                 y = F.linear(F.gelu(F.linear(_ln(x, blk["n2"], SWIN_LN_EPS), *blk["fc1"])), *blk["fc2"])
