@@ -51,11 +51,12 @@ OUTDIR/cases.json: a list of objects
   layers            one per attention block: {stage, block, query_grid [h,w], key_grid [h,w],
                     window [wh,ww]|null, shift [sh,sw], padded_grid [Hp,Wp], kind
                     ("<kernel>-window" | "<kernel>-sr" | "<kernel>-pool"), kernel, native (bool),
-                    heads, queries [[r,c],...], rows (file)}; PVT layers add sr (or pool: 7 for -li); focused layers add
-                    pe_trained_grid (the square grid their positional_encoding was stored for);
-                    Swin softmax layers add bias_table_window (window of the stored table); Swin
-                    layers add clamp_grid: the grid the window clamp uses, timm's stage resolution
-                    patch_grid // 2**stage (smaller than query_grid after an odd grid was merged).
+                    heads, queries [[r,c],...], rows (file)}; PVT layers add sr (or pool: 7 for
+                    -li); focused layers add pe_trained_grid (the square grid their
+                    positional_encoding was stored for); Swin softmax layers add bias_table_window
+                    (window of the stored table); Swin layers add clamp_grid: the grid the window
+                    clamp uses, timm's stage resolution patch_grid // 2**stage (smaller than
+                    query_grid after an odd grid was merged).
                     Rows of padded Swin layers sum to 1 minus the padding mass (padding tokens have
                     no image position); masked entries are ~1e-44, entries outside the window 0.
 """

@@ -81,10 +81,10 @@ Our own semantics (no author code defines these; the C++ side implements the sam
     resized to the block's effective window by timm's resize_rel_pos_bias_table (re-implemented in
     `resize_rel_pos_bias_table`: geometric-progression source positions, linear interpolation with edge
     clamping) whenever the table size differs or the window is not square. timm evaluates it in float32,
-    this reference in float64 (logits differ by ~1e-8). A focused layer's
-    positional_encoding, whose length must be a square s*s, is resized to the layer's window (Swin) or key
-    grid (PVT) when (s, s) differs from it: reshape [1, s, s, C] -> NCHW, F.interpolate(mode="bicubic",
-    align_corners=False, antialias=True), flatten back (as timm resizes pos_embed).
+    this reference in float64 (logits differ by ~1e-8). A focused layer's positional_encoding, whose
+    length must be a square s*s, is resized to the layer's window (Swin) or key grid (PVT) when (s, s)
+    differs from it: reshape [1, s, s, C] -> NCHW, F.interpolate(mode="bicubic", align_corners=False,
+    antialias=True), flatten back (as timm resizes pos_embed).
   * Variant(window=w) on Swin: every block's target window becomes w (shift w // 2 on odd blocks, the
     same per-dimension clamp), tables resized as above to the effective window, index and mask rebuilt.
   * Variant(kernel=...) swaps the attention kernel of EVERY layer, computed from the layer's own q, k, v
@@ -96,7 +96,8 @@ Our own semantics (no author code defines these; the C++ side implements the sam
                 z_i = 1 / (sum_j S_ij / t_i + 1e-6), A_ij = S_ij / t_i * z_i
       enhanced  A_ij = S_ij * allowed * d^-0.5 / clamp_min(sum_j S_ij * allowed, 100)
       softmax   softmax(q.k d^-0.5 + relative position bias (Swin S blocks only) + -100 shift mask)
-    out = A @ v, then proj. Swin swaps run in the block's (shifted, padded) windows; PVT swaps use the
+    out = A @ v, then proj. Swin swaps run in the block's (shifted, padded) windows, where timm's padding
+    tokens are keys as in the native softmax (allowed unless the shift mask separates them); PVT swaps use the
     layer's (reduced / pooled) keys. The shift mask of a shifted FLatten-Swin L block (which the native
     kernel ignores) is applied by the swapped kernels.
 """
