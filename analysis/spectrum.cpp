@@ -54,17 +54,22 @@ std::optional<MatrixFactors> equivalent_matrix_factors(const AttentionCapture& l
                                                        int64_t batch) {
   torch::NoGradGuard no_grad;
   const ResolvedAttention& attention = layer.attention;
-  if (attention.kernel == Kernel::Softmax || attention.window > 0) return std::nullopt;
+  // Softmax, a window restriction and per-window groups (Swin) have no thin factors.
+  if (attention.kernel == Kernel::Softmax || attention.window > 0 || layer.query_slots.defined()) return std::nullopt;
   if (include_dwc && attention.dwc) return std::nullopt;
   if (head < 0 || head >= layer.heads) throw std::out_of_range("head " + std::to_string(head) + " does not exist");
   const auto& features = layer.features;
   MatrixFactors factors;
   if (attention.kernel == Kernel::Anchor) {
     auto assignment = features.anchor_assignment[batch][head].to(torch::kCPU, torch::kDouble);  // [T, m]
-    auto degree = assignment.sum(0);
+    // Reduced keys (PVT) join the anchors by their own assignment.
+    auto keys = features.key_anchor_assignment.defined()
+                    ? features.key_anchor_assignment[batch][head].to(torch::kCPU, torch::kDouble)
+                    : assignment;
+    auto degree = keys.sum(0);
     auto inverse_degree = torch::where(degree > 0, degree.reciprocal(), torch::zeros_like(degree));
     factors.left = assignment * inverse_degree;
-    factors.right = assignment;
+    factors.right = keys;
     return factors;
   }
   // Scores S = Q K^T and each row scaled by a number that depends only on its row sum, exactly as
@@ -105,14 +110,7 @@ AttentionSpectrum attention_spectrum(const AttentionCapture& layer, int64_t head
     result.method = "factors";
     result.rank_bound = int(factors->left.size(1));
   } else {
-    torch::Tensor matrix = layer.matrix(batch, head);
-    if (!include_dwc && layer.attention.dwc) {
-      // The band is part of matrix(); take it off again for the without-DWC view.
-      std::vector<int64_t> all(size_t(layer.layout.total_tokens()));
-      for (size_t i = 0; i < all.size(); ++i) all[i] = int64_t(i);
-      matrix = matrix - depthwise_conv_band(layer.dwc_weight, layer.layout,
-                                            torch::tensor(all, torch::kLong).to(layer.dwc_weight.device()));
-    }
+    const torch::Tensor matrix = include_dwc ? layer.equivalent_matrix(batch, head) : layer.matrix(batch, head);
     result.spectrum = matrix_spectrum(matrix);
     result.method = "full SVD";
     result.rank_bound = int(matrix.size(0));

@@ -245,7 +245,8 @@ int analyze_spectrum(const Context& context) {
     const std::string name = to_string(variant);
 
     torch::NoGradGuard no_grad;
-    const torch::Tensor matrix = capture.matrix(0, state.head).to(torch::kCPU, torch::kFloat).contiguous();
+    // FLatten's equivalent matrix (with the DWC term when it ran): the one the spectrum is of.
+    const torch::Tensor matrix = capture.equivalent_matrix(0, state.head).to(torch::kCPU, torch::kFloat).contiguous();
     // Keep files of a reasonable size: the matrix as NPY up to 2048 tokens, the picture always.
     if (matrix.size(0) <= 2048) write_npy((context.out / ("matrix_" + name + ".npy")).string(), matrix);
     const cv::Mat values(int(matrix.size(0)), int(matrix.size(1)), CV_32F,

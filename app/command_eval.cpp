@@ -33,7 +33,7 @@ std::vector<std::string> default_models() {
 
 double mean_rank(const AttentionCapture& capture) {
   double total = 0;
-  for (int h = 0; h < capture.heads; ++h) total += matrix_spectrum(capture.matrix(0, h)).numerical_rank;
+  for (int h = 0; h < capture.heads; ++h) total += matrix_spectrum(capture.equivalent_matrix(0, h)).numerical_rank;
   return total / capture.heads;
 }
 

@@ -59,7 +59,7 @@ int run_command(const Args& args) {
   torch::NoGradGuard no_grad;
   const torch::Tensor logits = result.forward.logits[0].to(torch::kCPU, torch::kFloat);
   const torch::Tensor row = capture.row(0, state.head, query.token).to(torch::kCPU);
-  const torch::Tensor matrix = capture.matrix(0, state.head).to(torch::kCPU);
+  const torch::Tensor matrix = capture.equivalent_matrix(0, state.head).to(torch::kCPU);
   if (!torch::isfinite(logits).all().item<bool>())
     throw std::runtime_error("the model's output is not finite (NaN or Inf): check the checkpoint's weights");
   if (!torch::isfinite(matrix).all().item<bool>())
@@ -83,12 +83,11 @@ int run_command(const Args& args) {
       const int layer_query = follow_query(query.token, capture.layout, layer_capture.layout);
       nlohmann::json layer_heads = nlohmann::json::array();
       for (int h = 0; h < layer_capture.heads; ++h) {
-        const torch::Tensor matrix = layer_capture.matrix(0, h);
-        const Spectrum spectrum = matrix_spectrum(matrix);
+        const Spectrum spectrum = matrix_spectrum(layer_capture.equivalent_matrix(0, h));
         layer_heads.push_back({{"head", h},
                                {"rank", spectrum.numerical_rank},
                                {"effective_rank", spectrum.effective_rank},
-                               {"entropy", row_entropy(matrix[layer_query])}});
+                               {"entropy", row_entropy(layer_capture.row(0, h, layer_query))}});
       }
       entry["ranks"] = layer_heads;
     }

@@ -184,7 +184,7 @@ Figure matrix_spectrum_figure(const FigureRequest& request, LoadedModel& model, 
   c10::InferenceMode inference;
   for (size_t r = 0; r < runs.size(); ++r) {
     figure.row_labels.push_back(runs[r].variant.label);
-    const torch::Tensor matrix = runs[r].result.forward.layers[size_t(layer)].matrix(0, request.head);
+    const torch::Tensor matrix = runs[r].result.forward.layers[size_t(layer)].equivalent_matrix(0, request.head);
     const std::string stem =
         file_safe(runs[r].variant.label) + "_l" + std::to_string(layer) + "_h" + std::to_string(request.head);
 

@@ -62,13 +62,22 @@ struct AttentionCapture {
   torch::Tensor key_slots;    // [G, Sk] int64
   torch::Tensor additive;     // added to softmax scores: [1 or G, 1 or h, Sq, Sk] (relative bias, shift mask)
   torch::Tensor forbidden;    // [1 or G, Sq, Sk] bool: pairs the layer never connects (linear kernels give 0)
+  // FLatten-PVT with reduced keys runs its DWC on V resampled to every query token: [Tq, Tk]
+  // linear-interpolation weights that carry the DWC band over to the keys.
+  torch::Tensor value_resampling;
 
   int64_t groups() const { return query_slots.defined() ? query_slots.size(0) : 1; }
-  // Rows of the equivalent Tq x Tk matrix for some queries: [Q, Tk] over the key tokens (zero
-  // outside a query's group; with the DWC band when on).
+  // Rows of the attention matrix for some queries: [Q, Tk] over the key tokens (zero outside a
+  // query's group). For linear kernels, the normalised weights their computation implies.
   torch::Tensor rows(int64_t batch, int64_t head, const std::vector<int64_t>& queries) const;
   torch::Tensor row(int64_t batch, int64_t head, int64_t query) const;
   torch::Tensor matrix(int64_t batch, int64_t head) const;  // [Tq, Tk]
+  // FLatten's equivalent matrix M = A + M_DWC when the DWC ran (the matrix whose rank the DWC
+  // restores), else the attention matrix.
+  torch::Tensor equivalent_matrix(int64_t batch, int64_t head) const;
+  // FLatten's DWC term of some rows (when it ran): the channel mean of its kernel at each key's
+  // offset from the query, within the query's group, carried over resampled values: [Q, Tk].
+  torch::Tensor dwc_band(const std::vector<int64_t>& queries) const;
   // The grid part of a row [Tk] as [key grid_h, key grid_w], in image order.
   torch::Tensor key_grid(const torch::Tensor& row) const;
 };

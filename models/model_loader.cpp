@@ -3,6 +3,7 @@
 #include "core/assets.h"
 #include "core/json_checked.h"
 #include "models/checkpoint_layouts.h"
+#include "models/model_families.h"
 
 #include <nlohmann/json.hpp>
 
@@ -374,6 +375,23 @@ LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, 
   loaded.metadata = checkpoint.metadata;
   const LayoutFacts layout = adopt_known_layout(checkpoint, path);
   loaded.report.notes = layout.notes;
+  // Other families first (their keys never look like a ViT's), then the ViT family.
+  if (layout.layout == "timm") {
+    if (auto family = build_family_backbone(checkpoint, architecture_metadata(checkpoint, file), loaded.report.notes)) {
+      loaded.backbone = family;
+      copy_weights(*family, checkpoint, loaded.report);
+      if (!loaded.report.ok())
+        throw CheckpointError(path + ": weights do not fit the inferred " + family->family() +
+                              " architecture: " + loaded.report.describe());
+      loaded.normalization_source = "ImageNet (timm default)";
+      loaded.class_names = class_names_for(loaded);
+      family->eval();
+      family->to(device);
+      loaded.device = device;
+      loaded.parameter_count = family->parameter_count();
+      return loaded;
+    }
+  }
   const VitArch arch = infer_arch(checkpoint, overrides, &loaded.report, &layout);
   auto model = std::make_shared<VisionTransformerImpl>(arch);
   loaded.backbone = model;

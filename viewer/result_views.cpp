@@ -55,6 +55,9 @@ PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection
     torch::Tensor map;
     if (whole_matrix) {
       const torch::Tensor matrix = capture.matrix(0, head).to(torch::kCPU, torch::kFloat);  // [Tq, Tk]
+      // The matrix view shows FLatten's equivalent matrix (with its DWC term), whose rank the DWC restores.
+      const torch::Tensor equivalent =
+          capture.attention.dwc ? capture.equivalent_matrix(0, head).to(torch::kCPU, torch::kFloat) : matrix;
       map =
           selection.incoming
               ? matrix.select(1, key_token).slice(0, queries.prefix_tokens()).reshape({queries.grid_h, queries.grid_w})
@@ -66,11 +69,11 @@ PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection
       }
       if (selection.spectrum) {
         if (head == selection.matrix_head) {
-          maps.matrix_rows = int(matrix.size(0));
-          maps.matrix_cols = int(matrix.size(1));
-          maps.matrix = as_floats(matrix);
+          maps.matrix_rows = int(equivalent.size(0));
+          maps.matrix_cols = int(equivalent.size(1));
+          maps.matrix = as_floats(equivalent);
         }
-        const Spectrum spectrum = matrix_spectrum(matrix);
+        const Spectrum spectrum = matrix_spectrum(equivalent);
         HeadSpectrum head_spectrum;
         head_spectrum.singular_values = as_floats(spectrum.singular_values);
         head_spectrum.numerical_rank = spectrum.numerical_rank;
