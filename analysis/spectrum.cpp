@@ -101,7 +101,31 @@ std::optional<MatrixFactors> equivalent_matrix_factors(const AttentionCapture& l
   return factors;
 }
 
+namespace {
+
+// A layer of groups (Swin's windows) is block-diagonal once rows and columns are sorted by group:
+// its singular values are those of the blocks, each a window's queries against its keys.
+Spectrum grouped_spectrum(const AttentionCapture& layer, int64_t head, bool include_dwc, int64_t batch) {
+  const auto queries = layer.query_slots.to(torch::kCPU), keys = layer.key_slots.to(torch::kCPU);
+  std::vector<torch::Tensor> values;
+  for (int64_t group = 0; group < queries.size(0); ++group) {
+    const auto members = queries[group].masked_select(queries[group].ge(0));
+    const auto group_keys = keys[group].masked_select(keys[group].ge(0));
+    if (members.numel() == 0 || group_keys.numel() == 0) continue;
+    const std::vector<int64_t> rows(members.data_ptr<int64_t>(), members.data_ptr<int64_t>() + members.numel());
+    torch::Tensor block = layer.rows(batch, head, rows);
+    if (include_dwc && layer.attention.dwc) block = block + layer.dwc_band(rows).to(block.device(), block.dtype());
+    block = block.index_select(1, group_keys.to(block.device()));
+    values.push_back(torch::linalg::svdvals(block.to(torch::kFloat), c10::nullopt).to(torch::kCPU));
+  }
+  auto all = std::get<0>(torch::cat(values).sort(0, /*descending=*/true));
+  return summarise_singular_values(all, layer.layout.total_tokens(), layer.key_layout.total_tokens());
+}
+
+}  // namespace
+
 AttentionSpectrum attention_spectrum(const AttentionCapture& layer, int64_t head, bool include_dwc, int64_t batch) {
+  torch::NoGradGuard no_grad;
   const auto start = std::chrono::steady_clock::now();
   AttentionSpectrum result;
   result.dwc = include_dwc && layer.attention.dwc;
@@ -109,6 +133,10 @@ AttentionSpectrum attention_spectrum(const AttentionCapture& layer, int64_t head
     result.spectrum = factored_spectrum(factors->left, factors->right);
     result.method = "factors";
     result.rank_bound = int(factors->left.size(1));
+  } else if (layer.query_slots.defined() && layer.groups() > 1) {
+    result.spectrum = grouped_spectrum(layer, head, include_dwc, batch);
+    result.method = "window blocks";
+    result.rank_bound = std::min(layer.layout.total_tokens(), layer.key_layout.total_tokens());
   } else {
     const torch::Tensor matrix = include_dwc ? layer.equivalent_matrix(batch, head) : layer.matrix(batch, head);
     result.spectrum = matrix_spectrum(matrix);

@@ -83,7 +83,7 @@ int run_command(const Args& args) {
       const int layer_query = follow_query(query.token, capture.layout, layer_capture.layout);
       nlohmann::json layer_heads = nlohmann::json::array();
       for (int h = 0; h < layer_capture.heads; ++h) {
-        const Spectrum spectrum = matrix_spectrum(layer_capture.equivalent_matrix(0, h));
+        const Spectrum spectrum = attention_spectrum(layer_capture, h).spectrum;
         layer_heads.push_back({{"head", h},
                                {"rank", spectrum.numerical_rank},
                                {"effective_rank", spectrum.effective_rank},

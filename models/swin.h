@@ -121,6 +121,10 @@ class SwinTransformerImpl : public Backbone {
   std::string resolve_hook_point(const std::string& spec) const override;
   std::string default_hook_point() const override;
   bool hierarchical() const override { return true; }
+  std::string window_meaning() const override {
+    return "the window of every windowed block (as timm changes it: bias tables resized, shift w/2); 0: the trained "
+           "windows";
+  }
   const SwinArch& arch() const { return arch_; }
 
   SwinPatchEmbed patch_embed{nullptr};

@@ -239,6 +239,13 @@ std::vector<OptionSpec> make_options() {
                        s.direction = v;
                      },
                      [](const AppState& s) { return s.direction; }});
+  options.push_back({"windows", "on|off", "outline the layer's attention windows and the query's own window",
+                     [](AppState& s, const std::string& v) {
+                       if (v != "on" && v != "off")
+                         throw std::invalid_argument("--windows expects on or off, got '" + v.substr(0, 200) + "'");
+                       s.windows = v == "on";
+                     },
+                     [](const AppState& s) { return std::string(s.windows ? "on" : "off"); }, "on"});
   options.push_back({"analysis", "NAME",
                      "analysis view: none, spectrum (matrix, rank), gradcam, fp (f_p), rollout or metrics",
                      [](AppState& s, const std::string& v) {
@@ -357,7 +364,9 @@ void apply_json(AppState& state, const nlohmann::json& json) {
     std::string text;
     if (value.is_string())
       text = value.get<std::string>();
-    else if (value.is_number() || value.is_boolean())
+    else if (value.is_boolean())  // the switches' own words
+      text = value.get<bool>() ? "on" : "off";
+    else if (value.is_number())
       text = value.dump();
     else
       throw std::invalid_argument("session key '" + item.key() + "' must be a string or a number");

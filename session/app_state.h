@@ -48,6 +48,9 @@ struct AppState {
   // "out": the query's row (where it looks); "in": its column (how much every patch looks at it,
   // e.g. at a register token)
   std::string direction = "out";
+  // Outline the selected layer's windows on the maps (Swin's shifted windows where shifted), and
+  // the query's own window.
+  bool windows = false;
   // none, spectrum (matrix, spectrum, rank), gradcam, fp (f_p), rollout or metrics; as `analyze` names them
   std::string analysis = "none";
 

@@ -2,8 +2,10 @@
 // some frames and writes a screenshot whose pixels are checked against the engine's own attention
 // rows (with the gray colour map at full opacity each patch's gray level is its scaled value).
 #include <gtest/gtest.h>
+
 #include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <filesystem>
 #include <fstream>
@@ -163,6 +165,49 @@ TEST_F(GuiTest, OverlayHotSpotSitsWhereTheEngineRowPeaks) {
   const float vmin = *std::min_element(row.begin(), row.end()), vmax = *std::max_element(row.begin(), row.end());
   for (size_t i = 0; i < row.size(); ++i)
     EXPECT_NEAR(levels[i], std::round(255.0 * (row[i] - vmin) / (vmax - vmin)), 1.5) << "patch " << i;
+}
+
+// A Swin's shifted-window layer: the view lies on the layer's own 16x16 grid, the query's row is
+// the engine's over that grid (zero outside the shifted window), and the outlined window is the
+// engine's group of the query.
+TEST_F(GuiTest, SwinShiftedWindowRowAndOutline) {
+  const std::string model_path = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/hier_cases/swin_a.safetensors";
+  nlohmann::json session = {{"model", model_path}, {"image", asset_path("images/chelsea.png")},
+                            {"colormap", "gray"},  {"opacity", 1.0},
+                            {"layer", 1},          {"query", "3,3"},
+                            {"windows", true}};
+  ASSERT_EQ(run_gui(session), 0) << log();
+  const nlohmann::json info = shot_info();
+  ASSERT_EQ(info["error"], "") << info.dump();
+  EXPECT_EQ(info["family"], "swin");
+  EXPECT_EQ(info["placement"]["access"], "shifted-window");
+  EXPECT_EQ(info["placement"]["shift"], nlohmann::json::array({2, 2}));
+  ASSERT_EQ(info["key_grid"], nlohmann::json::array({16, 16}));
+
+  AppState state;
+  apply_json(state, session);
+  LoadedModel model = load_model(model_path, {}, torch::kCPU);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
+  const InferenceResult result = run_inference(model, prepared, state.attention);
+  const AttentionCapture& layer = result.forward.layers[1];
+  const int token = layer.layout.patch_token(3, 3);
+  const torch::Tensor row = layer.key_grid(layer.row(0, 0, token)).reshape({-1}).contiguous();
+  const std::vector<float> values(row.data_ptr<float>(), row.data_ptr<float>() + row.numel());
+  // The shifted window of (3, 3): image rows and columns 2..5.
+  std::vector<int> expected_window;
+  for (int r = 2; r < 6; ++r)
+    for (int c = 2; c < 6; ++c) expected_window.push_back(r * 16 + c);
+  std::vector<int> drawn_window = info["query_window"].get<std::vector<int>>();
+  std::sort(drawn_window.begin(), drawn_window.end());
+  EXPECT_EQ(drawn_window, expected_window);
+
+  cv::Mat gray;
+  cv::cvtColor(cv::imread(shot()), gray, cv::COLOR_BGR2GRAY);
+  ASSERT_EQ(info["views"].size(), 1u) << info.dump();
+  const std::vector<double> levels = cell_levels(gray, info["views"][0], 16, 16);
+  const float vmax = *std::max_element(values.begin(), values.end());
+  for (size_t i = 0; i < values.size(); ++i)
+    EXPECT_NEAR(levels[i], std::round(255.0 * values[i] / vmax), 2.5) << "cell " << i;
 }
 
 // `attnscope` with options only opens the workbench on the bundled FLatten demo model and sign

@@ -45,7 +45,7 @@ bool InferenceRequest::same_forward(const InferenceRequest& other) const {
 
 bool InferenceRequest::operator==(const InferenceRequest& other) const {
   return same_forward(other) && layer == other.layer && head == other.head && query == other.query &&
-         direction == other.direction && box == other.box && analysis == other.analysis &&
+         direction == other.direction && windows == other.windows && box == other.box && analysis == other.analysis &&
          target_class == other.target_class && gradcam_layer == other.gradcam_layer && fusion == other.fusion &&
          discard == other.discard;
 }
@@ -246,6 +246,8 @@ void InferenceWorker::build_views(uint64_t id, const InferenceRequest& request, 
     outcome.query_note = std::string(e.what()) + "; showing " + selected.layout.token_name(fallback.token);
   }
 
+  if (request.windows) outcome.query_window = query_window_cells(selected, outcome.query_token);
+
   PanelSelection selection;
   selection.query_token = outcome.query_token;
   selection.incoming = request.direction == "in";
@@ -323,6 +325,7 @@ std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const 
     outcome->model_family = model.family();
     outcome->output_kind = model.output_kind();
     outcome->computes_attention = !model.is_scripted();
+    outcome->window_meaning = model.backbone->window_meaning();
     outcome->device = model.device.str();
     outcome->input_rgb = prepared_input(request, model);
     const std::vector<PanelForward> forwards = forward_panels(id, request, model, outcome->forward_reused);

@@ -54,6 +54,14 @@ void write_screenshot(const Workbench& bench, const std::string& path, int width
   if (bench.outcome) {
     about["grid"] = {bench.outcome->layout.grid_h, bench.outcome->layout.grid_w};
     about["key_grid"] = {bench.outcome->key_layout.grid_h, bench.outcome->key_layout.grid_w};
+    const LayerPlacement& at = bench.outcome->placement;
+    about["placement"] = {{"name", at.name},
+                          {"stage", at.stage},
+                          {"access", at.access},
+                          {"window", {at.window_h, at.window_w}},
+                          {"shift", {at.shift_h, at.shift_w}}};
+    about["query_window"] = bench.outcome->query_window;
+    about["family"] = bench.outcome->model_family;
     about["query_token"] = bench.outcome->query_token;
     about["layer"] = bench.outcome->layer;
     about["vmin"] = bench.scale.vmin;

@@ -32,6 +32,24 @@ GridMap to_grid_map(const torch::Tensor& grid) {
   return map;
 }
 
+std::vector<int> query_window_cells(const AttentionCapture& capture, int query_token) {
+  std::vector<int> cells;
+  if (!capture.query_slots.defined()) return cells;
+  const auto queries = capture.query_slots.to(torch::kCPU).contiguous();
+  const auto keys = capture.key_slots.to(torch::kCPU).contiguous();
+  for (int64_t group = 0; group < queries.size(0); ++group) {
+    const auto members = queries[group];
+    if (!(members == query_token).any().item<bool>()) continue;
+    const int prefix = capture.key_layout.prefix_tokens();
+    for (int64_t slot = 0; slot < keys.size(1); ++slot) {
+      const int64_t token = keys[group][slot].item<int64_t>();
+      if (token >= prefix) cells.push_back(int(token) - prefix);
+    }
+    break;
+  }
+  return cells;
+}
+
 const TokenLayout& map_grid(const AttentionCapture& capture, bool incoming) {
   return incoming ? capture.layout : capture.key_layout;
 }
@@ -73,7 +91,8 @@ PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection
           maps.matrix_cols = int(equivalent.size(1));
           maps.matrix = as_floats(equivalent);
         }
-        const Spectrum spectrum = matrix_spectrum(equivalent);
+        // The cheapest exact path: factors (linear kernels), window blocks (Swin), else the full SVD.
+        const Spectrum spectrum = attention_spectrum(capture, head).spectrum;
         HeadSpectrum head_spectrum;
         head_spectrum.singular_values = as_floats(spectrum.singular_values);
         head_spectrum.numerical_rank = spectrum.numerical_rank;

@@ -83,6 +83,7 @@ InferenceRequest Workbench::make_request() const {
   request.head = state.head;
   request.query = state.query;
   request.direction = state.direction;
+  request.windows = state.windows;
   request.analysis = state.analysis;
   // Only what the analysis view reads is part of the request, so other changes re-use the result.
   if (state.analysis == "metrics") request.box = state.box;

@@ -130,6 +130,7 @@ struct AttentionPanel : WorkbenchPanel {
           const ImVec2 a(pos.x + cell * tokens.col_of(query_cell), pos.y + cell * tokens.row_of(query_cell));
           draw->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(255, 60, 60, 255), 0, 0, 2.0f);
         }
+        if (bench.state.windows) draw_windows(draw, *outcome, tokens, pos, cell);
         if (box)
           draw->AddRect(ImVec2(pos.x + cell * box->col_begin, pos.y + cell * box->row_begin),
                         ImVec2(pos.x + cell * box->col_end, pos.y + cell * box->row_end), IM_COL32(60, 200, 255, 255),
@@ -155,6 +156,41 @@ struct AttentionPanel : WorkbenchPanel {
     if (drag.active) update_box_drag(bench, tokens);
     draw_colorbar(bench, ImVec2(origin.x, origin.y + area.y + 6), std::min(area.x * 0.55f, 520.0f));
     ImGui::End();
+  }
+
+  // The layer's window boundaries (shifted where the block shifts) and the outline of the cells the
+  // query attends within, when the maps lie on the grid the windows partition.
+  static void draw_windows(ImDrawList* draw, const InferenceOutcome& outcome, const TokenLayout& grid, ImVec2 pos,
+                           float cell) {
+    const LayerPlacement& at = outcome.placement;
+    if (grid.grid_h != outcome.layout.grid_h || grid.grid_w != outcome.layout.grid_w) return;
+    const ImU32 line = IM_COL32(255, 255, 255, 150), own = IM_COL32(255, 160, 40, 255);
+    if (at.window_h > 0) {
+      for (int r = at.shift_h % at.window_h; r < grid.grid_h; r += at.window_h)
+        if (r > 0)
+          draw->AddLine(ImVec2(pos.x, pos.y + cell * r), ImVec2(pos.x + cell * grid.grid_w, pos.y + cell * r), line);
+      for (int c = at.shift_w % at.window_w; c < grid.grid_w; c += at.window_w)
+        if (c > 0)
+          draw->AddLine(ImVec2(pos.x + cell * c, pos.y), ImVec2(pos.x + cell * c, pos.y + cell * grid.grid_h), line);
+    }
+    std::vector<char> inside(size_t(grid.grid_h) * size_t(grid.grid_w), 0);
+    for (int index : outcome.query_window)
+      if (index >= 0 && size_t(index) < inside.size()) inside[size_t(index)] = 1;
+    auto in = [&](int r, int c) {
+      return r >= 0 && c >= 0 && r < grid.grid_h && c < grid.grid_w &&
+             inside[size_t(r) * size_t(grid.grid_w) + size_t(c)];
+    };
+    // The union's border: every cell edge with the window on one side only (a shifted window that
+    // wraps around the image shows as its pieces).
+    for (int r = 0; r < grid.grid_h; ++r)
+      for (int c = 0; c < grid.grid_w; ++c) {
+        if (!in(r, c)) continue;
+        const float x0 = pos.x + cell * c, y0 = pos.y + cell * r, x1 = x0 + cell, y1 = y0 + cell;
+        if (!in(r - 1, c)) draw->AddLine(ImVec2(x0, y0), ImVec2(x1, y0), own, 2.0f);
+        if (!in(r + 1, c)) draw->AddLine(ImVec2(x0, y1), ImVec2(x1, y1), own, 2.0f);
+        if (!in(r, c - 1)) draw->AddLine(ImVec2(x0, y0), ImVec2(x0, y1), own, 2.0f);
+        if (!in(r, c + 1)) draw->AddLine(ImVec2(x1, y0), ImVec2(x1, y1), own, 2.0f);
+      }
   }
 
   // The box spans the patches from the drag's start to the one under the mouse, both included.

@@ -157,11 +157,24 @@ struct ControlsPanel : WorkbenchPanel {
       float p = float(state.attention.p);
       if (ImGui::SliderFloat("p (focused)", &p, 1.0f, 10.0f, "%.2f")) state.attention.p = p;
       const int grid = outcome ? std::max(outcome->layout.grid_h, outcome->layout.grid_w) : 14;
+      // Windows mean different things per family, and nothing on some (PVT's reduced keys).
+      const bool hierarchical_windows = outcome && outcome->window_meaning.rfind("the window of every", 0) == 0;
+      const bool no_windows = outcome && outcome->window_meaning.empty();
+      ImGui::BeginDisabled(no_windows);
       int window = state.attention.window > 0 ? state.attention.window : std::min(kDefaultWindow, grid);
-      if (ImGui::SliderInt("window", &window, 1, grid, state.attention.window ? "%d" : "global"))
+      if (ImGui::SliderInt("window", &window, 1, std::max(grid, 1),
+                           state.attention.window ? "%d" : (hierarchical_windows ? "trained" : "global")))
         state.attention.window = window;
       ImGui::SameLine();
-      if (ImGui::SmallButton("global")) state.attention.window = 0;
+      if (ImGui::SmallButton(hierarchical_windows ? "trained" : "global")) state.attention.window = 0;
+      ImGui::EndDisabled();
+      if (outcome) {
+        ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+        ImGui::TextWrapped("%s", no_windows ? "window: this model has no windows (its keys are a reduced grid or "
+                                              "it reports its own attention)"
+                                            : ("window: " + outcome->window_meaning).c_str());
+        ImGui::PopStyleColor();
+      }
       const int patches = outcome ? outcome->layout.patch_tokens() : 196;
       int anchors = state.attention.anchors > 0 ? state.attention.anchors : std::min(30, patches);
       if (ImGui::SliderInt("anchors", &anchors, 1, patches, state.attention.anchors ? "%d" : "default"))
@@ -173,9 +186,7 @@ struct ControlsPanel : WorkbenchPanel {
       if (ImGui::Checkbox("f_p norms per head", &per_head))
         state.attention.norm = per_head ? FocusNorm::PerHead : FocusNorm::AllChannels;
       ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-      ImGui::TextWrapped("window: %s; anchors: %s",
-                         state.attention.window ? "in patches" : "global (the window variant uses 7)",
-                         state.attention.anchors ? "in use" : "the learned ones, or 30 pooled from K");
+      ImGui::TextWrapped("anchors: %s", state.attention.anchors ? "in use" : "the learned ones, or 30 pooled from K");
       ImGui::PopStyleColor();
       ImGui::EndDisabled();
     }
@@ -198,6 +209,7 @@ struct ControlsPanel : WorkbenchPanel {
       ImGui::TextDisabled("click a patch in the image to query it");
       if (ImGui::RadioButton("out: where the query looks", state.direction == "out")) state.direction = "out";
       if (ImGui::RadioButton("in: how much patches look at it", state.direction == "in")) state.direction = "in";
+      ImGui::Checkbox("outline windows", &state.windows);
     }
 
     if (ImGui::CollapsingHeader("Display", ImGuiTreeNodeFlags_DefaultOpen)) {
