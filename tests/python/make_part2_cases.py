@@ -50,8 +50,9 @@ OUTDIR/cases.json: a list of objects as make_hier_cases.py's
   "model_ema" | "state_dict" | null), model, arch_json, arch, variant {"kernel", "p", "window"}, input,
   input_size [H, W], logits,
   layers  one per block: {stage, block, query_grid, key_grid, window [w,w] | null, shift [0,0], kind,
-          kernel, native, heads, queries [[r,c],...], rows (file | null)} plus
-          flatten_cswin: structure "cswin", split_size, branches [{heads [h0,h1), window [H_sp,W_sp],
+          kernel, structure ("cswin" | "window" | "global" | "none"), native, heads, queries [[r,c],...],
+          rows (file | null)} plus
+          flatten_cswin: split_size, branches [{heads [h0,h1), window [H_sp,W_sp],
                          padded_grid [Hp,Wp], offset [top,left], stripe "vertical"|"horizontal"|"full"}],
                          pe_trained_grid (focused layers)
           l2vit LWA:     padded_grid [Hp, Wp] (window structure, padding bottom/right)
@@ -471,6 +472,7 @@ def check_records(name, recs, queries_all):
     maxes, spreads = [], []
     n_rows = 0
     for L, (rec, queries) in enumerate(zip(recs, queries_all)):
+        H, W = rec.query_grid
         if not rec.has_rows():
             assert rec.kind == "none" and rec.heads == 0, (name, L)
             continue
@@ -495,8 +497,15 @@ def check_records(name, recs, queries_all):
                 assert (total <= 1 + 1e-12).all() and (total > 0.5).all(), (name, L, (r, c), total)
             region = rec.region(r, c)
             assert (row[~region] == 0).all(), (name, L, "non-zero outside the stripe / window")
-            if rec.structure in ("cswin", "window"):
-                assert region.sum(dim=(-2, -1)).min() < row.shape[-1] * row.shape[-2] or len(rec.groups) == 1
+            for grp in rec.groups:  # stripe orientation: vertical = full height, split columns
+                m = grp.region(r, c)
+                rows_hit, cols_hit = m.any(dim=1).sum().item(), m.any(dim=0).sum().item()
+                if grp.label == "vertical":
+                    assert rows_hit == H and cols_hit <= rec.extra["split_size"], (name, L, "vertical stripe")
+                elif grp.label == "horizontal":
+                    assert cols_hit == W and rows_hit <= rec.extra["split_size"], (name, L, "horizontal stripe")
+                elif grp.label == "full":
+                    assert m.all(), (name, L, "full")
             vals = row.reshape(row.shape[0], -1)
             for h in range(vals.shape[0]):
                 a = vals[h][region[h].reshape(-1)]
@@ -505,7 +514,6 @@ def check_records(name, recs, queries_all):
                     spreads.append((a.std() / a.abs().mean()).item())
             n_rows += 1
         if rec.lcm is not None:
-            H, W = rec.query_grid
             if H * W <= 400:  # the adjoint rows against the explicit matrix
                 Cm = ref.lcm_conv_matrix((H, W), rec.lcm_weights)
                 for (r, c) in queries:

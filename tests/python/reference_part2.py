@@ -343,7 +343,8 @@ class Record:
     def to_json(self):
         d = {"stage": self.stage, "block": self.block, "query_grid": list(self.query_grid),
              "key_grid": list(self.key_grid), "window": None if self.window is None else list(self.window),
-             "shift": [0, 0], "kind": self.kind, "kernel": self.kernel, "native": self.native,
+             "shift": [0, 0], "kind": self.kind, "kernel": self.kernel, "structure": self.structure,
+             "native": self.native,
              "heads": self.heads, **self.extra}
         if self.structure == "cswin":
             d["branches"] = [g.to_json() for g in self.groups]
