@@ -532,13 +532,15 @@ def check_records(name, recs, queries_all):
 
 
 def clamp_stats(model, img):
-    """Per LGA layer of an L2ViT model: the fraction of queries whose denominator is clamped to 100."""
-    out = []
+    """Per LGA layer of an L2ViT model: the fraction of queries whose denominator is clamped to 100, and the
+    closest relative distance of any denominator to 100 (the clamp is continuous: informative only)."""
+    out, dist = [], []
     orig = torch.clamp
 
     def spy(t, min=None, **kw):
         if min == ref.L2VIT_CLAMP:
             out.append((t < min).double().mean().item())
+            dist.append(((t - min).abs() / min).min().item())
         return orig(t, min=min, **kw)
 
     ref.torch.clamp = spy
@@ -546,7 +548,7 @@ def clamp_stats(model, img):
         model.forward(img)
     finally:
         ref.torch.clamp = orig
-    return out
+    return out, min(dist)
 
 
 def main(argv):
@@ -588,8 +590,8 @@ def main(argv):
         summary = check_records(name, recs, queries_all)
         note = ""
         if arch["family"] == "l2vit" and variant.kernel == "native":
-            fr = clamp_stats(model, img)
-            note = ", clamp active " + "/".join(f"{100 * f:.0f}%" for f in fr)
+            fr, dist = clamp_stats(model, img)
+            note = ", clamp active " + "/".join(f"{100 * f:.0f}%" for f in fr) + f" (closest {dist:.1e} from 100)"
 
         np.save(os.path.join(out_dir, name + ".input.npy"), img32.numpy().astype(np.float32))
         np.save(os.path.join(out_dir, name + ".logits.npy"), logits.numpy().astype(np.float32))
