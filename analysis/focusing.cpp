@@ -89,10 +89,11 @@ torch::Tensor cosine_histogram(const torch::Tensor& queries, const torch::Tensor
 
 }  // namespace
 
-FocusStudy study_focusing(const AttentionCapture& layer, int64_t head, const FocusStudyOptions& options,
+FocusStudy study_focusing(const AttentionCapture& whole, int64_t head, const FocusStudyOptions& options,
                           int64_t batch) {
   torch::NoGradGuard no_grad;
-  if (head < 0 || head >= layer.heads) throw std::out_of_range("head " + std::to_string(head) + " does not exist");
+  if (head < 0 || head >= whole.heads) throw std::out_of_range("head " + std::to_string(head) + " does not exist");
+  const AttentionCapture& layer = whole.for_head(head);  // CSwin: the branch that holds the head
   if (options.histogram_bins < 1) throw std::invalid_argument("study_focusing: histogram_bins must be >= 1");
   if (!layer.q.defined() && !layer.features.q_before_focus.defined())
     throw std::invalid_argument("f_p needs the layer's q and k; this model reports only attention probabilities");

@@ -50,9 +50,10 @@ Spectrum factored_spectrum(const torch::Tensor& left, const torch::Tensor& right
   return summarise_singular_values(values, left.size(0), right.size(0));
 }
 
-std::optional<MatrixFactors> equivalent_matrix_factors(const AttentionCapture& layer, int64_t head, bool include_dwc,
+std::optional<MatrixFactors> equivalent_matrix_factors(const AttentionCapture& whole, int64_t head, bool include_dwc,
                                                        int64_t batch) {
   torch::NoGradGuard no_grad;
+  const AttentionCapture& layer = whole.for_head(head);
   const ResolvedAttention& attention = layer.attention;
   // Softmax, a window restriction and per-window groups (Swin) have no thin factors.
   if (attention.kernel == Kernel::Softmax || attention.window > 0 || layer.query_slots.defined()) return std::nullopt;
@@ -124,8 +125,9 @@ Spectrum grouped_spectrum(const AttentionCapture& layer, int64_t head, bool incl
 
 }  // namespace
 
-AttentionSpectrum attention_spectrum(const AttentionCapture& layer, int64_t head, bool include_dwc, int64_t batch) {
+AttentionSpectrum attention_spectrum(const AttentionCapture& whole, int64_t head, bool include_dwc, int64_t batch) {
   torch::NoGradGuard no_grad;
+  const AttentionCapture& layer = whole.for_head(head);
   const auto start = std::chrono::steady_clock::now();
   AttentionSpectrum result;
   result.dwc = include_dwc && layer.attention.dwc;

@@ -296,7 +296,20 @@ torch::Tensor broadcast_select(const torch::Tensor& t, int64_t index) { return t
 
 }  // namespace
 
+const AttentionCapture& AttentionCapture::for_head(int64_t& head) const {
+  if (branches.empty()) return *this;
+  if (head < 0 || head >= heads) throw std::out_of_range("head " + std::to_string(head) + " does not exist");
+  size_t branch = branches.size() - 1;
+  while (branch > 0 && head < branch_first_head[branch]) --branch;
+  head -= branch_first_head[branch];
+  return branches[branch];
+}
+
 torch::Tensor AttentionCapture::rows(int64_t batch, int64_t head, const std::vector<int64_t>& queries) const {
+  if (!branches.empty()) {
+    const AttentionCapture& branch = for_head(head);
+    return branch.rows(batch, head, queries);
+  }
   torch::NoGradGuard no_grad;
   const int64_t total = layout.total_tokens();
   for (int64_t query : queries)
@@ -400,6 +413,10 @@ nlohmann::json describe_layer(const AttentionCapture& capture) {
 }
 
 torch::Tensor AttentionCapture::equivalent_matrix(int64_t batch, int64_t head) const {
+  if (!branches.empty()) {
+    const AttentionCapture& branch = for_head(head);
+    return branch.equivalent_matrix(batch, head);
+  }
   torch::Tensor attention_matrix = matrix(batch, head);
   if (!attention.dwc) return attention_matrix;
   std::vector<int64_t> all(size_t(layout.total_tokens()));

@@ -66,6 +66,13 @@ struct AttentionCapture {
   // linear-interpolation weights that carry the DWC band over to the keys.
   torch::Tensor value_resampling;
 
+  // Heads computed in separate branches (CSwin's vertical and horizontal stripes), each with its
+  // own capture; heads are numbered branch 0's first. Everything per head reads its branch.
+  std::vector<AttentionCapture> branches;
+  std::vector<int> branch_first_head;  // the layer head each branch's head 0 is
+  // The capture that holds `head` (this one, or a branch), with `head` made local to it.
+  const AttentionCapture& for_head(int64_t& head) const;
+
   int64_t groups() const { return query_slots.defined() ? query_slots.size(0) : 1; }
   // Rows of the attention matrix for some queries: [Q, Tk] over the key tokens (zero outside a
   // query's group). For linear kernels, the normalised weights their computation implies.

@@ -246,7 +246,9 @@ void InferenceWorker::build_views(uint64_t id, const InferenceRequest& request, 
     outcome.query_note = std::string(e.what()) + "; showing " + selected.layout.token_name(fallback.token);
   }
 
-  if (request.windows) outcome.query_window = query_window_cells(selected, outcome.query_token);
+  if (request.windows)
+    outcome.query_window =
+        query_window_cells(selected, outcome.query_token, std::clamp(request.head, 0, outcome.heads - 1));
 
   PanelSelection selection;
   selection.query_token = outcome.query_token;

@@ -32,7 +32,9 @@ GridMap to_grid_map(const torch::Tensor& grid) {
   return map;
 }
 
-std::vector<int> query_window_cells(const AttentionCapture& capture, int query_token) {
+std::vector<int> query_window_cells(const AttentionCapture& whole, int query_token, int head) {
+  int64_t local_head = head;
+  const AttentionCapture& capture = whole.branches.empty() ? whole : whole.for_head(local_head);
   std::vector<int> cells;
   if (!capture.query_slots.defined()) return cells;
   const auto queries = capture.query_slots.to(torch::kCPU).contiguous();

@@ -44,8 +44,8 @@ FocusView build_focus_view(const AttentionCapture& capture, int head, double p);
 
 GridMap to_grid_map(const torch::Tensor& grid);  // [h, w] -> GridMap
 
-// The key-grid cells (row-major over the key grid) of the group `query_token` attends within: its
-// (shifted) window; empty when the layer is global.
-std::vector<int> query_window_cells(const AttentionCapture& capture, int query_token);
+// The key-grid cells (row-major over the key grid) of the group `query_token` attends within in
+// `head`: its (shifted) window, or CSwin's stripe of the head's branch; empty for global layers.
+std::vector<int> query_window_cells(const AttentionCapture& capture, int query_token, int head);
 
 }  // namespace attnscope
