@@ -12,15 +12,18 @@
 #include "core/atomic_file.h"
 #include "core/colormap.h"
 #include "core/npy.h"
+#include "core/output_files.h"
+#include "core/value_scale.h"
 #include "models/inference.h"
 
 namespace attnscope {
 
 namespace {
 
-const std::vector<std::string> kRunOptions = {"model",   "image", "out",    "variant", "p",    "window",
-                                              "anchors", "dwc",   "norm",   "layer",   "head", "query",
-                                              "resize",  "size",  "device", "arch"};
+const std::vector<std::string> kRunOptions = {
+    "model",  "image", "out",      "variant", "p",       "window", "anchors",       "dwc",  "norm",
+    "layer",  "head",  "query",    "resize",  "size",    "crop",   "interpolation", "mean", "std",
+    "device", "arch",  "colormap", "scale",   "opacity", "alpha",  "overwrite"};
 
 void require(const std::string& value, const std::string& name) {
   if (value.empty()) throw std::invalid_argument("--" + name + " is required");
@@ -44,6 +47,7 @@ int run_command(const Args& args) {
   configure_threads();
   const torch::Device device = resolve_device(state.device);
   LoadedModel model = load_model(state.model, ArchOverrides::parse(state.arch), device);
+  configure_input(model, state.input_settings());
   const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
   const InferenceResult result = run_inference(model, prepared, state.attention);
 
@@ -66,8 +70,15 @@ int run_command(const Args& args) {
     throw std::runtime_error("the attention of layer " + std::to_string(layer) + " head " + std::to_string(state.head) +
                              " is not finite (NaN or Inf)");
   const torch::Tensor grid = capture.key_grid(row);
-  const cv::Mat overlay = overlay_patch_map(result.input_rgb, grid, Colormap::Viridis, 0.6f, 0.0f,
-                                            std::max(grid.max().item<float>(), 1e-12f));
+  // The overlay in the session's colour map, scale mode and opacity, as the workbench draws it.
+  const torch::Tensor shown = (grid * display_factor(state.scale, capture.key_layout.total_tokens()))
+                                  .to(torch::kCPU, torch::kFloat)
+                                  .contiguous();
+  const cv::Mat shown_values(int(shown.size(0)), int(shown.size(1)), CV_32FC1, shown.data_ptr<float>());
+  ValueRange range;
+  range.include(shown.data_ptr<float>(), size_t(shown.numel()));
+  const ValueScale scale = resolve_value_scale(state.scale, state.colormap, range);
+  const cv::Mat overlay = overlay_values(result.input_rgb, shown_values, scale, state.opacity, state.alpha);
 
   // Ranks need a full SVD per head: above 400 tokens (DINOv2 at 518 px has 1370) that is seconds
   // per layer, so only the selected layer's heads are summarised there.
@@ -111,6 +122,7 @@ int run_command(const Args& args) {
         {"key_grid", {capture.key_layout.grid_h, capture.key_layout.grid_w}},
         {"total", capture.layout.total_tokens()}}},
       {"variant", to_string(state.attention.variant)},
+      {"attention", capture.attention.describe()},
       {"settings",
        {{"p", state.attention.p},
         {"window", state.attention.window},
@@ -125,6 +137,15 @@ int run_command(const Args& args) {
       {"output", {{"kind", model.output_kind()}, {"size", result.forward.logits.size(-1)}}},
       {"normalization",
        {{"mean", model.normalization.mean}, {"std", model.normalization.std}, {"source", model.normalization_source}}},
+      {"preprocessing", preprocessing_json(model, state.input_settings(), prepared)},
+      {"overlay",
+       {{"colormap", to_string(scale.colormap)},
+        {"scale", to_string(state.scale)},
+        {"vmin", scale.vmin},
+        {"vmax", scale.vmax},
+        {"log", scale.log},
+        {"alpha", to_string(state.alpha)},
+        {"opacity", state.opacity}}},
       {"top5", top},
       {"layers", layers},
   };
@@ -136,12 +157,14 @@ int run_command(const Args& args) {
   if (!model.report.notes.empty()) summary["notes"] = model.report.notes;
   // Paths are bytes: a name that is not UTF-8 is written with replacement characters, never fails.
   const std::string summary_text = summary.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
-  std::filesystem::create_directories(state.out);
-  write_npy((out / "logits.npy").string(), logits);
-  write_npy((out / ("attention" + suffix + ".npy")).string(), model.backbone->hierarchical() ? grid : row);
-  write_npy((out / ("matrix" + suffix + ".npy")).string(), matrix);
-  write_png_rgb((out / ("overlay" + suffix + ".png")).string(), overlay);
-  write_file_atomically((out / "summary.json").string(), [&](std::ostream& stream) { stream << summary_text << "\n"; });
+  // Every output is checked before the first is written: existing ones are refused unless --overwrite.
+  OutputFiles files(state.out, state.figure.overwrite);
+  files.add_npy("logits.npy", logits);
+  files.add_npy("attention" + suffix + ".npy", model.backbone->hierarchical() ? grid : row);
+  files.add_npy("matrix" + suffix + ".npy", matrix);
+  files.add_png("overlay" + suffix + ".png", overlay);
+  files.add_text("summary.json", summary_text + "\n");
+  files.write();
 
   std::cout << "attnscope run: " << model.family() << " on " << result.device << ", " << capture.attention.describe()
             << ", forward " << result.milliseconds << " ms\n";

@@ -333,6 +333,8 @@ LoadedModel load_scripted_model(const std::string& path, const std::string& file
   loaded.normalization.mean = scripted->mean();
   loaded.normalization.std = scripted->std();
   loaded.normalization_source = "attnscope.json";
+  loaded.declared.normalization = loaded.normalization;
+  loaded.declared.normalization_source = loaded.normalization_source;
   loaded.device = device;
   loaded.parameter_count = scripted->parameter_count();
   loaded.report.notes.push_back("TorchScript file '" + scripted->name() +
@@ -403,6 +405,12 @@ LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, 
   loaded.normalization.std = layout.std;
   loaded.normalization_source =
       layout.normalization_source.empty() ? "ImageNet (timm default)" : layout.normalization_source;
+  loaded.declared.normalization = loaded.normalization;
+  loaded.declared.normalization_source = loaded.normalization_source;
+  loaded.declared.resize = layout.resize;
+  loaded.declared.crop_pct = layout.crop_pct;
+  loaded.declared.interpolation = layout.interpolation;
+  loaded.declared.source = layout.preprocessing_source;
   loaded.class_names = layout.class_names.size() == size_t(arch.num_classes) && arch.num_classes > 0
                            ? layout.class_names
                            : class_names_for(loaded);

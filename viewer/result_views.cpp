@@ -52,6 +52,10 @@ std::vector<int> query_window_cells(const AttentionCapture& whole, int query_tok
   return cells;
 }
 
+bool dwc_switch_applies(const PanelMaps& panel) {
+  return panel.error.empty() && panel.kernel == "focused";
+}
+
 const TokenLayout& map_grid(const AttentionCapture& capture, bool incoming) {
   return incoming ? capture.layout : capture.key_layout;
 }
@@ -97,6 +101,7 @@ PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection
         const Spectrum spectrum = attention_spectrum(capture, head).spectrum;
         HeadSpectrum head_spectrum;
         head_spectrum.singular_values = as_floats(spectrum.singular_values);
+        head_spectrum.tolerance = spectrum.tolerance;
         head_spectrum.numerical_rank = spectrum.numerical_rank;
         head_spectrum.effective_rank = spectrum.effective_rank;
         maps.spectra.push_back(std::move(head_spectrum));
@@ -105,6 +110,7 @@ PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection
       map = capture.key_grid(capture.row(0, head, selection.query_token).to(torch::kCPU, torch::kFloat));
     }
     maps.head_maps.push_back(to_grid_map(map));
+    maps.uniformity.push_back(uniformity(map));
     mean = mean.defined() ? mean + map : map.clone();
     if (selection.metrics) {
       const FocusSummary summary = summarise_focus(map.reshape({-1}), kFocusTopK, selection.box);
@@ -112,6 +118,7 @@ PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection
     }
   }
   maps.mean_map = to_grid_map(mean / double(capture.heads));
+  maps.mean_uniformity = uniformity(mean);
   if (!maps.prefix_received_per_head.empty()) {
     maps.prefix_received.assign(size_t(key_prefix), 0.0f);
     for (const auto& per_head : maps.prefix_received_per_head)
@@ -166,7 +173,8 @@ RolloutView build_rollout_view(const std::vector<AttentionCapture>& layers, int 
   return view;
 }
 
-FocusView build_focus_view(const AttentionCapture& capture, int head, double p) {
+FocusView build_focus_view(const AttentionCapture& capture, int head, double p, bool queries,
+                           FocusProjectionKind projection) {
   FocusStudyOptions options;
   options.p = p;
   const FocusStudy study = study_focusing(capture, head, options);
@@ -182,6 +190,7 @@ FocusView build_focus_view(const AttentionCapture& capture, int head, double p) 
   const ScoreExample example = example_focus_scores(p);
   view.example_before = as_floats(example.before);
   view.example_after = as_floats(example.after);
+  view.projection = project_focusing(capture, head, p, queries, projection);
   return view;
 }
 
