@@ -45,9 +45,9 @@ bool InferenceRequest::same_forward(const InferenceRequest& other) const {
 
 bool InferenceRequest::operator==(const InferenceRequest& other) const {
   return same_forward(other) && layer == other.layer && head == other.head && query == other.query &&
-         direction == other.direction && windows == other.windows && box == other.box && analysis == other.analysis &&
-         target_class == other.target_class && gradcam_layer == other.gradcam_layer && fusion == other.fusion &&
-         discard == other.discard;
+         direction == other.direction && windows == other.windows && lcm == other.lcm && box == other.box &&
+         analysis == other.analysis && target_class == other.target_class && gradcam_layer == other.gradcam_layer &&
+         fusion == other.fusion && discard == other.discard;
 }
 
 // One panel's forward pass, shared (not copied) between runs that did not change it.
@@ -253,6 +253,11 @@ void InferenceWorker::build_views(uint64_t id, const InferenceRequest& request, 
   PanelSelection selection;
   selection.query_token = outcome.query_token;
   selection.incoming = request.direction == "in";
+  selection.after_lcm = request.lcm == "after" && selected.has_lcm();
+  if (request.lcm == "after")
+    outcome.lcm_note = selected.has_lcm()
+                           ? "after the LCM: C_conv A (its convolutions linearised, channel mean)"
+                           : "this layer has no LCM (only L2ViT's global blocks do): the attention itself";
   selection.matrix_head = std::clamp(request.head, 0, outcome.heads - 1);
   selection.spectrum = request.analysis == "spectrum";
   selection.metrics = request.analysis == "metrics";
