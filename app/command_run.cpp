@@ -23,7 +23,7 @@ namespace {
 const std::vector<std::string> kRunOptions = {
     "model",  "image", "out",      "variant", "p",       "window", "anchors",       "dwc",  "norm",
     "layer",  "head",  "query",    "resize",  "size",    "crop",   "interpolation", "mean", "std",
-    "device", "arch",  "colormap", "scale",   "opacity", "alpha",  "overwrite"};
+    "device", "arch",  "colormap", "scale",   "opacity", "alpha",  "overwrite", "lcm"};
 
 void require(const std::string& value, const std::string& name) {
   if (value.empty()) throw std::invalid_argument("--" + name + " is required");
@@ -62,8 +62,22 @@ int run_command(const Args& args) {
   // Everything is computed and checked before the first file is written: a failure writes nothing.
   torch::NoGradGuard no_grad;
   const torch::Tensor logits = result.forward.logits[0].to(torch::kCPU, torch::kFloat);
-  const torch::Tensor row = capture.row(0, state.head, query.token).to(torch::kCPU);
-  const torch::Tensor matrix = capture.equivalent_matrix(0, state.head).to(torch::kCPU);
+  // --lcm after: the map after L2ViT's LCM mixing, where the layer has one; said in the summary.
+  const bool after_lcm = state.lcm == "after" && capture.has_lcm();
+  std::string lcm_note;
+  if (state.lcm == "after")
+    lcm_note = after_lcm ? "rows and matrix after the LCM's spatial mixing: C_conv A (BatchNorm folded, GELU at slope "
+                           "1/2, channel mean; biases left out)"
+                         : "layer " + std::to_string(layer) +
+                               " has no LCM (only L2ViT's global blocks do): the map is the attention itself";
+  std::vector<int64_t> all_queries(size_t(capture.layout.total_tokens()));
+  for (size_t i = 0; i < all_queries.size(); ++i) all_queries[i] = int64_t(i);
+  const torch::Tensor row =
+      (after_lcm ? capture.rows_after_lcm(0, state.head, {query.token})[0] : capture.row(0, state.head, query.token))
+          .to(torch::kCPU);
+  const torch::Tensor matrix =
+      (after_lcm ? capture.rows_after_lcm(0, state.head, all_queries) : capture.equivalent_matrix(0, state.head))
+          .to(torch::kCPU);
   if (!torch::isfinite(logits).all().item<bool>())
     throw std::runtime_error("the model's output is not finite (NaN or Inf): check the checkpoint's weights");
   if (!torch::isfinite(matrix).all().item<bool>())
@@ -150,6 +164,8 @@ int run_command(const Args& args) {
       {"layers", layers},
   };
   if (!query.note.empty()) summary["query"]["note"] = query.note;
+  summary["lcm"] = {{"view", state.lcm}, {"applied", after_lcm}};
+  if (!lcm_note.empty()) summary["lcm"]["note"] = lcm_note;
   if (!every_layer) summary["layers_note"] = "more than 400 tokens: ranks of the selected layer only";
   summary["row_format"] = model.backbone->hierarchical()
                               ? "attention_l*_h*.npy: the query's row over the layer's key grid [key_h, key_w]"

@@ -284,6 +284,15 @@ std::vector<OptionSpec> make_options() {
                        s.windows = v == "on";
                      },
                      [](const AppState& s) { return std::string(s.windows ? "on" : "off"); }, "on"});
+  options.push_back({"lcm", "before|after",
+                     "L2ViT global layers: the map before or after the LCM's spatial mixing (C_conv A, BatchNorm "
+                     "folded, GELU at slope 1/2); other layers have no LCM",
+                     [](AppState& s, const std::string& v) {
+                       if (v != "before" && v != "after")
+                         throw std::invalid_argument("--lcm expects before or after, got '" + v.substr(0, 200) + "'");
+                       s.lcm = v;
+                     },
+                     [](const AppState& s) { return s.lcm; }});
   options.push_back({"analysis", "NAME",
                      "analysis view: none, spectrum (matrix, rank), gradcam, fp (f_p), rollout or metrics",
                      [](AppState& s, const std::string& v) {

@@ -57,6 +57,9 @@ struct AppState {
   // Outline the selected layer's windows on the maps (Swin's shifted windows where shifted), and
   // the query's own window.
   bool windows = false;
+  // L2ViT's global (LGA) layers: the map "before" the LCM (the attention itself) or "after" its
+  // spatial mixing (C_conv A, the convolutions linearised); layers without an LCM show the attention.
+  std::string lcm = "before";
   // none, spectrum (matrix, spectrum, rank), gradcam, fp (f_p), rollout or metrics; as `analyze` names them
   std::string analysis = "none";
 

@@ -47,7 +47,7 @@ bool InferenceRequest::operator==(const InferenceRequest& other) const {
   return same_forward(other) && layer == other.layer && head == other.head && query == other.query &&
          direction == other.direction && windows == other.windows && box == other.box && analysis == other.analysis &&
          target_class == other.target_class && gradcam_layer == other.gradcam_layer && fusion == other.fusion &&
-         discard == other.discard && fp_vectors == other.fp_vectors && fp_projection == other.fp_projection;
+         discard == other.discard && fp_vectors == other.fp_vectors && fp_projection == other.fp_projection && lcm == other.lcm;
 }
 
 // One panel's forward pass, shared (not copied) between runs that did not change it.
@@ -281,6 +281,10 @@ void InferenceWorker::build_views(uint64_t id, const InferenceRequest& request,
     outcome.query_window =
         query_window_cells(selected, outcome.query_token, std::clamp(request.head, 0, outcome.heads - 1));
 
+  if (request.lcm == "after")
+    outcome.lcm_note = selected.has_lcm()
+                           ? "after the LCM: C_conv A (its convolutions linearised, channel mean)"
+                           : "this layer has no LCM (only L2ViT's global blocks do): the attention itself";
 
   int row = 0, col = 0;
   const bool patch_query = parse_patch_query(request.query, row, col);
@@ -330,6 +334,7 @@ void InferenceWorker::build_views(uint64_t id, const InferenceRequest& request,
       PanelSelection selection;
       selection.query_token = maps.query_token;
       selection.incoming = request.direction == "in";
+      selection.after_lcm = request.lcm == "after" && capture.has_lcm();
       selection.matrix_head = std::clamp(request.head, 0, capture.heads - 1);
       if (request.head >= capture.heads)
         maps.note +=

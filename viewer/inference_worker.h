@@ -51,8 +51,9 @@ struct InferenceRequest {
   int head = 0;               // the matrix view's head, the f_p head
   std::string query = "cls";  // cls, dist, regN or ROW,COL in the layer's query grid
   std::string direction = "out";
-  bool windows = false;  // the query's window cells for the outline
-  std::string box;       // the metrics view's box of patches, empty: none
+  bool windows = false;        // the query's window cells for the outline
+  std::string lcm = "before";  // L2ViT global layers: the map before or after the LCM's mixing
+  std::string box;             // the metrics view's box of patches, empty: none
   // The analysis view's extra work, for panel 1: "spectrum" (the matrix and every head's singular
   // values), "gradcam" (one forward and backward), "fp" (f_p on the head's features), "rollout"
   // (attention rollout through the captured layers, no extra forward pass), "metrics".
@@ -178,8 +179,10 @@ struct InferenceOutcome {
   // The key-grid cells (row-major) of the query's own window or group, empty for global layers.
   std::vector<int> query_window;
   std::string window_meaning;  // what the window option does on this model; empty: nothing
-  std::string box_error;       // why the box cannot be used on this grid
-  cv::Mat input_rgb;           // the image exactly as the model saw it
+  // The LCM option on the selected layer: what the maps show, or why the option does not apply.
+  std::string lcm_note;
+  std::string box_error;  // why the box cannot be used on this grid
+  cv::Mat input_rgb;      // the image exactly as the model saw it
   std::vector<PanelMaps> panels;
   std::optional<GradCamView> gradcam;  // when asked for
   std::optional<FocusView> focus;      // when asked for

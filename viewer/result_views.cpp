@@ -78,10 +78,16 @@ PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection
     if (cancelled && cancelled()) throw Cancelled();
     torch::Tensor map;
     if (whole_matrix) {
-      const torch::Tensor matrix = capture.matrix(0, head).to(torch::kCPU, torch::kFloat);  // [Tq, Tk]
+      std::vector<int64_t> all_queries;
+      if (selection.after_lcm)
+        for (int64_t token = 0; token < queries.total_tokens(); ++token) all_queries.push_back(token);
+      const torch::Tensor matrix =
+          (selection.after_lcm ? capture.rows_after_lcm(0, head, all_queries) : capture.matrix(0, head))
+              .to(torch::kCPU, torch::kFloat);  // [Tq, Tk]
       // The matrix view shows FLatten's equivalent matrix (with its DWC term), whose rank the DWC restores.
-      const torch::Tensor equivalent =
-          capture.attention.dwc ? capture.equivalent_matrix(0, head).to(torch::kCPU, torch::kFloat) : matrix;
+      const torch::Tensor equivalent = capture.attention.dwc && !selection.after_lcm
+                                           ? capture.equivalent_matrix(0, head).to(torch::kCPU, torch::kFloat)
+                                           : matrix;
       map =
           selection.incoming
               ? matrix.select(1, key_token).slice(0, queries.prefix_tokens()).reshape({queries.grid_h, queries.grid_w})
@@ -107,7 +113,9 @@ PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection
         maps.spectra.push_back(std::move(head_spectrum));
       }
     } else {
-      map = capture.key_grid(capture.row(0, head, selection.query_token).to(torch::kCPU, torch::kFloat));
+      const torch::Tensor row = selection.after_lcm ? capture.rows_after_lcm(0, head, {selection.query_token})[0]
+                                                    : capture.row(0, head, selection.query_token);
+      map = capture.key_grid(row.to(torch::kCPU, torch::kFloat));
     }
     maps.head_maps.push_back(to_grid_map(map));
     maps.uniformity.push_back(uniformity(map));

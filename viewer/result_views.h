@@ -19,9 +19,10 @@ struct PanelSelection {
   int query_token = 0;
   bool incoming = false;  // the query's column ("in") instead of its row ("out")
   int matrix_head = 0;
-  bool spectrum = false;  // the matrix of `matrix_head` and every head's spectrum
-  bool metrics = false;   // focus metrics per head
-  torch::Tensor box;      // metrics: coverage [grid] of the user's box, undefined: none
+  bool spectrum = false;   // the matrix of `matrix_head` and every head's spectrum
+  bool metrics = false;    // focus metrics per head
+  bool after_lcm = false;  // L2ViT global layers: C_conv A, the map after the LCM's spatial mixing
+  torch::Tensor box;       // metrics: coverage [grid] of the user's box, undefined: none
 };
 
 // One panel's maps of one captured layer. `cancelled` is checked between heads.

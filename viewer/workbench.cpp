@@ -87,6 +87,7 @@ InferenceRequest Workbench::make_request() const {
   request.query = state.query;
   request.direction = state.direction;
   request.windows = state.windows;
+  request.lcm = state.lcm;
   request.analysis = state.analysis;
   // Only what the analysis view reads is part of the request, so other changes re-use the result.
   if (state.analysis == "metrics") request.box = state.box;

@@ -307,6 +307,11 @@ struct ControlsPanel : WorkbenchPanel {
       if (ImGui::RadioButton("out: where the query looks", state.direction == "out")) state.direction = "out";
       if (ImGui::RadioButton("in: how much patches look at it", state.direction == "in")) state.direction = "in";
       ImGui::Checkbox("outline windows", &state.windows);
+      // L2ViT's global layers: the map before or after the LCM's spatial mixing.
+      bool after_lcm = state.lcm == "after";
+      if (ImGui::Checkbox("after the LCM (L2ViT global layers)", &after_lcm))
+        state.lcm = after_lcm ? "after" : "before";
+      if (outcome && !outcome->lcm_note.empty()) ImGui::TextDisabled("%s", outcome->lcm_note.c_str());
     }
 
     if (ImGui::CollapsingHeader("Display", ImGuiTreeNodeFlags_DefaultOpen)) {
