@@ -80,7 +80,7 @@ int train_command(const Args& args) {
          << "- Held-out accuracy: " << std::fixed << std::setprecision(3) << result.held_out_accuracy << " on "
          << options.eval_samples << " generated images (seeds from 10^12, never seen in training)\n"
          << "- Training: " << result.steps << " steps x " << options.batch << " images, AdamW lr "
-         << options.learning_rate << ", wd " << options.weight_decay << ", final training loss " << std::setprecision(3)
+         << std::defaultfloat << options.learning_rate << std::fixed << ", wd " << options.weight_decay << ", final training loss " << std::setprecision(3)
          << result.final_loss << ", " << duration_text(result.train_seconds) << " on " << torch::get_num_threads()
          << " CPU threads\n"
          << "- Reproduce: `" << command.str() << "`\n";
