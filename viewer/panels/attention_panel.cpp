@@ -223,6 +223,15 @@ struct AttentionPanel : WorkbenchPanel {
     ImGui::TextDisabled("layer %d (%s), query %s, %s", outcome.layer, outcome.placement.name.c_str(),
                         outcome.layout.token_name(outcome.query_token).c_str(),
                         bench.state.direction == "in" ? "in: the attention patches give it" : "out: where it looks");
+    if (!outcome.placement.channels.empty()) {
+      // CARE: the map is the linear part's, which sees only its own slice of the channels.
+      std::string parts;
+      for (const ChannelPart& part : outcome.placement.channels)
+        parts += (parts.empty() ? "" : ", ") + part.name + " " + std::to_string(part.begin) + ".." +
+                 std::to_string(part.end - 1);
+      ImGui::SetCursorScreenPos(ImVec2(pos.x + width + 16, pos.y + 40));
+      ImGui::TextDisabled("channels: %s; the map covers the attention part only", parts.c_str());
+    }
   }
 };
 
