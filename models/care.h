@@ -14,6 +14,9 @@
 
 namespace attnscope {
 
+// Why the window option does nothing on CARE (the UI and the CLI say it instead of ignoring it).
+extern const char* const kCareWindowNote;
+
 struct CareBlockArch {
   bool attention = false;   // token_mixer.qk: ELU + 1 linear attention; else strip convolutions
   int heads = 0;            // attention: part channels / att_head_dim
@@ -97,6 +100,7 @@ class CareNetImpl : public Backbone {
   bool hierarchical() const override { return true; }
   // No windows: the linear branch attends over the whole grid and the rest are convolutions.
   std::string window_meaning() const override { return ""; }
+  std::string no_window_reason() const override { return kCareWindowNote; }
   const CareArch& arch() const { return arch_; }
 
   torch::nn::Sequential stem{nullptr};
@@ -109,8 +113,5 @@ class CareNetImpl : public Backbone {
   CareArch arch_;
 };
 TORCH_MODULE(CareNet);
-
-// Why the window option does nothing on CARE (the UI and the CLI say it instead of ignoring it).
-extern const char* const kCareWindowNote;
 
 }  // namespace attnscope

@@ -83,7 +83,7 @@ struct AttentionPanel : WorkbenchPanel {
     const TokenLayout& tokens = bench.state.direction == "in" ? outcome->layout : outcome->key_layout;
     const int query_cell = follow_query(outcome->query_token, outcome->layout, tokens);
     const size_t panel_count = bench.maps.size();
-    const float colorbar_height = 46.0f;
+    const float colorbar_height = outcome->placement.channels.empty() ? 46.0f : 66.0f;  // + CARE's channel line
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     const ImVec2 area(ImGui::GetContentRegionAvail().x, ImGui::GetContentRegionAvail().y - colorbar_height);
     const float label_height = ImGui::GetTextLineHeightWithSpacing();
@@ -228,9 +228,9 @@ struct AttentionPanel : WorkbenchPanel {
       std::string parts;
       for (const ChannelPart& part : outcome.placement.channels)
         parts += (parts.empty() ? "" : ", ") + part.name + " " + std::to_string(part.begin) + ".." +
-                 std::to_string(part.end - 1);
+                 std::to_string(part.end - 1) + (part.name == "attention" ? " (this map)" : "");
       ImGui::SetCursorScreenPos(ImVec2(pos.x + width + 16, pos.y + 40));
-      ImGui::TextDisabled("channels: %s; the map covers the attention part only", parts.c_str());
+      ImGui::TextDisabled("channels: %s", parts.c_str());
     }
   }
 };

@@ -170,9 +170,11 @@ struct ControlsPanel : WorkbenchPanel {
       ImGui::EndDisabled();
       if (outcome) {
         ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-        ImGui::TextWrapped("%s", no_windows ? "window: this model has no windows (its keys are a reduced grid or "
-                                              "it reports its own attention)"
-                                            : ("window: " + outcome->window_meaning).c_str());
+        const std::string no_windows_text =
+            outcome->no_window_reason.empty()
+                ? "window: this model has no windows (its keys are a reduced grid or it reports its own attention)"
+                : "window: " + outcome->no_window_reason;
+        ImGui::TextWrapped("%s", no_windows ? no_windows_text.c_str() : ("window: " + outcome->window_meaning).c_str());
         ImGui::PopStyleColor();
       }
       const int patches = outcome ? outcome->layout.patch_tokens() : 196;
