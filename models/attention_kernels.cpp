@@ -178,7 +178,9 @@ torch::Tensor attend(Kernel kernel, const KernelFeatures& features, const torch:
       if (additive.defined())
         bias3 = additive.expand({batch, heads, queries, keys}).reshape({batch * heads, queries, keys});
       attend_queries = [=, &features](int64_t begin, int64_t end) {
-        auto scores = torch::empty({batch * heads, end - begin, keys}, q.options())
+        // Zeros, not empty: LibTorch 1.13's CPU baddbmm_ can scale the old contents by beta = 0,
+        // and 0 * NaN left in reused memory made whole Swin forwards NaN.
+        auto scores = torch::zeros({batch * heads, end - begin, keys}, q.options())
                           .baddbmm_(q3.narrow(1, begin, end - begin), k3.transpose(1, 2), /*beta=*/0.0,
                                     /*alpha=*/features.score_scale);
         if (bias3.defined()) scores.add_(bias3.narrow(1, begin, end - begin));
