@@ -85,6 +85,7 @@ std::optional<MatrixFactors> equivalent_matrix_factors(const AttentionCapture& w
       row_scale = (row_sum + 1e-6).reciprocal();
       break;
     case Kernel::Focused:
+    case Kernel::EluLinear:
       row_scale = (row_sum / tokens + 1e-6).reciprocal() / tokens;
       break;
     case Kernel::Enhanced: {

@@ -152,6 +152,10 @@ KernelFeatures kernel_features(const ResolvedAttention& resolved, const torch::T
       features.q = torch::relu(q);
       features.k = torch::relu(k);
       break;
+    case Kernel::EluLinear:
+      features.q = torch::elu(q) + 1.0;
+      features.k = torch::elu(k) + 1.0;
+      break;
     case Kernel::Enhanced:
       features.q = torch::relu(q);
       features.k = torch::relu(k);
@@ -439,17 +443,24 @@ nlohmann::json describe_layer(const AttentionCapture& capture) {
   const LayerPlacement& at = capture.placement;
   nlohmann::json window = nullptr;
   if (at.window_h > 0) window = {at.window_h, at.window_w};
-  return {{"name", at.name},
-          {"stage", at.stage},
-          {"block", at.block},
-          {"query_grid", {capture.layout.grid_h, capture.layout.grid_w}},
-          {"key_grid", {capture.key_layout.grid_h, capture.key_layout.grid_w}},
-          {"prefix_tokens", capture.layout.prefix_tokens()},
-          {"window", window},
-          {"shift", {at.shift_h, at.shift_w}},
-          {"access", at.access},
-          {"attention", capture.attention.describe()},
-          {"heads", capture.heads}};
+  nlohmann::json described = {{"name", at.name},
+                              {"stage", at.stage},
+                              {"block", at.block},
+                              {"query_grid", {capture.layout.grid_h, capture.layout.grid_w}},
+                              {"key_grid", {capture.key_layout.grid_h, capture.key_layout.grid_w}},
+                              {"prefix_tokens", capture.layout.prefix_tokens()},
+                              {"window", window},
+                              {"shift", {at.shift_h, at.shift_w}},
+                              {"access", at.access},
+                              // A block without attention (CARE's strip-conv blocks) still counts as a layer.
+                              {"attention", capture.heads > 0 ? capture.attention.describe() : "none"},
+                              {"heads", capture.heads}};
+  if (!at.channels.empty()) {
+    nlohmann::json parts = nlohmann::json::object();
+    for (const ChannelPart& part : at.channels) parts[part.name] = {part.begin, part.end};
+    described["channels"] = parts;
+  }
+  return described;
 }
 
 torch::Tensor AttentionCapture::equivalent_matrix(int64_t batch, int64_t head) const {

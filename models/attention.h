@@ -30,6 +30,12 @@ struct AttentionArch {
   int anchors = 0;                     // anchor: learned anchors m
 };
 
+// A named range [begin, end) of a block's input channels (CARE's decoupled split).
+struct ChannelPart {
+  std::string name;
+  int begin = 0, end = 0;
+};
+
 // Where a layer sits in its model and how its queries reach keys (summary.json, info, the views).
 struct LayerPlacement {
   std::string name = "blocks.0";   // module name: "blocks.3", "layers.1.blocks.0", "stages.2.blocks.1"
@@ -37,6 +43,9 @@ struct LayerPlacement {
   std::string access = "global";   // global, window, shifted-window, spatial-reduction
   int window_h = 0, window_w = 0;  // 0: no window
   int shift_h = 0, shift_w = 0;
+  // The parts of the block's channels (CARE: memory, attention, dwconv3, dwconv7); empty when the
+  // attention mixes every channel. The attention views cover the "attention" part only.
+  std::vector<ChannelPart> channels;
 };
 
 // Everything one attention layer computed that the views read: no view re-runs the model.

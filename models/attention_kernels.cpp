@@ -23,6 +23,8 @@ std::string to_string(Kernel kernel) {
       return "enhanced";
     case Kernel::Anchor:
       return "anchor";
+    case Kernel::EluLinear:
+      return "elu_linear";
   }
   return "?";
 }
@@ -110,7 +112,8 @@ torch::Tensor normalise_linear_scores(Kernel kernel, const torch::Tensor& scores
   switch (kernel) {
     case Kernel::Linear:
       return scores / (row_sum + 1e-6);
-    case Kernel::Focused: {
+    case Kernel::Focused:
+    case Kernel::EluLinear: {
       // z = 1 / (q . mean(k) + eps), averaging over the keys the query may see.
       auto visible = allowed.defined() ? allowed.sum(-1, /*keepdim=*/true).to(scores.scalar_type())
                                        : torch::full({1}, double(scores.size(-1)), scores.options());
@@ -175,7 +178,9 @@ torch::Tensor attend(Kernel kernel, const KernelFeatures& features, const torch:
       if (additive.defined())
         bias3 = additive.expand({batch, heads, queries, keys}).reshape({batch * heads, queries, keys});
       attend_queries = [=, &features](int64_t begin, int64_t end) {
-        auto scores = torch::empty({batch * heads, end - begin, keys}, q.options())
+        // Zeros, not empty: LibTorch 1.13's CPU baddbmm_ can scale the old contents by beta = 0,
+        // and 0 * NaN left in reused memory made whole Swin forwards NaN.
+        auto scores = torch::zeros({batch * heads, end - begin, keys}, q.options())
                           .baddbmm_(q3.narrow(1, begin, end - begin), k3.transpose(1, 2), /*beta=*/0.0,
                                     /*alpha=*/features.score_scale);
         if (bias3.defined()) scores.add_(bias3.narrow(1, begin, end - begin));
@@ -202,7 +207,8 @@ torch::Tensor attend(Kernel kernel, const KernelFeatures& features, const torch:
   switch (kernel) {
     case Kernel::Linear:
       return torch::matmul(q, kv) / (torch::matmul(q, key_sum) + 1e-6);
-    case Kernel::Focused: {
+    case Kernel::Focused:
+    case Kernel::EluLinear: {
       const double tokens = double(k.size(2));
       auto z = (torch::matmul(q, key_sum / tokens) + 1e-6).reciprocal();
       return torch::matmul(q, kv / tokens) * z;

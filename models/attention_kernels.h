@@ -13,7 +13,9 @@
 namespace attnscope {
 
 // The similarity kernel a run uses once `Variant` is resolved against a module.
-enum class Kernel { Softmax, Linear, Focused, Enhanced, Anchor };
+// EluLinear: CARE's linear branch, ELU + 1 features normalised as FLatten's focused kernel
+// (z = 1 / (q . mean(k) + 1e-6), weights q.k / N z), without f_p.
+enum class Kernel { Softmax, Linear, Focused, Enhanced, Anchor, EluLinear };
 std::string to_string(Kernel kernel);
 
 // A variant resolved against one attention module: what actually runs and with which values.

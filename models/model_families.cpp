@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/json_checked.h"
+#include "models/care_checkpoint.h"
 #include "models/l2vit_checkpoint.h"
 #include "models/pvt_checkpoint.h"
 #include "models/swin_checkpoint.h"
@@ -42,11 +43,17 @@ std::shared_ptr<Backbone> build_l2vit(Checkpoint& checkpoint, const nlohmann::js
   return std::make_shared<L2ViTImpl>(infer_l2vit_arch(checkpoint, meta, notes));
 }
 
+std::shared_ptr<Backbone> build_care(Checkpoint& checkpoint, const nlohmann::json& meta,
+                                     std::vector<std::string>& notes) {
+  return std::make_shared<CareNetImpl>(infer_care_arch(checkpoint, meta, notes));
+}
+
 const std::vector<Family>& families() {
   static const std::vector<Family> list = {
       {"swin", looks_like_swin, build_swin},
       {"pvt-v2", looks_like_pvt, build_pvt},
       {"l2vit", looks_like_l2vit, build_l2vit},
+      {"care", looks_like_care, build_care},
   };
   return list;
 }
@@ -55,12 +62,14 @@ const std::vector<Family>& families() {
 void refuse_known_unsupported(const Checkpoint& checkpoint) {
   auto refuse = [](const std::string& what) {
     throw CheckpointError("unsupported model: " + what +
-                          ". attnscope runs ViT/DeiT (timm, Hugging Face, CLIP, DINOv2), Swin, FLatten-Swin, PVT v2 "
-                          "and FLatten-PVT v2 natively; export anything else with scripts/export_torchscript.py");
+                          ". attnscope runs ViT/DeiT (timm, Hugging Face, CLIP, DINOv2), Swin, FLatten-Swin, PVT v2, "
+                          "FLatten-PVT v2, L2ViT and CARE natively; export anything else with scripts/export_torchscript.py");
   };
   if (has_prefix(checkpoint, "stage1_conv_embed.")) refuse("FLatten-CSwin (stage1_conv_embed.*) is not supported yet");
   if (has_prefix(checkpoint, "dist_head.") && has_prefix(checkpoint, "network."))
-    refuse("a CARE model (network.*, dist_head.*) is not supported yet");
+    refuse(
+        "a model with network.* and dist_head.* keys is not supported (CARE files, which attnscope runs, have "
+        "stem.*, stages.S.blocks.B.* and dist_head.*)");
 }
 
 }  // namespace

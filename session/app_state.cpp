@@ -509,6 +509,10 @@ int resolve_layer_index(int layer, int depth) {
 }
 
 void check_head_index(int head, int heads) {
+  if (heads == 0)
+    throw std::invalid_argument("--head " + std::to_string(head) +
+                                ": this layer computes no attention (a block without it, such as CARE's strip "
+                                "convolutions, still counts as a layer); choose another --layer");
   if (head < 0 || head >= heads)
     throw std::invalid_argument("--head " + std::to_string(head) + ": the model has " + std::to_string(heads) +
                                 " heads (0.." + std::to_string(heads - 1) + ")");

@@ -266,6 +266,11 @@ void InferenceWorker::build_views(uint64_t id, const InferenceRequest& request,
   outcome.placement = selected.placement;
   outcome.layout = selected.layout;
   outcome.key_layout = selected.key_layout;
+  if (selected.heads == 0)  // the layer slider stays usable: depth and layer are set
+    throw std::invalid_argument("layer " + std::to_string(outcome.layer) + " (" + selected.placement.name + ", " +
+                                selected.placement.access +
+                                ") computes no attention: it counts as a layer but mixes tokens by convolutions only; "
+                                "choose another layer");
   try {
     const ResolvedQuery query = resolve_query(request.query, selected.layout);
     outcome.query_token = query.token;
@@ -430,6 +435,7 @@ std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const 
     outcome->output_kind = model.output_kind();
     outcome->computes_attention = !model.is_scripted();
     outcome->window_meaning = model.backbone->window_meaning();
+    outcome->no_window_reason = model.backbone->no_window_reason();
     outcome->device = model.device.str();
     outcome->input_rgb = forwards.front().result->input_rgb;
     build_views(id, request, forwards, *outcome);

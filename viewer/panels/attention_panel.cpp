@@ -131,7 +131,8 @@ struct AttentionPanel : WorkbenchPanel {
     }
     const bool incoming = bench.state.direction == "in";
     const size_t panel_count = std::min(bench.maps.size(), outcome->panels.size());
-    const float colorbar_height = 78.0f;  // the bar, its tick labels, and two lines under them
+    // The bar, its tick labels, and two lines under them (three with CARE's channel line).
+    const float colorbar_height = outcome->placement.channels.empty() ? 78.0f : 98.0f;
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     const ImVec2 area(ImGui::GetContentRegionAvail().x, ImGui::GetContentRegionAvail().y - colorbar_height);
     const float line = ImGui::GetTextLineHeightWithSpacing();
@@ -229,6 +230,14 @@ struct AttentionPanel : WorkbenchPanel {
     ImGui::TextDisabled("layer %d (%s), query %s, %s", outcome->layer, outcome->placement.name.c_str(),
                         outcome->layout.token_name(outcome->query_token).c_str(),
                         incoming ? "in: the attention patches give it" : "out: where it looks");
+    if (!outcome->placement.channels.empty()) {
+      // CARE: the map is the linear part's, which sees only its own slice of the channels.
+      std::string parts;
+      for (const ChannelPart& part : outcome->placement.channels)
+        parts += (parts.empty() ? "" : ", ") + part.name + " " + std::to_string(part.begin) + ".." +
+                 std::to_string(part.end - 1) + (part.name == "attention" ? " (this map)" : "");
+      ImGui::TextDisabled("channels: %s", parts.c_str());
+    }
     ImGui::End();
   }
 

@@ -1,0 +1,134 @@
+#include "models/care_checkpoint.h"
+
+namespace attnscope {
+
+namespace {
+
+bool has(const Checkpoint& checkpoint, const std::string& key) { return checkpoint.tensors.count(key) > 0; }
+
+const torch::Tensor& get(const Checkpoint& checkpoint, const std::string& key, int64_t dims) {
+  auto it = checkpoint.tensors.find(key);
+  if (it == checkpoint.tensors.end()) throw CheckpointError("missing tensor '" + key + "'");
+  if (it->second.dim() != dims)
+    throw CheckpointError("tensor '" + key + "' has " + std::to_string(it->second.dim()) + " dimensions, expected " +
+                          std::to_string(dims));
+  return it->second;
+}
+
+std::string block_prefix(int stage, int block) {
+  return "stages." + std::to_string(stage) + ".blocks." + std::to_string(block) + ".";
+}
+
+// The authors' CARENets default att_head_dim=(1, 1, 16, 32) (stages 0 and 1 have no attention).
+const int kReleasedHeadDims[] = {1, 1, 16, 32};
+
+}  // namespace
+
+bool looks_like_care(const Checkpoint& checkpoint) {
+  return has(checkpoint, "dist_head.fc.weight") && has(checkpoint, "stem.0.weight") &&
+         has(checkpoint, "stages.0.blocks.0.inter_layer.inter1_norm.weight");
+}
+
+CareArch infer_care_arch(const Checkpoint& checkpoint, const nlohmann::json& meta, std::vector<std::string>& notes) {
+  if (meta.is_object() && meta.contains("family") && meta["family"] != "care")
+    throw CheckpointError("the file's arch metadata says family " + meta["family"].dump() +
+                          " but its keys are CARE's (stem.*, stages.S.blocks.B.inter_layer.*, dist_head.*)");
+  CareArch arch;
+  const auto& stem = get(checkpoint, "stem.0.weight", 4);
+  arch.in_chans = int(stem.size(1));
+  if (stem.size(2) != 4 || stem.size(3) != 4)
+    throw CheckpointError("stem.0.weight has a " + std::to_string(stem.size(2)) + "x" + std::to_string(stem.size(3)) +
+                          " kernel; CARE's stem is a 4x4 stride-4 conv");
+  const nlohmann::json head_dims = meta.is_object() ? meta.value("att_head_dim", nlohmann::json()) : nlohmann::json();
+  int stages = 0;
+  while (has(checkpoint, block_prefix(stages, 0) + "inter_layer.inter1_norm.weight")) ++stages;
+  if (stages == 0)
+    throw CheckpointError("no CARE stage found (missing 'stages.0.blocks.0.inter_layer.inter1_norm.weight')");
+  if (!head_dims.is_null() && (!head_dims.is_array() || head_dims.size() != size_t(stages)))
+    throw CheckpointError("arch metadata att_head_dim " + head_dims.dump() +
+                          " does not give one value for each of the " + std::to_string(stages) + " stages");
+  bool head_dims_from_defaults = false;
+  int in_dim = int(stem.size(0));
+  for (int s = 0; s < stages; ++s) {
+    CareStageArch stage;
+    const std::string stage_name = "stages." + std::to_string(s);
+    stage.dim = int(get(checkpoint, block_prefix(s, 0) + "inter_layer.inter2_norm.weight", 1).size(0));
+    stage.part_channels = int(get(checkpoint, block_prefix(s, 0) + "token_mixer.dwconv1.weight", 4).size(0));
+    if (stage.part_channels <= 0 || 3 * stage.part_channels > stage.dim)
+      throw CheckpointError("tensor '" + block_prefix(s, 0) + "token_mixer.dwconv1.weight' gives " +
+                            std::to_string(stage.part_channels) + " part channels, more than a third of the width " +
+                            std::to_string(stage.dim));
+    stage.downsample = has(checkpoint, stage_name + ".downsample.1.weight");
+    if (stage.downsample) {
+      const auto& conv = get(checkpoint, stage_name + ".downsample.1.weight", 4);
+      if (conv.size(0) != stage.dim || conv.size(1) != in_dim)
+        throw CheckpointError("tensor '" + stage_name + ".downsample.1.weight' does not map width " +
+                              std::to_string(in_dim) + " to " + std::to_string(stage.dim));
+    } else if (s > 0) {
+      throw CheckpointError("missing tensor '" + stage_name +
+                            ".downsample.1.weight' (every stage after the first "
+                            "starts with a BatchNorm and a 2x2 stride-2 conv)");
+    } else if (in_dim != stage.dim) {
+      throw CheckpointError("stem.0.weight gives width " + std::to_string(in_dim) + ", stage 0 has " +
+                            std::to_string(stage.dim));
+    }
+    if (head_dims.is_array()) {
+      if (!head_dims[size_t(s)].is_number_integer() || head_dims[size_t(s)].get<int>() <= 0)
+        throw CheckpointError("arch metadata att_head_dim " + head_dims.dump() + ": not a positive whole number");
+      stage.att_head_dim = head_dims[size_t(s)].get<int>();
+    } else {
+      stage.att_head_dim = stages == 4 ? kReleasedHeadDims[s] : 1;
+      head_dims_from_defaults = true;
+    }
+    for (int b = 0; has(checkpoint, block_prefix(s, b) + "inter_layer.inter1_norm.weight"); ++b) {
+      const std::string prefix = block_prefix(s, b);
+      CareBlockArch block;
+      block.attention = has(checkpoint, prefix + "token_mixer.qk.weight");
+      if (block.attention) {
+        if (stage.part_channels % stage.att_head_dim != 0)
+          throw CheckpointError("att_head_dim " + std::to_string(stage.att_head_dim) + " of stage " +
+                                std::to_string(s) + " does not divide its " + std::to_string(stage.part_channels) +
+                                " attention channels ('" + prefix + "token_mixer.qk.weight')");
+        block.heads = stage.part_channels / stage.att_head_dim;
+      }
+      block.last = !has(checkpoint, prefix + "inter_layer.inter2_fc2.weight");
+      block.layer_scale = has(checkpoint, prefix + "gamma");
+      if (block.last && block.layer_scale)
+        throw CheckpointError("missing tensor '" + prefix +
+                              "inter_layer.inter2_fc2.weight' (the block has a gamma, "
+                              "so it is not the last block)");
+      block.inter1_hidden = int(get(checkpoint, prefix + "inter_layer.inter1_fc1.weight", 4).size(0));
+      block.inter2_hidden = int(get(checkpoint, prefix + "inter_layer.inter2_fc1.weight", 4).size(0));
+      stage.blocks.push_back(block);
+    }
+    for (size_t b = 0; b < stage.blocks.size(); ++b) {
+      const bool network_last = s + 1 == stages && b + 1 == stage.blocks.size();
+      if (stage.blocks[b].last && !network_last)
+        throw CheckpointError("missing tensor '" + block_prefix(s, int(b)) +
+                              "inter_layer.inter2_fc2.weight' (only the network's last block goes without it)");
+      if (stage.blocks[b].attention != stage.blocks.front().attention)
+        throw CheckpointError("stage " + std::to_string(s) + " mixes attention and strip-conv blocks ('" +
+                              block_prefix(s, int(b)) + "token_mixer.qk.weight')");
+    }
+    in_dim = stage.dim;
+    arch.stages.push_back(stage);
+  }
+  const CareBlockArch& last = arch.stages.back().blocks.back();
+  arch.cls_dim = last.last ? last.inter2_hidden : arch.stages.back().dim;
+  const auto& fc = get(checkpoint, "head.fc.weight", 2);
+  if (fc.size(1) != arch.cls_dim)
+    throw CheckpointError("tensor 'head.fc.weight' takes " + std::to_string(fc.size(1)) +
+                          " features but the last block "
+                          "outputs " +
+                          std::to_string(arch.cls_dim));
+  arch.num_classes = int(fc.size(0));
+  if (head_dims_from_defaults)
+    notes.push_back("att_head_dim per stage: the authors' default (1, 1, 16, 32); the keys do not show it");
+  int native = 224;
+  if (meta.is_object() && meta.contains("img_size") && meta["img_size"].is_number_integer())
+    native = std::max(32, meta["img_size"].get<int>());
+  arch.native_height = arch.native_width = native;
+  return arch;
+}
+
+}  // namespace attnscope

@@ -1,0 +1,189 @@
+// Parity of CARE with the independent Python reference (tests/python/reference_part2.py, cases from
+// make_part2_cases.py): logits and every attention layer's rows over its key grid, from every file
+// form the authors ship (bare state_dict .pth.tar, timm CheckpointSaver, safetensors), within 1e-4;
+// strip-conv blocks are layers without heads; the checkpoint refusals name the key.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "analysis/gradcam.h"
+#include "analysis/spectrum.h"
+#include "core/npy.h"
+#include "models/care.h"
+#include "models/model_loader.h"
+
+namespace attnscope {
+namespace {
+
+const std::string kCaseDir = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/part2_cases/";
+constexpr double kTolerance = 1e-4;
+
+double max_abs_difference(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
+}
+
+std::vector<nlohmann::json> care_cases() {
+  std::ifstream in(kCaseDir + "cases.json");
+  if (!in) throw std::runtime_error("missing " + kCaseDir + "cases.json (run tests/python/make_all_fixtures.sh)");
+  std::vector<nlohmann::json> selected;
+  for (const auto& c : nlohmann::json::parse(in))
+    if (c.at("family") == "care") selected.push_back(c);
+  return selected;
+}
+
+AttentionSettings settings_from(const nlohmann::json& variant) {
+  AttentionSettings settings;
+  const std::string kernel = variant.at("kernel");
+  settings.variant = kernel == "native" ? Variant::Native : parse_variant(kernel);
+  settings.p = variant.at("p").get<double>();
+  settings.window = variant.at("window").is_null() ? 0 : variant.at("window").get<int>();
+  return settings;
+}
+
+TEST(Care, EveryCaseMatchesThePythonReference) {
+  configure_threads(2);
+  const auto cases = care_cases();
+  ASSERT_GE(cases.size(), 8u);
+  std::set<std::string> forms;
+  double worst_logits = 0.0, worst_rows = 0.0;
+  for (const auto& c : cases) {
+    const std::string name = c.at("name");
+    SCOPED_TRACE("case " + name);
+    LoadedModel model = load_model(kCaseDir + c.at("model").get<std::string>(), {}, torch::kCPU);
+    ASSERT_EQ(model.backbone->family(), "care");
+    EXPECT_TRUE(model.backbone->hierarchical());
+    EXPECT_EQ(model.container_key, c.at("state_dict_key").is_null() ? "" : c.at("state_dict_key").get<std::string>());
+    forms.insert(c.at("container").get<std::string>() + ":" + model.container_key);
+    const torch::Tensor input = read_npy(kCaseDir + c.at("input").get<std::string>());
+    c10::InferenceMode inference_mode;
+    const ForwardOutput output = model.forward(input, settings_from(c.at("variant")));
+    const double logits_error =
+        max_abs_difference(output.logits, read_npy(kCaseDir + c.at("logits").get<std::string>()));
+    worst_logits = std::max(worst_logits, logits_error);
+    EXPECT_LT(logits_error, kTolerance) << "logits";
+
+    const auto& layers = c.at("layers");
+    ASSERT_EQ(output.layers.size(), layers.size());
+    ASSERT_EQ(model.backbone->attention_layers(), int(layers.size()));
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const auto& reference = layers[l];
+      const AttentionCapture& capture = output.layers[l];
+      SCOPED_TRACE("layer " + std::to_string(l) + " (" + capture.placement.name + ")");
+      EXPECT_EQ(capture.placement.stage, reference.at("stage").get<int>());
+      EXPECT_EQ(capture.placement.block, reference.at("block").get<int>());
+      EXPECT_EQ(capture.layout.grid_h, reference["query_grid"][0].get<int>());
+      EXPECT_EQ(capture.layout.grid_w, reference["query_grid"][1].get<int>());
+      EXPECT_EQ(capture.key_layout.grid_h, reference["key_grid"][0].get<int>());
+      EXPECT_EQ(capture.key_layout.grid_w, reference["key_grid"][1].get<int>());
+      const nlohmann::json described = describe_layer(capture);
+      EXPECT_EQ(described.at("channels"), reference.at("channels"));
+      ASSERT_EQ(capture.heads, reference.at("heads").get<int>());
+      if (reference.at("kind") == "none") {
+        EXPECT_EQ(described.at("attention"), "none");
+        EXPECT_EQ(capture.placement.access, "strip-conv");
+        continue;
+      }
+      EXPECT_EQ(to_string(capture.attention.kernel), reference.at("kernel").get<std::string>());
+      EXPECT_EQ(capture.attention.native, reference.at("native").get<bool>());
+      const torch::Tensor expected = read_npy(kCaseDir + reference.at("rows").get<std::string>());  // [h, Q, kh, kw]
+      std::vector<int64_t> queries;
+      for (const auto& query : reference.at("queries"))
+        queries.push_back(capture.layout.patch_token(query[0].get<int>(), query[1].get<int>()));
+      for (int head = 0; head < capture.heads; ++head) {
+        const torch::Tensor rows = capture.rows(0, head, queries);
+        for (size_t q = 0; q < queries.size(); ++q) {
+          const double error = max_abs_difference(capture.key_grid(rows[int64_t(q)]), expected[head][int64_t(q)]);
+          worst_rows = std::max(worst_rows, error);
+          EXPECT_LT(error, kTolerance) << "head " << head << " query " << reference["queries"][q].dump();
+        }
+      }
+    }
+  }
+  // The released bare state_dict (.pth.tar), timm's CheckpointSaver ('state_dict' counts) and safetensors.
+  EXPECT_EQ(forms, (std::set<std::string>{"safetensors:", "pth:", "pth:state_dict"}));
+  std::cout << "CARE parity: max |logits error| " << worst_logits << ", max |row error| " << worst_rows << "\n";
+}
+
+// The linear part's equivalent matrix has rank at most its head dimension (8 in the fixture).
+TEST(Care, LinearPartRankIsBoundedByTheHeadDimension) {
+  LoadedModel model = load_model(kCaseDir + "care_a.safetensors", {}, torch::kCPU);
+  c10::InferenceMode inference_mode;
+  const ForwardOutput output = model.forward(torch::randn({1, 3, 128, 128}), AttentionSettings{});
+  const AttentionCapture& layer = output.layers[3];  // stage 2, block 0: 8 x 8 tokens, 2 heads x 8
+  ASSERT_EQ(layer.heads, 2);
+  ASSERT_EQ(layer.head_dim, 8);
+  EXPECT_EQ(to_string(layer.attention.kernel), "elu_linear");
+  for (int head = 0; head < layer.heads; ++head) {
+    const AttentionSpectrum spectrum = attention_spectrum(layer, head);
+    EXPECT_EQ(spectrum.method, "factors");
+    EXPECT_EQ(spectrum.rank_bound, 8);
+    EXPECT_LE(spectrum.spectrum.numerical_rank, 8);
+    EXPECT_NEAR(layer.row(0, head, 5).sum().item<double>(), 1.0, 1e-4);
+  }
+  EXPECT_EQ(layer.placement.channels.size(), 4u);
+  EXPECT_EQ(layer.placement.channels[1].name, "attention");
+  EXPECT_EQ(layer.placement.channels[1].begin, 16);
+  EXPECT_EQ(layer.placement.channels[1].end, 32);
+}
+
+// The window option means nothing on CARE, and the model says why instead of ignoring it.
+TEST(Care, WindowVariantIsRefusedWithTheReason) {
+  LoadedModel model = load_model(kCaseDir + "care_a.safetensors", {}, torch::kCPU);
+  EXPECT_EQ(model.backbone->window_meaning(), "");
+  AttentionSettings window;
+  window.variant = Variant::Window;
+  c10::InferenceMode inference_mode;
+  try {
+    model.forward(torch::randn({1, 3, 64, 64}), window);
+    FAIL() << "the window variant must be refused";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("no windows"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Care, GradCamAtBlockOutputs) {
+  LoadedModel model = load_model(kCaseDir + "care_a.safetensors", {}, torch::kCPU);
+  const torch::Tensor image = torch::randn({1, 3, 64, 64});
+  const GradCamResult last = grad_cam(model.native("Grad-CAM"), image, AttentionSettings{}, {});
+  EXPECT_EQ(last.layer, "stages.3.blocks.1");
+  GradCamOptions early_block;
+  early_block.layer = "blocks.1";
+  const GradCamResult early = grad_cam(model.native("Grad-CAM"), image, AttentionSettings{}, early_block);
+  EXPECT_EQ(early.layer, "stages.1.blocks.0");
+  EXPECT_EQ(early.layout.grid_h, 8);
+  EXPECT_GT(early.max_abs_gradient, 0.0);
+  EXPECT_EQ(model.backbone->resolve_hook_point("stages.2"), "stages.2.blocks.1");
+  EXPECT_THROW(model.backbone->resolve_hook_point("stages.9"), std::invalid_argument);
+}
+
+void expect_refusal_naming(const std::map<std::string, torch::Tensor>& tensors,
+                           const std::map<std::string, std::string>& metadata, const std::string& needle) {
+  const std::string path = ::testing::TempDir() + "/care_refused.safetensors";
+  save_safetensors(path, tensors, metadata);
+  try {
+    load_model(path, {}, torch::kCPU);
+    FAIL() << "must be refused: " << needle;
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(Care, MissingMisshapenOrForeignKeysAreNamed) {
+  const Checkpoint checkpoint = load_checkpoint(kCaseDir + "care_a.safetensors");
+  for (const char* key : {"stages.2.blocks.1.inter_layer.inter1_conv.weight", "stages.1.downsample.1.weight",
+                          "dist_head.norm.weight", "stages.3.blocks.0.inter_layer.inter2_fc2.weight"}) {
+    auto without = checkpoint.tensors;
+    ASSERT_EQ(without.erase(key), 1u) << key;
+    expect_refusal_naming(without, checkpoint.metadata, key);
+  }
+  auto misshapen = checkpoint.tensors;
+  misshapen["stages.3.blocks.0.token_mixer.qk.weight"] = torch::zeros({32, 16, 3, 3});
+  expect_refusal_naming(misshapen, checkpoint.metadata, "stages.3.blocks.0.token_mixer.qk.weight");
+  auto foreign = checkpoint.metadata;
+  foreign["attnscope_arch"] = R"({"family": "l2vit", "heads": [1, 2, 2, 3], "window": 7})";
+  expect_refusal_naming(checkpoint.tensors, foreign, "family \"l2vit\"");
+}
+
+}  // namespace
+}  // namespace attnscope
