@@ -399,17 +399,32 @@ nlohmann::json describe_layer(const AttentionCapture& capture) {
   const LayerPlacement& at = capture.placement;
   nlohmann::json window = nullptr;
   if (at.window_h > 0) window = {at.window_h, at.window_w};
-  return {{"name", at.name},
-          {"stage", at.stage},
-          {"block", at.block},
-          {"query_grid", {capture.layout.grid_h, capture.layout.grid_w}},
-          {"key_grid", {capture.key_layout.grid_h, capture.key_layout.grid_w}},
-          {"prefix_tokens", capture.layout.prefix_tokens()},
-          {"window", window},
-          {"shift", {at.shift_h, at.shift_w}},
-          {"access", at.access},
-          {"attention", capture.attention.describe()},
-          {"heads", capture.heads}};
+  nlohmann::json described = {{"name", at.name},
+                              {"stage", at.stage},
+                              {"block", at.block},
+                              {"query_grid", {capture.layout.grid_h, capture.layout.grid_w}},
+                              {"key_grid", {capture.key_layout.grid_h, capture.key_layout.grid_w}},
+                              {"prefix_tokens", capture.layout.prefix_tokens()},
+                              {"window", window},
+                              {"shift", {at.shift_h, at.shift_w}},
+                              {"access", at.access},
+                              {"attention", capture.attention.describe()},
+                              {"heads", capture.heads}};
+  if (capture.branches.empty()) return described;
+  // CSwin: each branch's heads, stripes and kernel.
+  nlohmann::json branches = nlohmann::json::array();
+  for (size_t b = 0; b < capture.branches.size(); ++b) {
+    const AttentionCapture& branch = capture.branches[b];
+    const int first = capture.branch_first_head[b];
+    branches.push_back({{"name", branch.placement.name},
+                        {"heads", {first, first + branch.heads}},
+                        {"access", branch.placement.access},
+                        {"stripe", branch.placement.access.substr(0, branch.placement.access.find('-'))},
+                        {"window", {branch.placement.window_h, branch.placement.window_w}},
+                        {"attention", branch.attention.describe()}});
+  }
+  described["branches"] = branches;
+  return described;
 }
 
 torch::Tensor AttentionCapture::equivalent_matrix(int64_t batch, int64_t head) const {

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "core/json_checked.h"
+#include "models/cswin_checkpoint.h"
 #include "models/pvt_checkpoint.h"
 #include "models/swin_checkpoint.h"
 
@@ -35,10 +36,16 @@ std::shared_ptr<Backbone> build_pvt(Checkpoint& checkpoint, const nlohmann::json
   return std::make_shared<PyramidVisionTransformerImpl>(infer_pvt_arch(checkpoint, meta, layout, notes));
 }
 
+std::shared_ptr<Backbone> build_cswin(Checkpoint& checkpoint, const nlohmann::json& meta,
+                                      std::vector<std::string>& notes) {
+  return std::make_shared<CSwinTransformerImpl>(infer_cswin_arch(checkpoint, meta, notes));
+}
+
 const std::vector<Family>& families() {
   static const std::vector<Family> list = {
       {"swin", looks_like_swin, build_swin},
       {"pvt-v2", looks_like_pvt, build_pvt},
+      {"flatten-cswin", looks_like_cswin, build_cswin},
   };
   return list;
 }
@@ -46,11 +53,11 @@ const std::vector<Family>& families() {
 // Families whose files attnscope recognises but cannot run yet: a refusal that names them.
 void refuse_known_unsupported(const Checkpoint& checkpoint) {
   auto refuse = [](const std::string& what) {
-    throw CheckpointError("unsupported model: " + what +
-                          ". attnscope runs ViT/DeiT (timm, Hugging Face, CLIP, DINOv2), Swin, FLatten-Swin, PVT v2 "
-                          "and FLatten-PVT v2 natively; export anything else with scripts/export_torchscript.py");
+    throw CheckpointError(
+        "unsupported model: " + what +
+        ". attnscope runs ViT/DeiT (timm, Hugging Face, CLIP, DINOv2), Swin, FLatten-Swin, PVT v2, "
+        "FLatten-PVT v2 and FLatten-CSwin natively; export anything else with scripts/export_torchscript.py");
   };
-  if (has_prefix(checkpoint, "stage1_conv_embed.")) refuse("FLatten-CSwin (stage1_conv_embed.*) is not supported yet");
   if (has_prefix(checkpoint, "downsample_layers.") && has_prefix(checkpoint, "stages.0.0."))
     refuse("an L2ViT (downsample_layers.*, stages.S.B.*) is not supported yet");
   if (has_prefix(checkpoint, "dist_head.") && has_prefix(checkpoint, "network."))
