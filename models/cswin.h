@@ -121,8 +121,11 @@ class CSwinTransformerImpl : public Backbone {
   std::string resolve_hook_point(const std::string& spec) const override;
   std::string default_hook_point() const override;
   bool hierarchical() const override { return true; }
-  // Stripes are the trained geometry of every block (LePE is trained on them); no window option.
   std::string window_meaning() const override { return ""; }
+  std::string window_absent_reason() const override {
+    return "CSwin's blocks attend in cross-shaped stripes of their trained width (LePE is trained on them), so "
+           "there is no window to change; the outlines show the query's stripe for the selected head";
+  }
   const CSwinArch& arch() const { return arch_; }
 
   torch::nn::Sequential stage1_conv_embed{nullptr};  // 0: conv, 1: the authors' Rearrange, 2: LayerNorm

@@ -328,6 +328,7 @@ std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const 
     outcome->output_kind = model.output_kind();
     outcome->computes_attention = !model.is_scripted();
     outcome->window_meaning = model.backbone->window_meaning();
+    outcome->window_absent_reason = model.backbone->window_absent_reason();
     outcome->device = model.device.str();
     outcome->input_rgb = prepared_input(request, model);
     const std::vector<PanelForward> forwards = forward_panels(id, request, model, outcome->forward_reused);

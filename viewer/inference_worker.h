@@ -148,9 +148,10 @@ struct InferenceOutcome {
   std::string query_note;  // set when the query fell back (e.g. no class token)
   // The key-grid cells (row-major) of the query's own window or group, empty for global layers.
   std::vector<int> query_window;
-  std::string window_meaning;  // what the window option does on this model; empty: nothing
-  std::string box_error;       // why the box cannot be used on this grid
-  cv::Mat input_rgb;           // the image exactly as the model saw it
+  std::string window_meaning;        // what the window option does on this model; empty: nothing
+  std::string window_absent_reason;  // why, when window_meaning is empty
+  std::string box_error;             // why the box cannot be used on this grid
+  cv::Mat input_rgb;                 // the image exactly as the model saw it
   std::vector<PanelMaps> panels;
   std::optional<GradCamView> gradcam;  // when asked for
   std::optional<FocusView> focus;      // when asked for

@@ -170,9 +170,8 @@ struct ControlsPanel : WorkbenchPanel {
       ImGui::EndDisabled();
       if (outcome) {
         ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-        ImGui::TextWrapped("%s", no_windows ? "window: this model has no windows (its keys are a reduced grid or "
-                                              "it reports its own attention)"
-                                            : ("window: " + outcome->window_meaning).c_str());
+        ImGui::TextWrapped(
+            "%s", ("window: " + (no_windows ? outcome->window_absent_reason : outcome->window_meaning)).c_str());
         ImGui::PopStyleColor();
       }
       const int patches = outcome ? outcome->layout.patch_tokens() : 196;
