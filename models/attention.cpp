@@ -385,6 +385,46 @@ torch::Tensor AttentionCapture::dwc_band(const std::vector<int64_t>& queries) co
   return band * same_group.to(band.device(), band.scalar_type());
 }
 
+torch::Tensor AttentionCapture::lcm_mixing_rows(const std::vector<int64_t>& queries) const {
+  if (!has_lcm()) throw std::logic_error("layer " + placement.name + " has no LCM");
+  namespace F = torch::nn::functional;
+  torch::NoGradGuard no_grad;
+  const int64_t channels = lcm_conv1.size(0), count = int64_t(queries.size());
+  const int64_t padding = lcm_conv1.size(-1) / 2;
+  // Row q of C_conv is the adjoint (transposed convolutions, in reverse order) applied to a delta
+  // at q, averaged over the channels.
+  const int64_t tokens = int64_t(layout.grid_h) * layout.grid_w;
+  auto result = torch::empty({count, tokens}, lcm_conv1.options());
+  auto options = F::ConvTranspose2dFuncOptions().padding(padding).groups(channels);
+  // Chunks of queries keep the [Q, C, H, W] deltas near 16M values (a whole matrix at stage 0 of a
+  // 224 input would otherwise take gigabytes).
+  const int64_t chunk = std::max<int64_t>(1, (int64_t(1) << 24) / std::max<int64_t>(1, channels * tokens));
+  for (int64_t begin = 0; begin < count; begin += chunk) {
+    const int64_t end = std::min(count, begin + chunk);
+    auto delta = torch::zeros({end - begin, channels, layout.grid_h, layout.grid_w}, lcm_conv1.options());
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t token = queries[size_t(i)];
+      if (!layout.is_patch(int(token)))
+        throw std::out_of_range("query token " + std::to_string(token) + " is not on the grid");
+      delta.index_put_({i - begin, Slice(), layout.row_of(int(token)), layout.col_of(int(token))}, 1.0);
+    }
+    auto mixed = F::conv_transpose2d(delta, lcm_conv2, options) * lcm_gain.view({1, -1, 1, 1});
+    mixed = F::conv_transpose2d(mixed, lcm_conv1, options);
+    result.narrow(0, begin, end - begin).copy_(mixed.mean(1).reshape({end - begin, tokens}));
+  }
+  return result;
+}
+
+torch::Tensor AttentionCapture::rows_after_lcm(int64_t batch, int64_t head, const std::vector<int64_t>& queries) const {
+  const torch::Tensor mixing = lcm_mixing_rows(queries).to(torch::kCPU, torch::kDouble);  // [Q, Tq]
+  // The two convolutions reach a (2k - 1)^2 neighbourhood: only those rows of A are needed.
+  const torch::Tensor support = mixing.ne(0).any(0).nonzero().view({-1});
+  std::vector<int64_t> tokens(support.data_ptr<int64_t>(), support.data_ptr<int64_t>() + support.numel());
+  const torch::Tensor attention_rows = rows(batch, head, tokens);  // [S, Tk]
+  const torch::Tensor weights = mixing.index_select(1, support).to(attention_rows.device(), attention_rows.dtype());
+  return torch::matmul(weights, attention_rows);
+}
+
 torch::Tensor AttentionCapture::row(int64_t batch, int64_t head, int64_t query) const {
   return rows(batch, head, {query})[0];
 }

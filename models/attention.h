@@ -73,6 +73,17 @@ struct AttentionCapture {
   // The capture that holds `head` (this one, or a branch), with `head` made local to it.
   const AttentionCapture& for_head(int64_t& head) const;
 
+  // L2ViT's LCM after a global layer, linearised (models/l2vit.h): per channel c the depthwise
+  // kernels conv2_c, conv1_c [C, 1, k, k] and the gain between them [C]; undefined elsewhere.
+  torch::Tensor lcm_conv1, lcm_conv2, lcm_gain;
+  bool has_lcm() const { return lcm_conv1.defined(); }
+  // Rows of C_conv [Q, Tq] = (1/C) sum_c conv2_c gain_c conv1_c over the query grid (zero padding):
+  // how the LCM spreads each token over its neighbours, averaged over all channels (proj mixes every
+  // head into every channel).
+  torch::Tensor lcm_mixing_rows(const std::vector<int64_t>& queries) const;
+  // Rows of C_conv A [Q, Tk]: the map of the layer after the LCM's spatial mixing.
+  torch::Tensor rows_after_lcm(int64_t batch, int64_t head, const std::vector<int64_t>& queries) const;
+
   int64_t groups() const { return query_slots.defined() ? query_slots.size(0) : 1; }
   // Rows of the attention matrix for some queries: [Q, Tk] over the key tokens (zero outside a
   // query's group). For linear kernels, the normalised weights their computation implies.

@@ -16,8 +16,7 @@ const std::vector<DemoRecipe>& demo_recipes() {
        true, 0},
       {"anchor", "AnchorFormer anchor attention, 30 learned anchors", NativeAttention::Anchor, 0, false, 30},
       {"flatten_swin",
-       "FLatten-Swin: focused linear attention (p = 3, 5x5 DWC) in stages 0-1, Swin's shifted softmax windows in "
-       "stages 2-3",
+       "FLatten-Swin: focused linear attention (p = 3, 5x5 DWC) in stage 0, Swin's shifted softmax windows in stages 1-2",
        NativeAttention::Focused, 5, false, 0, "flatten-swin"},
   };
   return recipes;
@@ -48,15 +47,17 @@ VitArch demo_arch(const DemoRecipe& recipe) {
 }
 
 SwinArch demo_swin_arch() {
+  // Patch 8 as the DeiT demos (a 12x12 first grid): at patch 4 the same widths stay at chance on
+  // the sign task for hundreds of steps. Three stages: 12 -> 6 -> 3.
   SwinArch arch;
-  arch.patch_size = 4;
-  arch.embed_dim = 32;
+  arch.patch_size = 8;
+  arch.embed_dim = 64;
   arch.num_classes = 10;
   arch.native_height = arch.native_width = 96;
   arch.source_layout = "timm";
-  arch.attn_type = "LLSS";
-  const int dims[] = {32, 64, 128, 256}, heads[] = {1, 2, 4, 8}, grids[] = {24, 12, 6, 3};
-  for (int s = 0; s < 4; ++s) {
+  arch.attn_type = "LSS";
+  const int dims[] = {64, 128, 256}, heads[] = {2, 4, 8}, grids[] = {12, 6, 3};
+  for (int s = 0; s < 3; ++s) {
     SwinStageArch stage;
     stage.dim = dims[s];
     stage.downsample = s > 0;
@@ -93,9 +94,9 @@ std::shared_ptr<Backbone> build_demo_model(const DemoRecipe& recipe) {
 
 std::string demo_architecture_text(const DemoRecipe& recipe) {
   if (recipe.family == "flatten-swin")
-    return "FLatten-Swin, patch 4, input 96x96 (grids 24, 12, 6, 3), widths 32-64-128-256, 2 blocks per stage, "
-           "heads 1-2-4-8 (head dim 32), stages LLSS: focused global (5x5 DWC) then softmax windows of 3 shifted by 1 "
-           "on odd blocks, 10 classes";
+    return "FLatten-Swin, patch 8, input 96x96 (grids 12, 6, 3), widths 64-128-256, 2 blocks per stage, heads 2-4-8 "
+           "(head dim 32), stages LSS: focused global (p = 3, 5x5 DWC) in stage 0, softmax windows of 3 in stages 1-2 "
+           "(shifted by 1 on odd blocks of stage 1; stage 2's 3x3 grid is one window), 10 classes";
   const VitArch arch = demo_arch(recipe);
   return "DeiT-shaped, embed " + std::to_string(arch.embed_dim) + ", depth " + std::to_string(arch.depth) + ", " +
          std::to_string(arch.heads) + " heads (head dim " + std::to_string(arch.embed_dim / arch.heads) + "), patch " +
@@ -110,8 +111,8 @@ std::map<std::string, std::string> demo_metadata(const DemoRecipe& recipe,
   if (recipe.family != "flatten-swin") return model_metadata(demo_arch(recipe), class_names);
   // What the keys cannot show: the configured windows, the stage types and the training input.
   const nlohmann::json arch = {
-      {"family", "flatten_swin"}, {"heads", {1, 2, 4, 8}}, {"window", 56},   {"window_s", 3},
-      {"attn_type", "LLSS"},      {"focusing_factor", 3},  {"img_size", 96}, {"depths", {2, 2, 2, 2}}};
+      {"family", "flatten_swin"}, {"heads", {2, 4, 8}},  {"window", 56},   {"window_s", 3},
+      {"attn_type", "LSS"},       {"focusing_factor", 3}, {"img_size", 96}, {"depths", {2, 2, 2}}};
   std::map<std::string, std::string> metadata{{"format", "pt"}, {"attnscope_arch", arch.dump()}};
   if (!class_names.empty()) metadata["class_names"] = nlohmann::json(class_names).dump();
   return metadata;

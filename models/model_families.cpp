@@ -1,9 +1,11 @@
 #include "models/model_families.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/json_checked.h"
 #include "models/cswin_checkpoint.h"
+#include "models/l2vit_checkpoint.h"
 #include "models/pvt_checkpoint.h"
 #include "models/swin_checkpoint.h"
 
@@ -41,11 +43,17 @@ std::shared_ptr<Backbone> build_cswin(Checkpoint& checkpoint, const nlohmann::js
   return std::make_shared<CSwinTransformerImpl>(infer_cswin_arch(checkpoint, meta, notes));
 }
 
+std::shared_ptr<Backbone> build_l2vit(Checkpoint& checkpoint, const nlohmann::json& meta,
+                                      std::vector<std::string>& notes) {
+  return std::make_shared<L2ViTImpl>(infer_l2vit_arch(checkpoint, meta, notes));
+}
+
 const std::vector<Family>& families() {
   static const std::vector<Family> list = {
       {"swin", looks_like_swin, build_swin},
       {"pvt-v2", looks_like_pvt, build_pvt},
       {"flatten-cswin", looks_like_cswin, build_cswin},
+      {"l2vit", looks_like_l2vit, build_l2vit},
   };
   return list;
 }
@@ -56,15 +64,21 @@ void refuse_known_unsupported(const Checkpoint& checkpoint) {
     throw CheckpointError(
         "unsupported model: " + what +
         ". attnscope runs ViT/DeiT (timm, Hugging Face, CLIP, DINOv2), Swin, FLatten-Swin, PVT v2, "
-        "FLatten-PVT v2 and FLatten-CSwin natively; export anything else with scripts/export_torchscript.py");
+        "FLatten-PVT v2, FLatten-CSwin and L2ViT natively; export anything else with scripts/export_torchscript.py");
   };
-  if (has_prefix(checkpoint, "downsample_layers.") && has_prefix(checkpoint, "stages.0.0."))
-    refuse("an L2ViT (downsample_layers.*, stages.S.B.*) is not supported yet");
   if (has_prefix(checkpoint, "dist_head.") && has_prefix(checkpoint, "network."))
     refuse("a CARE model (network.*, dist_head.*) is not supported yet");
 }
 
 }  // namespace
+
+std::string preferred_container(const Checkpoint& checkpoint) {
+  if (!looks_like_l2vit(checkpoint)) return "";
+  for (const std::string& key : l2vit_container_preference())
+    if (std::find(checkpoint.containers.begin(), checkpoint.containers.end(), key) != checkpoint.containers.end())
+      return key;
+  return "";
+}
 
 nlohmann::json architecture_metadata(const Checkpoint& checkpoint, const std::string& weights_file) {
   auto entry = checkpoint.metadata.find("attnscope_arch");

@@ -52,6 +52,10 @@ std::vector<int> query_window_cells(const AttentionCapture& whole, int query_tok
   return cells;
 }
 
+bool dwc_switch_applies(const PanelMaps& panel) {
+  return panel.error.empty() && panel.kernel == "focused";
+}
+
 const TokenLayout& map_grid(const AttentionCapture& capture, bool incoming) {
   return incoming ? capture.layout : capture.key_layout;
 }
@@ -74,10 +78,16 @@ PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection
     if (cancelled && cancelled()) throw Cancelled();
     torch::Tensor map;
     if (whole_matrix) {
-      const torch::Tensor matrix = capture.matrix(0, head).to(torch::kCPU, torch::kFloat);  // [Tq, Tk]
+      std::vector<int64_t> all_queries;
+      if (selection.after_lcm)
+        for (int64_t token = 0; token < queries.total_tokens(); ++token) all_queries.push_back(token);
+      const torch::Tensor matrix =
+          (selection.after_lcm ? capture.rows_after_lcm(0, head, all_queries) : capture.matrix(0, head))
+              .to(torch::kCPU, torch::kFloat);  // [Tq, Tk]
       // The matrix view shows FLatten's equivalent matrix (with its DWC term), whose rank the DWC restores.
-      const torch::Tensor equivalent =
-          capture.attention.dwc ? capture.equivalent_matrix(0, head).to(torch::kCPU, torch::kFloat) : matrix;
+      const torch::Tensor equivalent = capture.attention.dwc && !selection.after_lcm
+                                           ? capture.equivalent_matrix(0, head).to(torch::kCPU, torch::kFloat)
+                                           : matrix;
       map =
           selection.incoming
               ? matrix.select(1, key_token).slice(0, queries.prefix_tokens()).reshape({queries.grid_h, queries.grid_w})
@@ -97,14 +107,18 @@ PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection
         const Spectrum spectrum = attention_spectrum(capture, head).spectrum;
         HeadSpectrum head_spectrum;
         head_spectrum.singular_values = as_floats(spectrum.singular_values);
+        head_spectrum.tolerance = spectrum.tolerance;
         head_spectrum.numerical_rank = spectrum.numerical_rank;
         head_spectrum.effective_rank = spectrum.effective_rank;
         maps.spectra.push_back(std::move(head_spectrum));
       }
     } else {
-      map = capture.key_grid(capture.row(0, head, selection.query_token).to(torch::kCPU, torch::kFloat));
+      const torch::Tensor row = selection.after_lcm ? capture.rows_after_lcm(0, head, {selection.query_token})[0]
+                                                    : capture.row(0, head, selection.query_token);
+      map = capture.key_grid(row.to(torch::kCPU, torch::kFloat));
     }
     maps.head_maps.push_back(to_grid_map(map));
+    maps.uniformity.push_back(uniformity(map));
     mean = mean.defined() ? mean + map : map.clone();
     if (selection.metrics) {
       const FocusSummary summary = summarise_focus(map.reshape({-1}), kFocusTopK, selection.box);
@@ -112,6 +126,7 @@ PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection
     }
   }
   maps.mean_map = to_grid_map(mean / double(capture.heads));
+  maps.mean_uniformity = uniformity(mean);
   if (!maps.prefix_received_per_head.empty()) {
     maps.prefix_received.assign(size_t(key_prefix), 0.0f);
     for (const auto& per_head : maps.prefix_received_per_head)
@@ -166,7 +181,8 @@ RolloutView build_rollout_view(const std::vector<AttentionCapture>& layers, int 
   return view;
 }
 
-FocusView build_focus_view(const AttentionCapture& capture, int head, double p) {
+FocusView build_focus_view(const AttentionCapture& capture, int head, double p, bool queries,
+                           FocusProjectionKind projection) {
   FocusStudyOptions options;
   options.p = p;
   const FocusStudy study = study_focusing(capture, head, options);
@@ -182,6 +198,7 @@ FocusView build_focus_view(const AttentionCapture& capture, int head, double p) 
   const ScoreExample example = example_focus_scores(p);
   view.example_before = as_floats(example.before);
   view.example_after = as_floats(example.after);
+  view.projection = project_focusing(capture, head, p, queries, projection);
   return view;
 }
 
