@@ -460,6 +460,20 @@ nlohmann::json describe_layer(const AttentionCapture& capture) {
     for (const ChannelPart& part : at.channels) parts[part.name] = {part.begin, part.end};
     described["channels"] = parts;
   }
+  if (capture.branches.empty()) return described;
+  // CSwin: each branch's heads, stripes and kernel.
+  nlohmann::json branches = nlohmann::json::array();
+  for (size_t b = 0; b < capture.branches.size(); ++b) {
+    const AttentionCapture& branch = capture.branches[b];
+    const int first = capture.branch_first_head[b];
+    branches.push_back({{"name", branch.placement.name},
+                        {"heads", {first, first + branch.heads}},
+                        {"access", branch.placement.access},
+                        {"stripe", branch.placement.access.substr(0, branch.placement.access.find('-'))},
+                        {"window", {branch.placement.window_h, branch.placement.window_w}},
+                        {"attention", branch.attention.describe()}});
+  }
+  described["branches"] = branches;
   return described;
 }
 

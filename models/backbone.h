@@ -89,8 +89,8 @@ class Backbone : public torch::nn::Module {
   virtual std::string window_meaning() const {
     return "restricts patch queries to their w x w window (prefix tokens stay global)";
   }
-  // Where window_meaning() is empty: why the model has no windows, for the UI (empty: a generic reason).
-  virtual std::string no_window_reason() const { return ""; }
+  // Why the window option does nothing, where window_meaning() is empty (the UI shows it).
+  virtual std::string window_absent_reason() const { return "this model has no windows"; }
 
   // Whether q, k and activations are available (variant swaps, f_p, Grad-CAM): false for models
   // that only report their attention probabilities (TorchScript files).

@@ -100,7 +100,7 @@ class CareNetImpl : public Backbone {
   bool hierarchical() const override { return true; }
   // No windows: the linear branch attends over the whole grid and the rest are convolutions.
   std::string window_meaning() const override { return ""; }
-  std::string no_window_reason() const override { return kCareWindowNote; }
+  std::string window_absent_reason() const override { return kCareWindowNote; }
   const CareArch& arch() const { return arch_; }
 
   torch::nn::Sequential stem{nullptr};

@@ -5,6 +5,7 @@
 
 #include "core/json_checked.h"
 #include "models/care_checkpoint.h"
+#include "models/cswin_checkpoint.h"
 #include "models/l2vit_checkpoint.h"
 #include "models/pvt_checkpoint.h"
 #include "models/swin_checkpoint.h"
@@ -38,6 +39,11 @@ std::shared_ptr<Backbone> build_pvt(Checkpoint& checkpoint, const nlohmann::json
   return std::make_shared<PyramidVisionTransformerImpl>(infer_pvt_arch(checkpoint, meta, layout, notes));
 }
 
+std::shared_ptr<Backbone> build_cswin(Checkpoint& checkpoint, const nlohmann::json& meta,
+                                      std::vector<std::string>& notes) {
+  return std::make_shared<CSwinTransformerImpl>(infer_cswin_arch(checkpoint, meta, notes));
+}
+
 std::shared_ptr<Backbone> build_l2vit(Checkpoint& checkpoint, const nlohmann::json& meta,
                                       std::vector<std::string>& notes) {
   return std::make_shared<L2ViTImpl>(infer_l2vit_arch(checkpoint, meta, notes));
@@ -52,6 +58,7 @@ const std::vector<Family>& families() {
   static const std::vector<Family> list = {
       {"swin", looks_like_swin, build_swin},
       {"pvt-v2", looks_like_pvt, build_pvt},
+      {"flatten-cswin", looks_like_cswin, build_cswin},
       {"l2vit", looks_like_l2vit, build_l2vit},
       {"care", looks_like_care, build_care},
   };
@@ -63,9 +70,9 @@ void refuse_known_unsupported(const Checkpoint& checkpoint) {
   auto refuse = [](const std::string& what) {
     throw CheckpointError("unsupported model: " + what +
                           ". attnscope runs ViT/DeiT (timm, Hugging Face, CLIP, DINOv2), Swin, FLatten-Swin, PVT v2, "
-                          "FLatten-PVT v2, L2ViT and CARE natively; export anything else with scripts/export_torchscript.py");
+                          "FLatten-PVT v2, FLatten-CSwin, L2ViT and CARE natively; export anything else with "
+                          "scripts/export_torchscript.py");
   };
-  if (has_prefix(checkpoint, "stage1_conv_embed.")) refuse("FLatten-CSwin (stage1_conv_embed.*) is not supported yet");
   if (has_prefix(checkpoint, "dist_head.") && has_prefix(checkpoint, "network."))
     refuse(
         "a model with network.* and dist_head.* keys is not supported (CARE files, which attnscope runs, have "

@@ -108,7 +108,10 @@ class PyramidVisionTransformerImpl : public Backbone {
   std::string resolve_hook_point(const std::string& spec) const override;
   std::string default_hook_point() const override;
   bool hierarchical() const override { return true; }
-  std::string window_meaning() const override { return ""; }  // keys are a reduced grid, not windows
+  std::string window_meaning() const override { return ""; }
+  std::string window_absent_reason() const override {
+    return "PVT's keys are a reduced grid (spatial reduction), not windows";
+  }
   const PvtArch& arch() const { return arch_; }
 
   OverlapPatchEmbed patch_embed{nullptr};

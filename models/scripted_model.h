@@ -46,6 +46,9 @@ class ScriptedModel : public Backbone {
   std::string default_hook_point() const override { return ""; }
   bool computes_attention() const override { return false; }
   std::string window_meaning() const override { return ""; }
+  std::string window_absent_reason() const override {
+    return "a TorchScript file reports its own attention; nothing is re-run";
+  }
   int64_t parameter_count() const override;
 
   // A VitArch that describes the token layout, heads and depth for the views.

@@ -435,7 +435,7 @@ std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const 
     outcome->output_kind = model.output_kind();
     outcome->computes_attention = !model.is_scripted();
     outcome->window_meaning = model.backbone->window_meaning();
-    outcome->no_window_reason = model.backbone->no_window_reason();
+    outcome->window_absent_reason = model.backbone->window_absent_reason();
     outcome->device = model.device.str();
     outcome->input_rgb = forwards.front().result->input_rgb;
     build_views(id, request, forwards, *outcome);

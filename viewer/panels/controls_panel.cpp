@@ -195,13 +195,8 @@ struct ControlsPanel : WorkbenchPanel {
       state.attention.norm = per_head ? FocusNorm::PerHead : FocusNorm::AllChannels;
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
     if (outcome)
-      ImGui::TextWrapped("%s", outcome->window_meaning.empty()
-                                   ? (outcome->no_window_reason.empty()
-                                          ? "window: this model has no windows (its keys are a reduced grid or it "
-                                            "reports its own attention)"
-                                          : "window: " + outcome->no_window_reason)
-                                         .c_str()
-                                   : ("window: " + outcome->window_meaning).c_str());
+      ImGui::TextWrapped("%s",
+                         ("window: " + (no_windows ? outcome->window_absent_reason : outcome->window_meaning)).c_str());
     ImGui::TextWrapped("anchors: %s", state.attention.anchors ? "in use" : "the learned ones, or 30 pooled from K");
     ImGui::PopStyleColor();
     ImGui::EndDisabled();

@@ -1,0 +1,274 @@
+#include "models/cswin_checkpoint.h"
+
+#include <cmath>
+
+namespace attnscope {
+
+namespace {
+
+// The head width of every released FLatten-CSwin (64/2, 96/3 per stage): the guess for softmax
+// blocks when the file says nothing about heads.
+constexpr int kReleasedHeadDim = 32;
+
+bool has(const Checkpoint& checkpoint, const std::string& key) { return checkpoint.tensors.count(key) > 0; }
+
+const torch::Tensor& get(const Checkpoint& checkpoint, const std::string& key, int64_t dims) {
+  auto it = checkpoint.tensors.find(key);
+  if (it == checkpoint.tensors.end()) throw CheckpointError("missing tensor '" + key + "'");
+  if (it->second.dim() != dims)
+    throw CheckpointError("tensor '" + key + "' has " + std::to_string(it->second.dim()) + " dimensions, expected " +
+                          std::to_string(dims));
+  return it->second;
+}
+
+std::string block_prefix(int stage, int block) {
+  return "stage" + std::to_string(stage + 1) + "." + std::to_string(block) + ".";
+}
+
+// A per-stage list of ints from the metadata: a JSON list, one int for all, or the authors'
+// "56-28-14-7" string. Empty when absent.
+std::vector<int> per_stage_list(const nlohmann::json& meta, const char* key, size_t stages) {
+  if (!meta.is_object() || !meta.contains(key)) return {};
+  const nlohmann::json& value = meta.at(key);
+  std::vector<int> out;
+  try {
+    if (value.is_number_integer()) {
+      out.assign(stages, value.get<int>());
+    } else if (value.is_array()) {
+      for (const auto& item : value) out.push_back(item.get<int>());
+    } else if (value.is_string()) {
+      const std::string text = value.get<std::string>();
+      size_t begin = 0;
+      while (begin <= text.size()) {
+        const size_t dash = text.find('-', begin);
+        out.push_back(std::stoi(text.substr(begin, dash - begin)));
+        if (dash == std::string::npos) break;
+        begin = dash + 1;
+      }
+    }
+  } catch (const std::exception&) {
+    throw CheckpointError(std::string("arch metadata '") + key +
+                          "' is not a list of whole numbers: " + value.dump().substr(0, 80));
+  }
+  if (out.size() != stages)
+    throw CheckpointError(std::string("arch metadata '") + key + "' " + value.dump().substr(0, 80) + " names " +
+                          std::to_string(out.size()) + " stages, the keys have " + std::to_string(stages));
+  for (int v : out)
+    if (v <= 0) throw CheckpointError(std::string("arch metadata '") + key + "' has a size below 1");
+  return out;
+}
+
+// The authors' attn_type per block: one letter per stage, L (focused) or S (softmax); an M stage
+// has its first int(attn_type[stages:]) blocks L and the rest S.
+std::vector<std::vector<bool>> parse_attn_type(const std::string& attn_type, const std::vector<int>& depths) {
+  const size_t stages = depths.size();
+  if (attn_type.size() < stages)
+    throw CheckpointError("arch metadata attn_type '" + attn_type.substr(0, 40) + "' has fewer letters than the " +
+                          std::to_string(stages) + " stages");
+  std::vector<std::vector<bool>> focused(stages);
+  for (size_t s = 0; s < stages; ++s) {
+    const char letter = attn_type[s];
+    int first_focused = 0;
+    if (letter == 'L') {
+      first_focused = depths[s];
+    } else if (letter == 'M') {
+      const std::string count = attn_type.substr(stages);
+      if (count.empty() || count.find_first_not_of("0123456789") != std::string::npos || count.size() > 4)
+        throw CheckpointError("arch metadata attn_type '" + attn_type.substr(0, 40) +
+                              "': an M stage needs the count of its focused blocks after the letters");
+      first_focused = std::stoi(count);
+    } else if (letter != 'S') {
+      throw CheckpointError("arch metadata attn_type '" + attn_type.substr(0, 40) + "': stage " + std::to_string(s) +
+                            " is '" + std::string(1, letter) + "', not L, S or M");
+    }
+    for (int b = 0; b < depths[s]; ++b) focused[s].push_back(b < first_focused);
+  }
+  return focused;
+}
+
+int square_side(int64_t count, const std::string& what) {
+  const auto side = int64_t(std::llround(std::sqrt(double(count))));
+  if (side <= 0 || side * side != count)
+    throw CheckpointError(what + " has " + std::to_string(count) + " tokens, not a square grid");
+  return int(side);
+}
+
+}  // namespace
+
+bool looks_like_cswin(const Checkpoint& checkpoint) { return has(checkpoint, "stage1_conv_embed.0.weight"); }
+
+CSwinArch infer_cswin_arch(const Checkpoint& checkpoint, const nlohmann::json& meta, std::vector<std::string>& notes) {
+  if (meta.is_object() && meta.contains("family") && meta["family"] != "flatten_cswin")
+    throw CheckpointError("the keys are FLatten-CSwin's (stage1_conv_embed.*) but the arch metadata says family " +
+                          meta["family"].dump().substr(0, 40));
+  CSwinArch arch;
+  const auto& stem = get(checkpoint, "stage1_conv_embed.0.weight", 4);
+  if (stem.size(2) != 7 || stem.size(3) != 7)
+    throw CheckpointError("tensor 'stage1_conv_embed.0.weight' is not a 7x7 conv: not FLatten-CSwin's stem");
+  arch.embed_dim = int(stem.size(0));
+  arch.in_chans = int(stem.size(1));
+  if (has(checkpoint, "head.weight")) arch.num_classes = int(get(checkpoint, "head.weight", 2).size(0));
+
+  // Stages and blocks as the keys show them: width from qkv, branches from attns.1, kind from scale.
+  std::vector<int> depths;
+  int in_dim = arch.embed_dim;
+  for (int s = 0; has(checkpoint, block_prefix(s, 0) + "norm1.weight"); ++s) {
+    CSwinStageArch stage;
+    stage.dim = int(get(checkpoint, block_prefix(s, 0) + "qkv.weight", 2).size(1));
+    if (s == 0 && stage.dim != arch.embed_dim)
+      throw CheckpointError("tensor 'stage1.0.qkv.weight' reads width " + std::to_string(stage.dim) +
+                            ", the stem gives " + std::to_string(arch.embed_dim));
+    if (s > 0) {
+      const std::string merge = "merge" + std::to_string(s) + ".conv.weight";
+      const auto& conv = get(checkpoint, merge, 4);
+      if (conv.size(0) != stage.dim || conv.size(1) != in_dim || conv.size(2) != 3 || conv.size(3) != 3)
+        throw CheckpointError("tensor '" + merge + "' does not map width " + std::to_string(in_dim) + " to " +
+                              std::to_string(stage.dim) + " with a 3x3 conv");
+    }
+    for (int b = 0; has(checkpoint, block_prefix(s, b) + "norm1.weight"); ++b) {
+      const std::string prefix = block_prefix(s, b);
+      CSwinBlockArch block;
+      const auto& qkv = get(checkpoint, prefix + "qkv.weight", 2);
+      if (qkv.size(0) != 3 * stage.dim || qkv.size(1) != stage.dim)
+        throw CheckpointError("tensor '" + prefix + "qkv.weight' is not [3C, C] for the stage width " +
+                              std::to_string(stage.dim));
+      block.qkv_bias = has(checkpoint, prefix + "qkv.bias");
+      block.mlp_hidden = int(get(checkpoint, prefix + "mlp.fc1.weight", 2).size(0));
+      get(checkpoint, prefix + "attns.0.get_v.weight", 4);
+      block.branches = has(checkpoint, prefix + "attns.1.get_v.weight") ? 2 : 1;
+      if (has(checkpoint, prefix + "attns.0.scale")) {
+        block.native = NativeAttention::Focused;
+        if (block.branches == 2)
+          throw CheckpointError("block '" + prefix +
+                                "' is focused with two stripe branches (la_split_size below the stage grid): the "
+                                "authors' code cannot run it either (its DWC reshape fails)");
+        const auto& dwc = get(checkpoint, prefix + "attns.0.dwc.weight", 4);
+        block.dwc_kernel = int(dwc.size(2));
+        if (dwc.size(1) != 1 || dwc.size(2) != dwc.size(3) || block.dwc_kernel % 2 == 0 || dwc.size(0) <= 0 ||
+            stage.dim % dwc.size(0) != 0)
+          throw CheckpointError("tensor '" + prefix +
+                                "attns.0.dwc.weight' has an unexpected shape: FLatten's DWC is [d, 1, k, k] with an "
+                                "odd k and d dividing the width " +
+                                std::to_string(stage.dim));
+        block.heads = int(stage.dim / dwc.size(0));
+        block.encoding_side = square_side(get(checkpoint, prefix + "attns.0.positional_encoding", 3).size(1),
+                                          prefix + "attns.0.positional_encoding");
+      }
+      stage.blocks.push_back(block);
+    }
+    depths.push_back(int(stage.blocks.size()));
+    in_dim = stage.dim;
+    arch.stages.push_back(stage);
+  }
+  if (arch.stages.empty()) throw CheckpointError("no FLatten-CSwin stage found (missing 'stage1.0.norm1.weight')");
+  const size_t stages = arch.stages.size();
+  if (has(checkpoint, "merge" + std::to_string(stages) + ".conv.weight"))
+    throw CheckpointError("tensor 'merge" + std::to_string(stages) + ".conv.weight' merges into a stage " +
+                          std::to_string(stages + 1) + " that has no blocks (missing 'stage" +
+                          std::to_string(stages + 1) + ".0.norm1.weight')");
+
+  // Heads: the metadata's, checked against what focused blocks' DWC shows; else the DWC's, else
+  // the released models' head width.
+  const std::vector<int> heads = per_stage_list(meta, "heads", stages);
+  if (heads.empty())
+    notes.push_back("heads of softmax blocks: width / 32 as in the released models (no heads metadata)");
+  for (size_t s = 0; s < stages; ++s)
+    for (size_t b = 0; b < arch.stages[s].blocks.size(); ++b) {
+      CSwinBlockArch& block = arch.stages[s].blocks[b];
+      const int dim = arch.stages[s].dim;
+      if (!heads.empty()) {
+        if (block.native == NativeAttention::Focused && block.heads != heads[s])
+          throw CheckpointError("tensor '" + block_prefix(int(s), int(b)) + "attns.0.dwc.weight' implies " +
+                                std::to_string(block.heads) + " heads, the arch metadata says " +
+                                std::to_string(heads[s]));
+        block.heads = heads[s];
+      } else if (block.native == NativeAttention::Softmax) {
+        block.heads = std::max(1, dim / kReleasedHeadDim);
+      }
+      if (block.heads <= 0 || dim % block.heads != 0 || (block.branches == 2 && block.heads % 2 != 0))
+        throw CheckpointError(std::to_string(block.heads) + " heads do not split the width " + std::to_string(dim) +
+                              " of '" + block_prefix(int(s), int(b)) + "' into " + std::to_string(block.branches) +
+                              " branch(es)");
+      const auto& get_v = get(checkpoint, block_prefix(int(s), int(b)) + "attns.0.get_v.weight", 4);
+      if (get_v.size(0) != dim / block.branches)
+        throw CheckpointError("tensor '" + block_prefix(int(s), int(b)) + "attns.0.get_v.weight' has " +
+                              std::to_string(get_v.size(0)) + " channels, a branch of " +
+                              std::to_string(block.branches) + " has " + std::to_string(dim / block.branches));
+    }
+
+  // The training input: the metadata's, else the grid a focused block's encoding was trained on.
+  int native = 0;
+  if (meta.is_object() && meta.contains("img_size")) {
+    const auto sizes = per_stage_list(meta, "img_size", 1);
+    native = sizes.front();
+  }
+  for (size_t s = 0; native <= 0 && s < stages; ++s)
+    for (const auto& block : arch.stages[s].blocks)
+      if (block.native == NativeAttention::Focused && native <= 0) {
+        native = block.encoding_side * 4 * (1 << s);
+        notes.push_back("native input " + std::to_string(native) + " from stage " + std::to_string(s) +
+                        "'s positional encoding (no img_size metadata)");
+      }
+  if (native <= 0) {
+    native = 224;
+    notes.push_back("native input 224 assumed (no img_size metadata and no focused block)");
+  }
+  arch.native_height = arch.native_width = native;
+
+  // Stripe widths: only two-branch blocks use them (single-branch blocks cover the whole grid).
+  arch.split_size = per_stage_list(meta, "split_size", stages);
+  if (arch.split_size.empty()) {
+    arch.split_size = {1, 2};
+    while (arch.split_size.size() < stages) arch.split_size.push_back(std::max(1, native / 32));
+    arch.split_size.resize(stages);
+    notes.push_back("stripe widths 1-2-" + std::to_string(native / 32) +
+                    "... as the released models (no split_size metadata)");
+  }
+  arch.la_split_size = per_stage_list(meta, "la_split_size", stages);
+  for (size_t s = 0; s < stages; ++s)
+    for (auto& block : arch.stages[s].blocks)
+      block.split = block.native == NativeAttention::Focused && !arch.la_split_size.empty() ? arch.la_split_size[s]
+                                                                                            : arch.split_size[s];
+
+  // attn_type: the keys decide; the metadata's must agree with them.
+  std::vector<std::vector<bool>> focused(stages);
+  for (size_t s = 0; s < stages; ++s)
+    for (const auto& block : arch.stages[s].blocks) focused[s].push_back(block.native == NativeAttention::Focused);
+  if (meta.is_object() && meta.contains("attn_type") && meta["attn_type"].is_string()) {
+    arch.attn_type = meta["attn_type"].get<std::string>();
+    const auto expected = parse_attn_type(arch.attn_type, depths);
+    for (size_t s = 0; s < stages; ++s)
+      for (size_t b = 0; b < focused[s].size(); ++b)
+        if (expected[s][b] != focused[s][b])
+          throw CheckpointError("arch metadata attn_type '" + arch.attn_type.substr(0, 40) + "' makes block '" +
+                                block_prefix(int(s), int(b)) + "' " + (expected[s][b] ? "focused" : "softmax") +
+                                " but its keys are " + (focused[s][b] ? "focused (attns.0.scale)" : "softmax"));
+  } else {
+    std::string letters, count;
+    for (size_t s = 0; s < stages; ++s) {
+      size_t leading = 0;
+      while (leading < focused[s].size() && focused[s][leading]) ++leading;
+      for (size_t b = leading; b < focused[s].size(); ++b)
+        if (focused[s][b])
+          throw CheckpointError("block '" + block_prefix(int(s), int(b)) +
+                                "' is focused after a softmax block of its stage: no attn_type has that order");
+      if (leading == focused[s].size()) {
+        letters += 'L';
+      } else if (leading == 0) {
+        letters += 'S';
+      } else {
+        letters += 'M';
+        count = std::to_string(leading);
+      }
+    }
+    arch.attn_type = letters + count;
+  }
+  if (meta.is_object() && meta.contains("focusing_factor") && meta["focusing_factor"].is_number())
+    arch.focusing_factor = meta["focusing_factor"].get<double>();
+  if (arch.focusing_factor != 3.0)
+    notes.push_back("trained with focusing factor " + std::to_string(arch.focusing_factor) +
+                    ": pass that p to reproduce its outputs (focused blocks run the p setting)");
+  return arch;
+}
+
+}  // namespace attnscope

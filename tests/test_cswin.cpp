@@ -1,0 +1,224 @@
+// Parity of FLatten-CSwin with the independent Python reference (tests/python/reference_part2.py):
+// logits and every layer's rows over its key grid within 1e-4, from .safetensors and from .pth
+// files holding {model} or {model, state_dict_ema}; each branch's heads, stripes and padding; swapped
+// kernels inside the stripes; and refusals that name the key or metadata at fault.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "analysis/gradcam.h"
+#include "core/npy.h"
+#include "models/cswin.h"
+#include "models/model_loader.h"
+
+namespace attnscope {
+namespace {
+
+const std::string kCaseDir = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/part2_cases/";
+constexpr double kTolerance = 1e-4;
+
+double max_abs_difference(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
+}
+
+const nlohmann::json& cases() {
+  static const nlohmann::json parsed = [] {
+    std::ifstream in(kCaseDir + "cases.json");
+    if (!in) throw std::runtime_error("missing " + kCaseDir + "cases.json (run tests/python/make_part2_cases.py)");
+    return nlohmann::json::parse(in);
+  }();
+  return parsed;
+}
+
+AttentionSettings settings_from(const nlohmann::json& variant) {
+  AttentionSettings settings;
+  const std::string kernel = variant.at("kernel");
+  settings.variant = kernel == "native" ? Variant::Native : parse_variant(kernel);
+  settings.p = variant.at("p").get<double>();
+  settings.window = variant.at("window").is_null() ? 0 : variant.at("window").get<int>();
+  return settings;
+}
+
+TEST(CSwin, EveryCaseMatchesThePythonReference) {
+  configure_threads(2);
+  std::set<std::string> containers, files;
+  double worst_logits = 0, worst_rows = 0;
+  int layers_checked = 0;
+  for (const auto& c : cases()) {
+    if (c.at("family") != "flatten_cswin") continue;
+    const std::string name = c.at("name");
+    SCOPED_TRACE("case " + name);
+    const std::string file = c.at("model");
+    LoadedModel model = load_model(kCaseDir + file, {}, torch::kCPU);
+    files.insert(file);
+    containers.insert(c.at("container").get<std::string>() + ":" +
+                      (c.at("state_dict_key").is_null() ? "" : c.at("state_dict_key").get<std::string>()));
+    if (!c.at("state_dict_key").is_null()) {
+      EXPECT_EQ(model.container_key, c.at("state_dict_key").get<std::string>());
+    }
+    EXPECT_EQ(model.backbone->family(), "flatten-cswin");
+    EXPECT_TRUE(model.backbone->hierarchical());
+    const torch::Tensor input = read_npy(kCaseDir + c.at("input").get<std::string>());
+    c10::InferenceMode inference_mode;
+    const ForwardOutput output = model.forward(input, settings_from(c.at("variant")));
+    const torch::Tensor expected_logits = read_npy(kCaseDir + c.at("logits").get<std::string>());
+    const double logits_error = max_abs_difference(output.logits, expected_logits);
+    worst_logits = std::max(worst_logits, logits_error);
+    EXPECT_LT(logits_error, kTolerance) << "logits";
+
+    const auto& layers = c.at("layers");
+    ASSERT_EQ(output.layers.size(), layers.size());
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const auto& reference = layers[l];
+      const AttentionCapture& capture = output.layers[l];
+      SCOPED_TRACE("layer " + std::to_string(l) + " (" + capture.placement.name + ")");
+      EXPECT_EQ(capture.placement.stage, reference.at("stage").get<int>());
+      EXPECT_EQ(capture.placement.block, reference.at("block").get<int>());
+      EXPECT_EQ(capture.layout.grid_h, reference["query_grid"][0].get<int>());
+      EXPECT_EQ(capture.layout.grid_w, reference["query_grid"][1].get<int>());
+      EXPECT_EQ(capture.key_layout.grid_h, reference["key_grid"][0].get<int>());
+      EXPECT_EQ(capture.key_layout.grid_w, reference["key_grid"][1].get<int>());
+      ASSERT_EQ(capture.heads, reference.at("heads").get<int>());
+      EXPECT_EQ(to_string(capture.attention.kernel), reference.at("kernel").get<std::string>());
+      const auto& branches = reference.at("branches");
+      if (branches.size() == 1) {
+        EXPECT_TRUE(capture.branches.empty());
+        EXPECT_EQ(capture.placement.access, "global");
+      } else {
+        ASSERT_EQ(capture.branches.size(), branches.size());
+        for (size_t b = 0; b < branches.size(); ++b) {
+          EXPECT_EQ(capture.branch_first_head[b], branches[b]["heads"][0].get<int>());
+          EXPECT_EQ(capture.branches[b].heads, branches[b]["heads"][1].get<int>() - branches[b]["heads"][0].get<int>());
+          EXPECT_EQ(capture.branches[b].placement.window_h, branches[b]["window"][0].get<int>());
+          EXPECT_EQ(capture.branches[b].placement.window_w, branches[b]["window"][1].get<int>());
+          EXPECT_EQ(capture.branches[b].placement.access, branches[b]["stripe"].get<std::string>() + "-stripes");
+          const StripePlan plan = plan_stripes(capture.layout.grid_h, capture.layout.grid_w,
+                                               b == 0 ? StripeOrientation::Vertical : StripeOrientation::Horizontal,
+                                               reference.at("split_size").get<int>());
+          EXPECT_EQ(plan.padded_h, branches[b]["padded_grid"][0].get<int>());
+          EXPECT_EQ(plan.padded_w, branches[b]["padded_grid"][1].get<int>());
+          EXPECT_EQ(plan.pad_top, branches[b]["offset"][0].get<int>());
+          EXPECT_EQ(plan.pad_left, branches[b]["offset"][1].get<int>());
+        }
+      }
+      const torch::Tensor expected = read_npy(kCaseDir + reference.at("rows").get<std::string>());  // [h, Q, kh, kw]
+      std::vector<int64_t> queries;
+      for (const auto& query : reference.at("queries"))
+        queries.push_back(capture.layout.patch_token(query[0].get<int>(), query[1].get<int>()));
+      for (int head = 0; head < capture.heads; ++head) {
+        const torch::Tensor rows = capture.rows(0, head, queries);
+        for (size_t q = 0; q < queries.size(); ++q) {
+          const double error = max_abs_difference(capture.key_grid(rows[int64_t(q)]), expected[head][int64_t(q)]);
+          worst_rows = std::max(worst_rows, error);
+          EXPECT_LT(error, kTolerance) << "head " << head << " query " << reference["queries"][q].dump();
+        }
+      }
+      ++layers_checked;
+    }
+  }
+  EXPECT_EQ(containers, (std::set<std::string>{"safetensors:", "pth:model"}));
+  EXPECT_TRUE(files.count("cswin_a.ema.pth")) << "the {model, state_dict_ema} form";
+  EXPECT_GE(layers_checked, 60);
+  std::cout << "[ CSwin    ] " << layers_checked << " layers, max |logits error| " << worst_logits
+            << ", max |row error| " << worst_rows << "\n";
+}
+
+// A swapped kernel stays inside each branch's stripes: vertical heads see the query's columns,
+// horizontal heads its rows, and describe_layer lists both branches.
+TEST(CSwin, SwappedKernelsStayInTheirStripes) {
+  LoadedModel model = load_model(kCaseDir + "cswin_s.safetensors", {}, torch::kCPU);
+  c10::InferenceMode inference_mode;
+  for (Variant variant : {Variant::Linear, Variant::Focused, Variant::Enhanced, Variant::Anchor, Variant::Softmax}) {
+    SCOPED_TRACE(to_string(variant));
+    AttentionSettings settings;
+    settings.variant = variant;
+    const ForwardOutput output = model.forward(torch::randn({1, 3, 72, 56}), settings);
+    const AttentionCapture& layer = output.layers[3];  // stage 1 block 1: softmax, stripes of 2 on 9x7
+    ASSERT_EQ(layer.branches.size(), 2u);
+    EXPECT_FALSE(layer.attention.native && variant != Variant::Softmax);
+    const int row = 4, col = 3;
+    const torch::Tensor query_row = layer.key_grid(layer.row(0, 0, layer.layout.patch_token(row, col)));
+    const torch::Tensor query_col = layer.key_grid(layer.row(0, layer.heads - 1, layer.layout.patch_token(row, col)));
+    // Stripes of 2 columns on 7 columns are padded 0 left / 1 right: column 3 sits in columns 2..3.
+    for (int r = 0; r < 9; ++r)
+      for (int c = 0; c < 7; ++c) {
+        if (c != 2 && c != 3) {
+          EXPECT_EQ(query_row[r][c].item<float>(), 0.0f) << "vertical head at " << r << "," << c;
+        }
+        // 9 rows in stripes of 2: padded 0 top / 1 bottom, row 4 sits in rows 4..5.
+        if (r != 4 && r != 5) {
+          EXPECT_EQ(query_col[r][c].item<float>(), 0.0f) << "horizontal head at " << r << "," << c;
+        }
+      }
+    EXPECT_GT(query_row.abs().sum().item<double>(), 0.0);
+    EXPECT_GT(query_col.abs().sum().item<double>(), 0.0);
+    const nlohmann::json described = describe_layer(layer);
+    ASSERT_EQ(described.at("branches").size(), 2u);
+    EXPECT_EQ(described["branches"][0]["stripe"], "vertical");
+    EXPECT_EQ(described["branches"][1]["window"], nlohmann::json({2, 7}));
+    EXPECT_EQ(described["access"], "cross-shaped-stripes");
+  }
+}
+
+TEST(CSwin, MissingOrMisshapenKeysAreNamed) {
+  Checkpoint checkpoint = load_checkpoint(kCaseDir + "cswin_a.safetensors");
+  const std::string path = ::testing::TempDir() + "/cswin_bad.safetensors";
+  auto expect_refused = [&](const Checkpoint& bad, const std::string& named) {
+    save_safetensors(path, bad.tensors, bad.metadata);
+    try {
+      load_model(path, {}, torch::kCPU);
+      ADD_FAILURE() << "must be refused: " << named;
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
+    }
+  };
+  for (const char* key : {"stage3.1.qkv.weight", "merge2.conv.weight", "stage1.0.attns.0.dwc.weight",
+                          "stage3.0.attns.1.get_v.bias", "head.bias"}) {
+    SCOPED_TRACE(key);
+    auto without = checkpoint;
+    ASSERT_EQ(without.tensors.erase(key), 1u);
+    expect_refused(without, key);
+  }
+  for (const char* key : {"stage2.0.mlp.fc2.weight", "stage3.0.attns.0.get_v.weight", "stage1.0.qkv.weight",
+                          "stage1.0.attns.0.positional_encoding"}) {
+    SCOPED_TRACE(key);
+    auto misshapen = checkpoint;
+    std::vector<int64_t> shape = checkpoint.tensors.at(key).sizes().vec();
+    shape.front() += 1;
+    misshapen.tensors[key] = torch::zeros(shape);
+    expect_refused(misshapen, key);
+  }
+  // Metadata that contradicts the keys: another family, or an attn_type the blocks do not have.
+  auto other_family = checkpoint;
+  nlohmann::json arch = nlohmann::json::parse(checkpoint.metadata.at("attnscope_arch"));
+  arch["family"] = "l2vit";
+  other_family.metadata["attnscope_arch"] = arch.dump();
+  expect_refused(other_family, "l2vit");
+  auto wrong_type = checkpoint;
+  arch["family"] = "flatten_cswin";
+  arch["attn_type"] = "LSSS";
+  wrong_type.metadata["attnscope_arch"] = arch.dump();
+  expect_refused(wrong_type, "stage2.0.");
+}
+
+TEST(CSwin, GradCamAtTheAuthorsModuleNames) {
+  LoadedModel model = load_model(kCaseDir + "cswin_s.safetensors", {}, torch::kCPU);
+  Backbone& backbone = model.native("Grad-CAM");
+  EXPECT_EQ(backbone.default_hook_point(), "stage4.0.norm1");
+  EXPECT_EQ(backbone.resolve_hook_point("blocks.3"), "stage2.1");
+  EXPECT_EQ(backbone.resolve_hook_point("stage1.-1.norm1"), "stage1.1.norm1");
+  EXPECT_THROW(backbone.resolve_hook_point("stage5.0"), std::invalid_argument);
+  const torch::Tensor image = torch::randn({1, 3, 64, 64});
+  const GradCamResult last = grad_cam(backbone, image, AttentionSettings{}, {});
+  GradCamOptions early_options;
+  early_options.layer = "stage1.0.norm1";
+  const GradCamResult early = grad_cam(backbone, image, AttentionSettings{}, early_options);
+  EXPECT_EQ(early.layout.grid_h, 16);
+  EXPECT_GT(early.layout.grid_h, last.layout.grid_h);
+  EXPECT_GT(early.max_abs_gradient, 0.0);
+}
+
+}  // namespace
+}  // namespace attnscope
