@@ -201,13 +201,18 @@ int analyze_rollout(const Context& context) {
   Loaded loaded = load_inputs(context);
   const AppState& state = context.state;
   const InferenceResult inference = run_inference(loaded.model, loaded.prepared, state.attention);
-  const TokenLayout& layout = inference.forward.layout;
+  // The blocks that share the selected layer's token grid (a hierarchical stage; every block of a ViT).
+  const int selected = resolve_layer_index(state.layer, int(inference.forward.layers.size()));
+  std::vector<AttentionCapture> chain;
+  for (int index : rollout_layers(inference.forward.layers, selected))
+    chain.push_back(inference.forward.layers[size_t(index)]);
+  const TokenLayout& layout = chain.front().layout;
   const ResolvedQuery query = resolve_query(state.query, layout);
   RolloutOptions options;
   options.fusion = state.fusion;
   options.discard_ratio = state.discard;
   options.query = query.token;
-  const RolloutResult result = attention_rollout(inference.forward.layers, options);
+  const RolloutResult result = attention_rollout(chain, options);
   context.files->add_npy("rollout.npy", result.patch_map);
   context.files->add_npy("rollout_normalised.npy", result.normalised);
   context.files->add_npy("rollout_row.npy", result.row);
@@ -263,9 +268,9 @@ int analyze_spectrum(const Context& context) {
     AttentionSettings settings = state.attention;
     settings.variant = variant;
     const InferenceResult inference = run_inference(loaded.model, loaded.prepared, settings);
-    layout = inference.forward.layout;
     layer = resolve_layer_index(state.layer, int(inference.forward.layers.size()));
     const AttentionCapture& capture = inference.forward.layers[size_t(layer)];
+    layout = capture.layout;  // the layer's own query grid (hierarchical stages differ)
     check_head_index(state.head, capture.heads);
     const std::string name = to_string(variant);
 
@@ -295,7 +300,8 @@ int analyze_spectrum(const Context& context) {
         csv << name << "," << (with_dwc ? "on" : "off") << "," << i << "," << values_at[i] << "\n";
       entry[with_dwc ? "with_dwc" : (capture.attention.dwc ? "without_dwc" : "matrix")] = spectrum_json(result);
       std::cout << "  " << std::left << std::setw(9) << name << (with_dwc ? "+DWC " : "     ") << "rank "
-                << result.spectrum.numerical_rank << " of " << layout.total_tokens() << " (bound " << result.rank_bound
+                << result.spectrum.numerical_rank << " of "
+                << std::min(matrix.size(0), matrix.size(1)) << " (bound " << result.rank_bound
                 << (capture.head_dim > 0 ? ", d = " + std::to_string(capture.head_dim) : std::string())
                 << "), effective rank " << result.spectrum.effective_rank << ", " << result.method << " "
                 << result.milliseconds << " ms\n";
@@ -419,22 +425,23 @@ int analyze_metrics(const Context& context) {
     AttentionSettings settings = state.attention;
     settings.variant = variant;
     const InferenceResult inference = run_inference(loaded.model, loaded.prepared, settings);
-    layout = inference.forward.layout;
     layer = resolve_layer_index(state.layer, int(inference.forward.layers.size()));
+    const AttentionCapture& capture = inference.forward.layers[size_t(layer)];
+    layout = capture.layout;  // queries on the layer's grid; its rows lie on its key grid
+    const TokenLayout& keys = capture.key_layout;
     query = resolve_query(state.query, layout);
-    const torch::Tensor box = state.box.empty() ? torch::Tensor() : box_coverage(parse_patch_box(state.box), layout);
+    const torch::Tensor box = state.box.empty() ? torch::Tensor() : box_coverage(parse_patch_box(state.box), keys);
     const torch::Tensor object =
         loaded.object_mask.empty()
             ? torch::Tensor()
             : patch_coverage(torch::from_blob(loaded.object_mask.data,
                                               {loaded.object_mask.rows, loaded.object_mask.cols}, torch::kUInt8)
                                  .clone(),
-                             layout);
-    const AttentionCapture& capture = inference.forward.layers[size_t(layer)];
+                             keys);
     json heads = json::array();
     torch::NoGradGuard no_grad;
     for (int head = 0; head < capture.heads; ++head) {
-      const torch::Tensor patch_map = capture.row(0, head, query.token).slice(0, layout.prefix_tokens());
+      const torch::Tensor patch_map = capture.row(0, head, query.token).slice(0, keys.prefix_tokens());
       const FocusSummary focus = summarise_focus(patch_map, top_k, box, object);
       auto optional = [](const std::optional<double>& value) { return value ? json(*value) : json(nullptr); };
       heads.push_back({{"head", head},
