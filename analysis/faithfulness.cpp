@@ -44,6 +44,7 @@ std::vector<double> FaithfulnessProbe::probabilities(const torch::Tensor& remove
   std::vector<double> values;
   const int64_t count = removed.size(0), batch = std::max(1, options_.batch);
   for (int64_t begin = 0; begin < count; begin += batch) {
+    if (options_.cancelled && options_.cancelled()) throw Cancelled();
     const int64_t size = std::min(batch, count - begin);
     const auto mask = removed.narrow(0, begin, size).unsqueeze(1).to(input_.device());  // [b, 1, H, W]
     const auto images = torch::where(mask, replacement_, input_);
@@ -54,7 +55,8 @@ std::vector<double> FaithfulnessProbe::probabilities(const torch::Tensor& remove
   return values;
 }
 
-Faithfulness FaithfulnessProbe::measure_order(const torch::Tensor& order, int grid_h, int grid_w) const {
+torch::Tensor FaithfulnessProbe::removed_pixels(const torch::Tensor& order, int grid_h, int grid_w,
+                                                std::vector<double>& fraction) const {
   const int64_t cells = int64_t(grid_h) * grid_w;
   if (order.numel() != cells) throw std::invalid_argument("faithfulness: the order does not cover the map's cells");
   const int height = int(input_.size(2)), width = int(input_.size(3));
@@ -66,27 +68,47 @@ Faithfulness FaithfulnessProbe::measure_order(const torch::Tensor& order, int gr
   auto cell_of_row = ((torch::arange(height, torch::kLong) + 1) * grid_h - 1).div(height, "floor");
   auto cell_of_col = ((torch::arange(width, torch::kLong) + 1) * grid_w - 1).div(width, "floor");
   const auto pixel_rank = rank.index({cell_of_row.unsqueeze(1) * grid_w + cell_of_col.unsqueeze(0)});  // [H, W]
-  std::vector<double> fraction;
   std::vector<int64_t> counts;
+  fraction.clear();
   for (int i = 0; i <= steps; ++i) {
     counts.push_back(int64_t(std::llround(double(i) * double(cells) / steps)));
     fraction.push_back(double(counts.back()) / double(cells));
   }
-  const auto removed = pixel_rank.unsqueeze(0) < torch::tensor(counts).view({-1, 1, 1});  // [S + 1, H, W]
+  return pixel_rank.unsqueeze(0) < torch::tensor(counts).view({-1, 1, 1});
+}
+
+Faithfulness FaithfulnessProbe::measure_order(const torch::Tensor& order, int grid_h, int grid_w) const {
   Faithfulness result;
-  result.deletion.fraction = result.insertion.fraction = fraction;
+  const torch::Tensor removed = removed_pixels(order, grid_h, grid_w, result.deletion.fraction);
+  result.insertion.fraction = result.deletion.fraction;
   result.deletion.probability = probabilities(removed);
   result.insertion.probability = probabilities(removed.logical_not());
-  result.deletion.auc = area_under_curve(fraction, result.deletion.probability);
-  result.insertion.auc = area_under_curve(fraction, result.insertion.probability);
+  result.deletion.auc = area_under_curve(result.deletion.fraction, result.deletion.probability);
+  result.insertion.auc = area_under_curve(result.insertion.fraction, result.insertion.probability);
   return result;
 }
 
-Faithfulness FaithfulnessProbe::measure(const torch::Tensor& map) const {
+namespace {
+
+// A map's cells, largest first; equal values keep their row-major order.
+torch::Tensor cells_by_value(const torch::Tensor& map) {
   if (map.dim() != 2) throw std::invalid_argument("faithfulness: a map must be [grid_h, grid_w]");
   const auto values = map.detach().to(torch::kCPU, torch::kDouble).reshape({-1});
-  const auto order = std::get<1>(values.sort(/*stable=*/true, /*dim=*/0, /*descending=*/true));
-  return measure_order(order, int(map.size(0)), int(map.size(1)));
+  return std::get<1>(values.sort(/*stable=*/true, /*dim=*/0, /*descending=*/true));
+}
+
+}  // namespace
+
+FaithfulnessCurve FaithfulnessProbe::deletion(const torch::Tensor& map) const {
+  FaithfulnessCurve curve;
+  curve.probability =
+      probabilities(removed_pixels(cells_by_value(map), int(map.size(0)), int(map.size(1)), curve.fraction));
+  curve.auc = area_under_curve(curve.fraction, curve.probability);
+  return curve;
+}
+
+Faithfulness FaithfulnessProbe::measure(const torch::Tensor& map) const {
+  return measure_order(cells_by_value(map), int(map.size(0)), int(map.size(1)));
 }
 
 Faithfulness FaithfulnessProbe::random_baseline(int grid_h, int grid_w) const {

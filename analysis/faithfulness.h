@@ -9,6 +9,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "analysis/perturbation.h"
@@ -20,11 +21,12 @@ struct FaithfulnessOptions {
   // Points after the start: after step i, round(i N / steps) of the N cells are removed (or added).
   int steps = 20;
   Replacement replacement = Replacement::Blur;
-  double blur_sigma = 0.0;  // pixels; 0: one patch of the model's first attention layer
-  int target_class = -1;    // the class whose probability is recorded; -1: the top-1 class of the image
-  int batch = 32;           // perturbed images per forward pass
-  int random_orders = 3;    // random orders averaged for the baseline
-  uint64_t seed = 0;        // of the random orders
+  double blur_sigma = 0.0;          // pixels; 0: one patch of the model's first attention layer
+  int target_class = -1;            // the class whose probability is recorded; -1: the top-1 class of the image
+  int batch = 32;                   // perturbed images per forward pass
+  int random_orders = 3;            // random orders averaged for the baseline
+  uint64_t seed = 0;                // of the random orders
+  std::function<bool()> cancelled;  // checked between forward passes; true throws Cancelled
 };
 
 struct FaithfulnessCurve {
@@ -50,6 +52,8 @@ class FaithfulnessProbe {
   Faithfulness measure(const torch::Tensor& map) const;
   // Curves for an explicit order of the N = gh * gw cells (row-major indices, most important first).
   Faithfulness measure_order(const torch::Tensor& order, int grid_h, int grid_w) const;
+  // The deletion curve alone (half the forward passes), for a map as `measure` orders it.
+  FaithfulnessCurve deletion(const torch::Tensor& map) const;
   // The mean curves over `random_orders` random orders of a gh x gw grid's cells.
   Faithfulness random_baseline(int grid_h, int grid_w) const;
 
@@ -61,6 +65,8 @@ class FaithfulnessProbe {
  private:
   // Target probabilities of the images where `removed` [S, H, W] (true: replaced) says.
   std::vector<double> probabilities(const torch::Tensor& removed) const;
+  // Which pixels are removed after each step [S + 1, H, W] for an order, and the fractions.
+  torch::Tensor removed_pixels(const torch::Tensor& order, int grid_h, int grid_w, std::vector<double>& fraction) const;
 
   Backbone& model_;
   AttentionSettings settings_;

@@ -14,6 +14,7 @@
 #include "analysis/gradcam.h"
 #include "analysis/rollout.h"
 #include "analysis/spectrum.h"
+#include "app/analyze.h"
 #include "app/cli.h"
 #include "app/commands.h"
 #include "core/atomic_file.h"
@@ -24,30 +25,37 @@
 
 namespace attnscope {
 
-namespace {
+namespace analyze {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const std::vector<std::string> kAnalyses = {"gradcam", "rollout", "spectrum", "fp", "metrics"};
+const std::vector<std::string> kAnalyses = {"gradcam",   "rollout",   "spectrum",    "fp",       "metrics",
+                                            "gradcam++", "xgradcam",  "layercam",    "eigencam", "hirescam",
+                                            "scorecam",  "relevance", "gradrollout", "ig",       "faithfulness"};
 
 const std::vector<std::string> kAnalyzeOptions = {
-    "model", "image",  "out",  "variant", "p",    "window", "anchors",       "dwc",    "norm",    "layer", "head",
-    "query", "resize", "size", "device",  "arch", "class",  "gradcam-layer", "fusion", "discard", "box"};
+    "model",  "image",   "out",   "variant", "p",     "window",      "anchors",  "dwc",        "norm",
+    "layer",  "head",    "query", "resize",  "size",  "device",      "arch",     "class",      "gradcam-layer",
+    "fusion", "discard", "box",   "methods", "steps", "replacement", "ig-steps", "ig-baseline"};
+
+// The analyses in the order --help and errors list them.
+std::string analysis_list() {
+  std::string list;
+  for (const auto& name : kAnalyses) list += (list.empty() ? "" : ", ") + name;
+  return list;
+}
 
 const std::vector<CommandFlag> kAnalyzeFlags = {
-    {"analysis", "NAME", "gradcam, rollout, spectrum, fp or metrics", ""},
+    {"analysis", "NAME",
+     "gradcam, rollout, spectrum, fp, metrics; the attribution methods gradcam++, xgradcam, layercam, eigencam, "
+     "hirescam, scorecam, relevance, gradrollout, ig (NAME.npy at the layer's grid); faithfulness (--methods)",
+     ""},
     {"variants", "LIST", "spectrum, metrics: variants to compare on the same model (default: --variant)", ""},
     {"top-k", "K", "fp, metrics: keys counted by the top-k mass", "10"},
     {"bins", "N", "fp: histogram bins over cosine similarity [0, 1]", "50"},
     {"object-mask", "FILE", "metrics: object mask image (nonzero = object), transformed like the image", ""},
     {"glyph-seed", "S", "metrics, all: use the generated glyph sample S as the image and its mask as the object", ""},
-};
-
-struct Context {
-  AppState state;
-  CommandLine line;
-  fs::path out;
 };
 
 void write_json(const fs::path& path, const json& value) {
@@ -71,13 +79,6 @@ std::vector<std::string> split_list(const std::string& text) {
     if (!item.empty()) items.push_back(item);
   return items;
 }
-
-// The model, the prepared image and (for --glyph-seed) the object mask at the model's input size.
-struct Loaded {
-  LoadedModel model;
-  cv::Mat prepared;
-  cv::Mat object_mask;  // CV_8UC1 at the prepared size, empty when none
-};
 
 Loaded load_inputs(const Context& context) {
   const AppState& state = context.state;
@@ -428,11 +429,13 @@ int analyze_metrics(const Context& context) {
   return 0;
 }
 
-}  // namespace
+}  // namespace analyze
 
 int analyze_command(const Args& args) {
+  using namespace analyze;
   const std::string usage =
-      "attnscope analyze --analysis gradcam|rollout|spectrum|fp|metrics --model FILE --image FILE --out DIR [options]";
+      "attnscope analyze --analysis gradcam|rollout|spectrum|fp|metrics|gradcam++|xgradcam|layercam|eigencam|hirescam|"
+      "scorecam|relevance|gradrollout|ig|faithfulness --model FILE --image FILE --out DIR [options]";
   auto parsed = parse_or_print_help(args, usage, kAnalyzeOptions, kAnalyzeFlags);
   if (!parsed) return 0;
   Context context;
@@ -441,11 +444,10 @@ int analyze_command(const Args& args) {
   // A session saved by the workbench names its analysis view; --analysis overrides it.
   std::string analysis = context.line.flags["analysis"];
   if (analysis.empty() && context.state.analysis != "none") analysis = context.state.analysis;
-  if (analysis.empty())
-    throw std::invalid_argument("--analysis is required (gradcam, rollout, spectrum, fp or metrics)");
+  if (analysis == "attribution") analysis = context.state.method;  // the workbench's attribution view
+  if (analysis.empty()) throw std::invalid_argument("--analysis is required (" + analysis_list() + ")");
   if (std::find(kAnalyses.begin(), kAnalyses.end(), analysis) == kAnalyses.end())
-    throw std::invalid_argument("unknown --analysis '" + analysis +
-                                "' (expected gradcam, rollout, spectrum, fp or metrics)");
+    throw std::invalid_argument("unknown --analysis '" + analysis + "' (expected " + analysis_list() + ")");
   if (context.state.out.empty()) throw std::invalid_argument("--out is required");
   // Bounded before anything is allocated or written.
   const int bins = context.line.flag_int("bins"), top_k = context.line.flag_int("top-k");
@@ -457,7 +459,9 @@ int analyze_command(const Args& args) {
   if (analysis == "rollout") return analyze_rollout(context);
   if (analysis == "spectrum") return analyze_spectrum(context);
   if (analysis == "fp") return analyze_fp(context);
-  return analyze_metrics(context);
+  if (analysis == "metrics") return analyze_metrics(context);
+  if (analysis == "faithfulness") return faithfulness(context);
+  return attribution(context, analysis);
 }
 
 }  // namespace attnscope

@@ -9,6 +9,7 @@
 #include "analysis/gradcam.h"
 #include "analysis/rollout.h"
 #include "analysis/spectrum.h"
+#include "figures/faithfulness_figure.h"
 #include "models/inference.h"
 
 namespace attnscope {
@@ -20,6 +21,7 @@ const std::vector<FigureLayoutInfo>& figure_layouts() {
       {"matrix-spectrum", "each variant's attention matrix beside its singular values (log scale, rank marked)"},
       {"gradcam-attention", "per variant: Grad-CAM beside the query's attention and the attention rollout"},
       {"fp-demo", "FLatten's f_p: toy vectors and scores, then a layer's similarities, entropy and top-k mass vs p"},
+      {"faithfulness", "per attribution method (--methods): its map, deletion and insertion curves against random"},
   };
   return layouts;
 }
@@ -52,6 +54,7 @@ FigureRequest FigureRequest::from_state(const AppState& state) {
   request.target_class = state.target_class;
   request.fusion = state.fusion;
   request.discard = state.discard;
+  if (request.layout == "faithfulness") request.faithfulness = faithfulness_request(state);
   return request;
 }
 
@@ -384,6 +387,7 @@ Figure build_figure(const FigureRequest& request, LoadedModel& model, const cv::
   if (request.layout == "matrix-spectrum") return matrix_spectrum_figure(request, model, prepared_rgb, title);
   if (request.layout == "gradcam-attention") return gradcam_attention_figure(request, model, prepared_rgb, title);
   if (request.layout == "fp-demo") return focusing_figure(request, model, prepared_rgb, title);
+  if (request.layout == "faithfulness") return faithfulness_layout(request, model, prepared_rgb, title);
   throw std::invalid_argument("unknown figure layout '" + request.layout + "'");
 }
 

@@ -7,10 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "session/app_state.h"
+#include "analysis/faithfulness_table.h"
 #include "figures/figure.h"
 #include "figures/render.h"
 #include "models/model_loader.h"
+#include "session/app_state.h"
 
 namespace attnscope {
 
@@ -34,6 +35,7 @@ struct FigureRequest {
   int target_class = -1;
   HeadFusion fusion = HeadFusion::Mean;
   double discard = 0.0;
+  FaithfulnessTableRequest faithfulness;  // the faithfulness layout's methods and curves
 
   static FigureRequest from_state(const AppState& state);
 };

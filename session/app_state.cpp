@@ -240,12 +240,14 @@ std::vector<OptionSpec> make_options() {
                      },
                      [](const AppState& s) { return s.direction; }});
   options.push_back({"analysis", "NAME",
-                     "analysis view: none, spectrum (matrix, rank), gradcam, fp (f_p), rollout or metrics",
+                     "analysis view: none, spectrum (matrix, rank), gradcam, fp (f_p), rollout, metrics or "
+                     "attribution (--method on every panel)",
                      [](AppState& s, const std::string& v) {
                        const auto& names = analysis_names();
                        if (std::find(names.begin(), names.end(), v) == names.end())
                          throw std::invalid_argument(
-                             "--analysis expects none, spectrum, gradcam, fp, rollout or metrics, got '" + v + "'");
+                             "--analysis expects none, spectrum, gradcam, fp, rollout, metrics or attribution, got '" +
+                             v + "'");
                        s.analysis = v;
                      },
                      [](const AppState& s) { return s.analysis; }});
@@ -303,6 +305,7 @@ std::vector<OptionSpec> make_options() {
                      },
                      [](const AppState& s) { return format_double(s.opacity); }});
   add_export_options(options);
+  add_attribution_options(options);
   return options;
 }
 
@@ -314,7 +317,8 @@ const std::vector<std::string>& view_names() {
 }
 
 const std::vector<std::string>& analysis_names() {
-  static const std::vector<std::string> names = {"none", "spectrum", "gradcam", "fp", "rollout", "metrics"};
+  static const std::vector<std::string> names = {"none",    "spectrum", "gradcam",    "fp",
+                                                 "rollout", "metrics",  "attribution"};
   return names;
 }
 

@@ -187,6 +187,7 @@ TEST(Faithfulness, DeletionAndInsertionCurvesMatchPython) {
       for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(mine->probability[i], expected[i], 1e-4) << kind << i;
       EXPECT_NEAR(mine->auc, c.at(kind).at("auc").get<double>(), 1e-4) << kind;
     }
+    EXPECT_EQ(probe.deletion(case_array(c, "map")).probability, curves.deletion.probability);
     // Deletion starts at the image, insertion ends at it.
     EXPECT_NEAR(curves.deletion.probability.front(), probe.probability(), 1e-5);
     EXPECT_NEAR(curves.insertion.probability.back(), probe.probability(), 1e-5);
