@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 
 #include <c10/util/Exception.h>
 
 #include "analysis/focus_metrics.h"
 #include "figures/export.h"
 #include "models/model_loader.h"
+#include "viewer/attribution_view.h"
 #include "viewer/result_views.h"
 
 namespace attnscope {
@@ -47,7 +49,8 @@ bool InferenceRequest::operator==(const InferenceRequest& other) const {
   return same_forward(other) && layer == other.layer && head == other.head && query == other.query &&
          direction == other.direction && box == other.box && analysis == other.analysis &&
          target_class == other.target_class && gradcam_layer == other.gradcam_layer && fusion == other.fusion &&
-         discard == other.discard;
+         discard == other.discard && method == other.method && steps == other.steps &&
+         replacement == other.replacement && ig_steps == other.ig_steps && ig_baseline == other.ig_baseline;
 }
 
 // One panel's forward pass, shared (not copied) between runs that did not change it.
@@ -66,6 +69,7 @@ struct InferenceWorker::Cache {
   std::vector<PanelForward> forwards;  // the last request's
   std::string gradcam_key;
   std::optional<GradCamView> gradcam;
+  std::map<std::string, AttributionView> attributions;  // by everything a panel's map depends on
 };
 
 InferenceWorker::InferenceWorker(std::function<void()> wake) : wake_(std::move(wake)), cache_(new Cache) {
@@ -168,6 +172,7 @@ LoadedModel& InferenceWorker::model_for(const std::string& path, const std::stri
     cache.model_key.clear();
     cache.prepared_key.clear();
     cache.gradcam_key.clear();
+    cache.attributions.clear();
     cache.model.emplace(load_model(path, ArchOverrides::parse(arch), resolve_device(device)));
     cache.model_key = model_key;
   }
@@ -194,6 +199,7 @@ const cv::Mat& InferenceWorker::prepared_input(const InferenceRequest& request, 
     cache.prepared_key.clear();
     cache.forwards.clear();
     cache.gradcam_key.clear();
+    cache.attributions.clear();
     cache.prepared_rgb = prepare_model_input(cache.image_rgb, request.input, model);
     cache.prepared_key = prepared_key;
   }
@@ -292,6 +298,24 @@ void InferenceWorker::build_views(uint64_t id, const InferenceRequest& request, 
       cache_->gradcam_key = key;
     }
     outcome.gradcam = cache_->gradcam;
+  }
+  if (request.analysis == "attribution") {
+    // Each panel's own forward and backward passes and curves, reused while only the selections change.
+    for (const PanelForward& forward : forwards) {
+      const std::string key =
+          cache_->prepared_key + "|" + settings_key(forward.settings) + "|" + attribution_key(request, outcome.layer);
+      auto cached = cache_->attributions.find(key);
+      if (cached == cache_->attributions.end() && cache_->attributions.size() >= 64) cache_->attributions.clear();
+      if (cached == cache_->attributions.end())
+        cached =
+            cache_->attributions
+                .emplace(key, build_attribution_view(model, cache_->prepared_rgb, forward.settings,
+                                                     forward.result->forward.layers, request, outcome.layer, cancelled))
+                .first;
+      outcome.attributions.push_back(cached->second);
+      PanelMaps& panel = outcome.panels[outcome.attributions.size() - 1];
+      panel.description = attribution_caption(cached->second) + "  \u00b7  " + panel.description;
+    }
   }
 }
 

@@ -38,10 +38,13 @@ struct WorkbenchOptions {
 // Opens the window and runs until it is closed; returns the exit code.
 int run_workbench(AppState state, const WorkbenchOptions& options);
 
+// PatchMap::head of a panel's attribution map (analysis "attribution").
+constexpr int kAttributionHead = -3;
+
 // One scalar map a view shows: a panel's map of one head, or the mean over heads, on its grid.
 struct PatchMap {
   int panel = 0;
-  int head = 0;                  // -1: mean over heads
+  int head = 0;                  // -1: mean over heads; kAttributionHead: the attribution map
   const GridMap* map = nullptr;  // owned by the outcome the maps were made from
   gl::Texture texture;
 };
@@ -121,6 +124,7 @@ class Workbench {
   InferenceRequest make_request() const;
   void open_camera_source(const std::string& source);
   void refresh_maps();
+  void show_attribution_maps();
   void follow_query_across_grids();
   std::unique_ptr<InferenceWorker> worker_;
   InferenceRequest last_request_;

@@ -97,10 +97,14 @@ struct AttentionPanel : WorkbenchPanel {
       const ImVec2 tile_pos(origin.x + float(int(p) % columns) * tile.x, origin.y + float(int(p) / columns) * tile.y);
       const PanelMaps& panel = outcome->panels[p];
       ImGui::SetCursorScreenPos(tile_pos);
+      // Clipped to the tile: a long description (an attribution's readout) must not run into the next one.
+      ImGui::PushClipRect(tile_pos, ImVec2(tile_pos.x + tile.x - 8, tile_pos.y + label_height), true);
       ImGui::Text("%d: %s", int(p) + 1, panel.description.c_str());
+      ImGui::PopClipRect();
       const auto& maps = bench.maps[p];
       const ImVec2 maps_area(tile.x - 8, tile.y - label_height - 8);
-      const int head_label = bench.state.view == "heads" ? int(label_height) : 0;
+      const bool attribution = !maps.empty() && maps.front().head == kAttributionHead;
+      const int head_label = bench.state.view == "heads" && !attribution ? int(label_height) : 0;
       const auto [map_columns, map_rows] =
           best_tiling(int(maps.size()), ImVec2(maps_area.x, maps_area.y - head_label * 1.0f), aspect);
       for (size_t m = 0; m < maps.size(); ++m) {
@@ -140,10 +144,12 @@ struct AttentionPanel : WorkbenchPanel {
           const int row = std::clamp(int((mouse.y - pos.y) / cell), 0, tokens.grid_h - 1);
           const ImVec2 a(pos.x + cell * col, pos.y + cell * row);
           draw->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(255, 255, 255, 200), 0, 0, 1.0f);
+          const std::string shown = map.head == kAttributionHead ? bench.state.method
+                                    : map.head < 0               ? "mean over heads"
+                                                                 : "head " + std::to_string(map.head);
           if (!drag.active)
             ImGui::SetTooltip("patch (%d, %d)  %s: %.5f\nclick: make it the query; right drag: draw a box", row, col,
-                              map.head < 0 ? "mean over heads" : ("head " + std::to_string(map.head)).c_str(),
-                              double(map.map->at(row, col)));
+                              shown.c_str(), double(map.map->at(row, col)));
           const bool shift = ImGui::GetIO().KeyShift;
           if (ImGui::IsItemClicked(ImGuiMouseButton_Right) || (shift && ImGui::IsItemClicked(ImGuiMouseButton_Left)))
             drag = {true, pos, cell, row, col};
