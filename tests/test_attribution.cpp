@@ -4,6 +4,8 @@
 // the properties each method must have whatever the weights.
 #include <gtest/gtest.h>
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <set>
 
 #include "analysis/attribution.h"
@@ -230,6 +232,40 @@ TEST(Attribution, EveryMethodGivesAMapInUnitRangeOnItsGrid) {
   EXPECT_EQ(parse_method_list("gradcam,relevance,gradcam").size(), 2u);
   EXPECT_EQ(parse_method_list("all").size(), attribution_method_names().size());
   EXPECT_THROW(parse_method_list("gradcam,saliency"), std::invalid_argument);
+}
+
+TEST(Attribution, ModelsWithoutClassesExplainTheirNormOrOneFeature) {
+  LoadedModel model =
+      load_model(std::string(ATTNSCOPE_TEST_DATA_DIR) + "/hub_cases/clip_visual.safetensors", {}, torch::kCPU);
+  ASSERT_EQ(model.output_kind(), "embedding");
+  const torch::Tensor image = torch::randn({1, 3, model.vit_arch().native_height(), model.vit_arch().native_width()},
+                                           torch::Generator(at::detail::createCPUGenerator(11)));
+  torch::Tensor embedding;
+  {
+    c10::InferenceMode inference_mode;
+    embedding = model.forward(image, AttentionSettings{}).logits[0];
+  }
+  for (const RelevanceRule rule : {RelevanceRule::Chefer, RelevanceRule::GradientRollout}) {
+    RelevanceOptions options;
+    options.rule = rule;
+    const RelevanceResult by_norm = attention_relevance(model.native("relevance"), image, {}, options);
+    EXPECT_TRUE(by_norm.target.norm);
+    EXPECT_NEAR(by_norm.score, embedding.norm().item<double>(), 1e-4);
+    options.target_class = 5;
+    const RelevanceResult by_feature = attention_relevance(model.native("relevance"), image, {}, options);
+    EXPECT_EQ(by_feature.target.index, 5);
+    EXPECT_NEAR(by_feature.score, embedding[5].item<double>(), 1e-4);
+    EXPECT_FALSE(torch::allclose(by_norm.row, by_feature.row));
+  }
+  CamOptions cam;
+  cam.method = CamMethod::LayerCam;
+  EXPECT_TRUE(class_activation_map(model.native("CAM"), image, {}, cam).target.norm);
+  try {
+    FaithfulnessProbe probe(model.native("faithfulness"), image, {}, {});
+    FAIL() << "faithfulness records a class probability";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("an embedding without classes"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Attribution, MethodsSayWhyTheyDoNotApply) {

@@ -195,6 +195,9 @@ TEST_F(AttributionCliTest, ReportsBadInputClearly) {
            {"analyze --analysis scorecam --class 12" + base, "--class 12: the model has 10 classes"},
            {"analyze --analysis faithfulness --replacement noise" + base, "unknown replacement 'noise'"},
            {"eval --images " + glyphs_ + " --model " + model_, "--masks DIR or --boxes FILE.csv"},
+           {"analyze --analysis relevance --model " + std::string(ATTNSCOPE_TEST_DATA_DIR) +
+                "/torchscript_cases/mixer_deit_dist.pt --image " + image_ + " --out " + (folder_ / "ts").string(),
+            "attention relevance (Chefer et al.) needs q, k and the activations"},
        }) {
     SCOPED_TRACE(arguments);
     const Output result = run(arguments);

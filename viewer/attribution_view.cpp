@@ -29,7 +29,9 @@ AttributionView build_attribution_view(LoadedModel& model, const cv::Mat& prepar
   view.method = request.method;
   const auto keep_going = [&](int, int) { return !(cancelled && cancelled()); };
   try {
-    Backbone& backbone = model.native(request.method);
+    // Attention and rollout read the captured probabilities, which every model (TorchScript files too) gives.
+    const bool from_captures = request.method == "attention" || request.method == "rollout";
+    Backbone& backbone = from_captures ? *model.backbone : model.native(request.method);
     const torch::Tensor input = image_to_tensor(prepared_rgb, model.normalization).to(model.device);
     AttributionRequest attribution;
     attribution.method = request.method;
@@ -57,7 +59,7 @@ AttributionView build_attribution_view(LoadedModel& model, const cv::Mat& prepar
                   std::to_string(map.map.size(1)) + " grid";
     }
     view.map = to_grid_map(values);
-    if (model.output_kind() == "logits") {
+    try {
       FaithfulnessOptions options;
       options.steps = request.steps;
       options.replacement = parse_replacement(request.replacement);
@@ -72,8 +74,8 @@ AttributionView build_attribution_view(LoadedModel& model, const cv::Mat& prepar
         view.target_class = probe.target_class();
         view.class_name = output_name(model, probe.target_class());
       }
-    } else {
-      view.note = "no deletion AUC: the curves record a class probability and this model has no classes";
+    } catch (const std::invalid_argument& e) {
+      view.note = std::string("no deletion AUC: ") + e.what();  // e.g. a model without classes
     }
   } catch (const Cancelled&) {
     throw;
