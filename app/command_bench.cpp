@@ -124,6 +124,22 @@ double median_of_runs(int warmup, int runs, Work work) {
   return median_ms(samples);
 }
 
+// A random DeiT written for PyTorch to load, loaded here, and a random input at 224.
+struct BenchModel {
+  std::string path;
+  LoadedModel model;
+  torch::Tensor input;
+};
+
+BenchModel random_deit_and_input(const DeitShape& shape, const std::filesystem::path& folder, torch::Device device) {
+  BenchModel bench;
+  bench.path = write_random_deit(shape, folder);
+  bench.model = load_model(bench.path, {}, device);
+  torch::manual_seed(1);
+  bench.input = torch::randn({1, 3, 224, 224}).to(device);
+  return bench;
+}
+
 // Grad-CAM (default layer, top-1 class) on random DeiT weights at 224 against both eager baselines.
 void bench_gradcam(const std::vector<DeitShape>& shapes, const std::filesystem::path& folder, const std::string& python,
                    torch::Device device, int warmup, int runs, int rounds) {
@@ -132,10 +148,7 @@ void bench_gradcam(const std::vector<DeitShape>& shapes, const std::filesystem::
             << "eager(lib)" << std::setw(10) << "ratio" << std::setw(14) << "eager(lean)" << std::setw(10) << "ratio"
             << "\n";
   for (const auto& shape : shapes) {
-    const std::string path = write_random_deit(shape, folder);
-    LoadedModel model = load_model(path, {}, device);
-    torch::manual_seed(1);
-    const auto input = torch::randn({1, 3, 224, 224}).to(device);
+    auto [path, model, input] = random_deit_and_input(shape, folder, device);
     std::vector<double> ours, library, lean;
     std::string error;
     for (int round = 0; round < rounds; ++round) {
@@ -180,10 +193,7 @@ void bench_attribution(const std::vector<DeitShape>& shapes, const std::filesyst
             << "eager(lean)" << std::setw(10) << "ratio"
             << "\n";
   for (const auto& shape : shapes) {
-    const std::string path = write_random_deit(shape, folder);
-    LoadedModel model = load_model(path, {}, device);
-    torch::manual_seed(1);
-    const auto input = torch::randn({1, 3, 224, 224}).to(device);
+    auto [path, model, input] = random_deit_and_input(shape, folder, device);
     std::vector<double> relevance, scorecam, eager_relevance, eager_lean, eager_scorecam;
     std::string error;
     CamOptions score_options;

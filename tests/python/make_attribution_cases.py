@@ -51,9 +51,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reference_vit as ref  # noqa: E402
-import safetensors_io  # noqa: E402
-from make_analysis_cases import MODELS, save, settings  # noqa: E402  (the DeiT-shaped models Grad-CAM is tested on)
-from make_parity_cases import make_state  # noqa: E402  (random timm-layout weights)
+# The DeiT-shaped models Grad-CAM is tested on, and how their files and inputs are written.
+from make_analysis_cases import input_maker, save, settings, write_models  # noqa: E402
 
 # ------------------------------------------------------------------------------------------------
 # pytorch-grad-cam, on numpy float32 arrays [1, C, gh, gw]
@@ -344,24 +343,9 @@ def main(argv):
     os.makedirs(out, exist_ok=True)
     torch.set_num_threads(min(2, torch.get_num_threads()))
     gen = torch.Generator().manual_seed(7)
-    cases = {"models": {}, "cam": [], "relevance": [], "ig": [], "faithfulness": []}
-    models = {}
-    for name, (kw, heads) in MODELS.items():
-        sd = make_state(**kw)
-        path = name + ".safetensors"
-        safetensors_io.save_file(sd, os.path.join(out, path), metadata={"format": "pt"}, dtype=torch.float32)
-        models[name] = ref.load_model(os.path.join(out, path), heads=heads, dtype=torch.float64)
-        cases["models"][name] = {"file": path, "heads": heads}
-
-    inputs = {}
-
-    def input_for(model, size):
-        key = (model, size)
-        if key not in inputs:
-            x = torch.randn(1, 3, size[0], size[1], generator=gen)
-            file = save(out, f"input_{model}_{size[0]}x{size[1]}.npy", x)
-            inputs[key] = (file, x.to(torch.float64))
-        return inputs[key]
+    cases = {"cam": [], "relevance": [], "ig": [], "faithfulness": []}
+    cases["models"], models = write_models(out)
+    input_for = input_maker(out, gen)
 
     # ---- CAM family: every method on (model, input size, variant, layer, class)
     methods = ["gradcam", "gradcam++", "xgradcam", "layercam", "eigencam", "hirescam", "scorecam"]
