@@ -1,5 +1,7 @@
 #include "analysis/focus_metrics.h"
 
+#include <cstdio>
+
 #include <torch/torch.h>
 
 #include <sstream>
@@ -87,6 +89,23 @@ FocusSummary summarise_focus(const torch::Tensor& patch_map, int top_k, const to
   if (box.defined()) summary.box_mass = mass_inside(patch_map, box);
   if (object.defined()) summary.object_mass = mass_inside(patch_map, object);
   return summary;
+}
+
+double uniformity(const torch::Tensor& map) {
+  const torch::Tensor values = map.detach().reshape({-1}).to(torch::kCPU, torch::kDouble).clamp_min(0.0);
+  const int64_t n = values.numel();
+  const double total = values.sum().item<double>();
+  if (n < 2 || !(total > 0)) return 1.0;
+  const torch::Tensor p = values / total;
+  const double entropy = -(p * torch::log(p.clamp_min(1e-300))).sum().item<double>();
+  return entropy / std::log(double(n));
+}
+
+std::string near_uniform_note(const std::string& kernel, double uniformity, double threshold) {
+  if (uniformity < threshold) return "";
+  char text[160];
+  std::snprintf(text, sizeof text, "swapped %s: entropy %.0f %% of uniform", kernel.c_str(), 100.0 * uniformity);
+  return text;
 }
 
 }  // namespace attnscope

@@ -59,14 +59,19 @@ RelevanceResult attention_relevance(Backbone& model, const torch::Tensor& image,
   if (selected < 0 || selected >= depth)
     throw std::invalid_argument("--layer " + std::to_string(options.layer) + ": the model has " +
                                 std::to_string(depth) + " attention layers");
-  result.layers = rollout_layers(output.layers, selected);  // throws where keys are not the queries
+  try {
+    result.layers = rollout_layers(output.layers, selected);  // throws where keys are not the queries
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(method + " propagates through the layers like rollout: " + e.what());
+  }
   std::vector<torch::Tensor> chosen;
   for (int layer : result.layers) {
     if (size_t(layer) >= probabilities.size() || !probabilities[size_t(layer)].defined())
-      throw std::invalid_argument(method + ": the " + model.family() +
-                                  " family does not hand its attention probabilities to autograd "
-                                  "(ForwardOptions::attention_hook), so " +
-                                  output.layers[size_t(layer)].placement.name + " cannot take part");
+      throw std::invalid_argument(
+          method + " is not available for the " + model.family() + " family: it differentiates each layer's " +
+          "attention probabilities, and this family's layers (" + output.layers[size_t(layer)].placement.name +
+          " and the others) do not hand theirs to autograd (ForwardOptions::attention_hook); the CAM methods and ig " +
+          "work on it");
     chosen.push_back(probabilities[size_t(layer)]);
   }
   result.logits = output.logits[0].detach().to(torch::kCPU, torch::kFloat);

@@ -4,12 +4,15 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <opencv2/core.hpp>
 #include <string>
 #include <vector>
 
 #include "app/cli.h"
+#include "core/output_files.h"
+#include "core/value_scale.h"
 #include "models/model_loader.h"
 
 namespace attnscope::analyze {
@@ -18,6 +21,8 @@ struct Context {
   AppState state;
   CommandLine line;
   std::filesystem::path out;
+  // Every output, written together once the analysis is done: existing files are refused first.
+  std::shared_ptr<OutputFiles> files;
 };
 
 // The model, the prepared image and (for --glyph-seed or --object-mask) the object mask at the
@@ -29,10 +34,17 @@ struct Loaded {
 };
 
 Loaded load_inputs(const Context& context);
-nlohmann::json common_summary(const Context& context, const std::string& analysis, const TokenLayout& layout);
-void write_json(const std::filesystem::path& path, const nlohmann::json& value);
-void write_csv(const std::filesystem::path& path, const std::string& header,
+nlohmann::json common_summary(const Context& context, const std::string& analysis, const TokenLayout& layout,
+                              const Loaded& loaded);
+// Add `name` (relative to --out) to the context's outputs.
+void write_json(const Context& context, const std::string& name, const nlohmann::json& value);
+void write_csv(const Context& context, const std::string& name, const std::string& header,
                const std::vector<std::vector<double>>& rows);
+// A map over the model's input image in the session's colour map, opacity and alpha mode, on `scale`.
+cv::Mat overlay_in_colours(const Context& context, const cv::Mat& rgb, const torch::Tensor& map,
+                           const ValueScale& scale);
+// The session's colour map over [0, 1], labelled.
+ValueScale unit_scale(const Context& context, const std::string& label);
 std::vector<std::string> split_list(const std::string& text);
 
 // --analysis gradcam++, xgradcam, layercam, eigencam, hirescam, scorecam, relevance, gradrollout, ig.

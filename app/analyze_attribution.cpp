@@ -17,9 +17,6 @@
 #include "analysis/relevance.h"
 #include "app/analyze.h"
 #include "app/progress_bar.h"
-#include "core/atomic_file.h"
-#include "core/colormap.h"
-#include "core/npy.h"
 #include "figures/export.h"
 #include "figures/faithfulness_figure.h"
 
@@ -58,11 +55,14 @@ json shape_json(const torch::Tensor& t) { return json(std::vector<int64_t>(t.siz
 
 void write_map_files(const Context& context, const Loaded& loaded, const std::string& method, const torch::Tensor& map,
                      const torch::Tensor& raw, const torch::Tensor& upsampled, json& files) {
-  const auto path = [&](const std::string& suffix) { return (context.out / (method + suffix)).string(); };
-  write_npy(path(".npy"), map.contiguous());
-  write_npy(path("_raw.npy"), raw.contiguous());
-  write_npy(path("_upsampled.npy"), upsampled.contiguous());
-  write_png_rgb(path("_overlay.png"), overlay_patch_map(loaded.prepared, map, Colormap::Jet, 0.5f, 0.0f, 1.0f));
+  context.files->add_npy(method + ".npy", map.contiguous());
+  context.files->add_npy(method + "_raw.npy", raw.contiguous());
+  context.files->add_npy(method + "_upsampled.npy", upsampled.contiguous());
+  // In the session's colour map, opacity and alpha mode, as Grad-CAM's overlay.
+  context.files->add_png(
+      method + "_overlay.png",
+      overlay_in_colours(context, loaded.prepared, upsample_map(map, loaded.prepared.rows, loaded.prepared.cols),
+                         unit_scale(context, "max = 1")));
   files[method + ".npy"] = shape_json(map);
   files[method + "_raw.npy"] = shape_json(raw);
   files[method + "_upsampled.npy"] = shape_json(upsampled);
@@ -95,10 +95,10 @@ int attribution(const Context& context, const std::string& method) {
     const torch::Tensor upsampled = cam_at_image_size(result.scaled, height, width);
     write_map_files(context, loaded, method, result.scaled, result.cam, upsampled, files);
     if (result.weights.defined()) {
-      write_npy((context.out / (method + "_weights.npy")).string(), result.weights.contiguous());
+      context.files->add_npy(method + "_weights.npy", result.weights.contiguous());
       files[method + "_weights.npy"] = shape_json(result.weights);
     }
-    summary = common_summary(context, method, result.layout);
+    summary = common_summary(context, method, result.layout, loaded);
     summary["layer"] = result.layer;
     summary["class"] = class_json(loaded, result.target, state.target_class);
     summary["score"] = result.score;
@@ -127,9 +127,9 @@ int attribution(const Context& context, const std::string& method) {
     const RelevanceResult result = attention_relevance(model, input, state.attention, options);
     write_map_files(context, loaded, method, result.normalised, result.patch_map,
                     upsample_map(result.normalised, height, width), files);
-    write_npy((context.out / (method + "_row.npy")).string(), result.row.contiguous());
+    context.files->add_npy(method + "_row.npy", result.row.contiguous());
     files[method + "_row.npy"] = shape_json(result.row);
-    summary = common_summary(context, method, result.layout);
+    summary = common_summary(context, method, result.layout, loaded);
     summary["layers"] = result.layers;
     summary["readout"] = result.readout;
     summary["class"] = class_json(loaded, result.target, state.target_class);
@@ -155,9 +155,9 @@ int attribution(const Context& context, const std::string& method) {
     const IntegratedGradientsResult result =
         integrated_gradients(model, input, state.attention, loaded.model.normalization, options);
     write_map_files(context, loaded, method, result.scaled, result.patch_map, result.pixel_map, files);
-    write_npy((context.out / "ig_attributions.npy").string(), result.attributions.contiguous());
+    context.files->add_npy("ig_attributions.npy", result.attributions.contiguous());
     files["ig_attributions.npy"] = shape_json(result.attributions);
-    summary = common_summary(context, method, result.layout);
+    summary = common_summary(context, method, result.layout, loaded);
     summary["class"] = class_json(loaded, result.target, state.target_class);
     summary["score"] = result.score;
     summary["baseline"] = {{"kind", state.ig_baseline}, {"score", result.baseline_score}};
@@ -182,7 +182,7 @@ int attribution(const Context& context, const std::string& method) {
   summary["method"] = method_title(method);
   summary["size"] = {{"grid", summary["grid"]}, {"image", {height, width}}};
   summary["files"] = files;
-  write_json(context.out / "summary.json", summary);
+  write_json(context, "summary.json", summary);
   std::cout << "attnscope analyze " << method << ": " << line.str() << "\nwrote " << context.out.string()
             << "/{summary.json";
   for (const auto& [name, _] : files.items()) std::cout << ", " << name;
@@ -218,7 +218,7 @@ int faithfulness(const Context& context) {
   for (const MethodFaithfulness& row : table.methods) {
     const std::string& method = row.map.method;
     add_curves(method, row.curves);
-    write_npy((context.out / ("map_" + method + ".npy")).string(), row.map.map.contiguous());
+    context.files->add_npy("map_" + method + ".npy", row.map.map.contiguous());
     rows.push_back({{"method", method},
                     {"where", row.map.where},
                     {"grid", {row.map.layout.grid_h, row.map.layout.grid_w}},
@@ -232,22 +232,22 @@ int faithfulness(const Context& context) {
   add_curves("random", table.random);
   std::cout << "| random (mean of " << request.faithfulness.random_orders << " orders) | | "
             << table.random.deletion.auc << " | " << table.random.insertion.auc << " |\n";
-  write_file_atomically((context.out / "faithfulness_curves.csv").string(),
-                        [&](std::ostream& stream) { stream << csv.str(); });
+  context.files->add_text("faithfulness_curves.csv", csv.str());
 
   // The figure, from the same table.
   FigureRequest figure_request;
   figure_request.layout = "faithfulness";
-  figure_request.overwrite = true;
+  figure_request.overwrite = state.figure.overwrite;
   AppState session = state;
   session.figure.layout = "faithfulness";
   const Figure figure =
       faithfulness_figure(table, loaded.prepared, state.colormap, float(state.opacity),
                           std::filesystem::path(state.image.empty() ? "glyph" : state.image).filename().string());
-  const ExportedFigure exported =
-      write_figure_bundle(figure, figure_request, session, loaded.prepared, context.out.string(), "faithfulness");
+  // Added to the other outputs: refused with them unless --overwrite, written together.
+  const ExportedFigure exported = add_figure_bundle(*context.files, figure, figure_request, session, loaded.prepared,
+                                                    context.out.string(), "faithfulness");
 
-  json summary = common_summary(context, "faithfulness", table.methods.front().map.layout);
+  json summary = common_summary(context, "faithfulness", table.methods.front().map.layout, loaded);
   summary["class"] = {{"index", table.target_class},
                       {"name", output_name(loaded.model, table.target_class)},
                       {"probability", table.probability},
@@ -267,7 +267,7 @@ int faithfulness(const Context& context) {
   summary["methods"] = rows;
   summary["random"] = {{"deletion_auc", table.random.deletion.auc}, {"insertion_auc", table.random.insertion.auc}};
   summary["figure"] = exported.figure_path;
-  write_json(context.out / "summary.json", summary);
+  write_json(context, "summary.json", summary);
   std::cout << "\nwrote " << context.out.string()
             << "/{summary.json, faithfulness_curves.csv, map_<method>.npy, faithfulness.png, faithfulness_data/}\n";
   return 0;

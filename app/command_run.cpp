@@ -12,15 +12,18 @@
 #include "core/atomic_file.h"
 #include "core/colormap.h"
 #include "core/npy.h"
+#include "core/output_files.h"
+#include "core/value_scale.h"
 #include "models/inference.h"
 
 namespace attnscope {
 
 namespace {
 
-const std::vector<std::string> kRunOptions = {"model",   "image", "out",    "variant", "p",    "window",
-                                              "anchors", "dwc",   "norm",   "layer",   "head", "query",
-                                              "resize",  "size",  "device", "arch"};
+const std::vector<std::string> kRunOptions = {
+    "model",  "image", "out",      "variant", "p",       "window", "anchors",       "dwc",  "norm",
+    "layer",  "head",  "query",    "resize",  "size",    "crop",   "interpolation", "mean", "std",
+    "device", "arch",  "colormap", "scale",   "opacity", "alpha",  "overwrite", "lcm"};
 
 void require(const std::string& value, const std::string& name) {
   if (value.empty()) throw std::invalid_argument("--" + name + " is required");
@@ -44,6 +47,7 @@ int run_command(const Args& args) {
   configure_threads();
   const torch::Device device = resolve_device(state.device);
   LoadedModel model = load_model(state.model, ArchOverrides::parse(state.arch), device);
+  configure_input(model, state.input_settings());
   const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
   const InferenceResult result = run_inference(model, prepared, state.attention);
 
@@ -58,16 +62,37 @@ int run_command(const Args& args) {
   // Everything is computed and checked before the first file is written: a failure writes nothing.
   torch::NoGradGuard no_grad;
   const torch::Tensor logits = result.forward.logits[0].to(torch::kCPU, torch::kFloat);
-  const torch::Tensor row = capture.row(0, state.head, query.token).to(torch::kCPU);
-  const torch::Tensor matrix = capture.matrix(0, state.head).to(torch::kCPU);
+  // --lcm after: the map after L2ViT's LCM mixing, where the layer has one; said in the summary.
+  const bool after_lcm = state.lcm == "after" && capture.has_lcm();
+  std::string lcm_note;
+  if (state.lcm == "after")
+    lcm_note = after_lcm ? "rows and matrix after the LCM's spatial mixing: C_conv A (BatchNorm folded, GELU at slope "
+                           "1/2, channel mean; biases left out)"
+                         : "layer " + std::to_string(layer) +
+                               " has no LCM (only L2ViT's global blocks do): the map is the attention itself";
+  std::vector<int64_t> all_queries(size_t(capture.layout.total_tokens()));
+  for (size_t i = 0; i < all_queries.size(); ++i) all_queries[i] = int64_t(i);
+  const torch::Tensor row =
+      (after_lcm ? capture.rows_after_lcm(0, state.head, {query.token})[0] : capture.row(0, state.head, query.token))
+          .to(torch::kCPU);
+  const torch::Tensor matrix =
+      (after_lcm ? capture.rows_after_lcm(0, state.head, all_queries) : capture.equivalent_matrix(0, state.head))
+          .to(torch::kCPU);
   if (!torch::isfinite(logits).all().item<bool>())
     throw std::runtime_error("the model's output is not finite (NaN or Inf): check the checkpoint's weights");
   if (!torch::isfinite(matrix).all().item<bool>())
     throw std::runtime_error("the attention of layer " + std::to_string(layer) + " head " + std::to_string(state.head) +
                              " is not finite (NaN or Inf)");
   const torch::Tensor grid = capture.key_grid(row);
-  const cv::Mat overlay = overlay_patch_map(result.input_rgb, grid, Colormap::Viridis, 0.6f, 0.0f,
-                                            std::max(grid.max().item<float>(), 1e-12f));
+  // The overlay in the session's colour map, scale mode and opacity, as the workbench draws it.
+  const torch::Tensor shown = (grid * display_factor(state.scale, capture.key_layout.total_tokens()))
+                                  .to(torch::kCPU, torch::kFloat)
+                                  .contiguous();
+  const cv::Mat shown_values(int(shown.size(0)), int(shown.size(1)), CV_32FC1, shown.data_ptr<float>());
+  ValueRange range;
+  range.include(shown.data_ptr<float>(), size_t(shown.numel()));
+  const ValueScale scale = resolve_value_scale(state.scale, state.colormap, range);
+  const cv::Mat overlay = overlay_values(result.input_rgb, shown_values, scale, state.opacity, state.alpha);
 
   // Ranks need a full SVD per head: above 400 tokens (DINOv2 at 518 px has 1370) that is seconds
   // per layer, so only the selected layer's heads are summarised there.
@@ -83,12 +108,11 @@ int run_command(const Args& args) {
       const int layer_query = follow_query(query.token, capture.layout, layer_capture.layout);
       nlohmann::json layer_heads = nlohmann::json::array();
       for (int h = 0; h < layer_capture.heads; ++h) {
-        const torch::Tensor matrix = layer_capture.matrix(0, h);
-        const Spectrum spectrum = matrix_spectrum(matrix);
+        const Spectrum spectrum = attention_spectrum(layer_capture, h).spectrum;
         layer_heads.push_back({{"head", h},
                                {"rank", spectrum.numerical_rank},
                                {"effective_rank", spectrum.effective_rank},
-                               {"entropy", row_entropy(matrix[layer_query])}});
+                               {"entropy", row_entropy(layer_capture.row(0, h, layer_query))}});
       }
       entry["ranks"] = layer_heads;
     }
@@ -112,6 +136,7 @@ int run_command(const Args& args) {
         {"key_grid", {capture.key_layout.grid_h, capture.key_layout.grid_w}},
         {"total", capture.layout.total_tokens()}}},
       {"variant", to_string(state.attention.variant)},
+      {"attention", capture.attention.describe()},
       {"settings",
        {{"p", state.attention.p},
         {"window", state.attention.window},
@@ -126,10 +151,21 @@ int run_command(const Args& args) {
       {"output", {{"kind", model.output_kind()}, {"size", result.forward.logits.size(-1)}}},
       {"normalization",
        {{"mean", model.normalization.mean}, {"std", model.normalization.std}, {"source", model.normalization_source}}},
+      {"preprocessing", preprocessing_json(model, state.input_settings(), prepared)},
+      {"overlay",
+       {{"colormap", to_string(scale.colormap)},
+        {"scale", to_string(state.scale)},
+        {"vmin", scale.vmin},
+        {"vmax", scale.vmax},
+        {"log", scale.log},
+        {"alpha", to_string(state.alpha)},
+        {"opacity", state.opacity}}},
       {"top5", top},
       {"layers", layers},
   };
   if (!query.note.empty()) summary["query"]["note"] = query.note;
+  summary["lcm"] = {{"view", state.lcm}, {"applied", after_lcm}};
+  if (!lcm_note.empty()) summary["lcm"]["note"] = lcm_note;
   if (!every_layer) summary["layers_note"] = "more than 400 tokens: ranks of the selected layer only";
   summary["row_format"] = model.backbone->hierarchical()
                               ? "attention_l*_h*.npy: the query's row over the layer's key grid [key_h, key_w]"
@@ -137,12 +173,14 @@ int run_command(const Args& args) {
   if (!model.report.notes.empty()) summary["notes"] = model.report.notes;
   // Paths are bytes: a name that is not UTF-8 is written with replacement characters, never fails.
   const std::string summary_text = summary.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
-  std::filesystem::create_directories(state.out);
-  write_npy((out / "logits.npy").string(), logits);
-  write_npy((out / ("attention" + suffix + ".npy")).string(), model.backbone->hierarchical() ? grid : row);
-  write_npy((out / ("matrix" + suffix + ".npy")).string(), matrix);
-  write_png_rgb((out / ("overlay" + suffix + ".png")).string(), overlay);
-  write_file_atomically((out / "summary.json").string(), [&](std::ostream& stream) { stream << summary_text << "\n"; });
+  // Every output is checked before the first is written: existing ones are refused unless --overwrite.
+  OutputFiles files(state.out, state.figure.overwrite);
+  files.add_npy("logits.npy", logits);
+  files.add_npy("attention" + suffix + ".npy", model.backbone->hierarchical() ? grid : row);
+  files.add_npy("matrix" + suffix + ".npy", matrix);
+  files.add_png("overlay" + suffix + ".png", overlay);
+  files.add_text("summary.json", summary_text + "\n");
+  files.write();
 
   std::cout << "attnscope run: " << model.family() << " on " << result.device << ", " << capture.attention.describe()
             << ", forward " << result.milliseconds << " ms\n";

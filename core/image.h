@@ -1,8 +1,10 @@
-// Images in and out: decoding with OpenCV, timm's evaluation transform (PIL-exact bicubic),
-// and conversion to the normalised input tensor a ViT expects.
+// Images in and out: decoding with OpenCV, timm's evaluation transform (PIL-exact bicubic or
+// bilinear), the preprocessing a checkpoint declares and the options that override it, and
+// conversion to the normalised input tensor a ViT expects.
 #pragma once
 
 #include <array>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -19,23 +21,38 @@ class ImageError : public std::runtime_error {
 
 // How an image of any size becomes the model's input size.
 enum class ResizeMode {
+  Auto,  // what the checkpoint declares (Hugging Face without a centre crop: Fit), else Timm
   Timm,  // timm eval: shorter side to floor(size / crop_pct), bicubic, centre crop
   Fit,   // squash the whole image to the input size, bicubic
   None,  // the image must already have the input size
 };
 
-ResizeMode parse_resize_mode(const std::string& name);  // "timm" | "fit" | "none"
+ResizeMode parse_resize_mode(const std::string& name);  // "auto" | "timm" | "fit" | "none"
 std::string to_string(ResizeMode mode);
+
+// The resampling filter of a resize, both Pillow-exact (antialiased when shrinking).
+enum class Interpolation { Bicubic, Bilinear };
+Interpolation parse_interpolation(const std::string& name);  // "bicubic" | "bilinear"
+std::string to_string(Interpolation interpolation);
+
+// "0.5,0.5,0.5" -> {0.5, 0.5, 0.5}; throws std::invalid_argument naming `option`.
+std::array<float, 3> parse_channel_values(const std::string& text, const std::string& option);
 
 // The largest model input side in pixels (DINOv2's 518 and 1024-pixel fine-tunes fit easily).
 constexpr int kMaxInputSide = 4096;
 
 // How an image becomes a model's input: the resize mode and the input size ("native", "S" or
-// "HxW" pixels).
+// "HxW" pixels); the crop fraction, filter, mean and std as given (empty: what the checkpoint
+// declares, else timm's ImageNet defaults).
 struct InputSettings {
-  ResizeMode resize = ResizeMode::Timm;
+  ResizeMode resize = ResizeMode::Auto;
   std::string input_size = "native";
+  std::string crop;           // timm's crop_pct, in (0, 1]
+  std::string interpolation;  // bicubic or bilinear
+  std::string mean, std;      // "R,G,B"
+  bool operator==(const InputSettings& other) const;
 };
+std::string to_string(const InputSettings& input);  // every field, for cache keys
 
 // The input resolution for `input_size` given the model's native one and the multiple its sides
 // must be; throws std::invalid_argument naming --size on a bad spec.
@@ -46,14 +63,38 @@ struct Normalization {
   std::array<float, 3> std{0.229f, 0.224f, 0.225f};
 };
 
+// What a checkpoint says about its preprocessing (timm's pretrained_cfg, Hugging Face's
+// preprocessor_config.json, CLIP's and DINOv2's constants); unset: it says nothing.
+struct DeclaredPreprocessing {
+  std::optional<ResizeMode> resize;
+  std::optional<double> crop_pct;
+  std::optional<Interpolation> interpolation;
+  Normalization normalization;
+  std::string normalization_source;  // empty: ImageNet's defaults
+  std::string source;                // where resize, crop and interpolation come from
+};
+
+// The preprocessing a run uses: the options given, else the checkpoint's, else timm's defaults,
+// each with where it came from ("--crop", "pretrained_cfg", "default").
+struct Preprocessing {
+  ResizeMode resize = ResizeMode::Timm;
+  double crop_pct = 0.875;
+  Interpolation interpolation = Interpolation::Bicubic;
+  Normalization normalization;
+  std::string resize_source, crop_source, interpolation_source, normalization_source;
+};
+Preprocessing resolve_preprocessing(const InputSettings& input, const DeclaredPreprocessing& declared);
+
 // Decodes any image OpenCV reads into 8-bit RGB (3 channels; gray and alpha are converted).
 cv::Mat load_image_rgb(const std::string& path);
 
-// PIL's Image.resize(..., BICUBIC) on 8-bit RGB, bit-exact (antialiased when shrinking).
+// PIL's Image.resize(..., BICUBIC or BILINEAR) on 8-bit RGB, bit-exact (antialiased when shrinking).
+cv::Mat resize_pil(const cv::Mat& rgb, int width, int height, Interpolation filter);
 cv::Mat resize_bicubic_pil(const cv::Mat& rgb, int width, int height);
 
 // The RGB image the model sees, before normalisation: [height x width] 8-bit RGB.
-cv::Mat prepare_image(const cv::Mat& rgb, ResizeMode mode, int height, int width, double crop_pct = 0.875);
+cv::Mat prepare_image(const cv::Mat& rgb, ResizeMode mode, int height, int width, double crop_pct = 0.875,
+                      Interpolation filter = Interpolation::Bicubic);
 
 // 8-bit RGB [H x W] -> float tensor [1, 3, H, W], (x / 255 - mean) / std.
 torch::Tensor image_to_tensor(const cv::Mat& rgb, const Normalization& norm = {});

@@ -10,6 +10,7 @@
 
 #include "core/atomic_file.h"
 #include "core/npy.h"
+#include "core/output_files.h"
 #include "models/inference.h"
 
 namespace attnscope {
@@ -112,23 +113,20 @@ nlohmann::json manifest(const Figure& figure, const FigureRequest& request, cons
 
 }  // namespace
 
-ExportedFigure write_figure_bundle(const Figure& figure, const FigureRequest& request, const AppState& session,
-                                   const cv::Mat& input_rgb, const std::string& out_dir, const std::string& stem) {
-  const std::string ext = to_string(request.format);
-  const fs::path out(out_dir);
-  const std::string figure_file = stem + "." + ext;
-  const std::string data_folder = stem + "_data";
-  const fs::path data_dir = out / data_folder;
+namespace {
 
-  // Everything is rendered before the first file is touched, so a failure leaves the disk as it was.
-  ExportedFigure exported;
-  exported.geometry = layout_figure(figure, request.style);
+// The bundle's files, rendered in memory, with paths relative to the output folder.
+std::vector<PendingFile> bundle_files(const Figure& figure, const FigureRequest& request, const AppState& session,
+                                      const cv::Mat& input_rgb, const std::string& stem, FigureGeometry& geometry) {
+  const std::string figure_file = stem + "." + to_string(request.format);
+  const std::string data_folder = stem + "_data";
+  const fs::path data_dir = data_folder;
+  geometry = layout_figure(figure, request.style);
   std::vector<PendingFile> files;
-  files.push_back({(out / figure_file).string(), render_figure(figure, request.style, request.format), false});
-  exported.figure_path = files.back().path;
-  files.push_back({(out / (figure_file + ".json")).string(),
-                   manifest(figure, request, exported.geometry, figure_file, data_folder).dump(2) + "\n", false});
-  files.push_back({(out / (figure_file + ".session.json")).string(), to_json(session).dump(2) + "\n", false});
+  files.push_back({figure_file, render_figure(figure, request.style, request.format), false});
+  files.push_back(
+      {figure_file + ".json", manifest(figure, request, geometry, figure_file, data_folder).dump(2) + "\n", false});
+  files.push_back({figure_file + ".session.json", to_json(session).dump(2) + "\n", false});
   for (const auto& panel : figure.panels) {
     if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) {
       const cv::Mat values = heatmap->values.clone();
@@ -139,6 +137,19 @@ ExportedFigure write_figure_bundle(const Figure& figure, const FigureRequest& re
     }
   }
   if (!input_rgb.empty()) files.push_back({(data_dir / "input.png").string(), png_bytes(input_rgb), true});
+  return files;
+}
+
+}  // namespace
+
+ExportedFigure write_figure_bundle(const Figure& figure, const FigureRequest& request, const AppState& session,
+                                   const cv::Mat& input_rgb, const std::string& out_dir, const std::string& stem) {
+  const fs::path out(out_dir);
+  // Everything is rendered before the first file is touched, so a failure leaves the disk as it was.
+  ExportedFigure exported;
+  std::vector<PendingFile> files = bundle_files(figure, request, session, input_rgb, stem, exported.geometry);
+  for (auto& file : files) file.path = (out / file.path).string();
+  exported.figure_path = files.front().path;
   // Refuse before writing anything.
   std::vector<bool> skip(files.size(), false);
   if (!request.overwrite)
@@ -152,7 +163,7 @@ ExportedFigure write_figure_bundle(const Figure& figure, const FigureRequest& re
                                " (--overwrite replaces it)");
     }
 
-  fs::create_directories(data_dir);
+  fs::create_directories(out / (stem + "_data"));
   for (size_t i = 0; i < files.size(); ++i) {
     if (skip[i]) continue;
     write_file_atomically(
@@ -166,11 +177,29 @@ ExportedFigure write_figure_bundle(const Figure& figure, const FigureRequest& re
   return exported;
 }
 
+ExportedFigure add_figure_bundle(OutputFiles& outputs, const Figure& figure, const FigureRequest& request,
+                                 const AppState& session, const cv::Mat& input_rgb, const std::string& out_dir,
+                                 const std::string& stem) {
+  const fs::path out(out_dir);
+  ExportedFigure exported;
+  std::vector<PendingFile> files = bundle_files(figure, request, session, input_rgb, stem, exported.geometry);
+  exported.figure_path = (out / files.front().path).string();
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (i > 0) exported.data_paths.push_back((out / files[i].path).string());
+    outputs.add_bytes(files[i].path, std::move(files[i].bytes));
+  }
+  return exported;
+}
+
 ExportedFigure export_figure(const AppState& state, LoadedModel& model, const std::string& image_path,
-                             const std::string& out_dir) {
-  const FigureRequest request = FigureRequest::from_state(state);
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(image_path), state.input_settings(), model);
-  const Figure figure = build_figure(request, model, prepared, fs::path(image_path).filename().string());
+                             const std::string& out_dir, ModelCache* cache) {
+  FigureRequest request = FigureRequest::from_state(state);
+  const cv::Mat image = load_image_rgb(image_path);
+  const cv::Mat prepared = prepare_model_input(image, state.input_settings(), model);
+  ModelCache temporary;
+  const RowModels rows{cache ? cache : &temporary, image, state.arch, state.device};
+  const Figure figure = build_figure(request, model, prepared, fs::path(image_path).filename().string(), &rows);
+  if (request.width_pt > 0) request.style = style_for_width(figure, request.style, request.width_pt);
   // The session names absolute files so that it reproduces the figure from any folder.
   AppState session = state;
   session.image = fs::absolute(image_path).string();
@@ -183,6 +212,7 @@ BatchExport export_figures(const AppState& state, LoadedModel& model, const std:
                            const std::string& out_dir, const ExportProgress& progress) {
   FigureRequest::from_state(state);  // a bad option fails once, not once per image
   BatchExport batch;
+  ModelCache rows_models;  // checkpoints rows name, loaded once for the whole batch
   std::vector<std::string> stems;
   for (size_t i = 0; i < images.size(); ++i) {
     if (progress && !progress(i, images.size(), images[i])) {
@@ -197,7 +227,7 @@ BatchExport export_figures(const AppState& state, LoadedModel& model, const std:
     }
     stems.push_back(stem);
     try {
-      batch.written.push_back(export_figure(state, model, images[i], out_dir));
+      batch.written.push_back(export_figure(state, model, images[i], out_dir, &rows_models));
     } catch (const c10::Error& e) {
       batch.failed.push_back({images[i], e.what_without_backtrace()});
     } catch (const std::exception& e) {

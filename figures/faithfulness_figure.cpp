@@ -1,7 +1,9 @@
 #include "figures/faithfulness_figure.h"
 
 #include <cstdio>
+#include <stdexcept>
 
+#include "figures/layout_rows.h"
 #include "figures/layouts.h"
 #include "models/inference.h"
 
@@ -50,13 +52,16 @@ FaithfulnessTableRequest faithfulness_request(const AppState& state) {
 }
 
 Figure faithfulness_layout(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
-                           const std::string& title) {
+                           const std::string& title, const RowModels* rows) {
+  if (request.variants.empty()) throw std::invalid_argument("a figure needs at least one variant");
   const VariantChoice& variant = request.variants.front();
-  const torch::Tensor input = image_to_tensor(prepared_rgb, model.normalization).to(model.device);
-  const FaithfulnessTable table = faithfulness_table(model.native("faithfulness"), input, variant.settings,
-                                                     model.normalization, request.faithfulness);
-  return faithfulness_figure(table, prepared_rgb, request.colormap, request.opacity,
-                             title + "  \u00b7  " + variant.label);
+  const VariantRun row = variant_model(variant, request, model, prepared_rgb, rows);
+  LoadedModel* row_model = row.model;
+  const cv::Mat& row_rgb = row.prepared;
+  const torch::Tensor input = image_to_tensor(row_rgb, row_model->normalization).to(row_model->device);
+  const FaithfulnessTable table = faithfulness_table(row_model->native("faithfulness"), input, variant.settings,
+                                                     row_model->normalization, request.faithfulness);
+  return faithfulness_figure(table, row_rgb, request.colormap, request.opacity, title + "  \u00b7  " + variant.label);
 }
 
 Figure faithfulness_figure(const FaithfulnessTable& table, const cv::Mat& input_rgb, Colormap colormap, float opacity,

@@ -26,9 +26,11 @@ Figure faithfulness_figure(const FaithfulnessTable& table, const cv::Mat& input_
 namespace attnscope {
 
 struct FigureRequest;
+struct RowModels;
 
-// The layout as `export --layout faithfulness` builds it: the table for the first variant, then the figure.
+// The layout as `export --layout faithfulness` builds it: the table for the first variant (on its own
+// checkpoint when it names one, loaded through `rows`), then the figure.
 Figure faithfulness_layout(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
-                           const std::string& title);
+                           const std::string& title, const RowModels* rows);
 
 }  // namespace attnscope

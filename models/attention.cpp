@@ -206,6 +206,8 @@ KernelFeatures kernel_features(const ResolvedAttention& resolved, const torch::T
       features.q = q;
       features.k = k;
       features.anchor_assignment = assignment;
+      if (k.size(2) != q.size(2))  // reduced keys (PVT): they join the anchors by their own assignment
+        features.key_anchor_assignment = (torch::matmul(k, anchors.transpose(-1, -2)) * softmax_scale).softmax(-1);
       break;
     }
   }
@@ -294,6 +296,7 @@ KernelFeatures one_head_features(const KernelFeatures& features, int64_t item, i
   one_head.k = pick(features.k);
   one_head.score_scale = features.score_scale;
   if (features.anchor_assignment.defined()) one_head.anchor_assignment = pick(features.anchor_assignment);
+  if (features.key_anchor_assignment.defined()) one_head.key_anchor_assignment = pick(features.key_anchor_assignment);
   if (features.temperature.defined())
     one_head.temperature = features.temperature.numel() == 1 ? features.temperature : pick(features.temperature);
   return one_head;
@@ -304,7 +307,20 @@ torch::Tensor broadcast_select(const torch::Tensor& t, int64_t index) { return t
 
 }  // namespace
 
+const AttentionCapture& AttentionCapture::for_head(int64_t& head) const {
+  if (branches.empty()) return *this;
+  if (head < 0 || head >= heads) throw std::out_of_range("head " + std::to_string(head) + " does not exist");
+  size_t branch = branches.size() - 1;
+  while (branch > 0 && head < branch_first_head[branch]) --branch;
+  head -= branch_first_head[branch];
+  return branches[branch];
+}
+
 torch::Tensor AttentionCapture::rows(int64_t batch, int64_t head, const std::vector<int64_t>& queries) const {
+  if (!branches.empty()) {
+    const AttentionCapture& branch = for_head(head);
+    return branch.rows(batch, head, queries);
+  }
   torch::NoGradGuard no_grad;
   const int64_t total = layout.total_tokens();
   for (int64_t query : queries)
@@ -320,7 +336,6 @@ torch::Tensor AttentionCapture::rows(int64_t batch, int64_t head, const std::vec
     if (allowed.defined()) allowed = allowed.index_select(0, query_index);
     auto result =
         equivalent_rows(attention.kernel, one_head_features(features, batch, head), query_index, allowed)[0][0];
-    if (attention.dwc) result = result + depthwise_conv_band(dwc_weight, layout, query_index);
     return result;
   }
 
@@ -358,21 +373,67 @@ torch::Tensor AttentionCapture::rows(int64_t batch, int64_t head, const std::vec
     placed.index_copy_(1, keys.masked_select(real), group_rows.index({Slice(), real}));
     result.index_copy_(0, torch::tensor(positions[size_t(group)], long_options), placed);
   }
-  if (attention.dwc) {
-    // The DWC runs inside each group (zero padding at its border): its band keeps the group's keys.
-    auto band = depthwise_conv_band(dwc_weight, layout, query_index);
-    auto same_group = torch::zeros_like(band, band.options().dtype(torch::kBool));
-    for (int64_t group = 0; group < group_count; ++group) {
-      if (positions[size_t(group)].empty()) continue;
-      auto keys = key_slots[group].to(device);
-      auto rows_of_group = torch::tensor(positions[size_t(group)], long_options);
-      auto mask = torch::zeros({int64_t(key_layout.total_tokens())}, band.options().dtype(torch::kBool));
-      mask.index_fill_(0, keys.masked_select(keys.ge(0)), true);
-      same_group.index_copy_(0, rows_of_group, mask.expand({rows_of_group.size(0), -1}));
+  return result;
+}
+
+torch::Tensor AttentionCapture::dwc_band(const std::vector<int64_t>& queries) const {
+  auto device = dwc_weight.device();
+  auto query_index = torch::tensor(queries, torch::TensorOptions().dtype(torch::kLong)).to(device);
+  auto band = depthwise_conv_band(dwc_weight, layout, query_index);  // [Q, Tq] over the query grid
+  if (value_resampling.defined()) return torch::matmul(band, value_resampling.to(band.device()));
+  if (!query_slots.defined()) return band;
+  // The DWC runs inside each group (zero padding at its border): its band keeps the group's keys.
+  auto group_of_key = torch::full({int64_t(key_layout.total_tokens())}, -1, torch::kLong);
+  auto group_of_query = torch::full({int64_t(layout.total_tokens())}, -1, torch::kLong);
+  const auto key_table = key_slots.to(torch::kCPU), query_table = query_slots.to(torch::kCPU);
+  for (int64_t group = 0; group < key_table.size(0); ++group) {
+    auto keys = key_table[group], members = query_table[group];
+    group_of_key.index_fill_(0, keys.masked_select(keys.ge(0)), group);
+    group_of_query.index_fill_(0, members.masked_select(members.ge(0)), group);
+  }
+  auto same_group =
+      group_of_query.index_select(0, query_index.to(torch::kCPU)).unsqueeze(1) == group_of_key.unsqueeze(0);
+  return band * same_group.to(band.device(), band.scalar_type());
+}
+
+torch::Tensor AttentionCapture::lcm_mixing_rows(const std::vector<int64_t>& queries) const {
+  if (!has_lcm()) throw std::logic_error("layer " + placement.name + " has no LCM");
+  namespace F = torch::nn::functional;
+  torch::NoGradGuard no_grad;
+  const int64_t channels = lcm_conv1.size(0), count = int64_t(queries.size());
+  const int64_t padding = lcm_conv1.size(-1) / 2;
+  // Row q of C_conv is the adjoint (transposed convolutions, in reverse order) applied to a delta
+  // at q, averaged over the channels.
+  const int64_t tokens = int64_t(layout.grid_h) * layout.grid_w;
+  auto result = torch::empty({count, tokens}, lcm_conv1.options());
+  auto options = F::ConvTranspose2dFuncOptions().padding(padding).groups(channels);
+  // Chunks of queries keep the [Q, C, H, W] deltas near 16M values (a whole matrix at stage 0 of a
+  // 224 input would otherwise take gigabytes).
+  const int64_t chunk = std::max<int64_t>(1, (int64_t(1) << 24) / std::max<int64_t>(1, channels * tokens));
+  for (int64_t begin = 0; begin < count; begin += chunk) {
+    const int64_t end = std::min(count, begin + chunk);
+    auto delta = torch::zeros({end - begin, channels, layout.grid_h, layout.grid_w}, lcm_conv1.options());
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t token = queries[size_t(i)];
+      if (!layout.is_patch(int(token)))
+        throw std::out_of_range("query token " + std::to_string(token) + " is not on the grid");
+      delta.index_put_({i - begin, Slice(), layout.row_of(int(token)), layout.col_of(int(token))}, 1.0);
     }
-    result = result + band * same_group;
+    auto mixed = F::conv_transpose2d(delta, lcm_conv2, options) * lcm_gain.view({1, -1, 1, 1});
+    mixed = F::conv_transpose2d(mixed, lcm_conv1, options);
+    result.narrow(0, begin, end - begin).copy_(mixed.mean(1).reshape({end - begin, tokens}));
   }
   return result;
+}
+
+torch::Tensor AttentionCapture::rows_after_lcm(int64_t batch, int64_t head, const std::vector<int64_t>& queries) const {
+  const torch::Tensor mixing = lcm_mixing_rows(queries).to(torch::kCPU, torch::kDouble);  // [Q, Tq]
+  // The two convolutions reach a (2k - 1)^2 neighbourhood: only those rows of A are needed.
+  const torch::Tensor support = mixing.ne(0).any(0).nonzero().view({-1});
+  std::vector<int64_t> tokens(support.data_ptr<int64_t>(), support.data_ptr<int64_t>() + support.numel());
+  const torch::Tensor attention_rows = rows(batch, head, tokens);  // [S, Tk]
+  const torch::Tensor weights = mixing.index_select(1, support).to(attention_rows.device(), attention_rows.dtype());
+  return torch::matmul(weights, attention_rows);
 }
 
 torch::Tensor AttentionCapture::row(int64_t batch, int64_t head, int64_t query) const {
@@ -400,6 +461,18 @@ nlohmann::json describe_layer(const AttentionCapture& capture) {
           {"access", at.access},
           {"attention", capture.attention.describe()},
           {"heads", capture.heads}};
+}
+
+torch::Tensor AttentionCapture::equivalent_matrix(int64_t batch, int64_t head) const {
+  if (!branches.empty()) {
+    const AttentionCapture& branch = for_head(head);
+    return branch.equivalent_matrix(batch, head);
+  }
+  torch::Tensor attention_matrix = matrix(batch, head);
+  if (!attention.dwc) return attention_matrix;
+  std::vector<int64_t> all(size_t(layout.total_tokens()));
+  for (size_t i = 0; i < all.size(); ++i) all[i] = int64_t(i);
+  return attention_matrix + dwc_band(all).to(attention_matrix.device(), attention_matrix.scalar_type());
 }
 
 torch::Tensor AttentionCapture::key_grid(const torch::Tensor& row) const {

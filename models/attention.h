@@ -62,13 +62,40 @@ struct AttentionCapture {
   torch::Tensor key_slots;    // [G, Sk] int64
   torch::Tensor additive;     // added to softmax scores: [1 or G, 1 or h, Sq, Sk] (relative bias, shift mask)
   torch::Tensor forbidden;    // [1 or G, Sq, Sk] bool: pairs the layer never connects (linear kernels give 0)
+  // FLatten-PVT with reduced keys runs its DWC on V resampled to every query token: [Tq, Tk]
+  // linear-interpolation weights that carry the DWC band over to the keys.
+  torch::Tensor value_resampling;
+
+  // Heads computed in separate branches (CSwin's vertical and horizontal stripes), each with its
+  // own capture; heads are numbered branch 0's first. Everything per head reads its branch.
+  std::vector<AttentionCapture> branches;
+  std::vector<int> branch_first_head;  // the layer head each branch's head 0 is
+  // The capture that holds `head` (this one, or a branch), with `head` made local to it.
+  const AttentionCapture& for_head(int64_t& head) const;
+
+  // L2ViT's LCM after a global layer, linearised (models/l2vit.h): per channel c the depthwise
+  // kernels conv2_c, conv1_c [C, 1, k, k] and the gain between them [C]; undefined elsewhere.
+  torch::Tensor lcm_conv1, lcm_conv2, lcm_gain;
+  bool has_lcm() const { return lcm_conv1.defined(); }
+  // Rows of C_conv [Q, Tq] = (1/C) sum_c conv2_c gain_c conv1_c over the query grid (zero padding):
+  // how the LCM spreads each token over its neighbours, averaged over all channels (proj mixes every
+  // head into every channel).
+  torch::Tensor lcm_mixing_rows(const std::vector<int64_t>& queries) const;
+  // Rows of C_conv A [Q, Tk]: the map of the layer after the LCM's spatial mixing.
+  torch::Tensor rows_after_lcm(int64_t batch, int64_t head, const std::vector<int64_t>& queries) const;
 
   int64_t groups() const { return query_slots.defined() ? query_slots.size(0) : 1; }
-  // Rows of the equivalent Tq x Tk matrix for some queries: [Q, Tk] over the key tokens (zero
-  // outside a query's group; with the DWC band when on).
+  // Rows of the attention matrix for some queries: [Q, Tk] over the key tokens (zero outside a
+  // query's group). For linear kernels, the normalised weights their computation implies.
   torch::Tensor rows(int64_t batch, int64_t head, const std::vector<int64_t>& queries) const;
   torch::Tensor row(int64_t batch, int64_t head, int64_t query) const;
   torch::Tensor matrix(int64_t batch, int64_t head) const;  // [Tq, Tk]
+  // FLatten's equivalent matrix M = A + M_DWC when the DWC ran (the matrix whose rank the DWC
+  // restores), else the attention matrix.
+  torch::Tensor equivalent_matrix(int64_t batch, int64_t head) const;
+  // FLatten's DWC term of some rows (when it ran): the channel mean of its kernel at each key's
+  // offset from the query, within the query's group, carried over resampled values: [Q, Tk].
+  torch::Tensor dwc_band(const std::vector<int64_t>& queries) const;
   // The grid part of a row [Tk] as [key grid_h, key grid_w], in image order.
   torch::Tensor key_grid(const torch::Tensor& row) const;
 };

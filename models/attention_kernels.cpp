@@ -129,10 +129,11 @@ torch::Tensor normalise_linear_scores(Kernel kernel, const torch::Tensor& scores
 torch::Tensor equivalent_rows(Kernel kernel, const KernelFeatures& features, const torch::Tensor& query_index,
                               const torch::Tensor& allowed, const torch::Tensor& additive) {
   if (kernel == Kernel::Anchor) {
-    const auto& assignment = features.anchor_assignment;       // [B, h, T, m]
-    auto inverse_degree = safe_reciprocal(assignment.sum(2));  // [B, h, m]
+    const auto& assignment = features.anchor_assignment;  // [B, h, T, m]
+    const auto& keys = features.key_anchor_assignment.defined() ? features.key_anchor_assignment : assignment;
+    auto inverse_degree = safe_reciprocal(keys.sum(2));  // [B, h, m]
     auto query_assignment = assignment.index_select(2, query_index);
-    return torch::matmul(query_assignment * inverse_degree.unsqueeze(2), assignment.transpose(-1, -2));
+    return torch::matmul(query_assignment * inverse_degree.unsqueeze(2), keys.transpose(-1, -2));
   }
   auto query = features.q.index_select(2, query_index);
   auto scores = torch::matmul(query, features.k.transpose(-1, -2));  // [B, h, Q, T]
@@ -153,8 +154,9 @@ torch::Tensor attend(Kernel kernel, const KernelFeatures& features, const torch:
   if (kernel == Kernel::Anchor) {
     // Right to left, O(N m d): A (Delta^-1 (A^T V)).
     const auto& assignment = features.anchor_assignment;
-    auto inverse_degree = safe_reciprocal(assignment.sum(2)).unsqueeze(-1);  // [B, h, m, 1]
-    auto anchor_values = torch::matmul(assignment.transpose(-1, -2), v) * inverse_degree;
+    const auto& keys = features.key_anchor_assignment.defined() ? features.key_anchor_assignment : assignment;
+    auto inverse_degree = safe_reciprocal(keys.sum(2)).unsqueeze(-1);  // [B, h, m, 1]
+    auto anchor_values = torch::matmul(keys.transpose(-1, -2), v) * inverse_degree;
     return torch::matmul(assignment, anchor_values);
   }
   if (kernel == Kernel::Softmax || allowed.defined()) {

@@ -39,7 +39,10 @@ struct KernelFeatures {
   double score_scale = 1.0;         // softmax: d^-0.5, applied inside the score product
   torch::Tensor k;                  // [B, h, T, d]
   torch::Tensor anchor_assignment;  // anchor kernel: A [B, h, T, m] (softmax over anchors)
-  torch::Tensor temperature;        // enhanced: [1, h, 1, 1] or a scalar tensor
+  // anchor kernel when keys are other tokens than the queries (PVT's reduced keys): the keys' own
+  // assignment [B, h, Tk, m]; undefined: the keys are the queries and share A.
+  torch::Tensor key_anchor_assignment;
+  torch::Tensor temperature;  // enhanced: [1, h, 1, 1] or a scalar tensor
   // focused: the non-negative features f_p was applied to, (ReLU(x) + eps) / softplus(scale),
   // kept so that f_p can be studied at other p without re-running the model.
   torch::Tensor q_before_focus, k_before_focus;

@@ -99,6 +99,12 @@ class Backbone : public torch::nn::Module {
   // a ViT's as its token sequence, prefix tokens first.
   virtual bool hierarchical() const { return false; }
 
+  // What the window option does on this family, in a few words; empty: it has no windows (the
+  // UI says so instead of ignoring the slider).
+  virtual std::string window_meaning() const {
+    return "restricts patch queries to their w x w window (prefix tokens stay global)";
+  }
+
   // Whether q, k and activations are available (variant swaps, f_p, Grad-CAM): false for models
   // that only report their attention probabilities (TorchScript files).
   virtual bool computes_attention() const { return true; }

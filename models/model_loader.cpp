@@ -3,6 +3,7 @@
 #include "core/assets.h"
 #include "core/json_checked.h"
 #include "models/checkpoint_layouts.h"
+#include "models/model_families.h"
 
 #include <nlohmann/json.hpp>
 
@@ -332,6 +333,8 @@ LoadedModel load_scripted_model(const std::string& path, const std::string& file
   loaded.normalization.mean = scripted->mean();
   loaded.normalization.std = scripted->std();
   loaded.normalization_source = "attnscope.json";
+  loaded.declared.normalization = loaded.normalization;
+  loaded.declared.normalization_source = loaded.normalization_source;
   loaded.device = device;
   loaded.parameter_count = scripted->parameter_count();
   loaded.report.notes.push_back("TorchScript file '" + scripted->name() +
@@ -367,6 +370,20 @@ LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, 
   const std::string file = resolve_weights_file(path);
   if (is_torchscript_archive(file) && has_attnscope_metadata(file)) return load_scripted_model(path, file, device);
   Checkpoint checkpoint = read_weights(file);
+  // A training checkpoint with several weight sets: the one the family's paper reports (L2ViT:
+  // model_ema), said in the notes either way.
+  std::vector<std::string> container_notes;
+  const std::string preferred = preferred_container(checkpoint);
+  if (!preferred.empty()) {
+    std::string others;
+    for (const std::string& key : checkpoint.containers)
+      if (key != preferred && (key == "model" || key == "model_ema" || key == "state_dict" || key == "state_dict_ema"))
+        others += (others.empty() ? "" : ", ") + ("'" + key + "'");
+    if (preferred != checkpoint.container_key) checkpoint = load_checkpoint(file, preferred);
+    container_notes.push_back("weights from '" + preferred + "'" +
+                              (preferred == "model_ema" ? " (the EMA weights the paper reports)" : "") +
+                              (others.empty() ? "" : "; the file also holds " + others));
+  }
   LoadedModel loaded;
   loaded.path = path;
   loaded.format = checkpoint.format;
@@ -374,6 +391,24 @@ LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, 
   loaded.metadata = checkpoint.metadata;
   const LayoutFacts layout = adopt_known_layout(checkpoint, path);
   loaded.report.notes = layout.notes;
+  loaded.report.notes.insert(loaded.report.notes.end(), container_notes.begin(), container_notes.end());
+  // Other families first (their keys never look like a ViT's), then the ViT family.
+  if (layout.layout == "timm") {
+    if (auto family = build_family_backbone(checkpoint, architecture_metadata(checkpoint, file), loaded.report.notes)) {
+      loaded.backbone = family;
+      copy_weights(*family, checkpoint, loaded.report);
+      if (!loaded.report.ok())
+        throw CheckpointError(path + ": weights do not fit the inferred " + family->family() +
+                              " architecture: " + loaded.report.describe());
+      loaded.normalization_source = "ImageNet (timm default)";
+      loaded.class_names = class_names_for(loaded);
+      family->eval();
+      family->to(device);
+      loaded.device = device;
+      loaded.parameter_count = family->parameter_count();
+      return loaded;
+    }
+  }
   const VitArch arch = infer_arch(checkpoint, overrides, &loaded.report, &layout);
   auto model = std::make_shared<VisionTransformerImpl>(arch);
   loaded.backbone = model;
@@ -385,6 +420,12 @@ LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, 
   loaded.normalization.std = layout.std;
   loaded.normalization_source =
       layout.normalization_source.empty() ? "ImageNet (timm default)" : layout.normalization_source;
+  loaded.declared.normalization = loaded.normalization;
+  loaded.declared.normalization_source = loaded.normalization_source;
+  loaded.declared.resize = layout.resize;
+  loaded.declared.crop_pct = layout.crop_pct;
+  loaded.declared.interpolation = layout.interpolation;
+  loaded.declared.source = layout.preprocessing_source;
   loaded.class_names = layout.class_names.size() == size_t(arch.num_classes) && arch.num_classes > 0
                            ? layout.class_names
                            : class_names_for(loaded);

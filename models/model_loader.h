@@ -50,7 +50,10 @@ struct LoadedModel {
   std::string container_key;
   std::map<std::string, std::string> metadata;  // safetensors __metadata__ (e.g. class_names)
   std::vector<std::string> class_names;         // empty when unknown
-  Normalization normalization;                  // the input normalisation the checkpoint declares
+  // What the checkpoint declares about its input, and the normalisation in use (the declared one
+  // unless --mean/--std override it: see configure_input in models/inference.h).
+  DeclaredPreprocessing declared;
+  Normalization normalization;
   std::string normalization_source;
   torch::Device device{torch::kCPU};
   int64_t parameter_count = 0;

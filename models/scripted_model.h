@@ -45,6 +45,7 @@ class ScriptedModel : public Backbone {
   std::string resolve_hook_point(const std::string& spec) const override;
   std::string default_hook_point() const override { return ""; }
   bool computes_attention() const override { return false; }
+  std::string window_meaning() const override { return ""; }
   int64_t parameter_count() const override;
 
   // A VitArch that describes the token layout, heads and depth for the views.

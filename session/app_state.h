@@ -12,7 +12,9 @@
 #include "analysis/head_fusion.h"
 #include "core/colormap.h"
 #include "core/image.h"
+#include "core/value_scale.h"
 #include "models/attention_settings.h"
+#include "session/panel_spec.h"
 
 namespace attnscope {
 
@@ -22,6 +24,7 @@ struct ExportSettings {
   std::string format = "png";          // png, svg or pdf
   double dpi = 200;                    // PNG pixels per inch (figure geometry is in points)
   int png_width = 0;                   // PNG width in pixels; 0: from dpi
+  double width_pt = 0;                 // the figure's width in points (240: a paper column); 0: natural
   bool transparent = false;            // no background fill
   bool overwrite = false;              // replace existing files
   std::string variants;                // "softmax,focused:p=2"; empty: the state's own variant
@@ -34,27 +37,37 @@ struct AppState {
   std::string image;
   std::string arch;  // "heads=6,eps=1e-6": what the checkpoint cannot tell
   std::string device = "auto";
-  ResizeMode resize = ResizeMode::Timm;
+  // How the image becomes the model's input; empty text and auto: what the checkpoint declares.
+  ResizeMode resize = ResizeMode::Auto;
   std::string input_size = "native";  // "native", "S" or "HxW" (pixels, multiples of the patch)
+  std::string crop, interpolation, mean, std;
   AttentionSettings attention;
   int layer = -1;  // -1: the last block
   int head = 0;
   std::string query = "cls";  // "cls" or "ROW,COL"
   std::string out;            // output folder of headless commands
 
-  // The workbench's views; headless commands read what applies to them (`variant` is panel 1).
-  std::vector<Variant> compare;  // side by side: the variants of panels 2..4, empty for one panel
-  std::string view = "head";     // "head": the selected head, "mean": mean over heads, "heads": all heads
+  // The workbench's views; headless commands read what applies to them (panel 1 is `model` with
+  // `attention`).
+  std::vector<PanelSpec> compare;  // side by side: panels 2..4 (model, variant, parameters), empty for one
+  std::string view = "head";       // "head": the selected head, "mean": mean over heads, "heads": all heads
   // "out": the query's row (where it looks); "in": its column (how much every patch looks at it,
   // e.g. at a register token)
   std::string direction = "out";
+  // Outline the selected layer's windows on the maps (Swin's shifted windows where shifted), and
+  // the query's own window.
+  bool windows = false;
+  // L2ViT's global (LGA) layers: the map "before" the LCM (the attention itself) or "after" its
+  // spatial mixing (C_conv A, the convolutions linearised); layers without an LCM show the attention.
+  std::string lcm = "before";
   // none, spectrum (matrix, spectrum, rank), gradcam, fp (f_p), rollout or metrics; as `analyze` names them
   std::string analysis = "none";
 
   // How the image becomes the model's input.
-  InputSettings input_settings() const { return {resize, input_size}; }
+  InputSettings input_settings() const { return {resize, input_size, crop, interpolation, mean, std}; }
 
-  // Settings of every panel: the shared knobs (p, window, anchors, dwc, norm) with each panel's variant.
+  // Every panel: panel 1 is the session's model and attention, the others their specs on top of it.
+  std::vector<PanelSpec> panel_specs() const;
   std::vector<AttentionSettings> panel_settings() const;
 
   // Analyses.
@@ -67,13 +80,17 @@ struct AppState {
   // faithfulness table and eval.
   std::string method = "gradcam";                                         // the attribution view's method
   std::string methods = "gradcam,gradcam++,relevance,rollout,attention";  // faithfulness and eval
-  int steps = 20;                    // deletion/insertion curves: steps from the image to its replacement
-  std::string replacement = "blur";  // what removed cells become: blur, mean, black or zero
-  int ig_steps = 50;                 // integrated gradients: points on the path
-  std::string ig_baseline = "zero";  // integrated gradients: zero, black, mean or blur
+  int steps = 20;                          // deletion/insertion curves: steps from the image to its replacement
+  std::string replacement = "blur";        // what removed cells become: blur, mean, black or zero
+  int ig_steps = 50;                       // integrated gradients: points on the path
+  std::string ig_baseline = "zero";        // integrated gradients: zero, black, mean or blur
+  std::string fp_vectors = "keys";         // f_p view: a head's keys or queries
+  std::string fp_projection = "channels";  // f_p view: their two largest channels, or PCA
   // Views and figure export.
   Colormap colormap = Colormap::Viridis;
-  double opacity = 0.6;  // weight of the colour map over the image in overlays
+  ScaleSpec scale;                           // how attention values map to colours (0..max by default)
+  double opacity = 0.6;                      // weight of the colour map over the image in overlays
+  OverlayAlpha alpha = OverlayAlpha::Value;  // the weight follows the value: low weights leave the image
   ExportSettings figure;
 };
 
@@ -90,6 +107,7 @@ struct OptionSpec {
   std::function<void(AppState&, const std::string&)> set;  // throws std::invalid_argument
   std::function<std::string(const AppState&)> get;
   std::string implicit_value = {};  // non-empty: a switch; `--name` alone means this value
+  bool panel_list = false;          // a list of panel specs: an array of objects in session files
 };
 
 const std::vector<OptionSpec>& app_options();
@@ -109,13 +127,14 @@ void set_option(AppState& state, const std::string& name, const std::string& val
 // std::invalid_argument naming the option.
 std::vector<int> parse_index_list(const std::string& name, const std::string& text);
 
-// One attention variant of a comparison: "focused:p=2:norm=head" is the focused variant with those
-// settings on top of `base`; the label is the spec with spaces ("focused p=2 norm=head").
+// One row of a comparison figure: a panel spec ("focused:p=2:norm=head", "native:model=F") resolved
+// on top of `base`; the label is the spec with spaces ("focused p=2 norm=head").
 struct VariantChoice {
   std::string label;
   AttentionSettings settings;
+  std::string model;  // empty: the export's --model
 };
-// A comma-separated list of variant specs; empty text gives `base` alone, labelled by its variant.
+// A comma-separated list of panel specs; empty text gives `base` alone, labelled by its variant.
 std::vector<VariantChoice> parse_variant_list(const std::string& text, const AttentionSettings& base);
 
 nlohmann::json to_json(const AppState& state);

@@ -324,7 +324,7 @@ class AnalyzeCliTest : public ::testing::Test {
     cv::randu(picture, 0, 255);
     cv::imwrite(image_, picture);
     base_ = " --model " + kCaseDir + "gc_vit.safetensors --arch heads=2 --image " + image_ + " --size 96x128 --out " +
-            (folder_ / "out").string() + " --device cpu";
+            (folder_ / "out").string() + " --device cpu --overwrite";  // one folder for every analysis
   }
   void TearDown() override { fs::remove_all(folder_); }
 

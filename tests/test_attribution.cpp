@@ -6,6 +6,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <map>
 #include <set>
 
 #include "analysis/attribution.h"
@@ -286,6 +287,56 @@ TEST(Attribution, MethodsSayWhyTheyDoNotApply) {
   IntegratedGradientsOptions ig;
   ig.steps = 1;
   EXPECT_THROW(integrated_gradients(model.native("ig"), case_input(c), settings_for(c), {}, ig), std::invalid_argument);
+}
+
+// Swin, PVT v2 and L2ViT run their own attention modules, which do not hand the probabilities to
+// autograd (ForwardOptions::attention_hook): relevance and gradient rollout refuse there and say
+// why (no crash, no map from the wrong layers); the CAM family still explains them.
+TEST(Attribution, RelevanceOnHierarchicalFamiliesSaysWhyItDoesNotApply) {
+  std::map<std::string, std::pair<std::string, nlohmann::json>> by_family;  // family -> (folder, case)
+  for (const char* name : {"hier_cases", "part2_cases"}) {
+    const CaseFolder hierarchical(name);
+    for (const auto& c : hierarchical.cases()) {
+      const std::string family = c.at("family");
+      if ((family == "swin" || family == "pvt_v2" || family == "l2vit") && c.at("container") == "safetensors")
+        by_family.emplace(family, std::make_pair(hierarchical.dir(), c));
+    }
+  }
+  ASSERT_EQ(by_family.size(), 3u);
+  for (const auto& [family, entry] : by_family) {
+    const auto& [dir, c] = entry;
+    SCOPED_TRACE(family + ": " + c.at("name").get<std::string>());
+    LoadedModel model = attnscope::load_model(dir + c.at("model").get<std::string>(), {}, torch::kCPU);
+    ASSERT_TRUE(model.backbone->hierarchical());
+    const torch::Tensor input = read_npy(dir + c.at("input").get<std::string>());
+    for (const RelevanceRule rule : {RelevanceRule::Chefer, RelevanceRule::GradientRollout})
+      for (const int layer : {0, -1}) {
+        SCOPED_TRACE(to_string(rule) + " at layer " + std::to_string(layer));
+        RelevanceOptions options;
+        options.rule = rule;
+        options.layer = layer;
+        try {
+          attention_relevance(model.native("relevance"), input, {}, options);
+          ADD_FAILURE() << "a map from layers whose probabilities autograd never saw";
+        } catch (const std::invalid_argument& e) {
+          const std::string message = e.what();
+          EXPECT_EQ(message.rfind(to_string(rule), 0), 0u) << message;
+          // The last stage attends over its own grid: the refusal is the family's missing hook.
+          if (layer == -1)
+            EXPECT_NE(message.find("is not available for the " + model.family() + " family"), std::string::npos)
+                << message;
+          else
+            EXPECT_TRUE(message.find("ForwardOptions::attention_hook") != std::string::npos ||
+                        message.find("rollout is not defined there") != std::string::npos)
+                << message;
+        }
+      }
+    CamOptions cam;
+    cam.method = CamMethod::GradCamPlusPlus;
+    const CamResult result = class_activation_map(model.native("CAM"), input, {}, cam);
+    EXPECT_GE(result.scaled.min().item<double>(), 0.0);
+    EXPECT_LE(result.scaled.max().item<double>(), 1.0);
+  }
 }
 
 TEST(Perturbation, CellsTileTheImageAndBlurKeepsConstants) {

@@ -141,6 +141,36 @@ TEST_F(AttributionCliTest, FaithfulnessPrintsATableAndWritesCurvesAndTheFigure) 
   EXPECT_FALSE(cv::imread((folder_ / "figures" / "glyph_1000000000000_faithfulness.png").string()).empty());
 }
 
+// Like every analysis, the attribution methods and the faithfulness table (its figure included)
+// refuse to replace existing outputs, writing nothing, unless --overwrite.
+TEST_F(AttributionCliTest, ExistingOutputsAreRefusedUnlessOverwrite) {
+  for (const std::string analysis : {"gradcam++", "faithfulness"}) {
+    SCOPED_TRACE(analysis);
+    const fs::path out = folder_ / ("again-" + analysis);
+    const std::string arguments = "analyze --analysis " + analysis + " --methods gradcam,attention --steps 4 --model " +
+                                  model_ + " --image " + image_ + " --out " + out.string();
+    const Output first = run(arguments);
+    ASSERT_EQ(first.exit_code, 0) << first.err;
+    const auto written = fs::last_write_time(out / "summary.json");
+    const Output again = run(arguments);
+    EXPECT_NE(again.exit_code, 0);
+    EXPECT_NE(again.err.find("--overwrite"), std::string::npos) << again.err;
+    EXPECT_EQ(fs::last_write_time(out / "summary.json"), written);
+    const Output replaced = run(arguments + " --overwrite");
+    EXPECT_EQ(replaced.exit_code, 0) << replaced.err;
+  }
+  // The figure alone is enough to refuse the table: nothing else is written either.
+  const fs::path out = folder_ / "again-faithfulness";
+  fs::remove(out / "summary.json");
+  fs::remove(out / "faithfulness_curves.csv");
+  const Output figure_only = run("analyze --analysis faithfulness --methods gradcam,attention --steps 4 --model " +
+                                 model_ + " --image " + image_ + " --out " + out.string());
+  EXPECT_NE(figure_only.exit_code, 0);
+  EXPECT_NE(figure_only.err.find("exists"), std::string::npos) << figure_only.err;
+  EXPECT_FALSE(fs::exists(out / "summary.json"));
+  EXPECT_FALSE(fs::exists(out / "faithfulness_curves.csv"));
+}
+
 TEST_F(AttributionCliTest, EvalScoresAFolderWithBoxesAndLabels) {
   const std::string labels = glyphs_ + "/labels.csv";
   const Output result =

@@ -46,6 +46,17 @@ TEST_P(ShippedDemoModel, LoadsNativelyAndReachesItsCardAccuracy) {
   ASSERT_GT(card.samples, 0) << "no held-out accuracy line in the model card";
 
   LoadedModel model = load_model(model_path, {}, torch::kCPU);
+  if (recipe.family != "vit") {
+    // A hierarchical demo: its family, stages and native attention as the recipe builds them.
+    EXPECT_EQ(model.family(), recipe.family);
+    const nlohmann::json described = model.backbone->describe();
+    EXPECT_EQ(described["stages"].size(), build_demo_model(recipe)->describe()["stages"].size());
+    EXPECT_EQ(described["attn_type"], build_demo_model(recipe)->describe()["attn_type"]);
+    const double accuracy = held_out_accuracy(*model.backbone, torch::kCPU, card.samples);
+    EXPECT_NEAR(accuracy, card.accuracy, 0.01) << recipe.name;
+    EXPECT_GT(accuracy, 0.2) << recipe.name;
+    return;
+  }
   const VitArch expected = demo_arch(recipe);
   ASSERT_EQ(model.vit_arch().depth, expected.depth);
   EXPECT_EQ(model.vit_arch().embed_dim, expected.embed_dim);
@@ -103,7 +114,7 @@ TEST(EvalCommand, ReportsAccuracyAndFocusOfAShippedModel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, ShippedDemoModel,
-                         testing::Values("softmax", "linear", "focused", "flatten", "l2vit", "anchor"),
+                         testing::Values("softmax", "linear", "focused", "flatten", "l2vit", "anchor", "flatten_swin"),
                          [](const testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace

@@ -19,6 +19,7 @@
 
 #include <opencv2/core.hpp>
 
+#include "analysis/focus_projection.h"
 #include "analysis/head_fusion.h"
 #include "core/image.h"
 #include "models/attention_settings.h"
@@ -28,22 +29,31 @@
 
 namespace attnscope {
 
-struct InferenceRequest {
+// One side-by-side panel's forward pass: its checkpoint and the attention it runs.
+struct PanelRequest {
   std::string model_path;
-  std::string arch;                      // ArchOverrides text
+  AttentionSettings settings;
+  bool operator==(const PanelRequest& other) const;
+};
+
+struct InferenceRequest {
+  std::string model_path;                // panel 1's checkpoint, which the analysis view reads
+  std::string arch;                      // ArchOverrides text, for panels on `model_path`
   std::string device;                    // "auto", "cpu", "cuda"
   std::string image_path;                // read by the worker when `frame` is null
   std::shared_ptr<const cv::Mat> frame;  // a live frame (RGB) instead of a file
   uint64_t frame_number = 0;             // identifies `frame`
   InputSettings input;
-  std::vector<AttentionSettings> panels;  // one forward pass per panel
+  std::vector<PanelRequest> panels;  // one forward pass per panel, each on its own model
 
   // What the views read from the forward passes (changing only these re-uses them).
   int layer = -1;             // the attention layer the views show (-1: the last)
   int head = 0;               // the matrix view's head, the f_p head
   std::string query = "cls";  // cls, dist, regN or ROW,COL in the layer's query grid
   std::string direction = "out";
-  std::string box;  // the metrics view's box of patches, empty: none
+  bool windows = false;        // the query's window cells for the outline
+  std::string lcm = "before";  // L2ViT global layers: the map before or after the LCM's mixing
+  std::string box;             // the metrics view's box of patches, empty: none
   // The analysis view's extra work, for panel 1: "spectrum" (the matrix and every head's singular
   // values), "gradcam" (one forward and backward), "fp" (f_p on the head's features), "rollout"
   // (attention rollout through the captured layers, no extra forward pass), "metrics".
@@ -59,6 +69,7 @@ struct InferenceRequest {
   std::string replacement = "blur";
   int ig_steps = 50;
   std::string ig_baseline = "zero";
+  std::string fp_vectors = "keys", fp_projection = "channels";  // the f_p view's 2-D projection
 
   // Whether `other` needs the same forward passes (only what the views read may differ).
   bool same_forward(const InferenceRequest& other) const;
@@ -74,6 +85,7 @@ struct GridMap {
 
 struct HeadSpectrum {
   std::vector<float> singular_values;  // descending
+  double tolerance = 0.0;              // the numerical rank counts values above it
   int numerical_rank = 0;
   double effective_rank = 0.0;
 };
@@ -129,18 +141,36 @@ struct FocusView {
   std::vector<float> histogram_before, histogram_after;  // counts over cosine similarity bins [0, 1]
   std::vector<float> curve_ps, entropy, top_k_mass;      // per p
   std::vector<float> example_before, example_after;      // the Fig. 4 (b) scores at this p
+  FocusProjection projection;                            // the head's vectors before and after f_p, in 2-D
 };
 
-// What one panel's views read, for the requested layer and query.
+// What one panel's views read, for the requested layer and query. Panels may hold different
+// checkpoints, so each has its own layer, grids, query and input image.
 struct PanelMaps {
   AttentionSettings settings;
-  std::string description;  // the attention the layer ran, in words
+  std::string model_path;
+  std::string model_family, output_kind;  // output_kind: logits, embedding or features
+  std::string error;                      // this panel's model could not run (the others still show)
+  std::string description;                // the attention the layer ran, in words
+  std::string kernel;                     // the kernel the layer ran: softmax, linear, focused, enhanced, anchor
+  bool swapped = false;                   // the layer ran a kernel its model was not trained with
+  bool dwc_available = false;             // the model has FLatten DWC weights (the DWC switch does something)
   std::vector<Prediction> top;
   double forward_ms = 0.0;
+  std::string preprocessing;  // how the image became this model's input, in words
+  int depth = 0, layer = 0, heads = 0;
+  LayerPlacement placement;
+  TokenLayout layout, key_layout;
+  int query_token = 0;
+  std::string note;   // fallbacks taken for this panel (another layer, head or query than asked)
+  cv::Mat input_rgb;  // the image exactly as this panel's model saw it
   // Per head: the query's row over the key grid (direction out) or its column over the query grid
   // (in); and their mean.
   std::vector<GridMap> head_maps;
   GridMap mean_map;
+  // Per head: the entropy of the map over its keys as a fraction of a uniform map's (1 = uniform).
+  std::vector<double> uniformity;
+  double mean_uniformity = 1.0;
   // Per prefix token (class, distillation, registers): the attention patch queries give it, mean
   // over heads and per head [head][token]; empty when keys have no prefix tokens.
   std::vector<float> prefix_received;
@@ -156,6 +186,7 @@ struct InferenceOutcome {
   uint64_t request_id = 0;
   InferenceRequest request;
   std::string error;  // set when the run failed; nothing else is then meaningful
+  // Panel 1's model, layer and query (the analysis view reads them); each panel has its own too.
   std::string model_family;
   std::string output_kind;         // logits, embedding or features (the last two have no classes)
   bool computes_attention = true;  // false: the model only reports probabilities (TorchScript)
@@ -167,8 +198,13 @@ struct InferenceOutcome {
   TokenLayout layout, key_layout;
   int query_token = 0;
   std::string query_note;  // set when the query fell back (e.g. no class token)
-  std::string box_error;   // why the box cannot be used on this grid
-  cv::Mat input_rgb;       // the image exactly as the model saw it
+  // The key-grid cells (row-major) of the query's own window or group, empty for global layers.
+  std::vector<int> query_window;
+  std::string window_meaning;  // what the window option does on this model; empty: nothing
+  // The LCM option on the selected layer: what the maps show, or why the option does not apply.
+  std::string lcm_note;
+  std::string box_error;  // why the box cannot be used on this grid
+  cv::Mat input_rgb;      // the image exactly as the model saw it
   std::vector<PanelMaps> panels;
   std::optional<GradCamView> gradcam;         // when asked for
   std::optional<FocusView> focus;             // when asked for
@@ -212,12 +248,12 @@ class InferenceWorker {
   std::shared_ptr<const InferenceOutcome> run(uint64_t id, const InferenceRequest& request);
   ExportOutcome run_export(const AppState& state, const std::string& out_dir);
   // The stages of a run, each re-using what the last run left when its inputs did not change.
-  LoadedModel& model_for(const std::string& path, const std::string& arch, const std::string& device);
-  const cv::Mat& prepared_input(const InferenceRequest& request, const LoadedModel& model);
-  std::vector<PanelForward> forward_panels(uint64_t id, const InferenceRequest& request, LoadedModel& model,
-                                           bool& reused_all);
-  void build_views(uint64_t id, const InferenceRequest& request, LoadedModel& model,
-                   const std::vector<PanelForward>& forwards, InferenceOutcome& outcome);
+  std::shared_ptr<LoadedModel> model_for(const InferenceRequest& request, const std::string& path);
+  const cv::Mat& source_image(const InferenceRequest& request);
+  const cv::Mat& prepared_input(const InferenceRequest& request, const std::string& model_key, LoadedModel& model);
+  std::vector<PanelForward> forward_panels(uint64_t id, const InferenceRequest& request, bool& reused_all);
+  void build_views(uint64_t id, const InferenceRequest& request, const std::vector<PanelForward>& forwards,
+                   InferenceOutcome& outcome);
 
   std::function<void()> wake_;
   mutable std::mutex mutex_;
@@ -231,7 +267,8 @@ class InferenceWorker {
   bool stopping_ = false;
   std::vector<std::shared_ptr<const InferenceOutcome>> finished_;
 
-  // Worker-thread caches: the loaded model, the decoded image and the last forward passes.
+  // Worker-thread caches: the loaded models, the decoded image, each model's input and the last
+  // forward passes.
   std::unique_ptr<Cache> cache_;
   std::thread thread_;
 };

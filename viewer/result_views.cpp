@@ -32,6 +32,30 @@ GridMap to_grid_map(const torch::Tensor& grid) {
   return map;
 }
 
+std::vector<int> query_window_cells(const AttentionCapture& whole, int query_token, int head) {
+  int64_t local_head = head;
+  const AttentionCapture& capture = whole.branches.empty() ? whole : whole.for_head(local_head);
+  std::vector<int> cells;
+  if (!capture.query_slots.defined()) return cells;
+  const auto queries = capture.query_slots.to(torch::kCPU).contiguous();
+  const auto keys = capture.key_slots.to(torch::kCPU).contiguous();
+  for (int64_t group = 0; group < queries.size(0); ++group) {
+    const auto members = queries[group];
+    if (!(members == query_token).any().item<bool>()) continue;
+    const int prefix = capture.key_layout.prefix_tokens();
+    for (int64_t slot = 0; slot < keys.size(1); ++slot) {
+      const int64_t token = keys[group][slot].item<int64_t>();
+      if (token >= prefix) cells.push_back(int(token) - prefix);
+    }
+    break;
+  }
+  return cells;
+}
+
+bool dwc_switch_applies(const PanelMaps& panel) {
+  return panel.error.empty() && panel.kernel == "focused";
+}
+
 const TokenLayout& map_grid(const AttentionCapture& capture, bool incoming) {
   return incoming ? capture.layout : capture.key_layout;
 }
@@ -54,7 +78,16 @@ PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection
     if (cancelled && cancelled()) throw Cancelled();
     torch::Tensor map;
     if (whole_matrix) {
-      const torch::Tensor matrix = capture.matrix(0, head).to(torch::kCPU, torch::kFloat);  // [Tq, Tk]
+      std::vector<int64_t> all_queries;
+      if (selection.after_lcm)
+        for (int64_t token = 0; token < queries.total_tokens(); ++token) all_queries.push_back(token);
+      const torch::Tensor matrix =
+          (selection.after_lcm ? capture.rows_after_lcm(0, head, all_queries) : capture.matrix(0, head))
+              .to(torch::kCPU, torch::kFloat);  // [Tq, Tk]
+      // The matrix view shows FLatten's equivalent matrix (with its DWC term), whose rank the DWC restores.
+      const torch::Tensor equivalent = capture.attention.dwc && !selection.after_lcm
+                                           ? capture.equivalent_matrix(0, head).to(torch::kCPU, torch::kFloat)
+                                           : matrix;
       map =
           selection.incoming
               ? matrix.select(1, key_token).slice(0, queries.prefix_tokens()).reshape({queries.grid_h, queries.grid_w})
@@ -66,21 +99,26 @@ PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection
       }
       if (selection.spectrum) {
         if (head == selection.matrix_head) {
-          maps.matrix_rows = int(matrix.size(0));
-          maps.matrix_cols = int(matrix.size(1));
-          maps.matrix = as_floats(matrix);
+          maps.matrix_rows = int(equivalent.size(0));
+          maps.matrix_cols = int(equivalent.size(1));
+          maps.matrix = as_floats(equivalent);
         }
-        const Spectrum spectrum = matrix_spectrum(matrix);
+        // The cheapest exact path: factors (linear kernels), window blocks (Swin), else the full SVD.
+        const Spectrum spectrum = attention_spectrum(capture, head).spectrum;
         HeadSpectrum head_spectrum;
         head_spectrum.singular_values = as_floats(spectrum.singular_values);
+        head_spectrum.tolerance = spectrum.tolerance;
         head_spectrum.numerical_rank = spectrum.numerical_rank;
         head_spectrum.effective_rank = spectrum.effective_rank;
         maps.spectra.push_back(std::move(head_spectrum));
       }
     } else {
-      map = capture.key_grid(capture.row(0, head, selection.query_token).to(torch::kCPU, torch::kFloat));
+      const torch::Tensor row = selection.after_lcm ? capture.rows_after_lcm(0, head, {selection.query_token})[0]
+                                                    : capture.row(0, head, selection.query_token);
+      map = capture.key_grid(row.to(torch::kCPU, torch::kFloat));
     }
     maps.head_maps.push_back(to_grid_map(map));
+    maps.uniformity.push_back(uniformity(map));
     mean = mean.defined() ? mean + map : map.clone();
     if (selection.metrics) {
       const FocusSummary summary = summarise_focus(map.reshape({-1}), kFocusTopK, selection.box);
@@ -88,6 +126,7 @@ PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection
     }
   }
   maps.mean_map = to_grid_map(mean / double(capture.heads));
+  maps.mean_uniformity = uniformity(mean);
   if (!maps.prefix_received_per_head.empty()) {
     maps.prefix_received.assign(size_t(key_prefix), 0.0f);
     for (const auto& per_head : maps.prefix_received_per_head)
@@ -142,7 +181,8 @@ RolloutView build_rollout_view(const std::vector<AttentionCapture>& layers, int 
   return view;
 }
 
-FocusView build_focus_view(const AttentionCapture& capture, int head, double p) {
+FocusView build_focus_view(const AttentionCapture& capture, int head, double p, bool queries,
+                           FocusProjectionKind projection) {
   FocusStudyOptions options;
   options.p = p;
   const FocusStudy study = study_focusing(capture, head, options);
@@ -158,6 +198,7 @@ FocusView build_focus_view(const AttentionCapture& capture, int head, double p) 
   const ScoreExample example = example_focus_scores(p);
   view.example_before = as_floats(example.before);
   view.example_after = as_floats(example.after);
+  view.projection = project_focusing(capture, head, p, queries, projection);
   return view;
 }
 

@@ -20,6 +20,7 @@
 #include "models/model_loader.h"
 #include "viewer/gl/frame.h"
 #include "viewer/panels/panel.h"
+#include "viewer/plot_views.h"
 
 namespace attnscope {
 
@@ -46,6 +47,7 @@ Workbench::Workbench(AppState initial, const WorkbenchOptions& workbench_options
       report_error(e.what());
     }
   }
+  images.resize(1);
   devices = {"auto", "cpu"};
   if (torch::cuda::is_available()) devices.push_back("cuda");
   renderer = std::make_unique<gl::OverlayRenderer>();
@@ -78,11 +80,14 @@ InferenceRequest Workbench::make_request() const {
     request.frame_number = frame_number_;
   }
   request.input = state.input_settings();
-  request.panels = state.panel_settings();
+  for (const PanelSpec& spec : state.panel_specs())
+    request.panels.push_back({spec.model, spec.settings(state.attention)});
   request.layer = state.layer;
   request.head = state.head;
   request.query = state.query;
   request.direction = state.direction;
+  request.windows = state.windows;
+  request.lcm = state.lcm;
   request.analysis = state.analysis;
   // Only what the analysis view reads is part of the request, so other changes re-use the result.
   if (state.analysis == "metrics") request.box = state.box;
@@ -104,6 +109,10 @@ InferenceRequest Workbench::make_request() const {
     request.replacement = state.replacement;
     request.ig_steps = state.ig_steps;
     request.ig_baseline = state.ig_baseline;
+  }
+  if (state.analysis == "fp") {
+    request.fp_vectors = state.fp_vectors;
+    request.fp_projection = state.fp_projection;
   }
   return request;
 }
@@ -156,7 +165,9 @@ void Workbench::update(float width, float height) {
     last_finished_id = finished->request_id;
     ++results;
     if (finished->request_id == submitted_id) error.clear();
-    image_texture.upload_rgb(outcome->input_rgb);
+    images.resize(std::max<size_t>(1, outcome->panels.size()));
+    for (size_t p = 0; p < outcome->panels.size(); ++p)
+      if (!outcome->panels[p].input_rgb.empty()) images[p].upload_rgb(outcome->panels[p].input_rgb);
     if (outcome->gradcam) {
       const GridMap& map = outcome->gradcam->map;
       gradcam_texture.upload_scalar(map.values.data(), map.grid_w, map.grid_h);
@@ -175,6 +186,7 @@ void Workbench::update(float width, float height) {
     if (!state.model.empty()) submitted_id = worker_->submit(request);
   }
   for (const ExportOutcome& exported : worker_->take_exports()) {
+    ++exports_finished;
     if (exported.error.empty())
       info = "exported " + exported.figure_path;
     else
@@ -185,7 +197,10 @@ void Workbench::update(float width, float height) {
 
   // Fixed layout: controls on the left, views in the middle, the analysis view on the right, status below.
   const float status_height = 30.0f, sidebar_width = 370.0f;
-  const float matrix_width = state.analysis != "none" ? std::min(460.0f, width * 0.3f) : 0.0f;
+  // The f_p view's four plots need more room than the other analyses.
+  const float matrix_width = state.analysis == "none" ? 0.0f
+                             : state.analysis == "fp" ? std::min(640.0f, width * 0.4f)
+                                                      : std::min(460.0f, width * 0.3f);
   layout.sidebar_pos = {0, 0};
   layout.sidebar_size = {sidebar_width, height - status_height};
   layout.views_pos = {sidebar_width, 0};
@@ -194,13 +209,15 @@ void Workbench::update(float width, float height) {
   layout.analysis_size = {matrix_width, height - status_height};
   layout.status_pos = {0, height - status_height};
   layout.status_size = {width, status_height};
+  refresh_plots();
 }
 
 void Workbench::refresh_maps() {
   if (!outcome) return;
-  if (state.head >= outcome->heads) state.head = outcome->heads - 1;
+  if (state.head >= outcome->heads) state.head = std::max(outcome->heads - 1, 0);
   const std::string key = std::to_string(outcome->request_id) + "|" + state.view + "|" + std::to_string(state.head) +
-                          "|" + to_string(state.colormap) + "|" + std::to_string(matrix_panel) + "|" + state.analysis;
+                          "|" + to_string(state.colormap) + "|" + to_string(state.scale) + "|" +
+                          std::to_string(matrix_panel) + "|" + state.analysis;
   if (key == maps_key_) return;
   maps_key_ = key;
 
@@ -209,33 +226,38 @@ void Workbench::refresh_maps() {
     show_attribution_maps();
     return;
   }
-  float vmin = std::numeric_limits<float>::max(), vmax = std::numeric_limits<float>::lowest();
+  ValueRange range;
+  std::vector<float> shown_values;
   for (size_t p = 0; p < outcome->panels.size(); ++p) {
     const PanelMaps& panel = outcome->panels[p];
+    std::vector<PatchMap> panel_maps;
+    if (!panel.error.empty() || panel.head_maps.empty()) {
+      maps.push_back(std::move(panel_maps));
+      continue;
+    }
     std::vector<int> shown;
     if (state.view == "heads")
       for (int h = 0; h < int(panel.head_maps.size()); ++h) shown.push_back(h);
     else
       shown.push_back(state.view == "mean" ? -1 : std::min(state.head, int(panel.head_maps.size()) - 1));
-    std::vector<PatchMap> panel_maps;
+    // x uniform: a row spreads over the keys, a column ("in") over the queries.
+    const int spread = state.direction == "in" ? panel.layout.total_tokens() : panel.key_layout.total_tokens();
     for (int head : shown) {
       PatchMap map;
       map.panel = int(p);
       map.head = head;
       map.map = head < 0 ? &panel.mean_map : &panel.head_maps[size_t(head)];
-      for (float v : map.map->values) {
-        vmin = std::min(vmin, v);
-        vmax = std::max(vmax, v);
-      }
-      map.texture.upload_scalar(map.map->values.data(), map.map->grid_w, map.map->grid_h);
+      map.factor = display_factor(state.scale, spread);
+      shown_values.assign(map.map->values.begin(), map.map->values.end());
+      for (float& v : shown_values) v = float(v * map.factor);
+      range.include(shown_values.data(), shown_values.size());
+      map.texture.upload_scalar(shown_values.data(), map.map->grid_w, map.map->grid_h);
       panel_maps.push_back(std::move(map));
     }
     maps.push_back(std::move(panel_maps));
   }
   // One colour scale over every visible map, so panels and heads compare by colour.
-  scale.colormap = state.colormap;
-  scale.vmin = vmin;
-  scale.vmax = vmax > vmin ? vmax : vmin + 1e-6f;
+  scale = resolve_value_scale(state.scale, state.colormap, range);
 
   matrix_panel = std::clamp(matrix_panel, 0, int(outcome->panels.size()) - 1);
   const PanelMaps& shown = outcome->panels[size_t(matrix_panel)];
@@ -253,9 +275,47 @@ void Workbench::show_attribution_maps() {
     maps.push_back({});
     if (!map.map->values.empty()) maps.back().push_back(std::move(map));
   }
+  // Not the attention scale modes: every method's map is already normalised to [0, 1].
+  scale = ValueScale();
   scale.colormap = state.colormap;
-  scale.vmin = 0.0f;
-  scale.vmax = 1.0f;
+  scale.vmin = 0.0;
+  scale.vmax = 1.0;
+  scale.label = "each method's normalisation, 0..1";
+}
+
+namespace {
+
+// Renders `figure` into `plot` when its content (`key`) or width changed.
+void refresh_plot(PlotImage& plot, const std::string& key, int width, const std::function<Figure()>& figure) {
+  const std::string full_key = key + "|" + std::to_string(width);
+  if (plot.key == full_key) return;
+  plot.key = full_key;
+  const cv::Mat image = render_plot_image(figure(), width);
+  plot.texture.upload_rgb(image);
+  plot.width = image.cols;
+  plot.height = image.rows;
+}
+
+}  // namespace
+
+void Workbench::refresh_plots() {
+  if (!outcome || state.analysis == "none") return;
+  const int width = std::max(60, int(layout.analysis_size.x) - 24);
+  const std::string id = std::to_string(outcome->request_id);
+  try {
+    if (state.analysis == "spectrum") {
+      const int panel_index = std::clamp(matrix_panel, 0, int(outcome->panels.size()) - 1);
+      const PanelMaps& panel = outcome->panels[size_t(panel_index)];
+      const int head = std::clamp(state.head, 0, std::max(0, int(panel.spectra.size()) - 1));
+      if (size_t(head) < panel.spectra.size())
+        refresh_plot(spectrum_plot, id + "|" + std::to_string(panel_index) + "|" + std::to_string(head), width,
+                     [&] { return spectrum_view_figure(panel.spectra[size_t(head)]); });
+    }
+    if (state.analysis == "fp" && outcome->focus)
+      refresh_plot(focus_plot, id, width, [&] { return focus_view_figure(*outcome->focus); });
+  } catch (const std::exception& e) {
+    report_error(std::string("plot: ") + e.what());
+  }
 }
 
 void Workbench::open_file(FileKind kind, const std::string& path) {
@@ -326,18 +386,24 @@ void Workbench::save_session(const std::string& path) {
   }
 }
 
-void Workbench::export_figure(const std::string& out_dir) {
+void Workbench::export_figure(const std::string& out_dir, bool what_is_on_screen) {
   if (video) {
     report_error("export: stop the live input first (figures are made from image files)");
     return;
   }
   AppState request = state;
-  // Side-by-side panels become the figure's rows unless the session names its own variants.
-  if (request.figure.variants.empty() && !request.compare.empty()) {
-    request.figure.variants = to_string(request.attention.variant);
-    for (Variant variant : request.compare) request.figure.variants += "," + to_string(variant);
+  // The panels on screen (their models, variants and parameters) become the figure's rows, unless
+  // a paper layout's session names its own.
+  if (what_is_on_screen || (request.figure.variants.empty() && !request.compare.empty())) {
+    std::vector<PanelSpec> specs = request.panel_specs();
+    specs.front().model.clear();  // panel 1 is the export's own model
+    for (PanelSpec& spec : specs)
+      if (spec.model == request.model) spec.model.clear();
+    // Panel 1 carries the session's parameters; the others theirs on top of them, as on screen.
+    request.figure.variants = to_string(specs);
   }
-  info = "exporting a " + state.figure.layout + " figure to " + out_dir + " ...";
+  if (what_is_on_screen) request.figure.layout = "panels";
+  info = "exporting a " + request.figure.layout + " figure to " + out_dir + " ...";
   worker_->submit_export(request, out_dir);
 }
 

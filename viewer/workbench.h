@@ -33,6 +33,8 @@ struct WorkbenchOptions {
   std::vector<std::pair<float, float>> clicks;
   // Right-button drags (x0, y0, x1, y1) at window coordinates, made after the clicks (headless runs only).
   std::vector<std::array<float, 4>> drags;
+  // Headless runs: press "Export what is on screen" into this folder once settled, and wait for it.
+  std::string export_on_screen;
 };
 
 // Opens the window and runs until it is closed; returns the exit code.
@@ -46,13 +48,23 @@ struct PatchMap {
   int panel = 0;
   int head = 0;                  // -1: mean over heads; kAttributionHead: the attribution map
   const GridMap* map = nullptr;  // owned by the outcome the maps were made from
-  gl::Texture texture;
+  double factor = 1.0;           // display units per weight (x uniform: the key count)
+  gl::Texture texture;           // the map in display units
 };
 
 // Where a view's image was drawn this frame, in framebuffer pixels (for screenshots and tests).
 struct DrawnView {
   int panel = 0, head = 0;
   float x = 0, y = 0, width = 0, height = 0;
+  int grid_h = 0, grid_w = 0;  // the map's grid (panels of different models have different ones)
+};
+
+// A plot drawn by the figures' cairo code into a texture, re-rendered when its content or width
+// changes (see viewer/plot_views.h).
+struct PlotImage {
+  std::string key;
+  gl::Texture texture;
+  int width = 0, height = 0;
 };
 
 struct ScreenLayout {
@@ -79,7 +91,9 @@ class Workbench {
   void open_camera(int index);
   void stop_video();
   void save_session(const std::string& path);
-  void export_figure(const std::string& out_dir);  // the state's figure layout, on the worker
+  // The state's figure layout (or, with `what_is_on_screen`, the panels layout: the panels, view,
+  // scale and colour map on screen), on the worker.
+  void export_figure(const std::string& out_dir, bool what_is_on_screen = false);
   void load_session(const std::string& path);
   void report_error(const std::string& message);
 
@@ -102,14 +116,18 @@ class Workbench {
   bool worker_busy = false;
 
   // Derived on the main thread from `outcome` and the selections.
-  gl::Texture image_texture;
-  std::vector<std::vector<PatchMap>> maps;  // per panel
-  gl::ColorScale scale;
+  std::vector<gl::Texture> images;                                     // per panel: the image as its model saw it
+  const gl::Texture& image_texture() const { return images.front(); }  // panel 1's (the analyses')
+  std::vector<std::vector<PatchMap>> maps;                             // per panel
+  ValueScale scale;                                                    // one scale over every map on screen
+  PlotImage spectrum_plot, focus_plot, matrix_bar;
   gl::Texture matrix_texture;   // the matrix view's Tq x Tk map
   gl::Texture gradcam_texture;  // the Grad-CAM map over its layer's grid
   gl::Texture rollout_texture;  // the attention rollout map over the layer's grid
   int matrix_panel = 0;
   std::vector<DrawnView> drawn_views;
+  std::vector<std::vector<std::string>> drawn_headings;  // per panel, the heading lines drawn this frame
+  int exports_finished = 0;                              // exports the worker has answered
   // The grid of the view the query was picked on: when another layer has another grid (another
   // stage), the query moves to the patch over the same place in the image.
   TokenLayout query_grid;
@@ -125,6 +143,7 @@ class Workbench {
   void open_camera_source(const std::string& source);
   void refresh_maps();
   void show_attribution_maps();
+  void refresh_plots();
   void follow_query_across_grids();
   std::unique_ptr<InferenceWorker> worker_;
   InferenceRequest last_request_;
