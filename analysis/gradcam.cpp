@@ -4,36 +4,14 @@
 
 #include <chrono>
 #include <opencv2/imgproc.hpp>
+#include <optional>
 #include <sstream>
+
+#include "analysis/frozen_parameters.h"
 
 namespace attnscope {
 
-namespace {
-
 using torch::indexing::Slice;
-
-// Switches every parameter's requires_grad off for a scope (no weight gradients are wanted) and
-// restores what it was.
-class FrozenParameters {
- public:
-  explicit FrozenParameters(torch::nn::Module& module) : parameters_(module.parameters()) {
-    for (auto& parameter : parameters_) {
-      was_required_.push_back(parameter.requires_grad());
-      parameter.set_requires_grad(false);
-    }
-  }
-  ~FrozenParameters() {
-    for (size_t i = 0; i < parameters_.size(); ++i) parameters_[i].set_requires_grad(was_required_[i]);
-  }
-  FrozenParameters(const FrozenParameters&) = delete;
-  FrozenParameters& operator=(const FrozenParameters&) = delete;
-
- private:
-  std::vector<torch::Tensor> parameters_;
-  std::vector<bool> was_required_;
-};
-
-}  // namespace
 
 torch::Tensor patch_rows(const torch::Tensor& value, const HookPoint& point, int64_t batch) {
   const torch::Tensor item = value[batch];
@@ -48,74 +26,79 @@ torch::Tensor patch_rows(const torch::Tensor& value, const HookPoint& point, int
   throw std::logic_error("patch_rows: unknown format");
 }
 
-GradCamResult grad_cam(Backbone& model, const torch::Tensor& image, const AttentionSettings& settings,
-                       const GradCamOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  GradCamResult result;
-  result.layer = model.resolve_hook_point(options.layer);
-  // Models without classes (CLIP's embedding, DINOv2's or a pooler's features) are explained
-  // through one output dimension (--class C) or, by default, the output's L2 norm.
-  const std::string output_kind = model.output_kind();
-  const bool has_classes = output_kind == "logits";
-  const int num_classes = model.num_classes();
-  if (has_classes && options.target_class >= num_classes)
-    throw std::invalid_argument("--class " + std::to_string(options.target_class) + ": the model has " +
-                                std::to_string(num_classes) + " classes (0.." + std::to_string(num_classes - 1) + ")");
-
+LayerReading read_layer(Backbone& model, const torch::Tensor& image, const AttentionSettings& settings,
+                        const std::string& layer, int target_class, bool with_gradient) {
+  LayerReading reading;
+  reading.point.name = model.resolve_hook_point(layer);
+  check_target(model, target_class);
   FrozenParameters frozen(model);
-  torch::AutoGradMode grad_mode(true);
+  std::optional<c10::InferenceMode> inference;
+  if (!with_gradient) inference.emplace();
+  torch::AutoGradMode grad_mode(with_gradient);
   // An input made under InferenceMode cannot take part in autograd; a plain copy can.
-  const torch::Tensor input = image.is_inference() ? image.clone() : image;
-  torch::Tensor activation;
-  HookPoint hooked;
+  const torch::Tensor input = with_gradient && image.is_inference() ? image.clone() : image;
   ForwardOptions forward_options;
   forward_options.capture = false;
   forward_options.hook = [&](const HookPoint& point, torch::Tensor& value) {
-    if (point.name != result.layer) return;
+    if (point.name != reading.point.name) return;
     // A fresh leaf: autograd records from here on only, the earlier blocks ran without a graph.
-    value = value.detach().requires_grad_(true);
-    activation = value;
-    hooked = point;
+    if (with_gradient) value = value.detach().requires_grad_(true);
+    reading.activation = value;
+    reading.point = point;
   };
   ForwardOutput output = model.forward(input, settings, forward_options);
-  if (!activation.defined()) throw std::logic_error("Grad-CAM: the forward pass never reached " + result.layer);
-  result.layout = hooked.layout;
-  auto logits = output.logits[0];
-  result.logits = logits.detach().to(torch::kCPU, torch::kFloat);
-  if (options.target_class >= logits.size(0))
-    throw std::invalid_argument("--class " + std::to_string(options.target_class) + ": the " + output_kind + " has " +
-                                std::to_string(logits.size(0)) + " dimensions");
-  const bool norm_target = !has_classes && options.target_class < 0;
-  result.target_class =
-      options.target_class >= 0 || norm_target ? options.target_class : int(result.logits.argmax().item<int64_t>());
-  auto score = norm_target ? logits.norm() : logits[result.target_class];
-  result.score = score.item<double>();
-  torch::Tensor gradient;
-  if (score.requires_grad())
-    gradient = torch::autograd::grad({score}, {activation}, {}, /*retain_graph=*/false, /*create_graph=*/false,
-                                     /*allow_unused=*/true)[0];
-  if (!gradient.defined()) gradient = torch::zeros_like(activation);
+  if (!reading.activation.defined()) throw std::logic_error("the forward pass never reached " + reading.point.name);
+  const torch::Tensor logits = output.logits[0];
+  reading.logits = logits.detach().to(torch::kCPU, torch::kFloat);
+  reading.target = resolve_target(model, target_class, reading.logits);
+  const torch::Tensor score = target_scores(output.logits, reading.target)[0];
+  reading.score = score.item<double>();
+  if (with_gradient) {
+    if (score.requires_grad())
+      reading.gradient = torch::autograd::grad({score}, {reading.activation}, {}, /*retain_graph=*/false,
+                                               /*create_graph=*/false, /*allow_unused=*/true)[0];
+    if (!reading.gradient.defined()) reading.gradient = torch::zeros_like(reading.activation);
+  }
+  reading.activation = reading.activation.detach();
+  return reading;
+}
+
+GradCamResult grad_cam(Backbone& model, const torch::Tensor& image, const AttentionSettings& settings,
+                       const GradCamOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  const LayerReading reading = read_layer(model, image, settings, options.layer, options.target_class, true);
+  GradCamResult result;
+  result.layer = reading.point.name;
+  result.layout = reading.point.layout;
+  result.logits = reading.logits;
+  result.target_class = reading.target.index;
+  result.score = reading.score;
 
   torch::NoGradGuard no_grad;
   const TokenLayout& layout = result.layout;
-  auto patch_activations = patch_rows(activation.detach(), hooked).to(torch::kCPU, torch::kFloat);  // [N, C]
-  auto patch_gradients = patch_rows(gradient, hooked).to(torch::kCPU, torch::kFloat);
+  auto patch_activations = patch_rows(reading.activation, reading.point).to(torch::kCPU, torch::kFloat);  // [N, C]
+  auto patch_gradients = patch_rows(reading.gradient, reading.point).to(torch::kCPU, torch::kFloat);
   result.max_abs_gradient = patch_gradients.abs().max().item<double>();
   result.weights = patch_gradients.mean(0);                                    // [C]
   auto cam = torch::matmul(patch_activations, result.weights).clamp_min(0.0);  // [N]
   result.cam = cam.reshape({layout.grid_h, layout.grid_w}).contiguous();
   result.scaled = (result.cam - result.cam.min());
   result.scaled = result.scaled / (result.scaled.max() + 1e-7);
-  if (result.max_abs_gradient == 0.0) {
-    std::ostringstream warning;
-    warning << "the gradient of class " << result.target_class << " is zero on every patch token at " << result.layer
-            << " (the class score does not depend on the patch tokens there";
-    if (layout.has_class_token) warning << ": after the last attention only the class token reaches the head";
-    warning << "); the map is empty, pick an earlier layer such as " << model.default_hook_point();
-    result.warning = warning.str();
-  }
+  if (result.max_abs_gradient == 0.0) result.warning = zero_gradient_warning(model, reading);
   result.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return result;
+}
+
+std::string zero_gradient_warning(const Backbone& model, const LayerReading& reading) {
+  std::ostringstream warning;
+  warning << "the gradient of "
+          << (reading.target.norm ? "the output norm" : "class " + std::to_string(reading.target.index))
+          << " is zero on every patch token at " << reading.point.name
+          << " (the class score does not depend on the patch tokens there";
+  if (reading.point.layout.has_class_token)
+    warning << ": after the last attention only the class token reaches the head";
+  warning << "); the map is empty, pick an earlier layer such as " << model.default_hook_point();
+  return warning.str();
 }
 
 torch::Tensor upsample_map(const torch::Tensor& grid_map, int height, int width) {

@@ -7,9 +7,28 @@
 
 #include <string>
 
+#include "analysis/attribution_target.h"
 #include "models/backbone.h"
 
 namespace attnscope {
+
+// What one hook point held in one forward pass: its activation, the target's gradient there (when
+// asked for), the output and the resolved target. Every CAM method starts from this.
+struct LayerReading {
+  HookPoint point;           // resolved name, token layout and tensor format at this input size
+  torch::Tensor activation;  // as the hook saw it (e.g. [1, T, C] tokens), detached
+  torch::Tensor gradient;    // dScore/dActivation, same shape; undefined without `with_gradient`
+  torch::Tensor logits;      // [K] the output row, CPU float32
+  AttributionTarget target;
+  double score = 0.0;  // the target's value (logit, dimension or norm)
+};
+
+// One forward pass that keeps the activation at `layer` (a hook point spec, empty: the family's
+// default) and, with `with_gradient`, one backward from the target to it. Only the part of the
+// network after the layer is recorded for autograd and no parameter gradient is formed; without
+// gradients the pass runs under InferenceMode. Throws std::invalid_argument for a bad layer or class.
+LayerReading read_layer(Backbone& model, const torch::Tensor& image, const AttentionSettings& settings,
+                        const std::string& layer, int target_class, bool with_gradient);
 
 struct GradCamOptions {
   // A hook point of the model (Backbone::resolve_hook_point): "blocks.N.norm1", "blocks.N.norm2",
@@ -41,6 +60,9 @@ struct GradCamResult {
 // image: [1, 3, H, W] prepared input. Throws std::invalid_argument for a bad layer or class.
 GradCamResult grad_cam(Backbone& model, const torch::Tensor& image, const AttentionSettings& settings,
                        const GradCamOptions& options = {});
+
+// The warning for a map whose patch gradients are all zero (the layer is past the last attention).
+std::string zero_gradient_warning(const Backbone& model, const LayerReading& reading);
 
 // An activation or gradient at a hook point as patch rows [N, C] in the layout's grid order (the
 // prefix tokens dropped): pytorch-grad-cam's reshape_transform for every format.

@@ -14,6 +14,7 @@
 #include "analysis/gradcam.h"
 #include "analysis/rollout.h"
 #include "analysis/spectrum.h"
+#include "app/analyze.h"
 #include "app/cli.h"
 #include "app/commands.h"
 #include "core/atomic_file.h"
@@ -26,34 +27,38 @@
 
 namespace attnscope {
 
-namespace {
+namespace analyze {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const std::vector<std::string> kAnalyses = {"gradcam", "rollout", "spectrum", "fp", "metrics"};
+const std::vector<std::string> kAnalyses = {"gradcam",   "rollout",   "spectrum",    "fp",       "metrics",
+                                            "gradcam++", "xgradcam",  "layercam",    "eigencam", "hirescam",
+                                            "scorecam",  "relevance", "gradrollout", "ig",       "faithfulness"};
 
 const std::vector<std::string> kAnalyzeOptions = {
-    "model", "image",    "out",    "variant", "p",      "window",        "anchors", "dwc",
-    "norm",  "layer",    "head",   "query",   "resize", "size",          "crop",    "interpolation",
-    "mean",  "std",      "device", "arch",    "class",  "gradcam-layer", "fusion",  "discard",
-    "box",   "colormap", "scale",  "opacity", "alpha",  "overwrite"};
+    "model",   "image", "out",       "variant",       "p",      "window",      "anchors",       "dwc",        "norm",
+    "layer",   "head",  "query",     "resize",        "size",   "crop",        "interpolation", "mean",       "std",
+    "device",  "arch",  "class",     "gradcam-layer", "fusion", "discard",     "box",           "colormap",   "scale",
+    "opacity", "alpha", "overwrite", "methods",       "steps",  "replacement", "ig-steps",      "ig-baseline"};
+
+// The analyses in the order --help and errors list them.
+std::string analysis_list() {
+  std::string list;
+  for (const auto& name : kAnalyses) list += (list.empty() ? "" : ", ") + name;
+  return list;
+}
 
 const std::vector<CommandFlag> kAnalyzeFlags = {
-    {"analysis", "NAME", "gradcam, rollout, spectrum, fp or metrics", ""},
+    {"analysis", "NAME",
+     "gradcam, rollout, spectrum, fp, metrics; the attribution methods gradcam++, xgradcam, layercam, eigencam, "
+     "hirescam, scorecam, relevance, gradrollout, ig (NAME.npy at the layer's grid); faithfulness (--methods)",
+     ""},
     {"variants", "LIST", "spectrum, metrics: variants to compare on the same model (default: --variant)", ""},
     {"top-k", "K", "fp, metrics: keys counted by the top-k mass", "10"},
     {"bins", "N", "fp: histogram bins over cosine similarity [0, 1]", "50"},
     {"object-mask", "FILE", "metrics: object mask image (nonzero = object), transformed like the image", ""},
     {"glyph-seed", "S", "metrics, all: use the generated glyph sample S as the image and its mask as the object", ""},
-};
-
-struct Context {
-  AppState state;
-  CommandLine line;
-  fs::path out;
-  // Every output, written together once the analysis is done: existing files are refused first.
-  std::shared_ptr<OutputFiles> files;
 };
 
 void write_json(const Context& context, const std::string& name, const json& value) {
@@ -93,13 +98,6 @@ std::vector<std::string> split_list(const std::string& text) {
     if (!item.empty()) items.push_back(item);
   return items;
 }
-
-// The model, the prepared image and (for --glyph-seed) the object mask at the model's input size.
-struct Loaded {
-  LoadedModel model;
-  cv::Mat prepared;
-  cv::Mat object_mask;  // CV_8UC1 at the prepared size, empty when none
-};
 
 Loaded load_inputs(const Context& context) {
   const AppState& state = context.state;
@@ -470,11 +468,13 @@ int analyze_metrics(const Context& context) {
   return 0;
 }
 
-}  // namespace
+}  // namespace analyze
 
 int analyze_command(const Args& args) {
+  using namespace analyze;
   const std::string usage =
-      "attnscope analyze --analysis gradcam|rollout|spectrum|fp|metrics --model FILE --image FILE --out DIR [options]";
+      "attnscope analyze --analysis gradcam|rollout|spectrum|fp|metrics|gradcam++|xgradcam|layercam|eigencam|hirescam|"
+      "scorecam|relevance|gradrollout|ig|faithfulness --model FILE --image FILE --out DIR [options]";
   auto parsed = parse_or_print_help(args, usage, kAnalyzeOptions, kAnalyzeFlags);
   if (!parsed) return 0;
   Context context;
@@ -483,11 +483,10 @@ int analyze_command(const Args& args) {
   // A session saved by the workbench names its analysis view; --analysis overrides it.
   std::string analysis = context.line.flags["analysis"];
   if (analysis.empty() && context.state.analysis != "none") analysis = context.state.analysis;
-  if (analysis.empty())
-    throw std::invalid_argument("--analysis is required (gradcam, rollout, spectrum, fp or metrics)");
+  if (analysis == "attribution") analysis = context.state.method;  // the workbench's attribution view
+  if (analysis.empty()) throw std::invalid_argument("--analysis is required (" + analysis_list() + ")");
   if (std::find(kAnalyses.begin(), kAnalyses.end(), analysis) == kAnalyses.end())
-    throw std::invalid_argument("unknown --analysis '" + analysis +
-                                "' (expected gradcam, rollout, spectrum, fp or metrics)");
+    throw std::invalid_argument("unknown --analysis '" + analysis + "' (expected " + analysis_list() + ")");
   if (context.state.out.empty()) throw std::invalid_argument("--out is required");
   // Bounded before anything is allocated or written.
   const int bins = context.line.flag_int("bins"), top_k = context.line.flag_int("top-k");
@@ -504,8 +503,12 @@ int analyze_command(const Args& args) {
     code = analyze_spectrum(context);
   else if (analysis == "fp")
     code = analyze_fp(context);
-  else
+  else if (analysis == "metrics")
     code = analyze_metrics(context);
+  else if (analysis == "faithfulness")
+    code = faithfulness(context);
+  else
+    code = attribution(context, analysis);
   context.files->write();  // refuses existing outputs (unless --overwrite) before writing any
   return code;
 }

@@ -1,7 +1,8 @@
 // `attnscope bench`: median forward latency per variant for DeiT-Tiny/Small shapes at 224, with
 // and without capture, against the same weights in PyTorch eager (Debian's python3-torch).
-// `attnscope bench --analysis`: Grad-CAM against PyTorch-eager Grad-CAM, and the spectrum's factor
-// path against the full SVD at N = 784 and 3136 patch tokens.
+// `attnscope bench --analysis`: Grad-CAM, attention relevance and Score-CAM against PyTorch-eager
+// versions on the same weights, and the spectrum's factor path against the full SVD at N = 784 and
+// 3136 patch tokens.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -12,7 +13,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "analysis/cam_methods.h"
 #include "analysis/gradcam.h"
+#include "analysis/relevance.h"
 #include "analysis/spectrum.h"
 #include "app/cli.h"
 #include "app/commands.h"
@@ -121,6 +124,22 @@ double median_of_runs(int warmup, int runs, Work work) {
   return median_ms(samples);
 }
 
+// A random DeiT written for PyTorch to load, loaded here, and a random input at 224.
+struct BenchModel {
+  std::string path;
+  LoadedModel model;
+  torch::Tensor input;
+};
+
+BenchModel random_deit_and_input(const DeitShape& shape, const std::filesystem::path& folder, torch::Device device) {
+  BenchModel bench;
+  bench.path = write_random_deit(shape, folder);
+  bench.model = load_model(bench.path, {}, device);
+  torch::manual_seed(1);
+  bench.input = torch::randn({1, 3, 224, 224}).to(device);
+  return bench;
+}
+
 // Grad-CAM (default layer, top-1 class) on random DeiT weights at 224 against both eager baselines.
 void bench_gradcam(const std::vector<DeitShape>& shapes, const std::filesystem::path& folder, const std::string& python,
                    torch::Device device, int warmup, int runs, int rounds) {
@@ -129,10 +148,7 @@ void bench_gradcam(const std::vector<DeitShape>& shapes, const std::filesystem::
             << "eager(lib)" << std::setw(10) << "ratio" << std::setw(14) << "eager(lean)" << std::setw(10) << "ratio"
             << "\n";
   for (const auto& shape : shapes) {
-    const std::string path = write_random_deit(shape, folder);
-    LoadedModel model = load_model(path, {}, device);
-    torch::manual_seed(1);
-    const auto input = torch::randn({1, 3, 224, 224}).to(device);
+    auto [path, model, input] = random_deit_and_input(shape, folder, device);
     std::vector<double> ours, library, lean;
     std::string error;
     for (int round = 0; round < rounds; ++round) {
@@ -161,6 +177,64 @@ void bench_gradcam(const std::vector<DeitShape>& shapes, const std::filesystem::
       std::cout << "  (no PyTorch reference: " << error << ")";
     }
     std::cout << "\n" << std::flush;
+  }
+}
+
+// Attention relevance (Chefer et al.) and Score-CAM (blocks.-1.norm1) on random DeiT weights at 224 against
+// PyTorch-eager versions of the same methods (bench/pytorch_attribution.py). Score-CAM runs C / 16
+// forward passes of 16 images, so it gets a fifth of the runs.
+void bench_attribution(const std::vector<DeitShape>& shapes, const std::filesystem::path& folder,
+                       const std::string& python, torch::Device device, int warmup, int runs, int rounds) {
+  const int score_runs = std::max(1, runs / 5);
+  std::cout << "\nAttention relevance (top-1 class, forward + backward to every layer's probabilities) and Score-CAM "
+               "(blocks.-1.norm1, C/16 batched forward passes), input 1x3x224x224\n"
+            << std::left << std::setw(7) << "model" << std::setw(11) << "method" << std::right << std::setw(12)
+            << "attnscope" << std::setw(14) << "eager(lib)" << std::setw(10) << "ratio" << std::setw(14)
+            << "eager(lean)" << std::setw(10) << "ratio"
+            << "\n";
+  for (const auto& shape : shapes) {
+    auto [path, model, input] = random_deit_and_input(shape, folder, device);
+    std::vector<double> relevance, scorecam, eager_relevance, eager_lean, eager_scorecam;
+    std::string error;
+    CamOptions score_options;
+    score_options.method = CamMethod::ScoreCam;
+    for (int round = 0; round < rounds; ++round) {
+      relevance.push_back(median_of_runs(warmup, runs, [&] {
+        attention_relevance(model.native("relevance"), input, {}, {});
+        if (device.is_cuda()) torch::cuda::synchronize();
+      }));
+      scorecam.push_back(median_of_runs(std::min(warmup, 1), score_runs, [&] {
+        class_activation_map(model.native("Score-CAM"), input, {}, score_options);
+        if (device.is_cuda()) torch::cuda::synchronize();
+      }));
+      if (python == "none") continue;
+      std::ostringstream command;
+      command << "'" << python << "' '" << ATTNSCOPE_SOURCE_DIR << "/bench/pytorch_attribution.py' --model '" << path
+              << "' --heads " << shape.heads << " --threads " << torch::get_num_threads() << " --runs " << runs
+              << " --warmup " << warmup << " --score-runs " << score_runs;
+      const auto json = run_python_json(command.str(), error);
+      if (json.contains("relevance_ms")) {
+        eager_relevance.push_back(json["relevance_ms"].get<double>());
+        eager_lean.push_back(json["relevance_lean_ms"].get<double>());
+        eager_scorecam.push_back(json["scorecam_ms"].get<double>());
+      }
+    }
+    const auto row = [&](const char* method, const std::vector<double>& ours, const std::vector<double>& library,
+                         const std::vector<double>& lean) {
+      const double ours_ms = median_ms(ours);
+      std::cout << std::left << std::setw(7) << shape.name << std::setw(11) << method << std::right << std::setw(10)
+                << ours_ms << "ms";
+      if (!library.empty()) {
+        std::cout << std::setw(12) << median_ms(library) << "ms" << std::setw(9) << ours_ms / median_ms(library) << "x";
+        if (!lean.empty())
+          std::cout << std::setw(12) << median_ms(lean) << "ms" << std::setw(9) << ours_ms / median_ms(lean) << "x";
+      } else {
+        std::cout << "  (no PyTorch reference: " << error << ")";
+      }
+      std::cout << "\n" << std::flush;
+    };
+    row("relevance", relevance, eager_relevance, eager_lean);
+    row("scorecam", scorecam, eager_scorecam, {});
   }
 }
 
@@ -261,7 +335,9 @@ int bench_command(const Args& args) {
       {"warmup", "N", "untimed runs first", "3"},
       {"rounds", "N", "alternating rounds of C++ and PyTorch measurements", "3"},
       {"python", "EXE", "Python with torch for the eager reference ('none' to skip)", ATTNSCOPE_PYTHON},
-      {"analysis", "", "bench the analyses instead: Grad-CAM vs eager, spectrum factors vs full SVD", ""},
+      {"analysis", "",
+       "bench the analyses instead: Grad-CAM, attention relevance and Score-CAM vs eager, spectrum factors vs full SVD",
+       ""},
       {"family", "swin|pvt", "bench a hierarchical family instead: Swin-T or PVT-v2-b2 shapes at 224", ""},
   };
   auto parsed = parse_or_print_help(args, "attnscope bench [--sizes tiny,small] [--runs N]", options, flags);
@@ -299,6 +375,7 @@ int bench_command(const Args& args) {
               << ", medians over " << rounds << " alternating rounds of the median of " << runs << " runs\n";
     std::cout << std::fixed << std::setprecision(2);
     bench_gradcam(shapes, folder, line.flags["python"], device, warmup, runs, rounds);
+    bench_attribution(shapes, folder, line.flags["python"], device, warmup, runs, rounds);
     bench_spectrum(folder, device, warmup, runs);
     std::filesystem::remove_all(folder);
     return 0;

@@ -11,6 +11,7 @@
 #include "analysis/spectrum.h"
 #include "app/cli.h"
 #include "app/commands.h"
+#include "app/eval_folder.h"
 #include "core/assets.h"
 #include "core/atomic_file.h"
 #include "datasets/glyph_task.h"
@@ -62,15 +63,27 @@ torch::Tensor focus_map(const AttentionCapture& capture, int64_t item) {
 }  // namespace
 
 int eval_command(const Args& args) {
-  const std::vector<std::string> state_options = {"device", "out"};
+  const std::vector<std::string> state_options = {"device",  "out",         "model",    "arch",        "methods",
+                                                  "steps",   "replacement", "ig-steps", "ig-baseline", "fusion",
+                                                  "discard", "resize",      "size",     "variant"};
   const std::vector<CommandFlag> flags = {
       {"models", "LIST", "comma-separated model files (default: every model in assets/models)", ""},
       {"samples", "N", "held-out images", "200"},
+      {"images", "DIR", "your own images instead: a folder, scored per --methods and layer (needs --model)", ""},
+      {"masks", "DIR", "with --images: object masks (nonzero = object) named like the images", ""},
+      {"boxes", "FILE", "with --images: object boxes, CSV with file (or seed) and x,y,w,h in pixels", ""},
+      {"labels", "FILE", "with --images: classes, CSV with file (or seed) and label; gives the accuracy", ""},
+      {"layers", "all|L,..", "with --images: layers of the layer-wise methods (CAMs at blocks.L.norm1, attention)",
+       "all"},
   };
-  auto parsed =
-      parse_or_print_help(args, "attnscope eval [--models A,B] [--samples N] [--out DIR]", state_options, flags);
+  auto parsed = parse_or_print_help(args,
+                                    "attnscope eval [--models A,B] [--samples N] [--out DIR]\n"
+                                    "       attnscope eval --images DIR (--masks DIR | --boxes FILE.csv) "
+                                    "[--labels FILE.csv] --model FILE [--methods LIST] [--out DIR]",
+                                    state_options, flags);
   if (!parsed) return 0;
   CommandLine& line = *parsed;
+  if (!line.flags["images"].empty()) return eval_folder(line);
   configure_threads();
   const torch::Device device = resolve_device(line.state.device);
   const int samples = std::max(1, line.flag_int("samples"));
@@ -90,8 +103,19 @@ int eval_command(const Args& args) {
                "| Grad-CAM: mass | Grad-CAM: pointing | rank, block "
             << kRankLayer << " (mean of heads) |\n|---|---|---|---|---|---|---|---|---|\n";
   double baseline = 0;
+  const int task_classes = int(glyph_class_names().size());
   for (const auto& path : models) {
     LoadedModel model = load_model(path, {}, device);
+    if (model.output_kind() != "logits" || model.num_classes() != task_classes) {
+      // An accuracy of 0 would say the model is bad at a task it was never made for.
+      std::cout << "| " << std::filesystem::path(path).stem().string() << " | does not fit the glyph task: the model "
+                << (model.output_kind() == "logits" ? "has " + std::to_string(model.num_classes()) + " classes"
+                                                    : "outputs " + model.output_kind() + " without classes")
+                << ", the task " << task_classes << " |\n"
+                << std::flush;
+      report.push_back({{"model", path}, {"fits_task", false}, {"classes", model.num_classes()}});
+      continue;
+    }
     const int depth = model.backbone->attention_layers();
     std::vector<LayerFocus> focus(static_cast<size_t>(depth));
     int correct = 0;

@@ -1,11 +1,11 @@
 // `attnscope export`: paper figures for one image or a folder of images, with the numbers behind
 // every panel and the session that reproduces each figure; the same code as the GUI's Export button.
-#include <unistd.h>
 
 #include <iostream>
 
 #include "app/cli.h"
 #include "app/commands.h"
+#include "app/progress_bar.h"
 #include "figures/export.h"
 #include "models/inference.h"
 
@@ -14,12 +14,12 @@ namespace attnscope {
 namespace {
 
 const std::vector<std::string> kExportOptions = {
-    "model",    "image",         "out",       "layout",        "format",   "dpi",        "png-width",
-    "width-pt", "transparent",   "overwrite", "variants",      "layers",   "heads",      "layer",
-    "head",     "query",         "view",      "direction",     "colormap", "scale",      "opacity",
-    "alpha",    "variant",       "p",         "window",        "anchors",  "dwc",        "norm",
-    "resize",   "size",          "crop",      "interpolation", "mean",     "std",        "device",
-    "arch",     "gradcam-layer", "class",     "fusion",        "discard",  "fp-vectors", "fp-projection"};
+    "model", "image", "out", "layout", "format", "dpi", "png-width", "width-pt", "transparent", "overwrite", "variants",
+    "layers", "heads", "layer", "head", "query", "view", "direction", "colormap", "scale", "opacity", "alpha",
+    "variant", "p", "window", "anchors", "dwc", "norm", "resize", "size", "crop", "interpolation", "mean", "std",
+    "device", "arch", "gradcam-layer", "class", "fusion", "discard", "fp-vectors", "fp-projection",
+    // the faithfulness layout
+    "methods", "steps", "replacement", "ig-steps", "ig-baseline"};
 
 const std::vector<CommandFlag> kExportFlags = {
     {"images", "DIR", "a folder of images (sorted; .png .jpg .jpeg .bmp .tif .tiff .webp): one figure each", ""},
@@ -42,35 +42,6 @@ std::string usage() {
       "a row with model=F runs that checkpoint (panels of the workbench that hold other checkpoints).";
   return text;
 }
-
-// One line on stderr redrawn in place on a terminal; one line per image otherwise (logs, CI).
-class ProgressBar {
- public:
-  ProgressBar() : terminal_(::isatty(STDERR_FILENO) == 1) {}
-
-  void show(size_t done, size_t total, const std::string& image) {
-    if (total < 2) return;  // one image: nothing to follow
-    if (!terminal_) {
-      if (done < total) std::cerr << "[" << done + 1 << "/" << total << "] " << image << "\n";
-      return;
-    }
-    constexpr size_t kWidth = 30;
-    const size_t filled = total ? done * kWidth / total : kWidth;
-    std::string name = image.size() > 40 ? "..." + image.substr(image.size() - 37) : image;
-    std::cerr << "\r[" << std::string(filled, '#') << std::string(kWidth - filled, '-') << "] " << done << "/" << total
-              << " " << name << "\033[K" << std::flush;
-    if (done == total) std::cerr << "\n";
-  }
-
-  // Error lines go above the bar.
-  void error(const std::string& line) {
-    if (terminal_) std::cerr << "\r\033[K";
-    std::cerr << line << "\n";
-  }
-
- private:
-  bool terminal_;
-};
 
 }  // namespace
 

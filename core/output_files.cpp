@@ -39,7 +39,7 @@ std::vector<std::string> OutputFiles::existing() const {
 }
 
 void OutputFiles::write() const {
-  if (false) {
+  if (!overwrite_) {
     const std::vector<std::string> found = existing();
     if (!found.empty())
       throw std::runtime_error(
@@ -48,10 +48,13 @@ void OutputFiles::write() const {
           ": --overwrite replaces them, or choose another --out");
   }
   fs::create_directories(folder_);
-  for (const auto& [name, bytes] : files_)
+  for (const auto& [name, bytes] : files_) {
+    const fs::path parent = (fs::path(folder_) / name).parent_path();
+    if (!parent.empty()) fs::create_directories(parent);  // names may lie in subfolders (a figure's data)
     write_file_atomically((fs::path(folder_) / name).string(),
                           [&](std::ostream& out) { out.write(bytes.data(), std::streamsize(bytes.size())); },
                           overwrite_);
+  }
 }
 
 std::vector<std::string> OutputFiles::names() const {

@@ -10,6 +10,7 @@
 
 #include "core/atomic_file.h"
 #include "core/npy.h"
+#include "core/output_files.h"
 #include "models/inference.h"
 
 namespace attnscope {
@@ -112,23 +113,20 @@ nlohmann::json manifest(const Figure& figure, const FigureRequest& request, cons
 
 }  // namespace
 
-ExportedFigure write_figure_bundle(const Figure& figure, const FigureRequest& request, const AppState& session,
-                                   const cv::Mat& input_rgb, const std::string& out_dir, const std::string& stem) {
-  const std::string ext = to_string(request.format);
-  const fs::path out(out_dir);
-  const std::string figure_file = stem + "." + ext;
-  const std::string data_folder = stem + "_data";
-  const fs::path data_dir = out / data_folder;
+namespace {
 
-  // Everything is rendered before the first file is touched, so a failure leaves the disk as it was.
-  ExportedFigure exported;
-  exported.geometry = layout_figure(figure, request.style);
+// The bundle's files, rendered in memory, with paths relative to the output folder.
+std::vector<PendingFile> bundle_files(const Figure& figure, const FigureRequest& request, const AppState& session,
+                                      const cv::Mat& input_rgb, const std::string& stem, FigureGeometry& geometry) {
+  const std::string figure_file = stem + "." + to_string(request.format);
+  const std::string data_folder = stem + "_data";
+  const fs::path data_dir = data_folder;
+  geometry = layout_figure(figure, request.style);
   std::vector<PendingFile> files;
-  files.push_back({(out / figure_file).string(), render_figure(figure, request.style, request.format), false});
-  exported.figure_path = files.back().path;
-  files.push_back({(out / (figure_file + ".json")).string(),
-                   manifest(figure, request, exported.geometry, figure_file, data_folder).dump(2) + "\n", false});
-  files.push_back({(out / (figure_file + ".session.json")).string(), to_json(session).dump(2) + "\n", false});
+  files.push_back({figure_file, render_figure(figure, request.style, request.format), false});
+  files.push_back(
+      {figure_file + ".json", manifest(figure, request, geometry, figure_file, data_folder).dump(2) + "\n", false});
+  files.push_back({figure_file + ".session.json", to_json(session).dump(2) + "\n", false});
   for (const auto& panel : figure.panels) {
     if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) {
       const cv::Mat values = heatmap->values.clone();
@@ -139,6 +137,19 @@ ExportedFigure write_figure_bundle(const Figure& figure, const FigureRequest& re
     }
   }
   if (!input_rgb.empty()) files.push_back({(data_dir / "input.png").string(), png_bytes(input_rgb), true});
+  return files;
+}
+
+}  // namespace
+
+ExportedFigure write_figure_bundle(const Figure& figure, const FigureRequest& request, const AppState& session,
+                                   const cv::Mat& input_rgb, const std::string& out_dir, const std::string& stem) {
+  const fs::path out(out_dir);
+  // Everything is rendered before the first file is touched, so a failure leaves the disk as it was.
+  ExportedFigure exported;
+  std::vector<PendingFile> files = bundle_files(figure, request, session, input_rgb, stem, exported.geometry);
+  for (auto& file : files) file.path = (out / file.path).string();
+  exported.figure_path = files.front().path;
   // Refuse before writing anything.
   std::vector<bool> skip(files.size(), false);
   if (!request.overwrite)
@@ -152,7 +163,7 @@ ExportedFigure write_figure_bundle(const Figure& figure, const FigureRequest& re
                                " (--overwrite replaces it)");
     }
 
-  fs::create_directories(data_dir);
+  fs::create_directories(out / (stem + "_data"));
   for (size_t i = 0; i < files.size(); ++i) {
     if (skip[i]) continue;
     write_file_atomically(
@@ -162,6 +173,20 @@ ExportedFigure write_figure_bundle(const Figure& figure, const FigureRequest& re
         },
         request.overwrite);
     if (i > 0) exported.data_paths.push_back(files[i].path);
+  }
+  return exported;
+}
+
+ExportedFigure add_figure_bundle(OutputFiles& outputs, const Figure& figure, const FigureRequest& request,
+                                 const AppState& session, const cv::Mat& input_rgb, const std::string& out_dir,
+                                 const std::string& stem) {
+  const fs::path out(out_dir);
+  ExportedFigure exported;
+  std::vector<PendingFile> files = bundle_files(figure, request, session, input_rgb, stem, exported.geometry);
+  exported.figure_path = (out / files.front().path).string();
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (i > 0) exported.data_paths.push_back((out / files[i].path).string());
+    outputs.add_bytes(files[i].path, std::move(files[i].bytes));
   }
   return exported;
 }

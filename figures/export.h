@@ -17,6 +17,8 @@
 
 namespace attnscope {
 
+class OutputFiles;
+
 // What one export wrote. Files, for a figure stem S in folder D:
 //   D/S.<png|svg|pdf>        the figure
 //   D/S_data/<panel>.npy     heatmap values (float32 [rows, cols]), colour-mapped as in the figure
@@ -39,6 +41,13 @@ std::string figure_stem(const std::string& image_path, const std::string& layout
 // (identical ones are left as they are, so a PDF and a PNG of one figure share their data).
 ExportedFigure write_figure_bundle(const Figure& figure, const FigureRequest& request, const AppState& session,
                                    const cv::Mat& input_rgb, const std::string& out_dir, const std::string& stem);
+
+// The same bundle added to a command's other outputs (core/output_files.h), with names relative to
+// their folder `out_dir`: it is refused and written with them (no shared-data exception), so an
+// existing figure is an error unless the command may overwrite. Nothing is written here.
+ExportedFigure add_figure_bundle(OutputFiles& outputs, const Figure& figure, const FigureRequest& request,
+                                 const AppState& session, const cv::Mat& input_rgb, const std::string& out_dir,
+                                 const std::string& stem);
 
 // One image: load, prepare for the model, build the state's layout, write the bundle to out_dir.
 // Rows that name their own checkpoint load it through `cache` (a temporary one when null).

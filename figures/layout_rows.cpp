@@ -17,24 +17,30 @@ bool same_file(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+VariantRun variant_model(const VariantChoice& variant, const FigureRequest& request, LoadedModel& model,
+                         const cv::Mat& prepared_rgb, const RowModels* rows) {
+  VariantRun run;
+  run.variant = variant;
+  run.model = &model;
+  run.prepared = prepared_rgb;
+  if (!variant.model.empty() && !same_file(variant.model, model.path)) {
+    if (!rows || !rows->cache || rows->image_rgb.empty())
+      throw std::invalid_argument("--variants: the row '" + variant.label +
+                                  "' names another checkpoint, which this figure cannot load");
+    run.owned = rows->cache->get(variant.model, "", rows->device);
+    configure_input(*run.owned, request.input);
+    run.prepared = prepare_model_input(rows->image_rgb, request.input, *run.owned);
+    run.model = run.owned.get();
+  }
+  return run;
+}
+
 std::vector<VariantRun> run_variants(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
                                      const RowModels* rows) {
   if (request.variants.empty()) throw std::invalid_argument("a figure needs at least one variant");
   std::vector<VariantRun> runs;
   for (const auto& variant : request.variants) {
-    VariantRun run;
-    run.variant = variant;
-    run.model = &model;
-    run.prepared = prepared_rgb;
-    if (!variant.model.empty() && !same_file(variant.model, model.path)) {
-      if (!rows || !rows->cache || rows->image_rgb.empty())
-        throw std::invalid_argument("--variants: the row '" + variant.label +
-                                    "' names another checkpoint, which this figure cannot load");
-      run.owned = rows->cache->get(variant.model, "", rows->device);
-      configure_input(*run.owned, request.input);
-      run.prepared = prepare_model_input(rows->image_rgb, request.input, *run.owned);
-      run.model = run.owned.get();
-    }
+    VariantRun run = variant_model(variant, request, model, prepared_rgb, rows);
     run.result = run_inference(*run.model, run.prepared, variant.settings);
     runs.push_back(std::move(run));
   }

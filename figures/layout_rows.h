@@ -21,6 +21,10 @@ struct VariantRun {
   InferenceResult result;
 };
 
+// A row's model and prepared image without its forward pass (`result` left empty).
+VariantRun variant_model(const VariantChoice& variant, const FigureRequest& request, LoadedModel& model,
+                         const cv::Mat& prepared_rgb, const RowModels* rows);
+
 std::vector<VariantRun> run_variants(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
                                      const RowModels* rows);
 

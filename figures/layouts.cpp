@@ -9,6 +9,7 @@
 #include "analysis/gradcam.h"
 #include "analysis/rollout.h"
 #include "analysis/spectrum.h"
+#include "figures/faithfulness_figure.h"
 #include "figures/layout_rows.h"
 #include "figures/plots.h"
 #include "models/inference.h"
@@ -24,6 +25,7 @@ const std::vector<FigureLayoutInfo>& figure_layouts() {
       {"fp-demo", "FLatten's f_p: toy vectors and scores, then a layer's similarities, entropy and top-k mass vs p"},
       {"panels", "what the workbench shows: each panel (model, variant) side by side, --view head, mean or heads"},
       {"fp-vectors", "a head's key or query vectors before and after f_p in 2-D (PCA), a line from each x to f_p(x)"},
+      {"faithfulness", "per attribution method (--methods): its map, deletion and insertion curves against random"},
   };
   return layouts;
 }
@@ -64,6 +66,7 @@ FigureRequest FigureRequest::from_state(const AppState& state) {
   request.target_class = state.target_class;
   request.fusion = state.fusion;
   request.discard = state.discard;
+  if (request.layout == "faithfulness") request.faithfulness = faithfulness_request(state);
   return request;
 }
 
@@ -331,6 +334,7 @@ Figure build_figure(const FigureRequest& request, LoadedModel& model, const cv::
   if (request.layout == "fp-demo") return focusing_figure(request, model, prepared_rgb, title, rows);
   if (request.layout == "panels") return panels_figure(request, model, prepared_rgb, title, rows);
   if (request.layout == "fp-vectors") return fp_vectors_figure(request, model, prepared_rgb, title, rows);
+  if (request.layout == "faithfulness") return faithfulness_layout(request, model, prepared_rgb, title, rows);
   throw std::invalid_argument("unknown figure layout '" + request.layout + "'");
 }
 

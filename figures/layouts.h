@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/faithfulness_table.h"
 #include "figures/figure.h"
 #include "figures/render.h"
 #include "models/model_cache.h"
@@ -43,6 +44,7 @@ struct FigureRequest {
   int target_class = -1;
   HeadFusion fusion = HeadFusion::Mean;
   double discard = 0.0;
+  FaithfulnessTableRequest faithfulness;  // the faithfulness layout's methods and curves
 
   static FigureRequest from_state(const AppState& state);
 };

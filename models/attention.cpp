@@ -219,8 +219,9 @@ KernelFeatures kernel_features(const ResolvedAttention& resolved, const torch::T
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const TokenLayout& layout,
-                                     const AttentionSettings& settings, AttentionCapture* capture) {
-  return project_output(mix(project_input(x), layout, settings, capture));
+                                     const AttentionSettings& settings, AttentionCapture* capture,
+                                     const std::function<void(torch::Tensor&)>& probabilities_hook) {
+  return project_output(mix(project_input(x), layout, settings, capture, probabilities_hook));
 }
 
 torch::Tensor AttentionImpl::project_input(const torch::Tensor& x) {
@@ -232,7 +233,8 @@ torch::Tensor AttentionImpl::project_output(const torch::Tensor& merged) {
 }
 
 torch::Tensor AttentionImpl::mix(const torch::Tensor& projected, const TokenLayout& layout,
-                                 const AttentionSettings& settings, AttentionCapture* capture) {
+                                 const AttentionSettings& settings, AttentionCapture* capture,
+                                 const std::function<void(torch::Tensor&)>& probabilities_hook) {
   const int heads = arch_.heads;
   const int64_t parts = arch_.native == NativeAttention::Anchor ? 2 : 3;
   const int64_t batch = projected.size(0), tokens = projected.size(1), dim = projected.size(2) / parts;
@@ -249,7 +251,16 @@ torch::Tensor AttentionImpl::mix(const torch::Tensor& projected, const TokenLayo
   const ResolvedAttention resolved = resolve(settings, layout);
   KernelFeatures features = kernel_features(resolved, q, k, kernel_parameters(), layout);
   auto allowed = window_mask(layout, resolved.window, projected.device());
-  auto out = attend(resolved.kernel, features, v, allowed);
+  torch::Tensor out;
+  if (probabilities_hook) {
+    // The explicit matrix, so that the hook sees (and autograd differentiates) what the output uses.
+    auto all_queries = torch::arange(tokens, torch::TensorOptions().dtype(torch::kLong).device(projected.device()));
+    auto probabilities = equivalent_rows(resolved.kernel, features, all_queries, allowed);
+    probabilities_hook(probabilities);
+    out = torch::matmul(probabilities, v);
+  } else {
+    out = attend(resolved.kernel, features, v, allowed);
+  }
   if (resolved.dwc) out = out + depthwise_conv_on_values(v, dwc->weight, dwc->bias, layout);
   auto merged = out.transpose(1, 2).reshape({batch, tokens, dim});
   if (capture) {

@@ -130,17 +130,20 @@ class AttentionImpl : public torch::nn::Module {
  public:
   explicit AttentionImpl(const AttentionArch& arch);
 
-  // x: [B, T, C] -> [B, T, C]. Fills `capture` when given.
+  // x: [B, T, C] -> [B, T, C]. Fills `capture` when given. `probabilities_hook`, when given,
+  // receives the explicit [B, h, T, T] matrix the output is then computed from (see AttentionHook).
   torch::Tensor forward(const torch::Tensor& x, const TokenLayout& layout, const AttentionSettings& settings,
-                        AttentionCapture* capture = nullptr);
+                        AttentionCapture* capture = nullptr,
+                        const std::function<void(torch::Tensor&)>& probabilities_hook = {});
 
   // forward = project_output(mix(project_input(x))). The projections act on each token alone; only
   // mix looks across tokens.
   torch::Tensor project_input(const torch::Tensor& x);  // [..., C] -> [..., 3C] (anchor: [..., 2C])
   int64_t projected_dim() const { return (arch_.native == NativeAttention::Anchor ? 2 : 3) * int64_t(arch_.dim); }
   torch::Tensor mix(const torch::Tensor& projected, const TokenLayout& layout, const AttentionSettings& settings,
-                    AttentionCapture* capture = nullptr);     // [B, T, 3C] -> [B, T, C], heads merged
-  torch::Tensor project_output(const torch::Tensor& merged);  // [..., C] -> [..., C]
+                    AttentionCapture* capture = nullptr,
+                    const std::function<void(torch::Tensor&)>& probabilities_hook = {});  // [B, T, 3C] -> [B, T, C]
+  torch::Tensor project_output(const torch::Tensor& merged);                              // [..., C] -> [..., C]
 
   ResolvedAttention resolve(const AttentionSettings& settings, const TokenLayout& layout) const;
   const AttentionArch& arch() const { return arch_; }

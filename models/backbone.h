@@ -37,10 +37,25 @@ struct HookPoint {
 // replacement: the hook may reassign `value` (Grad-CAM swaps in a leaf that requires grad).
 using ForwardHook = std::function<void(const HookPoint& point, torch::Tensor& value)>;
 
+// One attention layer whose probabilities an AttentionHook receives.
+struct AttentionHookPoint {
+  int layer = 0;     // among the attention layers, in the order they run
+  std::string name;  // the module, e.g. "blocks.3.attn"
+  TokenLayout layout, key_layout;
+};
+
+// Receives each attention layer's probabilities [B, h, Tq, Tk] as the forward pass uses them: the
+// layer's output is then probabilities @ v (plus FLatten's DWC term, which is not part of the
+// matrix), so with autograd on their gradient is dScore/dA, what attention relevance and
+// gradient-weighted rollout read. Linear kernels form their equivalent matrix for it (O(T^2)
+// instead of O(T d^2)). The hook may keep the tensor or replace it.
+using AttentionHook = std::function<void(const AttentionHookPoint& point, torch::Tensor& probabilities)>;
+
 struct ForwardOptions {
   bool capture = true;
   std::function<bool()> cancelled;  // checked between blocks
   ForwardHook hook;                 // empty: no hook, no cost
+  AttentionHook attention_hook;     // empty: no explicit matrices, no cost
 };
 
 struct ForwardOutput {

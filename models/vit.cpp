@@ -227,12 +227,14 @@ torch::Tensor BlockImpl::forward_by_row_chunks(const torch::Tensor& x, const Tok
 
 torch::Tensor BlockImpl::forward(const torch::Tensor& x, const TokenLayout& layout, const AttentionSettings& settings,
                                  AttentionCapture* capture,
-                                 const std::function<void(const char*, torch::Tensor&)>& hook) {
-  if (!hook && cpu_inference(x) && configured_threads() > 1) return forward_by_row_chunks(x, layout, settings, capture);
+                                 const std::function<void(const char*, torch::Tensor&)>& hook,
+                                 const std::function<void(torch::Tensor&)>& probabilities_hook) {
+  if (!hook && !probabilities_hook && cpu_inference(x) && configured_threads() > 1)
+    return forward_by_row_chunks(x, layout, settings, capture);
   auto normed = norm1(x);
   if (hook) hook("norm1", normed);
   if (capture) capture->normed_input = normed;
-  auto attended = attn(normed, layout, settings, capture);
+  auto attended = attn(normed, layout, settings, capture, probabilities_hook);
   if (!ls1.is_empty()) attended = ls1(attended);
   auto out = x + attended;
   if (!local_mp.is_empty()) out = out + local_mp(norm3(out), layout);
@@ -362,12 +364,18 @@ ForwardOutput VisionTransformerImpl::forward(const torch::Tensor& images, const 
         const std::string name = "blocks." + std::to_string(i);
         options.hook({*point ? name + "." + point : name, output.layout, HookPoint::Format::Tokens}, value);
       };
+    std::function<void(torch::Tensor&)> probabilities_hook;
+    if (options.attention_hook)
+      probabilities_hook = [&options, &output, i](torch::Tensor& probabilities) {
+        options.attention_hook({int(i), "blocks." + std::to_string(i) + ".attn", output.layout, output.layout},
+                               probabilities);
+      };
     if (options.capture) {
       output.layers[i].placement.name = "blocks." + std::to_string(i);
       output.layers[i].placement.block = int(i);
     }
     x = blocks[i]->as<BlockImpl>()->forward(x, output.layout, settings, options.capture ? &output.layers[i] : nullptr,
-                                            block_hook);
+                                            block_hook, probabilities_hook);
   }
   output.logits = pool_and_classify(x, output.layout, options.hook);
   return output;

@@ -105,9 +105,11 @@ TORCH_MODULE(LocalConcentration);
 
 struct BlockImpl : torch::nn::Module {
   BlockImpl(const BlockArch& arch, double eps);
-  // `hook` (may be empty) sees "norm1", "norm2" and "" (the block output), prefixed by its caller.
+  // `hook` (may be empty) sees "norm1", "norm2" and "" (the block output), prefixed by its caller;
+  // `probabilities_hook` (may be empty) the attention's explicit matrix (see AttentionHook).
   torch::Tensor forward(const torch::Tensor& x, const TokenLayout& layout, const AttentionSettings& settings,
-                        AttentionCapture* capture, const std::function<void(const char*, torch::Tensor&)>& hook = {});
+                        AttentionCapture* capture, const std::function<void(const char*, torch::Tensor&)>& hook = {},
+                        const std::function<void(torch::Tensor&)>& probabilities_hook = {});
   // The same computation without autograd on a multi-core CPU: every stage that acts on tokens one
   // by one runs as chunks of token rows, one per core, in one parallel region.
   torch::Tensor forward_by_row_chunks(const torch::Tensor& x, const TokenLayout& layout,

@@ -294,12 +294,14 @@ std::vector<OptionSpec> make_options() {
                      },
                      [](const AppState& s) { return s.lcm; }});
   options.push_back({"analysis", "NAME",
-                     "analysis view: none, spectrum (matrix, rank), gradcam, fp (f_p), rollout or metrics",
+                     "analysis view: none, spectrum (matrix, rank), gradcam, fp (f_p), rollout, metrics or "
+                     "attribution (--method on every panel)",
                      [](AppState& s, const std::string& v) {
                        const auto& names = analysis_names();
                        if (std::find(names.begin(), names.end(), v) == names.end())
                          throw std::invalid_argument(
-                             "--analysis expects none, spectrum, gradcam, fp, rollout or metrics, got '" + v + "'");
+                             "--analysis expects none, spectrum, gradcam, fp, rollout, metrics or attribution, got '" +
+                             v + "'");
                        s.analysis = v;
                      },
                      [](const AppState& s) { return s.analysis; }});
@@ -383,6 +385,7 @@ std::vector<OptionSpec> make_options() {
                      },
                      [](const AppState& s) { return format_double(s.opacity); }});
   add_export_options(options);
+  add_attribution_options(options);
   return options;
 }
 
@@ -394,7 +397,8 @@ const std::vector<std::string>& view_names() {
 }
 
 const std::vector<std::string>& analysis_names() {
-  static const std::vector<std::string> names = {"none", "spectrum", "gradcam", "fp", "rollout", "metrics"};
+  static const std::vector<std::string> names = {"none",    "spectrum", "gradcam",    "fp",
+                                                 "rollout", "metrics",  "attribution"};
   return names;
 }
 

@@ -76,8 +76,16 @@ struct AppState {
   HeadFusion fusion = HeadFusion::Mean;           // rollout head fusion
   double discard = 0.0;                           // rollout discard ratio
   std::string box;                                // "R0,C0,R1,C1" patches (end-exclusive), empty: none
-  std::string fp_vectors = "keys";                // f_p view: a head's keys or queries
-  std::string fp_projection = "channels";         // f_p view: their two largest channels, or PCA
+  // Attribution (analysis/attribution.h names the methods): the workbench's attribution view, the
+  // faithfulness table and eval.
+  std::string method = "gradcam";                                         // the attribution view's method
+  std::string methods = "gradcam,gradcam++,relevance,rollout,attention";  // faithfulness and eval
+  int steps = 20;                          // deletion/insertion curves: steps from the image to its replacement
+  std::string replacement = "blur";        // what removed cells become: blur, mean, black or zero
+  int ig_steps = 50;                       // integrated gradients: points on the path
+  std::string ig_baseline = "zero";        // integrated gradients: zero, black, mean or blur
+  std::string fp_vectors = "keys";         // f_p view: a head's keys or queries
+  std::string fp_projection = "channels";  // f_p view: their two largest channels, or PCA
   // Views and figure export.
   Colormap colormap = Colormap::Viridis;
   ScaleSpec scale;                           // how attention values map to colours (0..max by default)
@@ -103,6 +111,9 @@ struct OptionSpec {
 };
 
 const std::vector<OptionSpec>& app_options();
+// The attribution options (method, methods, steps, replacement, ig-steps, ig-baseline), defined in
+// session/attribution_options.cpp and appended to app_options().
+void add_attribution_options(std::vector<OptionSpec>& options);
 const OptionSpec* find_option(const std::string& name);
 
 // Whole-string number parsing for option values; errors name the option: "--p expects a number".

@@ -18,33 +18,20 @@
 #include "analysis/spectrum.h"
 #include "core/npy.h"
 #include "models/model_loader.h"
+#include "tests/case_folder.h"
 
 namespace attnscope {
 namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kCaseDir = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/analysis_cases/";
-
-double max_abs_difference(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
-}
-
-const nlohmann::json& cases() {
-  static const nlohmann::json loaded = [] {
-    std::ifstream in(kCaseDir + "cases.json");
-    if (!in) throw std::runtime_error("missing " + kCaseDir + "cases.json (run tests/python/make_all_fixtures.sh)");
-    return nlohmann::json::parse(in);
-  }();
+const CaseFolder& folder() {
+  static const CaseFolder loaded("analysis_cases");
   return loaded;
 }
-
-LoadedModel load_case_model(const std::string& name) {
-  const auto& entry = cases().at("models").at(name);
-  ArchOverrides overrides;
-  if (!entry.at("heads").is_null()) overrides.heads = entry.at("heads").get<int>();
-  return load_model(kCaseDir + entry.at("file").get<std::string>(), overrides, torch::kCPU);
-}
+const std::string kCaseDir = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/analysis_cases/";
+const nlohmann::json& cases() { return folder().cases(); }
+LoadedModel load_case_model(const std::string& name) { return folder().load_model(name); }
 
 AttentionSettings settings_for(const std::string& variant, bool dwc = true) {
   AttentionSettings settings;

@@ -14,6 +14,7 @@
 #include <opencv2/imgproc.hpp>
 #include <opencv2/videoio.hpp>
 
+#include "analysis/attribution.h"
 #include "analysis/focus_metrics.h"
 #include "analysis/gradcam.h"
 #include "analysis/rollout.h"
@@ -450,6 +451,59 @@ TEST_F(GuiTest, RightDragDrawsTheMetricsBox) {
   EXPECT_EQ(after["box"], "1,1,5,6");
   EXPECT_EQ(after["query_token"], before["query_token"]);  // a drag is not a click
   expect_engine_metrics(session, after, "1,1,5,6");
+}
+
+TEST_F(GuiTest, AttributionViewShowsEachPanelsOwnMapWithItsDeletionAuc) {
+  nlohmann::json session = base_session();
+  session["variant"] = "softmax";
+  session["compare"] = "linear";
+  session["analysis"] = "attribution";
+  session["method"] = "gradcam++";
+  session["class"] = 3;
+  session["gradcam-layer"] = "blocks.0.norm1";
+  session["steps"] = 5;
+  ASSERT_EQ(run_gui(session), 0) << log();
+  const cv::Mat shot_bgr = cv::imread(shot());
+  ASSERT_FALSE(shot_bgr.empty()) << log();
+  const nlohmann::json info = shot_info();
+  EXPECT_EQ(info["error"], "");
+  ASSERT_EQ(info["attributions"].size(), 2u) << info.dump();
+  ASSERT_EQ(info["views"].size(), 2u) << info.dump();
+  cv::Mat gray;
+  cv::cvtColor(shot_bgr, gray, cv::COLOR_BGR2GRAY);
+  const int grid_h = info["grid"][0], grid_w = info["grid"][1];
+
+  AppState state;
+  apply_json(state, session);
+  LoadedModel model = load_model(kModel, ArchOverrides::parse("heads=2"), torch::kCPU);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
+  const std::vector<AttentionSettings> panels = state.panel_settings();
+  std::vector<std::vector<double>> levels;
+  for (size_t p = 0; p < panels.size(); ++p) {
+    SCOPED_TRACE("panel " + std::to_string(p));
+    const auto& view = info["views"][p];
+    EXPECT_EQ(view["panel"], int(p));
+    AttributionRequest request;
+    request.method = "gradcam++";
+    request.layer = "blocks.0.norm1";
+    request.target_class = 3;
+    const AttributionMap map =
+        compute_attribution(model.vit(), image_to_tensor(prepared), panels[p], model.normalization, request);
+    levels.push_back(cell_levels(gray, view, grid_h, grid_w));
+    const torch::Tensor values = map.map.reshape({-1});
+    for (int i = 0; i < grid_h * grid_w; ++i)
+      EXPECT_NEAR(levels.back()[size_t(i)], std::round(255.0 * std::clamp(values[i].item<double>(), 0.0, 1.0)), 1.5)
+          << "patch " << i;
+    const auto& readout = info["attributions"][p];
+    EXPECT_EQ(readout["method"], "gradcam++");
+    EXPECT_EQ(readout["class"], 3);
+    EXPECT_GE(readout["deletion_auc"].get<double>(), 0.0);
+    EXPECT_GE(readout["random_deletion_auc"].get<double>(), 0.0);
+  }
+  // Panel 2 shows linear attention's own map, not a copy of panel 1's.
+  int differing = 0;
+  for (size_t i = 0; i < levels[0].size(); ++i) differing += std::abs(levels[0][i] - levels[1][i]) > 3.0;
+  EXPECT_GT(differing, 5);
 }
 
 }  // namespace

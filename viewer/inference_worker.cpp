@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 
 #include <c10/util/Exception.h>
 
@@ -9,6 +10,7 @@
 #include "figures/export.h"
 #include "models/model_cache.h"
 #include "models/model_loader.h"
+#include "viewer/attribution_view.h"
 #include "viewer/result_views.h"
 
 namespace attnscope {
@@ -47,7 +49,9 @@ bool InferenceRequest::operator==(const InferenceRequest& other) const {
   return same_forward(other) && layer == other.layer && head == other.head && query == other.query &&
          direction == other.direction && windows == other.windows && box == other.box && analysis == other.analysis &&
          target_class == other.target_class && gradcam_layer == other.gradcam_layer && fusion == other.fusion &&
-         discard == other.discard && fp_vectors == other.fp_vectors && fp_projection == other.fp_projection && lcm == other.lcm;
+         discard == other.discard && fp_vectors == other.fp_vectors && fp_projection == other.fp_projection &&
+         lcm == other.lcm && method == other.method && steps == other.steps && replacement == other.replacement &&
+         ig_steps == other.ig_steps && ig_baseline == other.ig_baseline;
 }
 
 // One panel's forward pass, shared (not copied) between runs that did not change it.
@@ -68,6 +72,7 @@ struct InferenceWorker::Cache {
   std::vector<PanelForward> forwards;                               // the last request's
   std::string gradcam_key;
   std::optional<GradCamView> gradcam;
+  std::map<std::string, AttributionView> attributions;  // by everything a panel's map depends on
 };
 
 InferenceWorker::InferenceWorker(std::function<void()> wake) : wake_(std::move(wake)), cache_(new Cache) {
@@ -211,7 +216,7 @@ std::vector<InferenceWorker::PanelForward> InferenceWorker::forward_panels(uint6
     PanelForward forward;
     forward.settings = panel.settings;
     try {
-      forward.model = model_for(request, request.model_path);
+      forward.model = model_for(request, panel.model_path);
       const std::string model_key =
           ModelCache::key(panel.model_path, panel.model_path == request.model_path ? request.arch : "", request.device);
       configure_input(*forward.model, request.input);
@@ -401,6 +406,32 @@ void InferenceWorker::build_views(uint64_t id, const InferenceRequest& request,
       cache_->gradcam_key = key;
     }
     outcome.gradcam = cache_->gradcam;
+  }
+  if (request.analysis == "attribution") {
+    // Each panel's own model, forward and backward passes and curves, reused while only the selections change.
+    for (size_t index = 0; index < forwards.size(); ++index) {
+      const PanelForward& forward = forwards[index];
+      PanelMaps& panel = outcome.panels[index];
+      if (!forward.result) {
+        AttributionView failed;
+        failed.method = request.method;
+        failed.error = panel.error;
+        outcome.attributions.push_back(std::move(failed));
+        continue;
+      }
+      const std::string key =
+          forward.input_key + "|" + settings_key(forward.settings) + "|" + attribution_key(request, panel.layer);
+      auto cached = cache_->attributions.find(key);
+      if (cached == cache_->attributions.end() && cache_->attributions.size() >= 64) cache_->attributions.clear();
+      if (cached == cache_->attributions.end())
+        cached =
+            cache_->attributions
+                .emplace(key, build_attribution_view(*forward.model, forward.result->input_rgb, forward.settings,
+                                                     forward.result->forward.layers, request, panel.layer, cancelled))
+                .first;
+      outcome.attributions.push_back(cached->second);
+      panel.description = attribution_caption(cached->second) + "  \u00b7  " + panel.description;
+    }
   }
 }
 

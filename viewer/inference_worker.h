@@ -62,6 +62,13 @@ struct InferenceRequest {
   std::string gradcam_layer;
   HeadFusion fusion = HeadFusion::Mean;
   double discard = 0.0;
+  // "attribution": every panel's map by `method` (at `gradcam_layer` or the selected layer, for
+  // `target_class`) with its deletion AUC over `steps` steps to the `replacement`.
+  std::string method;
+  int steps = 20;
+  std::string replacement = "blur";
+  int ig_steps = 50;
+  std::string ig_baseline = "zero";
   std::string fp_vectors = "keys", fp_projection = "channels";  // the f_p view's 2-D projection
 
   // Whether `other` needs the same forward passes (only what the views read may differ).
@@ -97,6 +104,21 @@ struct GradCamView {
   std::string class_name;
   double score = 0.0;
   std::string layer, warning;
+  double milliseconds = 0.0;
+};
+
+// One panel's attribution map (analysis "attribution") with its faithfulness readout.
+struct AttributionView {
+  GridMap map;  // in [0, 1] by the method's normalisation, on the attention views' grid
+  std::string method, where, normalisation;
+  int target_class = -1;  // -1: not class-specific or the output's norm
+  std::string class_name;
+  double deletion_auc = -1.0;         // < 0: not measured (see `note`)
+  double random_deletion_auc = -1.0;  // a random order of the same cells
+  double probability = 0.0;           // of the class on the image
+  std::string note;                   // why there is no AUC, or that the map was resampled
+  std::string warning;
+  std::string error;  // why the method does not apply here (the map is then empty)
   double milliseconds = 0.0;
 };
 
@@ -185,10 +207,11 @@ struct InferenceOutcome {
   std::string box_error;  // why the box cannot be used on this grid
   cv::Mat input_rgb;      // the image exactly as the model saw it
   std::vector<PanelMaps> panels;
-  std::optional<GradCamView> gradcam;  // when asked for
-  std::optional<FocusView> focus;      // when asked for
-  std::optional<RolloutView> rollout;  // when asked for
-  double total_ms = 0.0;               // from picking the request up to the result being ready
+  std::optional<GradCamView> gradcam;         // when asked for
+  std::optional<FocusView> focus;             // when asked for
+  std::optional<RolloutView> rollout;         // when asked for
+  std::vector<AttributionView> attributions;  // analysis "attribution": one per panel
+  double total_ms = 0.0;                      // from picking the request up to the result being ready
   bool forward_reused = false;
 };
 

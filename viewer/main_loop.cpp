@@ -104,6 +104,16 @@ void write_screenshot(const Workbench& bench, const std::string& path, int width
                            {"gini", row.gini},
                            {"box_mass", row.box_mass ? nlohmann::json(*row.box_mass) : nlohmann::json()}});
   }
+  if (bench.outcome) {
+    nlohmann::json attributions = nlohmann::json::array();
+    for (const AttributionView& view : bench.outcome->attributions)
+      attributions.push_back({{"method", view.method},
+                              {"class", view.target_class},
+                              {"deletion_auc", view.deletion_auc},
+                              {"random_deletion_auc", view.random_deletion_auc},
+                              {"error", view.error}});
+    if (!attributions.empty()) about["attributions"] = attributions;
+  }
   about["box"] = bench.state.box;
   about["headings"] = bench.drawn_headings;
   if (bench.state.analysis == "metrics") about["metrics"] = metrics;

@@ -99,6 +99,17 @@ InferenceRequest Workbench::make_request() const {
     request.fusion = state.fusion;
     request.discard = state.discard;
   }
+  if (state.analysis == "attribution") {
+    request.target_class = state.target_class;
+    request.gradcam_layer = state.gradcam_layer;
+    request.fusion = state.fusion;
+    request.discard = state.discard;
+    request.method = state.method;
+    request.steps = state.steps;
+    request.replacement = state.replacement;
+    request.ig_steps = state.ig_steps;
+    request.ig_baseline = state.ig_baseline;
+  }
   if (state.analysis == "fp") {
     request.fp_vectors = state.fp_vectors;
     request.fp_projection = state.fp_projection;
@@ -206,11 +217,15 @@ void Workbench::refresh_maps() {
   if (state.head >= outcome->heads) state.head = std::max(outcome->heads - 1, 0);
   const std::string key = std::to_string(outcome->request_id) + "|" + state.view + "|" + std::to_string(state.head) +
                           "|" + to_string(state.colormap) + "|" + to_string(state.scale) + "|" +
-                          std::to_string(matrix_panel);
+                          std::to_string(matrix_panel) + "|" + state.analysis;
   if (key == maps_key_) return;
   maps_key_ = key;
 
   maps.clear();
+  if (state.analysis == "attribution" && outcome->attributions.size() == outcome->panels.size()) {
+    show_attribution_maps();
+    return;
+  }
   ValueRange range;
   std::vector<float> shown_values;
   for (size_t p = 0; p < outcome->panels.size(); ++p) {
@@ -247,6 +262,25 @@ void Workbench::refresh_maps() {
   matrix_panel = std::clamp(matrix_panel, 0, int(outcome->panels.size()) - 1);
   const PanelMaps& shown = outcome->panels[size_t(matrix_panel)];
   if (!shown.matrix.empty()) matrix_texture.upload_scalar(shown.matrix.data(), shown.matrix_cols, shown.matrix_rows);
+}
+
+void Workbench::show_attribution_maps() {
+  // Every panel shows its own variant's attribution map, each in [0, 1] by the method's normalisation.
+  for (size_t p = 0; p < outcome->panels.size(); ++p) {
+    PatchMap map;
+    map.panel = int(p);
+    map.head = kAttributionHead;
+    map.map = &outcome->attributions[p].map;
+    if (!map.map->values.empty()) map.texture.upload_scalar(map.map->values.data(), map.map->grid_w, map.map->grid_h);
+    maps.push_back({});
+    if (!map.map->values.empty()) maps.back().push_back(std::move(map));
+  }
+  // Not the attention scale modes: every method's map is already normalised to [0, 1].
+  scale = ValueScale();
+  scale.colormap = state.colormap;
+  scale.vmin = 0.0;
+  scale.vmax = 1.0;
+  scale.label = "each method's normalisation, 0..1";
 }
 
 namespace {

@@ -40,10 +40,13 @@ struct WorkbenchOptions {
 // Opens the window and runs until it is closed; returns the exit code.
 int run_workbench(AppState state, const WorkbenchOptions& options);
 
+// PatchMap::head of a panel's attribution map (analysis "attribution").
+constexpr int kAttributionHead = -3;
+
 // One scalar map a view shows: a panel's map of one head, or the mean over heads, on its grid.
 struct PatchMap {
   int panel = 0;
-  int head = 0;                  // -1: mean over heads
+  int head = 0;                  // -1: mean over heads; kAttributionHead: the attribution map
   const GridMap* map = nullptr;  // owned by the outcome the maps were made from
   double factor = 1.0;           // display units per weight (x uniform: the key count)
   gl::Texture texture;           // the map in display units
@@ -139,6 +142,7 @@ class Workbench {
   InferenceRequest make_request() const;
   void open_camera_source(const std::string& source);
   void refresh_maps();
+  void show_attribution_maps();
   void refresh_plots();
   void follow_query_across_grids();
   std::unique_ptr<InferenceWorker> worker_;

@@ -52,6 +52,33 @@ def save(out_dir, name, array, dtype=np.float32):
     return name
 
 
+def write_models(out):
+    """MODELS as float32 safetensors in `out`: ({name: {"file", "heads"}}, {name: float64 reference model})."""
+    entries, models = {}, {}
+    for name, (kw, heads) in MODELS.items():
+        path = name + ".safetensors"
+        safetensors_io.save_file(make_state(**kw), os.path.join(out, path), metadata={"format": "pt"},
+                                 dtype=torch.float32)
+        models[name] = ref.load_model(os.path.join(out, path), heads=heads, dtype=torch.float64)
+        entries[name] = {"file": path, "heads": heads}
+    return entries, models
+
+
+def input_maker(out, gen):
+    """input_for(model, (H, W)) -> (its .npy name in `out`, the float64 tensor): one random input per pair."""
+    inputs = {}
+
+    def input_for(model, size):
+        key = (model, size)
+        if key not in inputs:
+            x = torch.randn(1, 3, size[0], size[1], generator=gen)
+            file = save(out, f"input_{model}_{size[0]}x{size[1]}.npy", x)
+            inputs[key] = (file, x.to(torch.float64))
+        return inputs[key]
+
+    return input_for
+
+
 def settings(variant="softmax", p=3.0, dwc=True, anchors=0):
     return ref.Settings(variant=variant, p=p, window=0, anchors=anchors, dwc=dwc, norm="all")
 
@@ -183,24 +210,9 @@ def main(argv):
     os.makedirs(out, exist_ok=True)
     torch.set_num_threads(min(2, torch.get_num_threads()))
     gen = torch.Generator().manual_seed(5)
-    cases = {"models": {}, "gradcam": [], "rollout": [], "spectrum": [], "focusing": {}}
-    models = {}
-    for name, (kw, heads) in MODELS.items():
-        sd = make_state(**kw)
-        path = name + ".safetensors"
-        safetensors_io.save_file(sd, os.path.join(out, path), metadata={"format": "pt"}, dtype=torch.float32)
-        models[name] = ref.load_model(os.path.join(out, path), heads=heads, dtype=torch.float64)
-        cases["models"][name] = {"file": path, "heads": heads}
-
-    inputs = {}
-
-    def input_for(model, size):
-        key = (model, size)
-        if key not in inputs:
-            x = torch.randn(1, 3, size[0], size[1], generator=gen)
-            file = save(out, f"input_{model}_{size[0]}x{size[1]}.npy", x)
-            inputs[key] = (file, x.to(torch.float64))
-        return inputs[key]
+    cases = {"gradcam": [], "rollout": [], "spectrum": [], "focusing": {}}
+    cases["models"], models = write_models(out)
+    input_for = input_maker(out, gen)
 
     # ---- Grad-CAM: (model, input size, variant, block, point, class)
     for i, (model_name, size, variant, block, point, target) in enumerate([

@@ -175,14 +175,16 @@ struct AttentionPanel : WorkbenchPanel {
       ImGui::EndGroup();
       if (!panel.error.empty()) continue;
 
+      const auto& maps = bench.maps[p];
+      const bool attribution = !maps.empty() && maps.front().head == kAttributionHead;
       // The maps lie on the key grid (a row) or the query grid (a column): PVT's keys are coarser.
-      const TokenLayout& tokens = incoming ? panel.layout : panel.key_layout;
+      // An attribution map lies on the key grid, where the worker resamples it.
+      const TokenLayout& tokens = incoming && !attribution ? panel.layout : panel.key_layout;
       const int query_cell = follow_query(panel.query_token, panel.layout, tokens);
       const std::optional<PatchBox> box = box_on_grid(bench.state.box, tokens);
-      const auto& maps = bench.maps[p];
       const float top = tile_pos.y + heading_height;
       const ImVec2 maps_area(tile.x - 8, tile.y - heading_height - 8);
-      const int head_label = bench.state.view == "heads" ? int(line) : 0;
+      const int head_label = bench.state.view == "heads" && !attribution ? int(line) : 0;
       const float aspect = float(tokens.grid_w) / float(tokens.grid_h);
       const auto [map_columns, map_rows] =
           best_tiling(int(maps.size()), ImVec2(maps_area.x, maps_area.y - head_label * 1.0f), aspect);
@@ -284,7 +286,9 @@ struct AttentionPanel : WorkbenchPanel {
     ImGui::GetWindowDrawList()->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(255, 255, 255, 200), 0, 0, 1.0f);
     const double value = double(map.map->at(row, col));
     if (!drag.active) {
-      const std::string what = map.head < 0 ? "mean over heads" : "head " + std::to_string(map.head);
+      const std::string what = map.head == kAttributionHead ? bench.state.method
+                               : map.head < 0               ? "mean over heads"
+                                                            : "head " + std::to_string(map.head);
       if (map.factor != 1.0)
         ImGui::SetTooltip("patch (%d, %d)  %s: %.5f (%.3f x uniform)\nclick: make it the query; right drag: draw a box",
                           row, col, what.c_str(), value, value * map.factor);

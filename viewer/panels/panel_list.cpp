@@ -12,9 +12,11 @@ std::unique_ptr<WorkbenchPanel> make_focus_panel();
 std::unique_ptr<WorkbenchPanel> make_rollout_panel();
 std::unique_ptr<WorkbenchPanel> make_metrics_panel();
 std::unique_ptr<WorkbenchPanel> make_status_panel();
+std::unique_ptr<WorkbenchPanel> make_attribution_panel();
 
 void draw_analysis_switch(Workbench& bench) {
-  static const char* const kLabels[] = {"hide", "matrix", "Grad-CAM", "f_p", "rollout", "metrics"};
+  static const char* const kLabels[] = {"hide", "matrix", "Grad-CAM", "f_p", "rollout", "metrics", "attribution"};
+  static_assert(sizeof(kLabels) / sizeof(kLabels[0]) == 7, "one label per analysis_names() entry");
   const auto& names = analysis_names();
   const ImGuiStyle& style = ImGui::GetStyle();
   const float right_edge = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
@@ -46,6 +48,7 @@ std::vector<std::unique_ptr<WorkbenchPanel>> make_panels() {
   panels.push_back(make_focus_panel());
   panels.push_back(make_rollout_panel());
   panels.push_back(make_metrics_panel());
+  panels.push_back(make_attribution_panel());
   panels.push_back(make_status_panel());
   return panels;
 }

@@ -1,0 +1,62 @@
+// Every attribution method by one name, each giving one map over a grid of image cells: the CAM
+// family at a hook point, attention relevance and gradient rollout, attention rollout, a layer's
+// attention and integrated gradients. `analyze`, `eval`, the faithfulness table, the figures and
+// the workbench all compute maps through here.
+#pragma once
+
+#include <torch/types.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "analysis/head_fusion.h"
+#include "analysis/perturbation.h"
+#include "models/backbone.h"
+
+namespace attnscope {
+
+// gradcam, gradcam++, xgradcam, layercam, eigencam, hirescam, scorecam, relevance, gradrollout,
+// rollout, attention, ig.
+const std::vector<std::string>& attribution_method_names();
+bool is_attribution_method(const std::string& name);
+// "a,b,c" (or "all") -> names, each checked; throws std::invalid_argument naming `option`.
+std::vector<std::string> parse_method_list(const std::string& text, const std::string& option = "--methods");
+// Whether the method reads a hook point (the CAM family) or an attention layer.
+bool reads_hook_point(const std::string& method);
+bool reads_attention_layer(const std::string& method);  // relevance, gradrollout, rollout, attention
+
+struct AttributionRequest {
+  std::string method = "gradcam";
+  std::string layer;                     // CAM family: the hook point (empty: the family's default)
+  int attention_layer = -1;              // attention: the layer shown; rollout, relevance, gradrollout: the layer
+                                         // whose group they propagate through (every layer of a ViT)
+  int target_class = -1;                 // -1: the top-1 class (models without classes: the output's norm)
+  HeadFusion fusion = HeadFusion::Mean;  // rollout
+  double discard = 0.0;                  // rollout, gradrollout
+  int ig_steps = 50;
+  Replacement ig_baseline = Replacement::Zero;
+  std::function<bool(int done, int total)> progress;  // Score-CAM and integrated gradients
+};
+
+struct AttributionMap {
+  std::string method;
+  torch::Tensor map;          // [gh, gw] in [0, 1] by the method's own normalisation, CPU float32
+  torch::Tensor raw;          // [gh, gw] the values before it
+  TokenLayout layout;         // the map's grid; patch_size is a cell's side in pixels
+  std::string where;          // what it was read at: "blocks.3.norm1", "layers 0..3", "input"
+  std::string normalisation;  // in words
+  int target_class = -1;      // the class explained; -1: the output's norm or no class (attention, rollout)
+  bool class_specific = true;
+  std::string warning;
+  double milliseconds = 0.0;
+};
+
+// image: [1, 3, H, W] prepared input. `captures` (the layers of a forward pass of this image with
+// these settings) spares attention and rollout a forward pass. Throws std::invalid_argument for a
+// method, layer or class that does not apply, saying why.
+AttributionMap compute_attribution(Backbone& model, const torch::Tensor& image, const AttentionSettings& settings,
+                                   const Normalization& normalization, const AttributionRequest& request,
+                                   const std::vector<AttentionCapture>* captures = nullptr);
+
+}  // namespace attnscope

@@ -1,0 +1,64 @@
+// The CAM family at any hook point of any backbone, as jacobgil/pytorch-grad-cam defines each
+// method for a ViT with its usual reshape_transform (prefix tokens dropped, [C, gh, gw]): Grad-CAM,
+// Grad-CAM++, XGrad-CAM, LayerCAM, HiResCAM (one forward and one backward), EigenCAM (no
+// gradients) and Score-CAM (one forward pass per channel, batched). Every map is ReLU'd and scaled
+// by scale_cam_image: (cam - min) / (max + 1e-7).
+#pragma once
+
+#include <torch/types.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "analysis/attribution_target.h"
+#include "models/backbone.h"
+
+namespace attnscope {
+
+enum class CamMethod { GradCam, GradCamPlusPlus, XGradCam, LayerCam, EigenCam, HiResCam, ScoreCam };
+
+// "gradcam", "gradcam++", "xgradcam", "layercam", "eigencam", "hirescam", "scorecam".
+std::string to_string(CamMethod method);
+CamMethod parse_cam_method(const std::string& name);  // throws std::invalid_argument
+bool is_cam_method(const std::string& name);
+const std::vector<std::string>& cam_method_names();
+bool uses_gradients(CamMethod method);  // false for EigenCAM and Score-CAM
+
+struct CamOptions {
+  CamMethod method = CamMethod::GradCam;
+  std::string layer;      // a hook point spec (Backbone::resolve_hook_point); empty: the family's default
+  int target_class = -1;  // -1: the top-1 class (models without classes: the output's norm)
+  // Score-CAM: masked images per forward pass (pytorch-grad-cam's BATCH_SIZE; the scores do not
+  // depend on it), and a report after each batch that may stop the run (returning false throws Cancelled).
+  int score_batch = 16;
+  std::function<bool(int done, int total)> progress;
+};
+
+struct CamResult {
+  CamMethod method = CamMethod::GradCam;
+  std::string layer;  // resolved
+  AttributionTarget target;
+  double score = 0.0;     // the target's value on the image
+  torch::Tensor logits;   // [K], CPU
+  torch::Tensor cam;      // [gh, gw] the method's map before ReLU and scaling, CPU float32
+  torch::Tensor scaled;   // [gh, gw] ReLU, then (x - min) / (max + 1e-7)
+  torch::Tensor weights;  // [C] channel weights for the weighted-sum methods; undefined otherwise
+  TokenLayout layout;     // of the tensor at the layer
+  std::string warning;    // set when the gradients the method reads are zero on every patch
+  int forward_passes = 1;
+  double milliseconds = 0.0;
+};
+
+// image: [1, 3, H, W] prepared input. Throws std::invalid_argument for a bad layer or class.
+CamResult class_activation_map(Backbone& model, const torch::Tensor& image, const AttentionSettings& settings,
+                               const CamOptions& options);
+
+// The map as pytorch-grad-cam returns it at the image size: its per-layer scaled map resized with
+// cv2.resize (bilinear, half-pixel centres), then scaled once more (aggregate_multi_layers).
+torch::Tensor cam_at_image_size(const torch::Tensor& scaled, int height, int width);
+
+// scale_cam_image on one map: (x - min) / (max(x - min) + 1e-7).
+torch::Tensor scale_cam_image(const torch::Tensor& map);
+
+}  // namespace attnscope

@@ -1,0 +1,38 @@
+// Several attribution methods on one image, each map measured by deletion and insertion curves,
+// beside the random baseline: the numbers behind `analyze --analysis faithfulness`, its figure and eval.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "analysis/attribution.h"
+#include "analysis/faithfulness.h"
+
+namespace attnscope {
+
+struct MethodFaithfulness {
+  AttributionMap map;
+  Faithfulness curves;
+};
+
+struct FaithfulnessTable {
+  int target_class = 0;      // the class every map explains and every curve records
+  double probability = 0.0;  // its probability on the image
+  std::vector<MethodFaithfulness> methods;
+  Faithfulness random;  // mean of random orders of the first map's cells
+  FaithfulnessOptions options;
+};
+
+struct FaithfulnessTableRequest {
+  std::vector<std::string> methods;
+  // Everything but the method and the class, for every map (layers, rollout's fusion, IG's steps).
+  AttributionRequest attribution;
+  FaithfulnessOptions faithfulness;  // its target_class picks the class (-1: top-1)
+  std::function<void(const std::string& method, size_t done, size_t total)> progress;  // before each method
+};
+
+// image: [1, 3, H, W] prepared input. Throws std::invalid_argument as the methods and the probe do.
+FaithfulnessTable faithfulness_table(Backbone& model, const torch::Tensor& image, const AttentionSettings& settings,
+                                     const Normalization& normalization, const FaithfulnessTableRequest& request);
+
+}  // namespace attnscope

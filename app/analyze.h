@@ -1,0 +1,55 @@
+// What the `attnscope analyze` analyses share: the parsed command line, the loaded model and
+// prepared image, and how summaries, CSV and JSON are written. The attribution analyses
+// (app/analyze_attribution.cpp) build on it.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <opencv2/core.hpp>
+#include <string>
+#include <vector>
+
+#include "app/cli.h"
+#include "core/output_files.h"
+#include "core/value_scale.h"
+#include "models/model_loader.h"
+
+namespace attnscope::analyze {
+
+struct Context {
+  AppState state;
+  CommandLine line;
+  std::filesystem::path out;
+  // Every output, written together once the analysis is done: existing files are refused first.
+  std::shared_ptr<OutputFiles> files;
+};
+
+// The model, the prepared image and (for --glyph-seed or --object-mask) the object mask at the
+// model's input size.
+struct Loaded {
+  LoadedModel model;
+  cv::Mat prepared;
+  cv::Mat object_mask;  // CV_8UC1 at the prepared size, empty when none
+};
+
+Loaded load_inputs(const Context& context);
+nlohmann::json common_summary(const Context& context, const std::string& analysis, const TokenLayout& layout,
+                              const Loaded& loaded);
+// Add `name` (relative to --out) to the context's outputs.
+void write_json(const Context& context, const std::string& name, const nlohmann::json& value);
+void write_csv(const Context& context, const std::string& name, const std::string& header,
+               const std::vector<std::vector<double>>& rows);
+// A map over the model's input image in the session's colour map, opacity and alpha mode, on `scale`.
+cv::Mat overlay_in_colours(const Context& context, const cv::Mat& rgb, const torch::Tensor& map,
+                           const ValueScale& scale);
+// The session's colour map over [0, 1], labelled.
+ValueScale unit_scale(const Context& context, const std::string& label);
+std::vector<std::string> split_list(const std::string& text);
+
+// --analysis gradcam++, xgradcam, layercam, eigencam, hirescam, scorecam, relevance, gradrollout, ig.
+int attribution(const Context& context, const std::string& method);
+// --analysis faithfulness: deletion and insertion curves of --methods, with a random baseline.
+int faithfulness(const Context& context);
+
+}  // namespace attnscope::analyze

@@ -1,0 +1,276 @@
+// `attnscope analyze` for the attribution methods: one map per run (the CAM family at a hook point,
+// attention relevance, gradient rollout, integrated gradients) written as METHOD.npy at the map's
+// grid with its image-size version and a summary; and `--analysis faithfulness`, which measures
+// several methods' maps by deletion and insertion against a random order, as a table, CSV curves
+// and the `faithfulness` figure.
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "analysis/cam_methods.h"
+#include "analysis/faithfulness_table.h"
+#include "analysis/gradcam.h"
+#include "analysis/integrated_gradients.h"
+#include "analysis/relevance.h"
+#include "app/analyze.h"
+#include "app/progress_bar.h"
+#include "figures/export.h"
+#include "figures/faithfulness_figure.h"
+
+namespace attnscope::analyze {
+
+namespace {
+
+using nlohmann::json;
+
+// The names papers use, for messages and summaries.
+std::string method_title(const std::string& method) {
+  static const std::map<std::string, std::string> titles = {{"gradcam", "Grad-CAM"},
+                                                            {"gradcam++", "Grad-CAM++"},
+                                                            {"xgradcam", "XGrad-CAM"},
+                                                            {"layercam", "LayerCAM"},
+                                                            {"eigencam", "EigenCAM"},
+                                                            {"hirescam", "HiResCAM"},
+                                                            {"scorecam", "Score-CAM"},
+                                                            {"relevance", "attention relevance (Chefer et al.)"},
+                                                            {"gradrollout", "gradient rollout"},
+                                                            {"ig", "integrated gradients"},
+                                                            {"rollout", "attention rollout"},
+                                                            {"attention", "attention"}};
+  const auto found = titles.find(method);
+  return found == titles.end() ? method : found->second;
+}
+
+json class_json(const Loaded& loaded, const AttributionTarget& target, int requested) {
+  return {{"index", target.index},
+          {"name", output_name(loaded.model, target.index)},
+          {"chosen", target.chosen},
+          {"requested", requested}};
+}
+
+json shape_json(const torch::Tensor& t) { return json(std::vector<int64_t>(t.sizes().begin(), t.sizes().end())); }
+
+void write_map_files(const Context& context, const Loaded& loaded, const std::string& method, const torch::Tensor& map,
+                     const torch::Tensor& raw, const torch::Tensor& upsampled, json& files) {
+  context.files->add_npy(method + ".npy", map.contiguous());
+  context.files->add_npy(method + "_raw.npy", raw.contiguous());
+  context.files->add_npy(method + "_upsampled.npy", upsampled.contiguous());
+  // In the session's colour map, opacity and alpha mode, as Grad-CAM's overlay.
+  context.files->add_png(
+      method + "_overlay.png",
+      overlay_in_colours(context, loaded.prepared, upsample_map(map, loaded.prepared.rows, loaded.prepared.cols),
+                         unit_scale(context, "max = 1")));
+  files[method + ".npy"] = shape_json(map);
+  files[method + "_raw.npy"] = shape_json(raw);
+  files[method + "_upsampled.npy"] = shape_json(upsampled);
+  files[method + "_overlay.png"] = "the map over the model's input";
+}
+
+}  // namespace
+
+int attribution(const Context& context, const std::string& method) {
+  Loaded loaded = load_inputs(context);
+  const AppState& state = context.state;
+  Backbone& model = loaded.model.native(method_title(method));
+  const torch::Tensor input = image_to_tensor(loaded.prepared, loaded.model.normalization).to(loaded.model.device);
+  const int height = loaded.prepared.rows, width = loaded.prepared.cols;
+  ProgressBar bar;
+  const auto progress = [&](int done, int total) {
+    bar.show(size_t(done), size_t(total), method_title(method));
+    return true;
+  };
+  json summary;
+  json files = json::object();
+  std::ostringstream line;
+  if (is_cam_method(method)) {
+    CamOptions options;
+    options.method = parse_cam_method(method);
+    options.layer = state.gradcam_layer;
+    options.target_class = state.target_class;
+    options.progress = progress;
+    const CamResult result = class_activation_map(model, input, state.attention, options);
+    const torch::Tensor upsampled = cam_at_image_size(result.scaled, height, width);
+    write_map_files(context, loaded, method, result.scaled, result.cam, upsampled, files);
+    if (result.weights.defined()) {
+      context.files->add_npy(method + "_weights.npy", result.weights.contiguous());
+      files[method + "_weights.npy"] = shape_json(result.weights);
+    }
+    summary = common_summary(context, method, result.layout, loaded);
+    summary["layer"] = result.layer;
+    summary["class"] = class_json(loaded, result.target, state.target_class);
+    summary["score"] = result.score;
+    summary["forward_passes"] = result.forward_passes;
+    summary["milliseconds"] = result.milliseconds;
+    summary["grid"] = {result.layout.grid_h, result.layout.grid_w};
+    summary["normalisation"] = {
+        {method + ".npy",
+         "at the layer's grid: cam = the method's map (pytorch-grad-cam's get_cam_image on the patch tokens, prefix "
+         "tokens dropped); ReLU; then (x - min) / (max + 1e-7), scale_cam_image"},
+        {method + "_raw.npy", "cam before ReLU and scaling"},
+        {method + "_upsampled.npy",
+         "at the image size, what pytorch-grad-cam returns: the scaled map resized bilinearly (cv2.resize, "
+         "half-pixel centres), then scaled once more"}};
+    if (!result.warning.empty()) summary["warning"] = result.warning;
+    line << result.layer << ", target " << output_name(loaded.model, result.target.index) << " (score " << result.score
+         << "), " << result.forward_passes << " forward pass" << (result.forward_passes == 1 ? "" : "es") << ", "
+         << result.milliseconds << " ms";
+    if (!result.warning.empty()) std::cerr << "attnscope analyze: warning: " << result.warning << "\n";
+  } else if (method == "relevance" || method == "gradrollout") {
+    RelevanceOptions options;
+    options.rule = method == "relevance" ? RelevanceRule::Chefer : RelevanceRule::GradientRollout;
+    options.target_class = state.target_class;
+    options.layer = state.layer;
+    options.discard_ratio = state.discard;
+    const RelevanceResult result = attention_relevance(model, input, state.attention, options);
+    write_map_files(context, loaded, method, result.normalised, result.patch_map,
+                    upsample_map(result.normalised, height, width), files);
+    context.files->add_npy(method + "_row.npy", result.row.contiguous());
+    files[method + "_row.npy"] = shape_json(result.row);
+    summary = common_summary(context, method, result.layout, loaded);
+    summary["layers"] = result.layers;
+    summary["readout"] = result.readout;
+    summary["class"] = class_json(loaded, result.target, state.target_class);
+    summary["score"] = result.score;
+    summary["milliseconds"] = result.milliseconds;
+    summary["grid"] = {result.layout.grid_h, result.layout.grid_w};
+    const std::string normalised = method == "relevance" ? "(x - min) / (max - min)" : "x / max (vit-explain's mask)";
+    summary["normalisation"] = {
+        {method + ".npy", "at the patch grid: the " + result.readout + " of the propagated matrix, " + normalised},
+        {method + "_raw.npy", "the same before normalisation"},
+        {method + "_row.npy", "the whole row, prefix tokens first"},
+        {method + "_upsampled.npy", "the normalised map resized bilinearly to the image (half-pixel centres)"}};
+    if (method == "gradrollout") summary["discard"] = state.discard;
+    line << result.layers.size() << " layers, " << result.readout << ", target "
+         << output_name(loaded.model, result.target.index) << " (score " << result.score << "), " << result.milliseconds
+         << " ms";
+  } else if (method == "ig") {
+    IntegratedGradientsOptions options;
+    options.steps = state.ig_steps;
+    options.baseline = parse_replacement(state.ig_baseline);
+    options.target_class = state.target_class;
+    options.progress = progress;
+    const IntegratedGradientsResult result =
+        integrated_gradients(model, input, state.attention, loaded.model.normalization, options);
+    write_map_files(context, loaded, method, result.scaled, result.patch_map, result.pixel_map, files);
+    context.files->add_npy("ig_attributions.npy", result.attributions.contiguous());
+    files["ig_attributions.npy"] = shape_json(result.attributions);
+    summary = common_summary(context, method, result.layout, loaded);
+    summary["class"] = class_json(loaded, result.target, state.target_class);
+    summary["score"] = result.score;
+    summary["baseline"] = {{"kind", state.ig_baseline}, {"score", result.baseline_score}};
+    summary["steps"] = result.steps;
+    summary["rule"] = "riemann_trapezoid (Captum)";
+    summary["completeness_gap"] = result.completeness_gap;
+    summary["milliseconds"] = result.milliseconds;
+    summary["grid"] = {result.layout.grid_h, result.layout.grid_w};
+    summary["layer"] = "input (--gradcam-layer is not used)";
+    summary["normalisation"] = {
+        {"ig_attributions.npy", "(input - baseline) x the path-averaged gradient, per channel and pixel"},
+        {"ig_upsampled.npy", "at the image size: sum over channels of |attribution|, not normalised"},
+        {"ig_raw.npy", "at the patch grid: ig_upsampled summed over each patch"},
+        {"ig.npy", "ig_raw scaled (x - min) / (max + 1e-7)"}};
+    line << result.steps << " steps from the " << state.ig_baseline << " baseline, target "
+         << output_name(loaded.model, result.target.index) << " (score " << result.score << ", baseline "
+         << result.baseline_score << ", completeness gap " << result.completeness_gap << "), " << result.milliseconds
+         << " ms";
+  } else {
+    throw std::invalid_argument("unknown attribution method '" + method + "'");
+  }
+  summary["method"] = method_title(method);
+  summary["size"] = {{"grid", summary["grid"]}, {"image", {height, width}}};
+  summary["files"] = files;
+  write_json(context, "summary.json", summary);
+  std::cout << "attnscope analyze " << method << ": " << line.str() << "\nwrote " << context.out.string()
+            << "/{summary.json";
+  for (const auto& [name, _] : files.items()) std::cout << ", " << name;
+  std::cout << "}\n";
+  return 0;
+}
+
+int faithfulness(const Context& context) {
+  const AppState& state = context.state;
+  FaithfulnessTableRequest request = faithfulness_request(state);  // option errors before the model loads
+  Loaded loaded = load_inputs(context);
+  const torch::Tensor input = image_to_tensor(loaded.prepared, loaded.model.normalization).to(loaded.model.device);
+  ProgressBar bar;
+  request.progress = [&](const std::string& method, size_t done, size_t total) { bar.show(done, total + 1, method); };
+  const FaithfulnessTable table = faithfulness_table(loaded.model.native("faithfulness"), input, state.attention,
+                                                     loaded.model.normalization, request);
+  bar.show(request.methods.size() + 1, request.methods.size() + 1, "done");
+
+  std::ostringstream csv;
+  csv << "method,curve,step,fraction,probability\n" << std::setprecision(9);
+  const auto add_curves = [&](const std::string& name, const Faithfulness& curves) {
+    for (const auto& [kind, curve] :
+         {std::make_pair("deletion", &curves.deletion), std::make_pair("insertion", &curves.insertion)})
+      for (size_t i = 0; i < curve->fraction.size(); ++i)
+        csv << name << "," << kind << "," << i << "," << curve->fraction[i] << "," << curve->probability[i] << "\n";
+  };
+  json rows = json::array();
+  std::cout << "attnscope analyze faithfulness: class " << table.target_class << " ("
+            << output_name(loaded.model, table.target_class) << ", p = " << std::fixed << std::setprecision(3)
+            << table.probability << "), " << to_string(request.faithfulness.replacement) << " replacement, "
+            << request.faithfulness.steps
+            << " steps\n\n| method | read at | deletion AUC | insertion AUC |\n|---|---|---|---|\n";
+  for (const MethodFaithfulness& row : table.methods) {
+    const std::string& method = row.map.method;
+    add_curves(method, row.curves);
+    context.files->add_npy("map_" + method + ".npy", row.map.map.contiguous());
+    rows.push_back({{"method", method},
+                    {"where", row.map.where},
+                    {"grid", {row.map.layout.grid_h, row.map.layout.grid_w}},
+                    {"normalisation", row.map.normalisation},
+                    {"deletion_auc", row.curves.deletion.auc},
+                    {"insertion_auc", row.curves.insertion.auc},
+                    {"milliseconds", row.map.milliseconds}});
+    std::cout << "| " << method << " | " << row.map.where << " | " << row.curves.deletion.auc << " | "
+              << row.curves.insertion.auc << " |\n";
+  }
+  add_curves("random", table.random);
+  std::cout << "| random (mean of " << request.faithfulness.random_orders << " orders) | | "
+            << table.random.deletion.auc << " | " << table.random.insertion.auc << " |\n";
+  context.files->add_text("faithfulness_curves.csv", csv.str());
+
+  // The figure, from the same table.
+  FigureRequest figure_request;
+  figure_request.layout = "faithfulness";
+  figure_request.overwrite = state.figure.overwrite;
+  AppState session = state;
+  session.figure.layout = "faithfulness";
+  const Figure figure =
+      faithfulness_figure(table, loaded.prepared, state.colormap, float(state.opacity),
+                          std::filesystem::path(state.image.empty() ? "glyph" : state.image).filename().string());
+  // Added to the other outputs: refused with them unless --overwrite, written together.
+  const ExportedFigure exported = add_figure_bundle(*context.files, figure, figure_request, session, loaded.prepared,
+                                                    context.out.string(), "faithfulness");
+
+  json summary = common_summary(context, "faithfulness", table.methods.front().map.layout, loaded);
+  summary["class"] = {{"index", table.target_class},
+                      {"name", output_name(loaded.model, table.target_class)},
+                      {"probability", table.probability},
+                      {"chosen", state.target_class >= 0 ? "given" : "top-1"}};
+  summary["curves"] = {
+      {"steps", request.faithfulness.steps},
+      {"order", "the map's cells, largest first (equal values in row-major order)"},
+      {"replacement", to_string(request.faithfulness.replacement)},
+      {"replacement_meaning",
+       request.faithfulness.replacement == Replacement::Blur
+           ? "removed cells show the image blurred by a Gaussian of sigma = one patch (radius 3 sigma, reflect border)"
+           : "removed cells show the " + to_string(request.faithfulness.replacement) + " image"},
+      {"deletion", "cells replaced, largest first; the probability of the class after each step"},
+      {"insertion", "cells of the image put back onto the replacement, largest first"},
+      {"auc", "trapezoid rule over the fraction of cells"},
+      {"random", {{"orders", request.faithfulness.random_orders}, {"seed", request.faithfulness.seed}}}};
+  summary["methods"] = rows;
+  summary["random"] = {{"deletion_auc", table.random.deletion.auc}, {"insertion_auc", table.random.insertion.auc}};
+  summary["figure"] = exported.figure_path;
+  write_json(context, "summary.json", summary);
+  std::cout << "\nwrote " << context.out.string()
+            << "/{summary.json, faithfulness_curves.csv, map_<method>.npy, faithfulness.png, faithfulness_data/}\n";
+  return 0;
+}
+
+}  // namespace attnscope::analyze

@@ -1,0 +1,100 @@
+#include "figures/faithfulness_figure.h"
+
+#include <cstdio>
+#include <stdexcept>
+
+#include "figures/layout_rows.h"
+#include "figures/layouts.h"
+#include "models/inference.h"
+
+namespace attnscope {
+
+namespace {
+
+// "gradcam++" -> "gradcampp": file names of the panels' data.
+std::string data_stem(const std::string& method) {
+  std::string stem;
+  for (char c : method) stem += c == '+' ? 'p' : c;
+  return stem;
+}
+
+std::string auc_text(const char* kind, double auc, double random) {
+  char text[96];
+  std::snprintf(text, sizeof text, "%s AUC %.3f (random %.3f)", kind, auc, random);
+  return text;
+}
+
+PlotPanel curve_plot(const FaithfulnessCurve& curve, const FaithfulnessCurve& random, const std::string& method,
+                     const std::string& x_label) {
+  PlotPanel plot;
+  plot.series.push_back({method, curve.fraction, curve.probability, true, true});
+  plot.series.push_back({"random", random.fraction, random.probability, false, true});
+  plot.x_label = x_label;
+  plot.y_label = "p(class)";
+  return plot;
+}
+
+}  // namespace
+
+FaithfulnessTableRequest faithfulness_request(const AppState& state) {
+  FaithfulnessTableRequest request;
+  request.methods = parse_method_list(state.methods);
+  request.attribution.layer = state.gradcam_layer;
+  request.attribution.attention_layer = state.layer;
+  request.attribution.fusion = state.fusion;
+  request.attribution.discard = state.discard;
+  request.attribution.ig_steps = state.ig_steps;
+  request.attribution.ig_baseline = parse_replacement(state.ig_baseline);
+  request.faithfulness.steps = state.steps;
+  request.faithfulness.replacement = parse_replacement(state.replacement);
+  request.faithfulness.target_class = state.target_class;
+  return request;
+}
+
+Figure faithfulness_layout(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
+                           const std::string& title, const RowModels* rows) {
+  if (request.variants.empty()) throw std::invalid_argument("a figure needs at least one variant");
+  const VariantChoice& variant = request.variants.front();
+  const VariantRun row = variant_model(variant, request, model, prepared_rgb, rows);
+  LoadedModel* row_model = row.model;
+  const cv::Mat& row_rgb = row.prepared;
+  const torch::Tensor input = image_to_tensor(row_rgb, row_model->normalization).to(row_model->device);
+  const FaithfulnessTable table = faithfulness_table(row_model->native("faithfulness"), input, variant.settings,
+                                                     row_model->normalization, request.faithfulness);
+  return faithfulness_figure(table, row_rgb, request.colormap, request.opacity, title + "  \u00b7  " + variant.label);
+}
+
+Figure faithfulness_figure(const FaithfulnessTable& table, const cv::Mat& input_rgb, Colormap colormap, float opacity,
+                           const std::string& title) {
+  Figure figure(int(table.methods.size()), 3);
+  char heading[160];
+  std::snprintf(heading, sizeof heading, "  \u00b7  class %d (p = %.3f)  \u00b7  %s, %d steps", table.target_class,
+                table.probability, to_string(table.options.replacement).c_str(), table.options.steps);
+  figure.title = title + heading;
+  figure.col_labels = {"map", "deletion (lower is better)", "insertion (higher is better)"};
+  figure.scales.push_back({colormap, 0.0f, 1.0f, "each map's own normalisation"});
+  for (size_t r = 0; r < table.methods.size(); ++r) {
+    const MethodFaithfulness& row = table.methods[r];
+    const std::string& method = row.map.method;
+    const std::string stem = data_stem(method);
+    figure.row_labels.push_back(method);
+
+    HeatmapPanel heatmap;
+    const torch::Tensor values = row.map.map.detach().to(torch::kCPU, torch::kFloat).contiguous();
+    heatmap.values =
+        cv::Mat(int(values.size(0)), int(values.size(1)), CV_32FC1, const_cast<float*>(values.data_ptr<float>()))
+            .clone();
+    heatmap.background = input_rgb;
+    heatmap.opacity = opacity;
+    figure.at(int(r), 0) = {row.map.where, stem + "_map", heatmap};
+    figure.at(int(r), 1) = {auc_text("deletion", row.curves.deletion.auc, table.random.deletion.auc),
+                            stem + "_deletion",
+                            curve_plot(row.curves.deletion, table.random.deletion, method, "fraction removed")};
+    figure.at(int(r), 2) = {auc_text("insertion", row.curves.insertion.auc, table.random.insertion.auc),
+                            stem + "_insertion",
+                            curve_plot(row.curves.insertion, table.random.insertion, method, "fraction added")};
+  }
+  return figure;
+}
+
+}  // namespace attnscope
