@@ -1,5 +1,7 @@
 #include "analysis/gradcam.h"
 
+#include "core/excerpt.h"
+
 #include <torch/torch.h>
 
 #include <chrono>
@@ -43,7 +45,8 @@ std::string layer_choices(int depth, bool has_final_norm) {
 }  // namespace
 
 std::string resolve_gradcam_layer(const std::string& spec, int depth, bool has_final_norm) {
-  const std::string bad = "--gradcam-layer '" + spec + "' does not exist: use " + layer_choices(depth, has_final_norm);
+  const std::string bad =
+      "--gradcam-layer '" + excerpt(spec) + "' does not exist: use " + layer_choices(depth, has_final_norm);
   if (spec == "norm") {
     if (!has_final_norm) throw std::invalid_argument(bad);
     return spec;

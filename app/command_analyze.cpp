@@ -18,6 +18,7 @@
 #include "app/commands.h"
 #include "core/atomic_file.h"
 #include "core/colormap.h"
+#include "core/excerpt.h"
 #include "core/npy.h"
 #include "datasets/glyph_task.h"
 #include "models/inference.h"
@@ -97,7 +98,7 @@ Loaded load_inputs(const Context& context) {
       used = 0;
     }
     if (used != seed_text.size() || seed_text.find('-') != std::string::npos)
-      throw std::invalid_argument("--glyph-seed expects a non-negative integer, got '" + seed_text + "'");
+      throw std::invalid_argument("--glyph-seed expects a non-negative integer, got '" + excerpt(seed_text) + "'");
     GlyphSample sample = make_glyph_sample(seed);
     rgb = sample.rgb;
     cv::cvtColor(sample.mask, mask, cv::COLOR_GRAY2RGB);
@@ -444,7 +445,7 @@ int analyze_command(const Args& args) {
   if (analysis.empty())
     throw std::invalid_argument("--analysis is required (gradcam, rollout, spectrum, fp or metrics)");
   if (std::find(kAnalyses.begin(), kAnalyses.end(), analysis) == kAnalyses.end())
-    throw std::invalid_argument("unknown --analysis '" + analysis +
+    throw std::invalid_argument("unknown --analysis '" + excerpt(analysis) +
                                 "' (expected gradcam, rollout, spectrum, fp or metrics)");
   if (context.state.out.empty()) throw std::invalid_argument("--out is required");
   // Bounded before anything is allocated or written.

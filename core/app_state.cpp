@@ -6,6 +6,7 @@
 
 #include "analysis/focus_metrics.h"
 #include "analysis/gradcam.h"
+#include "core/excerpt.h"
 #include "models/token_layout.h"
 
 namespace attnscope {
@@ -33,7 +34,7 @@ int parse_int_option(const std::string& name, const std::string& value) {
     if (used == value.size()) return parsed;
   } catch (const std::exception&) {
   }
-  throw std::invalid_argument("--" + name + " expects an integer, got '" + value + "'");
+  throw std::invalid_argument("--" + name + " expects an integer, got '" + excerpt(value) + "'");
 }
 
 double parse_double_option(const std::string& name, const std::string& value) {
@@ -43,7 +44,7 @@ double parse_double_option(const std::string& name, const std::string& value) {
     if (used == value.size()) return parsed;
   } catch (const std::exception&) {
   }
-  throw std::invalid_argument("--" + name + " expects a number, got '" + value + "'");
+  throw std::invalid_argument("--" + name + " expects a number, got '" + excerpt(value) + "'");
 }
 
 namespace {
@@ -69,8 +70,8 @@ void add_export_options(std::vector<OptionSpec>& options) {
     options.push_back({name, "on|off", help,
                        [name, field](AppState& s, const std::string& v) {
                          if (v != "on" && v != "off")
-                           throw std::invalid_argument(std::string("--") + name + " expects on or off, got '" + v +
-                                                       "'");
+                           throw std::invalid_argument(std::string("--") + name + " expects on or off, got '" +
+                                                       excerpt(v) + "'");
                          s.figure.*field = v == "on";
                        },
                        [field](const AppState& s) { return std::string(s.figure.*field ? "on" : "off"); }, "on"});
@@ -84,7 +85,7 @@ void add_export_options(std::vector<OptionSpec>& options) {
   options.push_back({"format", "png|svg|pdf", "figure file format",
                      [](AppState& s, const std::string& v) {
                        if (v != "png" && v != "svg" && v != "pdf")
-                         throw std::invalid_argument("--format expects png, svg or pdf, got '" + v + "'");
+                         throw std::invalid_argument("--format expects png, svg or pdf, got '" + excerpt(v) + "'");
                        s.figure.format = v;
                      },
                      [](const AppState& s) { return s.figure.format; }});
@@ -179,7 +180,7 @@ std::vector<OptionSpec> make_options() {
   options.push_back({"dwc", "on|off", "FLatten's depthwise conv on V, where the checkpoint has it",
                      [](AppState& s, const std::string& v) {
                        if (v != "on" && v != "off")
-                         throw std::invalid_argument("--dwc expects on or off, got '" + v + "'");
+                         throw std::invalid_argument("--dwc expects on or off, got '" + excerpt(v) + "'");
                        s.attention.dwc = v == "on";
                      },
                      [](const AppState& s) { return std::string(s.attention.dwc ? "on" : "off"); }});
@@ -206,7 +207,7 @@ std::vector<OptionSpec> make_options() {
                              (v.size() > 3 && v.size() < 9 && v.rfind("reg", 0) == 0 &&
                               v.find_first_not_of("0123456789", 3) == std::string::npos);
          if (!prefix && !parse_patch_query(v, row, col))
-           throw std::invalid_argument("--query expects cls, dist, regN or ROW,COL, got '" + v.substr(0, 200) + "'");
+           throw std::invalid_argument("--query expects cls, dist, regN or ROW,COL, got '" + excerpt(v) + "'");
          s.query = v;
        },
        [](const AppState& s) { return s.query; }});
@@ -232,7 +233,7 @@ std::vector<OptionSpec> make_options() {
                      [](AppState& s, const std::string& v) {
                        const auto& names = view_names();
                        if (std::find(names.begin(), names.end(), v) == names.end())
-                         throw std::invalid_argument("--view expects head, mean or heads, got '" + v + "'");
+                         throw std::invalid_argument("--view expects head, mean or heads, got '" + excerpt(v) + "'");
                        s.view = v;
                      },
                      [](const AppState& s) { return s.view; }});
@@ -241,20 +242,20 @@ std::vector<OptionSpec> make_options() {
                      "at it)",
                      [](AppState& s, const std::string& v) {
                        if (v != "out" && v != "in")
-                         throw std::invalid_argument("--direction expects out or in, got '" + v.substr(0, 200) + "'");
+                         throw std::invalid_argument("--direction expects out or in, got '" + excerpt(v) + "'");
                        s.direction = v;
                      },
                      [](const AppState& s) { return s.direction; }});
-  options.push_back({"analysis", "NAME",
-                     "analysis view: none, spectrum (matrix, rank), gradcam, fp (f_p), rollout or metrics",
-                     [](AppState& s, const std::string& v) {
-                       const auto& names = analysis_names();
-                       if (std::find(names.begin(), names.end(), v) == names.end())
-                         throw std::invalid_argument(
-                             "--analysis expects none, spectrum, gradcam, fp, rollout or metrics, got '" + v + "'");
-                       s.analysis = v;
-                     },
-                     [](const AppState& s) { return s.analysis; }});
+  options.push_back(
+      {"analysis", "NAME", "analysis view: none, spectrum (matrix, rank), gradcam, fp (f_p), rollout or metrics",
+       [](AppState& s, const std::string& v) {
+         const auto& names = analysis_names();
+         if (std::find(names.begin(), names.end(), v) == names.end())
+           throw std::invalid_argument("--analysis expects none, spectrum, gradcam, fp, rollout or metrics, got '" +
+                                       excerpt(v) + "'");
+         s.analysis = v;
+       },
+       [](const AppState& s) { return s.analysis; }});
   options.push_back({"class", "C",
                      "Grad-CAM target: class C (-1: the top-1 class); on models without classes output dimension C "
                      "(-1: the output's norm)",
@@ -340,7 +341,11 @@ const OptionSpec* find_option(const std::string& name) {
 
 void set_option(AppState& state, const std::string& name, const std::string& value) {
   const OptionSpec* option = find_option(name);
-  if (!option) throw std::invalid_argument("unknown option --" + name);
+  if (!option) throw std::invalid_argument("unknown option --" + excerpt(name));
+  // Paths are the longest values (PATH_MAX is 4096); anything longer is not an option value.
+  if (value.size() > kMaxOptionValueBytes)
+    throw std::invalid_argument("--" + name + ": the value is " + std::to_string(value.size()) +
+                                " bytes long, at most " + std::to_string(kMaxOptionValueBytes) + " are accepted");
   option->set(state, value);
 }
 
@@ -360,7 +365,7 @@ void apply_json(AppState& state, const nlohmann::json& json) {
     else if (value.is_number() || value.is_boolean())
       text = value.dump();
     else
-      throw std::invalid_argument("session key '" + item.key() + "' must be a string or a number");
+      throw std::invalid_argument("session key '" + excerpt(item.key()) + "' must be a string or a number");
     set_option(state, item.key(), text);
   }
 }
@@ -372,7 +377,7 @@ std::vector<int> parse_index_list(const std::string& name, const std::string& te
   std::string item;
   while (std::getline(in, item, ',')) indices.push_back(parse_int_option(name, item));
   if (indices.empty() || text.back() == ',')
-    throw std::invalid_argument("--" + name + " expects all or a comma-separated list, got '" + text + "'");
+    throw std::invalid_argument("--" + name + " expects all or a comma-separated list, got '" + excerpt(text) + "'");
   return indices;
 }
 
@@ -396,7 +401,7 @@ std::vector<VariantChoice> parse_variant_list(const std::string& text, const Att
         const std::string key = part.substr(0, eq);
         if (eq == std::string::npos ||
             (key != "p" && key != "window" && key != "anchors" && key != "dwc" && key != "norm"))
-          throw std::invalid_argument("--variants: '" + part + "' in '" + spec +
+          throw std::invalid_argument("--variants: '" + excerpt(part) + "' in '" + excerpt(spec) +
                                       "' is not one of p=, window=, anchors=, dwc=, norm=");
         set_option(scratch, key, part.substr(eq + 1));
       }
@@ -407,10 +412,10 @@ std::vector<VariantChoice> parse_variant_list(const std::string& text, const Att
       label += (first ? "" : " ") + shown;
       first = false;
     }
-    if (first) throw std::invalid_argument("--variants has an empty entry in '" + text + "'");
+    if (first) throw std::invalid_argument("--variants has an empty entry in '" + excerpt(text) + "'");
     choices.push_back({label, scratch.attention});
   }
-  if (text.back() == ',') throw std::invalid_argument("--variants has an empty entry in '" + text + "'");
+  if (text.back() == ',') throw std::invalid_argument("--variants has an empty entry in '" + excerpt(text) + "'");
   return choices;
 }
 
@@ -431,7 +436,8 @@ std::pair<int, int> resolve_input_size(const std::string& spec, int native_heigh
     throw std::invalid_argument("--size " + spec.substr(0, 40) + ": each side must be at most " +
                                 std::to_string(kMaxInputSide) + " pixels");
   if (height % patch || width % patch)
-    throw std::invalid_argument("--size " + spec + " is not a multiple of the patch size " + std::to_string(patch));
+    throw std::invalid_argument("--size " + excerpt(spec) + " is not a multiple of the patch size " +
+                                std::to_string(patch));
   return {height, width};
 }
 
@@ -479,9 +485,9 @@ ResolvedQuery resolve_query(const std::string& query, const TokenLayout& layout)
   }
   int row = 0, col = 0;
   if (!parse_patch_query(query, row, col))
-    throw std::invalid_argument("--query expects cls, dist, regN or ROW,COL, got '" + query.substr(0, 200) + "'");
+    throw std::invalid_argument("--query expects cls, dist, regN or ROW,COL, got '" + excerpt(query) + "'");
   if (row < 0 || row >= layout.grid_h || col < 0 || col >= layout.grid_w)
-    throw std::invalid_argument("--query " + query + " is outside the " + std::to_string(layout.grid_h) + "x" +
+    throw std::invalid_argument("--query " + excerpt(query) + " is outside the " + std::to_string(layout.grid_h) + "x" +
                                 std::to_string(layout.grid_w) + " patch grid");
   resolved.token = layout.patch_token(row, col);
   return resolved;

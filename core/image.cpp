@@ -2,6 +2,7 @@
 // Resampling follows Pillow's libImaging/Resample.c step for step: attention maps are compared
 // with Python runs, so the model must see the very bytes PIL would have given it.
 #include "core/image.h"
+#include "core/excerpt.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -222,7 +223,7 @@ ResizeMode parse_resize_mode(const std::string& name) {
   if (name == "timm") return ResizeMode::Timm;
   if (name == "fit") return ResizeMode::Fit;
   if (name == "none") return ResizeMode::None;
-  throw std::invalid_argument("unknown resize mode '" + name + "' (expected timm, fit or none)");
+  throw std::invalid_argument("unknown resize mode '" + excerpt(name) + "' (expected timm, fit or none)");
 }
 
 std::string to_string(ResizeMode mode) {

@@ -1,5 +1,7 @@
 #include "figures/layouts.h"
 
+#include "core/excerpt.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -32,7 +34,8 @@ FigureRequest FigureRequest::from_state(const AppState& state) {
   if (!known) {
     std::string names;
     for (const auto& info : layouts) names += std::string(names.empty() ? "" : ", ") + info.name;
-    throw std::invalid_argument("--layout: unknown layout '" + state.figure.layout + "' (available: " + names + ")");
+    throw std::invalid_argument("--layout: unknown layout '" + excerpt(state.figure.layout) + "' (available: " + names +
+                                ")");
   }
   request.layout = state.figure.layout;
   request.format = parse_figure_format(state.figure.format);
@@ -376,7 +379,7 @@ Figure build_figure(const FigureRequest& request, LoadedModel& model, const cv::
   if (request.layout == "matrix-spectrum") return matrix_spectrum_figure(request, model, prepared_rgb, title);
   if (request.layout == "gradcam-attention") return gradcam_attention_figure(request, model, prepared_rgb, title);
   if (request.layout == "fp-demo") return focusing_figure(request, model, prepared_rgb, title);
-  throw std::invalid_argument("unknown figure layout '" + request.layout + "'");
+  throw std::invalid_argument("unknown figure layout '" + excerpt(request.layout) + "'");
 }
 
 }  // namespace attnscope

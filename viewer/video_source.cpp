@@ -1,5 +1,7 @@
 #include "viewer/video_source.h"
 
+#include "core/excerpt.h"
+
 #include <chrono>
 #include <opencv2/imgproc.hpp>
 #include <opencv2/videoio.hpp>
@@ -19,7 +21,7 @@ VideoSource::VideoSource(const std::string& source, std::function<void()> wake)
     try {
       index = std::stoi(source.substr(camera_prefix.size()));
     } catch (const std::exception&) {
-      throw std::runtime_error("bad camera '" + source + "' (expected camera:N)");
+      throw std::runtime_error("bad camera '" + excerpt(source) + "' (expected camera:N)");
     }
     capture_->capture.open(index);
   } else {
