@@ -32,9 +32,10 @@ using nlohmann::json;
 
 const std::vector<std::string> kAnalyses = {"gradcam", "rollout", "spectrum", "fp", "metrics"};
 
-const std::vector<std::string> kAnalyzeOptions = {
-    "model", "image",  "out",  "variant", "p",    "window", "anchors",       "dwc",    "norm",    "layer", "head",
-    "query", "resize", "size", "device",  "arch", "class",  "gradcam-layer", "fusion", "discard", "box"};
+const std::vector<std::string> kAnalyzeOptions = {"model",   "image",   "out",    "variant",   "p",     "window",
+                                                  "anchors", "dwc",     "norm",   "layer",     "head",  "query",
+                                                  "resize",  "size",    "device", "arch",      "class", "gradcam-layer",
+                                                  "fusion",  "discard", "box",    "max-pixels"};
 
 const std::vector<CommandFlag> kAnalyzeFlags = {
     {"analysis", "NAME", "gradcam, rollout, spectrum, fp or metrics", ""},
@@ -103,10 +104,10 @@ Loaded load_inputs(const Context& context) {
     rgb = sample.rgb;
     cv::cvtColor(sample.mask, mask, cv::COLOR_GRAY2RGB);
   } else {
-    rgb = load_image_rgb(state.image);
+    rgb = load_image_rgb(state.image, state.max_pixels);
     const std::string mask_path = context.line.flags.at("object-mask");
     if (!mask_path.empty()) {
-      mask = load_image_rgb(mask_path);
+      mask = load_image_rgb(mask_path, state.max_pixels);
       if (mask.size() != rgb.size())
         throw std::invalid_argument("--object-mask " + mask_path + " is " + std::to_string(mask.cols) + "x" +
                                     std::to_string(mask.rows) + ", the image " + std::to_string(rgb.cols) + "x" +

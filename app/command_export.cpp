@@ -17,7 +17,7 @@ const std::vector<std::string> kExportOptions = {
     "model",     "image",    "out",    "layout",        "format",  "dpi",    "png-width", "transparent",
     "overwrite", "variants", "layers", "heads",         "layer",   "head",   "query",     "colormap",
     "opacity",   "variant",  "p",      "window",        "anchors", "dwc",    "norm",      "resize",
-    "size",      "device",   "arch",   "gradcam-layer", "class",   "fusion", "discard"};
+    "size",      "device",   "arch",   "gradcam-layer", "class",   "fusion", "discard",   "max-pixels"};
 
 const std::vector<CommandFlag> kExportFlags = {
     {"images", "DIR", "a folder of images (sorted; .png .jpg .jpeg .bmp .tif .tiff .webp): one figure each", ""},

@@ -17,9 +17,9 @@ namespace attnscope {
 
 namespace {
 
-const std::vector<std::string> kRunOptions = {"model",   "image", "out",    "variant", "p",    "window",
-                                              "anchors", "dwc",   "norm",   "layer",   "head", "query",
-                                              "resize",  "size",  "device", "arch"};
+const std::vector<std::string> kRunOptions = {"model",   "image", "out",    "variant", "p",         "window",
+                                              "anchors", "dwc",   "norm",   "layer",   "head",      "query",
+                                              "resize",  "size",  "device", "arch",    "max-pixels"};
 
 void require(const std::string& value, const std::string& name) {
   if (value.empty()) throw std::invalid_argument("--" + name + " is required");
@@ -48,7 +48,7 @@ int run_command(const Args& args) {
   configure_threads();
   const torch::Device device = resolve_device(state.device);
   LoadedModel model = load_model(state.model, ArchOverrides::parse(state.arch), device);
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state, model.arch);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image, state.max_pixels), state, model.arch);
   const InferenceResult result = run_inference(model, prepared, state.attention);
   const TokenLayout& layout = result.forward.layout;
 

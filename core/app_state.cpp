@@ -151,6 +151,17 @@ std::vector<OptionSpec> make_options() {
                        s.input_size = v;
                      },
                      [](const AppState& s) { return s.input_size; }});
+  options.push_back({"max-pixels", "N",
+                     "largest image accepted, in pixels, judged from its header before decoding (default 89478485, "
+                     "Pillow's decompression bomb guard; at most 2^30)",
+                     [](AppState& s, const std::string& v) {
+                       const int pixels = parse_int_option("max-pixels", v);
+                       if (pixels < 1 || pixels > kLargestMaxPixels)
+                         throw std::invalid_argument("--max-pixels must be from 1 to " +
+                                                     std::to_string(kLargestMaxPixels));
+                       s.max_pixels = pixels;
+                     },
+                     [](const AppState& s) { return std::to_string(s.max_pixels); }});
   options.push_back({"variant", "NAME", "native, softmax, linear, focused, enhanced, window or anchor",
                      [](AppState& s, const std::string& v) {
                        s.attention.variant = with_option_name("variant", [&] { return parse_variant(v); });

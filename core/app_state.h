@@ -34,7 +34,8 @@ struct AppState {
   std::string arch;  // "heads=6,eps=1e-6": what the checkpoint cannot tell
   std::string device = "auto";
   ResizeMode resize = ResizeMode::Timm;
-  std::string input_size = "native";  // "native", "S" or "HxW" (pixels, multiples of the patch)
+  std::string input_size = "native";       // "native", "S" or "HxW" (pixels, multiples of the patch)
+  int64_t max_pixels = kDefaultMaxPixels;  // images whose header declares more are refused
   AttentionSettings attention;
   int layer = -1;  // -1: the last block
   int head = 0;

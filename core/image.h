@@ -31,8 +31,13 @@ struct Normalization {
   std::array<float, 3> std{0.229f, 0.224f, 0.225f};
 };
 
-// Decodes any image OpenCV reads into 8-bit RGB (3 channels; gray and alpha are converted).
-cv::Mat load_image_rgb(const std::string& path);
+// Pillow's decompression bomb guard (PIL.Image.MAX_IMAGE_PIXELS): the default of --max-pixels.
+constexpr int64_t kDefaultMaxPixels = 89'478'485;
+constexpr int64_t kLargestMaxPixels = int64_t(1) << 30;  // OpenCV's own limit
+
+// Decodes any image OpenCV reads into 8-bit RGB (3 channels; gray and alpha are converted). The
+// size in its header is checked against `max_pixels` before anything is decoded.
+cv::Mat load_image_rgb(const std::string& path, int64_t max_pixels = kDefaultMaxPixels);
 
 // PIL's Image.resize(..., BICUBIC) on 8-bit RGB, bit-exact (antialiased when shrinking).
 cv::Mat resize_bicubic_pil(const cv::Mat& rgb, int width, int height);

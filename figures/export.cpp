@@ -169,7 +169,7 @@ ExportedFigure write_figure_bundle(const Figure& figure, const FigureRequest& re
 ExportedFigure export_figure(const AppState& state, LoadedModel& model, const std::string& image_path,
                              const std::string& out_dir) {
   const FigureRequest request = FigureRequest::from_state(state);
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(image_path), state, model.arch);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(image_path, state.max_pixels), state, model.arch);
   const Figure figure = build_figure(request, model, prepared, fs::path(image_path).filename().string());
   // The session names absolute files so that it reproduces the figure from any folder.
   AppState session = state;

@@ -10,10 +10,14 @@
 #include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 
 #include "core/app_state.h"
 #include "core/checkpoint.h"
 #include "core/excerpt.h"
+#include "core/image.h"
+#include "core/image_header.h"
 #include "core/pickle_reader.h"
 #include "models/arch_limits.h"
 #include "models/model_loader.h"
@@ -270,6 +274,65 @@ TEST(Reliability, EntriesSharingOneLargeValueAreCheckedOnce) {
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(load_checkpoint(path).tensors.size(), 1u);
   EXPECT_LT(seconds_since(start), 3.0);
+}
+
+// ---------------------------------------------------------------- 6. images: the header decides
+
+TEST(Reliability, ImageHeadersGiveTheSizeOpenCvDecodes) {
+  Scratch scratch;
+  cv::Mat picture(83, 97, CV_8UC3);  // big enough for JPEG 2000's default resolution levels
+  cv::randu(picture, 0, 255);
+  std::vector<std::string> checked;
+  for (const char* extension : {".png", ".jpg", ".bmp", ".webp", ".tiff", ".ppm", ".pgm", ".pbm", ".pam", ".pfm",
+                                ".ras", ".hdr", ".exr", ".jp2"}) {
+    SCOPED_TRACE(extension);
+    const std::string path = scratch.file(std::string("picture") + extension);
+    cv::Mat written = picture;
+    const std::string kind = extension;
+    if (kind == ".pfm" || kind == ".hdr" || kind == ".exr") picture.convertTo(written, CV_32FC3, 1.0 / 255);
+    if (kind == ".pgm" || kind == ".pbm") cv::cvtColor(picture, written, cv::COLOR_BGR2GRAY);
+    try {
+      if (!cv::imwrite(path, written)) continue;  // a codec this OpenCV lacks
+    } catch (const cv::Exception&) {
+      continue;
+    }
+    const cv::Mat decoded = cv::imread(path, cv::IMREAD_UNCHANGED);
+    if (decoded.empty()) continue;
+    const ImageHeader header = read_image_header(path);
+    EXPECT_EQ(header.width, decoded.cols);
+    EXPECT_EQ(header.height, decoded.rows);
+    EXPECT_EQ(load_image_rgb(path).size(), cv::Size(97, 83));
+    checked.push_back(header.format);
+  }
+  std::cout << "image headers checked against OpenCV:";
+  for (const auto& format : checked) std::cout << " " << format;
+  std::cout << "\n";
+  EXPECT_GE(checked.size(), 12u);
+}
+
+TEST(Reliability, HugeImagesInTinyFilesAreRefusedBeforeDecoding) {
+  Scratch scratch;
+  // A PNG whose header declares 30000 x 30000 pixels (2.7 GB of RGB), in 45 bytes.
+  const std::string png = "\x89PNG\r\n\x1a\n"s + "\x00\x00\x00\x0dIHDR"s + "\x00\x00\x75\x30\x00\x00\x75\x30"s +
+                          "\x08\x02\x00\x00\x00"s + "\x00\x00\x00\x00"s + "\x00\x00\x00\x00IDAT"s;
+  const std::string path = scratch.write("bomb.png", png);
+  const int64_t before = resident_bytes();
+  const std::string message = message_of([&] { load_image_rgb(path); });
+  EXPECT_CONTAINS(message, "a PNG of 30000x30000 pixels, more than --max-pixels 89478485");
+  EXPECT_LT(resident_bytes() - before, int64_t(50) << 20);
+  // The limit is the caller's: a small one refuses a small image; the size in the message is exact.
+  cv::imwrite(scratch.file("small.png"), cv::Mat(20, 30, CV_8UC3, cv::Scalar(1, 2, 3)));
+  EXPECT_NO_THROW(load_image_rgb(scratch.file("small.png"), 600));
+  EXPECT_CONTAINS(message_of([&] { load_image_rgb(scratch.file("small.png"), 599); }), "30x20 pixels");
+  // Text is no image.
+  EXPECT_CONTAINS(message_of([&] { load_image_rgb(scratch.write("notes.png", "hello\n")); }),
+                  "not a supported image format");
+  // The option is shared by every command, session and the workbench.
+  AppState state;
+  set_option(state, "max-pixels", "1000");
+  EXPECT_EQ(state.max_pixels, 1000);
+  EXPECT_CONTAINS(message_of([&] { set_option(state, "max-pixels", "0"); }), "--max-pixels must be from 1 to");
+  EXPECT_EQ(to_json(state)["max-pixels"], "1000");
 }
 
 // ---------------------------------------------------------------- 14. LibTorch's zip reader

@@ -31,8 +31,9 @@ std::string one_line(std::string message) {
 
 bool InferenceRequest::same_forward(const InferenceRequest& other) const {
   if (model_path != other.model_path || arch != other.arch || device != other.device ||
-      image_path != other.image_path || frame_number != other.frame_number || frame != other.frame ||
-      resize != other.resize || input_size != other.input_size || panels.size() != other.panels.size())
+      image_path != other.image_path || max_pixels != other.max_pixels || frame_number != other.frame_number ||
+      frame != other.frame || resize != other.resize || input_size != other.input_size ||
+      panels.size() != other.panels.size())
     return false;
   for (size_t i = 0; i < panels.size(); ++i)
     if (!same_settings(panels[i], other.panels[i])) return false;
@@ -191,8 +192,9 @@ std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const 
     const std::string model_key = request.model_path + "|" + request.arch + "|" + request.device;
     LoadedModel& model = model_for(request.model_path, request.arch, request.device);
 
-    const std::string image_key =
-        request.frame ? "frame " + std::to_string(request.frame_number) : "file " + request.image_path;
+    const std::string image_key = request.frame
+                                      ? "frame " + std::to_string(request.frame_number)
+                                      : "file " + request.image_path + "|" + std::to_string(request.max_pixels);
     if (cache.image_key != image_key) {
       cache.image_key.clear();
       if (request.frame)
@@ -200,7 +202,7 @@ std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const 
       else if (request.image_path.empty())
         throw std::runtime_error("no image is open");
       else
-        cache.image_rgb = load_image_rgb(request.image_path);
+        cache.image_rgb = load_image_rgb(request.image_path, request.max_pixels);
       cache.image_key = image_key;
     }
     AppState input_state;

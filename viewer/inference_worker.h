@@ -27,6 +27,7 @@
 namespace attnscope {
 
 struct InferenceRequest {
+  int64_t max_pixels = kDefaultMaxPixels;  // --max-pixels for image_path
   std::string model_path;
   std::string arch;                      // ArchOverrides text
   std::string device;                    // "auto", "cpu", "cuda"

@@ -74,6 +74,7 @@ InferenceRequest Workbench::make_request() const {
   request.arch = state.arch;
   request.device = state.device;
   request.image_path = state.image;
+  request.max_pixels = state.max_pixels;
   if (video && frame_) {
     request.frame = frame_;
     request.frame_number = frame_number_;
