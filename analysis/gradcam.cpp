@@ -1,6 +1,7 @@
 #include "analysis/gradcam.h"
 
 #include "core/excerpt.h"
+#include "models/finite_checks.h"
 
 #include <torch/torch.h>
 
@@ -100,6 +101,7 @@ GradCamResult grad_cam(VisionTransformerImpl& model, const torch::Tensor& image,
   };
   ForwardOutput output = model.forward(input, settings, forward_options);
   if (!activation.defined()) throw std::logic_error("Grad-CAM: the forward pass never reached " + result.layer);
+  require_finite_output(&model, input, settings, output.logits.detach());
   result.layout = output.layout;
   auto logits = output.logits[0];
   result.logits = logits.detach().to(torch::kCPU, torch::kFloat);
@@ -128,6 +130,7 @@ GradCamResult grad_cam(VisionTransformerImpl& model, const torch::Tensor& image,
   result.cam = cam.reshape({layout.grid_h, layout.grid_w}).contiguous();
   result.scaled = (result.cam - result.cam.min());
   result.scaled = result.scaled / (result.scaled.max() + 1e-7);
+  require_finite(result.scaled, "the Grad-CAM map at " + result.layer);
   if (result.max_abs_gradient == 0.0) {
     std::ostringstream warning;
     warning << "the gradient of class " << result.target_class << " is zero on every patch token at " << result.layer

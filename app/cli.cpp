@@ -21,6 +21,10 @@ void load_session(AppState& state, const std::string& path) {
   apply_json(state, read_json_file(path, "session file " + path));
 }
 
+void print_warnings(const std::string& command, const std::vector<std::string>& warnings) {
+  for (const auto& warning : warnings) std::cerr << "attnscope " << command << ": warning: " << warning << "\n";
+}
+
 CommandLine parse_command_line(const std::vector<std::string>& args, const std::vector<std::string>& state_options,
                                const std::vector<CommandFlag>& command_flags) {
   CommandLine line;

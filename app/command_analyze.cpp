@@ -50,6 +50,7 @@ struct Context {
   AppState state;
   CommandLine line;
   fs::path out;
+  mutable std::vector<std::string> warnings;  // the model's, printed once the analysis succeeded
 };
 
 void write_json(const fs::path& path, const json& value) {
@@ -89,6 +90,7 @@ Loaded load_inputs(const Context& context) {
   Loaded loaded;
   configure_threads();
   loaded.model = load_model(state.model, ArchOverrides::parse(state.arch), resolve_device(state.device));
+  context.warnings = loaded.model.report.warnings;
   cv::Mat rgb, mask;
   if (!seed_text.empty()) {
     uint64_t seed = 0;
@@ -455,11 +457,13 @@ int analyze_command(const Args& args) {
   if (top_k < 1 || top_k > 1000000) throw std::invalid_argument("--top-k must be from 1 to 1000000");
   context.out = context.state.out;
   fs::create_directories(context.out);
-  if (analysis == "gradcam") return analyze_gradcam(context);
-  if (analysis == "rollout") return analyze_rollout(context);
-  if (analysis == "spectrum") return analyze_spectrum(context);
-  if (analysis == "fp") return analyze_fp(context);
-  return analyze_metrics(context);
+  const int code = analysis == "gradcam"    ? analyze_gradcam(context)
+                   : analysis == "rollout"  ? analyze_rollout(context)
+                   : analysis == "spectrum" ? analyze_spectrum(context)
+                   : analysis == "fp"       ? analyze_fp(context)
+                                            : analyze_metrics(context);
+  print_warnings("analyze", context.warnings);  // an analysis that fails names the tensors in its error
+  return code;
 }
 
 }  // namespace attnscope

@@ -96,6 +96,7 @@ int export_command(const Args& args) {
       });
   for (const auto& failure : batch.failed)
     bar.error("attnscope export: error: " + failure.image + ": " + failure.message);
+  if (!batch.written.empty()) print_warnings("export", model.report.warnings);
   std::cout << "attnscope export: " << batch.written.size() << " " << state.figure.layout << " figure"
             << (batch.written.size() == 1 ? "" : "s") << " (" << state.figure.format << ") in " << state.out;
   if (!batch.failed.empty()) std::cout << "; " << batch.failed.size() << " of " << images.size() << " images failed";

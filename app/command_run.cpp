@@ -130,6 +130,7 @@ int run_command(const Args& args) {
   if (!query.note.empty()) summary["query"]["note"] = query.note;
   if (!every_layer) summary["layers_note"] = "more than 400 tokens: ranks of the selected layer only";
   if (!model.report.notes.empty()) summary["notes"] = model.report.notes;
+  if (!model.report.warnings.empty()) summary["warnings"] = model.report.warnings;
   // Paths are bytes: a name that is not UTF-8 is written with replacement characters, never fails.
   const std::string summary_text = summary.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
   std::filesystem::create_directories(state.out);
@@ -145,6 +146,7 @@ int run_command(const Args& args) {
   if (result.top.empty())
     std::cout << "  output: " << model.arch.output_kind << " of " << result.forward.logits.size(-1)
               << " values, no classes\n";
+  print_warnings("run", model.report.warnings);  // a run that fails names the tensors in its error
   std::cout << "wrote " << out.string() << "/{summary.json, logits.npy, attention" << suffix << ".npy, matrix" << suffix
             << ".npy, overlay" << suffix << ".png}\n";
   return 0;

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "models/finite_checks.h"
+
 namespace attnscope {
 
 cv::Mat prepare_model_input(const cv::Mat& rgb, const AppState& state, const VitArch& arch) {
@@ -57,6 +59,7 @@ InferenceResult run_inference(LoadedModel& model, const cv::Mat& prepared_rgb, c
   result.forward = model.forward(input, settings, options);
   if (model.device.is_cuda()) torch::cuda::synchronize();
   result.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  require_finite_output(model.is_scripted() ? nullptr : model.model.get(), input, settings, result.forward.logits);
   // Embeddings and features have no classes: no made-up predictions.
   if (model.arch.output_kind == "logits") result.top = top_predictions(result.forward.logits[0], 5, model.class_names);
   return result;

@@ -5,6 +5,7 @@
 #include "core/json_checked.h"
 #include "models/arch_limits.h"
 #include "models/checkpoint_layouts.h"
+#include "models/finite_checks.h"
 
 #include <nlohmann/json.hpp>
 
@@ -383,6 +384,8 @@ LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, 
   if (!loaded.report.ok())
     throw CheckpointError(path + ": weights do not fit the inferred " + loaded.arch.family() +
                           " architecture: " + loaded.report.describe());
+  if (const auto names = non_finite_tensors(checkpoint.tensors); !names.empty())
+    loaded.report.warnings.push_back("the checkpoint's " + describe_non_finite(names));
   loaded.normalization.mean = layout.mean;
   loaded.normalization.std = layout.std;
   loaded.normalization_source =

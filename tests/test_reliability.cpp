@@ -3,23 +3,32 @@
 // anything is allocated, and LibTorch's zip reader never sees a file that makes it leak.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+#include <set>
 
+#include "analysis/gradcam.h"
 #include "core/app_state.h"
+#include "core/atomic_bundle.h"
 #include "core/checkpoint.h"
 #include "core/excerpt.h"
 #include "core/image.h"
 #include "core/image_header.h"
 #include "core/pickle_reader.h"
+#include "figures/export.h"
 #include "models/arch_limits.h"
+#include "models/inference.h"
 #include "models/model_loader.h"
 #include "untrusted_files.h"
 
@@ -333,6 +342,212 @@ TEST(Reliability, HugeImagesInTinyFilesAreRefusedBeforeDecoding) {
   EXPECT_EQ(state.max_pixels, 1000);
   EXPECT_CONTAINS(message_of([&] { set_option(state, "max-pixels", "0"); }), "--max-pixels must be from 1 to");
   EXPECT_EQ(to_json(state)["max-pixels"], "1000");
+}
+
+// ---------------------------------------------------------------- 8. NaN and Inf
+
+TEST(Reliability, NonFiniteWeightsAreNamedAndNothingIsDrawn) {
+  Scratch scratch;
+  torch::Tensor fc1 = load_checkpoint(kModel).tensors.at("blocks.1.mlp.fc1.weight").clone();
+  fc1[3][5] = std::numeric_limits<float>::infinity();
+  const std::string path = model_with(scratch, {{"blocks.1.mlp.fc1.weight", fc1}});
+  LoadedModel model = load_model(path, ArchOverrides::parse("heads=2"), torch::kCPU);
+  ASSERT_EQ(model.report.warnings.size(), 1u);
+  EXPECT_CONTAINS(model.report.warnings[0], "1 tensor holds NaN or Inf: blocks.1.mlp.fc1.weight");
+
+  AppState state;
+  state.image = scratch.file("image.png");
+  cv::imwrite(state.image, cv::Mat(64, 80, CV_8UC3, cv::Scalar(90, 120, 200)));
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state, model.arch);
+  const std::string message = message_of([&] { run_inference(model, prepared, state.attention); });
+  EXPECT_CONTAINS(message, "the model's output is not finite (NaN or Inf) from blocks.1 on");
+  EXPECT_CONTAINS(message, "blocks.1.mlp.fc1.weight");
+  const std::string gradcam = message_of(
+      [&] { grad_cam(model.native("Grad-CAM"), image_to_tensor(prepared, model.normalization), state.attention, {}); });
+  EXPECT_CONTAINS(gradcam, "from blocks.1 on");
+  const std::string out = scratch.file("figures");
+  EXPECT_CONTAINS(message_of([&] { export_figure(state, model, state.image, out); }), "not finite");
+  EXPECT_FALSE(fs::exists(out));
+}
+
+// ---------------------------------------------------------------- 11. export bundles
+
+std::vector<BundleFile> tagged_bundle(const std::string& tag, size_t bytes_per_file = 64) {
+  std::vector<BundleFile> files = {{"fig.png", tag + std::string(bytes_per_file, 'p')},
+                                   {"fig.png.json", tag + "json"},
+                                   {"fig.png.session.json", tag + "session"}};
+  for (int i = 0; i < 20; ++i)
+    files.push_back({"fig_data/panel" + std::to_string(i) + ".npy", tag + std::string(bytes_per_file, 'd')});
+  return files;
+}
+
+// The tag every file of the bundle in `out` starts with, or "mixed" / "incomplete".
+std::string bundle_tag(const std::string& out) {
+  std::set<std::string> tags;
+  for (const BundleFile& file : tagged_bundle("")) {
+    const std::string path = out + "/" + file.path;
+    if (!fs::exists(path)) return "incomplete";
+    tags.insert(read_file_bytes(path).substr(0, 8));
+  }
+  return tags.size() == 1 ? *tags.begin() : "mixed";
+}
+
+std::vector<std::string> hidden_leftovers(const std::string& out) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(out)) {
+    const std::string name = entry.path().filename().string();
+    if (name[0] == '.' || name.find(".tmp-") != std::string::npos) names.push_back(name);
+  }
+  return names;
+}
+
+pid_t dead_pid() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  return child;
+}
+
+TEST(Reliability, LeftoversOfKilledExportsAreCleanedOrFinished) {
+  Scratch scratch;
+  const std::string out = scratch.file("out");
+  const std::string dead = std::to_string(dead_pid());
+  fs::create_directories(out + "/.attnscope-fig.staging-" + dead + "-1/fig_data");
+  write_file_bytes(out + "/.attnscope-fig.staging-" + dead + "-1/fig.png", "half a png");
+  fs::create_directories(out + "/.attnscope-old.commit-" + dead + "-2/old_data");
+  write_file_bytes(out + "/.attnscope-old.commit-" + dead + "-2/old.png", "old figure");
+  write_file_bytes(out + "/.attnscope-old.commit-" + dead + "-2/old_data/a.npy", "old data");
+  write_file_bytes(out + "/fig.png.tmp-" + dead + "-7", "a partial png of an older version");
+  write_file_bytes(out + "/keep.tmp-1-2", "pid 1 lives: not ours to remove");
+
+  write_bundle_atomically(out, "fig", tagged_bundle("AAAAAAAA"), false, {"fig_data"});
+  EXPECT_EQ(bundle_tag(out), "AAAAAAAA");
+  EXPECT_EQ(read_file_bytes(out + "/old.png"), "old figure");  // approved before its writer died: finished
+  EXPECT_EQ(read_file_bytes(out + "/old_data/a.npy"), "old data");
+  EXPECT_EQ(hidden_leftovers(out), std::vector<std::string>{"keep.tmp-1-2"});
+}
+
+// A full disk (here a file size limit) while an export with --overwrite writes: the old bundle
+// stays whole and nothing of the new one is left.
+TEST(Reliability, AFullDiskLeavesTheOldBundleWhole) {
+  Scratch scratch;
+  const std::string out = scratch.file("out");
+  write_bundle_atomically(out, "fig", tagged_bundle("OLDOLDOL"), false, {"fig_data"});
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails with EFBIG instead of killing
+    const rlimit limit{100000, 100000};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    try {
+      write_bundle_atomically(out, "fig", tagged_bundle("NEWNEWNE", 1 << 20), true, {"fig_data"});
+    } catch (const std::runtime_error& e) {
+      ::_exit(std::string(e.what()).find("File too large") != std::string::npos ? 0 : 2);
+    }
+    ::_exit(1);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  EXPECT_EQ(bundle_tag(out), "OLDOLDOL");
+  EXPECT_TRUE(hidden_leftovers(out).empty());
+}
+
+TEST(Reliability, AKilledExportLeavesNothingARerunRefuses) {
+  Scratch scratch;
+  const std::string out = scratch.file("out");
+  for (int trial = 0; trial < 8; ++trial) {
+    SCOPED_TRACE(trial);
+    fs::remove_all(out);
+    const pid_t child = ::fork();
+    if (child == 0) {
+      try {
+        write_bundle_atomically(out, "fig", tagged_bundle("KILLED00", 1 << 20), true, {"fig_data"});
+      } catch (...) {
+      }
+      ::_exit(0);
+    }
+    ::usleep(useconds_t(5000 * trial));
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    // The same export again, without --overwrite: it writes its bundle, or finds the killed one complete.
+    try {
+      write_bundle_atomically(out, "fig", tagged_bundle("RERUN000"), false, {"fig_data"});
+      EXPECT_EQ(bundle_tag(out), "RERUN000");
+    } catch (const std::runtime_error& e) {
+      EXPECT_CONTAINS(e.what(), "exists (--overwrite replaces it)");
+      EXPECT_EQ(bundle_tag(out), "KILLED00");
+    }
+    EXPECT_TRUE(hidden_leftovers(out).empty());
+  }
+}
+
+TEST(Reliability, ConcurrentExportsNeverMixTheirFiles) {
+  Scratch scratch;
+  const std::string out = scratch.file("out");
+  std::vector<pid_t> writers;
+  for (int writer = 0; writer < 4; ++writer) {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      int failures = 0;
+      for (int round = 0; round < 15; ++round) {
+        try {
+          write_bundle_atomically(out, "fig", tagged_bundle("WRITER0" + std::to_string(writer)), true, {"fig_data"});
+        } catch (...) {
+          ++failures;
+        }
+      }
+      ::_exit(failures);
+    }
+    writers.push_back(child);
+  }
+  for (pid_t writer : writers) {
+    int status = 0;
+    ::waitpid(writer, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  EXPECT_EQ(bundle_tag(out).substr(0, 7), "WRITER0");
+  EXPECT_TRUE(hidden_leftovers(out).empty());
+}
+
+// Four `attnscope export --overwrite` runs with different p at once into one folder, twice: the
+// bundle left there is one run's, file for file (the issue saw PNGs of p=3 beside data of p=2).
+TEST(Reliability, ConcurrentCliExportsLeaveOneRunsBundle) {
+  Scratch scratch;
+  const std::string image = scratch.file("cat.png");
+  cv::Mat picture(60, 70, CV_8UC3);
+  cv::randu(picture, 0, 255);
+  cv::imwrite(image, picture);
+  auto command = [&](int p, const std::string& out) {
+    return std::string(ATTNSCOPE_CLI) + " export --model " + kModel + " --arch heads=2 --image " + image +
+           " --variant focused --layout grid-heads --overwrite --device cpu --p " + std::to_string(p) + " --out " +
+           out + " > /dev/null 2>&1";
+  };
+  const std::vector<int> ps = {2, 3, 4, 5};
+  for (int p : ps) ASSERT_EQ(std::system(command(p, scratch.file("ref" + std::to_string(p))).c_str()), 0);
+  const std::string out = scratch.file("out");
+  for (int round = 0; round < 2; ++round) {
+    std::string all;
+    for (int p : ps) all += "(" + command(p, out) + ") & ";
+    ASSERT_EQ(std::system((all + "wait").c_str()), 0);
+    // Which reference the bundle matches; the session names its own folder, so it is compared by p.
+    int matched = 0;
+    for (int p : ps) {
+      const std::string reference = scratch.file("ref" + std::to_string(p));
+      bool same = true;
+      for (const auto& entry : fs::recursive_directory_iterator(reference)) {
+        if (!entry.is_regular_file()) continue;
+        const std::string relative = fs::relative(entry.path(), reference).string();
+        const std::string there = out + "/" + relative;
+        if (relative.find(".session.json") != std::string::npos)
+          same = same && fs::exists(there) && nlohmann::json::parse(read_file_bytes(there))["p"] == std::to_string(p);
+        else
+          same = same && fs::exists(there) && read_file_bytes(there) == read_file_bytes(entry.path().string());
+      }
+      matched += same;
+    }
+    EXPECT_EQ(matched, 1) << "round " << round << ": the bundle mixes the files of different runs";
+    EXPECT_TRUE(hidden_leftovers(out).empty());
+  }
 }
 
 // ---------------------------------------------------------------- 14. LibTorch's zip reader

@@ -10,6 +10,7 @@
 #include "analysis/rollout.h"
 #include "analysis/spectrum.h"
 #include "figures/export.h"
+#include "models/finite_checks.h"
 #include "models/model_loader.h"
 
 namespace attnscope {
@@ -295,6 +296,8 @@ std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const 
       maps.matrices.resize(size_t(outcome->heads) * tokens * tokens);
       for (int head = 0; head < outcome->heads; ++head) {
         const torch::Tensor matrix = capture.matrix(0, head).to(torch::kCPU, torch::kFloat).contiguous();
+        require_finite(matrix,
+                       "the attention of layer " + std::to_string(outcome->layer) + " head " + std::to_string(head));
         std::copy(matrix.data_ptr<float>(), matrix.data_ptr<float>() + matrix.numel(),
                   maps.matrices.begin() + ptrdiff_t(head) * tokens * tokens);
         if (request.analysis == "spectrum") {
