@@ -148,7 +148,7 @@ TEST(Reliability, ZeroByteTensorsCannotAskForHugeLayers) {
     const auto start = std::chrono::steady_clock::now();
     const std::string message = message_of([&] { load_model(path, ArchOverrides::parse("heads=2"), torch::kCPU); });
     EXPECT_CONTAINS(message, c.phrase);
-    EXPECT_LT(seconds_since(start), 2.0);
+    EXPECT_LT(seconds_since(start), 2.0 * kSanitizerSlowdown);
   }
 }
 
@@ -179,7 +179,7 @@ TEST(Reliability, ZipRecordSizesAreJudgedBeforeAllocating) {
     const int64_t before = resident_bytes();
     const std::string message = message_of([&] { load_checkpoint(path); });
     EXPECT_LT(resident_bytes() - before, int64_t(200) << 20) << message;
-    EXPECT_LT(seconds_since(start), 2.0) << message;
+    EXPECT_LT(seconds_since(start), 2.0 * kSanitizerSlowdown) << message;
     return message;
   };
   ASSERT_EQ(load_checkpoint(scratch.write("good.pth", zip_bytes(torch_archive(pickle, {{"0", float_bytes(6)}}))))
@@ -254,7 +254,7 @@ TEST(Reliability, PickleOpcodesValuesMemoAndStackAreBounded) {
   std::string nested = "\x80\x02]";
   for (int i = 0; i < 10'000'000; ++i) nested += "]";
   EXPECT_CONTAINS(pickle_error(nested + "."), "values");
-  EXPECT_LT(seconds_since(start), 20.0);
+  EXPECT_LT(seconds_since(start), 20.0 * kSanitizerSlowdown);
 
   // A memoised name of 1 MB used as a global many times over is never copied whole.
   std::string globals = "\x80\x02X" + std::string("\x00\x00\x10\x00", 4) + std::string(1 << 20, 'm') + "q\x00"s;
@@ -282,7 +282,7 @@ TEST(Reliability, EntriesSharingOneLargeValueAreCheckedOnce) {
   const std::string path = scratch.write("shared.pth", zip_bytes(torch_archive(pickle, {{"0", float_bytes(6)}})));
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(load_checkpoint(path).tensors.size(), 1u);
-  EXPECT_LT(seconds_since(start), 3.0);
+  EXPECT_LT(seconds_since(start), 3.0 * kSanitizerSlowdown);
 }
 
 // ---------------------------------------------------------------- 6. images: the header decides
@@ -591,7 +591,10 @@ TEST(Reliability, DamagedArchivesKeepMemoryFlat) {
   }
   std::cout << "resident memory after 10, 100, 1000 damaged archives: " << resident[10] / 1024 << ", "
             << resident[100] / 1024 << ", " << resident[1000] / 1024 << " KB\n";
-  EXPECT_LT(resident[1000] - resident[100], int64_t(4) << 20);
+  // ASan keeps freed memory in its quarantine; there LeakSanitizer, at exit, is the leak check.
+  if (kSanitizerSlowdown == 1) {
+    EXPECT_LT(resident[1000] - resident[100], int64_t(4) << 20);
+  }
 }
 
 }  // namespace

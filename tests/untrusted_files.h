@@ -41,4 +41,18 @@ void write_file_bytes(const std::string& path, const std::string& bytes);
 // This process's resident memory in bytes (/proc/self/statm).
 int64_t resident_bytes();
 
+// Built with AddressSanitizer (scripts/test.sh --sanitize): code runs several times slower and
+// freed memory stays resident in its quarantine, so time and memory bounds are scaled by this.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr double kSanitizerSlowdown = 5;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr double kSanitizerSlowdown = 5;
+#else
+constexpr double kSanitizerSlowdown = 1;
+#endif
+#else
+constexpr double kSanitizerSlowdown = 1;
+#endif
+
 }  // namespace attnscope::testing
