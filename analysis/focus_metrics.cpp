@@ -1,5 +1,6 @@
 #include "analysis/focus_metrics.h"
 
+#include <cstdio>
 #include "core/excerpt.h"
 
 #include <torch/torch.h>
@@ -63,7 +64,7 @@ PatchBox parse_patch_box(const std::string& text) {
       c2 != ',' || c3 != ',' || (in >> extra))
     throw std::invalid_argument("--box expects R0,C0,R1,C1 in patches (end-exclusive), got '" + excerpt(text) + "'");
   if (box.row_begin < 0 || box.col_begin < 0 || box.row_end <= box.row_begin || box.col_end <= box.col_begin)
-    throw std::invalid_argument("--box " + text + " is empty or negative");
+    throw std::invalid_argument("--box " + excerpt(text) + " is empty or negative");
   return box;
 }
 
@@ -89,6 +90,23 @@ FocusSummary summarise_focus(const torch::Tensor& patch_map, int top_k, const to
   if (box.defined()) summary.box_mass = mass_inside(patch_map, box);
   if (object.defined()) summary.object_mass = mass_inside(patch_map, object);
   return summary;
+}
+
+double uniformity(const torch::Tensor& map) {
+  const torch::Tensor values = map.detach().reshape({-1}).to(torch::kCPU, torch::kDouble).clamp_min(0.0);
+  const int64_t n = values.numel();
+  const double total = values.sum().item<double>();
+  if (n < 2 || !(total > 0)) return 1.0;
+  const torch::Tensor p = values / total;
+  const double entropy = -(p * torch::log(p.clamp_min(1e-300))).sum().item<double>();
+  return entropy / std::log(double(n));
+}
+
+std::string near_uniform_note(const std::string& kernel, double uniformity, double threshold) {
+  if (uniformity < threshold) return "";
+  char text[160];
+  std::snprintf(text, sizeof text, "swapped %s: entropy %.0f %% of uniform", kernel.c_str(), 100.0 * uniformity);
+  return text;
 }
 
 }  // namespace attnscope

@@ -50,4 +50,13 @@ struct FocusSummary {
 FocusSummary summarise_focus(const torch::Tensor& patch_map, int top_k, const torch::Tensor& box = {},
                              const torch::Tensor& object = {});
 
+// How close a map is to uniform: its entropy (negative entries clamped, renormalised) as a fraction
+// of log(n), the entropy of a uniform map over its n entries (1 = uniform, 0 = one entry).
+double uniformity(const torch::Tensor& map);
+
+// "swapped softmax: entropy 99 % of uniform" when a swapped kernel's map is near uniform (from
+// `threshold` on), so nobody mistakes a kernel the model was not trained for for its attention;
+// empty otherwise.
+std::string near_uniform_note(const std::string& kernel, double uniformity, double threshold = 0.9);
+
 }  // namespace attnscope

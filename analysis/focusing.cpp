@@ -89,26 +89,34 @@ torch::Tensor cosine_histogram(const torch::Tensor& queries, const torch::Tensor
 
 }  // namespace
 
-FocusStudy study_focusing(const AttentionCapture& layer, int64_t head, const FocusStudyOptions& options,
-                          int64_t batch) {
-  torch::NoGradGuard no_grad;
-  if (head < 0 || head >= layer.heads) throw std::out_of_range("head " + std::to_string(head) + " does not exist");
-  if (options.histogram_bins < 1) throw std::invalid_argument("study_focusing: histogram_bins must be >= 1");
+FocusFeatures focus_features(const AttentionCapture& layer, int64_t batch) {
   if (!layer.q.defined() && !layer.features.q_before_focus.defined())
     throw std::invalid_argument("f_p needs the layer's q and k; this model reports only attention probabilities");
-  FocusStudy study;
-  torch::Tensor q, k;  // [1, h, T, d], all heads (all-channel norms need them)
+  FocusFeatures features;
   if (layer.features.q_before_focus.defined()) {
-    q = layer.features.q_before_focus;
-    k = layer.features.k_before_focus;
-    study.source = "the focused kernel's own features (ReLU(x) + 1e-6) / softplus(scale), before f_p";
+    features.q = layer.features.q_before_focus;
+    features.k = layer.features.k_before_focus;
+    features.source = "the focused kernel's own features (ReLU(x) + 1e-6) / softplus(scale), before f_p";
   } else {
-    q = torch::relu(layer.q) + 1e-6;
-    k = torch::relu(layer.k) + 1e-6;
-    study.source = "ReLU(x) + 1e-6 of the captured q and k";
+    features.q = torch::relu(layer.q) + 1e-6;
+    features.k = torch::relu(layer.k) + 1e-6;
+    features.source = "ReLU(x) + 1e-6 of the captured q and k";
   }
-  q = q.index({torch::indexing::Slice(batch, batch + 1)}).to(torch::kCPU, torch::kDouble);
-  k = k.index({torch::indexing::Slice(batch, batch + 1)}).to(torch::kCPU, torch::kDouble);
+  features.q = features.q.index({torch::indexing::Slice(batch, batch + 1)}).to(torch::kCPU, torch::kDouble);
+  features.k = features.k.index({torch::indexing::Slice(batch, batch + 1)}).to(torch::kCPU, torch::kDouble);
+  return features;
+}
+
+FocusStudy study_focusing(const AttentionCapture& whole, int64_t head, const FocusStudyOptions& options,
+                          int64_t batch) {
+  torch::NoGradGuard no_grad;
+  if (head < 0 || head >= whole.heads) throw std::out_of_range("head " + std::to_string(head) + " does not exist");
+  const AttentionCapture& layer = whole.for_head(head);  // CSwin: the branch that holds the head
+  if (options.histogram_bins < 1) throw std::invalid_argument("study_focusing: histogram_bins must be >= 1");
+  FocusStudy study;
+  FocusFeatures features = focus_features(layer, batch);  // [1, h, T, d], all heads (all-channel norms need them)
+  const torch::Tensor q = features.q, k = features.k;
+  study.source = features.source;
   const FocusNorm norm = layer.attention.norm;
   auto head_of = [head](const torch::Tensor& t) { return t[0][head]; };  // [T, d]
 

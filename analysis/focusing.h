@@ -58,6 +58,14 @@ struct FocusStudy {
   std::string source;  // which features were used
 };
 
+// The non-negative features f_p acts on in a captured layer, [1, h, T, d] float64 on the CPU, and
+// which they are (see study_focusing).
+struct FocusFeatures {
+  torch::Tensor q, k;
+  std::string source;
+};
+FocusFeatures focus_features(const AttentionCapture& layer, int64_t batch = 0);
+
 // Features: the captured pre-f_p features when the layer ran the focused kernel ((ReLU(x) + 1e-6) /
 // softplus(scale), K with its positional encoding), else ReLU(x) + 1e-6 of the captured q and k.
 // f_p's norms follow the layer's norm setting (all channels or per head), as the model's do.

@@ -36,78 +36,59 @@ class FrozenParameters {
   std::vector<bool> was_required_;
 };
 
-std::string layer_choices(int depth, bool has_final_norm) {
-  std::string choices = "blocks.N.norm1, blocks.N.norm2 or blocks.N with N in -" + std::to_string(depth) + ".." +
-                        std::to_string(depth - 1);
-  if (has_final_norm) choices += ", or norm";
-  return choices;
-}
-
 }  // namespace
 
-std::string resolve_gradcam_layer(const std::string& spec, int depth, bool has_final_norm) {
-  const std::string bad =
-      "--gradcam-layer '" + excerpt(spec) + "' does not exist: use " + layer_choices(depth, has_final_norm);
-  if (spec == "norm") {
-    if (!has_final_norm) throw std::invalid_argument(bad);
-    return spec;
+torch::Tensor patch_rows(const torch::Tensor& value, const HookPoint& point, int64_t batch) {
+  const torch::Tensor item = value[batch];
+  switch (point.format) {
+    case HookPoint::Format::Tokens:
+      return item.index({Slice(point.layout.prefix_tokens())});
+    case HookPoint::Format::ChannelsLast:
+      return item.reshape({-1, item.size(-1)});
+    case HookPoint::Format::ChannelsFirst:
+      return item.reshape({item.size(0), -1}).t();
   }
-  const std::string prefix = "blocks.";
-  if (spec.compare(0, prefix.size(), prefix) != 0) throw std::invalid_argument(bad);
-  const std::string rest = spec.substr(prefix.size());
-  const size_t dot = rest.find('.');
-  const std::string index_text = rest.substr(0, dot);
-  const std::string point = dot == std::string::npos ? "" : rest.substr(dot + 1);
-  if (point != "" && point != "norm1" && point != "norm2") throw std::invalid_argument(bad);
-  int block = 0;
-  try {
-    size_t used = 0;
-    block = std::stoi(index_text, &used);
-    if (used != index_text.size()) throw std::invalid_argument(bad);
-  } catch (const std::exception&) {
-    throw std::invalid_argument(bad);
-  }
-  if (block < -depth || block >= depth) throw std::invalid_argument(bad);
-  if (block < 0) block += depth;
-  return prefix + std::to_string(block) + (point.empty() ? "" : "." + point);
+  throw std::logic_error("patch_rows: unknown format");
 }
 
-GradCamResult grad_cam(VisionTransformerImpl& model, const torch::Tensor& image, const AttentionSettings& settings,
+GradCamResult grad_cam(Backbone& model, const torch::Tensor& image, const AttentionSettings& settings,
                        const GradCamOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   GradCamResult result;
-  const VitArch& arch = model.arch();
-  result.layer = resolve_gradcam_layer(options.layer, arch.depth, arch.final_norm);
+  result.layer = model.resolve_hook_point(options.layer);
   // Models without classes (CLIP's embedding, DINOv2's or a pooler's features) are explained
   // through one output dimension (--class C) or, by default, the output's L2 norm.
-  const bool has_classes = arch.output_kind == "logits";
-  if (has_classes && options.target_class >= arch.num_classes)
+  const std::string output_kind = model.output_kind();
+  const bool has_classes = output_kind == "logits";
+  const int num_classes = model.num_classes();
+  if (has_classes && options.target_class >= num_classes)
     throw std::invalid_argument("--class " + std::to_string(options.target_class) + ": the model has " +
-                                std::to_string(arch.num_classes) + " classes (0.." +
-                                std::to_string(arch.num_classes - 1) + ")");
+                                std::to_string(num_classes) + " classes (0.." + std::to_string(num_classes - 1) + ")");
 
   FrozenParameters frozen(model);
   torch::AutoGradMode grad_mode(true);
   // An input made under InferenceMode cannot take part in autograd; a plain copy can.
   const torch::Tensor input = image.is_inference() ? image.clone() : image;
   torch::Tensor activation;
+  HookPoint hooked;
   ForwardOptions forward_options;
   forward_options.capture = false;
-  forward_options.hook = [&](const std::string& point, torch::Tensor& value) {
-    if (point != result.layer) return;
+  forward_options.hook = [&](const HookPoint& point, torch::Tensor& value) {
+    if (point.name != result.layer) return;
     // A fresh leaf: autograd records from here on only, the earlier blocks ran without a graph.
     value = value.detach().requires_grad_(true);
     activation = value;
+    hooked = point;
   };
   ForwardOutput output = model.forward(input, settings, forward_options);
   if (!activation.defined()) throw std::logic_error("Grad-CAM: the forward pass never reached " + result.layer);
   require_finite_output(&model, input, settings, output.logits.detach());
-  result.layout = output.layout;
+  result.layout = hooked.layout;
   auto logits = output.logits[0];
   result.logits = logits.detach().to(torch::kCPU, torch::kFloat);
   if (options.target_class >= logits.size(0))
-    throw std::invalid_argument("--class " + std::to_string(options.target_class) + ": the " + arch.output_kind +
-                                " has " + std::to_string(logits.size(0)) + " dimensions");
+    throw std::invalid_argument("--class " + std::to_string(options.target_class) + ": the " + output_kind + " has " +
+                                std::to_string(logits.size(0)) + " dimensions");
   const bool norm_target = !has_classes && options.target_class < 0;
   result.target_class =
       options.target_class >= 0 || norm_target ? options.target_class : int(result.logits.argmax().item<int64_t>());
@@ -121,9 +102,8 @@ GradCamResult grad_cam(VisionTransformerImpl& model, const torch::Tensor& image,
 
   torch::NoGradGuard no_grad;
   const TokenLayout& layout = result.layout;
-  const int64_t prefix = layout.prefix_tokens();
-  auto patch_activations = activation.detach()[0].index({Slice(prefix)}).to(torch::kCPU, torch::kFloat);  // [N, C]
-  auto patch_gradients = gradient[0].index({Slice(prefix)}).to(torch::kCPU, torch::kFloat);
+  auto patch_activations = patch_rows(activation.detach(), hooked).to(torch::kCPU, torch::kFloat);  // [N, C]
+  auto patch_gradients = patch_rows(gradient, hooked).to(torch::kCPU, torch::kFloat);
   result.max_abs_gradient = patch_gradients.abs().max().item<double>();
   result.weights = patch_gradients.mean(0);                                    // [C]
   auto cam = torch::matmul(patch_activations, result.weights).clamp_min(0.0);  // [N]
@@ -136,7 +116,7 @@ GradCamResult grad_cam(VisionTransformerImpl& model, const torch::Tensor& image,
     warning << "the gradient of class " << result.target_class << " is zero on every patch token at " << result.layer
             << " (the class score does not depend on the patch tokens there";
     if (layout.has_class_token) warning << ": after the last attention only the class token reaches the head";
-    warning << "); the map is empty, pick an earlier layer such as blocks." << arch.depth - 1 << ".norm1";
+    warning << "); the map is empty, pick an earlier layer such as " << model.default_hook_point();
     result.warning = warning.str();
   }
   result.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

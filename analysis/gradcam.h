@@ -7,17 +7,15 @@
 
 #include <string>
 
-#include "models/vit.h"
+#include "models/backbone.h"
 
 namespace attnscope {
 
-// The default target layer, as pytorch-grad-cam's ViT tutorial uses: norm1 of the last block.
-inline constexpr const char* kDefaultGradCamLayer = "blocks.-1.norm1";
-
 struct GradCamOptions {
-  // A ForwardHook point: "blocks.N.norm1", "blocks.N.norm2", "blocks.N" (block output) or "norm";
-  // N may be negative (from the end).
-  std::string layer = kDefaultGradCamLayer;
+  // A hook point of the model (Backbone::resolve_hook_point): "blocks.N.norm1", "blocks.N.norm2",
+  // "blocks.N" (block output) or "norm", N counting attention blocks across stages and negative from
+  // the end, or a family's own module name; empty: the family's default.
+  std::string layer;
   // -1: the top-1 class; for a model without classes (output_kind embedding or features) the
   // output's L2 norm, and C >= 0 its dimension C.
   int target_class = -1;
@@ -31,22 +29,22 @@ struct GradCamResult {
   torch::Tensor cam;              // [grid_h, grid_w] ReLU(sum_c w_c A_c), raw values, CPU float32
   torch::Tensor scaled;           // [grid_h, grid_w] (cam - min) / (max + 1e-7): pytorch-grad-cam's scale_cam_image
   torch::Tensor weights;          // [C] channel weights w_c = mean over patches of dScore/dA_c
-  TokenLayout layout;             // from the model at this input size
+  TokenLayout layout;             // of the tensor at the layer, at this input size
   double max_abs_gradient = 0.0;  // over patch tokens
   std::string warning;            // set when every patch-token gradient at the layer is zero
   double milliseconds = 0.0;      // forward + backward + map
 };
 
-// Canonical name of a layer spec for a model of `depth` blocks; throws std::invalid_argument naming
-// the valid choices when it does not exist.
-std::string resolve_gradcam_layer(const std::string& spec, int depth, bool has_final_norm);
-
 // One forward and one backward. Only the part of the network after the layer is recorded for
 // autograd and no parameter gradient is formed (parameters' requires_grad is switched off for the
 // call and restored), so the cost is about one inference plus the backward of the last blocks.
 // image: [1, 3, H, W] prepared input. Throws std::invalid_argument for a bad layer or class.
-GradCamResult grad_cam(VisionTransformerImpl& model, const torch::Tensor& image, const AttentionSettings& settings,
+GradCamResult grad_cam(Backbone& model, const torch::Tensor& image, const AttentionSettings& settings,
                        const GradCamOptions& options = {});
+
+// An activation or gradient at a hook point as patch rows [N, C] in the layout's grid order (the
+// prefix tokens dropped): pytorch-grad-cam's reshape_transform for every format.
+torch::Tensor patch_rows(const torch::Tensor& value, const HookPoint& point, int64_t batch = 0);
 
 // A grid map [gh, gw] resized to [height, width] bilinearly with half-pixel centres: what
 // pytorch-grad-cam's cv2.resize(cam, (W, H)) does with its default INTER_LINEAR.

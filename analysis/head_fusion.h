@@ -1,5 +1,5 @@
 // How attention rollout fuses a layer's heads into one matrix. Kept free of torch so that the
-// shared option registry (core/app_state) can name it.
+// shared option registry (session/app_state) can name it.
 #pragma once
 
 #include <string>

@@ -57,12 +57,41 @@ torch::Tensor rollout_factor(const torch::Tensor& fused, double discard_ratio) {
   return factor / factor.sum(-1, /*keepdim=*/true);
 }
 
+namespace {
+
+bool same_tokens(const TokenLayout& a, const TokenLayout& b) {
+  return a.total_tokens() == b.total_tokens() && a.prefix_tokens() == b.prefix_tokens() && a.grid_h == b.grid_h &&
+         a.grid_w == b.grid_w;
+}
+
+}  // namespace
+
+std::vector<int> rollout_layers(const std::vector<AttentionCapture>& layers, int selected) {
+  const AttentionCapture& chosen = layers.at(size_t(selected));
+  if (!same_tokens(chosen.layout, chosen.key_layout))
+    throw std::invalid_argument("attention rollout multiplies token-to-token matrices; layer " +
+                                std::to_string(selected) + "'s keys are a " + std::to_string(chosen.key_layout.grid_h) +
+                                "x" + std::to_string(chosen.key_layout.grid_w) + " grid, its queries " +
+                                std::to_string(chosen.layout.grid_h) + "x" + std::to_string(chosen.layout.grid_w) +
+                                " (" + chosen.placement.access + "): rollout is not defined there");
+  std::vector<int> kept;
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (same_tokens(layers[i].layout, chosen.layout) && same_tokens(layers[i].key_layout, chosen.layout) &&
+        layers[i].placement.stage == chosen.placement.stage)
+      kept.push_back(int(i));
+  return kept;
+}
+
 RolloutResult attention_rollout(const std::vector<AttentionCapture>& layers, const RolloutOptions& options,
                                 int64_t batch) {
   torch::NoGradGuard no_grad;
   if (layers.empty()) throw std::invalid_argument("attention rollout needs the captured layers (run with capture)");
   const TokenLayout& layout = layers.front().layout;
   const int64_t tokens = layout.total_tokens();
+  for (const auto& layer : layers)
+    if (!same_tokens(layer.layout, layout) || !same_tokens(layer.key_layout, layout))
+      throw std::invalid_argument("attention rollout needs layers that share one token grid (" + layer.placement.name +
+                                  " has another)");
   if (options.query < 0 || options.query >= tokens)
     throw std::out_of_range("rollout query token " + std::to_string(options.query) + " is outside 0.." +
                             std::to_string(tokens - 1));

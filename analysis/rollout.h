@@ -33,6 +33,12 @@ torch::Tensor fuse_heads(const AttentionCapture& layer, HeadFusion fusion, int64
 // what the method means, and what the result's rows summing to 1 needs.)
 torch::Tensor rollout_factor(const torch::Tensor& fused, double discard_ratio);
 
+// The layers a rollout can multiply through for the selected layer: every captured layer whose
+// queries and keys are the selected layer's own tokens (a ViT: all of them; a hierarchical model:
+// the layers of that stage, which share one grid). Throws std::invalid_argument, saying why, when
+// the selected layer's keys are not its queries (PVT's spatial reduction).
+std::vector<int> rollout_layers(const std::vector<AttentionCapture>& layers, int selected);
+
 // Rollout over all captured layers for one query token: the query's row of R = A_L ... A_1,
 // propagated as a row vector (O(L T^2) after the matrices, not O(L T^3)).
 RolloutResult attention_rollout(const std::vector<AttentionCapture>& layers, const RolloutOptions& options,

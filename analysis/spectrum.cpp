@@ -50,21 +50,27 @@ Spectrum factored_spectrum(const torch::Tensor& left, const torch::Tensor& right
   return summarise_singular_values(values, left.size(0), right.size(0));
 }
 
-std::optional<MatrixFactors> equivalent_matrix_factors(const AttentionCapture& layer, int64_t head, bool include_dwc,
+std::optional<MatrixFactors> equivalent_matrix_factors(const AttentionCapture& whole, int64_t head, bool include_dwc,
                                                        int64_t batch) {
   torch::NoGradGuard no_grad;
+  const AttentionCapture& layer = whole.for_head(head);
   const ResolvedAttention& attention = layer.attention;
-  if (attention.kernel == Kernel::Softmax || attention.window > 0) return std::nullopt;
+  // Softmax, a window restriction and per-window groups (Swin) have no thin factors.
+  if (attention.kernel == Kernel::Softmax || attention.window > 0 || layer.query_slots.defined()) return std::nullopt;
   if (include_dwc && attention.dwc) return std::nullopt;
   if (head < 0 || head >= layer.heads) throw std::out_of_range("head " + std::to_string(head) + " does not exist");
   const auto& features = layer.features;
   MatrixFactors factors;
   if (attention.kernel == Kernel::Anchor) {
     auto assignment = features.anchor_assignment[batch][head].to(torch::kCPU, torch::kDouble);  // [T, m]
-    auto degree = assignment.sum(0);
+    // Reduced keys (PVT) join the anchors by their own assignment.
+    auto keys = features.key_anchor_assignment.defined()
+                    ? features.key_anchor_assignment[batch][head].to(torch::kCPU, torch::kDouble)
+                    : assignment;
+    auto degree = keys.sum(0);
     auto inverse_degree = torch::where(degree > 0, degree.reciprocal(), torch::zeros_like(degree));
     factors.left = assignment * inverse_degree;
-    factors.right = assignment;
+    factors.right = keys;
     return factors;
   }
   // Scores S = Q K^T and each row scaled by a number that depends only on its row sum, exactly as
@@ -96,7 +102,32 @@ std::optional<MatrixFactors> equivalent_matrix_factors(const AttentionCapture& l
   return factors;
 }
 
-AttentionSpectrum attention_spectrum(const AttentionCapture& layer, int64_t head, bool include_dwc, int64_t batch) {
+namespace {
+
+// A layer of groups (Swin's windows) is block-diagonal once rows and columns are sorted by group:
+// its singular values are those of the blocks, each a window's queries against its keys.
+Spectrum grouped_spectrum(const AttentionCapture& layer, int64_t head, bool include_dwc, int64_t batch) {
+  const auto queries = layer.query_slots.to(torch::kCPU), keys = layer.key_slots.to(torch::kCPU);
+  std::vector<torch::Tensor> values;
+  for (int64_t group = 0; group < queries.size(0); ++group) {
+    const auto members = queries[group].masked_select(queries[group].ge(0));
+    const auto group_keys = keys[group].masked_select(keys[group].ge(0));
+    if (members.numel() == 0 || group_keys.numel() == 0) continue;
+    const std::vector<int64_t> rows(members.data_ptr<int64_t>(), members.data_ptr<int64_t>() + members.numel());
+    torch::Tensor block = layer.rows(batch, head, rows);
+    if (include_dwc && layer.attention.dwc) block = block + layer.dwc_band(rows).to(block.device(), block.dtype());
+    block = block.index_select(1, group_keys.to(block.device()));
+    values.push_back(torch::linalg::svdvals(block.to(torch::kFloat), c10::nullopt).to(torch::kCPU));
+  }
+  auto all = std::get<0>(torch::cat(values).sort(0, /*descending=*/true));
+  return summarise_singular_values(all, layer.layout.total_tokens(), layer.key_layout.total_tokens());
+}
+
+}  // namespace
+
+AttentionSpectrum attention_spectrum(const AttentionCapture& whole, int64_t head, bool include_dwc, int64_t batch) {
+  torch::NoGradGuard no_grad;
+  const AttentionCapture& layer = whole.for_head(head);
   const auto start = std::chrono::steady_clock::now();
   AttentionSpectrum result;
   result.dwc = include_dwc && layer.attention.dwc;
@@ -104,15 +135,12 @@ AttentionSpectrum attention_spectrum(const AttentionCapture& layer, int64_t head
     result.spectrum = factored_spectrum(factors->left, factors->right);
     result.method = "factors";
     result.rank_bound = int(factors->left.size(1));
+  } else if (layer.query_slots.defined() && layer.groups() > 1) {
+    result.spectrum = grouped_spectrum(layer, head, include_dwc, batch);
+    result.method = "window blocks";
+    result.rank_bound = std::min(layer.layout.total_tokens(), layer.key_layout.total_tokens());
   } else {
-    torch::Tensor matrix = layer.matrix(batch, head);
-    if (!include_dwc && layer.attention.dwc) {
-      // The band is part of matrix(); take it off again for the without-DWC view.
-      std::vector<int64_t> all(size_t(layer.layout.total_tokens()));
-      for (size_t i = 0; i < all.size(); ++i) all[i] = int64_t(i);
-      matrix = matrix - depthwise_conv_band(layer.dwc_weight, layer.layout,
-                                            torch::tensor(all, torch::kLong).to(layer.dwc_weight.device()));
-    }
+    const torch::Tensor matrix = include_dwc ? layer.equivalent_matrix(batch, head) : layer.matrix(batch, head);
     result.spectrum = matrix_spectrum(matrix);
     result.method = "full SVD";
     result.rank_bound = int(matrix.size(0));

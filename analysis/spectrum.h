@@ -40,14 +40,15 @@ std::optional<MatrixFactors> equivalent_matrix_factors(const AttentionCapture& l
 
 struct AttentionSpectrum {
   Spectrum spectrum;
-  std::string method;  // "factors" (O(T r^2)) or "full SVD" (O(T^3))
+  std::string method;  // "factors" (O(T r^2)), "window blocks" (one SVD per window) or "full SVD" (O(T^3))
   int rank_bound = 0;  // r for the factor path, T otherwise
   bool dwc = false;    // the DWC band is part of the matrix
   double milliseconds = 0.0;
 };
 
-// One head's spectrum by the cheapest exact path: the factors where the matrix has them, else the
-// full SVD of the T x T matrix (softmax, windows, the DWC band: at T = 3137 that takes seconds).
+// One head's spectrum by the cheapest exact path: the factors where the matrix has them, the
+// blocks of a windowed layer (Swin), else the full SVD of the matrix (softmax, a ViT window
+// restriction, the DWC band: at T = 3137 that takes seconds).
 AttentionSpectrum attention_spectrum(const AttentionCapture& layer, int64_t head, bool include_dwc = true,
                                      int64_t batch = 0);
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/app_state.h"
+#include "session/app_state.h"
 
 namespace attnscope {
 

@@ -20,6 +20,8 @@
 #include "core/colormap.h"
 #include "core/excerpt.h"
 #include "core/npy.h"
+#include "core/output_files.h"
+#include "core/value_scale.h"
 #include "datasets/glyph_task.h"
 #include "models/inference.h"
 
@@ -32,10 +34,11 @@ using nlohmann::json;
 
 const std::vector<std::string> kAnalyses = {"gradcam", "rollout", "spectrum", "fp", "metrics"};
 
-const std::vector<std::string> kAnalyzeOptions = {"model",   "image",   "out",    "variant",   "p",     "window",
-                                                  "anchors", "dwc",     "norm",   "layer",     "head",  "query",
-                                                  "resize",  "size",    "device", "arch",      "class", "gradcam-layer",
-                                                  "fusion",  "discard", "box",    "max-pixels"};
+const std::vector<std::string> kAnalyzeOptions = {
+    "model", "image",    "out",    "variant", "p",      "window",        "anchors",   "dwc",
+    "norm",  "layer",    "head",   "query",   "resize", "size",          "crop",      "interpolation",
+    "mean",  "std",      "device", "arch",    "class",  "gradcam-layer", "fusion",    "discard",
+    "box",   "colormap", "scale",  "opacity", "alpha",  "overwrite",     "max-pixels"};
 
 const std::vector<CommandFlag> kAnalyzeFlags = {
     {"analysis", "NAME", "gradcam, rollout, spectrum, fp or metrics", ""},
@@ -51,20 +54,38 @@ struct Context {
   CommandLine line;
   fs::path out;
   mutable std::vector<std::string> warnings;  // the model's, printed once the analysis succeeded
+  // Every output, written together once the analysis is done: existing files are refused first.
+  std::shared_ptr<OutputFiles> files;
 };
 
-void write_json(const fs::path& path, const json& value) {
-  write_file_atomically(path.string(), [&](std::ostream& stream) { stream << value.dump(2) << "\n"; });
+void write_json(const Context& context, const std::string& name, const json& value) {
+  context.files->add_text(name, value.dump(2) + "\n");
 }
 
-void write_csv(const fs::path& path, const std::string& header, const std::vector<std::vector<double>>& rows) {
-  write_file_atomically(path.string(), [&](std::ostream& stream) {
-    stream << header << "\n" << std::setprecision(9);
-    for (const auto& row : rows) {
-      for (size_t i = 0; i < row.size(); ++i) stream << (i ? "," : "") << row[i];
-      stream << "\n";
-    }
-  });
+void write_csv(const Context& context, const std::string& name, const std::string& header,
+               const std::vector<std::vector<double>>& rows) {
+  std::ostringstream stream;
+  stream << header << "\n" << std::setprecision(9);
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) stream << (i ? "," : "") << row[i];
+    stream << "\n";
+  }
+  context.files->add_text(name, stream.str());
+}
+
+// A map over the model's input image in the session's colour map, opacity and alpha mode, on `scale`.
+cv::Mat overlay_in_colours(const Context& context, const cv::Mat& rgb, const torch::Tensor& map,
+                           const ValueScale& scale) {
+  const torch::Tensor values = map.detach().to(torch::kCPU, torch::kFloat).contiguous();
+  const cv::Mat mat(int(values.size(0)), int(values.size(1)), CV_32FC1, const_cast<float*>(values.data_ptr<float>()));
+  return overlay_values(rgb, mat, scale, context.state.opacity, context.state.alpha);
+}
+
+ValueScale unit_scale(const Context& context, const std::string& label) {
+  ValueScale scale;
+  scale.colormap = context.state.colormap;
+  scale.label = label;
+  return scale;
 }
 
 std::vector<std::string> split_list(const std::string& text) {
@@ -91,6 +112,7 @@ Loaded load_inputs(const Context& context) {
   configure_threads();
   loaded.model = load_model(state.model, ArchOverrides::parse(state.arch), resolve_device(state.device));
   context.warnings = loaded.model.report.warnings;
+  configure_input(loaded.model, state.input_settings());
   cv::Mat rgb, mask;
   if (!seed_text.empty()) {
     uint64_t seed = 0;
@@ -116,19 +138,23 @@ Loaded load_inputs(const Context& context) {
                                     std::to_string(rgb.rows));
     }
   }
-  loaded.prepared = prepare_model_input(rgb, state, loaded.model.arch);
+  loaded.prepared = prepare_model_input(rgb, state.input_settings(), loaded.model);
   if (!mask.empty()) {
-    cv::Mat prepared_mask = prepare_model_input(mask, state, loaded.model.arch), gray;
+    cv::Mat prepared_mask = prepare_model_input(mask, state.input_settings(), loaded.model), gray;
     cv::cvtColor(prepared_mask, gray, cv::COLOR_RGB2GRAY);
     loaded.object_mask = gray > 127;
   }
   return loaded;
 }
 
-json common_summary(const Context& context, const std::string& analysis, const TokenLayout& layout) {
+json common_summary(const Context& context, const std::string& analysis, const TokenLayout& layout,
+                    const Loaded& loaded) {
   return {{"analysis", analysis},
+          {"preprocessing", preprocessing_json(loaded.model, context.state.input_settings(), loaded.prepared)},
           {"model", context.state.model},
           {"image", context.state.image},
+          {"variant", to_string(context.state.attention.variant)},
+          {"query", {{"spec", context.state.query}}},
           {"state", to_json(context.state)},
           {"tokens",
            {{"prefix", layout.prefix_tokens()},
@@ -145,30 +171,27 @@ int analyze_gradcam(const Context& context) {
   options.target_class = state.target_class;
   const GradCamResult result = grad_cam(loaded.model.native("Grad-CAM"), input, state.attention, options);
   const auto upsampled = upsample_map(result.scaled, loaded.prepared.rows, loaded.prepared.cols);
-  write_npy((context.out / "gradcam_raw.npy").string(), result.cam);
-  write_npy((context.out / "gradcam.npy").string(), result.scaled);
-  write_npy((context.out / "gradcam_upsampled.npy").string(), upsampled);
-  write_npy((context.out / "logits.npy").string(), result.logits);
-  cv::Mat heat =
-      apply_colormap(cv::Mat(int(upsampled.size(0)), int(upsampled.size(1)), CV_32F, upsampled.data_ptr<float>()),
-                     Colormap::Jet, 0.0f, 1.0f);
-  cv::Mat overlay;
-  cv::addWeighted(loaded.prepared, 0.5, heat, 0.5, 0.0, overlay);
-  write_png_rgb((context.out / "gradcam_overlay.png").string(), overlay);
+  context.files->add_npy("gradcam_raw.npy", result.cam);
+  context.files->add_npy("gradcam.npy", result.scaled);
+  context.files->add_npy("gradcam_upsampled.npy", upsampled);
+  context.files->add_npy("logits.npy", result.logits);
+  // In the session's colour map (viridis unless --colormap says otherwise; jet is still there).
+  context.files->add_png("gradcam_overlay.png",
+                         overlay_in_colours(context, loaded.prepared, upsampled, unit_scale(context, "max = 1")));
 
-  json summary = common_summary(context, "gradcam", result.layout);
+  json summary = common_summary(context, "gradcam", result.layout, loaded);
   summary["layer"] = result.layer;
   summary["class"] = {{"index", result.target_class},
                       {"name", output_name(loaded.model, result.target_class)},
                       {"logit", result.score},
-                      {"chosen", state.target_class >= 0                     ? "given"
-                                 : loaded.model.arch.output_kind == "logits" ? "top-1"
-                                                                             : "output norm"}};
+                      {"chosen", state.target_class >= 0                  ? "given"
+                                 : loaded.model.output_kind() == "logits" ? "top-1"
+                                                                          : "output norm"}};
   summary["max_abs_gradient"] = result.max_abs_gradient;
   summary["milliseconds"] = result.milliseconds;
   summary["normalisation"] = "scaled = (cam - min) / (max + 1e-7), cam = ReLU(sum_c w_c A_c) (pytorch-grad-cam)";
   if (!result.warning.empty()) summary["warning"] = result.warning;
-  write_json(context.out / "summary.json", summary);
+  write_json(context, "summary.json", summary);
   if (!result.warning.empty()) std::cerr << "attnscope analyze: warning: " << result.warning << "\n";
   std::cout
       << "attnscope analyze gradcam: " << result.layer << ", target " << output_name(loaded.model, result.target_class)
@@ -188,19 +211,20 @@ int analyze_rollout(const Context& context) {
   options.discard_ratio = state.discard;
   options.query = query.token;
   const RolloutResult result = attention_rollout(inference.forward.layers, options);
-  write_npy((context.out / "rollout.npy").string(), result.patch_map);
-  write_npy((context.out / "rollout_normalised.npy").string(), result.normalised);
-  write_npy((context.out / "rollout_row.npy").string(), result.row);
-  write_png_rgb((context.out / "rollout_overlay.png").string(),
-                overlay_patch_map(inference.input_rgb, result.normalised, Colormap::Viridis, 0.6f, 0.0f, 1.0f));
-  json summary = common_summary(context, "rollout", layout);
+  context.files->add_npy("rollout.npy", result.patch_map);
+  context.files->add_npy("rollout_normalised.npy", result.normalised);
+  context.files->add_npy("rollout_row.npy", result.row);
+  context.files->add_png("rollout_overlay.png", overlay_in_colours(context, inference.input_rgb, result.normalised,
+                                                                   unit_scale(context, "max = 1")));
+  json summary = common_summary(context, "rollout", layout, loaded);
   summary["fusion"] = to_string(state.fusion);
   summary["discard"] = state.discard;
-  summary["query"] = {{"token", query.token}, {"name", layout.token_name(query.token)}};
+  summary["query"]["token"] = query.token;
+  summary["query"]["name"] = layout.token_name(query.token);
   if (!query.note.empty()) summary["query"]["note"] = query.note;
   summary["layers"] = inference.forward.layers.size();
   summary["attention"] = inference.forward.layers.back().attention.describe();
-  write_json(context.out / "summary.json", summary);
+  write_json(context, "summary.json", summary);
   std::cout << "attnscope analyze rollout: " << inference.forward.layers.size() << " layers, fusion "
             << to_string(state.fusion) << ", discard " << state.discard << ", query " << layout.token_name(query.token)
             << "\nwrote " << context.out.string()
@@ -244,18 +268,23 @@ int analyze_spectrum(const Context& context) {
     const InferenceResult inference = run_inference(loaded.model, loaded.prepared, settings);
     layout = inference.forward.layout;
     layer = resolve_layer_index(state.layer, int(inference.forward.layers.size()));
-    check_head_index(state.head, loaded.model.arch.heads);
     const AttentionCapture& capture = inference.forward.layers[size_t(layer)];
+    check_head_index(state.head, capture.heads);
     const std::string name = to_string(variant);
 
     torch::NoGradGuard no_grad;
-    const torch::Tensor matrix = capture.matrix(0, state.head).to(torch::kCPU, torch::kFloat).contiguous();
+    // FLatten's equivalent matrix (with the DWC term when it ran): the one the spectrum is of.
+    const torch::Tensor matrix = capture.equivalent_matrix(0, state.head).to(torch::kCPU, torch::kFloat).contiguous();
     // Keep files of a reasonable size: the matrix as NPY up to 2048 tokens, the picture always.
-    if (matrix.size(0) <= 2048) write_npy((context.out / ("matrix_" + name + ".npy")).string(), matrix);
+    if (matrix.size(0) <= 2048) context.files->add_npy(("matrix_" + name + ".npy"), matrix);
     const cv::Mat values(int(matrix.size(0)), int(matrix.size(1)), CV_32F,
                          const_cast<float*>(matrix.data_ptr<float>()));
-    write_png_rgb((context.out / ("matrix_" + name + ".png")).string(),
-                  apply_colormap(values, Colormap::Viridis, 0.0f, std::max(matrix.max().item<float>(), 1e-12f)));
+    ValueRange range;
+    range.include(matrix.data_ptr<float>(), size_t(matrix.numel()));
+    ScaleSpec spec = state.scale;
+    if (spec.mode == ScaleMode::Uniform) spec.mode = ScaleMode::ZeroMax;  // the PNG shows the NPY's weights
+    context.files->add_png("matrix_" + name + ".png",
+                           colour_values(values, resolve_value_scale(spec, state.colormap, range)));
 
     std::vector<std::pair<bool, AttentionSpectrum>> results = {
         {capture.attention.dwc, attention_spectrum(capture, state.head, true)}};
@@ -263,8 +292,7 @@ int analyze_spectrum(const Context& context) {
     json entry = {{"variant", name}, {"attention", capture.attention.describe()}, {"head_dim", capture.head_dim}};
     for (const auto& [with_dwc, result] : results) {
       const std::string suffix = with_dwc ? "_dwc" : "";
-      write_npy((context.out / ("singular_values_" + name + suffix + ".npy")).string(),
-                result.spectrum.singular_values);
+      context.files->add_npy(("singular_values_" + name + suffix + ".npy"), result.spectrum.singular_values);
       auto values_at = result.spectrum.singular_values.accessor<float, 1>();
       for (int64_t i = 0; i < result.spectrum.singular_values.numel(); ++i)
         csv << name << "," << (with_dwc ? "on" : "off") << "," << i << "," << values_at[i] << "\n";
@@ -277,13 +305,13 @@ int analyze_spectrum(const Context& context) {
     }
     variants.push_back(entry);
   }
-  write_file_atomically((context.out / "spectrum.csv").string(), [&](std::ostream& stream) { stream << csv.str(); });
-  json summary = common_summary(context, "spectrum", layout);
+  context.files->add_text("spectrum.csv", csv.str());
+  json summary = common_summary(context, "spectrum", layout, loaded);
   summary["layer"] = layer;
   summary["head"] = state.head;
   summary["tolerance_rule"] = "s_max * max(T, T) * eps(float32), as numpy.linalg.matrix_rank";
   summary["variants"] = variants;
-  write_json(context.out / "summary.json", summary);
+  write_json(context, "summary.json", summary);
   std::cout << "wrote " << context.out.string()
             << "/{summary.json, spectrum.csv, singular_values_*.npy, matrix_*.png}\n";
   return 0;
@@ -293,7 +321,11 @@ int analyze_spectrum(const Context& context) {
 int analyze_fp(const Context& context) {
   const AppState& state = context.state;
   const double p = state.attention.p;
-  json summary = {{"analysis", "fp"}, {"p", p}, {"state", to_json(state)}};
+  json summary = {{"analysis", "fp"},
+                  {"p", p},
+                  {"variant", to_string(state.attention.variant)},
+                  {"query", {{"spec", state.query}}},
+                  {"state", to_json(state)}};
   // The model first: a file f_p cannot study fails before anything is written.
   std::optional<Loaded> model_inputs;
   if (!state.model.empty()) {
@@ -316,7 +348,7 @@ int analyze_fp(const Context& context) {
     }
     const std::string header =
         dim == 2 ? "x,y,fx,fy,axis_cos_before,axis_cos_after" : "x,y,z,fx,fy,fz,axis_cos_before,axis_cos_after";
-    write_csv(context.out / ("fp_vectors_" + name + ".csv"), header, rows);
+    write_csv(context, ("fp_vectors_" + name + ".csv"), header, rows);
     summary["vectors_" + name] = {{"count", vectors.size(0)},
                                   {"mean_axis_cos_before", cos_before.mean().item<double>()},
                                   {"mean_axis_cos_after", cos_after.mean().item<double>()}};
@@ -325,7 +357,7 @@ int analyze_fp(const Context& context) {
   std::vector<std::vector<double>> score_rows;
   for (int64_t j = 0; j < example.keys.size(0); ++j)
     score_rows.push_back({double(j), example.before[j].item<double>(), example.after[j].item<double>()});
-  write_csv(context.out / "fp_scores.csv", "key,before,after", score_rows);
+  write_csv(context, "fp_scores.csv", "key,before,after", score_rows);
   auto as_vector = [](const torch::Tensor& t) {
     auto values = t.to(torch::kDouble).contiguous();
     return std::vector<double>(values.data_ptr<double>(), values.data_ptr<double>() + values.numel());
@@ -339,7 +371,7 @@ int analyze_fp(const Context& context) {
     Loaded& loaded = *model_inputs;
     const InferenceResult inference = run_inference(loaded.model, loaded.prepared, state.attention);
     const int layer = resolve_layer_index(state.layer, int(inference.forward.layers.size()));
-    check_head_index(state.head, loaded.model.arch.heads);
+    check_head_index(state.head, inference.forward.layers[size_t(layer)].heads);
     FocusStudyOptions options;
     options.p = p;
     options.top_k = context.line.flag_int("top-k");
@@ -355,11 +387,12 @@ int analyze_fp(const Context& context) {
     for (int64_t c = 0; c < study.axis_counts.size(0); ++c)
       axes.push_back({double(c), double(study.axis_counts[c].item<int64_t>()),
                       study.axis_cosine_before[c].item<double>(), study.axis_cosine_after[c].item<double>()});
-    write_csv(context.out / "fp_curves.csv", "p,entropy,top_k_mass", curve);
-    write_csv(context.out / "fp_histogram.csv", "cos_low,cos_high,before,after", histogram);
-    write_csv(context.out / "fp_axes.csv", "axis,count,axis_cos_before,axis_cos_after", axes);
+    write_csv(context, "fp_curves.csv", "p,entropy,top_k_mass", curve);
+    write_csv(context, "fp_histogram.csv", "cos_low,cos_high,before,after", histogram);
+    write_csv(context, "fp_axes.csv", "axis,count,axis_cos_before,axis_cos_after", axes);
     summary["layer"] = layer;
     summary["head"] = state.head;
+    summary["preprocessing"] = preprocessing_json(loaded.model, state.input_settings(), loaded.prepared);
     summary["features"] = study.source;
     summary["attention"] = inference.forward.layers[size_t(layer)].attention.describe();
     summary["top_k"] = options.top_k;
@@ -369,7 +402,7 @@ int analyze_fp(const Context& context) {
               << " (p = " << study.curve_ps.front() << ") -> " << study.entropy.back()
               << " (p = " << study.curve_ps.back() << ")\n";
   }
-  write_json(context.out / "summary.json", summary);
+  write_json(context, "summary.json", summary);
   std::cout << "wrote " << context.out.string() << "/{summary.json, " << written << "}\n";
   return 0;
 }
@@ -420,13 +453,14 @@ int analyze_metrics(const Context& context) {
     variants.push_back(
         {{"variant", to_string(variant)}, {"attention", capture.attention.describe()}, {"heads", heads}});
   }
-  write_file_atomically((context.out / "metrics.csv").string(), [&](std::ostream& stream) { stream << csv.str(); });
-  json summary = common_summary(context, "metrics", layout);
+  context.files->add_text("metrics.csv", csv.str());
+  json summary = common_summary(context, "metrics", layout, loaded);
   summary["layer"] = layer;
-  summary["query"] = {{"token", query.token}, {"name", layout.token_name(query.token)}};
+  summary["query"]["token"] = query.token;
+  summary["query"]["name"] = layout.token_name(query.token);
   summary["top_k"] = top_k;
   summary["variants"] = variants;
-  write_json(context.out / "summary.json", summary);
+  write_json(context, "summary.json", summary);
   std::cout << "attnscope analyze metrics: layer " << layer << ", query " << layout.token_name(query.token)
             << "\nwrote " << context.out.string() << "/{summary.json, metrics.csv}\n";
   return 0;
@@ -456,12 +490,19 @@ int analyze_command(const Args& args) {
   if (bins < 1 || bins > 100000) throw std::invalid_argument("--bins must be from 1 to 100000");
   if (top_k < 1 || top_k > 1000000) throw std::invalid_argument("--top-k must be from 1 to 1000000");
   context.out = context.state.out;
-  fs::create_directories(context.out);
-  const int code = analysis == "gradcam"    ? analyze_gradcam(context)
-                   : analysis == "rollout"  ? analyze_rollout(context)
-                   : analysis == "spectrum" ? analyze_spectrum(context)
-                   : analysis == "fp"       ? analyze_fp(context)
-                                            : analyze_metrics(context);
+  context.files = std::make_shared<OutputFiles>(context.state.out, context.state.figure.overwrite);
+  int code = 0;
+  if (analysis == "gradcam")
+    code = analyze_gradcam(context);
+  else if (analysis == "rollout")
+    code = analyze_rollout(context);
+  else if (analysis == "spectrum")
+    code = analyze_spectrum(context);
+  else if (analysis == "fp")
+    code = analyze_fp(context);
+  else
+    code = analyze_metrics(context);
+  context.files->write();                       // refuses existing outputs (unless --overwrite) before writing any
   print_warnings("analyze", context.warnings);  // an analysis that fails names the tensors in its error
   return code;
 }

@@ -34,7 +34,7 @@ std::string write_random_deit(const DeitShape& shape, const std::filesystem::pat
   torch::manual_seed(0);
   const VitArch arch = plain_vit_arch(shape.dim, shape.depth, shape.heads, /*patch_size=*/16, /*grid=*/14, 1000);
   VisionTransformer model(arch);
-  initialise_weights(*model);
+  initialise_weights(*model.get());
   const auto path = folder / ("deit_" + shape.name + ".safetensors");
   save_safetensors(path.string(), state_dict(*model), model_metadata(arch, {}));
   return path.string();
@@ -53,7 +53,7 @@ double time_forward(LoadedModel& model, const torch::Tensor& input, const Attent
   std::vector<double> samples;
   for (int i = 0; i < warmup + runs; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    auto output = model.model->forward(input, settings, options);
+    auto output = model.forward(input, settings, options);
     if (model.device.is_cuda()) torch::cuda::synchronize();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (i >= warmup) samples.push_back(ms);
@@ -138,7 +138,7 @@ void bench_gradcam(const std::vector<DeitShape>& shapes, const std::filesystem::
     std::string error;
     for (int round = 0; round < rounds; ++round) {
       ours.push_back(median_of_runs(warmup, runs, [&] {
-        grad_cam(*model.model, input, {}, {});
+        grad_cam(model.native("Grad-CAM"), input, {}, {});
         if (device.is_cuda()) torch::cuda::synchronize();
       }));
       if (python == "none") continue;
@@ -183,7 +183,7 @@ void bench_spectrum(const std::filesystem::path& folder, torch::Device device, i
     ForwardOutput output;
     {
       c10::InferenceMode inference_mode;
-      output = model.model->forward(input, settings);
+      output = model.forward(input, settings);
     }
     const AttentionCapture& layer = output.layers.back();
     AttentionSpectrum fast;
@@ -199,6 +199,58 @@ void bench_spectrum(const std::filesystem::path& folder, torch::Device device, i
   }
 }
 
+// Swin-T or PVT-v2-b2 shapes at 224 (random weights written by the Python side, so that both
+// run the same file) with capture, per variant, against the eager references of
+// tests/python/reference_hier.py on the same weights and threads, in alternating rounds.
+void bench_family(const std::string& family, const std::filesystem::path& folder, const std::string& python,
+                  torch::Device device, int warmup, int runs, int rounds) {
+  if (family != "swin" && family != "pvt") throw std::invalid_argument("--family expects swin or pvt");
+  if (python == "none") throw std::invalid_argument("--family needs the Python reference to write the weights");
+  const std::string script = std::string(ATTNSCOPE_SOURCE_DIR) + "/bench/pytorch_hierarchical.py";
+  const std::string path = (folder / (family + ".safetensors")).string();
+  std::string error;
+  run_python_json("'" + python + "' '" + script + "' --make " + family + " '" + path + "' && echo '{}'", error);
+  if (!error.empty()) throw std::runtime_error(error);
+  LoadedModel model = load_model(path, {}, device);
+  torch::manual_seed(1);
+  const auto input = torch::randn({1, 3, 224, 224}).to(device);
+  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  std::cout << "attnscope bench --family " << family << ": " << model.family() << ", " << model.parameter_count
+            << " parameters, " << torch::get_num_threads()
+            << " threads (OMP_WAIT_POLICY=" << (wait_policy ? wait_policy : "unset") << ", PyTorch gets the same), "
+            << "device " << device.str() << ", input 1x3x224x224, median over " << rounds
+            << " alternating rounds of the median of " << runs << " runs\n";
+  std::cout << std::left << std::setw(10) << "variant" << std::right << std::setw(12) << "capture" << std::setw(12)
+            << "pytorch" << std::setw(10) << "ratio\n";
+  std::cout << std::fixed << std::setprecision(2);
+  const std::vector<std::string> variants = family == "swin"
+                                                ? std::vector<std::string>{"native", "linear", "focused", "anchor"}
+                                                : std::vector<std::string>{"native", "linear", "focused", "anchor"};
+  for (const auto& name : variants) {
+    AttentionSettings settings;
+    settings.variant = name == "native" ? Variant::Native : parse_variant(name);
+    std::vector<double> ours, eager;
+    for (int round = 0; round < rounds; ++round) {
+      ours.push_back(time_forward(model, input, settings, true, warmup, runs));
+      if (name != "native") continue;  // the eager reference runs the model's own attention
+      std::ostringstream command;
+      command << "'" << python << "' '" << script << "' --model '" << path << "' --threads " << torch::get_num_threads()
+              << " --runs " << runs << " --warmup " << warmup;
+      const nlohmann::json result = run_python_json(command.str(), error);
+      if (result.contains("median_ms")) eager.push_back(result["median_ms"].get<double>());
+    }
+    const double ours_ms = median_ms(ours);
+    std::cout << std::left << std::setw(10) << name << std::right << std::setw(10) << ours_ms << "ms";
+    if (!eager.empty()) {
+      const double eager_ms = median_ms(eager);
+      std::cout << std::setw(10) << eager_ms << "ms" << std::setw(9) << ours_ms / eager_ms << "x";
+    } else if (name == "native") {
+      std::cout << "  (no PyTorch reference: " << error << ")";
+    }
+    std::cout << "\n" << std::flush;
+  }
+}
+
 }  // namespace
 
 int bench_command(const Args& args) {
@@ -211,6 +263,7 @@ int bench_command(const Args& args) {
       {"rounds", "N", "alternating rounds of C++ and PyTorch measurements", "3"},
       {"python", "EXE", "Python with torch for the eager reference ('none' to skip)", ATTNSCOPE_PYTHON},
       {"analysis", "", "bench the analyses instead: Grad-CAM vs eager, spectrum factors vs full SVD", ""},
+      {"family", "swin|pvt", "bench a hierarchical family instead: Swin-T or PVT-v2-b2 shapes at 224", ""},
   };
   auto parsed = parse_or_print_help(args, "attnscope bench [--sizes tiny,small] [--runs N]", options, flags);
   if (!parsed) return 0;
@@ -231,6 +284,11 @@ int bench_command(const Args& args) {
   const auto folder = std::filesystem::temp_directory_path() / ("attnscope-bench-" + std::to_string(getpid()));
   std::filesystem::create_directories(folder);
 
+  if (!line.flags["family"].empty()) {
+    bench_family(line.flags["family"], folder, line.flags["python"], device, warmup, runs, rounds);
+    std::filesystem::remove_all(folder);
+    return 0;
+  }
   if (!line.flags["analysis"].empty()) {
     std::vector<DeitShape> shapes;
     for (const auto& size : split(line.flags["sizes"])) {

@@ -33,13 +33,31 @@ std::vector<std::string> default_models() {
 
 double mean_rank(const AttentionCapture& capture) {
   double total = 0;
-  for (int h = 0; h < capture.heads; ++h) total += matrix_spectrum(capture.matrix(0, h)).numerical_rank;
+  for (int h = 0; h < capture.heads; ++h) total += matrix_spectrum(capture.equivalent_matrix(0, h)).numerical_rank;
   return total / capture.heads;
 }
 
 struct LayerFocus {
   double mass = 0, hits = 0;
 };
+
+// Where a layer looks, over its key grid: the class token's row (mean over heads), or for models
+// without one (Swin, PVT) the attention each patch receives, averaged over every query and head.
+torch::Tensor focus_map(const AttentionCapture& capture, int64_t item) {
+  torch::Tensor map;
+  for (int h = 0; h < capture.heads; ++h) {
+    torch::Tensor head_map;
+    if (capture.layout.has_class_token) {
+      head_map = capture.row(item, h, 0);
+    } else {
+      std::vector<int64_t> all(size_t(capture.layout.total_tokens()));
+      for (size_t q = 0; q < all.size(); ++q) all[q] = int64_t(q);
+      head_map = capture.rows(item, h, all).mean(0);
+    }
+    map = map.defined() ? map + head_map : head_map;
+  }
+  return map.slice(0, capture.key_layout.prefix_tokens()).to(torch::kCPU);
+}
 
 }  // namespace
 
@@ -74,7 +92,7 @@ int eval_command(const Args& args) {
   double baseline = 0;
   for (const auto& path : models) {
     LoadedModel model = load_model(path, {}, device);
-    const int depth = model.arch.depth;
+    const int depth = model.backbone->attention_layers();
     std::vector<LayerFocus> focus(static_cast<size_t>(depth));
     int correct = 0;
     double rank = 0, rank_without_dwc = -1;
@@ -95,18 +113,13 @@ int eval_command(const Args& args) {
       c10::InferenceMode inference_mode;
       const ForwardOutput output = model.forward(data.images.to(device), AttentionSettings{});
       correct += int((output.logits.argmax(1).to(torch::kCPU) == data.labels).sum().item<int64_t>());
-      const TokenLayout& layout = output.layout;
       for (int i = 0; i < count; ++i) {
-        const auto coverage = patch_coverage(data.masks[i][0], layout);
-        if (path == models.front()) baseline += (coverage > 0).to(torch::kDouble).mean().item<double>();
+        if (path == models.front())
+          baseline += (patch_coverage(data.masks[i][0], output.layout) > 0).to(torch::kDouble).mean().item<double>();
         for (int l = 0; l < depth; ++l) {
           const AttentionCapture& capture = output.layers[size_t(l)];
-          torch::Tensor mean_row;
-          for (int h = 0; h < capture.heads; ++h) {
-            auto row = capture.row(i, h, 0);
-            mean_row = mean_row.defined() ? mean_row + row : row;
-          }
-          const auto patches = mean_row.slice(0, layout.prefix_tokens());
+          const auto patches = focus_map(capture, i);
+          const auto coverage = patch_coverage(data.masks[i][0], capture.key_layout);
           focus[size_t(l)].mass += mass_inside(patches, coverage);
           focus[size_t(l)].hits += pointing_hit(patches, coverage) ? 1 : 0;
         }
@@ -148,7 +161,8 @@ int eval_command(const Args& args) {
     report.push_back(entry);
   }
   baseline /= samples;
-  std::cout << "\nclass-token attention, mean over heads; Grad-CAM of the top-1 class at norm1 of the last block; "
+  std::cout << "\nclass-token attention, mean over heads (models without a class token: the attention each patch "
+               "receives, mean over queries and heads); Grad-CAM of the top-1 class at norm1 of the last block; "
             << samples << " held-out images; a uniform map would put " << std::setprecision(3) << baseline
             << " of its mass on the object's patches.\n";
   if (!line.state.out.empty()) {

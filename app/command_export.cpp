@@ -14,10 +14,12 @@ namespace attnscope {
 namespace {
 
 const std::vector<std::string> kExportOptions = {
-    "model",     "image",    "out",    "layout",        "format",  "dpi",    "png-width", "transparent",
-    "overwrite", "variants", "layers", "heads",         "layer",   "head",   "query",     "colormap",
-    "opacity",   "variant",  "p",      "window",        "anchors", "dwc",    "norm",      "resize",
-    "size",      "device",   "arch",   "gradcam-layer", "class",   "fusion", "discard",   "max-pixels"};
+    "model",       "image",         "out",       "layout", "format",        "dpi",   "png-width", "width-pt",
+    "transparent", "overwrite",     "variants",  "layers", "heads",         "layer", "head",      "query",
+    "view",        "direction",     "colormap",  "scale",  "opacity",       "alpha", "variant",   "p",
+    "window",      "anchors",       "dwc",       "norm",   "resize",        "size",  "crop",      "interpolation",
+    "mean",        "std",           "device",    "arch",   "gradcam-layer", "class", "fusion",    "discard",
+    "fp-vectors",  "fp-projection", "max-pixels"};
 
 const std::vector<CommandFlag> kExportFlags = {
     {"images", "DIR", "a folder of images (sorted; .png .jpg .jpeg .bmp .tif .tiff .webp): one figure each", ""},
@@ -35,7 +37,9 @@ std::string usage() {
   text +=
       "\nEach figure FIG = <image stem>_<layout> gets FIG.<format>, FIG.<format>.json (geometry, colour scales),\n"
       "FIG.<format>.session.json (reproduces it: attnscope export --session FILE) and FIG_data/ with the NPY or CSV\n"
-      "behind every panel. Existing files are an error unless --overwrite.";
+      "behind every panel. Existing files are an error unless --overwrite.\n"
+      "--variants rows are panel specs: VARIANT[:model=F][:p=P][:window=W][:anchors=M][:dwc=on|off][:norm=..];\n"
+      "a row with model=F runs that checkpoint (panels of the workbench that hold other checkpoints).";
   return text;
 }
 
@@ -88,6 +92,7 @@ int export_command(const Args& args) {
 
   configure_threads();
   LoadedModel model = load_model(state.model, ArchOverrides::parse(state.arch), resolve_device(state.device));
+  configure_input(model, state.input_settings());
   ProgressBar bar;
   const BatchExport batch =
       export_figures(state, model, images, state.out, [&](size_t done, size_t total, const std::string& image) {

@@ -25,6 +25,8 @@ int gui_command(const Args& args) {
       {"video", "FILE|camera:N", "live input from a video file or a camera instead of --image", ""},
       {"click", "X,Y;..", "with --frames: left clicks at window coordinates once the views are settled", ""},
       {"drag", "X0,Y0,X1,Y1;..", "with --frames: right-button drags at window coordinates, after the clicks", ""},
+      {"export-on-screen", "DIR",
+       "with --frames: press \"Export what is on screen\" into DIR once the views are settled, wait for it", ""},
   };
   auto parsed = parse_or_print_help(args, usage, state_options, flags);
   if (!parsed) return 0;
@@ -35,6 +37,7 @@ int gui_command(const Args& args) {
   options.height = parsed->flag_int("height");
   options.bench_changes = parsed->flag_int("bench");
   options.video = parsed->flags.at("video");
+  options.export_on_screen = parsed->flags.at("export-on-screen");
   std::istringstream clicks(parsed->flags.at("click"));
   for (std::string click; std::getline(clicks, click, ';');) {
     float x = 0, y = 0;

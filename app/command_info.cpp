@@ -21,7 +21,7 @@ int info_command(const Args& args) {
                            {"format", model.format},
                            {"container", model.container_key},
                            {"parameters", model.parameter_count},
-                           {"architecture", model.arch},
+                           {"architecture", model.backbone->describe()},
                            {"normalization",
                             {{"mean", model.normalization.mean},
                              {"std", model.normalization.std},
@@ -31,28 +31,23 @@ int info_command(const Args& args) {
     std::cout << json.dump(2) << "\n";
     return 0;
   }
-  const VitArch& arch = model.arch;
+  const Backbone& backbone = *model.backbone;
+  const InputGeometry geometry = backbone.input_geometry();
   std::cout << model.path << " (" << model.format
             << (model.container_key.empty() ? "" : ", under '" + model.container_key + "'") << ")\n"
-            << "  family        " << arch.family() << "\n"
-            << "  width/depth   " << arch.embed_dim << " / " << arch.depth << "\n"
-            << "  heads         " << arch.heads;
-  if (arch.embed_dim > 0) std::cout << " x " << arch.embed_dim / arch.heads;
-  std::cout << "\n"
-            << "  patch         " << arch.patch_size << ", native input " << arch.native_height() << "x"
-            << arch.native_width() << " (" << arch.pos_grid_h << "x" << arch.pos_grid_w << " patches)\n"
+            << "  family        " << backbone.family() << "\n"
+            << "  input         " << geometry.native_height << "x" << geometry.native_width << " native"
+            << (geometry.fixed ? ", that size only" : ", sides multiples of " + std::to_string(geometry.multiple))
+            << "\n"
             << "  output        "
-            << (arch.output_kind == "logits" ? std::to_string(arch.num_classes) + " classes"
-                                             : arch.output_kind + ", no classes")
+            << (backbone.output_kind() == "logits" ? std::to_string(backbone.num_classes()) + " classes"
+                                                   : backbone.output_kind() + ", no classes")
             << "\n"
             << "  normalise     mean " << model.normalization.mean[0] << "," << model.normalization.mean[1] << ","
             << model.normalization.mean[2] << " std " << model.normalization.std[0] << "," << model.normalization.std[1]
-            << "," << model.normalization.std[2] << " (" << model.normalization_source << ")\n"
-            << "  attention     ";
-  std::map<std::string, int> kinds;
-  for (const auto& block : arch.blocks) ++kinds[to_string(block.attention.native)];
-  for (const auto& [kind, count] : kinds) std::cout << kind << " x" << count << "  ";
-  std::cout << "\n  parameters    " << model.parameter_count << "\n";
+            << "," << model.normalization.std[2] << " (" << model.normalization_source << ")\n";
+  for (const auto& line : backbone.summary_lines()) std::cout << "  " << line << "\n";
+  std::cout << "  parameters    " << model.parameter_count << "\n";
   for (const auto& note : model.report.notes) std::cout << "  note: " << note << "\n";
   print_warnings("info", model.report.warnings);
   return 0;

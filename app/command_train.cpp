@@ -35,7 +35,7 @@ void draw_progress_bar(const TrainProgress& p) {
 int train_command(const Args& args) {
   const std::vector<std::string> state_options = {"device"};
   const std::vector<CommandFlag> flags = {
-      {"variant", "NAME", "demo recipe: softmax, linear, focused, flatten, l2vit, anchor", "softmax"},
+      {"variant", "NAME", "demo recipe: softmax, linear, focused, flatten, l2vit, anchor, flatten_swin", "softmax"},
       {"steps", "N", "optimiser steps", "3000"},
       {"batch", "N", "images per step", "64"},
       {"lr", "X", "peak learning rate (AdamW, warm-up then cosine)", "0.001"},
@@ -69,15 +69,11 @@ int train_command(const Args& args) {
   std::ostringstream command;
   command << "attnscope train --variant " << recipe.name << " --steps " << options.steps << " --batch " << options.batch
           << " --lr " << options.learning_rate << " --seed " << options.seed << " --out " << options.out;
-  const VitArch arch = demo_arch(recipe);
   const std::string card_path = std::filesystem::path(options.out).replace_extension(".md").string();
   write_file_atomically(card_path, [&](std::ostream& card) {
     card << "# Demo model: " << recipe.name << "\n\n"
          << "- Attention: " << recipe.description << "\n"
-         << "- Architecture: DeiT-shaped, embed " << arch.embed_dim << ", depth " << arch.depth << ", " << arch.heads
-         << " heads (head dim " << arch.embed_dim / arch.heads << "), patch " << arch.patch_size << ", input "
-         << arch.native_height() << "x" << arch.native_width() << " (" << arch.pos_grid_h << "x" << arch.pos_grid_w
-         << " patches + class token = " << 1 + arch.pos_grid_h * arch.pos_grid_w << " tokens), 10 classes\n"
+         << "- Architecture: " << demo_architecture_text(recipe) << "\n"
          << "- Task: sign in clutter (datasets/glyph_task.h): name the one digit, printed on a light plate, among "
             "capital letters and shapes on a textured background; training images are generated on the fly from the "
             "seed\n"

@@ -460,6 +460,9 @@ Checkpoint read_pytorch_zip(const std::string& path, const std::string& containe
   Checkpoint ckpt;
   ckpt.format = "pytorch-zip";
   const Value& state_dict = select_state_dict(path, *graph.root(), container, ckpt.container_key);
+  if (graph.root()->kind == Kind::Dict)
+    for (const auto& [key, value] : graph.root()->entries)
+      if (key->kind == Kind::String && value->kind == Kind::Dict) ckpt.containers.push_back(key->text);
   const std::string where = ckpt.container_key.empty() ? "state_dict" : "'" + ckpt.container_key + "'";
   StorageReader storages(path, *zip, directory);
   std::unordered_set<const Value*> checked;

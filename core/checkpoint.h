@@ -5,6 +5,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <torch/types.h>
 
@@ -21,6 +22,7 @@ struct Checkpoint {
   std::map<std::string, std::string> metadata;   // safetensors "__metadata__" (empty for .pth)
   std::string format;                            // "safetensors" or "pytorch-zip"
   std::string container_key;                     // "model", "model_ema", "state_dict", or "" for a flat state_dict
+  std::vector<std::string> containers;           // .pth: the top-level entries that hold a dict (other weight sets)
 };
 
 // Reads a checkpoint, choosing the reader by content (zip magic vs safetensors header), not by

@@ -2,11 +2,13 @@
 
 #include "core/excerpt.h"
 
+#include <cmath>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <stdexcept>
 
 #include "core/atomic_file.h"
+#include "core/value_scale.h"
 
 namespace attnscope {
 
@@ -14,7 +16,7 @@ namespace {
 struct ColormapName {
   Colormap colormap;
   const char* name;
-  int opencv_id;  // -1: gray ramp
+  int opencv_id;  // -1: gray ramp, -2: the diverging table below
 };
 constexpr ColormapName kColormaps[] = {
     {Colormap::Viridis, "viridis", cv::COLORMAP_VIRIDIS},
@@ -23,14 +25,32 @@ constexpr ColormapName kColormaps[] = {
     {Colormap::Turbo, "turbo", cv::COLORMAP_TURBO},
     {Colormap::Jet, "jet", cv::COLORMAP_JET},
     {Colormap::Gray, "gray", -1},
+    {Colormap::RdBu, "rdbu", -2},
 };
+
+// ColorBrewer's 11-class RdBu, reversed (blue for negative, red for positive), white-ish in the
+// middle; interpolated linearly in RGB to 256 entries.
+cv::Mat diverging_table() {
+  static const int kStops[11][3] = {{5, 48, 97},     {33, 102, 172},  {67, 147, 195},  {146, 197, 222},
+                                    {209, 229, 240}, {247, 247, 247}, {253, 219, 199}, {244, 165, 130},
+                                    {214, 96, 77},   {178, 24, 43},   {103, 0, 31}};
+  cv::Mat rgb(256, 1, CV_8UC3);
+  for (int i = 0; i < 256; ++i) {
+    const double at = i / 255.0 * 10.0;
+    const int stop = std::min(int(at), 9);
+    const double t = at - stop;
+    for (int c = 0; c < 3; ++c)
+      rgb.at<cv::Vec3b>(i)[c] = uint8_t(std::lround(kStops[stop][c] * (1 - t) + kStops[stop + 1][c] * t));
+  }
+  return rgb;
+}
 }  // namespace
 
 Colormap parse_colormap(const std::string& name) {
   for (const auto& entry : kColormaps)
     if (name == entry.name) return entry.colormap;
   throw std::invalid_argument("unknown colour map '" + excerpt(name) +
-                              "' (expected viridis, magma, inferno, turbo, jet or gray)");
+                              "' (expected viridis, magma, inferno, turbo, jet, gray or rdbu)");
 }
 
 std::string to_string(Colormap colormap) {
@@ -50,6 +70,7 @@ cv::Mat colormap_table(Colormap colormap) {
   for (int i = 0; i < 256; ++i) ramp.at<uint8_t>(i) = uint8_t(i);
   for (const auto& entry : kColormaps) {
     if (entry.colormap != colormap) continue;
+    if (entry.opencv_id == -2) return diverging_table();
     cv::Mat rgb;
     if (entry.opencv_id < 0) {
       cv::cvtColor(ramp, rgb, cv::COLOR_GRAY2RGB);
@@ -64,15 +85,11 @@ cv::Mat colormap_table(Colormap colormap) {
 }
 
 cv::Mat apply_colormap(const cv::Mat& values, Colormap colormap, float vmin, float vmax) {
-  CV_Assert(values.type() == CV_32FC1);
-  const float range = vmax > vmin ? vmax - vmin : 1.0f;
-  cv::Mat indices;
-  values.convertTo(indices, CV_8UC1, 255.0 / range, -vmin * 255.0 / range);  // saturating, rounds
-  const cv::Mat table = colormap_table(colormap);
-  cv::Mat rgb(values.size(), CV_8UC3);
-  for (int y = 0; y < values.rows; ++y)
-    for (int x = 0; x < values.cols; ++x) rgb.at<cv::Vec3b>(y, x) = table.at<cv::Vec3b>(indices.at<uint8_t>(y, x));
-  return rgb;
+  ValueScale scale;
+  scale.colormap = colormap;
+  scale.vmin = vmin;
+  scale.vmax = vmax > vmin ? vmax : vmin + 1.0f;
+  return colour_values(values, scale);
 }
 
 cv::Mat overlay_patch_map(const cv::Mat& rgb, const torch::Tensor& grid_values, Colormap colormap, float opacity,
@@ -85,13 +102,11 @@ cv::Mat overlay_patch_map(const cv::Mat& rgb, const torch::Tensor& grid_values, 
 
 cv::Mat overlay_value_map(const cv::Mat& rgb, const cv::Mat& values, Colormap colormap, float opacity, float vmin,
                           float vmax) {
-  CV_Assert(rgb.type() == CV_8UC3 && values.type() == CV_32FC1);
-  cv::Mat full;
-  cv::resize(values, full, rgb.size(), 0, 0, cv::INTER_NEAREST);
-  cv::Mat colours = apply_colormap(full, colormap, vmin, vmax);
-  cv::Mat blended;
-  cv::addWeighted(rgb, 1.0 - opacity, colours, opacity, 0.0, blended);
-  return blended;
+  ValueScale scale;
+  scale.colormap = colormap;
+  scale.vmin = vmin;
+  scale.vmax = vmax > vmin ? vmax : vmin + 1.0f;
+  return overlay_values(rgb, values, scale, opacity, OverlayAlpha::Constant);
 }
 
 void write_png_rgb(const std::string& path, const cv::Mat& rgb) {

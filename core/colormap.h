@@ -10,7 +10,8 @@
 
 namespace attnscope {
 
-enum class Colormap { Viridis, Magma, Inferno, Turbo, Jet, Gray };
+// RdBu is diverging (blue, white at the middle, red): maps with negative values get it, centred at 0.
+enum class Colormap { Viridis, Magma, Inferno, Turbo, Jet, Gray, RdBu };
 
 Colormap parse_colormap(const std::string& name);  // throws std::invalid_argument
 std::string to_string(Colormap colormap);

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <vector>
 
 #include <torch/torch.h>
@@ -25,7 +26,8 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Pillow's resampler (ImagingResample with the BICUBIC filter, 8 bits per channel).
 
-constexpr double kBicubicSupport = 2.0;  // the kernel is zero beyond |x| = 2
+constexpr double kBicubicSupport = 2.0;   // the kernel is zero beyond |x| = 2
+constexpr double kBilinearSupport = 1.0;  // the triangle is zero beyond |x| = 1
 // Pillow's fixed point: 8 bits of result, 2 bits of headroom for the kernel's negative lobes.
 constexpr int kPrecisionBits = 32 - 8 - 2;
 
@@ -38,6 +40,12 @@ double bicubic_kernel(double x) {
   return 0.0;
 }
 
+// Pillow's bilinear filter: a triangle.
+double bilinear_kernel(double x) {
+  if (x < 0.0) x = -x;
+  return x < 2.0 ? 1.0 - x / 2 : 0.0;
+}
+
 // For each output position along one axis: the input window and its fixed-point weights.
 struct AxisWeights {
   int taps = 0;                  // stride between positions in `weights`
@@ -48,12 +56,13 @@ struct AxisWeights {
 
 // Pillow's precompute_coeffs + normalize_coeffs_8bpc for the full-image box [0, in_size].
 // When shrinking, the kernel is stretched by the scale factor, which is the antialiasing.
-AxisWeights compute_axis_weights(int in_size, int out_size) {
+AxisWeights compute_axis_weights(int in_size, int out_size, Interpolation filter) {
+  const bool bilinear = filter == Interpolation::Bilinear;
   // Pillow passes the box as float; (float)in_size is exact for any realistic image size.
   const float box_begin = 0.0f, box_end = static_cast<float>(in_size);
   const double scale = static_cast<double>(box_end - box_begin) / out_size;
   const double filter_scale = std::max(scale, 1.0);
-  const double support = kBicubicSupport * filter_scale;
+  const double support = (bilinear ? kBilinearSupport : kBicubicSupport) * filter_scale;
 
   AxisWeights axis;
   axis.taps = static_cast<int>(std::ceil(support)) * 2 + 1;
@@ -70,7 +79,8 @@ AxisWeights compute_axis_weights(int in_size, int out_size) {
     const int count = end - begin;
     double total = 0.0;
     for (int i = 0; i < count; ++i) {
-      weights[i] = bicubic_kernel((i + begin - center + 0.5) * inverse_scale);
+      const double x = (i + begin - center + 0.5) * inverse_scale;
+      weights[i] = bilinear ? bilinear_kernel(x) : bicubic_kernel(x);
       total += weights[i];
     }
     int32_t* fixed = &axis.weights[static_cast<size_t>(out) * axis.taps];
@@ -173,7 +183,7 @@ cv::Mat center_crop(const cv::Mat& image, int crop_height, int crop_width) {
 }
 
 // timm transforms_imagenet_eval: Resize(scale_size, bicubic) then CenterCrop(img_size).
-cv::Mat timm_eval_transform(const cv::Mat& rgb, int height, int width, double crop_pct) {
+cv::Mat timm_eval_transform(const cv::Mat& rgb, int height, int width, double crop_pct, Interpolation filter) {
   int resized_height = 0, resized_width = 0;
   if (height == width) {
     // Resize(int): the shorter side becomes floor(size / crop_pct), the longer one keeps the
@@ -200,7 +210,7 @@ cv::Mat timm_eval_transform(const cv::Mat& rgb, int height, int width, double cr
     throw ImageError("timm resize of a " + std::to_string(rgb.cols) + "x" + std::to_string(rgb.rows) +
                      " image would need " + std::to_string(resized_width) + "x" + std::to_string(resized_height) +
                      " pixels: the aspect ratio is too extreme; crop the image or use --resize fit");
-  return center_crop(resize_bicubic_pil(rgb, resized_width, resized_height), height, width);
+  return center_crop(resize_pil(rgb, resized_width, resized_height, filter), height, width);
 }
 
 // 16-bit samples keep their high byte, which is what PIL gives for 16-bit RGB(A) PNGs.
@@ -221,14 +231,17 @@ cv::Mat high_byte(const cv::Mat& image16) {
 // ---------------------------------------------------------------------------------------------
 
 ResizeMode parse_resize_mode(const std::string& name) {
+  if (name == "auto") return ResizeMode::Auto;
   if (name == "timm") return ResizeMode::Timm;
   if (name == "fit") return ResizeMode::Fit;
   if (name == "none") return ResizeMode::None;
-  throw std::invalid_argument("unknown resize mode '" + excerpt(name) + "' (expected timm, fit or none)");
+  throw std::invalid_argument("unknown resize mode '" + excerpt(name) + "' (expected auto, timm, fit or none)");
 }
 
 std::string to_string(ResizeMode mode) {
   switch (mode) {
+    case ResizeMode::Auto:
+      return "auto";
     case ResizeMode::Timm:
       return "timm";
     case ResizeMode::Fit:
@@ -306,8 +319,81 @@ cv::Mat load_image_rgb(const std::string& path, int64_t max_pixels) {
   return rgb;
 }
 
+Interpolation parse_interpolation(const std::string& name) {
+  if (name == "bicubic") return Interpolation::Bicubic;
+  if (name == "bilinear") return Interpolation::Bilinear;
+  throw std::invalid_argument("unknown interpolation '" + name.substr(0, 40) + "' (expected bicubic or bilinear)");
+}
+
+std::string to_string(Interpolation interpolation) {
+  return interpolation == Interpolation::Bilinear ? "bilinear" : "bicubic";
+}
+
+std::array<float, 3> parse_channel_values(const std::string& text, const std::string& option) {
+  std::array<float, 3> values{};
+  std::istringstream in(text);
+  std::string part;
+  int count = 0;
+  while (std::getline(in, part, ',')) {
+    size_t used = 0;
+    double value = 0;
+    try {
+      value = std::stod(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (count >= 3 || used == 0 || used != part.size() || !std::isfinite(value)) {
+      count = -1;
+      break;
+    }
+    values[size_t(count++)] = float(value);
+  }
+  if (count != 3 || text.back() == ',')
+    throw std::invalid_argument(option + " expects three numbers R,G,B, got '" + text.substr(0, 80) + "'");
+  return values;
+}
+
+bool InputSettings::operator==(const InputSettings& other) const {
+  return resize == other.resize && input_size == other.input_size && crop == other.crop &&
+         interpolation == other.interpolation && mean == other.mean && std == other.std;
+}
+
+std::string to_string(const InputSettings& input) {
+  return to_string(input.resize) + " " + input.input_size + " crop=" + input.crop +
+         " interpolation=" + input.interpolation + " mean=" + input.mean + " std=" + input.std;
+}
+
+Preprocessing resolve_preprocessing(const InputSettings& input, const DeclaredPreprocessing& declared) {
+  Preprocessing used;
+  auto from = [&](const std::string& given, const std::string& option, const std::string& declared_source,
+                  bool declared_has) {
+    if (!given.empty()) return "--" + option;
+    return declared_has ? declared_source : std::string("default");
+  };
+  used.resize = input.resize == ResizeMode::Auto ? declared.resize.value_or(ResizeMode::Timm) : input.resize;
+  used.resize_source =
+      input.resize == ResizeMode::Auto ? (declared.resize ? declared.source : std::string("default")) : "--resize";
+  used.crop_pct = input.crop.empty() ? declared.crop_pct.value_or(0.875) : std::stod(input.crop);
+  used.crop_source = from(input.crop, "crop", declared.source, declared.crop_pct.has_value());
+  used.interpolation = input.interpolation.empty() ? declared.interpolation.value_or(Interpolation::Bicubic)
+                                                   : parse_interpolation(input.interpolation);
+  used.interpolation_source =
+      from(input.interpolation, "interpolation", declared.source, declared.interpolation.has_value());
+  used.normalization = declared.normalization;
+  used.normalization_source = declared.normalization_source.empty() ? "ImageNet" : declared.normalization_source;
+  if (!input.mean.empty()) used.normalization.mean = parse_channel_values(input.mean, "--mean");
+  if (!input.std.empty()) used.normalization.std = parse_channel_values(input.std, "--std");
+  if (!input.mean.empty() || !input.std.empty())
+    used.normalization_source = input.mean.empty() ? "--std" : input.std.empty() ? "--mean" : "--mean/--std";
+  return used;
+}
+
 cv::Mat resize_bicubic_pil(const cv::Mat& rgb, int width, int height) {
-  require_rgb8(rgb, "resize_bicubic_pil");
+  return resize_pil(rgb, width, height, Interpolation::Bicubic);
+}
+
+cv::Mat resize_pil(const cv::Mat& rgb, int width, int height, Interpolation filter) {
+  require_rgb8(rgb, "resize_pil");
   if (width <= 0 || height <= 0) {
     throw ImageError("cannot resize to " + std::to_string(width) + "x" + std::to_string(height));
   }
@@ -317,20 +403,21 @@ cv::Mat resize_bicubic_pil(const cv::Mat& rgb, int width, int height) {
   if (!resize_columns && !resize_rows) return rgb.clone();
 
   if (!resize_rows) {
-    return resample_horizontal(rgb, 0, rgb.rows, compute_axis_weights(rgb.cols, width), width);
+    return resample_horizontal(rgb, 0, rgb.rows, compute_axis_weights(rgb.cols, width, filter), width);
   }
-  const AxisWeights vertical = compute_axis_weights(rgb.rows, height);
+  const AxisWeights vertical = compute_axis_weights(rgb.rows, height, filter);
   if (!resize_columns) return resample_vertical(rgb, 0, vertical, height);
 
   // Only the source rows the vertical pass reads need the horizontal pass.
   const int first_row = vertical.first.front();
   const int end_row = vertical.first.back() + vertical.count.back();
   const cv::Mat columns_resized =
-      resample_horizontal(rgb, first_row, end_row, compute_axis_weights(rgb.cols, width), width);
+      resample_horizontal(rgb, first_row, end_row, compute_axis_weights(rgb.cols, width, filter), width);
   return resample_vertical(columns_resized, first_row, vertical, height);
 }
 
-cv::Mat prepare_image(const cv::Mat& rgb, ResizeMode mode, int height, int width, double crop_pct) {
+cv::Mat prepare_image(const cv::Mat& rgb, ResizeMode mode, int height, int width, double crop_pct,
+                      Interpolation filter) {
   require_rgb8(rgb, "prepare_image");
   if (height <= 0 || width <= 0) {
     throw ImageError("invalid model input size " + std::to_string(width) + "x" + std::to_string(height));
@@ -340,9 +427,11 @@ cv::Mat prepare_image(const cv::Mat& rgb, ResizeMode mode, int height, int width
       if (!(crop_pct > 0.0) || !std::isfinite(crop_pct)) {
         throw ImageError("crop_pct must be a positive number, got " + std::to_string(crop_pct));
       }
-      return timm_eval_transform(rgb, height, width, crop_pct);
+      return timm_eval_transform(rgb, height, width, crop_pct, filter);
     case ResizeMode::Fit:
-      return resize_bicubic_pil(rgb, width, height);
+      return resize_pil(rgb, width, height, filter);
+    case ResizeMode::Auto:
+      throw ImageError("resize mode auto must be resolved against the model first");
     case ResizeMode::None:
       if (rgb.rows != height || rgb.cols != width) {
         throw ImageError("image is " + std::to_string(rgb.cols) + "x" + std::to_string(rgb.rows) +
@@ -374,6 +463,28 @@ torch::Tensor image_to_tensor(const cv::Mat& rgb, const Normalization& norm) {
     }
   }
   return tensor;
+}
+
+std::pair<int, int> resolve_input_size(const std::string& spec, int native_height, int native_width, int multiple) {
+  if (spec.empty() || spec == "native") return {native_height, native_width};
+  int height = 0, width = 0;
+  char separator = 0, extra = 0;
+  std::istringstream in(spec);
+  in >> height;
+  if (in >> separator) {
+    if (separator != 'x' || !(in >> width) || (in >> extra)) height = 0;
+  } else {
+    width = height;
+  }
+  if (height <= 0 || width <= 0)
+    throw std::invalid_argument("--size expects native, S or HxW in pixels, got '" + spec.substr(0, 40) + "'");
+  if (height > kMaxInputSide || width > kMaxInputSide)
+    throw std::invalid_argument("--size " + spec.substr(0, 40) + ": each side must be at most " +
+                                std::to_string(kMaxInputSide) + " pixels");
+  if (height % multiple || width % multiple)
+    throw std::invalid_argument("--size " + spec.substr(0, 40) + " is not a multiple of " + std::to_string(multiple) +
+                                ", which the model's input sides must be (for a ViT: the patch size)");
+  return {height, width};
 }
 
 }  // namespace attnscope

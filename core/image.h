@@ -1,10 +1,13 @@
-// Images in and out: decoding with OpenCV, timm's evaluation transform (PIL-exact bicubic),
-// and conversion to the normalised input tensor a ViT expects.
+// Images in and out: decoding with OpenCV, timm's evaluation transform (PIL-exact bicubic or
+// bilinear), the preprocessing a checkpoint declares and the options that override it, and
+// conversion to the normalised input tensor a ViT expects.
 #pragma once
 
 #include <array>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include <torch/types.h>
 #include <opencv2/core.hpp>
@@ -18,18 +21,69 @@ class ImageError : public std::runtime_error {
 
 // How an image of any size becomes the model's input size.
 enum class ResizeMode {
+  Auto,  // what the checkpoint declares (Hugging Face without a centre crop: Fit), else Timm
   Timm,  // timm eval: shorter side to floor(size / crop_pct), bicubic, centre crop
   Fit,   // squash the whole image to the input size, bicubic
   None,  // the image must already have the input size
 };
 
-ResizeMode parse_resize_mode(const std::string& name);  // "timm" | "fit" | "none"
+ResizeMode parse_resize_mode(const std::string& name);  // "auto" | "timm" | "fit" | "none"
 std::string to_string(ResizeMode mode);
+
+// The resampling filter of a resize, both Pillow-exact (antialiased when shrinking).
+enum class Interpolation { Bicubic, Bilinear };
+Interpolation parse_interpolation(const std::string& name);  // "bicubic" | "bilinear"
+std::string to_string(Interpolation interpolation);
+
+// "0.5,0.5,0.5" -> {0.5, 0.5, 0.5}; throws std::invalid_argument naming `option`.
+std::array<float, 3> parse_channel_values(const std::string& text, const std::string& option);
+
+// The largest model input side in pixels (DINOv2's 518 and 1024-pixel fine-tunes fit easily).
+constexpr int kMaxInputSide = 4096;
+
+// How an image becomes a model's input: the resize mode and the input size ("native", "S" or
+// "HxW" pixels); the crop fraction, filter, mean and std as given (empty: what the checkpoint
+// declares, else timm's ImageNet defaults).
+struct InputSettings {
+  ResizeMode resize = ResizeMode::Auto;
+  std::string input_size = "native";
+  std::string crop;           // timm's crop_pct, in (0, 1]
+  std::string interpolation;  // bicubic or bilinear
+  std::string mean, std;      // "R,G,B"
+  bool operator==(const InputSettings& other) const;
+};
+std::string to_string(const InputSettings& input);  // every field, for cache keys
+
+// The input resolution for `input_size` given the model's native one and the multiple its sides
+// must be; throws std::invalid_argument naming --size on a bad spec.
+std::pair<int, int> resolve_input_size(const std::string& spec, int native_height, int native_width, int multiple);
 
 struct Normalization {
   std::array<float, 3> mean{0.485f, 0.456f, 0.406f};  // ImageNet defaults (timm/DeiT)
   std::array<float, 3> std{0.229f, 0.224f, 0.225f};
 };
+
+// What a checkpoint says about its preprocessing (timm's pretrained_cfg, Hugging Face's
+// preprocessor_config.json, CLIP's and DINOv2's constants); unset: it says nothing.
+struct DeclaredPreprocessing {
+  std::optional<ResizeMode> resize;
+  std::optional<double> crop_pct;
+  std::optional<Interpolation> interpolation;
+  Normalization normalization;
+  std::string normalization_source;  // empty: ImageNet's defaults
+  std::string source;                // where resize, crop and interpolation come from
+};
+
+// The preprocessing a run uses: the options given, else the checkpoint's, else timm's defaults,
+// each with where it came from ("--crop", "pretrained_cfg", "default").
+struct Preprocessing {
+  ResizeMode resize = ResizeMode::Timm;
+  double crop_pct = 0.875;
+  Interpolation interpolation = Interpolation::Bicubic;
+  Normalization normalization;
+  std::string resize_source, crop_source, interpolation_source, normalization_source;
+};
+Preprocessing resolve_preprocessing(const InputSettings& input, const DeclaredPreprocessing& declared);
 
 // Pillow's decompression bomb guard (PIL.Image.MAX_IMAGE_PIXELS): the default of --max-pixels.
 constexpr int64_t kDefaultMaxPixels = 89'478'485;
@@ -39,11 +93,13 @@ constexpr int64_t kLargestMaxPixels = int64_t(1) << 30;  // OpenCV's own limit
 // size in its header is checked against `max_pixels` before anything is decoded.
 cv::Mat load_image_rgb(const std::string& path, int64_t max_pixels = kDefaultMaxPixels);
 
-// PIL's Image.resize(..., BICUBIC) on 8-bit RGB, bit-exact (antialiased when shrinking).
+// PIL's Image.resize(..., BICUBIC or BILINEAR) on 8-bit RGB, bit-exact (antialiased when shrinking).
+cv::Mat resize_pil(const cv::Mat& rgb, int width, int height, Interpolation filter);
 cv::Mat resize_bicubic_pil(const cv::Mat& rgb, int width, int height);
 
 // The RGB image the model sees, before normalisation: [height x width] 8-bit RGB.
-cv::Mat prepare_image(const cv::Mat& rgb, ResizeMode mode, int height, int width, double crop_pct = 0.875);
+cv::Mat prepare_image(const cv::Mat& rgb, ResizeMode mode, int height, int width, double crop_pct = 0.875,
+                      Interpolation filter = Interpolation::Bicubic);
 
 // 8-bit RGB [H x W] -> float tensor [1, 3, H, W], (x / 255 - mean) / std.
 torch::Tensor image_to_tensor(const cv::Mat& rgb, const Normalization& norm = {});

@@ -133,10 +133,14 @@ ExportedFigure write_figure_bundle(const Figure& figure, const FigureRequest& re
 }
 
 ExportedFigure export_figure(const AppState& state, LoadedModel& model, const std::string& image_path,
-                             const std::string& out_dir) {
-  const FigureRequest request = FigureRequest::from_state(state);
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(image_path, state.max_pixels), state, model.arch);
-  const Figure figure = build_figure(request, model, prepared, fs::path(image_path).filename().string());
+                             const std::string& out_dir, ModelCache* cache) {
+  FigureRequest request = FigureRequest::from_state(state);
+  const cv::Mat image = load_image_rgb(image_path, state.max_pixels);
+  const cv::Mat prepared = prepare_model_input(image, state.input_settings(), model);
+  ModelCache temporary;
+  const RowModels rows{cache ? cache : &temporary, image, state.arch, state.device};
+  const Figure figure = build_figure(request, model, prepared, fs::path(image_path).filename().string(), &rows);
+  if (request.width_pt > 0) request.style = style_for_width(figure, request.style, request.width_pt);
   // The session names absolute files so that it reproduces the figure from any folder.
   AppState session = state;
   session.image = fs::absolute(image_path).string();
@@ -149,6 +153,7 @@ BatchExport export_figures(const AppState& state, LoadedModel& model, const std:
                            const std::string& out_dir, const ExportProgress& progress) {
   FigureRequest::from_state(state);  // a bad option fails once, not once per image
   BatchExport batch;
+  ModelCache rows_models;  // checkpoints rows name, loaded once for the whole batch
   std::vector<std::string> stems;
   for (size_t i = 0; i < images.size(); ++i) {
     if (progress && !progress(i, images.size(), images[i])) {
@@ -163,7 +168,7 @@ BatchExport export_figures(const AppState& state, LoadedModel& model, const std:
     }
     stems.push_back(stem);
     try {
-      batch.written.push_back(export_figure(state, model, images[i], out_dir));
+      batch.written.push_back(export_figure(state, model, images[i], out_dir, &rows_models));
     } catch (const c10::Error& e) {
       batch.failed.push_back({images[i], e.what_without_backtrace()});
     } catch (const std::exception& e) {

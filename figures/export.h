@@ -42,8 +42,9 @@ ExportedFigure write_figure_bundle(const Figure& figure, const FigureRequest& re
                                    const cv::Mat& input_rgb, const std::string& out_dir, const std::string& stem);
 
 // One image: load, prepare for the model, build the state's layout, write the bundle to out_dir.
+// Rows that name their own checkpoint load it through `cache` (a temporary one when null).
 ExportedFigure export_figure(const AppState& state, LoadedModel& model, const std::string& image_path,
-                             const std::string& out_dir);
+                             const std::string& out_dir, ModelCache* cache = nullptr);
 
 // Called before each image (done = images finished so far) and once at the end (done = total).
 // Returning false stops the batch before the next image.

@@ -12,6 +12,26 @@ namespace {
 
 }  // namespace
 
+ValueScale ColorScale::value_scale() const {
+  ValueScale scale;
+  scale.colormap = colormap;
+  scale.vmin = vmin;
+  scale.vmax = vmax;
+  scale.log = log;
+  scale.diverging = colormap == Colormap::RdBu;
+  return scale;
+}
+
+ColorScale figure_scale(const ValueScale& scale, const std::string& label) {
+  ColorScale out;
+  out.colormap = scale.colormap;
+  out.vmin = float(scale.vmin);
+  out.vmax = float(scale.vmax);
+  out.log = scale.log;
+  out.label = scale.label.empty() ? label : label + " (" + scale.label + ")";
+  return out;
+}
+
 void validate_figure(const Figure& figure) {
   if (figure.rows < 1 || figure.cols < 1) invalid("needs at least one row and one column");
   if (figure.panels.size() != size_t(figure.rows * figure.cols))
@@ -24,6 +44,8 @@ void validate_figure(const Figure& figure) {
   for (const auto& scale : figure.scales)
     if (!std::isfinite(scale.vmin) || !std::isfinite(scale.vmax) || !(scale.vmax > scale.vmin))
       invalid("colour scale '" + scale.label + "' needs finite vmin < vmax");
+    else if (scale.log && !(scale.vmin > 0))
+      invalid("log colour scale '" + scale.label + "' needs vmin > 0");
   std::vector<std::string> data_names;
   for (const auto& panel : figure.panels) {
     if (!std::holds_alternative<std::monostate>(panel.content)) {

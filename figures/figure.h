@@ -8,17 +8,22 @@
 #include <vector>
 
 #include "core/colormap.h"
+#include "core/value_scale.h"
 
 namespace attnscope {
 
 // One value-to-colour mapping shared by every heatmap that names it; drawn as one colour bar.
-// Values map to LUT entries exactly as apply_colormap does (clamped to [vmin, vmax]).
+// Values map to LUT entries as core/value_scale.h says (clamped to [vmin, vmax], log when `log`).
 struct ColorScale {
   Colormap colormap = Colormap::Viridis;
   float vmin = 0.0f;
   float vmax = 1.0f;
   std::string label;  // beside the colour bar
+  bool log = false;
+  ValueScale value_scale() const;
 };
+// A figure scale from a resolved value scale; the bar reads "<label> (<the scale's mode>)".
+ColorScale figure_scale(const ValueScale& scale, const std::string& label);
 
 // A map of values drawn as coloured cells, optionally blended over an RGB image (an overlay).
 struct HeatmapPanel {
@@ -26,9 +31,11 @@ struct HeatmapPanel {
   int scale = 0;       // index into Figure::scales
   cv::Mat background;  // optional 8-bit RGB; the cells are stretched over it (nearest) and blended
   float opacity = 1.0f;
-  int marked_row = -1;  // a cell to outline (the query patch), -1: none
+  OverlayAlpha alpha = OverlayAlpha::Constant;  // Value: the colour's weight follows the value
+  int marked_row = -1;                          // a cell to outline (the query patch), -1: none
   int marked_col = -1;
   std::string x_label, y_label;  // optional axis captions (e.g. "key token", "query token")
+  bool colour_bar = false;       // its scale's colour bar right beside it (not only at the figure's right)
 };
 
 struct Series {
@@ -36,6 +43,8 @@ struct Series {
   std::vector<double> x, y;
   bool markers = false;  // dots at the points (a scatter when `line` is false)
   bool line = true;
+  bool pairs = false;  // the line is separate segments (x[2i], y[2i]) - (x[2i+1], y[2i+1])
+  int colour = -1;     // an index into the plot colours; -1: the series' position
 };
 
 // A reference line across a plot: vertical at x = value for x guides, horizontal for y guides.
@@ -49,6 +58,8 @@ struct PlotPanel {
   std::string x_label, y_label;
   bool log_y = false;  // points with y <= 0 are left out on a log axis
   std::vector<Guide> x_guides, y_guides;
+  double y_lo = 0, y_hi = 0;   // y_hi > y_lo: this y range instead of the data's (rows sharing one axis)
+  bool same_xy_range = false;  // x and y cover the same range (a 2-D projection)
 };
 
 struct Panel {

@@ -11,6 +11,8 @@
 #include "analysis/gradcam.h"
 #include "analysis/rollout.h"
 #include "analysis/spectrum.h"
+#include "figures/layout_rows.h"
+#include "figures/plots.h"
 #include "models/inference.h"
 
 namespace attnscope {
@@ -22,6 +24,8 @@ const std::vector<FigureLayoutInfo>& figure_layouts() {
       {"matrix-spectrum", "each variant's attention matrix beside its singular values (log scale, rank marked)"},
       {"gradcam-attention", "per variant: Grad-CAM beside the query's attention and the attention rollout"},
       {"fp-demo", "FLatten's f_p: toy vectors and scores, then a layer's similarities, entropy and top-k mass vs p"},
+      {"panels", "what the workbench shows: each panel (model, variant) side by side, --view head, mean or heads"},
+      {"fp-vectors", "a head's key or query vectors before and after f_p in 2-D (PCA), a line from each x to f_p(x)"},
   };
   return layouts;
 }
@@ -49,8 +53,16 @@ FigureRequest FigureRequest::from_state(const AppState& state) {
   request.layer = state.layer;
   request.head = state.head;
   request.query = state.query;
+  request.view = state.view;
+  request.direction = state.direction;
+  request.fp_vectors = state.fp_vectors;
+  request.fp_projection = state.fp_projection;
+  request.width_pt = state.figure.width_pt;
   request.colormap = state.colormap;
+  request.scale = state.scale;
   request.opacity = float(state.opacity);
+  request.alpha = state.alpha;
+  request.input = state.input_settings();
   request.gradcam_layer = state.gradcam_layer;
   request.target_class = state.target_class;
   request.fusion = state.fusion;
@@ -60,17 +72,9 @@ FigureRequest FigureRequest::from_state(const AppState& state) {
 
 namespace {
 
-// A [rows, cols] float tensor as an owned CV_32F matrix.
-cv::Mat to_mat(const torch::Tensor& values) {
-  const torch::Tensor cpu = values.detach().to(torch::kCPU, torch::kFloat).contiguous();
-  return cv::Mat(int(cpu.size(0)), int(cpu.size(1)), CV_32FC1, const_cast<float*>(cpu.data_ptr<float>())).clone();
-}
-
-// Letters, digits, '.', '-' and '=' stay; anything else becomes '_' (labels become file names).
-std::string file_safe(const std::string& text) {
-  std::string safe;
-  for (char c : text) safe += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '=' ? c : '_';
-  return safe;
+std::vector<double> to_doubles(const torch::Tensor& values) {
+  const torch::Tensor cpu = values.detach().to(torch::kCPU, torch::kDouble).contiguous();
+  return std::vector<double>(cpu.data_ptr<double>(), cpu.data_ptr<double>() + cpu.numel());
 }
 
 std::vector<int> resolve_layers(const std::vector<int>& requested, int depth) {
@@ -89,90 +93,58 @@ std::vector<int> resolve_heads(const std::vector<int>& requested, int heads) {
   return list;
 }
 
-// One colour scale over every heatmap of the figure: [min(0, smallest), largest].
-ColorScale shared_scale(const Figure& figure, Colormap colormap, const std::string& label) {
-  double lo = 0.0, hi = -HUGE_VAL;
-  for (const auto& panel : figure.panels)
-    if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) {
-      double panel_lo = 0, panel_hi = 0;
-      cv::minMaxLoc(heatmap->values, &panel_lo, &panel_hi);
-      lo = std::min(lo, panel_lo);
-      hi = std::max(hi, panel_hi);
-    }
-  if (!(hi > lo)) hi = lo + 1e-12;
-  return {colormap, float(lo), float(hi), label};
-}
-
-struct VariantRun {
-  VariantChoice variant;
-  InferenceResult result;
-};
-
-std::vector<VariantRun> run_variants(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb) {
-  if (request.variants.empty()) throw std::invalid_argument("a figure needs at least one variant");
-  std::vector<VariantRun> runs;
-  for (const auto& variant : request.variants)
-    runs.push_back({variant, run_inference(model, prepared_rgb, variant.settings)});
-  return runs;
-}
-
-// The query's attention over the patch grid, drawn over the model's input image.
-HeatmapPanel query_overlay(const AttentionCapture& capture, int head, int query_token, const FigureRequest& request,
-                           const cv::Mat& input_rgb) {
-  const TokenLayout& layout = capture.layout;
-  const torch::Tensor row = capture.row(0, head, query_token);
-  HeatmapPanel heatmap;
-  heatmap.values = to_mat(row.slice(0, layout.prefix_tokens()).reshape({layout.grid_h, layout.grid_w}));
-  heatmap.background = input_rgb;
-  heatmap.opacity = request.opacity;
-  if (layout.is_patch(query_token)) {
-    heatmap.marked_row = layout.row_of(query_token);
-    heatmap.marked_col = layout.col_of(query_token);
-  }
-  return heatmap;
-}
-
 Figure overlay_grid(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
-                    const std::string& title, bool columns_are_layers) {
-  const std::vector<VariantRun> runs = run_variants(request, model, prepared_rgb);
-  const int depth = int(runs.front().result.forward.layers.size());
-  const int heads = model.arch.heads;
-  const TokenLayout& layout = runs.front().result.forward.layout;
-  const ResolvedQuery query = resolve_query(request.query, layout);
-  const std::vector<int> columns =
-      columns_are_layers ? resolve_layers(request.layers, depth) : resolve_heads(request.heads, heads);
+                    const std::string& title, bool columns_are_layers, const RowModels* rows) {
+  const std::vector<VariantRun> runs = run_variants(request, model, prepared_rgb, rows);
+  const std::vector<AttentionCapture>& captures = runs.front().result.forward.layers;
+  const int depth = int(captures.size());
   const int fixed_layer = resolve_layer_index(request.layer, depth);
-  if (columns_are_layers) check_head_index(request.head, heads);
+  // The query is given in the fixed layer's grid; other layers (other stages) take the patch at the
+  // same place in the image.
+  const TokenLayout& layout = captures[size_t(fixed_layer)].layout;
+  const ResolvedQuery query = resolve_query(request.query, layout);
+  const std::vector<int> columns = columns_are_layers
+                                       ? resolve_layers(request.layers, depth)
+                                       : resolve_heads(request.heads, captures[size_t(fixed_layer)].heads);
+  // grid-layers shows one head or, with --view mean, the mean over heads.
+  const bool mean = columns_are_layers && request.view == "mean";
+  if (columns_are_layers && !mean)
+    for (int column : columns) check_head_index(request.head, captures[size_t(column)].heads);
 
   Figure figure(int(runs.size()), int(columns.size()));
-  figure.title =
-      title + "  \u00b7  " +
-      (columns_are_layers ? "head " + std::to_string(request.head) : "layer " + std::to_string(fixed_layer)) +
-      "  \u00b7  query " + layout.token_name(query.token);
+  const std::string heads_text = mean ? "mean of " + std::to_string(captures[size_t(fixed_layer)].heads) + " heads"
+                                      : "head " + std::to_string(request.head);
+  figure.title = title + "  \u00b7  " + (columns_are_layers ? heads_text : "layer " + std::to_string(fixed_layer)) +
+                 "  \u00b7  query " + layout.token_name(query.token);
   for (int column : columns)
     figure.col_labels.push_back((columns_are_layers ? "layer " : "head ") + std::to_string(column));
   c10::InferenceMode inference;
   for (size_t r = 0; r < runs.size(); ++r) {
     figure.row_labels.push_back(runs[r].variant.label);
+    const std::vector<AttentionCapture>& row_layers = runs[r].result.forward.layers;
     for (size_t c = 0; c < columns.size(); ++c) {
-      const int layer = columns_are_layers ? columns[c] : fixed_layer;
-      const int head = columns_are_layers ? request.head : columns[c];
+      const int layer = columns_are_layers ? resolve_layer_index(columns[c], int(row_layers.size())) : fixed_layer;
+      const int head = mean ? -1 : columns_are_layers ? request.head : columns[c];
       Panel& panel = figure.at(int(r), int(c));
-      panel.data_name = file_safe(runs[r].variant.label) + "_l" + std::to_string(layer) + "_h" + std::to_string(head);
-      panel.content = query_overlay(runs[r].result.forward.layers[size_t(layer)], head, query.token, request,
-                                    runs[r].result.input_rgb);
+      panel.data_name = file_safe(runs[r].variant.label) + "_l" + std::to_string(layer) +
+                        (head < 0 ? std::string("_mean") : "_h" + std::to_string(head));
+      const AttentionCapture& capture = row_layers[size_t(std::min(layer, int(row_layers.size()) - 1))];
+      if (head >= capture.heads) check_head_index(head, capture.heads);
+      const int token = query_in_row(request.query, follow_query(query.token, layout, captures[size_t(layer)].layout),
+                                     captures[size_t(layer)].layout, capture.layout);
+      panel.content = query_overlay(capture, head, token, request, runs[r].result.input_rgb);
     }
   }
-  figure.scales.push_back(shared_scale(figure, request.colormap, "attention weight"));
+  figure.scales.push_back(attention_scale(figure, request, "attention weight"));
   return figure;
 }
 
 Figure matrix_spectrum_figure(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
-                              const std::string& title) {
-  const std::vector<VariantRun> runs = run_variants(request, model, prepared_rgb);
+                              const std::string& title, const RowModels* rows) {
+  const std::vector<VariantRun> runs = run_variants(request, model, prepared_rgb, rows);
   const int depth = int(runs.front().result.forward.layers.size());
   const int layer = resolve_layer_index(request.layer, depth);
-  check_head_index(request.head, model.arch.heads);
+  check_head_index(request.head, runs.front().result.forward.layers[size_t(layer)].heads);
 
   Figure figure(int(runs.size()), 2);
   figure.title = title + "  \u00b7  layer " + std::to_string(layer) + "  \u00b7  head " + std::to_string(request.head);
@@ -180,46 +152,31 @@ Figure matrix_spectrum_figure(const FigureRequest& request, LoadedModel& model, 
   c10::InferenceMode inference;
   for (size_t r = 0; r < runs.size(); ++r) {
     figure.row_labels.push_back(runs[r].variant.label);
-    const torch::Tensor matrix = runs[r].result.forward.layers[size_t(layer)].matrix(0, request.head);
+    const auto& row_layers = runs[r].result.forward.layers;
+    const AttentionCapture& capture = row_layers[size_t(resolve_layer_index(request.layer, int(row_layers.size())))];
+    check_head_index(request.head, capture.heads);
+    const torch::Tensor matrix = capture.equivalent_matrix(0, request.head);
     const std::string stem =
         file_safe(runs[r].variant.label) + "_l" + std::to_string(layer) + "_h" + std::to_string(request.head);
 
     HeatmapPanel heatmap;
-    heatmap.values = to_mat(matrix);
+    heatmap.values = to_mat(matrix * display_factor(request.scale, int(matrix.size(1))));
     heatmap.x_label = "key token";
     heatmap.y_label = "query token";
     figure.at(int(r), 0).data_name = stem + "_matrix";
     figure.at(int(r), 0).content = heatmap;
 
-    const Spectrum spectrum = matrix_spectrum(matrix);
-    PlotPanel plot;
-    Series values;
-    const torch::Tensor s = spectrum.singular_values.to(torch::kDouble).contiguous();
-    for (int64_t i = 0; i < s.numel(); ++i) {
-      values.x.push_back(double(i + 1));
-      values.y.push_back(s.data_ptr<double>()[i]);
-    }
-    values.label = "singular value";
-    plot.series.push_back(values);
-    plot.log_y = true;
-    plot.x_label = "index";
-    plot.y_label = "singular value";
-    plot.x_guides.push_back({spectrum.numerical_rank + 0.5, "rank " + std::to_string(spectrum.numerical_rank)});
-    if (spectrum.tolerance > 0) plot.y_guides.push_back({spectrum.tolerance, "tol"});
     Panel& spectrum_panel = figure.at(int(r), 1);
     spectrum_panel.data_name = stem + "_spectrum";
-    char effective[64];
-    std::snprintf(effective, sizeof effective, "effective rank %.1f", spectrum.effective_rank);
-    spectrum_panel.title = effective;
-    spectrum_panel.content = plot;
+    const Spectrum spectrum = matrix_spectrum(matrix);
+    spectrum_panel.title = effective_rank_title(spectrum.effective_rank);
+    spectrum_panel.content =
+        spectrum_plot(to_doubles(spectrum.singular_values), spectrum.numerical_rank, spectrum.tolerance);
   }
-  figure.scales.push_back(shared_scale(figure, request.colormap, "attention weight"));
+  // One y axis for every row, so spectra compare by height.
+  share_y_axis(figure, 1);
+  figure.scales.push_back(attention_scale(figure, request, "attention weight"));
   return figure;
-}
-
-std::vector<double> to_doubles(const torch::Tensor& values) {
-  const torch::Tensor cpu = values.detach().to(torch::kCPU, torch::kDouble).contiguous();
-  return std::vector<double>(cpu.data_ptr<double>(), cpu.data_ptr<double>() + cpu.numel());
 }
 
 std::vector<double> indices(size_t count, double first = 0.0) {
@@ -228,52 +185,63 @@ std::vector<double> indices(size_t count, double first = 0.0) {
   return x;
 }
 
-// A map in [0, 1] over the input image, on its own scale.
+// A map in [0, 1] over the input image, on its own scale with its own colour bar beside it.
 HeatmapPanel unit_overlay(const torch::Tensor& grid_map, const FigureRequest& request, const cv::Mat& input_rgb,
                           int scale) {
   HeatmapPanel heatmap;
   heatmap.values = to_mat(grid_map);
   heatmap.background = input_rgb;
   heatmap.opacity = request.opacity;
+  heatmap.alpha = request.alpha;
   heatmap.scale = scale;
+  heatmap.colour_bar = true;
   return heatmap;
 }
 
 Figure gradcam_attention_figure(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
-                                const std::string& title) {
-  const std::vector<VariantRun> runs = run_variants(request, model, prepared_rgb);
+                                const std::string& title, const RowModels* rows) {
+  const std::vector<VariantRun> runs = run_variants(request, model, prepared_rgb, rows);
   const int depth = int(runs.front().result.forward.layers.size());
   const int layer = resolve_layer_index(request.layer, depth);
-  check_head_index(request.head, model.arch.heads);
-  const TokenLayout& layout = runs.front().result.forward.layout;
+  const AttentionCapture& first_capture = runs.front().result.forward.layers[size_t(layer)];
+  check_head_index(request.head, first_capture.heads);
+  const TokenLayout& layout = first_capture.layout;
   const ResolvedQuery query = resolve_query(request.query, layout);
   GradCamOptions gradcam_options;
   gradcam_options.layer = request.gradcam_layer;
   gradcam_options.target_class = request.target_class;
-  const std::string gradcam_layer = resolve_gradcam_layer(request.gradcam_layer, depth, model.arch.final_norm);
-  const torch::Tensor input = image_to_tensor(prepared_rgb, model.normalization).to(model.device);
+  const std::string gradcam_layer = model.native("Grad-CAM").resolve_hook_point(request.gradcam_layer);
 
   Figure figure(int(runs.size()), 3);
   figure.title = title + "  \u00b7  query " + layout.token_name(query.token);
   figure.col_labels = {"Grad-CAM (" + gradcam_layer + ")",
                        "attention (layer " + std::to_string(layer) + ", head " + std::to_string(request.head) + ")",
                        "rollout (" + to_string(request.fusion) + " of heads)"};
-  figure.scales.push_back({request.colormap, 0.0f, 1.0f, "Grad-CAM, rollout (max = 1)"});
+  // Each column its own scale, drawn beside every panel: Grad-CAM and rollout are scaled to a
+  // maximum of 1, attention is in weights (shared by the rows, so variants compare).
+  figure.scales.push_back({request.colormap, 0.0f, 1.0f, "Grad-CAM (max = 1)"});
   figure.scales.push_back({});  // attention: set from its panels below
+  figure.scales.push_back({request.colormap, 0.0f, 1.0f, "rollout (max = 1)"});
   for (size_t r = 0; r < runs.size(); ++r) {
     const VariantRun& run = runs[r];
+    LoadedModel& row_model = *run.model;
     const std::string stem = file_safe(run.variant.label);
     figure.row_labels.push_back(run.variant.label);
-    const GradCamResult gradcam = grad_cam(model.native("Grad-CAM"), input, run.variant.settings, gradcam_options);
+    const torch::Tensor input = image_to_tensor(run.prepared, row_model.normalization).to(row_model.device);
+    const GradCamResult gradcam = grad_cam(row_model.native("Grad-CAM"), input, run.variant.settings, gradcam_options);
     Panel& gradcam_panel = figure.at(int(r), 0);
-    gradcam_panel.title = output_name(model, gradcam.target_class);
+    gradcam_panel.title = output_name(row_model, gradcam.target_class);
     gradcam_panel.data_name = stem + "_gradcam";
     gradcam_panel.content = unit_overlay(gradcam.scaled, request, run.result.input_rgb, 0);
 
     c10::InferenceMode inference;
-    HeatmapPanel attention = query_overlay(run.result.forward.layers[size_t(layer)], request.head, query.token, request,
-                                           run.result.input_rgb);
+    const auto& row_layers = run.result.forward.layers;
+    const AttentionCapture& capture = row_layers[size_t(resolve_layer_index(request.layer, int(row_layers.size())))];
+    check_head_index(request.head, capture.heads);
+    const int token = query_in_row(request.query, query.token, layout, capture.layout);
+    HeatmapPanel attention = query_overlay(capture, request.head, token, request, run.result.input_rgb);
     attention.scale = 1;
+    attention.colour_bar = true;
     figure.at(int(r), 1).data_name =
         stem + "_attention_l" + std::to_string(layer) + "_h" + std::to_string(request.head);
     figure.at(int(r), 1).content = attention;
@@ -281,22 +249,22 @@ Figure gradcam_attention_figure(const FigureRequest& request, LoadedModel& model
     RolloutOptions rollout_options;
     rollout_options.fusion = request.fusion;
     rollout_options.discard_ratio = request.discard;
-    rollout_options.query = query.token;
-    const RolloutResult rollout = attention_rollout(run.result.forward.layers, rollout_options);
+    rollout_options.query = token;
+    const RolloutResult rollout = attention_rollout(row_layers, rollout_options);
     figure.at(int(r), 2).data_name = stem + "_rollout";
-    figure.at(int(r), 2).content = unit_overlay(rollout.normalised, request, run.result.input_rgb, 0);
+    figure.at(int(r), 2).content = unit_overlay(rollout.normalised, request, run.result.input_rgb, 2);
   }
-  // The attention panels share one scale of their own.
-  Figure attention_only(figure.rows, 1);
-  for (int r = 0; r < figure.rows; ++r) attention_only.at(r, 0) = figure.at(r, 1);
-  figure.scales[1] = shared_scale(attention_only, request.colormap, "attention weight");
+  figure.scales[1] = attention_scale(figure, request, "attention weight", 1);
   return figure;
 }
 
 // FLatten's f_p made visible (the paper's Fig. 4 and its effect on a real layer).
-Figure focusing_figure(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
-                       const std::string& title) {
-  const VariantChoice& variant = request.variants.front();
+Figure focusing_figure(const FigureRequest& request, LoadedModel& base_model, const cv::Mat& base_prepared,
+                       const std::string& title, const RowModels* rows) {
+  FigureRequest first_row = request;
+  first_row.variants.resize(1);
+  VariantRun run = std::move(run_variants(first_row, base_model, base_prepared, rows).front());
+  const VariantChoice& variant = run.variant;
   const double p = variant.settings.p;
   char p_text[32];
   std::snprintf(p_text, sizeof p_text, "p = %g", p);
@@ -334,37 +302,22 @@ Figure focusing_figure(const FigureRequest& request, LoadedModel& model, const c
   figure.at(0, 2) = {"one query's scores", "fp_scores", scores};
 
   // The same on a real layer's queries and keys.
-  const InferenceResult result = run_inference(model, prepared_rgb, variant.settings);
+  const InferenceResult& result = run.result;
   const int depth = int(result.forward.layers.size());
   const int layer = resolve_layer_index(request.layer, depth);
-  check_head_index(request.head, model.arch.heads);
+  check_head_index(request.head, result.forward.layers[size_t(layer)].heads);
   FocusStudyOptions options;
   options.p = p;
   c10::InferenceMode inference;
   const FocusStudy study = study_focusing(result.forward.layers[size_t(layer)], request.head, options);
-  const int bins = int(study.histogram_before.numel());
-  PlotPanel histogram;
-  std::vector<double> centres;
-  for (int b = 0; b < bins; ++b) centres.push_back((b + 0.5) / bins);
-  histogram.series.push_back({"ReLU", centres, to_doubles(study.histogram_before), false, true});
-  histogram.series.push_back({std::string("f_p, ") + p_text, centres, to_doubles(study.histogram_after), false, true});
-  histogram.x_label = "cos(\u03c6(q), \u03c6(k))";
-  histogram.y_label = "pairs";
+  const PlotPanel histogram = similarity_histogram_plot(
+      to_doubles(study.histogram_before), to_doubles(study.histogram_after), std::string("f_p, ") + p_text);
   figure.at(1, 0) = {"query-key similarity", "fp_similarity_histogram", histogram};
-
-  PlotPanel entropy;
-  entropy.series.push_back({"entropy", study.curve_ps, study.entropy, true, true});
-  entropy.x_guides.push_back({p, p_text});
-  entropy.x_label = "p";
-  entropy.y_label = "row entropy (nats)";
-  figure.at(1, 1) = {"mean row entropy", "fp_entropy", entropy};
-
-  PlotPanel mass;
-  mass.series.push_back({"top-k mass", study.curve_ps, study.top_k_mass, true, true});
-  mass.x_guides.push_back({p, p_text});
-  mass.x_label = "p";
-  mass.y_label = "top-" + std::to_string(options.top_k) + " mass";
-  figure.at(1, 2) = {"mean top-" + std::to_string(options.top_k) + " mass", "fp_top_k_mass", mass};
+  figure.at(1, 1) = {"mean row entropy", "fp_entropy",
+                     focus_curve_plot(study.curve_ps, study.entropy, p, "entropy", "row entropy (nats)")};
+  const std::string top_k = "top-" + std::to_string(options.top_k) + " mass";
+  figure.at(1, 2) = {"mean " + top_k, "fp_top_k_mass",
+                     focus_curve_plot(study.curve_ps, study.top_k_mass, p, "top-k mass", top_k)};
 
   figure.row_labels = {"toy vectors", "layer " + std::to_string(layer) + ", head " + std::to_string(request.head)};
   return figure;
@@ -373,12 +326,14 @@ Figure focusing_figure(const FigureRequest& request, LoadedModel& model, const c
 }  // namespace
 
 Figure build_figure(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
-                    const std::string& title) {
-  if (request.layout == "grid-layers") return overlay_grid(request, model, prepared_rgb, title, true);
-  if (request.layout == "grid-heads") return overlay_grid(request, model, prepared_rgb, title, false);
-  if (request.layout == "matrix-spectrum") return matrix_spectrum_figure(request, model, prepared_rgb, title);
-  if (request.layout == "gradcam-attention") return gradcam_attention_figure(request, model, prepared_rgb, title);
-  if (request.layout == "fp-demo") return focusing_figure(request, model, prepared_rgb, title);
+                    const std::string& title, const RowModels* rows) {
+  if (request.layout == "grid-layers") return overlay_grid(request, model, prepared_rgb, title, true, rows);
+  if (request.layout == "grid-heads") return overlay_grid(request, model, prepared_rgb, title, false, rows);
+  if (request.layout == "matrix-spectrum") return matrix_spectrum_figure(request, model, prepared_rgb, title, rows);
+  if (request.layout == "gradcam-attention") return gradcam_attention_figure(request, model, prepared_rgb, title, rows);
+  if (request.layout == "fp-demo") return focusing_figure(request, model, prepared_rgb, title, rows);
+  if (request.layout == "panels") return panels_figure(request, model, prepared_rgb, title, rows);
+  if (request.layout == "fp-vectors") return fp_vectors_figure(request, model, prepared_rgb, title, rows);
   throw std::invalid_argument("unknown figure layout '" + excerpt(request.layout) + "'");
 }
 

@@ -10,6 +10,12 @@ namespace {
 constexpr double kSeriesColours[][3] = {{0.122, 0.467, 0.706}, {1.000, 0.498, 0.055}, {0.173, 0.627, 0.173},
                                         {0.839, 0.153, 0.157}, {0.580, 0.404, 0.741}, {0.549, 0.337, 0.294},
                                         {0.890, 0.467, 0.761}, {0.498, 0.498, 0.498}};
+
+const double* series_colour(const Series& series, size_t index) {
+  const size_t count = sizeof kSeriesColours / sizeof kSeriesColours[0];
+  return kSeriesColours[(series.colour >= 0 ? size_t(series.colour) : index) % count];
+}
+
 }  // namespace
 
 PlotAxes plot_axes(const PlotPanel& plot) {
@@ -32,11 +38,19 @@ PlotAxes plot_axes(const PlotPanel& plot) {
     }
   if (!(x_max >= x_min)) x_min = 0, x_max = 1;
   if (!(y_max >= y_min)) y_min = plot.log_y ? 0.1 : 0, y_max = 1;
+  if (plot.same_xy_range) {
+    x_min = y_min = std::min(x_min, y_min);
+    x_max = y_max = std::max(x_max, y_max);
+  }
   const double x_pad = x_max > x_min ? 0.03 * (x_max - x_min) : 0.5;
   axes.x_lo = x_min - x_pad;
   axes.x_hi = x_max + x_pad;
   axes.x_ticks = linear_ticks(x_min, x_max, 5);
-  if (plot.log_y) {
+  if (plot.y_hi > plot.y_lo && (!plot.log_y || plot.y_lo > 0)) {
+    axes.y_lo = plot.y_lo;  // a range shared with other plots
+    axes.y_hi = plot.y_hi;
+    axes.y_ticks = plot.log_y ? log_ticks(axes.y_lo, axes.y_hi) : linear_ticks(axes.y_lo, axes.y_hi);
+  } else if (plot.log_y) {
     axes.y_lo = std::pow(10.0, std::floor(std::log10(y_min) + 1e-9));
     axes.y_hi = std::pow(10.0, std::ceil(std::log10(y_max) - 1e-9));
     if (axes.y_hi <= axes.y_lo) axes.y_hi = axes.y_lo * 10;
@@ -44,6 +58,11 @@ PlotAxes plot_axes(const PlotPanel& plot) {
   } else {
     std::tie(axes.y_lo, axes.y_hi) = nice_range(y_min, y_max);
     axes.y_ticks = linear_ticks(axes.y_lo, axes.y_hi);
+  }
+  if (plot.same_xy_range) {
+    axes.x_lo = axes.y_lo;
+    axes.x_hi = axes.y_hi;
+    axes.x_ticks = axes.y_ticks;
   }
   return axes;
 }
@@ -128,16 +147,14 @@ void draw_plot(cairo_t* cr, const Metrics& m, const PlotPanel& plot, const Rect&
   }
   for (size_t s = 0; s < plot.series.size(); ++s) {
     const Series& series = plot.series[s];
-    const double* colour = kSeriesColours[s % (sizeof kSeriesColours / sizeof kSeriesColours[0])];
+    const double* colour = series_colour(series, s);
     cairo_set_source_rgb(cr, colour[0], colour[1], colour[2]);
-    cairo_set_line_width(cr, 1.0);
+    cairo_set_line_width(cr, series.pairs ? 0.4 : 1.0);
     bool drawing = false;
     for (size_t i = 0; i < series.x.size() && series.line; ++i) {
       const bool valid = std::isfinite(series.x[i]) && std::isfinite(series.y[i]) && (!axes.log_y || series.y[i] > 0);
-      if (!valid) {
-        drawing = false;
-        continue;
-      }
+      if (!valid || (series.pairs && i % 2 == 0)) drawing = false;  // pairs: every even point starts a segment
+      if (!valid) continue;
       if (drawing)
         cairo_line_to(cr, map_x(series.x[i]), map_y(series.y[i]));
       else
@@ -186,7 +203,7 @@ void draw_plot(cairo_t* cr, const Metrics& m, const PlotPanel& plot, const Rect&
     cairo_set_source_rgba(cr, 1, 1, 1, 0.85);
     cairo_fill(cr);
     for (size_t i = 0; i < labelled.size(); ++i) {
-      const double* colour = kSeriesColours[labelled[i] % (sizeof kSeriesColours / sizeof kSeriesColours[0])];
+      const double* colour = series_colour(plot.series[labelled[i]], labelled[i]);
       const double y = y0 + 0.2 * m.font + line * (i + 0.5);
       cairo_set_source_rgb(cr, colour[0], colour[1], colour[2]);
       cairo_move_to(cr, x0 + 0.3 * m.font, y);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <stdexcept>
 
@@ -39,13 +40,17 @@ std::string to_string(FigureFormat format) {
 }
 
 cv::Mat heatmap_image(const HeatmapPanel& heatmap, const ColorScale& scale) {
-  if (heatmap.background.empty()) return apply_colormap(heatmap.values, scale.colormap, scale.vmin, scale.vmax);
-  return overlay_value_map(heatmap.background, heatmap.values, scale.colormap, heatmap.opacity, scale.vmin, scale.vmax);
+  const ValueScale value_scale = scale.value_scale();
+  if (heatmap.background.empty()) return colour_values(heatmap.values, value_scale);
+  return overlay_values(heatmap.background, heatmap.values, value_scale, heatmap.opacity, heatmap.alpha);
 }
 
 namespace {
 
 constexpr double kPlotAspect = 1.3;  // plot width / heatmap panel width
+// A panel's own colour bar (HeatmapPanel::colour_bar): its gap and width, in font sizes.
+constexpr double kPanelBarGap = 0.6;
+constexpr double kPanelBarWidth = 0.7;
 
 using SurfacePtr = std::unique_ptr<cairo_surface_t, decltype(&cairo_surface_destroy)>;
 using ContextPtr = std::unique_ptr<cairo_t, decltype(&cairo_destroy)>;
@@ -80,17 +85,51 @@ double heatmap_aspect(const HeatmapPanel& heatmap) {
   return double(shape.rows) / shape.cols;
 }
 
+// A colour bar's caption in lines that fit along a bar `length` points long: whole, or split before
+// its parenthesis ("attention weight" / "(0..max)") when it would run past the bar's ends.
+std::vector<std::string> bar_label_lines(cairo_t* cr, const Metrics& m, const std::string& label, double length) {
+  if (label.empty()) return {};
+  set_font(cr, m.font);
+  const size_t split = label.find(" (");
+  if (text_width(cr, label) <= length || split == std::string::npos) return {label};
+  return {label.substr(0, split), label.substr(split + 1)};
+}
+
 // The colour bars' tick labels and captions, for their width.
-double colour_bar_width(cairo_t* cr, const Metrics& m, const ColorScale& scale, double bar) {
+double colour_bar_width(cairo_t* cr, const Metrics& m, const ColorScale& scale, double bar, double length) {
   double widest = 0;
-  for (const auto& tick : linear_ticks(scale.vmin, scale.vmax, 5))
-    widest = std::max(widest, tick_label_width(cr, m, tick));
-  return bar + m.tick + 0.3 * m.font + widest + (scale.label.empty() ? 0 : 0.4 * m.font + m.label_line);
+  for (const auto& tick : scale_ticks(scale.value_scale())) widest = std::max(widest, tick_label_width(cr, m, tick));
+  const size_t lines = bar_label_lines(cr, m, scale.label, length).size();
+  return bar + m.tick + 0.3 * m.font + widest + (lines ? 0.4 * m.font + double(lines) * m.label_line : 0);
+}
+
+// The title in lines no wider than `width`, broken at its " · " separators where it must be.
+std::vector<std::string> title_lines(cairo_t* cr, const Metrics& m, const std::string& title, double width) {
+  if (title.empty()) return {};
+  const std::string separator = "  \u00b7  ";
+  std::vector<std::string> pieces;
+  for (size_t from = 0;;) {
+    const size_t at = title.find(separator, from);
+    pieces.push_back(title.substr(from, at == std::string::npos ? std::string::npos : at - from));
+    if (at == std::string::npos) break;
+    from = at + separator.size();
+  }
+  set_font(cr, m.title, true);
+  std::vector<std::string> lines = {pieces.front()};
+  for (size_t i = 1; i < pieces.size(); ++i) {
+    const std::string joined = lines.back() + separator + pieces[i];
+    if (text_width(cr, joined) <= width)
+      lines.back() = joined;
+    else
+      lines.push_back(pieces[i]);
+  }
+  return lines;
 }
 
 // Everything layout decides, including what drawing needs beyond FigureGeometry.
 struct Layout {
   FigureGeometry geometry;
+  std::vector<std::string> title;  // its lines
   double title_baseline = 0, col_label_baseline = 0, row_label_right = 0;
   std::vector<double> col_centre, row_centre;
 };
@@ -106,7 +145,11 @@ Layout compute_layout(cairo_t* cr, const Figure& figure, const FigureStyle& styl
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c) {
       const Panel& panel = figure.at(r, c);
-      const Decorations d = decorations(cr, m, panel);
+      Decorations d = decorations(cr, m, panel);
+      if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content); heatmap && heatmap->colour_bar)
+        d.right += kPanelBarGap * m.font + colour_bar_width(cr, m, figure.scales[size_t(heatmap->scale)],
+                                                            kPanelBarWidth * m.font,
+                                                            style.panel_width * heatmap_aspect(*heatmap));
       col_left[size_t(c)] = std::max(col_left[size_t(c)], d.left);
       col_right[size_t(c)] = std::max(col_right[size_t(c)], d.right);
       row_top[size_t(r)] = std::max(row_top[size_t(r)], d.top);
@@ -137,25 +180,12 @@ Layout compute_layout(cairo_t* cr, const Figure& figure, const FigureStyle& styl
   for (const auto& label : figure.row_labels) row_label_w = std::max(row_label_w, text_width(cr, label));
   if (row_label_w > 0) row_label_w += 0.8 * m.font;
 
-  double y = m.margin;
-  if (!figure.title.empty()) {
-    out.title_baseline = y + m.title;
-    y += m.title * 1.6;
-  }
-  bool any_col_label = false;
-  for (const auto& label : figure.col_labels) any_col_label |= !label.empty();
-  if (any_col_label) {
-    out.col_label_baseline = y + m.font;
-    y += m.font * 1.5;
-  }
-  std::vector<double> row_y(static_cast<size_t>(rows));
-  for (int r = 0; r < rows; ++r) {
-    y += row_top[size_t(r)];
-    row_y[size_t(r)] = y;
-    out.row_centre.push_back(y + row_h[size_t(r)] / 2);
-    y += row_h[size_t(r)] + row_bottom[size_t(r)] + (r + 1 < rows ? m.gap : 0);
-  }
-  const double grid_top = row_y.front(), grid_bottom = row_y.back() + row_h.back();
+  // The grid's height does not depend on what is above it: colour bars (as tall as the grid) need it
+  // before the width is known, and the title's lines need the width.
+  double grid_height = 0;
+  for (int r = 0; r < rows; ++r)
+    grid_height +=
+        (r > 0 ? row_top[size_t(r)] : 0) + row_h[size_t(r)] + (r + 1 < rows ? row_bottom[size_t(r)] + m.gap : 0);
 
   double x = m.margin + row_label_w;
   out.row_label_right = m.margin + row_label_w - 0.8 * m.font;
@@ -170,7 +200,8 @@ Layout compute_layout(cairo_t* cr, const Figure& figure, const FigureStyle& styl
   // Colour bars of the scales some heatmap uses, side by side at the right, as tall as the grid.
   std::vector<bool> used(figure.scales.size(), false);
   for (const auto& panel : figure.panels)
-    if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) used[size_t(heatmap->scale)] = true;
+    if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content); heatmap && !heatmap->colour_bar)
+      used[size_t(heatmap->scale)] = true;
   const double bar = 0.9 * m.font;
   for (size_t s = 0; s < figure.scales.size(); ++s) {
     if (!used[s]) {
@@ -178,12 +209,45 @@ Layout compute_layout(cairo_t* cr, const Figure& figure, const FigureStyle& styl
       continue;
     }
     x += 1.2 * m.font;
-    g.colour_bars.push_back({x, grid_top, bar, grid_bottom - grid_top});
-    x += colour_bar_width(cr, m, figure.scales[s], bar);
+    g.colour_bars.push_back({x, 0, bar, grid_height});  // y set below
+    x += colour_bar_width(cr, m, figure.scales[s], bar, grid_height);
   }
+  // The title wraps at its separators to the grid's width; a piece wider than that widens the figure.
+  out.title = title_lines(cr, m, figure.title, x - m.margin);
+  set_font(cr, m.title, true);
+  for (const std::string& line : out.title) x = std::max(x, m.margin + text_width(cr, line));
 
+  double y = m.margin;
+  if (!out.title.empty()) {
+    out.title_baseline = y + m.title;
+    y += m.title * (1.6 + 1.25 * double(out.title.size() - 1));
+  }
+  bool any_col_label = false;
+  for (const auto& label : figure.col_labels) any_col_label |= !label.empty();
+  if (any_col_label) {
+    out.col_label_baseline = y + m.font;
+    y += m.font * 1.5;
+  }
+  std::vector<double> row_y(static_cast<size_t>(rows));
+  for (int r = 0; r < rows; ++r) {
+    y += row_top[size_t(r)];
+    row_y[size_t(r)] = y;
+    out.row_centre.push_back(y + row_h[size_t(r)] / 2);
+    y += row_h[size_t(r)] + row_bottom[size_t(r)] + (r + 1 < rows ? m.gap : 0);
+  }
+  // A bar's caption longer than the bar reaches past its ends: the figure makes room below it (above
+  // it lie the title and column labels, which leave the bars' side free).
+  double below = y;
+  for (size_t s = 0; s < g.colour_bars.size(); ++s) {
+    Rect& bar_rect = g.colour_bars[s];
+    if (!(bar_rect.height > 0)) continue;
+    bar_rect.y = row_y.front();
+    set_font(cr, m.font);
+    for (const std::string& line : bar_label_lines(cr, m, figure.scales[s].label, bar_rect.height))
+      below = std::max(below, bar_rect.y + bar_rect.height / 2 + text_width(cr, line) / 2);
+  }
   g.width = std::ceil(x + m.margin);
-  g.height = std::ceil(y + m.margin);
+  g.height = std::ceil(below + m.margin);
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c) {
       PanelGeometry panel;
@@ -294,8 +358,9 @@ void draw_colour_bar(cairo_t* cr, const Metrics& m, const ColorScale& scale, con
   stroke_rect(cr, bar);
 
   double widest = 0;
-  for (const auto& tick : linear_ticks(scale.vmin, scale.vmax, 5)) {
-    const double y = bar.y + bar.height - (tick.value - scale.vmin) / (scale.vmax - scale.vmin) * bar.height;
+  const ValueScale value_scale = scale.value_scale();
+  for (const auto& tick : scale_ticks(value_scale)) {
+    const double y = bar.y + bar.height - value_scale.position(tick.value) * bar.height;
     ink(cr);
     cairo_set_line_width(cr, kLineWidth);
     cairo_move_to(cr, bar.x + bar.width, y);
@@ -304,13 +369,16 @@ void draw_colour_bar(cairo_t* cr, const Metrics& m, const ColorScale& scale, con
     draw_tick_label(cr, m, tick, bar.x + bar.width + m.tick + 0.3 * m.font, y, Align::Left, true);
     widest = std::max(widest, tick_label_width(cr, m, tick));
   }
-  if (!scale.label.empty()) {
-    set_font(cr, m.font);
-    ink(cr);
-    // Reads bottom to top, like a y axis label, right of the tick labels.
-    draw_vertical_text(cr, scale.label, bar.x + bar.width + m.tick + 0.3 * m.font + widest + 0.4 * m.font + m.font,
-                       bar.y + bar.height / 2);
-  }
+  // Reads bottom to top, like a y axis label, right of the tick labels; in two lines where one
+  // would run past the bar's ends.
+  const std::vector<std::string> lines = bar_label_lines(cr, m, scale.label, bar.height);
+  set_font(cr, m.font);
+  ink(cr);
+  for (size_t line = 0; line < lines.size(); ++line)
+    draw_vertical_text(
+        cr, lines[line],
+        bar.x + bar.width + m.tick + 0.3 * m.font + widest + 0.4 * m.font + m.font + double(line) * m.label_line,
+        bar.y + bar.height / 2);
 }
 
 void draw_figure(cairo_t* cr, const Figure& figure, const FigureStyle& style, const Layout& layout,
@@ -323,10 +391,10 @@ void draw_figure(cairo_t* cr, const Figure& figure, const FigureStyle& style, co
     cairo_fill(cr);
   }
   ink(cr);
-  if (!figure.title.empty()) {
-    set_font(cr, m.title, true);
-    draw_text(cr, figure.title, g.width / 2, layout.title_baseline, Align::Centre);
-  }
+  set_font(cr, m.title, true);
+  for (size_t line = 0; line < layout.title.size(); ++line)
+    draw_text(cr, layout.title[line], g.width / 2, layout.title_baseline + double(line) * 1.25 * m.title,
+              Align::Centre);
   set_font(cr, m.font, true);
   for (size_t c = 0; c < figure.col_labels.size(); ++c)
     draw_text(cr, figure.col_labels[c], layout.col_centre[c], layout.col_label_baseline, Align::Centre);
@@ -341,9 +409,13 @@ void draw_figure(cairo_t* cr, const Figure& figure, const FigureStyle& style, co
       set_font(cr, m.small);
       draw_text(cr, panel.title, box.x + box.width / 2, box.y - 0.45 * m.font, Align::Centre);
     }
-    if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content))
-      draw_heatmap(cr, m, *heatmap, figure.scales[size_t(heatmap->scale)], box, vector_output);
-    else if (const auto* plot = std::get_if<PlotPanel>(&panel.content))
+    if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) {
+      const ColorScale& scale = figure.scales[size_t(heatmap->scale)];
+      draw_heatmap(cr, m, *heatmap, scale, box, vector_output);
+      if (false)
+        draw_colour_bar(cr, m, scale,
+                        {box.x + box.width + kPanelBarGap * m.font, box.y, kPanelBarWidth * m.font, box.height});
+    } else if (const auto* plot = std::get_if<PlotPanel>(&panel.content))
       draw_plot(cr, m, *plot, box);
   }
   for (size_t s = 0; s < figure.scales.size(); ++s)
@@ -376,6 +448,40 @@ FigureGeometry layout_figure(const Figure& figure, const FigureStyle& style) {
   SurfacePtr scratch(nullptr, &cairo_surface_destroy);
   ContextPtr cr = measuring_context(scratch);
   return compute_layout(cr.get(), figure, style).geometry;
+}
+
+FigureStyle style_for_width(const Figure& figure, FigureStyle style, double width_pt) {
+  validate_figure(figure);
+  SurfacePtr scratch(nullptr, &cairo_surface_destroy);
+  ContextPtr cr = measuring_context(scratch);
+  auto width_at = [&](double panel_width) {
+    style.panel_width = panel_width;
+    return compute_layout(cr.get(), figure, style).geometry.width;
+  };
+  constexpr double kNarrowest = 16.0;  // points per heatmap: smaller is unreadable anyway
+  while (width_at(kNarrowest) > width_pt) {
+    if (style.font_size <= 4.0)
+      throw std::invalid_argument("the figure cannot be " + std::to_string(int(width_pt)) +
+                                  " points wide: its labels alone are wider; use fewer columns or a larger width");
+    style.font_size = std::max(4.0, style.font_size * 0.9);
+  }
+  // The width grows with the panel width (ceil makes it a staircase): bisect for the widest fit.
+  double low = kNarrowest, high = std::max(kNarrowest * 2, width_pt);
+  for (int step = 0; step < 40; ++step) {
+    const double middle = 0.5 * (low + high);
+    (width_at(middle) <= width_pt ? low : high) = middle;
+  }
+  style.panel_width = low;
+  return style;
+}
+
+cv::Mat render_figure_image(const Figure& figure, const FigureStyle& style) {
+  const std::string png = render_figure(figure, style, FigureFormat::Png);
+  cv::Mat bgr = cv::imdecode(cv::Mat(1, int(png.size()), CV_8UC1, const_cast<char*>(png.data())), cv::IMREAD_COLOR);
+  if (bgr.empty()) throw std::runtime_error("cannot decode the rendered figure");
+  cv::Mat rgb;
+  cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
+  return rgb;
 }
 
 std::string render_figure(const Figure& figure, const FigureStyle& style, FigureFormat format) {

@@ -42,9 +42,18 @@ struct FigureGeometry {
 
 FigureGeometry layout_figure(const Figure& figure, const FigureStyle& style);
 
+// `style` with the panel width (and, where panels alone cannot get there, a smaller font) that
+// makes the figure `width_pt` points wide: a paper column is about 240. Throws
+// std::invalid_argument when even 4-point text does not fit.
+FigureStyle style_for_width(const Figure& figure, FigureStyle style, double width_pt);
+
 // The file's bytes. PNG output is byte-for-byte deterministic; PDF carries a fixed creation date.
 // Throws std::invalid_argument for an invalid figure, std::runtime_error if cairo fails.
 std::string render_figure(const Figure& figure, const FigureStyle& style, FigureFormat format);
+
+// The figure as an 8-bit RGB image at the style's PNG size, exactly the pixels of its PNG: what
+// the workbench shows its plots with, so screen and paper come from one drawing code.
+cv::Mat render_figure_image(const Figure& figure, const FigureStyle& style);
 
 // The 8-bit RGB image drawn for a heatmap panel (before scaling onto the page): colormap(values)
 // through its scale, blended over the background when it has one.

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/value_scale.h"
+
 namespace attnscope {
 
 namespace {
@@ -81,6 +83,19 @@ std::vector<Tick> log_ticks(double lo, double hi, int max_ticks) {
   }
   std::reverse(ticks.begin(), ticks.end());
   return ticks;
+}
+
+std::vector<Tick> scale_ticks(const ValueScale& scale, int max_ticks) {
+  if (scale.log) return log_ticks(scale.vmin, scale.vmax, max_ticks);
+  return linear_ticks(scale.vmin, scale.vmax, max_ticks);
+}
+
+std::string plain_tick_text(const Tick& tick) {
+  std::string text = tick.text, exponent = tick.exponent;
+  for (std::string* part : {&text, &exponent})
+    for (size_t at = part->find(kMinus); at != std::string::npos; at = part->find(kMinus))
+      part->replace(at, std::string(kMinus).size(), "-");
+  return exponent.empty() ? text : "1e" + exponent;
 }
 
 }  // namespace attnscope

@@ -22,4 +22,11 @@ std::pair<double, double> nice_range(double lo, double hi, int max_ticks = 5);
 // Powers of ten within [lo, hi] (both > 0), every k-th decade so that at most `max_ticks` remain.
 std::vector<Tick> log_ticks(double lo, double hi, int max_ticks = 6);
 
+// A colour bar's ticks: decades on a log scale, round values otherwise.
+struct ValueScale;
+std::vector<Tick> scale_ticks(const ValueScale& scale, int max_ticks = 5);
+
+// A tick as plain text ("0.25", "1e-3"), for places that cannot draw a superscript (the workbench).
+std::string plain_tick_text(const Tick& tick);
+
 }  // namespace attnscope

@@ -2,6 +2,8 @@
 
 #include "models/token_linear.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 
 namespace attnscope {
@@ -126,10 +128,18 @@ ResolvedAttention AttentionImpl::resolve(const AttentionSettings& settings, cons
   return resolved;
 }
 
-KernelFeatures AttentionImpl::kernel_features(const ResolvedAttention& resolved, const torch::Tensor& q,
-                                              torch::Tensor& k, const TokenLayout& layout) const {
-  const int heads = arch_.heads;
-  const int64_t head_dim = q.size(3);
+KernelParameters AttentionImpl::kernel_parameters() const {
+  KernelParameters parameters;
+  parameters.scale = scale;
+  parameters.positional_encoding = positional_encoding;
+  parameters.temperature = temperature;
+  if (!dist_anchor_B.is_empty()) parameters.anchors = dist_anchor_B->weight;
+  return parameters;
+}
+
+KernelFeatures kernel_features(const ResolvedAttention& resolved, const torch::Tensor& q, torch::Tensor& k,
+                               const KernelParameters& parameters, const TokenLayout& layout) {
+  const int64_t heads = q.size(1), head_dim = q.size(3);
   const double softmax_scale = 1.0 / std::sqrt(double(head_dim));
   KernelFeatures features;
   switch (resolved.kernel) {
@@ -145,12 +155,12 @@ KernelFeatures AttentionImpl::kernel_features(const ResolvedAttention& resolved,
     case Kernel::Enhanced:
       features.q = torch::relu(q);
       features.k = torch::relu(k);
-      features.temperature =
-          temperature.defined() ? temperature.view({1, heads, 1, 1}) : torch::full({1}, softmax_scale, q.options());
+      features.temperature = resolved.learned_temperature ? parameters.temperature.view({1, heads, 1, 1})
+                                                          : torch::full({1}, softmax_scale, q.options());
       break;
     case Kernel::Focused: {
-      if (positional_encoding.defined()) {
-        auto encoding = split_heads(positional_encoding, heads);
+      if (resolved.learned_positional_encoding) {
+        auto encoding = split_heads(parameters.positional_encoding, int(heads));
         const int64_t tokens = encoding.size(2);
         if (tokens == k.size(2)) {
           k = k + encoding;
@@ -165,8 +175,8 @@ KernelFeatures AttentionImpl::kernel_features(const ResolvedAttention& resolved,
                                    " (it only fits the training resolution)");
         }
       }
-      auto divisor =
-          scale.defined() ? split_heads(torch::softplus(scale), heads) : torch::full({1}, std::log(2.0), q.options());
+      auto divisor = resolved.learned_scale ? split_heads(torch::softplus(parameters.scale), int(heads))
+                                            : torch::full({1}, std::log(2.0), q.options());
       auto focused_q = (torch::relu(q) + 1e-6) / divisor;
       auto focused_k = (torch::relu(k) + 1e-6) / divisor;
       features.q_before_focus = focused_q;
@@ -177,24 +187,27 @@ KernelFeatures AttentionImpl::kernel_features(const ResolvedAttention& resolved,
     }
     case Kernel::Anchor: {
       torch::Tensor anchors;  // [*, m, d]
+      const int64_t learned = resolved.learned_anchors ? parameters.anchors.size(0) : 0;
       if (resolved.learned_anchors) {
-        anchors = dist_anchor_B->weight;
+        anchors = parameters.anchors;
       } else {
         auto pooling = anchor_pooling_matrix(layout.grid_h, layout.grid_w, resolved.anchors).to(q.device(), q.dtype());
         anchors = torch::matmul(pooling, k.index({Slice(), Slice(), Slice(layout.prefix_tokens())}));
       }
       auto assignment = (torch::matmul(q, anchors.transpose(-1, -2)) * softmax_scale).softmax(-1);
-      if (resolved.learned_anchors && resolved.anchors < arch_.anchors) {
+      if (resolved.learned_anchors && resolved.anchors < learned) {
         // Keep the anchors carrying the most assignment mass, in their original order.
         auto kept = std::get<1>(assignment.sum(2).topk(resolved.anchors, -1));
         kept = std::get<0>(kept.sort(-1));  // [B, h, m']
-        auto expanded = anchors.expand({q.size(0), q.size(1), arch_.anchors, head_dim});
+        auto expanded = anchors.expand({q.size(0), q.size(1), learned, head_dim});
         anchors = expanded.gather(2, kept.unsqueeze(-1).expand({-1, -1, -1, head_dim}));
         assignment = (torch::matmul(q, anchors.transpose(-1, -2)) * softmax_scale).softmax(-1);
       }
       features.q = q;
       features.k = k;
       features.anchor_assignment = assignment;
+      if (k.size(2) != q.size(2))  // reduced keys (PVT): they join the anchors by their own assignment
+        features.key_anchor_assignment = (torch::matmul(k, anchors.transpose(-1, -2)) * softmax_scale).softmax(-1);
       break;
     }
   }
@@ -230,7 +243,7 @@ torch::Tensor AttentionImpl::mix(const torch::Tensor& projected, const TokenLayo
     v = split[2];
   }
   const ResolvedAttention resolved = resolve(settings, layout);
-  KernelFeatures features = kernel_features(resolved, q, k, layout);
+  KernelFeatures features = kernel_features(resolved, q, k, kernel_parameters(), layout);
   auto allowed = window_mask(layout, resolved.window, projected.device());
   auto out = attend(resolved.kernel, features, v, allowed);
   if (resolved.dwc) out = out + depthwise_conv_on_values(v, dwc->weight, dwc->bias, layout);
@@ -238,6 +251,7 @@ torch::Tensor AttentionImpl::mix(const torch::Tensor& projected, const TokenLayo
   if (capture) {
     capture->attention = resolved;
     capture->layout = layout;
+    capture->key_layout = layout;
     capture->heads = heads;
     capture->head_dim = int(head_dim);
     capture->q = q.detach();
@@ -257,7 +271,45 @@ torch::Tensor AttentionImpl::mix(const torch::Tensor& projected, const TokenLayo
   return merged;
 }
 
+namespace {
+
+// One head of one batch item (or group) of captured features; per-head parameters with a batch
+// dimension of 1 (L2ViT's temperature) broadcast.
+KernelFeatures one_head_features(const KernelFeatures& features, int64_t item, int64_t head) {
+  auto pick = [&](const torch::Tensor& t) {
+    const int64_t index = t.size(0) == 1 ? 0 : item;
+    return t.index({Slice(index, index + 1), Slice(head, head + 1)});
+  };
+  KernelFeatures one_head;
+  one_head.q = pick(features.q);
+  one_head.k = pick(features.k);
+  one_head.score_scale = features.score_scale;
+  if (features.anchor_assignment.defined()) one_head.anchor_assignment = pick(features.anchor_assignment);
+  if (features.key_anchor_assignment.defined()) one_head.key_anchor_assignment = pick(features.key_anchor_assignment);
+  if (features.temperature.defined())
+    one_head.temperature = features.temperature.numel() == 1 ? features.temperature : pick(features.temperature);
+  return one_head;
+}
+
+// Row `index` of a [1 or n, ...] tensor.
+torch::Tensor broadcast_select(const torch::Tensor& t, int64_t index) { return t[t.size(0) == 1 ? 0 : index]; }
+
+}  // namespace
+
+const AttentionCapture& AttentionCapture::for_head(int64_t& head) const {
+  if (branches.empty()) return *this;
+  if (head < 0 || head >= heads) throw std::out_of_range("head " + std::to_string(head) + " does not exist");
+  size_t branch = branches.size() - 1;
+  while (branch > 0 && head < branch_first_head[branch]) --branch;
+  head -= branch_first_head[branch];
+  return branches[branch];
+}
+
 torch::Tensor AttentionCapture::rows(int64_t batch, int64_t head, const std::vector<int64_t>& queries) const {
+  if (!branches.empty()) {
+    const AttentionCapture& branch = for_head(head);
+    return branch.rows(batch, head, queries);
+  }
   torch::NoGradGuard no_grad;
   const int64_t total = layout.total_tokens();
   for (int64_t query : queries)
@@ -268,23 +320,109 @@ torch::Tensor AttentionCapture::rows(int64_t batch, int64_t head, const std::vec
     return probabilities[batch][head].index_select(0, torch::tensor(queries).to(probabilities.device()));
   auto device = features.q.device();
   auto query_index = torch::tensor(queries, torch::TensorOptions().dtype(torch::kLong)).to(device);
-  auto allowed = window_mask(layout, attention.window, device);
-  if (allowed.defined()) allowed = allowed.index_select(0, query_index);
-  // Per-head parameters (L2ViT's temperature) have a batch dimension of 1 that broadcasts.
-  auto pick = [&](const torch::Tensor& t) {
-    const int64_t item = t.size(0) == 1 ? 0 : batch;
-    return t.index({Slice(item, item + 1), Slice(head, head + 1)});
-  };
-  KernelFeatures one_head;
-  one_head.q = pick(features.q);
-  one_head.k = pick(features.k);
-  one_head.score_scale = features.score_scale;
-  if (features.anchor_assignment.defined()) one_head.anchor_assignment = pick(features.anchor_assignment);
-  if (features.temperature.defined())
-    one_head.temperature = features.temperature.numel() == 1 ? features.temperature : pick(features.temperature);
-  auto result = equivalent_rows(attention.kernel, one_head, query_index, allowed)[0][0];
-  if (attention.dwc) result = result + depthwise_conv_band(dwc_weight, layout, query_index);
+  if (!query_slots.defined()) {
+    auto allowed = window_mask(layout, attention.window, device);
+    if (allowed.defined()) allowed = allowed.index_select(0, query_index);
+    auto result =
+        equivalent_rows(attention.kernel, one_head_features(features, batch, head), query_index, allowed)[0][0];
+    return result;
+  }
+
+  // Grouped: each query is scored against the keys of its own group, then placed among all keys.
+  const int64_t group_count = query_slots.size(0), group_queries = query_slots.size(1);
+  const auto slots = query_slots.to(torch::kCPU).contiguous();
+  std::vector<int64_t> slot_of_token(size_t(total), -1);
+  const int64_t* slot_tokens = slots.data_ptr<int64_t>();
+  for (int64_t slot = 0; slot < slots.numel(); ++slot)
+    if (slot_tokens[slot] >= 0) slot_of_token[size_t(slot_tokens[slot])] = slot;
+  std::vector<std::vector<int64_t>> positions(static_cast<size_t>(group_count)),
+      group_slots(static_cast<size_t>(group_count));
+  for (size_t i = 0; i < queries.size(); ++i) {
+    const int64_t slot = slot_of_token[size_t(queries[i])];
+    if (slot < 0) throw std::logic_error("query token " + std::to_string(queries[i]) + " is in no group");
+    positions[size_t(slot / group_queries)].push_back(int64_t(i));
+    group_slots[size_t(slot / group_queries)].push_back(slot % group_queries);
+  }
+  auto result = torch::zeros({int64_t(queries.size()), int64_t(key_layout.total_tokens())}, features.q.options());
+  auto long_options = torch::TensorOptions().dtype(torch::kLong).device(device);
+  for (int64_t group = 0; group < group_count; ++group) {
+    if (positions[size_t(group)].empty()) continue;
+    auto slot_index = torch::tensor(group_slots[size_t(group)], long_options);
+    torch::Tensor allowed, bias;
+    if (forbidden.defined() && attention.kernel != Kernel::Softmax)
+      allowed = broadcast_select(forbidden, group).index_select(0, slot_index).logical_not();
+    if (additive.defined() && attention.kernel == Kernel::Softmax)
+      bias = broadcast_select(broadcast_select(additive, group), head).index_select(0, slot_index);
+    const auto group_rows =
+        equivalent_rows(attention.kernel, one_head_features(features, batch * group_count + group, head), slot_index,
+                        allowed, bias)[0][0];  // [Q_g, Sk]
+    auto keys = key_slots[group].to(device);
+    auto real = keys.ge(0);
+    auto placed = torch::zeros({group_rows.size(0), result.size(1)}, result.options());
+    placed.index_copy_(1, keys.masked_select(real), group_rows.index({Slice(), real}));
+    result.index_copy_(0, torch::tensor(positions[size_t(group)], long_options), placed);
+  }
   return result;
+}
+
+torch::Tensor AttentionCapture::dwc_band(const std::vector<int64_t>& queries) const {
+  auto device = dwc_weight.device();
+  auto query_index = torch::tensor(queries, torch::TensorOptions().dtype(torch::kLong)).to(device);
+  auto band = depthwise_conv_band(dwc_weight, layout, query_index);  // [Q, Tq] over the query grid
+  if (value_resampling.defined()) return torch::matmul(band, value_resampling.to(band.device()));
+  if (!query_slots.defined()) return band;
+  // The DWC runs inside each group (zero padding at its border): its band keeps the group's keys.
+  auto group_of_key = torch::full({int64_t(key_layout.total_tokens())}, -1, torch::kLong);
+  auto group_of_query = torch::full({int64_t(layout.total_tokens())}, -1, torch::kLong);
+  const auto key_table = key_slots.to(torch::kCPU), query_table = query_slots.to(torch::kCPU);
+  for (int64_t group = 0; group < key_table.size(0); ++group) {
+    auto keys = key_table[group], members = query_table[group];
+    group_of_key.index_fill_(0, keys.masked_select(keys.ge(0)), group);
+    group_of_query.index_fill_(0, members.masked_select(members.ge(0)), group);
+  }
+  auto same_group =
+      group_of_query.index_select(0, query_index.to(torch::kCPU)).unsqueeze(1) == group_of_key.unsqueeze(0);
+  return band * same_group.to(band.device(), band.scalar_type());
+}
+
+torch::Tensor AttentionCapture::lcm_mixing_rows(const std::vector<int64_t>& queries) const {
+  if (!has_lcm()) throw std::logic_error("layer " + placement.name + " has no LCM");
+  namespace F = torch::nn::functional;
+  torch::NoGradGuard no_grad;
+  const int64_t channels = lcm_conv1.size(0), count = int64_t(queries.size());
+  const int64_t padding = lcm_conv1.size(-1) / 2;
+  // Row q of C_conv is the adjoint (transposed convolutions, in reverse order) applied to a delta
+  // at q, averaged over the channels.
+  const int64_t tokens = int64_t(layout.grid_h) * layout.grid_w;
+  auto result = torch::empty({count, tokens}, lcm_conv1.options());
+  auto options = F::ConvTranspose2dFuncOptions().padding(padding).groups(channels);
+  // Chunks of queries keep the [Q, C, H, W] deltas near 16M values (a whole matrix at stage 0 of a
+  // 224 input would otherwise take gigabytes).
+  const int64_t chunk = std::max<int64_t>(1, (int64_t(1) << 24) / std::max<int64_t>(1, channels * tokens));
+  for (int64_t begin = 0; begin < count; begin += chunk) {
+    const int64_t end = std::min(count, begin + chunk);
+    auto delta = torch::zeros({end - begin, channels, layout.grid_h, layout.grid_w}, lcm_conv1.options());
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t token = queries[size_t(i)];
+      if (!layout.is_patch(int(token)))
+        throw std::out_of_range("query token " + std::to_string(token) + " is not on the grid");
+      delta.index_put_({i - begin, Slice(), layout.row_of(int(token)), layout.col_of(int(token))}, 1.0);
+    }
+    auto mixed = F::conv_transpose2d(delta, lcm_conv2, options) * lcm_gain.view({1, -1, 1, 1});
+    mixed = F::conv_transpose2d(mixed, lcm_conv1, options);
+    result.narrow(0, begin, end - begin).copy_(mixed.mean(1).reshape({end - begin, tokens}));
+  }
+  return result;
+}
+
+torch::Tensor AttentionCapture::rows_after_lcm(int64_t batch, int64_t head, const std::vector<int64_t>& queries) const {
+  const torch::Tensor mixing = lcm_mixing_rows(queries).to(torch::kCPU, torch::kDouble);  // [Q, Tq]
+  // The two convolutions reach a (2k - 1)^2 neighbourhood: only those rows of A are needed.
+  const torch::Tensor support = mixing.ne(0).any(0).nonzero().view({-1});
+  std::vector<int64_t> tokens(support.data_ptr<int64_t>(), support.data_ptr<int64_t>() + support.numel());
+  const torch::Tensor attention_rows = rows(batch, head, tokens);  // [S, Tk]
+  const torch::Tensor weights = mixing.index_select(1, support).to(attention_rows.device(), attention_rows.dtype());
+  return torch::matmul(weights, attention_rows);
 }
 
 torch::Tensor AttentionCapture::row(int64_t batch, int64_t head, int64_t query) const {
@@ -295,6 +433,39 @@ torch::Tensor AttentionCapture::matrix(int64_t batch, int64_t head) const {
   std::vector<int64_t> all(size_t(layout.total_tokens()));
   for (size_t i = 0; i < all.size(); ++i) all[i] = int64_t(i);
   return rows(batch, head, all);
+}
+
+nlohmann::json describe_layer(const AttentionCapture& capture) {
+  const LayerPlacement& at = capture.placement;
+  nlohmann::json window = nullptr;
+  if (at.window_h > 0) window = {at.window_h, at.window_w};
+  return {{"name", at.name},
+          {"stage", at.stage},
+          {"block", at.block},
+          {"query_grid", {capture.layout.grid_h, capture.layout.grid_w}},
+          {"key_grid", {capture.key_layout.grid_h, capture.key_layout.grid_w}},
+          {"prefix_tokens", capture.layout.prefix_tokens()},
+          {"window", window},
+          {"shift", {at.shift_h, at.shift_w}},
+          {"access", at.access},
+          {"attention", capture.attention.describe()},
+          {"heads", capture.heads}};
+}
+
+torch::Tensor AttentionCapture::equivalent_matrix(int64_t batch, int64_t head) const {
+  if (!branches.empty()) {
+    const AttentionCapture& branch = for_head(head);
+    return branch.equivalent_matrix(batch, head);
+  }
+  torch::Tensor attention_matrix = matrix(batch, head);
+  if (!attention.dwc) return attention_matrix;
+  std::vector<int64_t> all(size_t(layout.total_tokens()));
+  for (size_t i = 0; i < all.size(); ++i) all[i] = int64_t(i);
+  return attention_matrix + dwc_band(all).to(attention_matrix.device(), attention_matrix.scalar_type());
+}
+
+torch::Tensor AttentionCapture::key_grid(const torch::Tensor& row) const {
+  return row.slice(0, key_layout.prefix_tokens()).reshape({key_layout.grid_h, key_layout.grid_w});
 }
 
 }  // namespace attnscope

@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <nlohmann/json_fwd.hpp>
 #include <vector>
 
 #include "models/attention_kernels.h"
@@ -29,10 +30,21 @@ struct AttentionArch {
   int anchors = 0;                     // anchor: learned anchors m
 };
 
+// Where a layer sits in its model and how its queries reach keys (summary.json, info, the views).
+struct LayerPlacement {
+  std::string name = "blocks.0";   // module name: "blocks.3", "layers.1.blocks.0", "stages.2.blocks.1"
+  int stage = 0, block = 0;        // the block within its stage
+  std::string access = "global";   // global, window, shifted-window, spatial-reduction
+  int window_h = 0, window_w = 0;  // 0: no window
+  int shift_h = 0, shift_w = 0;
+};
+
 // Everything one attention layer computed that the views read: no view re-runs the model.
 struct AttentionCapture {
   ResolvedAttention attention;
-  TokenLayout layout;
+  LayerPlacement placement;
+  TokenLayout layout;      // the queries' tokens
+  TokenLayout key_layout;  // the keys' tokens: PVT's reduced grid, otherwise the same as `layout`
   int heads = 0;
   int head_dim = 0;
   torch::Tensor q, k, v;       // [B, h, T, d] projections (focused: k with its positional encoding)
@@ -43,11 +55,67 @@ struct AttentionCapture {
   // features are then empty, and rows are read from here.
   torch::Tensor probabilities;
 
-  // Rows of the equivalent T x T matrix for some queries: [Q, T] (with the DWC band when on).
+  // Local attention (Swin's windows): q, k, v and the features are then per group, [B*G, h, S, d],
+  // and these say which token each slot of a group holds (-1: padding added at the border, a key
+  // that takes part in the attention but has no place in the image).
+  torch::Tensor query_slots;  // [G, Sq] int64; undefined: one group of all tokens in order
+  torch::Tensor key_slots;    // [G, Sk] int64
+  torch::Tensor additive;     // added to softmax scores: [1 or G, 1 or h, Sq, Sk] (relative bias, shift mask)
+  torch::Tensor forbidden;    // [1 or G, Sq, Sk] bool: pairs the layer never connects (linear kernels give 0)
+  // FLatten-PVT with reduced keys runs its DWC on V resampled to every query token: [Tq, Tk]
+  // linear-interpolation weights that carry the DWC band over to the keys.
+  torch::Tensor value_resampling;
+
+  // Heads computed in separate branches (CSwin's vertical and horizontal stripes), each with its
+  // own capture; heads are numbered branch 0's first. Everything per head reads its branch.
+  std::vector<AttentionCapture> branches;
+  std::vector<int> branch_first_head;  // the layer head each branch's head 0 is
+  // The capture that holds `head` (this one, or a branch), with `head` made local to it.
+  const AttentionCapture& for_head(int64_t& head) const;
+
+  // L2ViT's LCM after a global layer, linearised (models/l2vit.h): per channel c the depthwise
+  // kernels conv2_c, conv1_c [C, 1, k, k] and the gain between them [C]; undefined elsewhere.
+  torch::Tensor lcm_conv1, lcm_conv2, lcm_gain;
+  bool has_lcm() const { return lcm_conv1.defined(); }
+  // Rows of C_conv [Q, Tq] = (1/C) sum_c conv2_c gain_c conv1_c over the query grid (zero padding):
+  // how the LCM spreads each token over its neighbours, averaged over all channels (proj mixes every
+  // head into every channel).
+  torch::Tensor lcm_mixing_rows(const std::vector<int64_t>& queries) const;
+  // Rows of C_conv A [Q, Tk]: the map of the layer after the LCM's spatial mixing.
+  torch::Tensor rows_after_lcm(int64_t batch, int64_t head, const std::vector<int64_t>& queries) const;
+
+  int64_t groups() const { return query_slots.defined() ? query_slots.size(0) : 1; }
+  // Rows of the attention matrix for some queries: [Q, Tk] over the key tokens (zero outside a
+  // query's group). For linear kernels, the normalised weights their computation implies.
   torch::Tensor rows(int64_t batch, int64_t head, const std::vector<int64_t>& queries) const;
   torch::Tensor row(int64_t batch, int64_t head, int64_t query) const;
-  torch::Tensor matrix(int64_t batch, int64_t head) const;  // [T, T]
+  torch::Tensor matrix(int64_t batch, int64_t head) const;  // [Tq, Tk]
+  // FLatten's equivalent matrix M = A + M_DWC when the DWC ran (the matrix whose rank the DWC
+  // restores), else the attention matrix.
+  torch::Tensor equivalent_matrix(int64_t batch, int64_t head) const;
+  // FLatten's DWC term of some rows (when it ran): the channel mean of its kernel at each key's
+  // offset from the query, within the query's group, carried over resampled values: [Q, Tk].
+  torch::Tensor dwc_band(const std::vector<int64_t>& queries) const;
+  // The grid part of a row [Tk] as [key grid_h, key grid_w], in image order.
+  torch::Tensor key_grid(const torch::Tensor& row) const;
 };
+
+// Where the layer sits and what it attends over, as summary.json and `info` list it: name, stage,
+// block, query_grid, key_grid, window, shift, access, attention, heads.
+nlohmann::json describe_layer(const AttentionCapture& capture);
+
+// The parameters of its own that a module brings to a kernel; undefined ones take neutral values.
+struct KernelParameters {
+  torch::Tensor scale;                // focused: [1, 1, C], divisor softplus(scale); else ln 2
+  torch::Tensor positional_encoding;  // focused: [1, L, C] added to k, L = T or the patch count
+  torch::Tensor temperature;          // enhanced: [h, 1, 1]; else d^-0.5
+  torch::Tensor anchors;              // anchor: learned [m, d]; else pooled from K
+};
+
+// The features a resolved kernel scores with, from per-head q, k [B, h, T, d]. `k` gains the
+// positional encoding when one is used. Pooled anchors come from the patch keys of `layout`.
+KernelFeatures kernel_features(const ResolvedAttention& resolved, const torch::Tensor& q, torch::Tensor& k,
+                               const KernelParameters& parameters, const TokenLayout& layout);
 
 class AttentionImpl : public torch::nn::Module {
  public:
@@ -77,8 +145,7 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor scale, positional_encoding, temperature;
 
  private:
-  KernelFeatures kernel_features(const ResolvedAttention& resolved, const torch::Tensor& q, torch::Tensor& k,
-                                 const TokenLayout& layout) const;
+  KernelParameters kernel_parameters() const;
   AttentionArch arch_;
 };
 TORCH_MODULE(Attention);

@@ -127,17 +127,19 @@ torch::Tensor normalise_linear_scores(Kernel kernel, const torch::Tensor& scores
 }  // namespace
 
 torch::Tensor equivalent_rows(Kernel kernel, const KernelFeatures& features, const torch::Tensor& query_index,
-                              const torch::Tensor& allowed) {
+                              const torch::Tensor& allowed, const torch::Tensor& additive) {
   if (kernel == Kernel::Anchor) {
-    const auto& assignment = features.anchor_assignment;       // [B, h, T, m]
-    auto inverse_degree = safe_reciprocal(assignment.sum(2));  // [B, h, m]
+    const auto& assignment = features.anchor_assignment;  // [B, h, T, m]
+    const auto& keys = features.key_anchor_assignment.defined() ? features.key_anchor_assignment : assignment;
+    auto inverse_degree = safe_reciprocal(keys.sum(2));  // [B, h, m]
     auto query_assignment = assignment.index_select(2, query_index);
-    return torch::matmul(query_assignment * inverse_degree.unsqueeze(2), assignment.transpose(-1, -2));
+    return torch::matmul(query_assignment * inverse_degree.unsqueeze(2), keys.transpose(-1, -2));
   }
   auto query = features.q.index_select(2, query_index);
   auto scores = torch::matmul(query, features.k.transpose(-1, -2));  // [B, h, Q, T]
   if (kernel == Kernel::Softmax) {
     scores = scores * features.score_scale;
+    if (additive.defined()) scores = scores + additive;
     if (allowed.defined()) scores = scores.masked_fill(allowed.logical_not(), -INFINITY);
     return scores.softmax(-1);
   }
@@ -146,40 +148,51 @@ torch::Tensor equivalent_rows(Kernel kernel, const KernelFeatures& features, con
 }
 
 torch::Tensor attend(Kernel kernel, const KernelFeatures& features, const torch::Tensor& v,
-                     const torch::Tensor& allowed) {
+                     const torch::Tensor& allowed, const torch::Tensor& additive) {
   const auto& q = features.q;
   const auto& k = features.k;
   if (kernel == Kernel::Anchor) {
     // Right to left, O(N m d): A (Delta^-1 (A^T V)).
     const auto& assignment = features.anchor_assignment;
-    auto inverse_degree = safe_reciprocal(assignment.sum(2)).unsqueeze(-1);  // [B, h, m, 1]
-    auto anchor_values = torch::matmul(assignment.transpose(-1, -2), v) * inverse_degree;
+    const auto& keys = features.key_anchor_assignment.defined() ? features.key_anchor_assignment : assignment;
+    auto inverse_degree = safe_reciprocal(keys.sum(2)).unsqueeze(-1);  // [B, h, m, 1]
+    auto anchor_values = torch::matmul(keys.transpose(-1, -2), v) * inverse_degree;
     return torch::matmul(assignment, anchor_values);
   }
   if (kernel == Kernel::Softmax || allowed.defined()) {
-    const int64_t batch = q.size(0), heads = q.size(1), tokens = q.size(2), value_dim = v.size(3);
+    const int64_t batch = q.size(0), heads = q.size(1), queries = q.size(2), keys = k.size(2), value_dim = v.size(3);
+    // Rows [begin, end) of a [.., Q, Tk] mask or bias (undefined stays undefined).
+    auto query_rows = [](const torch::Tensor& t, int64_t begin, int64_t end) {
+      return t.defined() ? t.narrow(-2, begin, end - begin) : t;
+    };
     std::function<torch::Tensor(int64_t, int64_t)> attend_queries;
     if (kernel == Kernel::Softmax && !allowed.defined()) {
       // The scale rides inside the GEMM (alpha) rather than costing a pass over q or the scores.
-      auto q3 = q.reshape({batch * heads, tokens, q.size(3)});
-      auto k3 = k.reshape({batch * heads, tokens, k.size(3)});
-      auto v3 = v.reshape({batch * heads, tokens, value_dim});
+      auto q3 = q.reshape({batch * heads, queries, q.size(3)});
+      auto k3 = k.reshape({batch * heads, keys, k.size(3)});
+      auto v3 = v.reshape({batch * heads, keys, value_dim});
+      torch::Tensor bias3;
+      if (additive.defined())
+        bias3 = additive.expand({batch, heads, queries, keys}).reshape({batch * heads, queries, keys});
       attend_queries = [=, &features](int64_t begin, int64_t end) {
-        auto scores = torch::empty({batch * heads, end - begin, tokens}, q.options())
+        auto scores = torch::empty({batch * heads, end - begin, keys}, q.options())
                           .baddbmm_(q3.narrow(1, begin, end - begin), k3.transpose(1, 2), /*beta=*/0.0,
                                     /*alpha=*/features.score_scale);
+        if (bias3.defined()) scores.add_(bias3.narrow(1, begin, end - begin));
         return torch::bmm(scores.softmax(-1), v3).view({batch, heads, end - begin, value_dim});
       };
     } else {
-      // Windowed: the masked T x T matrix is the exact computation.
+      // Windowed: the masked Tq x Tk matrix is the exact computation.
       attend_queries = [&](int64_t begin, int64_t end) {
-        auto queries = torch::arange(begin, end, torch::TensorOptions().dtype(torch::kLong).device(q.device()));
-        return torch::matmul(equivalent_rows(kernel, features, queries, allowed.narrow(0, begin, end - begin)), v);
+        auto index = torch::arange(begin, end, torch::TensorOptions().dtype(torch::kLong).device(q.device()));
+        return torch::matmul(
+            equivalent_rows(kernel, features, index, query_rows(allowed, begin, end), query_rows(additive, begin, end)),
+            v);
       };
     }
     // Without autograd on the CPU, query rows split across the cores, one region for all heads.
-    if (!cpu_inference(q)) return attend_queries(0, tokens);
-    auto out = torch::empty({batch, heads, tokens, value_dim}, v.options());
+    if (!cpu_inference(q)) return attend_queries(0, queries);
+    auto out = torch::empty({batch, heads, queries, value_dim}, v.options());
     fill_by_row_chunks(out, 2, attend_queries);
     return out;
   }

@@ -39,7 +39,10 @@ struct KernelFeatures {
   double score_scale = 1.0;         // softmax: d^-0.5, applied inside the score product
   torch::Tensor k;                  // [B, h, T, d]
   torch::Tensor anchor_assignment;  // anchor kernel: A [B, h, T, m] (softmax over anchors)
-  torch::Tensor temperature;        // enhanced: [1, h, 1, 1] or a scalar tensor
+  // anchor kernel when keys are other tokens than the queries (PVT's reduced keys): the keys' own
+  // assignment [B, h, Tk, m]; undefined: the keys are the queries and share A.
+  torch::Tensor key_anchor_assignment;
+  torch::Tensor temperature;  // enhanced: [1, h, 1, 1] or a scalar tensor
   // focused: the non-negative features f_p was applied to, (ReLU(x) + eps) / softplus(scale),
   // kept so that f_p can be studied at other p without re-running the model.
   torch::Tensor q_before_focus, k_before_focus;
@@ -57,14 +60,17 @@ torch::Tensor focus(const torch::Tensor& x, double p, FocusNorm norm);
 // rows, each split into columns (AnchorFormer anchors for models trained without them).
 torch::Tensor anchor_pooling_matrix(int grid_h, int grid_w, int anchors);
 
-// Rows of the equivalent matrix, batched: scores for `query_rows` [B, h, Q, T] from features,
-// normalised per kernel. `allowed` is [Q, T] bool or undefined (all keys).
+// Rows of the equivalent matrix, batched: scores for `query_index` [B, h, Q, Tk] from features,
+// normalised per kernel. `allowed` is bool, [Q, Tk] or broadcastable to [B, h, Q, Tk], or
+// undefined (all keys). `additive` (softmax only) is added to the scaled scores: a relative
+// position bias or a shift mask, broadcastable to [B, h, Q, Tk].
 torch::Tensor equivalent_rows(Kernel kernel, const KernelFeatures& features, const torch::Tensor& query_index,
-                              const torch::Tensor& allowed);
+                              const torch::Tensor& allowed, const torch::Tensor& additive = {});
 
-// The attention output [B, h, T, d] for v, using the cheapest exact path for the kernel.
+// The attention output [B, h, Tq, d] for v [B, h, Tk, d], using the cheapest exact path for the
+// kernel. `allowed` and `additive` as for equivalent_rows, over all Tq queries.
 torch::Tensor attend(Kernel kernel, const KernelFeatures& features, const torch::Tensor& v,
-                     const torch::Tensor& allowed);
+                     const torch::Tensor& allowed, const torch::Tensor& additive = {});
 
 // The depthwise conv on V (FLatten), patch tokens only: [B, h, T, d] -> [B, h, T, d] with zeros
 // for the prefix tokens.

@@ -141,16 +141,73 @@ void read_hf_configs(const fs::path& folder, const std::string& model_type, Layo
   if (preprocessor.contains("image_std")) facts.std = three_floats(preprocessor["image_std"], "image_std");
   if (preprocessor.contains("image_mean") || preprocessor.contains("image_std"))
     facts.normalization_source = "preprocessor_config.json";
-  // Its resize and crop, said in attnscope's terms (the resize mode stays the user's choice).
+  // Its resize, crop and filter in attnscope's terms: resize then centre crop is timm's transform
+  // with crop = crop_size / size; a resize without a crop squashes (fit).
   const bool crop = preprocessor.value("do_center_crop", false) && preprocessor.contains("crop_size");
   const int resample = preprocessor.contains("resample") && preprocessor["resample"].is_number_integer()
                            ? preprocessor["resample"].get<int>()
                            : -1;
+  if (resample == 2) facts.interpolation = Interpolation::Bilinear;
+  if (resample == 3) facts.interpolation = Interpolation::Bicubic;
+  auto side = [](const nlohmann::json& value) -> double {
+    if (value.is_number()) return value.get<double>();
+    for (const char* key : {"height", "shortest_edge"})
+      if (value.is_object() && value.contains(key) && value[key].is_number()) return value[key].get<double>();
+    return 0.0;
+  };
+  facts.resize = crop ? ResizeMode::Timm : ResizeMode::Fit;
+  if (crop && preprocessor.contains("size")) {
+    const double size = side(preprocessor["size"]), cropped = side(preprocessor["crop_size"]);
+    if (size > 0 && cropped > 0 && cropped <= size) facts.crop_pct = cropped / size;
+  }
+  facts.preprocessing_source = "preprocessor_config.json";
   const char* filter = resample == 2 ? "bilinear" : resample == 3 ? "bicubic" : "PIL filter";
   facts.notes.push_back(std::string("preprocessor_config.json: ") +
-                        (crop ? "resize then centre crop (like --resize timm)"
-                              : "resize the whole image to the input size, no crop (like --resize fit)") +
-                        ", " + filter + " (attnscope resizes bicubic)");
+                        (crop ? "resize then centre crop (--resize timm)"
+                              : "resize the whole image to the input size, no crop (--resize fit)") +
+                        ", " + filter);
+}
+
+// timm's pretrained_cfg (mean, std, crop_pct, interpolation, crop_mode), from the safetensors
+// metadata key "pretrained_cfg" (a JSON string) or a timm hub config.json beside the weights.
+void read_timm_pretrained_cfg(const Checkpoint& checkpoint, const std::string& path, LayoutFacts& facts) {
+  nlohmann::json cfg;
+  std::string source;
+  auto found = checkpoint.metadata.find("pretrained_cfg");
+  if (found != checkpoint.metadata.end()) {
+    try {
+      cfg = parse_json_checked(found->second, "metadata pretrained_cfg");
+    } catch (const std::invalid_argument& e) {
+      throw CheckpointError(std::string(e.what()) + ": the file's pretrained_cfg metadata is not valid JSON");
+    }
+    source = "pretrained_cfg (file metadata)";
+  } else {
+    const nlohmann::json config = read_json_beside(folder_of(path), "config.json");
+    if (config.is_object() && config.contains("pretrained_cfg")) {
+      cfg = config["pretrained_cfg"];
+      source = "pretrained_cfg (config.json)";
+    }
+  }
+  if (!cfg.is_object()) return;
+  if (cfg.contains("mean")) facts.mean = three_floats(cfg["mean"], "pretrained_cfg mean");
+  if (cfg.contains("std")) facts.std = three_floats(cfg["std"], "pretrained_cfg std");
+  if (cfg.contains("mean") || cfg.contains("std")) facts.normalization_source = source;
+  if (cfg.contains("crop_pct") && cfg["crop_pct"].is_number()) {
+    const double crop = cfg["crop_pct"].get<double>();
+    if (!(crop > 0 && crop <= 1)) throw CheckpointError(source + ": crop_pct must be in (0, 1]");
+    facts.crop_pct = crop;
+  }
+  if (cfg.contains("interpolation") && cfg["interpolation"].is_string()) {
+    const std::string name = cfg["interpolation"].get<std::string>();
+    if (name == "bicubic" || name == "bilinear")
+      facts.interpolation = parse_interpolation(name);
+    else
+      facts.notes.push_back(source + ": interpolation '" + name.substr(0, 40) + "' is not supported, using bicubic");
+  }
+  if (cfg.contains("crop_mode") && cfg["crop_mode"].is_string())
+    facts.resize = cfg["crop_mode"].get<std::string>() == "squash" ? ResizeMode::Fit : ResizeMode::Timm;
+  facts.preprocessing_source = source;
+  facts.notes.push_back("preprocessing from " + source);
 }
 
 void convert_hugging_face(Checkpoint& checkpoint, const std::string& path, LayoutFacts& facts) {
@@ -370,6 +427,8 @@ LayoutFacts adopt_known_layout(Checkpoint& checkpoint, const std::string& path) 
     convert_openai_clip(checkpoint, facts);
   else if (tensors.count("register_tokens") || tensors.count("mask_token"))
     convert_dinov2(checkpoint, facts);
+  else if (false)
+    read_timm_pretrained_cfg(checkpoint, path, facts);
   return facts;
 }
 

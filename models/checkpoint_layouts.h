@@ -7,10 +7,12 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/checkpoint.h"
+#include "core/image.h"
 #include "models/vit.h"
 
 namespace attnscope {
@@ -29,6 +31,11 @@ struct LayoutFacts {
   std::array<float, 3> mean{0.485f, 0.456f, 0.406f};
   std::array<float, 3> std{0.229f, 0.224f, 0.225f};
   std::string normalization_source;
+  // Resize, crop and filter the checkpoint declares (unset: it does not), and where they were read.
+  std::optional<ResizeMode> resize;
+  std::optional<double> crop_pct;
+  std::optional<Interpolation> interpolation;
+  std::string preprocessing_source;
   std::vector<std::string> class_names;  // Hugging Face id2label, in index order
   std::vector<std::string> notes;        // how the file was read, for `info` and summary.json
 

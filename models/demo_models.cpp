@@ -17,6 +17,9 @@ const std::vector<DemoRecipe>& demo_recipes() {
       {"l2vit", "L2ViT enhanced linear attention with its local concentration module", NativeAttention::Enhanced, 0,
        true, 0},
       {"anchor", "AnchorFormer anchor attention, 30 learned anchors", NativeAttention::Anchor, 0, false, 30},
+      {"flatten_swin",
+       "FLatten-Swin: focused linear attention (p = 3, 5x5 DWC) in stage 0, Swin's shifted softmax windows in stages 1-2",
+       NativeAttention::Focused, 5, false, 0, "flatten-swin"},
   };
   return recipes;
 }
@@ -43,6 +46,99 @@ VitArch demo_arch(const DemoRecipe& recipe) {
     block.local_concentration = recipe.local_concentration;
   }
   return arch;
+}
+
+SwinArch demo_swin_arch() {
+  // Patch 8 as the DeiT demos (a 12x12 first grid): at patch 4 the same widths stay at chance on
+  // the sign task for hundreds of steps. Three stages: 12 -> 6 -> 3.
+  SwinArch arch;
+  arch.patch_size = 8;
+  arch.embed_dim = 64;
+  arch.num_classes = 10;
+  arch.native_height = arch.native_width = 96;
+  arch.source_layout = "timm";
+  arch.attn_type = "LSS";
+  const int dims[] = {64, 128, 256}, heads[] = {2, 4, 8}, grids[] = {12, 6, 3};
+  for (int s = 0; s < 3; ++s) {
+    SwinStageArch stage;
+    stage.dim = dims[s];
+    stage.downsample = s > 0;
+    for (int b = 0; b < 2; ++b) {
+      SwinBlockArch block;
+      block.heads = heads[s];
+      block.mlp_hidden = 4 * dims[s];
+      if (arch.attn_type[size_t(s)] == 'L') {
+        // FLatten's L window (56) covers these grids: global focused attention.
+        block.native = NativeAttention::Focused;
+        block.window = 56;
+        block.dwc_kernel = 5;
+        block.encoding_side = grids[s];
+      } else {
+        block.window = block.table_window = 3;
+      }
+      stage.blocks.push_back(block);
+    }
+    arch.stages.push_back(stage);
+  }
+  return arch;
+}
+
+std::shared_ptr<Backbone> build_demo_model(const DemoRecipe& recipe) {
+  if (recipe.family == "flatten-swin") {
+    auto model = std::make_shared<SwinTransformerImpl>(demo_swin_arch());
+    initialise_weights(*model);
+    return model;
+  }
+  auto model = std::make_shared<VisionTransformerImpl>(demo_arch(recipe));
+  initialise_weights(*model);
+  return model;
+}
+
+std::string demo_architecture_text(const DemoRecipe& recipe) {
+  if (recipe.family == "flatten-swin")
+    return "FLatten-Swin, patch 8, input 96x96 (grids 12, 6, 3), widths 64-128-256, 2 blocks per stage, heads 2-4-8 "
+           "(head dim 32), stages LSS: focused global (p = 3, 5x5 DWC) in stage 0, softmax windows of 3 in stages 1-2 "
+           "(shifted by 1 on odd blocks of stage 1; stage 2's 3x3 grid is one window), 10 classes";
+  const VitArch arch = demo_arch(recipe);
+  return "DeiT-shaped, embed " + std::to_string(arch.embed_dim) + ", depth " + std::to_string(arch.depth) + ", " +
+         std::to_string(arch.heads) + " heads (head dim " + std::to_string(arch.embed_dim / arch.heads) + "), patch " +
+         std::to_string(arch.patch_size) + ", input " + std::to_string(arch.native_height()) + "x" +
+         std::to_string(arch.native_width()) + " (" + std::to_string(arch.pos_grid_h) + "x" +
+         std::to_string(arch.pos_grid_w) +
+         " patches + class token = " + std::to_string(1 + arch.pos_grid_h * arch.pos_grid_w) + " tokens), 10 classes";
+}
+
+std::map<std::string, std::string> demo_metadata(const DemoRecipe& recipe,
+                                                 const std::vector<std::string>& class_names) {
+  if (recipe.family != "flatten-swin") return model_metadata(demo_arch(recipe), class_names);
+  // What the keys cannot show: the configured windows, the stage types and the training input.
+  const nlohmann::json arch = {
+      {"family", "flatten_swin"}, {"heads", {2, 4, 8}},  {"window", 56},   {"window_s", 3},
+      {"attn_type", "LSS"},       {"focusing_factor", 3}, {"img_size", 96}, {"depths", {2, 2, 2}}};
+  std::map<std::string, std::string> metadata{{"format", "pt"}, {"attnscope_arch", arch.dump()}};
+  if (!class_names.empty()) metadata["class_names"] = nlohmann::json(class_names).dump();
+  return metadata;
+}
+
+void initialise_weights(torch::nn::Module& model) {
+  if (auto* vit = dynamic_cast<VisionTransformerImpl*>(&model)) return initialise_weights(*vit);
+  torch::NoGradGuard no_grad;
+  for (auto& item : model.named_parameters()) {
+    const std::string& name = item.key();
+    auto& p = item.value();
+    auto ends_with = [&](const std::string& suffix) {
+      return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    const bool is_norm = name.find("norm") != std::string::npos;
+    if (ends_with(".bias"))
+      p.zero_();
+    else if (is_norm && ends_with(".weight"))
+      p.fill_(1.0);
+    else if (ends_with("attn.scale") || ends_with("positional_encoding"))
+      p.zero_();  // FLatten initialises both to zero
+    else
+      p.normal_(0.0, 0.02).clamp_(-0.04, 0.04);
+  }
 }
 
 void initialise_weights(VisionTransformerImpl& model) {

@@ -1,11 +1,13 @@
 // The demo models attnscope ships: one small DeiT-shaped architecture per attention variant, all
-// sized for the generated glyph task (96 px, patch 8: a 12 x 12 grid, head dim 32 < 145 tokens).
+// sized for the generated glyph task (96 px, patch 8: a 12 x 12 grid, head dim 32 < 145 tokens),
+// and hierarchical ones (a FLatten-Swin) for the same task.
 #pragma once
 
 #include <map>
 #include <string>
 #include <vector>
 
+#include "models/swin.h"
 #include "models/vit.h"
 
 namespace attnscope {
@@ -17,16 +19,28 @@ struct DemoRecipe {
   int dwc_kernel = 0;
   bool local_concentration = false;
   int anchors = 0;
+  std::string family = "vit";  // vit, or flatten-swin
 };
 
 const std::vector<DemoRecipe>& demo_recipes();
 const DemoRecipe& demo_recipe(const std::string& name);  // throws std::invalid_argument
 
-// The architecture of a demo model (embed 96, depth 4, 3 heads, patch 8, 96 px, 10 classes).
+// The architecture of a ViT demo model (embed 96, depth 4, 3 heads, patch 8, 96 px, 10 classes).
 VitArch demo_arch(const DemoRecipe& recipe);
+// The FLatten-Swin demo: patch 4 (a 24 x 24 grid at 96 px), widths 32-64-128-256, 2 blocks per
+// stage, heads 1-2-4-8, focused global stages 0-1 ("LLSS"), softmax windows of 3 in stages 2-3.
+SwinArch demo_swin_arch();
+
+// A freshly initialised demo model of the recipe's family.
+std::shared_ptr<Backbone> build_demo_model(const DemoRecipe& recipe);
+// The model card's architecture line.
+std::string demo_architecture_text(const DemoRecipe& recipe);
+// What a saved demo model needs in its metadata to load as itself (plus the class names).
+std::map<std::string, std::string> demo_metadata(const DemoRecipe& recipe, const std::vector<std::string>& class_names);
 
 // timm-style initialisation: truncated normal (std 0.02) weights, zero biases, unit norms.
 void initialise_weights(VisionTransformerImpl& model);
+void initialise_weights(torch::nn::Module& model);
 
 // Every parameter and buffer by registered name (the checkpoint keys), as CPU float32 copies.
 std::map<std::string, torch::Tensor> state_dict(torch::nn::Module& model);

@@ -28,11 +28,11 @@ std::string describe_non_finite(const std::vector<std::string>& names) {
   return text;
 }
 
-void require_finite_output(VisionTransformerImpl* model, const torch::Tensor& input, const AttentionSettings& settings,
+void require_finite_output(Backbone* model, const torch::Tensor& input, const AttentionSettings& settings,
                            const torch::Tensor& output) {
   if (all_finite(output)) return;
   std::string where, weights;
-  if (model) {
+  if (model && model->computes_attention()) {
     std::map<std::string, torch::Tensor> parameters;
     for (const auto& item : model->named_parameters()) parameters[item.key()] = item.value();
     for (const auto& item : model->named_buffers()) parameters[item.key()] = item.value();
@@ -43,8 +43,8 @@ void require_finite_output(VisionTransformerImpl* model, const torch::Tensor& in
     std::string first;
     ForwardOptions options;
     options.capture = false;
-    options.hook = [&first](const std::string& point, torch::Tensor& value) {
-      if (first.empty() && !all_finite(value)) first = point;
+    options.hook = [&first](const HookPoint& point, torch::Tensor& value) {
+      if (first.empty() && !all_finite(value)) first = point.name;
     };
     model->forward(input, settings, options);
     where = first.empty() ? " (every block's output is finite: the head makes it)" : " from " + first + " on";

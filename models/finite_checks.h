@@ -9,7 +9,7 @@
 
 #include <torch/types.h>
 
-#include "models/vit.h"
+#include "models/backbone.h"
 
 namespace attnscope {
 
@@ -19,10 +19,10 @@ std::vector<std::string> non_finite_tensors(const std::map<std::string, torch::T
 // "3 tensors hold NaN or Inf: a, b, c" (at most 6 named), or "" for none.
 std::string describe_non_finite(const std::vector<std::string>& names);
 
-// Throws std::runtime_error when `output` is not finite. For a model attnscope implements (not
-// null), the forward pass is run again with a hook to name the first block point whose output is
-// not finite, and the message names the parameters that hold NaN or Inf.
-void require_finite_output(VisionTransformerImpl* model, const torch::Tensor& input, const AttentionSettings& settings,
+// Throws std::runtime_error when `output` is not finite. For a model attnscope computes itself
+// (not null, computes_attention()), the forward pass is run again with a hook to name the first
+// hook point whose output is not finite, and the message names the parameters that hold NaN or Inf.
+void require_finite_output(Backbone* model, const torch::Tensor& input, const AttentionSettings& settings,
                            const torch::Tensor& output);
 
 // Throws std::runtime_error("<what> is not finite (NaN or Inf)...") when `values` are not.

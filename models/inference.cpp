@@ -1,30 +1,82 @@
 #include "models/inference.h"
 
 #include <chrono>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "models/finite_checks.h"
 
 namespace attnscope {
 
-cv::Mat prepare_model_input(const cv::Mat& rgb, const AppState& state, const VitArch& arch) {
+cv::Mat prepare_model_input(const cv::Mat& rgb, const InputSettings& input, const InputGeometry& geometry,
+                            const DeclaredPreprocessing& declared) {
+  const Preprocessing used = resolve_preprocessing(input, declared);
   // --resize none at the native size takes the image as it is: any size the patches tile (the
   // position embedding follows, as the model's authors interpolate it).
   const bool image_as_is =
-      state.resize == ResizeMode::None && (state.input_size.empty() || state.input_size == "native");
-  if (image_as_is && arch.source_layout != "torchscript") {
+      used.resize == ResizeMode::None && (input.input_size.empty() || input.input_size == "native");
+  if (image_as_is && !geometry.fixed) {
     if (rgb.rows > kMaxInputSide || rgb.cols > kMaxInputSide)
       throw std::invalid_argument("image is " + std::to_string(rgb.cols) + "x" + std::to_string(rgb.rows) +
                                   ": --resize none takes at most " + std::to_string(kMaxInputSide) +
                                   " pixels a side (use --resize timm or fit)");
-    if (rgb.rows % arch.patch_size || rgb.cols % arch.patch_size)
+    if (rgb.rows % geometry.multiple || rgb.cols % geometry.multiple)
       throw std::invalid_argument("image is " + std::to_string(rgb.cols) + "x" + std::to_string(rgb.rows) +
-                                  ", not a multiple of the patch size " + std::to_string(arch.patch_size) +
-                                  " (use --resize timm or fit, or crop it)");
-    return prepare_image(rgb, state.resize, rgb.rows, rgb.cols);
+                                  ", not a multiple of " + std::to_string(geometry.multiple) +
+                                  ", which this model's input sides must be (use --resize timm or fit, or crop it)");
+    return prepare_image(rgb, used.resize, rgb.rows, rgb.cols);
   }
   const auto [height, width] =
-      resolve_input_size(state.input_size, arch.native_height(), arch.native_width(), arch.patch_size);
-  return prepare_image(rgb, state.resize, height, width);
+      resolve_input_size(input.input_size, geometry.native_height, geometry.native_width, geometry.multiple);
+  return prepare_image(rgb, used.resize, height, width, used.crop_pct, used.interpolation);
+}
+
+void configure_input(LoadedModel& model, const InputSettings& input) {
+  const Preprocessing used = resolve_preprocessing(input, model.declared);
+  model.normalization = used.normalization;
+  model.normalization_source = used.normalization_source;
+}
+
+namespace {
+
+std::string channel_text(const std::array<float, 3>& values) {
+  std::ostringstream out;
+  out << values[0] << "," << values[1] << "," << values[2];
+  return out.str();
+}
+
+}  // namespace
+
+nlohmann::json preprocessing_json(const LoadedModel& model, const InputSettings& input, const cv::Mat& prepared) {
+  const Preprocessing used = resolve_preprocessing(input, model.declared);
+  nlohmann::json json = {
+      {"input_size", {prepared.rows, prepared.cols}},
+      {"resize", {{"mode", to_string(used.resize)}, {"source", used.resize_source}}},
+      {"interpolation", {{"filter", to_string(used.interpolation)}, {"source", used.interpolation_source}}},
+      {"mean", used.normalization.mean},
+      {"std", used.normalization.std},
+      {"normalization_source", used.normalization_source}};
+  if (used.resize == ResizeMode::Timm) json["crop"] = {{"fraction", used.crop_pct}, {"source", used.crop_source}};
+  return json;
+}
+
+std::string describe_preprocessing(const LoadedModel& model, const InputSettings& input, const cv::Mat& prepared) {
+  const Preprocessing used = resolve_preprocessing(input, model.declared);
+  std::ostringstream out;
+  out << prepared.cols << "x" << prepared.rows << ", " << to_string(used.resize);
+  if (used.resize == ResizeMode::Timm) out << " crop " << used.crop_pct;
+  if (used.resize != ResizeMode::None) out << " " << to_string(used.interpolation);
+  out << " (" << used.resize_source << "); mean " << channel_text(used.normalization.mean) << " std "
+      << channel_text(used.normalization.std) << " (" << used.normalization_source << ")";
+  return out.str();
+}
+
+bool has_dwc_weights(const LoadedModel& model) {
+  for (const auto& parameter : model.backbone->named_parameters(true)) {
+    const std::string& name = parameter.key();
+    if (name.size() >= 10 && name.compare(name.size() - 10, 10, "dwc.weight") == 0) return true;
+  }
+  return false;
 }
 
 std::vector<Prediction> top_predictions(const torch::Tensor& logits, int k, const std::vector<std::string>& names) {
@@ -59,9 +111,9 @@ InferenceResult run_inference(LoadedModel& model, const cv::Mat& prepared_rgb, c
   result.forward = model.forward(input, settings, options);
   if (model.device.is_cuda()) torch::cuda::synchronize();
   result.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  require_finite_output(model.is_scripted() ? nullptr : model.model.get(), input, settings, result.forward.logits);
+  require_finite_output(model.backbone.get(), input, settings, result.forward.logits);
   // Embeddings and features have no classes: no made-up predictions.
-  if (model.arch.output_kind == "logits") result.top = top_predictions(result.forward.logits[0], 5, model.class_names);
+  if (model.output_kind() == "logits") result.top = top_predictions(result.forward.logits[0], 5, model.class_names);
   return result;
 }
 

@@ -2,11 +2,12 @@
 // probabilities and timing. The CLI and the GUI's worker both call this.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
 #include <opencv2/core.hpp>
 #include <string>
 #include <vector>
 
-#include "core/app_state.h"
+#include "core/image.h"
 #include "models/model_loader.h"
 
 namespace attnscope {
@@ -26,8 +27,26 @@ struct InferenceResult {
   std::string device;
 };
 
-// The model's input image for the state's resize mode and input size.
-cv::Mat prepare_model_input(const cv::Mat& rgb, const AppState& state, const VitArch& arch);
+// The model's input image for the input settings, filling what they leave open with what the
+// checkpoint declares (`declared`), else timm's defaults.
+cv::Mat prepare_model_input(const cv::Mat& rgb, const InputSettings& input, const InputGeometry& geometry,
+                            const DeclaredPreprocessing& declared = {});
+inline cv::Mat prepare_model_input(const cv::Mat& rgb, const InputSettings& input, const LoadedModel& model) {
+  return prepare_model_input(rgb, input, model.backbone->input_geometry(), model.declared);
+}
+
+// Sets the normalisation the model's input gets: --mean/--std where given, else what the checkpoint
+// declares. Every command calls it once the model is loaded; the workbench before each run.
+void configure_input(LoadedModel& model, const InputSettings& input);
+
+// The preprocessing a run used, as summary.json records it: size, resize, crop, interpolation, mean
+// and std, each with its source.
+nlohmann::json preprocessing_json(const LoadedModel& model, const InputSettings& input, const cv::Mat& prepared);
+// The same in one line for the workbench: "96x96 timm crop 0.875 bicubic (default); mean ... (ImageNet)".
+std::string describe_preprocessing(const LoadedModel& model, const InputSettings& input, const cv::Mat& prepared);
+
+// Whether the model has FLatten's depthwise conv weights (so the DWC switch changes anything).
+bool has_dwc_weights(const LoadedModel& model);
 
 // Runs the model under InferenceMode (no autograd) on an already prepared RGB image.
 InferenceResult run_inference(LoadedModel& model, const cv::Mat& prepared_rgb, const AttentionSettings& settings,

@@ -6,6 +6,7 @@
 #include "models/arch_limits.h"
 #include "models/checkpoint_layouts.h"
 #include "models/finite_checks.h"
+#include "models/model_families.h"
 
 #include <nlohmann/json.hpp>
 
@@ -336,16 +337,18 @@ LoadedModel load_scripted_model(const std::string& path, const std::string& file
   LoadedModel loaded;
   loaded.path = path;
   loaded.format = "torchscript";
-  loaded.scripted = std::make_shared<ScriptedModel>(file, device);
-  loaded.arch = loaded.scripted->arch();
-  loaded.class_names = loaded.scripted->class_names();
-  loaded.normalization.mean = loaded.scripted->mean();
-  loaded.normalization.std = loaded.scripted->std();
+  auto scripted = std::make_shared<ScriptedModel>(file, device);
+  loaded.backbone = scripted;
+  loaded.class_names = scripted->class_names();
+  loaded.normalization.mean = scripted->mean();
+  loaded.normalization.std = scripted->std();
   loaded.normalization_source = "attnscope.json";
+  loaded.declared.normalization = loaded.normalization;
+  loaded.declared.normalization_source = loaded.normalization_source;
   loaded.device = device;
-  loaded.parameter_count = loaded.scripted->parameter_count();
-  loaded.report.notes.push_back("TorchScript file '" + loaded.scripted->name() +
-                                "': " + std::to_string(loaded.scripted->layers().size()) +
+  loaded.parameter_count = scripted->parameter_count();
+  loaded.report.notes.push_back("TorchScript file '" + scripted->name() +
+                                "': " + std::to_string(scripted->layers().size()) +
                                 " attention layers report their probabilities; variant swaps, f_p and Grad-CAM "
                                 "need a model attnscope implements natively");
   return loaded;
@@ -353,24 +356,44 @@ LoadedModel load_scripted_model(const std::string& path, const std::string& file
 
 }  // namespace
 
-ForwardOutput LoadedModel::forward(const torch::Tensor& images, const AttentionSettings& settings,
-                                   const ForwardOptions& options) {
-  if (scripted) return scripted->forward(images, options);
-  return model->forward(images, settings, options);
-}
-
-VisionTransformerImpl& LoadedModel::native(const std::string& what) {
-  if (scripted)
+Backbone& LoadedModel::native(const std::string& what) {
+  if (is_scripted())
     throw std::invalid_argument(what +
                                 " needs q, k and the activations of a model attnscope implements natively; a "
                                 "TorchScript file reports only its attention probabilities");
+  return *backbone;
+}
+
+VisionTransformerImpl& LoadedModel::vit() const {
+  auto* model = dynamic_cast<VisionTransformerImpl*>(backbone.get());
+  if (!model) throw std::invalid_argument("a " + backbone->family() + " model is not a ViT");
   return *model;
+}
+
+const VitArch& LoadedModel::vit_arch() const {
+  // A TorchScript file describes its token layout with the same fields.
+  if (auto* scripted = dynamic_cast<const ScriptedModel*>(backbone.get())) return scripted->arch();
+  return vit().arch();
 }
 
 LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, torch::Device device) {
   const std::string file = resolve_weights_file(path);
   if (is_torchscript_archive(file) && has_attnscope_metadata(file)) return load_scripted_model(path, file, device);
   Checkpoint checkpoint = read_weights(file);
+  // A training checkpoint with several weight sets: the one the family's paper reports (L2ViT:
+  // model_ema), said in the notes either way.
+  std::vector<std::string> container_notes;
+  const std::string preferred = preferred_container(checkpoint);
+  if (!preferred.empty()) {
+    std::string others;
+    for (const std::string& key : checkpoint.containers)
+      if (key != preferred && (key == "model" || key == "model_ema" || key == "state_dict" || key == "state_dict_ema"))
+        others += (others.empty() ? "" : ", ") + ("'" + key + "'");
+    if (preferred != checkpoint.container_key) checkpoint = load_checkpoint(file, preferred);
+    container_notes.push_back("weights from '" + preferred + "'" +
+                              (preferred == "model_ema" ? " (the EMA weights the paper reports)" : "") +
+                              (others.empty() ? "" : "; the file also holds " + others));
+  }
   LoadedModel loaded;
   loaded.path = path;
   loaded.format = checkpoint.format;
@@ -378,11 +401,32 @@ LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, 
   loaded.metadata = checkpoint.metadata;
   const LayoutFacts layout = adopt_known_layout(checkpoint, path);
   loaded.report.notes = layout.notes;
-  loaded.arch = infer_arch(checkpoint, overrides, &loaded.report, &layout);
-  loaded.model = VisionTransformer(loaded.arch);
-  copy_weights(*loaded.model, checkpoint, loaded.report);
+  loaded.report.notes.insert(loaded.report.notes.end(), container_notes.begin(), container_notes.end());
+  // Other families first (their keys never look like a ViT's), then the ViT family.
+  if (layout.layout == "timm") {
+    if (auto family = build_family_backbone(checkpoint, architecture_metadata(checkpoint, file), loaded.report.notes)) {
+      loaded.backbone = family;
+      copy_weights(*family, checkpoint, loaded.report);
+      if (!loaded.report.ok())
+        throw CheckpointError(path + ": weights do not fit the inferred " + family->family() +
+                              " architecture: " + loaded.report.describe());
+      if (const auto names = non_finite_tensors(checkpoint.tensors); !names.empty())
+        loaded.report.warnings.push_back("the checkpoint's " + describe_non_finite(names));
+      loaded.normalization_source = "ImageNet (timm default)";
+      loaded.class_names = class_names_for(loaded);
+      family->eval();
+      family->to(device);
+      loaded.device = device;
+      loaded.parameter_count = family->parameter_count();
+      return loaded;
+    }
+  }
+  const VitArch arch = infer_arch(checkpoint, overrides, &loaded.report, &layout);
+  auto model = std::make_shared<VisionTransformerImpl>(arch);
+  loaded.backbone = model;
+  copy_weights(*model, checkpoint, loaded.report);
   if (!loaded.report.ok())
-    throw CheckpointError(path + ": weights do not fit the inferred " + loaded.arch.family() +
+    throw CheckpointError(path + ": weights do not fit the inferred " + arch.family() +
                           " architecture: " + loaded.report.describe());
   if (const auto names = non_finite_tensors(checkpoint.tensors); !names.empty())
     loaded.report.warnings.push_back("the checkpoint's " + describe_non_finite(names));
@@ -390,13 +434,19 @@ LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, 
   loaded.normalization.std = layout.std;
   loaded.normalization_source =
       layout.normalization_source.empty() ? "ImageNet (timm default)" : layout.normalization_source;
-  loaded.class_names = layout.class_names.size() == size_t(loaded.arch.num_classes) && loaded.arch.num_classes > 0
+  loaded.declared.normalization = loaded.normalization;
+  loaded.declared.normalization_source = loaded.normalization_source;
+  loaded.declared.resize = layout.resize;
+  loaded.declared.crop_pct = layout.crop_pct;
+  loaded.declared.interpolation = layout.interpolation;
+  loaded.declared.source = layout.preprocessing_source;
+  loaded.class_names = layout.class_names.size() == size_t(arch.num_classes) && arch.num_classes > 0
                            ? layout.class_names
                            : class_names_for(loaded);
-  loaded.model->eval();
-  loaded.model->to(device);
+  model->eval();
+  model->to(device);
   loaded.device = device;
-  for (const auto& parameter : loaded.model->parameters()) loaded.parameter_count += parameter.numel();
+  loaded.parameter_count = model->parameter_count();
   return loaded;
 }
 
@@ -409,20 +459,21 @@ std::vector<std::string> class_names_for(const LoadedModel& model) {
     } catch (const std::invalid_argument&) {
       parsed = nullptr;  // unusable names: the outputs are numbered instead
     }
-    if (parsed.is_array() && int(parsed.size()) == model.arch.num_classes) {
+    if (parsed.is_array() && int(parsed.size()) == model.num_classes()) {
       std::vector<std::string> names;
       for (const auto& name : parsed)
         names.push_back(name.is_string() ? excerpt(name.get<std::string>()) : "class " + std::to_string(names.size()));
       return names;
     }
   }
-  if (model.arch.num_classes == 1000) return read_class_names(asset_path("imagenet1k_classes.txt"));
+  if (model.num_classes() == 1000) return read_class_names(asset_path("imagenet1k_classes.txt"));
   return {};
 }
 
 std::string output_name(const LoadedModel& model, int index) {
-  if (index < 0) return "norm of the " + model.arch.output_kind;
-  if (model.arch.output_kind != "logits") return model.arch.output_kind + " dim " + std::to_string(index);
+  const std::string kind = model.output_kind();
+  if (index < 0) return "norm of the " + kind;
+  if (kind != "logits") return kind + " dim " + std::to_string(index);
   return index < int(model.class_names.size()) ? model.class_names[size_t(index)] : "class " + std::to_string(index);
 }
 

@@ -7,6 +7,7 @@
 
 #include "core/checkpoint.h"
 #include "core/image.h"
+#include "models/backbone.h"
 #include "models/cpu_threads.h"
 #include "models/scripted_model.h"
 #include "models/vit.h"
@@ -43,16 +44,17 @@ VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides,
 void copy_weights(torch::nn::Module& model, const Checkpoint& checkpoint, LoadReport& report);
 
 struct LoadedModel {
-  VisionTransformer model{nullptr};         // null for a TorchScript file
-  std::shared_ptr<ScriptedModel> scripted;  // set for a TorchScript file
-  VitArch arch;
+  std::shared_ptr<Backbone> backbone;  // the model, whichever family it is
   LoadReport report;
   std::string path;
   std::string format;
   std::string container_key;
   std::map<std::string, std::string> metadata;  // safetensors __metadata__ (e.g. class_names)
   std::vector<std::string> class_names;         // empty when unknown
-  Normalization normalization;                  // the input normalisation the checkpoint declares
+  // What the checkpoint declares about its input, and the normalisation in use (the declared one
+  // unless --mean/--std override it: see configure_input in models/inference.h).
+  DeclaredPreprocessing declared;
+  Normalization normalization;
   std::string normalization_source;
   torch::Device device{torch::kCPU};
   int64_t parameter_count = 0;
@@ -60,11 +62,21 @@ struct LoadedModel {
   // The forward pass of whichever model this is. A TorchScript model ignores `settings` (it reports
   // its own attention) and `options.hook`.
   ForwardOutput forward(const torch::Tensor& images, const AttentionSettings& settings,
-                        const ForwardOptions& options = {});
-  // The natively implemented model, for what needs q, k and activations (variant swaps, f_p,
-  // Grad-CAM); throws std::invalid_argument naming `what` for a TorchScript file.
-  VisionTransformerImpl& native(const std::string& what);
-  bool is_scripted() const { return scripted != nullptr; }
+                        const ForwardOptions& options = {}) {
+    return backbone->forward(images, settings, options);
+  }
+  // The model, for what needs q, k and activations (variant swaps, f_p, Grad-CAM); throws
+  // std::invalid_argument naming `what` for a model that only reports its probabilities.
+  Backbone& native(const std::string& what);
+  bool is_scripted() const { return !backbone->computes_attention(); }
+  std::string family() const { return backbone->family(); }
+  std::string output_kind() const { return backbone->output_kind(); }
+  int num_classes() const { return backbone->num_classes(); }
+
+  // The ViT family's model and architecture (ViT/DeiT, Hugging Face, CLIP, DINOv2 checkpoints; a
+  // TorchScript file's token layout); throws std::invalid_argument for other families.
+  VisionTransformerImpl& vit() const;
+  const VitArch& vit_arch() const;
 };
 
 // Loads, validates strictly (a report with problems throws CheckpointError listing them), moves the

@@ -158,7 +158,44 @@ int64_t ScriptedModel::parameter_count() const {
   return count;
 }
 
-ForwardOutput ScriptedModel::forward(const torch::Tensor& images, const ForwardOptions& options) {
+nlohmann::json ScriptedModel::describe() const {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& layer : layers_)
+    layers.push_back({{"name", layer.name}, {"kind", layer.kind}, {"heads", layer.heads}});
+  return {{"family", family()},
+          {"name", name_},
+          {"native_input", {arch_.native_height(), arch_.native_width()}},
+          {"patch_size", arch_.patch_size},
+          {"num_classes", arch_.num_classes},
+          {"output", arch_.output_kind},
+          {"prefix_tokens", arch_.prefix_tokens()},
+          {"layers", layers}};
+}
+
+std::vector<std::string> ScriptedModel::summary_lines() const {
+  std::vector<std::string> lines{
+      "name          " + name_,
+      "grid          " + std::to_string(arch_.pos_grid_h) + "x" + std::to_string(arch_.pos_grid_w) + " patches of " +
+          std::to_string(arch_.patch_size) + ", " + std::to_string(arch_.prefix_tokens()) + " prefix tokens"};
+  for (const auto& layer : layers_)
+    lines.push_back("layer         " + layer.name + ": " + layer.kind + ", " + std::to_string(layer.heads) + " heads");
+  return lines;
+}
+
+InputGeometry ScriptedModel::input_geometry() const {
+  InputGeometry geometry{arch_.native_height(), arch_.native_width(), arch_.patch_size};
+  geometry.fixed = true;
+  return geometry;
+}
+
+std::string ScriptedModel::resolve_hook_point(const std::string&) const {
+  throw std::invalid_argument(
+      "a TorchScript file has no hook points: Grad-CAM needs the activations of a model attnscope implements "
+      "natively");
+}
+
+ForwardOutput ScriptedModel::forward(const torch::Tensor& images, const AttentionSettings&,
+                                     const ForwardOptions& options) {
   if (images.dim() != 4 || images.size(2) != arch_.native_height() || images.size(3) != arch_.native_width())
     throw std::invalid_argument("this TorchScript file was traced for " + std::to_string(arch_.native_height()) + "x" +
                                 std::to_string(arch_.native_width()) + " inputs (use --size native)");
@@ -192,6 +229,9 @@ ForwardOutput ScriptedModel::forward(const torch::Tensor& images, const ForwardO
                                ", " + std::to_string(tokens) + ", " + std::to_string(tokens) + "]");
     AttentionCapture capture;
     capture.layout = output.layout;
+    capture.key_layout = output.layout;
+    capture.placement.name = layers_[i].name;
+    capture.placement.block = int(i);
     capture.heads = layers_[i].heads;
     capture.probabilities = probabilities.to(torch::kFloat);
     capture.attention.kernel = Kernel::Softmax;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "models/backbone.h"
 #include "models/vit.h"
 
 namespace torch::jit {
@@ -24,13 +25,28 @@ struct ScriptedLayer {
   int heads = 0;
 };
 
-class ScriptedModel {
+class ScriptedModel : public Backbone {
  public:
   // Loads `path` on `device`; throws CheckpointError when it has no valid attnscope.json.
   ScriptedModel(const std::string& path, torch::Device device);
 
-  // images: [B, 3, H, W] at the size the file was traced for.
-  ForwardOutput forward(const torch::Tensor& images, const ForwardOptions& options = {});
+  // images: [B, 3, H, W] at the size the file was traced for; `settings` and `options.hook` do not
+  // apply (the model reports its own attention).
+  ForwardOutput forward(const torch::Tensor& images, const AttentionSettings& settings,
+                        const ForwardOptions& options = {}) override;
+
+  std::string family() const override { return "torchscript"; }
+  nlohmann::json describe() const override;
+  std::vector<std::string> summary_lines() const override;
+  InputGeometry input_geometry() const override;
+  std::string output_kind() const override { return arch_.output_kind; }
+  int num_classes() const override { return arch_.num_classes; }
+  int attention_layers() const override { return int(layers_.size()); }
+  std::string resolve_hook_point(const std::string& spec) const override;
+  std::string default_hook_point() const override { return ""; }
+  bool computes_attention() const override { return false; }
+  std::string window_meaning() const override { return ""; }
+  int64_t parameter_count() const override;
 
   // A VitArch that describes the token layout, heads and depth for the views.
   const VitArch& arch() const { return arch_; }
@@ -39,7 +55,6 @@ class ScriptedModel {
   const std::array<float, 3>& mean() const { return mean_; }
   const std::array<float, 3>& std() const { return std_; }
   const std::vector<std::string>& class_names() const { return class_names_; }
-  int64_t parameter_count() const;
 
  private:
   std::shared_ptr<torch::jit::Module> module_;  // only scripted_model.cpp includes torch/script.h

@@ -26,4 +26,9 @@ struct TokenLayout {
   std::string token_name(int token) const;
 };
 
+// A token of one layout in another (a query followed across stages of a hierarchical model): a
+// prefix token stays itself when `to` has the same prefix tokens, else becomes the centre patch; a
+// patch becomes the patch of `to` over the same place in the image.
+int follow_query(int token, const TokenLayout& from, const TokenLayout& to);
+
 }  // namespace attnscope

@@ -25,9 +25,9 @@ uint64_t first_training_seed(const TrainOptions& options, int step) {
   return options.seed * 100'000'000ULL + uint64_t(step) * uint64_t(options.batch);
 }
 
-void save_training_state(const std::string& path, VisionTransformerImpl& model, torch::optim::AdamW& optimizer,
+void save_training_state(const std::string& path, Backbone& model, torch::optim::AdamW& optimizer,
                          const TrainOptions& options, int step, double seconds) {
-  auto metadata = model_metadata(model.arch(), glyph_class_names());
+  auto metadata = demo_metadata(demo_recipe(options.recipe), glyph_class_names());
   metadata["train_recipe"] = options.recipe;
   metadata["train_step"] = std::to_string(step);
   metadata["train_steps"] = std::to_string(options.steps);
@@ -42,7 +42,7 @@ void save_training_state(const std::string& path, VisionTransformerImpl& model, 
 
 }  // namespace
 
-double held_out_accuracy(VisionTransformerImpl& model, torch::Device device, int samples, int batch) {
+double held_out_accuracy(Backbone& model, torch::Device device, int samples, int batch) {
   c10::InferenceMode inference_mode;
   const bool was_training = model.is_training();
   model.eval();
@@ -66,8 +66,7 @@ TrainResult train_demo_model(const TrainOptions& options,
   const DemoRecipe& recipe = demo_recipe(options.recipe);
   const torch::Device device = resolve_device(options.device);
   torch::manual_seed(options.seed);
-  VisionTransformer model(demo_arch(recipe));
-  initialise_weights(*model);
+  std::shared_ptr<Backbone> model = build_demo_model(recipe);
   model->to(device);
 
   torch::optim::AdamW optimizer(model->parameters(),

@@ -5,7 +5,7 @@
 #include <functional>
 #include <string>
 
-#include "models/vit.h"
+#include "models/backbone.h"
 
 namespace attnscope {
 
@@ -48,6 +48,6 @@ struct TrainResult {
 TrainResult train_demo_model(const TrainOptions& options, const std::function<void(const TrainProgress&)>& on_progress);
 
 // Accuracy on `samples` held-out glyph images (seeds from kHeldOutSeedBase), native attention.
-double held_out_accuracy(VisionTransformerImpl& model, torch::Device device, int samples, int batch = 100);
+double held_out_accuracy(Backbone& model, torch::Device device, int samples, int batch = 100);
 
 }  // namespace attnscope

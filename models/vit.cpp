@@ -3,6 +3,7 @@
 #include "models/cpu_threads.h"
 #include "models/token_linear.h"
 
+#include <map>
 #include <nlohmann/json.hpp>
 
 namespace attnscope {
@@ -66,6 +67,52 @@ void to_json(nlohmann::json& j, const VitArch& arch) {
                      {"fc_norm", arch.fc_norm},
                      {"layer_norm_eps", arch.layer_norm_eps},
                      {"blocks", blocks}};
+}
+
+nlohmann::json VisionTransformerImpl::describe() const { return arch_; }
+
+std::vector<std::string> VisionTransformerImpl::summary_lines() const {
+  std::map<std::string, int> kinds;
+  for (const auto& block : arch_.blocks) ++kinds[to_string(block.attention.native)];
+  std::string attention;
+  for (const auto& [kind, count] : kinds) attention += kind + " x" + std::to_string(count) + "  ";
+  return {"width/depth   " + std::to_string(arch_.embed_dim) + " / " + std::to_string(arch_.depth),
+          "heads         " + std::to_string(arch_.heads) + " x " + std::to_string(arch_.embed_dim / arch_.heads),
+          "patch         " + std::to_string(arch_.patch_size) + " (" + std::to_string(arch_.pos_grid_h) + "x" +
+              std::to_string(arch_.pos_grid_w) + " patches, " + std::to_string(arch_.prefix_tokens()) +
+              " prefix tokens)",
+          "attention     " + attention};
+}
+
+InputGeometry VisionTransformerImpl::input_geometry() const {
+  return {arch_.native_height(), arch_.native_width(), arch_.patch_size};
+}
+
+std::string VisionTransformerImpl::default_hook_point() const {
+  // pytorch-grad-cam's ViT tutorial: norm1 of the last block.
+  return "blocks." + std::to_string(arch_.depth - 1) + ".norm1";
+}
+
+std::string VisionTransformerImpl::resolve_hook_point(const std::string& spec) const {
+  if (spec.empty()) return default_hook_point();
+  const int depth = arch_.depth;
+  std::string choices = "blocks.N.norm1, blocks.N.norm2 or blocks.N with N in -" + std::to_string(depth) + ".." +
+                        std::to_string(depth - 1);
+  if (arch_.final_norm) choices += ", or norm";
+  const std::string bad = "--gradcam-layer '" + spec.substr(0, 80) + "' does not exist: use " + choices;
+  if (spec == "norm") {
+    if (!arch_.final_norm) throw std::invalid_argument(bad);
+    return spec;
+  }
+  const std::string prefix = "blocks.";
+  if (spec.compare(0, prefix.size(), prefix) != 0) throw std::invalid_argument(bad);
+  const std::string rest = spec.substr(prefix.size());
+  const size_t dot = rest.find('.');
+  const std::string index_text = rest.substr(0, dot);
+  const std::string point = dot == std::string::npos ? "" : rest.substr(dot + 1);
+  if (point != "" && point != "norm1" && point != "norm2") throw std::invalid_argument(bad);
+  const int block = resolve_module_index(index_text, depth, bad);
+  return prefix + std::to_string(block) + (point.empty() ? "" : "." + point);
 }
 
 VitArch plain_vit_arch(int embed_dim, int depth, int heads, int patch_size, int grid, int num_classes) {
@@ -277,7 +324,7 @@ torch::Tensor VisionTransformerImpl::pool_and_classify(const torch::Tensor& toke
   auto x = tokens;
   if (!norm.is_empty()) {
     x = norm(tokens);
-    if (hook) hook("norm", x);
+    if (hook) hook({"norm", layout, HookPoint::Format::Tokens}, x);
   }
   if (arch_.class_token) {
     auto class_features = x.select(1, 0);
@@ -311,10 +358,14 @@ ForwardOutput VisionTransformerImpl::forward(const torch::Tensor& images, const 
     if (options.cancelled && options.cancelled()) throw Cancelled();
     std::function<void(const char*, torch::Tensor&)> block_hook;
     if (options.hook)
-      block_hook = [&options, i](const char* point, torch::Tensor& value) {
+      block_hook = [&options, &output, i](const char* point, torch::Tensor& value) {
         const std::string name = "blocks." + std::to_string(i);
-        options.hook(*point ? name + "." + point : name, value);
+        options.hook({*point ? name + "." + point : name, output.layout, HookPoint::Format::Tokens}, value);
       };
+    if (options.capture) {
+      output.layers[i].placement.name = "blocks." + std::to_string(i);
+      output.layers[i].placement.block = int(i);
+    }
     x = blocks[i]->as<BlockImpl>()->forward(x, output.layout, settings, options.capture ? &output.layers[i] : nullptr,
                                             block_hook);
   }

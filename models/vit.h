@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "models/attention.h"
+#include "models/backbone.h"
 
 namespace attnscope {
 
@@ -78,29 +79,6 @@ void to_json(nlohmann::json& j, const VitArch& arch);
 // A plain softmax ViT with a class token: square input, MLP ratio 4, qkv bias.
 VitArch plain_vit_arch(int embed_dim, int depth, int heads, int patch_size, int grid, int num_classes);
 
-// Thrown between blocks when a caller's cancel check says the run is no longer wanted.
-struct Cancelled : std::exception {
-  const char* what() const noexcept override { return "inference cancelled"; }
-};
-
-// Called at named points of the forward pass with the tensor there, like a PyTorch forward hook
-// that may return a replacement: the hook may reassign `value` (Grad-CAM swaps in a leaf that
-// requires grad). Points carry timm's module names: "blocks.3.norm1", "blocks.3.norm2",
-// "blocks.3" (the block's output) and "norm" (the final norm, when the model has one).
-using ForwardHook = std::function<void(const std::string& point, torch::Tensor& value)>;
-
-struct ForwardOptions {
-  bool capture = true;
-  std::function<bool()> cancelled;  // checked between blocks
-  ForwardHook hook;                 // empty: no hook, no cost
-};
-
-struct ForwardOutput {
-  torch::Tensor logits;  // [B, classes] (or pooled features when there is no head)
-  TokenLayout layout;
-  std::vector<AttentionCapture> layers;  // empty unless capture was asked for
-};
-
 struct LayerScaleImpl : torch::nn::Module {
   explicit LayerScaleImpl(int dim) { gamma = register_parameter("gamma", torch::ones({dim})); }
   torch::Tensor forward(const torch::Tensor& x) { return x * gamma; }
@@ -148,13 +126,24 @@ struct PatchEmbedImpl : torch::nn::Module {
 };
 TORCH_MODULE(PatchEmbed);
 
-class VisionTransformerImpl : public torch::nn::Module {
+class VisionTransformerImpl : public Backbone {
  public:
   explicit VisionTransformerImpl(const VitArch& arch);
-  // images: [B, 3, H, W] with H, W multiples of the patch size.
+  // images: [B, 3, H, W] with H, W multiples of the patch size. Hook points carry timm's module
+  // names: "blocks.3.norm1", "blocks.3.norm2", "blocks.3" (the block's output) and "norm".
   ForwardOutput forward(const torch::Tensor& images, const AttentionSettings& settings,
-                        const ForwardOptions& options = {});
+                        const ForwardOptions& options = {}) override;
   const VitArch& arch() const { return arch_; }
+
+  std::string family() const override { return arch_.family(); }
+  nlohmann::json describe() const override;
+  std::vector<std::string> summary_lines() const override;
+  InputGeometry input_geometry() const override;
+  std::string output_kind() const override { return arch_.output_kind; }
+  int num_classes() const override { return arch_.num_classes; }
+  int attention_layers() const override { return arch_.depth; }
+  std::string resolve_hook_point(const std::string& spec) const override;
+  std::string default_hook_point() const override;
 
   PatchEmbed patch_embed{nullptr};
   torch::Tensor cls_token, dist_token, reg_token, pos_embed;

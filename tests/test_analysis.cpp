@@ -55,7 +55,7 @@ AttentionSettings settings_for(const std::string& variant, bool dwc = true) {
 
 ForwardOutput captured_forward(LoadedModel& model, const std::string& input, const AttentionSettings& settings) {
   c10::InferenceMode inference_mode;
-  return model.model->forward(read_npy(kCaseDir + input), settings);
+  return model.vit().forward(read_npy(kCaseDir + input), settings);
 }
 
 TEST(GradCam, MatchesPythonGradCamOnTheSameWeights) {
@@ -68,7 +68,7 @@ TEST(GradCam, MatchesPythonGradCamOnTheSameWeights) {
     GradCamOptions options;
     options.layer = layer;
     options.target_class = c.at("class");
-    const GradCamResult result = grad_cam(*model.model, input, settings_for(c.at("variant")), options);
+    const GradCamResult result = grad_cam(model.vit(), input, settings_for(c.at("variant")), options);
     EXPECT_EQ(result.layer, layer);
     EXPECT_EQ(result.target_class, c.at("expected_class").get<int>());
     EXPECT_NEAR(result.score, c.at("logit").get<double>(), 1e-4);
@@ -89,18 +89,18 @@ TEST(GradCam, WarnsWhereThePatchGradientsAreZero) {
   for (const std::string layer : {"norm", "blocks.-1", "blocks.2.norm2"}) {
     GradCamOptions options;
     options.layer = layer;
-    const GradCamResult result = grad_cam(*model.model, input, {}, options);
+    const GradCamResult result = grad_cam(model.vit(), input, {}, options);
     EXPECT_EQ(result.max_abs_gradient, 0.0) << layer;
     EXPECT_NE(result.warning.find("zero on every patch token"), std::string::npos) << layer;
     EXPECT_EQ(result.scaled.abs().max().item<double>(), 0.0) << layer;
   }
-  const GradCamResult usual = grad_cam(*model.model, input, {}, {});
+  const GradCamResult usual = grad_cam(model.vit(), input, {}, {});
   EXPECT_EQ(usual.layer, "blocks.2.norm1");
   EXPECT_TRUE(usual.warning.empty()) << usual.warning;
   EXPECT_GT(usual.max_abs_gradient, 0.0);
   EXPECT_NEAR(usual.scaled.max().item<double>(), 1.0, 1e-5);  // (max + 1e-7) in the divisor
   // Parameters keep wanting gradients afterwards (the call only switches them off for itself).
-  for (const auto& parameter : model.model->parameters()) EXPECT_TRUE(parameter.requires_grad());
+  for (const auto& parameter : model.vit().parameters()) EXPECT_TRUE(parameter.requires_grad());
 }
 
 TEST(GradCam, RejectsLayersAndClassesThatDoNotExist) {
@@ -109,14 +109,17 @@ TEST(GradCam, RejectsLayersAndClassesThatDoNotExist) {
   for (const std::string layer : {"blocks.3.norm1", "blocks.-4.norm1", "blocks.1.attn", "head", "blocks.x"}) {
     GradCamOptions options;
     options.layer = layer;
-    EXPECT_THROW(grad_cam(*model.model, input, {}, options), std::invalid_argument) << layer;
+    EXPECT_THROW(grad_cam(model.vit(), input, {}, options), std::invalid_argument) << layer;
   }
   GradCamOptions options;
   options.target_class = 10;
-  EXPECT_THROW(grad_cam(*model.model, input, {}, options), std::invalid_argument);
-  EXPECT_EQ(resolve_gradcam_layer("blocks.-1.norm1", 12, true), "blocks.11.norm1");
-  EXPECT_EQ(resolve_gradcam_layer("blocks.0", 12, true), "blocks.0");
-  EXPECT_THROW(resolve_gradcam_layer("norm", 12, false), std::invalid_argument);
+  EXPECT_THROW(grad_cam(model.vit(), input, {}, options), std::invalid_argument);
+  const int depth = model.vit_arch().depth;
+  EXPECT_EQ(model.vit().resolve_hook_point("blocks.-1.norm1"), "blocks." + std::to_string(depth - 1) + ".norm1");
+  EXPECT_EQ(model.vit().resolve_hook_point("blocks.0"), "blocks.0");
+  EXPECT_EQ(model.vit().resolve_hook_point(""), "blocks." + std::to_string(depth - 1) + ".norm1");
+  EXPECT_EQ(model.vit().resolve_hook_point("norm"), "norm");
+  EXPECT_THROW(model.vit().resolve_hook_point("blocks.-"), std::invalid_argument);
 }
 
 TEST(Rollout, MatchesVitExplainWithRowNormalisation) {
@@ -334,7 +337,7 @@ class AnalyzeCliTest : public ::testing::Test {
     cv::randu(picture, 0, 255);
     cv::imwrite(image_, picture);
     base_ = " --model " + kCaseDir + "gc_vit.safetensors --arch heads=2 --image " + image_ + " --size 96x128 --out " +
-            (folder_ / "out").string() + " --device cpu";
+            (folder_ / "out").string() + " --device cpu --overwrite";  // one folder for every analysis
   }
   void TearDown() override { fs::remove_all(folder_); }
 

@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
 
-#include "core/app_state.h"
+#include "session/app_state.h"
 #include "core/image.h"
 #include "core/json_checked.h"
 #include "models/inference.h"
@@ -205,7 +205,7 @@ TEST_P(BadInputs, AreRefusedWithAClearMessageBoundedMemoryAndNothingWritten) {
       AppState state;
       LoadedModel model = load_model(row.kind == Kind::Model ? path : kGoodModel, {}, torch::kCPU);
       const cv::Mat rgb = load_image_rgb(row.kind == Kind::Image ? path : good_image_, state.max_pixels);
-      run_inference(model, prepare_model_input(rgb, state, model.arch), state.attention);
+      run_inference(model, prepare_model_input(rgb, state.input_settings(), model), state.attention);
       return 0;
     } catch (const std::exception& e) {
       std::cerr << e.what() << "\n";

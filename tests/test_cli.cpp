@@ -17,6 +17,7 @@
 #include "core/image.h"
 #include "core/npy.h"
 #include "models/inference.h"
+#include "session/app_state.h"
 
 namespace attnscope {
 namespace {
@@ -98,12 +99,14 @@ TEST_F(CliTest, RunWritesOutputsConsistentWithTheEngine) {
   EXPECT_EQ(summary["variant"], "linear");
   EXPECT_EQ(summary["top5"].size(), 5u);
   EXPECT_EQ(summary["layers"].size(), 2u);
-  EXPECT_EQ(summary["layers"][0]["heads"].size(), 2u);
+  EXPECT_EQ(summary["layers"][0]["ranks"].size(), 2u);
+  EXPECT_EQ(summary["layers"][0]["heads"], 2);
+  EXPECT_EQ(summary["layers"][0]["query_grid"], nlohmann::json::array({7, 7}));
   EXPECT_EQ(summary["query"]["token"], 1 + 3 * 7 + 4);
   EXPECT_EQ(summary["architecture"]["family"], "vit-cls");
   // Linear attention's rank is bounded by the head dimension (32 here) even with 50 tokens.
   for (const auto& layer : summary["layers"])
-    for (const auto& head : layer["heads"]) EXPECT_LE(head["rank"].get<int>(), 32);
+    for (const auto& head : layer["ranks"]) EXPECT_LE(head["rank"].get<int>(), 32);
 
   // The row the CLI wrote equals the engine's row for the same query, and row 25 of its matrix.
   AppState state;
@@ -111,7 +114,7 @@ TEST_F(CliTest, RunWritesOutputsConsistentWithTheEngine) {
   ArchOverrides overrides;
   overrides.heads = 2;
   LoadedModel model = load_model(kModel, overrides, torch::kCPU);
-  const auto prepared = prepare_model_input(load_image_rgb(image_), state, model.arch);
+  const auto prepared = prepare_model_input(load_image_rgb(image_), state.input_settings(), model);
   const auto engine = run_inference(model, prepared, state.attention);
   const auto row = read_npy((out / "attention_l1_h1.npy").string());
   const auto matrix = read_npy((out / "matrix_l1_h1.npy").string());
@@ -187,7 +190,7 @@ TEST_F(CliTest, ReportsBadInputClearly) {
   expect_clear_error("run" + model + " --image " + image_ + " --query middle",
                      "--query expects cls, dist, regN or ROW,COL");
   expect_clear_error("run" + model + " --image " + image_ + " --resize none", "--resize timm or fit");
-  expect_clear_error("run" + model + " --image " + image_ + " --size 100", "not a multiple of the patch size");
+  expect_clear_error("run" + model + " --image " + image_ + " --size 100", "not a multiple of 16");
   expect_clear_error("run" + model + " --image " + image_ + " --p -1", "--p must be positive");
   expect_clear_error("run" + model + " --image " + image_ + " --bogus 1", "unknown option --bogus");
   expect_clear_error("frobnicate", "unknown command");

@@ -46,13 +46,24 @@ TEST_P(ShippedDemoModel, LoadsNativelyAndReachesItsCardAccuracy) {
   ASSERT_GT(card.samples, 0) << "no held-out accuracy line in the model card";
 
   LoadedModel model = load_model(model_path, {}, torch::kCPU);
+  if (recipe.family != "vit") {
+    // A hierarchical demo: its family, stages and native attention as the recipe builds them.
+    EXPECT_EQ(model.family(), recipe.family);
+    const nlohmann::json described = model.backbone->describe();
+    EXPECT_EQ(described["stages"].size(), build_demo_model(recipe)->describe()["stages"].size());
+    EXPECT_EQ(described["attn_type"], build_demo_model(recipe)->describe()["attn_type"]);
+    const double accuracy = held_out_accuracy(*model.backbone, torch::kCPU, card.samples);
+    EXPECT_NEAR(accuracy, card.accuracy, 0.01) << recipe.name;
+    EXPECT_GT(accuracy, 0.2) << recipe.name;
+    return;
+  }
   const VitArch expected = demo_arch(recipe);
-  ASSERT_EQ(model.arch.depth, expected.depth);
-  EXPECT_EQ(model.arch.embed_dim, expected.embed_dim);
-  EXPECT_EQ(model.arch.heads, expected.heads);
-  EXPECT_EQ(model.arch.pos_grid_h, expected.pos_grid_h);
-  for (int block = 0; block < model.arch.depth; ++block) {
-    const BlockArch& loaded = model.arch.blocks[size_t(block)];
+  ASSERT_EQ(model.vit_arch().depth, expected.depth);
+  EXPECT_EQ(model.vit_arch().embed_dim, expected.embed_dim);
+  EXPECT_EQ(model.vit_arch().heads, expected.heads);
+  EXPECT_EQ(model.vit_arch().pos_grid_h, expected.pos_grid_h);
+  for (int block = 0; block < model.vit_arch().depth; ++block) {
+    const BlockArch& loaded = model.vit_arch().blocks[size_t(block)];
     EXPECT_EQ(loaded.attention.native, recipe.attention) << "block " << block;
     EXPECT_EQ(loaded.attention.dwc_kernel, recipe.dwc_kernel) << "block " << block;
     EXPECT_EQ(loaded.attention.anchors, recipe.anchors) << "block " << block;
@@ -61,7 +72,7 @@ TEST_P(ShippedDemoModel, LoadsNativelyAndReachesItsCardAccuracy) {
 
   // The same held-out seeds as the card: only summation order can differ (thread count), so a
   // handful of borderline images at most may flip.
-  const double accuracy = held_out_accuracy(*model.model, torch::kCPU, card.samples);
+  const double accuracy = held_out_accuracy(model.vit(), torch::kCPU, card.samples);
   EXPECT_NEAR(accuracy, card.accuracy, 0.01) << recipe.name;
   // Twice chance (0.1) at least: a model that learned nothing must not ship.
   EXPECT_GT(accuracy, 0.2) << recipe.name;
@@ -85,9 +96,9 @@ TEST(EvalCommand, ReportsAccuracyAndFocusOfAShippedModel) {
 
   LoadedModel model = load_model(model_path, {}, torch::kCPU);
   // Batched differently (50 against 100 images), so one borderline image at most may flip.
-  EXPECT_NEAR(entry["accuracy"].get<double>(), held_out_accuracy(*model.model, torch::kCPU, samples),
+  EXPECT_NEAR(entry["accuracy"].get<double>(), held_out_accuracy(model.vit(), torch::kCPU, samples),
               1.0 / samples + 1e-9);
-  ASSERT_EQ(entry["layers"].size(), size_t(model.arch.depth));
+  ASSERT_EQ(entry["layers"].size(), size_t(model.vit_arch().depth));
   for (const auto& layer : entry["layers"]) {
     EXPECT_GE(layer["mass_inside"].get<double>(), 0.0);
     EXPECT_LE(layer["mass_inside"].get<double>(), 1.0);
@@ -103,7 +114,7 @@ TEST(EvalCommand, ReportsAccuracyAndFocusOfAShippedModel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, ShippedDemoModel,
-                         testing::Values("softmax", "linear", "focused", "flatten", "l2vit", "anchor"),
+                         testing::Values("softmax", "linear", "focused", "flatten", "l2vit", "anchor", "flatten_swin"),
                          [](const testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "core/npy.h"
 #include "models/inference.h"
 #include "models/model_loader.h"
+#include "session/app_state.h"
 
 namespace attnscope {
 namespace {
@@ -33,7 +34,7 @@ TEST(Engine, SettingsChangeBetweenRunsWithoutReloading) {
     settings.p = p;
     settings.window = window;
     settings.anchors = anchors;
-    return model.model->forward(input, settings).logits;
+    return model.vit().forward(input, settings).logits;
   };
   const auto softmax = run(Variant::Softmax);
   const std::vector<torch::Tensor> others = {run(Variant::Linear),          run(Variant::Focused, 2),
@@ -68,12 +69,12 @@ TEST(Engine, CapturedRowsOfEveryBatchItemMatchASingleImageRun) {
     SCOPED_TRACE(item.file + " as variant " + std::to_string(int(item.variant)));
     LoadedModel model = load_case_model(item.file, item.heads);
     torch::manual_seed(7);
-    const auto images = torch::randn({2, 3, model.arch.native_height(), model.arch.native_width()});
+    const auto images = torch::randn({2, 3, model.vit_arch().native_height(), model.vit_arch().native_width()});
     AttentionSettings settings;
     settings.variant = item.variant;
     c10::InferenceMode inference_mode;
-    const ForwardOutput batched = model.model->forward(images, settings);
-    const ForwardOutput alone = model.model->forward(images.slice(0, 1, 2), settings);
+    const ForwardOutput batched = model.vit().forward(images, settings);
+    const ForwardOutput alone = model.vit().forward(images.slice(0, 1, 2), settings);
     const std::vector<int64_t> queries = {0, 3, batched.layout.total_tokens() - 1};
     for (size_t layer = 0; layer < batched.layers.size(); ++layer)
       for (int head = 0; head < batched.layers[layer].heads; ++head) {
@@ -99,18 +100,18 @@ TEST(Engine, RowChunkedForwardEqualsThePlainGraph) {
     SCOPED_TRACE(item.file + " as variant " + std::to_string(int(item.variant)));
     LoadedModel model = load_case_model(item.file, item.heads);
     torch::manual_seed(11);
-    const auto images = torch::randn({2, 3, model.arch.native_height(), model.arch.native_width()});
+    const auto images = torch::randn({2, 3, model.vit_arch().native_height(), model.vit_arch().native_width()});
     AttentionSettings settings;
     settings.variant = item.variant;
     settings.window = 3;
     ForwardOutput plain;
     {
       torch::AutoGradMode with_graph(true);
-      plain = model.model->forward(images, settings);
+      plain = model.vit().forward(images, settings);
       ASSERT_TRUE(plain.logits.requires_grad());
     }
     c10::InferenceMode inference_mode;
-    const ForwardOutput chunked = model.model->forward(images, settings);
+    const ForwardOutput chunked = model.vit().forward(images, settings);
     const double scale = plain.logits.abs().max().item<double>();
     EXPECT_LT((chunked.logits - plain.logits.detach()).abs().max().item<double>(), 1e-5 * (1 + scale));
     const std::vector<int64_t> queries = {0, 5, chunked.layout.total_tokens() - 1};
@@ -147,7 +148,7 @@ TEST(Engine, RowChunksCoverEveryRowOnceWithTheCallersModes) {
 TEST(Engine, GradientsReachTheCapturedTokenActivations) {
   LoadedModel model = load_case_model("vit_softmax.safetensors", 2);
   const auto input = read_npy(kCaseDir + "softmax_cls.input.npy");
-  const ForwardOutput output = model.model->forward(input, AttentionSettings{});
+  const ForwardOutput output = model.vit().forward(input, AttentionSettings{});
   const auto top_class = output.logits.argmax(1).item<int64_t>();
   for (size_t layer = 0; layer < output.layers.size(); ++layer) {
     const auto& activations = output.layers[layer].normed_input;
@@ -162,16 +163,16 @@ TEST(Engine, GradientsReachTheCapturedTokenActivations) {
 TEST(Engine, TokenLayoutComesFromTheModelAndTheInput) {
   c10::InferenceMode inference_mode;
   LoadedModel gap = load_case_model("vit_gap_fcnorm.safetensors", 4);
-  auto layout = gap.model->forward(torch::zeros({1, 3, 48, 80}), AttentionSettings{}).layout;
+  auto layout = gap.vit().forward(torch::zeros({1, 3, 48, 80}), AttentionSettings{}).layout;
   EXPECT_EQ(layout.prefix_tokens(), 0);
-  EXPECT_EQ(layout.grid_h, 48 / gap.arch.patch_size);
-  EXPECT_EQ(layout.grid_w, 80 / gap.arch.patch_size);
+  EXPECT_EQ(layout.grid_h, 48 / gap.vit_arch().patch_size);
+  EXPECT_EQ(layout.grid_w, 80 / gap.vit_arch().patch_size);
   LoadedModel distilled = load_case_model("deit_distilled.safetensors", 3);
-  layout = distilled.model->forward(torch::zeros({1, 3, 64, 96}), AttentionSettings{}).layout;
+  layout = distilled.vit().forward(torch::zeros({1, 3, 64, 96}), AttentionSettings{}).layout;
   EXPECT_EQ(layout.prefix_tokens(), 2);
   EXPECT_EQ(layout.token_name(1), "dist");
   EXPECT_EQ(layout.token_name(2 + layout.grid_w + 1), "patch(1,1)");
-  EXPECT_THROW(distilled.model->forward(torch::zeros({1, 3, 65, 96}), AttentionSettings{}), std::invalid_argument);
+  EXPECT_THROW(distilled.vit().forward(torch::zeros({1, 3, 65, 96}), AttentionSettings{}), std::invalid_argument);
 }
 
 TEST(Engine, WindowMaskKeepsPrefixTokensGlobal) {
@@ -201,8 +202,8 @@ TEST(Engine, AnchorRegionsTileTheGridAndAverage) {
 
 TEST(Engine, VariantsResolveAgainstTheModule) {
   LoadedModel model = load_case_model("vit_softmax.safetensors", 2);
-  const auto& attention = *model.model->blocks[0]->as<BlockImpl>()->attn;
-  const TokenLayout layout = model.arch.layout_for(112, 112);  // 7 x 7 grid
+  const auto& attention = *model.vit().blocks[0]->as<BlockImpl>()->attn;
+  const TokenLayout layout = model.vit_arch().layout_for(112, 112);  // 7 x 7 grid
   AttentionSettings settings;
   settings.variant = Variant::Window;
   EXPECT_EQ(attention.resolve(settings, layout).window, 0) << "the default window 7 covers a 7x7 grid";
@@ -240,8 +241,8 @@ TEST(Engine, FocusIsFiniteAndExactAtLargeP) {
   AppState state;
   AttentionSettings settings;
   settings.p = 60;
-  const InferenceResult result =
-      run_inference(model, prepare_model_input(load_image_rgb(default_image_path()), state, model.arch), settings);
+  const InferenceResult result = run_inference(
+      model, prepare_model_input(load_image_rgb(default_image_path()), state.input_settings(), model), settings);
   EXPECT_TRUE(torch::isfinite(result.forward.logits).all().item<bool>());
   EXPECT_TRUE(torch::isfinite(result.forward.layers.back().matrix(0, 0)).all().item<bool>());
 }

@@ -435,7 +435,7 @@ TEST_F(EngineFigureTest, GridPanelsHoldTheEnginesAttentionRows) {
   state.head = 1;
   state.query = "2,3";
   const FigureRequest request = FigureRequest::from_state(state);
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(image_), state, model_->arch);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(image_), state.input_settings(), *model_);
   const Figure figure = build_figure(request, *model_, prepared, "input.png");
   ASSERT_EQ(figure.rows, 2);
   ASSERT_EQ(figure.cols, 2);
@@ -469,7 +469,7 @@ TEST_F(EngineFigureTest, MatrixBesideItsSpectrumWithTheRankMarked) {
   AppState state;
   state.figure.layout = "matrix-spectrum";
   state.attention.variant = Variant::Linear;
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(image_), state, model_->arch);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(image_), state.input_settings(), *model_);
   const Figure figure = build_figure(FigureRequest::from_state(state), *model_, prepared, "input.png");
   ASSERT_EQ(figure.rows, 1);
   ASSERT_EQ(figure.cols, 2);
@@ -494,14 +494,16 @@ TEST_F(EngineFigureTest, GradCamBesideAttentionAndRollout) {
   state.figure.variants = "softmax,window:window=3";
   const FigureRequest request = FigureRequest::from_state(state);
   EXPECT_EQ(request.variants[1].label, "window w=3");
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(image_), state, model_->arch);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(image_), state.input_settings(), *model_);
   const Figure figure = build_figure(request, *model_, prepared, "input.png");
   ASSERT_EQ(figure.rows, 2);
   ASSERT_EQ(figure.cols, 3);
-  ASSERT_EQ(figure.scales.size(), 2u);
+  // Grad-CAM, attention and rollout each on their own scale, each panel with its own colour bar.
+  ASSERT_EQ(figure.scales.size(), 3u);
+  for (const Panel& panel : figure.panels) EXPECT_TRUE(std::get<HeatmapPanel>(panel.content).colour_bar);
 
   const GradCamResult gradcam =
-      grad_cam(*model_->model, image_to_tensor(prepared), request.variants[1].settings, GradCamOptions{});
+      grad_cam(model_->vit(), image_to_tensor(prepared), request.variants[1].settings, GradCamOptions{});
   const auto& gradcam_panel = std::get<HeatmapPanel>(figure.at(1, 0).content);
   EXPECT_EQ(gradcam_panel.scale, 0);
   const torch::Tensor drawn =
@@ -516,6 +518,7 @@ TEST_F(EngineFigureTest, GradCamBesideAttentionAndRollout) {
       torch::from_blob(rollout_panel.values.data, {rollout_panel.values.rows, rollout_panel.values.cols});
   EXPECT_TRUE(torch::allclose(rolled, rollout.normalised.to(torch::kFloat), 1e-6, 1e-6));
   EXPECT_EQ(std::get<HeatmapPanel>(figure.at(0, 1).content).scale, 1);  // attention on its own scale
+  EXPECT_EQ(rollout_panel.scale, 2);
   EXPECT_EQ(figure.at(1, 2).data_name, "window_w=3_rollout");
 
   // All of it renders; the columns' labels do not overlap (columns are at least as wide as them).
@@ -531,7 +534,7 @@ TEST_F(EngineFigureTest, FocusingDemonstrationFromTheAnalyses) {
   state.attention.variant = Variant::Focused;
   state.attention.p = 4;
   state.layer = 0;
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(image_), state, model_->arch);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(image_), state.input_settings(), *model_);
   const Figure figure = build_figure(FigureRequest::from_state(state), *model_, prepared, "input.png");
   ASSERT_EQ(figure.rows, 2);
   ASSERT_EQ(figure.cols, 3);
@@ -567,7 +570,7 @@ TEST_F(EngineFigureTest, CliReportsBadInputOnOneLine) {
       {out + " --images " + path("empty"), "no images in"},
       {image + out + " --format jpeg", "--format expects png, svg or pdf"},
       {image + out + " --layout pie", "unknown layout 'pie'"},
-      {image + out + " --variants focused:q=1", "is not one of p=, window=, anchors=, dwc=, norm="},
+      {image + out + " --variants focused:q=1", "is not one of model=, p=, window=, anchors=, dwc=, norm="},
       {image + out + " --layer 9", "layer 9: the model has 2 blocks"},
       {image + out + " --layout grid-heads --heads 0,5", "head 5: the model has 2 heads"},
   };

@@ -2,8 +2,10 @@
 // some frames and writes a screenshot whose pixels are checked against the engine's own attention
 // rows (with the gray colour map at full opacity each patch's gray level is its scaled value).
 #include <gtest/gtest.h>
+
 #include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <filesystem>
 #include <fstream>
@@ -15,127 +17,15 @@
 #include "analysis/focus_metrics.h"
 #include "analysis/gradcam.h"
 #include "analysis/rollout.h"
-#include "core/app_state.h"
 #include "core/assets.h"
 #include "core/image.h"
 #include "models/inference.h"
+#include "session/app_state.h"
+
+#include "gui_fixture.h"
 
 namespace attnscope {
 namespace {
-
-namespace fs = std::filesystem;
-
-const std::string kModel = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/parity_cases/vit_softmax.safetensors";
-
-bool have_xvfb() { return std::system("command -v xvfb-run > /dev/null 2>&1") == 0; }
-
-class GuiTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed (scripts/setup.sh installs it)";
-    folder_ =
-        fs::temp_directory_path() / ("attnscope-gui-" + std::to_string(getpid()) + "-" +
-                                     std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(folder_);
-    fs::create_directories(folder_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(folder_);  // kept on failure, to look at the screenshot
-  }
-
-  nlohmann::json base_session() const {
-    return {{"model", kModel},    {"arch", "heads=2"}, {"image", asset_path("images/chelsea.png")},
-            {"colormap", "gray"}, {"opacity", 1.0},    {"layer", -1}};
-  }
-
-  // Runs the workbench headlessly on `session`; returns its exit code and leaves shot.png(.json).
-  int run_gui(const nlohmann::json& session, int frames = 4, const std::string& extra = "") {
-    const std::string session_path = (folder_ / "session.json").string();
-    std::ofstream(session_path) << session.dump(2);
-    const std::string command = "xvfb-run -a -s '-screen 0 1600x1000x24' " + std::string(ATTNSCOPE_CLI) +
-                                " gui --session '" + session_path + "' --frames " + std::to_string(frames) +
-                                " --screenshot '" + shot() + "' " + extra + " > '" + (folder_ / "log.txt").string() +
-                                "' 2>&1";
-    const int status = std::system(command.c_str());
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-  std::string shot() const { return (folder_ / "shot.png").string(); }
-  nlohmann::json shot_info() const {
-    std::ifstream in(shot() + ".json");
-    return nlohmann::json::parse(in);
-  }
-  std::string log() const {
-    std::ifstream in(folder_ / "log.txt");
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
-
-  // The engine's attention row over the patch grid for the session's settings, [grid_h * grid_w].
-  std::vector<float> engine_row(const nlohmann::json& session, Variant variant, int head) const {
-    AppState state;
-    apply_json(state, session);
-    state.attention.variant = variant;
-    LoadedModel model = load_model(kModel, ArchOverrides::parse("heads=2"), torch::kCPU);
-    const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state, model.arch);
-    const InferenceResult result = run_inference(model, prepared, state.attention);
-    const TokenLayout& layout = result.forward.layout;
-    const int token = resolve_query(state.query, layout).token;
-    const torch::Tensor row =
-        result.forward.layers.back().row(0, head, token).slice(0, layout.prefix_tokens()).contiguous();
-    return std::vector<float>(row.data_ptr<float>(), row.data_ptr<float>() + row.numel());
-  }
-
-  // Mean gray level of the inner half of every patch cell of a drawn view.
-  static std::vector<double> cell_levels(const cv::Mat& gray, const nlohmann::json& view, int grid_h, int grid_w) {
-    std::vector<double> levels;
-    const double cell_w = view["width"].get<double>() / grid_w, cell_h = view["height"].get<double>() / grid_h;
-    for (int r = 0; r < grid_h; ++r)
-      for (int c = 0; c < grid_w; ++c) {
-        const cv::Rect inner(int(view["x"].get<double>() + (c + 0.25) * cell_w),
-                             int(view["y"].get<double>() + (r + 0.25) * cell_h), int(cell_w / 2), int(cell_h / 2));
-        levels.push_back(cv::mean(gray(inner))[0]);
-      }
-    return levels;
-  }
-
-  // The engine's last-layer T x T matrix of `head` for a session on any model, with the input
-  // prepared as the workbench prepares it.
-  static std::pair<TokenLayout, torch::Tensor> engine_matrix(const nlohmann::json& session,
-                                                             const std::string& model_path, int head) {
-    AppState state;
-    apply_json(state, session);
-    LoadedModel model = load_model(model_path, {}, torch::kCPU);
-    const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state, model.arch);
-    const InferenceResult result = run_inference(model, prepared, state.attention);
-    return {result.forward.layout, result.forward.layers.back().matrix(0, head)};
-  }
-
-  static std::vector<float> as_vector(const torch::Tensor& values) {
-    const torch::Tensor flat = values.contiguous().to(torch::kFloat);
-    return std::vector<float>(flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel());
-  }
-
-  // The gray level of every patch cell of the screenshot's only view, after checking that the
-  // workbench drew one view, without error, on the engine's grid.
-  std::vector<double> first_view_levels(const TokenLayout& layout) const {
-    const nlohmann::json info = shot_info();
-    EXPECT_EQ(info["error"], "");
-    if (info["views"].size() != 1u) {
-      ADD_FAILURE() << info.dump();
-      return std::vector<double>(size_t(layout.patch_tokens()), 0.0);
-    }
-    EXPECT_EQ(info["grid"][0].get<int>(), layout.grid_h);
-    EXPECT_EQ(info["grid"][1].get<int>(), layout.grid_w);
-    cv::Mat gray;
-    cv::cvtColor(cv::imread(shot()), gray, cv::COLOR_BGR2GRAY);
-    return cell_levels(gray, info["views"][0], layout.grid_h, layout.grid_w);
-  }
-
-  static int argmax(const std::vector<float>& values) {
-    return int(std::max_element(values.begin(), values.end()) - values.begin());
-  }
-
-  fs::path folder_;
-};
 
 TEST_F(GuiTest, OverlayHotSpotSitsWhereTheEngineRowPeaks) {
   nlohmann::json session = base_session();
@@ -165,6 +55,49 @@ TEST_F(GuiTest, OverlayHotSpotSitsWhereTheEngineRowPeaks) {
     EXPECT_NEAR(levels[i], std::round(255.0 * (row[i] - vmin) / (vmax - vmin)), 1.5) << "patch " << i;
 }
 
+// A Swin's shifted-window layer: the view lies on the layer's own 16x16 grid, the query's row is
+// the engine's over that grid (zero outside the shifted window), and the outlined window is the
+// engine's group of the query.
+TEST_F(GuiTest, SwinShiftedWindowRowAndOutline) {
+  const std::string model_path = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/hier_cases/swin_a.safetensors";
+  nlohmann::json session = {{"model", model_path}, {"image", asset_path("images/chelsea.png")},
+                            {"colormap", "gray"},  {"opacity", 1.0},
+                            {"layer", 1},          {"query", "3,3"},
+                            {"windows", true}};
+  ASSERT_EQ(run_gui(session), 0) << log();
+  const nlohmann::json info = shot_info();
+  ASSERT_EQ(info["error"], "") << info.dump();
+  EXPECT_EQ(info["family"], "swin");
+  EXPECT_EQ(info["placement"]["access"], "shifted-window");
+  EXPECT_EQ(info["placement"]["shift"], nlohmann::json::array({2, 2}));
+  ASSERT_EQ(info["key_grid"], nlohmann::json::array({16, 16}));
+
+  AppState state;
+  apply_json(state, session);
+  LoadedModel model = load_model(model_path, {}, torch::kCPU);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
+  const InferenceResult result = run_inference(model, prepared, state.attention);
+  const AttentionCapture& layer = result.forward.layers[1];
+  const int token = layer.layout.patch_token(3, 3);
+  const torch::Tensor row = layer.key_grid(layer.row(0, 0, token)).reshape({-1}).contiguous();
+  const std::vector<float> values(row.data_ptr<float>(), row.data_ptr<float>() + row.numel());
+  // The shifted window of (3, 3): image rows and columns 2..5.
+  std::vector<int> expected_window;
+  for (int r = 2; r < 6; ++r)
+    for (int c = 2; c < 6; ++c) expected_window.push_back(r * 16 + c);
+  std::vector<int> drawn_window = info["query_window"].get<std::vector<int>>();
+  std::sort(drawn_window.begin(), drawn_window.end());
+  EXPECT_EQ(drawn_window, expected_window);
+
+  cv::Mat gray;
+  cv::cvtColor(cv::imread(shot()), gray, cv::COLOR_BGR2GRAY);
+  ASSERT_EQ(info["views"].size(), 1u) << info.dump();
+  const std::vector<double> levels = cell_levels(gray, info["views"][0], 16, 16);
+  const float vmax = *std::max_element(values.begin(), values.end());
+  for (size_t i = 0; i < values.size(); ++i)
+    EXPECT_NEAR(levels[i], std::round(255.0 * values[i] / vmax), 2.5) << "cell " << i;
+}
+
 // `attnscope` with options only opens the workbench on the bundled FLatten demo model and sign
 // image, and its overlay peaks where the engine's class-token row of the last block does.
 // DINOv2 with registers: querying a register with direction "in" draws its column, the attention
@@ -172,7 +105,8 @@ TEST_F(GuiTest, OverlayHotSpotSitsWhereTheEngineRowPeaks) {
 TEST_F(GuiTest, RegisterQueryShowsTheAttentionPatchesGiveIt) {
   const std::string model_path = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/hub_cases/dinov2_reg.pth";
   nlohmann::json session = {{"model", model_path}, {"image", asset_path("images/chelsea.png")},
-                            {"colormap", "gray"},  {"opacity", 1.0},
+                            {"colormap", "gray"},  {"scale", "min-max"},
+                            {"alpha", "constant"}, {"opacity", 1.0},
                             {"layer", -1},         {"head", 1},
                             {"query", "reg1"},     {"direction", "in"}};
   ASSERT_EQ(run_gui(session), 0) << log();
@@ -192,7 +126,8 @@ TEST_F(GuiTest, RegisterQueryShowsTheAttentionPatchesGiveIt) {
 TEST_F(GuiTest, TorchScriptModelShowsItsRecordedAttention) {
   const std::string model_path = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/torchscript_cases/mixer_vit_reg2.pt";
   nlohmann::json session = {{"model", model_path}, {"image", asset_path("images/chelsea.png")},
-                            {"colormap", "gray"},  {"opacity", 1.0},
+                            {"colormap", "gray"},  {"scale", "min-max"},
+                            {"alpha", "constant"}, {"opacity", 1.0},
                             {"layer", -1},         {"head", 2},
                             {"query", "2,1"}};
   ASSERT_EQ(run_gui(session), 0) << log();
@@ -219,7 +154,7 @@ TEST_F(GuiTest, StartsOnTheBundledDefault) {
 
   LoadedModel model = load_model(default_model_path(), {}, torch::kCPU);
   AppState state;
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(default_image_path()), state, model.arch);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(default_image_path()), state.input_settings(), model);
   const InferenceResult result = run_inference(model, prepared, state.attention);
   const int layer = info["layer"];
   const torch::Tensor row = result.forward.layers[size_t(layer)].row(0, 0, 0).slice(0, 1).contiguous();
@@ -315,10 +250,10 @@ TEST_F(GuiTest, GradCamViewShowsTheEnginesMap) {
   AppState state;
   apply_json(state, session);
   LoadedModel model = load_model(kModel, ArchOverrides::parse("heads=2"), torch::kCPU);
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state, model.arch);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
   GradCamOptions options;
   options.target_class = 3;
-  const GradCamResult cam = grad_cam(*model.model, image_to_tensor(prepared), state.attention, options);
+  const GradCamResult cam = grad_cam(model.vit(), image_to_tensor(prepared), state.attention, options);
   cv::Mat gray;
   cv::cvtColor(shot_bgr, gray, cv::COLOR_BGR2GRAY);
   const int grid_h = info["grid"][0], grid_w = info["grid"][1];
@@ -423,7 +358,7 @@ TEST_F(GuiTest, RolloutViewShowsTheEnginesRollout) {
   AppState state;
   apply_json(state, session);
   LoadedModel model = load_model(kModel, ArchOverrides::parse("heads=2"), torch::kCPU);
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state, model.arch);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
   const InferenceResult result = run_inference(model, prepared, state.attention);
   RolloutOptions options;
   options.fusion = HeadFusion::Max;
@@ -452,7 +387,7 @@ void expect_engine_metrics(const nlohmann::json& session, const nlohmann::json& 
   AppState state;
   apply_json(state, session);
   LoadedModel model = load_model(kModel, ArchOverrides::parse("heads=2"), torch::kCPU);
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state, model.arch);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
   size_t index = 0;
   for (Variant variant : {Variant::Softmax, Variant::Linear}) {
     state.attention.variant = variant;
@@ -555,7 +490,9 @@ TEST(WorkbenchState, SessionRoundTripsAndRejectsBadValues) {
                      {"opacity", 0.25},
                      {"analysis", "gradcam"},
                      {"query", "3,4"}});
-  EXPECT_EQ(state.compare, (std::vector<Variant>{Variant::Softmax, Variant::Window, Variant::Anchor}));
+  ASSERT_EQ(state.compare.size(), 3u);
+  EXPECT_EQ(state.compare[0].variant, Variant::Softmax);
+  EXPECT_EQ(state.compare[2].variant, Variant::Anchor);
   const auto panels = state.panel_settings();
   ASSERT_EQ(panels.size(), 4u);
   EXPECT_EQ(panels[0].variant, Variant::Focused);

@@ -8,11 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/gradcam.h"
-#include "core/app_state.h"
 #include "core/npy.h"
 #include "models/checkpoint_layouts.h"
 #include "models/inference.h"
 #include "models/model_loader.h"
+#include "session/app_state.h"
 
 namespace attnscope {
 namespace {
@@ -52,9 +52,10 @@ TEST(HubParity, EveryLayoutMatchesItsAuthorsForward) {
     const std::string name = c.at("name");
     SCOPED_TRACE("case " + name);
     LoadedModel model = load_model(kFixtures + "hub_cases/" + c.at("model").get<std::string>(), {}, torch::kCPU);
-    layouts.insert(model.arch.source_layout);
-    EXPECT_EQ(model.arch.heads, c.at("heads").get<int>());
-    EXPECT_EQ(model.arch.output_kind == "logits" ? "logits" : "embedding", c.at("output_kind").get<std::string>());
+    layouts.insert(model.vit_arch().source_layout);
+    EXPECT_EQ(model.vit_arch().heads, c.at("heads").get<int>());
+    EXPECT_EQ(model.vit_arch().output_kind == "logits" ? "logits" : "embedding",
+              c.at("output_kind").get<std::string>());
     const auto mean = c.at("mean").get<std::vector<float>>(), std = c.at("std").get<std::vector<float>>();
     for (size_t i = 0; i < 3; ++i) {
       EXPECT_FLOAT_EQ(model.normalization.mean[i], mean[i]) << "mean";
@@ -80,14 +81,15 @@ TEST(HubLayouts, ConfigLabelsAndClipHaveNoClasses) {
   const auto cases = read_cases("hub_cases");
   for (const auto& c : cases) {
     LoadedModel model = load_model(kFixtures + "hub_cases/" + c.at("model").get<std::string>(), {}, torch::kCPU);
-    if (model.arch.source_layout == "hf-vit" && model.arch.num_classes > 0) {
+    if (model.vit_arch().source_layout == "hf-vit" && model.vit_arch().num_classes > 0) {
       // id2label from config.json names the outputs.
-      ASSERT_EQ(int(model.class_names.size()), model.arch.num_classes);
+      ASSERT_EQ(int(model.class_names.size()), model.vit_arch().num_classes);
       EXPECT_NE(model.class_names.front().rfind("LABEL_", 0), 0u);
     }
-    if (model.arch.source_layout == "openai-clip") {
-      const torch::Tensor input = torch::zeros({1, 3, model.arch.native_height(), model.arch.native_width()});
-      cv::Mat rgb(model.arch.native_height(), model.arch.native_width(), CV_8UC3, cv::Scalar(90, 120, 30));
+    if (model.vit_arch().source_layout == "openai-clip") {
+      const torch::Tensor input =
+          torch::zeros({1, 3, model.vit_arch().native_height(), model.vit_arch().native_width()});
+      cv::Mat rgb(model.vit_arch().native_height(), model.vit_arch().native_width(), CV_8UC3, cv::Scalar(90, 120, 30));
       const InferenceResult result = run_inference(model, rgb, AttentionSettings{});
       EXPECT_TRUE(result.top.empty()) << "an embedding has no classes to rank";
     }
@@ -118,8 +120,8 @@ TEST(HubLayouts, RegisterAndDistillationQueriesResolve) {
 // CLIP has no classes: Grad-CAM differentiates the embedding's norm by default, or one dimension.
 TEST(HubLayouts, GradCamOnAnEmbeddingTargetsItsNormOrOneDimension) {
   LoadedModel model = load_model(kFixtures + "hub_cases/clip_visual.safetensors", {}, torch::kCPU);
-  ASSERT_EQ(model.arch.output_kind, "embedding");
-  const torch::Tensor image = torch::randn({1, 3, model.arch.native_height(), model.arch.native_width()},
+  ASSERT_EQ(model.vit_arch().output_kind, "embedding");
+  const torch::Tensor image = torch::randn({1, 3, model.vit_arch().native_height(), model.vit_arch().native_width()},
                                            torch::Generator(at::detail::createCPUGenerator(7)));
   torch::Tensor embedding;
   {
@@ -152,12 +154,13 @@ TEST(HubLayouts, TimmLayoutClipTowerMatchesOpenAIsWithQuickGelu) {
   LoadedModel reference = load_model(openai, {}, torch::kCPU);
   LoadedModel plain = load_model(timm_file, {}, torch::kCPU);
   LoadedModel quick = load_model(timm_file, ArchOverrides::parse("act=quick_gelu,eps=1e-5"), torch::kCPU);
-  EXPECT_TRUE(quick.arch.norm_pre);
-  EXPECT_FALSE(quick.arch.head_bias);
+  EXPECT_TRUE(quick.vit_arch().norm_pre);
+  EXPECT_FALSE(quick.vit_arch().head_bias);
   bool noted = false;
   for (const auto& note : plain.report.notes) noted = noted || note.find("act=quick_gelu") != std::string::npos;
   EXPECT_TRUE(noted);
-  const torch::Tensor image = torch::randn({1, 3, reference.arch.native_height(), reference.arch.native_width()});
+  const torch::Tensor image =
+      torch::randn({1, 3, reference.vit_arch().native_height(), reference.vit_arch().native_width()});
   c10::InferenceMode inference_mode;
   const torch::Tensor expected = reference.forward(image, {}).logits;
   EXPECT_LT((quick.forward(image, {}).logits - expected).abs().max().item<double>(), 1e-6);
@@ -173,9 +176,10 @@ TEST(HubLayouts, OpenAIsTorchScriptClipFileLoadsItsWeights) {
   LoadedModel archive = load_model(kFixtures + "hub_cases/clip_openai_jit.pt", {}, torch::kCPU);
   LoadedModel state_dict = load_model(kFixtures + "hub_cases/clip_full.pth", {}, torch::kCPU);
   EXPECT_FALSE(archive.is_scripted());
-  EXPECT_EQ(archive.arch.source_layout, "openai-clip");
+  EXPECT_EQ(archive.vit_arch().source_layout, "openai-clip");
   EXPECT_EQ(archive.format, "torchscript-weights");
-  const torch::Tensor image = torch::randn({1, 3, archive.arch.native_height(), archive.arch.native_width()});
+  const torch::Tensor image =
+      torch::randn({1, 3, archive.vit_arch().native_height(), archive.vit_arch().native_width()});
   c10::InferenceMode inference_mode;
   EXPECT_LT((archive.forward(image, {}).logits - state_dict.forward(image, {}).logits).abs().max().item<double>(),
             1e-6);
@@ -191,8 +195,8 @@ TEST(TorchScriptParity, ExportedModelsMatchEagerPyTorch) {
     LoadedModel model =
         load_model(kFixtures + "torchscript_cases/" + c.at("model").get<std::string>(), {}, torch::kCPU);
     ASSERT_TRUE(model.is_scripted());
-    EXPECT_EQ(int(model.arch.blocks.size()), c.at("layers").get<int>());
-    EXPECT_EQ(model.arch.prefix_tokens(), c.at("prefix_tokens").get<int>());
+    EXPECT_EQ(int(model.vit_arch().blocks.size()), c.at("layers").get<int>());
+    EXPECT_EQ(model.vit_arch().prefix_tokens(), c.at("prefix_tokens").get<int>());
     const auto input = read_npy(kFixtures + "torchscript_cases/" + c.at("input").get<std::string>());
     const ForwardOutput output = model.forward(input, AttentionSettings{});
     EXPECT_EQ(output.layout.grid_h, c["grid"][0].get<int>());
@@ -207,7 +211,7 @@ TEST(TorchScript, SwapsAndGradCamSayWhyTheyAreOff) {
   const auto cases = read_cases("torchscript_cases");
   LoadedModel model =
       load_model(kFixtures + "torchscript_cases/" + cases.front().at("model").get<std::string>(), {}, torch::kCPU);
-  cv::Mat rgb(model.arch.native_height(), model.arch.native_width(), CV_8UC3, cv::Scalar(40, 80, 160));
+  cv::Mat rgb(model.vit_arch().native_height(), model.vit_arch().native_width(), CV_8UC3, cv::Scalar(40, 80, 160));
   AttentionSettings swapped;
   swapped.variant = Variant::Linear;
   try {

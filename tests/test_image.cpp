@@ -84,7 +84,7 @@ TEST(ResizeMode, ParsesAndPrintsTheThreeNames) {
     parse_resize_mode("Timm");
     FAIL() << "expected std::invalid_argument";
   } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(), "unknown resize mode 'Timm' (expected timm, fit or none)");
+    EXPECT_STREQ(e.what(), "unknown resize mode 'Timm' (expected auto, timm, fit or none)");
   }
 }
 
@@ -122,6 +122,19 @@ TEST(ResizeBicubicPil, MatchesPilExactly) {
     const cv::Mat source = read_rgb_npy(image["decoded"]);
     for (const auto& resize : image["resize"]) {
       const cv::Mat resized = resize_bicubic_pil(source, resize["width"], resize["height"]);
+      expect_identical(resized, read_rgb_npy(resize["npy"]), resize["npy"]);
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 40);
+}
+
+TEST(ResizeBilinearPil, MatchesPilExactly) {
+  int compared = 0;
+  for (const auto& image : fixture_index()["images"]) {
+    const cv::Mat source = read_rgb_npy(image["decoded"]);
+    for (const auto& resize : image["resize_bilinear"]) {
+      const cv::Mat resized = resize_pil(source, resize["width"], resize["height"], Interpolation::Bilinear);
       expect_identical(resized, read_rgb_npy(resize["npy"]), resize["npy"]);
       ++compared;
     }

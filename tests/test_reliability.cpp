@@ -19,7 +19,7 @@
 #include <set>
 
 #include "analysis/gradcam.h"
-#include "core/app_state.h"
+#include "session/app_state.h"
 #include "core/atomic_bundle.h"
 #include "core/checkpoint.h"
 #include "core/excerpt.h"
@@ -76,6 +76,11 @@ std::string message_of(const std::function<void()>& action) {
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
+
+// Time is no measure of speed here (CI runs two suites at once on a loaded machine): these bounds
+// only catch a hang or unbounded work, each case takes well under a second. Memory bounds and the
+// limits the messages name are the real checks.
+constexpr double kHangSeconds = 30.0 * kSanitizerSlowdown;
 
 // ---------------------------------------------------------------- 1. echoed values
 
@@ -148,7 +153,7 @@ TEST(Reliability, ZeroByteTensorsCannotAskForHugeLayers) {
     const auto start = std::chrono::steady_clock::now();
     const std::string message = message_of([&] { load_model(path, ArchOverrides::parse("heads=2"), torch::kCPU); });
     EXPECT_CONTAINS(message, c.phrase);
-    EXPECT_LT(seconds_since(start), 2.0 * kSanitizerSlowdown);
+    EXPECT_LT(seconds_since(start), kHangSeconds);
   }
 }
 
@@ -179,7 +184,7 @@ TEST(Reliability, ZipRecordSizesAreJudgedBeforeAllocating) {
     const int64_t before = resident_bytes();
     const std::string message = message_of([&] { load_checkpoint(path); });
     EXPECT_LT(resident_bytes() - before, int64_t(200) << 20) << message;
-    EXPECT_LT(seconds_since(start), 2.0 * kSanitizerSlowdown) << message;
+    EXPECT_LT(seconds_since(start), kHangSeconds) << message;
     return message;
   };
   ASSERT_EQ(load_checkpoint(scratch.write("good.pth", zip_bytes(torch_archive(pickle, {{"0", float_bytes(6)}}))))
@@ -254,7 +259,7 @@ TEST(Reliability, PickleOpcodesValuesMemoAndStackAreBounded) {
   std::string nested = "\x80\x02]";
   for (int i = 0; i < 10'000'000; ++i) nested += "]";
   EXPECT_CONTAINS(pickle_error(nested + "."), "values");
-  EXPECT_LT(seconds_since(start), 20.0 * kSanitizerSlowdown);
+  EXPECT_LT(seconds_since(start), kHangSeconds);
 
   // A memoised name of 1 MB used as a global many times over is never copied whole.
   std::string globals = "\x80\x02X" + std::string("\x00\x00\x10\x00", 4) + std::string(1 << 20, 'm') + "q\x00"s;
@@ -282,7 +287,7 @@ TEST(Reliability, EntriesSharingOneLargeValueAreCheckedOnce) {
   const std::string path = scratch.write("shared.pth", zip_bytes(torch_archive(pickle, {{"0", float_bytes(6)}})));
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(load_checkpoint(path).tensors.size(), 1u);
-  EXPECT_LT(seconds_since(start), 3.0 * kSanitizerSlowdown);
+  EXPECT_LT(seconds_since(start), kHangSeconds);
 }
 
 // ---------------------------------------------------------------- 6. images: the header decides
@@ -358,7 +363,7 @@ TEST(Reliability, NonFiniteWeightsAreNamedAndNothingIsDrawn) {
   AppState state;
   state.image = scratch.file("image.png");
   cv::imwrite(state.image, cv::Mat(64, 80, CV_8UC3, cv::Scalar(90, 120, 200)));
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state, model.arch);
+  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
   const std::string message = message_of([&] { run_inference(model, prepared, state.attention); });
   EXPECT_CONTAINS(message, "the model's output is not finite (NaN or Inf) from blocks.1 on");
   EXPECT_CONTAINS(message, "blocks.1.mlp.fc1.weight");

@@ -14,8 +14,8 @@
 
 #include <opencv2/core.hpp>
 
-#include "core/app_state.h"
 #include "models/model_loader.h"
+#include "session/app_state.h"
 
 namespace attnscope {
 

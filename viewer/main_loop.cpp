@@ -19,6 +19,7 @@
 #include "viewer/gl/frame.h"
 #include "viewer/gui_benchmark.h"
 #include "viewer/panels/panel.h"
+#include "viewer/result_views.h"
 #include "viewer/workbench.h"
 
 namespace attnscope {
@@ -40,7 +41,8 @@ void write_screenshot(const Workbench& bench, const std::string& path, int width
                      {"x", view.x},
                      {"y", view.y},
                      {"width", view.width},
-                     {"height", view.height}});
+                     {"height", view.height},
+                     {"grid", {view.grid_h, view.grid_w}}});
   nlohmann::json about = {{"width", width},
                           {"height", height},
                           {"views", views},
@@ -51,23 +53,60 @@ void write_screenshot(const Workbench& bench, const std::string& path, int width
                           {"info", bench.info},
                           {"results", bench.results},
                           {"video_frames", bench.video_frames()}};
+  nlohmann::json metrics = nlohmann::json::array();
   if (bench.outcome) {
     about["grid"] = {bench.outcome->layout.grid_h, bench.outcome->layout.grid_w};
-    about["query_token"] = bench.query_token;
+    about["key_grid"] = {bench.outcome->key_layout.grid_h, bench.outcome->key_layout.grid_w};
+    const LayerPlacement& at = bench.outcome->placement;
+    about["placement"] = {{"name", at.name},
+                          {"stage", at.stage},
+                          {"access", at.access},
+                          {"window", {at.window_h, at.window_w}},
+                          {"shift", {at.shift_h, at.shift_w}}};
+    about["query_window"] = bench.outcome->query_window;
+    about["family"] = bench.outcome->model_family;
+    about["query_token"] = bench.outcome->query_token;
     about["layer"] = bench.outcome->layer;
     about["vmin"] = bench.scale.vmin;
     about["vmax"] = bench.scale.vmax;
+    about["scale"] = {{"colormap", to_string(bench.scale.colormap)},
+                      {"log", bench.scale.log},
+                      {"diverging", bench.scale.diverging},
+                      {"label", bench.scale.label}};
+    // What each panel shows: its model, attention, grid, prediction and notes.
+    nlohmann::json panels = nlohmann::json::array();
+    for (const PanelMaps& panel : bench.outcome->panels) {
+      nlohmann::json entry = {{"model", panel.model_path},
+                              {"error", panel.error},
+                              {"description", panel.description},
+                              {"output_kind", panel.output_kind},
+                              {"layer", panel.layer},
+                              {"heads", panel.heads},
+                              {"grid", {panel.layout.grid_h, panel.layout.grid_w}},
+                              {"key_grid", {panel.key_layout.grid_h, panel.key_layout.grid_w}},
+                              {"note", panel.note},
+                              {"swapped", panel.swapped},
+                              {"uniformity", panel.uniformity},
+                              {"dwc_available", panel.dwc_available},
+                              {"dwc_switch", panel.settings.dwc && dwc_switch_applies(panel)},
+                              {"preprocessing", panel.preprocessing}};
+      if (!panel.top.empty())
+        entry["top1"] = {{"name", panel.top.front().name}, {"probability", panel.top.front().probability}};
+      panels.push_back(entry);
+    }
+    about["panels"] = panels;
     about["shown_frame"] = bench.outcome->request.frame_number;
+    for (size_t panel = 0; panel < bench.outcome->panels.size(); ++panel)
+      for (const HeadFocusMetrics& row : bench.outcome->panels[panel].metrics)
+        metrics.push_back({{"panel", panel},
+                           {"head", row.head},
+                           {"entropy", row.entropy},
+                           {"top_k_mass", row.top_k_mass},
+                           {"gini", row.gini},
+                           {"box_mass", row.box_mass ? nlohmann::json(*row.box_mass) : nlohmann::json()}});
   }
   about["box"] = bench.state.box;
-  nlohmann::json metrics = nlohmann::json::array();
-  for (const HeadFocusMetrics& row : bench.metrics)
-    metrics.push_back({{"panel", row.panel},
-                       {"head", row.head},
-                       {"entropy", row.entropy},
-                       {"top_k_mass", row.top_k_mass},
-                       {"gini", row.gini},
-                       {"box_mass", row.box_mass ? nlohmann::json(*row.box_mass) : nlohmann::json()}});
+  about["headings"] = bench.drawn_headings;
   if (bench.state.analysis == "metrics") about["metrics"] = metrics;
   write_file_atomically(path + ".json", [&](std::ostream& out) { out << about.dump(2) << "\n"; });
 }
@@ -136,6 +175,7 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       pointer_steps.push_back({drag[2], drag[3], ImGuiMouseButton_Right, false});
     }
     size_t next_step = 0;
+    bool export_pressed = false;
     const auto started = Clock::now();
     auto last_frame_start = started;
 
@@ -188,6 +228,7 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       bench.update(display.x, display.y);
       if (timing) timing->after_update(bench);
       bench.drawn_views.clear();
+      bench.drawn_headings.clear();
       for (auto& panel : panels) panel->draw(bench);
       ImGui::Render();
       const double cpu_ms = milliseconds_since(frame_start);
@@ -196,9 +237,16 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
 
       if (options.frames > 0) {
-        settled_frames = bench.settled() ? settled_frames + 1 : 0;
+        // The export of what is on screen, pressed once the views settled, counts as a pending result.
+        if (!options.export_on_screen.empty() && !export_pressed && settled_frames >= options.frames) {
+          bench.export_figure(options.export_on_screen, true);
+          export_pressed = true;
+        }
+        const bool export_pending = export_pressed && bench.exports_finished == 0;
+        settled_frames = bench.settled() && !export_pending ? settled_frames + 1 : 0;
         const bool timed_out = milliseconds_since(started) > 300000.0;
-        if ((settled_frames >= options.frames && next_step == pointer_steps.size()) || timed_out) {
+        const bool exported = options.export_on_screen.empty() || (export_pressed && !export_pending);
+        if ((settled_frames >= options.frames && next_step == pointer_steps.size() && exported) || timed_out) {
           if (!options.screenshot.empty()) write_screenshot(bench, options.screenshot, width, height);
           if (timed_out) {
             std::cerr << "attnscope gui: no result within 300 s\n";

@@ -15,12 +15,12 @@
 
 #include <torch/cuda.h>
 
-#include "analysis/focus_metrics.h"
 #include "core/assets.h"
 #include "core/atomic_file.h"
 #include "models/model_loader.h"
 #include "viewer/gl/frame.h"
 #include "viewer/panels/panel.h"
+#include "viewer/plot_views.h"
 
 namespace attnscope {
 
@@ -47,6 +47,7 @@ Workbench::Workbench(AppState initial, const WorkbenchOptions& workbench_options
       report_error(e.what());
     }
   }
+  images.resize(1);
   devices = {"auto", "cpu"};
   if (torch::cuda::is_available()) devices.push_back("cuda");
   renderer = std::make_unique<gl::OverlayRenderer>();
@@ -76,23 +77,54 @@ InferenceRequest Workbench::make_request() const {
     request.frame = frame_;
     request.frame_number = frame_number_;
   }
-  request.resize = state.resize;
-  request.input_size = state.input_size;
-  request.panels = state.panel_settings();
+  request.input = state.input_settings();
+  for (const PanelSpec& spec : state.panel_specs())
+    request.panels.push_back({spec.model, spec.settings(state.attention)});
   request.layer = state.layer;
+  request.head = state.head;
+  request.query = state.query;
+  request.direction = state.direction;
+  request.windows = state.windows;
+  request.lcm = state.lcm;
   request.analysis = state.analysis;
   // Only what the analysis view reads is part of the request, so other changes re-use the result.
-  if (state.analysis == "fp") request.head = state.head;
+  if (state.analysis == "metrics") request.box = state.box;
   if (state.analysis == "gradcam") {
     request.target_class = state.target_class;
     request.gradcam_layer = state.gradcam_layer;
   }
   if (state.analysis == "rollout") {
-    request.query = state.query;
     request.fusion = state.fusion;
     request.discard = state.discard;
   }
+  if (state.analysis == "fp") {
+    request.fp_vectors = state.fp_vectors;
+    request.fp_projection = state.fp_projection;
+  }
   return request;
+}
+
+void Workbench::pick_query(int row, int col, const TokenLayout& grid) {
+  if (!outcome) return;
+  // A view on the key grid (PVT's reduced keys, "out") is clicked in key cells: the query is the
+  // query-grid patch over the same place.
+  const int token = follow_query(grid.patch_token(row, col), grid, outcome->layout);
+  state.query = std::to_string(outcome->layout.row_of(token)) + "," + std::to_string(outcome->layout.col_of(token));
+  query_grid = outcome->layout;
+}
+
+void Workbench::follow_query_across_grids() {
+  int row = 0, col = 0;
+  if (!outcome || !parse_patch_query(state.query, row, col) || query_grid.grid_h == 0) {
+    if (outcome) query_grid = outcome->layout;
+    return;
+  }
+  const TokenLayout& now = outcome->layout;
+  if (query_grid.grid_h == now.grid_h && query_grid.grid_w == now.grid_w) return;
+  if (row < 0 || row >= query_grid.grid_h || col < 0 || col >= query_grid.grid_w) return;
+  const int token = follow_query(query_grid.patch_token(row, col), query_grid, now);
+  state.query = std::to_string(now.row_of(token)) + "," + std::to_string(now.col_of(token));
+  query_grid = now;
 }
 
 void Workbench::update(float width, float height) {
@@ -109,12 +141,6 @@ void Workbench::update(float width, float height) {
     }
   }
 
-  const InferenceRequest request = make_request();
-  if (!has_last_request_ || !(request == last_request_)) {
-    last_request_ = request;
-    has_last_request_ = true;
-    if (!state.model.empty()) submitted_id = worker_->submit(request);
-  }
   for (auto& finished : worker_->take_finished()) {
     if (!finished->error.empty()) {
       report_error(finished->error);
@@ -126,14 +152,28 @@ void Workbench::update(float width, float height) {
     last_finished_id = finished->request_id;
     ++results;
     if (finished->request_id == submitted_id) error.clear();
-    image_texture.upload_rgb(outcome->input_rgb);
-    if (outcome->gradcam)
-      gradcam_texture.upload_scalar(outcome->gradcam->map.data(), outcome->layout.grid_w, outcome->layout.grid_h);
-    if (outcome->rollout)
-      rollout_texture.upload_scalar(outcome->rollout->map.data(), outcome->layout.grid_w, outcome->layout.grid_h);
+    images.resize(std::max<size_t>(1, outcome->panels.size()));
+    for (size_t p = 0; p < outcome->panels.size(); ++p)
+      if (!outcome->panels[p].input_rgb.empty()) images[p].upload_rgb(outcome->panels[p].input_rgb);
+    if (outcome->gradcam) {
+      const GridMap& map = outcome->gradcam->map;
+      gradcam_texture.upload_scalar(map.values.data(), map.grid_w, map.grid_h);
+    }
+    if (outcome->rollout && outcome->rollout->error.empty()) {
+      const GridMap& map = outcome->rollout->map;
+      rollout_texture.upload_scalar(map.values.data(), map.grid_w, map.grid_h);
+    }
     maps_key_.clear();
+    follow_query_across_grids();
+  }
+  const InferenceRequest request = make_request();
+  if (!has_last_request_ || !(request == last_request_)) {
+    last_request_ = request;
+    has_last_request_ = true;
+    if (!state.model.empty()) submitted_id = worker_->submit(request);
   }
   for (const ExportOutcome& exported : worker_->take_exports()) {
+    ++exports_finished;
     if (exported.error.empty())
       info = "exported " + exported.figure_path;
     else
@@ -141,11 +181,13 @@ void Workbench::update(float width, float height) {
   }
   worker_busy = worker_->busy();
   refresh_maps();
-  if (state.analysis == "metrics") refresh_metrics();
 
   // Fixed layout: controls on the left, views in the middle, the analysis view on the right, status below.
   const float status_height = 30.0f, sidebar_width = 370.0f;
-  const float matrix_width = state.analysis != "none" ? std::min(460.0f, width * 0.3f) : 0.0f;
+  // The f_p view's four plots need more room than the other analyses.
+  const float matrix_width = state.analysis == "none" ? 0.0f
+                             : state.analysis == "fp" ? std::min(640.0f, width * 0.4f)
+                                                      : std::min(460.0f, width * 0.3f);
   layout.sidebar_pos = {0, 0};
   layout.sidebar_size = {sidebar_width, height - status_height};
   layout.views_pos = {sidebar_width, 0};
@@ -154,98 +196,90 @@ void Workbench::update(float width, float height) {
   layout.analysis_size = {matrix_width, height - status_height};
   layout.status_pos = {0, height - status_height};
   layout.status_size = {width, status_height};
+  refresh_plots();
 }
 
 void Workbench::refresh_maps() {
   if (!outcome) return;
-  const TokenLayout& token_layout = outcome->layout;
-  const int heads = outcome->heads;
-  if (state.head >= heads) state.head = heads - 1;
-  try {
-    query_token = resolve_query(state.query, token_layout).token;
-  } catch (const std::invalid_argument& e) {
-    report_error(std::string(e.what()) + "; back to the class token");
-    state.query = "cls";
-    query_token = resolve_query(state.query, token_layout).token;
-  }
-  const std::string key = std::to_string(outcome->request_id) + "|" + std::to_string(query_token) + "|" + state.view +
-                          "|" + state.direction + "|" + std::to_string(state.head) + "|" + to_string(state.colormap) +
-                          "|" + std::to_string(matrix_panel);
+  if (state.head >= outcome->heads) state.head = std::max(outcome->heads - 1, 0);
+  const std::string key = std::to_string(outcome->request_id) + "|" + state.view + "|" + std::to_string(state.head) +
+                          "|" + to_string(state.colormap) + "|" + to_string(state.scale) + "|" +
+                          std::to_string(matrix_panel);
   if (key == maps_key_) return;
   maps_key_ = key;
 
-  const int grid = token_layout.patch_tokens(), prefix = token_layout.prefix_tokens();
   maps.clear();
-  float vmin = std::numeric_limits<float>::max(), vmax = std::numeric_limits<float>::lowest();
+  ValueRange range;
+  std::vector<float> shown_values;
   for (size_t p = 0; p < outcome->panels.size(); ++p) {
     const PanelMaps& panel = outcome->panels[p];
+    std::vector<PatchMap> panel_maps;
+    if (!panel.error.empty() || panel.head_maps.empty()) {
+      maps.push_back(std::move(panel_maps));
+      continue;
+    }
     std::vector<int> shown;
     if (state.view == "heads")
-      for (int h = 0; h < heads; ++h) shown.push_back(h);
+      for (int h = 0; h < int(panel.head_maps.size()); ++h) shown.push_back(h);
     else
-      shown.push_back(state.view == "mean" ? -1 : state.head);
-    std::vector<PatchMap> panel_maps;
+      shown.push_back(state.view == "mean" ? -1 : std::min(state.head, int(panel.head_maps.size()) - 1));
+    // x uniform: a row spreads over the keys, a column ("in") over the queries.
+    const int spread = state.direction == "in" ? panel.layout.total_tokens() : panel.key_layout.total_tokens();
     for (int head : shown) {
       PatchMap map;
       map.panel = int(p);
       map.head = head;
-      map.values.assign(size_t(grid), 0.0f);
-      const bool incoming = state.direction == "in";
-      for (int h = head < 0 ? 0 : head; h < (head < 0 ? heads : head + 1); ++h) {
-        const float weight = 1.0f / float(head < 0 ? heads : 1);
-        if (incoming) {
-          // The query's column: what each patch gives it.
-          const float* matrix = panel.matrix(h);
-          for (int i = 0; i < grid; ++i)
-            map.values[size_t(i)] += matrix[size_t(prefix + i) * size_t(panel.tokens) + size_t(query_token)] * weight;
-        } else {
-          const float* row = panel.row(h, query_token) + prefix;
-          for (int i = 0; i < grid; ++i) map.values[size_t(i)] += row[i] * weight;
-        }
-      }
-      for (float v : map.values) {
-        vmin = std::min(vmin, v);
-        vmax = std::max(vmax, v);
-      }
-      map.texture.upload_scalar(map.values.data(), token_layout.grid_w, token_layout.grid_h);
+      map.map = head < 0 ? &panel.mean_map : &panel.head_maps[size_t(head)];
+      map.factor = display_factor(state.scale, spread);
+      shown_values.assign(map.map->values.begin(), map.map->values.end());
+      for (float& v : shown_values) v = float(v * map.factor);
+      range.include(shown_values.data(), shown_values.size());
+      map.texture.upload_scalar(shown_values.data(), map.map->grid_w, map.map->grid_h);
       panel_maps.push_back(std::move(map));
     }
     maps.push_back(std::move(panel_maps));
   }
   // One colour scale over every visible map, so panels and heads compare by colour.
-  scale.colormap = state.colormap;
-  scale.vmin = vmin;
-  scale.vmax = vmax > vmin ? vmax : vmin + 1e-6f;
+  scale = resolve_value_scale(state.scale, state.colormap, range);
 
   matrix_panel = std::clamp(matrix_panel, 0, int(outcome->panels.size()) - 1);
-  const int tokens = outcome->panels[size_t(matrix_panel)].tokens;
-  matrix_texture.upload_scalar(outcome->panels[size_t(matrix_panel)].matrix(state.head), tokens, tokens);
+  const PanelMaps& shown = outcome->panels[size_t(matrix_panel)];
+  if (!shown.matrix.empty()) matrix_texture.upload_scalar(shown.matrix.data(), shown.matrix_cols, shown.matrix_rows);
 }
 
-void Workbench::refresh_metrics() {
-  if (!outcome) return;
-  const std::string key = std::to_string(outcome->request_id) + "|" + std::to_string(query_token) + "|" + state.box;
-  if (key == metrics_key_) return;
-  metrics_key_ = key;
-  metrics.clear();
-  box_error.clear();
-  const TokenLayout& token_layout = outcome->layout;
-  torch::Tensor box;
-  if (!state.box.empty()) {
-    try {
-      box = box_coverage(parse_patch_box(state.box), token_layout);
-    } catch (const std::invalid_argument& e) {
-      box_error = e.what();
+namespace {
+
+// Renders `figure` into `plot` when its content (`key`) or width changed.
+void refresh_plot(PlotImage& plot, const std::string& key, int width, const std::function<Figure()>& figure) {
+  const std::string full_key = key + "|" + std::to_string(width);
+  if (plot.key == full_key) return;
+  plot.key = full_key;
+  const cv::Mat image = render_plot_image(figure(), width);
+  plot.texture.upload_rgb(image);
+  plot.width = image.cols;
+  plot.height = image.rows;
+}
+
+}  // namespace
+
+void Workbench::refresh_plots() {
+  if (!outcome || state.analysis == "none") return;
+  const int width = std::max(60, int(layout.analysis_size.x) - 24);
+  const std::string id = std::to_string(outcome->request_id);
+  try {
+    if (state.analysis == "spectrum") {
+      const int panel_index = std::clamp(matrix_panel, 0, int(outcome->panels.size()) - 1);
+      const PanelMaps& panel = outcome->panels[size_t(panel_index)];
+      const int head = std::clamp(state.head, 0, std::max(0, int(panel.spectra.size()) - 1));
+      if (size_t(head) < panel.spectra.size())
+        refresh_plot(spectrum_plot, id + "|" + std::to_string(panel_index) + "|" + std::to_string(head), width,
+                     [&] { return spectrum_view_figure(panel.spectra[size_t(head)]); });
     }
+    if (state.analysis == "fp" && outcome->focus)
+      refresh_plot(focus_plot, id, width, [&] { return focus_view_figure(*outcome->focus); });
+  } catch (const std::exception& e) {
+    report_error(std::string("plot: ") + e.what());
   }
-  const int grid = token_layout.patch_tokens(), prefix = token_layout.prefix_tokens();
-  for (size_t p = 0; p < outcome->panels.size(); ++p)
-    for (int head = 0; head < outcome->heads; ++head) {
-      const float* row = outcome->panels[p].row(head, query_token) + prefix;
-      const torch::Tensor patch_map = torch::from_blob(const_cast<float*>(row), {grid}, torch::kFloat).clone();
-      const FocusSummary summary = summarise_focus(patch_map, kFocusTopK, box);
-      metrics.push_back({int(p), head, summary.entropy, summary.top_k_mass, summary.gini, summary.box_mass});
-    }
 }
 
 void Workbench::open_file(FileKind kind, const std::string& path) {
@@ -319,18 +353,24 @@ void Workbench::save_session(const std::string& path) {
   }
 }
 
-void Workbench::export_figure(const std::string& out_dir) {
+void Workbench::export_figure(const std::string& out_dir, bool what_is_on_screen) {
   if (video) {
     report_error("export: stop the live input first (figures are made from image files)");
     return;
   }
   AppState request = state;
-  // Side-by-side panels become the figure's rows unless the session names its own variants.
-  if (request.figure.variants.empty() && !request.compare.empty()) {
-    request.figure.variants = to_string(request.attention.variant);
-    for (Variant variant : request.compare) request.figure.variants += "," + to_string(variant);
+  // The panels on screen (their models, variants and parameters) become the figure's rows, unless
+  // a paper layout's session names its own.
+  if (what_is_on_screen || (request.figure.variants.empty() && !request.compare.empty())) {
+    std::vector<PanelSpec> specs = request.panel_specs();
+    specs.front().model.clear();  // panel 1 is the export's own model
+    for (PanelSpec& spec : specs)
+      if (spec.model == request.model) spec.model.clear();
+    // Panel 1 carries the session's parameters; the others theirs on top of them, as on screen.
+    request.figure.variants = to_string(specs);
   }
-  info = "exporting a " + state.figure.layout + " figure to " + out_dir + " ...";
+  if (what_is_on_screen) request.figure.layout = "panels";
+  info = "exporting a " + request.figure.layout + " figure to " + out_dir + " ...";
   worker_->submit_export(request, out_dir);
 }
 

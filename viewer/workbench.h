@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/app_state.h"
+#include "session/app_state.h"
 #include "viewer/gl/overlay_renderer.h"
 #include "viewer/gl/texture.h"
 #include "viewer/inference_worker.h"
@@ -33,32 +33,36 @@ struct WorkbenchOptions {
   std::vector<std::pair<float, float>> clicks;
   // Right-button drags (x0, y0, x1, y1) at window coordinates, made after the clicks (headless runs only).
   std::vector<std::array<float, 4>> drags;
+  // Headless runs: press "Export what is on screen" into this folder once settled, and wait for it.
+  std::string export_on_screen;
 };
 
 // Opens the window and runs until it is closed; returns the exit code.
 int run_workbench(AppState state, const WorkbenchOptions& options);
 
-// One scalar map a view shows: the patch grid of a panel's row (one head, or the mean over heads).
+// One scalar map a view shows: a panel's map of one head, or the mean over heads, on its grid.
 struct PatchMap {
   int panel = 0;
-  int head = 0;               // -1: mean over heads
-  std::vector<float> values;  // [grid_h * grid_w]
-  gl::Texture texture;
+  int head = 0;                  // -1: mean over heads
+  const GridMap* map = nullptr;  // owned by the outcome the maps were made from
+  double factor = 1.0;           // display units per weight (x uniform: the key count)
+  gl::Texture texture;           // the map in display units
 };
 
 // Where a view's image was drawn this frame, in framebuffer pixels (for screenshots and tests).
 struct DrawnView {
   int panel = 0, head = 0;
   float x = 0, y = 0, width = 0, height = 0;
+  int grid_h = 0, grid_w = 0;  // the map's grid (panels of different models have different ones)
 };
 
-// The focus metrics view's numbers for one head of one panel: its query row over the patches.
-struct HeadFocusMetrics {
-  int panel = 0, head = 0;
-  double entropy = 0, top_k_mass = 0, gini = 0;
-  std::optional<double> box_mass;  // without a box: none
+// A plot drawn by the figures' cairo code into a texture, re-rendered when its content or width
+// changes (see viewer/plot_views.h).
+struct PlotImage {
+  std::string key;
+  gl::Texture texture;
+  int width = 0, height = 0;
 };
-constexpr int kFocusTopK = 10;
 
 struct ScreenLayout {
   ImVec2 sidebar_pos, sidebar_size;
@@ -84,7 +88,9 @@ class Workbench {
   void open_camera(int index);
   void stop_video();
   void save_session(const std::string& path);
-  void export_figure(const std::string& out_dir);  // the state's figure layout, on the worker
+  // The state's figure layout (or, with `what_is_on_screen`, the panels layout: the panels, view,
+  // scale and colour map on screen), on the worker.
+  void export_figure(const std::string& out_dir, bool what_is_on_screen = false);
   void load_session(const std::string& path);
   void report_error(const std::string& message);
 
@@ -108,17 +114,23 @@ class Workbench {
   bool worker_busy = false;
 
   // Derived on the main thread from `outcome` and the selections.
-  int query_token = 0;
-  gl::Texture image_texture;
-  std::vector<std::vector<PatchMap>> maps;  // per panel
-  gl::ColorScale scale;
-  gl::Texture matrix_texture;             // the matrix view's T x T map
-  gl::Texture gradcam_texture;            // the Grad-CAM map over the patch grid
-  gl::Texture rollout_texture;            // the attention rollout map over the patch grid
-  std::vector<HeadFocusMetrics> metrics;  // per panel, per head (when the metrics view is shown)
-  std::string box_error;                  // why the session's box cannot be used on this grid
+  std::vector<gl::Texture> images;                                     // per panel: the image as its model saw it
+  const gl::Texture& image_texture() const { return images.front(); }  // panel 1's (the analyses')
+  std::vector<std::vector<PatchMap>> maps;                             // per panel
+  ValueScale scale;                                                    // one scale over every map on screen
+  PlotImage spectrum_plot, focus_plot, matrix_bar;
+  gl::Texture matrix_texture;   // the matrix view's Tq x Tk map
+  gl::Texture gradcam_texture;  // the Grad-CAM map over its layer's grid
+  gl::Texture rollout_texture;  // the attention rollout map over the layer's grid
   int matrix_panel = 0;
   std::vector<DrawnView> drawn_views;
+  std::vector<std::vector<std::string>> drawn_headings;  // per panel, the heading lines drawn this frame
+  int exports_finished = 0;                              // exports the worker has answered
+  // The grid of the view the query was picked on: when another layer has another grid (another
+  // stage), the query moves to the patch over the same place in the image.
+  TokenLayout query_grid;
+  // Makes the patch (row, col) of a view on `grid` the query of the shown layer.
+  void pick_query(int row, int col, const TokenLayout& grid);
 
   std::unique_ptr<gl::OverlayRenderer> renderer;
   std::unique_ptr<VideoSource> video;
@@ -128,11 +140,12 @@ class Workbench {
   InferenceRequest make_request() const;
   void open_video_source(const std::string& source);  // a file or camera:N
   void refresh_maps();
-  void refresh_metrics();
+  void refresh_plots();
+  void follow_query_across_grids();
   std::unique_ptr<InferenceWorker> worker_;
   InferenceRequest last_request_;
   bool has_last_request_ = false;
-  std::string maps_key_, metrics_key_;
+  std::string maps_key_;
   std::shared_ptr<const cv::Mat> frame_;
   uint64_t frame_number_ = 0;
   friend int run_workbench(AppState state, const WorkbenchOptions& options);

@@ -4,7 +4,7 @@
 #include <exception>
 #include <nlohmann/json.hpp>
 
-#include "core/app_state.h"
+#include "session/app_state.h"
 #include "core/json_checked.h"
 #include "fuzz_input.h"
 

@@ -249,7 +249,7 @@ def main(argv):
         model = models[model_name]
         file, img = input_for(model_name, size)
         with torch.no_grad():
-            _, mats = model.forward(img, settings(variant, dwc=dwc), record=True)
+            _, mats = model.forward(img, settings(variant, dwc=dwc), record=True, with_dwc_band=True)
         ranks, values = [], []
         for layer, m in enumerate(mats):
             for head in range(m.shape[1]):

@@ -73,30 +73,73 @@ def pickle_state_dict(tensors):
     return out + b"u."
 
 
-def torch_zip(path, pickle, storages=None, compress_pickle=False):
-    with zipfile.ZipFile(path, "w", compresslevel=1) as z:
-        method = zipfile.ZIP_DEFLATED if compress_pickle else zipfile.ZIP_STORED
-        if isinstance(pickle, bytes):
-            z.writestr(zipfile.ZipInfo("archive/data.pkl"), pickle, compress_type=method)
-        else:  # a generator of chunks, streamed (a data.pkl of gigabytes)
-            info = zipfile.ZipInfo("archive/data.pkl")
-            info.compress_type = method
-            with z.open(info, "w", force_zip64=True) as f:
-                for chunk in pickle:
-                    f.write(chunk)
+def raw_deflate_of_zeros(count, chunk=1 << 24):
+    """A raw deflate stream of `count` zero bytes, made without compressing them all: after a full
+    flush the compressor starts afresh, so every whole chunk compresses to the same bytes."""
+    whole, rest = divmod(count, chunk)
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
+    block = compressor.compress(bytes(chunk)) + compressor.flush(zlib.Z_FULL_FLUSH) if whole else b""
+    return block * whole + compressor.compress(bytes(rest)) + compressor.flush(zlib.Z_FINISH)
+
+
+def crc32_of_zeros(count):
+    """zlib.crc32(bytes(count)) without the bytes: appending a zero bit is a linear map over GF(2),
+    squared for each bit of `count` (zlib's crc32_combine)."""
+    def times(matrix, vector):
+        total, row = 0, 0
+        while vector:
+            if vector & 1:
+                total ^= matrix[row]
+            vector >>= 1
+            row += 1
+        return total
+
+    def square(matrix):
+        return [times(matrix, matrix[row]) for row in range(32)]
+
+    operator = square(square(square([0xEDB88320] + [1 << row for row in range(31)])))  # one zero byte
+    crc = 0xFFFFFFFF
+    while count:
+        if count & 1:
+            crc = times(operator, crc)
+        count >>= 1
+        operator = square(operator)
+    return crc ^ 0xFFFFFFFF
+
+
+def zip_of_zeros(path, name, count, others):
+    """A zip whose record `name` deflates `count` zero bytes (sizes and CRC true), then `others`
+    (name -> bytes, stored), written by hand: zipfile would compress every byte."""
+    records = [(name, 8, raw_deflate_of_zeros(count), count, crc32_of_zeros(count))]
+    records += [(other, 0, data, len(data), zlib.crc32(data)) for other, data in others.items()]
+    local, central = b"", b""
+    for record_name, method, data, size, crc in records:
+        encoded = record_name.encode()
+        fields = struct.pack("<HHHHHIIIHH", 20, 0, method, 0, 0x21, crc, len(data), size, len(encoded), 0)
+        central += (b"PK\x01\x02" + struct.pack("<H", 20) + fields + struct.pack("<HHHII", 0, 0, 0, 0, len(local)) +
+                    encoded)
+        local += b"PK\x03\x04" + fields + encoded + data
+    end = b"PK\x05\x06" + struct.pack("<HHHHIIH", 0, 0, len(records), len(records), len(central), len(local), 0)
+    with open(path, "wb") as f:
+        f.write(local + central + end)
+
+
+def torch_zip(path, pickle, storages=None):
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(zipfile.ZipInfo("archive/data.pkl"), pickle)
         for key, data in (storages or {}).items():
             z.writestr("archive/data/" + key, data)
         z.writestr("archive/version", "3\n")
 
 
-def png(path, width, height, rows=None):
-    """An 8-bit gray PNG whose rows are zeros, compressed row by row (a bomb stays a small file)."""
+def png(path, width, height):
+    """An 8-bit gray PNG of zeros (a bomb stays a small file, and is made in a moment)."""
     def chunk(kind, data):
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
-    compressor = zlib.compressobj(9)
-    row = b"\x00" * (width + 1)
-    body = b"".join(compressor.compress(row) for _ in range(height)) + compressor.flush()
+    count = height * (width + 1)  # a filter byte, then the row
+    adler = ((count % 65521) << 16) | 1  # zeros leave the first sum at 1 and add 1 to the second per byte
+    body = b"\x78\xda" + raw_deflate_of_zeros(count) + struct.pack(">I", adler)
     with open(path, "wb") as f:
         f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)) +
                 chunk(b"IDAT", body) + chunk(b"IEND", b""))
@@ -155,8 +198,7 @@ def main():
     safetensors(path("even_dwc_kernel.safetensors"), even, meta)
 
     # torch.save zips: pickles that amplify memory, storages beyond the file, damage.
-    torch_zip(path("pickle_inflates_to_2gb.pth"),
-              (b"\x00" * (1 << 24) for _ in range(128)), compress_pickle=True)
+    zip_of_zeros(path("pickle_inflates_to_2gb.pth"), "archive/data.pkl", 1 << 31, {"archive/version": b"3\n"})
     torch_zip(path("pickle_52mb.pth"), b"\x80\x02" + b"]" * (52 << 20) + b".")
     torch_zip(path("lists_10m_deep.pth"), b"\x80\x02" + b"]" * 10000000 + b"a" * 9999999 + b".")
     torch_zip(path("storage_4gb_in_6mb.pth"),

@@ -17,6 +17,7 @@ import numpy as np
 from PIL import Image
 
 BICUBIC = getattr(Image, "Resampling", Image).BICUBIC
+BILINEAR = getattr(Image, "Resampling", Image).BILINEAR
 
 # (width, height) pairs: upscaling, downscaling (antialiased), mixed and odd sizes.
 RESIZE_SIZES = [(224, 224), (50, 30), (400, 250), (256, 171), (13, 301), (1, 1)]
@@ -213,7 +214,7 @@ def main():
     images = []
     for name, (file, rgb, decoded_by) in write_sources(out, rng).items():
         entry = {"name": name, "file": file, "decoded_by": decoded_by,
-                 "decoded": name + ".decoded.npy", "resize": [], "timm": []}
+                 "decoded": name + ".decoded.npy", "resize": [], "resize_bilinear": [], "timm": []}
         np.save(os.path.join(out, entry["decoded"]), np.ascontiguousarray(rgb, dtype=np.uint8))
         source = Image.fromarray(rgb, "RGB")
         # Also sizes that keep one side, where PIL runs only one of its two passes.
@@ -222,6 +223,10 @@ def main():
             npy = "%s.resize_%dx%d.npy" % (name, width, height)
             np.save(os.path.join(out, npy), np.asarray(source.resize((width, height), BICUBIC)))
             entry["resize"].append({"width": width, "height": height, "npy": npy})
+            # The bilinear filter checkpoints may declare (timm pretrained_cfg, HF resample=2).
+            npy = "%s.resize_bilinear_%dx%d.npy" % (name, width, height)
+            np.save(os.path.join(out, npy), np.asarray(source.resize((width, height), BILINEAR)))
+            entry["resize_bilinear"].append({"width": width, "height": height, "npy": npy})
         for height, width, crop_pct in TIMM_CONFIGS:
             prepared = timm_eval_transform(source, height, width, crop_pct)
             npy = "%s.timm_%dx%d_%g.npy" % (name, height, width, crop_pct)

@@ -13,8 +13,8 @@ OUTDIR/cases.json is a list of objects:
   [1,3,H,W]), arch ({"heads": h}, only for plain-qkv models, omitted for the one case where the C++
   side must infer heads = C/64), settings {variant, p, window, anchors, dwc, norm}, queries (token
   indices), logits (<name>.logits.npy, float32 [1, classes]), rows (<name>.rows.npy, float32
-  [L, h, Q, T]: row q of every layer's and head's display matrix), matrix (<name>.matrix.npy, float32
-  [h, T, T], last layer); informative extras: grid [gh, gw], num_prefix, tokens, weights_dtype.
+  [L, h, Q, T]: row q of every layer's and head's attention matrix), matrix (<name>.matrix.npy, float32
+  [h, T, T], the last layer's equivalent matrix: with FLatten's DWC band where the DWC ran); informative extras: grid [gh, gw], num_prefix, tokens, weights_dtype.
 """
 
 import json
@@ -313,6 +313,7 @@ def main(argv):
         img = img32.to(torch.float64)
         with torch.no_grad():
             logits, mats = model.forward(img, settings, record=True)
+            _, equivalent = model.forward(img, settings, record=True, with_dwc_band=True)
             fast = model.forward(img, settings)  # the non-recording path must agree
         assert torch.allclose(fast, logits, rtol=0, atol=1e-10), name
         gh, gw = H // model.patch[0], W // model.patch[1]
@@ -320,12 +321,11 @@ def main(argv):
         T = P + gh * gw
         q = queries_for(P, gh, gw)
         rows = torch.stack([m[0][:, q, :] for m in mats])  # [L, h, Q, T]
-        matrix = mats[-1][0]
+        matrix = equivalent[-1][0]  # the last layer's equivalent matrix (with FLatten's DWC band)
         assert rows.shape == (len(mats), model.heads[0], len(q), T), (name, rows.shape)
         for arr in (logits, rows, matrix):
             assert torch.isfinite(arr).all(), name
-        if settings.variant in ROW_SUM_ONE or (settings.variant == "focused" and not
-                                               (settings.dwc and model.blocks[0]["attn"].kind == "focused")):
+        if settings.variant in ROW_SUM_ONE or settings.variant == "focused":
             err = max((m[0].sum(-1) - 1).abs().max().item() for m in mats)
             assert err < 1e-4, (name, err)
         note = ""

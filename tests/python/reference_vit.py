@@ -22,7 +22,8 @@ q, k, v, selected by `Settings`.
 Equivalent ("display") attention matrices, per head, T x T (prefix + patch tokens):
   softmax/window  A = softmax(q k^T d^-0.5) (masked to windows)
   linear          A_ij = S_ij / (sum_j S_ij + 1e-6), S = ReLU(q) ReLU(k)^T
-  focused         A_ij = S_ij / T_i * z_i (+ the mean-over-channels DWC band between patch tokens)
+  focused         A_ij = S_ij / T_i * z_i (the equivalent matrix adds the mean-over-channels DWC band
+                  between patch tokens)
   enhanced        A_ij = S_ij * temperature / clamp_min(sum_j S_ij, 100)
   anchor          A Delta^-1 A^T
 
@@ -336,7 +337,7 @@ class Attention:
             conv = F.conv2d(grid, self.dwc_w, self.dwc_b, padding=(kh // 2, kw // 2), groups=d)
             conv = conv.reshape(B, h, d, gh * gw).transpose(-2, -1)
             out = torch.cat([out[:, :, :P], out[:, :, P:] + conv], dim=2)
-            if mat is not None:
+            if mat is not None and ctx.with_dwc_band:
                 mat = mat + dwc_band(self.dwc_w, P, gh, gw).to(mat.dtype)
         return out, mat
 
@@ -387,7 +388,7 @@ class Attention:
 # Model
 # --------------------------------------------------------------------------------------------
 class _Ctx:
-    __slots__ = ("settings", "gh", "gw", "num_prefix", "mask")
+    __slots__ = ("settings", "gh", "gw", "num_prefix", "mask", "with_dwc_band")
 
 
 class ViTReference:
@@ -521,12 +522,14 @@ class ViTReference:
         return F.linear(feat, *self.head)
 
     # ---- forward -------------------------------------------------------------------------------
-    def forward(self, img, settings=None, record=False):
+    def forward(self, img, settings=None, record=False, with_dwc_band=False):
         """img [B,3,H,W] -> logits [B, classes], or with record=True (logits, [matrix per layer
-        [B,h,T,T]]) where each matrix is the display matrix of that layer."""
+        [B,h,T,T]]) where each matrix is the attention matrix of that layer; with_dwc_band adds
+        FLatten's DWC band to it (the equivalent matrix M = A + M_DWC whose rank the DWC restores)."""
         settings = settings or Settings()
         x, gh, gw = self.embed(img)
         ctx = _Ctx()
+        ctx.with_dwc_band = with_dwc_band
         ctx.settings, ctx.gh, ctx.gw, ctx.num_prefix = settings, gh, gw, self.num_prefix
         w = settings.effective_window(gh, gw)
         ctx.mask = window_mask(gh, gw, self.num_prefix, w, device=x.device) if w else None

@@ -112,14 +112,15 @@ const Texture& OverlayRenderer::colormap_table(Colormap colormap) {
   return tables_.emplace(colormap, std::move(table)).first->second;
 }
 
-void OverlayRenderer::render(RenderTarget& target, const Texture* image, const Texture& values, const ColorScale& scale,
-                             float opacity) {
+void OverlayRenderer::render(RenderTarget& target, const Texture* image, const Texture& values, const ValueScale& scale,
+                             float opacity, OverlayAlpha alpha) {
   const Texture& table = colormap_table(scale.colormap);
-  char content[160];  // exact (hex) floats: a tiny change of scale must re-render
-  std::snprintf(content, sizeof(content), "%llu|%llu|%d|%a|%a|%a",
+  const bool alpha_follows_value = alpha == OverlayAlpha::Value;
+  char content[200];  // exact (hex) floats: a tiny change of scale must re-render
+  std::snprintf(content, sizeof(content), "%llu|%llu|%d|%a|%a|%d%d|%a|%d",
                 static_cast<unsigned long long>(image ? image->version() : 0),
-                static_cast<unsigned long long>(values.version()), int(scale.colormap), double(scale.vmin),
-                double(scale.vmax), double(opacity));
+                static_cast<unsigned long long>(values.version()), int(scale.colormap), scale.vmin, scale.vmax,
+                int(scale.log), int(scale.diverging), double(opacity), int(alpha_follows_value));
   if (content == target.content_) return;
   target.content_ = content;
   GLint previous_framebuffer = 0, previous_program = 0, previous_vertex_array = 0, previous_texture = 0;
@@ -146,9 +147,12 @@ void OverlayRenderer::render(RenderTarget& target, const Texture* image, const T
     glBindTexture(GL_TEXTURE_2D, textures[unit]);
     glUniform1i(glGetUniformLocation(program_, samplers[unit]), unit);
   }
-  glUniform1f(glGetUniformLocation(program_, "vmin"), scale.vmin);
-  glUniform1f(glGetUniformLocation(program_, "vmax"), scale.vmax);
+  glUniform1f(glGetUniformLocation(program_, "vmin"), float(scale.vmin));
+  glUniform1f(glGetUniformLocation(program_, "vmax"), float(scale.vmax));
+  glUniform1i(glGetUniformLocation(program_, "log_scale"), scale.log ? 1 : 0);
+  glUniform1i(glGetUniformLocation(program_, "diverging"), scale.diverging ? 1 : 0);
   glUniform1f(glGetUniformLocation(program_, "opacity"), opacity);
+  glUniform1i(glGetUniformLocation(program_, "alpha_follows_value"), alpha_follows_value ? 1 : 0);
   glUniform1i(glGetUniformLocation(program_, "has_image"), image ? 1 : 0);
   glDrawArrays(GL_TRIANGLES, 0, 3);
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/colormap.h"
+#include "core/value_scale.h"
 #include "viewer/gl/texture.h"
 
 namespace attnscope::gl {
@@ -35,11 +36,6 @@ class RenderTarget {
   friend class OverlayRenderer;
 };
 
-struct ColorScale {
-  Colormap colormap = Colormap::Viridis;
-  float vmin = 0.0f, vmax = 1.0f;
-};
-
 class OverlayRenderer {
  public:
   OverlayRenderer();  // compiles the program; needs a current GL context
@@ -47,10 +43,11 @@ class OverlayRenderer {
   OverlayRenderer(const OverlayRenderer&) = delete;
   OverlayRenderer& operator=(const OverlayRenderer&) = delete;
 
-  // Renders `values` coloured over `image` (or alone when image is null) into `target` at its size;
-  // skipped when the target already shows exactly these inputs (frames cost nothing when idle).
-  void render(RenderTarget& target, const Texture* image, const Texture& values, const ColorScale& scale,
-              float opacity);
+  // Renders `values` (display units of `scale`) coloured over `image` (or alone when image is null)
+  // into `target` at its size; skipped when the target already shows exactly these inputs (frames
+  // cost nothing when idle).
+  void render(RenderTarget& target, const Texture* image, const Texture& values, const ValueScale& scale, float opacity,
+              OverlayAlpha alpha = OverlayAlpha::Constant);
 
   // The 256 x 1 table of a colour map, as uploaded for the shader: the colour bar shows this texture.
   const Texture& colormap_table(Colormap colormap);

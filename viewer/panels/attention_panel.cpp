@@ -1,13 +1,17 @@
-// The attention views: for each side-by-side panel (one variant each) the image with its attention
-// overlay (the selected head, the mean over heads, or a grid of every head), coloured in the shader
-// on one shared scale, with the query patch outlined; hovering shows a patch's value, clicking makes
-// it the query; a right drag (or shift + left drag) draws the focus metrics' box of patches, outlined
-// on every view. A colour bar under the views shows the scale.
+// The attention views: for each side-by-side panel (its own model and variant) the image as that
+// model saw it with its attention overlay (the selected head, the mean over heads, or a grid of
+// every head), coloured in the shader on one shared scale, with the query patch outlined. Each
+// panel is headed by its model and attention, its prediction, and any note that changes how to read
+// it (a near-uniform swapped kernel, a layer or head it does not have). Hovering shows a patch's
+// value, clicking makes it the query; a right drag (or shift + left drag) draws the focus metrics'
+// box. A colour bar with round ticks under the views names the map and the scale mode.
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <optional>
 
 #include "analysis/focus_metrics.h"
+#include "viewer/colour_bar.h"
 #include "viewer/panels/panel.h"
 #include "viewer/workbench.h"
 
@@ -15,7 +19,7 @@ namespace attnscope {
 
 namespace {
 
-// The grid (columns, rows) that gives `count` tiles of aspect `aspect` (w/h) the largest size in `area`.
+// Columns and rows of `count` tiles of aspect `aspect` (w/h) with the largest size in `area`.
 std::pair<int, int> best_tiling(int count, ImVec2 area, float aspect) {
   std::pair<int, int> best{1, count};
   float best_size = -1;
@@ -30,6 +34,16 @@ std::pair<int, int> best_tiling(int count, ImVec2 area, float aspect) {
   return best;
 }
 
+// Panels side by side: as many columns as panels, except that four may make a 2 x 2 grid when
+// that gives larger maps. Never a grid with a hole (three panels are three columns).
+std::pair<int, int> panel_tiling(int count, ImVec2 area, float aspect) {
+  if (count == 4) {
+    const float wide = std::min(area.x / 4, area.y * aspect), square = std::min(area.x / 2, area.y / 2 * aspect);
+    if (square > wide) return {2, 2};
+  }
+  return {std::max(count, 1), 1};
+}
+
 // The session's box when it is one on this grid (the metrics view says what is wrong otherwise).
 std::optional<PatchBox> box_on_grid(const std::string& text, const TokenLayout& tokens) {
   if (text.empty()) return std::nullopt;
@@ -42,6 +56,41 @@ std::optional<PatchBox> box_on_grid(const std::string& text, const TokenLayout& 
   }
 }
 
+const ImVec4 kNoteColour(1.0f, 0.72f, 0.3f, 1.0f);
+
+// The lines that head a panel: what it runs, what it predicts, and notes that change how to read it.
+struct PanelHeading {
+  std::string title, prediction, note;
+};
+
+PanelHeading heading_of(const Workbench& bench, size_t index, const PanelMaps& panel) {
+  PanelHeading heading;
+  const std::string model = std::filesystem::path(panel.model_path).filename().string();
+  heading.title = std::to_string(index + 1) + ": " + model;
+  if (!panel.error.empty()) {
+    heading.note = panel.error;
+    return heading;
+  }
+  heading.title += " \xc2\xb7 " + panel.description;  // U+00B7, in ImGui's default font
+  if (!panel.top.empty()) {
+    char text[200];
+    std::snprintf(text, sizeof text, "top-1: %s (%.1f %%)", panel.top.front().name.substr(0, 60).c_str(),
+                  100.0 * panel.top.front().probability);
+    heading.prediction = text;
+  } else {
+    heading.prediction = panel.output_kind + ", no classes";
+  }
+  const std::string& view = bench.state.view;
+  if (view == "mean") heading.prediction += "  \xc2\xb7  mean of " + std::to_string(panel.heads) + " heads";
+  if (panel.swapped) {
+    const int head = std::min(bench.state.head, int(panel.uniformity.size()) - 1);
+    const double shown = view == "head" && head >= 0 ? panel.uniformity[size_t(head)] : panel.mean_uniformity;
+    heading.note = near_uniform_note(panel.kernel, shown);
+  }
+  if (!panel.note.empty()) heading.note += (heading.note.empty() ? "" : "; ") + panel.note;
+  return heading;
+}
+
 }  // namespace
 
 // A box being dragged out: the patch where the drag started; the box follows the mouse on the view
@@ -51,6 +100,7 @@ struct BoxDrag {
   ImVec2 view_pos;
   float cell = 1;
   int row = 0, col = 0;
+  TokenLayout grid;
 };
 
 struct AttentionPanel : WorkbenchPanel {
@@ -79,26 +129,60 @@ struct AttentionPanel : WorkbenchPanel {
       ImGui::End();
       return;
     }
-    const TokenLayout& tokens = outcome->layout;
-    const size_t panel_count = bench.maps.size();
-    const float colorbar_height = 46.0f;
+    const bool incoming = bench.state.direction == "in";
+    const size_t panel_count = std::min(bench.maps.size(), outcome->panels.size());
+    const float colorbar_height = 78.0f;  // the bar, its tick labels, and two lines under them
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     const ImVec2 area(ImGui::GetContentRegionAvail().x, ImGui::GetContentRegionAvail().y - colorbar_height);
-    const float label_height = ImGui::GetTextLineHeightWithSpacing();
-    const float aspect = float(tokens.grid_w) / float(tokens.grid_h);
-    const auto [columns, rows] = best_tiling(int(panel_count), area, aspect);
+    const float line = ImGui::GetTextLineHeightWithSpacing();
+    // The tiling follows panel 1's grid aspect; every panel keeps its own grid within its tile.
+    const TokenLayout& first_grid = incoming ? outcome->layout : outcome->key_layout;
+    const auto [columns, rows] = panel_tiling(int(panel_count), area, float(first_grid.grid_w) / first_grid.grid_h);
     const ImVec2 tile(area.x / columns, area.y / rows);
-    size_t target_index = 0;
-    const std::optional<PatchBox> box = box_on_grid(bench.state.box, tokens);
+    const float text_width = tile.x - 12;
 
+    // Headings first: each wraps within its tile, and every tile of a row starts its maps at the
+    // same height, below the tallest heading.
+    std::vector<PanelHeading> headings;
+    float heading_height = 0;
+    for (size_t p = 0; p < panel_count; ++p) {
+      headings.push_back(heading_of(bench, p, outcome->panels[p]));
+      bench.drawn_headings.push_back({headings.back().title, headings.back().prediction, headings.back().note});
+      float height = 0;
+      for (const std::string* text : {&headings.back().title, &headings.back().prediction, &headings.back().note})
+        if (!text->empty())
+          height += ImGui::CalcTextSize(text->c_str(), nullptr, false, text_width).y + ImGui::GetStyle().ItemSpacing.y;
+      heading_height = std::max(heading_height, height + 2);
+    }
+
+    size_t target_index = 0;
+    float maps_bottom = origin.y;  // the colour bar goes right under the lowest map
     for (size_t p = 0; p < panel_count; ++p) {
       const ImVec2 tile_pos(origin.x + float(int(p) % columns) * tile.x, origin.y + float(int(p) / columns) * tile.y);
       const PanelMaps& panel = outcome->panels[p];
       ImGui::SetCursorScreenPos(tile_pos);
-      ImGui::Text("%d: %s", int(p) + 1, panel.description.c_str());
+      ImGui::BeginGroup();  // keeps every heading line at the tile's left edge
+      ImGui::PushTextWrapPos(tile_pos.x + text_width);
+      ImGui::TextWrapped("%s", headings[p].title.c_str());
+      if (!headings[p].prediction.empty()) ImGui::TextWrapped("%s", headings[p].prediction.c_str());
+      if (!headings[p].note.empty()) {
+        ImGui::PushStyleColor(ImGuiCol_Text, kNoteColour);
+        ImGui::TextWrapped("%s", headings[p].note.c_str());
+        ImGui::PopStyleColor();
+      }
+      ImGui::PopTextWrapPos();
+      ImGui::EndGroup();
+      if (!panel.error.empty()) continue;
+
+      // The maps lie on the key grid (a row) or the query grid (a column): PVT's keys are coarser.
+      const TokenLayout& tokens = incoming ? panel.layout : panel.key_layout;
+      const int query_cell = follow_query(panel.query_token, panel.layout, tokens);
+      const std::optional<PatchBox> box = box_on_grid(bench.state.box, tokens);
       const auto& maps = bench.maps[p];
-      const ImVec2 maps_area(tile.x - 8, tile.y - label_height - 8);
-      const int head_label = bench.state.view == "heads" ? int(label_height) : 0;
+      const float top = tile_pos.y + heading_height;
+      const ImVec2 maps_area(tile.x - 8, tile.y - heading_height - 8);
+      const int head_label = bench.state.view == "heads" ? int(line) : 0;
+      const float aspect = float(tokens.grid_w) / float(tokens.grid_h);
       const auto [map_columns, map_rows] =
           best_tiling(int(maps.size()), ImVec2(maps_area.x, maps_area.y - head_label * 1.0f), aspect);
       for (size_t m = 0; m < maps.size(); ++m) {
@@ -109,7 +193,7 @@ struct AttentionPanel : WorkbenchPanel {
             std::max(1.0f, std::floor(std::min(cell_area_w / tokens.grid_w, cell_area_h / tokens.grid_h)));
         const ImVec2 size(cell * tokens.grid_w, cell * tokens.grid_h);
         ImVec2 pos(tile_pos.x + float(int(m) % map_columns) * cell_area_w,
-                   tile_pos.y + label_height + float(int(m) / map_columns) * (cell_area_h + head_label));
+                   top + float(int(m) / map_columns) * (cell_area_h + head_label));
         pos = ImVec2(std::floor(pos.x), std::floor(pos.y));
         if (head_label) {
           ImGui::SetCursorScreenPos(pos);
@@ -119,72 +203,102 @@ struct AttentionPanel : WorkbenchPanel {
         if (targets.size() <= target_index) targets.emplace_back();
         gl::RenderTarget& target = targets[target_index++];
         target.resize(int(size.x), int(size.y));
-        bench.renderer->render(target, &bench.image_texture, map.texture, bench.scale, float(bench.state.opacity));
+        bench.renderer->render(target, &bench.images[p], map.texture, bench.scale, float(bench.state.opacity),
+                               bench.state.alpha);
         ImGui::SetCursorScreenPos(pos);
         gl::opaque_image(target.imgui_id(), size);
-        bench.drawn_views.push_back({map.panel, map.head, pos.x, pos.y, size.x, size.y});
+        bench.drawn_views.push_back({map.panel, map.head, pos.x, pos.y, size.x, size.y, tokens.grid_h, tokens.grid_w});
+        maps_bottom = std::max(maps_bottom, pos.y + size.y);
         ImDrawList* draw = ImGui::GetWindowDrawList();
-        if (tokens.is_patch(bench.query_token)) {
-          const ImVec2 a(pos.x + cell * tokens.col_of(bench.query_token),
-                         pos.y + cell * tokens.row_of(bench.query_token));
+        if (tokens.is_patch(query_cell) && panel.layout.is_patch(panel.query_token)) {
+          const ImVec2 a(pos.x + cell * tokens.col_of(query_cell), pos.y + cell * tokens.row_of(query_cell));
           draw->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(255, 60, 60, 255), 0, 0, 2.0f);
         }
+        if (bench.state.windows) draw_windows(draw, *outcome, tokens, pos, cell);
         if (box)
           draw->AddRect(ImVec2(pos.x + cell * box->col_begin, pos.y + cell * box->row_begin),
                         ImVec2(pos.x + cell * box->col_end, pos.y + cell * box->row_end), IM_COL32(60, 200, 255, 255),
                         0, 0, 2.0f);
-        if (ImGui::IsItemHovered()) {
-          const ImVec2 mouse = ImGui::GetIO().MousePos;
-          const int col = std::clamp(int((mouse.x - pos.x) / cell), 0, tokens.grid_w - 1);
-          const int row = std::clamp(int((mouse.y - pos.y) / cell), 0, tokens.grid_h - 1);
-          const ImVec2 a(pos.x + cell * col, pos.y + cell * row);
-          draw->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(255, 255, 255, 200), 0, 0, 1.0f);
-          if (!drag.active)
-            ImGui::SetTooltip("patch (%d, %d)  %s: %.5f\nclick: make it the query; right drag: draw a box", row, col,
-                              map.head < 0 ? "mean over heads" : ("head " + std::to_string(map.head)).c_str(),
-                              double(map.values[size_t(row * tokens.grid_w + col)]));
-          const bool shift = ImGui::GetIO().KeyShift;
-          if (ImGui::IsItemClicked(ImGuiMouseButton_Right) || (shift && ImGui::IsItemClicked(ImGuiMouseButton_Left)))
-            drag = {true, pos, cell, row, col};
-          else if (ImGui::IsItemClicked(ImGuiMouseButton_Left))
-            bench.state.query = std::to_string(row) + "," + std::to_string(col);
-        }
+        if (ImGui::IsItemHovered()) hover(bench, map, tokens, pos, cell);
       }
     }
-    if (drag.active) update_box_drag(bench, tokens);
-    draw_colorbar(bench, ImVec2(origin.x, origin.y + area.y + 6), std::min(area.x * 0.55f, 520.0f));
+    if (drag.active) update_box_drag(bench);
+    ImGui::SetCursorScreenPos(ImVec2(origin.x, std::min(maps_bottom, origin.y + area.y) + 10));
+    draw_colour_bar(bench, bench.scale, std::min(area.x * 0.6f, 560.0f), "");
+    ImGui::Text("%s: one scale for every view", scale_caption(bench.scale).c_str());
+    ImGui::TextDisabled("layer %d (%s), query %s, %s", outcome->layer, outcome->placement.name.c_str(),
+                        outcome->layout.token_name(outcome->query_token).c_str(),
+                        incoming ? "in: the attention patches give it" : "out: where it looks");
     ImGui::End();
   }
 
+  // The layer's window boundaries (shifted where the block shifts) and the outline of the cells the
+  // query attends within, when the maps lie on the grid the windows partition.
+  static void draw_windows(ImDrawList* draw, const InferenceOutcome& outcome, const TokenLayout& grid, ImVec2 pos,
+                           float cell) {
+    const LayerPlacement& at = outcome.placement;
+    if (grid.grid_h != outcome.layout.grid_h || grid.grid_w != outcome.layout.grid_w) return;
+    const ImU32 line = IM_COL32(255, 255, 255, 150), own = IM_COL32(255, 160, 40, 255);
+    if (at.window_h > 0) {
+      for (int r = at.shift_h % at.window_h; r < grid.grid_h; r += at.window_h)
+        if (r > 0)
+          draw->AddLine(ImVec2(pos.x, pos.y + cell * r), ImVec2(pos.x + cell * grid.grid_w, pos.y + cell * r), line);
+      for (int c = at.shift_w % at.window_w; c < grid.grid_w; c += at.window_w)
+        if (c > 0)
+          draw->AddLine(ImVec2(pos.x + cell * c, pos.y), ImVec2(pos.x + cell * c, pos.y + cell * grid.grid_h), line);
+    }
+    std::vector<char> inside(size_t(grid.grid_h) * size_t(grid.grid_w), 0);
+    for (int index : outcome.query_window)
+      if (index >= 0 && size_t(index) < inside.size()) inside[size_t(index)] = 1;
+    auto in = [&](int r, int c) {
+      return r >= 0 && c >= 0 && r < grid.grid_h && c < grid.grid_w &&
+             inside[size_t(r) * size_t(grid.grid_w) + size_t(c)];
+    };
+    // The union's border: every cell edge with the window on one side only (a shifted window that
+    // wraps around the image shows as its pieces).
+    for (int r = 0; r < grid.grid_h; ++r)
+      for (int c = 0; c < grid.grid_w; ++c) {
+        if (!in(r, c)) continue;
+        const float x0 = pos.x + cell * c, y0 = pos.y + cell * r, x1 = x0 + cell, y1 = y0 + cell;
+        if (!in(r - 1, c)) draw->AddLine(ImVec2(x0, y0), ImVec2(x1, y0), own, 2.0f);
+        if (!in(r + 1, c)) draw->AddLine(ImVec2(x0, y1), ImVec2(x1, y1), own, 2.0f);
+        if (!in(r, c - 1)) draw->AddLine(ImVec2(x0, y0), ImVec2(x0, y1), own, 2.0f);
+        if (!in(r, c + 1)) draw->AddLine(ImVec2(x1, y0), ImVec2(x1, y1), own, 2.0f);
+      }
+  }
+
+  void hover(Workbench& bench, const PatchMap& map, const TokenLayout& tokens, ImVec2 pos, float cell) {
+    const ImVec2 mouse = ImGui::GetIO().MousePos;
+    const int col = std::clamp(int((mouse.x - pos.x) / cell), 0, tokens.grid_w - 1);
+    const int row = std::clamp(int((mouse.y - pos.y) / cell), 0, tokens.grid_h - 1);
+    const ImVec2 a(pos.x + cell * col, pos.y + cell * row);
+    ImGui::GetWindowDrawList()->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(255, 255, 255, 200), 0, 0, 1.0f);
+    const double value = double(map.map->at(row, col));
+    if (!drag.active) {
+      const std::string what = map.head < 0 ? "mean over heads" : "head " + std::to_string(map.head);
+      if (map.factor != 1.0)
+        ImGui::SetTooltip("patch (%d, %d)  %s: %.5f (%.3f x uniform)\nclick: make it the query; right drag: draw a box",
+                          row, col, what.c_str(), value, value * map.factor);
+      else
+        ImGui::SetTooltip("patch (%d, %d)  %s: %.5f\nclick: make it the query; right drag: draw a box", row, col,
+                          what.c_str(), value);
+    }
+    const bool shift = ImGui::GetIO().KeyShift;
+    if (ImGui::IsItemClicked(ImGuiMouseButton_Right) || (shift && ImGui::IsItemClicked(ImGuiMouseButton_Left)))
+      drag = {true, pos, cell, row, col, tokens};
+    else if (ImGui::IsItemClicked(ImGuiMouseButton_Left))
+      bench.pick_query(row, col, tokens);
+  }
+
   // The box spans the patches from the drag's start to the one under the mouse, both included.
-  void update_box_drag(Workbench& bench, const TokenLayout& tokens) {
+  void update_box_drag(Workbench& bench) {
     const ImGuiIO& io = ImGui::GetIO();
+    const TokenLayout& tokens = drag.grid;
     const int col = std::clamp(int(std::floor((io.MousePos.x - drag.view_pos.x) / drag.cell)), 0, tokens.grid_w - 1);
     const int row = std::clamp(int(std::floor((io.MousePos.y - drag.view_pos.y) / drag.cell)), 0, tokens.grid_h - 1);
     bench.state.box = std::to_string(std::min(row, drag.row)) + "," + std::to_string(std::min(col, drag.col)) + "," +
                       std::to_string(std::max(row, drag.row) + 1) + "," + std::to_string(std::max(col, drag.col) + 1);
     if (!io.MouseDown[ImGuiMouseButton_Right] && !io.MouseDown[ImGuiMouseButton_Left]) drag.active = false;
-  }
-
-  static void draw_colorbar(Workbench& bench, ImVec2 pos, float width) {
-    const gl::Texture& table = bench.renderer->colormap_table(bench.scale.colormap);
-    ImGui::SetCursorScreenPos(pos);
-    ImGui::Image(table.imgui_id(), ImVec2(width, 16));
-    ImGui::SetCursorScreenPos(ImVec2(pos.x, pos.y + 20));
-    ImGui::Text("%.4g", double(bench.scale.vmin));
-    const std::string right = [&] {
-      char text[32];
-      std::snprintf(text, sizeof(text), "%.4g", double(bench.scale.vmax));
-      return std::string(text);
-    }();
-    ImGui::SameLine(width - ImGui::CalcTextSize(right.c_str()).x);
-    ImGui::TextUnformatted(right.c_str());
-    ImGui::SetCursorScreenPos(ImVec2(pos.x + width + 16, pos.y));
-    ImGui::Text("%s: one scale for every view", to_string(bench.scale.colormap).c_str());
-    ImGui::SetCursorScreenPos(ImVec2(pos.x + width + 16, pos.y + 20));
-    ImGui::TextDisabled("layer %d, query %s, %s", bench.outcome->layer,
-                        bench.outcome->layout.token_name(bench.query_token).c_str(),
-                        bench.state.direction == "in" ? "in: the attention patches give it" : "out: where it looks");
   }
 };
 

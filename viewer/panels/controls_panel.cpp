@@ -1,6 +1,7 @@
-// The sidebar: what to look at (model, image, live input, device), how attention is computed (a
-// variant per panel, p, window, anchors, DWC), what is selected (layer, head, query, view), how it
-// is coloured, and the session file. Every change here re-runs inference through the worker.
+// The sidebar: what to look at (model, image, live input, device, preprocessing), the side-by-side
+// panels (each its own checkpoint, variant, p and DWC; window, anchors and f_p norms shared), what
+// is selected (layer, head, query, view), how it is coloured (map, scale mode, opacity), the
+// session file and the figure export. Every change here re-runs inference through the worker.
 #include <imgui.h>
 #include <imgui_stdlib.h>
 
@@ -11,6 +12,8 @@
 #include "models/attention_settings.h"
 #include "viewer/file_browser.h"
 #include "viewer/panels/panel.h"
+#include "viewer/panels/sidebar_sections.h"
+#include "viewer/result_views.h"
 #include "viewer/workbench.h"
 
 namespace attnscope {
@@ -59,14 +62,14 @@ void draw_prefix_queries(Workbench& bench, const InferenceOutcome& outcome) {
   if (prefix == 0 || outcome.panels.empty()) return;
   const PanelMaps& panel = outcome.panels.front();
   const bool mean = bench.state.view != "head";
+  const int head = std::clamp(bench.state.head, 0, int(panel.prefix_received_per_head.size()) - 1);
   for (int token = 0; token < prefix; ++token) {
     const std::string name = tokens.token_name(token);
     double received = 0.0;
-    for (int h = mean ? 0 : bench.state.head; h < (mean ? outcome.heads : bench.state.head + 1); ++h) {
-      const float* matrix = panel.matrix(h);
-      for (int i = prefix; i < panel.tokens; ++i) received += matrix[size_t(i) * size_t(panel.tokens) + size_t(token)];
-    }
-    received /= double(tokens.patch_tokens()) * (mean ? outcome.heads : 1);
+    if (mean && size_t(token) < panel.prefix_received.size())
+      received = panel.prefix_received[size_t(token)];
+    else if (!mean && !panel.prefix_received_per_head.empty())
+      received = panel.prefix_received_per_head[size_t(head)][size_t(token)];
     if (token % 3) ImGui::SameLine();
     if (ImGui::SmallButton((name + "##query").c_str())) bench.state.query = name;
     ImGui::SameLine();
@@ -83,15 +86,158 @@ struct ControlsPanel : WorkbenchPanel {
   FileBrowser browser;
   FileKind browsing = FileKind::Image;
   bool browsing_save = false;
+  int browsing_panel = 0;  // the panel whose model the browser opens (0: the session's model)
   std::string model_field, image_field, session_field;
-  std::string export_folder = "figures";
+  std::vector<std::string> panel_model_fields = std::vector<std::string>(kMaxPanels - 1);
+  ExportFields export_fields;
+  InputFields input_fields;
   int camera_index = 0;
 
   void browse(FileKind kind, const std::string& title, const std::string& start, const std::vector<std::string>& ext,
-              bool save = false) {
+              bool save = false, int panel = 0) {
     browsing = kind;
     browsing_save = save;
+    browsing_panel = panel;
     browser.open(title, start, ext, save);
+  }
+
+  // One block per panel: its checkpoint (panels 2..4: empty is panel 1's), variant, p and DWC;
+  // then the parameters every panel shares unless its spec sets its own.
+  void draw_panels(Workbench& bench, const InferenceOutcome* outcome) {
+    AppState& state = bench.state;
+    const bool scripted = outcome && !outcome->computes_attention;
+    if (scripted && (state.attention.variant != Variant::Native || !state.compare.empty())) {
+      state.attention.variant = Variant::Native;  // the only attention such a file has
+      state.compare.clear();
+    }
+    if (scripted)
+      ImGui::TextWrapped(
+          "TorchScript model: it reports its own attention, so variants, p, window and anchors "
+          "(which recompute attention from q and k) are off.");
+    ImGui::BeginDisabled(scripted);
+    int panel_count = 1 + int(state.compare.size());
+    if (ImGui::SliderInt("panels", &panel_count, 1, kMaxPanels)) {
+      while (int(state.compare.size()) < panel_count - 1) {
+        PanelSpec next = state.compare.empty() ? PanelSpec{} : state.compare.back();
+        if (state.compare.empty()) next.variant = Variant::Focused;
+        state.compare.push_back(next);
+      }
+      state.compare.resize(size_t(panel_count - 1));
+    }
+    for (int index = 0; index < panel_count; ++index) {
+      ImGui::PushID(index);
+      ImGui::Separator();
+      PanelSpec* spec = index == 0 ? nullptr : &state.compare[size_t(index - 1)];
+      const PanelMaps* shown =
+          outcome && size_t(index) < outcome->panels.size() ? &outcome->panels[size_t(index)] : nullptr;
+      ImGui::Text("panel %d", index + 1);
+      if (spec) {
+        bool open_browser = false;
+        std::string& field = panel_model_fields[size_t(index - 1)];
+        ImGui::SameLine();
+        ImGui::TextDisabled("%s", spec->model.empty() ? "(panel 1's model)" : "");
+        if (path_row("model", field, spec->model, open_browser)) spec->model = field;
+        if (open_browser)
+          browse(FileKind::Model, "Open model for panel " + std::to_string(index + 1),
+                 spec->model.empty() ? state.model : spec->model, kModelExtensions, false, index);
+        if (!spec->model.empty()) {
+          ImGui::SameLine();
+          if (ImGui::SmallButton("x")) spec->model.clear();
+          if (ImGui::IsItemHovered()) ImGui::SetTooltip("use panel 1's model");
+        }
+      }
+      Variant& variant = spec ? spec->variant : state.attention.variant;
+      variant_combo("variant", variant);
+      const AttentionSettings settings = spec ? spec->settings(state.attention) : state.attention;
+      float p = float(settings.p);
+      if (ImGui::SliderFloat("p (focused)", &p, 1.0f, 10.0f, "%.2f"))
+        (spec ? spec->p.emplace() : state.attention.p) = p;
+      if (spec && spec->p) {
+        ImGui::SameLine();
+        if (ImGui::SmallButton("shared")) spec->p.reset();
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("follow panel 1's p");
+      }
+      // The switch shows what the panel's layer computes: it is off and disabled where the kernel
+      // is not FLatten's focused one or the model has no DWC weights, so it agrees with the title.
+      const bool applies = shown && dwc_switch_applies(*shown);
+      bool dwc = settings.dwc && (!shown || applies);
+      ImGui::BeginDisabled(shown && !applies);
+      if (ImGui::Checkbox("depthwise conv (DWC)", &dwc)) (spec ? spec->dwc.emplace() : state.attention.dwc) = dwc;
+      ImGui::EndDisabled();
+      if (shown && !applies) {
+        ImGui::SameLine();
+        ImGui::TextDisabled(shown->dwc_available ? "(focused only)" : "(no DWC weights)");
+      }
+      ImGui::PopID();
+    }
+    ImGui::Separator();
+    ImGui::TextDisabled("shared by every panel:");
+    const int grid = outcome ? std::max(outcome->layout.grid_h, outcome->layout.grid_w) : 14;
+    // Windows mean different things per family, and nothing on some (PVT's reduced keys).
+    const bool hierarchical_windows = outcome && outcome->window_meaning.rfind("the window of every", 0) == 0;
+    const bool no_windows = outcome && outcome->window_meaning.empty();
+    ImGui::BeginDisabled(no_windows);
+    int window = state.attention.window > 0 ? state.attention.window : std::min(kDefaultWindow, grid);
+    if (ImGui::SliderInt("window", &window, 1, std::max(grid, 1),
+                         state.attention.window ? "%d" : (hierarchical_windows ? "trained" : "global")))
+      state.attention.window = window;
+    ImGui::SameLine();
+    if (ImGui::SmallButton(hierarchical_windows ? "trained" : "global")) state.attention.window = 0;
+    ImGui::EndDisabled();
+    const int patches = outcome ? outcome->layout.patch_tokens() : 196;
+    int anchors = state.attention.anchors > 0 ? state.attention.anchors : std::min(30, patches);
+    if (ImGui::SliderInt("anchors", &anchors, 1, patches, state.attention.anchors ? "%d" : "default"))
+      state.attention.anchors = anchors;
+    ImGui::SameLine();
+    if (ImGui::SmallButton("default")) state.attention.anchors = 0;
+    bool per_head = state.attention.norm == FocusNorm::PerHead;
+    if (ImGui::Checkbox("f_p norms per head", &per_head))
+      state.attention.norm = per_head ? FocusNorm::PerHead : FocusNorm::AllChannels;
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    if (outcome)
+      ImGui::TextWrapped("%s", outcome->window_meaning.empty()
+                                   ? "window: this model has no windows (its keys are a reduced grid or it reports "
+                                     "its own attention)"
+                                   : ("window: " + outcome->window_meaning).c_str());
+    ImGui::TextWrapped("anchors: %s", state.attention.anchors ? "in use" : "the learned ones, or 30 pooled from K");
+    ImGui::PopStyleColor();
+    ImGui::EndDisabled();
+  }
+
+  // The colour scale mode, named as the colour bar names it; fixed takes its range here.
+  static void draw_scale_mode(Workbench& bench) {
+    AppState& state = bench.state;
+    static const std::pair<ScaleMode, const char*> kModes[] = {{ScaleMode::ZeroMax, "0..max"},
+                                                               {ScaleMode::MinMax, "min..max"},
+                                                               {ScaleMode::Fixed, "fixed [a, b]"},
+                                                               {ScaleMode::Log, "log"},
+                                                               {ScaleMode::Uniform, "x uniform"}};
+    const char* current = "?";
+    for (const auto& [mode, name] : kModes)
+      if (mode == state.scale.mode) current = name;
+    if (ImGui::BeginCombo("scale", current)) {
+      for (const auto& [mode, name] : kModes)
+        if (ImGui::Selectable(name, mode == state.scale.mode)) {
+          if (mode == ScaleMode::Fixed && state.scale.mode != ScaleMode::Fixed) {
+            // Start from what is on screen, so switching to fixed changes nothing until edited.
+            state.scale.low = bench.scale.vmin;
+            state.scale.high = bench.scale.vmax;
+          }
+          state.scale.mode = mode;
+        }
+      ImGui::EndCombo();
+    }
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("0..max: 0 is no attention; x uniform: weight times the number of keys, 1 = uniform");
+    if (state.scale.mode == ScaleMode::Fixed) {
+      double range[2] = {state.scale.low, state.scale.high};
+      if (ImGui::InputScalarN("a, b", ImGuiDataType_Double, range, 2, nullptr, nullptr, "%.4g",
+                              ImGuiInputTextFlags_EnterReturnsTrue) &&
+          range[1] > range[0]) {
+        state.scale.low = range[0];
+        state.scale.high = range[1];
+      }
+    }
   }
 
   void draw(Workbench& bench) override {
@@ -128,56 +274,19 @@ struct ControlsPanel : WorkbenchPanel {
           if (ImGui::Selectable(device.c_str(), device == state.device)) state.device = device;
         ImGui::EndCombo();
       }
-      if (outcome)
-        ImGui::TextDisabled("%s, %d blocks x %d heads, %dx%d patches", outcome->model_family.c_str(), outcome->depth,
-                            outcome->heads, outcome->layout.grid_h, outcome->layout.grid_w);
+      if (outcome) {
+        ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+        ImGui::TextWrapped("%s, %d attention layers; layer %d: %d heads, %dx%d patches", outcome->model_family.c_str(),
+                           outcome->depth, outcome->layer, outcome->heads, outcome->layout.grid_h,
+                           outcome->layout.grid_w);
+        if (!outcome->panels.empty()) ImGui::TextWrapped("input: %s", outcome->panels.front().preprocessing.c_str());
+        ImGui::PopStyleColor();
+      }
     }
 
-    if (ImGui::CollapsingHeader("Attention variant", ImGuiTreeNodeFlags_DefaultOpen)) {
-      const bool scripted = outcome && outcome->model_family == "torchscript";
-      if (scripted && (state.attention.variant != Variant::Native || !state.compare.empty())) {
-        state.attention.variant = Variant::Native;  // the only attention such a file has
-        state.compare.clear();
-      }
-      if (scripted)
-        ImGui::TextWrapped(
-            "TorchScript model: it reports its own attention, so variants, p, window and anchors "
-            "(which recompute attention from q and k) are off.");
-      ImGui::BeginDisabled(scripted);
-      int panel_count = 1 + int(state.compare.size());
-      if (ImGui::SliderInt("panels", &panel_count, 1, kMaxPanels)) {
-        while (int(state.compare.size()) < panel_count - 1)
-          state.compare.push_back(state.compare.empty() ? Variant::Focused : state.compare.back());
-        state.compare.resize(size_t(panel_count - 1));
-      }
-      variant_combo("panel 1", state.attention.variant);
-      for (size_t i = 0; i < state.compare.size(); ++i)
-        variant_combo(("panel " + std::to_string(i + 2)).c_str(), state.compare[i]);
-      float p = float(state.attention.p);
-      if (ImGui::SliderFloat("p (focused)", &p, 1.0f, 10.0f, "%.2f")) state.attention.p = p;
-      const int grid = outcome ? std::max(outcome->layout.grid_h, outcome->layout.grid_w) : 14;
-      int window = state.attention.window > 0 ? state.attention.window : std::min(kDefaultWindow, grid);
-      if (ImGui::SliderInt("window", &window, 1, grid, state.attention.window ? "%d" : "global"))
-        state.attention.window = window;
-      ImGui::SameLine();
-      if (ImGui::SmallButton("global")) state.attention.window = 0;
-      const int patches = outcome ? outcome->layout.patch_tokens() : 196;
-      int anchors = state.attention.anchors > 0 ? state.attention.anchors : std::min(30, patches);
-      if (ImGui::SliderInt("anchors", &anchors, 1, patches, state.attention.anchors ? "%d" : "default"))
-        state.attention.anchors = anchors;
-      ImGui::SameLine();
-      if (ImGui::SmallButton("default")) state.attention.anchors = 0;
-      ImGui::Checkbox("depthwise conv (DWC)", &state.attention.dwc);
-      bool per_head = state.attention.norm == FocusNorm::PerHead;
-      if (ImGui::Checkbox("f_p norms per head", &per_head))
-        state.attention.norm = per_head ? FocusNorm::PerHead : FocusNorm::AllChannels;
-      ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-      ImGui::TextWrapped("window: %s; anchors: %s",
-                         state.attention.window ? "in patches" : "global (the window variant uses 7)",
-                         state.attention.anchors ? "in use" : "the learned ones, or 30 pooled from K");
-      ImGui::PopStyleColor();
-      ImGui::EndDisabled();
-    }
+    if (ImGui::CollapsingHeader("Input")) draw_input_section(bench, input_fields);
+
+    if (ImGui::CollapsingHeader("Panels", ImGuiTreeNodeFlags_DefaultOpen)) draw_panels(bench, outcome);
 
     if (ImGui::CollapsingHeader("Selection", ImGuiTreeNodeFlags_DefaultOpen)) {
       const int depth = outcome ? outcome->depth : 1, heads = outcome ? outcome->heads : 1;
@@ -190,11 +299,19 @@ struct ControlsPanel : WorkbenchPanel {
         ImGui::SameLine();
       }
       ImGui::TextDisabled("(view)");
-      ImGui::Text("query: %s", outcome ? outcome->layout.token_name(bench.query_token).c_str() : state.query.c_str());
+      ImGui::Text("query: %s",
+                  outcome ? outcome->layout.token_name(outcome->query_token).c_str() : state.query.c_str());
+      if (outcome && !outcome->query_note.empty()) ImGui::TextDisabled("%s", outcome->query_note.c_str());
       if (outcome) draw_prefix_queries(bench, *outcome);
       ImGui::TextDisabled("click a patch in the image to query it");
       if (ImGui::RadioButton("out: where the query looks", state.direction == "out")) state.direction = "out";
       if (ImGui::RadioButton("in: how much patches look at it", state.direction == "in")) state.direction = "in";
+      ImGui::Checkbox("outline windows", &state.windows);
+      // L2ViT's global layers: the map before or after the LCM's spatial mixing.
+      bool after_lcm = state.lcm == "after";
+      if (ImGui::Checkbox("after the LCM (L2ViT global layers)", &after_lcm))
+        state.lcm = after_lcm ? "after" : "before";
+      if (outcome && !outcome->lcm_note.empty()) ImGui::TextDisabled("%s", outcome->lcm_note.c_str());
     }
 
     if (ImGui::CollapsingHeader("Display", ImGuiTreeNodeFlags_DefaultOpen)) {
@@ -203,8 +320,13 @@ struct ControlsPanel : WorkbenchPanel {
           if (ImGui::Selectable(name.c_str(), name == to_string(state.colormap))) state.colormap = parse_colormap(name);
         ImGui::EndCombo();
       }
+      draw_scale_mode(bench);
       float opacity = float(state.opacity);
       if (ImGui::SliderFloat("opacity", &opacity, 0.0f, 1.0f, "%.2f")) state.opacity = opacity;
+      bool follows = state.alpha == OverlayAlpha::Value;
+      if (ImGui::Checkbox("opacity follows the value", &follows))
+        state.alpha = follows ? OverlayAlpha::Value : OverlayAlpha::Constant;
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("low weights transparent: the image shows where attention is low");
       ImGui::TextUnformatted("analysis (right column, panel 1):");
       draw_analysis_switch(bench);
     }
@@ -222,31 +344,17 @@ struct ControlsPanel : WorkbenchPanel {
       ImGui::TextDisabled("the same file drives `attnscope run --session`");
     }
 
-    if (ImGui::CollapsingHeader("Export figure")) {
-      if (ImGui::BeginCombo("layout", state.figure.layout.c_str())) {
-        for (const auto& layout : figure_layouts()) {
-          if (ImGui::Selectable(layout.name, state.figure.layout == layout.name)) state.figure.layout = layout.name;
-          if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", layout.description);
-        }
-        ImGui::EndCombo();
-      }
-      if (ImGui::BeginCombo("format", state.figure.format.c_str())) {
-        for (const char* format : {"png", "svg", "pdf"})
-          if (ImGui::Selectable(format, state.figure.format == format)) state.figure.format = format;
-        ImGui::EndCombo();
-      }
-      ImGui::Checkbox("overwrite", &state.figure.overwrite);
-      ImGui::InputText("folder", &export_folder);
-      if (ImGui::Button("Export")) bench.export_figure(export_folder);
-      ImGui::TextDisabled("the code of `attnscope export`; the figure's data and session go beside it");
-    }
+    if (ImGui::CollapsingHeader("Export figure")) draw_export_section(bench, export_fields);
 
-    if (outcome && !outcome->panels.empty() && ImGui::CollapsingHeader("Prediction (panel 1)")) {
-      for (const auto& prediction : outcome->panels.front().top)
-        ImGui::Text("%5.1f%%  %s", 100.0 * prediction.probability, prediction.name.c_str());
-      if (outcome->output_kind != "logits")
-        ImGui::TextWrapped("%s, no classes: the model's output is not a prediction",
-                           outcome->output_kind == "embedding" ? "an image embedding" : "features");
+    if (outcome && !outcome->panels.empty() && ImGui::CollapsingHeader("Predictions (top 5)")) {
+      for (size_t p = 0; p < outcome->panels.size(); ++p) {
+        const PanelMaps& panel = outcome->panels[p];
+        ImGui::Text("panel %zu:", p + 1);
+        for (const auto& prediction : panel.top)
+          ImGui::Text("  %5.1f%%  %s", 100.0 * prediction.probability, prediction.name.c_str());
+        if (panel.error.empty() && panel.output_kind != "logits")
+          ImGui::TextWrapped("  %s, no classes: the model's output is not a prediction", panel.output_kind.c_str());
+      }
     }
     ImGui::PopItemWidth();
 
@@ -255,6 +363,8 @@ struct ControlsPanel : WorkbenchPanel {
       if (browsing == FileKind::Session) {
         session_field = chosen;
         if (std::filesystem::exists(chosen)) bench.load_session(chosen);
+      } else if (browsing == FileKind::Model && browsing_panel > 0) {
+        if (size_t(browsing_panel) <= state.compare.size()) state.compare[size_t(browsing_panel - 1)].model = chosen;
       } else {
         bench.open_file(browsing, chosen);
       }

@@ -1,31 +1,15 @@
-// The f_p view (FLatten's focusing function): for panel 1's layer and the selected head, how f_p at
-// the sidebar's p reshapes the real query-key similarities (histograms before and after), how the
-// entropy and top-k mass of the score rows fall as p grows, and the paper's Fig. 4 (b) example.
+// The f_p view (FLatten's focusing function): for panel 1's layer and the selected head, the head's
+// own key or query vectors before and after f_p in 2-D with a line from each x to f_p(x) (the pull
+// toward the axes on real data), the query-key similarity histograms before and after, entropy and
+// top-k mass of the score rows over p, and the paper's Fig. 4 (b) example. The plots are the
+// figures' cairo drawing (viewer/plot_views.h); `export --layout fp-vectors` writes the projection.
 #include <algorithm>
-#include <cfloat>
 #include <cmath>
 
 #include "viewer/panels/panel.h"
 #include "viewer/workbench.h"
 
 namespace attnscope {
-
-namespace {
-
-void plot_pair(const char* label, const std::vector<float>& before, const std::vector<float>& after, float height) {
-  const float top =
-      std::max(*std::max_element(before.begin(), before.end()), *std::max_element(after.begin(), after.end()));
-  const float width = ImGui::GetContentRegionAvail().x;
-  ImGui::PushID(label);
-  ImGui::PlotHistogram("##before", before.data(), int(before.size()), 0, "before (ReLU)", 0.0f, top,
-                       ImVec2(width, height));
-  ImGui::PushStyleColor(ImGuiCol_PlotHistogram, ImVec4(0.95f, 0.55f, 0.2f, 1.0f));
-  ImGui::PlotHistogram("##after", after.data(), int(after.size()), 0, "after f_p", 0.0f, top, ImVec2(width, height));
-  ImGui::PopStyleColor();
-  ImGui::PopID();
-}
-
-}  // namespace
 
 struct FocusPanel : WorkbenchPanel {
   void draw(Workbench& bench) override {
@@ -35,6 +19,18 @@ struct FocusPanel : WorkbenchPanel {
       return;
     }
     draw_analysis_switch(bench);
+    AppState& state = bench.state;
+    ImGui::TextUnformatted("vectors:");
+    for (const char* kind : {"keys", "queries"}) {
+      ImGui::SameLine();
+      if (ImGui::RadioButton(kind, state.fp_vectors == kind)) state.fp_vectors = kind;
+    }
+    ImGui::SameLine();
+    ImGui::TextUnformatted("  projection:");
+    for (const char* kind : {"channels", "pca"}) {
+      ImGui::SameLine();
+      if (ImGui::RadioButton(kind, state.fp_projection == kind)) state.fp_projection = kind;
+    }
     const InferenceOutcome* outcome = bench.outcome.get();
     if (!outcome || !outcome->focus) {
       ImGui::TextDisabled(bench.worker_busy ? "computing..." : "no result yet");
@@ -42,20 +38,20 @@ struct FocusPanel : WorkbenchPanel {
       return;
     }
     const FocusView& focus = *outcome->focus;
-    ImGui::TextWrapped("layer %d, head %d, p = %.2f (the sidebar's p slider); features: %s", outcome->layer, focus.head,
-                       focus.p, focus.source.c_str());
-    ImGui::Separator();
-    ImGui::TextUnformatted("cosine similarity of every (query, key) pair, 0 .. 1");
-    plot_pair("similarity", focus.histogram_before, focus.histogram_after, 90);
-
-    ImGui::Separator();
-    ImGui::Text("score rows as p grows (p = %.0f .. %.0f)", double(focus.curve_ps.front()),
-                double(focus.curve_ps.back()));
-    const float width = ImGui::GetContentRegionAvail().x;
-    ImGui::PlotLines("##entropy", focus.entropy.data(), int(focus.entropy.size()), 0, "mean entropy (nats)", FLT_MAX,
-                     FLT_MAX, ImVec2(width, 80));
-    ImGui::PlotLines("##topk", focus.top_k_mass.data(), int(focus.top_k_mass.size()), 0, "mean top-10 mass", FLT_MAX,
-                     FLT_MAX, ImVec2(width, 80));
+    const FocusProjection& projection = focus.projection;
+    ImGui::TextWrapped("layer %d, head %d, p = %.2f (panel 1's p); %d of %d %s; axes: %s", outcome->layer, focus.head,
+                       focus.p, projection.shown, projection.total, projection.vectors.c_str(),
+                       projection.axes.c_str());
+    if (bench.focus_plot.texture.valid()) {
+      const ImVec2 pos = ImGui::GetCursorScreenPos();
+      gl::opaque_image(bench.focus_plot.texture.imgui_id(),
+                       ImVec2(float(bench.focus_plot.width), float(bench.focus_plot.height)));
+      bench.drawn_views.push_back(
+          {-4, focus.head, pos.x, pos.y, float(bench.focus_plot.width), float(bench.focus_plot.height), 0, 0});
+    }
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    ImGui::TextWrapped("features: %s", focus.source.c_str());
+    ImGui::PopStyleColor();
     for (size_t i = 0; i < focus.curve_ps.size(); ++i)
       if (std::abs(focus.curve_ps[i] - focus.p) < 1e-6)
         ImGui::Text("at p = %.0f: entropy %.3f, top-10 mass %.3f", double(focus.p), double(focus.entropy[i]),

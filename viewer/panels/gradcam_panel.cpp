@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "viewer/colour_bar.h"
 #include "viewer/panels/panel.h"
 #include "viewer/workbench.h"
 
@@ -24,15 +25,25 @@ struct GradCamPanel : WorkbenchPanel {
     }
     draw_analysis_switch(bench);
     AppState& state = bench.state;
+    // Models without classes (DINO, DINOv2, CLIP's embedding) have no top-1: Grad-CAM then targets
+    // one output dimension, or the output's norm.
+    const InferenceOutcome* shown = bench.outcome.get();
+    const bool classes = !shown || shown->output_kind == "logits";
     ImGui::SetNextItemWidth(120);
     int target_class = state.target_class;
-    if (ImGui::InputInt("class (-1: top-1)", &target_class)) state.target_class = std::max(-1, target_class);
+    if (ImGui::InputInt(classes ? "class (-1: top-1)" : "feature (-1: the norm)", &target_class))
+      state.target_class = std::max(-1, target_class);
+    if (!classes)
+      ImGui::TextDisabled("%s: features, no classes; Grad-CAM of one dimension or of the norm",
+                          shown->output_kind.c_str());
     ImGui::SetNextItemWidth(200);
     if (ImGui::InputText("layer", &layer_field, ImGuiInputTextFlags_EnterReturnsTrue))
       state.gradcam_layer = layer_field;
     if (!ImGui::IsItemActive()) layer_field = state.gradcam_layer;  // shows the state unless being edited
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-    ImGui::TextWrapped("layer: blocks.N.norm1, blocks.N.norm2, blocks.N or norm (N < 0 counts from the end)");
+    ImGui::TextWrapped(
+        "layer: blocks.N.norm1, blocks.N.norm2, blocks.N (N counts attention blocks across stages, < 0 from the "
+        "end), norm, or the family's module name (layers.3.blocks.1.norm1, stages.3.norm)");
     ImGui::PopStyleColor();
 
     const InferenceOutcome* outcome = bench.outcome.get();
@@ -42,27 +53,30 @@ struct GradCamPanel : WorkbenchPanel {
       return;
     }
     const GradCamView& cam = *outcome->gradcam;
-    ImGui::TextWrapped("%s: class %d (%s), logit %.3f, at %s; %.0f ms", outcome->panels.front().description.c_str(),
-                       cam.target_class, cam.class_name.c_str(), cam.score, cam.layer.c_str(), cam.milliseconds);
+    ImGui::TextWrapped("%s: %s %d (%s), %s %.3f, at %s; %.0f ms", outcome->panels.front().description.c_str(),
+                       classes ? "class" : "target", cam.target_class, cam.class_name.c_str(),
+                       classes ? "logit" : "value", cam.score, cam.layer.c_str(), cam.milliseconds);
     if (!cam.warning.empty()) ImGui::TextColored(ImVec4(1.0f, 0.7f, 0.3f, 1.0f), "%s", cam.warning.c_str());
-    const TokenLayout& tokens = outcome->layout;
+    const GridMap& map = cam.map;
     const float available = std::min(ImGui::GetContentRegionAvail().x, 440.0f);
-    const float cell = std::max(1.0f, std::floor(available / float(std::max(tokens.grid_w, tokens.grid_h))));
-    const ImVec2 size(cell * tokens.grid_w, cell * tokens.grid_h);
+    const float cell = std::max(1.0f, std::floor(available / float(std::max(map.grid_w, map.grid_h))));
+    const ImVec2 size(cell * map.grid_w, cell * map.grid_h);
     target.resize(int(size.x), int(size.y));
-    gl::ColorScale scale;  // Grad-CAM is min-max scaled to [0, 1]
+    ValueScale scale;  // Grad-CAM is min-max scaled to [0, 1]
     scale.colormap = state.colormap;
-    bench.renderer->render(target, &bench.image_texture, bench.gradcam_texture, scale, float(state.opacity));
+    scale.label = "Grad-CAM, max = 1";
+    bench.renderer->render(target, &bench.image_texture(), bench.gradcam_texture, scale, float(state.opacity),
+                           state.alpha);
     const ImVec2 pos = ImGui::GetCursorScreenPos();
     gl::opaque_image(target.imgui_id(), size);
     bench.drawn_views.push_back({-1, -1, pos.x, pos.y, size.x, size.y});
     if (ImGui::IsItemHovered()) {
       const ImVec2 mouse = ImGui::GetIO().MousePos;
-      const int col = std::clamp(int((mouse.x - pos.x) / cell), 0, tokens.grid_w - 1);
-      const int row = std::clamp(int((mouse.y - pos.y) / cell), 0, tokens.grid_h - 1);
-      ImGui::SetTooltip("patch (%d, %d): %.3f", row, col, double(cam.map[size_t(row * tokens.grid_w + col)]));
+      const int col = std::clamp(int((mouse.x - pos.x) / cell), 0, map.grid_w - 1);
+      const int row = std::clamp(int((mouse.y - pos.y) / cell), 0, map.grid_h - 1);
+      ImGui::SetTooltip("patch (%d, %d): %.3f", row, col, double(map.at(row, col)));
     }
-    ImGui::TextDisabled("scale 0 (min) .. 1 (max), %s, opacity from the sidebar", to_string(state.colormap).c_str());
+    draw_colour_bar(bench, scale, size.x, scale_caption(scale) + "; opacity from the sidebar");
     ImGui::End();
   }
 };

@@ -1,9 +1,11 @@
 // The matrix view: the selected head's full T x T attention matrix of one panel (coloured in the
-// shader, the query row marked), its singular-value spectrum on a log scale, numerical and
+// shader on the session's scale mode, with its colour bar, the query row marked), its singular-value
+// spectrum drawn by the figures' code (log axis, tolerance line, rank marker), numerical and
 // effective rank. Linear attention's low rank shows here next to softmax's full rank.
 #include <algorithm>
 #include <cmath>
 
+#include "viewer/colour_bar.h"
 #include "viewer/panels/panel.h"
 #include "viewer/workbench.h"
 
@@ -20,7 +22,7 @@ struct MatrixPanel : WorkbenchPanel {
     }
     draw_analysis_switch(bench);
     const InferenceOutcome* outcome = bench.outcome.get();
-    if (!outcome || !bench.matrix_texture.valid()) {
+    if (!outcome || !bench.matrix_texture.valid() || outcome->panels.front().matrix.empty()) {
       ImGui::TextDisabled("waiting for a result");
       ImGui::End();
       return;
@@ -33,43 +35,52 @@ struct MatrixPanel : WorkbenchPanel {
     }
     const int panel_index = std::clamp(bench.matrix_panel, 0, int(outcome->panels.size()) - 1);
     const PanelMaps& panel = outcome->panels[size_t(panel_index)];
-    const int head = std::min(bench.state.head, outcome->heads - 1);
-    ImGui::TextWrapped("%s, layer %d, head %d", panel.description.c_str(), outcome->layer, head);
+    if (panel.matrix.empty()) {
+      ImGui::TextWrapped("panel %d: %s", panel_index + 1, panel.error.empty() ? "no matrix" : panel.error.c_str());
+      ImGui::End();
+      return;
+    }
+    const int head = std::min(bench.state.head, panel.heads - 1);
+    ImGui::TextWrapped("%s, layer %d, head %d", panel.description.c_str(), panel.layer, head);
+    const int rows = panel.matrix_rows, cols = panel.matrix_cols;
 
-    // The matrix on its own scale (its rows, not the patch maps, set the range).
-    const float* matrix = panel.matrix(head);
-    const size_t count = size_t(panel.tokens) * size_t(panel.tokens);
-    gl::ColorScale scale;
-    scale.colormap = bench.state.colormap;
-    scale.vmin = *std::min_element(matrix, matrix + count);
-    scale.vmax = std::max(*std::max_element(matrix, matrix + count), scale.vmin + 1e-12f);
+    // The matrix on its own scale (its entries, not the patch maps, set the range), in the
+    // session's scale mode; FLatten's DWC band makes entries negative: a diverging map then.
+    const float* matrix = panel.matrix.data();
+    ValueRange range;
+    range.include(matrix, panel.matrix.size());
+    ScaleSpec spec = bench.state.scale;
+    if (spec.mode == ScaleMode::Uniform) spec.mode = ScaleMode::ZeroMax;  // the texture holds weights
+    const ValueScale scale = resolve_value_scale(spec, bench.state.colormap, range);
     const float side = std::floor(std::min(ImGui::GetContentRegionAvail().x, 420.0f));
     target.resize(int(side), int(side));
-    bench.renderer->render(target, nullptr, bench.matrix_texture, scale, 1.0f);
+    bench.renderer->render(target, nullptr, bench.matrix_texture, scale, 1.0f, OverlayAlpha::Constant);
     const ImVec2 pos = ImGui::GetCursorScreenPos();
     gl::opaque_image(target.imgui_id(), ImVec2(side, side));
-    const float row_y = pos.y + side * float(bench.query_token) / float(panel.tokens);
-    ImGui::GetWindowDrawList()->AddRect(ImVec2(pos.x, row_y), ImVec2(pos.x + side, row_y + side / panel.tokens + 1),
+    const float row_y = pos.y + side * float(panel.query_token) / float(rows);
+    ImGui::GetWindowDrawList()->AddRect(ImVec2(pos.x, row_y), ImVec2(pos.x + side, row_y + side / rows + 1),
                                         IM_COL32(255, 60, 60, 255));
     if (ImGui::IsItemHovered()) {
       const ImVec2 mouse = ImGui::GetIO().MousePos;
-      const int row = std::clamp(int((mouse.y - pos.y) / side * panel.tokens), 0, panel.tokens - 1);
-      const int col = std::clamp(int((mouse.x - pos.x) / side * panel.tokens), 0, panel.tokens - 1);
-      ImGui::SetTooltip("query %s -> key %s: %.5f", outcome->layout.token_name(row).c_str(),
-                        outcome->layout.token_name(col).c_str(), double(matrix[size_t(row) * panel.tokens + col]));
+      const int row = std::clamp(int((mouse.y - pos.y) / side * rows), 0, rows - 1);
+      const int col = std::clamp(int((mouse.x - pos.x) / side * cols), 0, cols - 1);
+      ImGui::SetTooltip("query %s -> key %s: %.5f", panel.layout.token_name(row).c_str(),
+                        panel.key_layout.token_name(col).c_str(), double(matrix[size_t(row) * cols + col]));
     }
-    ImGui::Text("range %.3g .. %.3g, query row marked", double(scale.vmin), double(scale.vmax));
+    draw_colour_bar(bench, scale, side, scale_caption(scale) + "; query row marked");
 
     if (size_t(head) < panel.spectra.size()) {
       const HeadSpectrum& spectrum = panel.spectra[size_t(head)];
-      std::vector<float> log_values;
-      for (float s : spectrum.singular_values) log_values.push_back(std::log10(std::max(s, 1e-12f)));
       ImGui::Separator();
-      ImGui::Text("numerical rank %d of %d, effective rank %.1f", spectrum.numerical_rank, panel.tokens,
+      ImGui::Text("numerical rank %d of %d, effective rank %.1f", spectrum.numerical_rank, std::min(rows, cols),
                   spectrum.effective_rank);
-      ImGui::PlotLines("##spectrum", log_values.data(), int(log_values.size()), 0, "log10 singular values", -8.0f,
-                       std::max(1.0f, log_values.empty() ? 1.0f : log_values.front() + 0.5f),
-                       ImVec2(ImGui::GetContentRegionAvail().x, 150));
+      if (bench.spectrum_plot.texture.valid()) {
+        const ImVec2 plot_pos = ImGui::GetCursorScreenPos();
+        gl::opaque_image(bench.spectrum_plot.texture.imgui_id(),
+                         ImVec2(float(bench.spectrum_plot.width), float(bench.spectrum_plot.height)));
+        bench.drawn_views.push_back({-3, head, plot_pos.x, plot_pos.y, float(bench.spectrum_plot.width),
+                                     float(bench.spectrum_plot.height), 0, 0});
+      }
       ImGui::Text("ranks of every head in this layer:");
       for (size_t h = 0; h < panel.spectra.size(); ++h)
         ImGui::Text("  head %zu: rank %d, effective %.1f", h, panel.spectra[h].numerical_rank,

@@ -24,16 +24,16 @@ struct MetricsPanel : WorkbenchPanel {
       ImGui::SameLine();
       if (ImGui::SmallButton("clear box")) state.box.clear();
     }
-    if (!bench.box_error.empty()) ImGui::TextColored(ImVec4(1.0f, 0.7f, 0.3f, 1.0f), "%s", bench.box_error.c_str());
-
     const InferenceOutcome* outcome = bench.outcome.get();
-    if (!outcome || bench.metrics.empty()) {
+    if (outcome && !outcome->box_error.empty())
+      ImGui::TextColored(ImVec4(1.0f, 0.7f, 0.3f, 1.0f), "%s", outcome->box_error.c_str());
+    if (!outcome || outcome->panels.empty() || outcome->panels.front().metrics.empty()) {
       ImGui::TextDisabled(bench.worker_busy ? "computing..." : "no result yet");
       ImGui::End();
       return;
     }
-    ImGui::TextWrapped("layer %d, query %s: each head's row over the patches (entropy in nats)", outcome->layer,
-                       outcome->layout.token_name(bench.query_token).c_str());
+    ImGui::TextWrapped("layer %d, query %s: each head's map over the patches (entropy in nats)", outcome->layer,
+                       outcome->layout.token_name(outcome->query_token).c_str());
     const ImGuiTableFlags flags = ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit;
     if (ImGui::BeginTable("##metrics", 6, flags)) {
       ImGui::TableSetupColumn("panel");
@@ -43,28 +43,26 @@ struct MetricsPanel : WorkbenchPanel {
       ImGui::TableSetupColumn("Gini");
       ImGui::TableSetupColumn("in box");
       ImGui::TableHeadersRow();
-      int last_panel = -1;
-      for (const HeadFocusMetrics& row : bench.metrics) {
-        ImGui::TableNextRow();
-        ImGui::TableNextColumn();
-        // The panel's variant once, at its first head, so the rows group by panel.
-        if (row.panel != last_panel)
-          ImGui::Text("%d: %s", row.panel + 1, outcome->panels[size_t(row.panel)].description.c_str());
-        last_panel = row.panel;
-        ImGui::TableNextColumn();
-        ImGui::Text("%d", row.head);
-        ImGui::TableNextColumn();
-        ImGui::Text("%.3f", row.entropy);
-        ImGui::TableNextColumn();
-        ImGui::Text("%.3f", row.top_k_mass);
-        ImGui::TableNextColumn();
-        ImGui::Text("%.3f", row.gini);
-        ImGui::TableNextColumn();
-        if (row.box_mass)
-          ImGui::Text("%.3f", *row.box_mass);
-        else
-          ImGui::TextUnformatted("-");
-      }
+      for (size_t panel = 0; panel < outcome->panels.size(); ++panel)
+        for (const HeadFocusMetrics& row : outcome->panels[panel].metrics) {
+          ImGui::TableNextRow();
+          ImGui::TableNextColumn();
+          // The panel's variant once, at its first head, so the rows group by panel.
+          if (row.head == 0) ImGui::Text("%d: %s", int(panel) + 1, outcome->panels[panel].description.c_str());
+          ImGui::TableNextColumn();
+          ImGui::Text("%d", row.head);
+          ImGui::TableNextColumn();
+          ImGui::Text("%.3f", row.entropy);
+          ImGui::TableNextColumn();
+          ImGui::Text("%.3f", row.top_k_mass);
+          ImGui::TableNextColumn();
+          ImGui::Text("%.3f", row.gini);
+          ImGui::TableNextColumn();
+          if (row.box_mass)
+            ImGui::Text("%.3f", *row.box_mass);
+          else
+            ImGui::TextUnformatted("-");
+        }
       ImGui::EndTable();
     }
     ImGui::End();

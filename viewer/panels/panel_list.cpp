@@ -19,7 +19,7 @@ void draw_analysis_switch(Workbench& bench) {
   const ImGuiStyle& style = ImGui::GetStyle();
   const float right_edge = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
   // Grad-CAM and f_p need q, k and activations, which a TorchScript file does not give.
-  const bool scripted = bench.outcome && bench.outcome->model_family == "torchscript";
+  const bool scripted = bench.outcome && !bench.outcome->computes_attention;
   for (size_t i = 0; i < names.size(); ++i) {
     // Wraps to a new line where the next button would not fit (the sidebar is narrower than the column).
     const float width = ImGui::GetFrameHeight() + style.ItemInnerSpacing.x + ImGui::CalcTextSize(kLabels[i]).x;

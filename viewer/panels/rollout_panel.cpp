@@ -1,10 +1,12 @@
 // The attention rollout view: panel 1's rolled-out attention of the query token through every
 // captured layer (analysis/rollout.h), over the image through the attention views' overlay shader,
-// on its own min..max scale with its own colour bar. Head fusion and discard ratio are chosen here.
+// on its own min..max scale with its own colour bar (its values are products through the layers,
+// not comparable with one layer's attention). Head fusion and discard ratio are chosen here.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
+#include "viewer/colour_bar.h"
 #include "viewer/panels/panel.h"
 #include "viewer/workbench.h"
 
@@ -32,6 +34,11 @@ struct RolloutPanel : WorkbenchPanel {
       state.discard = double(discard);
 
     const InferenceOutcome* outcome = bench.outcome.get();
+    if (outcome && outcome->rollout && !outcome->rollout->error.empty()) {
+      ImGui::TextWrapped("%s", outcome->rollout->error.c_str());
+      ImGui::End();
+      return;
+    }
     if (!outcome || !outcome->rollout || !bench.rollout_texture.valid()) {
       ImGui::TextDisabled(bench.worker_busy ? "computing the rollout..." : "no rollout yet");
       ImGui::End();
@@ -39,46 +46,38 @@ struct RolloutPanel : WorkbenchPanel {
     }
     const RolloutView& rollout = *outcome->rollout;
     const TokenLayout& tokens = outcome->layout;
+    const GridMap& map = rollout.map;
     ImGui::TextWrapped("%s: query %s through %d layers, %s fusion, discard %.2f; %.1f ms",
-                       outcome->panels.front().description.c_str(), tokens.token_name(rollout.query_token).c_str(),
-                       outcome->depth, to_string(rollout.fusion).c_str(), rollout.discard, rollout.milliseconds);
+                       outcome->panels.front().description.c_str(), rollout.query_name.c_str(), rollout.layers,
+                       to_string(rollout.fusion).c_str(), rollout.discard, rollout.milliseconds);
+    if (!rollout.note.empty()) ImGui::TextDisabled("%s", rollout.note.c_str());
     const float available = std::min(ImGui::GetContentRegionAvail().x, 440.0f);
-    const float cell = std::max(1.0f, std::floor(available / float(std::max(tokens.grid_w, tokens.grid_h))));
-    const ImVec2 size(cell * tokens.grid_w, cell * tokens.grid_h);
+    const float cell = std::max(1.0f, std::floor(available / float(std::max(map.grid_w, map.grid_h))));
+    const ImVec2 size(cell * map.grid_w, cell * map.grid_h);
     target.resize(int(size.x), int(size.y));
-    gl::ColorScale scale;
+    ValueScale scale;
     scale.colormap = state.colormap;
     scale.vmin = rollout.vmin;
     scale.vmax = rollout.vmax;
-    bench.renderer->render(target, &bench.image_texture, bench.rollout_texture, scale, float(state.opacity));
+    scale.label = "rollout min..max";
+    bench.renderer->render(target, &bench.image_texture(), bench.rollout_texture, scale, float(state.opacity),
+                           state.alpha);
     const ImVec2 pos = ImGui::GetCursorScreenPos();
     gl::opaque_image(target.imgui_id(), size);
     bench.drawn_views.push_back({-2, -1, pos.x, pos.y, size.x, size.y});
-    if (tokens.is_patch(rollout.query_token)) {
-      const ImVec2 a(pos.x + cell * tokens.col_of(rollout.query_token),
-                     pos.y + cell * tokens.row_of(rollout.query_token));
+    if (tokens.is_patch(outcome->query_token)) {
+      const ImVec2 a(pos.x + cell * tokens.col_of(outcome->query_token),
+                     pos.y + cell * tokens.row_of(outcome->query_token));
       ImGui::GetWindowDrawList()->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(255, 60, 60, 255), 0, 0, 2.0f);
     }
     if (ImGui::IsItemHovered()) {
       const ImVec2 mouse = ImGui::GetIO().MousePos;
-      const int col = std::clamp(int((mouse.x - pos.x) / cell), 0, tokens.grid_w - 1);
-      const int row = std::clamp(int((mouse.y - pos.y) / cell), 0, tokens.grid_h - 1);
-      ImGui::SetTooltip("patch (%d, %d): %.5f", row, col, double(rollout.map[size_t(row * tokens.grid_w + col)]));
+      const int col = std::clamp(int((mouse.x - pos.x) / cell), 0, map.grid_w - 1);
+      const int row = std::clamp(int((mouse.y - pos.y) / cell), 0, map.grid_h - 1);
+      ImGui::SetTooltip("patch (%d, %d): %.5f", row, col, double(map.at(row, col)));
     }
-    draw_colorbar(bench, scale, size.x);
+    draw_colour_bar(bench, scale, size.x, scale_caption(scale) + "; opacity from the sidebar");
     ImGui::End();
-  }
-
-  // The rollout's own scale: its values are products through the layers, not comparable with a
-  // single layer's attention, so they do not share the attention views' bar.
-  static void draw_colorbar(Workbench& bench, const gl::ColorScale& scale, float width) {
-    ImGui::Image(bench.renderer->colormap_table(scale.colormap).imgui_id(), ImVec2(width, 16));
-    ImGui::Text("%.4g", double(scale.vmin));
-    char right[32];
-    std::snprintf(right, sizeof(right), "%.4g", double(scale.vmax));
-    ImGui::SameLine(std::max(0.0f, width - ImGui::CalcTextSize(right).x));
-    ImGui::TextUnformatted(right);
-    ImGui::TextDisabled("%s, rollout min .. max; opacity from the sidebar", to_string(scale.colormap).c_str());
   }
 };
 

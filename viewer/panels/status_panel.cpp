@@ -26,6 +26,18 @@ struct StatusPanel : WorkbenchPanel {
                   outcome->forward_reused ? "reused; " : "", forward, outcome->panels.size(),
                   outcome->panels.size() == 1 ? "" : "s", outcome->device.c_str());
       ImGui::SameLine();
+      // Where the shown layer sits: family, module, stage, and how its queries reach keys.
+      const LayerPlacement& at = outcome->placement;
+      std::string where = outcome->model_family + " | layer " + std::to_string(outcome->layer) + " = " + at.name +
+                          ", stage " + std::to_string(at.stage) + ", " + at.access;
+      if (at.window_h > 0) where += " " + std::to_string(at.window_h) + "x" + std::to_string(at.window_w);
+      if (at.shift_h > 0 || at.shift_w > 0)
+        where += " shift " + std::to_string(at.shift_h) + "," + std::to_string(at.shift_w);
+      if (outcome->key_layout.grid_h != outcome->layout.grid_h || outcome->key_layout.grid_w != outcome->layout.grid_w)
+        where +=
+            ", keys " + std::to_string(outcome->key_layout.grid_h) + "x" + std::to_string(outcome->key_layout.grid_w);
+      ImGui::TextDisabled("%s", where.c_str());
+      ImGui::SameLine();
     }
     if (!bench.input_error.empty()) {
       ImGui::TextColored(ImVec4(1.0f, 0.35f, 0.35f, 1.0f), "input: %s", bench.input_error.c_str());

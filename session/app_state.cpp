@@ -1,19 +1,15 @@
-#include "core/app_state.h"
+#include "session/app_state.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "analysis/focus_metrics.h"
-#include "analysis/gradcam.h"
 #include "core/excerpt.h"
 #include "models/token_layout.h"
 
 namespace attnscope {
 
-namespace {
-
-// "ROW,COL" with two non-negative whole numbers of at most 6 digits.
 bool parse_patch_query(const std::string& text, int& row, int& col) {
   const auto comma = text.find(',');
   if (comma == std::string::npos) return false;
@@ -24,8 +20,6 @@ bool parse_patch_query(const std::string& text, int& row, int& col) {
   col = std::stoi(second);
   return true;
 }
-
-}  // namespace
 
 int parse_int_option(const std::string& name, const std::string& value) {
   try {
@@ -103,14 +97,25 @@ void add_export_options(std::vector<OptionSpec>& options) {
                        s.figure.png_width = width;
                      },
                      [](const AppState& s) { return std::to_string(s.figure.png_width); }});
+  options.push_back({"width-pt", "PT",
+                     "figure width in points (1/72 in; 240 fits a two-column paper's column); 0: natural size",
+                     [](AppState& s, const std::string& v) {
+                       const double width = parse_double_option("width-pt", v);
+                       if (!(width == 0 || (width >= 50 && width <= 5000)))
+                         throw std::invalid_argument("--width-pt must be 0 or in [50, 5000]");
+                       s.figure.width_pt = width;
+                     },
+                     [](const AppState& s) { return format_double(s.figure.width_pt); }});
   on_off("transparent", "figure without a background fill", &ExportSettings::transparent);
   on_off("overwrite", "replace existing files (otherwise they are an error)", &ExportSettings::overwrite);
-  options.push_back({"variants", "V[:K=X],..", "rows of a comparison, e.g. softmax,focused:p=2 (default: --variant)",
+  options.push_back({"variants", "SPEC,..",
+                     "rows of a comparison, e.g. softmax,focused:p=2,native:model=F (panel specs as --compare; "
+                     "default: --variant)",
                      [](AppState& s, const std::string& v) {
                        parse_variant_list(v, s.attention);  // validates
                        s.figure.variants = v;
                      },
-                     [](const AppState& s) { return s.figure.variants; }});
+                     [](const AppState& s) { return s.figure.variants; }, "", true});
   options.push_back({"layers", "all|L,..", "layer columns of grid-layers (negative: from the end)",
                      [](AppState& s, const std::string& v) {
                        parse_index_list("layers", v);
@@ -139,12 +144,46 @@ std::vector<OptionSpec> make_options() {
   text_option("device", "DEV", "auto (CUDA when available), cpu or cuda", &AppState::device);
   text_option("out", "DIR", "output folder", &AppState::out);
   options.push_back({"resize", "MODE",
-                     "timm (eval transform), fit (squash) or none (the image as it is: with --size native any size the "
-                     "patches tile, else exactly --size)",
+                     "auto (what the checkpoint declares; default), timm (eval transform: resize the shorter side to "
+                     "size / crop, centre crop), fit (squash) or none (the image as it is: with --size native any size "
+                     "the patches tile, else exactly --size)",
                      [](AppState& s, const std::string& v) {
                        s.resize = with_option_name("resize", [&] { return parse_resize_mode(v); });
                      },
                      [](const AppState& s) { return to_string(s.resize); }});
+  options.push_back({"crop", "F",
+                     "crop fraction of --resize timm (timm's crop_pct), in (0, 1]; default: the checkpoint's, else "
+                     "0.875",
+                     [](AppState& s, const std::string& v) {
+                       if (!v.empty()) {
+                         const double crop = parse_double_option("crop", v);
+                         if (!(crop > 0 && crop <= 1)) throw std::invalid_argument("--crop must be in (0, 1]");
+                       }
+                       s.crop = v;
+                     },
+                     [](const AppState& s) { return s.crop; }});
+  options.push_back({"interpolation", "bicubic|bilinear",
+                     "resize filter (Pillow-exact); default: the checkpoint's, else bicubic",
+                     [](AppState& s, const std::string& v) {
+                       if (!v.empty()) with_option_name("interpolation", [&] { return parse_interpolation(v); });
+                       s.interpolation = v;
+                     },
+                     [](const AppState& s) { return s.interpolation; }});
+  options.push_back({"mean", "R,G,B", "input normalisation mean; default: the checkpoint's, else ImageNet's",
+                     [](AppState& s, const std::string& v) {
+                       if (!v.empty()) parse_channel_values(v, "--mean");
+                       s.mean = v;
+                     },
+                     [](const AppState& s) { return s.mean; }});
+  options.push_back({"std", "R,G,B", "input normalisation std; default: the checkpoint's, else ImageNet's",
+                     [](AppState& s, const std::string& v) {
+                       if (!v.empty()) {
+                         for (float value : parse_channel_values(v, "--std"))
+                           if (!(value > 0)) throw std::invalid_argument("--std values must be positive");
+                       }
+                       s.std = v;
+                     },
+                     [](const AppState& s) { return s.std; }});
   options.push_back({"size", "S|HxW", "input resolution in pixels (default: the model's native size)",
                      [](AppState& s, const std::string& v) {
                        resolve_input_size(v, 224, 224, 1);  // validates the syntax
@@ -222,24 +261,17 @@ std::vector<OptionSpec> make_options() {
          s.query = v;
        },
        [](const AppState& s) { return s.query; }});
-  options.push_back({"compare", "V,V,..", "side by side: variants of panels 2 to 4 (panel 1 is --variant)",
+  options.push_back({"compare", "SPEC,..",
+                     "side by side: panels 2 to 4, each VARIANT[:model=F][:p=P][:window=W][:anchors=M][:dwc=on|off]"
+                     "[:norm=all|head] (panel 1 is --model with --variant; keys left out follow them)",
                      [](AppState& s, const std::string& v) {
-                       std::vector<Variant> variants;
-                       std::istringstream in(v);
-                       std::string name;
-                       while (std::getline(in, name, ','))
-                         if (!name.empty())
-                           variants.push_back(with_option_name("compare", [&] { return parse_variant(name); }));
-                       if (int(variants.size()) > kMaxPanels - 1)
+                       std::vector<PanelSpec> specs = parse_panel_list(v, "--compare");
+                       if (int(specs.size()) > kMaxPanels - 1)
                          throw std::invalid_argument("--compare takes at most " + std::to_string(kMaxPanels - 1) +
-                                                     " variants, got " + std::to_string(variants.size()));
-                       s.compare = variants;
+                                                     " panels, got " + std::to_string(specs.size()));
+                       s.compare = specs;
                      },
-                     [](const AppState& s) {
-                       std::string text;
-                       for (Variant variant : s.compare) text += (text.empty() ? "" : ",") + to_string(variant);
-                       return text;
-                     }});
+                     [](const AppState& s) { return to_string(s.compare); }, "", true});
   options.push_back({"view", "head|mean|heads", "the selected head, the mean over heads, or a grid of all heads",
                      [](AppState& s, const std::string& v) {
                        const auto& names = view_names();
@@ -257,6 +289,22 @@ std::vector<OptionSpec> make_options() {
                        s.direction = v;
                      },
                      [](const AppState& s) { return s.direction; }});
+  options.push_back({"windows", "on|off", "outline the layer's attention windows and the query's own window",
+                     [](AppState& s, const std::string& v) {
+                       if (v != "on" && v != "off")
+                         throw std::invalid_argument("--windows expects on or off, got '" + excerpt(v) + "'");
+                       s.windows = v == "on";
+                     },
+                     [](const AppState& s) { return std::string(s.windows ? "on" : "off"); }, "on"});
+  options.push_back({"lcm", "before|after",
+                     "L2ViT global layers: the map before or after the LCM's spatial mixing (C_conv A, BatchNorm "
+                     "folded, GELU at slope 1/2); other layers have no LCM",
+                     [](AppState& s, const std::string& v) {
+                       if (v != "before" && v != "after")
+                         throw std::invalid_argument("--lcm expects before or after, got '" + excerpt(v) + "'");
+                       s.lcm = v;
+                     },
+                     [](const AppState& s) { return s.lcm; }});
   options.push_back(
       {"analysis", "NAME", "analysis view: none, spectrum (matrix, rank), gradcam, fp (f_p), rollout or metrics",
        [](AppState& s, const std::string& v) {
@@ -276,14 +324,20 @@ std::vector<OptionSpec> make_options() {
                        s.target_class = c;
                      },
                      [](const AppState& s) { return std::to_string(s.target_class); }});
-  options.push_back({"gradcam-layer", "NAME",
-                     "Grad-CAM layer: blocks.N.norm1 (default N=-1, the last), blocks.N.norm2, blocks.N or norm",
-                     [](AppState& s, const std::string& v) {
-                       // Syntax only here; the block index is checked against the model when it runs.
-                       resolve_gradcam_layer(v, 1 << 20, true);
-                       s.gradcam_layer = v;
-                     },
-                     [](const AppState& s) { return s.gradcam_layer; }});
+  options.push_back(
+      {"gradcam-layer", "NAME",
+       "Grad-CAM layer: blocks.N.norm1 (default N=-1, the last attention block, counted across "
+       "stages), blocks.N.norm2, blocks.N, norm, or a module name of the family (layers.3.blocks.1.norm1, "
+       "stages.3.norm)",
+       [](AppState& s, const std::string& v) {
+         // Syntax only here; the model checks that the point exists when it runs.
+         if (v.empty() || v.size() > 200 ||
+             v.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+                 std::string::npos)
+           throw std::invalid_argument("--gradcam-layer expects a module name such as blocks.-1.norm1");
+         s.gradcam_layer = v;
+       },
+       [](const AppState& s) { return s.gradcam_layer; }});
   options.push_back({"fusion", "mean|max|min", "attention rollout: how the heads of a layer are fused",
                      [](AppState& s, const std::string& v) {
                        s.fusion = with_option_name("fusion", [&] { return parse_head_fusion(v); });
@@ -302,7 +356,33 @@ std::vector<OptionSpec> make_options() {
                        s.box = v;
                      },
                      [](const AppState& s) { return s.box; }});
-  options.push_back({"colormap", "NAME", "colour map: viridis, magma, inferno, turbo, jet or gray",
+  options.push_back({"fp-vectors", "keys|queries", "f_p view and fp-vectors figure: a head's keys or queries",
+                     [](AppState& s, const std::string& v) {
+                       if (v != "keys" && v != "queries")
+                         throw std::invalid_argument("--fp-vectors expects keys or queries, got '" + v.substr(0, 40) +
+                                                     "'");
+                       s.fp_vectors = v;
+                     },
+                     [](const AppState& s) { return s.fp_vectors; }});
+  options.push_back({"fp-projection", "channels|pca",
+                     "f_p view and fp-vectors figure: the two largest channels or the first two principal axes",
+                     [](AppState& s, const std::string& v) {
+                       if (v != "channels" && v != "pca")
+                         throw std::invalid_argument("--fp-projection expects channels or pca, got '" +
+                                                     v.substr(0, 40) + "'");
+                       s.fp_projection = v;
+                     },
+                     [](const AppState& s) { return s.fp_projection; }});
+  options.push_back({"scale", "MODE",
+                     "colour scale of attention maps: zero-max (default), min-max, fixed:A,B, log, or uniform (weight "
+                     "x keys: 1 = uniform); maps with negative values get a diverging map centred at 0",
+                     [](AppState& s, const std::string& v) { s.scale = parse_scale_spec(v); },
+                     [](const AppState& s) { return to_string(s.scale); }});
+  options.push_back({"alpha", "value|constant",
+                     "overlay opacity: value (follows the weight, low weights transparent; default) or constant",
+                     [](AppState& s, const std::string& v) { s.alpha = parse_overlay_alpha(v); },
+                     [](const AppState& s) { return to_string(s.alpha); }});
+  options.push_back({"colormap", "NAME", "colour map: viridis, magma, inferno, turbo, jet, gray or rdbu (diverging)",
                      [](AppState& s, const std::string& v) {
                        s.colormap = with_option_name("colormap", [&] { return parse_colormap(v); });
                      },
@@ -330,12 +410,21 @@ const std::vector<std::string>& analysis_names() {
   return names;
 }
 
-std::vector<AttentionSettings> AppState::panel_settings() const {
-  std::vector<AttentionSettings> panels = {attention};
-  for (Variant variant : compare) {
-    panels.push_back(attention);
-    panels.back().variant = variant;
+std::vector<PanelSpec> AppState::panel_specs() const {
+  PanelSpec first;
+  first.model = model;
+  first.variant = attention.variant;
+  std::vector<PanelSpec> specs = {first};
+  for (const PanelSpec& spec : compare) {
+    specs.push_back(spec);
+    if (specs.back().model.empty()) specs.back().model = model;
   }
+  return specs;
+}
+
+std::vector<AttentionSettings> AppState::panel_settings() const {
+  std::vector<AttentionSettings> panels;
+  for (const PanelSpec& spec : panel_specs()) panels.push_back(spec.settings(attention));
   return panels;
 }
 
@@ -362,7 +451,19 @@ void set_option(AppState& state, const std::string& name, const std::string& val
 
 nlohmann::json to_json(const AppState& state) {
   nlohmann::json json = nlohmann::json::object();
-  for (const auto& option : app_options()) json[option.name] = option.get(state);
+  for (const auto& option : app_options()) {
+    const std::string value = option.get(state);
+    if (!option.panel_list) {
+      json[option.name] = value;
+      continue;
+    }
+    // Panel lists as objects: readable, and paths with ',' or ':' stay intact (the compare specs
+    // are taken as they are, not through their text).
+    json[option.name] = nlohmann::json::array();
+    const std::vector<PanelSpec> specs =
+        option.name == "compare" ? state.compare : parse_panel_list(value, "--" + option.name);
+    for (const PanelSpec& spec : specs) json[option.name].push_back(to_json(spec));
+  }
   return json;
 }
 
@@ -371,9 +472,24 @@ void apply_json(AppState& state, const nlohmann::json& json) {
   for (const auto& item : json.items()) {
     const auto& value = item.value();
     std::string text;
-    if (value.is_string())
+    const OptionSpec* option = find_option(item.key());
+    if (option && option->panel_list && value.is_array()) {
+      std::vector<PanelSpec> specs;
+      for (const auto& entry : value) specs.push_back(panel_spec_from_json(entry, "--" + item.key()));
+      if (item.key() == "compare") {
+        // Set directly: paths may hold the text form's separators.
+        if (int(specs.size()) > kMaxPanels - 1)
+          throw std::invalid_argument("--compare takes at most " + std::to_string(kMaxPanels - 1) + " panels, got " +
+                                      std::to_string(specs.size()));
+        state.compare = specs;
+        continue;
+      }
+      text = to_string(specs);
+    } else if (value.is_string())
       text = value.get<std::string>();
-    else if (value.is_number() || value.is_boolean())
+    else if (value.is_boolean())  // the switches' own words
+      text = value.get<bool>() ? "on" : "off";
+    else if (value.is_number())
       text = value.dump();
     else
       throw std::invalid_argument("session key '" + excerpt(item.key()) + "' must be a string or a number");
@@ -393,63 +509,11 @@ std::vector<int> parse_index_list(const std::string& name, const std::string& te
 }
 
 std::vector<VariantChoice> parse_variant_list(const std::string& text, const AttentionSettings& base) {
-  if (text.empty()) return {{to_string(base.variant), base}};
+  if (text.empty()) return {{to_string(base.variant), base, ""}};
   std::vector<VariantChoice> choices;
-  std::stringstream in(text);
-  std::string spec;
-  while (std::getline(in, spec, ',')) {
-    // Each key goes through the option registry, so a spec accepts exactly what the flags do.
-    AppState scratch;
-    scratch.attention = base;
-    std::stringstream parts(spec);
-    std::string part, label;
-    bool first = true;
-    while (std::getline(parts, part, ':')) {
-      if (first) {
-        set_option(scratch, "variant", part);
-      } else {
-        const auto eq = part.find('=');
-        const std::string key = part.substr(0, eq);
-        if (eq == std::string::npos ||
-            (key != "p" && key != "window" && key != "anchors" && key != "dwc" && key != "norm"))
-          throw std::invalid_argument("--variants: '" + excerpt(part) + "' in '" + excerpt(spec) +
-                                      "' is not one of p=, window=, anchors=, dwc=, norm=");
-        set_option(scratch, key, part.substr(eq + 1));
-      }
-      // Labels use the papers' letters: "window:window=7" reads "window w=7".
-      std::string shown = part;
-      if (part.rfind("window=", 0) == 0) shown = "w=" + part.substr(7);
-      if (part.rfind("anchors=", 0) == 0) shown = "m=" + part.substr(8);
-      label += (first ? "" : " ") + shown;
-      first = false;
-    }
-    if (first) throw std::invalid_argument("--variants has an empty entry in '" + excerpt(text) + "'");
-    choices.push_back({label, scratch.attention});
-  }
-  if (text.back() == ',') throw std::invalid_argument("--variants has an empty entry in '" + excerpt(text) + "'");
+  for (const PanelSpec& spec : parse_panel_list(text, "--variants"))
+    choices.push_back({spec.label(), spec.settings(base), spec.model});
   return choices;
-}
-
-std::pair<int, int> resolve_input_size(const std::string& spec, int native_height, int native_width, int patch) {
-  if (spec.empty() || spec == "native") return {native_height, native_width};
-  int height = 0, width = 0;
-  char separator = 0, extra = 0;
-  std::istringstream in(spec);
-  in >> height;
-  if (in >> separator) {
-    if (separator != 'x' || !(in >> width) || (in >> extra)) height = 0;
-  } else {
-    width = height;
-  }
-  if (height <= 0 || width <= 0)
-    throw std::invalid_argument("--size expects native, S or HxW in pixels, got '" + spec.substr(0, 40) + "'");
-  if (height > kMaxInputSide || width > kMaxInputSide)
-    throw std::invalid_argument("--size " + spec.substr(0, 40) + ": each side must be at most " +
-                                std::to_string(kMaxInputSide) + " pixels");
-  if (height % patch || width % patch)
-    throw std::invalid_argument("--size " + excerpt(spec) + " is not a multiple of the patch size " +
-                                std::to_string(patch));
-  return {height, width};
 }
 
 int resolve_layer_index(int layer, int depth) {

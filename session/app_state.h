@@ -1,5 +1,6 @@
 // The one serialisable state of an attnscope session: model, image, attention settings and
 // selections. Its options are defined once here and shared by CLI flags, session files and the UI.
+// It sits above models/ and analysis/ (it names their settings); nothing below it includes it.
 #pragma once
 
 #include <functional>
@@ -11,7 +12,9 @@
 #include "analysis/head_fusion.h"
 #include "core/colormap.h"
 #include "core/image.h"
+#include "core/value_scale.h"
 #include "models/attention_settings.h"
+#include "session/panel_spec.h"
 
 namespace attnscope {
 
@@ -21,6 +24,7 @@ struct ExportSettings {
   std::string format = "png";          // png, svg or pdf
   double dpi = 200;                    // PNG pixels per inch (figure geometry is in points)
   int png_width = 0;                   // PNG width in pixels; 0: from dpi
+  double width_pt = 0;                 // the figure's width in points (240: a paper column); 0: natural
   bool transparent = false;            // no background fill
   bool overwrite = false;              // replace existing files
   std::string variants;                // "softmax,focused:p=2"; empty: the state's own variant
@@ -33,8 +37,10 @@ struct AppState {
   std::string image;
   std::string arch;  // "heads=6,eps=1e-6": what the checkpoint cannot tell
   std::string device = "auto";
-  ResizeMode resize = ResizeMode::Timm;
-  std::string input_size = "native";       // "native", "S" or "HxW" (pixels, multiples of the patch)
+  // How the image becomes the model's input; empty text and auto: what the checkpoint declares.
+  ResizeMode resize = ResizeMode::Auto;
+  std::string input_size = "native";  // "native", "S" or "HxW" (pixels, multiples of the patch)
+  std::string crop, interpolation, mean, std;
   int64_t max_pixels = kDefaultMaxPixels;  // images whose header declares more are refused
   AttentionSettings attention;
   int layer = -1;  // -1: the last block
@@ -42,16 +48,27 @@ struct AppState {
   std::string query = "cls";  // "cls" or "ROW,COL"
   std::string out;            // output folder of headless commands
 
-  // The workbench's views; headless commands read what applies to them (`variant` is panel 1).
-  std::vector<Variant> compare;  // side by side: the variants of panels 2..4, empty for one panel
-  std::string view = "head";     // "head": the selected head, "mean": mean over heads, "heads": all heads
+  // The workbench's views; headless commands read what applies to them (panel 1 is `model` with
+  // `attention`).
+  std::vector<PanelSpec> compare;  // side by side: panels 2..4 (model, variant, parameters), empty for one
+  std::string view = "head";       // "head": the selected head, "mean": mean over heads, "heads": all heads
   // "out": the query's row (where it looks); "in": its column (how much every patch looks at it,
   // e.g. at a register token)
   std::string direction = "out";
+  // Outline the selected layer's windows on the maps (Swin's shifted windows where shifted), and
+  // the query's own window.
+  bool windows = false;
+  // L2ViT's global (LGA) layers: the map "before" the LCM (the attention itself) or "after" its
+  // spatial mixing (C_conv A, the convolutions linearised); layers without an LCM show the attention.
+  std::string lcm = "before";
   // none, spectrum (matrix, spectrum, rank), gradcam, fp (f_p), rollout or metrics; as `analyze` names them
   std::string analysis = "none";
 
-  // Settings of every panel: the shared knobs (p, window, anchors, dwc, norm) with each panel's variant.
+  // How the image becomes the model's input.
+  InputSettings input_settings() const { return {resize, input_size, crop, interpolation, mean, std}; }
+
+  // Every panel: panel 1 is the session's model and attention, the others their specs on top of it.
+  std::vector<PanelSpec> panel_specs() const;
   std::vector<AttentionSettings> panel_settings() const;
 
   // Analyses.
@@ -60,9 +77,13 @@ struct AppState {
   HeadFusion fusion = HeadFusion::Mean;           // rollout head fusion
   double discard = 0.0;                           // rollout discard ratio
   std::string box;                                // "R0,C0,R1,C1" patches (end-exclusive), empty: none
+  std::string fp_vectors = "keys";                // f_p view: a head's keys or queries
+  std::string fp_projection = "channels";         // f_p view: their two largest channels, or PCA
   // Views and figure export.
   Colormap colormap = Colormap::Viridis;
-  double opacity = 0.6;  // weight of the colour map over the image in overlays
+  ScaleSpec scale;                           // how attention values map to colours (0..max by default)
+  double opacity = 0.6;                      // weight of the colour map over the image in overlays
+  OverlayAlpha alpha = OverlayAlpha::Value;  // the weight follows the value: low weights leave the image
   ExportSettings figure;
 };
 
@@ -79,6 +100,7 @@ struct OptionSpec {
   std::function<void(AppState&, const std::string&)> set;  // throws std::invalid_argument
   std::function<std::string(const AppState&)> get;
   std::string implicit_value = {};  // non-empty: a switch; `--name` alone means this value
+  bool panel_list = false;          // a list of panel specs: an array of objects in session files
 };
 
 const std::vector<OptionSpec>& app_options();
@@ -97,13 +119,14 @@ void set_option(AppState& state, const std::string& name, const std::string& val
 // std::invalid_argument naming the option.
 std::vector<int> parse_index_list(const std::string& name, const std::string& text);
 
-// One attention variant of a comparison: "focused:p=2:norm=head" is the focused variant with those
-// settings on top of `base`; the label is the spec with spaces ("focused p=2 norm=head").
+// One row of a comparison figure: a panel spec ("focused:p=2:norm=head", "native:model=F") resolved
+// on top of `base`; the label is the spec with spaces ("focused p=2 norm=head").
 struct VariantChoice {
   std::string label;
   AttentionSettings settings;
+  std::string model;  // empty: the export's --model
 };
-// A comma-separated list of variant specs; empty text gives `base` alone, labelled by its variant.
+// A comma-separated list of panel specs; empty text gives `base` alone, labelled by its variant.
 std::vector<VariantChoice> parse_variant_list(const std::string& text, const AttentionSettings& base);
 
 nlohmann::json to_json(const AppState& state);
@@ -113,17 +136,13 @@ void apply_json(AppState& state, const nlohmann::json& json);  // unknown keys a
 // has no class token), "ROW,COL" -> that patch token. Throws std::invalid_argument if out of range.
 struct TokenLayout;
 
-// The largest model input side in pixels (DINOv2's 518 and 1024-pixel fine-tunes fit easily).
-constexpr int kMaxInputSide = 4096;
-
-// The input resolution for `input_size` given the model's native one; throws on a bad spec.
-std::pair<int, int> resolve_input_size(const std::string& spec, int native_height, int native_width, int patch);
-
 struct ResolvedQuery {
   int token = 0;
   std::string note;  // set when a fallback was taken
 };
 ResolvedQuery resolve_query(const std::string& query, const TokenLayout& layout);
+// "ROW,COL" with two non-negative whole numbers of at most 6 digits.
+bool parse_patch_query(const std::string& text, int& row, int& col);
 
 // The block index for `layer` (negative counts from the end) in a model of `depth` blocks, and a
 // head index check; both throw std::invalid_argument naming the option and the valid range.

@@ -1,0 +1,67 @@
+#include "core/output_files.h"
+
+#include <filesystem>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <stdexcept>
+
+#include "core/atomic_bundle.h"
+#include "core/npy.h"
+
+namespace attnscope {
+
+namespace fs = std::filesystem;
+
+void OutputFiles::add_bytes(const std::string& name, std::string bytes) {
+  // Each output is one file of the folder: a name with a folder in it would make that folder one unit.
+  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+    throw std::logic_error("output file name '" + name + "' is not a plain file name");
+  for (const auto& file : files_)
+    if (file.first == name) throw std::logic_error("output file " + name + " is written twice");
+  files_.emplace_back(name, std::move(bytes));
+}
+
+void OutputFiles::add_npy(const std::string& name, const torch::Tensor& tensor) { add_bytes(name, npy_bytes(tensor)); }
+
+void OutputFiles::add_png(const std::string& name, const cv::Mat& rgb) {
+  cv::Mat bgr;
+  cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
+  std::vector<uint8_t> bytes;
+  if (!cv::imencode(".png", bgr, bytes)) throw std::runtime_error("cannot encode PNG for " + name);
+  add_bytes(name, std::string(bytes.begin(), bytes.end()));
+}
+
+std::vector<std::string> OutputFiles::existing() const {
+  std::vector<std::string> found;
+  std::error_code error;
+  for (const auto& file : files_) {
+    const fs::path path = fs::path(folder_) / file.first;
+    if (fs::exists(path, error)) found.push_back(path.string());
+  }
+  return found;
+}
+
+void OutputFiles::write() const {
+  if (!overwrite_) {
+    const std::vector<std::string> found = existing();
+    if (!found.empty())
+      throw std::runtime_error(
+          found.front() + " exists" +
+          (found.size() > 1 ? " (and " + std::to_string(found.size() - 1) + " more outputs)" : "") +
+          ": --overwrite replaces them, or choose another --out");
+  }
+  // One set: staged, then moved into place under the folder's lock (which judges existing files
+  // again, so a concurrent writer cannot slip in between), so a failure or a kill leaves none of them.
+  std::vector<BundleFile> bundle;
+  bundle.reserve(files_.size());
+  for (const auto& [name, bytes] : files_) bundle.push_back({name, bytes});
+  write_bundle_atomically(folder_, "outputs", bundle, overwrite_);
+}
+
+std::vector<std::string> OutputFiles::names() const {
+  std::vector<std::string> names;
+  for (const auto& file : files_) names.push_back(file.first);
+  return names;
+}
+
+}  // namespace attnscope

@@ -1,0 +1,38 @@
+// The files a command writes into its output folder, gathered in memory and checked before the
+// first one is written: an existing file is an error unless the command may overwrite (`run` and
+// `analyze` keep their file names, which scripts rely on, so a second run must not silently
+// replace a first one's results). The files are then written as one set (core/atomic_bundle.h):
+// a failure leaves none of them, and what a killed writer left is finished by the next one.
+#pragma once
+
+#include <torch/types.h>
+#include <opencv2/core.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace attnscope {
+
+class OutputFiles {
+ public:
+  OutputFiles(std::string folder, bool overwrite) : folder_(std::move(folder)), overwrite_(overwrite) {}
+
+  void add_bytes(const std::string& name, std::string bytes);  // a name may be given once
+  void add_text(const std::string& name, const std::string& text) { add_bytes(name, text); }
+  void add_npy(const std::string& name, const torch::Tensor& tensor);
+  void add_png(const std::string& name, const cv::Mat& rgb);  // 8-bit RGB
+
+  // The existing files among them (paths), without writing anything.
+  std::vector<std::string> existing() const;
+  // Refuses (std::runtime_error naming the first existing file and --overwrite) before writing
+  // anything unless overwriting; then creates the folder and writes every file, as one set.
+  void write() const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::string folder_;
+  bool overwrite_;
+  std::vector<std::pair<std::string, std::string>> files_;  // name, bytes
+};
+
+}  // namespace attnscope

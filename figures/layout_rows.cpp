@@ -1,0 +1,116 @@
+#include "figures/layout_rows.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <stdexcept>
+
+namespace attnscope {
+
+namespace {
+
+bool same_file(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  std::error_code error;
+  return std::filesystem::equivalent(a, b, error);
+}
+
+}  // namespace
+
+std::vector<VariantRun> run_variants(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
+                                     const RowModels* rows) {
+  if (request.variants.empty()) throw std::invalid_argument("a figure needs at least one variant");
+  std::vector<VariantRun> runs;
+  for (const auto& variant : request.variants) {
+    VariantRun run;
+    run.variant = variant;
+    run.model = &model;
+    run.prepared = prepared_rgb;
+    if (!variant.model.empty() && !same_file(variant.model, model.path)) {
+      if (!rows || !rows->cache || rows->image_rgb.empty())
+        throw std::invalid_argument("--variants: the row '" + variant.label +
+                                    "' names another checkpoint, which this figure cannot load");
+      run.owned = rows->cache->get(variant.model, "", rows->device);
+      configure_input(*run.owned, request.input);
+      run.prepared = prepare_model_input(rows->image_rgb, request.input, *run.owned);
+      run.model = run.owned.get();
+    }
+    run.result = run_inference(*run.model, run.prepared, variant.settings);
+    runs.push_back(std::move(run));
+  }
+  return runs;
+}
+
+cv::Mat to_mat(const torch::Tensor& values) {
+  const torch::Tensor cpu = values.detach().to(torch::kCPU, torch::kFloat).contiguous();
+  return cv::Mat(int(cpu.size(0)), int(cpu.size(1)), CV_32FC1, const_cast<float*>(cpu.data_ptr<float>())).clone();
+}
+
+std::string file_safe(const std::string& text) {
+  std::string safe;
+  for (char c : text) safe += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '=' ? c : '_';
+  return safe;
+}
+
+int query_in_row(const std::string& query, int first_token, const TokenLayout& first, const TokenLayout& layout) {
+  if (first.is_patch(first_token)) return follow_query(first_token, first, layout);
+  return resolve_query(query, layout).token;
+}
+
+HeatmapPanel query_overlay(const AttentionCapture& capture, int head, int query_token, const FigureRequest& request,
+                           const cv::Mat& input_rgb) {
+  const bool incoming = request.direction == "in";
+  const TokenLayout& queries = capture.layout;
+  // "in": the column of the key over the query's place in the image, over the query grid.
+  const int key_token = follow_query(query_token, queries, capture.key_layout);
+  auto map_of = [&](int h) {
+    if (!incoming) return capture.key_grid(capture.row(0, h, query_token));
+    return capture.matrix(0, h)
+        .select(1, key_token)
+        .slice(0, queries.prefix_tokens())
+        .reshape({queries.grid_h, queries.grid_w});
+  };
+  torch::Tensor grid;
+  if (head >= 0) {
+    grid = map_of(head);
+  } else {  // the mean over heads
+    for (int h = 0; h < capture.heads; ++h) grid = h ? grid + map_of(h) : map_of(h);
+    grid = grid / double(capture.heads);
+  }
+  HeatmapPanel heatmap;
+  // x uniform: a row spreads over the keys, a column over the queries.
+  const double factor =
+      display_factor(request.scale, incoming ? queries.total_tokens() : capture.key_layout.total_tokens());
+  heatmap.values = to_mat(grid * factor);
+  heatmap.background = input_rgb;
+  heatmap.opacity = request.opacity;
+  heatmap.alpha = request.alpha;
+  if (capture.layout.is_patch(query_token)) {
+    const TokenLayout& grid_layout = incoming ? queries : capture.key_layout;
+    const int marked = follow_query(query_token, queries, grid_layout);
+    heatmap.marked_row = grid_layout.row_of(marked);
+    heatmap.marked_col = grid_layout.col_of(marked);
+  }
+  return heatmap;
+}
+
+ColorScale attention_scale(const Figure& figure, const FigureRequest& request, const std::string& label, int index) {
+  ValueRange range;
+  for (const auto& panel : figure.panels)
+    if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) {
+      if (heatmap->scale != index) continue;
+      for (int r = 0; r < heatmap->values.rows; ++r)
+        range.include(heatmap->values.ptr<float>(r), size_t(heatmap->values.cols));
+    }
+  return figure_scale(resolve_value_scale(request.scale, request.colormap, range), label);
+}
+
+std::string prediction_text(const InferenceResult& result, const LoadedModel& model) {
+  if (result.top.empty()) return model.output_kind() + ", no classes";
+  char text[160];
+  std::snprintf(text, sizeof text, "%s (%.0f %%)", result.top.front().name.substr(0, 60).c_str(),
+                100.0 * result.top.front().probability);
+  return text;
+}
+
+}  // namespace attnscope

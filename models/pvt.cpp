@@ -1,0 +1,327 @@
+#include "models/pvt.h"
+
+#include <nlohmann/json.hpp>
+
+#include "models/cpu_threads.h"
+#include "models/swin.h"
+#include "models/token_linear.h"
+
+namespace attnscope {
+
+namespace F = torch::nn::functional;
+
+namespace {
+
+torch::nn::LayerNormOptions norm_options(int dim, double eps) { return torch::nn::LayerNormOptions({dim}).eps(eps); }
+
+std::string stage_block_name(int stage, int block) {
+  return "stages." + std::to_string(stage) + ".blocks." + std::to_string(block);
+}
+
+// [B, N, C] tokens of an H x W grid <-> [B, C, H, W].
+torch::Tensor to_image(const torch::Tensor& tokens, int height, int width) {
+  return tokens.transpose(1, 2).reshape({tokens.size(0), tokens.size(2), height, width});
+}
+torch::Tensor to_tokens(const torch::Tensor& image) { return image.flatten(2).transpose(1, 2); }
+
+// F.interpolate(mode="linear", align_corners=False) from n to N points as an [N, n] matrix.
+torch::Tensor linear_resampling(int64_t from, int64_t to, const torch::TensorOptions& options) {
+  auto identity = torch::eye(from, options).unsqueeze(0);  // [1, n, n]: channel j is the j-th basis vector
+  auto resampled = F::interpolate(identity, F::InterpolateFuncOptions()
+                                                .size(std::vector<int64_t>{to})
+                                                .mode(torch::kLinear)
+                                                .align_corners(false));  // [1, n, N]
+  return resampled[0].t().contiguous();                                  // [N, n]
+}
+
+}  // namespace
+
+int PvtArch::attention_layers() const {
+  int count = 0;
+  for (const auto& stage : stages) count += int(stage.blocks.size());
+  return count;
+}
+
+PvtAttentionImpl::PvtAttentionImpl(int dim, const PvtBlockArch& arch, double eps) : arch(arch), dim(dim) {
+  q = register_module("q", torch::nn::Linear(torch::nn::LinearOptions(dim, dim).bias(arch.qkv_bias)));
+  kv = register_module("kv", torch::nn::Linear(torch::nn::LinearOptions(dim, 2 * dim).bias(arch.qkv_bias)));
+  proj = register_module("proj", torch::nn::Linear(dim, dim));
+  if (arch.pooled || arch.sr_ratio > 1) {
+    const int kernel = arch.pooled ? 1 : arch.sr_ratio;
+    sr = register_module("sr", torch::nn::Conv2d(torch::nn::Conv2dOptions(dim, dim, kernel).stride(kernel)));
+    norm = register_module("norm", torch::nn::LayerNorm(norm_options(dim, eps)));
+  }
+  if (arch.native == NativeAttention::Focused) {
+    const int head_dim = dim / arch.heads;
+    dwc = register_module("dwc", torch::nn::Conv2d(torch::nn::Conv2dOptions(head_dim, head_dim, arch.dwc_kernel)
+                                                       .groups(head_dim)
+                                                       .padding(arch.dwc_kernel / 2)));
+    scale = register_parameter("scale", torch::zeros({1, 1, dim}));
+    positional_encoding = register_parameter("positional_encoding", torch::zeros({1, arch.encoding_tokens, dim}));
+  }
+}
+
+torch::Tensor PvtAttentionImpl::forward(const torch::Tensor& x, int height, int width,
+                                        const AttentionSettings& settings, AttentionCapture* capture,
+                                        TokenLayout& key_layout) {
+  const int64_t batch = x.size(0), tokens = x.size(1), heads = arch.heads, head_dim = dim / heads;
+  // The keys' grid: every token, the grid reduced by a strided conv, or pooled to 7 x 7 (-li).
+  torch::Tensor reduced = x;
+  key_layout.grid_h = height;
+  key_layout.grid_w = width;
+  if (arch.pooled) {
+    auto pooled = F::adaptive_avg_pool2d(to_image(x, height, width), F::AdaptiveAvgPool2dFuncOptions({7, 7}));
+    reduced = torch::gelu(norm(to_tokens(sr(pooled))));
+    key_layout.grid_h = key_layout.grid_w = 7;
+  } else if (arch.sr_ratio > 1) {
+    auto image = sr(to_image(x, height, width));
+    key_layout.grid_h = int(image.size(2));
+    key_layout.grid_w = int(image.size(3));
+    reduced = norm(to_tokens(image));
+  }
+  const int64_t keys = reduced.size(1);
+  auto query = token_linear(q, x).view({batch, tokens, heads, head_dim}).permute({0, 2, 1, 3});
+  auto pairs = token_linear(kv, reduced).view({batch, keys, 2, heads, head_dim}).permute({2, 0, 3, 1, 4});
+
+  GroupedAttention step;
+  step.parameters.scale = scale;
+  step.parameters.positional_encoding = positional_encoding;
+  step.resolved =
+      resolve_for_layer(settings, arch.native, step.parameters, !dwc.is_empty(), key_layout.grid_h * key_layout.grid_w);
+  step.group_grid = key_layout;  // pooled anchors come from the keys' grid
+  if (step.resolved.learned_positional_encoding && positional_encoding.size(1) != keys)
+    // Trained for another key grid (another input size): resized as timm resizes pos_embed.
+    step.parameters.positional_encoding =
+        resize_grid_encoding(positional_encoding, key_layout.grid_h, key_layout.grid_w);
+  auto values = pairs[1];
+  const bool dwc_on = step.resolved.dwc;
+  step.resolved.dwc = false;  // FLatten-PVT's DWC runs below, on V over the queries' grid
+  auto out = attend_grouped(step, query, pairs[0], values, capture);  // [B, h, N, d]
+  if (dwc_on) {
+    // With reduced keys, V is first resampled to every query token (1-D linear over the
+    // flattened order), then the DWC runs on the H x W grid.
+    torch::Tensor resampling;
+    auto full_values = values;
+    if (keys != tokens) {
+      resampling = linear_resampling(keys, tokens, values.options());  // [N, n]
+      full_values = torch::matmul(resampling, values);
+    }
+    TokenLayout grid;
+    grid.grid_h = height;
+    grid.grid_w = width;
+    out = out + depthwise_conv_on_values(full_values, dwc->weight, dwc->bias, grid);
+    if (capture) {
+      capture->attention.dwc = true;
+      capture->dwc_weight = dwc->weight.detach();
+      if (resampling.defined()) capture->value_resampling = resampling;
+    }
+  }
+  return token_linear(proj, out.transpose(1, 2).reshape({batch, tokens, dim}));
+}
+
+PvtMlpImpl::PvtMlpImpl(int dim, int hidden, bool relu) : relu(relu) {
+  fc1 = register_module("fc1", torch::nn::Linear(dim, hidden));
+  dwconv = register_module("dwconv",
+                           torch::nn::Conv2d(torch::nn::Conv2dOptions(hidden, hidden, 3).padding(1).groups(hidden)));
+  fc2 = register_module("fc2", torch::nn::Linear(hidden, dim));
+}
+
+torch::Tensor PvtMlpImpl::forward(const torch::Tensor& x, int height, int width) {
+  auto hidden = to_image(token_linear(fc1, x), height, width);
+  if (relu) hidden = torch::relu(hidden);
+  return token_linear(fc2, torch::gelu(to_tokens(dwconv(hidden))));
+}
+
+PvtBlockImpl::PvtBlockImpl(int dim, const PvtBlockArch& arch, bool linear, double block_eps, double embed_eps) {
+  norm1 = register_module("norm1", torch::nn::LayerNorm(norm_options(dim, block_eps)));
+  attn = register_module("attn", PvtAttention(dim, arch, embed_eps));
+  norm2 = register_module("norm2", torch::nn::LayerNorm(norm_options(dim, block_eps)));
+  mlp = register_module("mlp", PvtMlp(dim, arch.mlp_hidden, linear));
+}
+
+OverlapPatchEmbedImpl::OverlapPatchEmbedImpl(int in_chans, int dim, int kernel, int stride, double eps) {
+  proj = register_module(
+      "proj", torch::nn::Conv2d(torch::nn::Conv2dOptions(in_chans, dim, kernel).stride(stride).padding(kernel / 2)));
+  norm = register_module("norm", torch::nn::LayerNorm(norm_options(dim, eps)));
+}
+
+PvtStageImpl::PvtStageImpl(int in_dim, const PvtStageArch& arch, bool linear, double block_eps, double embed_eps) {
+  if (arch.downsample) downsample = register_module("downsample", OverlapPatchEmbed(in_dim, arch.dim, 3, 2, embed_eps));
+  blocks = register_module("blocks", torch::nn::ModuleList());
+  for (const auto& block : arch.blocks) blocks->push_back(PvtBlock(arch.dim, block, linear, block_eps, embed_eps));
+  norm = register_module("norm", torch::nn::LayerNorm(norm_options(arch.dim, block_eps)));
+}
+
+PyramidVisionTransformerImpl::PyramidVisionTransformerImpl(const PvtArch& arch) : arch_(arch) {
+  patch_embed =
+      register_module("patch_embed", OverlapPatchEmbed(arch.in_chans, arch.stages.front().dim, 7, 4, arch.embed_eps));
+  stages = register_module("stages", torch::nn::ModuleList());
+  int in_dim = arch.stages.front().dim;
+  for (const auto& stage : arch.stages) {
+    stages->push_back(PvtStage(in_dim, stage, arch.linear, arch.block_eps, arch.embed_eps));
+    in_dim = stage.dim;
+  }
+  if (arch.num_classes > 0) head = register_module("head", torch::nn::Linear(in_dim, arch.num_classes));
+}
+
+std::string PyramidVisionTransformerImpl::family() const {
+  std::string name = arch_.flatten ? "flatten-pvt-v2" : "pvt-v2";
+  if (arch_.linear) name += "-li";
+  return arch_.source_layout == "timm" ? name : name + " (" + arch_.source_layout + ")";
+}
+
+nlohmann::json PyramidVisionTransformerImpl::describe() const {
+  nlohmann::json stages_json = nlohmann::json::array();
+  for (const auto& stage : arch_.stages) {
+    nlohmann::json blocks = nlohmann::json::array();
+    for (const auto& block : stage.blocks) {
+      nlohmann::json b{{"native_attention", to_string(block.native)},
+                       {"heads", block.heads},
+                       {"sr_ratio", block.sr_ratio},
+                       {"pooled", block.pooled},
+                       {"mlp_hidden", block.mlp_hidden}};
+      if (block.native == NativeAttention::Focused) {
+        b["dwc_kernel"] = block.dwc_kernel;
+        b["positional_encoding_tokens"] = block.encoding_tokens;
+      }
+      blocks.push_back(b);
+    }
+    stages_json.push_back({{"dim", stage.dim}, {"blocks", blocks}});
+  }
+  return {{"family", family()},
+          {"source_layout", arch_.source_layout},
+          {"native_input", {arch_.native_height, arch_.native_width}},
+          {"num_classes", arch_.num_classes},
+          {"output", output_kind()},
+          {"linear", arch_.linear},
+          {"attention_layers", attention_layers()},
+          {"stages", stages_json}};
+}
+
+std::vector<std::string> PyramidVisionTransformerImpl::summary_lines() const {
+  std::vector<std::string> lines{"stages        " + std::to_string(arch_.stages.size()) + ", " +
+                                 std::to_string(attention_layers()) + " attention blocks" +
+                                 (arch_.linear ? ", -li (keys pooled to 7x7)" : "")};
+  int grid_h = (arch_.native_height + 3) / 4, grid_w = (arch_.native_width + 3) / 4;
+  int layer = 0;
+  for (size_t s = 0; s < arch_.stages.size(); ++s) {
+    const PvtStageArch& stage = arch_.stages[s];
+    if (s > 0) grid_h = (grid_h + 1) / 2, grid_w = (grid_w + 1) / 2;
+    const PvtBlockArch& first = stage.blocks.front();
+    const int keys_h = first.pooled ? 7 : grid_h / first.sr_ratio, keys_w = first.pooled ? 7 : grid_w / first.sr_ratio;
+    lines.push_back("stage " + std::to_string(s) + "       layers " + std::to_string(layer) + ".." +
+                    std::to_string(layer + int(stage.blocks.size()) - 1) + ": " + to_string(first.native) + ", dim " +
+                    std::to_string(stage.dim) + ", " + std::to_string(first.heads) + " heads, queries " +
+                    std::to_string(grid_h) + "x" + std::to_string(grid_w) + ", keys " + std::to_string(keys_h) + "x" +
+                    std::to_string(keys_w) + " (at the native input)");
+    layer += int(stage.blocks.size());
+  }
+  return lines;
+}
+
+std::string PyramidVisionTransformerImpl::default_hook_point() const {
+  return stage_block_name(int(arch_.stages.size()) - 1, int(arch_.stages.back().blocks.size()) - 1) + ".norm1";
+}
+
+std::string PyramidVisionTransformerImpl::resolve_hook_point(const std::string& spec) const {
+  if (spec.empty()) return default_hook_point();
+  std::vector<int> depths;
+  for (const auto& stage : arch_.stages) depths.push_back(int(stage.blocks.size()));
+  const std::string bad = "--gradcam-layer '" + spec.substr(0, 80) +
+                          "' does not exist: use stages.S.blocks.B.norm1, stages.S.blocks.B, stages.S.norm, norm, or "
+                          "blocks.N.norm1 / blocks.N with N counting the " +
+                          std::to_string(attention_layers()) + " attention blocks across stages";
+  const int last_stage = int(depths.size()) - 1;
+  if (spec == "norm") return "stages." + std::to_string(last_stage) + ".norm";
+  auto with_point = [&](const std::string& rest, int stage, int count) {
+    const size_t dot = rest.find('.');
+    const std::string point = dot == std::string::npos ? "" : rest.substr(dot + 1);
+    if (point != "" && point != "norm1") throw std::invalid_argument(bad);
+    const int block = resolve_module_index(rest.substr(0, dot), count, bad);
+    if (stage < 0) {
+      const auto [s, b] = stage_and_block(depths, block);
+      return stage_block_name(s, b) + (point.empty() ? "" : "." + point);
+    }
+    return stage_block_name(stage, block) + (point.empty() ? "" : "." + point);
+  };
+  if (spec.rfind("blocks.", 0) == 0) return with_point(spec.substr(7), -1, attention_layers());
+  if (spec.rfind("stages.", 0) == 0) {
+    const std::string rest = spec.substr(7);
+    const size_t dot = rest.find('.');
+    if (dot == std::string::npos) throw std::invalid_argument(bad);
+    const int stage = resolve_module_index(rest.substr(0, dot), int(depths.size()), bad);
+    if (rest.substr(dot) == ".norm") return "stages." + std::to_string(stage) + ".norm";
+    if (rest.compare(dot, 8, ".blocks.") != 0) throw std::invalid_argument(bad);
+    return with_point(rest.substr(dot + 8), stage, depths[size_t(stage)]);
+  }
+  throw std::invalid_argument(bad);
+}
+
+ForwardOutput PyramidVisionTransformerImpl::forward(const torch::Tensor& images, const AttentionSettings& settings,
+                                                    const ForwardOptions& options) {
+  if (images.dim() != 4 || images.size(1) != arch_.in_chans)
+    throw std::invalid_argument("input must be [B, " + std::to_string(arch_.in_chans) + ", H, W]");
+  if (images.size(2) < 8 || images.size(3) < 8) throw std::invalid_argument("input must be at least 8x8 pixels");
+  ScopedThreads small_ops(cpu_inference(images) ? 1 : configured_threads());
+  ForwardOutput output;
+  auto layout_of = [](int height, int width, int stage) {
+    TokenLayout layout;
+    layout.grid_h = height;
+    layout.grid_w = width;
+    layout.patch_size = 4 << stage;
+    return layout;
+  };
+  auto call_hook = [&](const std::string& name, const TokenLayout& layout, torch::Tensor& value) {
+    if (options.hook) options.hook({name, layout, HookPoint::Format::Tokens}, value);
+  };
+  auto embed = [](OverlapPatchEmbedImpl& embedding, const torch::Tensor& image, int& height, int& width) {
+    auto features = embedding.proj(image);
+    height = int(features.size(2));
+    width = int(features.size(3));
+    return embedding.norm(to_tokens(features));
+  };
+  int height = 0, width = 0;
+  auto x = embed(*patch_embed, images, height, width);
+  int layer_index = 0;
+  for (size_t s = 0; s < arch_.stages.size(); ++s) {
+    auto& stage = *stages[s]->as<PvtStageImpl>();
+    if (!stage.downsample.is_empty()) x = embed(*stage.downsample, to_image(x, height, width), height, width);
+    const TokenLayout layout = layout_of(height, width, int(s));
+    for (size_t b = 0; b < stage.blocks->size(); ++b, ++layer_index) {
+      if (options.cancelled && options.cancelled()) throw Cancelled();
+      auto& block = *stage.blocks[b]->as<PvtBlockImpl>();
+      const std::string name = stage_block_name(int(s), int(b));
+      AttentionCapture* capture = nullptr;
+      if (options.capture) {
+        output.layers.emplace_back();
+        capture = &output.layers.back();
+      }
+      auto normed = block.norm1(x);
+      call_hook(name + ".norm1", layout, normed);
+      TokenLayout key_layout = layout_of(height, width, int(s));
+      x = x + block.attn(normed, height, width, settings, capture, key_layout);
+      x = x + block.mlp(block.norm2(x), height, width);
+      call_hook(name, layout, x);
+      if (capture) {
+        const PvtBlockArch& block_arch = arch_.stages[s].blocks[b];
+        capture->layout = layout;
+        key_layout.patch_size = layout.patch_size * std::max(1, height / std::max(1, key_layout.grid_h));
+        capture->key_layout = key_layout;
+        capture->normed_input = normed;
+        LayerPlacement& at = capture->placement;
+        at.name = name;
+        at.stage = int(s);
+        at.block = int(b);
+        at.access = block_arch.pooled ? "pooled-keys" : (block_arch.sr_ratio > 1 ? "spatial-reduction" : "global");
+      }
+    }
+    x = stage.norm(x);
+    call_hook("stages." + std::to_string(s) + ".norm", layout, x);
+  }
+  auto pooled = x.mean(1);
+  output.logits = head.is_empty() ? pooled : head(pooled);
+  output.layout = output.layers.empty() ? layout_of(height, width, 0) : output.layers.front().layout;
+  return output;
+}
+
+}  // namespace attnscope

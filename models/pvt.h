@@ -1,0 +1,123 @@
+// PVT v2 in timm's layout (the original whai362 and FLatten layouts are renamed to it by
+// models/pvt_checkpoint), with FLatten-PVT v2's focused blocks: overlapping patch embeddings,
+// spatial-reduction attention whose keys are a reduced grid (PVT v2-li: pooled to 7 x 7), and an
+// MLP with a depthwise conv. Registered names equal timm's keys.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "models/backbone.h"
+#include "models/local_attention.h"
+
+namespace attnscope {
+
+struct PvtBlockArch {
+  NativeAttention native = NativeAttention::Softmax;  // softmax (spatial reduction) or focused (FLatten)
+  int heads = 1;
+  int sr_ratio = 1;     // keys from a grid reduced by this stride (1: every token)
+  bool pooled = false;  // PVT v2-li: keys from the grid average-pooled to 7 x 7
+  bool qkv_bias = true;
+  int dwc_kernel = 0;       // focused: the DWC's kernel
+  int encoding_tokens = 0;  // focused: tokens of the positional encoding (the training key grid)
+  int mlp_hidden = 0;
+};
+
+struct PvtStageArch {
+  int dim = 0;
+  bool downsample = false;  // stage > 0: an overlapping 3x3 stride-2 patch embedding first
+  std::vector<PvtBlockArch> blocks;
+};
+
+struct PvtArch {
+  int in_chans = 3;
+  std::vector<PvtStageArch> stages;
+  bool linear = false;  // PVT v2-li: ReLU before the MLP's depthwise conv
+  int num_classes = 0;
+  int native_height = 224, native_width = 224;
+  double block_eps = 1e-6;             // blocks and stage norms (the factories' partial(LayerNorm, eps=1e-6))
+  double embed_eps = 1e-5;             // patch embeddings and attn.norm (nn.LayerNorm's default)
+  std::string source_layout = "timm";  // timm, original
+  bool flatten = false;
+  int attention_layers() const;
+};
+
+struct PvtAttentionImpl : torch::nn::Module {
+  PvtAttentionImpl(int dim, const PvtBlockArch& arch, double eps);
+  // x: [B, N, C] normed tokens of an H x W grid; returns [B, N, C].
+  torch::Tensor forward(const torch::Tensor& x, int height, int width, const AttentionSettings& settings,
+                        AttentionCapture* capture, TokenLayout& key_layout);
+  torch::nn::Linear q{nullptr}, kv{nullptr}, proj{nullptr};
+  torch::nn::Conv2d sr{nullptr};
+  torch::nn::LayerNorm norm{nullptr};
+  torch::nn::Conv2d dwc{nullptr};
+  torch::Tensor scale, positional_encoding;
+  PvtBlockArch arch;
+  int dim = 0;
+};
+TORCH_MODULE(PvtAttention);
+
+struct PvtMlpImpl : torch::nn::Module {
+  PvtMlpImpl(int dim, int hidden, bool relu);
+  torch::Tensor forward(const torch::Tensor& x, int height, int width);
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  torch::nn::Conv2d dwconv{nullptr};
+  bool relu = false;
+};
+TORCH_MODULE(PvtMlp);
+
+struct PvtBlockImpl : torch::nn::Module {
+  PvtBlockImpl(int dim, const PvtBlockArch& arch, bool linear, double block_eps, double embed_eps);
+  torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
+  PvtAttention attn{nullptr};
+  PvtMlp mlp{nullptr};
+};
+TORCH_MODULE(PvtBlock);
+
+struct OverlapPatchEmbedImpl : torch::nn::Module {
+  OverlapPatchEmbedImpl(int in_chans, int dim, int kernel, int stride, double eps);
+  torch::nn::Conv2d proj{nullptr};
+  torch::nn::LayerNorm norm{nullptr};
+};
+TORCH_MODULE(OverlapPatchEmbed);
+
+struct PvtStageImpl : torch::nn::Module {
+  PvtStageImpl(int in_dim, const PvtStageArch& arch, bool linear, double block_eps, double embed_eps);
+  OverlapPatchEmbed downsample{nullptr};
+  torch::nn::ModuleList blocks{nullptr};
+  torch::nn::LayerNorm norm{nullptr};
+};
+TORCH_MODULE(PvtStage);
+
+class PyramidVisionTransformerImpl : public Backbone {
+ public:
+  explicit PyramidVisionTransformerImpl(const PvtArch& arch);
+  // Hook points (tokens [B, N, C] of the stage's grid): "stages.S.blocks.B.norm1",
+  // "stages.S.blocks.B", "stages.S.norm", and "blocks.N.norm1" / "blocks.N" across stages.
+  ForwardOutput forward(const torch::Tensor& images, const AttentionSettings& settings,
+                        const ForwardOptions& options = {}) override;
+  std::string family() const override;
+  nlohmann::json describe() const override;
+  std::vector<std::string> summary_lines() const override;
+  InputGeometry input_geometry() const override { return {arch_.native_height, arch_.native_width, 1}; }
+  std::string output_kind() const override { return arch_.num_classes > 0 ? "logits" : "features"; }
+  int num_classes() const override { return arch_.num_classes; }
+  int attention_layers() const override { return arch_.attention_layers(); }
+  std::string resolve_hook_point(const std::string& spec) const override;
+  std::string default_hook_point() const override;
+  bool hierarchical() const override { return true; }
+  std::string window_meaning() const override { return ""; }  // keys are a reduced grid, not windows
+  const PvtArch& arch() const { return arch_; }
+
+  OverlapPatchEmbed patch_embed{nullptr};
+  torch::nn::ModuleList stages{nullptr};
+  torch::nn::Linear head{nullptr};
+
+ private:
+  PvtArch arch_;
+};
+TORCH_MODULE(PyramidVisionTransformer);
+
+}  // namespace attnscope

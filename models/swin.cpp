@@ -1,0 +1,373 @@
+#include "models/swin.h"
+
+#include <nlohmann/json.hpp>
+
+#include "models/cpu_threads.h"
+#include "models/token_linear.h"
+
+namespace attnscope {
+
+namespace {
+
+std::string stage_block_name(int stage, int block) {
+  return "layers." + std::to_string(stage) + ".blocks." + std::to_string(block);
+}
+
+torch::nn::LayerNormOptions norm_options(int dim, double eps) { return torch::nn::LayerNormOptions({dim}).eps(eps); }
+
+std::vector<int> stage_depths(const SwinArch& arch) {
+  std::vector<int> depths;
+  for (const auto& stage : arch.stages) depths.push_back(int(stage.blocks.size()));
+  return depths;
+}
+
+}  // namespace
+
+int SwinArch::attention_layers() const {
+  int count = 0;
+  for (const auto& stage : stages) count += int(stage.blocks.size());
+  return count;
+}
+
+std::pair<int, int> stage_and_block(const std::vector<int>& depths, int index) {
+  for (size_t stage = 0; stage < depths.size(); ++stage) {
+    if (index < depths[stage]) return {int(stage), index};
+    index -= depths[stage];
+  }
+  throw std::out_of_range("attention layer index past the last stage");
+}
+
+SwinAttentionImpl::SwinAttentionImpl(int dim, const SwinBlockArch& arch) : arch(arch), dim(dim) {
+  qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(dim, 3 * dim).bias(arch.qkv_bias)));
+  proj = register_module("proj", torch::nn::Linear(dim, dim));
+  if (arch.native == NativeAttention::Softmax) {
+    const int side = 2 * arch.table_window - 1;
+    relative_position_bias_table =
+        register_parameter("relative_position_bias_table", torch::zeros({int64_t(side) * side, arch.heads}));
+  } else {
+    const int head_dim = dim / arch.heads;
+    dwc = register_module("dwc", torch::nn::Conv2d(torch::nn::Conv2dOptions(head_dim, head_dim, arch.dwc_kernel)
+                                                       .groups(head_dim)
+                                                       .padding(arch.dwc_kernel / 2)));
+    scale = register_parameter("scale", torch::zeros({1, 1, dim}));
+    positional_encoding = register_parameter("positional_encoding",
+                                             torch::zeros({1, int64_t(arch.encoding_side) * arch.encoding_side, dim}));
+  }
+}
+
+KernelParameters SwinAttentionImpl::kernel_parameters() const {
+  KernelParameters parameters;
+  parameters.scale = scale;
+  parameters.positional_encoding = positional_encoding;
+  return parameters;
+}
+
+torch::Tensor SwinAttentionImpl::relative_bias(int window_h, int window_w) {
+  torch::Tensor table = relative_position_bias_table;
+  if (window_h != arch.table_window || window_w != arch.table_window) {
+    // Another window than the table's: timm's resize, once per window (weights do not change).
+    auto& resized = resized_tables_[{window_h, window_w}];
+    if (!resized.defined() || resized.device() != table.device()) {
+      torch::NoGradGuard no_grad;
+      resized = resize_relative_position_table(table, window_h, window_w);
+    }
+    table = resized;
+  }
+  const int area = window_h * window_w;
+  auto index = relative_position_index(window_h, window_w).to(table.device()).view({-1});
+  return table.index_select(0, index).view({area, area, -1}).permute({2, 0, 1});  // [h, S, S]
+}
+
+torch::Tensor SwinAttentionImpl::forward(const torch::Tensor& x, const WindowPlan& plan,
+                                         const AttentionSettings& settings, AttentionCapture* capture) {
+  const int64_t batch = x.size(0), heads = arch.heads, head_dim = dim / heads;
+  const bool focused_block = arch.native == NativeAttention::Focused;
+  GroupedAttention step;
+  step.parameters = kernel_parameters();
+  step.resolved = resolve_for_layer(settings, arch.native, step.parameters, !dwc.is_empty(), plan.grid_h * plan.grid_w);
+  if (!dwc.is_empty()) {
+    step.dwc_weight = dwc->weight;
+    step.dwc_bias = dwc->bias;
+  }
+  auto split = [&](const torch::Tensor& tokens) {  // [N', S, C] -> q, k, v [N', h, S, d]
+    auto projected = token_linear(qkv, tokens);
+    return projected.view({tokens.size(0), tokens.size(1), 3, heads, head_dim}).permute({2, 0, 3, 1, 4});
+  };
+  if (step.resolved.kernel == Kernel::Anchor) {
+    // Anchors are global by construction: one group of every token, anchors pooled from K.
+    step.group_grid.grid_h = plan.grid_h;
+    step.group_grid.grid_w = plan.grid_w;
+    auto parts = split(x.reshape({batch, int64_t(plan.grid_h) * plan.grid_w, dim}));
+    auto out = attend_grouped(step, parts[0], parts[1], parts[2], capture);
+    auto merged = out.transpose(1, 2).reshape({batch, int64_t(plan.grid_h) * plan.grid_w, dim});
+    return token_linear(proj, merged).view({batch, plan.grid_h, plan.grid_w, dim});
+  }
+  step.group_grid.grid_h = plan.window_h;
+  step.group_grid.grid_w = plan.window_w;
+  const int64_t windows = plan.windows(), area = plan.window_area();
+  auto parts = split(to_windows(x, plan));  // [B*G, h, S, d]
+  // FLatten's focused blocks roll like any block but never read the shift mask.
+  const torch::Tensor mask = step.resolved.native && focused_block ? torch::Tensor() : shift_mask(plan);
+  if (mask.defined()) step.forbidden = (mask != 0).to(x.device());
+  if (step.resolved.kernel == Kernel::Softmax) {
+    // The relative position bias [1, h, S, S] (FLatten's L blocks have none) plus the shift mask
+    // [G, 1, S, S]; attend() takes it tiled over the batch, the capture keeps one copy.
+    torch::Tensor additive;
+    if (!focused_block) additive = relative_bias(plan.window_h, plan.window_w).unsqueeze(0);
+    if (mask.defined()) {
+      auto per_window = mask.to(x.device(), x.dtype()).unsqueeze(1);
+      additive = additive.defined() ? additive + per_window : per_window;
+    }
+    step.capture_additive = additive;
+    if (additive.defined()) step.additive = additive.size(0) == 1 ? additive : additive.repeat({batch, 1, 1, 1});
+  }
+  if (step.resolved.learned_positional_encoding)
+    step.parameters.positional_encoding = resize_grid_encoding(positional_encoding, plan.window_h, plan.window_w);
+  if (capture) {
+    step.query_slots = window_slots(plan).to(x.device());
+    step.key_slots = step.query_slots;
+  }
+  auto out = attend_grouped(step, parts[0], parts[1], parts[2], capture);  // [B*G, h, S, d]
+  auto merged = out.transpose(1, 2).reshape({batch * windows, area, dim});
+  return from_windows(token_linear(proj, merged), plan, batch);
+}
+
+SwinBlockImpl::SwinBlockImpl(int dim, const SwinBlockArch& arch, double eps) {
+  norm1 = register_module("norm1", torch::nn::LayerNorm(norm_options(dim, eps)));
+  attn = register_module("attn", SwinAttention(dim, arch));
+  norm2 = register_module("norm2", torch::nn::LayerNorm(norm_options(dim, eps)));
+  mlp = register_module("mlp", Mlp(dim, arch.mlp_hidden));
+}
+
+PatchMergingImpl::PatchMergingImpl(int dim, int out_dim, double eps) {
+  norm = register_module("norm", torch::nn::LayerNorm(norm_options(4 * dim, eps)));
+  reduction = register_module("reduction", torch::nn::Linear(torch::nn::LinearOptions(4 * dim, out_dim).bias(false)));
+}
+
+torch::Tensor PatchMergingImpl::forward(const torch::Tensor& x) {
+  namespace F = torch::nn::functional;
+  const int64_t batch = x.size(0), channels = x.size(3);
+  auto padded = x;
+  if (x.size(1) % 2 || x.size(2) % 2) padded = F::pad(x, F::PadFuncOptions({0, 0, 0, x.size(2) % 2, 0, x.size(1) % 2}));
+  const int64_t height = padded.size(1) / 2, width = padded.size(2) / 2;
+  // Each 2 x 2 cell's tokens in the order (0,0), (1,0), (0,1), (1,1): row offset first.
+  auto merged = padded.reshape({batch, height, 2, width, 2, channels}).permute({0, 1, 3, 4, 2, 5}).flatten(3);
+  return token_linear(reduction, norm(merged));
+}
+
+SwinStageImpl::SwinStageImpl(int in_dim, const SwinStageArch& arch, double eps) {
+  if (arch.downsample) downsample = register_module("downsample", PatchMerging(in_dim, arch.dim, eps));
+  blocks = register_module("blocks", torch::nn::ModuleList());
+  for (const auto& block : arch.blocks) blocks->push_back(SwinBlock(arch.dim, block, eps));
+}
+
+SwinPatchEmbedImpl::SwinPatchEmbedImpl(int in_chans, int dim, int patch, bool with_norm, double eps) {
+  proj = register_module("proj", torch::nn::Conv2d(torch::nn::Conv2dOptions(in_chans, dim, patch).stride(patch)));
+  if (with_norm) norm = register_module("norm", torch::nn::LayerNorm(norm_options(dim, eps)));
+}
+
+ClassifierHeadImpl::ClassifierHeadImpl(int dim, int classes) {
+  fc = register_module("fc", torch::nn::Linear(dim, classes));
+}
+
+SwinTransformerImpl::SwinTransformerImpl(const SwinArch& arch) : arch_(arch) {
+  patch_embed = register_module("patch_embed", SwinPatchEmbed(arch.in_chans, arch.embed_dim, arch.patch_size,
+                                                              arch.patch_norm, arch.layer_norm_eps));
+  layers = register_module("layers", torch::nn::ModuleList());
+  int in_dim = arch.embed_dim;
+  for (const auto& stage : arch.stages) {
+    layers->push_back(SwinStage(in_dim, stage, arch.layer_norm_eps));
+    in_dim = stage.dim;
+  }
+  norm = register_module("norm", torch::nn::LayerNorm(norm_options(in_dim, arch.layer_norm_eps)));
+  if (arch.num_classes > 0) head = register_module("head", ClassifierHead(in_dim, arch.num_classes));
+}
+
+std::string SwinTransformerImpl::family() const {
+  const std::string name = arch_.attn_type.empty() ? "swin" : "flatten-swin";
+  return arch_.source_layout == "timm" ? name : name + " (" + arch_.source_layout + ")";
+}
+
+nlohmann::json SwinTransformerImpl::describe() const {
+  nlohmann::json stages = nlohmann::json::array();
+  for (const auto& stage : arch_.stages) {
+    nlohmann::json blocks = nlohmann::json::array();
+    for (const auto& block : stage.blocks) {
+      nlohmann::json b{{"native_attention", to_string(block.native)},
+                       {"heads", block.heads},
+                       {"window", block.window},
+                       {"mlp_hidden", block.mlp_hidden}};
+      if (block.native == NativeAttention::Focused) {
+        b["dwc_kernel"] = block.dwc_kernel;
+        b["positional_encoding_window"] = block.encoding_side;
+      } else {
+        b["table_window"] = block.table_window;
+      }
+      blocks.push_back(b);
+    }
+    stages.push_back({{"dim", stage.dim}, {"downsample", stage.downsample}, {"blocks", blocks}});
+  }
+  return {{"family", family()},
+          {"source_layout", arch_.source_layout},
+          {"patch_size", arch_.patch_size},
+          {"embed_dim", arch_.embed_dim},
+          {"native_input", {arch_.native_height, arch_.native_width}},
+          {"num_classes", arch_.num_classes},
+          {"output", output_kind()},
+          {"layer_norm_eps", arch_.layer_norm_eps},
+          {"attn_type", arch_.attn_type},
+          {"attention_layers", attention_layers()},
+          {"stages", stages}};
+}
+
+std::vector<std::string> SwinTransformerImpl::summary_lines() const {
+  std::vector<std::string> lines{"patch         " + std::to_string(arch_.patch_size) + ", width " +
+                                 std::to_string(arch_.embed_dim) + ", " + std::to_string(arch_.stages.size()) +
+                                 " stages, " + std::to_string(attention_layers()) + " attention blocks"};
+  int grid_h = arch_.native_height / arch_.patch_size, grid_w = arch_.native_width / arch_.patch_size;
+  int layer = 0;
+  for (size_t s = 0; s < arch_.stages.size(); ++s) {
+    const SwinStageArch& stage = arch_.stages[s];
+    if (s > 0) grid_h = (grid_h + 1) / 2, grid_w = (grid_w + 1) / 2;
+    std::string kinds;
+    for (const auto& block : stage.blocks) {
+      const int window = std::min(block.window, std::min(grid_h, grid_w));
+      kinds += (kinds.empty() ? "" : ", ") + std::to_string(layer++) + ":" +
+               (block.native == NativeAttention::Focused ? "focused" : "softmax") + " w" + std::to_string(window);
+    }
+    lines.push_back("stage " + std::to_string(s) + "       " + std::to_string(stage.blocks.size()) + " blocks, dim " +
+                    std::to_string(stage.dim) + ", " + std::to_string(stage.blocks.front().heads) + " heads, grid " +
+                    std::to_string(grid_h) + "x" + std::to_string(grid_w) + " (at the native input): " + kinds);
+  }
+  return lines;
+}
+
+InputGeometry SwinTransformerImpl::input_geometry() const {
+  return {arch_.native_height, arch_.native_width, arch_.patch_size};
+}
+
+std::string SwinTransformerImpl::default_hook_point() const {
+  // pytorch-grad-cam's Swin example: norm1 of the last block of the last stage.
+  const int last = int(arch_.stages.size()) - 1;
+  return stage_block_name(last, int(arch_.stages.back().blocks.size()) - 1) + ".norm1";
+}
+
+std::string SwinTransformerImpl::resolve_hook_point(const std::string& spec) const {
+  if (spec.empty()) return default_hook_point();
+  const std::vector<int> depths = stage_depths(arch_);
+  const std::string bad = "--gradcam-layer '" + spec.substr(0, 80) +
+                          "' does not exist: use layers.S.blocks.B.norm1, layers.S.blocks.B, norm, or blocks.N.norm1 "
+                          "/ blocks.N with N counting the " +
+                          std::to_string(attention_layers()) + " attention blocks across stages";
+  if (spec == "norm") return spec;
+  auto split_suffix = [&](const std::string& rest, std::string& index, std::string& point) {
+    const size_t dot = rest.find('.');
+    index = rest.substr(0, dot);
+    point = dot == std::string::npos ? "" : rest.substr(dot + 1);
+    if (point != "" && point != "norm1") throw std::invalid_argument(bad);
+  };
+  std::string index, point;
+  if (spec.rfind("blocks.", 0) == 0) {
+    split_suffix(spec.substr(7), index, point);
+    const auto [stage, block] = stage_and_block(depths, resolve_module_index(index, attention_layers(), bad));
+    return stage_block_name(stage, block) + (point.empty() ? "" : "." + point);
+  }
+  if (spec.rfind("layers.", 0) == 0) {
+    const std::string rest = spec.substr(7);
+    const size_t dot = rest.find('.');
+    if (dot == std::string::npos || rest.compare(dot, 8, ".blocks.") != 0) throw std::invalid_argument(bad);
+    const int stage = resolve_module_index(rest.substr(0, dot), int(depths.size()), bad);
+    split_suffix(rest.substr(dot + 8), index, point);
+    const int block = resolve_module_index(index, depths[size_t(stage)], bad);
+    return stage_block_name(stage, block) + (point.empty() ? "" : "." + point);
+  }
+  throw std::invalid_argument(bad);
+}
+
+ForwardOutput SwinTransformerImpl::forward(const torch::Tensor& images, const AttentionSettings& settings,
+                                           const ForwardOptions& options) {
+  if (images.dim() != 4 || images.size(1) != arch_.in_chans)
+    throw std::invalid_argument("input must be [B, " + std::to_string(arch_.in_chans) + ", H, W]");
+  const int64_t height = images.size(2), width = images.size(3);
+  if (height % arch_.patch_size || width % arch_.patch_size || height < arch_.patch_size || width < arch_.patch_size)
+    throw std::invalid_argument("input " + std::to_string(width) + "x" + std::to_string(height) +
+                                " is not a multiple of the patch size " + std::to_string(arch_.patch_size));
+  ScopedThreads small_ops(cpu_inference(images) ? 1 : configured_threads());
+  const int64_t batch = images.size(0);
+  const int patch_grid_h = int(height / arch_.patch_size), patch_grid_w = int(width / arch_.patch_size);
+  auto x = patch_embed->proj(images).permute({0, 2, 3, 1});  // [B, H, W, C]
+  if (!patch_embed->norm.is_empty()) x = patch_embed->norm(x);
+
+  ForwardOutput output;
+  int layer_index = 0;
+  auto layout_of = [&](int grid_h, int grid_w, int stage) {
+    TokenLayout layout;
+    layout.grid_h = grid_h;
+    layout.grid_w = grid_w;
+    layout.patch_size = arch_.patch_size << stage;
+    return layout;
+  };
+  auto call_hook = [&](const std::string& name, int stage, torch::Tensor& value) {
+    if (!options.hook) return;
+    options.hook({name, layout_of(int(value.size(1)), int(value.size(2)), stage), HookPoint::Format::ChannelsLast},
+                 value);
+  };
+  for (size_t s = 0; s < arch_.stages.size(); ++s) {
+    auto& stage = *layers[s]->as<SwinStageImpl>();
+    if (!stage.downsample.is_empty()) x = stage.downsample(x);
+    // timm clamps windows against the stage's resolution as the patch grid halved s times (floor),
+    // while the tokens themselves come from merges that pad odd sides.
+    const int resolution_h = patch_grid_h >> s, resolution_w = patch_grid_w >> s;
+    const int grid_h = int(x.size(1)), grid_w = int(x.size(2));
+    const int tokens = grid_h * grid_w;
+    for (size_t b = 0; b < stage.blocks->size(); ++b, ++layer_index) {
+      if (options.cancelled && options.cancelled()) throw Cancelled();
+      auto& block = *stage.blocks[b]->as<SwinBlockImpl>();
+      const SwinBlockArch& block_arch = arch_.stages[s].blocks[b];
+      const int window = settings.window > 0 ? settings.window : block_arch.window;
+      const WindowPlan plan =
+          plan_windows(grid_h, grid_w, resolution_h, resolution_w, window, window, /*shifted=*/b % 2 == 1);
+      const std::string name = stage_block_name(int(s), int(b));
+      AttentionCapture* capture = nullptr;
+      if (options.capture) {
+        output.layers.emplace_back();
+        capture = &output.layers.back();
+      }
+      auto normed = block.norm1(x);
+      call_hook(name + ".norm1", int(s), normed);
+      auto attended = block.attn(normed, plan, settings, capture);
+      x = x + attended;
+      auto flat = x.reshape({batch, tokens, x.size(3)});
+      flat = flat + block.mlp(block.norm2(flat));
+      x = flat.view({batch, grid_h, grid_w, -1});
+      call_hook(name, int(s), x);
+      if (capture) {
+        capture->layout = layout_of(grid_h, grid_w, int(s));
+        capture->key_layout = capture->layout;
+        capture->normed_input = normed.reshape({batch, tokens, -1});
+        LayerPlacement& at = capture->placement;
+        at.name = name;
+        at.stage = int(s);
+        at.block = int(b);
+        if (capture->attention.kernel == Kernel::Anchor || plan.windows() == 1) {
+          at.access = "global";
+        } else {
+          at.access = plan.shifted() ? "shifted-window" : "window";
+          at.window_h = plan.window_h;
+          at.window_w = plan.window_w;
+          at.shift_h = plan.shift_h;
+          at.shift_w = plan.shift_w;
+        }
+      }
+    }
+  }
+  x = norm(x);
+  call_hook("norm", int(arch_.stages.size()) - 1, x);
+  auto pooled = x.mean({1, 2});
+  output.logits = head.is_empty() ? pooled : head->fc(pooled);
+  output.layout = output.layers.empty() ? TokenLayout{} : output.layers.front().layout;
+  if (output.layers.empty()) output.layout = layout_of(patch_grid_h, patch_grid_w, 0);
+  return output;
+}
+
+}  // namespace attnscope

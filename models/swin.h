@@ -1,0 +1,143 @@
+// Swin Transformer in timm's layout (hub files; Microsoft's and FLatten's .pth files are renamed to
+// it by models/hierarchical_layouts), and FLatten-Swin: stages of (shifted) window attention with
+// a relative position bias, or FLatten's focused linear attention, joined by patch merging.
+// Registered names equal timm's keys; window sizes follow timm's rules at any input size.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "models/backbone.h"
+#include "models/local_attention.h"
+#include "models/vit.h"
+
+namespace attnscope {
+
+struct SwinBlockArch {
+  NativeAttention native = NativeAttention::Softmax;  // softmax (window) or focused (FLatten's L blocks)
+  int heads = 1;
+  int window = 7;         // the window the block asks for (timm clamps it per stage resolution)
+  int table_window = 7;   // softmax: the window its relative position table was trained for
+  int dwc_kernel = 0;     // focused: the DWC's kernel
+  int encoding_side = 0;  // focused: the positional encoding's trained window side
+  bool qkv_bias = true;
+  int mlp_hidden = 0;
+};
+
+struct SwinStageArch {
+  int dim = 0;
+  bool downsample = false;  // patch merging at the start of the stage (timm's layout)
+  std::vector<SwinBlockArch> blocks;
+};
+
+struct SwinArch {
+  int patch_size = 4;
+  int in_chans = 3;
+  int embed_dim = 96;
+  bool patch_norm = true;
+  std::vector<SwinStageArch> stages;
+  int num_classes = 0;
+  int native_height = 224, native_width = 224;
+  double layer_norm_eps = 1e-5;
+  std::string source_layout = "timm";  // timm, microsoft, flatten
+  std::string attn_type;               // FLatten's per-stage L/S letters, empty for plain Swin
+  int attention_layers() const;
+};
+
+struct SwinAttentionImpl : torch::nn::Module {
+  SwinAttentionImpl(int dim, const SwinBlockArch& arch);
+  // x: [B, H, W, C] normed; returns the attention output [B, H, W, C] before the residual.
+  torch::Tensor forward(const torch::Tensor& x, const WindowPlan& plan, const AttentionSettings& settings,
+                        AttentionCapture* capture);
+  KernelParameters kernel_parameters() const;
+  // The relative position bias [h, S, S] for a window (the table resized when it differs).
+  torch::Tensor relative_bias(int window_h, int window_w);
+
+  torch::nn::Linear qkv{nullptr}, proj{nullptr};
+  torch::Tensor relative_position_bias_table;
+  torch::nn::Conv2d dwc{nullptr};
+  torch::Tensor scale, positional_encoding;
+  SwinBlockArch arch;
+  int dim = 0;
+
+ private:
+  std::map<std::pair<int, int>, torch::Tensor> resized_tables_;
+};
+TORCH_MODULE(SwinAttention);
+
+struct SwinBlockImpl : torch::nn::Module {
+  SwinBlockImpl(int dim, const SwinBlockArch& arch, double eps);
+  torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
+  SwinAttention attn{nullptr};
+  Mlp mlp{nullptr};
+};
+TORCH_MODULE(SwinBlock);
+
+struct PatchMergingImpl : torch::nn::Module {
+  PatchMergingImpl(int dim, int out_dim, double eps);
+  torch::Tensor forward(const torch::Tensor& x);  // [B, H, W, C] -> [B, ceil(H/2), ceil(W/2), out]
+  torch::nn::LayerNorm norm{nullptr};
+  torch::nn::Linear reduction{nullptr};
+};
+TORCH_MODULE(PatchMerging);
+
+struct SwinStageImpl : torch::nn::Module {
+  SwinStageImpl(int in_dim, const SwinStageArch& arch, double eps);
+  PatchMerging downsample{nullptr};
+  torch::nn::ModuleList blocks{nullptr};
+};
+TORCH_MODULE(SwinStage);
+
+struct SwinPatchEmbedImpl : torch::nn::Module {
+  SwinPatchEmbedImpl(int in_chans, int dim, int patch, bool with_norm, double eps);
+  torch::nn::Conv2d proj{nullptr};
+  torch::nn::LayerNorm norm{nullptr};
+};
+TORCH_MODULE(SwinPatchEmbed);
+
+struct ClassifierHeadImpl : torch::nn::Module {
+  ClassifierHeadImpl(int dim, int classes);
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(ClassifierHead);
+
+class SwinTransformerImpl : public Backbone {
+ public:
+  explicit SwinTransformerImpl(const SwinArch& arch);
+  // Hook points: "layers.S.blocks.B.norm1" and "layers.S.blocks.B" ([B, H, W, C]), "norm", and
+  // "blocks.N.norm1" / "blocks.N" with N counting attention blocks across stages.
+  ForwardOutput forward(const torch::Tensor& images, const AttentionSettings& settings,
+                        const ForwardOptions& options = {}) override;
+  std::string family() const override;
+  nlohmann::json describe() const override;
+  std::vector<std::string> summary_lines() const override;
+  InputGeometry input_geometry() const override;
+  std::string output_kind() const override { return arch_.num_classes > 0 ? "logits" : "features"; }
+  int num_classes() const override { return arch_.num_classes; }
+  int attention_layers() const override { return arch_.attention_layers(); }
+  std::string resolve_hook_point(const std::string& spec) const override;
+  std::string default_hook_point() const override;
+  bool hierarchical() const override { return true; }
+  std::string window_meaning() const override {
+    return "the window of every windowed block (as timm changes it: bias tables resized, shift w/2); 0: the trained "
+           "windows";
+  }
+  const SwinArch& arch() const { return arch_; }
+
+  SwinPatchEmbed patch_embed{nullptr};
+  torch::nn::ModuleList layers{nullptr};
+  torch::nn::LayerNorm norm{nullptr};
+  ClassifierHead head{nullptr};
+
+ private:
+  SwinArch arch_;
+};
+TORCH_MODULE(SwinTransformer);
+
+// The stage and block of attention layer `index` (counted across stages); throws out_of_range.
+std::pair<int, int> stage_and_block(const std::vector<int>& depths, int index);
+
+}  // namespace attnscope

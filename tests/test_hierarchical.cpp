@@ -1,0 +1,152 @@
+// Parity of the hierarchical families (Swin, FLatten-Swin, PVT v2, PVT v2-li, FLatten-PVT v2) with
+// the independent Python references (tests/python/reference_hier.py): logits and every layer's
+// rows over its key grid, from every checkpoint layout each family has, within 1e-4.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "analysis/gradcam.h"
+#include "core/npy.h"
+#include "models/model_loader.h"
+
+namespace attnscope {
+namespace {
+
+const std::string kCaseDir = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/hier_cases/";
+constexpr double kTolerance = 1e-4;
+
+double max_abs_difference(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
+}
+
+const nlohmann::json& cases() {
+  static const nlohmann::json parsed = [] {
+    std::ifstream in(kCaseDir + "cases.json");
+    if (!in) throw std::runtime_error("missing " + kCaseDir + "cases.json (run tests/python/make_all_fixtures.sh)");
+    return nlohmann::json::parse(in);
+  }();
+  return parsed;
+}
+
+AttentionSettings settings_from(const nlohmann::json& variant) {
+  AttentionSettings settings;
+  const std::string kernel = variant.at("kernel");
+  settings.variant = kernel == "native" ? Variant::Native : parse_variant(kernel);
+  settings.p = variant.at("p").get<double>();
+  settings.window = variant.at("window").is_null() ? 0 : variant.at("window").get<int>();
+  return settings;
+}
+
+TEST(Hierarchical, EveryCaseMatchesThePythonReference) {
+  configure_threads(2);
+  ASSERT_GE(cases().size(), 30u);
+  std::set<std::string> families, layouts;
+  for (const auto& c : cases()) {
+    const std::string name = c.at("name");
+    SCOPED_TRACE("case " + name);
+    LoadedModel model = load_model(kCaseDir + c.at("model").get<std::string>(), {}, torch::kCPU);
+    families.insert(c.at("family").get<std::string>());
+    layouts.insert(c.at("layout").get<std::string>());
+    EXPECT_TRUE(model.backbone->hierarchical());
+    const torch::Tensor input = read_npy(kCaseDir + c.at("input").get<std::string>());
+    c10::InferenceMode inference_mode;
+    const ForwardOutput output = model.forward(input, settings_from(c.at("variant")));
+    const torch::Tensor expected_logits = read_npy(kCaseDir + c.at("logits").get<std::string>());
+    EXPECT_LT(max_abs_difference(output.logits, expected_logits), kTolerance) << "logits";
+
+    const auto& layers = c.at("layers");
+    ASSERT_EQ(output.layers.size(), layers.size());
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const auto& reference = layers[l];
+      const AttentionCapture& capture = output.layers[l];
+      SCOPED_TRACE("layer " + std::to_string(l) + " (" + capture.placement.name + ")");
+      EXPECT_EQ(capture.placement.stage, reference.at("stage").get<int>());
+      EXPECT_EQ(capture.placement.block, reference.at("block").get<int>());
+      EXPECT_EQ(capture.layout.grid_h, reference["query_grid"][0].get<int>());
+      EXPECT_EQ(capture.layout.grid_w, reference["query_grid"][1].get<int>());
+      EXPECT_EQ(capture.key_layout.grid_h, reference["key_grid"][0].get<int>());
+      EXPECT_EQ(capture.key_layout.grid_w, reference["key_grid"][1].get<int>());
+      EXPECT_EQ(capture.placement.shift_h, reference["shift"][0].get<int>());
+      EXPECT_EQ(capture.placement.shift_w, reference["shift"][1].get<int>());
+      ASSERT_EQ(capture.heads, reference.at("heads").get<int>());
+      const torch::Tensor expected = read_npy(kCaseDir + reference.at("rows").get<std::string>());  // [h, Q, kh, kw]
+      std::vector<int64_t> queries;
+      for (const auto& query : reference.at("queries"))
+        queries.push_back(capture.layout.patch_token(query[0].get<int>(), query[1].get<int>()));
+      for (int head = 0; head < capture.heads; ++head) {
+        const torch::Tensor rows = capture.rows(0, head, queries);
+        for (size_t q = 0; q < queries.size(); ++q)
+          EXPECT_LT(max_abs_difference(capture.key_grid(rows[int64_t(q)]), expected[head][int64_t(q)]), kTolerance)
+              << "head " << head << " query " << reference["queries"][q].dump();
+      }
+    }
+  }
+  EXPECT_EQ(families, (std::set<std::string>{"swin", "flatten_swin", "pvt_v2", "flatten_pvt_v2"}));
+  EXPECT_EQ(layouts, (std::set<std::string>{"timm", "microsoft", "original"}));
+}
+
+// A Swin row of a shifted block is zero (or the -100 mask's ~1e-44) outside the query's window.
+TEST(Hierarchical, ShiftedWindowRowsStayInTheirWindow) {
+  LoadedModel model = load_model(kCaseDir + "swin_a.safetensors", {}, torch::kCPU);
+  c10::InferenceMode inference_mode;
+  const ForwardOutput output = model.forward(torch::randn({1, 3, 64, 64}), AttentionSettings{});
+  const AttentionCapture& shifted = output.layers[1];
+  ASSERT_EQ(shifted.placement.access, "shifted-window");
+  ASSERT_EQ(shifted.placement.window_h, 4);
+  ASSERT_EQ(shifted.placement.shift_h, 2);
+  // Query (3, 3): in the shifted frame it sits in the window of rows 1..4, columns 1..4 of the image.
+  const torch::Tensor row = shifted.key_grid(shifted.row(0, 0, shifted.layout.patch_token(3, 3)));
+  EXPECT_NEAR(row.sum().item<double>(), 1.0, 1e-5);
+  for (int r = 0; r < 16; ++r)
+    for (int col = 0; col < 16; ++col) {
+      const bool inside = r >= 2 && r < 6 && col >= 2 && col < 6;
+      if (!inside) {
+        EXPECT_LT(row[r][col].item<double>(), 1e-30) << r << "," << col;
+      }
+    }
+}
+
+// Grad-CAM reads any stage's hook point at that stage's grid, with timm's names and the
+// across-stages alias.
+TEST(Hierarchical, GradCamAtStageHookPoints) {
+  for (const char* file : {"swin_a.safetensors", "pvt_a.safetensors"}) {
+    SCOPED_TRACE(file);
+    LoadedModel model = load_model(kCaseDir + file, {}, torch::kCPU);
+    const torch::Tensor image = torch::randn({1, 3, 64, 64});
+    const GradCamResult last = grad_cam(model.native("Grad-CAM"), image, AttentionSettings{}, {});
+    EXPECT_EQ(last.layer, model.backbone->default_hook_point());
+    GradCamOptions first_block;
+    first_block.layer = "blocks.0.norm1";
+    const GradCamResult early = grad_cam(model.native("Grad-CAM"), image, AttentionSettings{}, first_block);
+    EXPECT_GT(early.layout.grid_h, last.layout.grid_h);
+    EXPECT_EQ(early.cam.size(0), early.layout.grid_h);
+    EXPECT_GT(early.max_abs_gradient, 0.0);
+  }
+}
+
+TEST(Hierarchical, MissingOrMisshapenKeysAreNamed) {
+  Checkpoint checkpoint = load_checkpoint(kCaseDir + "swin_a.safetensors");
+  auto without = checkpoint;
+  without.tensors.erase("layers.1.blocks.0.attn.qkv.weight");
+  const std::string path = ::testing::TempDir() + "/swin_missing.safetensors";
+  save_safetensors(path, without.tensors, without.metadata);
+  try {
+    load_model(path, {}, torch::kCPU);
+    FAIL() << "a missing key must be refused";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("layers.1.blocks.0.attn.qkv.weight"), std::string::npos) << e.what();
+  }
+  auto misshapen = checkpoint;
+  misshapen.tensors["layers.0.blocks.1.mlp.fc2.weight"] = torch::zeros({3, 3});
+  save_safetensors(path, misshapen.tensors, misshapen.metadata);
+  try {
+    load_model(path, {}, torch::kCPU);
+    FAIL() << "a misshapen key must be refused";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("layers.0.blocks.1.mlp.fc2.weight"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace attnscope

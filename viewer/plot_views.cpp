@@ -1,0 +1,51 @@
+#include "viewer/plot_views.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "figures/plots.h"
+#include "figures/render.h"
+
+namespace attnscope {
+
+namespace {
+
+constexpr double kScreenPixelsPerPoint = 1.6;
+
+std::vector<double> doubles(const std::vector<float>& values) { return {values.begin(), values.end()}; }
+
+}  // namespace
+
+Figure spectrum_view_figure(const HeadSpectrum& spectrum) {
+  Figure figure(1, 1);
+  figure.at(0, 0) = {effective_rank_title(spectrum.effective_rank), "spectrum",
+                     spectrum_plot(doubles(spectrum.singular_values), spectrum.numerical_rank, spectrum.tolerance)};
+  return figure;
+}
+
+Figure focus_view_figure(const FocusView& focus) {
+  char p_text[32];
+  std::snprintf(p_text, sizeof p_text, "f_p, p = %g", focus.p);
+  Figure figure(2, 2);
+  const FocusProjection& projection = focus.projection;
+  figure.at(0, 0) = {projection.vectors + " before and after f_p", "fp_projection",
+                     focus_projection_plot(projection, focus.p)};
+  figure.at(0, 1) = {
+      "query-key similarity", "fp_similarity",
+      similarity_histogram_plot(doubles(focus.histogram_before), doubles(focus.histogram_after), p_text)};
+  figure.at(1, 0) = {"mean row entropy", "fp_entropy",
+                     focus_curve_plot(doubles(focus.curve_ps), doubles(focus.entropy), focus.p, "entropy", "nats")};
+  figure.at(1, 1) = {
+      "mean top-10 mass", "fp_top_k",
+      focus_curve_plot(doubles(focus.curve_ps), doubles(focus.top_k_mass), focus.p, "top-10 mass", "mass")};
+  return figure;
+}
+
+cv::Mat render_plot_image(const Figure& figure, int width) {
+  FigureStyle style;
+  style.dpi = 72.0 * kScreenPixelsPerPoint;
+  style = style_for_width(figure, style, std::max(60, width) / kScreenPixelsPerPoint);
+  return render_figure_image(figure, style);
+}
+
+}  // namespace attnscope

@@ -1,0 +1,23 @@
+// The analysis column's plots as Figures, drawn by the same cairo code as the exported figures
+// (figures/plots.h builds them, figures/render.h draws them), so a plot on screen and in the paper
+// are one drawing. No GL or ImGui here: the workbench uploads the images.
+#pragma once
+
+#include <opencv2/core.hpp>
+
+#include "figures/figure.h"
+#include "viewer/inference_worker.h"
+
+namespace attnscope {
+
+// The matrix view's singular spectrum: log axis with ticks, the tolerance line and the rank marker.
+Figure spectrum_view_figure(const HeadSpectrum& spectrum);
+
+// The f_p view: the head's vectors before and after f_p in 2-D, the query-key similarity
+// histograms, and entropy and top-k mass over p.
+Figure focus_view_figure(const FocusView& focus);
+
+// `figure` as an RGB image `width` pixels wide, with text at about 13 pixels (8 points at 1.6 px/pt).
+cv::Mat render_plot_image(const Figure& figure, int width);
+
+}  // namespace attnscope

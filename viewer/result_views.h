@@ -1,0 +1,59 @@
+// What the workbench's views show, computed on the worker thread from forward passes: each panel's
+// per-head maps of the selected query, the matrix and its spectra, focus metrics, and the analyses
+// (Grad-CAM, rollout, f_p). Reads only what every model family's captures hold, so a new family
+// adds nothing here. No GL or ImGui.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "models/inference.h"
+#include "viewer/inference_worker.h"
+
+namespace attnscope {
+
+// What of a layer the panels read: the query (resolved in the layer's query grid), the direction,
+// the matrix head, and which extras the analysis view asks for.
+struct PanelSelection {
+  int query_token = 0;
+  bool incoming = false;  // the query's column ("in") instead of its row ("out")
+  int matrix_head = 0;
+  bool spectrum = false;   // the matrix of `matrix_head` and every head's spectrum
+  bool metrics = false;    // focus metrics per head
+  bool after_lcm = false;  // L2ViT global layers: C_conv A, the map after the LCM's spatial mixing
+  torch::Tensor box;       // metrics: coverage [grid] of the user's box, undefined: none
+};
+
+// One panel's maps of one captured layer. `cancelled` is checked between heads.
+PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection& selection,
+                           const std::function<bool()>& cancelled);
+
+// The grid the panels' maps lie on: the key grid for a row, the query grid for a column.
+const TokenLayout& map_grid(const AttentionCapture& capture, bool incoming);
+
+// Grad-CAM of panel 1's variant at `layer` (empty: the family's default) for `target_class`.
+GradCamView build_gradcam_view(LoadedModel& model, const cv::Mat& prepared_rgb, const AttentionSettings& settings,
+                               int target_class, const std::string& layer);
+
+// The rollout of `query_token` of the selected layer through the layers that share its grid.
+RolloutView build_rollout_view(const std::vector<AttentionCapture>& layers, int selected, int query_token,
+                               HeadFusion fusion, double discard);
+
+// f_p at `p` on one head's captured features, with the paper's Fig. 4 (b) example and the head's
+// queries or keys before and after f_p in 2-D.
+FocusView build_focus_view(const AttentionCapture& capture, int head, double p, bool queries,
+                           FocusProjectionKind projection);
+
+GridMap to_grid_map(const torch::Tensor& grid);  // [h, w] -> GridMap
+
+// The key-grid cells (row-major over the key grid) of the group `query_token` attends within in
+// `head`: its (shifted) window, or CSwin's stripe of the head's branch; empty for global layers.
+std::vector<int> query_window_cells(const AttentionCapture& capture, int query_token, int head);
+
+// Whether a panel's DWC switch changes anything: FLatten's focused kernel on a model with DWC
+// weights. The switch shows `settings.dwc && dwc_switch_applies(panel)`, which is exactly whether
+// the layer computed the DWC term (so the switch and the panel's title "dwc=on|off" agree).
+bool dwc_switch_applies(const PanelMaps& panel);
+
+}  // namespace attnscope
