@@ -1,6 +1,7 @@
 #include "analysis/focus_metrics.h"
 
 #include <cstdio>
+#include "core/excerpt.h"
 
 #include <torch/torch.h>
 
@@ -61,9 +62,9 @@ PatchBox parse_patch_box(const std::string& text) {
   std::istringstream in(text);
   if (!(in >> box.row_begin >> c1 >> box.col_begin >> c2 >> box.row_end >> c3 >> box.col_end) || c1 != ',' ||
       c2 != ',' || c3 != ',' || (in >> extra))
-    throw std::invalid_argument("--box expects R0,C0,R1,C1 in patches (end-exclusive), got '" + text + "'");
+    throw std::invalid_argument("--box expects R0,C0,R1,C1 in patches (end-exclusive), got '" + excerpt(text) + "'");
   if (box.row_begin < 0 || box.col_begin < 0 || box.row_end <= box.row_begin || box.col_end <= box.col_begin)
-    throw std::invalid_argument("--box " + text + " is empty or negative");
+    throw std::invalid_argument("--box " + excerpt(text) + " is empty or negative");
   return box;
 }
 

@@ -1,5 +1,8 @@
 #include "analysis/gradcam.h"
 
+#include "core/excerpt.h"
+#include "models/finite_checks.h"
+
 #include <torch/torch.h>
 
 #include <chrono>
@@ -48,6 +51,7 @@ LayerReading read_layer(Backbone& model, const torch::Tensor& image, const Atten
   };
   ForwardOutput output = model.forward(input, settings, forward_options);
   if (!reading.activation.defined()) throw std::logic_error("the forward pass never reached " + reading.point.name);
+  require_finite_output(&model, input, settings, output.logits.detach());
   const torch::Tensor logits = output.logits[0];
   reading.logits = logits.detach().to(torch::kCPU, torch::kFloat);
   reading.target = resolve_target(model, target_class, reading.logits);
@@ -84,6 +88,7 @@ GradCamResult grad_cam(Backbone& model, const torch::Tensor& image, const Attent
   result.cam = cam.reshape({layout.grid_h, layout.grid_w}).contiguous();
   result.scaled = (result.cam - result.cam.min());
   result.scaled = result.scaled / (result.scaled.max() + 1e-7);
+  require_finite(result.scaled, "the Grad-CAM map at " + result.layer);
   if (result.max_abs_gradient == 0.0) result.warning = zero_gradient_warning(model, reading);
   result.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return result;

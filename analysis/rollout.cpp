@@ -1,5 +1,7 @@
 #include "analysis/rollout.h"
 
+#include "core/excerpt.h"
+
 #include <torch/torch.h>
 
 namespace attnscope {
@@ -8,7 +10,7 @@ HeadFusion parse_head_fusion(const std::string& name) {
   if (name == "mean") return HeadFusion::Mean;
   if (name == "max") return HeadFusion::Max;
   if (name == "min") return HeadFusion::Min;
-  throw std::invalid_argument("unknown head fusion '" + name + "' (expected mean, max or min)");
+  throw std::invalid_argument("unknown head fusion '" + excerpt(name) + "' (expected mean, max or min)");
 }
 
 std::string to_string(HeadFusion fusion) {

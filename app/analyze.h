@@ -21,6 +21,7 @@ struct Context {
   AppState state;
   CommandLine line;
   std::filesystem::path out;
+  mutable std::vector<std::string> warnings;  // the model's, printed once the analysis succeeded
   // Every output, written together once the analysis is done: existing files are refused first.
   std::shared_ptr<OutputFiles> files;
 };

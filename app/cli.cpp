@@ -1,5 +1,6 @@
 #include "app/cli.h"
 
+#include "core/excerpt.h"
 #include "core/json_checked.h"
 
 #include <filesystem>
@@ -18,6 +19,10 @@ double CommandLine::flag_double(const std::string& name) const { return parse_do
 void load_session(AppState& state, const std::string& path) {
   // A folder or a FIFO is no session (a FIFO would block the read forever): read_json_file says so.
   apply_json(state, read_json_file(path, "session file " + path));
+}
+
+void print_warnings(const std::string& command, const std::vector<std::string>& warnings) {
+  for (const auto& warning : warnings) std::cerr << "attnscope " << command << ": warning: " << warning << "\n";
 }
 
 CommandLine parse_command_line(const std::vector<std::string>& args, const std::vector<std::string>& state_options,
@@ -43,7 +48,7 @@ CommandLine parse_command_line(const std::vector<std::string>& args, const std::
       line.help = true;
       continue;
     }
-    if (arg.rfind("--", 0) != 0) throw std::invalid_argument("unexpected argument '" + arg + "'");
+    if (arg.rfind("--", 0) != 0) throw std::invalid_argument("unexpected argument '" + excerpt(arg) + "'");
     std::string name = arg.substr(2), value;
     bool has_inline_value = false;
     if (auto eq = name.find('='); eq != std::string::npos) {
@@ -53,7 +58,7 @@ CommandLine parse_command_line(const std::vector<std::string>& args, const std::
     }
     const CommandFlag* flag = find_flag(name);
     const bool takes_value = name == "session" || is_state_option(name) || (flag && !flag->value_name.empty());
-    if (!flag && !takes_value) throw std::invalid_argument("unknown option --" + name + " (see --help)");
+    if (!flag && !takes_value) throw std::invalid_argument("unknown option --" + excerpt(name) + " (see --help)");
     const OptionSpec* option = is_state_option(name) ? find_option(name) : nullptr;
     if (option && !option->implicit_value.empty() && !has_inline_value) {
       value = option->implicit_value;  // a switch: --overwrite means --overwrite=on

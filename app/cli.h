@@ -43,4 +43,7 @@ std::string command_help(const std::string& usage, const std::vector<std::string
 // Reads a session file (JSON) into a state.
 void load_session(AppState& state, const std::string& path);
 
+// "attnscope COMMAND: warning: ..." on stderr for each of a loaded model's warnings.
+void print_warnings(const std::string& command, const std::vector<std::string>& warnings);
+
 }  // namespace attnscope

@@ -19,6 +19,7 @@
 #include "app/commands.h"
 #include "core/atomic_file.h"
 #include "core/colormap.h"
+#include "core/excerpt.h"
 #include "core/npy.h"
 #include "core/output_files.h"
 #include "core/value_scale.h"
@@ -40,7 +41,7 @@ const std::vector<std::string> kAnalyzeOptions = {
     "model",   "image", "out",       "variant",       "p",      "window",      "anchors",       "dwc",        "norm",
     "layer",   "head",  "query",     "resize",        "size",   "crop",        "interpolation", "mean",       "std",
     "device",  "arch",  "class",     "gradcam-layer", "fusion", "discard",     "box",           "colormap",   "scale",
-    "opacity", "alpha", "overwrite", "methods",       "steps",  "replacement", "ig-steps",      "ig-baseline"};
+    "opacity", "alpha", "overwrite", "methods",       "steps",  "replacement", "ig-steps",      "ig-baseline", "max-pixels"};
 
 // The analyses in the order --help and errors list them.
 std::string analysis_list() {
@@ -107,6 +108,7 @@ Loaded load_inputs(const Context& context) {
   Loaded loaded;
   configure_threads();
   loaded.model = load_model(state.model, ArchOverrides::parse(state.arch), resolve_device(state.device));
+  context.warnings = loaded.model.report.warnings;
   configure_input(loaded.model, state.input_settings());
   cv::Mat rgb, mask;
   if (!seed_text.empty()) {
@@ -118,15 +120,15 @@ Loaded load_inputs(const Context& context) {
       used = 0;
     }
     if (used != seed_text.size() || seed_text.find('-') != std::string::npos)
-      throw std::invalid_argument("--glyph-seed expects a non-negative integer, got '" + seed_text + "'");
+      throw std::invalid_argument("--glyph-seed expects a non-negative integer, got '" + excerpt(seed_text) + "'");
     GlyphSample sample = make_glyph_sample(seed);
     rgb = sample.rgb;
     cv::cvtColor(sample.mask, mask, cv::COLOR_GRAY2RGB);
   } else {
-    rgb = load_image_rgb(state.image);
+    rgb = load_image_rgb(state.image, state.max_pixels);
     const std::string mask_path = context.line.flags.at("object-mask");
     if (!mask_path.empty()) {
-      mask = load_image_rgb(mask_path);
+      mask = load_image_rgb(mask_path, state.max_pixels);
       if (mask.size() != rgb.size())
         throw std::invalid_argument("--object-mask " + mask_path + " is " + std::to_string(mask.cols) + "x" +
                                     std::to_string(mask.rows) + ", the image " + std::to_string(rgb.cols) + "x" +
@@ -486,7 +488,7 @@ int analyze_command(const Args& args) {
   if (analysis == "attribution") analysis = context.state.method;  // the workbench's attribution view
   if (analysis.empty()) throw std::invalid_argument("--analysis is required (" + analysis_list() + ")");
   if (std::find(kAnalyses.begin(), kAnalyses.end(), analysis) == kAnalyses.end())
-    throw std::invalid_argument("unknown --analysis '" + analysis + "' (expected " + analysis_list() + ")");
+    throw std::invalid_argument("unknown --analysis '" + excerpt(analysis) + "' (expected " + analysis_list() + ")");
   if (context.state.out.empty()) throw std::invalid_argument("--out is required");
   // Bounded before anything is allocated or written.
   const int bins = context.line.flag_int("bins"), top_k = context.line.flag_int("top-k");
@@ -510,6 +512,7 @@ int analyze_command(const Args& args) {
   else
     code = attribution(context, analysis);
   context.files->write();  // refuses existing outputs (unless --overwrite) before writing any
+  print_warnings("analyze", context.warnings);  // an analysis that fails names the tensors in its error
   return code;
 }
 

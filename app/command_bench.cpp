@@ -19,6 +19,7 @@
 #include "analysis/spectrum.h"
 #include "app/cli.h"
 #include "app/commands.h"
+#include "core/excerpt.h"
 #include "models/demo_models.h"
 #include "models/model_loader.h"
 
@@ -368,7 +369,8 @@ int bench_command(const Args& args) {
     std::vector<DeitShape> shapes;
     for (const auto& size : split(line.flags["sizes"])) {
       auto shape = std::find_if(known.begin(), known.end(), [&](const DeitShape& s) { return s.name == size; });
-      if (shape == known.end()) throw std::invalid_argument("unknown size '" + size + "' (expected tiny or small)");
+      if (shape == known.end())
+        throw std::invalid_argument("unknown size '" + excerpt(size) + "' (expected tiny or small)");
       shapes.push_back(*shape);
     }
     std::cout << "attnscope bench --analysis: " << torch::get_num_threads() << " threads, device " << device.str()
@@ -393,7 +395,8 @@ int bench_command(const Args& args) {
   std::cout << std::fixed << std::setprecision(2);
   for (const auto& size : split(line.flags["sizes"])) {
     auto shape = std::find_if(known.begin(), known.end(), [&](const DeitShape& s) { return s.name == size; });
-    if (shape == known.end()) throw std::invalid_argument("unknown size '" + size + "' (expected tiny or small)");
+    if (shape == known.end())
+      throw std::invalid_argument("unknown size '" + excerpt(size) + "' (expected tiny or small)");
     const std::string path = write_random_deit(*shape, folder);
     LoadedModel model = load_model(path, {}, device);
     torch::manual_seed(1);

@@ -19,7 +19,7 @@ const std::vector<std::string> kExportOptions = {
     "variant", "p", "window", "anchors", "dwc", "norm", "resize", "size", "crop", "interpolation", "mean", "std",
     "device", "arch", "gradcam-layer", "class", "fusion", "discard", "fp-vectors", "fp-projection",
     // the faithfulness layout
-    "methods", "steps", "replacement", "ig-steps", "ig-baseline"};
+    "methods", "steps", "replacement", "ig-steps", "ig-baseline", "max-pixels"};
 
 const std::vector<CommandFlag> kExportFlags = {
     {"images", "DIR", "a folder of images (sorted; .png .jpg .jpeg .bmp .tif .tiff .webp): one figure each", ""},
@@ -72,6 +72,7 @@ int export_command(const Args& args) {
       });
   for (const auto& failure : batch.failed)
     bar.error("attnscope export: error: " + failure.image + ": " + failure.message);
+  if (!batch.written.empty()) print_warnings("export", model.report.warnings);
   std::cout << "attnscope export: " << batch.written.size() << " " << state.figure.layout << " figure"
             << (batch.written.size() == 1 ? "" : "s") << " (" << state.figure.format << ") in " << state.out;
   if (!batch.failed.empty()) std::cout << "; " << batch.failed.size() << " of " << images.size() << " images failed";

@@ -4,6 +4,7 @@
 
 #include "app/cli.h"
 #include "app/commands.h"
+#include "core/excerpt.h"
 #include "datasets/glyph_task.h"
 
 namespace attnscope {
@@ -20,7 +21,7 @@ int glyphs_command(const Args& args) {
   if (count <= 0) throw std::invalid_argument("--count must be positive");
   const std::string& seed_text = line.flags["seed"];
   if (seed_text.empty() || seed_text.find_first_not_of("0123456789") != std::string::npos || seed_text.size() > 19)
-    throw std::invalid_argument("--seed expects a non-negative integer, got '" + seed_text + "'");
+    throw std::invalid_argument("--seed expects a non-negative integer, got '" + excerpt(seed_text) + "'");
   const uint64_t seed = std::stoull(seed_text);
   write_glyph_samples_png(line.state.out, count, seed);
   std::cout << "wrote " << count << " glyph images and labels.csv to " << line.state.out << "\n";

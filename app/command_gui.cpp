@@ -6,6 +6,7 @@
 
 #include "app/cli.h"
 #include "app/commands.h"
+#include "core/excerpt.h"
 #include "viewer/workbench.h"
 
 namespace attnscope {
@@ -43,7 +44,7 @@ int gui_command(const Args& args) {
     char comma = 0, extra = 0;
     std::istringstream in(click);
     if (!(in >> x >> comma >> y) || comma != ',' || (in >> extra))
-      throw std::invalid_argument("--click expects X,Y;X,Y..., got '" + click + "'");
+      throw std::invalid_argument("--click expects X,Y;X,Y..., got '" + excerpt(click) + "'");
     options.clicks.emplace_back(x, y);
   }
   std::istringstream drags(parsed->flags.at("drag"));
@@ -53,7 +54,7 @@ int gui_command(const Args& args) {
     std::istringstream in(drag);
     if (!(in >> ends[0] >> commas[0] >> ends[1] >> commas[1] >> ends[2] >> commas[2] >> ends[3]) || commas[0] != ',' ||
         commas[1] != ',' || commas[2] != ',' || (in >> extra))
-      throw std::invalid_argument("--drag expects X0,Y0,X1,Y1;..., got '" + drag + "'");
+      throw std::invalid_argument("--drag expects X0,Y0,X1,Y1;..., got '" + excerpt(drag) + "'");
     options.drags.push_back(ends);
   }
   for (size_t i = 0; i + 1 < args.size(); ++i)

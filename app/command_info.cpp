@@ -26,7 +26,8 @@ int info_command(const Args& args) {
                             {{"mean", model.normalization.mean},
                              {"std", model.normalization.std},
                              {"source", model.normalization_source}}},
-                           {"notes", model.report.notes}};
+                           {"notes", model.report.notes},
+                           {"warnings", model.report.warnings}};
     std::cout << json.dump(2) << "\n";
     return 0;
   }
@@ -48,6 +49,7 @@ int info_command(const Args& args) {
   for (const auto& line : backbone.summary_lines()) std::cout << "  " << line << "\n";
   std::cout << "  parameters    " << model.parameter_count << "\n";
   for (const auto& note : model.report.notes) std::cout << "  note: " << note << "\n";
+  print_warnings("info", model.report.warnings);
   return 0;
 }
 

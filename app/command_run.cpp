@@ -23,7 +23,7 @@ namespace {
 const std::vector<std::string> kRunOptions = {
     "model",  "image", "out",      "variant", "p",       "window", "anchors",       "dwc",  "norm",
     "layer",  "head",  "query",    "resize",  "size",    "crop",   "interpolation", "mean", "std",
-    "device", "arch",  "colormap", "scale",   "opacity", "alpha",  "overwrite", "lcm"};
+    "device", "arch",  "colormap", "scale",   "opacity", "alpha",  "overwrite",     "lcm",  "max-pixels"};
 
 void require(const std::string& value, const std::string& name) {
   if (value.empty()) throw std::invalid_argument("--" + name + " is required");
@@ -48,7 +48,8 @@ int run_command(const Args& args) {
   const torch::Device device = resolve_device(state.device);
   LoadedModel model = load_model(state.model, ArchOverrides::parse(state.arch), device);
   configure_input(model, state.input_settings());
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
+  const cv::Mat prepared =
+      prepare_model_input(load_image_rgb(state.image, state.max_pixels), state.input_settings(), model);
   const InferenceResult result = run_inference(model, prepared, state.attention);
 
   const int depth = int(result.forward.layers.size());
@@ -171,6 +172,7 @@ int run_command(const Args& args) {
                               ? "attention_l*_h*.npy: the query's row over the layer's key grid [key_h, key_w]"
                               : "attention_l*_h*.npy: the query's row over all tokens, prefix tokens first";
   if (!model.report.notes.empty()) summary["notes"] = model.report.notes;
+  if (!model.report.warnings.empty()) summary["warnings"] = model.report.warnings;
   // Paths are bytes: a name that is not UTF-8 is written with replacement characters, never fails.
   const std::string summary_text = summary.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
   // Every output is checked before the first is written: existing ones are refused unless --overwrite.
@@ -188,6 +190,7 @@ int run_command(const Args& args) {
   if (result.top.empty())
     std::cout << "  output: " << model.output_kind() << " of " << result.forward.logits.size(-1)
               << " values, no classes\n";
+  print_warnings("run", model.report.warnings);  // a run that fails names the tensors in its error
   std::cout << "wrote " << out.string() << "/{summary.json, logits.npy, attention" << suffix << ".npy, matrix" << suffix
             << ".npy, overlay" << suffix << ".png}\n";
   return 0;

@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <set>
 #include <sstream>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -20,7 +20,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
+#include "core/excerpt.h"
 #include "core/pickle_reader.h"
+#include "core/zip_archive.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors and torch.save data are little-endian; byte swapping is not implemented");
@@ -32,6 +34,12 @@ using pickle::Kind;
 using pickle::Value;
 
 constexpr uint64_t kMaxSafetensorsHeader = 100'000'000;  // the reference implementation's limit
+// A state_dict's data.pkl takes some 100 bytes per tensor; 64 MB is hundreds of thousands of them.
+constexpr uint64_t kMaxPickleBytes = uint64_t(64) << 20;
+// Views may repeat a storage's bytes (tied weights); the tensors of a file may add up to at most
+// this many times the bytes of the storages they view, plus kViewAllowanceBytes.
+constexpr uint64_t kMaxViewAmplification = 2;
+constexpr uint64_t kViewAllowanceBytes = uint64_t(256) << 20;
 const char* const kConvertHint = "if you trust the file, convert it with scripts/convert_checkpoint.py";
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) { throw CheckpointError(path + ": " + what); }
@@ -117,7 +125,7 @@ std::string offsets_text(const SafetensorsEntry& e) {
 
 SafetensorsEntry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& info,
                              uint64_t data_size) {
-  const std::string where = "tensor '" + name + "'";
+  const std::string where = "tensor '" + excerpt(name) + "'";
   if (!info.is_object()) fail(path, where + " is not a JSON object");
   SafetensorsEntry e;
   e.name = name;
@@ -126,7 +134,7 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
   if (dtype == info.end() || !dtype->is_string()) fail(path, where + " has no dtype string");
   const DtypeCode* code = find_dtype(dtype->get<std::string>());
   if (!code) {
-    fail(path, where + " has unsupported dtype '" + dtype->get<std::string>() +
+    fail(path, where + " has unsupported dtype '" + excerpt(dtype->get<std::string>()) +
                    "' (supported: F32, F16, BF16, F64, I64, I32, I16, I8, U8, BOOL)");
   }
   e.dtype = code->type;
@@ -136,11 +144,11 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
   uint64_t numel = 1;
   for (const auto& dim : *shape) {
     if (!dim.is_number_unsigned() || dim.get<uint64_t>() > uint64_t(INT64_MAX)) {
-      fail(path, where + " has shape " + shape->dump() + ": dimensions must be non-negative ints");
+      fail(path, where + " has shape " + excerpt(shape->dump()) + ": dimensions must be non-negative ints");
     }
     e.shape.push_back(static_cast<int64_t>(dim.get<uint64_t>()));
     if (__builtin_mul_overflow(numel, dim.get<uint64_t>(), &numel)) {
-      fail(path, where + " has shape " + shape->dump() + " whose size overflows");
+      fail(path, where + " has shape " + excerpt(shape->dump()) + " whose size overflows");
     }
   }
 
@@ -158,11 +166,11 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
   }
   uint64_t needed = 0;
   if (__builtin_mul_overflow(numel, uint64_t(c10::elementSize(e.dtype)), &needed)) {
-    fail(path, where + " has shape " + shape->dump() + " whose size in bytes overflows");
+    fail(path, where + " has shape " + excerpt(shape->dump()) + " whose size in bytes overflows");
   }
   if (needed != e.end - e.begin) {
-    fail(path, where + " has data_offsets " + offsets_text(e) + " but shape " + shape->dump() + " " + code->code +
-                   " needs " + std::to_string(needed) + " bytes");
+    fail(path, where + " has data_offsets " + offsets_text(e) + " but shape " + excerpt(shape->dump()) + " " +
+                   code->code + " needs " + std::to_string(needed) + " bytes");
   }
   return e;
 }
@@ -176,12 +184,12 @@ void check_layout(const std::string& path, std::vector<SafetensorsEntry>& entrie
   const SafetensorsEntry* previous = nullptr;
   for (const auto& e : entries) {
     if (e.begin < covered) {
-      fail(path, "tensors '" + previous->name + "' " + offsets_text(*previous) + " and '" + e.name + "' " +
-                     offsets_text(e) + " overlap");
+      fail(path, "tensors '" + excerpt(previous->name) + "' " + offsets_text(*previous) + " and '" + excerpt(e.name) +
+                     "' " + offsets_text(e) + " overlap");
     }
     if (e.begin > covered) {
       fail(path, "bytes " + std::to_string(covered) + ".." + std::to_string(e.begin) + " of the data (before tensor '" +
-                     e.name + "') belong to no tensor");
+                     excerpt(e.name) + "') belong to no tensor");
     }
     covered = e.end;
     previous = &e;
@@ -231,7 +239,7 @@ Checkpoint read_safetensors(const std::string& path) {
     if (name == "__metadata__") {
       if (!info.is_object()) fail(path, "__metadata__ must map strings to strings");
       for (const auto& [key, value] : info.items()) {
-        if (!value.is_string()) fail(path, "__metadata__ must map strings to strings ('" + key + "')");
+        if (!value.is_string()) fail(path, "__metadata__ must map strings to strings ('" + excerpt(key) + "')");
         ckpt.metadata[key] = value.get<std::string>();
       }
       continue;
@@ -245,7 +253,7 @@ Checkpoint read_safetensors(const std::string& path) {
     torch::Tensor t = torch::empty(e.shape, torch::TensorOptions().dtype(e.dtype));
     const auto n = static_cast<std::streamsize>(e.end - e.begin);
     if (n > 0 && !in.read(static_cast<char*>(t.data_ptr()), n)) {
-      fail(path, "read error in the data of tensor '" + e.name + "'");
+      fail(path, "read error in the data of tensor '" + excerpt(e.name) + "'");
     }
     ckpt.tensors[e.name] = std::move(t);
   }
@@ -258,25 +266,33 @@ Checkpoint read_safetensors(const std::string& path) {
 // Reads each storage record once; views and tied weights share it.
 class StorageReader {
  public:
-  StorageReader(const std::string& path, caffe2::serialize::PyTorchStreamReader& zip) : path_(path), zip_(zip) {}
+  StorageReader(const std::string& path, caffe2::serialize::PyTorchStreamReader& zip, const ZipDirectory& directory)
+      : path_(path), zip_(zip), directory_(directory) {}
 
   torch::Tensor storage(const Value& s) {
     auto it = storages_.find(s.text);
     if (it != storages_.end()) {
       if (it->second.scalar_type() != s.dtype || it->second.numel() != s.numel) {
-        fail(path_, "storage '" + s.text + "' is declared with two different types or sizes");
+        fail(path_, "storage '" + excerpt(s.text) + "' is declared with two different types or sizes");
       }
       return it->second;
     }
     const std::string record = "data/" + s.text;
-    if (!zip_.hasRecord(record)) fail(path_, "the archive has no storage record '" + record + "'");
-    auto [data, size] = zip_.getRecord(record);
+    const ZipRecord* entry = directory_.find(record);
+    if (!entry || !zip_.hasRecord(record)) fail(path_, "the archive has no storage record '" + excerpt(record) + "'");
+    // Judged on the directory's sizes, before LibTorch allocates what the record declares.
     const uint64_t needed = static_cast<uint64_t>(s.numel) * c10::elementSize(s.dtype);
-    if (size < needed) {
-      fail(path_, "storage record '" + record + "' has " + std::to_string(size) + " bytes but " +
-                      std::to_string(s.numel) + " " + c10::toString(s.dtype) + " elements need " +
-                      std::to_string(needed));
+    if (entry->uncompressed_size < needed) {
+      fail(path_, "storage record '" + excerpt(record) + "' has " + std::to_string(entry->uncompressed_size) +
+                      " bytes but " + std::to_string(s.numel) + " " + c10::toString(s.dtype) + " elements need " +
+                      std::to_string(needed) + ": the file is truncated or damaged");
     }
+    if (entry->method != 0)
+      fail(path_,
+           "storage record '" + excerpt(record) +
+               "' is compressed; torch.save stores tensors uncompressed: re-save the checkpoint with torch.save");
+    auto [data, size] = zip_.getRecord(record);
+    storage_bytes_ += size;
     const auto options = torch::TensorOptions().dtype(s.dtype);
     torch::Tensor t = s.numel == 0 ? torch::empty({0}, options) : torch::from_blob(data.get(), {s.numel}, options);
     records_.push_back(std::move(data));  // from_blob does not own; cloned before returning
@@ -289,12 +305,20 @@ class StorageReader {
     const auto options = torch::TensorOptions().dtype(t.storage->dtype);
     const int64_t numel = c10::multiply_integers(t.sizes);
     if (numel == 0) return torch::empty(t.sizes, options);
-    return storage(*t.storage).as_strided(t.sizes, t.strides, t.storage_offset).clone(at::MemoryFormat::Contiguous);
+    const torch::Tensor& stored = storage(*t.storage);
+    tensor_bytes_ += uint64_t(numel) * c10::elementSize(t.storage->dtype);
+    if (tensor_bytes_ > kMaxViewAmplification * storage_bytes_ + kViewAllowanceBytes)
+      fail(path_, "its tensors view their storages over and over (" + std::to_string(tensor_bytes_) +
+                      " bytes of tensors from " + std::to_string(storage_bytes_) +
+                      " bytes of storage): the file is damaged or hostile");
+    return stored.as_strided(t.sizes, t.strides, t.storage_offset).clone(at::MemoryFormat::Contiguous);
   }
 
  private:
   const std::string& path_;
   caffe2::serialize::PyTorchStreamReader& zip_;
+  const ZipDirectory& directory_;
+  uint64_t storage_bytes_ = 0, tensor_bytes_ = 0;
   std::map<std::string, torch::Tensor> storages_;
   std::vector<at::DataPtr> records_;
 };
@@ -308,7 +332,7 @@ std::string key_list(const Value& dict) {
       keys.push_back("... (" + std::to_string(dict.entries.size()) + " in all)");
       break;
     }
-    keys.push_back(k->kind == Kind::String ? k->text : "?");
+    keys.push_back(k->kind == Kind::String ? excerpt(k->text, 80) : "?");
   }
   return join(keys, ", ");
 }
@@ -316,21 +340,22 @@ std::string key_list(const Value& dict) {
 [[noreturn]] void refuse(const std::string& path, const std::string& where, const Value& refused) {
   const std::string& name = refused.text;
   if (name.rfind("torch.", 0) == 0 && name.size() > 7 && name.compare(name.size() - 7, 7, "Storage") == 0) {
-    fail(path, where + " is a tensor stored as '" + name +
+    fail(path, where + " is a tensor stored as '" + excerpt(name) +
                    "', a type attnscope does not read "
                    "(supported: float, half, bfloat16, double, int64/32/16/8, uint8, bool)");
   }
-  fail(path, "refusing to load: " + where + " is built by '" + refused.text +
+  fail(path, "refusing to load: " + where + " is built by '" + excerpt(refused.text) +
                  "', which attnscope does not unpickle (it reads only tensors, containers and "
                  "numbers, and runs no pickled code); " +
                  kConvertHint);
 }
 
 // The first refused object anywhere inside `v`, or nullptr. Iterative: hostile pickles can nest
-// millions deep (one byte per level) or be cyclic.
-const Value* find_refused(const Value* v) {
+// millions deep (one byte per level) or be cyclic. `seen` is shared by the calls for one state_dict:
+// what an earlier entry reached held nothing refused, and a memoised value shared by every entry
+// is then walked once, not once per entry.
+const Value* find_refused(const Value* v, std::unordered_set<const Value*>& seen) {
   std::vector<const Value*> pending{v};
-  std::set<const Value*> seen;
   while (!pending.empty()) {
     const Value* next = pending.back();
     pending.pop_back();
@@ -349,7 +374,7 @@ const Value* find_refused(const Value* v) {
 const Value& select_state_dict(const std::string& path, const Value& root, const std::string& container,
                                std::string& chosen_key) {
   if (root.kind == Kind::Refused) {
-    fail(path, "the file holds an object built by '" + root.text +
+    fail(path, "the file holds an object built by '" + excerpt(root.text) +
                    "' (e.g. a whole model saved with torch.save(model)), not a state_dict; "
                    "save model.state_dict() instead, or " +
                    kConvertHint);
@@ -361,7 +386,7 @@ const Value& select_state_dict(const std::string& path, const Value& root, const
   if (!container.empty()) {
     chosen = pickle::Unpickled::find(root, container);
     if (!chosen) {
-      fail(path, "no '" + container + "' entry (top-level keys: " + key_list(root) + ")");
+      fail(path, "no '" + excerpt(container) + "' entry (top-level keys: " + key_list(root) + ")");
     }
     chosen_key = container;
   } else {
@@ -377,6 +402,10 @@ const Value& select_state_dict(const std::string& path, const Value& root, const
       const bool has_tensors = std::any_of(root.entries.begin(), root.entries.end(),
                                            [](const auto& entry) { return entry.second->kind == Kind::Tensor; });
       if (!has_tensors) {
+        // Tensors that could not be rebuilt (e.g. a protocol-0 file) say why rather than vanish.
+        for (const auto& [key, value] : root.entries)
+          if (value->kind == Kind::Invalid && key->kind == Kind::String)
+            fail(path, "state_dict entry '" + excerpt(key->text) + "' is unusable: " + value->text);
         fail(path,
              "no state_dict found: no tensors at the top level and no 'model', 'model_ema' or 'state_dict' "
              "entry (top-level keys: " +
@@ -404,8 +433,8 @@ void strip_data_parallel_prefix(std::map<std::string, torch::Tensor>& tensors) {
 
 Checkpoint read_pytorch_zip(const std::string& path, const std::string& container) {
   open_for_reading(path);  // a clear "cannot open" before miniz reports anything
-  auto zip = guarded(path, "not a readable PyTorch zip archive",
-                     [&] { return std::make_unique<caffe2::serialize::PyTorchStreamReader>(path); });
+  ZipDirectory directory;
+  auto zip = guarded(path, "not a readable PyTorch zip archive", [&] { return open_torch_zip(path, &directory); });
   const std::vector<std::string> records = guarded(path, "corrupt zip archive", [&] { return zip->getAllRecords(); });
   auto has = [&](const std::string& name) { return std::find(records.begin(), records.end(), name) != records.end(); };
   if (has("constants.pkl")) {
@@ -413,7 +442,12 @@ Checkpoint read_pytorch_zip(const std::string& path, const std::string& containe
          "a TorchScript archive (torch.jit.save), not a torch.save checkpoint; save "
          "model.state_dict() with torch.save instead");
   }
-  if (!has("data.pkl")) fail(path, "a zip archive without data.pkl: not a torch.save checkpoint");
+  if (!has("data.pkl") || !directory.find("data.pkl"))
+    fail(path, "a zip archive without data.pkl: not a torch.save checkpoint");
+  if (directory.find("data.pkl")->uncompressed_size > kMaxPickleBytes)
+    fail(path, "its data.pkl would take " + std::to_string(directory.find("data.pkl")->uncompressed_size) +
+                   " bytes, more than the " + std::to_string(kMaxPickleBytes >> 20) +
+                   " MB a state_dict's needs: the file is damaged or hostile");
 
   auto [pkl, pkl_size] = guarded(path, "corrupt data.pkl", [&] { return zip->getRecord("data.pkl"); });
   pickle::Unpickled graph;
@@ -430,11 +464,12 @@ Checkpoint read_pytorch_zip(const std::string& path, const std::string& containe
     for (const auto& [key, value] : graph.root()->entries)
       if (key->kind == Kind::String && value->kind == Kind::Dict) ckpt.containers.push_back(key->text);
   const std::string where = ckpt.container_key.empty() ? "state_dict" : "'" + ckpt.container_key + "'";
-  StorageReader storages(path, *zip);
+  StorageReader storages(path, *zip, directory);
+  std::unordered_set<const Value*> checked;
   for (const auto& [key, value] : state_dict.entries) {
     if (key->kind != Kind::String) continue;
-    const std::string entry = where + " entry '" + key->text + "'";
-    if (const Value* refused = find_refused(value)) refuse(path, entry, *refused);
+    const std::string entry = where + " entry '" + excerpt(key->text) + "'";
+    if (const Value* refused = find_refused(value, checked)) refuse(path, entry, *refused);
     if (value->kind == Kind::Invalid) fail(path, entry + " is unusable: " + value->text);
     if (value->kind != Kind::Tensor) continue;  // e.g. a version number stored beside the weights
     const Value& stored = *value;               // C++17 lambdas cannot capture structured bindings (clang rejects it)
@@ -471,8 +506,7 @@ bool is_torchscript_archive(const std::string& path) {
       in.read(head.data(), 4);
       if (in.gcount() != 4 || head != "PK\x03\x04") return false;
     }
-    caffe2::serialize::PyTorchStreamReader zip(path);
-    return zip.hasRecord("constants.pkl");
+    return open_torch_zip(path)->hasRecord("constants.pkl");
   } catch (const std::exception&) {
     return false;
   }
@@ -515,7 +549,8 @@ void save_safetensors(const std::string& path, const std::map<std::string, torch
       if (name == "__metadata__") fail(path, "a tensor cannot be named __metadata__");
       const char* code = dtype_code(tensor.scalar_type());
       if (!code) {
-        fail(path, "cannot save tensor '" + name + "' of dtype " + std::string(c10::toString(tensor.scalar_type())));
+        fail(path,
+             "cannot save tensor '" + excerpt(name) + "' of dtype " + std::string(c10::toString(tensor.scalar_type())));
       }
       torch::Tensor t = tensor.detach().to(torch::kCPU).contiguous();
       const uint64_t bytes = t.numel() * t.element_size();

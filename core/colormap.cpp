@@ -1,5 +1,7 @@
 #include "core/colormap.h"
 
+#include "core/excerpt.h"
+
 #include <cmath>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
@@ -47,7 +49,7 @@ cv::Mat diverging_table() {
 Colormap parse_colormap(const std::string& name) {
   for (const auto& entry : kColormaps)
     if (name == entry.name) return entry.colormap;
-  throw std::invalid_argument("unknown colour map '" + name +
+  throw std::invalid_argument("unknown colour map '" + excerpt(name) +
                               "' (expected viridis, magma, inferno, turbo, jet, gray or rdbu)");
 }
 

@@ -2,6 +2,8 @@
 // Resampling follows Pillow's libImaging/Resample.c step for step: attention maps are compared
 // with Python runs, so the model must see the very bytes PIL would have given it.
 #include "core/image.h"
+#include "core/excerpt.h"
+#include "core/image_header.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -233,7 +235,7 @@ ResizeMode parse_resize_mode(const std::string& name) {
   if (name == "timm") return ResizeMode::Timm;
   if (name == "fit") return ResizeMode::Fit;
   if (name == "none") return ResizeMode::None;
-  throw std::invalid_argument("unknown resize mode '" + name + "' (expected auto, timm, fit or none)");
+  throw std::invalid_argument("unknown resize mode '" + excerpt(name) + "' (expected auto, timm, fit or none)");
 }
 
 std::string to_string(ResizeMode mode) {
@@ -250,7 +252,7 @@ std::string to_string(ResizeMode mode) {
   return "unknown";
 }
 
-cv::Mat load_image_rgb(const std::string& path) {
+cv::Mat load_image_rgb(const std::string& path, int64_t max_pixels) {
   auto cannot_read = [&path](const std::string& reason) {
     return ImageError("cannot read image " + path + ": " + reason);
   };
@@ -270,6 +272,17 @@ cv::Mat load_image_rgb(const std::string& path) {
     if (!probe) throw cannot_read(errno != 0 ? std::strerror(errno) : "cannot open the file");
     if (probe.peek() == std::ifstream::traits_type::eof()) throw cannot_read("the file is empty");
   }
+  // A 200-byte PNG can declare 30000 x 30000 pixels: the header decides before the decoder runs.
+  ImageHeader header;
+  try {
+    header = read_image_header(path);
+  } catch (const std::runtime_error& e) {
+    throw cannot_read(e.what());
+  }
+  if (header.width > max_pixels / header.height)
+    throw cannot_read("a " + header.format + " of " + std::to_string(header.width) + "x" +
+                      std::to_string(header.height) + " pixels, more than --max-pixels " + std::to_string(max_pixels) +
+                      " (a guard against decompression bombs, as in Pillow); raise --max-pixels if you trust the file");
 
   // IMREAD_UNCHANGED keeps 16-bit depth and alpha for us to convert like PIL, and (like PIL's
   // Image.open) ignores the EXIF orientation, so pixels match a timm pipeline's.

@@ -85,8 +85,13 @@ struct Preprocessing {
 };
 Preprocessing resolve_preprocessing(const InputSettings& input, const DeclaredPreprocessing& declared);
 
-// Decodes any image OpenCV reads into 8-bit RGB (3 channels; gray and alpha are converted).
-cv::Mat load_image_rgb(const std::string& path);
+// Pillow's decompression bomb guard (PIL.Image.MAX_IMAGE_PIXELS): the default of --max-pixels.
+constexpr int64_t kDefaultMaxPixels = 89'478'485;
+constexpr int64_t kLargestMaxPixels = int64_t(1) << 30;  // OpenCV's own limit
+
+// Decodes any image OpenCV reads into 8-bit RGB (3 channels; gray and alpha are converted). The
+// size in its header is checked against `max_pixels` before anything is decoded.
+cv::Mat load_image_rgb(const std::string& path, int64_t max_pixels = kDefaultMaxPixels);
 
 // PIL's Image.resize(..., BICUBIC or BILINEAR) on 8-bit RGB, bit-exact (antialiased when shrinking).
 cv::Mat resize_pil(const cv::Mat& rgb, int width, int height, Interpolation filter);

@@ -1,5 +1,7 @@
 #include "core/json_checked.h"
 
+#include "core/excerpt.h"
+
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -22,7 +24,7 @@ nlohmann::json parse_json_checked(const std::string& text, const std::string& wh
     if (event == json::parse_event_t::object_start) keys.emplace_back();
     if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
     if (event == json::parse_event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second)
-      problem = "has the key '" + parsed.get<std::string>().substr(0, 80) + "' twice in one object";
+      problem = "has the key '" + excerpt(parsed.get<std::string>()) + "' twice in one object";
     return problem.empty();
   };
   json parsed = json::parse(text, check, /*allow_exceptions=*/false);

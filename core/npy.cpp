@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include "core/atomic_file.h"
+#include "core/excerpt.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "npy.cpp reads and writes little-endian data in place; port it to big-endian first"
@@ -73,7 +74,7 @@ class HeaderParser {
         header.shape = parse_shape();
         has_shape = true;
       } else {
-        fail(path_, "unexpected header key '" + key + "'");
+        fail(path_, "unexpected header key '" + excerpt(key) + "'");
       }
       if (!consume(',')) {
         expect('}');
@@ -223,7 +224,8 @@ torch::Tensor read_npy(const std::string& path) {
   if (header.fortran_order) fail(path, "Fortran-order arrays are not supported");
   const auto dtype = dtype_from_descr(header.descr);
   if (!dtype) {
-    fail(path, "unsupported dtype '" + header.descr + "' (expected <f4, <f8, <f2, |u1, |i1, <i2, <i4, <i8 or |b1)");
+    fail(path,
+         "unsupported dtype '" + excerpt(header.descr) + "' (expected <f4, <f8, <f2, |u1, |i1, <i2, <i4, <i8 or |b1)");
   }
 
   const int64_t item_size = static_cast<int64_t>(c10::elementSize(*dtype));

@@ -5,7 +5,7 @@
 #include <opencv2/imgproc.hpp>
 #include <stdexcept>
 
-#include "core/atomic_file.h"
+#include "core/atomic_bundle.h"
 #include "core/npy.h"
 
 namespace attnscope {
@@ -13,6 +13,9 @@ namespace attnscope {
 namespace fs = std::filesystem;
 
 void OutputFiles::add_bytes(const std::string& name, std::string bytes) {
+  // Each output is one file of the folder: a name with a folder in it would make that folder one unit.
+  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+    throw std::logic_error("output file name '" + name + "' is not a plain file name");
   for (const auto& file : files_)
     if (file.first == name) throw std::logic_error("output file " + name + " is written twice");
   files_.emplace_back(name, std::move(bytes));
@@ -47,14 +50,12 @@ void OutputFiles::write() const {
           (found.size() > 1 ? " (and " + std::to_string(found.size() - 1) + " more outputs)" : "") +
           ": --overwrite replaces them, or choose another --out");
   }
-  fs::create_directories(folder_);
-  for (const auto& [name, bytes] : files_) {
-    const fs::path parent = (fs::path(folder_) / name).parent_path();
-    if (!parent.empty()) fs::create_directories(parent);  // names may lie in subfolders (a figure's data)
-    write_file_atomically((fs::path(folder_) / name).string(),
-                          [&](std::ostream& out) { out.write(bytes.data(), std::streamsize(bytes.size())); },
-                          overwrite_);
-  }
+  // One set: staged, then moved into place under the folder's lock (which judges existing files
+  // again, so a concurrent writer cannot slip in between), so a failure or a kill leaves none of them.
+  std::vector<BundleFile> bundle;
+  bundle.reserve(files_.size());
+  for (const auto& [name, bytes] : files_) bundle.push_back({name, bytes});
+  write_bundle_atomically(folder_, "outputs", bundle, overwrite_);
 }
 
 std::vector<std::string> OutputFiles::names() const {

@@ -1,7 +1,8 @@
 // The files a command writes into its output folder, gathered in memory and checked before the
 // first one is written: an existing file is an error unless the command may overwrite (`run` and
 // `analyze` keep their file names, which scripts rely on, so a second run must not silently
-// replace a first one's results). Each file is then written atomically.
+// replace a first one's results). The files are then written as one set (core/atomic_bundle.h):
+// a failure leaves none of them, and what a killed writer left is finished by the next one.
 #pragma once
 
 #include <torch/types.h>
@@ -24,7 +25,7 @@ class OutputFiles {
   // The existing files among them (paths), without writing anything.
   std::vector<std::string> existing() const;
   // Refuses (std::runtime_error naming the first existing file and --overwrite) before writing
-  // anything unless overwriting; then creates the folder and writes every file.
+  // anything unless overwriting; then creates the folder and writes every file, as one set.
   void write() const;
   std::vector<std::string> names() const;
 

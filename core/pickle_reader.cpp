@@ -2,6 +2,10 @@
 // opcodes are interpreted into inert values, and unknown globals into Kind::Refused markers.
 #include "core/pickle_reader.h"
 
+#include "core/excerpt.h"
+
+#include <cctype>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -74,15 +78,15 @@ std::string Unpickled::describe(const Value& value) {
     case Kind::Dict:
       return "a dict";
     case Kind::Global:
-      return "'" + value.text + "'";
+      return "'" + excerpt(value.text) + "'";
     case Kind::Storage:
       return "a storage";
     case Kind::Tensor:
       return "a tensor";
     case Kind::Refused:
-      return "an object built by '" + value.text + "'";
+      return "an object built by '" + excerpt(value.text) + "'";
     case Kind::Invalid:
-      return "an unusable value (" + value.text + ")";
+      return "an unusable value (" + excerpt(value.text) + ")";
   }
   return "an unknown value";
 }
@@ -92,7 +96,8 @@ class Unpickler {
   Unpickler(const char* data, size_t size) : data_(data), size_(size) {}
 
   Unpickled run() {
-    while (true) {
+    for (uint64_t ops = 0;; ++ops) {
+      if (ops == kMaxPickleOpcodes) over_limit(std::to_string(kMaxPickleOpcodes) + " opcodes");
       op_offset_ = pos_;
       const uint8_t op = read_u8();
       if (op == '.') {  // STOP
@@ -106,6 +111,10 @@ class Unpickler {
  private:
   [[noreturn]] void fail(const std::string& what) const {
     throw PickleError("offset " + std::to_string(op_offset_) + ": " + what);
+  }
+  // Each bound is far above what a state_dict needs and keeps memory near the pickle's own size.
+  [[noreturn]] void over_limit(const std::string& what) const {
+    fail("the pickle needs more than " + what + ", far more than any state_dict: the file is damaged or hostile");
   }
 
   // --- reading the stream ---
@@ -122,9 +131,10 @@ class Unpickler {
     for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
     return v;
   }
+  // The argument of a text opcode (protocol 0 and 1): up to the next newline.
   std::string read_line() {
     const void* nl = std::memchr(data_ + pos_, '\n', size_ - pos_);
-    if (!nl) fail("truncated (unterminated GLOBAL name)");
+    if (!nl) fail("truncated (unterminated line of a text opcode)");
     const size_t n = static_cast<const char*>(nl) - (data_ + pos_);
     std::string line(take(n), n);
     take(1);
@@ -133,6 +143,7 @@ class Unpickler {
 
   // --- values and the stack ---
   Value* make(Kind kind) {
+    if (out_.arena_.size() == kMaxPickleValues) over_limit(std::to_string(kMaxPickleValues) + " values");
     out_.arena_.push_back(std::make_unique<Value>());
     out_.arena_.back()->kind = kind;
     return out_.arena_.back().get();
@@ -147,7 +158,10 @@ class Unpickler {
     v->integer = i;
     return v;
   }
-  void push(Value* v) { stack_.push_back(v); }
+  void push(Value* v) {
+    if (stack_.size() + marks_.size() >= kMaxPickleStack) over_limit("a stack of " + std::to_string(kMaxPickleStack));
+    stack_.push_back(v);
+  }
   size_t floor() const { return marks_.empty() ? 0 : marks_.back(); }
   Value* pop(const char* op) {
     if (stack_.size() <= floor()) fail(std::string("stack underflow in ") + op);
@@ -172,7 +186,12 @@ class Unpickler {
     t->items.assign(items.begin(), items.end());
     return t;
   }
-  void memo_put(uint64_t index) { memo_[index] = top("memo put"); }
+  void memo_put(uint64_t index) {
+    Value* value = top("memo put");
+    if (memo_.size() == kMaxPickleMemo && !memo_.count(index))
+      over_limit(std::to_string(kMaxPickleMemo) + " memo entries");
+    memo_[index] = value;
+  }
   void memo_get(uint64_t index) {
     auto it = memo_.find(index);
     if (it == memo_.end()) fail("memo index " + std::to_string(index) + " was never stored");
@@ -190,6 +209,9 @@ class Unpickler {
   }
 
   Value* make_global(const std::string& module, const std::string& name) {
+    // Never an allowed global; cut so that a memoised huge name cannot be copied again and again.
+    if (module.size() + name.size() > kMaxGlobalNameBytes)
+      return make_text(Kind::Refused, excerpt(module) + "." + excerpt(name));
     std::string dotted = module + "." + name;
     const bool allowed = is_allowed_global(dotted);
     return make_text(allowed ? Kind::Global : Kind::Refused, std::move(dotted));
@@ -216,7 +238,7 @@ class Unpickler {
       if (data->kind == Kind::Tensor || data->kind == Kind::Invalid) return const_cast<Value*>(data);
       return make_text(Kind::Invalid, name + " of " + Unpickled::describe(*data));
     }
-    return make_text(Kind::Invalid, "'" + name + "' called as a function");
+    return make_text(Kind::Invalid, "'" + excerpt(name) + "' called as a function");
   }
 
   static bool read_ints(const Value* v, std::vector<int64_t>& out) {
@@ -239,6 +261,7 @@ class Unpickler {
     if (storage->kind != Kind::Storage) return invalid("storage is " + Unpickled::describe(*storage));
     const Value* offset = args.items[1];
     if (offset->kind != Kind::Int || offset->integer < 0) return invalid("bad storage offset");
+    if (args.items[2]->items.size() > kMaxTensorDims) return invalid("more than 64 dimensions");
     Value* t = make(Kind::Tensor);
     if (!read_ints(args.items[2], t->sizes)) return invalid("sizes are not non-negative ints");
     if (!read_ints(args.items[3], t->strides)) return invalid("strides are not non-negative ints");
@@ -281,7 +304,8 @@ class Unpickler {
     const Value* key = pid->items[2];
     const Value* numel = pid->items[4];
     if (type->kind != Kind::Global || storage_dtype(type->text) == c10::ScalarType::Undefined ||
-        key->kind != Kind::String || numel->kind != Kind::Int || numel->integer < 0) {
+        key->kind != Kind::String || key->text.size() > kMaxGlobalNameBytes || numel->kind != Kind::Int ||
+        numel->integer < 0) {
       return make_text(Kind::Invalid, "malformed storage persistent id");
     }
     Value* s = make_text(Kind::Storage, key->text);
@@ -330,6 +354,8 @@ class Unpickler {
         push(make(Kind::Tuple));
         break;  // EMPTY_TUPLE
       case '(':
+        if (stack_.size() + marks_.size() >= kMaxPickleStack)
+          over_limit("a stack of " + std::to_string(kMaxPickleStack));
         marks_.push_back(stack_.size());
         break;  // MARK
       case '0':
@@ -518,6 +544,57 @@ class Unpickler {
         }
         break;
       }
+      case 'I':
+        push(text_integer(read_line()));
+        break;  // INT (protocol 0 and 1; also True and False before protocol 2)
+      case 'L':
+        push(text_integer(read_line()));
+        break;  // LONG
+      case 'F':
+        push(text_float(read_line()));
+        break;  // FLOAT
+      case 'V':
+        push(make_text(Kind::String, raw_unicode_escape(read_line())));
+        break;  // UNICODE
+      case 'S':
+        push(make_text(Kind::String, quoted_string(read_line())));
+        break;  // STRING
+      case 'p':
+        memo_put(text_memo_index(read_line()));
+        break;  // PUT
+      case 'g':
+        memo_get(text_memo_index(read_line()));
+        break;   // GET
+      case 'P':  // PERSID: torch.save's persistent ids are tuples, which protocol 0 cannot write
+        read_line();
+        push(make_text(Kind::Invalid,
+                       "a protocol-0 storage reference, which torch.load cannot read either; re-save the "
+                       "checkpoint with torch.save's default protocol"));
+        break;
+      case 'i': {  // INST: module and class as text, arguments since the mark
+        std::string module = read_line();
+        std::string name = read_line();
+        Value* cls = make_global(module, name);
+        push(new_object(cls, make_tuple(pop_mark("INST"))));
+        break;
+      }
+      case 'o': {  // OBJ: class and arguments since the mark
+        std::vector<Value*> items = pop_mark("OBJ");
+        if (items.empty()) fail("OBJ without a class");
+        Value* cls = items.front();
+        push(new_object(cls, make_tuple(std::vector<Value*>(items.begin() + 1, items.end()))));
+        break;
+      }
+      case 0x96:
+        push_string(read_le(8));
+        break;  // BYTEARRAY8
+      case 0x97:
+      case 0x98:
+        fail("out-of-band buffers (pickle protocol 5's NEXT_BUFFER), which torch.save never writes");
+      case 0x82:
+      case 0x83:
+      case 0x84:
+        fail("a copyreg extension code (EXT1/2/4), which torch.save never writes");
       default: {
         char hex[8];
         std::snprintf(hex, sizeof hex, "0x%02x", op);
@@ -528,11 +605,136 @@ class Unpickler {
 
   void push_string(uint64_t n) { push(make_text(Kind::String, std::string(take(n), n))); }
 
+  // --- protocol 0 and 1: numbers, strings and memo indices written as text lines ---
+
+  // "123", "-5", "123L" as int64; false when the number does not fit (Python ints are unbounded).
+  bool parse_integer(std::string text, int64_t& value) const {
+    if (!text.empty() && text.back() == 'L') text.pop_back();  // LONG's Python 2 suffix
+    size_t at = 0;
+    const bool negative = !text.empty() && text[0] == '-';
+    if (!text.empty() && (text[0] == '-' || text[0] == '+')) ++at;
+    if (at == text.size()) fail("malformed number '" + excerpt(text, 40) + "'");
+    uint64_t magnitude = 0;
+    for (; at < text.size(); ++at) {
+      if (!std::isdigit(static_cast<unsigned char>(text[at]))) fail("malformed number '" + excerpt(text, 40) + "'");
+      if (magnitude > (std::numeric_limits<uint64_t>::max() - 9) / 10) return false;
+      magnitude = magnitude * 10 + uint64_t(text[at] - '0');
+    }
+    const uint64_t limit = uint64_t(std::numeric_limits<int64_t>::max()) + (negative ? 1 : 0);
+    if (magnitude > limit) return false;
+    value = negative ? int64_t(0 - magnitude) : int64_t(magnitude);
+    return true;
+  }
+  Value* text_integer(const std::string& text) {
+    if (text == "00" || text == "01") {  // INT's True and False
+      Value* b = make(Kind::Bool);
+      b->boolean = text == "01";
+      return b;
+    }
+    int64_t value = 0;
+    if (!parse_integer(text, value)) return make_text(Kind::Invalid, "an integer wider than 64 bits");
+    return make_int(value);
+  }
+  uint64_t text_memo_index(const std::string& text) {
+    int64_t index = 0;
+    if (!parse_integer(text, index) || index < 0) fail("malformed memo index '" + excerpt(text, 40) + "'");
+    return uint64_t(index);
+  }
+  Value* text_float(const std::string& text) {
+    Value* f = make(Kind::Float);
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), f->real);
+    if (error != std::errc() || end != text.data() + text.size()) fail("malformed float '" + excerpt(text, 40) + "'");
+    return f;
+  }
+  static void append_utf8(std::string& out, uint32_t code) {
+    if (code < 0x80) {
+      out += char(code);
+    } else if (code < 0x800) {
+      out += char(0xC0 | (code >> 6));
+      out += char(0x80 | (code & 0x3F));
+    } else if (code < 0x10000) {
+      out += char(0xE0 | (code >> 12));
+      out += char(0x80 | ((code >> 6) & 0x3F));
+      out += char(0x80 | (code & 0x3F));
+    } else {
+      out += char(0xF0 | (code >> 18));
+      out += char(0x80 | ((code >> 12) & 0x3F));
+      out += char(0x80 | ((code >> 6) & 0x3F));
+      out += char(0x80 | (code & 0x3F));
+    }
+  }
+  static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  }
+  // `count` hex digits at text[at], or -1.
+  static int64_t hex_number(const std::string& text, size_t at, size_t count) {
+    if (text.size() - at < count) return -1;
+    int64_t value = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const int digit = hex_digit(text[at + i]);
+      if (digit < 0) return -1;
+      value = value * 16 + digit;
+    }
+    return value;
+  }
+  // UNICODE: Python's raw-unicode-escape (latin-1 bytes, \uXXXX and \UXXXXXXXX) to UTF-8.
+  std::string raw_unicode_escape(const std::string& text) const {
+    std::string out;
+    size_t backslashes = 0;
+    for (size_t i = 0; i < text.size(); ++i) {
+      const char c = text[i];
+      if (c == '\\' && backslashes % 2 == 0 && i + 1 < text.size() && (text[i + 1] == 'u' || text[i + 1] == 'U')) {
+        const size_t digits = text[i + 1] == 'u' ? 4 : 8;
+        const int64_t code = hex_number(text, i + 2, digits);
+        if (code < 0 || code > 0x10FFFF) fail("malformed \\u escape in a UNICODE string");
+        append_utf8(out, uint32_t(code));
+        i += 1 + digits;
+        backslashes = 0;
+        continue;
+      }
+      backslashes = c == '\\' ? backslashes + 1 : 0;
+      append_utf8(out, static_cast<unsigned char>(c));
+    }
+    return out;
+  }
+  // STRING: a quoted Python 2 str with the escapes of its repr.
+  std::string quoted_string(const std::string& text) const {
+    if (text.size() < 2 || text.front() != text.back() || (text.front() != '\'' && text.front() != '"'))
+      fail("the STRING opcode's argument is not quoted");
+    std::string out;
+    for (size_t i = 1; i + 1 < text.size(); ++i) {
+      if (text[i] != '\\' || i + 2 >= text.size()) {
+        out += text[i];
+        continue;
+      }
+      const char e = text[++i];
+      static const std::string simple = "\\'\"abfnrtv", replaced = "\\'\"\a\b\f\n\r\t\v";
+      if (const size_t k = simple.find(e); k != std::string::npos) {
+        out += replaced[k];
+      } else if (e == 'x' && hex_number(text, i + 1, 2) >= 0) {
+        out += char(hex_number(text, i + 1, 2));
+        i += 2;
+      } else if (e >= '0' && e <= '7') {
+        int value = e - '0';
+        for (int k = 0; k < 2 && i + 2 < text.size() && text[i + 1] >= '0' && text[i + 1] <= '7'; ++k)
+          value = value * 8 + (text[++i] - '0');
+        out += char(value);
+      } else {
+        out += '\\';
+        out += e;
+      }
+    }
+    return out;
+  }
+
   Value* new_object(Value* cls, Value* args) {
     if (is_placeholder(cls)) return cls;
     if (cls->kind == Kind::Global && cls->text == kOrderedDict) return call(cls, args, "NEWOBJ");
     if (cls->kind != Kind::Global) fail("NEWOBJ on " + Unpickled::describe(*cls));
-    return make_text(Kind::Invalid, "'" + cls->text + "' instantiated");
+    return make_text(Kind::Invalid, "'" + excerpt(cls->text) + "' instantiated");
   }
 
   const char* data_;

@@ -72,7 +72,17 @@ class Unpickled {
   const Value* root_ = nullptr;
 };
 
-// Decodes a pickle (protocols 2-5 as written by pickle/torch.save). Calls nothing: the only
+// Bounds on what a pickle may make the reader hold, checked as it goes: a one-byte opcode can make
+// a 200-byte value or a memo entry, so without them a 50 MB pickle could take gigabytes. A
+// ViT-g state_dict needs about 20,000 values.
+constexpr uint64_t kMaxPickleOpcodes = uint64_t(1) << 24;
+constexpr size_t kMaxPickleValues = size_t(1) << 20;
+constexpr size_t kMaxPickleMemo = size_t(1) << 20;
+constexpr size_t kMaxPickleStack = size_t(1) << 20;  // stack entries and marks together
+constexpr size_t kMaxGlobalNameBytes = 1024;         // module.name of a global; also a storage key's length
+constexpr size_t kMaxTensorDims = 64;
+
+// Decodes a pickle (protocols 0-5 as written by pickle/torch.save). Calls nothing: the only
 // globals understood are collections.OrderedDict, torch._utils._rebuild_tensor_v2 and
 // _rebuild_parameter(_with_state), and the torch.<Dtype>Storage classes of supported dtypes.
 Unpickled unpickle(const char* data, size_t size);

@@ -55,7 +55,8 @@ ScaleSpec parse_scale_spec(const std::string& text) {
     spec.mode = ScaleMode::Fixed;
     spec.low = parse_number(range.substr(0, comma), text);
     spec.high = parse_number(range.substr(comma + 1), text);
-    if (!(spec.high > spec.low)) throw std::invalid_argument("--scale fixed:A,B needs A < B, got '" + text + "'");
+    if (!(spec.high > spec.low))
+      throw std::invalid_argument("--scale fixed:A,B needs A < B, got '" + text.substr(0, 80) + "'");
     return spec;
   }
   throw std::invalid_argument("--scale expects zero-max, min-max, fixed:A,B, log or uniform, got '" +

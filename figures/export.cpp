@@ -2,13 +2,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <sstream>
 
-#include "core/atomic_file.h"
+#include "core/atomic_bundle.h"
 #include "core/npy.h"
 #include "core/output_files.h"
 #include "models/inference.h"
@@ -22,19 +21,6 @@ std::string figure_stem(const std::string& image_path, const std::string& layout
 }
 
 namespace {
-
-struct PendingFile {
-  std::string path;
-  std::string bytes;
-  bool shared = false;  // data shared by every format of a figure: identical existing content is fine
-};
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
 
 std::string png_bytes(const cv::Mat& rgb) {
   cv::Mat bgr;
@@ -115,28 +101,27 @@ nlohmann::json manifest(const Figure& figure, const FigureRequest& request, cons
 
 namespace {
 
-// The bundle's files, rendered in memory, with paths relative to the output folder.
-std::vector<PendingFile> bundle_files(const Figure& figure, const FigureRequest& request, const AppState& session,
-                                      const cv::Mat& input_rgb, const std::string& stem, FigureGeometry& geometry) {
+// The bundle's files, rendered in memory, with paths relative to the output folder (BundleFile's).
+std::vector<BundleFile> bundle_files(const Figure& figure, const FigureRequest& request, const AppState& session,
+                                     const cv::Mat& input_rgb, const std::string& stem, FigureGeometry& geometry) {
   const std::string figure_file = stem + "." + to_string(request.format);
   const std::string data_folder = stem + "_data";
-  const fs::path data_dir = data_folder;
   geometry = layout_figure(figure, request.style);
-  std::vector<PendingFile> files;
-  files.push_back({figure_file, render_figure(figure, request.style, request.format), false});
+  std::vector<BundleFile> files;
+  files.push_back({figure_file, render_figure(figure, request.style, request.format)});
   files.push_back(
-      {figure_file + ".json", manifest(figure, request, geometry, figure_file, data_folder).dump(2) + "\n", false});
-  files.push_back({figure_file + ".session.json", to_json(session).dump(2) + "\n", false});
+      {figure_file + ".json", manifest(figure, request, geometry, figure_file, data_folder).dump(2) + "\n"});
+  files.push_back({figure_file + ".session.json", to_json(session).dump(2) + "\n"});
   for (const auto& panel : figure.panels) {
     if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) {
       const cv::Mat values = heatmap->values.clone();
       const torch::Tensor tensor = torch::from_blob(values.data, {values.rows, values.cols}, torch::kFloat);
-      files.push_back({(data_dir / (panel.data_name + ".npy")).string(), npy_bytes(tensor), true});
+      files.push_back({data_folder + "/" + panel.data_name + ".npy", npy_bytes(tensor)});
     } else if (const auto* plot = std::get_if<PlotPanel>(&panel.content)) {
-      files.push_back({(data_dir / (panel.data_name + ".csv")).string(), plot_csv(*plot), true});
+      files.push_back({data_folder + "/" + panel.data_name + ".csv", plot_csv(*plot)});
     }
   }
-  if (!input_rgb.empty()) files.push_back({(data_dir / "input.png").string(), png_bytes(input_rgb), true});
+  if (!input_rgb.empty()) files.push_back({data_folder + "/input.png", png_bytes(input_rgb)});
   return files;
 }
 
@@ -144,36 +129,16 @@ std::vector<PendingFile> bundle_files(const Figure& figure, const FigureRequest&
 
 ExportedFigure write_figure_bundle(const Figure& figure, const FigureRequest& request, const AppState& session,
                                    const cv::Mat& input_rgb, const std::string& out_dir, const std::string& stem) {
-  const fs::path out(out_dir);
-  // Everything is rendered before the first file is touched, so a failure leaves the disk as it was.
+  // Everything is rendered in memory, then the bundle is written as a whole (core/atomic_bundle):
+  // a failure, a kill or a concurrent export never leaves a mix of files.
   ExportedFigure exported;
-  std::vector<PendingFile> files = bundle_files(figure, request, session, input_rgb, stem, exported.geometry);
-  for (auto& file : files) file.path = (out / file.path).string();
-  exported.figure_path = files.front().path;
-  // Refuse before writing anything.
-  std::vector<bool> skip(files.size(), false);
-  if (!request.overwrite)
-    for (size_t i = 0; i < files.size(); ++i) {
-      if (!fs::exists(files[i].path)) continue;
-      if (files[i].shared && read_file(files[i].path) == files[i].bytes) {
-        skip[i] = true;
-        continue;
-      }
-      throw std::runtime_error(files[i].path + " exists" + (files[i].shared ? " with other content" : "") +
-                               " (--overwrite replaces it)");
-    }
-
-  fs::create_directories(out / (stem + "_data"));
-  for (size_t i = 0; i < files.size(); ++i) {
-    if (skip[i]) continue;
-    write_file_atomically(
-        files[i].path,
-        [&](std::ostream& stream) {
-          stream.write(files[i].bytes.data(), static_cast<std::streamsize>(files[i].bytes.size()));
-        },
-        request.overwrite);
-    if (i > 0) exported.data_paths.push_back(files[i].path);
-  }
+  const std::vector<BundleFile> files = bundle_files(figure, request, session, input_rgb, stem, exported.geometry);
+  // The data folder is shared by every format of a figure: identical existing data is kept.
+  const std::vector<std::string> written =
+      write_bundle_atomically(out_dir, stem, files, request.overwrite, {stem + "_data"});
+  exported.figure_path = (fs::path(out_dir) / files.front().path).string();
+  for (const std::string& path : written)
+    if (path != exported.figure_path) exported.data_paths.push_back(path);
   return exported;
 }
 
@@ -182,7 +147,7 @@ ExportedFigure add_figure_bundle(OutputFiles& outputs, const Figure& figure, con
                                  const std::string& stem) {
   const fs::path out(out_dir);
   ExportedFigure exported;
-  std::vector<PendingFile> files = bundle_files(figure, request, session, input_rgb, stem, exported.geometry);
+  std::vector<BundleFile> files = bundle_files(figure, request, session, input_rgb, stem, exported.geometry);
   exported.figure_path = (out / files.front().path).string();
   for (size_t i = 0; i < files.size(); ++i) {
     if (i > 0) exported.data_paths.push_back((out / files[i].path).string());
@@ -194,7 +159,7 @@ ExportedFigure add_figure_bundle(OutputFiles& outputs, const Figure& figure, con
 ExportedFigure export_figure(const AppState& state, LoadedModel& model, const std::string& image_path,
                              const std::string& out_dir, ModelCache* cache) {
   FigureRequest request = FigureRequest::from_state(state);
-  const cv::Mat image = load_image_rgb(image_path);
+  const cv::Mat image = load_image_rgb(image_path, state.max_pixels);
   const cv::Mat prepared = prepare_model_input(image, state.input_settings(), model);
   ModelCache temporary;
   const RowModels rows{cache ? cache : &temporary, image, state.arch, state.device};

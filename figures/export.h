@@ -35,10 +35,11 @@ struct ExportedFigure {
 // "photos/cat.jpg" + "grid-layers" -> "cat_grid-layers".
 std::string figure_stem(const std::string& image_path, const std::string& layout);
 
-// Renders and writes a built figure with its data. Every file is rendered in memory first, then
-// written atomically (temporary file, rename). Without request.overwrite an existing figure is an
-// error, raised before anything is written; existing data files with other content are too
-// (identical ones are left as they are, so a PDF and a PNG of one figure share their data).
+// Renders and writes a built figure with its data. Every file is rendered in memory first, then the
+// bundle is written as a whole (core/atomic_bundle.h: staged, then moved into place under a lock on
+// the folder, the figure last). Without request.overwrite an existing figure is an error, raised
+// before anything is in place; an existing data folder with other content is too (an identical one
+// is left as it is, so a PDF and a PNG of one figure share their data).
 ExportedFigure write_figure_bundle(const Figure& figure, const FigureRequest& request, const AppState& session,
                                    const cv::Mat& input_rgb, const std::string& out_dir, const std::string& stem);
 

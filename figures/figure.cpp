@@ -61,6 +61,8 @@ void validate_figure(const Figure& figure) {
     if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) {
       if (heatmap->values.type() != CV_32FC1 || heatmap->values.empty())
         invalid("heatmap '" + panel.title + "' needs non-empty CV_32FC1 values");
+      if (!cv::checkRange(heatmap->values))
+        invalid("heatmap '" + panel.title + "' holds NaN or Inf (the model's numbers are not finite): nothing drawn");
       if (heatmap->scale < 0 || size_t(heatmap->scale) >= figure.scales.size())
         invalid("heatmap '" + panel.title + "' names a missing colour scale");
       if (!heatmap->background.empty() && heatmap->background.type() != CV_8UC3)

@@ -1,5 +1,7 @@
 #include "figures/layouts.h"
 
+#include "core/excerpt.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -38,7 +40,8 @@ FigureRequest FigureRequest::from_state(const AppState& state) {
   if (!known) {
     std::string names;
     for (const auto& info : layouts) names += std::string(names.empty() ? "" : ", ") + info.name;
-    throw std::invalid_argument("--layout: unknown layout '" + state.figure.layout + "' (available: " + names + ")");
+    throw std::invalid_argument("--layout: unknown layout '" + excerpt(state.figure.layout) + "' (available: " + names +
+                                ")");
   }
   request.layout = state.figure.layout;
   request.format = parse_figure_format(state.figure.format);
@@ -335,7 +338,7 @@ Figure build_figure(const FigureRequest& request, LoadedModel& model, const cv::
   if (request.layout == "panels") return panels_figure(request, model, prepared_rgb, title, rows);
   if (request.layout == "fp-vectors") return fp_vectors_figure(request, model, prepared_rgb, title, rows);
   if (request.layout == "faithfulness") return faithfulness_layout(request, model, prepared_rgb, title, rows);
-  throw std::invalid_argument("unknown figure layout '" + request.layout + "'");
+  throw std::invalid_argument("unknown figure layout '" + excerpt(request.layout) + "'");
 }
 
 }  // namespace attnscope

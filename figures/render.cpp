@@ -1,6 +1,8 @@
 // Layout in points, then one drawing pass shared by the three cairo surfaces.
 #include "figures/render.h"
 
+#include "core/excerpt.h"
+
 #include <cairo-pdf.h>
 #include <cairo-svg.h>
 #include <cairo.h>
@@ -22,7 +24,7 @@ FigureFormat parse_figure_format(const std::string& name) {
   if (name == "png") return FigureFormat::Png;
   if (name == "svg") return FigureFormat::Svg;
   if (name == "pdf") return FigureFormat::Pdf;
-  throw std::invalid_argument("unknown figure format '" + name + "' (expected png, svg or pdf)");
+  throw std::invalid_argument("unknown figure format '" + excerpt(name) + "' (expected png, svg or pdf)");
 }
 
 std::string to_string(FigureFormat format) {

@@ -1,4 +1,5 @@
 #include "models/attention_settings.h"
+#include "core/excerpt.h"
 
 #include <stdexcept>
 
@@ -19,7 +20,7 @@ constexpr VariantName kVariantNames[] = {
 Variant parse_variant(const std::string& name) {
   for (const auto& entry : kVariantNames)
     if (name == entry.name) return entry.variant;
-  throw std::invalid_argument("unknown variant '" + name +
+  throw std::invalid_argument("unknown variant '" + excerpt(name) +
                               "' (expected native, softmax, linear, focused, enhanced, window or anchor)");
 }
 
@@ -39,7 +40,7 @@ std::vector<std::string> variant_names() {
 FocusNorm parse_focus_norm(const std::string& name) {
   if (name == "all") return FocusNorm::AllChannels;
   if (name == "head") return FocusNorm::PerHead;
-  throw std::invalid_argument("unknown f_p norm mode '" + name + "' (expected all or head)");
+  throw std::invalid_argument("unknown f_p norm mode '" + excerpt(name) + "' (expected all or head)");
 }
 
 std::string to_string(FocusNorm norm) { return norm == FocusNorm::AllChannels ? "all" : "head"; }

@@ -1,5 +1,6 @@
 #include "models/checkpoint_layouts.h"
 
+#include "core/excerpt.h"
 #include "core/json_checked.h"
 
 #include <nlohmann/json.hpp>
@@ -103,7 +104,7 @@ void read_hf_configs(const fs::path& folder, const std::string& model_type, Layo
   };
   if (config.contains("model_type") && config["model_type"].is_string() &&
       config["model_type"].get<std::string>() != model_type)
-    facts.notes.push_back("config.json says model_type '" + config["model_type"].get<std::string>() +
+    facts.notes.push_back("config.json says model_type '" + excerpt(config["model_type"].get<std::string>()) +
                           "'; the keys are " + model_type + "'s");
   facts.heads = int(number("num_attention_heads", 0));
   facts.layer_norm_eps = number("layer_norm_eps", 1e-12);
@@ -112,7 +113,7 @@ void read_hf_configs(const fs::path& folder, const std::string& model_type, Layo
     if (act == "quick_gelu")
       facts.activation = MlpActivation::QuickGelu;
     else if (act != "gelu")
-      throw CheckpointError("config.json: hidden_act '" + act +
+      throw CheckpointError("config.json: hidden_act '" + excerpt(act) +
                             "' is not supported (attnscope runs gelu and quick_gelu ViTs)");
   }
   if (config.contains("id2label") && config["id2label"].is_object()) {
@@ -120,7 +121,8 @@ void read_hf_configs(const fs::path& folder, const std::string& model_type, Layo
     for (const auto& [index, label] : config["id2label"].items()) {
       char* end = nullptr;
       const long i = std::strtol(index.c_str(), &end, 10);
-      if (end && *end == '\0' && i >= 0 && i < 1000000 && label.is_string()) labels[int(i)] = label.get<std::string>();
+      if (end && *end == '\0' && i >= 0 && i < 1000000 && label.is_string())
+        labels[int(i)] = excerpt(label.get<std::string>());
     }
     // Only a complete 0..N-1 list names the outputs; transformers' default LABEL_0.. means none.
     bool complete = !labels.empty() && labels.rbegin()->first == int(labels.size()) - 1;

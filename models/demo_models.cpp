@@ -1,5 +1,7 @@
 #include "models/demo_models.h"
 
+#include "core/excerpt.h"
+
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -27,7 +29,7 @@ const DemoRecipe& demo_recipe(const std::string& name) {
     if (recipe.name == name) return recipe;
   std::string known;
   for (const auto& recipe : demo_recipes()) known += (known.empty() ? "" : ", ") + recipe.name;
-  throw std::invalid_argument("unknown demo variant '" + name + "' (expected " + known + ")");
+  throw std::invalid_argument("unknown demo variant '" + excerpt(name) + "' (expected " + known + ")");
 }
 
 VitArch demo_arch(const DemoRecipe& recipe) {

@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "models/finite_checks.h"
+
 namespace attnscope {
 
 cv::Mat prepare_model_input(const cv::Mat& rgb, const InputSettings& input, const InputGeometry& geometry,
@@ -109,6 +111,7 @@ InferenceResult run_inference(LoadedModel& model, const cv::Mat& prepared_rgb, c
   result.forward = model.forward(input, settings, options);
   if (model.device.is_cuda()) torch::cuda::synchronize();
   result.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  require_finite_output(model.backbone.get(), input, settings, result.forward.logits);
   // Embeddings and features have no classes: no made-up predictions.
   if (model.output_kind() == "logits") result.top = top_predictions(result.forward.logits[0], 5, model.class_names);
   return result;

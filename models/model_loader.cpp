@@ -1,13 +1,17 @@
 #include "models/model_loader.h"
 
 #include "core/assets.h"
+#include "core/excerpt.h"
 #include "core/json_checked.h"
+#include "models/arch_limits.h"
 #include "models/checkpoint_layouts.h"
+#include "models/finite_checks.h"
 #include "models/model_families.h"
 
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -35,15 +39,19 @@ class KeyReader {
   bool has(const std::string& key) const { return tensors_.count(key) > 0; }
   const torch::Tensor& get(const std::string& key) const {
     auto it = tensors_.find(key);
-    if (it == tensors_.end()) throw CheckpointError("missing tensor '" + key + "'");
+    if (it == tensors_.end()) throw CheckpointError("missing tensor '" + excerpt(key) + "'");
     return it->second;
   }
   // Size of a dimension, with a clear error when the tensor has too few dimensions.
   int64_t size(const std::string& key, int64_t dim, int64_t expected_dims) const {
     const auto& t = get(key);
     if (t.dim() != expected_dims)
-      throw CheckpointError("tensor '" + key + "' has shape " + shape_string(t.sizes()) + ", expected " +
+      throw CheckpointError("tensor '" + excerpt(key) + "' has shape " + shape_string(t.sizes()) + ", expected " +
                             std::to_string(expected_dims) + " dimensions");
+    // Shapes cost nothing in a file; a size beyond int would wrap when it becomes a layer width.
+    if (t.size(dim) > std::numeric_limits<int>::max())
+      throw CheckpointError("tensor '" + excerpt(key) + "' has shape " + shape_string(t.sizes()) +
+                            ", larger than any model's: the checkpoint is damaged");
     return t.size(dim);
   }
 
@@ -53,7 +61,7 @@ class KeyReader {
 
 // The head count that attention parameters reveal, or 0 when none does.
 int heads_from_attention(const KeyReader& keys, const std::string& prefix, int dim) {
-  if (keys.has(prefix + "temperature")) return int(keys.get(prefix + "temperature").size(0));
+  if (keys.has(prefix + "temperature")) return int(keys.size(prefix + "temperature", 0, 3));
   if (keys.has(prefix + "dwc.weight")) {
     const int64_t head_dim = keys.size(prefix + "dwc.weight", 0, 4);
     if (head_dim > 0 && dim % head_dim == 0) return int(dim / head_dim);
@@ -74,13 +82,14 @@ ArchOverrides ArchOverrides::parse(const std::string& text) {
   while (std::getline(stream, item, ',')) {
     if (item.empty()) continue;
     const auto eq = item.find('=');
-    if (eq == std::string::npos) throw std::invalid_argument("--arch expects key=value pairs, got '" + item + "'");
+    if (eq == std::string::npos)
+      throw std::invalid_argument("--arch expects key=value pairs, got '" + excerpt(item) + "'");
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     auto number = [&](auto convert) {
       try {
         return convert(value);
       } catch (const std::exception&) {
-        throw std::invalid_argument("--arch " + key + "=" + value + " is not a number");
+        throw std::invalid_argument("--arch " + excerpt(key + "=" + value) + " is not a number");
       }
     };
     if (key == "heads")
@@ -90,9 +99,9 @@ ArchOverrides ArchOverrides::parse(const std::string& text) {
     else if (key == "act" && (value == "gelu" || value == "quick_gelu"))
       overrides.activation = value;
     else if (key == "act")
-      throw std::invalid_argument("--arch act must be gelu or quick_gelu, got '" + value.substr(0, 40) + "'");
+      throw std::invalid_argument("--arch act must be gelu or quick_gelu, got '" + excerpt(value) + "'");
     else
-      throw std::invalid_argument("unknown --arch key '" + key.substr(0, 40) + "' (known: heads, eps, act)");
+      throw std::invalid_argument("unknown --arch key '" + excerpt(key) + "' (known: heads, eps, act)");
   }
   if (overrides.heads < 0 || overrides.heads > 4096) throw std::invalid_argument("--arch heads must be from 1 to 4096");
   // 0 means "not given"; anything else must be a usable LayerNorm epsilon.
@@ -131,15 +140,15 @@ VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides,
         "unsupported model: not a ViT/DeiT in timm's layout (needs patch_embed.proj.weight, pos_embed and "
         "blocks.N.*; found " +
         std::to_string(checkpoint.tensors.size()) + " tensors, first '" +
-        (checkpoint.tensors.empty() ? std::string("none") : checkpoint.tensors.begin()->first) + "')");
+        (checkpoint.tensors.empty() ? std::string("none") : excerpt(checkpoint.tensors.begin()->first)) + "')");
   VitArch arch;
   const auto& patch_weight = keys.get("patch_embed.proj.weight");
   if (patch_weight.dim() != 4 || patch_weight.size(2) != patch_weight.size(3))
     throw CheckpointError("patch_embed.proj.weight has shape " + shape_string(patch_weight.sizes()) +
                           ", expected [C, 3, P, P]");
-  arch.embed_dim = int(patch_weight.size(0));
-  arch.in_chans = int(patch_weight.size(1));
-  arch.patch_size = int(patch_weight.size(2));
+  arch.embed_dim = int(keys.size("patch_embed.proj.weight", 0, 4));
+  arch.in_chans = int(keys.size("patch_embed.proj.weight", 1, 4));
+  arch.patch_size = int(keys.size("patch_embed.proj.weight", 2, 4));
   arch.class_token = keys.has("cls_token");
   arch.dist_token = keys.has("dist_token");
   if (keys.has("reg_token")) arch.register_tokens = int(keys.size("reg_token", 1, 3));
@@ -178,7 +187,7 @@ VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides,
     if (index.empty() || index.size() > 6 || index.find_first_not_of("0123456789") != std::string::npos) continue;
     if (std::stoi(index) >= arch.depth)
       throw CheckpointError("missing tensor 'blocks." + std::to_string(arch.depth) + ".norm1.weight' (the file has '" +
-                            key.substr(0, 120) + "'): the checkpoint is incomplete or damaged");
+                            excerpt(key) + "'): the checkpoint is incomplete or damaged");
   }
   for (const char* head : {"head", "head_dist"})
     if (keys.has(std::string(head) + ".bias") && !keys.has(std::string(head) + ".weight"))
@@ -202,7 +211,7 @@ VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides,
     const bool digits = !text.empty() && text.size() <= 4 && text.find_first_not_of("0123456789") == std::string::npos;
     heads = digits ? std::stoi(text) : 0;
     if (heads <= 0)
-      throw CheckpointError("file metadata num_heads '" + text.substr(0, 40) +
+      throw CheckpointError("file metadata num_heads '" + excerpt(text) +
                             "' is not a head count from 1 to 9999; fix the metadata or pass --arch heads=N");
     heads_source = "file metadata";
   }
@@ -276,6 +285,7 @@ VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides,
         "norm_pre present (a CLIP-style tower): the MLP runs exact GELU; for OpenAI CLIP weights, which use "
         "QuickGELU and LayerNorm eps 1e-5, pass --arch act=quick_gelu,eps=1e-5");
   if (overrides.layer_norm_eps > 0) arch.layer_norm_eps = overrides.layer_norm_eps;
+  check_arch_limits(vit_arch_estimate(arch));
   return arch;
 }
 
@@ -400,6 +410,8 @@ LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, 
       if (!loaded.report.ok())
         throw CheckpointError(path + ": weights do not fit the inferred " + family->family() +
                               " architecture: " + loaded.report.describe());
+      if (const auto names = non_finite_tensors(checkpoint.tensors); !names.empty())
+        loaded.report.warnings.push_back("the checkpoint's " + describe_non_finite(names));
       loaded.normalization_source = "ImageNet (timm default)";
       loaded.class_names = class_names_for(loaded);
       family->eval();
@@ -416,6 +428,8 @@ LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, 
   if (!loaded.report.ok())
     throw CheckpointError(path + ": weights do not fit the inferred " + arch.family() +
                           " architecture: " + loaded.report.describe());
+  if (const auto names = non_finite_tensors(checkpoint.tensors); !names.empty())
+    loaded.report.warnings.push_back("the checkpoint's " + describe_non_finite(names));
   loaded.normalization.mean = layout.mean;
   loaded.normalization.std = layout.std;
   loaded.normalization_source =
@@ -448,8 +462,7 @@ std::vector<std::string> class_names_for(const LoadedModel& model) {
     if (parsed.is_array() && int(parsed.size()) == model.num_classes()) {
       std::vector<std::string> names;
       for (const auto& name : parsed)
-        names.push_back(name.is_string() ? name.get<std::string>().substr(0, 200)
-                                         : "class " + std::to_string(names.size()));
+        names.push_back(name.is_string() ? excerpt(name.get<std::string>()) : "class " + std::to_string(names.size()));
       return names;
     }
   }
@@ -472,7 +485,7 @@ torch::Device resolve_device(const std::string& name) {
       throw std::invalid_argument("--device cuda: this LibTorch build has no CUDA or no GPU is visible");
     return torch::Device(name);
   }
-  throw std::invalid_argument("unknown device '" + name + "' (expected auto, cpu or cuda)");
+  throw std::invalid_argument("unknown device '" + excerpt(name) + "' (expected auto, cpu or cuda)");
 }
 
 }  // namespace attnscope

@@ -28,6 +28,7 @@ struct LoadReport {
   std::vector<std::string> unexpected;  // in the file, not part of any supported computation
   std::vector<std::string> misshaped;   // "name: file [a,b] vs model [c,d]"
   std::vector<std::string> notes;       // how the architecture was inferred
+  std::vector<std::string> warnings;    // what loads but is suspect (weights holding NaN or Inf)
   bool ok() const { return missing.empty() && unexpected.empty() && misshaped.empty(); }
   std::string describe() const;
 };

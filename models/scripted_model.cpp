@@ -1,11 +1,14 @@
 #include "models/scripted_model.h"
 
+#include <caffe2/serialize/inline_container.h>
 #include <torch/script.h>
 
 #include <nlohmann/json.hpp>
 
 #include "core/checkpoint.h"
+#include "core/excerpt.h"
 #include "core/json_checked.h"
+#include "core/zip_archive.h"
 
 namespace attnscope {
 
@@ -49,8 +52,7 @@ std::string extra_file(const std::string& path, torch::Device device, torch::jit
 
 bool has_attnscope_metadata(const std::string& path) {
   try {
-    caffe2::serialize::PyTorchStreamReader zip(path);
-    return zip.hasRecord(std::string("extra/") + kMetadataFile);
+    return open_torch_zip(path)->hasRecord(std::string("extra/") + kMetadataFile);
   } catch (const std::exception&) {
     return false;
   }
@@ -79,7 +81,7 @@ ScriptedModel::ScriptedModel(const std::string& path, torch::Device device)
     refuse(path, std::string("attnscope.json is not attnscope-torchscript metadata; ") + kExportHint);
   if (!meta.contains("version") || meta["version"] != 1)
     refuse(path, "attnscope.json version is not 1: re-export with this attnscope's scripts/export_torchscript.py");
-  name_ = meta.value("name", "torchscript");
+  name_ = excerpt(meta.value("name", "torchscript"));
   for (const char* key : {"input_size", "mean", "std", "patch_size", "layers"})
     if (!meta.contains(key)) refuse(path, std::string("attnscope.json has no '") + key + "'");
   const auto& size = meta["input_size"];
@@ -94,7 +96,7 @@ ScriptedModel::ScriptedModel(const std::string& path, torch::Device device)
     refuse(path, "attnscope.json: output must be logits or embedding");
   if (meta.contains("class_names") && meta["class_names"].is_array())
     for (const auto& name : meta["class_names"])
-      class_names_.push_back(name.is_string() ? name.get<std::string>() : "");
+      class_names_.push_back(name.is_string() ? excerpt(name.get<std::string>()) : "");
   arch_.num_classes = int(class_names_.size());
 
   const auto& layers = meta["layers"];
@@ -104,7 +106,7 @@ ScriptedModel::ScriptedModel(const std::string& path, torch::Device device)
     const std::string where = "layer " + std::to_string(i);
     if (!layer.is_object() || !layer.contains("heads") || !layer.contains("grid") || !layer.contains("prefix_names"))
       refuse(path, "attnscope.json: " + where + " needs heads, grid and prefix_names");
-    ScriptedLayer entry{layer.value("name", where), layer.value("kind", "attention"),
+    ScriptedLayer entry{excerpt(layer.value("name", where)), excerpt(layer.value("kind", "attention")),
                         positive_int(layer["heads"], where + " heads", path)};
     const auto& grid = layer["grid"];
     if (!grid.is_array() || grid.size() != 2) refuse(path, "attnscope.json: " + where + " grid must be [h, w]");

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what attnscope needs from Debian 12 (only what is missing), then configures and builds it.
-# OpenBLAS replaces the reference BLAS that Debian's LibTorch otherwise uses (about 40x slower here).
+# Installs what attnscope needs from Debian 12 (only what is missing), then configures and builds it
+# (with --packages-only: installs, nothing more). OpenBLAS replaces the reference BLAS that Debian's
+# LibTorch otherwise uses (about 40x slower here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,5 +25,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+[ "${1:-}" = "--packages-only" ] && exit 0
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build

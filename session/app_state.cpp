@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "analysis/focus_metrics.h"
+#include "core/excerpt.h"
 #include "models/token_layout.h"
 
 namespace attnscope {
@@ -27,7 +28,7 @@ int parse_int_option(const std::string& name, const std::string& value) {
     if (used == value.size()) return parsed;
   } catch (const std::exception&) {
   }
-  throw std::invalid_argument("--" + name + " expects an integer, got '" + value + "'");
+  throw std::invalid_argument("--" + name + " expects an integer, got '" + excerpt(value) + "'");
 }
 
 double parse_double_option(const std::string& name, const std::string& value) {
@@ -37,7 +38,7 @@ double parse_double_option(const std::string& name, const std::string& value) {
     if (used == value.size()) return parsed;
   } catch (const std::exception&) {
   }
-  throw std::invalid_argument("--" + name + " expects a number, got '" + value + "'");
+  throw std::invalid_argument("--" + name + " expects a number, got '" + excerpt(value) + "'");
 }
 
 namespace {
@@ -63,8 +64,8 @@ void add_export_options(std::vector<OptionSpec>& options) {
     options.push_back({name, "on|off", help,
                        [name, field](AppState& s, const std::string& v) {
                          if (v != "on" && v != "off")
-                           throw std::invalid_argument(std::string("--") + name + " expects on or off, got '" + v +
-                                                       "'");
+                           throw std::invalid_argument(std::string("--") + name + " expects on or off, got '" +
+                                                       excerpt(v) + "'");
                          s.figure.*field = v == "on";
                        },
                        [field](const AppState& s) { return std::string(s.figure.*field ? "on" : "off"); }, "on"});
@@ -78,7 +79,7 @@ void add_export_options(std::vector<OptionSpec>& options) {
   options.push_back({"format", "png|svg|pdf", "figure file format",
                      [](AppState& s, const std::string& v) {
                        if (v != "png" && v != "svg" && v != "pdf")
-                         throw std::invalid_argument("--format expects png, svg or pdf, got '" + v + "'");
+                         throw std::invalid_argument("--format expects png, svg or pdf, got '" + excerpt(v) + "'");
                        s.figure.format = v;
                      },
                      [](const AppState& s) { return s.figure.format; }});
@@ -189,6 +190,17 @@ std::vector<OptionSpec> make_options() {
                        s.input_size = v;
                      },
                      [](const AppState& s) { return s.input_size; }});
+  options.push_back({"max-pixels", "N",
+                     "largest image accepted, in pixels, judged from its header before decoding (default 89478485, "
+                     "Pillow's decompression bomb guard; at most 2^30)",
+                     [](AppState& s, const std::string& v) {
+                       const int pixels = parse_int_option("max-pixels", v);
+                       if (pixels < 1 || pixels > kLargestMaxPixels)
+                         throw std::invalid_argument("--max-pixels must be from 1 to " +
+                                                     std::to_string(kLargestMaxPixels));
+                       s.max_pixels = pixels;
+                     },
+                     [](const AppState& s) { return std::to_string(s.max_pixels); }});
   options.push_back({"variant", "NAME", "native, softmax, linear, focused, enhanced, window or anchor",
                      [](AppState& s, const std::string& v) {
                        s.attention.variant = with_option_name("variant", [&] { return parse_variant(v); });
@@ -218,7 +230,7 @@ std::vector<OptionSpec> make_options() {
   options.push_back({"dwc", "on|off", "FLatten's depthwise conv on V, where the checkpoint has it",
                      [](AppState& s, const std::string& v) {
                        if (v != "on" && v != "off")
-                         throw std::invalid_argument("--dwc expects on or off, got '" + v + "'");
+                         throw std::invalid_argument("--dwc expects on or off, got '" + excerpt(v) + "'");
                        s.attention.dwc = v == "on";
                      },
                      [](const AppState& s) { return std::string(s.attention.dwc ? "on" : "off"); }});
@@ -245,7 +257,7 @@ std::vector<OptionSpec> make_options() {
                              (v.size() > 3 && v.size() < 9 && v.rfind("reg", 0) == 0 &&
                               v.find_first_not_of("0123456789", 3) == std::string::npos);
          if (!prefix && !parse_patch_query(v, row, col))
-           throw std::invalid_argument("--query expects cls, dist, regN or ROW,COL, got '" + v.substr(0, 200) + "'");
+           throw std::invalid_argument("--query expects cls, dist, regN or ROW,COL, got '" + excerpt(v) + "'");
          s.query = v;
        },
        [](const AppState& s) { return s.query; }});
@@ -264,7 +276,7 @@ std::vector<OptionSpec> make_options() {
                      [](AppState& s, const std::string& v) {
                        const auto& names = view_names();
                        if (std::find(names.begin(), names.end(), v) == names.end())
-                         throw std::invalid_argument("--view expects head, mean or heads, got '" + v + "'");
+                         throw std::invalid_argument("--view expects head, mean or heads, got '" + excerpt(v) + "'");
                        s.view = v;
                      },
                      [](const AppState& s) { return s.view; }});
@@ -273,14 +285,14 @@ std::vector<OptionSpec> make_options() {
                      "at it)",
                      [](AppState& s, const std::string& v) {
                        if (v != "out" && v != "in")
-                         throw std::invalid_argument("--direction expects out or in, got '" + v.substr(0, 200) + "'");
+                         throw std::invalid_argument("--direction expects out or in, got '" + excerpt(v) + "'");
                        s.direction = v;
                      },
                      [](const AppState& s) { return s.direction; }});
   options.push_back({"windows", "on|off", "outline the layer's attention windows and the query's own window",
                      [](AppState& s, const std::string& v) {
                        if (v != "on" && v != "off")
-                         throw std::invalid_argument("--windows expects on or off, got '" + v.substr(0, 200) + "'");
+                         throw std::invalid_argument("--windows expects on or off, got '" + excerpt(v) + "'");
                        s.windows = v == "on";
                      },
                      [](const AppState& s) { return std::string(s.windows ? "on" : "off"); }, "on"});
@@ -289,7 +301,7 @@ std::vector<OptionSpec> make_options() {
                      "folded, GELU at slope 1/2); other layers have no LCM",
                      [](AppState& s, const std::string& v) {
                        if (v != "before" && v != "after")
-                         throw std::invalid_argument("--lcm expects before or after, got '" + v.substr(0, 200) + "'");
+                         throw std::invalid_argument("--lcm expects before or after, got '" + excerpt(v) + "'");
                        s.lcm = v;
                      },
                      [](const AppState& s) { return s.lcm; }});
@@ -433,7 +445,11 @@ const OptionSpec* find_option(const std::string& name) {
 
 void set_option(AppState& state, const std::string& name, const std::string& value) {
   const OptionSpec* option = find_option(name);
-  if (!option) throw std::invalid_argument("unknown option --" + name);
+  if (!option) throw std::invalid_argument("unknown option --" + excerpt(name));
+  // Paths are the longest values (PATH_MAX is 4096); anything longer is not an option value.
+  if (value.size() > kMaxOptionValueBytes)
+    throw std::invalid_argument("--" + name + ": the value is " + std::to_string(value.size()) +
+                                " bytes long, at most " + std::to_string(kMaxOptionValueBytes) + " are accepted");
   option->set(state, value);
 }
 
@@ -480,7 +496,7 @@ void apply_json(AppState& state, const nlohmann::json& json) {
     else if (value.is_number())
       text = value.dump();
     else
-      throw std::invalid_argument("session key '" + item.key() + "' must be a string or a number");
+      throw std::invalid_argument("session key '" + excerpt(item.key()) + "' must be a string or a number");
     set_option(state, item.key(), text);
   }
 }
@@ -492,7 +508,7 @@ std::vector<int> parse_index_list(const std::string& name, const std::string& te
   std::string item;
   while (std::getline(in, item, ',')) indices.push_back(parse_int_option(name, item));
   if (indices.empty() || text.back() == ',')
-    throw std::invalid_argument("--" + name + " expects all or a comma-separated list, got '" + text + "'");
+    throw std::invalid_argument("--" + name + " expects all or a comma-separated list, got '" + excerpt(text) + "'");
   return indices;
 }
 
@@ -552,9 +568,9 @@ ResolvedQuery resolve_query(const std::string& query, const TokenLayout& layout)
   }
   int row = 0, col = 0;
   if (!parse_patch_query(query, row, col))
-    throw std::invalid_argument("--query expects cls, dist, regN or ROW,COL, got '" + query.substr(0, 200) + "'");
+    throw std::invalid_argument("--query expects cls, dist, regN or ROW,COL, got '" + excerpt(query) + "'");
   if (row < 0 || row >= layout.grid_h || col < 0 || col >= layout.grid_w)
-    throw std::invalid_argument("--query " + query + " is outside the " + std::to_string(layout.grid_h) + "x" +
+    throw std::invalid_argument("--query " + excerpt(query) + " is outside the " + std::to_string(layout.grid_h) + "x" +
                                 std::to_string(layout.grid_w) + " patch grid");
   resolved.token = layout.patch_token(row, col);
   return resolved;

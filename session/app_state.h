@@ -41,6 +41,7 @@ struct AppState {
   ResizeMode resize = ResizeMode::Auto;
   std::string input_size = "native";  // "native", "S" or "HxW" (pixels, multiples of the patch)
   std::string crop, interpolation, mean, std;
+  int64_t max_pixels = kDefaultMaxPixels;  // images whose header declares more are refused
   AttentionSettings attention;
   int layer = -1;  // -1: the last block
   int head = 0;
@@ -120,7 +121,9 @@ const OptionSpec* find_option(const std::string& name);
 int parse_int_option(const std::string& name, const std::string& value);
 double parse_double_option(const std::string& name, const std::string& value);
 
-// Sets one option by name; throws std::invalid_argument naming the option and the bad value.
+// Sets one option by name; throws std::invalid_argument naming the option and the bad value (cut
+// to core/excerpt.h's length). Values longer than kMaxOptionValueBytes are refused.
+constexpr size_t kMaxOptionValueBytes = 8192;
 void set_option(AppState& state, const std::string& name, const std::string& value);
 
 // "all" -> empty (every index); "0,5,-1" -> {0, 5, -1} (negative counts from the end). Throws

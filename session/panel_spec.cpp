@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/excerpt.h"
 #include "session/app_state.h"
 
 namespace attnscope {
@@ -23,7 +24,7 @@ std::string format_number(double value) {
 void apply_key(PanelSpec& spec, const std::string& key, const std::string& value, const std::string& option,
                const std::string& text) {
   if (key == "model") {
-    if (value.empty()) throw std::invalid_argument(option + ": 'model=' needs a path in '" + text + "'");
+    if (value.empty()) throw std::invalid_argument(option + ": 'model=' needs a path in '" + excerpt(text) + "'");
     spec.model = value;
     return;
   }
@@ -44,7 +45,7 @@ void apply_key(PanelSpec& spec, const std::string& key, const std::string& value
     set_option(scratch, "norm", value);
     spec.norm = scratch.attention.norm;
   } else {
-    throw std::invalid_argument(option + ": '" + key + "' in '" + text + "' is not one of " + kKeys);
+    throw std::invalid_argument(option + ": '" + excerpt(key) + "' in '" + excerpt(text) + "' is not one of " + kKeys);
   }
 }
 
@@ -95,10 +96,11 @@ PanelSpec parse_panel_spec(const std::string& text, const std::string& option) {
     }
     const auto eq = part.find('=');
     if (eq == std::string::npos)
-      throw std::invalid_argument(option + ": '" + part + "' in '" + text + "' is not one of " + kKeys);
+      throw std::invalid_argument(option + ": '" + excerpt(part) + "' in '" + excerpt(text) + "' is not one of " +
+                                  kKeys);
     apply_key(spec, part.substr(0, eq), part.substr(eq + 1), option, text);
   }
-  if (text.back() == ':') throw std::invalid_argument(option + ": '" + text + "' ends with ':'");
+  if (text.back() == ':') throw std::invalid_argument(option + ": '" + excerpt(text) + "' ends with ':'");
   return spec;
 }
 
@@ -119,7 +121,7 @@ std::vector<PanelSpec> parse_panel_list(const std::string& text, const std::stri
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) specs.push_back(parse_panel_spec(item, option));
-  if (text.back() == ',') throw std::invalid_argument(option + " has an empty entry in '" + text + "'");
+  if (text.back() == ',') throw std::invalid_argument(option + " has an empty entry in '" + excerpt(text) + "'");
   return specs;
 }
 
@@ -161,7 +163,7 @@ PanelSpec panel_spec_from_json(const nlohmann::json& json, const std::string& op
     else if (value.is_number() || value.is_boolean())
       text = value.is_boolean() ? (value.get<bool>() ? "on" : "off") : value.dump();
     else
-      throw std::invalid_argument(option + ": panel key '" + item.key() + "' must be a string or a number");
+      throw std::invalid_argument(option + ": panel key '" + excerpt(item.key()) + "' must be a string or a number");
     apply_key(spec, item.key(), text, option, json.dump());
   }
   return spec;

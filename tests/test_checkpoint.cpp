@@ -159,7 +159,7 @@ TEST(CheckpointPytorch, FlatStateDictMatchesPython) {
 TEST(CheckpointPytorch, ResearchCheckpointLoadsModelAndIgnoresOtherObjects) {
   const std::string marker = fixture("marker_outside_state_dict");
   fs::remove(marker);
-  for (const char* file : {"wrapped.pth", "wrapped_protocol4.pth"}) {
+  for (const char* file : {"wrapped.pth", "wrapped_protocol4.pth", "wrapped_protocol1.pth"}) {
     SCOPED_TRACE(file);
     const Checkpoint ckpt = load_checkpoint(fixture(file));
     EXPECT_EQ(ckpt.container_key, "model");
@@ -219,6 +219,19 @@ TEST(CheckpointPytorch, DtypesSharedStoragesAndViews) {
   // Every tensor owns its memory: no aliasing between tied weights.
   EXPECT_NE(t.at("tied").data_ptr(), t.at("base").data_ptr());
   EXPECT_EQ(t.at("scalar").dim(), 0);
+}
+
+// Protocol 1 writes ints as text (INT, LONG) and True/False as INT "01"/"00"; protocol 0 writes
+// everything as text, storage references included, which torch.load cannot read back.
+TEST(CheckpointPytorch, EveryPickleProtocolTorchLoadReadsLoads) {
+  for (int protocol = 1; protocol <= 5; ++protocol) {
+    const std::string name = "views_protocol" + std::to_string(protocol) + ".pth";
+    SCOPED_TRACE(name);
+    expect_matches_python(load_checkpoint(fixture(name)), name);
+  }
+  const std::string message = error_of([&] { load_checkpoint(fixture("views_protocol0.pth")); });
+  EXPECT_CONTAINS(message, "a protocol-0 storage reference, which torch.load cannot read either");
+  EXPECT_CONTAINS(message, "re-save the checkpoint with torch.save's default protocol");
 }
 
 TEST(CheckpointPytorch, StripsDataParallelPrefix) {

@@ -292,6 +292,26 @@ TEST_F(GuiTest, VideoFramesFlowThroughTheLatestWinsWorker) {
   EXPECT_EQ(info["views"].size(), 1u);
 }
 
+// A video or camera that cannot be opened says so until the input changes: the inference that
+// runs on the session's image meanwhile does not clear the message.
+TEST_F(GuiTest, VideoErrorsStayUntilTheInputChanges) {
+  const std::string text = (folder_ / "notes.mp4").string();
+  std::ofstream(text) << "not a video\n";
+  const std::vector<std::pair<std::string, std::string>> inputs = {
+      {(folder_ / "missing.mp4").string(), "no such video file"},
+      {text, "notes.mp4"},
+      {"camera:99", "camera:99"},
+      {"camera:abc", "bad camera 'camera:abc'"},
+  };
+  for (const auto& [input, phrase] : inputs) {
+    SCOPED_TRACE(input);
+    ASSERT_EQ(run_gui(base_session(), 4, "--video '" + input + "'"), 0) << log();
+    const nlohmann::json info = shot_info();
+    EXPECT_GE(info["results"].get<int>(), 1) << "the image behind it was not run";
+    EXPECT_NE(info["input_error"].get<std::string>().find(phrase), std::string::npos) << info.dump();
+  }
+}
+
 TEST_F(GuiTest, BadModelShowsAnErrorAndKeepsRunning) {
   const std::string garbage = (folder_ / "garbage.safetensors").string();
   std::ofstream(garbage) << std::string(300, 'x');

@@ -8,6 +8,7 @@
 
 #include "analysis/focus_metrics.h"
 #include "figures/export.h"
+#include "models/finite_checks.h"
 #include "models/model_cache.h"
 #include "models/model_loader.h"
 #include "viewer/attribution_view.h"
@@ -41,8 +42,8 @@ bool PanelRequest::operator==(const PanelRequest& other) const {
 
 bool InferenceRequest::same_forward(const InferenceRequest& other) const {
   return model_path == other.model_path && arch == other.arch && device == other.device &&
-         image_path == other.image_path && frame_number == other.frame_number && frame == other.frame &&
-         input == other.input && panels == other.panels;
+         image_path == other.image_path && max_pixels == other.max_pixels && frame_number == other.frame_number &&
+         frame == other.frame && input == other.input && panels == other.panels;
 }
 
 bool InferenceRequest::operator==(const InferenceRequest& other) const {
@@ -173,8 +174,8 @@ std::shared_ptr<LoadedModel> InferenceWorker::model_for(const InferenceRequest& 
 
 const cv::Mat& InferenceWorker::source_image(const InferenceRequest& request) {
   Cache& cache = *cache_;
-  const std::string image_key =
-      request.frame ? "frame " + std::to_string(request.frame_number) : "file " + request.image_path;
+  const std::string image_key = request.frame ? "frame " + std::to_string(request.frame_number)
+                                              : "file " + request.image_path + "|" + std::to_string(request.max_pixels);
   if (cache.image_key != image_key) {
     cache.image_key.clear();
     cache.prepared.clear();
@@ -183,7 +184,7 @@ const cv::Mat& InferenceWorker::source_image(const InferenceRequest& request) {
     else if (request.image_path.empty())
       throw std::runtime_error("no image is open");
     else
-      cache.image_rgb = load_image_rgb(request.image_path);
+      cache.image_rgb = load_image_rgb(request.image_path, request.max_pixels);
     cache.image_key = image_key;
   }
   return cache.image_rgb;

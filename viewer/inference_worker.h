@@ -37,12 +37,13 @@ struct PanelRequest {
 };
 
 struct InferenceRequest {
-  std::string model_path;                // panel 1's checkpoint, which the analysis view reads
-  std::string arch;                      // ArchOverrides text, for panels on `model_path`
-  std::string device;                    // "auto", "cpu", "cuda"
-  std::string image_path;                // read by the worker when `frame` is null
-  std::shared_ptr<const cv::Mat> frame;  // a live frame (RGB) instead of a file
-  uint64_t frame_number = 0;             // identifies `frame`
+  std::string model_path;                  // panel 1's checkpoint, which the analysis view reads
+  std::string arch;                        // ArchOverrides text, for panels on `model_path`
+  std::string device;                      // "auto", "cpu", "cuda"
+  std::string image_path;                  // read by the worker when `frame` is null
+  std::shared_ptr<const cv::Mat> frame;    // a live frame (RGB) instead of a file
+  uint64_t frame_number = 0;               // identifies `frame`
+  int64_t max_pixels = kDefaultMaxPixels;  // --max-pixels for image_path
   InputSettings input;
   std::vector<PanelRequest> panels;  // one forward pass per panel, each on its own model
 

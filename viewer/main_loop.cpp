@@ -49,6 +49,7 @@ void write_screenshot(const Workbench& bench, const std::string& path, int width
                           {"model", bench.state.model},
                           {"image", bench.state.image},
                           {"error", bench.error},
+                          {"input_error", bench.input_error},
                           {"info", bench.info},
                           {"results", bench.results},
                           {"video_frames", bench.video_frames()}};

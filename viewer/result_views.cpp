@@ -8,6 +8,7 @@
 #include "analysis/gradcam.h"
 #include "analysis/rollout.h"
 #include "analysis/spectrum.h"
+#include "models/finite_checks.h"
 
 namespace attnscope {
 
@@ -52,9 +53,7 @@ std::vector<int> query_window_cells(const AttentionCapture& whole, int query_tok
   return cells;
 }
 
-bool dwc_switch_applies(const PanelMaps& panel) {
-  return panel.error.empty() && panel.kernel == "focused";
-}
+bool dwc_switch_applies(const PanelMaps& panel) { return panel.error.empty() && panel.kernel == "focused"; }
 
 const TokenLayout& map_grid(const AttentionCapture& capture, bool incoming) {
   return incoming ? capture.layout : capture.key_layout;
@@ -101,6 +100,8 @@ PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection
         if (head == selection.matrix_head) {
           maps.matrix_rows = int(equivalent.size(0));
           maps.matrix_cols = int(equivalent.size(1));
+          require_finite(equivalent,
+                         "the attention matrix of " + capture.placement.name + " head " + std::to_string(head));
           maps.matrix = as_floats(equivalent);
         }
         // The cheapest exact path: factors (linear kernels), window blocks (Swin), else the full SVD.
@@ -117,6 +118,8 @@ PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection
                                                     : capture.row(0, head, selection.query_token);
       map = capture.key_grid(row.to(torch::kCPU, torch::kFloat));
     }
+    // NaN or Inf would draw as a flat map on a made-up colour bar: named instead.
+    require_finite(map, "the attention of " + capture.placement.name + " head " + std::to_string(head));
     maps.head_maps.push_back(to_grid_map(map));
     maps.uniformity.push_back(uniformity(map));
     mean = mean.defined() ? mean + map : map.clone();

@@ -1,5 +1,7 @@
 #include "viewer/video_source.h"
 
+#include "core/excerpt.h"
+
 #include <chrono>
 #include <opencv2/imgproc.hpp>
 #include <opencv2/videoio.hpp>
@@ -15,19 +17,19 @@ VideoSource::VideoSource(const std::string& source, std::function<void()> wake)
     : source_(source), wake_(std::move(wake)), capture_(new VideoCaptureHolder) {
   const std::string camera_prefix = "camera:";
   if (source.rfind(camera_prefix, 0) == 0) {
-    int index = 0;
-    try {
-      index = std::stoi(source.substr(camera_prefix.size()));
-    } catch (const std::exception&) {
-      throw std::runtime_error("bad camera '" + source + "' (expected camera:N)");
-    }
-    capture_->capture.open(index);
+    const std::string number = source.substr(camera_prefix.size());
+    if (number.empty() || number.size() > 4 || number.find_first_not_of("0123456789") != std::string::npos)
+      throw std::runtime_error("bad camera '" + excerpt(source) + "' (expected camera:N, N a number from 0)");
+    capture_->capture.open(std::stoi(number));
   } else {
     capture_->capture.open(source);
     const double fps = capture_->capture.get(cv::CAP_PROP_FPS);
     frame_seconds_ = fps > 0 && fps < 1000 ? 1.0 / fps : 1.0 / 30.0;
   }
-  if (!capture_->capture.isOpened()) throw std::runtime_error("cannot open video source " + source);
+  if (!capture_->capture.isOpened())
+    throw std::runtime_error(
+        "cannot open video source " + excerpt(source) +
+        (source.rfind(camera_prefix, 0) == 0 ? " (no such camera)" : " (not a video OpenCV reads)"));
   thread_ = std::thread([this] { read_loop(); });
 }
 

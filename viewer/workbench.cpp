@@ -53,10 +53,7 @@ Workbench::Workbench(AppState initial, const WorkbenchOptions& workbench_options
   renderer = std::make_unique<gl::OverlayRenderer>();
   worker_ = std::make_unique<InferenceWorker>(wake_main_thread);
   if (!options.video.empty()) {
-    if (options.video.rfind("camera:", 0) == 0)
-      open_camera_source(options.video);
-    else
-      open_file(FileKind::Video, options.video);
+    open_video_source(options.video);
   }
 }
 
@@ -75,6 +72,7 @@ InferenceRequest Workbench::make_request() const {
   request.arch = state.arch;
   request.device = state.device;
   request.image_path = state.image;
+  request.max_pixels = state.max_pixels;
   if (video && frame_) {
     request.frame = frame_;
     request.frame_number = frame_number_;
@@ -149,7 +147,7 @@ void Workbench::update(float width, float height) {
       frame_number_ = seen;
     }
     if (video->finished() && !frame_) {
-      report_error("no frames from " + video->source());
+      input_error = "no frames from " + video->source() + " (not a video OpenCV can decode?)";
       video.reset();
     }
   }
@@ -320,6 +318,10 @@ void Workbench::refresh_plots() {
 
 void Workbench::open_file(FileKind kind, const std::string& path) {
   if (path.empty()) return;
+  if (kind == FileKind::Video) {
+    open_video_source(path);
+    return;
+  }
   if (!std::filesystem::exists(path)) {
     report_error("no such file: " + path);
     return;
@@ -329,16 +331,10 @@ void Workbench::open_file(FileKind kind, const std::string& path) {
       state.model = path;
       break;
     case FileKind::Image:
-      stop_video();
+      stop_video();  // a new input: an old input error goes with it
       state.image = path;
       break;
     case FileKind::Video:
-      try {
-        video = std::make_unique<VideoSource>(path, wake_main_thread);
-        frame_.reset();
-      } catch (const std::exception& e) {
-        report_error(e.what());
-      }
       break;
     case FileKind::Session:
       load_session(path);
@@ -359,20 +355,25 @@ void Workbench::open_dropped(const std::string& path) {
     open_file(FileKind::Image, path);
 }
 
-void Workbench::open_camera(int index) { open_camera_source("camera:" + std::to_string(index)); }
+void Workbench::open_camera(int index) { open_video_source("camera:" + std::to_string(index)); }
 
-void Workbench::open_camera_source(const std::string& source) {
+// A video or camera that fails says so until the input changes: the next inference, which runs on
+// the image meanwhile, does not clear it.
+void Workbench::open_video_source(const std::string& source) {
+  stop_video();
   try {
+    if (source.rfind("camera:", 0) != 0 && !std::filesystem::is_regular_file(source))
+      throw std::runtime_error("no such video file: " + source);
     video = std::make_unique<VideoSource>(source, wake_main_thread);
-    frame_.reset();
   } catch (const std::exception& e) {
-    report_error(e.what());
+    input_error = e.what();
   }
 }
 
 void Workbench::stop_video() {
   video.reset();
   frame_.reset();
+  input_error.clear();
 }
 
 void Workbench::save_session(const std::string& path) {

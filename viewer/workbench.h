@@ -102,6 +102,7 @@ class Workbench {
   ScreenLayout layout;
   std::shared_ptr<const InferenceOutcome> outcome;  // the latest successful result
   std::string error;                                // shown in red until the next success or dismissal
+  std::string input_error;                          // why the video or camera failed: kept until the input changes
   std::string info;                                 // a transient note (saved session, fallbacks)
   uint64_t submitted_id = 0;
   uint64_t last_finished_id = 0;  // the newest request answered (with a result or an error)
@@ -140,7 +141,7 @@ class Workbench {
 
  private:
   InferenceRequest make_request() const;
-  void open_camera_source(const std::string& source);
+  void open_video_source(const std::string& source);  // a file or camera:N
   void refresh_maps();
   void show_attribution_maps();
   void refresh_plots();

@@ -140,6 +140,14 @@ def main():
     ])
     torch.save(views, os.path.join(out, "views.pth"))
     record("views.pth", views)
+    # Every pickle protocol torch.save can write; torch.load reads 1 to 5 (protocol 0 cannot hold
+    # the tuples torch uses as storage references).
+    for protocol in range(6):
+        name = "views_protocol%d.pth" % protocol
+        torch.save(views, os.path.join(out, name), pickle_protocol=protocol)
+        if protocol > 0:
+            record(name, torch.load(os.path.join(out, name)))
+    torch.save(wrapped, os.path.join(out, "wrapped_protocol1.pth"), pickle_protocol=1)
 
     prefixed = collections.OrderedDict(("module." + k, v) for k, v in sd.items())
     torch.save({"state_dict": prefixed}, os.path.join(out, "module_prefix.pth"))

@@ -39,6 +39,10 @@ struct StatusPanel : WorkbenchPanel {
       ImGui::TextDisabled("%s", where.c_str());
       ImGui::SameLine();
     }
+    if (!bench.input_error.empty()) {
+      ImGui::TextColored(ImVec4(1.0f, 0.35f, 0.35f, 1.0f), "input: %s", bench.input_error.c_str());
+      ImGui::SameLine();
+    }
     if (!bench.error.empty()) {
       ImGui::TextColored(ImVec4(1.0f, 0.35f, 0.35f, 1.0f), "error: %s", bench.error.c_str());
       ImGui::SameLine();

@@ -1,0 +1,16 @@
+// Values from outside (option values, session strings, key names, metadata) quoted in messages:
+// cut to a bounded length, so that a 100 MB string in a file never reaches a terminal or log whole.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace attnscope {
+
+constexpr size_t kExcerptLength = 200;
+
+// `text` itself when it is at most `limit` bytes; else its first `limit` bytes (never splitting a
+// UTF-8 sequence) followed by "... (N bytes)".
+std::string excerpt(const std::string& text, size_t limit = kExcerptLength);
+
+}  // namespace attnscope

@@ -1,0 +1,82 @@
+#include "models/arch_limits.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "core/checkpoint.h"
+
+namespace attnscope {
+
+namespace {
+
+std::string gigabytes(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GB", bytes / double(1 << 30));
+  return text;
+}
+
+}  // namespace
+
+void check_arch_limits(const ArchEstimate& estimate) {
+  for (const ArchDimension& d : estimate.dimensions)
+    if (d.value < d.min || d.value > d.max)
+      throw CheckpointError("the " + estimate.family + "'s " + d.name + " read from '" + d.source + "' is " +
+                            std::to_string(d.value) + ", outside " + std::to_string(d.min) + ".." +
+                            std::to_string(d.max) + ": the checkpoint is damaged or not a model attnscope runs");
+  if (!(estimate.total_bytes() <= kMaxModelBytes))
+    throw CheckpointError("the " + estimate.family + " these shapes describe would need about " +
+                          gigabytes(estimate.total_bytes()) + " (parameters " + gigabytes(estimate.parameter_bytes) +
+                          ", one forward pass " + gigabytes(estimate.forward_bytes) + "), more than the " +
+                          gigabytes(kMaxModelBytes) + " attnscope allows a model");
+}
+
+ArchEstimate vit_arch_estimate(const VitArch& arch) {
+  ArchEstimate estimate;
+  estimate.family = "ViT";
+  auto add = [&](const std::string& name, const std::string& source, int64_t value, int64_t min, int64_t max) {
+    estimate.dimensions.push_back({name, source, value, min, max});
+  };
+  add("width", "patch_embed.proj.weight", arch.embed_dim, 1, 16384);
+  add("input channel count", "patch_embed.proj.weight", arch.in_chans, 3, 3);  // the images are RGB
+  add("patch size", "patch_embed.proj.weight", arch.patch_size, 1, 1024);
+  add("depth", "blocks.N", arch.depth, 1, 1024);
+  add("head count", "the metadata, --arch heads or the attention parameters", arch.heads, 1, 4096);
+  add("position grid height", "pos_embed", arch.pos_grid_h, 1, 1024);
+  add("position grid width", "pos_embed", arch.pos_grid_w, 1, 1024);
+  add("class count", "head.weight", arch.num_classes, 0, 1'000'000);
+  add("register token count", "reg_token", arch.register_tokens, 0, 1024);
+  for (size_t i = 0; i < arch.blocks.size(); ++i) {
+    const BlockArch& block = arch.blocks[i];
+    const std::string prefix = "blocks." + std::to_string(i) + ".";
+    add("MLP hidden size", prefix + "mlp.fc1.weight", block.mlp_hidden, 1, 262144);
+    add("anchor count", prefix + "attn.dist_anchor_B.weight", block.attention.anchors, 0, 65536);
+    add("depthwise kernel size", prefix + "attn.dwc.weight", block.attention.dwc_kernel, 0, 255);
+    add("positional encoding length", prefix + "attn.positional_encoding", block.attention.positional_encoding_tokens,
+        0, 1'000'000);
+  }
+
+  // Counted in doubles: no product of these can overflow, and a rough figure is all a bound needs.
+  const double width = arch.embed_dim,
+               tokens = double(arch.prefix_tokens()) + double(arch.pos_grid_h) * arch.pos_grid_w;
+  double parameters = width * arch.in_chans * arch.patch_size * arch.patch_size + tokens * width;
+  double widest = width;
+  for (const BlockArch& block : arch.blocks) {
+    const AttentionArch& attention = block.attention;
+    parameters += 4 * width * width + 2 * width * block.mlp_hidden + 12 * width;  // qkv, proj, MLP, norms
+    parameters += double(attention.anchors) * width + double(attention.dwc_kernel) * attention.dwc_kernel * width +
+                  double(attention.positional_encoding_tokens) * width;
+    if (block.local_concentration) parameters += 2 * 49 * width;
+    widest = std::max(widest, double(block.mlp_hidden));
+  }
+  const double heads_of_classes = arch.dist_token && arch.dist_head ? 2 : 1;
+  parameters += heads_of_classes * double(arch.num_classes) * (width + 1) + (arch.pooler ? width * width : 0);
+  estimate.parameter_bytes = 4 * parameters;
+  // Captures keep about six [T, C] tensors per block; one block's MLP activations and every head's
+  // T x T matrix of one layer exist at a time.
+  const double heads = std::max(arch.heads, 1);
+  estimate.forward_bytes =
+      4 * (6 * tokens * width * std::max(arch.depth, 1) + tokens * widest + 2 * heads * tokens * tokens);
+  return estimate;
+}
+
+}  // namespace attnscope
