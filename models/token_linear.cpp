@@ -28,6 +28,9 @@ class FrozenOnednnLinear : public torch::autograd::Function<FrozenOnednnLinear> 
 }  // namespace
 
 torch::Tensor frozen_onednn_linear(const torch::Tensor& rows, const torch::Tensor& weight, const torch::Tensor& bias) {
+  // autograd::Function records every tensor argument and cannot record an undefined one (a layer
+  // without bias, such as Swin's patch merging): zeros add nothing.
+  if (!bias.defined()) return FrozenOnednnLinear::apply(rows, weight, torch::zeros({weight.size(0)}, weight.options()));
   return FrozenOnednnLinear::apply(rows, weight, bias);
 }
 
