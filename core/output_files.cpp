@@ -39,7 +39,7 @@ std::vector<std::string> OutputFiles::existing() const {
 }
 
 void OutputFiles::write() const {
-  if (false) {
+  if (!overwrite_) {
     const std::vector<std::string> found = existing();
     if (!found.empty())
       throw std::runtime_error(
