@@ -323,6 +323,20 @@ Checkpoint read_weights(const std::string& file) {
   return checkpoint;
 }
 
+// What the file (or the config beside it) declares about its input, for every family alike.
+void adopt_declared_preprocessing(const LayoutFacts& layout, LoadedModel& loaded) {
+  loaded.normalization.mean = layout.mean;
+  loaded.normalization.std = layout.std;
+  loaded.normalization_source =
+      layout.normalization_source.empty() ? "ImageNet (timm default)" : layout.normalization_source;
+  loaded.declared.normalization = loaded.normalization;
+  loaded.declared.normalization_source = loaded.normalization_source;
+  loaded.declared.resize = layout.resize;
+  loaded.declared.crop_pct = layout.crop_pct;
+  loaded.declared.interpolation = layout.interpolation;
+  loaded.declared.source = layout.preprocessing_source;
+}
+
 LoadedModel load_scripted_model(const std::string& path, const std::string& file, torch::Device device) {
   LoadedModel loaded;
   loaded.path = path;
@@ -400,7 +414,7 @@ LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, 
       if (!loaded.report.ok())
         throw CheckpointError(path + ": weights do not fit the inferred " + family->family() +
                               " architecture: " + loaded.report.describe());
-      loaded.normalization_source = "ImageNet (timm default)";
+      adopt_declared_preprocessing(layout, loaded);
       loaded.class_names = class_names_for(loaded);
       family->eval();
       family->to(device);
@@ -416,16 +430,7 @@ LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, 
   if (!loaded.report.ok())
     throw CheckpointError(path + ": weights do not fit the inferred " + arch.family() +
                           " architecture: " + loaded.report.describe());
-  loaded.normalization.mean = layout.mean;
-  loaded.normalization.std = layout.std;
-  loaded.normalization_source =
-      layout.normalization_source.empty() ? "ImageNet (timm default)" : layout.normalization_source;
-  loaded.declared.normalization = loaded.normalization;
-  loaded.declared.normalization_source = loaded.normalization_source;
-  loaded.declared.resize = layout.resize;
-  loaded.declared.crop_pct = layout.crop_pct;
-  loaded.declared.interpolation = layout.interpolation;
-  loaded.declared.source = layout.preprocessing_source;
+  adopt_declared_preprocessing(layout, loaded);
   loaded.class_names = layout.class_names.size() == size_t(arch.num_classes) && arch.num_classes > 0
                            ? layout.class_names
                            : class_names_for(loaded);
