@@ -43,7 +43,7 @@ double bicubic_kernel(double x) {
 // Pillow's bilinear filter: a triangle.
 double bilinear_kernel(double x) {
   if (x < 0.0) x = -x;
-  return x < 2.0 ? 1.0 - x / 2 : 0.0;
+  return x < 1.0 ? 1.0 - x : 0.0;
 }
 
 // For each output position along one axis: the input window and its fixed-point weights.

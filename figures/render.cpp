@@ -412,7 +412,7 @@ void draw_figure(cairo_t* cr, const Figure& figure, const FigureStyle& style, co
     if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) {
       const ColorScale& scale = figure.scales[size_t(heatmap->scale)];
       draw_heatmap(cr, m, *heatmap, scale, box, vector_output);
-      if (false)
+      if (heatmap->colour_bar)
         draw_colour_bar(cr, m, scale,
                         {box.x + box.width + kPanelBarGap * m.font, box.y, kPanelBarWidth * m.font, box.height});
     } else if (const auto* plot = std::get_if<PlotPanel>(&panel.content))

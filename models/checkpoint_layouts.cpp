@@ -427,7 +427,7 @@ LayoutFacts adopt_known_layout(Checkpoint& checkpoint, const std::string& path) 
     convert_openai_clip(checkpoint, facts);
   else if (tensors.count("register_tokens") || tensors.count("mask_token"))
     convert_dinov2(checkpoint, facts);
-  else if (false)
+  else
     read_timm_pretrained_cfg(checkpoint, path, facts);
   return facts;
 }

@@ -333,6 +333,20 @@ Checkpoint read_weights(const std::string& file) {
   return checkpoint;
 }
 
+// What the file (or the config beside it) declares about its input, for every family alike.
+void adopt_declared_preprocessing(const LayoutFacts& layout, LoadedModel& loaded) {
+  loaded.normalization.mean = layout.mean;
+  loaded.normalization.std = layout.std;
+  loaded.normalization_source =
+      layout.normalization_source.empty() ? "ImageNet (timm default)" : layout.normalization_source;
+  loaded.declared.normalization = loaded.normalization;
+  loaded.declared.normalization_source = loaded.normalization_source;
+  loaded.declared.resize = layout.resize;
+  loaded.declared.crop_pct = layout.crop_pct;
+  loaded.declared.interpolation = layout.interpolation;
+  loaded.declared.source = layout.preprocessing_source;
+}
+
 LoadedModel load_scripted_model(const std::string& path, const std::string& file, torch::Device device) {
   LoadedModel loaded;
   loaded.path = path;
@@ -412,7 +426,7 @@ LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, 
                               " architecture: " + loaded.report.describe());
       if (const auto names = non_finite_tensors(checkpoint.tensors); !names.empty())
         loaded.report.warnings.push_back("the checkpoint's " + describe_non_finite(names));
-      loaded.normalization_source = "ImageNet (timm default)";
+      adopt_declared_preprocessing(layout, loaded);
       loaded.class_names = class_names_for(loaded);
       family->eval();
       family->to(device);
@@ -430,16 +444,7 @@ LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, 
                           " architecture: " + loaded.report.describe());
   if (const auto names = non_finite_tensors(checkpoint.tensors); !names.empty())
     loaded.report.warnings.push_back("the checkpoint's " + describe_non_finite(names));
-  loaded.normalization.mean = layout.mean;
-  loaded.normalization.std = layout.std;
-  loaded.normalization_source =
-      layout.normalization_source.empty() ? "ImageNet (timm default)" : layout.normalization_source;
-  loaded.declared.normalization = loaded.normalization;
-  loaded.declared.normalization_source = loaded.normalization_source;
-  loaded.declared.resize = layout.resize;
-  loaded.declared.crop_pct = layout.crop_pct;
-  loaded.declared.interpolation = layout.interpolation;
-  loaded.declared.source = layout.preprocessing_source;
+  adopt_declared_preprocessing(layout, loaded);
   loaded.class_names = layout.class_names.size() == size_t(arch.num_classes) && arch.num_classes > 0
                            ? layout.class_names
                            : class_names_for(loaded);
