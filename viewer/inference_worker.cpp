@@ -47,7 +47,8 @@ bool InferenceRequest::operator==(const InferenceRequest& other) const {
   return same_forward(other) && layer == other.layer && head == other.head && query == other.query &&
          direction == other.direction && windows == other.windows && box == other.box && analysis == other.analysis &&
          target_class == other.target_class && gradcam_layer == other.gradcam_layer && fusion == other.fusion &&
-         discard == other.discard && fp_vectors == other.fp_vectors && fp_projection == other.fp_projection && lcm == other.lcm;
+         discard == other.discard && fp_vectors == other.fp_vectors && fp_projection == other.fp_projection &&
+         lcm == other.lcm;
 }
 
 // One panel's forward pass, shared (not copied) between runs that did not change it.
@@ -211,7 +212,7 @@ std::vector<InferenceWorker::PanelForward> InferenceWorker::forward_panels(uint6
     PanelForward forward;
     forward.settings = panel.settings;
     try {
-      forward.model = model_for(request, request.model_path);
+      forward.model = model_for(request, panel.model_path);
       const std::string model_key =
           ModelCache::key(panel.model_path, panel.model_path == request.model_path ? request.arch : "", request.device);
       configure_input(*forward.model, request.input);
