@@ -53,7 +53,7 @@ std::vector<int> query_window_cells(const AttentionCapture& whole, int query_tok
 }
 
 bool dwc_switch_applies(const PanelMaps& panel) {
-  return panel.error.empty() && panel.kernel == "focused";
+  return panel.error.empty() && panel.kernel == "focused" && panel.dwc_available;
 }
 
 const TokenLayout& map_grid(const AttentionCapture& capture, bool incoming) {
