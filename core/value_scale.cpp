@@ -131,7 +131,8 @@ ValueScale resolve_value_scale(const ScaleSpec& spec, Colormap colormap, const V
   switch (spec.mode) {
     case ScaleMode::ZeroMax:
     case ScaleMode::Uniform:
-      scale.vmin = low;
+      // Anchored at 0, so a near-uniform map looks near-uniform (negative values go diverging below).
+      scale.vmin = std::min(0.0, low);
       scale.vmax = high;
       scale.label = spec.mode == ScaleMode::Uniform ? "x uniform (1 = uniform)" : "0..max";
       break;
