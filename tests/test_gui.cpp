@@ -63,8 +63,8 @@ TEST_F(GuiTest, SwinShiftedWindowRowAndOutline) {
   const std::string model_path = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/hier_cases/swin_a.safetensors";
   nlohmann::json session = {{"model", model_path}, {"image", asset_path("images/chelsea.png")},
                             {"colormap", "gray"},  {"opacity", 1.0},
-                            {"layer", 1},          {"query", "3,3"},
-                            {"windows", true}};
+                            {"alpha", "constant"}, {"layer", 1},
+                            {"query", "3,3"},      {"windows", true}};
   ASSERT_EQ(run_gui(session), 0) << log();
   const nlohmann::json info = shot_info();
   ASSERT_EQ(info["error"], "") << info.dump();

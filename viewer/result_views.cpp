@@ -53,7 +53,9 @@ std::vector<int> query_window_cells(const AttentionCapture& whole, int query_tok
   return cells;
 }
 
-bool dwc_switch_applies(const PanelMaps& panel) { return panel.error.empty() && panel.kernel == "focused"; }
+bool dwc_switch_applies(const PanelMaps& panel) {
+  return panel.error.empty() && panel.kernel == "focused" && panel.dwc_available;
+}
 
 const TokenLayout& map_grid(const AttentionCapture& capture, bool incoming) {
   return incoming ? capture.layout : capture.key_layout;
