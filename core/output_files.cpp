@@ -13,9 +13,11 @@ namespace attnscope {
 namespace fs = std::filesystem;
 
 void OutputFiles::add_bytes(const std::string& name, std::string bytes) {
-  // Each output is one file of the folder: a name with a folder in it would make that folder one unit.
-  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
-    throw std::logic_error("output file name '" + name + "' is not a plain file name");
+  // A name is a file of the folder, or of a subfolder (a figure's data folder): that subfolder is
+  // then one unit of the set, replaced whole. Nothing may point outside the folder.
+  bool plain = !name.empty() && name.front() != '/';
+  for (const auto& part : fs::path(name)) plain = plain && !part.empty() && part != "." && part != "..";
+  if (!plain) throw std::logic_error("output file name '" + name + "' is not a relative path inside the folder");
   for (const auto& file : files_)
     if (file.first == name) throw std::logic_error("output file " + name + " is written twice");
   files_.emplace_back(name, std::move(bytes));
