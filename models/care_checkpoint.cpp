@@ -1,19 +1,9 @@
 #include "models/care_checkpoint.h"
+#include "models/checkpoint_keys.h"
 
 namespace attnscope {
 
 namespace {
-
-bool has(const Checkpoint& checkpoint, const std::string& key) { return checkpoint.tensors.count(key) > 0; }
-
-const torch::Tensor& get(const Checkpoint& checkpoint, const std::string& key, int64_t dims) {
-  auto it = checkpoint.tensors.find(key);
-  if (it == checkpoint.tensors.end()) throw CheckpointError("missing tensor '" + key + "'");
-  if (it->second.dim() != dims)
-    throw CheckpointError("tensor '" + key + "' has " + std::to_string(it->second.dim()) + " dimensions, expected " +
-                          std::to_string(dims));
-  return it->second;
-}
 
 std::string block_prefix(int stage, int block) {
   return "stages." + std::to_string(stage) + ".blocks." + std::to_string(block) + ".";
@@ -25,8 +15,8 @@ const int kReleasedHeadDims[] = {1, 1, 16, 32};
 }  // namespace
 
 bool looks_like_care(const Checkpoint& checkpoint) {
-  return has(checkpoint, "dist_head.fc.weight") && has(checkpoint, "stem.0.weight") &&
-         has(checkpoint, "stages.0.blocks.0.inter_layer.inter1_norm.weight");
+  return has_tensor(checkpoint, "dist_head.fc.weight") && has_tensor(checkpoint, "stem.0.weight") &&
+         has_tensor(checkpoint, "stages.0.blocks.0.inter_layer.inter1_norm.weight");
 }
 
 CareArch infer_care_arch(const Checkpoint& checkpoint, const nlohmann::json& meta, std::vector<std::string>& notes) {
@@ -34,14 +24,14 @@ CareArch infer_care_arch(const Checkpoint& checkpoint, const nlohmann::json& met
     throw CheckpointError("the file's arch metadata says family " + meta["family"].dump() +
                           " but its keys are CARE's (stem.*, stages.S.blocks.B.inter_layer.*, dist_head.*)");
   CareArch arch;
-  const auto& stem = get(checkpoint, "stem.0.weight", 4);
+  const auto& stem = required_tensor(checkpoint, "stem.0.weight", 4);
   arch.in_chans = int(stem.size(1));
   if (stem.size(2) != 4 || stem.size(3) != 4)
     throw CheckpointError("stem.0.weight has a " + std::to_string(stem.size(2)) + "x" + std::to_string(stem.size(3)) +
                           " kernel; CARE's stem is a 4x4 stride-4 conv");
   const nlohmann::json head_dims = meta.is_object() ? meta.value("att_head_dim", nlohmann::json()) : nlohmann::json();
   int stages = 0;
-  while (has(checkpoint, block_prefix(stages, 0) + "inter_layer.inter1_norm.weight")) ++stages;
+  while (has_tensor(checkpoint, block_prefix(stages, 0) + "inter_layer.inter1_norm.weight")) ++stages;
   if (stages == 0)
     throw CheckpointError("no CARE stage found (missing 'stages.0.blocks.0.inter_layer.inter1_norm.weight')");
   if (!head_dims.is_null() && (!head_dims.is_array() || head_dims.size() != size_t(stages)))
@@ -52,15 +42,16 @@ CareArch infer_care_arch(const Checkpoint& checkpoint, const nlohmann::json& met
   for (int s = 0; s < stages; ++s) {
     CareStageArch stage;
     const std::string stage_name = "stages." + std::to_string(s);
-    stage.dim = int(get(checkpoint, block_prefix(s, 0) + "inter_layer.inter2_norm.weight", 1).size(0));
-    stage.part_channels = int(get(checkpoint, block_prefix(s, 0) + "token_mixer.dwconv1.weight", 4).size(0));
+    stage.dim = int(required_tensor(checkpoint, block_prefix(s, 0) + "inter_layer.inter2_norm.weight", 1).size(0));
+    stage.part_channels =
+        int(required_tensor(checkpoint, block_prefix(s, 0) + "token_mixer.dwconv1.weight", 4).size(0));
     if (stage.part_channels <= 0 || 3 * stage.part_channels > stage.dim)
       throw CheckpointError("tensor '" + block_prefix(s, 0) + "token_mixer.dwconv1.weight' gives " +
                             std::to_string(stage.part_channels) + " part channels, more than a third of the width " +
                             std::to_string(stage.dim));
-    stage.downsample = has(checkpoint, stage_name + ".downsample.1.weight");
+    stage.downsample = has_tensor(checkpoint, stage_name + ".downsample.1.weight");
     if (stage.downsample) {
-      const auto& conv = get(checkpoint, stage_name + ".downsample.1.weight", 4);
+      const auto& conv = required_tensor(checkpoint, stage_name + ".downsample.1.weight", 4);
       if (conv.size(0) != stage.dim || conv.size(1) != in_dim)
         throw CheckpointError("tensor '" + stage_name + ".downsample.1.weight' does not map width " +
                               std::to_string(in_dim) + " to " + std::to_string(stage.dim));
@@ -80,10 +71,10 @@ CareArch infer_care_arch(const Checkpoint& checkpoint, const nlohmann::json& met
       stage.att_head_dim = stages == 4 ? kReleasedHeadDims[s] : 1;
       head_dims_from_defaults = true;
     }
-    for (int b = 0; has(checkpoint, block_prefix(s, b) + "inter_layer.inter1_norm.weight"); ++b) {
+    for (int b = 0; has_tensor(checkpoint, block_prefix(s, b) + "inter_layer.inter1_norm.weight"); ++b) {
       const std::string prefix = block_prefix(s, b);
       CareBlockArch block;
-      block.attention = has(checkpoint, prefix + "token_mixer.qk.weight");
+      block.attention = has_tensor(checkpoint, prefix + "token_mixer.qk.weight");
       if (block.attention) {
         if (stage.part_channels % stage.att_head_dim != 0)
           throw CheckpointError("att_head_dim " + std::to_string(stage.att_head_dim) + " of stage " +
@@ -91,14 +82,14 @@ CareArch infer_care_arch(const Checkpoint& checkpoint, const nlohmann::json& met
                                 " attention channels ('" + prefix + "token_mixer.qk.weight')");
         block.heads = stage.part_channels / stage.att_head_dim;
       }
-      block.last = !has(checkpoint, prefix + "inter_layer.inter2_fc2.weight");
-      block.layer_scale = has(checkpoint, prefix + "gamma");
+      block.last = !has_tensor(checkpoint, prefix + "inter_layer.inter2_fc2.weight");
+      block.layer_scale = has_tensor(checkpoint, prefix + "gamma");
       if (block.last && block.layer_scale)
         throw CheckpointError("missing tensor '" + prefix +
                               "inter_layer.inter2_fc2.weight' (the block has a gamma, "
                               "so it is not the last block)");
-      block.inter1_hidden = int(get(checkpoint, prefix + "inter_layer.inter1_fc1.weight", 4).size(0));
-      block.inter2_hidden = int(get(checkpoint, prefix + "inter_layer.inter2_fc1.weight", 4).size(0));
+      block.inter1_hidden = int(required_tensor(checkpoint, prefix + "inter_layer.inter1_fc1.weight", 4).size(0));
+      block.inter2_hidden = int(required_tensor(checkpoint, prefix + "inter_layer.inter2_fc1.weight", 4).size(0));
       stage.blocks.push_back(block);
     }
     for (size_t b = 0; b < stage.blocks.size(); ++b) {
@@ -115,7 +106,7 @@ CareArch infer_care_arch(const Checkpoint& checkpoint, const nlohmann::json& met
   }
   const CareBlockArch& last = arch.stages.back().blocks.back();
   arch.cls_dim = last.last ? last.inter2_hidden : arch.stages.back().dim;
-  const auto& fc = get(checkpoint, "head.fc.weight", 2);
+  const auto& fc = required_tensor(checkpoint, "head.fc.weight", 2);
   if (fc.size(1) != arch.cls_dim)
     throw CheckpointError("tensor 'head.fc.weight' takes " + std::to_string(fc.size(1)) +
                           " features but the last block "

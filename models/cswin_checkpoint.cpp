@@ -1,4 +1,5 @@
 #include "models/cswin_checkpoint.h"
+#include "models/checkpoint_keys.h"
 
 #include <cmath>
 
@@ -9,17 +10,6 @@ namespace {
 // The head width of every released FLatten-CSwin (64/2, 96/3 per stage): the guess for softmax
 // blocks when the file says nothing about heads.
 constexpr int kReleasedHeadDim = 32;
-
-bool has(const Checkpoint& checkpoint, const std::string& key) { return checkpoint.tensors.count(key) > 0; }
-
-const torch::Tensor& get(const Checkpoint& checkpoint, const std::string& key, int64_t dims) {
-  auto it = checkpoint.tensors.find(key);
-  if (it == checkpoint.tensors.end()) throw CheckpointError("missing tensor '" + key + "'");
-  if (it->second.dim() != dims)
-    throw CheckpointError("tensor '" + key + "' has " + std::to_string(it->second.dim()) + " dimensions, expected " +
-                          std::to_string(dims));
-  return it->second;
-}
 
 std::string block_prefix(int stage, int block) {
   return "stage" + std::to_string(stage + 1) + "." + std::to_string(block) + ".";
@@ -95,54 +85,55 @@ int square_side(int64_t count, const std::string& what) {
 
 }  // namespace
 
-bool looks_like_cswin(const Checkpoint& checkpoint) { return has(checkpoint, "stage1_conv_embed.0.weight"); }
+bool looks_like_cswin(const Checkpoint& checkpoint) { return has_tensor(checkpoint, "stage1_conv_embed.0.weight"); }
 
 CSwinArch infer_cswin_arch(const Checkpoint& checkpoint, const nlohmann::json& meta, std::vector<std::string>& notes) {
   if (meta.is_object() && meta.contains("family") && meta["family"] != "flatten_cswin")
     throw CheckpointError("the keys are FLatten-CSwin's (stage1_conv_embed.*) but the arch metadata says family " +
                           meta["family"].dump().substr(0, 40));
   CSwinArch arch;
-  const auto& stem = get(checkpoint, "stage1_conv_embed.0.weight", 4);
+  const auto& stem = required_tensor(checkpoint, "stage1_conv_embed.0.weight", 4);
   if (stem.size(2) != 7 || stem.size(3) != 7)
     throw CheckpointError("tensor 'stage1_conv_embed.0.weight' is not a 7x7 conv: not FLatten-CSwin's stem");
   arch.embed_dim = int(stem.size(0));
   arch.in_chans = int(stem.size(1));
-  if (has(checkpoint, "head.weight")) arch.num_classes = int(get(checkpoint, "head.weight", 2).size(0));
+  if (has_tensor(checkpoint, "head.weight"))
+    arch.num_classes = int(required_tensor(checkpoint, "head.weight", 2).size(0));
 
   // Stages and blocks as the keys show them: width from qkv, branches from attns.1, kind from scale.
   std::vector<int> depths;
   int in_dim = arch.embed_dim;
-  for (int s = 0; has(checkpoint, block_prefix(s, 0) + "norm1.weight"); ++s) {
+  for (int s = 0; has_tensor(checkpoint, block_prefix(s, 0) + "norm1.weight"); ++s) {
     CSwinStageArch stage;
-    stage.dim = int(get(checkpoint, block_prefix(s, 0) + "qkv.weight", 2).size(1));
+    stage.dim = int(required_tensor(checkpoint, block_prefix(s, 0) + "qkv.weight", 2).size(1));
     if (s == 0 && stage.dim != arch.embed_dim)
       throw CheckpointError("tensor 'stage1.0.qkv.weight' reads width " + std::to_string(stage.dim) +
                             ", the stem gives " + std::to_string(arch.embed_dim));
     if (s > 0) {
       const std::string merge = "merge" + std::to_string(s) + ".conv.weight";
-      const auto& conv = get(checkpoint, merge, 4);
+      const auto& conv = required_tensor(checkpoint, merge, 4);
       if (conv.size(0) != stage.dim || conv.size(1) != in_dim || conv.size(2) != 3 || conv.size(3) != 3)
         throw CheckpointError("tensor '" + merge + "' does not map width " + std::to_string(in_dim) + " to " +
                               std::to_string(stage.dim) + " with a 3x3 conv");
     }
-    for (int b = 0; has(checkpoint, block_prefix(s, b) + "norm1.weight"); ++b) {
+    for (int b = 0; has_tensor(checkpoint, block_prefix(s, b) + "norm1.weight"); ++b) {
       const std::string prefix = block_prefix(s, b);
       CSwinBlockArch block;
-      const auto& qkv = get(checkpoint, prefix + "qkv.weight", 2);
+      const auto& qkv = required_tensor(checkpoint, prefix + "qkv.weight", 2);
       if (qkv.size(0) != 3 * stage.dim || qkv.size(1) != stage.dim)
         throw CheckpointError("tensor '" + prefix + "qkv.weight' is not [3C, C] for the stage width " +
                               std::to_string(stage.dim));
-      block.qkv_bias = has(checkpoint, prefix + "qkv.bias");
-      block.mlp_hidden = int(get(checkpoint, prefix + "mlp.fc1.weight", 2).size(0));
-      get(checkpoint, prefix + "attns.0.get_v.weight", 4);
-      block.branches = has(checkpoint, prefix + "attns.1.get_v.weight") ? 2 : 1;
-      if (has(checkpoint, prefix + "attns.0.scale")) {
+      block.qkv_bias = has_tensor(checkpoint, prefix + "qkv.bias");
+      block.mlp_hidden = int(required_tensor(checkpoint, prefix + "mlp.fc1.weight", 2).size(0));
+      required_tensor(checkpoint, prefix + "attns.0.get_v.weight", 4);
+      block.branches = has_tensor(checkpoint, prefix + "attns.1.get_v.weight") ? 2 : 1;
+      if (has_tensor(checkpoint, prefix + "attns.0.scale")) {
         block.native = NativeAttention::Focused;
         if (block.branches == 2)
           throw CheckpointError("block '" + prefix +
                                 "' is focused with two stripe branches (la_split_size below the stage grid): the "
                                 "authors' code cannot run it either (its DWC reshape fails)");
-        const auto& dwc = get(checkpoint, prefix + "attns.0.dwc.weight", 4);
+        const auto& dwc = required_tensor(checkpoint, prefix + "attns.0.dwc.weight", 4);
         block.dwc_kernel = int(dwc.size(2));
         if (dwc.size(1) != 1 || dwc.size(2) != dwc.size(3) || block.dwc_kernel % 2 == 0 || dwc.size(0) <= 0 ||
             stage.dim % dwc.size(0) != 0)
@@ -151,8 +142,9 @@ CSwinArch infer_cswin_arch(const Checkpoint& checkpoint, const nlohmann::json& m
                                 "odd k and d dividing the width " +
                                 std::to_string(stage.dim));
         block.heads = int(stage.dim / dwc.size(0));
-        block.encoding_side = square_side(get(checkpoint, prefix + "attns.0.positional_encoding", 3).size(1),
-                                          prefix + "attns.0.positional_encoding");
+        block.encoding_side =
+            square_side(required_tensor(checkpoint, prefix + "attns.0.positional_encoding", 3).size(1),
+                        prefix + "attns.0.positional_encoding");
       }
       stage.blocks.push_back(block);
     }
@@ -162,7 +154,7 @@ CSwinArch infer_cswin_arch(const Checkpoint& checkpoint, const nlohmann::json& m
   }
   if (arch.stages.empty()) throw CheckpointError("no FLatten-CSwin stage found (missing 'stage1.0.norm1.weight')");
   const size_t stages = arch.stages.size();
-  if (has(checkpoint, "merge" + std::to_string(stages) + ".conv.weight"))
+  if (has_tensor(checkpoint, "merge" + std::to_string(stages) + ".conv.weight"))
     throw CheckpointError("tensor 'merge" + std::to_string(stages) + ".conv.weight' merges into a stage " +
                           std::to_string(stages + 1) + " that has no blocks (missing 'stage" +
                           std::to_string(stages + 1) + ".0.norm1.weight')");
@@ -189,7 +181,7 @@ CSwinArch infer_cswin_arch(const Checkpoint& checkpoint, const nlohmann::json& m
         throw CheckpointError(std::to_string(block.heads) + " heads do not split the width " + std::to_string(dim) +
                               " of '" + block_prefix(int(s), int(b)) + "' into " + std::to_string(block.branches) +
                               " branch(es)");
-      const auto& get_v = get(checkpoint, block_prefix(int(s), int(b)) + "attns.0.get_v.weight", 4);
+      const auto& get_v = required_tensor(checkpoint, block_prefix(int(s), int(b)) + "attns.0.get_v.weight", 4);
       if (get_v.size(0) != dim / block.branches)
         throw CheckpointError("tensor '" + block_prefix(int(s), int(b)) + "attns.0.get_v.weight' has " +
                               std::to_string(get_v.size(0)) + " channels, a branch of " +

@@ -1,21 +1,11 @@
 #include "models/pvt_checkpoint.h"
+#include "models/checkpoint_keys.h"
 
 #include <regex>
 
 namespace attnscope {
 
 namespace {
-
-bool has(const Checkpoint& checkpoint, const std::string& key) { return checkpoint.tensors.count(key) > 0; }
-
-const torch::Tensor& get(const Checkpoint& checkpoint, const std::string& key, int64_t dims) {
-  auto it = checkpoint.tensors.find(key);
-  if (it == checkpoint.tensors.end()) throw CheckpointError("missing tensor '" + key + "'");
-  if (it->second.dim() != dims)
-    throw CheckpointError("tensor '" + key + "' has " + std::to_string(it->second.dim()) + " dimensions, expected " +
-                          std::to_string(dims));
-  return it->second;
-}
 
 std::string block_prefix(int stage, int block) {
   return "stages." + std::to_string(stage) + ".blocks." + std::to_string(block) + ".";
@@ -24,11 +14,12 @@ std::string block_prefix(int stage, int block) {
 }  // namespace
 
 bool looks_like_pvt(const Checkpoint& checkpoint) {
-  return has(checkpoint, "patch_embed1.proj.weight") || has(checkpoint, "stages.0.blocks.0.attn.q.weight");
+  return has_tensor(checkpoint, "patch_embed1.proj.weight") ||
+         has_tensor(checkpoint, "stages.0.blocks.0.attn.q.weight");
 }
 
 std::string adopt_pvt_layout(Checkpoint& checkpoint) {
-  if (!has(checkpoint, "patch_embed1.proj.weight")) return "timm";
+  if (!has_tensor(checkpoint, "patch_embed1.proj.weight")) return "timm";
   static const std::regex block(R"(^block(\d+)\.(\d+)\.)"), stage_norm(R"(^norm(\d+)\.)"),
       embed(R"(^patch_embed(\d+)\.)");
   auto stage_of = [](const std::smatch& match) { return std::to_string(std::stoi(match[1].str()) - 1); };
@@ -57,25 +48,26 @@ PvtArch infer_pvt_arch(const Checkpoint& checkpoint, const nlohmann::json& meta,
                        std::vector<std::string>& notes) {
   PvtArch arch;
   arch.source_layout = layout;
-  const auto& stem = get(checkpoint, "patch_embed.proj.weight", 4);
+  const auto& stem = required_tensor(checkpoint, "patch_embed.proj.weight", 4);
   arch.in_chans = int(stem.size(1));
   if (stem.size(2) != 7 || stem.size(3) != 7)
     throw CheckpointError("patch_embed.proj.weight has a " + std::to_string(stem.size(2)) + "x" +
                           std::to_string(stem.size(3)) + " kernel; PVT v2's overlapping patch embedding is 7x7");
-  if (has(checkpoint, "head.weight")) arch.num_classes = int(get(checkpoint, "head.weight", 2).size(0));
+  if (has_tensor(checkpoint, "head.weight"))
+    arch.num_classes = int(required_tensor(checkpoint, "head.weight", 2).size(0));
   nlohmann::json heads_given = meta.is_object() ? meta.value("heads", nlohmann::json()) : nlohmann::json();
   int stages = 0;
-  while (has(checkpoint, block_prefix(stages, 0) + "norm1.weight")) ++stages;
+  while (has_tensor(checkpoint, block_prefix(stages, 0) + "norm1.weight")) ++stages;
   if (stages == 0) throw CheckpointError("no PVT stage found (missing 'stages.0.blocks.0.norm1.weight')");
   static const int kReleasedHeads[] = {1, 2, 5, 8};
   bool heads_from_defaults = false;
   int in_dim = int(stem.size(0));
   for (int s = 0; s < stages; ++s) {
     PvtStageArch stage;
-    stage.dim = int(get(checkpoint, block_prefix(s, 0) + "norm1.weight", 1).size(0));
+    stage.dim = int(required_tensor(checkpoint, block_prefix(s, 0) + "norm1.weight", 1).size(0));
     stage.downsample = s > 0;
     if (s > 0) {
-      const auto& conv = get(checkpoint, "stages." + std::to_string(s) + ".downsample.proj.weight", 4);
+      const auto& conv = required_tensor(checkpoint, "stages." + std::to_string(s) + ".downsample.proj.weight", 4);
       if (conv.size(0) != stage.dim || conv.size(1) != in_dim)
         throw CheckpointError("tensor 'stages." + std::to_string(s) + ".downsample.proj.weight' does not map width " +
                               std::to_string(in_dim) + " to " + std::to_string(stage.dim));
@@ -90,24 +82,25 @@ PvtArch infer_pvt_arch(const Checkpoint& checkpoint, const nlohmann::json& meta,
       heads = kReleasedHeads[s], heads_from_defaults = true;
     else
       heads = std::max(1, stage.dim / 64), heads_from_defaults = true;
-    for (int b = 0; has(checkpoint, block_prefix(s, b) + "norm1.weight"); ++b) {
+    for (int b = 0; has_tensor(checkpoint, block_prefix(s, b) + "norm1.weight"); ++b) {
       const std::string prefix = block_prefix(s, b), attn = prefix + "attn.";
       PvtBlockArch block;
       block.heads = heads;
-      block.qkv_bias = has(checkpoint, attn + "q.bias");
-      if (get(checkpoint, attn + "kv.weight", 2).size(0) != 2 * stage.dim)
+      block.qkv_bias = has_tensor(checkpoint, attn + "q.bias");
+      if (required_tensor(checkpoint, attn + "kv.weight", 2).size(0) != 2 * stage.dim)
         throw CheckpointError("tensor '" + attn + "kv.weight' is not [2C, C] with C = " + std::to_string(stage.dim));
-      if (has(checkpoint, attn + "sr.weight")) {
-        const int64_t kernel = get(checkpoint, attn + "sr.weight", 4).size(2);
+      if (has_tensor(checkpoint, attn + "sr.weight")) {
+        const int64_t kernel = required_tensor(checkpoint, attn + "sr.weight", 4).size(2);
         block.pooled = kernel == 1;
         block.sr_ratio = block.pooled ? 1 : int(kernel);
-        if (!has(checkpoint, attn + "norm.weight")) throw CheckpointError("missing tensor '" + attn + "norm.weight'");
+        if (!has_tensor(checkpoint, attn + "norm.weight"))
+          throw CheckpointError("missing tensor '" + attn + "norm.weight'");
         if (block.pooled) arch.linear = true;
       }
-      if (has(checkpoint, attn + "dwc.weight")) {
+      if (has_tensor(checkpoint, attn + "dwc.weight")) {
         arch.flatten = true;
         block.native = NativeAttention::Focused;
-        const auto& dwc = get(checkpoint, attn + "dwc.weight", 4);
+        const auto& dwc = required_tensor(checkpoint, attn + "dwc.weight", 4);
         block.dwc_kernel = int(dwc.size(2));
         if (dwc.size(1) != 1 || dwc.size(2) != dwc.size(3) || block.dwc_kernel % 2 == 0 || dwc.size(0) <= 0 ||
             stage.dim % dwc.size(0) != 0)
@@ -116,12 +109,12 @@ PvtArch infer_pvt_arch(const Checkpoint& checkpoint, const nlohmann::json& meta,
                                 "with an odd k and d dividing the width " +
                                 std::to_string(stage.dim));
         block.heads = int(stage.dim / dwc.size(0));
-        block.encoding_tokens = int(get(checkpoint, attn + "positional_encoding", 3).size(1));
+        block.encoding_tokens = int(required_tensor(checkpoint, attn + "positional_encoding", 3).size(1));
       }
       if (block.heads <= 0 || stage.dim % block.heads != 0)
         throw CheckpointError(std::to_string(block.heads) + " heads do not divide the width " +
                               std::to_string(stage.dim) + " of '" + prefix + "'");
-      block.mlp_hidden = int(get(checkpoint, prefix + "mlp.fc1.weight", 2).size(0));
+      block.mlp_hidden = int(required_tensor(checkpoint, prefix + "mlp.fc1.weight", 2).size(0));
       stage.blocks.push_back(block);
     }
     in_dim = stage.dim;

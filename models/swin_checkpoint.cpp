@@ -1,6 +1,7 @@
 // Swin and FLatten-Swin checkpoints: Microsoft's and FLatten's layout renamed to timm's (as timm's
 // checkpoint_filter_fn does), and the architecture read from key names and shapes.
 #include "models/swin_checkpoint.h"
+#include "models/checkpoint_keys.h"
 
 #include <cmath>
 #include <set>
@@ -10,17 +11,6 @@
 namespace attnscope {
 
 namespace {
-
-bool has(const Checkpoint& checkpoint, const std::string& key) { return checkpoint.tensors.count(key) > 0; }
-
-const torch::Tensor& get(const Checkpoint& checkpoint, const std::string& key, int64_t dims) {
-  auto it = checkpoint.tensors.find(key);
-  if (it == checkpoint.tensors.end()) throw CheckpointError("missing tensor '" + key + "'");
-  if (it->second.dim() != dims)
-    throw CheckpointError("tensor '" + key + "' has " + std::to_string(it->second.dim()) + " dimensions, expected " +
-                          std::to_string(dims));
-  return it->second;
-}
 
 std::string block_prefix(int stage, int block) {
   return "layers." + std::to_string(stage) + ".blocks." + std::to_string(block) + ".";
@@ -43,13 +33,14 @@ int per_stage(const nlohmann::json& value, size_t stage) {
 }  // namespace
 
 bool looks_like_swin(const Checkpoint& checkpoint) {
-  return has(checkpoint, "patch_embed.proj.weight") && has(checkpoint, "layers.0.blocks.0.norm1.weight");
+  return has_tensor(checkpoint, "patch_embed.proj.weight") && has_tensor(checkpoint, "layers.0.blocks.0.norm1.weight");
 }
 
 std::string adopt_swin_layout(Checkpoint& checkpoint) {
   // Microsoft's (and FLatten's) files merge at the end of stages 0..n-2, name the head `head`, and
   // store the relative position index and shift masks that timm rebuilds.
-  bool microsoft = has(checkpoint, "layers.0.downsample.reduction.weight") || has(checkpoint, "head.weight");
+  bool microsoft =
+      has_tensor(checkpoint, "layers.0.downsample.reduction.weight") || has_tensor(checkpoint, "head.weight");
   std::map<std::string, torch::Tensor> renamed;
   for (auto& [key, tensor] : checkpoint.tensors) {
     if (key.find("relative_position_index") != std::string::npos || key.find("attn_mask") != std::string::npos) {
@@ -81,44 +72,45 @@ SwinArch infer_swin_arch(const Checkpoint& checkpoint, const nlohmann::json& met
                          std::vector<std::string>& notes) {
   SwinArch arch;
   arch.source_layout = layout;
-  const auto& patch = get(checkpoint, "patch_embed.proj.weight", 4);
+  const auto& patch = required_tensor(checkpoint, "patch_embed.proj.weight", 4);
   arch.embed_dim = int(patch.size(0));
   arch.in_chans = int(patch.size(1));
   arch.patch_size = int(patch.size(2));
   if (patch.size(2) != patch.size(3) || arch.patch_size <= 0)
     throw CheckpointError("patch_embed.proj.weight has a non-square kernel");
-  arch.patch_norm = has(checkpoint, "patch_embed.norm.weight");
-  if (has(checkpoint, "head.fc.weight")) arch.num_classes = int(get(checkpoint, "head.fc.weight", 2).size(0));
+  arch.patch_norm = has_tensor(checkpoint, "patch_embed.norm.weight");
+  if (has_tensor(checkpoint, "head.fc.weight"))
+    arch.num_classes = int(required_tensor(checkpoint, "head.fc.weight", 2).size(0));
 
   int in_dim = arch.embed_dim;
   bool focused_anywhere = false;
-  for (int stage = 0; has(checkpoint, block_prefix(stage, 0) + "norm1.weight"); ++stage) {
+  for (int stage = 0; has_tensor(checkpoint, block_prefix(stage, 0) + "norm1.weight"); ++stage) {
     SwinStageArch stage_arch;
-    stage_arch.dim = int(get(checkpoint, block_prefix(stage, 0) + "norm1.weight", 1).size(0));
+    stage_arch.dim = int(required_tensor(checkpoint, block_prefix(stage, 0) + "norm1.weight", 1).size(0));
     const std::string merge = "layers." + std::to_string(stage) + ".downsample.reduction.weight";
-    stage_arch.downsample = has(checkpoint, merge);
-    if (stage_arch.downsample && get(checkpoint, merge, 2).size(1) != 4 * in_dim)
+    stage_arch.downsample = has_tensor(checkpoint, merge);
+    if (stage_arch.downsample && required_tensor(checkpoint, merge, 2).size(1) != 4 * in_dim)
       throw CheckpointError("tensor '" + merge + "' does not merge 2x2 cells of width " + std::to_string(in_dim));
     if (!stage_arch.downsample && stage_arch.dim != in_dim)
       throw CheckpointError("stage " + std::to_string(stage) + " has width " + std::to_string(stage_arch.dim) +
                             " after width " + std::to_string(in_dim) + " without a patch merging (missing '" + merge +
                             "')");
-    for (int block = 0; has(checkpoint, block_prefix(stage, block) + "norm1.weight"); ++block) {
+    for (int block = 0; has_tensor(checkpoint, block_prefix(stage, block) + "norm1.weight"); ++block) {
       const std::string prefix = block_prefix(stage, block), attn = prefix + "attn.";
       SwinBlockArch b;
-      b.qkv_bias = has(checkpoint, attn + "qkv.bias");
-      b.mlp_hidden = int(get(checkpoint, prefix + "mlp.fc1.weight", 2).size(0));
-      if (has(checkpoint, attn + "relative_position_bias_table")) {
-        const auto& table = get(checkpoint, attn + "relative_position_bias_table", 2);
+      b.qkv_bias = has_tensor(checkpoint, attn + "qkv.bias");
+      b.mlp_hidden = int(required_tensor(checkpoint, prefix + "mlp.fc1.weight", 2).size(0));
+      if (has_tensor(checkpoint, attn + "relative_position_bias_table")) {
+        const auto& table = required_tensor(checkpoint, attn + "relative_position_bias_table", 2);
         b.heads = int(table.size(1));
         const int side = square_side(table.size(0), attn + "relative_position_bias_table");
         if (side % 2 == 0) throw CheckpointError(attn + "relative_position_bias_table is not (2w-1)^2 entries");
         b.table_window = (side + 1) / 2;
         b.window = b.table_window;
-      } else if (has(checkpoint, attn + "dwc.weight")) {
+      } else if (has_tensor(checkpoint, attn + "dwc.weight")) {
         focused_anywhere = true;
         b.native = NativeAttention::Focused;
-        const auto& dwc = get(checkpoint, attn + "dwc.weight", 4);
+        const auto& dwc = required_tensor(checkpoint, attn + "dwc.weight", 4);
         b.dwc_kernel = int(dwc.size(2));
         if (dwc.size(1) != 1 || dwc.size(2) != dwc.size(3) || b.dwc_kernel % 2 == 0 || dwc.size(0) <= 0 ||
             stage_arch.dim % dwc.size(0) != 0)
@@ -127,8 +119,8 @@ SwinArch infer_swin_arch(const Checkpoint& checkpoint, const nlohmann::json& met
                                 "with an odd k and d dividing the width " +
                                 std::to_string(stage_arch.dim));
         b.heads = int(stage_arch.dim / dwc.size(0));
-        b.encoding_side =
-            square_side(get(checkpoint, attn + "positional_encoding", 3).size(1), attn + "positional_encoding");
+        b.encoding_side = square_side(required_tensor(checkpoint, attn + "positional_encoding", 3).size(1),
+                                      attn + "positional_encoding");
         b.window = b.encoding_side;
       } else {
         throw CheckpointError("block '" + prefix +

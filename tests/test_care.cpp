@@ -12,34 +12,17 @@
 #include "core/npy.h"
 #include "models/care.h"
 #include "models/model_loader.h"
+#include "reference_cases.h"
 
 namespace attnscope {
 namespace {
 
+using namespace testing_cases;
+
 const std::string kCaseDir = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/part2_cases/";
 constexpr double kTolerance = 1e-4;
 
-double max_abs_difference(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
-}
-
-std::vector<nlohmann::json> care_cases() {
-  std::ifstream in(kCaseDir + "cases.json");
-  if (!in) throw std::runtime_error("missing " + kCaseDir + "cases.json (run tests/python/make_all_fixtures.sh)");
-  std::vector<nlohmann::json> selected;
-  for (const auto& c : nlohmann::json::parse(in))
-    if (c.at("family") == "care") selected.push_back(c);
-  return selected;
-}
-
-AttentionSettings settings_from(const nlohmann::json& variant) {
-  AttentionSettings settings;
-  const std::string kernel = variant.at("kernel");
-  settings.variant = kernel == "native" ? Variant::Native : parse_variant(kernel);
-  settings.p = variant.at("p").get<double>();
-  settings.window = variant.at("window").is_null() ? 0 : variant.at("window").get<int>();
-  return settings;
-}
+std::vector<nlohmann::json> care_cases() { return read_cases(kCaseDir, "care"); }
 
 TEST(Care, EveryCaseMatchesThePythonReference) {
   configure_threads(2);

@@ -9,33 +9,19 @@
 #include "analysis/gradcam.h"
 #include "core/npy.h"
 #include "models/model_loader.h"
+#include "reference_cases.h"
 
 namespace attnscope {
 namespace {
 
+using namespace testing_cases;
+
 const std::string kCaseDir = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/hier_cases/";
 constexpr double kTolerance = 1e-4;
 
-double max_abs_difference(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
-}
-
-const nlohmann::json& cases() {
-  static const nlohmann::json parsed = [] {
-    std::ifstream in(kCaseDir + "cases.json");
-    if (!in) throw std::runtime_error("missing " + kCaseDir + "cases.json (run tests/python/make_all_fixtures.sh)");
-    return nlohmann::json::parse(in);
-  }();
-  return parsed;
-}
-
-AttentionSettings settings_from(const nlohmann::json& variant) {
-  AttentionSettings settings;
-  const std::string kernel = variant.at("kernel");
-  settings.variant = kernel == "native" ? Variant::Native : parse_variant(kernel);
-  settings.p = variant.at("p").get<double>();
-  settings.window = variant.at("window").is_null() ? 0 : variant.at("window").get<int>();
-  return settings;
+const std::vector<nlohmann::json>& cases() {
+  static const std::vector<nlohmann::json> all = read_cases(kCaseDir);
+  return all;
 }
 
 TEST(Hierarchical, EveryCaseMatchesThePythonReference) {
