@@ -149,8 +149,9 @@ int eval_command(const Args& args) {
         }
       }
       if (first == 0) {
-        rank = mean_rank(output.layers[size_t(std::min(kRankLayer, depth - 1))]);
-        if (output.layers[0].attention.dwc) {
+        const AttentionCapture& ranked = output.layers[size_t(std::min(kRankLayer, depth - 1))];
+        rank = mean_rank(ranked);
+        if (ranked.attention.dwc) {  // the layer's own DWC (a hierarchical model's may have none)
           AttentionSettings without_dwc;
           without_dwc.dwc = false;
           const auto plain = model.forward(data.images.to(device), without_dwc);
