@@ -38,10 +38,11 @@ const std::vector<std::string> kAnalyses = {"gradcam",   "rollout",   "spectrum"
                                             "scorecam",  "relevance", "gradrollout", "ig",       "faithfulness"};
 
 const std::vector<std::string> kAnalyzeOptions = {
-    "model",   "image", "out",       "variant",       "p",      "window",      "anchors",       "dwc",        "norm",
-    "layer",   "head",  "query",     "resize",        "size",   "crop",        "interpolation", "mean",       "std",
-    "device",  "arch",  "class",     "gradcam-layer", "fusion", "discard",     "box",           "colormap",   "scale",
-    "opacity", "alpha", "overwrite", "methods",       "steps",  "replacement", "ig-steps",      "ig-baseline", "max-pixels"};
+    "model",       "image",    "out",         "variant",   "p",      "window",        "anchors", "dwc",
+    "norm",        "layer",    "head",        "query",     "resize", "size",          "crop",    "interpolation",
+    "mean",        "std",      "device",      "arch",      "class",  "gradcam-layer", "fusion",  "discard",
+    "box",         "colormap", "scale",       "opacity",   "alpha",  "overwrite",     "methods", "steps",
+    "replacement", "ig-steps", "ig-baseline", "max-pixels"};
 
 // The analyses in the order --help and errors list them.
 std::string analysis_list() {
@@ -300,8 +301,8 @@ int analyze_spectrum(const Context& context) {
         csv << name << "," << (with_dwc ? "on" : "off") << "," << i << "," << values_at[i] << "\n";
       entry[with_dwc ? "with_dwc" : (capture.attention.dwc ? "without_dwc" : "matrix")] = spectrum_json(result);
       std::cout << "  " << std::left << std::setw(9) << name << (with_dwc ? "+DWC " : "     ") << "rank "
-                << result.spectrum.numerical_rank << " of "
-                << std::min(matrix.size(0), matrix.size(1)) << " (bound " << result.rank_bound
+                << result.spectrum.numerical_rank << " of " << std::min(matrix.size(0), matrix.size(1)) << " (bound "
+                << result.rank_bound
                 << (capture.head_dim > 0 ? ", d = " + std::to_string(capture.head_dim) : std::string())
                 << "), effective rank " << result.spectrum.effective_rank << ", " << result.method << " "
                 << result.milliseconds << " ms\n";
@@ -511,7 +512,7 @@ int analyze_command(const Args& args) {
     code = faithfulness(context);
   else
     code = attribution(context, analysis);
-  context.files->write();  // refuses existing outputs (unless --overwrite) before writing any
+  context.files->write();                       // refuses existing outputs (unless --overwrite) before writing any
   print_warnings("analyze", context.warnings);  // an analysis that fails names the tensors in its error
   return code;
 }

@@ -79,10 +79,10 @@ int train_command(const Args& args) {
             "seed\n"
          << "- Held-out accuracy: " << std::fixed << std::setprecision(3) << result.held_out_accuracy << " on "
          << options.eval_samples << " generated images (seeds from 10^12, never seen in training)\n"
-         << "- Training: " << result.steps << " steps x " << options.batch << " images, AdamW lr "
-         << std::defaultfloat << options.learning_rate << std::fixed << ", wd " << options.weight_decay << ", final training loss " << std::setprecision(3)
-         << result.final_loss << ", " << duration_text(result.train_seconds) << " on " << torch::get_num_threads()
-         << " CPU threads\n"
+         << "- Training: " << result.steps << " steps x " << options.batch << " images, AdamW lr " << std::defaultfloat
+         << options.learning_rate << std::fixed << ", wd " << options.weight_decay << ", final training loss "
+         << std::setprecision(3) << result.final_loss << ", " << duration_text(result.train_seconds) << " on "
+         << torch::get_num_threads() << " CPU threads\n"
          << "- Reproduce: `" << command.str() << "`\n";
   });
   std::cout << "attnscope train: " << recipe.name << ": held-out accuracy " << result.held_out_accuracy << " after "

@@ -18,7 +18,8 @@ const std::vector<DemoRecipe>& demo_recipes() {
        true, 0},
       {"anchor", "AnchorFormer anchor attention, 30 learned anchors", NativeAttention::Anchor, 0, false, 30},
       {"flatten_swin",
-       "FLatten-Swin: focused linear attention (p = 3, 5x5 DWC) in stage 0, Swin's shifted softmax windows in stages 1-2",
+       "FLatten-Swin: focused linear attention (p = 3, 5x5 DWC) in stage 0, Swin's shifted softmax windows in stages "
+       "1-2",
        NativeAttention::Focused, 5, false, 0, "flatten-swin"},
   };
   return recipes;
@@ -113,7 +114,7 @@ std::map<std::string, std::string> demo_metadata(const DemoRecipe& recipe,
   if (recipe.family != "flatten-swin") return model_metadata(demo_arch(recipe), class_names);
   // What the keys cannot show: the configured windows, the stage types and the training input.
   const nlohmann::json arch = {
-      {"family", "flatten_swin"}, {"heads", {2, 4, 8}},  {"window", 56},   {"window_s", 3},
+      {"family", "flatten_swin"}, {"heads", {2, 4, 8}},   {"window", 56},   {"window_s", 3},
       {"attn_type", "LSS"},       {"focusing_factor", 3}, {"img_size", 96}, {"depths", {2, 2, 2}}};
   std::map<std::string, std::string> metadata{{"format", "pt"}, {"attnscope_arch", arch.dump()}};
   if (!class_names.empty()) metadata["class_names"] = nlohmann::json(class_names).dump();

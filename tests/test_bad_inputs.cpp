@@ -16,10 +16,10 @@
 #include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
 
-#include "session/app_state.h"
 #include "core/image.h"
 #include "core/json_checked.h"
 #include "models/inference.h"
+#include "session/app_state.h"
 #include "untrusted_files.h"
 
 namespace attnscope {

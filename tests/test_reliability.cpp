@@ -19,7 +19,6 @@
 #include <set>
 
 #include "analysis/gradcam.h"
-#include "session/app_state.h"
 #include "core/atomic_bundle.h"
 #include "core/checkpoint.h"
 #include "core/excerpt.h"
@@ -30,6 +29,7 @@
 #include "models/arch_limits.h"
 #include "models/inference.h"
 #include "models/model_loader.h"
+#include "session/app_state.h"
 #include "untrusted_files.h"
 
 namespace attnscope {

@@ -4,9 +4,9 @@
 #include <exception>
 #include <nlohmann/json.hpp>
 
-#include "session/app_state.h"
 #include "core/json_checked.h"
 #include "fuzz_input.h"
+#include "session/app_state.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace attnscope;
