@@ -163,7 +163,7 @@ struct AttentionPanel : WorkbenchPanel {
       const PanelMaps& panel = outcome->panels[p];
       ImGui::SetCursorScreenPos(tile_pos);
       ImGui::BeginGroup();  // keeps every heading line at the tile's left edge
-      ImGui::PushTextWrapPos(tile_pos.x + text_width);
+      ImGui::PushTextWrapPos(tile_pos.x + text_width - ImGui::GetWindowPos().x);  // ImGui wraps in window space
       ImGui::TextWrapped("%s", headings[p].title.c_str());
       if (!headings[p].prediction.empty()) ImGui::TextWrapped("%s", headings[p].prediction.c_str());
       if (!headings[p].note.empty()) {
