@@ -150,11 +150,11 @@ std::string bundle_folder_kind(const std::string& name) {
   return "";
 }
 
-// write_file_atomically's "<file>.tmp-PID-N" of a process that no longer runs.
-bool dead_process_temporary(const std::string& name) {
-  const size_t tag = name.rfind(".tmp-");
+// Whether the "PID-N" after `tag` in `name` names a process that no longer runs.
+bool written_by_dead_process(const std::string& name, const std::string& tag_text) {
+  const size_t tag = name.rfind(tag_text);
   if (tag == std::string::npos) return false;
-  const std::string rest = name.substr(tag + 5);
+  const std::string rest = name.substr(tag + tag_text.size());
   const size_t dash = rest.find('-');
   if (dash == std::string::npos || dash == 0 || dash > 9) return false;
   const std::string pid = rest.substr(0, dash), number = rest.substr(dash + 1);
@@ -171,11 +171,13 @@ void recover_stale(const fs::path& out) {
     const std::string name = path.filename().string();
     const std::string kind = fs::is_directory(fs::symlink_status(path)) ? bundle_folder_kind(name) : "";
     if (!kind.empty()) {
+      // A live writer creates its folder a moment before it locks it: only a dead one's is stale.
+      if (!written_by_dead_process(name, kind)) continue;
       const Lock alive = Lock::take(path, /*wait=*/false);
       if (!alive) continue;  // its writer is still at work
       if (kind == kCommit) move_into_place(path, out, {});
       fs::remove_all(path);
-    } else if (fs::is_regular_file(fs::symlink_status(path)) && dead_process_temporary(name)) {
+    } else if (fs::is_regular_file(fs::symlink_status(path)) && written_by_dead_process(name, ".tmp-")) {
       fs::remove(path);
     }
   }
