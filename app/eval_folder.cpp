@@ -152,6 +152,10 @@ int eval_folder(const CommandLine& line) {
   if (masks_dir.empty() == boxes_path.empty())
     throw std::invalid_argument("give the objects with --masks DIR or --boxes FILE.csv (one of them)");
   const std::vector<std::string> methods = parse_method_list(state.methods);
+  // With "all", a method that cannot apply to this model (relevance on a family whose attention does
+  // not reach autograd) is left out with its reason; a method asked for by name fails the run.
+  const bool every_method = state.methods == "all";
+  std::map<std::string, std::string> not_applicable;
   const std::vector<int> layer_list = parse_index_list("layers", line.flags.at("layers"));
   const std::vector<std::string> images = list_images(images_dir);
   if (images.empty()) throw std::invalid_argument("no images in " + images_dir);
@@ -218,6 +222,7 @@ int eval_folder(const CommandLine& line) {
     const FaithfulnessProbe probe(backbone, input, state.attention, model.normalization, faithfulness);
     uniform_mass += (patch_coverage(object, inference.forward.layout) > 0).to(torch::kDouble).mean().item<double>();
     for (const std::string& method : methods) {
+      if (not_applicable.count(method)) continue;
       std::vector<std::string> layers = {"all"};
       if (reads_hook_point(method) || method == "attention") {
         layers.clear();
@@ -242,8 +247,15 @@ int eval_folder(const CommandLine& line) {
           request.attention_layer = l;
           request.layer = "blocks." + layer + ".norm1";
         }
-        const AttributionMap map = compute_attribution(backbone, input, state.attention, model.normalization, request,
-                                                       &inference.forward.layers);
+        AttributionMap map;
+        try {
+          map = compute_attribution(backbone, input, state.attention, model.normalization, request,
+                                    &inference.forward.layers);
+        } catch (const std::invalid_argument& e) {
+          if (!every_method) throw;
+          not_applicable[method] = e.what();
+          break;
+        }
         const torch::Tensor coverage = patch_coverage(object, map.layout);
         Score& score = score_for(method, reads_hook_point(method) ? map.where : layer);
         score.hits += pointing_hit(map.map.reshape({-1}), coverage) ? 1 : 0;
@@ -278,6 +290,7 @@ int eval_folder(const CommandLine& line) {
                     {"deletion_auc", score.deletion / n},
                     {"images", score.images}});
   }
+  for (const auto& [method, why] : not_applicable) std::cout << "not applicable: " << method << ": " << why << "\n";
   std::cout << "\nrandom: a random order of the patches (deletion) and a uniform map (mass); deletion: "
             << to_string(faithfulness.replacement) << " replacement, " << faithfulness.steps
             << " steps, probability of the " << (use_labels ? "labelled" : "top-1") << " class\n";
@@ -287,6 +300,7 @@ int eval_folder(const CommandLine& line) {
                            {"objects", masks_dir.empty() ? "boxes " + boxes_path : "masks " + masks_dir},
                            {"methods", rows},
                            {"uniform_mass_inside", uniform_mass / double(images.size())},
+                           {"not_applicable", not_applicable},
                            {"deletion", {{"steps", faithfulness.steps}, {"replacement", state.replacement}}}};
   if (use_labels) {
     const double accuracy = double(correct) / std::max(1, labelled);

@@ -201,6 +201,26 @@ TEST_F(AttributionCliTest, EvalScoresAFolderWithBoxesAndLabels) {
   EXPECT_NE(masked.out.find("| attention | 0 |"), std::string::npos) << masked.out;
 }
 
+// "--methods all" on a hierarchical model: the methods that cannot apply there (relevance and
+// gradient rollout need attention probabilities in autograd) are left out with their reason; named
+// explicitly, such a method still fails the run.
+TEST_F(AttributionCliTest, EvalWithAllMethodsLeavesOutWhatCannotApply) {
+  const std::string labels = glyphs_ + "/labels.csv";
+  const std::string swin = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/hier_cases/swin_a.safetensors";
+  const std::string common = "eval --images " + glyphs_ + " --boxes " + labels + " --model " + swin;
+  const Output all = run(common + " --methods all --layers -1 --steps 2 --out " + (folder_ / "all").string());
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_NE(all.out.find("not applicable: relevance: relevance is not available"), std::string::npos) << all.out;
+  EXPECT_NE(all.out.find("| gradcam |"), std::string::npos) << all.out;
+  std::ifstream in(folder_ / "all" / "eval.json");
+  const nlohmann::json report = nlohmann::json::parse(in);
+  EXPECT_TRUE(report["not_applicable"].contains("gradrollout"));
+  EXPECT_FALSE(report["not_applicable"].contains("gradcam"));
+  const Output named = run(common + " --methods relevance --steps 2");
+  EXPECT_EQ(named.exit_code, 1);
+  EXPECT_NE(named.err.find("relevance is not available"), std::string::npos) << named.err;
+}
+
 TEST_F(AttributionCliTest, EvalSaysWhenTheModelDoesNotFitTheTask) {
   const std::string three_classes = model_with_classes(3), labels = glyphs_ + "/labels.csv";
   const Output folder = run("eval --images " + glyphs_ + " --boxes " + labels + " --labels " + labels + " --model " +
