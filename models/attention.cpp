@@ -26,8 +26,6 @@ std::string to_string(NativeAttention native) {
   return "?";
 }
 
-namespace {
-
 Kernel native_kernel(NativeAttention native) {
   switch (native) {
     case NativeAttention::Softmax:
@@ -43,6 +41,8 @@ Kernel native_kernel(NativeAttention native) {
   }
   return Kernel::Softmax;
 }
+
+namespace {
 
 // AnchorFormer's default anchor count, used when a swap asks for anchors without a number.
 constexpr int kDefaultAnchors = 30;

@@ -17,6 +17,9 @@ namespace attnscope {
 // The kernel a module was trained with, read from which parameters its checkpoint carries
 // (plain ReLU linear attention has none of its own: files say so in their metadata).
 enum class NativeAttention { Softmax, Linear, Focused, Enhanced, Anchor };
+
+// The kernel a module computes when nothing is swapped in.
+Kernel native_kernel(NativeAttention native);
 std::string to_string(NativeAttention native);
 
 struct AttentionArch {

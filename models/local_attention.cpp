@@ -199,21 +199,6 @@ ResolvedAttention resolve_for_layer(const AttentionSettings& settings, NativeAtt
   ResolvedAttention resolved;
   resolved.p = settings.p;
   resolved.norm = settings.norm;
-  auto native_kernel = [](NativeAttention n) {
-    switch (n) {
-      case NativeAttention::Softmax:
-        return Kernel::Softmax;
-      case NativeAttention::Linear:
-        return Kernel::Linear;
-      case NativeAttention::Focused:
-        return Kernel::Focused;
-      case NativeAttention::Enhanced:
-        return Kernel::Enhanced;
-      case NativeAttention::Anchor:
-        return Kernel::Anchor;
-    }
-    return Kernel::Softmax;
-  };
   switch (settings.variant) {
     case Variant::Native:
       resolved.kernel = native_kernel(native);
