@@ -3,7 +3,7 @@
 compared against.
 
 The model is tests/python/reference_vit.py (an independent reference written from
-/work/shared/reference/attention-variants.md); weights come from a safetensors file read with
+../shared/reference/attention-variants.md); weights come from a safetensors file read with
 tests/python/safetensors_io.py. The softmax path is timm's eager Attention (qkv linear,
 reshape/permute, q*scale @ k^T, softmax, @ v, proj; LayerNorm, GELU) in float32 under
 torch.no_grad(), on a fixed [1,3,224,224] input.

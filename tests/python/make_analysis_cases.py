@@ -4,7 +4,7 @@
 Usage: /usr/bin/python3 tests/python/make_analysis_cases.py OUTDIR
 
 Independent of the C++ code: the models run in reference_vit.py (written from
-/work/shared/reference/attention-variants.md), in float64, and every analysis is written here from
+../shared/reference/attention-variants.md), in float64, and every analysis is written here from
 its definition:
 - Grad-CAM as jacobgil/pytorch-grad-cam does it for a ViT: a hook keeps the target layer's output
   (the reference's LayerNorm call is wrapped, as a forward hook would), every weight requires grad,

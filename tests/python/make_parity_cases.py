@@ -3,7 +3,7 @@
 
 Usage: /usr/bin/python3 tests/python/make_parity_cases.py OUTDIR
 
-Independent reference written from /work/shared/reference/attention-variants.md (see
+Independent reference written from ../shared/reference/attention-variants.md (see
 reference_vit.py); nothing here is derived from the C++ sources. Deterministic (fixed seeds), runs in
 a few seconds on 2 CPU cores. The reference runs in float64 from the weights exactly as saved (F32, or
 rounded to F16/BF16 for two cases) and the float32 input, then its outputs are stored as float32.

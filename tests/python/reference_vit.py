@@ -1,6 +1,6 @@
 """Independent pure-PyTorch reference of timm-layout ViT / DeiT with pluggable attention variants.
 
-Written from /work/shared/reference/attention-variants.md (the authority on the computations) and
+Written from ../shared/reference/attention-variants.md (the authority on the computations) and
 the parity-test brief, NOT from attnscope's C++ sources. It serves two purposes:
 
 * the ground truth for the C++ parity tests (tests/python/make_parity_cases.py runs it in float64);
