@@ -49,6 +49,13 @@ struct PvtAttentionImpl : torch::nn::Module {
   // x: [B, N, C] normed tokens of an H x W grid; returns [B, N, C].
   torch::Tensor forward(const torch::Tensor& x, int height, int width, const AttentionSettings& settings,
                         AttentionCapture* capture, TokenLayout& key_layout);
+  // The tokens keys and values come from: x itself, the grid reduced by `sr`, or pooled (-li);
+  // sets key_layout's grid.
+  torch::Tensor reduced_keys(const torch::Tensor& x, int height, int width, TokenLayout& key_layout);
+  // Attention of the projected queries [B, N, C] over `reduced`'s keys and values (and FLatten's
+  // DWC): [B, N, C] before `proj`.
+  torch::Tensor mix(const torch::Tensor& queries, const torch::Tensor& reduced, int height, int width,
+                    const AttentionSettings& settings, AttentionCapture* capture, const TokenLayout& key_layout);
   torch::nn::Linear q{nullptr}, kv{nullptr}, proj{nullptr};
   torch::nn::Conv2d sr{nullptr};
   torch::nn::LayerNorm norm{nullptr};
@@ -70,6 +77,11 @@ TORCH_MODULE(PvtMlp);
 
 struct PvtBlockImpl : torch::nn::Module {
   PvtBlockImpl(int dim, const PvtBlockArch& arch, bool linear, double block_eps, double embed_eps);
+  // The block without autograd on the CPU: the per-token ops by row chunks, one core each, the
+  // spatial reduction, attention and depthwise conv whole on all cores. Returns the block's output
+  // and sets `normed_input` (norm1's output) and key_layout's grid.
+  torch::Tensor forward_by_row_chunks(const torch::Tensor& x, int height, int width, const AttentionSettings& settings,
+                                      AttentionCapture* capture, TokenLayout& key_layout, torch::Tensor& normed_input);
   torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
   PvtAttention attn{nullptr};
   PvtMlp mlp{nullptr};

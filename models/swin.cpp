@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/blas_linear.h"
 #include "models/cpu_threads.h"
 #include "models/token_linear.h"
 
@@ -78,9 +79,8 @@ torch::Tensor SwinAttentionImpl::relative_bias(int window_h, int window_w) {
   return table.index_select(0, index).view({area, area, -1}).permute({2, 0, 1});  // [h, S, S]
 }
 
-torch::Tensor SwinAttentionImpl::forward(const torch::Tensor& x, const WindowPlan& plan,
-                                         const AttentionSettings& settings, AttentionCapture* capture) {
-  const int64_t batch = x.size(0), heads = arch.heads, head_dim = dim / heads;
+GroupedAttention SwinAttentionImpl::attention_step(const WindowPlan& plan, const AttentionSettings& settings,
+                                                   const torch::Tensor& like, int64_t batch, bool capture) {
   const bool focused_block = arch.native == NativeAttention::Focused;
   GroupedAttention step;
   step.parameters = kernel_parameters();
@@ -89,33 +89,24 @@ torch::Tensor SwinAttentionImpl::forward(const torch::Tensor& x, const WindowPla
     step.dwc_weight = dwc->weight;
     step.dwc_bias = dwc->bias;
   }
-  auto split = [&](const torch::Tensor& tokens) {  // [N', S, C] -> q, k, v [N', h, S, d]
-    auto projected = token_linear(qkv, tokens);
-    return projected.view({tokens.size(0), tokens.size(1), 3, heads, head_dim}).permute({2, 0, 3, 1, 4});
-  };
   if (step.resolved.kernel == Kernel::Anchor) {
     // Anchors are global by construction: one group of every token, anchors pooled from K.
     step.group_grid.grid_h = plan.grid_h;
     step.group_grid.grid_w = plan.grid_w;
-    auto parts = split(x.reshape({batch, int64_t(plan.grid_h) * plan.grid_w, dim}));
-    auto out = attend_grouped(step, parts[0], parts[1], parts[2], capture);
-    auto merged = out.transpose(1, 2).reshape({batch, int64_t(plan.grid_h) * plan.grid_w, dim});
-    return token_linear(proj, merged).view({batch, plan.grid_h, plan.grid_w, dim});
+    return step;
   }
   step.group_grid.grid_h = plan.window_h;
   step.group_grid.grid_w = plan.window_w;
-  const int64_t windows = plan.windows(), area = plan.window_area();
-  auto parts = split(to_windows(x, plan));  // [B*G, h, S, d]
   // FLatten's focused blocks roll like any block but never read the shift mask.
   const torch::Tensor mask = step.resolved.native && focused_block ? torch::Tensor() : shift_mask(plan);
-  if (mask.defined()) step.forbidden = (mask != 0).to(x.device());
+  if (mask.defined()) step.forbidden = (mask != 0).to(like.device());
   if (step.resolved.kernel == Kernel::Softmax) {
     // The relative position bias [1, h, S, S] (FLatten's L blocks have none) plus the shift mask
     // [G, 1, S, S]; attend() takes it tiled over the batch, the capture keeps one copy.
     torch::Tensor additive;
     if (!focused_block) additive = relative_bias(plan.window_h, plan.window_w).unsqueeze(0);
     if (mask.defined()) {
-      auto per_window = mask.to(x.device(), x.dtype()).unsqueeze(1);
+      auto per_window = mask.to(like.device(), like.dtype()).unsqueeze(1);
       additive = additive.defined() ? additive + per_window : per_window;
     }
     step.capture_additive = additive;
@@ -124,12 +115,31 @@ torch::Tensor SwinAttentionImpl::forward(const torch::Tensor& x, const WindowPla
   if (step.resolved.learned_positional_encoding)
     step.parameters.positional_encoding = resize_grid_encoding(positional_encoding, plan.window_h, plan.window_w);
   if (capture) {
-    step.query_slots = window_slots(plan).to(x.device());
+    step.query_slots = window_slots(plan).to(like.device());
     step.key_slots = step.query_slots;
   }
-  auto out = attend_grouped(step, parts[0], parts[1], parts[2], capture);  // [B*G, h, S, d]
-  auto merged = out.transpose(1, 2).reshape({batch * windows, area, dim});
-  return from_windows(token_linear(proj, merged), plan, batch);
+  return step;
+}
+
+torch::Tensor SwinAttentionImpl::attend_groups(const torch::Tensor& projected, const GroupedAttention& step,
+                                               AttentionCapture* capture) {
+  const int64_t groups = projected.size(0), area = projected.size(1), heads = arch.heads, head_dim = dim / heads;
+  auto parts = projected.view({groups, area, 3, heads, head_dim}).permute({2, 0, 3, 1, 4});  // q, k, v
+  auto out = attend_grouped(step, parts[0], parts[1], parts[2], capture);                    // [N', h, S, d]
+  return out.transpose(1, 2).reshape({groups, area, dim});
+}
+
+torch::Tensor SwinAttentionImpl::forward(const torch::Tensor& x, const WindowPlan& plan,
+                                         const AttentionSettings& settings, AttentionCapture* capture) {
+  const int64_t batch = x.size(0);
+  const GroupedAttention step = attention_step(plan, settings, x, batch, capture != nullptr);
+  if (step.resolved.kernel == Kernel::Anchor) {
+    auto tokens = x.reshape({batch, int64_t(plan.grid_h) * plan.grid_w, dim});
+    return token_linear(proj, attend_groups(token_linear(qkv, tokens), step, capture))
+        .view({batch, plan.grid_h, plan.grid_w, dim});
+  }
+  return from_windows(token_linear(proj, attend_groups(token_linear(qkv, to_windows(x, plan)), step, capture)), plan,
+                      batch);
 }
 
 SwinBlockImpl::SwinBlockImpl(int dim, const SwinBlockArch& arch, double eps) {
@@ -137,6 +147,39 @@ SwinBlockImpl::SwinBlockImpl(int dim, const SwinBlockArch& arch, double eps) {
   attn = register_module("attn", SwinAttention(dim, arch));
   norm2 = register_module("norm2", torch::nn::LayerNorm(norm_options(dim, eps)));
   mlp = register_module("mlp", Mlp(dim, arch.mlp_hidden));
+}
+
+torch::Tensor SwinBlockImpl::forward_by_window_chunks(const torch::Tensor& x, const WindowPlan& plan,
+                                                      const GroupedAttention& step, AttentionCapture* capture,
+                                                      torch::Tensor& normed_input) {
+  const int64_t batch = x.size(0), dim = x.size(3), area = plan.window_area(), groups = batch * plan.windows();
+  const int64_t rows = groups * area;
+  // The window frame: rolled, padded, partitioned. Norms and the MLP act per token, attention per
+  // window, so the whole block runs there and goes back once.
+  auto x_rows = to_windows(x, plan).reshape({rows, dim});
+  torch::Tensor padding;  // [rows] bool: slots past the grid, whose normed tokens timm pads with zeros
+  if (plan.padded_h != plan.grid_h || plan.padded_w != plan.grid_w)
+    padding = (window_slots(plan) < 0).view({-1}).repeat({batch}).to(x.device());
+  torch::Tensor normed = capture ? torch::empty_like(x_rows) : torch::Tensor();
+  auto projected = torch::empty({rows, attn->qkv->weight.size(0)}, x.options());
+  for_each_row_chunk(rows, [&](int64_t begin, int64_t end) {
+    auto chunk = norm1(x_rows.narrow(0, begin, end - begin));
+    if (padding.defined()) chunk.masked_fill_(padding.narrow(0, begin, end - begin).unsqueeze(1), 0.0);
+    if (capture) normed.narrow(0, begin, end - begin).copy_(chunk);
+    torch::Tensor out = projected.narrow(0, begin, end - begin);
+    blas_linear_into(out, attn->qkv, chunk);
+  });
+  auto merged = attn->attend_groups(projected.view({groups, area, -1}), step, capture).view({rows, dim});
+  auto result = torch::empty_like(x_rows);
+  for_each_row_chunk(rows, [&](int64_t begin, int64_t end) {
+    torch::Tensor out = result.narrow(0, begin, end - begin);
+    blas_linear_into(out, attn->proj, merged.narrow(0, begin, end - begin));
+    out.add_(x_rows.narrow(0, begin, end - begin));
+    auto hidden = torch::gelu(blas_linear(mlp->fc1, norm2(out)));
+    out.add_(blas_linear(mlp->fc2, hidden));
+  });
+  if (capture) normed_input = from_windows(normed.view({groups, area, dim}), plan, batch).reshape({batch, -1, dim});
+  return from_windows(result.view({groups, area, dim}), plan, batch);
 }
 
 PatchMergingImpl::PatchMergingImpl(int dim, int out_dim, double eps) {
@@ -152,7 +195,15 @@ torch::Tensor PatchMergingImpl::forward(const torch::Tensor& x) {
   const int64_t height = padded.size(1) / 2, width = padded.size(2) / 2;
   // Each 2 x 2 cell's tokens in the order (0,0), (1,0), (0,1), (1,1): row offset first.
   auto merged = padded.reshape({batch, height, 2, width, 2, channels}).permute({0, 1, 3, 4, 2, 5}).flatten(3);
-  return token_linear(reduction, norm(merged));
+  if (!cpu_inference(x)) return token_linear(reduction, norm(merged));
+  const int64_t rows = batch * height * width;
+  auto merged_rows = merged.reshape({rows, 4 * channels});
+  auto out = torch::empty({rows, reduction->weight.size(0)}, x.options());
+  for_each_row_chunk(rows, [&](int64_t begin, int64_t end) {
+    torch::Tensor chunk = out.narrow(0, begin, end - begin);
+    blas_linear_into(chunk, reduction, norm(merged_rows.narrow(0, begin, end - begin)));
+  });
+  return out.view({batch, height, width, -1});
 }
 
 SwinStageImpl::SwinStageImpl(int in_dim, const SwinStageArch& arch, double eps) {
@@ -292,10 +343,17 @@ ForwardOutput SwinTransformerImpl::forward(const torch::Tensor& images, const At
   if (height % arch_.patch_size || width % arch_.patch_size || height < arch_.patch_size || width < arch_.patch_size)
     throw std::invalid_argument("input " + std::to_string(width) + "x" + std::to_string(height) +
                                 " is not a multiple of the patch size " + std::to_string(arch_.patch_size));
+  // Inference on the CPU: small ops on one core, blocks by chunks of their window frame (one core
+  // each), attention and convolutions on all cores.
+  const bool by_window_chunks = cpu_inference(images) && !options.hook;
   ScopedThreads small_ops(cpu_inference(images) ? 1 : configured_threads());
   const int64_t batch = images.size(0);
   const int patch_grid_h = int(height / arch_.patch_size), patch_grid_w = int(width / arch_.patch_size);
-  auto x = patch_embed->proj(images).permute({0, 2, 3, 1});  // [B, H, W, C]
+  torch::Tensor x;
+  {
+    ScopedThreads all_cores(configured_threads());
+    x = patch_embed->proj(images).permute({0, 2, 3, 1});  // [B, H, W, C]
+  }
   if (!patch_embed->norm.is_empty()) x = patch_embed->norm(x);
 
   ForwardOutput output;
@@ -333,14 +391,22 @@ ForwardOutput SwinTransformerImpl::forward(const torch::Tensor& images, const At
         output.layers.emplace_back();
         capture = &output.layers.back();
       }
-      auto normed = block.norm1(x);
-      call_hook(name + ".norm1", int(s), normed);
-      auto attended = block.attn(normed, plan, settings, capture);
-      x = x + attended;
-      auto flat = x.reshape({batch, tokens, x.size(3)});
-      flat = flat + block.mlp(block.norm2(flat));
-      x = flat.view({batch, grid_h, grid_w, -1});
-      call_hook(name, int(s), x);
+      torch::Tensor normed;
+      const GroupedAttention step = by_window_chunks
+                                        ? block.attn->attention_step(plan, settings, x, batch, capture != nullptr)
+                                        : GroupedAttention{};
+      if (by_window_chunks && step.resolved.kernel != Kernel::Anchor) {
+        x = block.forward_by_window_chunks(x, plan, step, capture, normed);
+      } else {
+        normed = block.norm1(x);
+        call_hook(name + ".norm1", int(s), normed);
+        auto attended = block.attn(normed, plan, settings, capture);
+        x = x + attended;
+        auto flat = x.reshape({batch, tokens, x.size(3)});
+        flat = flat + block.mlp(block.norm2(flat));
+        x = flat.view({batch, grid_h, grid_w, -1});
+        call_hook(name, int(s), x);
+      }
       if (capture) {
         capture->layout = layout_of(grid_h, grid_w, int(s));
         capture->key_layout = capture->layout;

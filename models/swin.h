@@ -52,6 +52,13 @@ struct SwinAttentionImpl : torch::nn::Module {
   // x: [B, H, W, C] normed; returns the attention output [B, H, W, C] before the residual.
   torch::Tensor forward(const torch::Tensor& x, const WindowPlan& plan, const AttentionSettings& settings,
                         AttentionCapture* capture);
+  // What one attention step of this layer needs: the resolved kernel and its parameters, and for
+  // windowed kernels the window grid, bias, shift mask and (with a capture) slots. Anchor kernels
+  // are global: one group of all `plan.grid` tokens.
+  GroupedAttention attention_step(const WindowPlan& plan, const AttentionSettings& settings, const torch::Tensor& like,
+                                  int64_t batch, bool capture);
+  // Attention within groups of projected tokens [N', S, 3C] (after qkv): [N', S, C] before proj.
+  torch::Tensor attend_groups(const torch::Tensor& projected, const GroupedAttention& step, AttentionCapture* capture);
   KernelParameters kernel_parameters() const;
   // The relative position bias [h, S, S] for a window (the table resized when it differs).
   torch::Tensor relative_bias(int window_h, int window_w);
@@ -70,6 +77,12 @@ TORCH_MODULE(SwinAttention);
 
 struct SwinBlockImpl : torch::nn::Module {
   SwinBlockImpl(int dim, const SwinBlockArch& arch, double eps);
+  // The block without autograd on the CPU, in its window frame (x [B, H, W, C] rolled and
+  // partitioned once, and back once): norms, projections and MLP by row chunks on one core each,
+  // attention on all cores. `step` is attn->attention_step's, windowed. Returns the block's output
+  // and, with a capture, sets `normed_input` (norm1's output, [B, N, C] in grid order).
+  torch::Tensor forward_by_window_chunks(const torch::Tensor& x, const WindowPlan& plan, const GroupedAttention& step,
+                                         AttentionCapture* capture, torch::Tensor& normed_input);
   torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
   SwinAttention attn{nullptr};
   Mlp mlp{nullptr};

@@ -72,6 +72,44 @@ TEST(Hierarchical, EveryCaseMatchesThePythonReference) {
   EXPECT_EQ(layouts, (std::set<std::string>{"timm", "microsoft", "original"}));
 }
 
+// Inference on the CPU runs blocks by row and window chunks (BLAS, channels-last convolutions);
+// autograd runs the plain graph. Both give the same logits, rows and normed inputs, on every case
+// and on grids that Swin's windows do not tile (padded, shifted and padded).
+TEST(Hierarchical, ChunkedInferenceEqualsThePlainGraph) {
+  configure_threads(2);
+  auto compare = [](LoadedModel& model, const torch::Tensor& input, const AttentionSettings& settings) {
+    ForwardOutput plain, chunked;
+    {
+      torch::AutoGradMode with_autograd(true);
+      plain = model.forward(input, settings);
+    }
+    {
+      c10::InferenceMode inference_mode;
+      chunked = model.forward(input, settings);
+    }
+    EXPECT_LT(max_abs_difference(plain.logits.detach(), chunked.logits), 1e-5) << "logits";
+    ASSERT_EQ(plain.layers.size(), chunked.layers.size());
+    for (size_t l = 0; l < plain.layers.size(); ++l) {
+      const AttentionCapture& a = plain.layers[l];
+      const AttentionCapture& b = chunked.layers[l];
+      SCOPED_TRACE("layer " + std::to_string(l) + " (" + a.placement.name + ")");
+      EXPECT_LT(max_abs_difference(a.normed_input.detach(), b.normed_input), 1e-5) << "normed input";
+      const std::vector<int64_t> queries{0, a.layout.patch_token(a.layout.grid_h - 1, a.layout.grid_w / 2)};
+      for (int head = 0; head < a.heads; ++head)
+        EXPECT_LT(max_abs_difference(a.rows(0, head, queries).detach(), b.rows(0, head, queries)), 1e-5)
+            << "head " << head;
+    }
+  };
+  for (const auto& c : cases()) {
+    SCOPED_TRACE("case " + c.at("name").get<std::string>());
+    LoadedModel model = load_model(kCaseDir + c.at("model").get<std::string>(), {}, torch::kCPU);
+    compare(model, read_npy(kCaseDir + c.at("input").get<std::string>()), settings_from(c.at("variant")));
+  }
+  LoadedModel swin = load_model(kCaseDir + "swin_a.safetensors", {}, torch::kCPU);
+  SCOPED_TRACE("swin_a at 60x44 (a 15x11 grid in windows of 4)");
+  compare(swin, torch::randn({1, 3, 60, 44}), AttentionSettings{});
+}
+
 // A Swin row of a shifted block is zero (or the -100 mask's ~1e-44) outside the query's window.
 TEST(Hierarchical, ShiftedWindowRowsStayInTheirWindow) {
   LoadedModel model = load_model(kCaseDir + "swin_a.safetensors", {}, torch::kCPU);
