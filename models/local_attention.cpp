@@ -40,6 +40,24 @@ torch::Tensor window_slots(const WindowPlan& plan) {
   return slots;
 }
 
+WindowFrame window_frame(const WindowPlan& plan, int64_t batch, torch::Device device) {
+  const torch::Tensor slots = window_slots(plan).view({-1});
+  const int64_t frame_rows = slots.size(0), image_rows = int64_t(plan.grid_h) * plan.grid_w;
+  auto to_frame = torch::empty({batch * frame_rows}, torch::kLong);
+  auto from_frame = torch::empty({batch * image_rows}, torch::kLong);
+  const auto slot = slots.accessor<int64_t, 1>();
+  auto to = to_frame.accessor<int64_t, 1>();
+  auto from = from_frame.accessor<int64_t, 1>();
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t s = 0; s < frame_rows; ++s) {
+      to[b * frame_rows + s] = b * image_rows + std::max<int64_t>(slot[s], 0);
+      if (slot[s] >= 0) from[b * image_rows + slot[s]] = b * frame_rows + s;
+    }
+  WindowFrame frame{to_frame.to(device), from_frame.to(device), torch::Tensor()};
+  if (frame_rows != image_rows) frame.padding = (slots < 0).repeat({batch}).to(device);
+  return frame;
+}
+
 torch::Tensor shift_mask(const WindowPlan& plan) {
   if (!plan.shifted()) return {};
   // Regions of the padded grid as timm slices them: [0, P - w), [P - w, P - s), [P - s, P).

@@ -2,8 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/blas_linear.h"
 #include "models/cpu_threads.h"
+#include "models/row_chunked.h"
 #include "models/swin.h"
 #include "models/token_linear.h"
 
@@ -157,7 +157,7 @@ torch::Tensor PvtBlockImpl::forward_by_row_chunks(const torch::Tensor& x, int he
   const int64_t hidden_dim = mlp->fc1->weight.size(0);
   auto x_rows = x.reshape({rows, dim});
   auto normed = torch::empty_like(x_rows), queries = torch::empty_like(x_rows);
-  for_each_row_chunk(rows, [&](int64_t begin, int64_t end) {
+  for_each_row_tile(rows, [&](int64_t begin, int64_t end) {
     auto chunk = norm1(x_rows.narrow(0, begin, end - begin));
     normed.narrow(0, begin, end - begin).copy_(chunk);
     torch::Tensor out = queries.narrow(0, begin, end - begin);
@@ -172,7 +172,7 @@ torch::Tensor PvtBlockImpl::forward_by_row_chunks(const torch::Tensor& x, int he
   auto merged = attn->mix(queries.view({batch, tokens, dim}), reduced, height, width, settings, capture, key_layout)
                     .reshape({rows, dim});
   auto attended = torch::empty_like(x_rows), hidden = torch::empty({rows, hidden_dim}, x.options());
-  for_each_row_chunk(rows, [&](int64_t begin, int64_t end) {
+  for_each_row_tile(rows, [&](int64_t begin, int64_t end) {
     torch::Tensor out = attended.narrow(0, begin, end - begin);
     blas_linear_into(out, attn->proj, merged.narrow(0, begin, end - begin));
     out.add_(x_rows.narrow(0, begin, end - begin));
@@ -187,7 +187,7 @@ torch::Tensor PvtBlockImpl::forward_by_row_chunks(const torch::Tensor& x, int he
                 .reshape({rows, hidden_dim});
   }
   auto result = torch::empty_like(x_rows);
-  for_each_row_chunk(rows, [&](int64_t begin, int64_t end) {
+  for_each_row_tile(rows, [&](int64_t begin, int64_t end) {
     torch::Tensor out = result.narrow(0, begin, end - begin);
     blas_linear_into(out, mlp->fc2, torch::gelu(mixed.narrow(0, begin, end - begin)));
     out.add_(attended.narrow(0, begin, end - begin));

@@ -2,8 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/blas_linear.h"
 #include "models/cpu_threads.h"
+#include "models/row_chunked.h"
 #include "models/token_linear.h"
 
 namespace attnscope {
@@ -79,8 +79,23 @@ torch::Tensor SwinAttentionImpl::relative_bias(int window_h, int window_w) {
   return table.index_select(0, index).view({area, area, -1}).permute({2, 0, 1});  // [h, S, S]
 }
 
+SwinAttentionImpl::WindowGeometry& SwinAttentionImpl::geometry(const WindowPlan& plan, torch::Device device) {
+  const auto key =
+      std::make_tuple(plan.grid_h, plan.grid_w, plan.window_h, plan.window_w, plan.shift_h, plan.shift_w, device.str());
+  auto found = geometry_.find(key);
+  if (found != geometry_.end()) return found->second;
+  WindowGeometry built;
+  built.shift_mask = shift_mask(plan);
+  if (built.shift_mask.defined()) {
+    built.shift_mask = built.shift_mask.to(device);
+    built.forbidden = built.shift_mask != 0;
+  }
+  built.slots = window_slots(plan).to(device);
+  return geometry_.emplace(key, std::move(built)).first->second;
+}
+
 GroupedAttention SwinAttentionImpl::attention_step(const WindowPlan& plan, const AttentionSettings& settings,
-                                                   const torch::Tensor& like, int64_t batch, bool capture) {
+                                                   const torch::Tensor& like, bool capture) {
   const bool focused_block = arch.native == NativeAttention::Focused;
   GroupedAttention step;
   step.parameters = kernel_parameters();
@@ -97,27 +112,30 @@ GroupedAttention SwinAttentionImpl::attention_step(const WindowPlan& plan, const
   }
   step.group_grid.grid_h = plan.window_h;
   step.group_grid.grid_w = plan.window_w;
+  WindowGeometry& windows = geometry(plan, like.device());
   // FLatten's focused blocks roll like any block but never read the shift mask.
-  const torch::Tensor mask = step.resolved.native && focused_block ? torch::Tensor() : shift_mask(plan);
-  if (mask.defined()) step.forbidden = (mask != 0).to(like.device());
+  const bool masked = windows.shift_mask.defined() && !(step.resolved.native && focused_block);
+  if (masked) step.forbidden = windows.forbidden;
   if (step.resolved.kernel == Kernel::Softmax) {
     // The relative position bias [1, h, S, S] (FLatten's L blocks have none) plus the shift mask
-    // [G, 1, S, S]; attend() takes it tiled over the batch, the capture keeps one copy.
-    torch::Tensor additive;
-    if (!focused_block) additive = relative_bias(plan.window_h, plan.window_w).unsqueeze(0);
-    if (mask.defined()) {
-      auto per_window = mask.to(like.device(), like.dtype()).unsqueeze(1);
-      additive = additive.defined() ? additive + per_window : per_window;
+    // [G, 1, S, S]; attend() adds it broadcast over the images of the batch. Without autograd the
+    // sum is kept: weights do not change between inferences.
+    const bool keep = !c10::GradMode::is_enabled();
+    torch::Tensor additive = keep ? windows.inference_additive : torch::Tensor();
+    if (!additive.defined() || additive.scalar_type() != like.scalar_type()) {
+      additive = torch::Tensor();
+      if (!focused_block) additive = relative_bias(plan.window_h, plan.window_w).unsqueeze(0);
+      if (masked) {
+        auto per_window = windows.shift_mask.to(like.dtype()).unsqueeze(1);
+        additive = additive.defined() ? additive + per_window : per_window;
+      }
+      if (keep && additive.defined()) windows.inference_additive = additive.contiguous();
     }
-    step.capture_additive = additive;
-    if (additive.defined()) step.additive = additive.size(0) == 1 ? additive : additive.repeat({batch, 1, 1, 1});
+    step.additive = step.capture_additive = additive;
   }
   if (step.resolved.learned_positional_encoding)
     step.parameters.positional_encoding = resize_grid_encoding(positional_encoding, plan.window_h, plan.window_w);
-  if (capture) {
-    step.query_slots = window_slots(plan).to(like.device());
-    step.key_slots = step.query_slots;
-  }
+  if (capture) step.query_slots = step.key_slots = windows.slots;
   return step;
 }
 
@@ -132,7 +150,7 @@ torch::Tensor SwinAttentionImpl::attend_groups(const torch::Tensor& projected, c
 torch::Tensor SwinAttentionImpl::forward(const torch::Tensor& x, const WindowPlan& plan,
                                          const AttentionSettings& settings, AttentionCapture* capture) {
   const int64_t batch = x.size(0);
-  const GroupedAttention step = attention_step(plan, settings, x, batch, capture != nullptr);
+  const GroupedAttention step = attention_step(plan, settings, x, capture != nullptr);
   if (step.resolved.kernel == Kernel::Anchor) {
     auto tokens = x.reshape({batch, int64_t(plan.grid_h) * plan.grid_w, dim});
     return token_linear(proj, attend_groups(token_linear(qkv, tokens), step, capture))
@@ -156,13 +174,12 @@ torch::Tensor SwinBlockImpl::forward_by_window_chunks(const torch::Tensor& x, co
   const int64_t rows = groups * area;
   // The window frame: rolled, padded, partitioned. Norms and the MLP act per token, attention per
   // window, so the whole block runs there and goes back once.
-  auto x_rows = to_windows(x, plan).reshape({rows, dim});
-  torch::Tensor padding;  // [rows] bool: slots past the grid, whose normed tokens timm pads with zeros
-  if (plan.padded_h != plan.grid_h || plan.padded_w != plan.grid_w)
-    padding = (window_slots(plan) < 0).view({-1}).repeat({batch}).to(x.device());
+  const WindowFrame frame = window_frame(plan, batch, x.device());
+  auto x_rows = x.reshape({-1, dim}).index_select(0, frame.to_frame);
+  const torch::Tensor& padding = frame.padding;  // timm pads the normed tokens with zeros
   torch::Tensor normed = capture ? torch::empty_like(x_rows) : torch::Tensor();
   auto projected = torch::empty({rows, attn->qkv->weight.size(0)}, x.options());
-  for_each_row_chunk(rows, [&](int64_t begin, int64_t end) {
+  for_each_row_tile(rows, [&](int64_t begin, int64_t end) {
     auto chunk = norm1(x_rows.narrow(0, begin, end - begin));
     if (padding.defined()) chunk.masked_fill_(padding.narrow(0, begin, end - begin).unsqueeze(1), 0.0);
     if (capture) normed.narrow(0, begin, end - begin).copy_(chunk);
@@ -171,15 +188,15 @@ torch::Tensor SwinBlockImpl::forward_by_window_chunks(const torch::Tensor& x, co
   });
   auto merged = attn->attend_groups(projected.view({groups, area, -1}), step, capture).view({rows, dim});
   auto result = torch::empty_like(x_rows);
-  for_each_row_chunk(rows, [&](int64_t begin, int64_t end) {
+  for_each_row_tile(rows, [&](int64_t begin, int64_t end) {
     torch::Tensor out = result.narrow(0, begin, end - begin);
     blas_linear_into(out, attn->proj, merged.narrow(0, begin, end - begin));
     out.add_(x_rows.narrow(0, begin, end - begin));
     auto hidden = torch::gelu(blas_linear(mlp->fc1, norm2(out)));
     out.add_(blas_linear(mlp->fc2, hidden));
   });
-  if (capture) normed_input = from_windows(normed.view({groups, area, dim}), plan, batch).reshape({batch, -1, dim});
-  return from_windows(result.view({groups, area, dim}), plan, batch);
+  if (capture) normed_input = normed.index_select(0, frame.from_frame).view({batch, -1, dim});
+  return result.index_select(0, frame.from_frame).view(x.sizes());
 }
 
 PatchMergingImpl::PatchMergingImpl(int dim, int out_dim, double eps) {
@@ -199,7 +216,7 @@ torch::Tensor PatchMergingImpl::forward(const torch::Tensor& x) {
   const int64_t rows = batch * height * width;
   auto merged_rows = merged.reshape({rows, 4 * channels});
   auto out = torch::empty({rows, reduction->weight.size(0)}, x.options());
-  for_each_row_chunk(rows, [&](int64_t begin, int64_t end) {
+  for_each_row_tile(rows, [&](int64_t begin, int64_t end) {
     torch::Tensor chunk = out.narrow(0, begin, end - begin);
     blas_linear_into(chunk, reduction, norm(merged_rows.narrow(0, begin, end - begin)));
   });
@@ -392,9 +409,8 @@ ForwardOutput SwinTransformerImpl::forward(const torch::Tensor& images, const At
         capture = &output.layers.back();
       }
       torch::Tensor normed;
-      const GroupedAttention step = by_window_chunks
-                                        ? block.attn->attention_step(plan, settings, x, batch, capture != nullptr)
-                                        : GroupedAttention{};
+      const GroupedAttention step =
+          by_window_chunks ? block.attn->attention_step(plan, settings, x, capture != nullptr) : GroupedAttention{};
       if (by_window_chunks && step.resolved.kernel != Kernel::Anchor) {
         x = block.forward_by_window_chunks(x, plan, step, capture, normed);
       } else {

@@ -8,6 +8,7 @@
 
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "models/backbone.h"
@@ -56,7 +57,7 @@ struct SwinAttentionImpl : torch::nn::Module {
   // windowed kernels the window grid, bias, shift mask and (with a capture) slots. Anchor kernels
   // are global: one group of all `plan.grid` tokens.
   GroupedAttention attention_step(const WindowPlan& plan, const AttentionSettings& settings, const torch::Tensor& like,
-                                  int64_t batch, bool capture);
+                                  bool capture);
   // Attention within groups of projected tokens [N', S, 3C] (after qkv): [N', S, C] before proj.
   torch::Tensor attend_groups(const torch::Tensor& projected, const GroupedAttention& step, AttentionCapture* capture);
   KernelParameters kernel_parameters() const;
@@ -71,7 +72,16 @@ struct SwinAttentionImpl : torch::nn::Module {
   int dim = 0;
 
  private:
+  // A plan's window geometry on a device, built once (timm keeps the mask as a buffer): the shift
+  // mask [G, S, S] (undefined without a shift), where it forbids, the slots, and the bias plus
+  // mask as inference last added it.
+  struct WindowGeometry {
+    torch::Tensor shift_mask, forbidden, slots, inference_additive;
+  };
+  WindowGeometry& geometry(const WindowPlan& plan, torch::Device device);
+
   std::map<std::pair<int, int>, torch::Tensor> resized_tables_;
+  std::map<std::tuple<int, int, int, int, int, int, std::string>, WindowGeometry> geometry_;
 };
 TORCH_MODULE(SwinAttention);
 
