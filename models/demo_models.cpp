@@ -2,7 +2,9 @@
 
 #include "core/excerpt.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <stdexcept>
 
 namespace attnscope {
@@ -21,6 +23,10 @@ const std::vector<DemoRecipe>& demo_recipes() {
        "FLatten-Swin: focused linear attention (p = 3, 5x5 DWC) in stage 0, Swin's shifted softmax windows in stages "
        "1-2",
        NativeAttention::Focused, 5, false, 0, "flatten-swin"},
+      {"l2vit_hierarchical",
+       "L2ViT, the whole architecture: local softmax windows (LWA) alternating with enhanced linear attention (LGA) "
+       "and its local concentration module, in three stages",
+       NativeAttention::Enhanced, 0, true, 0, "l2vit"},
   };
   return recipes;
 }
@@ -84,7 +90,36 @@ SwinArch demo_swin_arch() {
   return arch;
 }
 
+L2ViTArch demo_l2vit_arch() {
+  // The conv stem quarters the input: 96 px gives grids 24, 12 and 6. Windows of 6 tile all three
+  // exactly (16, 4 and 1 windows), so the last local block sees its whole grid, as flatten_swin's
+  // last stage does. Widths are half flatten_swin's: the first grid has four times its tokens.
+  L2ViTArch arch;
+  arch.num_classes = 10;
+  arch.native_height = arch.native_width = 96;
+  arch.window = 6;
+  const int dims[] = {32, 64, 128}, heads[] = {1, 2, 4};
+  for (int s = 0; s < 3; ++s) {
+    L2ViTStageArch stage;
+    stage.dim = dims[s];
+    for (int b = 0; b < 2; ++b) {
+      L2ViTBlockArch block;
+      block.global = b % 2 == 1;
+      block.heads = heads[s];
+      block.mlp_hidden = 4 * dims[s];
+      stage.blocks.push_back(block);
+    }
+    arch.stages.push_back(stage);
+  }
+  return arch;
+}
+
 std::shared_ptr<Backbone> build_demo_model(const DemoRecipe& recipe) {
+  if (recipe.family == "l2vit") {
+    auto model = std::make_shared<L2ViTImpl>(demo_l2vit_arch());
+    initialise_weights(*model);
+    return model;
+  }
   if (recipe.family == "flatten-swin") {
     auto model = std::make_shared<SwinTransformerImpl>(demo_swin_arch());
     initialise_weights(*model);
@@ -96,6 +131,10 @@ std::shared_ptr<Backbone> build_demo_model(const DemoRecipe& recipe) {
 }
 
 std::string demo_architecture_text(const DemoRecipe& recipe) {
+  if (recipe.family == "l2vit")
+    return "L2ViT (the authors' l2vit.py, mix_local_enhanced_vit), conv stem, input 96x96 (grids 24, 12, 6), "
+           "widths 32-64-128, heads 1-2-4 (head dim 32), each stage a local block (softmax in windows of 6: 16, 4 "
+           "and 1 windows) then a global block (enhanced linear attention and the LCM), 10 classes";
   if (recipe.family == "flatten-swin")
     return "FLatten-Swin, patch 8, input 96x96 (grids 12, 6, 3), widths 64-128-256, 2 blocks per stage, heads 2-4-8 "
            "(head dim 32), stages LSS: focused global (p = 3, 5x5 DWC) in stage 0, softmax windows of 3 in stages 1-2 "
@@ -111,11 +150,14 @@ std::string demo_architecture_text(const DemoRecipe& recipe) {
 
 std::map<std::string, std::string> demo_metadata(const DemoRecipe& recipe,
                                                  const std::vector<std::string>& class_names) {
-  if (recipe.family != "flatten-swin") return model_metadata(demo_arch(recipe), class_names);
+  if (recipe.family == "vit") return model_metadata(demo_arch(recipe), class_names);
   // What the keys cannot show: the configured windows, the stage types and the training input.
-  const nlohmann::json arch = {
-      {"family", "flatten_swin"}, {"heads", {2, 4, 8}},   {"window", 56},   {"window_s", 3},
-      {"attn_type", "LSS"},       {"focusing_factor", 3}, {"img_size", 96}, {"depths", {2, 2, 2}}};
+  nlohmann::json arch;
+  if (recipe.family == "l2vit")
+    arch = {{"family", "l2vit"}, {"heads", {1, 2, 4}}, {"window", 6}, {"img_size", 96}};
+  else
+    arch = {{"family", "flatten_swin"}, {"heads", {2, 4, 8}},   {"window", 56},   {"window_s", 3},
+            {"attn_type", "LSS"},       {"focusing_factor", 3}, {"img_size", 96}, {"depths", {2, 2, 2}}};
   std::map<std::string, std::string> metadata{{"format", "pt"}, {"attnscope_arch", arch.dump()}};
   if (!class_names.empty()) metadata["class_names"] = nlohmann::json(class_names).dump();
   return metadata;
@@ -124,6 +166,10 @@ std::map<std::string, std::string> demo_metadata(const DemoRecipe& recipe,
 void initialise_weights(torch::nn::Module& model) {
   if (auto* vit = dynamic_cast<VisionTransformerImpl*>(&model)) return initialise_weights(*vit);
   torch::NoGradGuard no_grad;
+  // BatchNorm (L2ViT's stem and LCM) by type: its names are Sequential indices or "bn".
+  std::set<const torch::Tensor*> batch_norm_weights;
+  for (const auto& module : model.modules())
+    if (auto* bn = module->as<torch::nn::BatchNorm2dImpl>()) batch_norm_weights.insert(&bn->weight);
   for (auto& item : model.named_parameters()) {
     const std::string& name = item.key();
     auto& p = item.value();
@@ -131,12 +177,16 @@ void initialise_weights(torch::nn::Module& model) {
       return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
     };
     const bool is_norm = name.find("norm") != std::string::npos;
+    const bool is_batch_norm = std::any_of(batch_norm_weights.begin(), batch_norm_weights.end(),
+                                           [&](const torch::Tensor* weight) { return weight->is_same(p); });
     if (ends_with(".bias"))
       p.zero_();
-    else if (is_norm && ends_with(".weight"))
+    else if ((is_norm && ends_with(".weight")) || is_batch_norm)
       p.fill_(1.0);
     else if (ends_with("attn.scale") || ends_with("positional_encoding"))
       p.zero_();  // FLatten initialises both to zero
+    else if (ends_with("attn.temperature"))
+      p.fill_(1.0);  // L2ViT's torch.ones(num_heads, 1, 1)
     else
       p.normal_(0.0, 0.02).clamp_(-0.04, 0.04);
   }

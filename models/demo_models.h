@@ -1,12 +1,13 @@
 // The demo models attnscope ships: one small DeiT-shaped architecture per attention variant, all
 // sized for the generated glyph task (96 px, patch 8: a 12 x 12 grid, head dim 32 < 145 tokens),
-// and hierarchical ones (a FLatten-Swin) for the same task.
+// and hierarchical ones (a FLatten-Swin and an L2ViT) for the same task.
 #pragma once
 
 #include <map>
 #include <string>
 #include <vector>
 
+#include "models/l2vit.h"
 #include "models/swin.h"
 #include "models/vit.h"
 
@@ -19,7 +20,7 @@ struct DemoRecipe {
   int dwc_kernel = 0;
   bool local_concentration = false;
   int anchors = 0;
-  std::string family = "vit";  // vit, or flatten-swin
+  std::string family = "vit";  // vit, flatten-swin or l2vit
 };
 
 const std::vector<DemoRecipe>& demo_recipes();
@@ -30,6 +31,9 @@ VitArch demo_arch(const DemoRecipe& recipe);
 // The FLatten-Swin demo: patch 4 (a 24 x 24 grid at 96 px), widths 32-64-128-256, 2 blocks per
 // stage, heads 1-2-4-8, focused global stages 0-1 ("LLSS"), softmax windows of 3 in stages 2-3.
 SwinArch demo_swin_arch();
+// The L2ViT demo: the authors' conv stem (a 24 x 24 grid at 96 px), widths 32-64-128, heads 1-2-4,
+// each stage a local window block (windows of 6) then a global enhanced linear block with its LCM.
+L2ViTArch demo_l2vit_arch();
 
 // A freshly initialised demo model of the recipe's family.
 std::shared_ptr<Backbone> build_demo_model(const DemoRecipe& recipe);

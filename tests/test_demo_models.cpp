@@ -49,9 +49,9 @@ TEST_P(ShippedDemoModel, LoadsNativelyAndReachesItsCardAccuracy) {
   if (recipe.family != "vit") {
     // A hierarchical demo: its family, stages and native attention as the recipe builds them.
     EXPECT_EQ(model.family(), recipe.family);
-    const nlohmann::json described = model.backbone->describe();
-    EXPECT_EQ(described["stages"].size(), build_demo_model(recipe)->describe()["stages"].size());
-    EXPECT_EQ(described["attn_type"], build_demo_model(recipe)->describe()["attn_type"]);
+    const nlohmann::json described = model.backbone->describe(), built = build_demo_model(recipe)->describe();
+    EXPECT_EQ(described.at("stages"), built.at("stages"));
+    EXPECT_EQ(described.value("attn_type", ""), built.value("attn_type", ""));
     const double accuracy = held_out_accuracy(*model.backbone, torch::kCPU, card.samples);
     EXPECT_NEAR(accuracy, card.accuracy, 0.01) << recipe.name;
     EXPECT_GT(accuracy, 0.2) << recipe.name;
@@ -114,7 +114,8 @@ TEST(EvalCommand, ReportsAccuracyAndFocusOfAShippedModel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, ShippedDemoModel,
-                         testing::Values("softmax", "linear", "focused", "flatten", "l2vit", "anchor", "flatten_swin"),
+                         testing::Values("softmax", "linear", "focused", "flatten", "l2vit", "anchor", "flatten_swin",
+                                         "l2vit_hierarchical"),
                          [](const testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace
