@@ -120,6 +120,11 @@ int eval_command(const Args& args) {
     std::vector<LayerFocus> focus(static_cast<size_t>(depth));
     int correct = 0;
     double rank = 0, rank_without_dwc = -1;
+    // Every layer's numerical rank (mean of heads) and kind, on the first held-out image: how rank
+    // differs between a hierarchical model's local and global layers.
+    std::vector<double> layer_ranks(size_t(depth), 0.0);
+    std::vector<int64_t> layer_sizes(size_t(depth), 0);
+    std::vector<std::string> layer_kinds(static_cast<size_t>(depth));
     LayerFocus gradcam_focus;
     const int batch = 50;
     for (int first = 0; first < samples; first += batch) {
@@ -149,8 +154,15 @@ int eval_command(const Args& args) {
         }
       }
       if (first == 0) {
+        for (int l = 0; l < depth; ++l) {
+          const AttentionCapture& capture = output.layers[size_t(l)];
+          layer_ranks[size_t(l)] = mean_rank(capture);
+          layer_sizes[size_t(l)] = capture.equivalent_matrix(0, 0).size(0);
+          const std::string access = capture.placement.access.empty() ? "global" : capture.placement.access;
+          layer_kinds[size_t(l)] = to_string(capture.attention.kernel) + " " + access;
+        }
         const AttentionCapture& ranked = output.layers[size_t(std::min(kRankLayer, depth - 1))];
-        rank = mean_rank(ranked);
+        rank = layer_ranks[size_t(std::min(kRankLayer, depth - 1))];
         if (ranked.attention.dwc) {  // the layer's own DWC (a hierarchical model's may have none)
           AttentionSettings without_dwc;
           without_dwc.dwc = false;
@@ -166,7 +178,12 @@ int eval_command(const Args& args) {
       focus[size_t(l)].hits /= samples;
       if (focus[size_t(l)].mass > focus[size_t(best_mass)].mass) best_mass = l;
       if (focus[size_t(l)].hits > focus[size_t(best_hits)].hits) best_hits = l;
-      layers.push_back({{"layer", l}, {"mass_inside", focus[size_t(l)].mass}, {"pointing", focus[size_t(l)].hits}});
+      layers.push_back({{"layer", l},
+                        {"mass_inside", focus[size_t(l)].mass},
+                        {"pointing", focus[size_t(l)].hits},
+                        {"kind", layer_kinds[size_t(l)]},
+                        {"rank", layer_ranks[size_t(l)]},
+                        {"matrix_size", layer_sizes[size_t(l)]}});
     }
     gradcam_focus.mass /= samples;
     gradcam_focus.hits /= samples;

@@ -104,6 +104,11 @@ TEST(EvalCommand, ReportsAccuracyAndFocusOfAShippedModel) {
     EXPECT_LE(layer["mass_inside"].get<double>(), 1.0);
     EXPECT_GE(layer["pointing"].get<double>(), 0.0);
     EXPECT_LE(layer["pointing"].get<double>(), 1.0);
+    // Every layer's rank, within its matrix (145 tokens) and, softmax, above a head's dimension.
+    EXPECT_EQ(layer["kind"], "softmax global");
+    EXPECT_EQ(layer["matrix_size"].get<int>(), 145);
+    EXPECT_GT(layer["rank"].get<double>(), 32.0);
+    EXPECT_LE(layer["rank"].get<double>(), 145.0);
   }
   EXPECT_GE(entry["gradcam"]["mass_inside"].get<double>(), 0.0);
   EXPECT_LE(entry["gradcam"]["mass_inside"].get<double>(), 1.0);
