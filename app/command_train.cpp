@@ -35,7 +35,8 @@ void draw_progress_bar(const TrainProgress& p) {
 int train_command(const Args& args) {
   const std::vector<std::string> state_options = {"device"};
   const std::vector<CommandFlag> flags = {
-      {"variant", "NAME", "demo recipe: softmax, linear, focused, flatten, l2vit, anchor, flatten_swin, l2vit_hierarchical", "softmax"},
+      {"variant", "NAME",
+       "demo recipe: softmax, linear, focused, flatten, l2vit, anchor, flatten_swin, l2vit_hierarchical", "softmax"},
       {"steps", "N", "optimiser steps", "3000"},
       {"batch", "N", "images per step", "64"},
       {"lr", "X", "peak learning rate (AdamW, warm-up then cosine)", "0.001"},
