@@ -173,11 +173,13 @@ ForwardOutput CareNetImpl::forward(const torch::Tensor& images, const AttentionS
   };
   auto x = stem->forward(images);
   call_hook("stem", layout_of(x, 0), x);
+  TokenLayout first_layout;  // stage 0's grid: the output layout without captures
   for (size_t s = 0; s < arch_.stages.size(); ++s) {
     auto& stage = *stages[s]->as<CareStageImpl>();
     const CareStageArch& stage_arch = arch_.stages[s];
     if (!stage.downsample.is_empty()) x = stage.downsample->forward(x);
     const TokenLayout layout = layout_of(x, int(s));
+    if (s == 0) first_layout = layout;
     const int memory = stage_arch.memory_channels(), gc = stage_arch.part_channels;
     for (size_t b = 0; b < stage.blocks->size(); ++b) {
       if (options.cancelled && options.cancelled()) throw Cancelled();
@@ -207,7 +209,7 @@ ForwardOutput CareNetImpl::forward(const torch::Tensor& images, const AttentionS
   }
   // Eval: the mean of the two heads (training returns both).
   output.logits = (head->forward(x) + dist_head->forward(x)) / 2;
-  output.layout = output.layers.empty() ? layout_of(x, 0) : output.layers.front().layout;
+  output.layout = output.layers.empty() ? first_layout : output.layers.front().layout;
   return output;
 }
 

@@ -373,6 +373,7 @@ ForwardOutput CSwinTransformerImpl::forward(const torch::Tensor& images, const A
   call_hook("stage1_conv_embed", 0, x);
 
   ForwardOutput output;
+  TokenLayout first_layout;  // stage 0's grid: the output layout without captures
   for (size_t s = 0; s < arch_.stages.size(); ++s) {
     if (s > 0) {
       x = merges[s - 1](x);
@@ -380,6 +381,7 @@ ForwardOutput CSwinTransformerImpl::forward(const torch::Tensor& images, const A
     }
     const int grid_h = int(x.size(1)), grid_w = int(x.size(2));
     const TokenLayout layout = layout_of(grid_h, grid_w, int(s));
+    if (s == 0) first_layout = layout;
     for (size_t b = 0; b < stages[s]->size(); ++b) {
       if (options.cancelled && options.cancelled()) throw Cancelled();
       auto& block = *stages[s][b]->as<CSwinBlockImpl>();
@@ -425,7 +427,7 @@ ForwardOutput CSwinTransformerImpl::forward(const torch::Tensor& images, const A
   call_hook("norm", int(arch_.stages.size()) - 1, x);
   auto pooled = x.mean({1, 2});
   output.logits = head.is_empty() ? pooled : head(pooled);
-  output.layout = output.layers.empty() ? layout_of(int(x.size(1)), int(x.size(2)), 0) : output.layers.front().layout;
+  output.layout = output.layers.empty() ? first_layout : output.layers.front().layout;
   return output;
 }
 

@@ -272,10 +272,12 @@ ForwardOutput L2ViTImpl::forward(const torch::Tensor& images, const AttentionSet
   };
   const int window = settings.window > 0 ? settings.window : arch_.window;
   torch::Tensor x;
+  TokenLayout first_layout;  // stage 0's grid: the output layout without captures
   for (size_t s = 0; s < arch_.stages.size(); ++s) {
     x = s == 0 ? downsample_layers[0]->as<L2ViTStemImpl>()->forward(images)
                : downsample_layers[s]->as<L2ViTDownsampleImpl>()->forward(x);
     const int grid_h = int(x.size(1)), grid_w = int(x.size(2));
+    if (s == 0) first_layout = layout_of(grid_h, grid_w, 0);
     auto& stage = *stages[s]->as<torch::nn::ModuleListImpl>();
     for (size_t b = 0; b < stage.size(); ++b) {
       if (options.cancelled && options.cancelled()) throw Cancelled();
@@ -323,7 +325,7 @@ ForwardOutput L2ViTImpl::forward(const torch::Tensor& images, const AttentionSet
   call_hook("norm", int(arch_.stages.size()) - 1, x);
   auto pooled = x.mean({1, 2});
   output.logits = head.is_empty() ? pooled : head(pooled);
-  output.layout = output.layers.empty() ? layout_of(int(x.size(1)), int(x.size(2)), 0) : output.layers.front().layout;
+  output.layout = output.layers.empty() ? first_layout : output.layers.front().layout;
   return output;
 }
 

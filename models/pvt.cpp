@@ -345,10 +345,12 @@ ForwardOutput PyramidVisionTransformerImpl::forward(const torch::Tensor& images,
   int height = 0, width = 0;
   auto x = embed(*patch_embed, images, height, width);
   int layer_index = 0;
+  TokenLayout first_layout;  // stage 0's grid: the output layout without captures
   for (size_t s = 0; s < arch_.stages.size(); ++s) {
     auto& stage = *stages[s]->as<PvtStageImpl>();
     if (!stage.downsample.is_empty()) x = embed(*stage.downsample, to_image(x, height, width), height, width);
     const TokenLayout layout = layout_of(height, width, int(s));
+    if (s == 0) first_layout = layout;
     for (size_t b = 0; b < stage.blocks->size(); ++b, ++layer_index) {
       if (options.cancelled && options.cancelled()) throw Cancelled();
       auto& block = *stage.blocks[b]->as<PvtBlockImpl>();
@@ -387,7 +389,7 @@ ForwardOutput PyramidVisionTransformerImpl::forward(const torch::Tensor& images,
   }
   auto pooled = x.mean(1);
   output.logits = head.is_empty() ? pooled : head(pooled);
-  output.layout = output.layers.empty() ? layout_of(height, width, 0) : output.layers.front().layout;
+  output.layout = output.layers.empty() ? first_layout : output.layers.front().layout;
   return output;
 }
 

@@ -110,6 +110,30 @@ TEST(Hierarchical, ChunkedInferenceEqualsThePlainGraph) {
   compare(swin, torch::randn({1, 3, 60, 44}), AttentionSettings{});
 }
 
+// Without captures (integrated gradients, Score-CAM's probes) a forward still reports the first
+// attention layer's grid and patch size, not the last stage's grid: IG sums its pixel map over it.
+TEST(Hierarchical, OutputLayoutWithoutCapturesIsTheFirstLayers) {
+  const std::string part2 = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/part2_cases/";
+  std::set<std::string> families;
+  for (const std::string& dir : {kCaseDir, part2}) {
+    for (const auto& c : read_cases(dir)) {
+      LoadedModel model = load_model(dir + c.at("model").get<std::string>(), {}, torch::kCPU);
+      if (!families.insert(model.family()).second) continue;
+      SCOPED_TRACE(model.family());
+      const torch::Tensor input = read_npy(dir + c.at("input").get<std::string>());
+      c10::InferenceMode inference_mode;
+      ForwardOptions without_capture;
+      without_capture.capture = false;
+      const TokenLayout plain = model.forward(input, AttentionSettings{}, without_capture).layout;
+      const TokenLayout first = model.forward(input, AttentionSettings{}).layers.front().layout;
+      EXPECT_EQ(plain.grid_h, first.grid_h);
+      EXPECT_EQ(plain.grid_w, first.grid_w);
+      EXPECT_EQ(plain.patch_size, first.patch_size);
+    }
+  }
+  EXPECT_GE(families.size(), 7u);
+}
+
 // A Swin row of a shifted block is zero (or the -100 mask's ~1e-44) outside the query's window.
 TEST(Hierarchical, ShiftedWindowRowsStayInTheirWindow) {
   LoadedModel model = load_model(kCaseDir + "swin_a.safetensors", {}, torch::kCPU);
