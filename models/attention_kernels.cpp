@@ -152,7 +152,7 @@ torch::Tensor equivalent_rows(Kernel kernel, const KernelFeatures& features, con
 
 namespace {
 
-// Softmax attention of many small groups ([B, h, Q, d] with B >= 4 x cores, e.g. Swin's windows)
+// Softmax attention of small groups ([B, h, Q, d] with B >= the cores, e.g. Swin's windows)
 // without autograd on the CPU: whole groups per core, one full Q x Tk GEMM per group and head
 // (splitting query rows instead doubles the GEMM calls and halves each), and a softmax of max,
 // exp and sum in place: LibTorch's softmax kernel is slow on rows of 49 (2.3 against 1.4 ns per
@@ -163,7 +163,9 @@ torch::Tensor attend_softmax_by_groups(const KernelFeatures& features, const tor
   const auto& k = features.k;
   const int64_t batch = q.size(0), heads = q.size(1), queries = q.size(2), keys = k.size(2), value_dim = v.size(3);
   const int64_t groups = additive.defined() ? additive.size(0) : 1;
-  auto out = torch::empty({batch, heads, queries, value_dim}, v.options());
+  // [B, h, Q, d] as a view of [B, Q, h, d]: the chunks write each head's output in token order,
+  // so the callers' out.transpose(1, 2).reshape(B, Q, h * d) is a view, not a copy on one core.
+  auto out = torch::empty({batch, queries, heads, value_dim}, v.options()).permute({0, 2, 1, 3});
   fill_by_row_chunks(out, 0, [&](int64_t first, int64_t last) {
     const int64_t count = last - first;
     auto q3 = q.narrow(0, first, count).reshape({count * heads, queries, q.size(3)});
@@ -213,8 +215,8 @@ torch::Tensor attend(Kernel kernel, const KernelFeatures& features, const torch:
     // a view of the scores [B / G, G, h, Q, Tk]; tiling it first would copy it per chunk.
     const bool grouped_bias =
         additive.defined() && additive.dim() == 4 && additive.size(0) > 0 && batch % additive.size(0) == 0;
-    if (kernel == Kernel::Softmax && !allowed.defined() && cpu_inference(q) &&
-        batch >= 4 * int64_t(configured_threads()) && (!additive.defined() || grouped_bias))
+    if (kernel == Kernel::Softmax && !allowed.defined() && cpu_inference(q) && batch >= int64_t(configured_threads()) &&
+        (!additive.defined() || grouped_bias))
       return attend_softmax_by_groups(features, v, additive);
     if (kernel == Kernel::Softmax && !allowed.defined()) {
       // The scale rides inside the GEMM (alpha) rather than costing a pass over q or the scores.

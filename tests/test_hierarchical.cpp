@@ -95,9 +95,10 @@ TEST(Hierarchical, ChunkedInferenceEqualsThePlainGraph) {
       SCOPED_TRACE("layer " + std::to_string(l) + " (" + a.placement.name + ")");
       EXPECT_LT(max_abs_difference(a.normed_input.detach(), b.normed_input), 1e-5) << "normed input";
       const std::vector<int64_t> queries{0, a.layout.patch_token(a.layout.grid_h - 1, a.layout.grid_w / 2)};
-      for (int head = 0; head < a.heads; ++head)
-        EXPECT_LT(max_abs_difference(a.rows(0, head, queries).detach(), b.rows(0, head, queries)), 1e-5)
-            << "head " << head;
+      for (const int64_t image : {int64_t(0), input.size(0) - 1})
+        for (int head = 0; head < a.heads; ++head)
+          EXPECT_LT(max_abs_difference(a.rows(image, head, queries).detach(), b.rows(image, head, queries)), 1e-5)
+              << "image " << image << " head " << head;
     }
   };
   for (const auto& c : cases()) {
@@ -106,8 +107,13 @@ TEST(Hierarchical, ChunkedInferenceEqualsThePlainGraph) {
     compare(model, read_npy(kCaseDir + c.at("input").get<std::string>()), settings_from(c.at("variant")));
   }
   LoadedModel swin = load_model(kCaseDir + "swin_a.safetensors", {}, torch::kCPU);
-  SCOPED_TRACE("swin_a at 60x44 (a 15x11 grid in windows of 4)");
-  compare(swin, torch::randn({1, 3, 60, 44}), AttentionSettings{});
+  {
+    SCOPED_TRACE("swin_a at 60x44 (a 15x11 grid in windows of 4)");
+    compare(swin, torch::randn({1, 3, 60, 44}), AttentionSettings{});
+  }
+  // Three images of 3 x 3 windows each: the two cores' chunks of windows split an image.
+  SCOPED_TRACE("swin_a, a batch of 3 at 44x44");
+  compare(swin, torch::randn({3, 3, 44, 44}), AttentionSettings{});
 }
 
 // Without captures (integrated gradients, Score-CAM's probes) a forward still reports the first
