@@ -22,6 +22,7 @@
 #include "core/excerpt.h"
 #include "models/demo_models.h"
 #include "models/model_loader.h"
+#include "models/token_linear.h"
 
 namespace attnscope {
 
@@ -273,6 +274,18 @@ void bench_spectrum(const std::filesystem::path& folder, torch::Device device, i
   }
 }
 
+// The linear layers' GEMM (models/token_linear.h), chosen before anything is timed.
+std::string linear_backend_line() {
+  const LinearBackendChoice& choice = linear_backend();
+  std::ostringstream line;
+  line << "linear layers: " << (choice.onednn ? "oneDNN" : "BLAS") << " (" << choice.reason;
+  if (choice.reason == "measured")
+    line << std::fixed << std::setprecision(2) << ": oneDNN " << choice.onednn_ms << " ms, BLAS " << choice.blas_ms
+         << " ms on one core";
+  line << ")\n";
+  return line.str();
+}
+
 // Swin-T or PVT-v2-b2 shapes at 224 (random weights written by the Python side, so that both
 // run the same file) with capture, per variant, against the eager references of
 // tests/python/reference_hier.py on the same weights and threads, in alternating rounds.
@@ -293,7 +306,8 @@ void bench_family(const std::string& family, const std::filesystem::path& folder
             << " parameters, " << torch::get_num_threads()
             << " threads (OMP_WAIT_POLICY=" << (wait_policy ? wait_policy : "unset") << ", PyTorch gets the same), "
             << "device " << device.str() << ", input 1x3x224x224, median over " << rounds
-            << " alternating rounds of the median of " << runs << " runs\n";
+            << " alternating rounds of the median of " << runs << " runs\n"
+            << linear_backend_line();
   std::cout << std::left << std::setw(10) << "variant" << std::right << std::setw(12) << "capture" << std::setw(12)
             << "pytorch" << std::setw(10) << "ratio\n";
   std::cout << std::fixed << std::setprecision(2);
@@ -387,7 +401,8 @@ int bench_command(const Args& args) {
   std::cout << "attnscope bench: " << torch::get_num_threads()
             << " threads (OMP_WAIT_POLICY=" << (wait_policy ? wait_policy : "unset")
             << ", PyTorch gets the same), device " << device.str() << ", input 1x3x224x224, median over " << rounds
-            << " alternating rounds of the median of " << runs << " runs\n";
+            << " alternating rounds of the median of " << runs << " runs\n"
+            << linear_backend_line();
   std::cout << std::left << std::setw(7) << "model" << std::setw(10) << "variant" << std::right << std::setw(12)
             << "no-capture" << std::setw(12) << "capture" << std::setw(10) << "overhead" << std::setw(12) << "pytorch"
             << std::setw(16) << "ratio(capture)"

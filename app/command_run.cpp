@@ -15,6 +15,7 @@
 #include "core/output_files.h"
 #include "core/value_scale.h"
 #include "models/inference.h"
+#include "models/token_linear.h"
 
 namespace attnscope {
 
@@ -145,6 +146,7 @@ int run_command(const Args& args) {
         {"dwc", state.attention.dwc},
         {"norm", to_string(state.attention.norm)}}},
       {"device", result.device},
+      {"linear_backend", linear_backend().onednn ? "onednn" : "blas"},
       {"forward_ms", result.milliseconds},
       {"layer", layer},
       {"head", state.head},

@@ -161,7 +161,7 @@ torch::Tensor PvtBlockImpl::forward_by_row_chunks(const torch::Tensor& x, int he
     auto chunk = norm1(x_rows.narrow(0, begin, end - begin));
     normed.narrow(0, begin, end - begin).copy_(chunk);
     torch::Tensor out = queries.narrow(0, begin, end - begin);
-    blas_linear_into(out, attn->q, chunk);
+    rows_linear_into(out, attn->q, chunk);
   });
   normed_input = normed.view({batch, tokens, dim});
   torch::Tensor reduced;
@@ -174,10 +174,10 @@ torch::Tensor PvtBlockImpl::forward_by_row_chunks(const torch::Tensor& x, int he
   auto attended = torch::empty_like(x_rows), hidden = torch::empty({rows, hidden_dim}, x.options());
   for_each_row_tile(rows, [&](int64_t begin, int64_t end) {
     torch::Tensor out = attended.narrow(0, begin, end - begin);
-    blas_linear_into(out, attn->proj, merged.narrow(0, begin, end - begin));
+    rows_linear_into(out, attn->proj, merged.narrow(0, begin, end - begin));
     out.add_(x_rows.narrow(0, begin, end - begin));
     torch::Tensor expanded = hidden.narrow(0, begin, end - begin);
-    blas_linear_into(expanded, mlp->fc1, norm2(out));
+    rows_linear_into(expanded, mlp->fc1, norm2(out));
     if (mlp->relu) expanded.relu_();
   });
   torch::Tensor mixed;
@@ -189,7 +189,7 @@ torch::Tensor PvtBlockImpl::forward_by_row_chunks(const torch::Tensor& x, int he
   auto result = torch::empty_like(x_rows);
   for_each_row_tile(rows, [&](int64_t begin, int64_t end) {
     torch::Tensor out = result.narrow(0, begin, end - begin);
-    blas_linear_into(out, mlp->fc2, torch::gelu(mixed.narrow(0, begin, end - begin)));
+    rows_linear_into(out, mlp->fc2, torch::gelu(mixed.narrow(0, begin, end - begin)));
     out.add_(attended.narrow(0, begin, end - begin));
   });
   return result.view({batch, tokens, dim});

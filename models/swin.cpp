@@ -184,16 +184,16 @@ torch::Tensor SwinBlockImpl::forward_by_window_chunks(const torch::Tensor& x, co
     if (padding.defined()) chunk.masked_fill_(padding.narrow(0, begin, end - begin).unsqueeze(1), 0.0);
     if (capture) normed.narrow(0, begin, end - begin).copy_(chunk);
     torch::Tensor out = projected.narrow(0, begin, end - begin);
-    blas_linear_into(out, attn->qkv, chunk);
+    rows_linear_into(out, attn->qkv, chunk);
   });
   auto merged = attn->attend_groups(projected.view({groups, area, -1}), step, capture).view({rows, dim});
   auto result = torch::empty_like(x_rows);
   for_each_row_tile(rows, [&](int64_t begin, int64_t end) {
     torch::Tensor out = result.narrow(0, begin, end - begin);
-    blas_linear_into(out, attn->proj, merged.narrow(0, begin, end - begin));
+    rows_linear_into(out, attn->proj, merged.narrow(0, begin, end - begin));
     out.add_(x_rows.narrow(0, begin, end - begin));
-    auto hidden = torch::gelu(blas_linear(mlp->fc1, norm2(out)));
-    out.add_(blas_linear(mlp->fc2, hidden));
+    auto hidden = torch::gelu(rows_linear(mlp->fc1, norm2(out)));
+    out.add_(rows_linear(mlp->fc2, hidden));
   });
   if (capture) normed_input = normed.index_select(0, frame.from_frame).view({batch, -1, dim});
   return result.index_select(0, frame.from_frame).view(x.sizes());
@@ -218,7 +218,7 @@ torch::Tensor PatchMergingImpl::forward(const torch::Tensor& x) {
   auto out = torch::empty({rows, reduction->weight.size(0)}, x.options());
   for_each_row_tile(rows, [&](int64_t begin, int64_t end) {
     torch::Tensor chunk = out.narrow(0, begin, end - begin);
-    blas_linear_into(chunk, reduction, norm(merged_rows.narrow(0, begin, end - begin)));
+    rows_linear_into(chunk, reduction, norm(merged_rows.narrow(0, begin, end - begin)));
   });
   return out.view({batch, height, width, -1});
 }

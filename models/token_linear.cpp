@@ -1,5 +1,12 @@
 #include "models/token_linear.h"
 
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
 namespace attnscope {
 
 namespace {
@@ -26,6 +33,76 @@ class FrozenOnednnLinear : public torch::autograd::Function<FrozenOnednnLinear> 
 };
 
 }  // namespace
+
+namespace {
+
+double median_ms(const std::function<void()>& run) {
+  run();  // warm-up: oneDNN builds its kernel on first use
+  std::vector<double> times;
+  for (int i = 0; i < 5; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+LinearBackendChoice choose_linear_backend() {
+  LinearBackendChoice choice;
+  if (!at::hasMKLDNN()) {
+    choice.reason = "this LibTorch has no oneDNN";
+    return choice;
+  }
+  if (const char* forced = std::getenv("ATTNSCOPE_LINEAR")) {
+    const std::string value = forced;
+    if (value == "onednn" || value == "blas") {
+      choice.onednn = value == "onednn";
+      choice.reason = "ATTNSCOPE_LINEAR";
+      return choice;
+    }
+  }
+  torch::InferenceMode inference;
+  ScopedThreads one_core(1);  // as the row chunks run
+  torch::manual_seed(0);
+  // A DeiT-Small MLP tile (wide) and a Swin-T stage-0 qkv tile (narrow input).
+  const std::vector<std::array<int64_t, 3>> shapes{{256, 384, 1536}, {256, 96, 288}};
+  for (const auto& [rows, in, out] : shapes) {
+    const auto x = torch::randn({rows, in}), weight = torch::randn({out, in}), bias = torch::randn({out});
+    choice.onednn_ms += median_ms([&] { at::mkldnn_linear(x.to_mkldnn(), weight, bias).to_dense(); });
+    choice.blas_ms += median_ms([&] { torch::addmm(bias, x, weight.t()); });
+  }
+  choice.onednn = choice.onednn_ms < choice.blas_ms;
+  choice.reason = "measured";
+  return choice;
+}
+
+}  // namespace
+
+const LinearBackendChoice& linear_backend() {
+  static const LinearBackendChoice choice = choose_linear_backend();
+  return choice;
+}
+
+void rows_linear_into(torch::Tensor& out, const torch::nn::Linear& layer, const torch::Tensor& rows) {
+  const auto& weight = layer->weight;
+  const auto& bias = layer->bias;
+  if (linear_backend().onednn && rows.device().is_cpu() && rows.scalar_type() == torch::kFloat) {
+    out.copy_(at::mkldnn_linear(rows.contiguous().to_mkldnn(), weight.contiguous(),
+                                bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt)
+                  .to_dense());
+  } else if (bias.defined()) {
+    torch::addmm_out(out, bias, rows, weight.t());
+  } else {
+    torch::mm_out(out, rows, weight.t());
+  }
+}
+
+torch::Tensor rows_linear(const torch::nn::Linear& layer, const torch::Tensor& rows) {
+  auto out = torch::empty({rows.size(0), layer->weight.size(0)}, rows.options());
+  rows_linear_into(out, layer, rows);
+  return out;
+}
 
 torch::Tensor frozen_onednn_linear(const torch::Tensor& rows, const torch::Tensor& weight, const torch::Tensor& bias) {
   // autograd::Function records every tensor argument and cannot record an undefined one (a layer

@@ -3,6 +3,8 @@
 
 #include <torch/torch.h>
 
+#include <string>
+
 #include "models/cpu_threads.h"
 
 namespace attnscope {
@@ -10,6 +12,24 @@ namespace attnscope {
 // rows [N, C_in] @ weight^T + bias through oneDNN, as a node of the autograd graph that gives only
 // the input's gradient (dX = dY W, oneDNN too): for attributions, which freeze the parameters.
 torch::Tensor frozen_onednn_linear(const torch::Tensor& rows, const torch::Tensor& weight, const torch::Tensor& bias);
+
+// Which GEMM the CPU inference paths use for linear layers, chosen once per process: which one is
+// faster depends on the CPU. On one machine this project ran on, OpenBLAS stopped at AVX2 and
+// oneDNN was about 1.6x faster on token-sized products; on another (AMD EPYC, AVX-512 kernels in
+// OpenBLAS) BLAS was faster (DeiT-Small 62 against 71 ms).
+// ATTNSCOPE_LINEAR=onednn|blas forces one; otherwise both are timed once on one core, on a
+// DeiT-Small MLP and a Swin-T stage-0 qkv tile, and the faster is kept.
+struct LinearBackendChoice {
+  bool onednn = false;
+  double onednn_ms = 0, blas_ms = 0;  // the timings it rests on (0 when forced)
+  std::string reason;                 // "measured", "ATTNSCOPE_LINEAR", or why oneDNN is unavailable
+};
+const LinearBackendChoice& linear_backend();
+
+// rows [N, C_in] of one chunk (one core) through the chosen GEMM, into `out` [N, C_out]: oneDNN's
+// linear, or BLAS addmm with the bias fused.
+void rows_linear_into(torch::Tensor& out, const torch::nn::Linear& layer, const torch::Tensor& rows);
+torch::Tensor rows_linear(const torch::nn::Linear& layer, const torch::Tensor& rows);
 
 inline torch::Tensor token_linear(torch::nn::Linear& layer, const torch::Tensor& x) {
   const auto& weight = layer->weight;
@@ -19,11 +39,11 @@ inline torch::Tensor token_linear(torch::nn::Linear& layer, const torch::Tensor&
   out_shape.back() = weight.size(0);
   auto rows = x.reshape({-1, x.size(-1)});
   ScopedThreads all_cores(configured_threads());
-  // oneDNN's GEMM uses AVX-512 where OpenBLAS here stops at AVX2: about 1.6x faster on token-sized
-  // products. Without autograd on the CPU always; with it when only the input wants a gradient.
+  // Without autograd on the CPU, the calibrated backend (linear_backend); with autograd oneDNN when
+  // only the input wants a gradient (attributions freeze the parameters).
   const bool onednn = x.device().is_cpu() && x.scalar_type() == torch::kFloat &&
                       weight.scalar_type() == torch::kFloat && at::hasMKLDNN();
-  if (onednn && cpu_inference(x)) {
+  if (onednn && cpu_inference(x) && linear_backend().onednn) {
     auto out = at::mkldnn_linear(rows.to_mkldnn(), weight.contiguous(),
                                  bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt);
     return out.to_dense().view(out_shape);

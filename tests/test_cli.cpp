@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <sstream>
@@ -145,6 +146,28 @@ TEST_F(CliTest, RunWithoutModelOrImageUsesTheBundledDefault) {
   const auto logits = read_npy(out + "/logits.npy");
   EXPECT_EQ(logits.numel(), 10);
   EXPECT_EQ(logits.argmax().item<int64_t>(), 4) << "the FLatten demo model reads sign_4.png as a 4";
+}
+
+// ATTNSCOPE_LINEAR forces the linear layers' GEMM (otherwise timed once per process): both give the
+// same logits, on the bundled ViT demo and on a Swin (row-chunked windows), and summary.json says
+// which one ran.
+TEST_F(CliTest, BothLinearBackendsGiveTheSameLogits) {
+  const std::string swin = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/hier_cases/swin_a.safetensors";
+  for (const std::string& model : {default_model_path(), swin}) {
+    SCOPED_TRACE(model);
+    std::map<std::string, torch::Tensor> logits;
+    for (const std::string backend : {"onednn", "blas"}) {
+      const std::string out = (folder_ / ("backend_" + backend)).string();
+      std::filesystem::remove_all(out);
+      const std::string command = "ATTNSCOPE_LINEAR=" + backend + " " + std::string(ATTNSCOPE_CLI) + " run --model '" +
+                                  model + "' --resize fit --device cpu --out '" + out + "' > /dev/null";
+      ASSERT_EQ(std::system(command.c_str()), 0) << command;
+      std::ifstream in(out + "/summary.json");
+      EXPECT_EQ(nlohmann::json::parse(in).at("linear_backend"), backend);
+      logits[backend] = read_npy(out + "/logits.npy");
+    }
+    EXPECT_TRUE(torch::allclose(logits["onednn"], logits["blas"], 1e-4, 1e-5));
+  }
 }
 
 TEST_F(CliTest, ReportsBadInputClearly) {
