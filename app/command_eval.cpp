@@ -157,7 +157,7 @@ int eval_command(const Args& args) {
         for (int l = 0; l < depth; ++l) {
           const AttentionCapture& capture = output.layers[size_t(l)];
           layer_ranks[size_t(l)] = mean_rank(capture);
-          layer_sizes[size_t(l)] = capture.equivalent_matrix(0, 0).size(0);
+          layer_sizes[size_t(l)] = capture.layout.total_tokens();  // the matrix's rows: every query token
           const std::string access = capture.placement.access.empty() ? "global" : capture.placement.access;
           layer_kinds[size_t(l)] = to_string(capture.attention.kernel) + " " + access;
         }

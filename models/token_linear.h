@@ -26,10 +26,11 @@ struct LinearBackendChoice {
 };
 const LinearBackendChoice& linear_backend();
 
-// rows [N, C_in] of one chunk (one core) through the chosen GEMM, into `out` [N, C_out]: oneDNN's
-// linear, or BLAS addmm with the bias fused.
-void rows_linear_into(torch::Tensor& out, const torch::nn::Linear& layer, const torch::Tensor& rows);
+// rows [N, C_in] @ weight^T + bias: without autograd on the CPU through the chosen GEMM (inside a
+// row chunk, on that chunk's one core), otherwise as addmm with the bias fused (autograd, CUDA).
 torch::Tensor rows_linear(const torch::nn::Linear& layer, const torch::Tensor& rows);
+// The same into `out` [N, C_out] (a chunk's rows of a whole layer's output).
+void rows_linear_into(torch::Tensor& out, const torch::nn::Linear& layer, const torch::Tensor& rows);
 
 inline torch::Tensor token_linear(torch::nn::Linear& layer, const torch::Tensor& x) {
   const auto& weight = layer->weight;
@@ -39,21 +40,12 @@ inline torch::Tensor token_linear(torch::nn::Linear& layer, const torch::Tensor&
   out_shape.back() = weight.size(0);
   auto rows = x.reshape({-1, x.size(-1)});
   ScopedThreads all_cores(configured_threads());
-  // Without autograd on the CPU, the calibrated backend (linear_backend); with autograd oneDNN when
-  // only the input wants a gradient (attributions freeze the parameters).
-  const bool onednn = x.device().is_cpu() && x.scalar_type() == torch::kFloat &&
-                      weight.scalar_type() == torch::kFloat && at::hasMKLDNN();
-  if (onednn && cpu_inference(x) && linear_backend().onednn) {
-    auto out = at::mkldnn_linear(rows.to_mkldnn(), weight.contiguous(),
-                                 bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt);
-    return out.to_dense().view(out_shape);
-  }
-  if (onednn && c10::GradMode::is_enabled() && x.requires_grad() && !weight.requires_grad() &&
+  // With autograd, oneDNN when only the input wants a gradient (attributions freeze the parameters).
+  if (x.device().is_cpu() && x.scalar_type() == torch::kFloat && weight.scalar_type() == torch::kFloat &&
+      at::hasMKLDNN() && c10::GradMode::is_enabled() && x.requires_grad() && !weight.requires_grad() &&
       !(bias.defined() && bias.requires_grad()))
     return frozen_onednn_linear(rows, weight, bias).view(out_shape);
-  // One GEMM with the bias fused (addmm), instead of LibTorch's matmul plus a separate bias add.
-  auto out = bias.defined() ? torch::addmm(bias, rows, weight.t()) : torch::mm(rows, weight.t());
-  return out.view(out_shape);
+  return rows_linear(layer, rows).view(out_shape);
 }
 
 }  // namespace attnscope
