@@ -1,13 +1,19 @@
 // What the parity tests of every backbone family share: their case lists (cases.json written by
-// the independent Python generators in tests/python/), the variant a case asks for, and the error.
+// the independent Python generators in tests/python/), the variant a case asks for, the error, and
+// the per-layer checks of the hierarchical families (placement, rows at the reference's queries).
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "models/attention.h"
 #include "models/attention_settings.h"
 
 namespace attnscope::testing_cases {
@@ -33,6 +39,42 @@ inline AttentionSettings settings_from(const nlohmann::json& variant) {
   settings.p = variant.at("p").get<double>();
   settings.window = variant.at("window").is_null() ? 0 : variant.at("window").get<int>();
   return settings;
+}
+
+// A layer's stage, block, query grid and key grid as the reference states them.
+inline void expect_placement(const AttentionCapture& capture, const nlohmann::json& reference) {
+  EXPECT_EQ(capture.placement.stage, reference.at("stage").get<int>());
+  EXPECT_EQ(capture.placement.block, reference.at("block").get<int>());
+  EXPECT_EQ(capture.layout.grid_h, reference["query_grid"][0].get<int>());
+  EXPECT_EQ(capture.layout.grid_w, reference["query_grid"][1].get<int>());
+  EXPECT_EQ(capture.key_layout.grid_h, reference["key_grid"][0].get<int>());
+  EXPECT_EQ(capture.key_layout.grid_w, reference["key_grid"][1].get<int>());
+}
+
+// The reference's queries ([row, col] pairs) as tokens of the layer's query grid.
+inline std::vector<int64_t> reference_queries(const AttentionCapture& capture, const nlohmann::json& reference) {
+  std::vector<int64_t> queries;
+  for (const auto& query : reference.at("queries"))
+    queries.push_back(capture.layout.patch_token(query[0].get<int>(), query[1].get<int>()));
+  return queries;
+}
+
+// Each head's row at each of `queries` (rows_of(head, queries): [Q, keys]), on the layer's key
+// grid, against `expected` [h, Q, kh, kw], each within `tolerance`; returns the largest error.
+inline double expect_rows_match(const AttentionCapture& capture, const nlohmann::json& reference,
+                                const std::vector<int64_t>& queries, const torch::Tensor& expected,
+                                const std::function<torch::Tensor(int, const std::vector<int64_t>&)>& rows_of,
+                                double tolerance, const std::string& what = "") {
+  double worst = 0.0;
+  for (int head = 0; head < capture.heads; ++head) {
+    const torch::Tensor rows = rows_of(head, queries);
+    for (size_t q = 0; q < queries.size(); ++q) {
+      const double error = max_abs_difference(capture.key_grid(rows[int64_t(q)]), expected[head][int64_t(q)]);
+      worst = std::max(worst, error);
+      EXPECT_LT(error, tolerance) << what << "head " << head << " query " << reference["queries"][q].dump();
+    }
+  }
+  return worst;
 }
 
 }  // namespace attnscope::testing_cases

@@ -53,12 +53,7 @@ TEST(Care, EveryCaseMatchesThePythonReference) {
       const auto& reference = layers[l];
       const AttentionCapture& capture = output.layers[l];
       SCOPED_TRACE("layer " + std::to_string(l) + " (" + capture.placement.name + ")");
-      EXPECT_EQ(capture.placement.stage, reference.at("stage").get<int>());
-      EXPECT_EQ(capture.placement.block, reference.at("block").get<int>());
-      EXPECT_EQ(capture.layout.grid_h, reference["query_grid"][0].get<int>());
-      EXPECT_EQ(capture.layout.grid_w, reference["query_grid"][1].get<int>());
-      EXPECT_EQ(capture.key_layout.grid_h, reference["key_grid"][0].get<int>());
-      EXPECT_EQ(capture.key_layout.grid_w, reference["key_grid"][1].get<int>());
+      expect_placement(capture, reference);
       const nlohmann::json described = describe_layer(capture);
       EXPECT_EQ(described.at("channels"), reference.at("channels"));
       ASSERT_EQ(capture.heads, reference.at("heads").get<int>());
@@ -70,17 +65,9 @@ TEST(Care, EveryCaseMatchesThePythonReference) {
       EXPECT_EQ(to_string(capture.attention.kernel), reference.at("kernel").get<std::string>());
       EXPECT_EQ(capture.attention.native, reference.at("native").get<bool>());
       const torch::Tensor expected = read_npy(kCaseDir + reference.at("rows").get<std::string>());  // [h, Q, kh, kw]
-      std::vector<int64_t> queries;
-      for (const auto& query : reference.at("queries"))
-        queries.push_back(capture.layout.patch_token(query[0].get<int>(), query[1].get<int>()));
-      for (int head = 0; head < capture.heads; ++head) {
-        const torch::Tensor rows = capture.rows(0, head, queries);
-        for (size_t q = 0; q < queries.size(); ++q) {
-          const double error = max_abs_difference(capture.key_grid(rows[int64_t(q)]), expected[head][int64_t(q)]);
-          worst_rows = std::max(worst_rows, error);
-          EXPECT_LT(error, kTolerance) << "head " << head << " query " << reference["queries"][q].dump();
-        }
-      }
+      const std::vector<int64_t> queries = reference_queries(capture, reference);
+      auto rows_of = [&](int head, const std::vector<int64_t>& at) { return capture.rows(0, head, at); };
+      worst_rows = std::max(worst_rows, expect_rows_match(capture, reference, queries, expected, rows_of, kTolerance));
     }
   }
   // The released bare state_dict (.pth.tar), timm's CheckpointSaver ('state_dict' counts) and safetensors.

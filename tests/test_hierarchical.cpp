@@ -47,25 +47,13 @@ TEST(Hierarchical, EveryCaseMatchesThePythonReference) {
       const auto& reference = layers[l];
       const AttentionCapture& capture = output.layers[l];
       SCOPED_TRACE("layer " + std::to_string(l) + " (" + capture.placement.name + ")");
-      EXPECT_EQ(capture.placement.stage, reference.at("stage").get<int>());
-      EXPECT_EQ(capture.placement.block, reference.at("block").get<int>());
-      EXPECT_EQ(capture.layout.grid_h, reference["query_grid"][0].get<int>());
-      EXPECT_EQ(capture.layout.grid_w, reference["query_grid"][1].get<int>());
-      EXPECT_EQ(capture.key_layout.grid_h, reference["key_grid"][0].get<int>());
-      EXPECT_EQ(capture.key_layout.grid_w, reference["key_grid"][1].get<int>());
+      expect_placement(capture, reference);
       EXPECT_EQ(capture.placement.shift_h, reference["shift"][0].get<int>());
       EXPECT_EQ(capture.placement.shift_w, reference["shift"][1].get<int>());
       ASSERT_EQ(capture.heads, reference.at("heads").get<int>());
       const torch::Tensor expected = read_npy(kCaseDir + reference.at("rows").get<std::string>());  // [h, Q, kh, kw]
-      std::vector<int64_t> queries;
-      for (const auto& query : reference.at("queries"))
-        queries.push_back(capture.layout.patch_token(query[0].get<int>(), query[1].get<int>()));
-      for (int head = 0; head < capture.heads; ++head) {
-        const torch::Tensor rows = capture.rows(0, head, queries);
-        for (size_t q = 0; q < queries.size(); ++q)
-          EXPECT_LT(max_abs_difference(capture.key_grid(rows[int64_t(q)]), expected[head][int64_t(q)]), kTolerance)
-              << "head " << head << " query " << reference["queries"][q].dump();
-      }
+      auto rows_of = [&](int head, const std::vector<int64_t>& at) { return capture.rows(0, head, at); };
+      expect_rows_match(capture, reference, reference_queries(capture, reference), expected, rows_of, kTolerance);
     }
   }
   EXPECT_EQ(families, (std::set<std::string>{"swin", "flatten_swin", "pvt_v2", "flatten_pvt_v2"}));

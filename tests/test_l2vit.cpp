@@ -68,12 +68,7 @@ TEST(L2ViT, EveryCaseMatchesThePythonReference) {
       const auto& reference = layers[l];
       const AttentionCapture& capture = output.layers[l];
       SCOPED_TRACE("layer " + std::to_string(l) + " (" + capture.placement.name + ")");
-      EXPECT_EQ(capture.placement.stage, reference.at("stage").get<int>());
-      EXPECT_EQ(capture.placement.block, reference.at("block").get<int>());
-      EXPECT_EQ(capture.layout.grid_h, reference["query_grid"][0].get<int>());
-      EXPECT_EQ(capture.layout.grid_w, reference["query_grid"][1].get<int>());
-      EXPECT_EQ(capture.key_layout.grid_h, reference["key_grid"][0].get<int>());
-      EXPECT_EQ(capture.key_layout.grid_w, reference["key_grid"][1].get<int>());
+      expect_placement(capture, reference);
       EXPECT_EQ(capture.placement.shift_h, 0);
       const bool windowed = reference.at("structure") == "window";
       EXPECT_EQ(capture.placement.access, windowed ? "window" : "global");
@@ -89,27 +84,20 @@ TEST(L2ViT, EveryCaseMatchesThePythonReference) {
       }
       ASSERT_EQ(capture.heads, reference.at("heads").get<int>());
       const torch::Tensor expected = read_npy(kCaseDir + reference.at("rows").get<std::string>());  // [h, Q, kh, kw]
-      std::vector<int64_t> queries;
-      for (const auto& query : reference.at("queries"))
-        queries.push_back(capture.layout.patch_token(query[0].get<int>(), query[1].get<int>()));
+      const std::vector<int64_t> queries = reference_queries(capture, reference);
       torch::Tensor expected_lcm;
       if (capture.has_lcm()) {
         expected_lcm = read_npy(kCaseDir + reference.at("rows_lcm").get<std::string>());
         ++lcm_layers;
       }
-      for (int head = 0; head < capture.heads; ++head) {
-        const torch::Tensor rows = capture.rows(0, head, queries);
-        const torch::Tensor mixed = capture.has_lcm() ? capture.rows_after_lcm(0, head, queries) : torch::Tensor();
-        for (size_t q = 0; q < queries.size(); ++q) {
-          const double error = max_abs_difference(capture.key_grid(rows[int64_t(q)]), expected[head][int64_t(q)]);
-          worst_rows = std::max(worst_rows, error);
-          EXPECT_LT(error, kTolerance) << "head " << head << " query " << reference["queries"][q].dump();
-          if (!mixed.defined()) continue;
-          const double lcm_error =
-              max_abs_difference(capture.key_grid(mixed[int64_t(q)]), expected_lcm[head][int64_t(q)]);
-          worst_lcm = std::max(worst_lcm, lcm_error);
-          EXPECT_LT(lcm_error, kTolerance) << "after LCM, head " << head << " query " << reference["queries"][q].dump();
-        }
+      auto rows_of = [&](int head, const std::vector<int64_t>& at) { return capture.rows(0, head, at); };
+      worst_rows = std::max(worst_rows, expect_rows_match(capture, reference, queries, expected, rows_of, kTolerance));
+      if (capture.has_lcm()) {
+        auto mixed_rows_of = [&](int head, const std::vector<int64_t>& at) {
+          return capture.rows_after_lcm(0, head, at);
+        };
+        worst_lcm = std::max(worst_lcm, expect_rows_match(capture, reference, queries, expected_lcm, mixed_rows_of,
+                                                          kTolerance, "after LCM, "));
       }
     }
   }
