@@ -38,7 +38,7 @@ const std::string kStaging = ".staging-";
 const std::string kCommit = ".commit-";
 const std::string kReplaced = ".attnscope-replaced";
 
-[[noreturn]] void fail(const std::string& what, const std::string& why) {
+[[noreturn]] void bundle_failed(const std::string& what, const std::string& why) {
   throw std::runtime_error("cannot write " + what + ": " + why);
 }
 
@@ -49,10 +49,10 @@ class Lock {
   static Lock take(const fs::path& path, bool wait) {
     Lock lock;
     lock.fd_ = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (lock.fd_ < 0) fail(path.string(), std::strerror(errno));
+    if (lock.fd_ < 0) bundle_failed(path.string(), std::strerror(errno));
     while (::flock(lock.fd_, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0) {
       if (errno == EINTR) continue;
-      if (errno != EWOULDBLOCK) fail(path.string(), std::string("cannot lock it: ") + std::strerror(errno));
+      if (errno != EWOULDBLOCK) bundle_failed(path.string(), std::string("cannot lock it: ") + std::strerror(errno));
       lock.release();
       break;
     }
@@ -79,7 +79,7 @@ class Lock {
 
 void write_synced(const fs::path& path, const std::string& bytes) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (fd < 0) fail(path.string(), std::strerror(errno));
+  if (fd < 0) bundle_failed(path.string(), std::strerror(errno));
   size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
@@ -87,13 +87,13 @@ void write_synced(const fs::path& path, const std::string& bytes) {
     if (n <= 0) {
       const std::string why = std::strerror(errno);
       ::close(fd);
-      fail(path.string(), why);
+      bundle_failed(path.string(), why);
     }
     done += size_t(n);
   }
   const bool synced = ::fsync(fd) == 0;
   const std::string why = std::strerror(errno);
-  if (::close(fd) != 0 || !synced) fail(path.string(), "fsync failed: " + why);
+  if (::close(fd) != 0 || !synced) bundle_failed(path.string(), "fsync failed: " + why);
 }
 
 std::string read_all(const fs::path& path) {
@@ -193,13 +193,13 @@ std::vector<std::string> write_bundle_atomically(const std::string& out_dir, con
   const fs::path out(out_dir);
   std::error_code error;
   fs::create_directories(out, error);
-  if (error) fail(out_dir, error.message());
+  if (error) bundle_failed(out_dir, error.message());
   std::random_device entropy;
   // File names are at most 255 bytes: the bundle's name is cut to leave room for the rest.
   const std::string token = kPrefix + name.substr(0, 100);
   const std::string unique = std::to_string(::getpid()) + "-" + std::to_string(entropy());
   const fs::path staging = out / (token + kStaging + unique), commit = out / (token + kCommit + unique);
-  if (!fs::create_directory(staging, error)) fail(staging.string(), error ? error.message() : "exists");
+  if (!fs::create_directory(staging, error)) bundle_failed(staging.string(), error ? error.message() : "exists");
   bool approved = false;
   try {
     const Lock alive = Lock::take(staging, true);
@@ -247,7 +247,7 @@ std::vector<std::string> write_bundle_atomically(const std::string& out_dir, con
     return written;
   } catch (const fs::filesystem_error& e) {
     if (!approved) fs::remove_all(staging, error);  // an approved bundle is finished by the next writer
-    fail(excerpt(e.path1().string()), e.code().message());
+    bundle_failed(excerpt(e.path1().string()), e.code().message());
   } catch (...) {
     if (!approved) fs::remove_all(staging, error);
     throw;

@@ -15,7 +15,7 @@
 namespace attnscope {
 namespace {
 
-[[noreturn]] void fail(const std::string& path, const std::string& why) {
+[[noreturn]] void cannot_write(const std::string& path, const std::string& why) {
   throw std::runtime_error("cannot write " + path + ": " + why);
 }
 
@@ -32,9 +32,9 @@ std::string create_temp_next_to(const std::string& path) {
       ::close(fd);
       return candidate;
     }
-    if (errno != EEXIST) fail(path, std::strerror(errno));
+    if (errno != EEXIST) cannot_write(path, std::strerror(errno));
   }
-  fail(path, "no free temporary file name");
+  cannot_write(path, "no free temporary file name");
 }
 
 // The rename is only durable once the data is on disk.
@@ -57,20 +57,20 @@ void write_file_atomically(const std::string& path, const std::function<void(std
     errno = 0;
     {
       std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-      if (!out) fail(path, last_error());
+      if (!out) cannot_write(path, last_error());
       writer(out);
       out.flush();
-      if (!out) fail(path, "write failed: " + last_error());
+      if (!out) cannot_write(path, "write failed: " + last_error());
       out.close();
-      if (!out) fail(path, "close failed: " + last_error());
+      if (!out) cannot_write(path, "close failed: " + last_error());
     }
-    if (!sync_to_disk(temp)) fail(path, "fsync failed: " + last_error());
+    if (!sync_to_disk(temp)) cannot_write(path, "fsync failed: " + last_error());
     if (overwrite) {
-      if (std::rename(temp.c_str(), path.c_str()) != 0) fail(path, std::strerror(errno));
+      if (std::rename(temp.c_str(), path.c_str()) != 0) cannot_write(path, std::strerror(errno));
     } else {
       // link() refuses an existing target, so two writers cannot both win.
       if (::link(temp.c_str(), path.c_str()) != 0) {
-        fail(path, errno == EEXIST ? "file exists" : std::strerror(errno));
+        cannot_write(path, errno == EEXIST ? "file exists" : std::strerror(errno));
       }
       std::remove(temp.c_str());
     }

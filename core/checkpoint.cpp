@@ -42,7 +42,9 @@ constexpr uint64_t kMaxViewAmplification = 2;
 constexpr uint64_t kViewAllowanceBytes = uint64_t(256) << 20;
 const char* const kConvertHint = "if you trust the file, convert it with scripts/convert_checkpoint.py";
 
-[[noreturn]] void fail(const std::string& path, const std::string& what) { throw CheckpointError(path + ": " + what); }
+[[noreturn]] void bad_checkpoint(const std::string& path, const std::string& what) {
+  throw CheckpointError(path + ": " + what);
+}
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
@@ -55,21 +57,21 @@ auto guarded(const std::string& path, const std::string& context, Body&& body) {
   } catch (const CheckpointError&) {
     throw;
   } catch (const c10::Error& e) {
-    fail(path, prefix + first_line(e.what_without_backtrace()));
+    bad_checkpoint(path, prefix + first_line(e.what_without_backtrace()));
   } catch (const std::bad_alloc&) {
-    fail(path, prefix + "out of memory");
+    bad_checkpoint(path, prefix + "out of memory");
   } catch (const std::exception& e) {
-    fail(path, prefix + first_line(e.what()));
+    bad_checkpoint(path, prefix + first_line(e.what()));
   }
 }
 
 std::ifstream open_for_reading(const std::string& path) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) fail("cannot open " + path, "Is a directory");
+  if (std::filesystem::is_directory(path, ec)) bad_checkpoint("cannot open " + path, "Is a directory");
   // A FIFO or device would block the read forever: only regular files are opened.
   const auto status = std::filesystem::status(path, ec);
   if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
-    fail("cannot open " + path, "not a regular file (a pipe, socket or device)");
+    bad_checkpoint("cannot open " + path, "not a regular file (a pipe, socket or device)");
   errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -126,51 +128,51 @@ std::string offsets_text(const SafetensorsEntry& e) {
 SafetensorsEntry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& info,
                              uint64_t data_size) {
   const std::string where = "tensor '" + excerpt(name) + "'";
-  if (!info.is_object()) fail(path, where + " is not a JSON object");
+  if (!info.is_object()) bad_checkpoint(path, where + " is not a JSON object");
   SafetensorsEntry e;
   e.name = name;
 
   const auto dtype = info.find("dtype");
-  if (dtype == info.end() || !dtype->is_string()) fail(path, where + " has no dtype string");
+  if (dtype == info.end() || !dtype->is_string()) bad_checkpoint(path, where + " has no dtype string");
   const DtypeCode* code = find_dtype(dtype->get<std::string>());
   if (!code) {
-    fail(path, where + " has unsupported dtype '" + excerpt(dtype->get<std::string>()) +
-                   "' (supported: F32, F16, BF16, F64, I64, I32, I16, I8, U8, BOOL)");
+    bad_checkpoint(path, where + " has unsupported dtype '" + excerpt(dtype->get<std::string>()) +
+                             "' (supported: F32, F16, BF16, F64, I64, I32, I16, I8, U8, BOOL)");
   }
   e.dtype = code->type;
 
   const auto shape = info.find("shape");
-  if (shape == info.end() || !shape->is_array()) fail(path, where + " has no shape array");
+  if (shape == info.end() || !shape->is_array()) bad_checkpoint(path, where + " has no shape array");
   uint64_t numel = 1;
   for (const auto& dim : *shape) {
     if (!dim.is_number_unsigned() || dim.get<uint64_t>() > uint64_t(INT64_MAX)) {
-      fail(path, where + " has shape " + excerpt(shape->dump()) + ": dimensions must be non-negative ints");
+      bad_checkpoint(path, where + " has shape " + excerpt(shape->dump()) + ": dimensions must be non-negative ints");
     }
     e.shape.push_back(static_cast<int64_t>(dim.get<uint64_t>()));
     if (__builtin_mul_overflow(numel, dim.get<uint64_t>(), &numel)) {
-      fail(path, where + " has shape " + excerpt(shape->dump()) + " whose size overflows");
+      bad_checkpoint(path, where + " has shape " + excerpt(shape->dump()) + " whose size overflows");
     }
   }
 
   const auto offsets = info.find("data_offsets");
   if (offsets == info.end() || !offsets->is_array() || offsets->size() != 2 || !(*offsets)[0].is_number_unsigned() ||
       !(*offsets)[1].is_number_unsigned()) {
-    fail(path, where + " needs data_offsets [begin, end] of non-negative ints");
+    bad_checkpoint(path, where + " needs data_offsets [begin, end] of non-negative ints");
   }
   e.begin = (*offsets)[0].get<uint64_t>();
   e.end = (*offsets)[1].get<uint64_t>();
-  if (e.begin > e.end) fail(path, where + " has data_offsets " + offsets_text(e) + " with begin > end");
+  if (e.begin > e.end) bad_checkpoint(path, where + " has data_offsets " + offsets_text(e) + " with begin > end");
   if (e.end > data_size) {
-    fail(path, where + " has data_offsets " + offsets_text(e) + " past the end of the data (" +
-                   std::to_string(data_size) + " bytes)");
+    bad_checkpoint(path, where + " has data_offsets " + offsets_text(e) + " past the end of the data (" +
+                             std::to_string(data_size) + " bytes)");
   }
   uint64_t needed = 0;
   if (__builtin_mul_overflow(numel, uint64_t(c10::elementSize(e.dtype)), &needed)) {
-    fail(path, where + " has shape " + excerpt(shape->dump()) + " whose size in bytes overflows");
+    bad_checkpoint(path, where + " has shape " + excerpt(shape->dump()) + " whose size in bytes overflows");
   }
   if (needed != e.end - e.begin) {
-    fail(path, where + " has data_offsets " + offsets_text(e) + " but shape " + excerpt(shape->dump()) + " " +
-                   code->code + " needs " + std::to_string(needed) + " bytes");
+    bad_checkpoint(path, where + " has data_offsets " + offsets_text(e) + " but shape " + excerpt(shape->dump()) + " " +
+                             code->code + " needs " + std::to_string(needed) + " bytes");
   }
   return e;
 }
@@ -184,19 +186,19 @@ void check_layout(const std::string& path, std::vector<SafetensorsEntry>& entrie
   const SafetensorsEntry* previous = nullptr;
   for (const auto& e : entries) {
     if (e.begin < covered) {
-      fail(path, "tensors '" + excerpt(previous->name) + "' " + offsets_text(*previous) + " and '" + excerpt(e.name) +
-                     "' " + offsets_text(e) + " overlap");
+      bad_checkpoint(path, "tensors '" + excerpt(previous->name) + "' " + offsets_text(*previous) + " and '" +
+                               excerpt(e.name) + "' " + offsets_text(e) + " overlap");
     }
     if (e.begin > covered) {
-      fail(path, "bytes " + std::to_string(covered) + ".." + std::to_string(e.begin) + " of the data (before tensor '" +
-                     excerpt(e.name) + "') belong to no tensor");
+      bad_checkpoint(path, "bytes " + std::to_string(covered) + ".." + std::to_string(e.begin) +
+                               " of the data (before tensor '" + excerpt(e.name) + "') belong to no tensor");
     }
     covered = e.end;
     previous = &e;
   }
   if (covered != data_size) {
-    fail(path, "the last " + std::to_string(data_size - covered) + " bytes of the data (" + std::to_string(data_size) +
-                   " in all) belong to no tensor");
+    bad_checkpoint(path, "the last " + std::to_string(data_size - covered) + " bytes of the data (" +
+                             std::to_string(data_size) + " in all) belong to no tensor");
   }
 }
 
@@ -206,30 +208,31 @@ Checkpoint read_safetensors(const std::string& path) {
   const auto file_size = static_cast<uint64_t>(in.tellg());
   in.seekg(0);
   if (file_size < 8) {
-    fail(path, "not a safetensors file: only " + std::to_string(file_size) + " bytes");
+    bad_checkpoint(path, "not a safetensors file: only " + std::to_string(file_size) + " bytes");
   }
   unsigned char length_bytes[8];
   in.read(reinterpret_cast<char*>(length_bytes), 8);
   uint64_t header_size = 0;
   for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | length_bytes[i];
   if (header_size > kMaxSafetensorsHeader) {
-    fail(path, "not a safetensors file: header length " + std::to_string(header_size) + " exceeds the 100 MB limit");
+    bad_checkpoint(
+        path, "not a safetensors file: header length " + std::to_string(header_size) + " exceeds the 100 MB limit");
   }
   if (header_size > file_size - 8) {
-    fail(path, "not a safetensors file (or truncated): header length " + std::to_string(header_size) +
-                   " runs past the end of the file (" + std::to_string(file_size) + " bytes)");
+    bad_checkpoint(path, "not a safetensors file (or truncated): header length " + std::to_string(header_size) +
+                             " runs past the end of the file (" + std::to_string(file_size) + " bytes)");
   }
   std::string header_text(header_size, '\0');
   if (!in.read(header_text.data(), static_cast<std::streamsize>(header_size))) {
-    fail(path, "read error in the header");
+    bad_checkpoint(path, "read error in the header");
   }
   nlohmann::json header;
   try {
     header = parse_json_checked(header_text, "the safetensors header");
   } catch (const std::invalid_argument& e) {
-    fail(path, std::string("not a usable safetensors file: ") + e.what());
+    bad_checkpoint(path, std::string("not a usable safetensors file: ") + e.what());
   }
-  if (!header.is_object()) fail(path, "not a safetensors file: the header is not a JSON object");
+  if (!header.is_object()) bad_checkpoint(path, "not a safetensors file: the header is not a JSON object");
 
   const uint64_t data_size = file_size - 8 - header_size;
   Checkpoint ckpt;
@@ -237,9 +240,10 @@ Checkpoint read_safetensors(const std::string& path) {
   std::vector<SafetensorsEntry> entries;
   for (const auto& [name, info] : header.items()) {
     if (name == "__metadata__") {
-      if (!info.is_object()) fail(path, "__metadata__ must map strings to strings");
+      if (!info.is_object()) bad_checkpoint(path, "__metadata__ must map strings to strings");
       for (const auto& [key, value] : info.items()) {
-        if (!value.is_string()) fail(path, "__metadata__ must map strings to strings ('" + excerpt(key) + "')");
+        if (!value.is_string())
+          bad_checkpoint(path, "__metadata__ must map strings to strings ('" + excerpt(key) + "')");
         ckpt.metadata[key] = value.get<std::string>();
       }
       continue;
@@ -253,7 +257,7 @@ Checkpoint read_safetensors(const std::string& path) {
     torch::Tensor t = torch::empty(e.shape, torch::TensorOptions().dtype(e.dtype));
     const auto n = static_cast<std::streamsize>(e.end - e.begin);
     if (n > 0 && !in.read(static_cast<char*>(t.data_ptr()), n)) {
-      fail(path, "read error in the data of tensor '" + excerpt(e.name) + "'");
+      bad_checkpoint(path, "read error in the data of tensor '" + excerpt(e.name) + "'");
     }
     ckpt.tensors[e.name] = std::move(t);
   }
@@ -273,24 +277,25 @@ class StorageReader {
     auto it = storages_.find(s.text);
     if (it != storages_.end()) {
       if (it->second.scalar_type() != s.dtype || it->second.numel() != s.numel) {
-        fail(path_, "storage '" + excerpt(s.text) + "' is declared with two different types or sizes");
+        bad_checkpoint(path_, "storage '" + excerpt(s.text) + "' is declared with two different types or sizes");
       }
       return it->second;
     }
     const std::string record = "data/" + s.text;
     const ZipRecord* entry = directory_.find(record);
-    if (!entry || !zip_.hasRecord(record)) fail(path_, "the archive has no storage record '" + excerpt(record) + "'");
+    if (!entry || !zip_.hasRecord(record))
+      bad_checkpoint(path_, "the archive has no storage record '" + excerpt(record) + "'");
     // Judged on the directory's sizes, before LibTorch allocates what the record declares.
     const uint64_t needed = static_cast<uint64_t>(s.numel) * c10::elementSize(s.dtype);
     if (entry->uncompressed_size < needed) {
-      fail(path_, "storage record '" + excerpt(record) + "' has " + std::to_string(entry->uncompressed_size) +
-                      " bytes but " + std::to_string(s.numel) + " " + c10::toString(s.dtype) + " elements need " +
-                      std::to_string(needed) + ": the file is truncated or damaged");
+      bad_checkpoint(path_, "storage record '" + excerpt(record) + "' has " + std::to_string(entry->uncompressed_size) +
+                                " bytes but " + std::to_string(s.numel) + " " + c10::toString(s.dtype) +
+                                " elements need " + std::to_string(needed) + ": the file is truncated or damaged");
     }
     if (entry->method != 0)
-      fail(path_,
-           "storage record '" + excerpt(record) +
-               "' is compressed; torch.save stores tensors uncompressed: re-save the checkpoint with torch.save");
+      bad_checkpoint(
+          path_, "storage record '" + excerpt(record) +
+                     "' is compressed; torch.save stores tensors uncompressed: re-save the checkpoint with torch.save");
     auto [data, size] = zip_.getRecord(record);
     storage_bytes_ += size;
     const auto options = torch::TensorOptions().dtype(s.dtype);
@@ -308,9 +313,9 @@ class StorageReader {
     const torch::Tensor& stored = storage(*t.storage);
     tensor_bytes_ += uint64_t(numel) * c10::elementSize(t.storage->dtype);
     if (tensor_bytes_ > kMaxViewAmplification * storage_bytes_ + kViewAllowanceBytes)
-      fail(path_, "its tensors view their storages over and over (" + std::to_string(tensor_bytes_) +
-                      " bytes of tensors from " + std::to_string(storage_bytes_) +
-                      " bytes of storage): the file is damaged or hostile");
+      bad_checkpoint(path_, "its tensors view their storages over and over (" + std::to_string(tensor_bytes_) +
+                                " bytes of tensors from " + std::to_string(storage_bytes_) +
+                                " bytes of storage): the file is damaged or hostile");
     return stored.as_strided(t.sizes, t.strides, t.storage_offset).clone(at::MemoryFormat::Contiguous);
   }
 
@@ -340,14 +345,14 @@ std::string key_list(const Value& dict) {
 [[noreturn]] void refuse(const std::string& path, const std::string& where, const Value& refused) {
   const std::string& name = refused.text;
   if (name.rfind("torch.", 0) == 0 && name.size() > 7 && name.compare(name.size() - 7, 7, "Storage") == 0) {
-    fail(path, where + " is a tensor stored as '" + excerpt(name) +
-                   "', a type attnscope does not read "
-                   "(supported: float, half, bfloat16, double, int64/32/16/8, uint8, bool)");
+    bad_checkpoint(path, where + " is a tensor stored as '" + excerpt(name) +
+                             "', a type attnscope does not read "
+                             "(supported: float, half, bfloat16, double, int64/32/16/8, uint8, bool)");
   }
-  fail(path, "refusing to load: " + where + " is built by '" + excerpt(refused.text) +
-                 "', which attnscope does not unpickle (it reads only tensors, containers and "
-                 "numbers, and runs no pickled code); " +
-                 kConvertHint);
+  bad_checkpoint(path, "refusing to load: " + where + " is built by '" + excerpt(refused.text) +
+                           "', which attnscope does not unpickle (it reads only tensors, containers and "
+                           "numbers, and runs no pickled code); " +
+                           kConvertHint);
 }
 
 // The first refused object anywhere inside `v`, or nullptr. Iterative: hostile pickles can nest
@@ -374,19 +379,19 @@ const Value* find_refused(const Value* v, std::unordered_set<const Value*>& seen
 const Value& select_state_dict(const std::string& path, const Value& root, const std::string& container,
                                std::string& chosen_key) {
   if (root.kind == Kind::Refused) {
-    fail(path, "the file holds an object built by '" + excerpt(root.text) +
-                   "' (e.g. a whole model saved with torch.save(model)), not a state_dict; "
-                   "save model.state_dict() instead, or " +
-                   kConvertHint);
+    bad_checkpoint(path, "the file holds an object built by '" + excerpt(root.text) +
+                             "' (e.g. a whole model saved with torch.save(model)), not a state_dict; "
+                             "save model.state_dict() instead, or " +
+                             kConvertHint);
   }
   if (root.kind != Kind::Dict) {
-    fail(path, "the top level is " + pickle::Unpickled::describe(root) + ", not a state_dict");
+    bad_checkpoint(path, "the top level is " + pickle::Unpickled::describe(root) + ", not a state_dict");
   }
   const Value* chosen = nullptr;
   if (!container.empty()) {
     chosen = pickle::Unpickled::find(root, container);
     if (!chosen) {
-      fail(path, "no '" + excerpt(container) + "' entry (top-level keys: " + key_list(root) + ")");
+      bad_checkpoint(path, "no '" + excerpt(container) + "' entry (top-level keys: " + key_list(root) + ")");
     }
     chosen_key = container;
   } else {
@@ -405,18 +410,18 @@ const Value& select_state_dict(const std::string& path, const Value& root, const
         // Tensors that could not be rebuilt (e.g. a protocol-0 file) say why rather than vanish.
         for (const auto& [key, value] : root.entries)
           if (value->kind == Kind::Invalid && key->kind == Kind::String)
-            fail(path, "state_dict entry '" + excerpt(key->text) + "' is unusable: " + value->text);
-        fail(path,
-             "no state_dict found: no tensors at the top level and no 'model', 'model_ema' or 'state_dict' "
-             "entry (top-level keys: " +
-                 key_list(root) + "); name the entry that holds the weights");
+            bad_checkpoint(path, "state_dict entry '" + excerpt(key->text) + "' is unusable: " + value->text);
+        bad_checkpoint(path,
+                       "no state_dict found: no tensors at the top level and no 'model', 'model_ema' or 'state_dict' "
+                       "entry (top-level keys: " +
+                           key_list(root) + "); name the entry that holds the weights");
       }
       return root;
     }
   }
   if (chosen->kind == Kind::Refused) refuse(path, "'" + chosen_key + "'", *chosen);
   if (chosen->kind != Kind::Dict) {
-    fail(path, "'" + chosen_key + "' is " + pickle::Unpickled::describe(*chosen) + ", not a state_dict");
+    bad_checkpoint(path, "'" + chosen_key + "' is " + pickle::Unpickled::describe(*chosen) + ", not a state_dict");
   }
   return *chosen;
 }
@@ -438,23 +443,23 @@ Checkpoint read_pytorch_zip(const std::string& path, const std::string& containe
   const std::vector<std::string> records = guarded(path, "corrupt zip archive", [&] { return zip->getAllRecords(); });
   auto has = [&](const std::string& name) { return std::find(records.begin(), records.end(), name) != records.end(); };
   if (has("constants.pkl")) {
-    fail(path,
-         "a TorchScript archive (torch.jit.save), not a torch.save checkpoint; save "
-         "model.state_dict() with torch.save instead");
+    bad_checkpoint(path,
+                   "a TorchScript archive (torch.jit.save), not a torch.save checkpoint; save "
+                   "model.state_dict() with torch.save instead");
   }
   if (!has("data.pkl") || !directory.find("data.pkl"))
-    fail(path, "a zip archive without data.pkl: not a torch.save checkpoint");
+    bad_checkpoint(path, "a zip archive without data.pkl: not a torch.save checkpoint");
   if (directory.find("data.pkl")->uncompressed_size > kMaxPickleBytes)
-    fail(path, "its data.pkl would take " + std::to_string(directory.find("data.pkl")->uncompressed_size) +
-                   " bytes, more than the " + std::to_string(kMaxPickleBytes >> 20) +
-                   " MB a state_dict's needs: the file is damaged or hostile");
+    bad_checkpoint(path, "its data.pkl would take " + std::to_string(directory.find("data.pkl")->uncompressed_size) +
+                             " bytes, more than the " + std::to_string(kMaxPickleBytes >> 20) +
+                             " MB a state_dict's needs: the file is damaged or hostile");
 
   auto [pkl, pkl_size] = guarded(path, "corrupt data.pkl", [&] { return zip->getRecord("data.pkl"); });
   pickle::Unpickled graph;
   try {
     graph = pickle::unpickle(static_cast<const char*>(pkl.get()), pkl_size);
   } catch (const pickle::PickleError& e) {
-    fail(path, std::string("corrupt data.pkl: ") + e.what());
+    bad_checkpoint(path, std::string("corrupt data.pkl: ") + e.what());
   }
 
   Checkpoint ckpt;
@@ -470,13 +475,13 @@ Checkpoint read_pytorch_zip(const std::string& path, const std::string& containe
     if (key->kind != Kind::String) continue;
     const std::string entry = where + " entry '" + excerpt(key->text) + "'";
     if (const Value* refused = find_refused(value, checked)) refuse(path, entry, *refused);
-    if (value->kind == Kind::Invalid) fail(path, entry + " is unusable: " + value->text);
+    if (value->kind == Kind::Invalid) bad_checkpoint(path, entry + " is unusable: " + value->text);
     if (value->kind != Kind::Tensor) continue;  // e.g. a version number stored beside the weights
     const Value& stored = *value;               // C++17 lambdas cannot capture structured bindings (clang rejects it)
     ckpt.tensors.insert_or_assign(key->text, guarded(path, entry, [&] { return storages.tensor(stored); }));
   }
   if (ckpt.tensors.empty()) {
-    fail(path, "no tensors in the " + where + " (its keys: " + key_list(state_dict) + ")");
+    bad_checkpoint(path, "no tensors in the " + where + " (its keys: " + key_list(state_dict) + ")");
   }
   strip_data_parallel_prefix(ckpt.tensors);
   return ckpt;
@@ -521,20 +526,21 @@ Checkpoint load_checkpoint(const std::string& path, const std::string& container
   }
   // Any zip signature (an empty zip starts with its end record, PK\x05\x06) goes to the zip reader.
   if (head.compare(0, 2, "PK") == 0) {
-    if (head.compare(0, 4, "PK\x05\x06") == 0) fail(path, "an empty zip archive: not a torch.save checkpoint");
+    if (head.compare(0, 4, "PK\x05\x06") == 0)
+      bad_checkpoint(path, "an empty zip archive: not a torch.save checkpoint");
     return load_pytorch_zip(path, container);
   }
   // A safetensors header is JSON right after its 8-byte length; the length's low byte can be 0x80,
   // so this must be decided before the pickle checks below.
   if (head.size() > 8 && head[8] == '{') return load_safetensors(path);
   if (is_legacy_torch_pickle(head)) {
-    fail(path,
-         "a legacy (pre-1.6, non-zip) PyTorch checkpoint, which attnscope does not read; "
-         "re-save it with torch.save in PyTorch >= 1.6, or " +
-             std::string(kConvertHint));
+    bad_checkpoint(path,
+                   "a legacy (pre-1.6, non-zip) PyTorch checkpoint, which attnscope does not read; "
+                   "re-save it with torch.save in PyTorch >= 1.6, or " +
+                       std::string(kConvertHint));
   }
   if (!head.empty() && static_cast<unsigned char>(head[0]) == 0x80) {
-    fail(path, std::string("a plain Python pickle, not a checkpoint attnscope reads; ") + kConvertHint);
+    bad_checkpoint(path, std::string("a plain Python pickle, not a checkpoint attnscope reads; ") + kConvertHint);
   }
   return load_safetensors(path);
 }
@@ -546,11 +552,11 @@ void save_safetensors(const std::string& path, const std::map<std::string, torch
     nlohmann::json header = nlohmann::json::object();
     uint64_t offset = 0;
     for (const auto& [name, tensor] : tensors) {
-      if (name == "__metadata__") fail(path, "a tensor cannot be named __metadata__");
+      if (name == "__metadata__") bad_checkpoint(path, "a tensor cannot be named __metadata__");
       const char* code = dtype_code(tensor.scalar_type());
       if (!code) {
-        fail(path,
-             "cannot save tensor '" + excerpt(name) + "' of dtype " + std::string(c10::toString(tensor.scalar_type())));
+        bad_checkpoint(path, "cannot save tensor '" + excerpt(name) + "' of dtype " +
+                                 std::string(c10::toString(tensor.scalar_type())));
       }
       torch::Tensor t = tensor.detach().to(torch::kCPU).contiguous();
       const uint64_t bytes = t.numel() * t.element_size();

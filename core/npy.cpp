@@ -40,7 +40,7 @@ constexpr NpyDtype kDtypes[] = {
     {"<i8", torch::kInt64},   {"|b1", torch::kBool},
 };
 
-[[noreturn]] void fail(const std::string& path, const std::string& what) {
+[[noreturn]] void bad_npy(const std::string& path, const std::string& what) {
   throw std::runtime_error("npy file " + path + ": " + what);
 }
 
@@ -74,7 +74,7 @@ class HeaderParser {
         header.shape = parse_shape();
         has_shape = true;
       } else {
-        fail(path_, "unexpected header key '" + excerpt(key) + "'");
+        bad_npy(path_, "unexpected header key '" + excerpt(key) + "'");
       }
       if (!consume(',')) {
         expect('}');
@@ -82,9 +82,9 @@ class HeaderParser {
       }
     }
     skip_space();
-    if (pos_ != text_.size()) fail(path_, "trailing characters after the header dict");
+    if (pos_ != text_.size()) bad_npy(path_, "trailing characters after the header dict");
     if (!has_descr || !has_order || !has_shape) {
-      fail(path_, "header lacks one of 'descr', 'fortran_order', 'shape'");
+      bad_npy(path_, "header lacks one of 'descr', 'fortran_order', 'shape'");
     }
     return header;
   }
@@ -102,16 +102,16 @@ class HeaderParser {
     return false;
   }
   void expect(char c) {
-    if (!consume(c)) fail(path_, std::string("malformed header: expected '") + c + "'");
+    if (!consume(c)) bad_npy(path_, std::string("malformed header: expected '") + c + "'");
   }
   std::string parse_string() {
     skip_space();
     if (pos_ >= text_.size() || (text_[pos_] != '\'' && text_[pos_] != '"')) {
-      fail(path_, "malformed header: expected a quoted string");
+      bad_npy(path_, "malformed header: expected a quoted string");
     }
     const char quote = text_[pos_++];
     const size_t end = text_.find(quote, pos_);
-    if (end == std::string_view::npos) fail(path_, "malformed header: unterminated string");
+    if (end == std::string_view::npos) bad_npy(path_, "malformed header: unterminated string");
     std::string value(text_.substr(pos_, end - pos_));
     pos_ = end + 1;
     return value;
@@ -125,7 +125,7 @@ class HeaderParser {
         return value;
       }
     }
-    fail(path_, "malformed header: fortran_order is not True or False");
+    bad_npy(path_, "malformed header: fortran_order is not True or False");
   }
   std::vector<int64_t> parse_shape() {
     std::vector<int64_t> shape;
@@ -133,13 +133,13 @@ class HeaderParser {
     while (!consume(')')) {
       skip_space();
       if (pos_ >= text_.size() || !std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
-        fail(path_, "malformed header: shape is not a tuple of non-negative integers");
+        bad_npy(path_, "malformed header: shape is not a tuple of non-negative integers");
       }
       int64_t dim = 0;
       while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
         const int digit = text_[pos_++] - '0';
         if (dim > (std::numeric_limits<int64_t>::max() - digit) / 10) {
-          fail(path_, "shape dimension too large");
+          bad_npy(path_, "shape dimension too large");
         }
         dim = dim * 10 + digit;
       }
@@ -192,58 +192,59 @@ std::string shape_literal(const std::vector<int64_t>& shape) {
 
 torch::Tensor read_npy(const std::string& path) {
   std::error_code error;
-  if (std::filesystem::is_directory(path, error)) fail(path, "is a directory");
+  if (std::filesystem::is_directory(path, error)) bad_npy(path, "is a directory");
   std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  if (!in) bad_npy(path, std::string("cannot open: ") + std::strerror(errno));
 
   in.seekg(0, std::ios::end);
   const std::streamoff file_size = in.tellg();
   in.seekg(0, std::ios::beg);
-  if (file_size < 0) fail(path, "cannot determine the file size");
+  if (file_size < 0) bad_npy(path, "cannot determine the file size");
 
   unsigned char preamble[kMagicSize + 2];
   if (!in.read(reinterpret_cast<char*>(preamble), sizeof(preamble)) || std::memcmp(preamble, kMagic, kMagicSize) != 0) {
-    fail(path, "not a .npy file (bad magic)");
+    bad_npy(path, "not a .npy file (bad magic)");
   }
   const int major_version = preamble[kMagicSize];
   if (major_version < 1 || major_version > 3) {
-    fail(path, "unsupported format version " + std::to_string(major_version) + "." +
-                   std::to_string(preamble[kMagicSize + 1]));
+    bad_npy(path, "unsupported format version " + std::to_string(major_version) + "." +
+                      std::to_string(preamble[kMagicSize + 1]));
   }
   // Version 1.0 stores the header length in 2 bytes, 2.0 and 3.0 in 4.
   const int length_bytes = major_version == 1 ? 2 : 4;
   unsigned char length_field[4];
-  if (!in.read(reinterpret_cast<char*>(length_field), length_bytes)) fail(path, "truncated header");
+  if (!in.read(reinterpret_cast<char*>(length_field), length_bytes)) bad_npy(path, "truncated header");
   const uint32_t header_length = read_little_endian(length_field, length_bytes);
   const std::streamoff data_offset = static_cast<std::streamoff>(sizeof(preamble)) + length_bytes + header_length;
-  if (data_offset > file_size) fail(path, "truncated header");
+  if (data_offset > file_size) bad_npy(path, "truncated header");
   std::string header_text(header_length, '\0');
-  if (!in.read(header_text.data(), header_length)) fail(path, "truncated header");
+  if (!in.read(header_text.data(), header_length)) bad_npy(path, "truncated header");
 
   const NpyHeader header = HeaderParser(header_text, path).parse();
-  if (header.fortran_order) fail(path, "Fortran-order arrays are not supported");
+  if (header.fortran_order) bad_npy(path, "Fortran-order arrays are not supported");
   const auto dtype = dtype_from_descr(header.descr);
   if (!dtype) {
-    fail(path,
-         "unsupported dtype '" + excerpt(header.descr) + "' (expected <f4, <f8, <f2, |u1, |i1, <i2, <i4, <i8 or |b1)");
+    bad_npy(path, "unsupported dtype '" + excerpt(header.descr) +
+                      "' (expected <f4, <f8, <f2, |u1, |i1, <i2, <i4, <i8 or |b1)");
   }
 
   const int64_t item_size = static_cast<int64_t>(c10::elementSize(*dtype));
   int64_t data_bytes = item_size;
   for (int64_t dim : header.shape) {
     if (dim != 0 && data_bytes > std::numeric_limits<int64_t>::max() / dim) {
-      fail(path, "shape " + shape_literal(header.shape) + " is too large");
+      bad_npy(path, "shape " + shape_literal(header.shape) + " is too large");
     }
     data_bytes *= dim;
   }
   if (file_size - data_offset != data_bytes) {
-    fail(path, "shape " + shape_literal(header.shape) + " of " + header.descr + " needs " + std::to_string(data_bytes) +
-                   " data bytes but the file holds " + std::to_string(file_size - data_offset));
+    bad_npy(path, "shape " + shape_literal(header.shape) + " of " + header.descr + " needs " +
+                      std::to_string(data_bytes) + " data bytes but the file holds " +
+                      std::to_string(file_size - data_offset));
   }
 
   torch::Tensor tensor = torch::empty(header.shape, torch::TensorOptions().dtype(*dtype));
   if (data_bytes > 0 && !in.read(static_cast<char*>(tensor.data_ptr()), static_cast<std::streamsize>(data_bytes))) {
-    fail(path, "read error in the data");
+    bad_npy(path, "read error in the data");
   }
   return tensor;
 }
@@ -286,7 +287,7 @@ void write_npy(const std::string& path, const torch::Tensor& tensor) {
   try {
     bytes = npy_bytes(tensor);
   } catch (const std::runtime_error& e) {
-    fail(path, std::string(e.what()).substr(5));  // "npy: " dropped; fail() names the file
+    bad_npy(path, std::string(e.what()).substr(5));  // "npy: " dropped; bad_npy() names the file
   }
   write_file_atomically(
       path, [&](std::ostream& out) { out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())); });

@@ -47,12 +47,11 @@ namespace {
 // AnchorFormer's default anchor count, used when a swap asks for anchors without a number.
 constexpr int kDefaultAnchors = 30;
 
-// [1, L, C] channel-last parameter -> [1, h, L, d], matching the per-head q/k layout.
-torch::Tensor split_heads(const torch::Tensor& x, int heads) {
-  return x.view({x.size(0), x.size(1), heads, x.size(2) / heads}).permute({0, 2, 1, 3});
-}
-
 }  // namespace
+
+torch::Tensor split_heads(const torch::Tensor& x, int64_t heads) {
+  return x.reshape({x.size(0), x.size(1), heads, x.size(2) / heads}).permute({0, 2, 1, 3});
+}
 
 AttentionImpl::AttentionImpl(const AttentionArch& arch) : arch_(arch) {
   const int dim = arch.dim;

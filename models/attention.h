@@ -129,6 +129,9 @@ struct KernelParameters {
 KernelFeatures kernel_features(const ResolvedAttention& resolved, const torch::Tensor& q, torch::Tensor& k,
                                const KernelParameters& parameters, const TokenLayout& layout);
 
+// [B, L, C] with heads side by side in C -> [B, h, L, d], the per-head layout of q, k and v.
+torch::Tensor split_heads(const torch::Tensor& x, int64_t heads);
+
 class AttentionImpl : public torch::nn::Module {
  public:
   explicit AttentionImpl(const AttentionArch& arch);

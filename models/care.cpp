@@ -19,7 +19,7 @@ namespace {
 constexpr double kHeadNormEps = 1e-6;  // Head: partial(nn.LayerNorm, eps=1e-6)
 constexpr int kStripKernel = 11;       // dwconvatt_1 (11, 1), dwconvatt_2 (1, 11)
 
-std::string block_name(int stage, int block) {
+std::string care_block_name(int stage, int block) {
   return "stages." + std::to_string(stage) + ".blocks." + std::to_string(block);
 }
 
@@ -184,7 +184,7 @@ ForwardOutput CareNetImpl::forward(const torch::Tensor& images, const AttentionS
     for (size_t b = 0; b < stage.blocks->size(); ++b) {
       if (options.cancelled && options.cancelled()) throw Cancelled();
       const CareBlockArch& block_arch = stage_arch.blocks[b];
-      const std::string name = block_name(int(s), int(b));
+      const std::string name = care_block_name(int(s), int(b));
       AttentionCapture* capture = nullptr;
       if (options.capture) {
         output.layers.emplace_back();
@@ -272,7 +272,7 @@ std::vector<std::string> CareNetImpl::summary_lines() const {
 
 std::string CareNetImpl::default_hook_point() const {
   // pytorch-grad-cam's choice for conv backbones: the last stage's output.
-  return block_name(int(arch_.stages.size()) - 1, int(arch_.stages.back().blocks.size()) - 1);
+  return care_block_name(int(arch_.stages.size()) - 1, int(arch_.stages.back().blocks.size()) - 1);
 }
 
 std::string CareNetImpl::resolve_hook_point(const std::string& spec) const {
@@ -285,15 +285,15 @@ std::string CareNetImpl::resolve_hook_point(const std::string& spec) const {
   if (spec == "stem") return spec;
   if (spec.rfind("blocks.", 0) == 0) {
     const auto [s, b] = stage_and_block(depths, resolve_module_index(spec.substr(7), attention_layers(), bad));
-    return block_name(s, b);
+    return care_block_name(s, b);
   }
   if (spec.rfind("stages.", 0) != 0) throw std::invalid_argument(bad);
   const std::string rest = spec.substr(7);
   const size_t dot = rest.find('.');
   const int stage = resolve_module_index(rest.substr(0, dot), int(depths.size()), bad);
-  if (dot == std::string::npos) return block_name(stage, depths[size_t(stage)] - 1);
+  if (dot == std::string::npos) return care_block_name(stage, depths[size_t(stage)] - 1);
   if (rest.compare(dot, 8, ".blocks.") != 0) throw std::invalid_argument(bad);
-  return block_name(stage, resolve_module_index(rest.substr(dot + 8), depths[size_t(stage)], bad));
+  return care_block_name(stage, resolve_module_index(rest.substr(dot + 8), depths[size_t(stage)], bad));
 }
 
 }  // namespace attnscope

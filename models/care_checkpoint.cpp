@@ -5,7 +5,7 @@ namespace attnscope {
 
 namespace {
 
-std::string block_prefix(int stage, int block) {
+std::string care_block_prefix(int stage, int block) {
   return "stages." + std::to_string(stage) + ".blocks." + std::to_string(block) + ".";
 }
 
@@ -31,7 +31,7 @@ CareArch infer_care_arch(const Checkpoint& checkpoint, const nlohmann::json& met
                           " kernel; CARE's stem is a 4x4 stride-4 conv");
   const nlohmann::json head_dims = meta.is_object() ? meta.value("att_head_dim", nlohmann::json()) : nlohmann::json();
   int stages = 0;
-  while (has_tensor(checkpoint, block_prefix(stages, 0) + "inter_layer.inter1_norm.weight")) ++stages;
+  while (has_tensor(checkpoint, care_block_prefix(stages, 0) + "inter_layer.inter1_norm.weight")) ++stages;
   if (stages == 0)
     throw CheckpointError("no CARE stage found (missing 'stages.0.blocks.0.inter_layer.inter1_norm.weight')");
   if (!head_dims.is_null() && (!head_dims.is_array() || head_dims.size() != size_t(stages)))
@@ -42,11 +42,11 @@ CareArch infer_care_arch(const Checkpoint& checkpoint, const nlohmann::json& met
   for (int s = 0; s < stages; ++s) {
     CareStageArch stage;
     const std::string stage_name = "stages." + std::to_string(s);
-    stage.dim = int(required_tensor(checkpoint, block_prefix(s, 0) + "inter_layer.inter2_norm.weight", 1).size(0));
+    stage.dim = int(required_tensor(checkpoint, care_block_prefix(s, 0) + "inter_layer.inter2_norm.weight", 1).size(0));
     stage.part_channels =
-        int(required_tensor(checkpoint, block_prefix(s, 0) + "token_mixer.dwconv1.weight", 4).size(0));
+        int(required_tensor(checkpoint, care_block_prefix(s, 0) + "token_mixer.dwconv1.weight", 4).size(0));
     if (stage.part_channels <= 0 || 3 * stage.part_channels > stage.dim)
-      throw CheckpointError("tensor '" + block_prefix(s, 0) + "token_mixer.dwconv1.weight' gives " +
+      throw CheckpointError("tensor '" + care_block_prefix(s, 0) + "token_mixer.dwconv1.weight' gives " +
                             std::to_string(stage.part_channels) + " part channels, more than a third of the width " +
                             std::to_string(stage.dim));
     stage.downsample = has_tensor(checkpoint, stage_name + ".downsample.1.weight");
@@ -71,8 +71,8 @@ CareArch infer_care_arch(const Checkpoint& checkpoint, const nlohmann::json& met
       stage.att_head_dim = stages == 4 ? kReleasedHeadDims[s] : 1;
       head_dims_from_defaults = true;
     }
-    for (int b = 0; has_tensor(checkpoint, block_prefix(s, b) + "inter_layer.inter1_norm.weight"); ++b) {
-      const std::string prefix = block_prefix(s, b);
+    for (int b = 0; has_tensor(checkpoint, care_block_prefix(s, b) + "inter_layer.inter1_norm.weight"); ++b) {
+      const std::string prefix = care_block_prefix(s, b);
       CareBlockArch block;
       block.attention = has_tensor(checkpoint, prefix + "token_mixer.qk.weight");
       if (block.attention) {
@@ -95,11 +95,11 @@ CareArch infer_care_arch(const Checkpoint& checkpoint, const nlohmann::json& met
     for (size_t b = 0; b < stage.blocks.size(); ++b) {
       const bool network_last = s + 1 == stages && b + 1 == stage.blocks.size();
       if (stage.blocks[b].last && !network_last)
-        throw CheckpointError("missing tensor '" + block_prefix(s, int(b)) +
+        throw CheckpointError("missing tensor '" + care_block_prefix(s, int(b)) +
                               "inter_layer.inter2_fc2.weight' (only the network's last block goes without it)");
       if (stage.blocks[b].attention != stage.blocks.front().attention)
         throw CheckpointError("stage " + std::to_string(s) + " mixes attention and strip-conv blocks ('" +
-                              block_prefix(s, int(b)) + "token_mixer.qk.weight')");
+                              care_block_prefix(s, int(b)) + "token_mixer.qk.weight')");
     }
     in_dim = stage.dim;
     arch.stages.push_back(stage);

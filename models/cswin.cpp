@@ -17,11 +17,13 @@ constexpr int kStemKernel = 7, kStemStride = 4, kStemPadding = 2;  // stage1_con
 constexpr int kMergeKernel = 3, kMergeStride = 2, kMergePadding = 1;
 constexpr double kLayerNormEps = 1e-5;  // nn.LayerNorm's default, every norm of the model
 
-std::string block_name(int stage, int block) {
+std::string cswin_block_name(int stage, int block) {
   return "stage" + std::to_string(stage + 1) + "." + std::to_string(block);
 }
 
-torch::nn::LayerNormOptions norm_options(int dim) { return torch::nn::LayerNormOptions({dim}).eps(kLayerNormEps); }
+torch::nn::LayerNormOptions cswin_norm_options(int dim) {
+  return torch::nn::LayerNormOptions({dim}).eps(kLayerNormEps);
+}
 
 // [B, H, W, C] -> zero-padded to the plan's padded grid (before and after, as planned).
 torch::Tensor pad_to_plan(const torch::Tensor& x, const StripePlan& plan) {
@@ -64,11 +66,6 @@ torch::Tensor locally_enhanced_position(const torch::Tensor& padded_v, const Str
                     .permute({0, 1, 3, 5, 2, 4})
                     .reshape({batch * plan.stripes(), channels, plan.stripe_h, plan.stripe_w});
   return get_v(images).reshape({batch * plan.stripes(), channels, plan.stripe_area()}).transpose(1, 2);
-}
-
-// [N, S, C] -> [N, h, S, d].
-torch::Tensor split_heads(const torch::Tensor& x, int64_t heads) {
-  return x.reshape({x.size(0), x.size(1), heads, x.size(2) / heads}).permute({0, 2, 1, 3});
 }
 
 }  // namespace
@@ -226,7 +223,7 @@ torch::Tensor CSwinMergeImpl::forward(const torch::Tensor& x) {
 CSwinTransformerImpl::CSwinTransformerImpl(const CSwinArch& arch) : arch_(arch) {
   stem_conv = torch::nn::Conv2d(
       torch::nn::Conv2dOptions(arch.in_chans, arch.embed_dim, kStemKernel).stride(kStemStride).padding(kStemPadding));
-  stem_norm = torch::nn::LayerNorm(norm_options(arch.embed_dim));
+  stem_norm = torch::nn::LayerNorm(cswin_norm_options(arch.embed_dim));
   stage1_conv_embed =
       register_module("stage1_conv_embed", torch::nn::Sequential(stem_conv, torch::nn::Identity(), stem_norm));
   int in_dim = arch.embed_dim;
@@ -239,7 +236,7 @@ CSwinTransformerImpl::CSwinTransformerImpl(const CSwinArch& arch) : arch_(arch) 
     stages.push_back(blocks);
     in_dim = stage.dim;
   }
-  norm = register_module("norm", torch::nn::LayerNorm(norm_options(in_dim)));
+  norm = register_module("norm", torch::nn::LayerNorm(cswin_norm_options(in_dim)));
   if (arch.num_classes > 0) head = register_module("head", torch::nn::Linear(in_dim, arch.num_classes));
 }
 
@@ -302,7 +299,7 @@ std::vector<std::string> CSwinTransformerImpl::summary_lines() const {
 std::string CSwinTransformerImpl::default_hook_point() const {
   // As for Swin: norm1 of the last block of the last stage.
   const int last = int(arch_.stages.size()) - 1;
-  return block_name(last, int(arch_.stages.back().blocks.size()) - 1) + ".norm1";
+  return cswin_block_name(last, int(arch_.stages.back().blocks.size()) - 1) + ".norm1";
 }
 
 std::string CSwinTransformerImpl::resolve_hook_point(const std::string& spec) const {
@@ -331,7 +328,7 @@ std::string CSwinTransformerImpl::resolve_hook_point(const std::string& spec) co
     split_suffix(spec.substr(7), index, suffix);
     int layer = resolve_module_index(index, attention_layers(), bad);
     for (size_t s = 0; s < depths.size(); layer -= depths[s], ++s)
-      if (layer < depths[s]) return block_name(int(s), layer) + suffix;
+      if (layer < depths[s]) return cswin_block_name(int(s), layer) + suffix;
     throw std::invalid_argument(bad);
   }
   if (spec.rfind("stage", 0) == 0) {
@@ -343,7 +340,7 @@ std::string CSwinTransformerImpl::resolve_hook_point(const std::string& spec) co
     const int stage = std::stoi(rest.substr(0, dot)) - 1;
     if (stage < 0 || stage >= int(depths.size())) throw std::invalid_argument(bad);
     split_suffix(rest.substr(dot + 1), index, suffix);
-    return block_name(stage, resolve_module_index(index, depths[size_t(stage)], bad)) + suffix;
+    return cswin_block_name(stage, resolve_module_index(index, depths[size_t(stage)], bad)) + suffix;
   }
   throw std::invalid_argument(bad);
 }
@@ -385,7 +382,7 @@ ForwardOutput CSwinTransformerImpl::forward(const torch::Tensor& images, const A
     for (size_t b = 0; b < stages[s]->size(); ++b) {
       if (options.cancelled && options.cancelled()) throw Cancelled();
       auto& block = *stages[s][b]->as<CSwinBlockImpl>();
-      const std::string name = block_name(int(s), int(b));
+      const std::string name = cswin_block_name(int(s), int(b));
       AttentionCapture* capture = nullptr;
       if (options.capture) {
         output.layers.emplace_back();

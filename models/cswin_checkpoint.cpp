@@ -11,7 +11,7 @@ namespace {
 // blocks when the file says nothing about heads.
 constexpr int kReleasedHeadDim = 32;
 
-std::string block_prefix(int stage, int block) {
+std::string cswin_block_prefix(int stage, int block) {
   return "stage" + std::to_string(stage + 1) + "." + std::to_string(block) + ".";
 }
 
@@ -76,7 +76,7 @@ std::vector<std::vector<bool>> parse_attn_type(const std::string& attn_type, con
   return focused;
 }
 
-int square_side(int64_t count, const std::string& what) {
+int cswin_square_side(int64_t count, const std::string& what) {
   const auto side = int64_t(std::llround(std::sqrt(double(count))));
   if (side <= 0 || side * side != count)
     throw CheckpointError(what + " has " + std::to_string(count) + " tokens, not a square grid");
@@ -103,9 +103,9 @@ CSwinArch infer_cswin_arch(const Checkpoint& checkpoint, const nlohmann::json& m
   // Stages and blocks as the keys show them: width from qkv, branches from attns.1, kind from scale.
   std::vector<int> depths;
   int in_dim = arch.embed_dim;
-  for (int s = 0; has_tensor(checkpoint, block_prefix(s, 0) + "norm1.weight"); ++s) {
+  for (int s = 0; has_tensor(checkpoint, cswin_block_prefix(s, 0) + "norm1.weight"); ++s) {
     CSwinStageArch stage;
-    stage.dim = int(required_tensor(checkpoint, block_prefix(s, 0) + "qkv.weight", 2).size(1));
+    stage.dim = int(required_tensor(checkpoint, cswin_block_prefix(s, 0) + "qkv.weight", 2).size(1));
     if (s == 0 && stage.dim != arch.embed_dim)
       throw CheckpointError("tensor 'stage1.0.qkv.weight' reads width " + std::to_string(stage.dim) +
                             ", the stem gives " + std::to_string(arch.embed_dim));
@@ -116,8 +116,8 @@ CSwinArch infer_cswin_arch(const Checkpoint& checkpoint, const nlohmann::json& m
         throw CheckpointError("tensor '" + merge + "' does not map width " + std::to_string(in_dim) + " to " +
                               std::to_string(stage.dim) + " with a 3x3 conv");
     }
-    for (int b = 0; has_tensor(checkpoint, block_prefix(s, b) + "norm1.weight"); ++b) {
-      const std::string prefix = block_prefix(s, b);
+    for (int b = 0; has_tensor(checkpoint, cswin_block_prefix(s, b) + "norm1.weight"); ++b) {
+      const std::string prefix = cswin_block_prefix(s, b);
       CSwinBlockArch block;
       const auto& qkv = required_tensor(checkpoint, prefix + "qkv.weight", 2);
       if (qkv.size(0) != 3 * stage.dim || qkv.size(1) != stage.dim)
@@ -143,8 +143,8 @@ CSwinArch infer_cswin_arch(const Checkpoint& checkpoint, const nlohmann::json& m
                                 std::to_string(stage.dim));
         block.heads = int(stage.dim / dwc.size(0));
         block.encoding_side =
-            square_side(required_tensor(checkpoint, prefix + "attns.0.positional_encoding", 3).size(1),
-                        prefix + "attns.0.positional_encoding");
+            cswin_square_side(required_tensor(checkpoint, prefix + "attns.0.positional_encoding", 3).size(1),
+                              prefix + "attns.0.positional_encoding");
       }
       stage.blocks.push_back(block);
     }
@@ -170,7 +170,7 @@ CSwinArch infer_cswin_arch(const Checkpoint& checkpoint, const nlohmann::json& m
       const int dim = arch.stages[s].dim;
       if (!heads.empty()) {
         if (block.native == NativeAttention::Focused && block.heads != heads[s])
-          throw CheckpointError("tensor '" + block_prefix(int(s), int(b)) + "attns.0.dwc.weight' implies " +
+          throw CheckpointError("tensor '" + cswin_block_prefix(int(s), int(b)) + "attns.0.dwc.weight' implies " +
                                 std::to_string(block.heads) + " heads, the arch metadata says " +
                                 std::to_string(heads[s]));
         block.heads = heads[s];
@@ -179,11 +179,11 @@ CSwinArch infer_cswin_arch(const Checkpoint& checkpoint, const nlohmann::json& m
       }
       if (block.heads <= 0 || dim % block.heads != 0 || (block.branches == 2 && block.heads % 2 != 0))
         throw CheckpointError(std::to_string(block.heads) + " heads do not split the width " + std::to_string(dim) +
-                              " of '" + block_prefix(int(s), int(b)) + "' into " + std::to_string(block.branches) +
-                              " branch(es)");
-      const auto& get_v = required_tensor(checkpoint, block_prefix(int(s), int(b)) + "attns.0.get_v.weight", 4);
+                              " of '" + cswin_block_prefix(int(s), int(b)) + "' into " +
+                              std::to_string(block.branches) + " branch(es)");
+      const auto& get_v = required_tensor(checkpoint, cswin_block_prefix(int(s), int(b)) + "attns.0.get_v.weight", 4);
       if (get_v.size(0) != dim / block.branches)
-        throw CheckpointError("tensor '" + block_prefix(int(s), int(b)) + "attns.0.get_v.weight' has " +
+        throw CheckpointError("tensor '" + cswin_block_prefix(int(s), int(b)) + "attns.0.get_v.weight' has " +
                               std::to_string(get_v.size(0)) + " channels, a branch of " +
                               std::to_string(block.branches) + " has " + std::to_string(dim / block.branches));
     }
@@ -233,7 +233,7 @@ CSwinArch infer_cswin_arch(const Checkpoint& checkpoint, const nlohmann::json& m
       for (size_t b = 0; b < focused[s].size(); ++b)
         if (expected[s][b] != focused[s][b])
           throw CheckpointError("arch metadata attn_type '" + arch.attn_type.substr(0, 40) + "' makes block '" +
-                                block_prefix(int(s), int(b)) + "' " + (expected[s][b] ? "focused" : "softmax") +
+                                cswin_block_prefix(int(s), int(b)) + "' " + (expected[s][b] ? "focused" : "softmax") +
                                 " but its keys are " + (focused[s][b] ? "focused (attns.0.scale)" : "softmax"));
   } else {
     std::string letters, count;
@@ -242,7 +242,7 @@ CSwinArch infer_cswin_arch(const Checkpoint& checkpoint, const nlohmann::json& m
       while (leading < focused[s].size() && focused[s][leading]) ++leading;
       for (size_t b = leading; b < focused[s].size(); ++b)
         if (focused[s][b])
-          throw CheckpointError("block '" + block_prefix(int(s), int(b)) +
+          throw CheckpointError("block '" + cswin_block_prefix(int(s), int(b)) +
                                 "' is focused after a softmax block of its stage: no attn_type has that order");
       if (leading == focused[s].size()) {
         letters += 'L';

@@ -12,7 +12,9 @@ namespace F = torch::nn::functional;
 
 namespace {
 
-std::string block_name(int stage, int block) { return "stages." + std::to_string(stage) + "." + std::to_string(block); }
+std::string l2vit_block_name(int stage, int block) {
+  return "stages." + std::to_string(stage) + "." + std::to_string(block);
+}
 
 std::vector<int> stage_depths(const L2ViTArch& arch) {
   std::vector<int> depths;
@@ -215,7 +217,7 @@ InputGeometry L2ViTImpl::input_geometry() const {
 
 std::string L2ViTImpl::default_hook_point() const {
   const int last = int(arch_.stages.size()) - 1;
-  return block_name(last, int(arch_.stages.back().blocks.size()) - 1) + ".norm1";
+  return l2vit_block_name(last, int(arch_.stages.back().blocks.size()) - 1) + ".norm1";
 }
 
 std::string L2ViTImpl::resolve_hook_point(const std::string& spec) const {
@@ -237,7 +239,7 @@ std::string L2ViTImpl::resolve_hook_point(const std::string& spec) const {
   if (spec.rfind("blocks.", 0) == 0) {
     split_suffix(spec.substr(7), index, point);
     const auto [stage, block] = stage_and_block(depths, resolve_module_index(index, attention_layers(), bad));
-    return block_name(stage, block) + (point.empty() ? "" : "." + point);
+    return l2vit_block_name(stage, block) + (point.empty() ? "" : "." + point);
   }
   if (spec.rfind("stages.", 0) == 0) {
     const std::string rest = spec.substr(7);
@@ -246,7 +248,7 @@ std::string L2ViTImpl::resolve_hook_point(const std::string& spec) const {
     const int stage = resolve_module_index(rest.substr(0, dot), int(depths.size()), bad);
     split_suffix(rest.substr(dot + 1), index, point);
     const int block = resolve_module_index(index, depths[size_t(stage)], bad);
-    return block_name(stage, block) + (point.empty() ? "" : "." + point);
+    return l2vit_block_name(stage, block) + (point.empty() ? "" : "." + point);
   }
   throw std::invalid_argument(bad);
 }
@@ -283,7 +285,7 @@ ForwardOutput L2ViTImpl::forward(const torch::Tensor& images, const AttentionSet
       if (options.cancelled && options.cancelled()) throw Cancelled();
       auto& block = *stage[b]->as<L2ViTBlockImpl>();
       const bool global = arch_.stages[s].blocks[b].global;
-      const std::string name = block_name(int(s), int(b));
+      const std::string name = l2vit_block_name(int(s), int(b));
       AttentionCapture* capture = nullptr;
       if (options.capture) {
         output.layers.emplace_back();

@@ -7,7 +7,7 @@ namespace attnscope {
 
 namespace {
 
-std::string block_prefix(int stage, int block) {
+std::string l2vit_block_prefix(int stage, int block) {
   return "stages." + std::to_string(stage) + "." + std::to_string(block) + ".";
 }
 
@@ -46,9 +46,9 @@ L2ViTArch infer_l2vit_arch(const Checkpoint& checkpoint, const nlohmann::json& m
     notes.push_back("L2ViT window: 7 (the released models but L2ViT_Base_384, which uses 12); the keys do not show it");
   bool heads_guessed = false;
   int in_dim = 0;
-  for (int s = 0; has_tensor(checkpoint, block_prefix(s, 0) + "norm1.weight"); ++s) {
+  for (int s = 0; has_tensor(checkpoint, l2vit_block_prefix(s, 0) + "norm1.weight"); ++s) {
     L2ViTStageArch stage;
-    stage.dim = int(required_tensor(checkpoint, block_prefix(s, 0) + "norm1.weight", 1).size(0));
+    stage.dim = int(required_tensor(checkpoint, l2vit_block_prefix(s, 0) + "norm1.weight", 1).size(0));
     if (s > 0) {
       const std::string key = "downsample_layers." + std::to_string(s) + ".proj.weight";
       const auto& conv = required_tensor(checkpoint, key, 4);
@@ -58,11 +58,11 @@ L2ViTArch infer_l2vit_arch(const Checkpoint& checkpoint, const nlohmann::json& m
     }
     // Heads: the metadata's, else the global blocks' temperature [h, 1, 1], else the authors' width / 32.
     int heads = meta_int_list_entry(meta, "heads", size_t(s));
-    if (heads <= 0 && has_tensor(checkpoint, block_prefix(s, 1) + "attn.temperature"))
-      heads = int(required_tensor(checkpoint, block_prefix(s, 1) + "attn.temperature", 3).size(0));
+    if (heads <= 0 && has_tensor(checkpoint, l2vit_block_prefix(s, 1) + "attn.temperature"))
+      heads = int(required_tensor(checkpoint, l2vit_block_prefix(s, 1) + "attn.temperature", 3).size(0));
     if (heads <= 0) heads = std::max(1, stage.dim / 32), heads_guessed = true;
-    for (int b = 0; has_tensor(checkpoint, block_prefix(s, b) + "norm1.weight"); ++b) {
-      const std::string prefix = block_prefix(s, b);
+    for (int b = 0; has_tensor(checkpoint, l2vit_block_prefix(s, b) + "norm1.weight"); ++b) {
+      const std::string prefix = l2vit_block_prefix(s, b);
       L2ViTBlockArch block;
       block.global = has_tensor(checkpoint, prefix + "local_mp.conv1.weight");
       if (block.global != (b % 2 == 1))

@@ -13,9 +13,11 @@ namespace F = torch::nn::functional;
 
 namespace {
 
-torch::nn::LayerNormOptions norm_options(int dim, double eps) { return torch::nn::LayerNormOptions({dim}).eps(eps); }
+torch::nn::LayerNormOptions pvt_norm_options(int dim, double eps) {
+  return torch::nn::LayerNormOptions({dim}).eps(eps);
+}
 
-std::string stage_block_name(int stage, int block) {
+std::string pvt_block_name(int stage, int block) {
   return "stages." + std::to_string(stage) + ".blocks." + std::to_string(block);
 }
 
@@ -52,7 +54,7 @@ PvtAttentionImpl::PvtAttentionImpl(int dim, const PvtBlockArch& arch, double eps
   if (arch.pooled || arch.sr_ratio > 1) {
     const int kernel = arch.pooled ? 1 : arch.sr_ratio;
     sr = register_module("sr", torch::nn::Conv2d(torch::nn::Conv2dOptions(dim, dim, kernel).stride(kernel)));
-    norm = register_module("norm", torch::nn::LayerNorm(norm_options(dim, eps)));
+    norm = register_module("norm", torch::nn::LayerNorm(pvt_norm_options(dim, eps)));
   }
   if (arch.native == NativeAttention::Focused) {
     const int head_dim = dim / arch.heads;
@@ -144,9 +146,9 @@ torch::Tensor PvtMlpImpl::forward(const torch::Tensor& x, int height, int width)
 }
 
 PvtBlockImpl::PvtBlockImpl(int dim, const PvtBlockArch& arch, bool linear, double block_eps, double embed_eps) {
-  norm1 = register_module("norm1", torch::nn::LayerNorm(norm_options(dim, block_eps)));
+  norm1 = register_module("norm1", torch::nn::LayerNorm(pvt_norm_options(dim, block_eps)));
   attn = register_module("attn", PvtAttention(dim, arch, embed_eps));
-  norm2 = register_module("norm2", torch::nn::LayerNorm(norm_options(dim, block_eps)));
+  norm2 = register_module("norm2", torch::nn::LayerNorm(pvt_norm_options(dim, block_eps)));
   mlp = register_module("mlp", PvtMlp(dim, arch.mlp_hidden, linear));
 }
 
@@ -198,14 +200,14 @@ torch::Tensor PvtBlockImpl::forward_by_row_chunks(const torch::Tensor& x, int he
 OverlapPatchEmbedImpl::OverlapPatchEmbedImpl(int in_chans, int dim, int kernel, int stride, double eps) {
   proj = register_module(
       "proj", torch::nn::Conv2d(torch::nn::Conv2dOptions(in_chans, dim, kernel).stride(stride).padding(kernel / 2)));
-  norm = register_module("norm", torch::nn::LayerNorm(norm_options(dim, eps)));
+  norm = register_module("norm", torch::nn::LayerNorm(pvt_norm_options(dim, eps)));
 }
 
 PvtStageImpl::PvtStageImpl(int in_dim, const PvtStageArch& arch, bool linear, double block_eps, double embed_eps) {
   if (arch.downsample) downsample = register_module("downsample", OverlapPatchEmbed(in_dim, arch.dim, 3, 2, embed_eps));
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (const auto& block : arch.blocks) blocks->push_back(PvtBlock(arch.dim, block, linear, block_eps, embed_eps));
-  norm = register_module("norm", torch::nn::LayerNorm(norm_options(arch.dim, block_eps)));
+  norm = register_module("norm", torch::nn::LayerNorm(pvt_norm_options(arch.dim, block_eps)));
 }
 
 PyramidVisionTransformerImpl::PyramidVisionTransformerImpl(const PvtArch& arch) : arch_(arch) {
@@ -276,7 +278,7 @@ std::vector<std::string> PyramidVisionTransformerImpl::summary_lines() const {
 }
 
 std::string PyramidVisionTransformerImpl::default_hook_point() const {
-  return stage_block_name(int(arch_.stages.size()) - 1, int(arch_.stages.back().blocks.size()) - 1) + ".norm1";
+  return pvt_block_name(int(arch_.stages.size()) - 1, int(arch_.stages.back().blocks.size()) - 1) + ".norm1";
 }
 
 std::string PyramidVisionTransformerImpl::resolve_hook_point(const std::string& spec) const {
@@ -296,9 +298,9 @@ std::string PyramidVisionTransformerImpl::resolve_hook_point(const std::string& 
     const int block = resolve_module_index(rest.substr(0, dot), count, bad);
     if (stage < 0) {
       const auto [s, b] = stage_and_block(depths, block);
-      return stage_block_name(s, b) + (point.empty() ? "" : "." + point);
+      return pvt_block_name(s, b) + (point.empty() ? "" : "." + point);
     }
-    return stage_block_name(stage, block) + (point.empty() ? "" : "." + point);
+    return pvt_block_name(stage, block) + (point.empty() ? "" : "." + point);
   };
   if (spec.rfind("blocks.", 0) == 0) return with_point(spec.substr(7), -1, attention_layers());
   if (spec.rfind("stages.", 0) == 0) {
@@ -354,7 +356,7 @@ ForwardOutput PyramidVisionTransformerImpl::forward(const torch::Tensor& images,
     for (size_t b = 0; b < stage.blocks->size(); ++b, ++layer_index) {
       if (options.cancelled && options.cancelled()) throw Cancelled();
       auto& block = *stage.blocks[b]->as<PvtBlockImpl>();
-      const std::string name = stage_block_name(int(s), int(b));
+      const std::string name = pvt_block_name(int(s), int(b));
       AttentionCapture* capture = nullptr;
       if (options.capture) {
         output.layers.emplace_back();

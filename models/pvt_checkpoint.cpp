@@ -7,7 +7,7 @@ namespace attnscope {
 
 namespace {
 
-std::string block_prefix(int stage, int block) {
+std::string pvt_block_prefix(int stage, int block) {
   return "stages." + std::to_string(stage) + ".blocks." + std::to_string(block) + ".";
 }
 
@@ -57,14 +57,14 @@ PvtArch infer_pvt_arch(const Checkpoint& checkpoint, const nlohmann::json& meta,
     arch.num_classes = int(required_tensor(checkpoint, "head.weight", 2).size(0));
   nlohmann::json heads_given = meta.is_object() ? meta.value("heads", nlohmann::json()) : nlohmann::json();
   int stages = 0;
-  while (has_tensor(checkpoint, block_prefix(stages, 0) + "norm1.weight")) ++stages;
+  while (has_tensor(checkpoint, pvt_block_prefix(stages, 0) + "norm1.weight")) ++stages;
   if (stages == 0) throw CheckpointError("no PVT stage found (missing 'stages.0.blocks.0.norm1.weight')");
   static const int kReleasedHeads[] = {1, 2, 5, 8};
   bool heads_from_defaults = false;
   int in_dim = int(stem.size(0));
   for (int s = 0; s < stages; ++s) {
     PvtStageArch stage;
-    stage.dim = int(required_tensor(checkpoint, block_prefix(s, 0) + "norm1.weight", 1).size(0));
+    stage.dim = int(required_tensor(checkpoint, pvt_block_prefix(s, 0) + "norm1.weight", 1).size(0));
     stage.downsample = s > 0;
     if (s > 0) {
       const auto& conv = required_tensor(checkpoint, "stages." + std::to_string(s) + ".downsample.proj.weight", 4);
@@ -82,8 +82,8 @@ PvtArch infer_pvt_arch(const Checkpoint& checkpoint, const nlohmann::json& meta,
       heads = kReleasedHeads[s], heads_from_defaults = true;
     else
       heads = std::max(1, stage.dim / 64), heads_from_defaults = true;
-    for (int b = 0; has_tensor(checkpoint, block_prefix(s, b) + "norm1.weight"); ++b) {
-      const std::string prefix = block_prefix(s, b), attn = prefix + "attn.";
+    for (int b = 0; has_tensor(checkpoint, pvt_block_prefix(s, b) + "norm1.weight"); ++b) {
+      const std::string prefix = pvt_block_prefix(s, b), attn = prefix + "attn.";
       PvtBlockArch block;
       block.heads = heads;
       block.qkv_bias = has_tensor(checkpoint, attn + "q.bias");

@@ -10,11 +10,13 @@ namespace attnscope {
 
 namespace {
 
-std::string stage_block_name(int stage, int block) {
+std::string swin_block_name(int stage, int block) {
   return "layers." + std::to_string(stage) + ".blocks." + std::to_string(block);
 }
 
-torch::nn::LayerNormOptions norm_options(int dim, double eps) { return torch::nn::LayerNormOptions({dim}).eps(eps); }
+torch::nn::LayerNormOptions swin_norm_options(int dim, double eps) {
+  return torch::nn::LayerNormOptions({dim}).eps(eps);
+}
 
 std::vector<int> stage_depths(const SwinArch& arch) {
   std::vector<int> depths;
@@ -161,9 +163,9 @@ torch::Tensor SwinAttentionImpl::forward(const torch::Tensor& x, const WindowPla
 }
 
 SwinBlockImpl::SwinBlockImpl(int dim, const SwinBlockArch& arch, double eps) {
-  norm1 = register_module("norm1", torch::nn::LayerNorm(norm_options(dim, eps)));
+  norm1 = register_module("norm1", torch::nn::LayerNorm(swin_norm_options(dim, eps)));
   attn = register_module("attn", SwinAttention(dim, arch));
-  norm2 = register_module("norm2", torch::nn::LayerNorm(norm_options(dim, eps)));
+  norm2 = register_module("norm2", torch::nn::LayerNorm(swin_norm_options(dim, eps)));
   mlp = register_module("mlp", Mlp(dim, arch.mlp_hidden));
 }
 
@@ -200,7 +202,7 @@ torch::Tensor SwinBlockImpl::forward_by_window_chunks(const torch::Tensor& x, co
 }
 
 PatchMergingImpl::PatchMergingImpl(int dim, int out_dim, double eps) {
-  norm = register_module("norm", torch::nn::LayerNorm(norm_options(4 * dim, eps)));
+  norm = register_module("norm", torch::nn::LayerNorm(swin_norm_options(4 * dim, eps)));
   reduction = register_module("reduction", torch::nn::Linear(torch::nn::LinearOptions(4 * dim, out_dim).bias(false)));
 }
 
@@ -231,7 +233,7 @@ SwinStageImpl::SwinStageImpl(int in_dim, const SwinStageArch& arch, double eps) 
 
 SwinPatchEmbedImpl::SwinPatchEmbedImpl(int in_chans, int dim, int patch, bool with_norm, double eps) {
   proj = register_module("proj", torch::nn::Conv2d(torch::nn::Conv2dOptions(in_chans, dim, patch).stride(patch)));
-  if (with_norm) norm = register_module("norm", torch::nn::LayerNorm(norm_options(dim, eps)));
+  if (with_norm) norm = register_module("norm", torch::nn::LayerNorm(swin_norm_options(dim, eps)));
 }
 
 ClassifierHeadImpl::ClassifierHeadImpl(int dim, int classes) {
@@ -247,7 +249,7 @@ SwinTransformerImpl::SwinTransformerImpl(const SwinArch& arch) : arch_(arch) {
     layers->push_back(SwinStage(in_dim, stage, arch.layer_norm_eps));
     in_dim = stage.dim;
   }
-  norm = register_module("norm", torch::nn::LayerNorm(norm_options(in_dim, arch.layer_norm_eps)));
+  norm = register_module("norm", torch::nn::LayerNorm(swin_norm_options(in_dim, arch.layer_norm_eps)));
   if (arch.num_classes > 0) head = register_module("head", ClassifierHead(in_dim, arch.num_classes));
 }
 
@@ -317,7 +319,7 @@ InputGeometry SwinTransformerImpl::input_geometry() const {
 std::string SwinTransformerImpl::default_hook_point() const {
   // pytorch-grad-cam's Swin example: norm1 of the last block of the last stage.
   const int last = int(arch_.stages.size()) - 1;
-  return stage_block_name(last, int(arch_.stages.back().blocks.size()) - 1) + ".norm1";
+  return swin_block_name(last, int(arch_.stages.back().blocks.size()) - 1) + ".norm1";
 }
 
 std::string SwinTransformerImpl::resolve_hook_point(const std::string& spec) const {
@@ -338,7 +340,7 @@ std::string SwinTransformerImpl::resolve_hook_point(const std::string& spec) con
   if (spec.rfind("blocks.", 0) == 0) {
     split_suffix(spec.substr(7), index, point);
     const auto [stage, block] = stage_and_block(depths, resolve_module_index(index, attention_layers(), bad));
-    return stage_block_name(stage, block) + (point.empty() ? "" : "." + point);
+    return swin_block_name(stage, block) + (point.empty() ? "" : "." + point);
   }
   if (spec.rfind("layers.", 0) == 0) {
     const std::string rest = spec.substr(7);
@@ -347,7 +349,7 @@ std::string SwinTransformerImpl::resolve_hook_point(const std::string& spec) con
     const int stage = resolve_module_index(rest.substr(0, dot), int(depths.size()), bad);
     split_suffix(rest.substr(dot + 8), index, point);
     const int block = resolve_module_index(index, depths[size_t(stage)], bad);
-    return stage_block_name(stage, block) + (point.empty() ? "" : "." + point);
+    return swin_block_name(stage, block) + (point.empty() ? "" : "." + point);
   }
   throw std::invalid_argument(bad);
 }
@@ -402,7 +404,7 @@ ForwardOutput SwinTransformerImpl::forward(const torch::Tensor& images, const At
       const int window = settings.window > 0 ? settings.window : block_arch.window;
       const WindowPlan plan =
           plan_windows(grid_h, grid_w, resolution_h, resolution_w, window, window, /*shifted=*/b % 2 == 1);
-      const std::string name = stage_block_name(int(s), int(b));
+      const std::string name = swin_block_name(int(s), int(b));
       AttentionCapture* capture = nullptr;
       if (options.capture) {
         output.layers.emplace_back();

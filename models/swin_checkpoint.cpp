@@ -12,11 +12,11 @@ namespace attnscope {
 
 namespace {
 
-std::string block_prefix(int stage, int block) {
+std::string swin_block_prefix(int stage, int block) {
   return "layers." + std::to_string(stage) + ".blocks." + std::to_string(block) + ".";
 }
 
-int square_side(int64_t count, const std::string& what) {
+int swin_square_side(int64_t count, const std::string& what) {
   const auto side = int64_t(std::llround(std::sqrt(double(count))));
   if (side <= 0 || side * side != count)
     throw CheckpointError(what + " has " + std::to_string(count) + " entries, not a square number");
@@ -84,9 +84,9 @@ SwinArch infer_swin_arch(const Checkpoint& checkpoint, const nlohmann::json& met
 
   int in_dim = arch.embed_dim;
   bool focused_anywhere = false;
-  for (int stage = 0; has_tensor(checkpoint, block_prefix(stage, 0) + "norm1.weight"); ++stage) {
+  for (int stage = 0; has_tensor(checkpoint, swin_block_prefix(stage, 0) + "norm1.weight"); ++stage) {
     SwinStageArch stage_arch;
-    stage_arch.dim = int(required_tensor(checkpoint, block_prefix(stage, 0) + "norm1.weight", 1).size(0));
+    stage_arch.dim = int(required_tensor(checkpoint, swin_block_prefix(stage, 0) + "norm1.weight", 1).size(0));
     const std::string merge = "layers." + std::to_string(stage) + ".downsample.reduction.weight";
     stage_arch.downsample = has_tensor(checkpoint, merge);
     if (stage_arch.downsample && required_tensor(checkpoint, merge, 2).size(1) != 4 * in_dim)
@@ -95,15 +95,15 @@ SwinArch infer_swin_arch(const Checkpoint& checkpoint, const nlohmann::json& met
       throw CheckpointError("stage " + std::to_string(stage) + " has width " + std::to_string(stage_arch.dim) +
                             " after width " + std::to_string(in_dim) + " without a patch merging (missing '" + merge +
                             "')");
-    for (int block = 0; has_tensor(checkpoint, block_prefix(stage, block) + "norm1.weight"); ++block) {
-      const std::string prefix = block_prefix(stage, block), attn = prefix + "attn.";
+    for (int block = 0; has_tensor(checkpoint, swin_block_prefix(stage, block) + "norm1.weight"); ++block) {
+      const std::string prefix = swin_block_prefix(stage, block), attn = prefix + "attn.";
       SwinBlockArch b;
       b.qkv_bias = has_tensor(checkpoint, attn + "qkv.bias");
       b.mlp_hidden = int(required_tensor(checkpoint, prefix + "mlp.fc1.weight", 2).size(0));
       if (has_tensor(checkpoint, attn + "relative_position_bias_table")) {
         const auto& table = required_tensor(checkpoint, attn + "relative_position_bias_table", 2);
         b.heads = int(table.size(1));
-        const int side = square_side(table.size(0), attn + "relative_position_bias_table");
+        const int side = swin_square_side(table.size(0), attn + "relative_position_bias_table");
         if (side % 2 == 0) throw CheckpointError(attn + "relative_position_bias_table is not (2w-1)^2 entries");
         b.table_window = (side + 1) / 2;
         b.window = b.table_window;
@@ -119,8 +119,8 @@ SwinArch infer_swin_arch(const Checkpoint& checkpoint, const nlohmann::json& met
                                 "with an odd k and d dividing the width " +
                                 std::to_string(stage_arch.dim));
         b.heads = int(stage_arch.dim / dwc.size(0));
-        b.encoding_side = square_side(required_tensor(checkpoint, attn + "positional_encoding", 3).size(1),
-                                      attn + "positional_encoding");
+        b.encoding_side = swin_square_side(required_tensor(checkpoint, attn + "positional_encoding", 3).size(1),
+                                           attn + "positional_encoding");
         b.window = b.encoding_side;
       } else {
         throw CheckpointError("block '" + prefix +

@@ -8,6 +8,7 @@
 
 #include "core/npy.h"
 #include "models/model_loader.h"
+#include "tests/numeric_bounds.h"
 
 namespace attnscope {
 
@@ -36,9 +37,5 @@ class CaseFolder {
   std::string dir_;
   nlohmann::json cases_;
 };
-
-inline double max_abs_difference(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
-}
 
 }  // namespace attnscope

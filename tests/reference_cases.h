@@ -15,12 +15,9 @@
 
 #include "models/attention.h"
 #include "models/attention_settings.h"
+#include "tests/numeric_bounds.h"
 
 namespace attnscope::testing_cases {
-
-inline double max_abs_difference(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
-}
 
 // The cases in `folder`/cases.json, all of them or those of one family.
 inline std::vector<nlohmann::json> read_cases(const std::string& folder, const std::string& family = "") {

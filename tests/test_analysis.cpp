@@ -21,7 +21,7 @@
 #include "tests/case_folder.h"
 
 namespace attnscope {
-namespace {
+namespace test_analysis {
 
 namespace fs = std::filesystem;
 
@@ -417,5 +417,5 @@ TEST_F(AnalyzeCliTest, ReportsBadInputClearly) {
   expect_clear_error("analyze --analysis metrics --variants softmax,fancy" + base_, "--variants");
 }
 
-}  // namespace
+}  // namespace test_analysis
 }  // namespace attnscope

@@ -18,7 +18,7 @@
 #include "tests/case_folder.h"
 
 namespace attnscope {
-namespace {
+namespace test_attribution {
 
 const CaseFolder& folder() {
   static const CaseFolder loaded("attribution_cases");
@@ -350,5 +350,5 @@ TEST(Perturbation, CellsTileTheImageAndBlurKeepsConstants) {
   EXPECT_THROW(parse_replacement("noise"), std::invalid_argument);
 }
 
-}  // namespace
+}  // namespace test_attribution
 }  // namespace attnscope

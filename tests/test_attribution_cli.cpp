@@ -18,7 +18,7 @@
 #include "models/demo_models.h"
 
 namespace attnscope {
-namespace {
+namespace test_attribution_cli {
 
 namespace fs = std::filesystem;
 
@@ -256,5 +256,5 @@ TEST_F(AttributionCliTest, ReportsBadInputClearly) {
   }
 }
 
-}  // namespace
+}  // namespace test_attribution_cli
 }  // namespace attnscope

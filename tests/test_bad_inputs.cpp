@@ -23,7 +23,7 @@
 #include "untrusted_files.h"
 
 namespace attnscope {
-namespace {
+namespace test_bad_inputs {
 
 namespace fs = std::filesystem;
 
@@ -224,5 +224,5 @@ std::string row_name(const ::testing::TestParamInfo<BadInput>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Issue16, BadInputs, ::testing::ValuesIn(kTable), row_name);
 
-}  // namespace
+}  // namespace test_bad_inputs
 }  // namespace attnscope

@@ -15,7 +15,7 @@
 #include "reference_cases.h"
 
 namespace attnscope {
-namespace {
+namespace test_care {
 
 using namespace testing_cases;
 
@@ -155,5 +155,5 @@ TEST(Care, MissingMisshapenOrForeignKeysAreNamed) {
   expect_refusal_naming(checkpoint.tensors, foreign, "family \"l2vit\"");
 }
 
-}  // namespace
+}  // namespace test_care
 }  // namespace attnscope

@@ -27,7 +27,7 @@ using attnscope::load_safetensors;
 using attnscope::save_safetensors;
 using nlohmann::json;
 
-namespace {
+namespace test_checkpoint {
 
 std::string fixture(const std::string& name) {
   return std::string(ATTNSCOPE_TEST_DATA_DIR "/checkpoint_fixtures/") + name;
@@ -142,8 +142,6 @@ std::string load_error_for(const ScratchDir& dir, const std::string& bytes) {
   write_bytes(path, bytes);
   return error_of([&] { load_checkpoint(path); });
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------- PyTorch zip checkpoints
 
@@ -377,8 +375,6 @@ TEST(CheckpointSafetensors, CorruptHeadersGiveSpecificMessages) {
 
 // ---------------------------------------------------------------- hostile pickles
 
-namespace {
-
 // Rewrites flat.pth with a different data.pkl (valid zip CRCs, so only the unpickler judges it).
 std::string rewrite_archive(const ScratchDir& dir, const std::string& pickle, bool truncate_storage = false) {
   caffe2::serialize::PyTorchStreamReader reader(fixture("flat.pth"));
@@ -399,8 +395,6 @@ std::string original_pickle() {
   auto [data, size] = reader.getRecord("data.pkl");
   return std::string(static_cast<const char*>(data.get()), size);
 }
-
-}  // namespace
 
 TEST(CheckpointPickle, MutatedPicklesNeverCrash) {
   ScratchDir dir;
@@ -537,3 +531,5 @@ TEST(CheckpointAtomicFile, WritesReplacesAndCleansUp) {
   EXPECT_EQ(read_bytes(path), "second");
   EXPECT_EQ(dir.entry_count(), 1u) << "temporary file left behind";
 }
+
+}  // namespace test_checkpoint

@@ -21,7 +21,7 @@
 #include "session/app_state.h"
 
 namespace attnscope {
-namespace {
+namespace test_cli {
 
 namespace fs = std::filesystem;
 
@@ -385,5 +385,5 @@ TEST_F(CliTest, PipesAreRefusedInsteadOfBlocking) {
   }
 }
 
-}  // namespace
+}  // namespace test_cli
 }  // namespace attnscope

@@ -22,7 +22,7 @@
 #include "session/app_state.h"
 
 namespace attnscope {
-namespace {
+namespace test_cli_outputs {
 
 namespace fs = std::filesystem;
 
@@ -265,11 +265,11 @@ TEST_F(CliOutputsTest, GradcamPanelsHaveTheirOwnBarsAndAnalyzeTakesAColormap) {
   EXPECT_EQ(read_json(folder_ / "gray" / "summary.json")["state"]["colormap"], "gray");
 }
 
-}  // namespace
+}  // namespace test_cli_outputs
 }  // namespace attnscope
 
 namespace attnscope {
-namespace {
+namespace test_cli_outputs {
 
 // f_p made visible on real data: a head's keys before and after f_p in 2-D, one segment from each
 // x to f_p(x); f_p pulls them toward their largest channel's axis; the figure exports.
@@ -304,5 +304,5 @@ TEST_F(CliOutputsTest, FocusingOnAHeadsOwnVectorsIsVisibleAndExports) {
   EXPECT_NE(csv.find("\nx,"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace test_cli_outputs
 }  // namespace attnscope

@@ -15,7 +15,7 @@
 #include "reference_cases.h"
 
 namespace attnscope {
-namespace {
+namespace test_cswin {
 
 using namespace testing_cases;
 
@@ -193,5 +193,5 @@ TEST(CSwin, GradCamAtTheAuthorsModuleNames) {
   EXPECT_GT(early.max_abs_gradient, 0.0);
 }
 
-}  // namespace
+}  // namespace test_cswin
 }  // namespace attnscope

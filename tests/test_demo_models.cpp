@@ -15,7 +15,7 @@
 #include "models/trainer.h"
 
 namespace attnscope {
-namespace {
+namespace test_demo_models {
 
 struct CardAccuracy {
   double accuracy = -1;
@@ -123,5 +123,5 @@ INSTANTIATE_TEST_SUITE_P(AllVariants, ShippedDemoModel,
                                          "l2vit_hierarchical"),
                          [](const testing::TestParamInfo<std::string>& info) { return info.param; });
 
-}  // namespace
+}  // namespace test_demo_models
 }  // namespace attnscope

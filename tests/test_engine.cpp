@@ -14,7 +14,7 @@
 #include "session/app_state.h"
 
 namespace attnscope {
-namespace {
+namespace test_engine {
 
 const std::string kCaseDir = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/parity_cases/";
 
@@ -247,5 +247,5 @@ TEST(Engine, FocusIsFiniteAndExactAtLargeP) {
   EXPECT_TRUE(torch::isfinite(result.forward.layers.back().matrix(0, 0)).all().item<bool>());
 }
 
-}  // namespace
+}  // namespace test_engine
 }  // namespace attnscope

@@ -21,7 +21,7 @@
 #include "models/inference.h"
 
 namespace attnscope {
-namespace {
+namespace test_figures {
 
 namespace fs = std::filesystem;
 
@@ -629,5 +629,5 @@ TEST_F(EngineFigureTest, CliBatchReportsBadImagesAndSessionsReproduceFigures) {
   EXPECT_TRUE(temporaries().empty());
 }
 
-}  // namespace
+}  // namespace test_figures
 }  // namespace attnscope

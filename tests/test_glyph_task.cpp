@@ -16,7 +16,7 @@
 #include "datasets/glyph_task.h"
 
 namespace attnscope {
-namespace {
+namespace test_glyph_task {
 
 namespace fs = std::filesystem;
 
@@ -217,5 +217,5 @@ TEST(GlyphTask, WritesPngsAndLabels) {
   fs::remove_all(folder);
 }
 
-}  // namespace
+}  // namespace test_glyph_task
 }  // namespace attnscope

@@ -26,7 +26,7 @@
 #include "gui_fixture.h"
 
 namespace attnscope {
-namespace {
+namespace test_gui {
 
 TEST_F(GuiTest, OverlayHotSpotSitsWhereTheEngineRowPeaks) {
   nlohmann::json session = base_session();
@@ -526,11 +526,11 @@ TEST_F(GuiTest, AttributionViewShowsEachPanelsOwnMapWithItsDeletionAuc) {
   EXPECT_GT(differing, 5);
 }
 
-}  // namespace
+}  // namespace test_gui
 }  // namespace attnscope
 
 namespace attnscope {
-namespace {
+namespace test_gui {
 
 // The workbench's fields in the one option registry: a saved session restores exactly, and bad
 // values are refused with the option's name.
@@ -586,5 +586,5 @@ TEST(WorkbenchState, SessionRoundTripsAndRejectsBadValues) {
   EXPECT_EQ(to_json(views)["box"], "1,2,4,5");
 }
 
-}  // namespace
+}  // namespace test_gui
 }  // namespace attnscope

@@ -10,7 +10,7 @@
 #include "gui_fixture.h"
 
 namespace attnscope {
-namespace {
+namespace test_gui_panels {
 
 // The engine's last-layer row of `query` (prefix keys dropped) for one panel's model and settings.
 std::vector<float> panel_row(const std::string& model_path, const std::string& arch, const AttentionSettings& settings,
@@ -230,5 +230,5 @@ TEST_F(GuiPanelsTest, ExportButtonWritesTheMeanViewOnScreen) {
   EXPECT_TRUE(fs::exists(fs::path(out) / "sign_4_panels.png.session.json"));
 }
 
-}  // namespace
+}  // namespace test_gui_panels
 }  // namespace attnscope

@@ -12,7 +12,7 @@
 #include "reference_cases.h"
 
 namespace attnscope {
-namespace {
+namespace test_hierarchical {
 
 using namespace testing_cases;
 
@@ -190,5 +190,5 @@ TEST(Hierarchical, MissingOrMisshapenKeysAreNamed) {
   }
 }
 
-}  // namespace
+}  // namespace test_hierarchical
 }  // namespace attnscope

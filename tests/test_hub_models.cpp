@@ -13,15 +13,12 @@
 #include "models/inference.h"
 #include "models/model_loader.h"
 #include "session/app_state.h"
+#include "tests/numeric_bounds.h"
 
 namespace attnscope {
-namespace {
+namespace test_hub_models {
 
 const std::string kFixtures = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/";
-
-double max_abs_difference(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
-}
 
 nlohmann::json read_cases(const std::string& folder) {
   std::ifstream in(kFixtures + folder + "/cases.json");
@@ -236,5 +233,5 @@ TEST(TorchScript, FileWithoutMetadataIsRefusedWithWhatToDo) {
   }
 }
 
-}  // namespace
+}  // namespace test_hub_models
 }  // namespace attnscope

@@ -16,7 +16,7 @@
 #include "core/npy.h"
 
 namespace attnscope {
-namespace {
+namespace test_image {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -335,5 +335,5 @@ TEST_F(NpyWrite, ReplacesAnExistingFile) {
   EXPECT_TRUE(torch::equal(read_npy(file), torch::ones({3}, torch::kInt64)));
 }
 
-}  // namespace
+}  // namespace test_image
 }  // namespace attnscope

@@ -15,7 +15,7 @@
 #include "reference_cases.h"
 
 namespace attnscope {
-namespace {
+namespace test_l2vit {
 
 using namespace testing_cases;
 
@@ -148,5 +148,5 @@ TEST(L2ViT, GradCamAtBlockHookPoints) {
   EXPECT_GT(early.max_abs_gradient, 0.0);
 }
 
-}  // namespace
+}  // namespace test_l2vit
 }  // namespace attnscope

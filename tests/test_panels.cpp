@@ -12,7 +12,7 @@
 #include "session/export_folder.h"
 
 namespace attnscope {
-namespace {
+namespace test_panels {
 
 TEST(PanelSpec, TextFormNamesModelVariantAndParameters) {
   const PanelSpec spec = parse_panel_spec("focused:model=assets/models/linear.safetensors:p=8:dwc=off", "--compare");
@@ -155,5 +155,5 @@ TEST(Preprocessing, OptionsOverrideWhatTheCheckpointDeclares) {
     EXPECT_THROW(set_option(state, option, value), std::invalid_argument) << option << " " << value;
 }
 
-}  // namespace
+}  // namespace test_panels
 }  // namespace attnscope

@@ -8,16 +8,13 @@
 
 #include "core/npy.h"
 #include "models/model_loader.h"
+#include "tests/numeric_bounds.h"
 
 namespace attnscope {
-namespace {
+namespace test_parity {
 
 const std::string kCaseDir = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/parity_cases/";
 constexpr double kTolerance = 1e-4;
-
-double max_abs_difference(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
-}
 
 AttentionSettings settings_from(const nlohmann::json& json) {
   AttentionSettings settings;
@@ -75,5 +72,5 @@ TEST(Parity, EveryCaseMatchesThePythonReference) {
   }
 }
 
-}  // namespace
+}  // namespace test_parity
 }  // namespace attnscope

@@ -33,7 +33,7 @@
 #include "untrusted_files.h"
 
 namespace attnscope {
-namespace {
+namespace test_reliability {
 
 namespace fs = std::filesystem;
 using namespace attnscope::testing;
@@ -602,5 +602,5 @@ TEST(Reliability, DamagedArchivesKeepMemoryFlat) {
   }
 }
 
-}  // namespace
+}  // namespace test_reliability
 }  // namespace attnscope

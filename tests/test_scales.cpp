@@ -11,7 +11,7 @@
 #include "figures/ticks.h"
 
 namespace attnscope {
-namespace {
+namespace test_scales {
 
 // A DeiT-like class-token row within +-12 % of uniform over 197 tokens (0.00454 .. 0.00566).
 std::vector<float> near_uniform_row() {
@@ -194,5 +194,5 @@ TEST(FigureWidth, StyleForWidthFitsAPaperColumn) {
   }
 }
 
-}  // namespace
+}  // namespace test_scales
 }  // namespace attnscope

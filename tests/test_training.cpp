@@ -12,7 +12,7 @@
 #include "models/trainer.h"
 
 namespace attnscope {
-namespace {
+namespace test_training {
 
 namespace fs = std::filesystem;
 
@@ -76,5 +76,5 @@ TEST(Training, ResumesFromItsCheckpoint) {
   fs::remove_all(folder);
 }
 
-}  // namespace
+}  // namespace test_training
 }  // namespace attnscope

@@ -28,7 +28,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double milliseconds_since(Clock::time_point start) {
+double frame_milliseconds_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
@@ -241,7 +241,7 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       bench.drawn_headings.clear();
       for (auto& panel : panels) panel->draw(bench);
       ImGui::Render();
-      const double cpu_ms = milliseconds_since(frame_start);
+      const double cpu_ms = frame_milliseconds_since(frame_start);
       const ImVec4 background = ImGui::GetStyle().Colors[ImGuiCol_WindowBg];  // panels draw none
       gl::clear_frame(width, height, background.x, background.y, background.z);
       ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
@@ -254,7 +254,7 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
         }
         const bool export_pending = export_pressed && bench.exports_finished == 0;
         settled_frames = bench.settled() && !export_pending ? settled_frames + 1 : 0;
-        const bool timed_out = milliseconds_since(started) > 300000.0;
+        const bool timed_out = frame_milliseconds_since(started) > 300000.0;
         const bool exported = options.export_on_screen.empty() || (export_pressed && !export_pending);
         if ((settled_frames >= options.frames && next_step == pointer_steps.size() && exported) || timed_out) {
           if (!options.screenshot.empty()) write_screenshot(bench, options.screenshot, width, height);
@@ -268,7 +268,7 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       glfwSwapBuffers(window);
       if (timing) {
         gl::finish();
-        timing->after_frame(bench, milliseconds_since(frame_start), cpu_ms, was_running);
+        timing->after_frame(bench, frame_milliseconds_since(frame_start), cpu_ms, was_running);
         if (timing->finished()) break;
         if (!bench.error.empty() && !bench.outcome) {
           std::cerr << "attnscope gui: " << bench.error << "\n";
