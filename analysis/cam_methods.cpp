@@ -127,6 +127,26 @@ torch::Tensor scale_cam_image(const torch::Tensor& map) {
   return shifted / (shifted.max() + 1e-7);
 }
 
+torch::Tensor gradient_cam(CamMethod method, const torch::Tensor& activations, const torch::Tensor& gradients,
+                           torch::Tensor* weights) {
+  switch (method) {
+    case CamMethod::GradCam:
+    case CamMethod::GradCamPlusPlus:
+    case CamMethod::XGradCam: {
+      const torch::Tensor channel_weights = gradient_weights(method, activations, gradients);
+      if (weights) *weights = channel_weights;
+      return torch::matmul(activations, channel_weights);
+    }
+    case CamMethod::LayerCam:
+      return (gradients.clamp_min(0) * activations).sum(1);
+    case CamMethod::HiResCam:
+      return (gradients * activations).sum(1);
+    default:
+      break;
+  }
+  throw std::logic_error("gradient_cam: " + to_string(method) + " does not read gradients");
+}
+
 CamResult class_activation_map(Backbone& model, const torch::Tensor& image, const AttentionSettings& settings,
                                const CamOptions& options) {
   const auto start = std::chrono::steady_clock::now();
@@ -154,14 +174,9 @@ CamResult class_activation_map(Backbone& model, const torch::Tensor& image, cons
     case CamMethod::GradCam:
     case CamMethod::GradCamPlusPlus:
     case CamMethod::XGradCam:
-      result.weights = gradient_weights(method, activations, gradients);
-      cam = torch::matmul(activations, result.weights);
-      break;
     case CamMethod::LayerCam:
-      cam = (gradients.clamp_min(0) * activations).sum(1);
-      break;
     case CamMethod::HiResCam:
-      cam = (gradients * activations).sum(1);
+      cam = gradient_cam(method, activations, gradients, &result.weights);
       break;
     case CamMethod::EigenCam:
       cam = first_component_projection(activations);

@@ -54,6 +54,13 @@ struct CamResult {
 CamResult class_activation_map(Backbone& model, const torch::Tensor& image, const AttentionSettings& settings,
                                const CamOptions& options);
 
+// The map [N] of a method that reads gradients (Grad-CAM, Grad-CAM++, XGradCAM, LayerCAM, HiResCAM)
+// from a layer's patch activations and their gradients [N, C], in their dtype; the weighted-sum
+// methods also give their channel weights [C]. class_activation_map computes exactly this after its
+// forward and backward pass (tests evaluate it in float64 to bound how errors in its inputs grow).
+torch::Tensor gradient_cam(CamMethod method, const torch::Tensor& activations, const torch::Tensor& gradients,
+                           torch::Tensor* weights = nullptr);
+
 // The map as pytorch-grad-cam returns it at the image size: its per-layer scaled map resized with
 // cv2.resize (bilinear, half-pixel centres), then scaled once more (aggregate_multi_layers).
 torch::Tensor cam_at_image_size(const torch::Tensor& scaled, int height, int width);

@@ -19,6 +19,7 @@
 #include "core/npy.h"
 #include "models/model_loader.h"
 #include "tests/case_folder.h"
+#include "tests/numeric_bounds.h"
 
 namespace attnscope {
 namespace test_analysis {
@@ -146,7 +147,18 @@ TEST(Spectrum, RanksAndSingularValuesMatchNumpy) {
       for (int head = 0; head < heads; ++head) {
         const size_t index = layer * size_t(heads) + size_t(head);
         const AttentionSpectrum result = attention_spectrum(output.layers[layer], head);
-        EXPECT_EQ(result.spectrum.numerical_rank, ranks[index]) << "layer " << layer << " head " << head;
+        const int64_t count = result.spectrum.singular_values.numel();
+        const auto expected = values[int64_t(index)].slice(0, 0, count);
+        // numpy's rank, unless a singular value lies within rounding of the tolerance.
+        const RankRange possible =
+            possible_ranks(expected, result.spectrum.tolerance,
+                           singular_value_radius(result.spectrum.singular_values, expected, tokens, tokens));
+        if (possible.low == possible.high) {
+          EXPECT_EQ(result.spectrum.numerical_rank, ranks[index]) << "layer " << layer << " head " << head;
+        } else {
+          EXPECT_GE(result.spectrum.numerical_rank, possible.low) << "layer " << layer << " head " << head;
+          EXPECT_LE(result.spectrum.numerical_rank, possible.high) << "layer " << layer << " head " << head;
+        }
         const bool low_rank = variant != "softmax" && !(variant == "focused" && dwc);
         EXPECT_EQ(result.method, low_rank ? "factors" : "full SVD");
         if (low_rank) {
@@ -155,8 +167,6 @@ TEST(Spectrum, RanksAndSingularValuesMatchNumpy) {
         if (variant == "focused" && dwc) {
           EXPECT_EQ(result.spectrum.numerical_rank, tokens);
         }
-        const int64_t count = result.spectrum.singular_values.numel();
-        const auto expected = values[int64_t(index)].slice(0, 0, count);
         const double largest = expected[0].item<double>();
         EXPECT_LT(max_abs_difference(result.spectrum.singular_values, expected), 1e-4 * largest);
       }
@@ -183,7 +193,14 @@ TEST(Spectrum, FactorPathEqualsTheFullSvdForEveryFactoredKernel) {
         // ... and their spectrum is the full SVD's.
         const Spectrum fast = factored_spectrum(factors->left, factors->right);
         const Spectrum full = matrix_spectrum(matrix);
-        EXPECT_EQ(fast.numerical_rank, full.numerical_rank);
+        const RankRange possible = possible_ranks(
+            full.singular_values, full.tolerance,
+            singular_value_radius(fast.singular_values, full.singular_values, matrix.size(0), matrix.size(1)));
+        EXPECT_GE(fast.numerical_rank, possible.low);
+        EXPECT_LE(fast.numerical_rank, possible.high);
+        if (possible.low == possible.high) {
+          EXPECT_EQ(fast.numerical_rank, full.numerical_rank);
+        }
         EXPECT_NEAR(fast.tolerance, full.tolerance, 1e-5 * full.tolerance);
         const int64_t count = fast.singular_values.numel();
         EXPECT_LT(max_abs_difference(fast.singular_values, full.singular_values.slice(0, 0, count)),

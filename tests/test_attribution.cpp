@@ -16,6 +16,7 @@
 #include "analysis/integrated_gradients.h"
 #include "analysis/relevance.h"
 #include "tests/case_folder.h"
+#include "tests/numeric_bounds.h"
 
 namespace attnscope {
 namespace test_attribution {
@@ -38,6 +39,32 @@ AttentionSettings settings_for(const nlohmann::json& c) {
 
 torch::Tensor case_array(const nlohmann::json& c, const char* key) { return folder().array(c, key); }
 
+// The layer's activations and gradients [C, gh, gw] of a case as patch rows [N, C].
+torch::Tensor case_patch_rows(const nlohmann::json& c, const char* key) {
+  const torch::Tensor grid = case_array(c, key);
+  return grid.reshape({grid.size(0), -1}).t();
+}
+
+// How far the layer's activations and gradients may be from the reference's, relative to their
+// largest magnitude. Float32 matrix products are backward stable: a product of inner size K is exact
+// for inputs off by K u relative at worst (u = 2^-24), about sqrt(K) u in practice. Up to the layer
+// these 3-block models (width 64, MLP 256) run about 15 products; the gradients go back through the
+// rest of the network and its transposed products, and collect more. Measured over the OpenBLAS
+// kernels Prescott, Sandybridge, Haswell, Zen and SkylakeX: at most 7e-7 and 4.9e-6.
+constexpr double kActivationRelativeError = 1e-5;
+constexpr double kGradientRelativeError = 3e-5;
+
+// Where each input of a map may lie: the measured distance between ours and the reference's, plus
+// both sides' float32 rounding in the map's own formula (sums of at most K terms: 2 K u relative).
+torch::Tensor input_radius(const torch::Tensor& ours, const torch::Tensor& reference, int64_t sum_length) {
+  const double rounding = 2.0 * double(sum_length) * std::ldexp(1.0, -24);
+  return (ours.to(torch::kDouble) - reference.to(torch::kDouble)).abs() + rounding * reference.to(torch::kDouble).abs();
+}
+
+// The float32 rounding of a map scaled to [0, 1] (a subtraction, a division and one bilinear
+// interpolation: a few units of 2^-24).
+constexpr double kUnitMapRounding = 1e-6;
+
 TEST(CamFamily, EveryMethodMatchesPytorchGradCamOnTheSameWeights) {
   ASSERT_GE(cases().at("cam").size(), 28u);
   std::set<std::string> seen;
@@ -57,11 +84,62 @@ TEST(CamFamily, EveryMethodMatchesPytorchGradCamOnTheSameWeights) {
     EXPECT_NEAR(result.score, c.at("logit").get<double>(), 1e-4);
     const torch::Tensor reference_cam = case_array(c, "cam");
     ASSERT_EQ(result.cam.sizes(), reference_cam.sizes());
-    const double magnitude = std::max(1.0, reference_cam.abs().max().item<double>());
-    EXPECT_LT(max_abs_difference(result.cam, reference_cam), 1e-4 * magnitude) << "before ReLU and scaling";
-    EXPECT_LT(max_abs_difference(result.scaled, case_array(c, "scaled")), 1e-4) << "scale_cam_image at the grid";
     const torch::Tensor image = cam_at_image_size(result.scaled, int(input.size(2)), int(input.size(3)));
-    EXPECT_LT(max_abs_difference(image, case_array(c, "image")), 1e-4) << "the library's output at the image size";
+
+    // What every map is computed from: the layer's patch activations (and their gradients), a
+    // well-conditioned forward (and backward) pass.
+    const bool with_gradients = uses_gradients(options.method);
+    const LayerReading reading =
+        read_layer(model.native("CAM"), input, settings_for(c), options.layer, options.target_class, with_gradients);
+    const torch::Tensor activations = patch_rows(reading.activation, reading.point);
+    const torch::Tensor reference_activations = case_patch_rows(c, "activations");
+    EXPECT_LT(max_abs_difference(activations, reference_activations),
+              kActivationRelativeError * reference_activations.abs().max().item<double>())
+        << "the layer's activations";
+
+    if (!with_gradients) {
+      // EigenCAM (a projection on the first singular vector) and Score-CAM (a softmax over
+      // channels of logits) are well conditioned on these cases: a relative bound.
+      const double magnitude = std::max(1.0, reference_cam.abs().max().item<double>());
+      EXPECT_LT(max_abs_difference(result.cam, reference_cam), 1e-4 * magnitude) << "before ReLU and scaling";
+      EXPECT_LT(max_abs_difference(result.scaled, case_array(c, "scaled")), 1e-4) << "scale_cam_image at the grid";
+      EXPECT_LT(max_abs_difference(image, case_array(c, "image")), 1e-4) << "the library's output at the image size";
+      continue;
+    }
+    const torch::Tensor gradients = patch_rows(reading.gradient, reading.point);
+    const torch::Tensor reference_gradients = case_patch_rows(c, "gradients");
+    EXPECT_LT(max_abs_difference(gradients, reference_gradients),
+              kGradientRelativeError * reference_gradients.abs().max().item<double>())
+        << "the layer's gradients";
+
+    // The map's error is its inputs' error carried through the method's formula, to first order at
+    // the reference's point. XGradCAM divides by each channel's activation sum and Grad-CAM++ by
+    // 2 g^2 + sum(a) g^3: where those are near 0 the map is that much more sensitive, and the bound
+    // grows with it (instead of one bound for every case).
+    const int64_t sum_length = std::max(activations.size(0), activations.size(1));
+    const std::vector<torch::Tensor> point = {reference_activations, reference_gradients};
+    const std::vector<torch::Tensor> radius = {input_radius(activations, reference_activations, sum_length),
+                                               input_radius(gradients, reference_gradients, sum_length)};
+    const auto map_of = [&](const std::vector<torch::Tensor>& x) { return gradient_cam(options.method, x[0], x[1]); };
+    const auto scaled_of = [&](const std::vector<torch::Tensor>& x) {
+      return scale_cam_image(gradient_cam(options.method, x[0], x[1]).clamp_min(0.0));
+    };
+    const torch::Tensor cam_bound = first_order_error(map_of, point, radius).reshape(reference_cam.sizes());
+    const torch::Tensor scaled_bound =
+        first_order_error(scaled_of, point, radius).reshape(reference_cam.sizes()) + kUnitMapRounding;
+    const torch::Tensor cam_error = (result.cam.to(torch::kDouble) - reference_cam.to(torch::kDouble)).abs();
+    const torch::Tensor scaled_error =
+        (result.scaled.to(torch::kDouble) - case_array(c, "scaled").to(torch::kDouble)).abs();
+    EXPECT_TRUE((cam_error <= cam_bound).all().item<bool>())
+        << "before ReLU and scaling: " << (cam_error - cam_bound).max().item<double>() << " past the bound";
+    EXPECT_TRUE((scaled_error <= scaled_bound).all().item<bool>())
+        << "scale_cam_image at the grid: " << (scaled_error - scaled_bound).max().item<double>() << " past the bound";
+    // At the image size: a bilinear upsampling (each pixel a convex combination of grid values, so
+    // no larger error) and a second min-max scaling of a map whose range is 1 (x - min and the
+    // range each off by up to the error: at most 3 times it).
+    EXPECT_LT(max_abs_difference(image, case_array(c, "image")),
+              3 * scaled_bound.max().item<double>() + kUnitMapRounding)
+        << "the library's output at the image size";
   }
   EXPECT_EQ(seen.size(), 7u);
 }

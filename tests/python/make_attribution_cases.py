@@ -183,7 +183,7 @@ def reference_cam(model, img, s, method, layer, target_class):
     cam = cam_image(method, a, g, score_weights)  # [1, gh, gw]
     scaled = scale_cam_image(np.maximum(cam, 0))
     image = scale_cam_image(np.mean(np.maximum(scale_cam_image(np.maximum(cam, 0), (W, H))[:, None], 0), axis=1))
-    return cls, float(logits[0, cls]), cam[0], scaled[0], image[0]
+    return cls, float(logits[0, cls]), cam[0], scaled[0], image[0], a[0], g
 
 
 # ------------------------------------------------------------------------------------------------
@@ -358,13 +358,19 @@ def main(argv):
     for i, (model_name, size, variant, layer, target) in enumerate(setups):
         file, img = input_for(model_name, size)
         for method in methods:
-            cls, logit, cam, scaled, image = reference_cam(models[model_name], img, settings(variant), method, layer,
-                                                           target)
+            cls, logit, cam, scaled, image, a, g = reference_cam(models[model_name], img, settings(variant), method,
+                                                                 layer, target)
             tag = f"cam{i}_{method.replace('+', 'p')}"
-            cases["cam"].append({"model": model_name, "input": file, "variant": variant, "layer": layer,
-                                 "method": method, "class": target, "expected_class": cls, "logit": logit,
-                                 "cam": save(out, tag + ".cam.npy", cam), "scaled": save(out, tag + ".scaled.npy", scaled),
-                                 "image": save(out, tag + ".image.npy", image)})
+            case = {"model": model_name, "input": file, "variant": variant, "layer": layer,
+                    "method": method, "class": target, "expected_class": cls, "logit": logit,
+                    "cam": save(out, tag + ".cam.npy", cam), "scaled": save(out, tag + ".scaled.npy", scaled),
+                    "image": save(out, tag + ".image.npy", image),
+                    # The layer's patch activations [C, gh, gw] (and their gradients): what the map is
+                    # computed from, so the test can bound its error by the method's conditioning.
+                    "activations": save(out, tag + ".activations.npy", a)}
+            if g is not None:
+                case["gradients"] = save(out, tag + ".gradients.npy", g[0])
+            cases["cam"].append(case)
 
     # ---- Relevance and gradient rollout (the attention's own gradient, every variant as A @ v)
     for i, (model_name, size, variant, target, discard) in enumerate([
