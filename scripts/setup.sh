@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs what attnscope needs from Debian 12 (only what is missing), then configures and builds it
-# (with --packages-only: installs, nothing more). OpenBLAS replaces the reference BLAS that Debian's
-# LibTorch otherwise uses (about 40x slower here).
+# Installs what attnscope needs from Debian 12 (only what is missing), then configures and builds the
+# app, build/attnscope (with --packages-only: installs, nothing more). The test binary is built by
+# scripts/test.sh. OpenBLAS replaces the reference BLAS that Debian's LibTorch otherwise uses (about
+# 40x slower here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,4 +28,4 @@ fi
 
 [ "${1:-}" = "--packages-only" ] && exit 0
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
-cmake --build build
+cmake --build build --target attnscope

@@ -3,8 +3,30 @@
 # --sanitize: the same suite built with AddressSanitizer and UndefinedBehaviorSanitizer into
 # build-sanitize/; a sanitizer finding fails the test it happens in. Leaks of third-party
 # libraries (LibTorch, fontconfig, Mesa...) are named in tests/sanitizer/lsan.supp.
+# --kernels: the suite once per OpenBLAS kernel set (OPENBLAS_CORETYPE Prescott, Sandybridge,
+# Haswell, Zen) and linear-layer back end (ATTNSCOPE_LINEAR blas, onednn), 8 runs that must all
+# pass: CI runs on whichever machine submits, and float results differ in the last bits between
+# them. The Python references are written again under each kernel set, as such a machine would.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--kernels" ]; then
+  scripts/setup.sh
+  cmake --build build
+  failed=()
+  for core in Prescott Sandybridge Haswell Zen; do
+    for linear in blas onednn; do
+      echo "== OPENBLAS_CORETYPE=$core ATTNSCOPE_LINEAR=$linear"
+      OPENBLAS_CORETYPE=$core ATTNSCOPE_LINEAR=$linear \
+        ctest --test-dir build --output-on-failure --parallel 2 -E '^fuzz_replay' || failed+=("$core/$linear")
+    done
+  done
+  if [ ${#failed[@]} -gt 0 ]; then
+    echo "test.sh --kernels: failed under ${failed[*]}"
+    exit 1
+  fi
+  echo "test.sh --kernels: all 8 kernel and back-end combinations passed"
+  exit 0
+fi
 if [ "${1:-}" = "--sanitize" ]; then
   scripts/setup.sh --packages-only
   cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNSCOPE_SANITIZE=ON
@@ -15,4 +37,5 @@ if [ "${1:-}" = "--sanitize" ]; then
   exec ctest --test-dir build-sanitize --output-on-failure --parallel 2 --timeout 3000
 fi
 scripts/setup.sh
+cmake --build build
 ctest --test-dir build --output-on-failure --parallel 2
