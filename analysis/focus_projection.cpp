@@ -8,13 +8,17 @@
 
 namespace attnscope {
 
-FocusProjectionKind parse_focus_projection(const std::string& name) {
-  if (name == "channels") return FocusProjectionKind::Channels;
-  if (name == "pca") return FocusProjectionKind::Pca;
-  throw std::invalid_argument("--fp-projection expects channels or pca, got '" + name.substr(0, 40) + "'");
+const std::vector<EnumEntry<FocusProjectionKind>>& EnumTable<FocusProjectionKind>::entries() {
+  static const std::vector<EnumEntry<FocusProjectionKind>> table = {
+      {FocusProjectionKind::Channels, "channels", nullptr}, {FocusProjectionKind::Pca, "pca", nullptr}};
+  return table;
 }
 
-std::string to_string(FocusProjectionKind kind) { return kind == FocusProjectionKind::Pca ? "pca" : "channels"; }
+FocusProjectionKind parse_focus_projection(const std::string& name) {
+  return parse_enum<FocusProjectionKind>("fp-projection", name);
+}
+
+std::string to_string(FocusProjectionKind kind) { return enum_name(kind); }
 
 namespace {
 

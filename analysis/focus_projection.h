@@ -6,11 +6,16 @@
 #include <string>
 #include <vector>
 
+#include "core/enum_names.h"
 #include "models/attention.h"
 
 namespace attnscope {
 
 enum class FocusProjectionKind { Channels, Pca };
+template <>
+struct EnumTable<FocusProjectionKind> {
+  static const std::vector<EnumEntry<FocusProjectionKind>>& entries();
+};
 FocusProjectionKind parse_focus_projection(const std::string& name);  // "channels" | "pca"
 std::string to_string(FocusProjectionKind kind);
 

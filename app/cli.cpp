@@ -12,10 +12,6 @@
 
 namespace attnscope {
 
-int CommandLine::flag_int(const std::string& name) const { return parse_int_option(name, flags.at(name)); }
-
-double CommandLine::flag_double(const std::string& name) const { return parse_double_option(name, flags.at(name)); }
-
 void load_session(AppState& state, const std::string& path) {
   // A folder or a FIFO is no session (a FIFO would block the read forever): read_json_file says so.
   apply_json(state, read_json_file(path, "session file " + path));

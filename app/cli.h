@@ -8,23 +8,9 @@
 #include <vector>
 
 #include "session/app_state.h"
+#include "session/command_line.h"
 
 namespace attnscope {
-
-struct CommandFlag {
-  std::string name;
-  std::string value_name;  // empty: a switch without a value
-  std::string help;
-  std::string default_value;
-};
-
-struct CommandLine {
-  AppState state;
-  std::map<std::string, std::string> flags;  // the command's own flags (defaults filled in)
-  bool help = false;
-  int flag_int(const std::string& name) const;
-  double flag_double(const std::string& name) const;
-};
 
 // Parses args (without the program and command names). State options may appear in any order;
 // a session file given with --session is applied first, flags after it override.

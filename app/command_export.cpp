@@ -5,7 +5,7 @@
 
 #include "app/cli.h"
 #include "app/commands.h"
-#include "app/progress_bar.h"
+#include "core/progress_bar.h"
 #include "figures/export.h"
 #include "models/inference.h"
 

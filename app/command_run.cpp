@@ -5,6 +5,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "analysis/attention_map.h"
 #include "analysis/spectrum.h"
 #include "app/cli.h"
 #include "app/commands.h"
@@ -65,18 +66,17 @@ int run_command(const Args& args) {
   torch::NoGradGuard no_grad;
   const torch::Tensor logits = result.forward.logits[0].to(torch::kCPU, torch::kFloat);
   // --lcm after: the map after L2ViT's LCM mixing, where the layer has one; said in the summary.
-  const bool after_lcm = state.lcm == "after" && capture.has_lcm();
+  const bool after_lcm = state.lcm == LcmView::After && capture.has_lcm();
   std::string lcm_note;
-  if (state.lcm == "after")
+  if (state.lcm == LcmView::After)
     lcm_note = after_lcm ? "rows and matrix after the LCM's spatial mixing: C_conv A (BatchNorm folded, GELU at slope "
                            "1/2, channel mean; biases left out)"
                          : "layer " + std::to_string(layer) +
                                " has no LCM (only L2ViT's global blocks do): the map is the attention itself";
   std::vector<int64_t> all_queries(size_t(capture.layout.total_tokens()));
   for (size_t i = 0; i < all_queries.size(); ++i) all_queries[i] = int64_t(i);
-  const torch::Tensor row =
-      (after_lcm ? capture.rows_after_lcm(0, state.head, {query.token})[0] : capture.row(0, state.head, query.token))
-          .to(torch::kCPU);
+  // The row and its map by the functions the workbench and the figures use (analysis/attention_map.h).
+  const torch::Tensor row = attention_row(capture, state.head, query.token, after_lcm);
   const torch::Tensor matrix =
       (after_lcm ? capture.rows_after_lcm(0, state.head, all_queries) : capture.equivalent_matrix(0, state.head))
           .to(torch::kCPU);
@@ -85,7 +85,11 @@ int run_command(const Args& args) {
   if (!torch::isfinite(matrix).all().item<bool>())
     throw std::runtime_error("the attention of layer " + std::to_string(layer) + " head " + std::to_string(state.head) +
                              " is not finite (NaN or Inf)");
-  const torch::Tensor grid = capture.key_grid(row);
+  MapSelection selection;
+  selection.head = state.head;
+  selection.query_token = query.token;
+  selection.after_lcm = after_lcm;
+  const torch::Tensor grid = attention_map(capture, selection);
   // The overlay in the session's colour map, scale mode and opacity, as the workbench draws it.
   const torch::Tensor shown = (grid * display_factor(state.scale, capture.key_layout.total_tokens()))
                                   .to(torch::kCPU, torch::kFloat)
@@ -167,7 +171,7 @@ int run_command(const Args& args) {
       {"layers", layers},
   };
   if (!query.note.empty()) summary["query"]["note"] = query.note;
-  summary["lcm"] = {{"view", state.lcm}, {"applied", after_lcm}};
+  summary["lcm"] = {{"view", enum_name(state.lcm)}, {"applied", after_lcm}};
   if (!lcm_note.empty()) summary["lcm"]["note"] = lcm_note;
   if (!every_layer) summary["layers_note"] = "more than 400 tokens: ranks of the selected layer only";
   summary["row_format"] = model.backbone->hierarchical()

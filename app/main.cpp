@@ -8,6 +8,7 @@
 #include <c10/util/Exception.h>
 
 #include "app/commands.h"
+#include "core/excerpt.h"
 
 namespace attnscope {
 
@@ -27,13 +28,6 @@ const std::vector<Command>& commands() {
 }
 
 namespace {
-
-// Errors are reported on one line, whatever the library wrote.
-std::string one_line(std::string message) {
-  for (char& c : message)
-    if (c == '\n' || c == '\r') c = ' ';
-  return message;
-}
 
 void print_usage() {
   std::cout << "usage: attnscope COMMAND [options]   (attnscope COMMAND --help for its options)\n\ncommands:\n";

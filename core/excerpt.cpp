@@ -10,4 +10,10 @@ std::string excerpt(const std::string& text, size_t limit) {
   return text.substr(0, end) + "... (" + std::to_string(text.size()) + " bytes)";
 }
 
+std::string one_line(std::string message) {
+  for (char& c : message)
+    if (c == '\n' || c == '\r') c = ' ';
+  return message;
+}
+
 }  // namespace attnscope

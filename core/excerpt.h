@@ -13,4 +13,7 @@ constexpr size_t kExcerptLength = 200;
 // UTF-8 sequence) followed by "... (N bytes)".
 std::string excerpt(const std::string& text, size_t limit = kExcerptLength);
 
+// An error message on one line (line breaks become spaces), whatever the library wrote.
+std::string one_line(std::string message);
+
 }  // namespace attnscope

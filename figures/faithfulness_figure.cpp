@@ -61,7 +61,8 @@ Figure faithfulness_layout(const FigureRequest& request, LoadedModel& model, con
   const torch::Tensor input = image_to_tensor(row_rgb, row_model->normalization).to(row_model->device);
   const FaithfulnessTable table = faithfulness_table(row_model->native("faithfulness"), input, variant.settings,
                                                      row_model->normalization, request.faithfulness);
-  return faithfulness_figure(table, row_rgb, request.colormap, request.opacity, title + "  \u00b7  " + variant.label);
+  return faithfulness_figure(table, row_rgb, request.colormap, float(request.opacity),
+                             title + "  \u00b7  " + variant.label);
 }
 
 Figure faithfulness_figure(const FaithfulnessTable& table, const cv::Mat& input_rgb, Colormap colormap, float opacity,

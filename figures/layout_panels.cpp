@@ -25,7 +25,7 @@ Figure panels_figure(const FigureRequest& request, LoadedModel& model, const cv:
     const auto& layers = run.result.forward.layers;
     most_heads = std::max(most_heads, layers[size_t(std::min(layer, int(layers.size()) - 1))].heads);
   }
-  const bool every_head = request.view == "heads", mean = request.view == "mean";
+  const bool every_head = request.view == HeadView::Heads, mean = request.view == HeadView::Mean;
   if (!every_head && !mean) check_head_index(request.head, first_layers[size_t(layer)].heads);
   Figure figure(every_head ? most_heads : 1, int(runs.size()));
   // The mean view says over how many heads: once in the title when every panel has as many.
@@ -38,7 +38,7 @@ Figure panels_figure(const FigureRequest& request, LoadedModel& model, const cv:
   figure.title = title + "  \u00b7  layer " + std::to_string(layer) + "  \u00b7  query " +
                  first_layout.token_name(query.token) +
                  (mean && same_heads ? "  \u00b7  mean of " + std::to_string(heads.front()) + " heads" : "") +
-                 (request.direction == "in" ? "  \u00b7  in: the attention patches give it" : "");
+                 (request.direction == MapDirection::In ? "  \u00b7  in: the attention patches give it" : "");
   if (every_head)
     for (int h = 0; h < most_heads; ++h) figure.row_labels.push_back("head " + std::to_string(h));
   c10::InferenceMode inference;
@@ -83,9 +83,8 @@ Figure fp_vectors_figure(const FigureRequest& request, LoadedModel& model, const
   check_head_index(request.head, layers[size_t(layer)].heads);
   const double p = run.variant.settings.p;
   c10::InferenceMode inference;
-  const FocusProjection projection =
-      project_focusing(layers[size_t(layer)], request.head, p, request.fp_vectors == "queries",
-                       parse_focus_projection(request.fp_projection));
+  const FocusProjection projection = project_focusing(
+      layers[size_t(layer)], request.head, p, request.fp_vectors == FocusVectors::Queries, request.fp_projection);
   Figure figure(1, 2);
   char heading[160];
   std::snprintf(heading, sizeof heading, "  \u00b7  f_p with p = %g  \u00b7  %d of %d %s", p, projection.shown,

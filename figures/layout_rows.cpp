@@ -1,5 +1,7 @@
 #include "figures/layout_rows.h"
 
+#include "analysis/attention_map.h"
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -65,34 +67,24 @@ int query_in_row(const std::string& query, int first_token, const TokenLayout& f
 
 HeatmapPanel query_overlay(const AttentionCapture& capture, int head, int query_token, const FigureRequest& request,
                            const cv::Mat& input_rgb) {
-  const bool incoming = request.direction == "in";
+  // The map the workbench's panels draw, by the same function (analysis/attention_map.h).
+  MapSelection selection;
+  selection.head = head;
+  selection.query_token = query_token;
+  selection.incoming = request.direction == MapDirection::In;
+  selection.after_lcm = request.lcm == LcmView::After;
+  const torch::Tensor grid = attention_map(capture, selection);
   const TokenLayout& queries = capture.layout;
-  // "in": the column of the key over the query's place in the image, over the query grid.
-  const int key_token = follow_query(query_token, queries, capture.key_layout);
-  auto map_of = [&](int h) {
-    if (!incoming) return capture.key_grid(capture.row(0, h, query_token));
-    return capture.matrix(0, h)
-        .select(1, key_token)
-        .slice(0, queries.prefix_tokens())
-        .reshape({queries.grid_h, queries.grid_w});
-  };
-  torch::Tensor grid;
-  if (head >= 0) {
-    grid = map_of(head);
-  } else {  // the mean over heads
-    for (int h = 0; h < capture.heads; ++h) grid = h ? grid + map_of(h) : map_of(h);
-    grid = grid / double(capture.heads);
-  }
   HeatmapPanel heatmap;
   // x uniform: a row spreads over the keys, a column over the queries.
   const double factor =
-      display_factor(request.scale, incoming ? queries.total_tokens() : capture.key_layout.total_tokens());
+      display_factor(request.scale, selection.incoming ? queries.total_tokens() : capture.key_layout.total_tokens());
   heatmap.values = to_mat(grid * factor);
   heatmap.background = input_rgb;
-  heatmap.opacity = request.opacity;
+  heatmap.opacity = float(request.opacity);
   heatmap.alpha = request.alpha;
   if (capture.layout.is_patch(query_token)) {
-    const TokenLayout& grid_layout = incoming ? queries : capture.key_layout;
+    const TokenLayout& grid_layout = selection.incoming ? queries : capture.key_layout;
     const int marked = follow_query(query_token, queries, grid_layout);
     heatmap.marked_row = grid_layout.row_of(marked);
     heatmap.marked_col = grid_layout.col_of(marked);

@@ -52,23 +52,11 @@ FigureRequest FigureRequest::from_state(const AppState& state) {
   request.variants = parse_variant_list(state.figure.variants, state.attention);
   request.layers = parse_index_list("layers", state.figure.layers);
   request.heads = parse_index_list("heads", state.figure.heads);
-  request.layer = state.layer;
-  request.head = state.head;
-  request.query = state.query;
-  request.view = state.view;
-  request.direction = state.direction;
-  request.fp_vectors = state.fp_vectors;
-  request.fp_projection = state.fp_projection;
+  static_cast<ViewSelection&>(request) = state;
+  static_cast<AnalysisSettings&>(request) = state;
+  static_cast<DisplaySettings&>(request) = state;
   request.width_pt = state.figure.width_pt;
-  request.colormap = state.colormap;
-  request.scale = state.scale;
-  request.opacity = float(state.opacity);
-  request.alpha = state.alpha;
   request.input = state.input_settings();
-  request.gradcam_layer = state.gradcam_layer;
-  request.target_class = state.target_class;
-  request.fusion = state.fusion;
-  request.discard = state.discard;
   if (request.layout == "faithfulness") request.faithfulness = faithfulness_request(state);
   return request;
 }
@@ -110,7 +98,7 @@ Figure overlay_grid(const FigureRequest& request, LoadedModel& model, const cv::
                                        ? resolve_layers(request.layers, depth)
                                        : resolve_heads(request.heads, captures[size_t(fixed_layer)].heads);
   // grid-layers shows one head or, with --view mean, the mean over heads.
-  const bool mean = columns_are_layers && request.view == "mean";
+  const bool mean = columns_are_layers && request.view == HeadView::Mean;
   if (columns_are_layers && !mean)
     for (int column : columns) check_head_index(request.head, captures[size_t(column)].heads);
 
@@ -194,7 +182,7 @@ HeatmapPanel unit_overlay(const torch::Tensor& grid_map, const FigureRequest& re
   HeatmapPanel heatmap;
   heatmap.values = to_mat(grid_map);
   heatmap.background = input_rgb;
-  heatmap.opacity = request.opacity;
+  heatmap.opacity = float(request.opacity);
   heatmap.alpha = request.alpha;
   heatmap.scale = scale;
   heatmap.colour_bar = true;

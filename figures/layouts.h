@@ -17,33 +17,20 @@
 namespace attnscope {
 
 // Everything a figure export needs, read from an AppState (so CLI flags, session files and the
-// GUI give the same figure). Throws std::invalid_argument on an unknown layout or a bad list.
-struct FigureRequest {
+// GUI give the same figure): the state's view selection (layer, head, query, view, direction,
+// LCM), analysis settings (Grad-CAM's layer and class, rollout's fusion, f_p's vectors) and
+// display settings (colour map, scale, opacity) as they are. Throws std::invalid_argument on an
+// unknown layout or a bad list.
+struct FigureRequest : ViewSelection, AnalysisSettings, DisplaySettings {
   std::string layout;
   FigureFormat format = FigureFormat::Png;
   FigureStyle style;
   bool overwrite = false;
-  std::vector<VariantChoice> variants;     // rows of every layout
-  std::vector<int> layers;                 // grid-layers columns; empty: every block
-  std::vector<int> heads;                  // grid-heads columns; empty: every head
-  int layer = -1;                          // the block of grid-heads and matrix-spectrum (-1: last)
-  int head = 0;                            // the head of grid-layers and matrix-spectrum
-  std::string query = "cls";               // the query token whose row the overlays show
-  std::string view = "head";               // grid-layers, panels: head, mean (of heads) or heads (panels)
-  std::string direction = "out";           // panels: the query's row (out) or column (in)
-  std::string fp_vectors = "keys";         // fp-vectors: keys or queries
-  std::string fp_projection = "channels";  // fp-vectors: channels (the two largest) or pca
-  double width_pt = 0;                     // the figure's width in points (0: from the panel size)
-  Colormap colormap = Colormap::Viridis;
-  ScaleSpec scale;  // attention maps' colour scale (Grad-CAM and rollout keep their [0, 1])
-  float opacity = 0.6f;
-  OverlayAlpha alpha = OverlayAlpha::Value;
-  InputSettings input;  // how rows that name their own checkpoint prepare the image
-  // gradcam-attention: Grad-CAM's layer and class, rollout's head fusion and discard ratio.
-  std::string gradcam_layer = "blocks.-1.norm1";
-  int target_class = -1;
-  HeadFusion fusion = HeadFusion::Mean;
-  double discard = 0.0;
+  std::vector<VariantChoice> variants;    // rows of every layout
+  std::vector<int> layers;                // grid-layers columns; empty: every block
+  std::vector<int> heads;                 // grid-heads columns; empty: every head
+  double width_pt = 0;                    // the figure's width in points (0: from the panel size)
+  InputSettings input;                    // how rows that name their own checkpoint prepare the image
   FaithfulnessTableRequest faithfulness;  // the faithfulness layout's methods and curves
 
   static FigureRequest from_state(const AppState& state);

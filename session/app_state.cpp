@@ -59,6 +59,15 @@ auto with_option_name(const std::string& name, Parse parse) {
   }
 }
 
+// An option whose values are an enum's name table (core/enum_names.h): parsing, help and the
+// session file all read the table.
+template <typename E, typename Part>
+void enum_option(std::vector<OptionSpec>& options, const char* name, const std::string& help, E Part::*field) {
+  options.push_back({name, enum_choices_bar<E>(), help,
+                     [name, field](AppState& s, const std::string& v) { s.*field = parse_enum<E>(name, v); },
+                     [field](const AppState& s) { return enum_name(s.*field); }});
+}
+
 void add_export_options(std::vector<OptionSpec>& options) {
   auto on_off = [&](const char* name, const char* help, bool ExportSettings::*field) {
     options.push_back({name, "on|off", help,
@@ -272,23 +281,12 @@ std::vector<OptionSpec> make_options() {
                        s.compare = specs;
                      },
                      [](const AppState& s) { return to_string(s.compare); }, "", true});
-  options.push_back({"view", "head|mean|heads", "the selected head, the mean over heads, or a grid of all heads",
-                     [](AppState& s, const std::string& v) {
-                       const auto& names = view_names();
-                       if (std::find(names.begin(), names.end(), v) == names.end())
-                         throw std::invalid_argument("--view expects head, mean or heads, got '" + excerpt(v) + "'");
-                       s.view = v;
-                     },
-                     [](const AppState& s) { return s.view; }});
-  options.push_back({"direction", "out|in",
-                     "maps show the query's row (out: where it looks) or its column (in: how much each patch looks "
-                     "at it)",
-                     [](AppState& s, const std::string& v) {
-                       if (v != "out" && v != "in")
-                         throw std::invalid_argument("--direction expects out or in, got '" + excerpt(v) + "'");
-                       s.direction = v;
-                     },
-                     [](const AppState& s) { return s.direction; }});
+  enum_option<HeadView>(options, "view", "the selected head, the mean over heads, or a grid of all heads",
+                        &AppState::view);
+  enum_option<MapDirection>(options, "direction",
+                            "maps show the query's row (out: where it looks) or its column (in: how much each patch "
+                            "looks at it)",
+                            &AppState::direction);
   options.push_back({"windows", "on|off", "outline the layer's attention windows and the query's own window",
                      [](AppState& s, const std::string& v) {
                        if (v != "on" && v != "off")
@@ -296,24 +294,20 @@ std::vector<OptionSpec> make_options() {
                        s.windows = v == "on";
                      },
                      [](const AppState& s) { return std::string(s.windows ? "on" : "off"); }, "on"});
-  options.push_back({"lcm", "before|after",
-                     "L2ViT global layers: the map before or after the LCM's spatial mixing (C_conv A, BatchNorm "
-                     "folded, GELU at slope 1/2); other layers have no LCM",
-                     [](AppState& s, const std::string& v) {
-                       if (v != "before" && v != "after")
-                         throw std::invalid_argument("--lcm expects before or after, got '" + excerpt(v) + "'");
-                       s.lcm = v;
-                     },
-                     [](const AppState& s) { return s.lcm; }});
+  enum_option<LcmView>(options, "lcm",
+                       "L2ViT global layers: the map before or after the LCM's spatial mixing (C_conv A, BatchNorm "
+                       "folded, GELU at slope 1/2); other layers have no LCM",
+                       &AppState::lcm);
   options.push_back({"analysis", "NAME",
-                     "analysis view: none, spectrum (matrix, rank), gradcam, fp (f_p), rollout, metrics or "
-                     "attribution (--method on every panel)",
+                     "analysis view: none, " + analysis_help() + " (views/analysis_registry.h lists them)",
                      [](AppState& s, const std::string& v) {
                        const auto& names = analysis_names();
-                       if (std::find(names.begin(), names.end(), v) == names.end())
-                         throw std::invalid_argument(
-                             "--analysis expects none, spectrum, gradcam, fp, rollout, metrics or attribution, got '" +
-                             v + "'");
+                       if (std::find(names.begin(), names.end(), v) == names.end()) {
+                         std::string known;
+                         for (size_t i = 0; i < names.size(); ++i)
+                           known += std::string(i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+                         throw std::invalid_argument("--analysis expects " + known + ", got '" + excerpt(v) + "'");
+                       }
                        s.analysis = v;
                      },
                      [](const AppState& s) { return s.analysis; }});
@@ -351,30 +345,19 @@ std::vector<OptionSpec> make_options() {
                        if (!(r >= 0.0 && r < 1.0)) throw std::invalid_argument("--discard must be in [0, 1)");
                        s.discard = r;
                      },
-                     [](const AppState& s) { return format_double(s.discard); }});
+                     [](const AppState& s) { return format_double(s.discard); }, "", false, 0.0, 0.99});
   options.push_back({"box", "R0,C0,R1,C1", "focus metrics: a box of patches (end-exclusive) to measure mass in",
                      [](AppState& s, const std::string& v) {
                        if (!v.empty()) parse_patch_box(v);
                        s.box = v;
                      },
                      [](const AppState& s) { return s.box; }});
-  options.push_back({"fp-vectors", "keys|queries", "f_p view and fp-vectors figure: a head's keys or queries",
-                     [](AppState& s, const std::string& v) {
-                       if (v != "keys" && v != "queries")
-                         throw std::invalid_argument("--fp-vectors expects keys or queries, got '" + v.substr(0, 40) +
-                                                     "'");
-                       s.fp_vectors = v;
-                     },
-                     [](const AppState& s) { return s.fp_vectors; }});
-  options.push_back({"fp-projection", "channels|pca",
-                     "f_p view and fp-vectors figure: the two largest channels or the first two principal axes",
-                     [](AppState& s, const std::string& v) {
-                       if (v != "channels" && v != "pca")
-                         throw std::invalid_argument("--fp-projection expects channels or pca, got '" +
-                                                     v.substr(0, 40) + "'");
-                       s.fp_projection = v;
-                     },
-                     [](const AppState& s) { return s.fp_projection; }});
+  enum_option<FocusVectors>(options, "fp-vectors", "f_p view and fp-vectors figure: a head's keys or queries",
+                            &AppState::fp_vectors);
+  enum_option<FocusProjectionKind>(
+      options, "fp-projection",
+      "f_p view and fp-vectors figure: the two largest channels or the first two principal axes",
+      &AppState::fp_projection);
   options.push_back({"scale", "MODE",
                      "colour scale of attention maps: zero-max (default), min-max, fixed:A,B, log, or uniform (weight "
                      "x keys: 1 = uniform); maps with negative values get a diverging map centred at 0",
@@ -398,20 +381,67 @@ std::vector<OptionSpec> make_options() {
                      [](const AppState& s) { return format_double(s.opacity); }});
   add_export_options(options);
   add_attribution_options(options);
+  add_analysis_options(options);
   return options;
 }
 
 }  // namespace
 
-const std::vector<std::string>& view_names() {
-  static const std::vector<std::string> names = {"head", "mean", "heads"};
-  return names;
+const std::vector<EnumEntry<HeadView>>& EnumTable<HeadView>::entries() {
+  static const std::vector<EnumEntry<HeadView>> table = {
+      {HeadView::Head, "head", nullptr}, {HeadView::Mean, "mean", nullptr}, {HeadView::Heads, "heads", nullptr}};
+  return table;
 }
 
-const std::vector<std::string>& analysis_names() {
-  static const std::vector<std::string> names = {"none",    "spectrum", "gradcam",    "fp",
-                                                 "rollout", "metrics",  "attribution"};
-  return names;
+const std::vector<EnumEntry<MapDirection>>& EnumTable<MapDirection>::entries() {
+  static const std::vector<EnumEntry<MapDirection>> table = {
+      {MapDirection::Out, "out", "out: where the query looks"},
+      {MapDirection::In, "in", "in: how much patches look at it"}};
+  return table;
+}
+
+const std::vector<EnumEntry<LcmView>>& EnumTable<LcmView>::entries() {
+  static const std::vector<EnumEntry<LcmView>> table = {{LcmView::Before, "before", nullptr},
+                                                        {LcmView::After, "after", nullptr}};
+  return table;
+}
+
+const std::vector<EnumEntry<FocusVectors>>& EnumTable<FocusVectors>::entries() {
+  static const std::vector<EnumEntry<FocusVectors>> table = {{FocusVectors::Keys, "keys", nullptr},
+                                                             {FocusVectors::Queries, "queries", nullptr}};
+  return table;
+}
+
+namespace {
+
+std::string joined(std::initializer_list<std::string> parts) {
+  std::string key;
+  for (const auto& part : parts) key += part + "|";
+  return key;
+}
+
+}  // namespace
+
+std::string InputSelection::key() const {
+  return joined({model, image, arch, device, to_string(resize), input_size, crop, interpolation, mean, std,
+                 std::to_string(max_pixels)});
+}
+
+std::string ViewSelection::key() const {
+  return joined({std::to_string(layer), std::to_string(head), query, enum_name(view), enum_name(direction),
+                 std::to_string(windows), enum_name(lcm)});
+}
+
+std::string AnalysisSettings::key() const {
+  std::string extra;
+  for (const auto& [name, value] : options) extra += name + "=" + value + ";";
+  return joined({analysis, std::to_string(target_class), gradcam_layer, to_string(fusion), format_double(discard), box,
+                 method, methods, std::to_string(steps), replacement, std::to_string(ig_steps), ig_baseline,
+                 enum_name(fp_vectors), enum_name(fp_projection), extra});
+}
+
+std::string DisplaySettings::key() const {
+  return joined({to_string(colormap), to_string(scale), format_double(opacity), to_string(alpha)});
 }
 
 std::vector<PanelSpec> AppState::panel_specs() const {

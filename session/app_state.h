@@ -4,13 +4,16 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "analysis/focus_projection.h"
 #include "analysis/head_fusion.h"
 #include "core/colormap.h"
+#include "core/enum_names.h"
 #include "core/image.h"
 #include "core/value_scale.h"
 #include "models/attention_settings.h"
@@ -32,7 +35,40 @@ struct ExportSettings {
   std::string heads = "all";           // columns of grid-heads
 };
 
-struct AppState {
+// How a view shows a layer's heads: the selected head, the mean over heads, or every head.
+enum class HeadView { Head, Mean, Heads };
+// A map shows the query's row ("out": where it looks) or its column ("in": how much every patch
+// looks at it, e.g. at a register token).
+enum class MapDirection { Out, In };
+// L2ViT's global (LGA) layers: the map "before" the LCM (the attention itself) or "after" its
+// spatial mixing (C_conv A, the convolutions linearised); layers without an LCM show the attention.
+enum class LcmView { Before, After };
+// The f_p view's vectors: a head's keys or its queries.
+enum class FocusVectors { Keys, Queries };
+
+template <>
+struct EnumTable<HeadView> {
+  static const std::vector<EnumEntry<HeadView>>& entries();
+};
+template <>
+struct EnumTable<MapDirection> {
+  static const std::vector<EnumEntry<MapDirection>>& entries();
+};
+template <>
+struct EnumTable<LcmView> {
+  static const std::vector<EnumEntry<LcmView>>& entries();
+};
+template <>
+struct EnumTable<FocusVectors> {
+  static const std::vector<EnumEntry<FocusVectors>>& entries();
+};
+
+// The parts of a session, each defined once and embedded (as a base) where it is needed: the
+// inference request of the workbench and a figure request carry the same parts, not copies of
+// their fields. Each part's key() names everything in it, for caches and change detection.
+
+// Where the input comes from and how the image becomes the model's input.
+struct InputSelection {
   std::string model;
   std::string image;
   std::string arch;  // "heads=6,eps=1e-6": what the checkpoint cannot tell
@@ -42,36 +78,30 @@ struct AppState {
   std::string input_size = "native";  // "native", "S" or "HxW" (pixels, multiples of the patch)
   std::string crop, interpolation, mean, std;
   int64_t max_pixels = kDefaultMaxPixels;  // images whose header declares more are refused
-  AttentionSettings attention;
+
+  InputSettings input_settings() const { return {resize, input_size, crop, interpolation, mean, std}; }
+  std::string key() const;
+};
+
+// What of a layer's attention the views show.
+struct ViewSelection {
   int layer = -1;  // -1: the last block
   int head = 0;
-  std::string query = "cls";  // "cls" or "ROW,COL"
-  std::string out;            // output folder of headless commands
-
-  // The workbench's views; headless commands read what applies to them (panel 1 is `model` with
-  // `attention`).
-  std::vector<PanelSpec> compare;  // side by side: panels 2..4 (model, variant, parameters), empty for one
-  std::string view = "head";       // "head": the selected head, "mean": mean over heads, "heads": all heads
-  // "out": the query's row (where it looks); "in": its column (how much every patch looks at it,
-  // e.g. at a register token)
-  std::string direction = "out";
+  std::string query = "cls";  // "cls", "dist", "regN" or "ROW,COL"
+  HeadView view = HeadView::Head;
+  MapDirection direction = MapDirection::Out;
   // Outline the selected layer's windows on the maps (Swin's shifted windows where shifted), and
   // the query's own window.
   bool windows = false;
-  // L2ViT's global (LGA) layers: the map "before" the LCM (the attention itself) or "after" its
-  // spatial mixing (C_conv A, the convolutions linearised); layers without an LCM show the attention.
-  std::string lcm = "before";
-  // none, spectrum (matrix, spectrum, rank), gradcam, fp (f_p), rollout or metrics; as `analyze` names them
+  LcmView lcm = LcmView::Before;
+
+  std::string key() const;
+};
+
+// The analysis view (a name of the analysis registry, views/analysis_registry.h) and what the
+// analyses read.
+struct AnalysisSettings {
   std::string analysis = "none";
-
-  // How the image becomes the model's input.
-  InputSettings input_settings() const { return {resize, input_size, crop, interpolation, mean, std}; }
-
-  // Every panel: panel 1 is the session's model and attention, the others their specs on top of it.
-  std::vector<PanelSpec> panel_specs() const;
-  std::vector<AttentionSettings> panel_settings() const;
-
-  // Analyses.
   int target_class = -1;                          // Grad-CAM class, -1: the top-1 class
   std::string gradcam_layer = "blocks.-1.norm1";  // a ForwardHook point (see analysis/gradcam.h)
   HeadFusion fusion = HeadFusion::Mean;           // rollout head fusion
@@ -81,23 +111,41 @@ struct AppState {
   // faithfulness table and eval.
   std::string method = "gradcam";                                         // the attribution view's method
   std::string methods = "gradcam,gradcam++,relevance,rollout,attention";  // faithfulness and eval
-  int steps = 20;                          // deletion/insertion curves: steps from the image to its replacement
-  std::string replacement = "blur";        // what removed cells become: blur, mean, black or zero
-  int ig_steps = 50;                       // integrated gradients: points on the path
-  std::string ig_baseline = "zero";        // integrated gradients: zero, black, mean or blur
-  std::string fp_vectors = "keys";         // f_p view: a head's keys or queries
-  std::string fp_projection = "channels";  // f_p view: their two largest channels, or PCA
-  // Views and figure export.
+  int steps = 20;                    // deletion/insertion curves: steps from the image to its replacement
+  std::string replacement = "blur";  // what removed cells become: blur, mean, black or zero
+  int ig_steps = 50;                 // integrated gradients: points on the path
+  std::string ig_baseline = "zero";  // integrated gradients: zero, black, mean or blur
+  FocusVectors fp_vectors = FocusVectors::Keys;
+  FocusProjectionKind fp_projection = FocusProjectionKind::Channels;  // their two largest channels, or PCA
+  // The options of the analyses that define their own (views/analysis_*.cpp), by option name.
+  std::map<std::string, std::string> options;
+
+  std::string key() const;
+};
+
+// How values become colours.
+struct DisplaySettings {
   Colormap colormap = Colormap::Viridis;
   ScaleSpec scale;                           // how attention values map to colours (0..max by default)
   double opacity = 0.6;                      // weight of the colour map over the image in overlays
   OverlayAlpha alpha = OverlayAlpha::Value;  // the weight follows the value: low weights leave the image
-  ExportSettings figure;
+
+  std::string key() const;
 };
 
-// The values `view` and `analysis` accept, in UI order.
-const std::vector<std::string>& view_names();
-const std::vector<std::string>& analysis_names();
+struct AppState : InputSelection, ViewSelection, AnalysisSettings, DisplaySettings {
+  AttentionSettings attention;
+  std::string out;  // output folder of headless commands
+  // The workbench's views; headless commands read what applies to them (panel 1 is `model` with
+  // `attention`).
+  std::vector<PanelSpec> compare;  // side by side: panels 2..4 (model, variant, parameters), empty for one
+  ExportSettings figure;
+
+  // Every panel: panel 1 is the session's model and attention, the others their specs on top of it.
+  std::vector<PanelSpec> panel_specs() const;
+  std::vector<AttentionSettings> panel_settings() const;
+};
+
 constexpr int kMaxPanels = 4;
 
 // One option: its flag name, help, and how it reads and writes the state (as text).
@@ -109,9 +157,18 @@ struct OptionSpec {
   std::function<std::string(const AppState&)> get;
   std::string implicit_value = {};  // non-empty: a switch; `--name` alone means this value
   bool panel_list = false;          // a list of panel specs: an array of objects in session files
+  // The workbench's control for it where a view draws its options (views/analysis_registry.h): a
+  // slider over [slider_min, slider_max] when that range is not empty, radio buttons when the value
+  // name lists choices ("a|b|c"), a text field otherwise.
+  double slider_min = 0, slider_max = 0;
 };
 
 const std::vector<OptionSpec>& app_options();
+// The analysis registry's part of the option table: `analysis` and each analysis's own options.
+// Defined with the registry (views/analysis_registry.cpp), which sits above this file.
+void add_analysis_options(std::vector<OptionSpec>& options);
+const std::vector<std::string>& analysis_names();  // "none" first, then the workbench's analyses
+std::string analysis_help();                       // "spectrum (matrix, rank), gradcam, ..." for --help
 // The attribution options (method, methods, steps, replacement, ig-steps, ig-baseline), defined in
 // session/attribution_options.cpp and appended to app_options().
 void add_attribution_options(std::vector<OptionSpec>& options);

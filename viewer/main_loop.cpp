@@ -19,8 +19,8 @@
 #include "viewer/gl/frame.h"
 #include "viewer/gui_benchmark.h"
 #include "viewer/panels/panel.h"
-#include "viewer/result_views.h"
 #include "viewer/workbench.h"
+#include "views/panel_maps.h"
 
 namespace attnscope {
 
@@ -30,6 +30,47 @@ using Clock = std::chrono::steady_clock;
 
 double frame_milliseconds_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// The numbers each map on screen was drawn from, as uploaded (attention maps in display units): what
+// "Export what is on screen" must write (tests compare the two).
+nlohmann::json shown_numbers(const Workbench& bench) {
+  nlohmann::json shown = nlohmann::json::array();
+  auto values_of = [](const GridMap& map, double factor) {
+    std::vector<float> values(map.values);
+    for (float& v : values) v = float(v * factor);
+    return values;
+  };
+  for (const auto& panel_maps : bench.maps)
+    for (const PatchMap& map : panel_maps)
+      shown.push_back({{"kind", map.head == kAttributionHead ? "attribution" : "attention"},
+                       {"panel", map.panel},
+                       {"head", map.head},
+                       {"values", values_of(*map.map, map.factor)}});
+  if (!bench.outcome) return shown;
+  const InferenceOutcome& outcome = *bench.outcome;
+  if (bench.state.analysis == "spectrum" && size_t(bench.matrix_panel) < outcome.panels.size())
+    shown.push_back({{"kind", "matrix"},
+                     {"panel", bench.matrix_panel},
+                     {"values", outcome.panels[size_t(bench.matrix_panel)].matrix}});
+  if (bench.state.analysis == "gradcam" && outcome.gradcam)
+    shown.push_back({{"kind", "gradcam"}, {"values", outcome.gradcam->map.values}});
+  if (bench.state.analysis == "fp" && outcome.focus)
+    shown.push_back({{"kind", "fp"},
+                     {"p", outcome.focus->curve_ps},
+                     {"entropy", outcome.focus->entropy},
+                     {"top_k_mass", outcome.focus->top_k_mass}});
+  int index = 0;
+  if (!outcome.analysis_view || has_own_analysis_panel(bench.state.analysis)) return shown;
+  for (const Panel& panel : bench.analysis_figure_shown.panels)
+    if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) {
+      const cv::Mat values = heatmap->values.isContinuous() ? heatmap->values : heatmap->values.clone();
+      shown.push_back({{"kind", "figure"},
+                       {"index", index++},
+                       {"data_name", panel.data_name},
+                       {"values", std::vector<float>(values.ptr<float>(), values.ptr<float>() + values.total())}});
+    }
+  return shown;
 }
 
 void write_screenshot(const Workbench& bench, const std::string& path, int width, int height) {
@@ -118,6 +159,7 @@ void write_screenshot(const Workbench& bench, const std::string& path, int width
   about["box"] = bench.state.box;
   about["headings"] = bench.drawn_headings;
   if (bench.state.analysis == "metrics") about["metrics"] = metrics;
+  about["shown"] = shown_numbers(bench);
   write_file_atomically(path + ".json", [&](std::ostream& out) { out << about.dump(2) << "\n"; });
 }
 

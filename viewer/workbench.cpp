@@ -20,7 +20,9 @@
 #include "models/model_loader.h"
 #include "viewer/gl/frame.h"
 #include "viewer/panels/panel.h"
-#include "viewer/plot_views.h"
+#include "views/analysis_registry.h"
+#include "views/plot_views.h"
+#include "views/screen_export.h"
 
 namespace attnscope {
 
@@ -68,50 +70,15 @@ void Workbench::report_error(const std::string& message) { error = message; }
 
 InferenceRequest Workbench::make_request() const {
   InferenceRequest request;
-  request.model_path = state.model;
-  request.arch = state.arch;
-  request.device = state.device;
-  request.image_path = state.image;
-  request.max_pixels = state.max_pixels;
+  static_cast<InputSelection&>(request) = state;
+  static_cast<ViewSelection&>(request) = state;
+  static_cast<AnalysisSettings&>(request) = state;
   if (video && frame_) {
     request.frame = frame_;
     request.frame_number = frame_number_;
   }
-  request.input = state.input_settings();
   for (const PanelSpec& spec : state.panel_specs())
     request.panels.push_back({spec.model, spec.settings(state.attention)});
-  request.layer = state.layer;
-  request.head = state.head;
-  request.query = state.query;
-  request.direction = state.direction;
-  request.windows = state.windows;
-  request.lcm = state.lcm;
-  request.analysis = state.analysis;
-  // Only what the analysis view reads is part of the request, so other changes re-use the result.
-  if (state.analysis == "metrics") request.box = state.box;
-  if (state.analysis == "gradcam") {
-    request.target_class = state.target_class;
-    request.gradcam_layer = state.gradcam_layer;
-  }
-  if (state.analysis == "rollout") {
-    request.fusion = state.fusion;
-    request.discard = state.discard;
-  }
-  if (state.analysis == "attribution") {
-    request.target_class = state.target_class;
-    request.gradcam_layer = state.gradcam_layer;
-    request.fusion = state.fusion;
-    request.discard = state.discard;
-    request.method = state.method;
-    request.steps = state.steps;
-    request.replacement = state.replacement;
-    request.ig_steps = state.ig_steps;
-    request.ig_baseline = state.ig_baseline;
-  }
-  if (state.analysis == "fp") {
-    request.fp_vectors = state.fp_vectors;
-    request.fp_projection = state.fp_projection;
-  }
   return request;
 }
 
@@ -170,15 +137,11 @@ void Workbench::update(float width, float height) {
       const GridMap& map = outcome->gradcam->map;
       gradcam_texture.upload_scalar(map.values.data(), map.grid_w, map.grid_h);
     }
-    if (outcome->rollout && outcome->rollout->error.empty()) {
-      const GridMap& map = outcome->rollout->map;
-      rollout_texture.upload_scalar(map.values.data(), map.grid_w, map.grid_h);
-    }
     maps_key_.clear();
     follow_query_across_grids();
   }
   const InferenceRequest request = make_request();
-  if (!has_last_request_ || !(request == last_request_)) {
+  if (!has_last_request_ || request.key() != last_request_.key()) {
     last_request_ = request;
     has_last_request_ = true;
     if (!state.model.empty()) submitted_id = worker_->submit(request);
@@ -195,10 +158,11 @@ void Workbench::update(float width, float height) {
 
   // Fixed layout: controls on the left, views in the middle, the analysis view on the right, status below.
   const float status_height = 30.0f, sidebar_width = 370.0f;
-  // The f_p view's four plots need more room than the other analyses.
-  const float matrix_width = state.analysis == "none" ? 0.0f
-                             : state.analysis == "fp" ? std::min(640.0f, width * 0.4f)
-                                                      : std::min(460.0f, width * 0.3f);
+  // Views of several plots side by side (f_p's four) need more room than the others.
+  const AnalysisEntry* analysis = find_analysis(state.analysis);
+  const float matrix_width = !analysis             ? 0.0f
+                             : analysis->wide_view ? std::min(640.0f, width * 0.4f)
+                                                   : std::min(460.0f, width * 0.3f);
   layout.sidebar_pos = {0, 0};
   layout.sidebar_size = {sidebar_width, height - status_height};
   layout.views_pos = {sidebar_width, 0};
@@ -213,9 +177,9 @@ void Workbench::update(float width, float height) {
 void Workbench::refresh_maps() {
   if (!outcome) return;
   if (state.head >= outcome->heads) state.head = std::max(outcome->heads - 1, 0);
-  const std::string key = std::to_string(outcome->request_id) + "|" + state.view + "|" + std::to_string(state.head) +
-                          "|" + to_string(state.colormap) + "|" + to_string(state.scale) + "|" +
-                          std::to_string(matrix_panel) + "|" + state.analysis;
+  const std::string key = std::to_string(outcome->request_id) + "|" + enum_name(state.view) + "|" +
+                          std::to_string(state.head) + "|" + to_string(state.colormap) + "|" + to_string(state.scale) +
+                          "|" + std::to_string(matrix_panel) + "|" + state.analysis;
   if (key == maps_key_) return;
   maps_key_ = key;
 
@@ -234,12 +198,13 @@ void Workbench::refresh_maps() {
       continue;
     }
     std::vector<int> shown;
-    if (state.view == "heads")
+    if (state.view == HeadView::Heads)
       for (int h = 0; h < int(panel.head_maps.size()); ++h) shown.push_back(h);
     else
-      shown.push_back(state.view == "mean" ? -1 : std::min(state.head, int(panel.head_maps.size()) - 1));
+      shown.push_back(state.view == HeadView::Mean ? -1 : std::min(state.head, int(panel.head_maps.size()) - 1));
     // x uniform: a row spreads over the keys, a column ("in") over the queries.
-    const int spread = state.direction == "in" ? panel.layout.total_tokens() : panel.key_layout.total_tokens();
+    const int spread =
+        state.direction == MapDirection::In ? panel.layout.total_tokens() : panel.key_layout.total_tokens();
     for (int head : shown) {
       PatchMap map;
       map.panel = int(p);
@@ -311,6 +276,16 @@ void Workbench::refresh_plots() {
     }
     if (state.analysis == "fp" && outcome->focus)
       refresh_plot(focus_plot, id, width, [&] { return focus_view_figure(*outcome->focus); });
+    // An analysis without a panel of its own: its figure, as export writes it, with its geometry.
+    if (outcome->analysis_view && !has_own_analysis_panel(state.analysis)) {
+      const std::string key =
+          id + "|" + state.analysis + "|" + state.DisplaySettings::key() + "|" + state.ViewSelection::key();
+      refresh_plot(analysis_figure, key, width, [&] {
+        analysis_figure_shown = analysis_view_figure(*outcome, state);
+        analysis_geometry = layout_figure(analysis_figure_shown, screen_figure_style(analysis_figure_shown, width));
+        return analysis_figure_shown;
+      });
+    }
   } catch (const std::exception& e) {
     report_error(std::string("plot: ") + e.what());
   }
@@ -405,7 +380,8 @@ void Workbench::export_figure(const std::string& out_dir, bool what_is_on_screen
   }
   if (what_is_on_screen) request.figure.layout = "panels";
   info = "exporting a " + request.figure.layout + " figure to " + out_dir + " ...";
-  worker_->submit_export(request, out_dir);
+  // What is on screen includes the open analysis view, drawn from the outcome on screen.
+  worker_->submit_export(request, out_dir, what_is_on_screen ? outcome : nullptr);
 }
 
 void Workbench::load_session(const std::string& path) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "figures/render.h"
 #include "session/app_state.h"
 #include "viewer/gl/overlay_renderer.h"
 #include "viewer/gl/texture.h"
@@ -122,9 +123,13 @@ class Workbench {
   std::vector<std::vector<PatchMap>> maps;                             // per panel
   ValueScale scale;                                                    // one scale over every map on screen
   PlotImage spectrum_plot, focus_plot, matrix_bar;
+  // The open analysis view's figure when the analysis has no panel of its own: the figure, its
+  // drawing and where its panels landed in it.
+  Figure analysis_figure_shown;
+  PlotImage analysis_figure;
+  FigureGeometry analysis_geometry;
   gl::Texture matrix_texture;   // the matrix view's Tq x Tk map
   gl::Texture gradcam_texture;  // the Grad-CAM map over its layer's grid
-  gl::Texture rollout_texture;  // the attention rollout map over the layer's grid
   int matrix_panel = 0;
   std::vector<DrawnView> drawn_views;
   std::vector<std::vector<std::string>> drawn_headings;  // per panel, the heading lines drawn this frame

@@ -80,11 +80,11 @@ PanelHeading heading_of(const Workbench& bench, size_t index, const PanelMaps& p
   } else {
     heading.prediction = panel.output_kind + ", no classes";
   }
-  const std::string& view = bench.state.view;
-  if (view == "mean") heading.prediction += "  \xc2\xb7  mean of " + std::to_string(panel.heads) + " heads";
+  const HeadView view = bench.state.view;
+  if (view == HeadView::Mean) heading.prediction += "  \xc2\xb7  mean of " + std::to_string(panel.heads) + " heads";
   if (panel.swapped) {
     const int head = std::min(bench.state.head, int(panel.uniformity.size()) - 1);
-    const double shown = view == "head" && head >= 0 ? panel.uniformity[size_t(head)] : panel.mean_uniformity;
+    const double shown = view == HeadView::Head && head >= 0 ? panel.uniformity[size_t(head)] : panel.mean_uniformity;
     heading.note = near_uniform_note(panel.kernel, shown);
   }
   if (!panel.note.empty()) heading.note += (heading.note.empty() ? "" : "; ") + panel.note;
@@ -129,7 +129,7 @@ struct AttentionPanel : WorkbenchPanel {
       ImGui::End();
       return;
     }
-    const bool incoming = bench.state.direction == "in";
+    const bool incoming = bench.state.direction == MapDirection::In;
     const size_t panel_count = std::min(bench.maps.size(), outcome->panels.size());
     // The bar, its tick labels, and two lines under them (three with CARE's channel line).
     const float colorbar_height = outcome->placement.channels.empty() ? 78.0f : 98.0f;
@@ -184,7 +184,7 @@ struct AttentionPanel : WorkbenchPanel {
       const std::optional<PatchBox> box = box_on_grid(bench.state.box, tokens);
       const float top = tile_pos.y + heading_height;
       const ImVec2 maps_area(tile.x - 8, tile.y - heading_height - 8);
-      const int head_label = bench.state.view == "heads" && !attribution ? int(line) : 0;
+      const int head_label = bench.state.view == HeadView::Heads && !attribution ? int(line) : 0;
       const float aspect = float(tokens.grid_w) / float(tokens.grid_h);
       const auto [map_columns, map_rows] =
           best_tiling(int(maps.size()), ImVec2(maps_area.x, maps_area.y - head_label * 1.0f), aspect);

@@ -13,8 +13,8 @@
 #include "viewer/file_browser.h"
 #include "viewer/panels/panel.h"
 #include "viewer/panels/sidebar_sections.h"
-#include "viewer/result_views.h"
 #include "viewer/workbench.h"
+#include "views/panel_maps.h"
 
 namespace attnscope {
 
@@ -61,7 +61,7 @@ void draw_prefix_queries(Workbench& bench, const InferenceOutcome& outcome) {
   const int prefix = tokens.prefix_tokens();
   if (prefix == 0 || outcome.panels.empty()) return;
   const PanelMaps& panel = outcome.panels.front();
-  const bool mean = bench.state.view != "head";
+  const bool mean = bench.state.view != HeadView::Head;
   const int head = std::clamp(bench.state.head, 0, int(panel.prefix_received_per_head.size()) - 1);
   for (int token = 0; token < prefix; ++token) {
     const std::string name = tokens.token_name(token);
@@ -292,23 +292,20 @@ struct ControlsPanel : WorkbenchPanel {
       if (ImGui::SliderInt("layer", &layer, 0, depth - 1)) state.layer = layer;
       int head = state.head;
       if (ImGui::SliderInt("head", &head, 0, heads - 1)) state.head = head;
-      for (const auto& view : view_names()) {
-        if (ImGui::RadioButton(view.c_str(), state.view == view)) state.view = view;
-        ImGui::SameLine();
-      }
+      enum_radio_buttons(state.view, true);
+      ImGui::SameLine();
       ImGui::TextDisabled("(view)");
       ImGui::Text("query: %s",
                   outcome ? outcome->layout.token_name(outcome->query_token).c_str() : state.query.c_str());
       if (outcome && !outcome->query_note.empty()) ImGui::TextDisabled("%s", outcome->query_note.c_str());
       if (outcome) draw_prefix_queries(bench, *outcome);
       ImGui::TextDisabled("click a patch in the image to query it");
-      if (ImGui::RadioButton("out: where the query looks", state.direction == "out")) state.direction = "out";
-      if (ImGui::RadioButton("in: how much patches look at it", state.direction == "in")) state.direction = "in";
+      enum_radio_buttons(state.direction, false);
       ImGui::Checkbox("outline windows", &state.windows);
       // L2ViT's global layers: the map before or after the LCM's spatial mixing.
-      bool after_lcm = state.lcm == "after";
+      bool after_lcm = state.lcm == LcmView::After;
       if (ImGui::Checkbox("after the LCM (L2ViT global layers)", &after_lcm))
-        state.lcm = after_lcm ? "after" : "before";
+        state.lcm = after_lcm ? LcmView::After : LcmView::Before;
       if (outcome && !outcome->lcm_note.empty()) ImGui::TextDisabled("%s", outcome->lcm_note.c_str());
     }
 

@@ -2,7 +2,7 @@
 // own key or query vectors before and after f_p in 2-D with a line from each x to f_p(x) (the pull
 // toward the axes on real data), the query-key similarity histograms before and after, entropy and
 // top-k mass of the score rows over p, and the paper's Fig. 4 (b) example. The plots are the
-// figures' cairo drawing (viewer/plot_views.h); `export --layout fp-vectors` writes the projection.
+// figures' cairo drawing (views/plot_views.h); `export --layout fp-vectors` writes the projection.
 #include <algorithm>
 #include <cmath>
 
@@ -21,16 +21,12 @@ struct FocusPanel : WorkbenchPanel {
     draw_analysis_switch(bench);
     AppState& state = bench.state;
     ImGui::TextUnformatted("vectors:");
-    for (const char* kind : {"keys", "queries"}) {
-      ImGui::SameLine();
-      if (ImGui::RadioButton(kind, state.fp_vectors == kind)) state.fp_vectors = kind;
-    }
+    ImGui::SameLine();
+    enum_radio_buttons(state.fp_vectors, true);
     ImGui::SameLine();
     ImGui::TextUnformatted("  projection:");
-    for (const char* kind : {"channels", "pca"}) {
-      ImGui::SameLine();
-      if (ImGui::RadioButton(kind, state.fp_projection == kind)) state.fp_projection = kind;
-    }
+    ImGui::SameLine();
+    enum_radio_buttons(state.fp_projection, true);
     const InferenceOutcome* outcome = bench.outcome.get();
     if (!outcome || !outcome->focus) {
       ImGui::TextDisabled(bench.worker_busy ? "computing..." : "no result yet");

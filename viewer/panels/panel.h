@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace attnscope {
@@ -21,6 +22,8 @@ std::vector<std::unique_ptr<WorkbenchPanel>> make_panels();
 
 #include <imgui.h>
 
+#include "core/enum_names.h"
+
 namespace attnscope {
 
 // Panels tile the window at fixed places (the layout is part of the session, not of imgui.ini).
@@ -36,5 +39,24 @@ inline bool begin_fixed_window(const char* name, ImVec2 pos, ImVec2 size, ImGuiW
 
 // The row of buttons at the top of the analysis column that switches between its views.
 void draw_analysis_switch(Workbench& bench);
+
+// One radio button per value of an enum with a name table (core/enum_names.h), labelled as the
+// table says; `same_line` puts them on one line. Returns true when the value changed.
+template <typename E>
+bool enum_radio_buttons(E& value, bool same_line) {
+  bool changed = false, first = true;
+  for (const auto& entry : enum_entries<E>()) {
+    if (same_line && !first) ImGui::SameLine();
+    first = false;
+    if (ImGui::RadioButton(entry.label ? entry.label : entry.name, value == entry.value)) {
+      changed = value != entry.value;
+      value = entry.value;
+    }
+  }
+  return changed;
+}
+
+// Whether `analysis` has a panel of its own (else the analysis figure panel draws its figure).
+bool has_own_analysis_panel(const std::string& analysis);
 
 }  // namespace attnscope

@@ -1,6 +1,10 @@
-// The one list of workbench panels (each defined in its own file).
+// The one list of workbench panels (each defined in its own file), and the analysis column's switch,
+// whose buttons are the analysis registry's (views/analysis_registry.h).
+#include <algorithm>
+
 #include "viewer/panels/panel.h"
 #include "viewer/workbench.h"
+#include "views/analysis_registry.h"
 
 namespace attnscope {
 
@@ -9,31 +13,42 @@ std::unique_ptr<WorkbenchPanel> make_attention_panel();
 std::unique_ptr<WorkbenchPanel> make_matrix_panel();
 std::unique_ptr<WorkbenchPanel> make_gradcam_panel();
 std::unique_ptr<WorkbenchPanel> make_focus_panel();
-std::unique_ptr<WorkbenchPanel> make_rollout_panel();
 std::unique_ptr<WorkbenchPanel> make_metrics_panel();
 std::unique_ptr<WorkbenchPanel> make_status_panel();
 std::unique_ptr<WorkbenchPanel> make_attribution_panel();
+std::unique_ptr<WorkbenchPanel> make_analysis_figure_panel();
+
+bool has_own_analysis_panel(const std::string& analysis) {
+  // The analyses whose view is a panel of its own below; every other one draws its figure.
+  static const std::vector<std::string> own = {"spectrum", "gradcam", "fp", "metrics", "attribution"};
+  return std::find(own.begin(), own.end(), analysis) != own.end();
+}
 
 void draw_analysis_switch(Workbench& bench) {
-  static const char* const kLabels[] = {"hide", "matrix", "Grad-CAM", "f_p", "rollout", "metrics", "attribution"};
-  static_assert(sizeof(kLabels) / sizeof(kLabels[0]) == 7, "one label per analysis_names() entry");
-  const auto& names = analysis_names();
   const ImGuiStyle& style = ImGui::GetStyle();
   const float right_edge = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
-  // Grad-CAM and f_p need q, k and activations, which a TorchScript file does not give.
+  // Some analyses need q, k and activations, which a TorchScript file does not give.
   const bool scripted = bench.outcome && !bench.outcome->computes_attention;
-  for (size_t i = 0; i < names.size(); ++i) {
+  std::string needing;
+  bool first = true;
+  auto button = [&](const std::string& name, const std::string& label, bool disabled) {
     // Wraps to a new line where the next button would not fit (the sidebar is narrower than the column).
-    const float width = ImGui::GetFrameHeight() + style.ItemInnerSpacing.x + ImGui::CalcTextSize(kLabels[i]).x;
-    if (i && ImGui::GetItemRectMax().x + style.ItemSpacing.x + width <= right_edge) ImGui::SameLine();
-    const bool needs_native = names[i] == "gradcam" || names[i] == "fp";
-    ImGui::BeginDisabled(scripted && needs_native);
-    if (ImGui::RadioButton(kLabels[i], bench.state.analysis == names[i])) bench.state.analysis = names[i];
+    const float width = ImGui::GetFrameHeight() + style.ItemInnerSpacing.x + ImGui::CalcTextSize(label.c_str()).x;
+    if (!first && ImGui::GetItemRectMax().x + style.ItemSpacing.x + width <= right_edge) ImGui::SameLine();
+    first = false;
+    ImGui::BeginDisabled(disabled);
+    if (ImGui::RadioButton(label.c_str(), bench.state.analysis == name)) bench.state.analysis = name;
     ImGui::EndDisabled();
+  };
+  button("none", "hide", false);
+  for (const AnalysisEntry& entry : analysis_registry()) {
+    if (entry.label.empty()) continue;
+    button(entry.name, entry.label, scripted && entry.needs_computed_attention);
+    if (entry.needs_computed_attention) needing += (needing.empty() ? "" : " and ") + entry.label;
   }
   if (scripted) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-    ImGui::TextWrapped("Grad-CAM and f_p need q, k and activations: off for TorchScript files");
+    ImGui::TextWrapped("%s need q, k and activations: off for TorchScript files", needing.c_str());
     ImGui::PopStyleColor();
   }
   ImGui::Separator();
@@ -46,9 +61,9 @@ std::vector<std::unique_ptr<WorkbenchPanel>> make_panels() {
   panels.push_back(make_matrix_panel());
   panels.push_back(make_gradcam_panel());
   panels.push_back(make_focus_panel());
-  panels.push_back(make_rollout_panel());
   panels.push_back(make_metrics_panel());
   panels.push_back(make_attribution_panel());
+  panels.push_back(make_analysis_figure_panel());
   panels.push_back(make_status_panel());
   return panels;
 }

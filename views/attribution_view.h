@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "models/model_loader.h"
-#include "viewer/inference_worker.h"
+#include "views/view_model.h"
 
 namespace attnscope {
 

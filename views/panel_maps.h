@@ -1,7 +1,7 @@
-// What the workbench's views show, computed on the worker thread from forward passes: each panel's
-// per-head maps of the selected query, the matrix and its spectra, focus metrics, and the analyses
-// (Grad-CAM, rollout, f_p). Reads only what every model family's captures hold, so a new family
-// adds nothing here. No GL or ImGui.
+// What the workbench's attention panels show, computed on the worker thread from forward passes:
+// each panel's per-head maps of the selected query (analysis/attention_map.h, as `run` and the
+// figures compute them), the matrix and its spectra, focus metrics. Reads only what every model
+// family's captures hold, so a new family adds nothing here. No GL or ImGui.
 #pragma once
 
 #include <functional>
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "models/inference.h"
-#include "viewer/inference_worker.h"
+#include "views/view_model.h"
 
 namespace attnscope {
 
@@ -32,20 +32,8 @@ PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection
 // The grid the panels' maps lie on: the key grid for a row, the query grid for a column.
 const TokenLayout& map_grid(const AttentionCapture& capture, bool incoming);
 
-// Grad-CAM of panel 1's variant at `layer` (empty: the family's default) for `target_class`.
-GradCamView build_gradcam_view(LoadedModel& model, const cv::Mat& prepared_rgb, const AttentionSettings& settings,
-                               int target_class, const std::string& layer);
-
-// The rollout of `query_token` of the selected layer through the layers that share its grid.
-RolloutView build_rollout_view(const std::vector<AttentionCapture>& layers, int selected, int query_token,
-                               HeadFusion fusion, double discard);
-
-// f_p at `p` on one head's captured features, with the paper's Fig. 4 (b) example and the head's
-// queries or keys before and after f_p in 2-D.
-FocusView build_focus_view(const AttentionCapture& capture, int head, double p, bool queries,
-                           FocusProjectionKind projection);
-
 GridMap to_grid_map(const torch::Tensor& grid);  // [h, w] -> GridMap
+cv::Mat grid_map_mat(const GridMap& map);        // GridMap -> CV_32FC1 [h, w] (a copy)
 
 // The key-grid cells (row-major over the key grid) of the group `query_token` attends within in
 // `head`: its (shifted) window, or CSwin's stripe of the head's branch; empty for global layers.

@@ -1,4 +1,4 @@
-#include "viewer/attribution_view.h"
+#include "views/attribution_view.h"
 
 #include <c10/util/Exception.h>
 
@@ -9,7 +9,7 @@
 #include "analysis/cam_methods.h"
 #include "analysis/faithfulness.h"
 #include "analysis/gradcam.h"
-#include "viewer/result_views.h"
+#include "views/panel_maps.h"
 
 namespace attnscope {
 

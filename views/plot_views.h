@@ -6,7 +6,8 @@
 #include <opencv2/core.hpp>
 
 #include "figures/figure.h"
-#include "viewer/inference_worker.h"
+#include "figures/render.h"
+#include "views/view_model.h"
 
 namespace attnscope {
 
@@ -17,7 +18,11 @@ Figure spectrum_view_figure(const HeadSpectrum& spectrum);
 // histograms, and entropy and top-k mass over p.
 Figure focus_view_figure(const FocusView& focus);
 
-// `figure` as an RGB image `width` pixels wide, with text at about 13 pixels (8 points at 1.6 px/pt).
+// How the workbench draws a figure `width` pixels wide: text at about 13 pixels (8 points at
+// 1.6 px/pt). layout_figure with it gives where each panel lands in the image.
+FigureStyle screen_figure_style(const Figure& figure, int width);
+
+// `figure` as an RGB image `width` pixels wide, in screen_figure_style.
 cv::Mat render_plot_image(const Figure& figure, int width);
 
 }  // namespace attnscope

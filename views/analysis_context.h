@@ -1,6 +1,5 @@
-// What the `attnscope analyze` analyses share: the parsed command line, the loaded model and
-// prepared image, and how summaries, CSV and JSON are written. The attribution analyses
-// (app/analyze_attribution.cpp) build on it.
+// What the analyses' headless runs (`attnscope analyze`) share: the parsed command line, the loaded
+// model and prepared image, and how summaries, CSV and JSON are written.
 #pragma once
 
 #include <filesystem>
@@ -10,14 +9,14 @@
 #include <string>
 #include <vector>
 
-#include "app/cli.h"
 #include "core/output_files.h"
 #include "core/value_scale.h"
 #include "models/model_loader.h"
+#include "session/command_line.h"
 
-namespace attnscope::analyze {
+namespace attnscope {
 
-struct Context {
+struct AnalyzeContext {
   AppState state;
   CommandLine line;
   std::filesystem::path out;
@@ -34,23 +33,24 @@ struct Loaded {
   cv::Mat object_mask;  // CV_8UC1 at the prepared size, empty when none
 };
 
-Loaded load_inputs(const Context& context);
-nlohmann::json common_summary(const Context& context, const std::string& analysis, const TokenLayout& layout,
+// `analyze` flags that several analyses read (declared by each in its registry entry).
+extern const CommandFlag kVariantsFlag;  // --variants: spectrum and metrics compare variants
+extern const CommandFlag kTopKFlag;      // --top-k: f_p and metrics
+
+Loaded load_inputs(const AnalyzeContext& context);
+nlohmann::json common_summary(const AnalyzeContext& context, const std::string& analysis, const TokenLayout& layout,
                               const Loaded& loaded);
 // Add `name` (relative to --out) to the context's outputs.
-void write_json(const Context& context, const std::string& name, const nlohmann::json& value);
-void write_csv(const Context& context, const std::string& name, const std::string& header,
+void write_json(const AnalyzeContext& context, const std::string& name, const nlohmann::json& value);
+void write_csv(const AnalyzeContext& context, const std::string& name, const std::string& header,
                const std::vector<std::vector<double>>& rows);
 // A map over the model's input image in the session's colour map, opacity and alpha mode, on `scale`.
-cv::Mat overlay_in_colours(const Context& context, const cv::Mat& rgb, const torch::Tensor& map,
+cv::Mat overlay_in_colours(const AnalyzeContext& context, const cv::Mat& rgb, const torch::Tensor& map,
                            const ValueScale& scale);
 // The session's colour map over [0, 1], labelled.
-ValueScale unit_scale(const Context& context, const std::string& label);
+ValueScale unit_scale(const AnalyzeContext& context, const std::string& label);
 std::vector<std::string> split_list(const std::string& text);
+// --variants (a comma-separated list), else the session's variant alone.
+std::vector<Variant> variants_to_compare(const AnalyzeContext& context);
 
-// --analysis gradcam++, xgradcam, layercam, eigencam, hirescam, scorecam, relevance, gradrollout, ig.
-int attribution(const Context& context, const std::string& method);
-// --analysis faithfulness: deletion and insertion curves of --methods, with a random baseline.
-int faithfulness(const Context& context);
-
-}  // namespace attnscope::analyze
+}  // namespace attnscope

@@ -15,12 +15,15 @@
 #include "analysis/gradcam.h"
 #include "analysis/integrated_gradients.h"
 #include "analysis/relevance.h"
-#include "app/analyze.h"
-#include "app/progress_bar.h"
+#include "core/progress_bar.h"
 #include "figures/export.h"
 #include "figures/faithfulness_figure.h"
+#include "views/analysis_context.h"
+#include "views/analysis_registry.h"
+#include "views/attribution_view.h"
+#include "views/panel_maps.h"
 
-namespace attnscope::analyze {
+namespace attnscope {
 
 namespace {
 
@@ -53,8 +56,8 @@ json class_json(const Loaded& loaded, const AttributionTarget& target, int reque
 
 json shape_json(const torch::Tensor& t) { return json(std::vector<int64_t>(t.sizes().begin(), t.sizes().end())); }
 
-void write_map_files(const Context& context, const Loaded& loaded, const std::string& method, const torch::Tensor& map,
-                     const torch::Tensor& raw, const torch::Tensor& upsampled, json& files) {
+void write_map_files(const AnalyzeContext& context, const Loaded& loaded, const std::string& method,
+                     const torch::Tensor& map, const torch::Tensor& raw, const torch::Tensor& upsampled, json& files) {
   context.files->add_npy(method + ".npy", map.contiguous());
   context.files->add_npy(method + "_raw.npy", raw.contiguous());
   context.files->add_npy(method + "_upsampled.npy", upsampled.contiguous());
@@ -69,9 +72,7 @@ void write_map_files(const Context& context, const Loaded& loaded, const std::st
   files[method + "_overlay.png"] = "the map over the model's input";
 }
 
-}  // namespace
-
-int attribution(const Context& context, const std::string& method) {
+int analyze_attribution(const AnalyzeContext& context, const std::string& method) {
   Loaded loaded = load_inputs(context);
   const AppState& state = context.state;
   Backbone& model = loaded.model.native(method_title(method));
@@ -190,7 +191,7 @@ int attribution(const Context& context, const std::string& method) {
   return 0;
 }
 
-int faithfulness(const Context& context) {
+int analyze_faithfulness(const AnalyzeContext& context) {
   const AppState& state = context.state;
   FaithfulnessTableRequest request = faithfulness_request(state);  // option errors before the model loads
   Loaded loaded = load_inputs(context);
@@ -273,4 +274,92 @@ int faithfulness(const Context& context) {
   return 0;
 }
 
-}  // namespace attnscope::analyze
+// Every panel's map by the request's method, each with its own model, variant and forward pass;
+// reused from the cache while only the selections change.
+void compute_attribution_views(const AnalysisViewInput& input, InferenceOutcome& outcome) {
+  for (size_t index = 0; index < input.panels.size(); ++index) {
+    const PanelForwardView& forward = input.panels[index];
+    PanelMaps& panel = outcome.panels[index];
+    if (!forward.result) {
+      AttributionView failed;
+      failed.method = input.request.method;
+      failed.error = panel.error;
+      outcome.attributions.push_back(std::move(failed));
+      continue;
+    }
+    const std::string key = "attribution|" + forward.input_key + "|" + settings_key(forward.settings) + "|" +
+                            attribution_key(input.request, panel.layer);
+    auto view = input.cache.get<AttributionView>(key);
+    if (!view) {
+      view = std::make_shared<const AttributionView>(
+          build_attribution_view(*forward.model, forward.result->input_rgb, forward.settings,
+                                 forward.result->forward.layers, input.request, panel.layer, input.cancelled));
+      input.cache.put(key, view);
+    }
+    outcome.attributions.push_back(*view);
+    panel.description = attribution_caption(*view) + "  \u00b7  " + panel.description;
+  }
+}
+
+// One column per panel: its map over the image it saw, on [0, 1].
+Figure attribution_figure(const InferenceOutcome& outcome, const AppState& state) {
+  Figure figure(1, int(std::max<size_t>(1, outcome.attributions.size())));
+  for (size_t index = 0; index < outcome.attributions.size() && index < outcome.panels.size(); ++index) {
+    const AttributionView& view = outcome.attributions[index];
+    Panel& panel = figure.at(0, int(index));
+    panel.title = view.error.empty() ? attribution_caption(view) : view.error;
+    if (view.map.values.empty()) continue;
+    HeatmapPanel heatmap;
+    heatmap.values = grid_map_mat(view.map);
+    heatmap.background = outcome.panels[index].input_rgb;
+    heatmap.opacity = float(state.opacity);
+    heatmap.alpha = state.alpha;
+    panel.data_name = "attribution_panel" + std::to_string(index + 1);
+    panel.content = heatmap;
+  }
+  ColorScale scale;
+  scale.colormap = state.colormap;
+  scale.label = "attribution, max = 1";
+  figure.scales.push_back(scale);
+  return figure;
+}
+
+}  // namespace
+
+AnalysisEntry attribution_analysis() {
+  AnalysisEntry entry;
+  entry.name = "attribution";
+  entry.label = "attribution";
+  entry.help =
+      "every panel's map by --method (gradcam++, xgradcam, layercam, eigencam, hirescam, scorecam, "
+      "relevance, gradrollout, ig: NAME.npy at the layer's grid)";
+  entry.cli_names = {"gradcam++", "xgradcam",  "layercam",    "eigencam", "hirescam",
+                     "scorecam",  "relevance", "gradrollout", "ig"};
+  entry.reads = {"class", "gradcam-layer", "fusion",   "discard",    "method",
+                 "steps", "replacement",   "ig-steps", "ig-baseline"};
+  entry.run = [](const AnalyzeContext& context, const std::string& name) {
+    if (name != "attribution") return analyze_attribution(context, name);
+    // A session saved by the workbench's attribution view: its method, as `analyze` names it.
+    const std::string& method = context.state.method;
+    const AnalysisEntry* chosen = find_cli_analysis(method);
+    if (!chosen || method == "attribution")
+      throw std::invalid_argument("unknown --analysis '" + excerpt(method) + "' (expected " + cli_analysis_names() +
+                                  ")");
+    return chosen->run(context, method);
+  };
+  entry.compute = compute_attribution_views;
+  entry.figure = attribution_figure;
+  return entry;
+}
+
+AnalysisEntry faithfulness_analysis() {
+  AnalysisEntry entry;
+  entry.name = "faithfulness";
+  entry.help = "deletion and insertion curves of --methods against a random order (table, CSV, figure)";
+  entry.reads = {"class", "gradcam-layer", "fusion",   "discard",    "methods",
+                 "steps", "replacement",   "ig-steps", "ig-baseline"};
+  entry.run = [](const AnalyzeContext& context, const std::string&) { return analyze_faithfulness(context); };
+  return entry;
+}
+
+}  // namespace attnscope

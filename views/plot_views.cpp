@@ -1,4 +1,4 @@
-#include "viewer/plot_views.h"
+#include "views/plot_views.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -41,11 +41,14 @@ Figure focus_view_figure(const FocusView& focus) {
   return figure;
 }
 
-cv::Mat render_plot_image(const Figure& figure, int width) {
+FigureStyle screen_figure_style(const Figure& figure, int width) {
   FigureStyle style;
   style.dpi = 72.0 * kScreenPixelsPerPoint;
-  style = style_for_width(figure, style, std::max(60, width) / kScreenPixelsPerPoint);
-  return render_figure_image(figure, style);
+  return style_for_width(figure, style, std::max(60, width) / kScreenPixelsPerPoint);
+}
+
+cv::Mat render_plot_image(const Figure& figure, int width) {
+  return render_figure_image(figure, screen_figure_style(figure, width));
 }
 
 }  // namespace attnscope

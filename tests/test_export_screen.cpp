@@ -1,0 +1,207 @@
+// "Export what is on screen" writes the numbers the screen drew: every view is switched on in turn
+// (the attention panels as one head, the mean and every head, rows and columns, and each analysis
+// view), the button is pressed, and the exported data is compared with the numbers each texture on
+// screen was made from (the workbench lists them in its screenshot's JSON under "shown").
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "core/npy.h"
+#include "tests/gui_fixture.h"
+
+namespace attnscope {
+namespace test_export_screen {
+
+class ExportScreenTest : public GuiTest {
+ protected:
+  // Runs the workbench on `session`, presses "Export what is on screen" and returns the shot's JSON.
+  nlohmann::json export_on_screen(nlohmann::json session) {
+    session["format"] = "png";
+    EXPECT_EQ(run_gui(session, 4, "--export-on-screen '" + out() + "'"), 0) << log();
+    const nlohmann::json info = shot_info();
+    EXPECT_EQ(info["error"], "") << info.dump();
+    return info;
+  }
+  std::string out() const { return (folder_ / "figures").string(); }
+
+  // The manifest of the figure "<stem>.png" the export wrote.
+  nlohmann::json manifest(const std::string& stem) const {
+    std::ifstream in(fs::path(out()) / (stem + ".png.json"));
+    EXPECT_TRUE(in.good()) << stem << " was not written; " << log();
+    return in.good() ? nlohmann::json::parse(in) : nlohmann::json::object();
+  }
+  // The data file of the figure's panel `index` (in figure order).
+  std::string panel_data(const nlohmann::json& figure, size_t index) const {
+    return (fs::path(out()) / figure["panels"][index]["data"].get<std::string>()).string();
+  }
+};
+
+std::vector<float> floats(const nlohmann::json& values) { return values.get<std::vector<float>>(); }
+
+std::vector<float> npy_floats(const std::string& path) {
+  const torch::Tensor values = read_npy(path).to(torch::kFloat).reshape({-1}).contiguous();
+  return std::vector<float>(values.data_ptr<float>(), values.data_ptr<float>() + values.numel());
+}
+
+// The screen's entries of one kind, in the order they were drawn.
+std::vector<nlohmann::json> shown_of(const nlohmann::json& info, const std::string& kind) {
+  std::vector<nlohmann::json> entries;
+  for (const auto& entry : info["shown"])
+    if (entry["kind"] == kind) entries.push_back(entry);
+  return entries;
+}
+
+// The exported panels figure holds, panel by panel, the attention maps the screen drew: a row per
+// head for "heads", else one row; a column per panel.
+void expect_panels_equal_screen(const nlohmann::json& info, const nlohmann::json& figure, const std::string& out) {
+  const std::vector<nlohmann::json> shown = shown_of(info, "attention");
+  ASSERT_FALSE(shown.empty()) << info.dump();
+  const int columns = int(info["panels"].size());
+  int heads_per_panel = 0;
+  for (const auto& entry : shown) heads_per_panel += entry["panel"] == 0;
+  ASSERT_EQ(figure["panels"].size(), size_t(columns * heads_per_panel));
+  std::vector<int> seen(size_t(columns), 0);
+  for (const auto& entry : shown) {
+    const int panel = entry["panel"], row = seen[size_t(panel)]++;
+    const auto& exported = figure["panels"][size_t(row * columns + panel)];
+    SCOPED_TRACE(exported.dump());
+    const std::vector<float> written = npy_floats((fs::path(out) / exported["data"].get<std::string>()).string());
+    const std::vector<float> drawn = floats(entry["values"]);
+    ASSERT_EQ(written.size(), drawn.size());
+    for (size_t i = 0; i < drawn.size(); ++i) EXPECT_FLOAT_EQ(written[i], drawn[i]) << "cell " << i;
+  }
+}
+
+void expect_same_numbers(const std::vector<float>& written, const std::vector<float>& drawn) {
+  ASSERT_EQ(written.size(), drawn.size());
+  for (size_t i = 0; i < drawn.size(); ++i) EXPECT_EQ(written[i], drawn[i]) << "value " << i;
+}
+
+// (x, y) pairs of one series of an exported plot's CSV ("series,x,y").
+std::vector<std::pair<double, double>> csv_series(const std::string& path, const std::string& series) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);  // header
+  std::vector<std::pair<double, double>> points;
+  while (std::getline(in, line)) {
+    std::stringstream fields(line);
+    std::string name, x, y;
+    std::getline(fields, name, ',');
+    std::getline(fields, x, ',');
+    std::getline(fields, y, ',');
+    if (name == series || series.empty()) points.push_back({std::stod(x), std::stod(y)});
+  }
+  return points;
+}
+
+nlohmann::json two_panels(const std::string& view) {
+  return {{"model", asset_path("models/flatten.safetensors")},
+          {"image", asset_path("images/sign_4.png")},
+          {"view", view},
+          {"query", "4,4"},
+          {"compare", {{{"model", asset_path("models/linear.safetensors")}, {"variant", "native"}}}}};
+}
+
+TEST_F(ExportScreenTest, AttentionPanelsAndTheMatrixView) {
+  nlohmann::json session = two_panels("head");
+  session["head"] = 1;
+  session["analysis"] = "spectrum";
+  const nlohmann::json info = export_on_screen(session);
+  expect_panels_equal_screen(info, manifest("sign_4_panels"), out());
+  const nlohmann::json figure = manifest("sign_4_spectrum-view");
+  const std::vector<nlohmann::json> matrix = shown_of(info, "matrix");
+  ASSERT_EQ(matrix.size(), 1u);
+  expect_same_numbers(npy_floats(panel_data(figure, 0)), floats(matrix.front()["values"]));
+}
+
+TEST_F(ExportScreenTest, MeanOverHeadsOfColumnsAndGradCam) {
+  nlohmann::json session = two_panels("mean");
+  session["direction"] = "in";
+  session["analysis"] = "gradcam";
+  const nlohmann::json info = export_on_screen(session);
+  expect_panels_equal_screen(info, manifest("sign_4_panels"), out());
+  const std::vector<nlohmann::json> gradcam = shown_of(info, "gradcam");
+  ASSERT_EQ(gradcam.size(), 1u);
+  expect_same_numbers(npy_floats(panel_data(manifest("sign_4_gradcam-view"), 0)), floats(gradcam.front()["values"]));
+}
+
+TEST_F(ExportScreenTest, EveryHeadAndRollout) {
+  nlohmann::json session = two_panels("heads");
+  session["analysis"] = "rollout";
+  session["fusion"] = "max";
+  const nlohmann::json info = export_on_screen(session);
+  expect_panels_equal_screen(info, manifest("sign_4_panels"), out());
+  const std::vector<nlohmann::json> rollout = shown_of(info, "figure");
+  ASSERT_EQ(rollout.size(), 1u);
+  expect_same_numbers(npy_floats(panel_data(manifest("sign_4_rollout-view"), 0)), floats(rollout.front()["values"]));
+}
+
+TEST_F(ExportScreenTest, Attribution) {
+  nlohmann::json session = two_panels("head");
+  session["analysis"] = "attribution";
+  session["method"] = "gradcam++";
+  const nlohmann::json info = export_on_screen(session);
+  // The attention panels show the attribution maps in this view.
+  const std::vector<nlohmann::json> maps = shown_of(info, "attribution");
+  ASSERT_EQ(maps.size(), 2u);
+  const nlohmann::json figure = manifest("sign_4_attribution-view");
+  for (size_t p = 0; p < maps.size(); ++p)
+    expect_same_numbers(npy_floats(panel_data(figure, p)), floats(maps[p]["values"]));
+}
+
+TEST_F(ExportScreenTest, FocusAndMetricsPlots) {
+  nlohmann::json session = two_panels("head");
+  session["analysis"] = "fp";
+  nlohmann::json info = export_on_screen(session);
+  const std::vector<nlohmann::json> focus = shown_of(info, "fp");
+  ASSERT_EQ(focus.size(), 1u);
+  const nlohmann::json fp_figure = manifest("sign_4_fp-view");
+  // Panel 2 of the f_p figure is the mean row entropy over p.
+  const auto entropy = csv_series(panel_data(fp_figure, 2), "");
+  const std::vector<float> ps = floats(focus.front()["p"]), shown_entropy = floats(focus.front()["entropy"]);
+  ASSERT_EQ(entropy.size(), ps.size());
+  for (size_t i = 0; i < ps.size(); ++i) {
+    EXPECT_FLOAT_EQ(float(entropy[i].first), ps[i]);
+    EXPECT_FLOAT_EQ(float(entropy[i].second), shown_entropy[i]);
+  }
+
+  session["analysis"] = "metrics";
+  fs::remove_all(out());  // the panels figure is the same: a second export would be refused
+  info = export_on_screen(session);
+  const nlohmann::json metrics_figure = manifest("sign_4_metrics-view");
+  const auto exported = csv_series(panel_data(metrics_figure, 0), "panel_2");  // entropy of panel 2's heads
+  std::vector<double> shown_entropy_panel2;
+  for (const auto& row : info["metrics"])
+    if (row["panel"] == 1) shown_entropy_panel2.push_back(row["entropy"]);
+  ASSERT_EQ(exported.size(), shown_entropy_panel2.size());
+  for (size_t h = 0; h < exported.size(); ++h) EXPECT_NEAR(exported[h].second, shown_entropy_panel2[h], 1e-7);
+}
+
+// The case that broke: L2ViT's global layer with "after the LCM" on. The export wrote the map
+// before the LCM, and its session said "after".
+TEST_F(ExportScreenTest, L2VitAfterTheLcm) {
+  const nlohmann::json session = {{"model", asset_path("models/l2vit_hierarchical.safetensors")},
+                                  {"image", asset_path("images/sign_4.png")},
+                                  {"layer", 1},
+                                  {"query", "12,12"},
+                                  {"lcm", "after"}};
+  const nlohmann::json info = export_on_screen(session);
+  const nlohmann::json figure = manifest("sign_4_panels");
+  expect_panels_equal_screen(info, figure, out());
+  // And it is the map after the LCM, not before it.
+  LoadedModel model = load_model(session["model"].get<std::string>(), {}, torch::kCPU);
+  const cv::Mat prepared =
+      prepare_model_input(load_image_rgb(session["image"].get<std::string>()), InputSettings{}, model);
+  const InferenceResult result = run_inference(model, prepared, AttentionSettings{});
+  const AttentionCapture& capture = result.forward.layers[1];
+  ASSERT_TRUE(capture.has_lcm());
+  const torch::Tensor before = capture.key_grid(capture.row(0, 0, capture.layout.patch_token(12, 12)));
+  const torch::Tensor written = read_npy(panel_data(figure, 0));
+  EXPECT_GT((written - before).abs().max().item<double>(), 1e-3) << "the export shows the map before the LCM";
+  std::ifstream session_file(fs::path(out()) / "sign_4_panels.png.session.json");
+  EXPECT_EQ(nlohmann::json::parse(session_file)["lcm"], "after");
+}
+
+}  // namespace test_export_screen
+}  // namespace attnscope

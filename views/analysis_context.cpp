@@ -1,0 +1,133 @@
+// What the analyses' headless runs share (views/analysis_context.h).
+#include "views/analysis_context.h"
+
+#include <fstream>
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <opencv2/imgproc.hpp>
+#include <sstream>
+
+#include "core/excerpt.h"
+#include "datasets/glyph_task.h"
+#include "models/inference.h"
+
+namespace attnscope {
+
+using nlohmann::json;
+
+const CommandFlag kVariantsFlag = {"variants", "LIST",
+                                   "spectrum, metrics: variants to compare on the same model (default: --variant)", ""};
+const CommandFlag kTopKFlag = {"top-k", "K", "fp, metrics: keys counted by the top-k mass", "10"};
+
+void write_json(const AnalyzeContext& context, const std::string& name, const json& value) {
+  context.files->add_text(name, value.dump(2) + "\n");
+}
+
+void write_csv(const AnalyzeContext& context, const std::string& name, const std::string& header,
+               const std::vector<std::vector<double>>& rows) {
+  std::ostringstream stream;
+  stream << header << "\n" << std::setprecision(9);
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) stream << (i ? "," : "") << row[i];
+    stream << "\n";
+  }
+  context.files->add_text(name, stream.str());
+}
+
+// A map over the model's input image in the session's colour map, opacity and alpha mode, on `scale`.
+cv::Mat overlay_in_colours(const AnalyzeContext& context, const cv::Mat& rgb, const torch::Tensor& map,
+                           const ValueScale& scale) {
+  const torch::Tensor values = map.detach().to(torch::kCPU, torch::kFloat).contiguous();
+  const cv::Mat mat(int(values.size(0)), int(values.size(1)), CV_32FC1, const_cast<float*>(values.data_ptr<float>()));
+  return overlay_values(rgb, mat, scale, context.state.opacity, context.state.alpha);
+}
+
+ValueScale unit_scale(const AnalyzeContext& context, const std::string& label) {
+  ValueScale scale;
+  scale.colormap = context.state.colormap;
+  scale.label = label;
+  return scale;
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream stream(text);
+  for (std::string item; std::getline(stream, item, ',');)
+    if (!item.empty()) items.push_back(item);
+  return items;
+}
+
+Loaded load_inputs(const AnalyzeContext& context) {
+  const AppState& state = context.state;
+  const std::string seed_text = context.line.flags.at("glyph-seed");
+  if (state.model.empty()) throw std::invalid_argument("--model is required");
+  if (state.image.empty() == seed_text.empty()) throw std::invalid_argument("give either --image or --glyph-seed");
+  Loaded loaded;
+  configure_threads();
+  loaded.model = load_model(state.model, ArchOverrides::parse(state.arch), resolve_device(state.device));
+  context.warnings = loaded.model.report.warnings;
+  configure_input(loaded.model, state.input_settings());
+  cv::Mat rgb, mask;
+  if (!seed_text.empty()) {
+    uint64_t seed = 0;
+    size_t used = 0;
+    try {
+      seed = std::stoull(seed_text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != seed_text.size() || seed_text.find('-') != std::string::npos)
+      throw std::invalid_argument("--glyph-seed expects a non-negative integer, got '" + excerpt(seed_text) + "'");
+    GlyphSample sample = make_glyph_sample(seed);
+    rgb = sample.rgb;
+    cv::cvtColor(sample.mask, mask, cv::COLOR_GRAY2RGB);
+  } else {
+    rgb = load_image_rgb(state.image, state.max_pixels);
+    const std::string mask_path = context.line.flags.at("object-mask");
+    if (!mask_path.empty()) {
+      mask = load_image_rgb(mask_path, state.max_pixels);
+      if (mask.size() != rgb.size())
+        throw std::invalid_argument("--object-mask " + mask_path + " is " + std::to_string(mask.cols) + "x" +
+                                    std::to_string(mask.rows) + ", the image " + std::to_string(rgb.cols) + "x" +
+                                    std::to_string(rgb.rows));
+    }
+  }
+  loaded.prepared = prepare_model_input(rgb, state.input_settings(), loaded.model);
+  if (!mask.empty()) {
+    cv::Mat prepared_mask = prepare_model_input(mask, state.input_settings(), loaded.model), gray;
+    cv::cvtColor(prepared_mask, gray, cv::COLOR_RGB2GRAY);
+    loaded.object_mask = gray > 127;
+  }
+  return loaded;
+}
+
+json common_summary(const AnalyzeContext& context, const std::string& analysis, const TokenLayout& layout,
+                    const Loaded& loaded) {
+  return {{"analysis", analysis},
+          {"preprocessing", preprocessing_json(loaded.model, context.state.input_settings(), loaded.prepared)},
+          {"model", context.state.model},
+          {"image", context.state.image},
+          {"variant", to_string(context.state.attention.variant)},
+          {"query", {{"spec", context.state.query}}},
+          {"state", to_json(context.state)},
+          {"tokens",
+           {{"prefix", layout.prefix_tokens()},
+            {"grid", {layout.grid_h, layout.grid_w}},
+            {"total", layout.total_tokens()}}}};
+}
+
+std::vector<Variant> variants_to_compare(const AnalyzeContext& context) {
+  std::vector<Variant> variants;
+  const auto names = split_list(context.line.flags.at("variants"));
+  if (names.empty()) return {context.state.attention.variant};
+  for (const auto& name : names) {
+    try {
+      variants.push_back(parse_variant(name));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("--variants: ") + e.what());
+    }
+  }
+  return variants;
+}
+
+}  // namespace attnscope

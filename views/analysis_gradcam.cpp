@@ -1,0 +1,124 @@
+// Grad-CAM for vision transformers (analysis/gradcam.h): the class's gradient-weighted activations
+// at a hook point (default: norm1 of the last block), reshaped to the patch grid. `analyze` writes
+// the map at the grid and the image size; the workbench shows it over panel 1's image.
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "analysis/gradcam.h"
+#include "core/output_files.h"
+#include "views/analysis_registry.h"
+#include "views/panel_maps.h"
+
+namespace attnscope {
+
+namespace {
+
+using nlohmann::json;
+
+int analyze_gradcam(const AnalyzeContext& context) {
+  Loaded loaded = load_inputs(context);
+  const AppState& state = context.state;
+  auto input = image_to_tensor(loaded.prepared, loaded.model.normalization).to(loaded.model.device);
+  GradCamOptions options;
+  options.layer = state.gradcam_layer;
+  options.target_class = state.target_class;
+  const GradCamResult result = grad_cam(loaded.model.native("Grad-CAM"), input, state.attention, options);
+  const auto upsampled = upsample_map(result.scaled, loaded.prepared.rows, loaded.prepared.cols);
+  context.files->add_npy("gradcam_raw.npy", result.cam);
+  context.files->add_npy("gradcam.npy", result.scaled);
+  context.files->add_npy("gradcam_upsampled.npy", upsampled);
+  context.files->add_npy("logits.npy", result.logits);
+  // In the session's colour map (viridis unless --colormap says otherwise; jet is still there).
+  context.files->add_png("gradcam_overlay.png",
+                         overlay_in_colours(context, loaded.prepared, upsampled, unit_scale(context, "max = 1")));
+
+  json summary = common_summary(context, "gradcam", result.layout, loaded);
+  summary["layer"] = result.layer;
+  summary["class"] = {{"index", result.target_class},
+                      {"name", output_name(loaded.model, result.target_class)},
+                      {"logit", result.score},
+                      {"chosen", state.target_class >= 0                  ? "given"
+                                 : loaded.model.output_kind() == "logits" ? "top-1"
+                                                                          : "output norm"}};
+  summary["max_abs_gradient"] = result.max_abs_gradient;
+  summary["milliseconds"] = result.milliseconds;
+  summary["normalisation"] = "scaled = (cam - min) / (max + 1e-7), cam = ReLU(sum_c w_c A_c) (pytorch-grad-cam)";
+  if (!result.warning.empty()) summary["warning"] = result.warning;
+  write_json(context, "summary.json", summary);
+  if (!result.warning.empty()) std::cerr << "attnscope analyze: warning: " << result.warning << "\n";
+  std::cout
+      << "attnscope analyze gradcam: " << result.layer << ", target " << output_name(loaded.model, result.target_class)
+      << " (score " << result.score << "), " << result.milliseconds << " ms\nwrote " << context.out.string()
+      << "/{summary.json, gradcam.npy, gradcam_raw.npy, gradcam_upsampled.npy, logits.npy, gradcam_overlay.png}\n";
+  return 0;
+}
+
+GradCamView build_gradcam_view(LoadedModel& model, const cv::Mat& prepared_rgb, const AttentionSettings& settings,
+                               int target_class, const std::string& layer) {
+  GradCamOptions options;
+  options.layer = layer;
+  options.target_class = target_class;
+  const GradCamResult result = grad_cam(
+      model.native("Grad-CAM"), image_to_tensor(prepared_rgb, model.normalization).to(model.device), settings, options);
+  GradCamView view;
+  view.map = to_grid_map(result.scaled);
+  view.target_class = result.target_class;
+  view.class_name = output_name(model, result.target_class);
+  view.score = result.score;
+  view.layer = result.layer;
+  view.warning = result.warning;
+  view.milliseconds = result.milliseconds;
+  return view;
+}
+
+// Its own forward and backward (with autograd), reused while only the selections change.
+void compute_gradcam_view(const AnalysisViewInput& input, InferenceOutcome& outcome) {
+  const PanelForwardView& first = input.panels.front();
+  const std::string key = "gradcam|" + first.input_key + "|" + settings_key(first.settings) + "|" +
+                          std::to_string(input.request.target_class) + "|" + input.request.gradcam_layer;
+  auto view = input.cache.get<GradCamView>(key);
+  if (!view) {
+    view = std::make_shared<const GradCamView>(build_gradcam_view(*first.model, first.result->input_rgb, first.settings,
+                                                                  input.request.target_class,
+                                                                  input.request.gradcam_layer));
+    input.cache.put(key, view);
+  }
+  outcome.gradcam = *view;
+}
+
+Figure gradcam_figure(const InferenceOutcome& outcome, const AppState& state) {
+  Figure figure(1, 1);
+  if (!outcome.gradcam) return figure;
+  const GradCamView& view = *outcome.gradcam;
+  HeatmapPanel heatmap;
+  heatmap.values = grid_map_mat(view.map);
+  heatmap.background = outcome.input_rgb;
+  heatmap.opacity = float(state.opacity);
+  heatmap.alpha = state.alpha;
+  char title[200];
+  std::snprintf(title, sizeof title, "Grad-CAM of %s (score %.3f) at %s", view.class_name.c_str(), view.score,
+                view.layer.c_str());
+  figure.at(0, 0) = {title, "gradcam", heatmap};
+  ColorScale scale;
+  scale.colormap = state.colormap;
+  scale.label = "Grad-CAM, max = 1";
+  figure.scales.push_back(scale);
+  return figure;
+}
+
+}  // namespace
+
+AnalysisEntry gradcam_analysis() {
+  AnalysisEntry entry;
+  entry.name = "gradcam";
+  entry.label = "Grad-CAM";
+  entry.help = "Grad-CAM at --gradcam-layer for --class";
+  entry.reads = {"class", "gradcam-layer"};
+  entry.needs_computed_attention = true;
+  entry.run = [](const AnalyzeContext& context, const std::string&) { return analyze_gradcam(context); };
+  entry.compute = compute_gradcam_view;
+  entry.figure = gradcam_figure;
+  return entry;
+}
+
+}  // namespace attnscope

@@ -1,0 +1,123 @@
+// Focus metrics per head (analysis/focus_metrics.h): the entropy, top-k mass and Gini coefficient
+// of the query's map, and its mass inside a box of patches or an object mask, per variant.
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "analysis/focus_metrics.h"
+#include "core/output_files.h"
+#include "figures/plots.h"
+#include "views/analysis_registry.h"
+
+namespace attnscope {
+
+namespace {
+
+using nlohmann::json;
+
+int analyze_metrics(const AnalyzeContext& context) {
+  Loaded loaded = load_inputs(context);
+  const AppState& state = context.state;
+  const int top_k = context.line.flag_int("top-k");
+  if (top_k < 1) throw std::invalid_argument("--top-k must be >= 1");
+  std::ostringstream csv;
+  csv << "variant,head,entropy,top_k_mass,gini,box_mass,object_mass\n" << std::setprecision(9);
+  json variants = json::array();
+  TokenLayout layout;
+  int layer = 0;
+  ResolvedQuery query;
+  for (Variant variant : variants_to_compare(context)) {
+    AttentionSettings settings = state.attention;
+    settings.variant = variant;
+    const InferenceResult inference = run_inference(loaded.model, loaded.prepared, settings);
+    layer = resolve_layer_index(state.layer, int(inference.forward.layers.size()));
+    const AttentionCapture& capture = inference.forward.layers[size_t(layer)];
+    layout = capture.layout;  // queries on the layer's grid; its rows lie on its key grid
+    const TokenLayout& keys = capture.key_layout;
+    query = resolve_query(state.query, layout);
+    const torch::Tensor box = state.box.empty() ? torch::Tensor() : box_coverage(parse_patch_box(state.box), keys);
+    const torch::Tensor object =
+        loaded.object_mask.empty()
+            ? torch::Tensor()
+            : patch_coverage(torch::from_blob(loaded.object_mask.data,
+                                              {loaded.object_mask.rows, loaded.object_mask.cols}, torch::kUInt8)
+                                 .clone(),
+                             keys);
+    json heads = json::array();
+    torch::NoGradGuard no_grad;
+    for (int head = 0; head < capture.heads; ++head) {
+      const torch::Tensor patch_map = capture.row(0, head, query.token).slice(0, keys.prefix_tokens());
+      const FocusSummary focus = summarise_focus(patch_map, top_k, box, object);
+      auto optional = [](const std::optional<double>& value) { return value ? json(*value) : json(nullptr); };
+      heads.push_back({{"head", head},
+                       {"entropy", focus.entropy},
+                       {"top_k_mass", focus.top_k_mass},
+                       {"gini", focus.gini},
+                       {"box_mass", optional(focus.box_mass)},
+                       {"object_mass", optional(focus.object_mass)}});
+      csv << to_string(variant) << "," << head << "," << focus.entropy << "," << focus.top_k_mass << "," << focus.gini
+          << "," << (focus.box_mass ? std::to_string(*focus.box_mass) : "") << ","
+          << (focus.object_mass ? std::to_string(*focus.object_mass) : "") << "\n";
+    }
+    variants.push_back(
+        {{"variant", to_string(variant)}, {"attention", capture.attention.describe()}, {"heads", heads}});
+  }
+  context.files->add_text("metrics.csv", csv.str());
+  json summary = common_summary(context, "metrics", layout, loaded);
+  summary["layer"] = layer;
+  summary["query"]["token"] = query.token;
+  summary["query"]["name"] = layout.token_name(query.token);
+  summary["top_k"] = top_k;
+  summary["variants"] = variants;
+  write_json(context, "summary.json", summary);
+  std::cout << "attnscope analyze metrics: layer " << layer << ", query " << layout.token_name(query.token)
+            << "\nwrote " << context.out.string() << "/{summary.json, metrics.csv}\n";
+  return 0;
+}
+
+// One plot per metric: each panel a series over its heads (the numbers the view's table shows).
+Figure metrics_figure(const InferenceOutcome& outcome, const AppState&) {
+  const std::vector<std::pair<std::string, double HeadFocusMetrics::*>> measures = {
+      {"entropy", &HeadFocusMetrics::entropy},
+      {"top-" + std::to_string(kFocusTopK) + " mass", &HeadFocusMetrics::top_k_mass},
+      {"Gini", &HeadFocusMetrics::gini}};
+  Figure figure(1, int(measures.size()));
+  for (size_t m = 0; m < measures.size(); ++m) {
+    PlotPanel plot;
+    plot.x_label = "head";
+    plot.y_label = measures[m].first;
+    for (size_t index = 0; index < outcome.panels.size(); ++index) {
+      Series series;
+      series.label = "panel " + std::to_string(index + 1);
+      series.markers = true;
+      for (const auto& head : outcome.panels[index].metrics) {
+        series.x.push_back(head.head);
+        series.y.push_back(head.*measures[m].second);
+      }
+      if (!series.x.empty()) plot.series.push_back(series);
+    }
+    figure.at(0, int(m)) = {measures[m].first, "metrics_" + std::to_string(m), plot};
+  }
+  return figure;
+}
+
+}  // namespace
+
+AnalysisEntry metrics_analysis() {
+  AnalysisEntry entry;
+  entry.name = "metrics";
+  entry.label = "metrics";
+  entry.help = "focus metrics of the query's map per head (--box, --object-mask, --variants)";
+  entry.reads = {"box"};
+  entry.flags = {
+      kTopKFlag,
+      kVariantsFlag,
+      {"object-mask", "FILE", "metrics: object mask image (nonzero = object), transformed like the image", ""}};
+  entry.panel_metrics = true;
+  entry.run = [](const AnalyzeContext& context, const std::string&) { return analyze_metrics(context); };
+  entry.figure = metrics_figure;
+  return entry;
+}
+
+}  // namespace attnscope

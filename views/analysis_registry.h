@@ -1,0 +1,94 @@
+// The analysis registry: one entry per analysis, read by `attnscope analyze` (its names, flags and
+// files), session files and the option table (its options), the workbench (its button, what its
+// view computes on the worker, how it is drawn) and "Export what is on screen" (its figure).
+//
+// Adding an analysis: a file views/analysis_NAME.cpp that defines `AnalysisEntry NAME_analysis()`,
+// and one line in views/analysis_list.h. Its workbench view is the figure the entry draws (the
+// same one export writes), unless a panel of its own in viewer/panels/ takes over (named in
+// viewer/panels/panel_list.cpp).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "figures/figure.h"
+#include "session/command_line.h"
+#include "views/analysis_context.h"
+#include "views/view_model.h"
+
+namespace attnscope {
+
+// Re-use between runs of the worker: an analysis keeps what it computed under a key of
+// everything it depends on, and a run that only changed the selection gets it back.
+class AnalysisCache {
+ public:
+  template <typename T>
+  std::shared_ptr<const T> get(const std::string& key) const {
+    const auto found = entries_.find(key);
+    return found == entries_.end() ? nullptr : std::static_pointer_cast<const T>(found->second);
+  }
+  void put(const std::string& key, std::shared_ptr<const void> value) {
+    if (entries_.size() >= 64) entries_.clear();  // bounded: views of many settings are cheap to redo
+    entries_[key] = std::move(value);
+  }
+
+ private:
+  std::map<std::string, std::shared_ptr<const void>> entries_;
+};
+
+// One panel's forward pass as an analysis view reads it.
+struct PanelForwardView {
+  LoadedModel* model = nullptr;                   // null when the panel's model failed
+  std::shared_ptr<const InferenceResult> result;  // its forward pass with every layer captured
+  AttentionSettings settings;
+  std::string input_key;  // its model and prepared input, for cache keys
+};
+
+// What an analysis view computes from, on the worker thread.
+struct AnalysisViewInput {
+  const InferenceRequest& request;
+  const std::vector<PanelForwardView>& panels;  // panel 1 carries the analyses with one model
+  std::function<bool()> cancelled;              // checked between expensive steps
+  AnalysisCache& cache;
+};
+
+struct AnalysisEntry {
+  std::string name;   // the session's `analysis` value and `analyze --analysis NAME`
+  std::string label;  // the workbench's button; empty: `analyze` only
+  std::string help;   // a few words for --help
+  // More names `analyze --analysis` takes for this analysis (the attribution methods).
+  std::vector<std::string> cli_names;
+  // The options the analysis reads besides the input, the attention settings and the layer, head
+  // and query selection: `analyze` accepts them, a workbench request carries only these (so
+  // changing another analysis's option costs no run) and the view shows their controls.
+  std::vector<std::string> reads;
+  // Options the analysis defines itself (kept in AnalysisSettings::options by name).
+  std::vector<OptionSpec> options;
+  std::vector<CommandFlag> flags;         // `analyze` flags of its own
+  bool needs_computed_attention = false;  // q, k and activations: not TorchScript files
+  // What every panel's maps carry for the view: the selected head's matrix with every head's
+  // spectrum, or each head's focus metrics.
+  bool panel_spectra = false, panel_metrics = false;
+  bool wide_view = false;  // the workbench gives its column more room (several plots side by side)
+
+  // `analyze`: computes and adds its files to context.files; `name` is the one given.
+  std::function<int(const AnalyzeContext& context, const std::string& name)> run;
+  // The workbench: the view's data, from the panels' forward passes (set into the outcome).
+  std::function<void(const AnalysisViewInput& input, InferenceOutcome& outcome)> compute;
+  // The view as a figure, from the outcome's data alone: what the workbench draws for analyses
+  // without a panel of their own, and what "Export what is on screen" writes for every one.
+  std::function<Figure(const InferenceOutcome& outcome, const AppState& state)> figure;
+};
+
+// Every analysis, in the order of the workbench's buttons and `analyze --help`.
+const std::vector<AnalysisEntry>& analysis_registry();
+// The entry named `name` (a session's `analysis`), or null.
+const AnalysisEntry* find_analysis(const std::string& name);
+// The entry `analyze --analysis NAME` runs (its name or one of its cli_names), or null.
+const AnalysisEntry* find_cli_analysis(const std::string& name);
+// "gradcam, rollout, ..., faithfulness": every name `analyze` takes.
+std::string cli_analysis_names();
+
+}  // namespace attnscope

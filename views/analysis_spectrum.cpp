@@ -1,0 +1,145 @@
+// The attention matrix and its spectrum (analysis/spectrum.h): the selected head's equivalent
+// T x T matrix, its singular values, numerical rank (numpy's tolerance) and effective rank, from
+// the factors where the kernel is low-rank. `analyze` compares --variants; the workbench shows
+// every panel's matrix of the selected head beside its spectrum.
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "analysis/spectrum.h"
+#include "core/output_files.h"
+#include "figures/plots.h"
+#include "views/analysis_registry.h"
+#include "views/panel_maps.h"
+
+namespace attnscope {
+
+namespace {
+
+using nlohmann::json;
+
+json spectrum_json(const AttentionSpectrum& result) {
+  return {{"rank", result.spectrum.numerical_rank}, {"effective_rank", result.spectrum.effective_rank},
+          {"tolerance", result.spectrum.tolerance}, {"method", result.method},
+          {"rank_bound", result.rank_bound},        {"dwc", result.dwc},
+          {"milliseconds", result.milliseconds},    {"singular_values", result.spectrum.singular_values.numel()}};
+}
+
+int analyze_spectrum(const AnalyzeContext& context) {
+  Loaded loaded = load_inputs(context);
+  const AppState& state = context.state;
+  json variants = json::array();
+  std::ostringstream csv;  // long format: one row per singular value
+  csv << "variant,dwc,index,singular_value\n" << std::setprecision(9);
+  TokenLayout layout;
+  int layer = 0;
+  std::cout << "attnscope analyze spectrum:\n";
+  for (Variant variant : variants_to_compare(context)) {
+    AttentionSettings settings = state.attention;
+    settings.variant = variant;
+    const InferenceResult inference = run_inference(loaded.model, loaded.prepared, settings);
+    layer = resolve_layer_index(state.layer, int(inference.forward.layers.size()));
+    const AttentionCapture& capture = inference.forward.layers[size_t(layer)];
+    layout = capture.layout;  // the layer's own query grid (hierarchical stages differ)
+    check_head_index(state.head, capture.heads);
+    const std::string name = to_string(variant);
+
+    torch::NoGradGuard no_grad;
+    // FLatten's equivalent matrix (with the DWC term when it ran): the one the spectrum is of.
+    const torch::Tensor matrix = capture.equivalent_matrix(0, state.head).to(torch::kCPU, torch::kFloat).contiguous();
+    // Keep files of a reasonable size: the matrix as NPY up to 2048 tokens, the picture always.
+    if (matrix.size(0) <= 2048) context.files->add_npy(("matrix_" + name + ".npy"), matrix);
+    const cv::Mat values(int(matrix.size(0)), int(matrix.size(1)), CV_32F,
+                         const_cast<float*>(matrix.data_ptr<float>()));
+    ValueRange range;
+    range.include(matrix.data_ptr<float>(), size_t(matrix.numel()));
+    ScaleSpec spec = state.scale;
+    if (spec.mode == ScaleMode::Uniform) spec.mode = ScaleMode::ZeroMax;  // the PNG shows the NPY's weights
+    context.files->add_png("matrix_" + name + ".png",
+                           colour_values(values, resolve_value_scale(spec, state.colormap, range)));
+
+    std::vector<std::pair<bool, AttentionSpectrum>> results = {
+        {capture.attention.dwc, attention_spectrum(capture, state.head, true)}};
+    if (capture.attention.dwc) results.push_back({false, attention_spectrum(capture, state.head, false)});
+    json entry = {{"variant", name}, {"attention", capture.attention.describe()}, {"head_dim", capture.head_dim}};
+    for (const auto& [with_dwc, result] : results) {
+      const std::string suffix = with_dwc ? "_dwc" : "";
+      context.files->add_npy(("singular_values_" + name + suffix + ".npy"), result.spectrum.singular_values);
+      auto values_at = result.spectrum.singular_values.accessor<float, 1>();
+      for (int64_t i = 0; i < result.spectrum.singular_values.numel(); ++i)
+        csv << name << "," << (with_dwc ? "on" : "off") << "," << i << "," << values_at[i] << "\n";
+      entry[with_dwc ? "with_dwc" : (capture.attention.dwc ? "without_dwc" : "matrix")] = spectrum_json(result);
+      std::cout << "  " << std::left << std::setw(9) << name << (with_dwc ? "+DWC " : "     ") << "rank "
+                << result.spectrum.numerical_rank << " of " << std::min(matrix.size(0), matrix.size(1)) << " (bound "
+                << result.rank_bound
+                << (capture.head_dim > 0 ? ", d = " + std::to_string(capture.head_dim) : std::string())
+                << "), effective rank " << result.spectrum.effective_rank << ", " << result.method << " "
+                << result.milliseconds << " ms\n";
+    }
+    variants.push_back(entry);
+  }
+  context.files->add_text("spectrum.csv", csv.str());
+  json summary = common_summary(context, "spectrum", layout, loaded);
+  summary["layer"] = layer;
+  summary["head"] = state.head;
+  summary["tolerance_rule"] = "s_max * max(T, T) * eps(float32), as numpy.linalg.matrix_rank";
+  summary["variants"] = variants;
+  write_json(context, "summary.json", summary);
+  std::cout << "wrote " << context.out.string()
+            << "/{summary.json, spectrum.csv, singular_values_*.npy, matrix_*.png}\n";
+  return 0;
+}
+
+// Each panel's matrix on its own scale (in the session's mode; the uniform mode shows weights
+// here) beside the selected head's spectrum.
+Figure spectrum_figure(const InferenceOutcome& outcome, const AppState& state) {
+  Figure figure(int(std::max<size_t>(1, outcome.panels.size())), 2);
+  for (size_t index = 0; index < outcome.panels.size(); ++index) {
+    const PanelMaps& panel = outcome.panels[index];
+    if (panel.matrix.empty()) continue;
+    const int head = std::min(state.head, panel.heads - 1);
+    HeatmapPanel heatmap;
+    heatmap.values =
+        cv::Mat(panel.matrix_rows, panel.matrix_cols, CV_32FC1, const_cast<float*>(panel.matrix.data())).clone();
+    heatmap.scale = int(figure.scales.size());
+    heatmap.colour_bar = true;
+    heatmap.marked_row = panel.query_token;
+    heatmap.x_label = "key token";
+    heatmap.y_label = "query token";
+    const std::string name = "panel" + std::to_string(index + 1);
+    figure.at(int(index), 0) = {
+        panel.description + ", layer " + std::to_string(panel.layer) + ", head " + std::to_string(head),
+        name + "_matrix", heatmap};
+    ValueRange range;
+    range.include(panel.matrix.data(), panel.matrix.size());
+    ScaleSpec spec = state.scale;
+    if (spec.mode == ScaleMode::Uniform) spec.mode = ScaleMode::ZeroMax;
+    figure.scales.push_back(figure_scale(resolve_value_scale(spec, state.colormap, range), "attention weight"));
+    if (size_t(head) < panel.spectra.size()) {
+      const HeadSpectrum& spectrum = panel.spectra[size_t(head)];
+      figure.at(int(index), 1) = {
+          effective_rank_title(spectrum.effective_rank), name + "_spectrum",
+          spectrum_plot(std::vector<double>(spectrum.singular_values.begin(), spectrum.singular_values.end()),
+                        spectrum.numerical_rank, spectrum.tolerance)};
+    }
+  }
+  if (figure.scales.empty()) figure.scales.push_back(ColorScale{});
+  return figure;
+}
+
+}  // namespace
+
+AnalysisEntry spectrum_analysis() {
+  AnalysisEntry entry;
+  entry.name = "spectrum";
+  entry.label = "matrix";
+  entry.help = "the attention matrix of --head, its singular values and ranks (--variants to compare)";
+  entry.flags = {kVariantsFlag};
+  entry.panel_spectra = true;
+  entry.run = [](const AnalyzeContext& context, const std::string&) { return analyze_spectrum(context); };
+  entry.figure = spectrum_figure;
+  return entry;
+}
+
+}  // namespace attnscope

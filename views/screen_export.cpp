@@ -1,0 +1,29 @@
+#include "views/screen_export.h"
+
+#include "views/analysis_registry.h"
+
+namespace attnscope {
+
+Figure analysis_view_figure(const InferenceOutcome& outcome, const AppState& state) {
+  const AnalysisEntry* entry = find_analysis(state.analysis);
+  if (!entry || !entry->figure) throw std::invalid_argument("the analysis view '" + state.analysis + "' has no figure");
+  Figure figure = entry->figure(outcome, state);
+  if (figure.title.empty()) figure.title = entry->label + " view";
+  // Panels without a data name still write their numbers: named after their place.
+  for (size_t index = 0; index < figure.panels.size(); ++index)
+    if (figure.panels[index].data_name.empty() && !std::holds_alternative<std::monostate>(figure.panels[index].content))
+      figure.panels[index].data_name = entry->name + "_" + std::to_string(index);
+  return figure;
+}
+
+ExportedFigure export_analysis_view(const InferenceOutcome& outcome, const AppState& state,
+                                    const std::string& out_dir) {
+  const Figure figure = analysis_view_figure(outcome, state);
+  AppState session = state;
+  session.figure.layout = "panels";  // what `export --session` can make of it: the attention panels
+  FigureRequest request = FigureRequest::from_state(session);
+  return write_figure_bundle(figure, request, state, outcome.input_rgb, out_dir,
+                             figure_stem(state.image.empty() ? "live" : state.image, state.analysis + "-view"));
+}
+
+}  // namespace attnscope
