@@ -61,6 +61,12 @@ bool InferenceWorker::has_finished() const {
   return !finished_.empty();
 }
 
+void InferenceWorker::cancel() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  pending_.reset();
+  latest_id_ = ++next_id_;  // no run has this id: the running one stops
+}
+
 bool InferenceWorker::busy() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return running_ || pending_.has_value() || pending_export_.has_value();
@@ -129,12 +135,19 @@ std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const 
   auto outcome = std::make_shared<InferenceOutcome>();
   outcome->request_id = id;
   outcome->request = request;
+  progress_done_ = progress_total_ = 0;
+  const auto report = [this](int done, int total) {
+    progress_total_ = total;
+    progress_done_ = done;
+  };
   try {
     run_request(
-        request, *cache_, [this, id] { return latest_id_.load() != id; }, *outcome);
+        request, *cache_, [this, id] { return latest_id_.load() != id; }, *outcome, report);
   } catch (const Cancelled&) {
+    progress_done_ = progress_total_ = 0;
     return nullptr;
   }
+  progress_done_ = progress_total_ = 0;
   return outcome;
 }
 

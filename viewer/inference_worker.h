@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <opencv2/core.hpp>
@@ -46,6 +47,12 @@ class InferenceWorker {
   bool has_finished() const;
   // True while a request is pending or running.
   bool busy() const;
+  // How far the running request's long analysis view is (images done of total); {0, 0} when it
+  // reports nothing. Read by the status line each frame.
+  std::pair<int, int> progress() const { return {progress_done_.load(), progress_total_.load()}; }
+  // Stops the running request (between its blocks or images) and drops a pending one: nothing
+  // comes back for them.
+  void cancel();
 
  private:
   struct PendingExport {
@@ -65,6 +72,7 @@ class InferenceWorker {
   std::vector<ExportOutcome> exports_;
   uint64_t next_id_ = 0;
   std::atomic<uint64_t> latest_id_{0};
+  std::atomic<int> progress_done_{0}, progress_total_{0};
   bool running_ = false;
   bool stopping_ = false;
   std::vector<std::shared_ptr<const InferenceOutcome>> finished_;

@@ -61,7 +61,7 @@ nlohmann::json shown_numbers(const Workbench& bench) {
                      {"entropy", outcome.focus->entropy},
                      {"top_k_mass", outcome.focus->top_k_mass}});
   int index = 0;
-  if (!outcome.analysis_view || has_own_analysis_panel(bench.state.analysis)) return shown;
+  if (!outcome.analysis_view || bench.analysis_figure_of != bench.state.analysis) return shown;
   for (const Panel& panel : bench.analysis_figure_shown.panels)
     if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) {
       const cv::Mat values = heatmap->values.isContinuous() ? heatmap->values : heatmap->values.clone();
@@ -69,6 +69,10 @@ nlohmann::json shown_numbers(const Workbench& bench) {
                        {"index", index++},
                        {"data_name", panel.data_name},
                        {"values", std::vector<float>(values.ptr<float>(), values.ptr<float>() + values.total())}});
+    } else if (const auto* plot = std::get_if<PlotPanel>(&panel.content)) {
+      nlohmann::json series = nlohmann::json::array();
+      for (const Series& one : plot->series) series.push_back({{"label", one.label}, {"x", one.x}, {"y", one.y}});
+      shown.push_back({{"kind", "figure-plot"}, {"data_name", panel.data_name}, {"series", series}});
     }
   return shown;
 }

@@ -68,6 +68,12 @@ bool Workbench::result_waiting() const { return worker_->has_finished(); }
 
 void Workbench::report_error(const std::string& message) { error = message; }
 
+void Workbench::cancel_run() {
+  worker_->cancel();
+  last_finished_id = submitted_id;  // nothing comes back for it
+  info = "cancelled: the views show the last finished run until a setting changes";
+}
+
 InferenceRequest Workbench::make_request() const {
   InferenceRequest request;
   static_cast<InputSelection&>(request) = state;
@@ -154,6 +160,7 @@ void Workbench::update(float width, float height) {
       report_error("export: " + exported.error);
   }
   worker_busy = worker_->busy();
+  worker_progress = worker_->progress();
   refresh_maps();
 
   // Fixed layout: controls on the left, views in the middle, the analysis view on the right, status below.
@@ -282,6 +289,7 @@ void Workbench::refresh_plots() {
           id + "|" + state.analysis + "|" + state.DisplaySettings::key() + "|" + state.ViewSelection::key();
       refresh_plot(analysis_figure, key, width, [&] {
         analysis_figure_shown = analysis_view_figure(*outcome, state);
+        analysis_figure_of = state.analysis;
         analysis_geometry = layout_figure(analysis_figure_shown, screen_figure_style(analysis_figure_shown, width));
         return analysis_figure_shown;
       });

@@ -97,6 +97,8 @@ class Workbench {
   void export_figure(const std::string& out_dir, bool what_is_on_screen = false);
   void load_session(const std::string& path);
   void report_error(const std::string& message);
+  // Stops the run in progress; the views keep the last finished result until a setting changes.
+  void cancel_run();
 
   AppState state;
   WorkbenchOptions options;
@@ -116,6 +118,7 @@ class Workbench {
   uint64_t video_frames() const { return frame_number_; }  // frames taken from live input so far
   int results = 0;                                         // results received
   bool worker_busy = false;
+  std::pair<int, int> worker_progress;  // images done of total of a long analysis view; {0, 0}: none
 
   // Derived on the main thread from `outcome` and the selections.
   std::vector<gl::Texture> images;                                     // per panel: the image as its model saw it
@@ -126,6 +129,7 @@ class Workbench {
   // The open analysis view's figure when the analysis has no panel of its own: the figure, its
   // drawing and where its panels landed in it.
   Figure analysis_figure_shown;
+  std::string analysis_figure_of;  // the analysis whose figure that is (a panel of its own may draw one too)
   PlotImage analysis_figure;
   FigureGeometry analysis_geometry;
   gl::Texture matrix_texture;   // the matrix view's Tq x Tk map

@@ -52,6 +52,9 @@ struct AnalysisViewInput {
   const std::vector<PanelForwardView>& panels;  // panel 1 carries the analyses with one model
   std::function<bool()> cancelled;              // checked between expensive steps
   AnalysisCache& cache;
+  // Long views (statistics over a folder) report how far they are: the worker publishes it to the
+  // status line. May be empty.
+  std::function<void(int done, int total)> progress;
 };
 
 struct AnalysisEntry {

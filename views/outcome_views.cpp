@@ -125,7 +125,8 @@ PanelMaps panel_maps(const InferenceRequest& request, const PanelForward& forwar
 }  // namespace
 
 void build_views(const InferenceRequest& request, const std::vector<PanelForward>& forwards, RunCache& cache,
-                 const std::function<bool()>& cancelled, InferenceOutcome& outcome) {
+                 const std::function<bool()>& cancelled, InferenceOutcome& outcome,
+                 const std::function<void(int, int)>& progress) {
   select_layer(request, forwards.front().result->forward.layers, outcome);
   const AnalysisEntry* analysis = find_analysis(request.analysis);
   {
@@ -142,11 +143,11 @@ void build_views(const InferenceRequest& request, const std::vector<PanelForward
   for (const PanelForward& forward : forwards)
     panels.push_back(
         {forward.result ? forward.model.get() : nullptr, forward.result, forward.settings, forward.input_key});
-  analysis->compute(AnalysisViewInput{request, panels, cancelled, cache.analyses}, outcome);
+  analysis->compute(AnalysisViewInput{request, panels, cancelled, cache.analyses, progress}, outcome);
 }
 
 void run_request(const InferenceRequest& request, RunCache& cache, const std::function<bool()>& cancelled,
-                 InferenceOutcome& outcome) {
+                 InferenceOutcome& outcome, const std::function<void(int, int)>& progress) {
   const auto start = std::chrono::steady_clock::now();
   try {
     if (request.model.empty() || request.panels.empty()) throw std::runtime_error("no model is open");
@@ -159,7 +160,7 @@ void run_request(const InferenceRequest& request, RunCache& cache, const std::fu
     outcome.window_absent_reason = model.backbone->window_absent_reason();
     outcome.device = model.device.str();
     outcome.input_rgb = forwards.front().result->input_rgb;
-    build_views(request, forwards, cache, cancelled, outcome);
+    build_views(request, forwards, cache, cancelled, outcome, progress);
   } catch (const Cancelled&) {
     throw;
   } catch (const c10::Error& e) {

@@ -40,13 +40,15 @@ struct RunCache {
 std::vector<PanelForward> forward_panels(const InferenceRequest& request, RunCache& cache,
                                          const std::function<bool()>& cancelled, bool& reused_all);
 
-// The selected layer's maps on every panel and the analysis view (views/analysis_registry.h).
+// The selected layer's maps on every panel and the analysis view (views/analysis_registry.h), which
+// reports its progress through `progress` (may be empty).
 void build_views(const InferenceRequest& request, const std::vector<PanelForward>& forwards, RunCache& cache,
-                 const std::function<bool()>& cancelled, InferenceOutcome& outcome);
+                 const std::function<bool()>& cancelled, InferenceOutcome& outcome,
+                 const std::function<void(int, int)>& progress = {});
 
 // forward_panels then build_views into `outcome` (its error set instead of throwing, except for
 // Cancelled).
 void run_request(const InferenceRequest& request, RunCache& cache, const std::function<bool()>& cancelled,
-                 InferenceOutcome& outcome);
+                 InferenceOutcome& outcome, const std::function<void(int, int)>& progress = {});
 
 }  // namespace attnscope

@@ -53,6 +53,20 @@ void option_control(Workbench& bench, const OptionSpec& option) {
 
 }  // namespace
 
+void draw_worker_progress(Workbench& bench) {
+  const auto [done, total] = bench.worker_progress;
+  if (!bench.worker_busy || total <= 0) return;
+  char text[64];
+  std::snprintf(text, sizeof text, "%d/%d images", done, total);
+  ImGui::ProgressBar(float(done) / float(total), ImVec2(-1, 0), text);
+}
+
+void draw_analysis_options(Workbench& bench, const AnalysisEntry& entry) {
+  for (const std::string& name : entry.reads)
+    if (const OptionSpec* option = find_option(name)) option_control(bench, *option);
+  for (const OptionSpec& option : entry.options) option_control(bench, option);
+}
+
 struct AnalysisFigurePanel : WorkbenchPanel {
   void draw(Workbench& bench) override {
     const AnalysisEntry* entry = find_analysis(bench.state.analysis);
@@ -62,9 +76,8 @@ struct AnalysisFigurePanel : WorkbenchPanel {
       return;
     }
     draw_analysis_switch(bench);
-    for (const std::string& name : entry->reads)
-      if (const OptionSpec* option = find_option(name)) option_control(bench, *option);
-    for (const OptionSpec& option : entry->options) option_control(bench, option);
+    draw_analysis_options(bench, *entry);
+    draw_worker_progress(bench);
 
     const InferenceOutcome* outcome = bench.outcome.get();
     const PlotImage& picture = bench.analysis_figure;

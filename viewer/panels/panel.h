@@ -40,6 +40,12 @@ inline bool begin_fixed_window(const char* name, ImVec2 pos, ImVec2 size, ImGuiW
 // The row of buttons at the top of the analysis column that switches between its views.
 void draw_analysis_switch(Workbench& bench);
 
+struct AnalysisEntry;
+// The controls of the options an analysis reads and defines (views/analysis_registry.h).
+void draw_analysis_options(Workbench& bench, const AnalysisEntry& entry);
+// A progress bar while the worker runs a long analysis view (statistics over a folder).
+void draw_worker_progress(Workbench& bench);
+
 // One radio button per value of an enum with a name table (core/enum_names.h), labelled as the
 // table says; `same_line` puts them on one line. Returns true when the value changed.
 template <typename E>

@@ -17,10 +17,11 @@ std::unique_ptr<WorkbenchPanel> make_metrics_panel();
 std::unique_ptr<WorkbenchPanel> make_status_panel();
 std::unique_ptr<WorkbenchPanel> make_attribution_panel();
 std::unique_ptr<WorkbenchPanel> make_analysis_figure_panel();
+std::unique_ptr<WorkbenchPanel> make_head_stats_panel();
 
 bool has_own_analysis_panel(const std::string& analysis) {
   // The analyses whose view is a panel of its own below; every other one draws its figure.
-  static const std::vector<std::string> own = {"spectrum", "gradcam", "fp", "metrics", "attribution"};
+  static const std::vector<std::string> own = {"spectrum", "gradcam", "fp", "metrics", "attribution", "headstats"};
   return std::find(own.begin(), own.end(), analysis) != own.end();
 }
 
@@ -64,6 +65,7 @@ std::vector<std::unique_ptr<WorkbenchPanel>> make_panels() {
   panels.push_back(make_metrics_panel());
   panels.push_back(make_attribution_panel());
   panels.push_back(make_analysis_figure_panel());
+  panels.push_back(make_head_stats_panel());
   panels.push_back(make_status_panel());
   return panels;
 }

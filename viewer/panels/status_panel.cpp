@@ -16,7 +16,13 @@ struct StatusPanel : WorkbenchPanel {
       return;
     }
     if (bench.worker_busy) {
-      ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "running...");
+      const auto [done, total] = bench.worker_progress;
+      if (total > 0)  // a long analysis view (statistics over a folder) reports how far it is
+        ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "running... %d/%d images", done, total);
+      else
+        ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "running...");
+      ImGui::SameLine();
+      if (ImGui::SmallButton("cancel")) bench.cancel_run();
       ImGui::SameLine();
     }
     if (const InferenceOutcome* outcome = bench.outcome.get()) {

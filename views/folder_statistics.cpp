@@ -1,0 +1,200 @@
+#include "views/folder_statistics.h"
+
+#include <filesystem>
+
+#include "core/excerpt.h"
+#include "figures/export.h"
+#include "models/inference.h"
+
+namespace attnscope {
+
+namespace fs = std::filesystem;
+
+OptionSpec images_option() {
+  return {"images", "DIR",
+          "headstats, erf, cka: a folder of images the statistics run over (sorted by name; the workbench runs them "
+          "on its worker with a progress line)",
+          [](AppState& s, const std::string& v) {
+            if (v.empty())
+              s.options.erase("images");
+            else
+              s.options["images"] = v;
+          },
+          [](const AppState& s) { return images_folder(s); }};
+}
+
+std::string images_folder(const AnalysisSettings& settings) {
+  const auto found = settings.options.find("images");
+  return found == settings.options.end() ? std::string() : found->second;
+}
+
+const CommandFlag kCompareModelFlag = {
+    "compare-model", "FILE",
+    "headstats, erf, cka: a second model on the same images (its own variant, the session's input settings)", ""};
+
+AnalyzeFolder analyze_folder(const AnalyzeContext& context) {
+  const AppState& state = context.state;
+  AnalyzeFolder run;
+  if (state.model.empty()) throw std::invalid_argument("--model is required");
+  run.models = {state.model};
+  run.settings = {state.attention};
+  const std::string compare = context.line.flags.at("compare-model");
+  if (!compare.empty()) {
+    run.models.push_back(compare);
+    run.settings.push_back(AttentionSettings{});
+  }
+  run.folder = images_folder(state);
+  if (!run.folder.empty() && !state.image.empty())
+    throw std::invalid_argument("give --images DIR or --image FILE, not both");
+  if (run.folder.empty()) {
+    if (state.image.empty()) throw std::invalid_argument("--images DIR is required");
+    run.folder = state.image;
+    run.images = {state.image};
+    return run;
+  }
+  run.images = list_images(run.folder);
+  if (run.images.empty()) throw std::invalid_argument("no images in " + run.folder);
+  return run;
+}
+
+ViewFolder view_folder(const InferenceRequest& request, const std::string& purpose) {
+  ViewFolder folder;
+  folder.folder = images_folder(request);
+  if (folder.folder.empty()) {
+    folder.error = "give a folder of images (images) to " + purpose;
+    return folder;
+  }
+  try {
+    folder.images = list_images(folder.folder);
+    if (folder.images.empty()) folder.error = "no images in " + folder.folder;
+  } catch (const std::invalid_argument& e) {
+    folder.error = e.what();
+  }
+  return folder;
+}
+
+LoadedModel load_analyze_model(const AnalyzeContext& context, const std::string& path) {
+  const AppState& state = context.state;
+  configure_threads();
+  LoadedModel model = load_model(path, ArchOverrides::parse(path == state.model ? state.arch : ""),
+                                 resolve_device(state.device));
+  for (const auto& warning : model.report.warnings) context.warnings.push_back(warning);
+  configure_input(model, state.input_settings());
+  return model;
+}
+
+cv::Mat for_each_analyze_model(
+    const AnalyzeContext& context, const AnalyzeFolder& run,
+    const std::function<void(size_t, LoadedModel&, const AttentionSettings&, const std::string&)>& each) {
+  const AppState& state = context.state;
+  cv::Mat first_image;
+  for (size_t m = 0; m < run.models.size(); ++m) {
+    LoadedModel model = load_analyze_model(context, run.models[m]);
+    if (m == 0) first_image = prepare_image_file(model, state.input_settings(), run.images.front(), state.max_pixels).rgb;
+    each(m, model, run.settings[m], model_label(run.models[m], run.settings[m]));
+  }
+  return first_image;
+}
+
+std::string model_file(const std::string& stem, size_t model, const std::string& extension) {
+  return stem + (model == 0 ? "" : "_compare") + extension;
+}
+
+std::string model_label(const std::string& path, const AttentionSettings& settings) {
+  std::string label = fs::path(path).stem().string();
+  if (settings.variant != Variant::Native) label += " (" + to_string(settings.variant) + ")";
+  return label;
+}
+
+PreparedImage prepare_image_file(const LoadedModel& model, const InputSettings& input, const std::string& path,
+                                 int64_t max_pixels) {
+  PreparedImage image;
+  try {
+    image.rgb = prepare_model_input(load_image_rgb(path, max_pixels), input, model);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fs::path(path).filename().string() + ": " + e.what());
+  }
+  image.input = image_to_tensor(image.rgb, model.normalization).to(model.device);
+  return image;
+}
+
+FolderProgress bar_progress(ProgressBar& bar, const std::vector<std::string>& images) {
+  FolderProgress progress;
+  progress.report = [&bar, &images](int done, int total) {
+    bar.show(size_t(done), size_t(total),
+             size_t(done) < images.size() ? fs::path(images[size_t(done)]).filename().string() : "done");
+  };
+  return progress;
+}
+
+FolderProgress view_progress(const AnalysisViewInput& input) { return {input.cancelled, input.progress}; }
+
+std::vector<std::string> open_view_folder(const InferenceRequest& request, const std::string& purpose,
+                                          FolderViewData& view) {
+  ViewFolder folder = view_folder(request, purpose);
+  view.folder = folder.folder;
+  view.error = folder.error;
+  view.images = folder.error.empty() ? int(folder.images.size()) : 0;
+  return folder.error.empty() ? folder.images : std::vector<std::string>{};
+}
+
+std::string panel_label(size_t index, const PanelForwardView& panel) {
+  return "panel " + std::to_string(index + 1) + ": " + model_label(panel.model ? panel.model->path : "", panel.settings);
+}
+
+void for_each_panel_pass(const AnalysisViewInput& input,
+                         const std::function<void(size_t, const PanelForwardView&, const FolderProgress&)>& each,
+                         const std::function<void(size_t, const std::string&)>& failed) {
+  const size_t panels = input.panels.size();
+  for (size_t p = 0; p < panels; ++p) {
+    const PanelForwardView& panel = input.panels[p];
+    if (!panel.model) {
+      failed(p, "its model did not load");
+      continue;
+    }
+    FolderProgress progress = view_progress(input);
+    if (input.progress)
+      progress.report = [&input, p, panels](int done, int total) {
+        input.progress(int(p) * total + done, int(panels) * total);
+      };
+    try {
+      each(p, panel, progress);
+    } catch (const std::invalid_argument& e) {
+      failed(p, e.what());
+    }
+  }
+}
+
+std::string folder_key(const std::string& analysis, const InferenceRequest& request, const PanelForwardView& panel,
+                       const std::vector<std::string>& images, const std::string& extra) {
+  InputSelection input = request;
+  input.image.clear();  // the folder's images instead
+  input.model = panel.model ? panel.model->path : "";
+  std::string key = analysis + "|" + input.key() + "|" + settings_key(panel.settings) + "|" + extra + "|";
+  for (const auto& image : images) key += image + ";";
+  return key;
+}
+
+std::string images_heading(int images, const std::string& folder) {
+  return std::to_string(images) + (images == 1 ? " image of " : " images of ") +
+         fs::path(folder).filename().string();
+}
+
+Figure analyze_figure(const AnalysisEntry& entry, std::shared_ptr<const AnalysisViewData> data, const cv::Mat& image,
+                      const AppState& state) {
+  InferenceOutcome outcome;
+  outcome.analysis_view = std::move(data);
+  outcome.input_rgb = image;
+  return entry.figure(outcome, state);
+}
+
+void add_analyze_figure(const AnalyzeContext& context, const Figure& figure, const cv::Mat& image,
+                        const std::string& stem) {
+  AppState session = context.state;
+  FigureRequest request = FigureRequest::from_state(session);
+  request.format = FigureFormat::Png;
+  request.overwrite = context.state.figure.overwrite;
+  add_figure_bundle(*context.files, figure, request, session, image, context.out.string(), stem);
+}
+
+}  // namespace attnscope
