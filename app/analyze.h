@@ -37,8 +37,9 @@ struct Loaded {
 Loaded load_inputs(const Context& context);
 nlohmann::json common_summary(const Context& context, const std::string& analysis, const TokenLayout& layout,
                               const Loaded& loaded);
-// Add `name` (relative to --out) to the context's outputs.
-void write_json(const Context& context, const std::string& name, const nlohmann::json& value);
+// Adds summary.json to the context's outputs, with the schema of output kind `kind`
+// ("analyze-gradcam", ...: core/output_schemas.h, docs/output_schemas.md).
+void write_summary(const Context& context, const std::string& kind, const nlohmann::json& summary);
 void write_csv(const Context& context, const std::string& name, const std::string& header,
                const std::vector<std::vector<double>>& rows);
 // A map over the model's input image in the session's colour map, opacity and alpha mode, on `scale`.

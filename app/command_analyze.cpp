@@ -22,6 +22,7 @@
 #include "core/excerpt.h"
 #include "core/npy.h"
 #include "core/output_files.h"
+#include "core/output_schemas.h"
 #include "core/value_scale.h"
 #include "datasets/glyph_task.h"
 #include "models/inference.h"
@@ -63,8 +64,8 @@ const std::vector<CommandFlag> kAnalyzeFlags = {
     {"glyph-seed", "S", "metrics, all: use the generated glyph sample S as the image and its mask as the object", ""},
 };
 
-void write_json(const Context& context, const std::string& name, const json& value) {
-  context.files->add_text(name, value.dump(2) + "\n");
+void write_summary(const Context& context, const std::string& kind, const json& summary) {
+  context.files->add_text("summary.json", with_schema(summary, kind).dump(2) + "\n");
 }
 
 void write_csv(const Context& context, const std::string& name, const std::string& header,
@@ -189,7 +190,7 @@ int analyze_gradcam(const Context& context) {
   summary["milliseconds"] = result.milliseconds;
   summary["normalisation"] = "scaled = (cam - min) / (max + 1e-7), cam = ReLU(sum_c w_c A_c) (pytorch-grad-cam)";
   if (!result.warning.empty()) summary["warning"] = result.warning;
-  write_json(context, "summary.json", summary);
+  write_summary(context, "analyze-gradcam", summary);
   if (!result.warning.empty()) std::cerr << "attnscope analyze: warning: " << result.warning << "\n";
   std::cout
       << "attnscope analyze gradcam: " << result.layer << ", target " << output_name(loaded.model, result.target_class)
@@ -227,7 +228,7 @@ int analyze_rollout(const Context& context) {
   if (!query.note.empty()) summary["query"]["note"] = query.note;
   summary["layers"] = inference.forward.layers.size();
   summary["attention"] = inference.forward.layers.back().attention.describe();
-  write_json(context, "summary.json", summary);
+  write_summary(context, "analyze-rollout", summary);
   std::cout << "attnscope analyze rollout: " << inference.forward.layers.size() << " layers, fusion "
             << to_string(state.fusion) << ", discard " << state.discard << ", query " << layout.token_name(query.token)
             << "\nwrote " << context.out.string()
@@ -315,7 +316,7 @@ int analyze_spectrum(const Context& context) {
   summary["head"] = state.head;
   summary["tolerance_rule"] = "s_max * max(T, T) * eps(float32), as numpy.linalg.matrix_rank";
   summary["variants"] = variants;
-  write_json(context, "summary.json", summary);
+  write_summary(context, "analyze-spectrum", summary);
   std::cout << "wrote " << context.out.string()
             << "/{summary.json, spectrum.csv, singular_values_*.npy, matrix_*.png}\n";
   return 0;
@@ -406,7 +407,7 @@ int analyze_fp(const Context& context) {
               << " (p = " << study.curve_ps.front() << ") -> " << study.entropy.back()
               << " (p = " << study.curve_ps.back() << ")\n";
   }
-  write_json(context, "summary.json", summary);
+  write_summary(context, "analyze-fp", summary);
   std::cout << "wrote " << context.out.string() << "/{summary.json, " << written << "}\n";
   return 0;
 }
@@ -465,7 +466,7 @@ int analyze_metrics(const Context& context) {
   summary["query"]["name"] = layout.token_name(query.token);
   summary["top_k"] = top_k;
   summary["variants"] = variants;
-  write_json(context, "summary.json", summary);
+  write_summary(context, "analyze-metrics", summary);
   std::cout << "attnscope analyze metrics: layer " << layer << ", query " << layout.token_name(query.token)
             << "\nwrote " << context.out.string() << "/{summary.json, metrics.csv}\n";
   return 0;
