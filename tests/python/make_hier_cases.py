@@ -68,18 +68,13 @@ import os
 import sys
 import time
 
-try:
-    import torch
-except ImportError:  # e.g. a pyenv python3 first on PATH: Debian's python3-torch lives in /usr/bin/python3
-    if os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3") and os.path.exists("/usr/bin/python3"):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    raise
-
+import debian_torch  # noqa: F401  (first: runs the script under Debian's python3-torch)
+import torch
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import reference_hier as ref  # noqa: E402
-import safetensors_io  # noqa: E402
+import fixture_tools
+import reference_hier as ref
+import safetensors_io
 
 CLASSES = 10
 # Scale of the residual stream and of the conv outputs feeding a LayerNorm: small enough (variance
@@ -90,16 +85,7 @@ RESID_SCALE = 0.02
 # --------------------------------------------------------------------------------------------
 # Random weights
 # --------------------------------------------------------------------------------------------
-class Init:
-    def __init__(self, seed):
-        self.g = torch.Generator().manual_seed(seed)
-
-    def normal(self, shape, std, mean=0.0):
-        return torch.randn(*shape, generator=self.g) * std + mean
-
-    def uniform(self, shape, lo, hi):
-        return torch.rand(*shape, generator=self.g) * (hi - lo) + lo
-
+class Init(fixture_tools.Init):
     def smooth(self, h, w, channels):
         """[h*w, channels] low-frequency random field (unit std), row-major, like a trained embedding."""
         yy, xx = torch.meshgrid(torch.arange(h) / max(h, 1), torch.arange(w) / max(w, 1), indexing="ij")
@@ -455,18 +441,16 @@ def write_model_files(out_dir, mname, arch, files):
     return written
 
 
-def load_model_file(out_dir, info):
+def load_model_file(out_dir, info, unwrap=ref.unwrap_checkpoint):
+    """The state_dict and arch of a written model file; unwrap(obj) finds a .pth's state_dict and its key."""
     path = os.path.join(out_dir, info["model"])
     if info["container"] == "safetensors":
         sd, meta = safetensors_io.load_file(path, with_metadata=True)
-        arch = json.loads(meta["attnscope_arch"])
-    else:
-        obj = torch.load(path)
-        sd, key = ref.unwrap_checkpoint(obj)
-        assert key == info["state_dict_key"], (info["model"], key)
-        with open(os.path.join(out_dir, info["arch_json"])) as f:
-            arch = json.load(f)
-    return sd, arch
+        return sd, json.loads(meta["attnscope_arch"])
+    sd, key = unwrap(torch.load(path))
+    assert key == info["state_dict_key"], (info["model"], key)
+    with open(os.path.join(out_dir, info["arch_json"])) as f:
+        return sd, json.load(f)
 
 
 def check_records(name, recs, queries_all):
@@ -540,12 +524,10 @@ def enhanced_clamp_stats(model, img):
 
 
 def main(argv):
-    if len(argv) != 2:
-        print(next(l for l in __doc__.splitlines() if l.startswith("Usage")), file=sys.stderr)
+    usage = next(line for line in __doc__.splitlines() if line.startswith("Usage"))
+    out_dir = fixture_tools.output_folder(argv, usage)
+    if out_dir is None:
         return 2
-    out_dir = argv[1]
-    os.makedirs(out_dir, exist_ok=True)
-    torch.set_num_threads(min(2, torch.get_num_threads()))
     ref.KEEP_DEBUG = True
     t0 = time.time()
 
@@ -611,10 +593,7 @@ def main(argv):
         print(f"{name:30s} {len(recs):2d} layers, logits [{logits.min():+.3f},{logits.max():+.3f}], {summary}{note}"
               f"{' files: ' + ','.join(t or 'primary' for t in tags) if len(tags) > 1 else ''}")
 
-    with open(os.path.join(out_dir, "cases.json"), "w") as f:
-        json.dump(cases, f, indent=1)
-    print(f"{len(cases)} cases, {len(models)} models in {out_dir} ({time.time() - t0:.1f} s)")
-    return 0
+    return fixture_tools.write_cases(out_dir, cases, t0, f", {len(models)} models")
 
 
 if __name__ == "__main__":

@@ -70,20 +70,16 @@ import os
 import sys
 import time
 
-try:
-    import torch
-except ImportError:  # a pyenv python3 first on PATH: Debian's python3-torch lives in /usr/bin/python3
-    if os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3") and os.path.exists("/usr/bin/python3"):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    raise
-
+import debian_torch  # noqa: F401  (first: runs the script under Debian's python3-torch)
+import torch
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import reference_hier as hier  # noqa: E402
-import reference_part2 as ref  # noqa: E402
-import safetensors_io  # noqa: E402
-from make_hier_cases import Builder as _HierBuilder  # noqa: E402
+import make_hier_cases
+import reference_hier as hier
+import reference_part2 as ref
+import safetensors_io
+from fixture_tools import output_folder, replaced, write_cases
+from make_hier_cases import Builder as _HierBuilder
 
 CLASSES = 10
 RESID_SCALE = 0.02  # residual streams and norm inputs this small make an eps error visible (see make_hier_cases)
@@ -453,15 +449,7 @@ def write_model_files(out_dir, mname, arch, sd, files, other):
 
 
 def load_model_file(out_dir, info, family):
-    path = os.path.join(out_dir, info["model"])
-    if info["container"] == "safetensors":
-        sd, meta = safetensors_io.load_file(path, with_metadata=True)
-        return sd, json.loads(meta["attnscope_arch"])
-    obj = torch.load(path)
-    sd, key = ref.unwrap_checkpoint(obj, family)
-    assert key == info["state_dict_key"], (info["model"], key)
-    with open(os.path.join(out_dir, info["arch_json"])) as f:
-        return sd, json.load(f)
+    return make_hier_cases.load_model_file(out_dir, info, lambda obj: ref.unwrap_checkpoint(obj, family))
 
 
 # --------------------------------------------------------------------------------------------
@@ -552,12 +540,10 @@ def clamp_stats(model, img):
 
 
 def main(argv):
-    if len(argv) != 2:
-        print(next(l for l in __doc__.splitlines() if l.startswith("Usage")), file=sys.stderr)
+    usage = next(line for line in __doc__.splitlines() if line.startswith("Usage"))
+    out_dir = output_folder(argv, usage)
+    if out_dir is None:
         return 2
-    out_dir = argv[1]
-    os.makedirs(out_dir, exist_ok=True)
-    torch.set_num_threads(min(2, torch.get_num_threads()))
     ref.KEEP_DEBUG = True
     t0 = time.time()
 
@@ -646,21 +632,14 @@ def main(argv):
         assert d > 1e-3, (mname_, cname, d)
     for const, val, cname in EPS_CASES:
         mname, img, variant = inputs[cname]
-        saved = getattr(ref, const)
-        setattr(ref, const, val)
-        try:
+        with replaced(ref, const, val):
             lg, _ = built[mname].forward(img, variant)
-        finally:
-            setattr(ref, const, saved)
         d = (lg - results[cname]).abs().max().item()
         rel = d / (results[cname].max() - results[cname].min()).item()
         print(f"  {const + ' = ' + repr(val):36s} {cname:26s} {d:10.3e}  {rel:9.2e}")
         assert d > 1e-4, (const, cname, d)
 
-    with open(os.path.join(out_dir, "cases.json"), "w") as f:
-        json.dump(cases, f, indent=1)
-    print(f"{len(cases)} cases, {len(models)} models in {out_dir} ({time.time() - t0:.1f} s)")
-    return 0
+    return write_cases(out_dir, cases, t0, f", {len(models)} models")
 
 
 if __name__ == "__main__":
