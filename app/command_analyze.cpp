@@ -2,6 +2,7 @@
 // matrix's spectrum and rank, FLatten's f_p, focus metrics) written as NPY, CSV, PNG and a JSON summary.
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -250,6 +251,18 @@ std::vector<Variant> variants_to_compare(const Context& context) {
   return variants;
 }
 
+// One forward pass per variant to compare (--variants), each handed the selected layer's capture.
+void for_each_variant_layer(const Context& context, Loaded& loaded,
+                            const std::function<void(Variant, const AttentionCapture&, int layer)>& visit) {
+  for (Variant variant : variants_to_compare(context)) {
+    AttentionSettings settings = context.state.attention;
+    settings.variant = variant;
+    const InferenceResult inference = run_inference(loaded.model, loaded.prepared, settings);
+    const int layer = resolve_layer_index(context.state.layer, int(inference.forward.layers.size()));
+    visit(variant, inference.forward.layers[size_t(layer)], layer);
+  }
+}
+
 json spectrum_json(const AttentionSpectrum& result) {
   return {{"rank", result.spectrum.numerical_rank}, {"effective_rank", result.spectrum.effective_rank},
           {"tolerance", result.spectrum.tolerance}, {"method", result.method},
@@ -266,12 +279,8 @@ int analyze_spectrum(const Context& context) {
   TokenLayout layout;
   int layer = 0;
   std::cout << "attnscope analyze spectrum:\n";
-  for (Variant variant : variants_to_compare(context)) {
-    AttentionSettings settings = state.attention;
-    settings.variant = variant;
-    const InferenceResult inference = run_inference(loaded.model, loaded.prepared, settings);
-    layer = resolve_layer_index(state.layer, int(inference.forward.layers.size()));
-    const AttentionCapture& capture = inference.forward.layers[size_t(layer)];
+  for_each_variant_layer(context, loaded, [&](Variant variant, const AttentionCapture& capture, int selected) {
+    layer = selected;
     layout = capture.layout;  // the layer's own query grid (hierarchical stages differ)
     check_head_index(state.head, capture.heads);
     const std::string name = to_string(variant);
@@ -309,7 +318,7 @@ int analyze_spectrum(const Context& context) {
                 << result.milliseconds << " ms\n";
     }
     variants.push_back(entry);
-  }
+  });
   context.files->add_text("spectrum.csv", csv.str());
   json summary = common_summary(context, "spectrum", layout, loaded);
   summary["layer"] = layer;
@@ -423,12 +432,8 @@ int analyze_metrics(const Context& context) {
   TokenLayout layout;
   int layer = 0;
   ResolvedQuery query;
-  for (Variant variant : variants_to_compare(context)) {
-    AttentionSettings settings = state.attention;
-    settings.variant = variant;
-    const InferenceResult inference = run_inference(loaded.model, loaded.prepared, settings);
-    layer = resolve_layer_index(state.layer, int(inference.forward.layers.size()));
-    const AttentionCapture& capture = inference.forward.layers[size_t(layer)];
+  for_each_variant_layer(context, loaded, [&](Variant variant, const AttentionCapture& capture, int selected) {
+    layer = selected;
     layout = capture.layout;  // queries on the layer's grid; its rows lie on its key grid
     const TokenLayout& keys = capture.key_layout;
     query = resolve_query(state.query, layout);
@@ -458,7 +463,7 @@ int analyze_metrics(const Context& context) {
     }
     variants.push_back(
         {{"variant", to_string(variant)}, {"attention", capture.attention.describe()}, {"heads", heads}});
-  }
+  });
   context.files->add_text("metrics.csv", csv.str());
   json summary = common_summary(context, "metrics", layout, loaded);
   summary["layer"] = layer;
