@@ -25,6 +25,9 @@
 
 namespace attnscope::testing_cases {
 
+// The largest error the families' float32 logits and rows may have against their float64 references.
+constexpr double kParityTolerance = 1e-4;
+
 // The cases in `folder`/cases.json, all of them or those of one family.
 inline std::vector<nlohmann::json> read_cases(const std::string& folder, const std::string& family = "") {
   std::ifstream in(folder + "cases.json");
@@ -134,6 +137,21 @@ inline GradCamResult grad_cam_at(Backbone& model, const torch::Tensor& image, co
   GradCamOptions options;
   options.layer = layer;
   return grad_cam(model, image, AttentionSettings{}, options);
+}
+
+// Grad-CAM of `model_file` on a random image of `height` x `width`: at the default hook point,
+// which resolves to `last_layer`, and at `alias` (e.g. "blocks.1", counted across stages), which
+// resolves to `alias_layer` and gives a map of `alias_grid_h` rows with gradients.
+inline void expect_grad_cam_hook_points(const std::string& model_file, int64_t height, int64_t width,
+                                        const std::string& last_layer, const std::string& alias,
+                                        const std::string& alias_layer, int alias_grid_h) {
+  LoadedModel model = load_model(model_file, {}, torch::kCPU);
+  const torch::Tensor image = torch::randn({1, 3, height, width});
+  EXPECT_EQ(grad_cam_at(model.native("Grad-CAM"), image).layer, last_layer);
+  const GradCamResult early = grad_cam_at(model.native("Grad-CAM"), image, alias);
+  EXPECT_EQ(early.layer, alias_layer);
+  EXPECT_EQ(early.layout.grid_h, alias_grid_h);
+  EXPECT_GT(early.max_abs_gradient, 0.0);
 }
 
 }  // namespace attnscope::testing_cases

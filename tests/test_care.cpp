@@ -20,13 +20,10 @@ namespace test_care {
 using namespace testing_cases;
 
 const std::string kCaseDir = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/part2_cases/";
-constexpr double kTolerance = 1e-4;
-
-std::vector<nlohmann::json> care_cases() { return read_cases(kCaseDir, "care"); }
 
 TEST(Care, EveryCaseMatchesThePythonReference) {
   configure_threads(2);
-  const auto cases = care_cases();
+  const auto cases = read_cases(kCaseDir, "care");
   ASSERT_GE(cases.size(), 8u);
   std::set<std::string> forms;
   double worst_logits = 0.0, worst_rows = 0.0;
@@ -39,7 +36,7 @@ TEST(Care, EveryCaseMatchesThePythonReference) {
     EXPECT_EQ(model.container_key, c.at("state_dict_key").is_null() ? "" : c.at("state_dict_key").get<std::string>());
     forms.insert(c.at("container").get<std::string>() + ":" + model.container_key);
     c10::InferenceMode inference_mode;
-    const ForwardOutput output = forward_and_check_logits(model, kCaseDir, c, kTolerance, worst_logits);
+    const ForwardOutput output = forward_and_check_logits(model, kCaseDir, c, kParityTolerance, worst_logits);
 
     ASSERT_EQ(model.backbone->attention_layers(), int(c.at("layers").size()));
     for_each_reference_layer(output, c, [&](const AttentionCapture& capture, const nlohmann::json& reference) {
@@ -56,7 +53,8 @@ TEST(Care, EveryCaseMatchesThePythonReference) {
       const torch::Tensor expected = read_npy(kCaseDir + reference.at("rows").get<std::string>());  // [h, Q, kh, kw]
       const std::vector<int64_t> queries = reference_queries(capture, reference);
       auto rows_of = [&](int head, const std::vector<int64_t>& at) { return capture.rows(0, head, at); };
-      worst_rows = std::max(worst_rows, expect_rows_match(capture, reference, queries, expected, rows_of, kTolerance));
+      worst_rows =
+          std::max(worst_rows, expect_rows_match(capture, reference, queries, expected, rows_of, kParityTolerance));
     });
   }
   // The released bare state_dict (.pth.tar), timm's CheckpointSaver ('state_dict' counts) and safetensors.
@@ -102,14 +100,9 @@ TEST(Care, WindowVariantIsRefusedWithTheReason) {
 }
 
 TEST(Care, GradCamAtBlockOutputs) {
+  expect_grad_cam_hook_points(kCaseDir + "care_a.safetensors", 64, 64, "stages.3.blocks.1", "blocks.1",
+                              "stages.1.blocks.0", 8);
   LoadedModel model = load_model(kCaseDir + "care_a.safetensors", {}, torch::kCPU);
-  const torch::Tensor image = torch::randn({1, 3, 64, 64});
-  const GradCamResult last = grad_cam_at(model.native("Grad-CAM"), image);
-  EXPECT_EQ(last.layer, "stages.3.blocks.1");
-  const GradCamResult early = grad_cam_at(model.native("Grad-CAM"), image, "blocks.1");
-  EXPECT_EQ(early.layer, "stages.1.blocks.0");
-  EXPECT_EQ(early.layout.grid_h, 8);
-  EXPECT_GT(early.max_abs_gradient, 0.0);
   EXPECT_EQ(model.backbone->resolve_hook_point("stages.2"), "stages.2.blocks.1");
   EXPECT_THROW(model.backbone->resolve_hook_point("stages.9"), std::invalid_argument);
 }

@@ -20,7 +20,6 @@ namespace test_cswin {
 using namespace testing_cases;
 
 const std::string kCaseDir = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/part2_cases/";
-constexpr double kTolerance = 1e-4;
 
 TEST(CSwin, EveryCaseMatchesThePythonReference) {
   configure_threads(2);
@@ -42,7 +41,7 @@ TEST(CSwin, EveryCaseMatchesThePythonReference) {
     EXPECT_EQ(model.backbone->family(), "flatten-cswin");
     EXPECT_TRUE(model.backbone->hierarchical());
     c10::InferenceMode inference_mode;
-    const ForwardOutput output = forward_and_check_logits(model, kCaseDir, c, kTolerance, worst_logits);
+    const ForwardOutput output = forward_and_check_logits(model, kCaseDir, c, kParityTolerance, worst_logits);
 
     for_each_reference_layer(output, c, [&](const AttentionCapture& capture, const nlohmann::json& reference) {
       ASSERT_EQ(capture.heads, reference.at("heads").get<int>());
@@ -71,7 +70,8 @@ TEST(CSwin, EveryCaseMatchesThePythonReference) {
       const torch::Tensor expected = read_npy(kCaseDir + reference.at("rows").get<std::string>());  // [h, Q, kh, kw]
       const std::vector<int64_t> queries = reference_queries(capture, reference);
       auto rows_of = [&](int head, const std::vector<int64_t>& at) { return capture.rows(0, head, at); };
-      worst_rows = std::max(worst_rows, expect_rows_match(capture, reference, queries, expected, rows_of, kTolerance));
+      worst_rows =
+          std::max(worst_rows, expect_rows_match(capture, reference, queries, expected, rows_of, kParityTolerance));
       ++layers_checked;
     });
   }

@@ -17,7 +17,6 @@ namespace test_hierarchical {
 using namespace testing_cases;
 
 const std::string kCaseDir = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/hier_cases/";
-constexpr double kTolerance = 1e-4;
 
 const std::vector<nlohmann::json>& cases() { return cached_cases(kCaseDir); }
 
@@ -34,7 +33,7 @@ TEST(Hierarchical, EveryCaseMatchesThePythonReference) {
     layouts.insert(c.at("layout").get<std::string>());
     EXPECT_TRUE(model.backbone->hierarchical());
     c10::InferenceMode inference_mode;
-    const ForwardOutput output = forward_and_check_logits(model, kCaseDir, c, kTolerance, worst_logits);
+    const ForwardOutput output = forward_and_check_logits(model, kCaseDir, c, kParityTolerance, worst_logits);
 
     for_each_reference_layer(output, c, [&](const AttentionCapture& capture, const nlohmann::json& reference) {
       EXPECT_EQ(capture.placement.shift_h, reference["shift"][0].get<int>());
@@ -42,7 +41,7 @@ TEST(Hierarchical, EveryCaseMatchesThePythonReference) {
       ASSERT_EQ(capture.heads, reference.at("heads").get<int>());
       const torch::Tensor expected = read_npy(kCaseDir + reference.at("rows").get<std::string>());  // [h, Q, kh, kw]
       auto rows_of = [&](int head, const std::vector<int64_t>& at) { return capture.rows(0, head, at); };
-      expect_rows_match(capture, reference, reference_queries(capture, reference), expected, rows_of, kTolerance);
+      expect_rows_match(capture, reference, reference_queries(capture, reference), expected, rows_of, kParityTolerance);
     });
   }
   EXPECT_EQ(families, (std::set<std::string>{"swin", "flatten_swin", "pvt_v2", "flatten_pvt_v2"}));

@@ -20,9 +20,6 @@ namespace test_l2vit {
 using namespace testing_cases;
 
 const std::string kCaseDir = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/part2_cases/";
-constexpr double kTolerance = 1e-4;
-
-std::vector<nlohmann::json> l2vit_cases() { return read_cases(kCaseDir, "l2vit"); }
 
 bool mentions(const std::vector<std::string>& notes, const std::string& text) {
   for (const auto& note : notes)
@@ -32,7 +29,7 @@ bool mentions(const std::vector<std::string>& notes, const std::string& text) {
 
 TEST(L2ViT, EveryCaseMatchesThePythonReference) {
   configure_threads(2);
-  const auto cases = l2vit_cases();
+  const auto cases = read_cases(kCaseDir, "l2vit");
   ASSERT_GE(cases.size(), 8u);
   std::set<std::string> containers;
   double worst_logits = 0, worst_rows = 0, worst_lcm = 0;
@@ -54,7 +51,7 @@ TEST(L2ViT, EveryCaseMatchesThePythonReference) {
     }
 
     c10::InferenceMode inference_mode;
-    const ForwardOutput output = forward_and_check_logits(model, kCaseDir, c, kTolerance, worst_logits);
+    const ForwardOutput output = forward_and_check_logits(model, kCaseDir, c, kParityTolerance, worst_logits);
 
     ASSERT_EQ(model.backbone->attention_layers(), int(c.at("layers").size()));
     for_each_reference_layer(output, c, [&](const AttentionCapture& capture, const nlohmann::json& reference) {
@@ -80,13 +77,14 @@ TEST(L2ViT, EveryCaseMatchesThePythonReference) {
         ++lcm_layers;
       }
       auto rows_of = [&](int head, const std::vector<int64_t>& at) { return capture.rows(0, head, at); };
-      worst_rows = std::max(worst_rows, expect_rows_match(capture, reference, queries, expected, rows_of, kTolerance));
+      worst_rows =
+          std::max(worst_rows, expect_rows_match(capture, reference, queries, expected, rows_of, kParityTolerance));
       if (capture.has_lcm()) {
         auto mixed_rows_of = [&](int head, const std::vector<int64_t>& at) {
           return capture.rows_after_lcm(0, head, at);
         };
         worst_lcm = std::max(worst_lcm, expect_rows_match(capture, reference, queries, expected_lcm, mixed_rows_of,
-                                                          kTolerance, "after LCM, "));
+                                                          kParityTolerance, "after LCM, "));
       }
     });
   }
@@ -112,14 +110,9 @@ TEST(L2ViT, MissingOrMisshapenKeysAreNamed) {
 
 // Grad-CAM reads block outputs by the authors' names and the across-stages alias.
 TEST(L2ViT, GradCamAtBlockHookPoints) {
-  LoadedModel model = load_model(kCaseDir + "l2vit_a.safetensors", {}, torch::kCPU);
-  const torch::Tensor image = torch::randn({1, 3, 90, 70});
-  const GradCamResult last = grad_cam_at(model.native("Grad-CAM"), image);
-  EXPECT_EQ(last.layer, "stages.3.1.norm1");
-  const GradCamResult early = grad_cam_at(model.native("Grad-CAM"), image, "blocks.1");
-  EXPECT_EQ(early.layer, "stages.0.1");
-  EXPECT_EQ(early.layout.grid_h, 23);  // 90 padded to 92, / 4
-  EXPECT_GT(early.max_abs_gradient, 0.0);
+  // 90 rows padded to 92, then / 4: 23 rows at the first stage.
+  expect_grad_cam_hook_points(kCaseDir + "l2vit_a.safetensors", 90, 70, "stages.3.1.norm1", "blocks.1", "stages.0.1",
+                              23);
 }
 
 }  // namespace test_l2vit

@@ -453,23 +453,47 @@ def load_model_file(out_dir, info, unwrap=ref.unwrap_checkpoint):
         return sd, json.load(f)
 
 
+def file_tags(files, mname, first_case):
+    """The files a case is written for: every file of its model (layouts, containers) for the
+    model's first case, the primary one for the others."""
+    if mname in first_case:
+        return [""]
+    first_case.add(mname)
+    return list(files[mname])
+
+
+def check_same_logits(model_file, arch, build, img, variant, logits, where):
+    """The same weights from another layout or container (model_file: its state_dict and arch)
+    must give the same logits."""
+    sd, file_arch = model_file
+    assert file_arch == arch, where
+    lg, _ = build(sd, file_arch, dtype=torch.float64).forward(img, variant)
+    err = (lg - logits).abs().max().item()
+    assert err < 1e-12, (*where, err)
+
+
+def checked_row(name, L, rec, r, c):
+    """Query (r, c)'s row [h, kh, kw] of record `rec` and its total mass with the padding's, after
+    checking that row . V (+ padding) reproduces the layer's own attention output: the
+    image-coordinate mapping of the rows is right."""
+    row = rec.row(r, c)
+    assert torch.isfinite(row).all(), (name, L)
+    pad = rec.pad_mass(r, c)
+    dbg = rec.debug
+    recon = torch.einsum("hij,hijd->hd", row, dbg["v_keys"])
+    if dbg["v_pad"] is not None:
+        recon = recon + pad[:, None] * dbg["v_pad"]
+    err = (recon - dbg["out"][:, r, c]).abs().max().item()
+    assert err < 1e-9, (name, L, (r, c), "row . V != attention output", err)
+    return row, row.sum(dim=(-2, -1)) + pad
+
+
 def check_records(name, recs, queries_all):
     """The self-checks on the attention records of one case (float64); returns a short summary."""
     maxes, spreads = [], []
     for L, (rec, queries) in enumerate(zip(recs, queries_all)):
         for (r, c) in queries:
-            row = rec.row(r, c)  # [h, kh, kw]
-            assert torch.isfinite(row).all(), (name, L)
-            pad = rec.pad_mass(r, c)
-            total = row.sum(dim=(-2, -1)) + pad
-            dbg = rec.debug
-            # row . V (+ padding) reproduces the layer's own attention output: the image-coordinate
-            # mapping of the rows is right
-            recon = torch.einsum("hij,hijd->hd", row, dbg["v_keys"])
-            if dbg["v_pad"] is not None:
-                recon = recon + pad[:, None] * dbg["v_pad"]
-            err = (recon - dbg["out"][:, r, c]).abs().max().item()
-            assert err < 1e-9, (name, L, (r, c), "row . V != output", err)
+            row, total = checked_row(name, L, rec, r, c)
             if rec.kernel in ("softmax", "linear", "focused"):
                 # focused rows sum to x / (x + 1e-6), x = q . mean(k); linear to s / (s + 1e-6)
                 tol = 1e-3 if rec.kernel == "focused" else 1e-5
@@ -572,19 +596,11 @@ def main(argv):
             np.save(os.path.join(out_dir, fname), np.ascontiguousarray(rows.numpy().astype(np.float32)))
             layers.append({**rec.to_json(), "queries": [list(q) for q in queries], "rows": fname})
 
-        tags = [""]
-        if mname not in first_case:
-            first_case.add(mname)
-            tags = list(files[mname])
+        tags = file_tags(files, mname, first_case)
         for tag in tags:
             info = files[mname][tag]
             if tag:
-                # the same weights from another layout / container must give the same logits
-                sd_t, arch_t = load_model_file(out_dir, info)
-                assert arch_t == arch
-                lg, _ = ref.build(sd_t, arch_t, dtype=torch.float64).forward(img, variant)
-                err = (lg - logits).abs().max().item()
-                assert err < 1e-12, (name, tag, err)
+                check_same_logits(load_model_file(out_dir, info), arch, ref.build, img, variant, logits, (name, tag))
             cases.append({
                 "name": name + (f"@{tag}" if tag else ""), "family": arch["family"], **info, "arch": arch,
                 "variant": variant.to_dict(), "input": name + ".input.npy", "input_size": [H, W],

@@ -465,16 +465,7 @@ def check_records(name, recs, queries_all):
             assert rec.kind == "none" and rec.heads == 0, (name, L)
             continue
         for (r, c) in queries:
-            row = rec.row(r, c)
-            assert torch.isfinite(row).all(), (name, L)
-            pad = rec.pad_mass(r, c)
-            total = row.sum(dim=(-2, -1)) + pad
-            dbg = rec.debug
-            recon = torch.einsum("hij,hijd->hd", row, dbg["v_keys"])
-            if dbg["v_pad"] is not None:
-                recon = recon + pad[:, None] * dbg["v_pad"]
-            err = (recon - dbg["out"][:, r, c]).abs().max().item()
-            assert err < 1e-9, (name, L, (r, c), "row . V != attention output", err)
+            row, total = make_hier_cases.checked_row(name, L, rec, r, c)
             if rec.kernel in ("softmax", "elu_linear"):
                 assert (total - 1).abs().max().item() < 1e-5, (name, L, (r, c), total)
             elif rec.kernel == "linear":  # 1, or 0 where ReLU(q) of the head is all zero
@@ -595,18 +586,12 @@ def main(argv):
                 entry["rows_lcm"] = fname
             layers.append(entry)
 
-        tags = [""]
-        if mname not in first_case:
-            first_case.add(mname)
-            tags = list(files[mname])
+        tags = make_hier_cases.file_tags(files, mname, first_case)
         for tag in tags:
             info = files[mname][tag]
             if tag:
-                sd_t, arch_t = load_model_file(out_dir, info, arch["family"])
-                assert arch_t == arch
-                lg, _ = ref.build(sd_t, arch_t, dtype=torch.float64).forward(img, variant)
-                err = (lg - logits).abs().max().item()
-                assert err < 1e-12, (name, tag, err)
+                make_hier_cases.check_same_logits(load_model_file(out_dir, info, arch["family"]), arch, ref.build, img,
+                                                  variant, logits, (name, tag))
                 if info["_two_sets"]:
                     lo, _ = others[mname].forward(img, variant)
                     assert (lo - logits).abs().max().item() > 0.1, (name, tag, "the two weight sets agree")
