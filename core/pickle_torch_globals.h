@@ -1,6 +1,6 @@
 // The torch-specific allow-list of the restricted unpickler: the only globals a torch.save'd
-// state_dict may name, and what "calling" each of them builds. Everything security-relevant about
-// what a pickle may make the reader construct is here; core/pickle_reader.cpp only runs opcodes.
+// state_dict may name, and what "calling" each of them builds, to be reviewed on its own.
+// core/pickle_reader.cpp runs the opcodes within their bounds and calls nothing outside this list.
 #pragma once
 
 #include <string>
