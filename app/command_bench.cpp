@@ -65,34 +65,6 @@ double time_forward(LoadedModel& model, const torch::Tensor& input, const Attent
   return median_ms(samples);
 }
 
-// Runs the PyTorch eager reference; returns its median in ms, or a negative value when unavailable.
-double pytorch_median_ms(const std::string& python, const std::string& model_path, int heads,
-                         const AttentionSettings& settings, int warmup, int runs, std::string& error) {
-  std::ostringstream command;
-  command << "'" << python << "' '" << ATTNSCOPE_SOURCE_DIR << "/bench/pytorch_forward.py' --model '" << model_path
-          << "' --heads " << heads << " --threads " << torch::get_num_threads() << " --runs " << runs << " --warmup "
-          << warmup << " --variant " << to_string(settings.variant) << " --p " << settings.p << " --window "
-          << settings.window << " --anchors " << settings.anchors << " 2>&1";
-  FILE* pipe = popen(command.str().c_str(), "r");
-  if (!pipe) {
-    error = "cannot start " + python;
-    return -1;
-  }
-  std::string output;
-  char buffer[4096];
-  while (fgets(buffer, sizeof buffer, pipe)) output += buffer;
-  const int status = pclose(pipe);
-  // The last line is the JSON result.
-  const auto start = output.rfind('{');
-  auto json =
-      start == std::string::npos ? nlohmann::json() : nlohmann::json::parse(output.substr(start), nullptr, false);
-  if (status != 0 || !json.is_object() || !json.contains("median_ms")) {
-    error = "PyTorch reference failed: " + output.substr(0, 300);
-    return -1;
-  }
-  return json["median_ms"].get<double>();
-}
-
 // Runs a Python script that prints one JSON line last; returns it, or an empty object and `error`.
 nlohmann::json run_python_json(const std::string& command, std::string& error) {
   FILE* pipe = popen((command + " 2>&1").c_str(), "r");
@@ -112,6 +84,23 @@ nlohmann::json run_python_json(const std::string& command, std::string& error) {
     return {};
   }
   return json;
+}
+
+// Runs the PyTorch eager reference; returns its median in ms, or a negative value when unavailable.
+double pytorch_median_ms(const std::string& python, const std::string& model_path, int heads,
+                         const AttentionSettings& settings, int warmup, int runs, std::string& error) {
+  std::ostringstream command;
+  command << "'" << python << "' '" << ATTNSCOPE_SOURCE_DIR << "/bench/pytorch_forward.py' --model '" << model_path
+          << "' --heads " << heads << " --threads " << torch::get_num_threads() << " --runs " << runs << " --warmup "
+          << warmup << " --variant " << to_string(settings.variant) << " --p " << settings.p << " --window "
+          << settings.window << " --anchors " << settings.anchors;
+  const nlohmann::json json = run_python_json(command.str(), error);
+  if (!json.is_object()) return -1;
+  if (!json.contains("median_ms")) {
+    error = "PyTorch reference failed: " + json.dump().substr(0, 300);
+    return -1;
+  }
+  return json["median_ms"].get<double>();
 }
 
 template <typename Work>
