@@ -28,6 +28,13 @@ namespace attnscope {
 
 namespace {
 
+// Every swap of the variant table, as --variants lists them.
+std::string every_swap() {
+  std::string list;
+  for (const std::string& name : variant_names()) list += (list.empty() ? "" : ",") + name;
+  return list;
+}
+
 struct DeitShape {
   std::string name;
   int dim, depth, heads;
@@ -300,16 +307,14 @@ void bench_family(const std::string& family, const std::filesystem::path& folder
   std::cout << std::left << std::setw(10) << "variant" << std::right << std::setw(12) << "capture" << std::setw(12)
             << "pytorch" << std::setw(10) << "ratio\n";
   std::cout << std::fixed << std::setprecision(2);
-  const std::vector<std::string> variants = family == "swin"
-                                                ? std::vector<std::string>{"native", "linear", "focused", "anchor"}
-                                                : std::vector<std::string>{"native", "linear", "focused", "anchor"};
-  for (const auto& name : variants) {
+  for (const Variant variant : {Variant::Native, Variant::Linear, Variant::Focused, Variant::Anchor}) {
     AttentionSettings settings;
-    settings.variant = name == "native" ? Variant::Native : parse_variant(name);
+    settings.variant = variant;
+    const bool native = variant == Variant::Native;
     std::vector<double> ours, eager;
     for (int round = 0; round < rounds; ++round) {
       ours.push_back(time_forward(model, input, settings, true, warmup, runs));
-      if (name != "native") continue;  // the eager reference runs the model's own attention
+      if (!native) continue;  // the eager reference runs the model's own attention
       std::ostringstream command;
       command << "'" << python << "' '" << script << "' --model '" << path << "' --threads " << torch::get_num_threads()
               << " --runs " << runs << " --warmup " << warmup;
@@ -317,11 +322,11 @@ void bench_family(const std::string& family, const std::filesystem::path& folder
       if (result.contains("median_ms")) eager.push_back(result["median_ms"].get<double>());
     }
     const double ours_ms = median_ms(ours);
-    std::cout << std::left << std::setw(10) << name << std::right << std::setw(10) << ours_ms << "ms";
+    std::cout << std::left << std::setw(10) << to_string(variant) << std::right << std::setw(10) << ours_ms << "ms";
     if (!eager.empty()) {
       const double eager_ms = median_ms(eager);
       std::cout << std::setw(10) << eager_ms << "ms" << std::setw(9) << ours_ms / eager_ms << "x";
-    } else if (name == "native") {
+    } else if (native) {
       std::cout << "  (no PyTorch reference: " << error << ")";
     }
     std::cout << "\n" << std::flush;
@@ -334,7 +339,7 @@ int bench_command(const Args& args) {
   const std::vector<std::string> options = {"device"};
   const std::vector<CommandFlag> flags = {
       {"sizes", "LIST", "DeiT shapes: tiny, small", "tiny,small"},
-      {"variants", "LIST", "variants to time", "softmax,linear,focused,enhanced,window,anchor"},
+      {"variants", "LIST", "variants to time", every_swap()},
       {"runs", "N", "timed runs per measurement", "20"},
       {"warmup", "N", "untimed runs first", "3"},
       {"rounds", "N", "alternating rounds of C++ and PyTorch measurements", "3"},
@@ -408,7 +413,7 @@ int bench_command(const Args& args) {
     for (const auto& variant_name : split(line.flags["variants"])) {
       AttentionSettings settings;
       settings.variant = parse_variant(variant_name);
-      if (settings.variant == Variant::Anchor) settings.anchors = 30;
+      if (settings.variant == Variant::Anchor) settings.anchors = kDefaultPooledAnchors;
       // Rounds alternate the three measurements so that drift in machine load hits all alike.
       std::vector<double> plain, captured, eager;
       std::string error;
