@@ -55,52 +55,11 @@ std::optional<MatrixFactors> equivalent_matrix_factors(const AttentionCapture& w
   torch::NoGradGuard no_grad;
   const AttentionCapture& layer = whole.for_head(head);
   const ResolvedAttention& attention = layer.attention;
-  // Softmax, a window restriction and per-window groups (Swin) have no thin factors.
-  if (attention.kernel == Kernel::Softmax || attention.window > 0 || layer.query_slots.defined()) return std::nullopt;
+  // A window restriction and per-window groups (Swin) have no thin factors; nor has softmax.
+  if (attention.window > 0 || layer.query_slots.defined()) return std::nullopt;
   if (include_dwc && attention.dwc) return std::nullopt;
   if (head < 0 || head >= layer.heads) throw std::out_of_range("head " + std::to_string(head) + " does not exist");
-  const auto& features = layer.features;
-  MatrixFactors factors;
-  if (attention.kernel == Kernel::Anchor) {
-    auto assignment = features.anchor_assignment[batch][head].to(torch::kCPU, torch::kDouble);  // [T, m]
-    // Reduced keys (PVT) join the anchors by their own assignment.
-    auto keys = features.key_anchor_assignment.defined()
-                    ? features.key_anchor_assignment[batch][head].to(torch::kCPU, torch::kDouble)
-                    : assignment;
-    auto degree = keys.sum(0);
-    auto inverse_degree = torch::where(degree > 0, degree.reciprocal(), torch::zeros_like(degree));
-    factors.left = assignment * inverse_degree;
-    factors.right = keys;
-    return factors;
-  }
-  // Scores S = Q K^T and each row scaled by a number that depends only on its row sum, exactly as
-  // equivalent_rows normalises them; the scaling folds into the left factor.
-  auto q = features.q[batch][head].to(torch::kCPU, torch::kDouble);  // [T, d]
-  auto k = features.k[batch][head].to(torch::kCPU, torch::kDouble);
-  auto row_sum = torch::matmul(q, k.sum(0)).unsqueeze(1);  // [T, 1]
-  const double tokens = double(k.size(0));
-  torch::Tensor row_scale;
-  switch (attention.kernel) {
-    case Kernel::Linear:
-      row_scale = (row_sum + 1e-6).reciprocal();
-      break;
-    case Kernel::Focused:
-    case Kernel::EluLinear:
-      row_scale = (row_sum / tokens + 1e-6).reciprocal() / tokens;
-      break;
-    case Kernel::Enhanced: {
-      auto temperature = features.temperature.to(torch::kCPU, torch::kDouble);
-      const double scale =
-          temperature.numel() == 1 ? temperature.item<double>() : temperature.view({-1})[head].item<double>();
-      row_scale = scale / row_sum.clamp_min(100.0);
-      break;
-    }
-    default:
-      return std::nullopt;
-  }
-  factors.left = q * row_scale;
-  factors.right = k;
-  return factors;
+  return equivalent_factors(attention.kernel, layer.features, batch, head);
 }
 
 namespace {

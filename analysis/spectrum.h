@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "models/attention_kernels.h"
+
 namespace attnscope {
 
 struct AttentionCapture;
@@ -26,15 +28,9 @@ Spectrum matrix_spectrum(const torch::Tensor& matrix);
 // (the rest are exactly 0); the tolerance is the one matrix_spectrum uses for the M x N matrix.
 Spectrum factored_spectrum(const torch::Tensor& left, const torch::Tensor& right);
 
-// An equivalent attention matrix as a product of two thin factors: matrix = left @ right^T.
-struct MatrixFactors {
-  torch::Tensor left;   // [T, r]
-  torch::Tensor right;  // [T, r]
-};
-
-// The factors of one head's equivalent matrix when it has them: linear, focused and enhanced
-// kernels (row normalisation folded into `left`, r = d) and anchor (r = m). None for softmax, a
-// window restriction, or when `include_dwc` and the layer's DWC band is on (that band is T x T).
+// The factors of one head's equivalent matrix when its kernel has them (equivalent_factors in
+// models/attention_kernels.h: linear kernels, r = d; anchors, r = m). None for softmax, a window
+// restriction, or when `include_dwc` and the layer's DWC band is on (that band is T x T).
 std::optional<MatrixFactors> equivalent_matrix_factors(const AttentionCapture& layer, int64_t head,
                                                        bool include_dwc = true, int64_t batch = 0);
 

@@ -65,8 +65,10 @@ CommandLine parse_command_line(const std::vector<std::string>& args, const std::
     if (name == "session") continue;
     if (flag)
       line.flags[name] = takes_value ? value : "1";
-    else
+    else {
       set_option(line.state, name, value);
+      line.given.insert(name);
+    }
   }
   return line;
 }

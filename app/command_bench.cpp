@@ -28,6 +28,13 @@ namespace attnscope {
 
 namespace {
 
+// Every swap of the variant table, as --variants lists them.
+std::string every_swap() {
+  std::string list;
+  for (const std::string& name : variant_names()) list += (list.empty() ? "" : ",") + name;
+  return list;
+}
+
 struct DeitShape {
   std::string name;
   int dim, depth, heads;
@@ -65,34 +72,6 @@ double time_forward(LoadedModel& model, const torch::Tensor& input, const Attent
   return median_ms(samples);
 }
 
-// Runs the PyTorch eager reference; returns its median in ms, or a negative value when unavailable.
-double pytorch_median_ms(const std::string& python, const std::string& model_path, int heads,
-                         const AttentionSettings& settings, int warmup, int runs, std::string& error) {
-  std::ostringstream command;
-  command << "'" << python << "' '" << ATTNSCOPE_SOURCE_DIR << "/bench/pytorch_forward.py' --model '" << model_path
-          << "' --heads " << heads << " --threads " << torch::get_num_threads() << " --runs " << runs << " --warmup "
-          << warmup << " --variant " << to_string(settings.variant) << " --p " << settings.p << " --window "
-          << settings.window << " --anchors " << settings.anchors << " 2>&1";
-  FILE* pipe = popen(command.str().c_str(), "r");
-  if (!pipe) {
-    error = "cannot start " + python;
-    return -1;
-  }
-  std::string output;
-  char buffer[4096];
-  while (fgets(buffer, sizeof buffer, pipe)) output += buffer;
-  const int status = pclose(pipe);
-  // The last line is the JSON result.
-  const auto start = output.rfind('{');
-  auto json =
-      start == std::string::npos ? nlohmann::json() : nlohmann::json::parse(output.substr(start), nullptr, false);
-  if (status != 0 || !json.is_object() || !json.contains("median_ms")) {
-    error = "PyTorch reference failed: " + output.substr(0, 300);
-    return -1;
-  }
-  return json["median_ms"].get<double>();
-}
-
 // Runs a Python script that prints one JSON line last; returns it, or an empty object and `error`.
 nlohmann::json run_python_json(const std::string& command, std::string& error) {
   FILE* pipe = popen((command + " 2>&1").c_str(), "r");
@@ -112,6 +91,23 @@ nlohmann::json run_python_json(const std::string& command, std::string& error) {
     return {};
   }
   return json;
+}
+
+// Runs the PyTorch eager reference; returns its median in ms, or a negative value when unavailable.
+double pytorch_median_ms(const std::string& python, const std::string& model_path, int heads,
+                         const AttentionSettings& settings, int warmup, int runs, std::string& error) {
+  std::ostringstream command;
+  command << "'" << python << "' '" << ATTNSCOPE_SOURCE_DIR << "/bench/pytorch_forward.py' --model '" << model_path
+          << "' --heads " << heads << " --threads " << torch::get_num_threads() << " --runs " << runs << " --warmup "
+          << warmup << " --variant " << to_string(settings.variant) << " --p " << settings.p << " --window "
+          << settings.window << " --anchors " << settings.anchors;
+  const nlohmann::json json = run_python_json(command.str(), error);
+  if (!json.is_object()) return -1;
+  if (!json.contains("median_ms")) {
+    error = "PyTorch reference failed: " + json.dump().substr(0, 300);
+    return -1;
+  }
+  return json["median_ms"].get<double>();
 }
 
 template <typename Work>
@@ -311,16 +307,14 @@ void bench_family(const std::string& family, const std::filesystem::path& folder
   std::cout << std::left << std::setw(10) << "variant" << std::right << std::setw(12) << "capture" << std::setw(12)
             << "pytorch" << std::setw(10) << "ratio\n";
   std::cout << std::fixed << std::setprecision(2);
-  const std::vector<std::string> variants = family == "swin"
-                                                ? std::vector<std::string>{"native", "linear", "focused", "anchor"}
-                                                : std::vector<std::string>{"native", "linear", "focused", "anchor"};
-  for (const auto& name : variants) {
+  for (const Variant variant : {Variant::Native, Variant::Linear, Variant::Focused, Variant::Anchor}) {
     AttentionSettings settings;
-    settings.variant = name == "native" ? Variant::Native : parse_variant(name);
+    settings.variant = variant;
+    const bool native = variant == Variant::Native;
     std::vector<double> ours, eager;
     for (int round = 0; round < rounds; ++round) {
       ours.push_back(time_forward(model, input, settings, true, warmup, runs));
-      if (name != "native") continue;  // the eager reference runs the model's own attention
+      if (!native) continue;  // the eager reference runs the model's own attention
       std::ostringstream command;
       command << "'" << python << "' '" << script << "' --model '" << path << "' --threads " << torch::get_num_threads()
               << " --runs " << runs << " --warmup " << warmup;
@@ -328,11 +322,11 @@ void bench_family(const std::string& family, const std::filesystem::path& folder
       if (result.contains("median_ms")) eager.push_back(result["median_ms"].get<double>());
     }
     const double ours_ms = median_ms(ours);
-    std::cout << std::left << std::setw(10) << name << std::right << std::setw(10) << ours_ms << "ms";
+    std::cout << std::left << std::setw(10) << to_string(variant) << std::right << std::setw(10) << ours_ms << "ms";
     if (!eager.empty()) {
       const double eager_ms = median_ms(eager);
       std::cout << std::setw(10) << eager_ms << "ms" << std::setw(9) << ours_ms / eager_ms << "x";
-    } else if (name == "native") {
+    } else if (native) {
       std::cout << "  (no PyTorch reference: " << error << ")";
     }
     std::cout << "\n" << std::flush;
@@ -345,7 +339,7 @@ int bench_command(const Args& args) {
   const std::vector<std::string> options = {"device"};
   const std::vector<CommandFlag> flags = {
       {"sizes", "LIST", "DeiT shapes: tiny, small", "tiny,small"},
-      {"variants", "LIST", "variants to time", "softmax,linear,focused,enhanced,window,anchor"},
+      {"variants", "LIST", "variants to time", every_swap()},
       {"runs", "N", "timed runs per measurement", "20"},
       {"warmup", "N", "untimed runs first", "3"},
       {"rounds", "N", "alternating rounds of C++ and PyTorch measurements", "3"},
@@ -419,7 +413,7 @@ int bench_command(const Args& args) {
     for (const auto& variant_name : split(line.flags["variants"])) {
       AttentionSettings settings;
       settings.variant = parse_variant(variant_name);
-      if (settings.variant == Variant::Anchor) settings.anchors = 30;
+      if (settings.variant == Variant::Anchor) settings.anchors = kDefaultPooledAnchors;
       // Rounds alternate the three measurements so that drift in machine load hits all alike.
       std::vector<double> plain, captured, eager;
       std::string error;

@@ -14,6 +14,7 @@
 #include "app/eval_folder.h"
 #include "core/assets.h"
 #include "core/atomic_file.h"
+#include "core/output_schemas.h"
 #include "datasets/glyph_task.h"
 #include "models/model_loader.h"
 
@@ -210,8 +211,8 @@ int eval_command(const Args& args) {
   if (!line.state.out.empty()) {
     std::filesystem::create_directories(line.state.out);
     write_file_atomically((std::filesystem::path(line.state.out) / "eval.json").string(), [&](std::ostream& out) {
-      out << nlohmann::json{{"samples", samples}, {"uniform_mass_inside", baseline}, {"models", report}}.dump(2)
-          << "\n";
+      const nlohmann::json file = {{"samples", samples}, {"uniform_mass_inside", baseline}, {"models", report}};
+      out << with_schema(file, "eval-models").dump(2) << "\n";
     });
   }
   return 0;

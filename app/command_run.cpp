@@ -1,14 +1,13 @@
 // `attnscope run`: one image through one model with one attention variant; writes the summary,
 // logits, the chosen attention row and matrix, and an overlay into a folder.
-#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "analysis/attention_map.h"
-#include "analysis/spectrum.h"
 #include "app/cli.h"
 #include "app/commands.h"
+#include "app/run_summary.h"
 #include "core/assets.h"
 #include "core/atomic_file.h"
 #include "core/colormap.h"
@@ -16,7 +15,6 @@
 #include "core/output_files.h"
 #include "core/value_scale.h"
 #include "models/inference.h"
-#include "models/token_linear.h"
 
 namespace attnscope {
 
@@ -100,85 +98,8 @@ int run_command(const Args& args) {
   const ValueScale scale = resolve_value_scale(state.scale, state.colormap, range);
   const cv::Mat overlay = overlay_values(result.input_rgb, shown_values, scale, state.opacity, state.alpha);
 
-  // Ranks need a full SVD per head: above 400 tokens (DINOv2 at 518 px has 1370) that is seconds
-  // per layer, so only the selected layer's heads are summarised there.
-  const bool every_layer = std::all_of(result.forward.layers.begin(), result.forward.layers.end(),
-                                       [](const AttentionCapture& c) { return c.layout.total_tokens() <= 400; });
-  nlohmann::json layers = nlohmann::json::array();
-  for (int l = 0; l < depth; ++l) {
-    const AttentionCapture& layer_capture = result.forward.layers[size_t(l)];
-    nlohmann::json entry = describe_layer(layer_capture);
-    entry["layer"] = l;
-    if (every_layer || l == layer) {
-      // The query at the same place in the image, in this layer's grid.
-      const int layer_query = follow_query(query.token, capture.layout, layer_capture.layout);
-      nlohmann::json layer_heads = nlohmann::json::array();
-      for (int h = 0; h < layer_capture.heads; ++h) {
-        const Spectrum spectrum = attention_spectrum(layer_capture, h).spectrum;
-        layer_heads.push_back({{"head", h},
-                               {"rank", spectrum.numerical_rank},
-                               {"effective_rank", spectrum.effective_rank},
-                               {"entropy", row_entropy(layer_capture.row(0, h, layer_query))}});
-      }
-      entry["ranks"] = layer_heads;
-    }
-    layers.push_back(entry);
-  }
-  nlohmann::json top = nlohmann::json::array();
-  for (const auto& p : result.top)
-    top.push_back({{"index", p.index}, {"name", p.name}, {"logit", p.logit}, {"probability", p.probability}});
-  nlohmann::json summary = {
-      {"model", state.model},
-      {"format", model.format},
-      {"container", model.container_key},
-      {"architecture", model.backbone->describe()},
-      {"parameters", model.parameter_count},
-      {"image", state.image},
-      {"input_size", {prepared.rows, prepared.cols}},
-      {"resize", to_string(state.resize)},
-      {"tokens",
-       {{"prefix", capture.layout.prefix_tokens()},
-        {"grid", {capture.layout.grid_h, capture.layout.grid_w}},
-        {"key_grid", {capture.key_layout.grid_h, capture.key_layout.grid_w}},
-        {"total", capture.layout.total_tokens()}}},
-      {"variant", to_string(state.attention.variant)},
-      {"attention", capture.attention.describe()},
-      {"settings",
-       {{"p", state.attention.p},
-        {"window", state.attention.window},
-        {"anchors", state.attention.anchors},
-        {"dwc", state.attention.dwc},
-        {"norm", to_string(state.attention.norm)}}},
-      {"device", result.device},
-      {"linear_backend", linear_backend().onednn ? "onednn" : "blas"},
-      {"forward_ms", result.milliseconds},
-      {"layer", layer},
-      {"head", state.head},
-      {"query", {{"spec", state.query}, {"token", query.token}, {"name", capture.layout.token_name(query.token)}}},
-      {"output", {{"kind", model.output_kind()}, {"size", result.forward.logits.size(-1)}}},
-      {"normalization",
-       {{"mean", model.normalization.mean}, {"std", model.normalization.std}, {"source", model.normalization_source}}},
-      {"preprocessing", preprocessing_json(model, state.input_settings(), prepared)},
-      {"overlay",
-       {{"colormap", to_string(scale.colormap)},
-        {"scale", to_string(state.scale)},
-        {"vmin", scale.vmin},
-        {"vmax", scale.vmax},
-        {"log", scale.log},
-        {"alpha", to_string(state.alpha)},
-        {"opacity", state.opacity}}},
-      {"top5", top},
-      {"layers", layers},
-  };
-  if (!query.note.empty()) summary["query"]["note"] = query.note;
-  summary["lcm"] = {{"view", enum_name(state.lcm)}, {"applied", after_lcm}};
-  if (!lcm_note.empty()) summary["lcm"]["note"] = lcm_note;
-  if (!every_layer) summary["layers_note"] = "more than 400 tokens: ranks of the selected layer only";
-  summary["row_format"] = model.backbone->hierarchical()
-                              ? "attention_l*_h*.npy: the query's row over the layer's key grid [key_h, key_w]"
-                              : "attention_l*_h*.npy: the query's row over all tokens, prefix tokens first";
-  if (!model.report.notes.empty()) summary["notes"] = model.report.notes;
-  if (!model.report.warnings.empty()) summary["warnings"] = model.report.warnings;
+  const nlohmann::json summary =
+      run_summary({state, model, result, prepared, layer, query, scale, after_lcm, lcm_note});
   // Paths are bytes: a name that is not UTF-8 is written with replacement characters, never fails.
   const std::string summary_text = summary.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
   // Every output is checked before the first is written: existing ones are refused unless --overwrite.

@@ -17,6 +17,7 @@
 #include "analysis/focus_metrics.h"
 #include "app/eval_folder.h"
 #include "core/atomic_file.h"
+#include "core/output_schemas.h"
 #include "core/progress_bar.h"
 #include "datasets/glyph_task.h"
 #include "figures/export.h"
@@ -314,7 +315,7 @@ int eval_folder(const CommandLine& line) {
   if (!state.out.empty()) {
     fs::create_directories(state.out);
     write_file_atomically((fs::path(state.out) / "eval.json").string(),
-                          [&](std::ostream& out) { out << report.dump(2) << "\n"; });
+                          [&](std::ostream& out) { out << with_schema(report, "eval-images").dump(2) << "\n"; });
   }
   return 0;
 }

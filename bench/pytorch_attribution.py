@@ -20,22 +20,12 @@ prints one JSON line: {"relevance_ms", "relevance_lean_ms", "scorecam_ms", "thre
 
 import argparse
 import json
-import os
-import statistics
 import sys
-import time
 
-try:
-    import torch
-except ImportError:  # e.g. a pyenv python3 first on PATH: Debian's python3-torch lives in /usr/bin/python3
-    if os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3") and os.path.exists("/usr/bin/python3"):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    raise
-
+import eager_baseline  # first: Debian's torch, and tests/python on the import path
+import reference_vit
+import torch
 import torch.nn.functional as F
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python"))
-import reference_vit  # noqa: E402
 
 
 def forward_keeping_attention(model, x, kept):
@@ -84,22 +74,9 @@ def relevance(model, x, lean):
 
 
 def score_cam(model, x):
-    target = model.blocks[-1]["n1"]
-    kept = {}
-    original = model._ln
-
-    def hooked(inp, wb):
-        y = original(inp, wb)
-        if wb is target:
-            kept["a"] = y
-        return y
-
-    model._ln = hooked
     with torch.no_grad():
-        try:
+        with eager_baseline.keeping_layer_norm_output(model, model.blocks[-1]["n1"], {}) as kept:
             logits = model.forward(x)
-        finally:
-            model._ln = original
         index = int(logits[0].argmax())
         P, (H, W) = model.num_prefix, x.shape[-2:]
         a = kept["a"][:, P:, :]
@@ -119,37 +96,17 @@ def score_cam(model, x):
         return cam / (cam.max() + 1e-7)
 
 
-def median_ms(work, warmup, runs, model):
-    times = []
-    for i in range(warmup + runs):
-        for t in model.sd.values():
-            t.grad = None
-        t0 = time.perf_counter()
-        work()
-        if i >= warmup:
-            times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--heads", type=int, default=None)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--runs", type=int, default=10)
-    ap.add_argument("--warmup", type=int, default=2)
+    eager_baseline.add_vit_arguments(ap, runs=10, warmup=2)
     ap.add_argument("--score-runs", type=int, default=3)
     args = ap.parse_args()
-    if args.runs < 1 or args.warmup < 0 or args.threads < 1 or args.score_runs < 1:
-        ap.error("--runs, --score-runs and --threads must be >= 1, --warmup >= 0")
-    torch.set_num_threads(args.threads)
-    model = reference_vit.load_model(args.model, heads=args.heads, dtype=torch.float32)
-    x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(0))
+    eager_baseline.check_counts(ap, args, "--score-runs")
+    model, x = eager_baseline.load_vit(args)
+    median_ms = eager_baseline.median_ms
     scorecam = median_ms(lambda: score_cam(model, x), min(args.warmup, 1), args.score_runs, model)
     lean = median_ms(lambda: relevance(model, x, True), args.warmup, args.runs, model)
-    for t in model.sd.values():
-        if t.is_floating_point():
-            t.requires_grad_(True)
+    eager_baseline.require_weight_gradients(model)
     library = median_ms(lambda: relevance(model, x, False), args.warmup, args.runs, model)
     print(json.dumps({"relevance_ms": round(library, 4), "relevance_lean_ms": round(lean, 4),
                       "scorecam_ms": round(scorecam, 4), "threads": torch.get_num_threads()}))

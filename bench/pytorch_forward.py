@@ -19,21 +19,14 @@ Usage:
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
 
-try:
-    import torch
-except ImportError:  # e.g. a pyenv python3 first on PATH: Debian's python3-torch lives in /usr/bin/python3
-    if os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3") and os.path.exists("/usr/bin/python3"):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    raise
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python"))
-import reference_vit  # noqa: E402
-import safetensors_io  # noqa: E402
+import eager_baseline  # first: Debian's torch, and tests/python on the import path
+import reference_vit
+import safetensors_io
+import torch
 
 DEIT = {"tiny": (192, 12, 3), "small": (384, 12, 6)}  # dim, depth, heads
 
@@ -68,11 +61,7 @@ def make_deit(size, path, seed=0, patch=16, img=224, classes=1000, mlp_ratio=4):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    ap.add_argument("--model", help="timm-layout safetensors file")
-    ap.add_argument("--heads", type=int, default=None, help="heads of plain qkv modules (default C/64)")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--runs", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=3)
+    eager_baseline.add_vit_arguments(ap, runs=20, warmup=3, model_required=False)
     ap.add_argument("--variant", default="softmax", choices=reference_vit.VARIANTS)
     ap.add_argument("--p", type=float, default=3.0, help="focusing factor (focused)")
     ap.add_argument("--window", type=int, default=0, help="window side (0 = global; 'window' uses 7)")
@@ -91,14 +80,11 @@ def main():
         return 0
     if not args.model:
         ap.error("--model is required")
-    if args.runs < 1 or args.warmup < 0 or args.threads < 1:
-        ap.error("--runs and --threads must be >= 1, --warmup >= 0")
+    eager_baseline.check_counts(ap, args)
 
-    torch.set_num_threads(args.threads)
     settings = reference_vit.Settings(variant=args.variant, p=args.p, window=args.window,
                                       anchors=args.anchors, dwc=not args.no_dwc, norm=args.norm)
-    model = reference_vit.load_model(args.model, heads=args.heads, dtype=torch.float32)
-    x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(0))
+    model, x = eager_baseline.load_vit(args)
     times = []
     with torch.no_grad():
         try:

@@ -16,21 +16,14 @@ Usage:
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
 
-try:
-    import torch
-except ImportError:  # e.g. a pyenv python3 first on PATH: Debian's python3-torch lives in /usr/bin/python3
-    if os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3") and os.path.exists("/usr/bin/python3"):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    raise
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python"))
-import reference_hier  # noqa: E402
-import safetensors_io  # noqa: E402
+import eager_baseline  # first: Debian's torch, and tests/python on the import path
+import reference_hier
+import safetensors_io
+import torch
 
 
 def truncated(*shape):
@@ -124,7 +117,7 @@ def main():
     sd, metadata = safetensors_io.load_file(args.model, with_metadata=True)
     arch = json.loads(metadata["attnscope_arch"])
     model = reference_hier.build(sd, arch, dtype=torch.float32)
-    image = torch.randn(1, 3, args.size, args.size, generator=torch.Generator().manual_seed(1))
+    image = eager_baseline.fixed_input(args.size, seed=1)
     samples = []
     with torch.no_grad():
         for i in range(args.warmup + args.runs):

@@ -1,55 +1,21 @@
-// Restricted unpickler: see pickle_reader.h. Nothing here imports or calls Python code; the
-// opcodes are interpreted into inert values, and unknown globals into Kind::Refused markers.
+// The restricted unpickler's opcode machine (see pickle_reader.h): nothing here imports or calls
+// Python code; opcodes become inert values, globals outside the allow-list Kind::Refused markers.
 #include "core/pickle_reader.h"
 
-#include "core/excerpt.h"
-
-#include <cctype>
-#include <charconv>
 #include <cstdio>
 #include <cstring>
-#include <limits>
-#include <map>
 #include <unordered_map>
+
+#include "core/excerpt.h"
+#include "core/pickle_text_arguments.h"
+#include "core/pickle_torch_globals.h"
 
 namespace attnscope::pickle {
 namespace {
 
-// The globals a torch.save'd state_dict legitimately needs, besides the storage classes.
-constexpr const char* kOrderedDict = "collections.OrderedDict";
-constexpr const char* kRebuildTensor = "torch._utils._rebuild_tensor_v2";
-constexpr const char* kRebuildParameter = "torch._utils._rebuild_parameter";
-constexpr const char* kRebuildParameterWithState = "torch._utils._rebuild_parameter_with_state";
-
-// Larger views than their storage (expanded buffers) are rare and small in real checkpoints.
-constexpr int64_t kMaxRepeatedViewNumel = int64_t{1} << 28;
-
-bool is_allowed_global(const std::string& name) {
-  return name == kOrderedDict || name == kRebuildTensor || name == kRebuildParameter ||
-         name == kRebuildParameterWithState || storage_dtype(name) != c10::ScalarType::Undefined;
-}
-
 bool is_placeholder(const Value* v) { return v->kind == Kind::Refused || v->kind == Kind::Invalid; }
 
-// acc += a * b; false when the result does not fit in int64.
-bool add_mul_checked(int64_t& acc, int64_t a, int64_t b) {
-  int64_t product = 0;
-  return !__builtin_mul_overflow(a, b, &product) && !__builtin_add_overflow(acc, product, &acc);
-}
-
 }  // namespace
-
-c10::ScalarType storage_dtype(const std::string& global_name) {
-  static const std::map<std::string, c10::ScalarType> table = {
-      {"torch.FloatStorage", c10::ScalarType::Float},       {"torch.HalfStorage", c10::ScalarType::Half},
-      {"torch.BFloat16Storage", c10::ScalarType::BFloat16}, {"torch.DoubleStorage", c10::ScalarType::Double},
-      {"torch.LongStorage", c10::ScalarType::Long},         {"torch.IntStorage", c10::ScalarType::Int},
-      {"torch.ShortStorage", c10::ScalarType::Short},       {"torch.CharStorage", c10::ScalarType::Char},
-      {"torch.ByteStorage", c10::ScalarType::Byte},         {"torch.BoolStorage", c10::ScalarType::Bool},
-  };
-  auto it = table.find(global_name);
-  return it == table.end() ? c10::ScalarType::Undefined : it->second;
-}
 
 const Value* Unpickled::find(const Value& dict, const std::string& key) {
   const Value* found = nullptr;
@@ -91,7 +57,9 @@ std::string Unpickled::describe(const Value& value) {
   return "an unknown value";
 }
 
-class Unpickler {
+// The opcode machine: the stream, the stack, marks and memo, each within its bound. What a global
+// may build is decided by the torch allow-list (core/pickle_torch_globals.h).
+class Unpickler : private ValueMaker {
  public:
   Unpickler(const char* data, size_t size) : data_(data), size_(size) {}
 
@@ -104,7 +72,11 @@ class Unpickler {
         out_.root_ = pop("STOP");
         return std::move(out_);
       }
-      step(op);
+      try {
+        step(op);
+      } catch (const MalformedText& e) {
+        fail(e.what());
+      }
     }
   }
 
@@ -142,16 +114,11 @@ class Unpickler {
   }
 
   // --- values and the stack ---
-  Value* make(Kind kind) {
+  Value* make(Kind kind) override {
     if (out_.arena_.size() == kMaxPickleValues) over_limit(std::to_string(kMaxPickleValues) + " values");
     out_.arena_.push_back(std::make_unique<Value>());
     out_.arena_.back()->kind = kind;
     return out_.arena_.back().get();
-  }
-  Value* make_text(Kind kind, std::string text) {
-    Value* v = make(kind);
-    v->text = std::move(text);
-    return v;
   }
   Value* make_int(int64_t i) {
     Value* v = make(Kind::Int);
@@ -217,7 +184,7 @@ class Unpickler {
     return make_text(allowed ? Kind::Global : Kind::Refused, std::move(dotted));
   }
 
-  // --- the few callables we understand ---
+  // --- calls: only an allowed global builds anything, through the allow-list ---
   Value* call(Value* callable, Value* args, const char* op) {
     if (is_placeholder(callable)) return callable;  // never called: stays inert
     if (callable->kind != Kind::Global) fail(std::string(op) + " on " + Unpickled::describe(*callable));
@@ -226,95 +193,7 @@ class Unpickler {
       // A refused object inside the arguments taints the result, e.g. a tensor subclass.
       if (arg->kind == Kind::Refused) return const_cast<Value*>(arg);
     }
-    const std::string& name = callable->text;
-    if (name == kOrderedDict) {
-      if (!args->items.empty()) return make_text(Kind::Invalid, "OrderedDict called with arguments");
-      return make(Kind::Dict);
-    }
-    if (name == kRebuildTensor) return rebuild_tensor(*args);
-    if (name == kRebuildParameter || name == kRebuildParameterWithState) {
-      if (args->items.empty()) return make_text(Kind::Invalid, name + " without arguments");
-      const Value* data = args->items[0];
-      if (data->kind == Kind::Tensor || data->kind == Kind::Invalid) return const_cast<Value*>(data);
-      return make_text(Kind::Invalid, name + " of " + Unpickled::describe(*data));
-    }
-    return make_text(Kind::Invalid, "'" + excerpt(name) + "' called as a function");
-  }
-
-  static bool read_ints(const Value* v, std::vector<int64_t>& out) {
-    if (v->kind != Kind::Tuple && v->kind != Kind::List) return false;
-    for (const Value* item : v->items) {
-      if (item->kind != Kind::Int || item->integer < 0) return false;
-      out.push_back(item->integer);
-    }
-    return true;
-  }
-
-  // _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, backward_hooks
-  // [, metadata]): checked here against the storage's declared length so that reading it later
-  // can never index outside the storage.
-  Value* rebuild_tensor(const Value& args) {
-    auto invalid = [&](const std::string& why) { return make_text(Kind::Invalid, "_rebuild_tensor_v2: " + why); };
-    if (args.items.size() != 6 && args.items.size() != 7) return invalid("expects 6 or 7 arguments");
-    const Value* storage = args.items[0];
-    if (storage->kind == Kind::Invalid) return const_cast<Value*>(storage);
-    if (storage->kind != Kind::Storage) return invalid("storage is " + Unpickled::describe(*storage));
-    const Value* offset = args.items[1];
-    if (offset->kind != Kind::Int || offset->integer < 0) return invalid("bad storage offset");
-    if (args.items[2]->items.size() > kMaxTensorDims) return invalid("more than 64 dimensions");
-    Value* t = make(Kind::Tensor);
-    if (!read_ints(args.items[2], t->sizes)) return invalid("sizes are not non-negative ints");
-    if (!read_ints(args.items[3], t->strides)) return invalid("strides are not non-negative ints");
-    if (t->sizes.size() != t->strides.size()) return invalid("sizes and strides differ in length");
-    t->storage = storage;
-    t->storage_offset = offset->integer;
-    int64_t last = offset->integer;  // index of the last element the view touches
-    bool empty = false;
-    for (size_t d = 0; d < t->sizes.size(); ++d) {
-      if (t->sizes[d] == 0) empty = true;
-      if (!empty && !add_mul_checked(last, t->sizes[d] - 1, t->strides[d])) {
-        return invalid("sizes and strides overflow");
-      }
-    }
-    if (!empty && last >= storage->numel) {
-      return invalid("view reaches element " + std::to_string(last) + " of a storage of " +
-                     std::to_string(storage->numel));
-    }
-    if (empty && offset->integer > storage->numel) return invalid("offset past the storage");
-    // Stride-0 views may repeat elements; a tiny file must still not ask for terabytes.
-    int64_t numel = 1;
-    for (int64_t size : t->sizes) {
-      if (__builtin_mul_overflow(numel, size, &numel)) return invalid("size overflows");
-    }
-    if (numel > storage->numel && numel > kMaxRepeatedViewNumel) {
-      return invalid("a view of " + std::to_string(numel) + " elements over a storage of " +
-                     std::to_string(storage->numel));
-    }
-    return t;
-  }
-
-  // ('storage', torch.<Dtype>Storage, key, location, numel)
-  Value* persistent_load(Value* pid) {
-    if (pid->kind != Kind::Tuple || pid->items.size() != 5 || pid->items[0]->kind != Kind::String ||
-        pid->items[0]->text != "storage") {
-      return make_text(Kind::Invalid, "persistent id is not a ('storage', ...) tuple");
-    }
-    const Value* type = pid->items[1];
-    if (type->kind == Kind::Refused) return const_cast<Value*>(type);
-    const Value* key = pid->items[2];
-    const Value* numel = pid->items[4];
-    if (type->kind != Kind::Global || storage_dtype(type->text) == c10::ScalarType::Undefined ||
-        key->kind != Kind::String || key->text.size() > kMaxGlobalNameBytes || numel->kind != Kind::Int ||
-        numel->integer < 0) {
-      return make_text(Kind::Invalid, "malformed storage persistent id");
-    }
-    Value* s = make_text(Kind::Storage, key->text);
-    s->dtype = storage_dtype(type->text);
-    s->numel = numel->integer;
-    if (s->numel > std::numeric_limits<int64_t>::max() / 8) {
-      return make_text(Kind::Invalid, "storage of " + std::to_string(s->numel) + " elements");
-    }
-    return s;
+    return call_allowed_global(*this, callable->text, *args);
   }
 
   void add_items(const char* op) {
@@ -533,7 +412,7 @@ class Unpickler {
         break;
       }
       case 'Q':
-        push(persistent_load(pop("BINPERSID")));
+        push(persistent_load(*this, pop("BINPERSID")));
         break;
       case 'b': {  // BUILD: set state. OrderedDict state_dicts carry `_metadata` this way.
         pop("BUILD");
@@ -554,10 +433,10 @@ class Unpickler {
         push(text_float(read_line()));
         break;  // FLOAT
       case 'V':
-        push(make_text(Kind::String, raw_unicode_escape(read_line())));
+        push(make_text(Kind::String, decode_raw_unicode_escape(read_line())));
         break;  // UNICODE
       case 'S':
-        push(make_text(Kind::String, quoted_string(read_line())));
+        push(make_text(Kind::String, decode_quoted_string(read_line())));
         break;  // STRING
       case 'p':
         memo_put(text_memo_index(read_line()));
@@ -607,24 +486,6 @@ class Unpickler {
 
   // --- protocol 0 and 1: numbers, strings and memo indices written as text lines ---
 
-  // "123", "-5", "123L" as int64; false when the number does not fit (Python ints are unbounded).
-  bool parse_integer(std::string text, int64_t& value) const {
-    if (!text.empty() && text.back() == 'L') text.pop_back();  // LONG's Python 2 suffix
-    size_t at = 0;
-    const bool negative = !text.empty() && text[0] == '-';
-    if (!text.empty() && (text[0] == '-' || text[0] == '+')) ++at;
-    if (at == text.size()) fail("malformed number '" + excerpt(text, 40) + "'");
-    uint64_t magnitude = 0;
-    for (; at < text.size(); ++at) {
-      if (!std::isdigit(static_cast<unsigned char>(text[at]))) fail("malformed number '" + excerpt(text, 40) + "'");
-      if (magnitude > (std::numeric_limits<uint64_t>::max() - 9) / 10) return false;
-      magnitude = magnitude * 10 + uint64_t(text[at] - '0');
-    }
-    const uint64_t limit = uint64_t(std::numeric_limits<int64_t>::max()) + (negative ? 1 : 0);
-    if (magnitude > limit) return false;
-    value = negative ? int64_t(0 - magnitude) : int64_t(magnitude);
-    return true;
-  }
   Value* text_integer(const std::string& text) {
     if (text == "00" || text == "01") {  // INT's True and False
       Value* b = make(Kind::Bool);
@@ -632,108 +493,23 @@ class Unpickler {
       return b;
     }
     int64_t value = 0;
-    if (!parse_integer(text, value)) return make_text(Kind::Invalid, "an integer wider than 64 bits");
+    if (!parse_text_integer(text, value)) return make_text(Kind::Invalid, "an integer wider than 64 bits");
     return make_int(value);
   }
   uint64_t text_memo_index(const std::string& text) {
     int64_t index = 0;
-    if (!parse_integer(text, index) || index < 0) fail("malformed memo index '" + excerpt(text, 40) + "'");
+    if (!parse_text_integer(text, index) || index < 0) fail("malformed memo index '" + excerpt(text, 40) + "'");
     return uint64_t(index);
   }
   Value* text_float(const std::string& text) {
     Value* f = make(Kind::Float);
-    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), f->real);
-    if (error != std::errc() || end != text.data() + text.size()) fail("malformed float '" + excerpt(text, 40) + "'");
+    f->real = parse_text_float(text);
     return f;
   }
-  static void append_utf8(std::string& out, uint32_t code) {
-    if (code < 0x80) {
-      out += char(code);
-    } else if (code < 0x800) {
-      out += char(0xC0 | (code >> 6));
-      out += char(0x80 | (code & 0x3F));
-    } else if (code < 0x10000) {
-      out += char(0xE0 | (code >> 12));
-      out += char(0x80 | ((code >> 6) & 0x3F));
-      out += char(0x80 | (code & 0x3F));
-    } else {
-      out += char(0xF0 | (code >> 18));
-      out += char(0x80 | ((code >> 12) & 0x3F));
-      out += char(0x80 | ((code >> 6) & 0x3F));
-      out += char(0x80 | (code & 0x3F));
-    }
-  }
-  static int hex_digit(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  }
-  // `count` hex digits at text[at], or -1.
-  static int64_t hex_number(const std::string& text, size_t at, size_t count) {
-    if (text.size() - at < count) return -1;
-    int64_t value = 0;
-    for (size_t i = 0; i < count; ++i) {
-      const int digit = hex_digit(text[at + i]);
-      if (digit < 0) return -1;
-      value = value * 16 + digit;
-    }
-    return value;
-  }
-  // UNICODE: Python's raw-unicode-escape (latin-1 bytes, \uXXXX and \UXXXXXXXX) to UTF-8.
-  std::string raw_unicode_escape(const std::string& text) const {
-    std::string out;
-    size_t backslashes = 0;
-    for (size_t i = 0; i < text.size(); ++i) {
-      const char c = text[i];
-      if (c == '\\' && backslashes % 2 == 0 && i + 1 < text.size() && (text[i + 1] == 'u' || text[i + 1] == 'U')) {
-        const size_t digits = text[i + 1] == 'u' ? 4 : 8;
-        const int64_t code = hex_number(text, i + 2, digits);
-        if (code < 0 || code > 0x10FFFF) fail("malformed \\u escape in a UNICODE string");
-        append_utf8(out, uint32_t(code));
-        i += 1 + digits;
-        backslashes = 0;
-        continue;
-      }
-      backslashes = c == '\\' ? backslashes + 1 : 0;
-      append_utf8(out, static_cast<unsigned char>(c));
-    }
-    return out;
-  }
-  // STRING: a quoted Python 2 str with the escapes of its repr.
-  std::string quoted_string(const std::string& text) const {
-    if (text.size() < 2 || text.front() != text.back() || (text.front() != '\'' && text.front() != '"'))
-      fail("the STRING opcode's argument is not quoted");
-    std::string out;
-    for (size_t i = 1; i + 1 < text.size(); ++i) {
-      if (text[i] != '\\' || i + 2 >= text.size()) {
-        out += text[i];
-        continue;
-      }
-      const char e = text[++i];
-      static const std::string simple = "\\'\"abfnrtv", replaced = "\\'\"\a\b\f\n\r\t\v";
-      if (const size_t k = simple.find(e); k != std::string::npos) {
-        out += replaced[k];
-      } else if (e == 'x' && hex_number(text, i + 1, 2) >= 0) {
-        out += char(hex_number(text, i + 1, 2));
-        i += 2;
-      } else if (e >= '0' && e <= '7') {
-        int value = e - '0';
-        for (int k = 0; k < 2 && i + 2 < text.size() && text[i + 1] >= '0' && text[i + 1] <= '7'; ++k)
-          value = value * 8 + (text[++i] - '0');
-        out += char(value);
-      } else {
-        out += '\\';
-        out += e;
-      }
-    }
-    return out;
-  }
-
   Value* new_object(Value* cls, Value* args) {
     if (is_placeholder(cls)) return cls;
-    if (cls->kind == Kind::Global && cls->text == kOrderedDict) return call(cls, args, "NEWOBJ");
     if (cls->kind != Kind::Global) fail("NEWOBJ on " + Unpickled::describe(*cls));
+    if (is_instantiable_global(cls->text)) return call(cls, args, "NEWOBJ");
     return make_text(Kind::Invalid, "'" + excerpt(cls->text) + "' instantiated");
   }
 

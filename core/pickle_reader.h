@@ -88,6 +88,7 @@ constexpr size_t kMaxTensorDims = 64;
 Unpickled unpickle(const char* data, size_t size);
 
 // The storage class name -> dtype table ("torch.FloatStorage" -> Float); Undefined if unknown.
+// Part of the allow-list, in core/pickle_torch_globals.cpp.
 c10::ScalarType storage_dtype(const std::string& global_name);
 
 }  // namespace attnscope::pickle

@@ -84,6 +84,9 @@ nlohmann::json manifest(const Figure& figure, const FigureRequest& request, cons
       entry["content_px"] = rect_json(where.content, geometry.pixels_per_point);
       panels.push_back(entry);
     }
+  nlohmann::json links = nlohmann::json::array();
+  for (const CellLink& link : figure.links)
+    links.push_back({link.from_panel, link.from_row, link.from_col, link.to_panel, link.to_row, link.to_col});
   return {{"figure", figure_file},
           {"layout", request.layout},
           {"format", to_string(request.format)},
@@ -94,7 +97,8 @@ nlohmann::json manifest(const Figure& figure, const FigureRequest& request, cons
           {"row_labels", figure.row_labels},
           {"col_labels", figure.col_labels},
           {"scales", scales},
-          {"panels", panels}};
+          {"panels", panels},
+          {"links", links}};  // [from panel, row, col, to panel, row, col], panels in figure order
 }
 
 }  // namespace

@@ -75,6 +75,19 @@ void validate_figure(const Figure& figure) {
           invalid("series '" + series.label + "' in '" + panel.title + "' has x and y of different lengths");
     }
   }
+  auto check_cell = [&](int index, int row, int col) {
+    const HeatmapPanel* heatmap = index >= 0 && size_t(index) < figure.panels.size()
+                                      ? std::get_if<HeatmapPanel>(&figure.panels[size_t(index)].content)
+                                      : nullptr;
+    if (!heatmap) invalid("a link ends at panel " + std::to_string(index) + ", which is no heatmap");
+    if (row < 0 || col < 0 || row >= heatmap->values.rows || col >= heatmap->values.cols)
+      invalid("a link ends at cell (" + std::to_string(row) + ", " + std::to_string(col) + ") outside panel " +
+              std::to_string(index));
+  };
+  for (const CellLink& link : figure.links) {
+    check_cell(link.from_panel, link.from_row, link.from_col);
+    check_cell(link.to_panel, link.to_row, link.to_col);
+  }
 }
 
 }  // namespace attnscope

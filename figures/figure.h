@@ -68,6 +68,13 @@ struct Panel {
   std::variant<std::monostate, HeatmapPanel, PlotPanel> content;  // monostate: an empty cell
 };
 
+// A line from a cell of one heatmap panel to a cell of another, drawn over the panels between the
+// cells' centres (matched patches of two images: the similarity view's best buddies).
+struct CellLink {
+  int from_panel = 0, from_row = 0, from_col = 0;
+  int to_panel = 0, to_row = 0, to_col = 0;
+};
+
 struct Figure {
   std::string title;
   int rows = 1;
@@ -76,6 +83,7 @@ struct Figure {
   std::vector<std::string> col_labels;  // above each column; empty or `cols` entries
   std::vector<Panel> panels;            // rows * cols, row-major
   std::vector<ColorScale> scales;
+  std::vector<CellLink> links;  // coloured by where they start, so neighbouring pairs share a hue
 
   Figure() = default;
   Figure(int rows_, int cols_) : rows(rows_), cols(cols_), panels(size_t(rows_ * cols_)) {}

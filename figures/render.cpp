@@ -381,6 +381,42 @@ void draw_colour_bar(cairo_t* cr, const Metrics& m, const ColorScale& scale, con
         bar.y + bar.height / 2);
 }
 
+// The centre of a heatmap panel's cell, in points.
+std::pair<double, double> cell_centre(const Figure& figure, const FigureGeometry& g, int panel, int row, int col) {
+  const cv::Mat& values = std::get<HeatmapPanel>(figure.panels[size_t(panel)].content).values;
+  const Rect& box = g.panels[size_t(panel)].content;
+  return {box.x + (col + 0.5) * box.width / values.cols, box.y + (row + 0.5) * box.height / values.rows};
+}
+
+// Each link a thin line with dots at its ends, over a white casing so it reads on any image; its hue
+// follows its start cell's place in row-major order.
+void draw_links(cairo_t* cr, const Figure& figure, const FigureGeometry& g, const Metrics& m) {
+  const double width = 0.05 * m.font;
+  for (const CellLink& link : figure.links) {
+    const auto [x0, y0] = cell_centre(figure, g, link.from_panel, link.from_row, link.from_col);
+    const auto [x1, y1] = cell_centre(figure, g, link.to_panel, link.to_row, link.to_col);
+    const cv::Mat& start = std::get<HeatmapPanel>(figure.panels[size_t(link.from_panel)].content).values;
+    const double hue = 6.0 * (link.from_row * start.cols + link.from_col) / double(start.total());
+    const double r = std::clamp(std::abs(hue - 3.0) - 1.0, 0.0, 1.0),
+                 gr = std::clamp(2.0 - std::abs(hue - 2.0), 0.0, 1.0),
+                 b = std::clamp(2.0 - std::abs(hue - 4.0), 0.0, 1.0);
+    for (int pass = 0; pass < 2; ++pass) {
+      if (pass == 0)
+        cairo_set_source_rgba(cr, 1, 1, 1, 0.8);
+      else
+        cairo_set_source_rgb(cr, r, gr, b);
+      cairo_set_line_width(cr, pass == 0 ? 2.5 * width : width);
+      cairo_move_to(cr, x0, y0);
+      cairo_line_to(cr, x1, y1);
+      cairo_stroke(cr);
+      for (const auto& [x, y] : {std::pair{x0, y0}, std::pair{x1, y1}}) {
+        cairo_arc(cr, x, y, pass == 0 ? 3.0 * width : 2.0 * width, 0, 2 * M_PI);
+        cairo_fill(cr);
+      }
+    }
+  }
+}
+
 void draw_figure(cairo_t* cr, const Figure& figure, const FigureStyle& style, const Layout& layout,
                  bool vector_output) {
   const Metrics m(style);
@@ -418,6 +454,7 @@ void draw_figure(cairo_t* cr, const Figure& figure, const FigureStyle& style, co
     } else if (const auto* plot = std::get_if<PlotPanel>(&panel.content))
       draw_plot(cr, m, *plot, box);
   }
+  draw_links(cr, figure, g, m);
   for (size_t s = 0; s < figure.scales.size(); ++s)
     if (g.colour_bars[s].height > 0) draw_colour_bar(cr, m, figure.scales[s], g.colour_bars[s]);
 }

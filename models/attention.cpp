@@ -10,49 +10,6 @@ namespace attnscope {
 
 using torch::indexing::Slice;
 
-std::string to_string(NativeAttention native) {
-  switch (native) {
-    case NativeAttention::Softmax:
-      return "softmax";
-    case NativeAttention::Linear:
-      return "linear";
-    case NativeAttention::Focused:
-      return "focused";
-    case NativeAttention::Enhanced:
-      return "enhanced";
-    case NativeAttention::Anchor:
-      return "anchor";
-  }
-  return "?";
-}
-
-Kernel native_kernel(NativeAttention native) {
-  switch (native) {
-    case NativeAttention::Softmax:
-      return Kernel::Softmax;
-    case NativeAttention::Linear:
-      return Kernel::Linear;
-    case NativeAttention::Focused:
-      return Kernel::Focused;
-    case NativeAttention::Enhanced:
-      return Kernel::Enhanced;
-    case NativeAttention::Anchor:
-      return Kernel::Anchor;
-  }
-  return Kernel::Softmax;
-}
-
-namespace {
-
-// AnchorFormer's default anchor count, used when a swap asks for anchors without a number.
-constexpr int kDefaultAnchors = 30;
-
-}  // namespace
-
-torch::Tensor split_heads(const torch::Tensor& x, int64_t heads) {
-  return x.reshape({x.size(0), x.size(1), heads, x.size(2) / heads}).permute({0, 2, 1, 3});
-}
-
 AttentionImpl::AttentionImpl(const AttentionArch& arch) : arch_(arch) {
   const int dim = arch.dim;
   const int head_dim = dim / arch.heads;
@@ -87,7 +44,7 @@ ResolvedAttention AttentionImpl::resolve(const AttentionSettings& settings, cons
   resolved.window = settings.window;
   switch (settings.variant) {
     case Variant::Native:
-      resolved.kernel = native_kernel(arch_.native);
+      resolved.kernel = arch_.native;
       break;
     case Variant::Softmax:
       resolved.kernel = Kernel::Softmax;
@@ -109,13 +66,13 @@ ResolvedAttention AttentionImpl::resolve(const AttentionSettings& settings, cons
       if (resolved.window <= 0) resolved.window = kDefaultWindow;
       break;
   }
-  resolved.native = resolved.kernel == native_kernel(arch_.native);
+  resolved.native = resolved.kernel == arch_.native;
   if (resolved.kernel == Kernel::Anchor) {
     resolved.window = 0;  // anchors are global by construction
     resolved.learned_anchors = !dist_anchor_B.is_empty();
     const int available = resolved.learned_anchors ? arch_.anchors : layout.patch_tokens();
     const int requested =
-        settings.anchors > 0 ? settings.anchors : (resolved.learned_anchors ? arch_.anchors : kDefaultAnchors);
+        settings.anchors > 0 ? settings.anchors : (resolved.learned_anchors ? arch_.anchors : kDefaultPooledAnchors);
     resolved.anchors = std::min(requested, available);
   }
   // A window that covers the whole grid is global attention.
@@ -134,87 +91,6 @@ KernelParameters AttentionImpl::kernel_parameters() const {
   parameters.temperature = temperature;
   if (!dist_anchor_B.is_empty()) parameters.anchors = dist_anchor_B->weight;
   return parameters;
-}
-
-KernelFeatures kernel_features(const ResolvedAttention& resolved, const torch::Tensor& q, torch::Tensor& k,
-                               const KernelParameters& parameters, const TokenLayout& layout) {
-  const int64_t heads = q.size(1), head_dim = q.size(3);
-  const double softmax_scale = 1.0 / std::sqrt(double(head_dim));
-  KernelFeatures features;
-  switch (resolved.kernel) {
-    case Kernel::Softmax:
-      features.q = q;
-      features.score_scale = softmax_scale;
-      features.k = k;
-      break;
-    case Kernel::Linear:
-      features.q = torch::relu(q);
-      features.k = torch::relu(k);
-      break;
-    case Kernel::EluLinear:
-      features.q = torch::elu(q) + 1.0;
-      features.k = torch::elu(k) + 1.0;
-      break;
-    case Kernel::Enhanced:
-      features.q = torch::relu(q);
-      features.k = torch::relu(k);
-      features.temperature = resolved.learned_temperature ? parameters.temperature.view({1, heads, 1, 1})
-                                                          : torch::full({1}, softmax_scale, q.options());
-      break;
-    case Kernel::Focused: {
-      if (resolved.learned_positional_encoding) {
-        auto encoding = split_heads(parameters.positional_encoding, int(heads));
-        const int64_t tokens = encoding.size(2);
-        if (tokens == k.size(2)) {
-          k = k + encoding;
-        } else if (tokens == layout.patch_tokens()) {
-          const int64_t prefix = layout.prefix_tokens();
-          k = torch::cat(
-              {k.index({Slice(), Slice(), Slice(0, prefix)}), k.index({Slice(), Slice(), Slice(prefix)}) + encoding},
-              2);
-        } else {
-          throw std::runtime_error("focused attention: positional_encoding has " + std::to_string(tokens) +
-                                   " tokens but the input has " + std::to_string(k.size(2)) +
-                                   " (it only fits the training resolution)");
-        }
-      }
-      auto divisor = resolved.learned_scale ? split_heads(torch::softplus(parameters.scale), int(heads))
-                                            : torch::full({1}, std::log(2.0), q.options());
-      auto focused_q = (torch::relu(q) + 1e-6) / divisor;
-      auto focused_k = (torch::relu(k) + 1e-6) / divisor;
-      features.q_before_focus = focused_q;
-      features.k_before_focus = focused_k;
-      features.q = focus(focused_q, resolved.p, resolved.norm);
-      features.k = focus(focused_k, resolved.p, resolved.norm);
-      break;
-    }
-    case Kernel::Anchor: {
-      torch::Tensor anchors;  // [*, m, d]
-      const int64_t learned = resolved.learned_anchors ? parameters.anchors.size(0) : 0;
-      if (resolved.learned_anchors) {
-        anchors = parameters.anchors;
-      } else {
-        auto pooling = anchor_pooling_matrix(layout.grid_h, layout.grid_w, resolved.anchors).to(q.device(), q.dtype());
-        anchors = torch::matmul(pooling, k.index({Slice(), Slice(), Slice(layout.prefix_tokens())}));
-      }
-      auto assignment = (torch::matmul(q, anchors.transpose(-1, -2)) * softmax_scale).softmax(-1);
-      if (resolved.learned_anchors && resolved.anchors < learned) {
-        // Keep the anchors carrying the most assignment mass, in their original order.
-        auto kept = std::get<1>(assignment.sum(2).topk(resolved.anchors, -1));
-        kept = std::get<0>(kept.sort(-1));  // [B, h, m']
-        auto expanded = anchors.expand({q.size(0), q.size(1), learned, head_dim});
-        anchors = expanded.gather(2, kept.unsqueeze(-1).expand({-1, -1, -1, head_dim}));
-        assignment = (torch::matmul(q, anchors.transpose(-1, -2)) * softmax_scale).softmax(-1);
-      }
-      features.q = q;
-      features.k = k;
-      features.anchor_assignment = assignment;
-      if (k.size(2) != q.size(2))  // reduced keys (PVT): they join the anchors by their own assignment
-        features.key_anchor_assignment = (torch::matmul(k, anchors.transpose(-1, -2)) * softmax_scale).softmax(-1);
-      break;
-    }
-  }
-  return features;
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const TokenLayout& layout,
@@ -271,15 +147,7 @@ torch::Tensor AttentionImpl::mix(const torch::Tensor& projected, const TokenLayo
     capture->q = q.detach();
     capture->k = k.detach();
     capture->v = v.detach();
-    capture->features.q = features.q.detach();
-    capture->features.k = features.k.detach();
-    capture->features.score_scale = features.score_scale;
-    if (features.anchor_assignment.defined()) capture->features.anchor_assignment = features.anchor_assignment.detach();
-    if (features.temperature.defined()) capture->features.temperature = features.temperature.detach();
-    if (features.q_before_focus.defined()) {
-      capture->features.q_before_focus = features.q_before_focus.detach();
-      capture->features.k_before_focus = features.k_before_focus.detach();
-    }
+    capture->features = features.detached();
     if (resolved.dwc) capture->dwc_weight = dwc->weight.detach();
   }
   return merged;
@@ -359,13 +227,15 @@ torch::Tensor AttentionCapture::rows(int64_t batch, int64_t head, const std::vec
   }
   auto result = torch::zeros({int64_t(queries.size()), int64_t(key_layout.total_tokens())}, features.q.options());
   auto long_options = torch::TensorOptions().dtype(torch::kLong).device(device);
+  const KernelSpec& kernel = kernel_spec(attention.kernel);
   for (int64_t group = 0; group < group_count; ++group) {
     if (positions[size_t(group)].empty()) continue;
     auto slot_index = torch::tensor(group_slots[size_t(group)], long_options);
     torch::Tensor allowed, bias;
-    if (forbidden.defined() && attention.kernel != Kernel::Softmax)
+    // The forward's masking: a kernel that takes the additive gets the shift mask through it.
+    if (forbidden.defined() && !kernel.takes_additive && !kernel.global_only)
       allowed = broadcast_select(forbidden, group).index_select(0, slot_index).logical_not();
-    if (additive.defined() && attention.kernel == Kernel::Softmax)
+    if (additive.defined() && kernel.takes_additive)
       bias = broadcast_select(broadcast_select(additive, group), head).index_select(0, slot_index);
     const auto group_rows =
         equivalent_rows(attention.kernel, one_head_features(features, batch * group_count + group, head), slot_index,

@@ -15,12 +15,9 @@
 namespace attnscope {
 
 // The kernel a module was trained with, read from which parameters its checkpoint carries
-// (plain ReLU linear attention has none of its own: files say so in their metadata).
-enum class NativeAttention { Softmax, Linear, Focused, Enhanced, Anchor };
-
-// The kernel a module computes when nothing is swapped in.
-Kernel native_kernel(NativeAttention native);
-std::string to_string(NativeAttention native);
+// (plain ReLU linear attention has none of its own: files say so in their metadata). It is a row
+// of the kernel table like any other, so a kernel that models are trained with needs no second list.
+using NativeAttention = Kernel;
 
 struct AttentionArch {
   int dim = 0;
@@ -115,22 +112,6 @@ struct AttentionCapture {
 // Where the layer sits and what it attends over, as summary.json and `info` list it: name, stage,
 // block, query_grid, key_grid, window, shift, access, attention, heads.
 nlohmann::json describe_layer(const AttentionCapture& capture);
-
-// The parameters of its own that a module brings to a kernel; undefined ones take neutral values.
-struct KernelParameters {
-  torch::Tensor scale;                // focused: [1, 1, C], divisor softplus(scale); else ln 2
-  torch::Tensor positional_encoding;  // focused: [1, L, C] added to k, L = T or the patch count
-  torch::Tensor temperature;          // enhanced: [h, 1, 1]; else d^-0.5
-  torch::Tensor anchors;              // anchor: learned [m, d]; else pooled from K
-};
-
-// The features a resolved kernel scores with, from per-head q, k [B, h, T, d]. `k` gains the
-// positional encoding when one is used. Pooled anchors come from the patch keys of `layout`.
-KernelFeatures kernel_features(const ResolvedAttention& resolved, const torch::Tensor& q, torch::Tensor& k,
-                               const KernelParameters& parameters, const TokenLayout& layout);
-
-// [B, L, C] with heads side by side in C -> [B, h, L, d], the per-head layout of q, k and v.
-torch::Tensor split_heads(const torch::Tensor& x, int64_t heads);
 
 class AttentionImpl : public torch::nn::Module {
  public:

@@ -4,153 +4,71 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <ostream>
 #include <sstream>
+#include <stdexcept>
 
 namespace attnscope {
 
-namespace F = torch::nn::functional;
 using torch::indexing::Slice;
 
-std::string to_string(Kernel kernel) {
-  switch (kernel) {
-    case Kernel::Softmax:
-      return "softmax";
-    case Kernel::Linear:
-      return "linear";
-    case Kernel::Focused:
-      return "focused";
-    case Kernel::Enhanced:
-      return "enhanced";
-    case Kernel::Anchor:
-      return "anchor";
-    case Kernel::EluLinear:
-      return "elu_linear";
-  }
-  return "?";
-}
-
-std::string ResolvedAttention::describe() const {
-  std::ostringstream out;
-  out << to_string(kernel);
-  if (kernel == Kernel::Focused) {
-    out << " p=" << p << " norm=" << to_string(norm) << " dwc=" << (dwc ? "on" : "off");
-    if (!learned_scale) out << " scale=neutral";
-  }
-  if (kernel == Kernel::Enhanced && !learned_temperature) out << " temperature=d^-0.5";
-  if (kernel == Kernel::Anchor) out << " anchors=" << anchors << (learned_anchors ? " (learned)" : " (pooled from K)");
-  if (window > 0) out << " window=" << window;
-  if (recorded) out << " (recorded by the TorchScript model)";
-  if (!native) out << " [swapped]";
-  return out.str();
-}
-
-torch::Tensor window_mask(const TokenLayout& layout, int window, torch::Device device) {
-  if (window <= 0 || (window >= layout.grid_h && window >= layout.grid_w)) return {};
-  const int64_t total = layout.total_tokens();
-  const int windows_per_row = (layout.grid_w + window - 1) / window;
-  // Window id per token; -1 marks prefix tokens, which see and are seen by everything.
-  auto window_id = torch::full({total}, -1, torch::kLong);
-  auto ids = window_id.accessor<int64_t, 1>();
-  for (int row = 0; row < layout.grid_h; ++row)
-    for (int col = 0; col < layout.grid_w; ++col)
-      ids[layout.patch_token(row, col)] = (row / window) * windows_per_row + col / window;
-  auto query_ids = window_id.unsqueeze(1);
-  auto key_ids = window_id.unsqueeze(0);
-  auto allowed = (query_ids == key_ids) | (query_ids < 0) | (key_ids < 0);
-  return allowed.to(device);
-}
-
-torch::Tensor focus(const torch::Tensor& x, double p, FocusNorm norm) {
-  const std::vector<int64_t> dims =
-      norm == FocusNorm::AllChannels ? std::vector<int64_t>{1, 3} : std::vector<int64_t>{3};
-  auto x_norm = x.norm(2, dims, /*keepdim=*/true);
-  // f_p(x) = ||x|| x^p / ||x^p|| does not change when x is scaled, so x is divided by its largest
-  // entry first: the powers then lie in [0, 1] and the largest is 1, with no overflow to inf
-  // (float32 at p >= 49 in the authors' direct form) and no all-zero underflow at any p.
-  auto unit = x / x.amax(dims, /*keepdim=*/true).clamp_min(1e-30);
-  auto powered = unit.pow(p);
-  auto powered_norm = powered.norm(2, dims, /*keepdim=*/true).clamp_min(1e-30);
-  return powered / powered_norm * x_norm;
-}
-
-torch::Tensor anchor_pooling_matrix(int grid_h, int grid_w, int anchors) {
-  const int patches = grid_h * grid_w;
-  anchors = std::max(1, std::min(anchors, patches));
-  // Halves round up (floor(x + 0.5)), as in the reference.
-  int bands = int(std::floor(std::sqrt(double(anchors) * grid_h / grid_w) + 0.5));
-  bands = std::max(1, std::min(bands, std::min(anchors, grid_h)));
-  auto pooling = torch::zeros({anchors, patches});
-  auto weights = pooling.accessor<float, 2>();
-  int anchor = 0;
-  for (int band = 0; band < bands; ++band) {
-    const int row_begin = band * grid_h / bands;
-    const int row_end = ((band + 1) * grid_h + bands - 1) / bands;
-    const int columns = anchors / bands + (band < anchors % bands ? 1 : 0);
-    for (int j = 0; j < columns; ++j, ++anchor) {
-      const int col_begin = j * grid_w / columns;
-      const int col_end = ((j + 1) * grid_w + columns - 1) / columns;
-      const float weight = 1.0f / float((row_end - row_begin) * (col_end - col_begin));
-      for (int row = row_begin; row < row_end; ++row)
-        for (int col = col_begin; col < col_end; ++col) weights[anchor][row * grid_w + col] = weight;
-    }
-  }
-  return pooling;
-}
-
 namespace {
 
-// 1 / x with 1/0 -> 0, as AnchorFormer's `degree` does for anchors nobody is assigned to.
-torch::Tensor safe_reciprocal(const torch::Tensor& x) {
-  auto inverse = x.reciprocal();
-  return torch::where(torch::isinf(inverse), torch::zeros_like(inverse), inverse);
-}
+// ---- Shared by several kernels ----------------------------------------------------------------
 
-// Normalises linear-kernel scores S [B, h, Q, T] (already zero outside `allowed`).
-torch::Tensor normalise_linear_scores(Kernel kernel, const torch::Tensor& scores, const KernelFeatures& features,
-                                      const torch::Tensor& allowed) {
-  auto row_sum = scores.sum(-1, /*keepdim=*/true);
-  switch (kernel) {
-    case Kernel::Linear:
-      return scores / (row_sum + 1e-6);
-    case Kernel::Focused:
-    case Kernel::EluLinear: {
-      // z = 1 / (q . mean(k) + eps), averaging over the keys the query may see.
-      auto visible = allowed.defined() ? allowed.sum(-1, /*keepdim=*/true).to(scores.scalar_type())
-                                       : torch::full({1}, double(scores.size(-1)), scores.options());
-      return (scores / visible) / (row_sum / visible + 1e-6);
-    }
-    case Kernel::Enhanced:
-      return scores * features.temperature / row_sum.clamp_min(100.0);
-    default:
-      break;
-  }
-  throw std::logic_error("normalise_linear_scores: not a linear kernel");
-}
+double softmax_scale_of(const torch::Tensor& q) { return 1.0 / std::sqrt(double(q.size(3))); }
 
-}  // namespace
-
-torch::Tensor equivalent_rows(Kernel kernel, const KernelFeatures& features, const torch::Tensor& query_index,
-                              const torch::Tensor& allowed, const torch::Tensor& additive) {
-  if (kernel == Kernel::Anchor) {
-    const auto& assignment = features.anchor_assignment;  // [B, h, T, m]
-    const auto& keys = features.key_anchor_assignment.defined() ? features.key_anchor_assignment : assignment;
-    auto inverse_degree = safe_reciprocal(keys.sum(2));  // [B, h, m]
-    auto query_assignment = assignment.index_select(2, query_index);
-    return torch::matmul(query_assignment * inverse_degree.unsqueeze(2), keys.transpose(-1, -2));
-  }
+// Unnormalised scores of some queries against every key: [B, h, Q, Tk].
+torch::Tensor query_scores(const KernelFeatures& features, const torch::Tensor& query_index) {
   auto query = features.q.index_select(2, query_index);
-  auto scores = torch::matmul(query, features.k.transpose(-1, -2));  // [B, h, Q, T]
-  if (kernel == Kernel::Softmax) {
-    scores = scores * features.score_scale;
-    if (additive.defined()) scores = scores + additive;
-    if (allowed.defined()) scores = scores.masked_fill(allowed.logical_not(), -INFINITY);
-    return scores.softmax(-1);
-  }
-  if (allowed.defined()) scores = scores.masked_fill(allowed.logical_not(), 0.0);
-  return normalise_linear_scores(kernel, scores, features, allowed);
+  return torch::matmul(query, features.k.transpose(-1, -2));
 }
 
-namespace {
+// The output from attend_queries(begin, end) [B, h, end - begin, d]: without autograd on the CPU,
+// query rows split across the cores, one region for all heads.
+torch::Tensor attend_by_query_chunks(const torch::Tensor& q, const torch::Tensor& v,
+                                     const std::function<torch::Tensor(int64_t, int64_t)>& attend_queries) {
+  if (!cpu_inference(q)) return attend_queries(0, q.size(2));
+  auto out = torch::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, v.options());
+  fill_by_row_chunks(out, 2, attend_queries);
+  return out;
+}
+
+// Rows [begin, end) of a [.., Q, Tk] mask or bias (undefined stays undefined).
+torch::Tensor query_rows_of(const torch::Tensor& t, int64_t begin, int64_t end) {
+  return t.defined() ? t.narrow(-2, begin, end - begin) : t;
+}
+
+// A masked or biased layer's output through its explicit rows: the masked Tq x Tk matrix is the
+// exact computation.
+torch::Tensor attend_through_rows(const KernelSpec& spec, const KernelFeatures& features, const torch::Tensor& v,
+                                  const torch::Tensor& allowed, const torch::Tensor& additive) {
+  const auto& q = features.q;
+  return attend_by_query_chunks(q, v, [&](int64_t begin, int64_t end) {
+    auto index = torch::arange(begin, end, torch::TensorOptions().dtype(torch::kLong).device(q.device()));
+    return torch::matmul(
+        spec.rows(spec, features, index, query_rows_of(allowed, begin, end), query_rows_of(additive, begin, end)), v);
+  });
+}
+
+// ---- softmax ----------------------------------------------------------------------------------
+
+KernelFeatures softmax_features(const ResolvedAttention&, const torch::Tensor& q, torch::Tensor& k,
+                                const KernelParameters&, const TokenLayout&) {
+  KernelFeatures features;
+  features.q = q;
+  features.score_scale = softmax_scale_of(q);
+  features.k = k;
+  return features;
+}
+
+torch::Tensor softmax_rows(const KernelSpec&, const KernelFeatures& features, const torch::Tensor& query_index,
+                           const torch::Tensor& allowed, const torch::Tensor& additive) {
+  auto scores = query_scores(features, query_index) * features.score_scale;
+  if (additive.defined()) scores = scores + additive;
+  if (allowed.defined()) scores = scores.masked_fill(allowed.logical_not(), -INFINITY);
+  return scores.softmax(-1);
+}
 
 // Softmax attention of small groups ([B, h, Q, d] with B >= the cores, e.g. Swin's windows)
 // without autograd on the CPU: whole groups per core, one full Q x Tk GEMM per group and head
@@ -190,126 +108,346 @@ torch::Tensor attend_softmax_by_groups(const KernelFeatures& features, const tor
   return out;
 }
 
+torch::Tensor softmax_attend(const KernelSpec& spec, const KernelFeatures& features, const torch::Tensor& v,
+                             const torch::Tensor& allowed, const torch::Tensor& additive) {
+  if (allowed.defined()) return attend_through_rows(spec, features, v, allowed, additive);
+  const auto& q = features.q;
+  const auto& k = features.k;
+  const int64_t batch = q.size(0), heads = q.size(1), queries = q.size(2), keys = k.size(2), value_dim = v.size(3);
+  // A bias [G, h or 1, Q, Tk] whose G divides the batch (Swin's windows) is added broadcast, as
+  // a view of the scores [B / G, G, h, Q, Tk]; tiling it first would copy it per chunk.
+  const bool grouped_bias =
+      additive.defined() && additive.dim() == 4 && additive.size(0) > 0 && batch % additive.size(0) == 0;
+  if (cpu_inference(q) && batch >= int64_t(configured_threads()) && (!additive.defined() || grouped_bias))
+    return attend_softmax_by_groups(features, v, additive);
+  // The scale rides inside the GEMM (alpha) rather than costing a pass over q or the scores.
+  auto q3 = q.reshape({batch * heads, queries, q.size(3)});
+  auto k3 = k.reshape({batch * heads, keys, k.size(3)});
+  auto v3 = v.reshape({batch * heads, keys, value_dim});
+  torch::Tensor bias3;
+  if (additive.defined() && !grouped_bias)
+    bias3 = additive.expand({batch, heads, queries, keys}).reshape({batch * heads, queries, keys});
+  return attend_by_query_chunks(q, v, [=, &features](int64_t begin, int64_t end) {
+    // Zeros, not empty: LibTorch 1.13's CPU baddbmm_ can scale the old contents by beta = 0,
+    // and 0 * NaN left in reused memory made whole Swin forwards NaN.
+    auto scores = torch::zeros({batch * heads, end - begin, keys}, q.options())
+                      .baddbmm_(q3.narrow(1, begin, end - begin), k3.transpose(1, 2), /*beta=*/0.0,
+                                /*alpha=*/features.score_scale);
+    if (bias3.defined()) scores.add_(bias3.narrow(1, begin, end - begin));
+    if (grouped_bias) {
+      const int64_t groups = additive.size(0);
+      scores.view({batch / groups, groups, heads, end - begin, keys})
+          .add_(additive.narrow(2, begin, end - begin).unsqueeze(0));
+    }
+    return torch::bmm(scores.softmax(-1), v3).view({batch, heads, end - begin, value_dim});
+  });
+}
+
+// ---- Linear kernels: phi(q) . phi(k), normalised per row (ReLU, FLatten, L2ViT, CARE) ----------
+
+torch::Tensor linear_kernel_rows(const KernelSpec& spec, const KernelFeatures& features,
+                                 const torch::Tensor& query_index, const torch::Tensor& allowed, const torch::Tensor&) {
+  auto scores = query_scores(features, query_index);
+  if (allowed.defined()) scores = scores.masked_fill(allowed.logical_not(), 0.0);
+  return spec.linear.rows(scores, features, allowed);
+}
+
+torch::Tensor linear_kernel_attend(const KernelSpec& spec, const KernelFeatures& features, const torch::Tensor& v,
+                                   const torch::Tensor& allowed, const torch::Tensor& additive) {
+  if (allowed.defined()) return attend_through_rows(spec, features, v, allowed, additive);
+  // Over all keys: K^T V first, O(N d^2).
+  const auto& k = features.k;
+  auto key_sum = k.sum(2).unsqueeze(-1);            // [B, h, d, 1]
+  auto kv = torch::matmul(k.transpose(-1, -2), v);  // [B, h, d, d]
+  return spec.linear.output(features, kv, key_sum);
+}
+
+// Scores S = Q K^T and each row scaled by a number that depends only on its row sum, exactly as
+// the kernel's rows normalise them; the scaling folds into the left factor.
+std::optional<MatrixFactors> linear_kernel_factors(const KernelSpec& spec, const KernelFeatures& features,
+                                                   int64_t batch, int64_t head) {
+  auto q = features.q[batch][head].to(torch::kCPU, torch::kDouble);  // [T, d]
+  auto k = features.k[batch][head].to(torch::kCPU, torch::kDouble);
+  auto row_sum = torch::matmul(q, k.sum(0)).unsqueeze(1);  // [T, 1]
+  MatrixFactors factors;
+  factors.left = q * spec.linear.row_scale(row_sum, double(k.size(0)), features, head);
+  factors.right = k;
+  return factors;
+}
+
+// ReLU linear attention: w_ij = s_ij / (sum_j s_ij + 1e-6).
+torch::Tensor relu_linear_rows(const torch::Tensor& scores, const KernelFeatures&, const torch::Tensor&) {
+  auto row_sum = scores.sum(-1, /*keepdim=*/true);
+  return scores / (row_sum + 1e-6);
+}
+torch::Tensor relu_linear_output(const KernelFeatures& features, const torch::Tensor& kv,
+                                 const torch::Tensor& key_sum) {
+  return torch::matmul(features.q, kv) / (torch::matmul(features.q, key_sum) + 1e-6);
+}
+torch::Tensor relu_linear_row_scale(const torch::Tensor& row_sum, double, const KernelFeatures&, int64_t) {
+  return (row_sum + 1e-6).reciprocal();
+}
+
+// FLatten's and CARE's: z = 1 / (q . mean(k) + 1e-6), weights q.k / N z, averaging over the keys
+// the query may see.
+torch::Tensor mean_normalised_rows(const torch::Tensor& scores, const KernelFeatures&, const torch::Tensor& allowed) {
+  auto row_sum = scores.sum(-1, /*keepdim=*/true);
+  auto visible = allowed.defined() ? allowed.sum(-1, /*keepdim=*/true).to(scores.scalar_type())
+                                   : torch::full({1}, double(scores.size(-1)), scores.options());
+  return (scores / visible) / (row_sum / visible + 1e-6);
+}
+torch::Tensor mean_normalised_output(const KernelFeatures& features, const torch::Tensor& kv,
+                                     const torch::Tensor& key_sum) {
+  const double tokens = double(features.k.size(2));
+  auto z = (torch::matmul(features.q, key_sum / tokens) + 1e-6).reciprocal();
+  return torch::matmul(features.q, kv / tokens) * z;
+}
+torch::Tensor mean_normalised_row_scale(const torch::Tensor& row_sum, double keys, const KernelFeatures&, int64_t) {
+  return (row_sum / keys + 1e-6).reciprocal() / keys;
+}
+
+// L2ViT's: w_ij = s_ij * temperature / max(sum_j s_ij, 100) (rows need not sum to 1).
+torch::Tensor clamped_rows(const torch::Tensor& scores, const KernelFeatures& features, const torch::Tensor&) {
+  auto row_sum = scores.sum(-1, /*keepdim=*/true);
+  return scores * features.temperature / row_sum.clamp_min(100.0);
+}
+torch::Tensor clamped_output(const KernelFeatures& features, const torch::Tensor& kv, const torch::Tensor& key_sum) {
+  return torch::matmul(features.q, kv * features.temperature) / torch::matmul(features.q, key_sum).clamp_min(100.0);
+}
+torch::Tensor clamped_row_scale(const torch::Tensor& row_sum, double, const KernelFeatures& features, int64_t head) {
+  auto temperature = features.temperature.to(torch::kCPU, torch::kDouble);
+  const double scale =
+      temperature.numel() == 1 ? temperature.item<double>() : temperature.view({-1})[head].item<double>();
+  return scale / row_sum.clamp_min(100.0);
+}
+
+KernelFeatures relu_features(const ResolvedAttention&, const torch::Tensor& q, torch::Tensor& k,
+                             const KernelParameters&, const TokenLayout&) {
+  KernelFeatures features;
+  features.q = torch::relu(q);
+  features.k = torch::relu(k);
+  return features;
+}
+
+KernelFeatures elu_features(const ResolvedAttention&, const torch::Tensor& q, torch::Tensor& k, const KernelParameters&,
+                            const TokenLayout&) {
+  KernelFeatures features;
+  features.q = torch::elu(q) + 1.0;
+  features.k = torch::elu(k) + 1.0;
+  return features;
+}
+
+KernelFeatures enhanced_features(const ResolvedAttention& resolved, const torch::Tensor& q, torch::Tensor& k,
+                                 const KernelParameters& parameters, const TokenLayout& layout) {
+  KernelFeatures features = relu_features(resolved, q, k, parameters, layout);
+  features.temperature = resolved.learned_temperature ? parameters.temperature.view({1, q.size(1), 1, 1})
+                                                      : torch::full({1}, softmax_scale_of(q), q.options());
+  return features;
+}
+
+void describe_enhanced(const ResolvedAttention& resolved, std::ostream& out) {
+  if (!resolved.learned_temperature) out << " temperature=d^-0.5";
+}
+
+// ---- FLatten's focused kernel -----------------------------------------------------------------
+
+KernelFeatures focused_features(const ResolvedAttention& resolved, const torch::Tensor& q, torch::Tensor& k,
+                                const KernelParameters& parameters, const TokenLayout& layout) {
+  const int64_t heads = q.size(1);
+  if (resolved.learned_positional_encoding) {
+    auto encoding = split_heads(parameters.positional_encoding, int(heads));
+    const int64_t tokens = encoding.size(2);
+    if (tokens == k.size(2)) {
+      k = k + encoding;
+    } else if (tokens == layout.patch_tokens()) {
+      const int64_t prefix = layout.prefix_tokens();
+      k = torch::cat(
+          {k.index({Slice(), Slice(), Slice(0, prefix)}), k.index({Slice(), Slice(), Slice(prefix)}) + encoding}, 2);
+    } else {
+      throw std::runtime_error("focused attention: positional_encoding has " + std::to_string(tokens) +
+                               " tokens but the input has " + std::to_string(k.size(2)) +
+                               " (it only fits the training resolution)");
+    }
+  }
+  auto divisor = resolved.learned_scale ? split_heads(torch::softplus(parameters.scale), int(heads))
+                                        : torch::full({1}, std::log(2.0), q.options());
+  KernelFeatures features;
+  features.q_before_focus = (torch::relu(q) + 1e-6) / divisor;
+  features.k_before_focus = (torch::relu(k) + 1e-6) / divisor;
+  features.q = focus(features.q_before_focus, resolved.p, resolved.norm);
+  features.k = focus(features.k_before_focus, resolved.p, resolved.norm);
+  return features;
+}
+
+void describe_focused(const ResolvedAttention& resolved, std::ostream& out) {
+  out << " p=" << resolved.p << " norm=" << to_string(resolved.norm) << " dwc=" << (resolved.dwc ? "on" : "off");
+  if (!resolved.learned_scale) out << " scale=neutral";
+}
+
+// ---- AnchorFormer's anchors -------------------------------------------------------------------
+
+KernelFeatures anchor_features(const ResolvedAttention& resolved, const torch::Tensor& q, torch::Tensor& k,
+                               const KernelParameters& parameters, const TokenLayout& layout) {
+  const int64_t head_dim = q.size(3);
+  const double softmax_scale = softmax_scale_of(q);
+  torch::Tensor anchors;  // [*, m, d]
+  const int64_t learned = resolved.learned_anchors ? parameters.anchors.size(0) : 0;
+  if (resolved.learned_anchors) {
+    anchors = parameters.anchors;
+  } else {
+    auto pooling = anchor_pooling_matrix(layout.grid_h, layout.grid_w, resolved.anchors).to(q.device(), q.dtype());
+    anchors = torch::matmul(pooling, k.index({Slice(), Slice(), Slice(layout.prefix_tokens())}));
+  }
+  auto assignment = (torch::matmul(q, anchors.transpose(-1, -2)) * softmax_scale).softmax(-1);
+  if (resolved.learned_anchors && resolved.anchors < learned) {
+    // Keep the anchors carrying the most assignment mass, in their original order.
+    auto kept = std::get<1>(assignment.sum(2).topk(resolved.anchors, -1));
+    kept = std::get<0>(kept.sort(-1));  // [B, h, m']
+    auto expanded = anchors.expand({q.size(0), q.size(1), learned, head_dim});
+    anchors = expanded.gather(2, kept.unsqueeze(-1).expand({-1, -1, -1, head_dim}));
+    assignment = (torch::matmul(q, anchors.transpose(-1, -2)) * softmax_scale).softmax(-1);
+  }
+  KernelFeatures features;
+  features.q = q;
+  features.k = k;
+  features.anchor_assignment = assignment;
+  if (k.size(2) != q.size(2))  // reduced keys (PVT): they join the anchors by their own assignment
+    features.key_anchor_assignment = (torch::matmul(k, anchors.transpose(-1, -2)) * softmax_scale).softmax(-1);
+  return features;
+}
+
+// 1 / x with 1/0 -> 0, as AnchorFormer's `degree` does for anchors nobody is assigned to.
+torch::Tensor safe_reciprocal(const torch::Tensor& x) {
+  auto inverse = x.reciprocal();
+  return torch::where(torch::isinf(inverse), torch::zeros_like(inverse), inverse);
+}
+
+// The keys' assignment: their own with reduced keys (PVT), else the queries'.
+const torch::Tensor& key_assignment(const KernelFeatures& features) {
+  return features.key_anchor_assignment.defined() ? features.key_anchor_assignment : features.anchor_assignment;
+}
+
+// Rows of A Delta^-1 A_k^T; anchors are global, so `allowed` and `additive` do not apply.
+torch::Tensor anchor_rows(const KernelSpec&, const KernelFeatures& features, const torch::Tensor& query_index,
+                          const torch::Tensor&, const torch::Tensor&) {
+  const auto& keys = key_assignment(features);
+  auto inverse_degree = safe_reciprocal(keys.sum(2));  // [B, h, m]
+  auto query_assignment = features.anchor_assignment.index_select(2, query_index);
+  return torch::matmul(query_assignment * inverse_degree.unsqueeze(2), keys.transpose(-1, -2));
+}
+
+// Right to left, O(N m d): A (Delta^-1 (A^T V)).
+torch::Tensor anchor_attend(const KernelSpec&, const KernelFeatures& features, const torch::Tensor& v,
+                            const torch::Tensor&, const torch::Tensor&) {
+  const auto& keys = key_assignment(features);
+  auto inverse_degree = safe_reciprocal(keys.sum(2)).unsqueeze(-1);  // [B, h, m, 1]
+  auto anchor_values = torch::matmul(keys.transpose(-1, -2), v) * inverse_degree;
+  return torch::matmul(features.anchor_assignment, anchor_values);
+}
+
+// (A Delta^-1) A_k^T: r = m.
+std::optional<MatrixFactors> anchor_factors(const KernelSpec&, const KernelFeatures& features, int64_t batch,
+                                            int64_t head) {
+  auto assignment = features.anchor_assignment[batch][head].to(torch::kCPU, torch::kDouble);  // [T, m]
+  auto keys = features.key_anchor_assignment.defined()
+                  ? features.key_anchor_assignment[batch][head].to(torch::kCPU, torch::kDouble)
+                  : assignment;
+  auto degree = keys.sum(0);
+  auto inverse_degree = torch::where(degree > 0, degree.reciprocal(), torch::zeros_like(degree));
+  MatrixFactors factors;
+  factors.left = assignment * inverse_degree;
+  factors.right = keys;
+  return factors;
+}
+
+void describe_anchor(const ResolvedAttention& resolved, std::ostream& out) {
+  out << " anchors=" << resolved.anchors << (resolved.learned_anchors ? " (learned)" : " (pooled from K)");
+}
+
 }  // namespace
+
+// ---- The table --------------------------------------------------------------------------------
+
+const std::vector<KernelSpec>& kernel_table() {
+  static const LinearNormalisation relu_sum{relu_linear_rows, relu_linear_output, relu_linear_row_scale};
+  static const LinearNormalisation mean_normalised{mean_normalised_rows, mean_normalised_output,
+                                                   mean_normalised_row_scale};
+  static const LinearNormalisation clamped{clamped_rows, clamped_output, clamped_row_scale};
+  static const std::vector<KernelSpec> table = {
+      // name, learned parameters read, global only, takes additive, features, rows, attend, factors, describe
+      {Kernel::Softmax, "softmax", 0, false, true, softmax_features, softmax_rows, softmax_attend, nullptr, nullptr},
+      {Kernel::Linear, "linear", 0, false, false, relu_features, linear_kernel_rows, linear_kernel_attend,
+       linear_kernel_factors, nullptr, relu_sum},
+      {Kernel::Focused, "focused", kReadsScale | kReadsPositionalEncoding | kReadsDwc, false, false, focused_features,
+       linear_kernel_rows, linear_kernel_attend, linear_kernel_factors, describe_focused, mean_normalised},
+      {Kernel::Enhanced, "enhanced", kReadsTemperature, false, false, enhanced_features, linear_kernel_rows,
+       linear_kernel_attend, linear_kernel_factors, describe_enhanced, clamped},
+      {Kernel::Anchor, "anchor", kReadsAnchors, true, false, anchor_features, anchor_rows, anchor_attend,
+       anchor_factors, describe_anchor},
+      // CARE's linear branch: ELU + 1 features normalised as FLatten's, without f_p.
+      {Kernel::EluLinear, "elu_linear", 0, false, false, elu_features, linear_kernel_rows, linear_kernel_attend,
+       linear_kernel_factors, nullptr, mean_normalised},
+  };
+  return table;
+}
+
+const KernelSpec& kernel_spec(Kernel kernel) {
+  for (const KernelSpec& spec : kernel_table())
+    if (spec.kernel == kernel) return spec;
+  throw std::logic_error("kernel " + std::to_string(int(kernel)) + " has no row in the kernel table");
+}
+
+std::string to_string(Kernel kernel) { return kernel_spec(kernel).name; }
+
+// ---- What reads the table ---------------------------------------------------------------------
+
+std::string ResolvedAttention::describe() const {
+  std::ostringstream out;
+  const KernelSpec& spec = kernel_spec(kernel);
+  out << spec.name;
+  if (spec.describe) spec.describe(*this, out);
+  if (window > 0) out << " window=" << window;
+  if (recorded) out << " (recorded by the TorchScript model)";
+  if (!native) out << " [swapped]";
+  return out.str();
+}
+
+KernelFeatures KernelFeatures::detached() const {
+  auto detach = [](const torch::Tensor& t) { return t.defined() ? t.detach() : t; };
+  KernelFeatures out;
+  out.q = detach(q);
+  out.score_scale = score_scale;
+  out.k = detach(k);
+  out.anchor_assignment = detach(anchor_assignment);
+  out.key_anchor_assignment = detach(key_anchor_assignment);
+  out.temperature = detach(temperature);
+  out.q_before_focus = detach(q_before_focus);
+  out.k_before_focus = detach(k_before_focus);
+  return out;
+}
+
+KernelFeatures kernel_features(const ResolvedAttention& resolved, const torch::Tensor& q, torch::Tensor& k,
+                               const KernelParameters& parameters, const TokenLayout& layout) {
+  return kernel_spec(resolved.kernel).features(resolved, q, k, parameters, layout);
+}
+
+torch::Tensor equivalent_rows(Kernel kernel, const KernelFeatures& features, const torch::Tensor& query_index,
+                              const torch::Tensor& allowed, const torch::Tensor& additive) {
+  const KernelSpec& spec = kernel_spec(kernel);
+  return spec.rows(spec, features, query_index, allowed, additive);
+}
 
 torch::Tensor attend(Kernel kernel, const KernelFeatures& features, const torch::Tensor& v,
                      const torch::Tensor& allowed, const torch::Tensor& additive) {
-  const auto& q = features.q;
-  const auto& k = features.k;
-  if (kernel == Kernel::Anchor) {
-    // Right to left, O(N m d): A (Delta^-1 (A^T V)).
-    const auto& assignment = features.anchor_assignment;
-    const auto& keys = features.key_anchor_assignment.defined() ? features.key_anchor_assignment : assignment;
-    auto inverse_degree = safe_reciprocal(keys.sum(2)).unsqueeze(-1);  // [B, h, m, 1]
-    auto anchor_values = torch::matmul(keys.transpose(-1, -2), v) * inverse_degree;
-    return torch::matmul(assignment, anchor_values);
-  }
-  if (kernel == Kernel::Softmax || allowed.defined()) {
-    const int64_t batch = q.size(0), heads = q.size(1), queries = q.size(2), keys = k.size(2), value_dim = v.size(3);
-    // Rows [begin, end) of a [.., Q, Tk] mask or bias (undefined stays undefined).
-    auto query_rows = [](const torch::Tensor& t, int64_t begin, int64_t end) {
-      return t.defined() ? t.narrow(-2, begin, end - begin) : t;
-    };
-    std::function<torch::Tensor(int64_t, int64_t)> attend_queries;
-    // A bias [G, h or 1, Q, Tk] whose G divides the batch (Swin's windows) is added broadcast, as
-    // a view of the scores [B / G, G, h, Q, Tk]; tiling it first would copy it per chunk.
-    const bool grouped_bias =
-        additive.defined() && additive.dim() == 4 && additive.size(0) > 0 && batch % additive.size(0) == 0;
-    if (kernel == Kernel::Softmax && !allowed.defined() && cpu_inference(q) && batch >= int64_t(configured_threads()) &&
-        (!additive.defined() || grouped_bias))
-      return attend_softmax_by_groups(features, v, additive);
-    if (kernel == Kernel::Softmax && !allowed.defined()) {
-      // The scale rides inside the GEMM (alpha) rather than costing a pass over q or the scores.
-      auto q3 = q.reshape({batch * heads, queries, q.size(3)});
-      auto k3 = k.reshape({batch * heads, keys, k.size(3)});
-      auto v3 = v.reshape({batch * heads, keys, value_dim});
-      torch::Tensor bias3;
-      if (additive.defined() && !grouped_bias)
-        bias3 = additive.expand({batch, heads, queries, keys}).reshape({batch * heads, queries, keys});
-      attend_queries = [=, &features](int64_t begin, int64_t end) {
-        // Zeros, not empty: LibTorch 1.13's CPU baddbmm_ can scale the old contents by beta = 0,
-        // and 0 * NaN left in reused memory made whole Swin forwards NaN.
-        auto scores = torch::zeros({batch * heads, end - begin, keys}, q.options())
-                          .baddbmm_(q3.narrow(1, begin, end - begin), k3.transpose(1, 2), /*beta=*/0.0,
-                                    /*alpha=*/features.score_scale);
-        if (bias3.defined()) scores.add_(bias3.narrow(1, begin, end - begin));
-        if (grouped_bias) {
-          const int64_t groups = additive.size(0);
-          scores.view({batch / groups, groups, heads, end - begin, keys})
-              .add_(additive.narrow(2, begin, end - begin).unsqueeze(0));
-        }
-        return torch::bmm(scores.softmax(-1), v3).view({batch, heads, end - begin, value_dim});
-      };
-    } else {
-      // Windowed: the masked Tq x Tk matrix is the exact computation.
-      attend_queries = [&](int64_t begin, int64_t end) {
-        auto index = torch::arange(begin, end, torch::TensorOptions().dtype(torch::kLong).device(q.device()));
-        return torch::matmul(
-            equivalent_rows(kernel, features, index, query_rows(allowed, begin, end), query_rows(additive, begin, end)),
-            v);
-      };
-    }
-    // Without autograd on the CPU, query rows split across the cores, one region for all heads.
-    if (!cpu_inference(q)) return attend_queries(0, queries);
-    auto out = torch::empty({batch, heads, queries, value_dim}, v.options());
-    fill_by_row_chunks(out, 2, attend_queries);
-    return out;
-  }
-  // Global linear kernels: K^T V first, O(N d^2).
-  auto key_sum = k.sum(2).unsqueeze(-1);            // [B, h, d, 1]
-  auto kv = torch::matmul(k.transpose(-1, -2), v);  // [B, h, d, d]
-  switch (kernel) {
-    case Kernel::Linear:
-      return torch::matmul(q, kv) / (torch::matmul(q, key_sum) + 1e-6);
-    case Kernel::Focused:
-    case Kernel::EluLinear: {
-      const double tokens = double(k.size(2));
-      auto z = (torch::matmul(q, key_sum / tokens) + 1e-6).reciprocal();
-      return torch::matmul(q, kv / tokens) * z;
-    }
-    case Kernel::Enhanced:
-      return torch::matmul(q, kv * features.temperature) / torch::matmul(q, key_sum).clamp_min(100.0);
-    default:
-      break;
-  }
-  throw std::logic_error("attend: unhandled kernel");
+  const KernelSpec& spec = kernel_spec(kernel);
+  return spec.attend(spec, features, v, allowed, additive);
 }
 
-torch::Tensor depthwise_conv_on_values(const torch::Tensor& v, const torch::Tensor& weight, const torch::Tensor& bias,
-                                       const TokenLayout& layout) {
-  const int64_t batch = v.size(0), heads = v.size(1), dim = v.size(3);
-  const int64_t prefix = layout.prefix_tokens();
-  auto grid = v.index({Slice(), Slice(), Slice(prefix)})
-                  .reshape({batch * heads, layout.grid_h, layout.grid_w, dim})
-                  .permute({0, 3, 1, 2});
-  const int64_t padding = weight.size(-1) / 2;
-  auto conv = F::conv2d(grid, weight, F::Conv2dFuncOptions().bias(bias).padding(padding).groups(dim));
-  auto patches = conv.permute({0, 2, 3, 1}).reshape({batch, heads, layout.patch_tokens(), dim});
-  if (prefix == 0) return patches;
-  return torch::cat({torch::zeros({batch, heads, prefix, dim}, patches.options()), patches}, 2);
-}
-
-torch::Tensor depthwise_conv_band(const torch::Tensor& weight, const TokenLayout& layout,
-                                  const torch::Tensor& query_index) {
-  auto kernel = weight.detach().to(torch::kCPU, torch::kFloat).mean(0)[0].contiguous();  // [k, k]
-  const int64_t size = kernel.size(0), half = size / 2;
-  auto kernel_at = kernel.accessor<float, 2>();
-  auto queries = query_index.to(torch::kCPU, torch::kLong).contiguous();
-  auto query_at = queries.accessor<int64_t, 1>();
-  auto band = torch::zeros({queries.size(0), int64_t(layout.total_tokens())});
-  auto band_at = band.accessor<float, 2>();
-  for (int64_t i = 0; i < queries.size(0); ++i) {
-    const int token = int(query_at[i]);
-    if (!layout.is_patch(token)) continue;
-    const int row = layout.row_of(token), col = layout.col_of(token);
-    for (int64_t dy = -half; dy <= half; ++dy)
-      for (int64_t dx = -half; dx <= half; ++dx) {
-        const int64_t key_row = row + dy, key_col = col + dx;
-        if (key_row < 0 || key_row >= layout.grid_h || key_col < 0 || key_col >= layout.grid_w) continue;
-        band_at[i][layout.patch_token(int(key_row), int(key_col))] = kernel_at[half + dy][half + dx];
-      }
-  }
-  return band.to(weight.device());
+std::optional<MatrixFactors> equivalent_factors(Kernel kernel, const KernelFeatures& features, int64_t batch,
+                                                int64_t head) {
+  const KernelSpec& spec = kernel_spec(kernel);
+  if (!spec.factors) return std::nullopt;
+  return spec.factors(spec, features, batch, head);
 }
 
 }  // namespace attnscope

@@ -1,20 +1,24 @@
-// The attention variants as pure tensor functions on per-head q, k, v [B, h, T, d]: the fast
-// forward path of each variant, and the equivalent T x T matrix its computation implies.
-// Both paths share one normalisation per kernel, so what is displayed is what was computed.
+// The attention kernels as one table of pure tensor functions on per-head q, k, v [B, h, T, d]:
+// for each kernel the features its scores are built from, the rows of the equivalent T x T matrix,
+// the output by the cheapest exact path, the thin factors of that matrix (spectrum and rank), and
+// how its resolved settings read. Rows and output share one normalisation per kernel, so what is
+// displayed is what was computed.
 #pragma once
 
 #include <torch/types.h>
 
+#include <iosfwd>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "models/attention_settings.h"
 #include "models/token_layout.h"
 
 namespace attnscope {
 
-// The similarity kernel a run uses once `Variant` is resolved against a module.
-// EluLinear: CARE's linear branch, ELU + 1 features normalised as FLatten's focused kernel
-// (z = 1 / (q . mean(k) + 1e-6), weights q.k / N z), without f_p.
+// The similarity kernel a run uses once `Variant` is resolved against a module; what each one
+// computes is its row in the kernel table below.
 enum class Kernel { Softmax, Linear, Focused, Enhanced, Anchor, EluLinear };
 std::string to_string(Kernel kernel);
 
@@ -48,7 +52,25 @@ struct KernelFeatures {
   // focused: the non-negative features f_p was applied to, (ReLU(x) + eps) / softplus(scale),
   // kept so that f_p can be studied at other p without re-running the model.
   torch::Tensor q_before_focus, k_before_focus;
+
+  KernelFeatures detached() const;  // the same tensors out of the graph, for a capture
 };
+
+// The parameters of its own that a module brings to a kernel; undefined ones take neutral values.
+struct KernelParameters {
+  torch::Tensor scale;                // focused: [1, 1, C], divisor softplus(scale); else ln 2
+  torch::Tensor positional_encoding;  // focused: [1, L, C] added to k, L = T or the patch count
+  torch::Tensor temperature;          // enhanced: [h, 1, 1]; else d^-0.5
+  torch::Tensor anchors;              // anchor: learned [m, d]; else pooled from K
+};
+
+// The features a resolved kernel scores with, from per-head q, k [B, h, T, d]. `k` gains the
+// positional encoding when one is used. Pooled anchors come from the patch keys of `layout`.
+KernelFeatures kernel_features(const ResolvedAttention& resolved, const torch::Tensor& q, torch::Tensor& k,
+                               const KernelParameters& parameters, const TokenLayout& layout);
+
+// [B, L, C] with heads side by side in C -> [B, h, L, d], the per-head layout of q, k and v.
+torch::Tensor split_heads(const torch::Tensor& x, int64_t heads);
 
 // Which keys each query may see under a w x w window restriction: [T, T] bool. Prefix-token
 // queries and keys stay global. Returns an undefined tensor when w is 0 or covers the grid.
@@ -64,8 +86,8 @@ torch::Tensor anchor_pooling_matrix(int grid_h, int grid_w, int anchors);
 
 // Rows of the equivalent matrix, batched: scores for `query_index` [B, h, Q, Tk] from features,
 // normalised per kernel. `allowed` is bool, [Q, Tk] or broadcastable to [B, h, Q, Tk], or
-// undefined (all keys). `additive` (softmax only) is added to the scaled scores: a relative
-// position bias or a shift mask, broadcastable to [B, h, Q, Tk].
+// undefined (all keys). `additive` (kernels that take it: softmax) is added to the scaled scores:
+// a relative position bias or a shift mask, broadcastable to [B, h, Q, Tk].
 torch::Tensor equivalent_rows(Kernel kernel, const KernelFeatures& features, const torch::Tensor& query_index,
                               const torch::Tensor& allowed, const torch::Tensor& additive = {});
 
@@ -73,6 +95,18 @@ torch::Tensor equivalent_rows(Kernel kernel, const KernelFeatures& features, con
 // kernel. `allowed` and `additive` as for equivalent_rows, over all Tq queries.
 torch::Tensor attend(Kernel kernel, const KernelFeatures& features, const torch::Tensor& v,
                      const torch::Tensor& allowed, const torch::Tensor& additive = {});
+
+// An equivalent attention matrix as a product of two thin factors: matrix = left @ right^T.
+struct MatrixFactors {
+  torch::Tensor left;   // [T, r]
+  torch::Tensor right;  // [T, r]
+};
+
+// One head's equivalent matrix over all keys as thin factors in float64 on the CPU, when the
+// kernel has them: linear kernels (row normalisation folded into `left`, r = d) and anchors
+// (r = m); none for softmax.
+std::optional<MatrixFactors> equivalent_factors(Kernel kernel, const KernelFeatures& features, int64_t batch,
+                                                int64_t head);
 
 // The depthwise conv on V (FLatten), patch tokens only: [B, h, T, d] -> [B, h, T, d] with zeros
 // for the prefix tokens.
@@ -83,5 +117,48 @@ torch::Tensor depthwise_conv_on_values(const torch::Tensor& v, const torch::Tens
 // the kernel at each key's offset from the query (patch tokens only).
 torch::Tensor depthwise_conv_band(const torch::Tensor& weight, const TokenLayout& layout,
                                   const torch::Tensor& query_index);
+
+// ---- The kernel table -------------------------------------------------------------------------
+
+// The learned parameters of a layer a kernel reads, where the layer has them (bits of KernelSpec::reads).
+enum KernelRead : unsigned {
+  kReadsScale = 1u << 0,
+  kReadsPositionalEncoding = 1u << 1,
+  kReadsTemperature = 1u << 2,
+  kReadsAnchors = 1u << 3,
+  kReadsDwc = 1u << 4,
+};
+
+// How a linear kernel (weights phi(q_i) . phi(k_j), normalised per row) normalises, in the three
+// forms its computations take. Each keeps its own order of operations: outputs stay bit for bit.
+struct LinearNormalisation {
+  // Weights [B, h, Q, Tk] from scores zero outside `allowed` (bool, broadcastable, or undefined).
+  torch::Tensor (*rows)(const torch::Tensor& scores, const KernelFeatures& features, const torch::Tensor& allowed);
+  // The output [B, h, T, d] over all keys from kv = K^T V [B, h, d, d] and the key sum [B, h, d, 1].
+  torch::Tensor (*output)(const KernelFeatures& features, const torch::Tensor& kv, const torch::Tensor& key_sum);
+  // One head's row factor [T, 1] (float64) from its score row sums [T, 1] over `keys` keys.
+  torch::Tensor (*row_scale)(const torch::Tensor& row_sum, double keys, const KernelFeatures& features, int64_t head);
+};
+
+struct KernelSpec {
+  Kernel kernel;
+  const char* name;             // summary.json, info, captions; also what a model's native attention is called
+  unsigned reads;               // KernelRead bits
+  bool global_only = false;     // global by construction (anchors): windows and masks do not apply
+  bool takes_additive = false;  // a relative position bias and shift masks add to its scores
+  KernelFeatures (*features)(const ResolvedAttention& resolved, const torch::Tensor& q, torch::Tensor& k,
+                             const KernelParameters& parameters, const TokenLayout& layout);
+  torch::Tensor (*rows)(const KernelSpec& spec, const KernelFeatures& features, const torch::Tensor& query_index,
+                        const torch::Tensor& allowed, const torch::Tensor& additive);
+  torch::Tensor (*attend)(const KernelSpec& spec, const KernelFeatures& features, const torch::Tensor& v,
+                          const torch::Tensor& allowed, const torch::Tensor& additive);
+  // One head's factors (see equivalent_factors); null: the matrix has none.
+  std::optional<MatrixFactors> (*factors)(const KernelSpec& spec, const KernelFeatures& features, int64_t batch,
+                                          int64_t head);
+  void (*describe)(const ResolvedAttention& resolved, std::ostream& out);  // its own settings; may be null
+  LinearNormalisation linear{};  // linear kernels: what their shared rows, attend and factors read
+};
+const std::vector<KernelSpec>& kernel_table();
+const KernelSpec& kernel_spec(Kernel kernel);
 
 }  // namespace attnscope

@@ -6,43 +6,89 @@
 namespace attnscope {
 
 namespace {
-struct VariantName {
-  Variant variant;
-  const char* name;
-};
-constexpr VariantName kVariantNames[] = {
-    {Variant::Native, "native"},   {Variant::Softmax, "softmax"},   {Variant::Linear, "linear"},
-    {Variant::Focused, "focused"}, {Variant::Enhanced, "enhanced"}, {Variant::Window, "window"},
-    {Variant::Anchor, "anchor"},
-};
+
+// "a, b or c": a mode table's names or descriptions as help texts and errors list them.
+std::string list_alternatives(const std::vector<std::string>& items) {
+  std::string listed;
+  for (size_t i = 0; i < items.size(); ++i) listed += (i == 0 ? "" : i + 1 == items.size() ? " or " : ", ") + items[i];
+  return listed;
+}
+
 }  // namespace
 
-Variant parse_variant(const std::string& name) {
-  for (const auto& entry : kVariantNames)
-    if (name == entry.name) return entry.variant;
-  throw std::invalid_argument("unknown variant '" + excerpt(name) +
-                              "' (expected native, softmax, linear, focused, enhanced, window or anchor)");
+const std::vector<VariantSpec>& variant_table() {
+  static const std::vector<VariantSpec> table = {
+      {Variant::Native, "native", "the checkpoint's own attention"},
+      {Variant::Softmax, "softmax", "ViT/DeiT dot-product attention"},
+      {Variant::Linear, "linear", "ReLU kernel linear attention"},
+      {Variant::Focused, "focused", "FLatten: f_p on ReLU features, with the checkpoint's depthwise conv on V"},
+      {Variant::Enhanced, "enhanced", "L2ViT linear global attention: ReLU, temperature, clamped denominator"},
+      {Variant::Window, "window", "softmax within w x w windows of the patch grid"},
+      {Variant::Anchor, "anchor", "AnchorFormer: attention through m anchors (learned, or pooled from K)"},
+  };
+  return table;
 }
 
-std::string to_string(Variant variant) {
-  for (const auto& entry : kVariantNames)
-    if (variant == entry.variant) return entry.name;
-  return "?";
+const VariantSpec& variant_spec(Variant variant) {
+  for (const VariantSpec& spec : variant_table())
+    if (spec.variant == variant) return spec;
+  throw std::logic_error("variant " + std::to_string(int(variant)) + " has no row in the variant table");
 }
+
+Variant parse_variant(const std::string& name) {
+  for (const VariantSpec& spec : variant_table())
+    if (name == spec.name) return spec.variant;
+  throw std::invalid_argument("unknown variant '" + excerpt(name) + "' (expected " + variant_choices() + ")");
+}
+
+std::string to_string(Variant variant) { return variant_spec(variant).name; }
 
 std::vector<std::string> variant_names() {
   std::vector<std::string> names;
-  for (const auto& entry : kVariantNames)
-    if (entry.variant != Variant::Native) names.push_back(entry.name);
+  for (const VariantSpec& spec : variant_table())
+    if (spec.variant != Variant::Native) names.push_back(spec.name);
   return names;
 }
 
-FocusNorm parse_focus_norm(const std::string& name) {
-  if (name == "all") return FocusNorm::AllChannels;
-  if (name == "head") return FocusNorm::PerHead;
-  throw std::invalid_argument("unknown f_p norm mode '" + excerpt(name) + "' (expected all or head)");
+std::string variant_choices() {
+  std::vector<std::string> names;
+  for (const VariantSpec& spec : variant_table()) names.push_back(spec.name);
+  return list_alternatives(names);
 }
 
-std::string to_string(FocusNorm norm) { return norm == FocusNorm::AllChannels ? "all" : "head"; }
+const std::vector<FocusNormSpec>& focus_norm_table() {
+  static const std::vector<FocusNormSpec> table = {
+      {FocusNorm::AllChannels, "all", "over all channels (authors' code)"},
+      {FocusNorm::PerHead, "head", "per head (paper)"},
+  };
+  return table;
+}
+
+FocusNorm parse_focus_norm(const std::string& name) {
+  for (const FocusNormSpec& spec : focus_norm_table())
+    if (name == spec.name) return spec.norm;
+  std::vector<std::string> names;
+  for (const FocusNormSpec& spec : focus_norm_table()) names.push_back(spec.name);
+  throw std::invalid_argument("unknown f_p norm mode '" + excerpt(name) + "' (expected " + list_alternatives(names) +
+                              ")");
+}
+
+std::string to_string(FocusNorm norm) {
+  for (const FocusNormSpec& spec : focus_norm_table())
+    if (spec.norm == norm) return spec.name;
+  throw std::logic_error("f_p norm mode " + std::to_string(int(norm)) + " has no row in its table");
+}
+
+std::string focus_norm_choices() {
+  std::string names;
+  for (const FocusNormSpec& spec : focus_norm_table()) names += (names.empty() ? "" : "|") + std::string(spec.name);
+  return names;
+}
+
+std::string focus_norm_help() {
+  std::vector<std::string> descriptions;
+  for (const FocusNormSpec& spec : focus_norm_table()) descriptions.push_back(spec.description);
+  return "f_p norms " + list_alternatives(descriptions);
+}
 
 }  // namespace attnscope

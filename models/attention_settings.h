@@ -1,5 +1,7 @@
-// What attention a run computes: the variant and its knobs (p, window, anchors, DWC, f_p norms).
-// Shared by the engine, the CLI, session files and the GUI; none of it needs a model reload.
+// What attention a run computes: the variant and its knobs (p, window, anchors, DWC, f_p norms),
+// and the typed modes behind them. Variant and FocusNorm each have one name table
+// (attention_settings.cpp) that parsing, to_string, help texts and GUI labels all read. Shared by
+// the engine, the CLI, session files and the GUI; none of it needs a model reload.
 #pragma once
 
 #include <string>
@@ -32,11 +34,33 @@ struct AttentionSettings {
 
 // The window the `window` variant uses when none is given (Swin's default).
 constexpr int kDefaultWindow = 7;
+// Anchors pooled from K when a layer has no learned ones and no count is given (AnchorFormer's m).
+constexpr int kDefaultPooledAnchors = 30;
+
+// One row of the variant table.
+struct VariantSpec {
+  Variant variant;
+  const char* name;         // CLI, session files, panel specs, the GUI combo
+  const char* description;  // help texts and GUI tooltips
+};
+const std::vector<VariantSpec>& variant_table();  // in the order help texts and combos list them
+const VariantSpec& variant_spec(Variant variant);
 
 Variant parse_variant(const std::string& name);  // throws std::invalid_argument
 std::string to_string(Variant variant);
-FocusNorm parse_focus_norm(const std::string& name);
+std::vector<std::string> variant_names();  // every swap, without "native" (bench defaults)
+std::string variant_choices();             // "native, softmax, ... or anchor", for help and errors
+
+// One row of the f_p norm table.
+struct FocusNormSpec {
+  FocusNorm norm;
+  const char* name;
+  const char* description;
+};
+const std::vector<FocusNormSpec>& focus_norm_table();
+FocusNorm parse_focus_norm(const std::string& name);  // throws std::invalid_argument
 std::string to_string(FocusNorm norm);
-std::vector<std::string> variant_names();  // for help texts and UI combos (without "native")
+std::string focus_norm_choices();  // "all|head": the option's value, in help texts and errors
+std::string focus_norm_help();     // "f_p norms over all channels (authors' code) or per head (paper)"
 
 }  // namespace attnscope

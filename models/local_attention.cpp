@@ -219,7 +219,7 @@ ResolvedAttention resolve_for_layer(const AttentionSettings& settings, NativeAtt
   resolved.norm = settings.norm;
   switch (settings.variant) {
     case Variant::Native:
-      resolved.kernel = native_kernel(native);
+      resolved.kernel = native;
       break;
     case Variant::Softmax:
     case Variant::Window:  // a windowed layer is windowed already; the slider sets the window
@@ -238,7 +238,7 @@ ResolvedAttention resolve_for_layer(const AttentionSettings& settings, NativeAtt
       resolved.kernel = Kernel::Anchor;
       break;
   }
-  resolved.native = resolved.kernel == native_kernel(native);
+  resolved.native = resolved.kernel == native;
   if (resolved.kernel == Kernel::Anchor) {
     resolved.learned_anchors = parameters.anchors.defined();
     const int available = resolved.learned_anchors ? int(parameters.anchors.size(0)) : patch_tokens;
@@ -256,10 +256,11 @@ torch::Tensor attend_grouped(const GroupedAttention& step, const torch::Tensor& 
                              const torch::Tensor& v, AttentionCapture* capture) {
   const ResolvedAttention& resolved = step.resolved;
   KernelFeatures features = kernel_features(resolved, q, k, step.parameters, step.group_grid);
+  const KernelSpec& kernel = kernel_spec(resolved.kernel);
   torch::Tensor allowed, additive;
-  if (resolved.kernel == Kernel::Softmax)
+  if (kernel.takes_additive)
     additive = step.additive;
-  else if (step.forbidden.defined() && resolved.kernel != Kernel::Anchor)
+  else if (step.forbidden.defined() && !kernel.global_only)
     allowed = step.forbidden.logical_not().unsqueeze(1).repeat({q.size(0) / step.forbidden.size(0), 1, 1, 1});
   auto out = attend(resolved.kernel, features, v, allowed, additive);
   if (resolved.dwc) out = out + depthwise_conv_on_values(v, step.dwc_weight, step.dwc_bias, step.group_grid);
@@ -270,17 +271,7 @@ torch::Tensor attend_grouped(const GroupedAttention& step, const torch::Tensor& 
     capture->q = q.detach();
     capture->k = k.detach();
     capture->v = v.detach();
-    capture->features.q = features.q.detach();
-    capture->features.k = features.k.detach();
-    capture->features.score_scale = features.score_scale;
-    if (features.anchor_assignment.defined()) capture->features.anchor_assignment = features.anchor_assignment.detach();
-    if (features.key_anchor_assignment.defined())
-      capture->features.key_anchor_assignment = features.key_anchor_assignment.detach();
-    if (features.temperature.defined()) capture->features.temperature = features.temperature.detach();
-    if (features.q_before_focus.defined()) {
-      capture->features.q_before_focus = features.q_before_focus.detach();
-      capture->features.k_before_focus = features.k_before_focus.detach();
-    }
+    capture->features = features.detached();
     if (resolved.dwc) capture->dwc_weight = step.dwc_weight.detach();
     capture->query_slots = step.query_slots;
     capture->key_slots = step.key_slots;

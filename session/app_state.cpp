@@ -210,7 +210,7 @@ std::vector<OptionSpec> make_options() {
                        s.max_pixels = pixels;
                      },
                      [](const AppState& s) { return std::to_string(s.max_pixels); }});
-  options.push_back({"variant", "NAME", "native, softmax, linear, focused, enhanced, window or anchor",
+  options.push_back({"variant", "NAME", variant_choices(),
                      [](AppState& s, const std::string& v) {
                        s.attention.variant = with_option_name("variant", [&] { return parse_variant(v); });
                      },
@@ -222,20 +222,24 @@ std::vector<OptionSpec> make_options() {
                        s.attention.p = p;
                      },
                      [](const AppState& s) { return format_double(s.attention.p); }});
-  options.push_back({"window", "W", "window size in patches (0: global; the window variant defaults to 7)",
-                     [](AppState& s, const std::string& v) {
-                       const int w = parse_int_option("window", v);
-                       if (w < 0) throw std::invalid_argument("--window must be >= 0");
-                       s.attention.window = w;
-                     },
-                     [](const AppState& s) { return std::to_string(s.attention.window); }});
-  options.push_back({"anchors", "M", "anchor count (0: all learned anchors, or 30 pooled from K)",
-                     [](AppState& s, const std::string& v) {
-                       const int m = parse_int_option("anchors", v);
-                       if (m < 0) throw std::invalid_argument("--anchors must be >= 0");
-                       s.attention.anchors = m;
-                     },
-                     [](const AppState& s) { return std::to_string(s.attention.anchors); }});
+  options.push_back(
+      {"window", "W",
+       "window size in patches (0: global; the window variant defaults to " + std::to_string(kDefaultWindow) + ")",
+       [](AppState& s, const std::string& v) {
+         const int w = parse_int_option("window", v);
+         if (w < 0) throw std::invalid_argument("--window must be >= 0");
+         s.attention.window = w;
+       },
+       [](const AppState& s) { return std::to_string(s.attention.window); }});
+  options.push_back(
+      {"anchors", "M",
+       "anchor count (0: all learned anchors, or " + std::to_string(kDefaultPooledAnchors) + " pooled from K)",
+       [](AppState& s, const std::string& v) {
+         const int m = parse_int_option("anchors", v);
+         if (m < 0) throw std::invalid_argument("--anchors must be >= 0");
+         s.attention.anchors = m;
+       },
+       [](const AppState& s) { return std::to_string(s.attention.anchors); }});
   options.push_back({"dwc", "on|off", "FLatten's depthwise conv on V, where the checkpoint has it",
                      [](AppState& s, const std::string& v) {
                        if (v != "on" && v != "off")
@@ -243,7 +247,7 @@ std::vector<OptionSpec> make_options() {
                        s.attention.dwc = v == "on";
                      },
                      [](const AppState& s) { return std::string(s.attention.dwc ? "on" : "off"); }});
-  options.push_back({"norm", "all|head", "f_p norms over all channels (authors' code) or per head (paper)",
+  options.push_back({"norm", focus_norm_choices(), focus_norm_help(),
                      [](AppState& s, const std::string& v) {
                        s.attention.norm = with_option_name("norm", [&] { return parse_focus_norm(v); });
                      },
@@ -272,7 +276,8 @@ std::vector<OptionSpec> make_options() {
        [](const AppState& s) { return s.query; }});
   options.push_back({"compare", "SPEC,..",
                      "side by side: panels 2 to 4, each VARIANT[:model=F][:p=P][:window=W][:anchors=M][:dwc=on|off]"
-                     "[:norm=all|head] (panel 1 is --model with --variant; keys left out follow them)",
+                     "[:norm=" +
+                         focus_norm_choices() + "] (panel 1 is --model with --variant; keys left out follow them)",
                      [](AppState& s, const std::string& v) {
                        std::vector<PanelSpec> specs = parse_panel_list(v, "--compare");
                        if (int(specs.size()) > kMaxPanels - 1)

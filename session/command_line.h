@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 
 #include "session/app_state.h"
@@ -19,6 +20,7 @@ struct CommandFlag {
 struct CommandLine {
   AppState state;
   std::map<std::string, std::string> flags;  // the command's own flags (defaults filled in)
+  std::set<std::string> given;               // the state options named on the command line itself
   bool help = false;
   int flag_int(const std::string& name) const { return parse_int_option(name, flags.at(name)); }
   double flag_double(const std::string& name) const { return parse_double_option(name, flags.at(name)); }

@@ -17,6 +17,7 @@
 #include "core/image.h"
 #include "models/inference.h"
 #include "session/app_state.h"
+#include "tests/test_folder.h"
 
 namespace attnscope {
 
@@ -30,14 +31,6 @@ class GuiTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed (scripts/setup.sh installs it)";
-    folder_ =
-        fs::temp_directory_path() / ("attnscope-gui-" + std::to_string(getpid()) + "-" +
-                                     std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(folder_);
-    fs::create_directories(folder_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(folder_);  // kept on failure, to look at the screenshot
   }
 
   nlohmann::json base_session() const {
@@ -132,7 +125,8 @@ class GuiTest : public ::testing::Test {
     return int(std::max_element(values.begin(), values.end()) - values.begin());
   }
 
-  fs::path folder_;
+  TestFolder scratch_{"gui"};  // kept on failure, to look at the screenshot
+  const fs::path& folder_ = scratch_.path();
 };
 
 }  // namespace attnscope

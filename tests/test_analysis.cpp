@@ -20,6 +20,7 @@
 #include "models/model_loader.h"
 #include "tests/case_folder.h"
 #include "tests/numeric_bounds.h"
+#include "tests/test_folder.h"
 
 namespace attnscope {
 namespace test_analysis {
@@ -331,11 +332,6 @@ TEST(FocusMetrics, BoxMassAndSummary) {
 class AnalyzeCliTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    folder_ =
-        fs::temp_directory_path() / ("attnscope-analyze-" + std::to_string(::getpid()) + "-" +
-                                     std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(folder_);
-    fs::create_directories(folder_);
     image_ = (folder_ / "input.png").string();
     cv::Mat picture(90, 120, CV_8UC3);
     cv::randu(picture, 0, 255);
@@ -343,22 +339,12 @@ class AnalyzeCliTest : public ::testing::Test {
     base_ = " --model " + kCaseDir + "gc_vit.safetensors --arch heads=2 --image " + image_ + " --size 96x128 --out " +
             (folder_ / "out").string() + " --device cpu --overwrite";  // one folder for every analysis
   }
-  void TearDown() override { fs::remove_all(folder_); }
-
   // Exit code and stderr of one command.
   std::pair<int, std::string> run(const std::string& arguments) {
-    const std::string err = (folder_ / "stderr.txt").string();
-    const int status =
-        std::system((std::string(ATTNSCOPE_CLI) + " " + arguments + " > /dev/null 2> '" + err + "'").c_str());
-    std::ifstream in(err);
-    std::stringstream text;
-    text << in.rdbuf();
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text.str()};
+    const CommandRun command = run_attnscope(arguments, folder_);
+    return {command.exit_code, command.err};
   }
-  nlohmann::json summary() {
-    std::ifstream in(folder_ / "out" / "summary.json");
-    return nlohmann::json::parse(in);
-  }
+  nlohmann::json summary() { return read_json_file(folder_ / "out" / "summary.json"); }
   void expect_clear_error(const std::string& arguments, const std::string& phrase) {
     SCOPED_TRACE(arguments);
     const auto [code, text] = run(arguments);
@@ -367,7 +353,8 @@ class AnalyzeCliTest : public ::testing::Test {
     EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
   }
 
-  fs::path folder_;
+  TestFolder scratch_{"analyze"};
+  const fs::path& folder_ = scratch_.path();
   std::string image_, base_;
 };
 

@@ -16,50 +16,23 @@
 #include "core/checkpoint.h"
 #include "core/npy.h"
 #include "models/demo_models.h"
+#include "tests/test_folder.h"
 
 namespace attnscope {
 namespace test_attribution_cli {
 
 namespace fs = std::filesystem;
 
-struct Output {
-  int exit_code = -1;
-  std::string out, err;
-};
-
 class AttributionCliTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    folder_ =
-        fs::temp_directory_path() / ("attnscope-attribution-" + std::to_string(::getpid()) + "-" +
-                                     std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(folder_);
-    fs::create_directories(folder_);
     model_ = asset_path("models") + "/flatten.safetensors";
     glyphs_ = (folder_ / "glyphs").string();
     ASSERT_EQ(run("glyphs --out " + glyphs_ + " --count 3 --seed 1000000000000").exit_code, 0);
     image_ = glyphs_ + "/glyph_1000000000000.png";
   }
-  void TearDown() override { fs::remove_all(folder_); }
-
-  Output run(const std::string& arguments) {
-    const std::string out = (folder_ / "stdout.txt").string(), err = (folder_ / "stderr.txt").string();
-    const int status =
-        std::system((std::string(ATTNSCOPE_CLI) + " " + arguments + " > '" + out + "' 2> '" + err + "'").c_str());
-    Output result;
-    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    for (auto [path, text] : {std::make_pair(out, &result.out), std::make_pair(err, &result.err)}) {
-      std::ifstream in(path);
-      std::stringstream content;
-      content << in.rdbuf();
-      *text = content.str();
-    }
-    return result;
-  }
-  nlohmann::json summary(const fs::path& dir) {
-    std::ifstream in(dir / "summary.json");
-    return nlohmann::json::parse(in);
-  }
+  CommandRun run(const std::string& arguments) { return run_attnscope(arguments, folder_); }
+  nlohmann::json summary(const fs::path& dir) { return read_json_file(dir / "summary.json"); }
   // A softmax ViT on the glyph task's 96 px input with `classes` outputs and random weights.
   std::string model_with_classes(int classes) {
     torch::manual_seed(3);
@@ -71,7 +44,8 @@ class AttributionCliTest : public ::testing::Test {
     return path;
   }
 
-  fs::path folder_;
+  TestFolder scratch_{"attribution"};
+  const fs::path& folder_ = scratch_.path();
   std::string model_, glyphs_, image_;
 };
 
@@ -80,8 +54,9 @@ TEST_F(AttributionCliTest, EveryMethodWritesItsMapAtTheGridWithSizeAndNormalisat
        {"gradcam++", "xgradcam", "layercam", "eigencam", "hirescam", "scorecam", "relevance", "gradrollout", "ig"}) {
     SCOPED_TRACE(method);
     const fs::path out = folder_ / method;
-    const Output result = run("analyze --analysis " + method + " --gradcam-layer blocks.2.norm1 --class 3 --model " +
-                              model_ + " --image " + image_ + " --out " + out.string() + " --ig-steps 8");
+    const CommandRun result =
+        run("analyze --analysis " + method + " --gradcam-layer blocks.2.norm1 --class 3 --model " + model_ +
+            " --image " + image_ + " --out " + out.string() + " --ig-steps 8");
     ASSERT_EQ(result.exit_code, 0) << result.err;
     const torch::Tensor map = read_npy((out / (method + ".npy")).string());
     EXPECT_EQ(map.sizes(), torch::IntArrayRef({12, 12}));
@@ -103,8 +78,8 @@ TEST_F(AttributionCliTest, EveryMethodWritesItsMapAtTheGridWithSizeAndNormalisat
     }
   }
   // Grad-CAM keeps its own names.
-  const Output gradcam = run("analyze --analysis gradcam --model " + model_ + " --image " + image_ + " --out " +
-                             (folder_ / "gradcam").string());
+  const CommandRun gradcam = run("analyze --analysis gradcam --model " + model_ + " --image " + image_ + " --out " +
+                                 (folder_ / "gradcam").string());
   ASSERT_EQ(gradcam.exit_code, 0) << gradcam.err;
   for (const char* name : {"gradcam.npy", "gradcam_raw.npy", "gradcam_upsampled.npy", "gradcam_overlay.png"})
     EXPECT_TRUE(fs::exists(folder_ / "gradcam" / name)) << name;
@@ -112,8 +87,9 @@ TEST_F(AttributionCliTest, EveryMethodWritesItsMapAtTheGridWithSizeAndNormalisat
 
 TEST_F(AttributionCliTest, FaithfulnessPrintsATableAndWritesCurvesAndTheFigure) {
   const fs::path out = folder_ / "faithfulness";
-  const Output result = run("analyze --analysis faithfulness --methods gradcam,relevance,attention --steps 6 --model " +
-                            model_ + " --image " + image_ + " --out " + out.string());
+  const CommandRun result =
+      run("analyze --analysis faithfulness --methods gradcam,relevance,attention --steps 6 --model " + model_ +
+          " --image " + image_ + " --out " + out.string());
   ASSERT_EQ(result.exit_code, 0) << result.err;
   for (const char* row : {"| gradcam |", "| relevance |", "| attention |", "| random"})
     EXPECT_NE(result.out.find(row), std::string::npos) << result.out;
@@ -135,8 +111,8 @@ TEST_F(AttributionCliTest, FaithfulnessPrintsATableAndWritesCurvesAndTheFigure) 
   EXPECT_TRUE(fs::exists(out / "faithfulness_data" / "relevance_deletion.csv"));
 
   // The same figure through export.
-  const Output exported = run("export --layout faithfulness --methods gradcam,ig --ig-steps 4 --steps 4 --model " +
-                              model_ + " --image " + image_ + " --out " + (folder_ / "figures").string());
+  const CommandRun exported = run("export --layout faithfulness --methods gradcam,ig --ig-steps 4 --steps 4 --model " +
+                                  model_ + " --image " + image_ + " --out " + (folder_ / "figures").string());
   ASSERT_EQ(exported.exit_code, 0) << exported.err;
   EXPECT_FALSE(cv::imread((folder_ / "figures" / "glyph_1000000000000_faithfulness.png").string()).empty());
 }
@@ -149,22 +125,22 @@ TEST_F(AttributionCliTest, ExistingOutputsAreRefusedUnlessOverwrite) {
     const fs::path out = folder_ / ("again-" + analysis);
     const std::string arguments = "analyze --analysis " + analysis + " --methods gradcam,attention --steps 4 --model " +
                                   model_ + " --image " + image_ + " --out " + out.string();
-    const Output first = run(arguments);
+    const CommandRun first = run(arguments);
     ASSERT_EQ(first.exit_code, 0) << first.err;
     const auto written = fs::last_write_time(out / "summary.json");
-    const Output again = run(arguments);
+    const CommandRun again = run(arguments);
     EXPECT_NE(again.exit_code, 0);
     EXPECT_NE(again.err.find("--overwrite"), std::string::npos) << again.err;
     EXPECT_EQ(fs::last_write_time(out / "summary.json"), written);
-    const Output replaced = run(arguments + " --overwrite");
+    const CommandRun replaced = run(arguments + " --overwrite");
     EXPECT_EQ(replaced.exit_code, 0) << replaced.err;
   }
   // The figure alone is enough to refuse the table: nothing else is written either.
   const fs::path out = folder_ / "again-faithfulness";
   fs::remove(out / "summary.json");
   fs::remove(out / "faithfulness_curves.csv");
-  const Output figure_only = run("analyze --analysis faithfulness --methods gradcam,attention --steps 4 --model " +
-                                 model_ + " --image " + image_ + " --out " + out.string());
+  const CommandRun figure_only = run("analyze --analysis faithfulness --methods gradcam,attention --steps 4 --model " +
+                                     model_ + " --image " + image_ + " --out " + out.string());
   EXPECT_NE(figure_only.exit_code, 0);
   EXPECT_NE(figure_only.err.find("exists"), std::string::npos) << figure_only.err;
   EXPECT_FALSE(fs::exists(out / "summary.json"));
@@ -173,15 +149,14 @@ TEST_F(AttributionCliTest, ExistingOutputsAreRefusedUnlessOverwrite) {
 
 TEST_F(AttributionCliTest, EvalScoresAFolderWithBoxesAndLabels) {
   const std::string labels = glyphs_ + "/labels.csv";
-  const Output result =
+  const CommandRun result =
       run("eval --images " + glyphs_ + " --boxes " + labels + " --labels " + labels + " --model " + model_ +
           " --methods gradcam,relevance --layers -1 --steps 4 --out " + (folder_ / "eval").string());
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_NE(result.out.find("| gradcam | blocks.3.norm1 |"), std::string::npos) << result.out;
   EXPECT_NE(result.out.find("| relevance | all |"), std::string::npos) << result.out;
   EXPECT_NE(result.out.find("accuracy: "), std::string::npos) << result.out;
-  std::ifstream in(folder_ / "eval" / "eval.json");
-  const nlohmann::json report = nlohmann::json::parse(in);
+  const nlohmann::json report = read_json_file(folder_ / "eval" / "eval.json");
   EXPECT_EQ(report["images"], 3);
   EXPECT_GT(report["accuracy"].get<double>(), 0.5);  // the demo model reads these digits
   for (const auto& row : report["methods"]) EXPECT_EQ(row["images"], 3);
@@ -195,8 +170,8 @@ TEST_F(AttributionCliTest, EvalScoresAFolderWithBoxesAndLabels) {
     mask(cv::Rect(20, 20, 40, 40)).setTo(255);
     cv::imwrite((folder_ / "masks" / entry.path().filename()).string(), mask);
   }
-  const Output masked = run("eval --images " + glyphs_ + " --masks " + (folder_ / "masks").string() + " --model " +
-                            model_ + " --methods attention --layers 0 --steps 2");
+  const CommandRun masked = run("eval --images " + glyphs_ + " --masks " + (folder_ / "masks").string() + " --model " +
+                                model_ + " --methods attention --layers 0 --steps 2");
   ASSERT_EQ(masked.exit_code, 0) << masked.err;
   EXPECT_NE(masked.out.find("| attention | 0 |"), std::string::npos) << masked.out;
 }
@@ -208,28 +183,27 @@ TEST_F(AttributionCliTest, EvalWithAllMethodsLeavesOutWhatCannotApply) {
   const std::string labels = glyphs_ + "/labels.csv";
   const std::string swin = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/hier_cases/swin_a.safetensors";
   const std::string common = "eval --images " + glyphs_ + " --boxes " + labels + " --model " + swin;
-  const Output all = run(common + " --methods all --layers -1 --steps 2 --out " + (folder_ / "all").string());
+  const CommandRun all = run(common + " --methods all --layers -1 --steps 2 --out " + (folder_ / "all").string());
   ASSERT_EQ(all.exit_code, 0) << all.err;
   EXPECT_NE(all.out.find("not applicable: relevance: relevance is not available"), std::string::npos) << all.out;
   EXPECT_NE(all.out.find("| gradcam |"), std::string::npos) << all.out;
-  std::ifstream in(folder_ / "all" / "eval.json");
-  const nlohmann::json report = nlohmann::json::parse(in);
+  const nlohmann::json report = read_json_file(folder_ / "all" / "eval.json");
   EXPECT_TRUE(report["not_applicable"].contains("gradrollout"));
   EXPECT_FALSE(report["not_applicable"].contains("gradcam"));
-  const Output named = run(common + " --methods relevance --steps 2");
+  const CommandRun named = run(common + " --methods relevance --steps 2");
   EXPECT_EQ(named.exit_code, 1);
   EXPECT_NE(named.err.find("relevance is not available"), std::string::npos) << named.err;
 }
 
 TEST_F(AttributionCliTest, EvalSaysWhenTheModelDoesNotFitTheTask) {
   const std::string three_classes = model_with_classes(3), labels = glyphs_ + "/labels.csv";
-  const Output folder = run("eval --images " + glyphs_ + " --boxes " + labels + " --labels " + labels + " --model " +
-                            three_classes + " --methods attention --layers 0 --steps 2");
+  const CommandRun folder = run("eval --images " + glyphs_ + " --boxes " + labels + " --labels " + labels +
+                                " --model " + three_classes + " --methods attention --layers 0 --steps 2");
   ASSERT_EQ(folder.exit_code, 0) << folder.err;
   EXPECT_NE(folder.out.find("does not fit this task, accuracy is not measured"), std::string::npos) << folder.out;
   EXPECT_EQ(folder.out.find("accuracy: 0"), std::string::npos) << folder.out;
 
-  const Output demo = run("eval --models " + three_classes + " --samples 2");
+  const CommandRun demo = run("eval --models " + three_classes + " --samples 2");
   ASSERT_EQ(demo.exit_code, 0) << demo.err;
   EXPECT_NE(demo.out.find("does not fit the glyph task: the model has 3 classes, the task 10"), std::string::npos)
       << demo.out;
@@ -250,7 +224,7 @@ TEST_F(AttributionCliTest, ReportsBadInputClearly) {
             "attention relevance (Chefer et al.) needs q, k and the activations"},
        }) {
     SCOPED_TRACE(arguments);
-    const Output result = run(arguments);
+    const CommandRun result = run(arguments);
     EXPECT_TRUE(result.exit_code == 1 || result.exit_code == 2) << result.exit_code;
     EXPECT_NE(result.err.find(phrase), std::string::npos) << result.err;
   }

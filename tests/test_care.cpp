@@ -20,13 +20,10 @@ namespace test_care {
 using namespace testing_cases;
 
 const std::string kCaseDir = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/part2_cases/";
-constexpr double kTolerance = 1e-4;
-
-std::vector<nlohmann::json> care_cases() { return read_cases(kCaseDir, "care"); }
 
 TEST(Care, EveryCaseMatchesThePythonReference) {
   configure_threads(2);
-  const auto cases = care_cases();
+  const auto cases = read_cases(kCaseDir, "care");
   ASSERT_GE(cases.size(), 8u);
   std::set<std::string> forms;
   double worst_logits = 0.0, worst_rows = 0.0;
@@ -38,37 +35,27 @@ TEST(Care, EveryCaseMatchesThePythonReference) {
     EXPECT_TRUE(model.backbone->hierarchical());
     EXPECT_EQ(model.container_key, c.at("state_dict_key").is_null() ? "" : c.at("state_dict_key").get<std::string>());
     forms.insert(c.at("container").get<std::string>() + ":" + model.container_key);
-    const torch::Tensor input = read_npy(kCaseDir + c.at("input").get<std::string>());
     c10::InferenceMode inference_mode;
-    const ForwardOutput output = model.forward(input, settings_from(c.at("variant")));
-    const double logits_error =
-        max_abs_difference(output.logits, read_npy(kCaseDir + c.at("logits").get<std::string>()));
-    worst_logits = std::max(worst_logits, logits_error);
-    EXPECT_LT(logits_error, kTolerance) << "logits";
+    const ForwardOutput output = forward_and_check_logits(model, kCaseDir, c, kParityTolerance, worst_logits);
 
-    const auto& layers = c.at("layers");
-    ASSERT_EQ(output.layers.size(), layers.size());
-    ASSERT_EQ(model.backbone->attention_layers(), int(layers.size()));
-    for (size_t l = 0; l < layers.size(); ++l) {
-      const auto& reference = layers[l];
-      const AttentionCapture& capture = output.layers[l];
-      SCOPED_TRACE("layer " + std::to_string(l) + " (" + capture.placement.name + ")");
-      expect_placement(capture, reference);
+    ASSERT_EQ(model.backbone->attention_layers(), int(c.at("layers").size()));
+    for_each_reference_layer(output, c, [&](const AttentionCapture& capture, const nlohmann::json& reference) {
       const nlohmann::json described = describe_layer(capture);
       EXPECT_EQ(described.at("channels"), reference.at("channels"));
       ASSERT_EQ(capture.heads, reference.at("heads").get<int>());
       if (reference.at("kind") == "none") {
         EXPECT_EQ(described.at("attention"), "none");
         EXPECT_EQ(capture.placement.access, "strip-conv");
-        continue;
+        return;
       }
       EXPECT_EQ(to_string(capture.attention.kernel), reference.at("kernel").get<std::string>());
       EXPECT_EQ(capture.attention.native, reference.at("native").get<bool>());
       const torch::Tensor expected = read_npy(kCaseDir + reference.at("rows").get<std::string>());  // [h, Q, kh, kw]
       const std::vector<int64_t> queries = reference_queries(capture, reference);
       auto rows_of = [&](int head, const std::vector<int64_t>& at) { return capture.rows(0, head, at); };
-      worst_rows = std::max(worst_rows, expect_rows_match(capture, reference, queries, expected, rows_of, kTolerance));
-    }
+      worst_rows =
+          std::max(worst_rows, expect_rows_match(capture, reference, queries, expected, rows_of, kParityTolerance));
+    });
   }
   // The released bare state_dict (.pth.tar), timm's CheckpointSaver ('state_dict' counts) and safetensors.
   EXPECT_EQ(forms, (std::set<std::string>{"safetensors:", "pth:", "pth:state_dict"}));
@@ -113,46 +100,27 @@ TEST(Care, WindowVariantIsRefusedWithTheReason) {
 }
 
 TEST(Care, GradCamAtBlockOutputs) {
+  expect_grad_cam_hook_points(kCaseDir + "care_a.safetensors", 64, 64, "stages.3.blocks.1", "blocks.1",
+                              "stages.1.blocks.0", 8);
   LoadedModel model = load_model(kCaseDir + "care_a.safetensors", {}, torch::kCPU);
-  const torch::Tensor image = torch::randn({1, 3, 64, 64});
-  const GradCamResult last = grad_cam(model.native("Grad-CAM"), image, AttentionSettings{}, {});
-  EXPECT_EQ(last.layer, "stages.3.blocks.1");
-  GradCamOptions early_block;
-  early_block.layer = "blocks.1";
-  const GradCamResult early = grad_cam(model.native("Grad-CAM"), image, AttentionSettings{}, early_block);
-  EXPECT_EQ(early.layer, "stages.1.blocks.0");
-  EXPECT_EQ(early.layout.grid_h, 8);
-  EXPECT_GT(early.max_abs_gradient, 0.0);
   EXPECT_EQ(model.backbone->resolve_hook_point("stages.2"), "stages.2.blocks.1");
   EXPECT_THROW(model.backbone->resolve_hook_point("stages.9"), std::invalid_argument);
-}
-
-void expect_refusal_naming(const std::map<std::string, torch::Tensor>& tensors,
-                           const std::map<std::string, std::string>& metadata, const std::string& needle) {
-  const std::string path = ::testing::TempDir() + "/care_refused.safetensors";
-  save_safetensors(path, tensors, metadata);
-  try {
-    load_model(path, {}, torch::kCPU);
-    FAIL() << "must be refused: " << needle;
-  } catch (const CheckpointError& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
 }
 
 TEST(Care, MissingMisshapenOrForeignKeysAreNamed) {
   const Checkpoint checkpoint = load_checkpoint(kCaseDir + "care_a.safetensors");
   for (const char* key : {"stages.2.blocks.1.inter_layer.inter1_conv.weight", "stages.1.downsample.1.weight",
                           "dist_head.norm.weight", "stages.3.blocks.0.inter_layer.inter2_fc2.weight"}) {
-    auto without = checkpoint.tensors;
-    ASSERT_EQ(without.erase(key), 1u) << key;
-    expect_refusal_naming(without, checkpoint.metadata, key);
+    auto without = checkpoint;
+    ASSERT_EQ(without.tensors.erase(key), 1u) << key;
+    expect_refusal_naming(without, key);
   }
-  auto misshapen = checkpoint.tensors;
-  misshapen["stages.3.blocks.0.token_mixer.qk.weight"] = torch::zeros({32, 16, 3, 3});
-  expect_refusal_naming(misshapen, checkpoint.metadata, "stages.3.blocks.0.token_mixer.qk.weight");
-  auto foreign = checkpoint.metadata;
-  foreign["attnscope_arch"] = R"({"family": "l2vit", "heads": [1, 2, 2, 3], "window": 7})";
-  expect_refusal_naming(checkpoint.tensors, foreign, "family \"l2vit\"");
+  auto misshapen = checkpoint;
+  misshapen.tensors["stages.3.blocks.0.token_mixer.qk.weight"] = torch::zeros({32, 16, 3, 3});
+  expect_refusal_naming(misshapen, "stages.3.blocks.0.token_mixer.qk.weight");
+  auto foreign = checkpoint;
+  foreign.metadata["attnscope_arch"] = R"({"family": "l2vit", "heads": [1, 2, 2, 3], "window": 7})";
+  expect_refusal_naming(foreign, "family \"l2vit\"");
 }
 
 }  // namespace test_care

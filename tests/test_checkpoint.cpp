@@ -17,6 +17,7 @@
 #include "core/atomic_file.h"
 #include "core/checkpoint.h"
 #include "core/pickle_reader.h"
+#include "tests/test_folder.h"
 
 namespace fs = std::filesystem;
 using namespace std::string_literals;
@@ -24,7 +25,10 @@ using attnscope::Checkpoint;
 using attnscope::CheckpointError;
 using attnscope::load_checkpoint;
 using attnscope::load_safetensors;
+using attnscope::read_file_contents;
 using attnscope::save_safetensors;
+using attnscope::TestFolder;
+using attnscope::write_file_contents;
 using nlohmann::json;
 
 namespace test_checkpoint {
@@ -41,28 +45,10 @@ const json& expected() {
   return parsed;
 }
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
-
-// A fresh directory per test, removed afterwards.
-class ScratchDir {
+// This test's own folder.
+class ScratchDir : public TestFolder {
  public:
-  ScratchDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() / ("attnscope_ckpt_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~ScratchDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  size_t entry_count() const { return std::distance(fs::directory_iterator(path_), fs::directory_iterator()); }
-
- private:
-  fs::path path_;
+  ScratchDir() : TestFolder("ckpt") {}
 };
 
 // The CheckpointError message of `load`, or a test failure if it succeeds or throws otherwise.
@@ -139,7 +125,7 @@ std::string safetensors_bytes(const std::string& header, const std::string& data
 
 std::string load_error_for(const ScratchDir& dir, const std::string& bytes) {
   const std::string path = dir.file("corrupt.safetensors");
-  write_bytes(path, bytes);
+  write_file_contents(path, bytes);
   return error_of([&] { load_checkpoint(path); });
 }
 
@@ -290,7 +276,7 @@ TEST(CheckpointSafetensors, SaveLoadRoundTrip) {
   EXPECT_EQ(loaded.metadata.at("note"), "round trip");
 
   // Header padded with spaces so the data starts 8-byte aligned; keys in sorted order.
-  const std::string bytes = read_bytes(path);
+  const std::string bytes = read_file_contents(path);
   uint64_t header_size = 0;
   for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | static_cast<uint8_t>(bytes[i]);
   EXPECT_EQ(header_size % 8, 0u);
@@ -314,7 +300,7 @@ TEST(CheckpointSafetensors, SaveRejectsUnsupportedDtypeAndBadDirectory) {
 
 TEST(CheckpointSafetensors, TruncatedAndGarbageFilesAreRejected) {
   ScratchDir dir;
-  const std::string valid = read_bytes(fixture("mixed.safetensors"));
+  const std::string valid = read_file_contents(fixture("mixed.safetensors"));
   ASSERT_GT(valid.size(), 64u);
   for (size_t length : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{40}, valid.size() / 2,
                         valid.size() - 8, valid.size() - 1}) {
@@ -331,7 +317,7 @@ TEST(CheckpointSafetensors, TruncatedAndGarbageFilesAreRejected) {
   for (size_t i = 0; i < valid.size(); ++i) {
     std::string mutated = valid;
     mutated[i] = static_cast<char>(mutated[i] ^ 0x5a);
-    write_bytes(dir.file("m.safetensors"), mutated);
+    write_file_contents(dir.file("m.safetensors"), mutated);
     try {
       load_checkpoint(dir.file("m.safetensors"));
     } catch (const CheckpointError&) {
@@ -440,17 +426,17 @@ TEST(CheckpointPickle, DeeplyNestedValuesDoNotExhaustTheStack) {
 
 TEST(CheckpointPickle, DamagedZipArchivesAreRejected) {
   ScratchDir dir;
-  const std::string valid = read_bytes(fixture("views.pth"));
+  const std::string valid = read_file_contents(fixture("views.pth"));
   const std::string path = dir.file("damaged.pth");
   for (size_t length = 0; length < valid.size(); length += 97) {
-    write_bytes(path, valid.substr(0, length));
+    write_file_contents(path, valid.substr(0, length));
     EXPECT_FALSE(error_of([&] { load_checkpoint(path); }).empty());
   }
   std::mt19937 rng(3);
   for (int trial = 0; trial < 200; ++trial) {
     std::string mutated = valid;
     mutated[4 + rng() % (mutated.size() - 4)] = static_cast<char>(rng());  // keep the zip magic
-    write_bytes(path, mutated);
+    write_file_contents(path, mutated);
     try {
       load_checkpoint(path);  // a flip in unused bytes (e.g. padding) may still load
     } catch (const CheckpointError&) {
@@ -511,9 +497,9 @@ TEST(CheckpointAtomicFile, WritesReplacesAndCleansUp) {
   ScratchDir dir;
   const std::string path = dir.file("out.bin");
   attnscope::write_file_atomically(path, [](std::ostream& out) { out << "first"; });
-  EXPECT_EQ(read_bytes(path), "first");
+  EXPECT_EQ(read_file_contents(path), "first");
   attnscope::write_file_atomically(path, [](std::ostream& out) { out << "second"; });
-  EXPECT_EQ(read_bytes(path), "second");
+  EXPECT_EQ(read_file_contents(path), "second");
 
   try {
     attnscope::write_file_atomically(
@@ -528,7 +514,7 @@ TEST(CheckpointAtomicFile, WritesReplacesAndCleansUp) {
                                                   throw std::logic_error("writer failed");
                                                 }),
                std::logic_error);
-  EXPECT_EQ(read_bytes(path), "second");
+  EXPECT_EQ(read_file_contents(path), "second");
   EXPECT_EQ(dir.entry_count(), 1u) << "temporary file left behind";
 }
 

@@ -19,6 +19,7 @@
 #include "core/npy.h"
 #include "models/inference.h"
 #include "session/app_state.h"
+#include "tests/test_folder.h"
 
 namespace attnscope {
 namespace test_cli {
@@ -27,49 +28,24 @@ namespace fs = std::filesystem;
 
 const std::string kModel = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/parity_cases/vit_softmax.safetensors";
 
-struct CliResult {
-  int exit_code = -1;
-  bool crashed = false;
-  std::string stderr_text;
-};
-
 class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    folder_ =
-        fs::temp_directory_path() / ("attnscope-cli-" + std::to_string(::getpid()) + "-" +
-                                     std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(folder_);
-    fs::create_directories(folder_);
     image_ = (folder_ / "input.png").string();
     cv::Mat picture(150, 200, CV_8UC3);
     cv::randu(picture, 0, 255);
     cv::imwrite(image_, picture);
   }
-  void TearDown() override { fs::remove_all(folder_); }
-
-  CliResult run(const std::string& arguments) {
-    const std::string err = (folder_ / "stderr.txt").string();
-    const std::string command = std::string(ATTNSCOPE_CLI) + " " + arguments + " > /dev/null 2> '" + err + "'";
-    const int status = std::system(command.c_str());
-    CliResult result;
-    result.crashed = WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) > 128);
-    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    std::ifstream in(err);
-    std::stringstream text;
-    text << in.rdbuf();
-    result.stderr_text = text.str();
-    return result;
-  }
+  CommandRun run(const std::string& arguments) { return run_attnscope(arguments, folder_); }
 
   // Asserts a clean failure: exit code 1 or 2, no crash, exactly one line on stderr containing `phrase`.
   void expect_clear_error(const std::string& arguments, const std::string& phrase) {
     SCOPED_TRACE(arguments);
-    const CliResult result = run(arguments);
-    EXPECT_FALSE(result.crashed) << result.stderr_text;
+    const CommandRun result = run(arguments);
+    EXPECT_FALSE(result.crashed) << result.err;
     EXPECT_TRUE(result.exit_code == 1 || result.exit_code == 2) << "exit code " << result.exit_code;
-    EXPECT_NE(result.stderr_text.find(phrase), std::string::npos) << "stderr: " << result.stderr_text;
-    EXPECT_EQ(std::count(result.stderr_text.begin(), result.stderr_text.end(), '\n'), 1) << result.stderr_text;
+    EXPECT_NE(result.err.find(phrase), std::string::npos) << "stderr: " << result.err;
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
   }
 
   std::string write_bytes(const std::string& name, const std::string& bytes) {
@@ -78,22 +54,16 @@ class CliTest : public ::testing::Test {
     return path;
   }
 
-  std::string read_bytes(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
-
-  fs::path folder_;
+  TestFolder scratch_{"cli"};
+  const fs::path& folder_ = scratch_.path();
   std::string image_;
 };
 
 TEST_F(CliTest, RunWritesOutputsConsistentWithTheEngine) {
   const fs::path out = folder_ / "out";
-  const CliResult result = run("run --model " + kModel + " --arch heads=2 --image " + image_ + " --out " +
-                               out.string() + " --variant linear --layer 1 --head 1 --query 3,4 --device cpu");
-  ASSERT_EQ(result.exit_code, 0) << result.stderr_text;
+  const CommandRun result = run("run --model " + kModel + " --arch heads=2 --image " + image_ + " --out " +
+                                out.string() + " --variant linear --layer 1 --head 1 --query 3,4 --device cpu");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
 
   std::ifstream summary_file(out / "summary.json");
   const auto summary = nlohmann::json::parse(summary_file);
@@ -137,8 +107,8 @@ TEST_F(CliTest, RunWritesOutputsConsistentWithTheEngine) {
 // Without --model and --image, `run` takes the bundled demo model and sample image.
 TEST_F(CliTest, RunWithoutModelOrImageUsesTheBundledDefault) {
   const std::string out = (folder_ / "default").string();
-  const CliResult result = run("run --out " + out);
-  ASSERT_EQ(result.exit_code, 0) << result.stderr_text;
+  const CommandRun result = run("run --out " + out);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
   std::ifstream in(out + "/summary.json");
   const nlohmann::json summary = nlohmann::json::parse(in);
   EXPECT_EQ(summary["model"], default_model_path());
@@ -177,7 +147,7 @@ TEST_F(CliTest, ReportsBadInputClearly) {
   expect_clear_error("run --model " + write_bytes("garbage.safetensors", std::string(4096, '\x7f')) + base,
                      "garbage.safetensors");
   expect_clear_error("run --model " + write_bytes("empty.safetensors", "") + base, "empty.safetensors");
-  const std::string valid = read_bytes(kModel);
+  const std::string valid = read_file_contents(kModel);
   for (size_t cut : {size_t(4), size_t(20), valid.size() / 2, valid.size() - 1})
     expect_clear_error(
         "run --model " + write_bytes("cut" + std::to_string(cut) + ".safetensors", valid.substr(0, cut)) + base,
@@ -224,15 +194,15 @@ TEST_F(CliTest, ReportsBadInputClearly) {
 
 TEST_F(CliTest, EveryCommandHasHelp) {
   for (const char* command : {"run", "info", "train", "eval", "glyphs", "bench", "export"}) {
-    const CliResult result = run(std::string(command) + " --help");
-    EXPECT_EQ(result.exit_code, 0) << command << ": " << result.stderr_text;
-    EXPECT_TRUE(result.stderr_text.empty()) << command;
+    const CommandRun result = run(std::string(command) + " --help");
+    EXPECT_EQ(result.exit_code, 0) << command << ": " << result.err;
+    EXPECT_TRUE(result.err.empty()) << command;
   }
 }
 
 TEST_F(CliTest, InfoPrintsTheInferredArchitecture) {
-  const CliResult result = run("info --model " + kModel + " --arch heads=2 --json");
-  EXPECT_EQ(result.exit_code, 0) << result.stderr_text;
+  const CommandRun result = run("info --model " + kModel + " --arch heads=2 --json");
+  EXPECT_EQ(result.exit_code, 0) << result.err;
   expect_clear_error("info --model " + kModel + " --arch heads=3", "3 heads (from --arch) do not divide the width 64");
 }
 
@@ -250,11 +220,11 @@ TEST_F(CliTest, RunOnHubLayoutsMatchesTheAuthorsForward) {
     const fs::path out = folder_ / c.at("name").get<std::string>();
     const int layer = c.at("layer"), head = c.at("head");
     const std::string query = c.at("query");
-    const CliResult result =
+    const CommandRun result =
         run("run --model '" + folder + c.at("model").get<std::string>() + "' --image '" + folder +
             c.at("image").get<std::string>() + "' --resize none --layer " + std::to_string(layer) + " --head " +
             std::to_string(head) + " --query " + query + " --out '" + out.string() + "'");
-    ASSERT_EQ(result.exit_code, 0) << result.stderr_text;
+    ASSERT_EQ(result.exit_code, 0) << result.err;
     const torch::Tensor logits = read_npy((out / "logits.npy").string());
     const torch::Tensor expected = read_npy(folder + c.at("logits").get<std::string>());
     ASSERT_EQ(logits.sizes(), expected.sizes());
@@ -280,8 +250,8 @@ TEST_F(CliTest, TorchScriptFilesRefuseWhatNeedsQAndKAndRunTheRest) {
     EXPECT_FALSE(fs::exists(out) && !fs::is_empty(out)) << analysis << " wrote files before failing";
   }
   expect_clear_error("run" + model + " --variant linear --out '" + out.string() + "'", "TorchScript");
-  const CliResult result = run("run" + model + " --query reg1 --out '" + out.string() + "'");
-  ASSERT_EQ(result.exit_code, 0) << result.stderr_text;
+  const CommandRun result = run("run" + model + " --query reg1 --out '" + out.string() + "'");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
   std::ifstream in(out / "summary.json");
   const auto summary = nlohmann::json::parse(in);
   EXPECT_EQ(summary["query"]["name"], "reg1");

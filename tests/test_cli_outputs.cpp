@@ -20,6 +20,7 @@
 #include "figures/plots.h"
 #include "models/inference.h"
 #include "session/app_state.h"
+#include "tests/test_folder.h"
 
 namespace attnscope {
 namespace test_cli_outputs {
@@ -30,35 +31,18 @@ const std::string kParityModel = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/parity
 
 class CliOutputsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    folder_ =
-        fs::temp_directory_path() / ("attnscope-outputs-" + std::to_string(::getpid()) + "-" +
-                                     std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(folder_);
-    fs::create_directories(folder_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(folder_);
-  }
-
   // Exit code of `attnscope ARGS`; stderr in err_.
   int run(const std::string& arguments) {
-    const std::string err_file = (folder_ / "stderr.txt").string();
-    const int status =
-        std::system((std::string(ATTNSCOPE_CLI) + " " + arguments + " > /dev/null 2> '" + err_file + "'").c_str());
-    err_ = read(err_file);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    const CommandRun command = run_attnscope(arguments, folder_);
+    err_ = command.err;
+    return command.exit_code;
   }
-  static std::string read(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
-  static nlohmann::json read_json(const fs::path& path) { return nlohmann::json::parse(read(path)); }
+  static std::string read(const fs::path& path) { return read_file_contents(path); }
+  static nlohmann::json read_json(const fs::path& path) { return read_json_file(path); }
   std::string path(const std::string& name) const { return (folder_ / name).string(); }
 
-  fs::path folder_;
+  TestFolder scratch_{"outputs"};
+  const fs::path& folder_ = scratch_.path();
   std::string err_;
 };
 

@@ -20,19 +20,13 @@ namespace test_cswin {
 using namespace testing_cases;
 
 const std::string kCaseDir = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/part2_cases/";
-constexpr double kTolerance = 1e-4;
-
-const std::vector<nlohmann::json>& cases() {
-  static const std::vector<nlohmann::json> all = read_cases(kCaseDir);
-  return all;
-}
 
 TEST(CSwin, EveryCaseMatchesThePythonReference) {
   configure_threads(2);
   std::set<std::string> containers, files;
   double worst_logits = 0, worst_rows = 0;
   int layers_checked = 0;
-  for (const auto& c : cases()) {
+  for (const auto& c : cached_cases(kCaseDir)) {
     if (c.at("family") != "flatten_cswin") continue;
     const std::string name = c.at("name");
     SCOPED_TRACE("case " + name);
@@ -46,21 +40,10 @@ TEST(CSwin, EveryCaseMatchesThePythonReference) {
     }
     EXPECT_EQ(model.backbone->family(), "flatten-cswin");
     EXPECT_TRUE(model.backbone->hierarchical());
-    const torch::Tensor input = read_npy(kCaseDir + c.at("input").get<std::string>());
     c10::InferenceMode inference_mode;
-    const ForwardOutput output = model.forward(input, settings_from(c.at("variant")));
-    const torch::Tensor expected_logits = read_npy(kCaseDir + c.at("logits").get<std::string>());
-    const double logits_error = max_abs_difference(output.logits, expected_logits);
-    worst_logits = std::max(worst_logits, logits_error);
-    EXPECT_LT(logits_error, kTolerance) << "logits";
+    const ForwardOutput output = forward_and_check_logits(model, kCaseDir, c, kParityTolerance, worst_logits);
 
-    const auto& layers = c.at("layers");
-    ASSERT_EQ(output.layers.size(), layers.size());
-    for (size_t l = 0; l < layers.size(); ++l) {
-      const auto& reference = layers[l];
-      const AttentionCapture& capture = output.layers[l];
-      SCOPED_TRACE("layer " + std::to_string(l) + " (" + capture.placement.name + ")");
-      expect_placement(capture, reference);
+    for_each_reference_layer(output, c, [&](const AttentionCapture& capture, const nlohmann::json& reference) {
       ASSERT_EQ(capture.heads, reference.at("heads").get<int>());
       EXPECT_EQ(to_string(capture.attention.kernel), reference.at("kernel").get<std::string>());
       const auto& branches = reference.at("branches");
@@ -87,9 +70,10 @@ TEST(CSwin, EveryCaseMatchesThePythonReference) {
       const torch::Tensor expected = read_npy(kCaseDir + reference.at("rows").get<std::string>());  // [h, Q, kh, kw]
       const std::vector<int64_t> queries = reference_queries(capture, reference);
       auto rows_of = [&](int head, const std::vector<int64_t>& at) { return capture.rows(0, head, at); };
-      worst_rows = std::max(worst_rows, expect_rows_match(capture, reference, queries, expected, rows_of, kTolerance));
+      worst_rows =
+          std::max(worst_rows, expect_rows_match(capture, reference, queries, expected, rows_of, kParityTolerance));
       ++layers_checked;
-    }
+    });
   }
   EXPECT_EQ(containers, (std::set<std::string>{"safetensors:", "pth:model"}));
   EXPECT_TRUE(files.count("cswin_a.ema.pth")) << "the {model, state_dict_ema} form";
@@ -137,22 +121,12 @@ TEST(CSwin, SwappedKernelsStayInTheirStripes) {
 
 TEST(CSwin, MissingOrMisshapenKeysAreNamed) {
   Checkpoint checkpoint = load_checkpoint(kCaseDir + "cswin_a.safetensors");
-  const std::string path = ::testing::TempDir() + "/cswin_bad.safetensors";
-  auto expect_refused = [&](const Checkpoint& bad, const std::string& named) {
-    save_safetensors(path, bad.tensors, bad.metadata);
-    try {
-      load_model(path, {}, torch::kCPU);
-      ADD_FAILURE() << "must be refused: " << named;
-    } catch (const CheckpointError& e) {
-      EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
-    }
-  };
   for (const char* key : {"stage3.1.qkv.weight", "merge2.conv.weight", "stage1.0.attns.0.dwc.weight",
                           "stage3.0.attns.1.get_v.bias", "head.bias"}) {
     SCOPED_TRACE(key);
     auto without = checkpoint;
     ASSERT_EQ(without.tensors.erase(key), 1u);
-    expect_refused(without, key);
+    expect_refusal_naming(without, key);
   }
   for (const char* key : {"stage2.0.mlp.fc2.weight", "stage3.0.attns.0.get_v.weight", "stage1.0.qkv.weight",
                           "stage1.0.attns.0.positional_encoding"}) {
@@ -161,19 +135,19 @@ TEST(CSwin, MissingOrMisshapenKeysAreNamed) {
     std::vector<int64_t> shape = checkpoint.tensors.at(key).sizes().vec();
     shape.front() += 1;
     misshapen.tensors[key] = torch::zeros(shape);
-    expect_refused(misshapen, key);
+    expect_refusal_naming(misshapen, key);
   }
   // Metadata that contradicts the keys: another family, or an attn_type the blocks do not have.
   auto other_family = checkpoint;
   nlohmann::json arch = nlohmann::json::parse(checkpoint.metadata.at("attnscope_arch"));
   arch["family"] = "l2vit";
   other_family.metadata["attnscope_arch"] = arch.dump();
-  expect_refused(other_family, "l2vit");
+  expect_refusal_naming(other_family, "l2vit");
   auto wrong_type = checkpoint;
   arch["family"] = "flatten_cswin";
   arch["attn_type"] = "LSSS";
   wrong_type.metadata["attnscope_arch"] = arch.dump();
-  expect_refused(wrong_type, "stage2.0.");
+  expect_refusal_naming(wrong_type, "stage2.0.");
 }
 
 TEST(CSwin, GradCamAtTheAuthorsModuleNames) {
@@ -184,10 +158,8 @@ TEST(CSwin, GradCamAtTheAuthorsModuleNames) {
   EXPECT_EQ(backbone.resolve_hook_point("stage1.-1.norm1"), "stage1.1.norm1");
   EXPECT_THROW(backbone.resolve_hook_point("stage5.0"), std::invalid_argument);
   const torch::Tensor image = torch::randn({1, 3, 64, 64});
-  const GradCamResult last = grad_cam(backbone, image, AttentionSettings{}, {});
-  GradCamOptions early_options;
-  early_options.layer = "stage1.0.norm1";
-  const GradCamResult early = grad_cam(backbone, image, AttentionSettings{}, early_options);
+  const GradCamResult last = grad_cam_at(backbone, image);
+  const GradCamResult early = grad_cam_at(backbone, image, "stage1.0.norm1");
   EXPECT_EQ(early.layout.grid_h, 16);
   EXPECT_GT(early.layout.grid_h, last.layout.grid_h);
   EXPECT_GT(early.max_abs_gradient, 0.0);

@@ -14,7 +14,7 @@ namespace attnscope {
 namespace test_export_screen {
 
 class ExportScreenTest : public GuiTest {
- protected:
+ public:
   // Runs the workbench on `session`, presses "Export what is on screen" and returns the shot's JSON.
   nlohmann::json export_on_screen(nlohmann::json session) {
     session["format"] = "png";
@@ -103,16 +103,21 @@ nlohmann::json two_panels(const std::string& view) {
           {"compare", {{{"model", asset_path("models/linear.safetensors")}, {"variant", "native"}}}}};
 }
 
+// The analysis view's one map of `kind` on screen against the first panel of its exported figure.
+void expect_view_map_exported(const ExportScreenTest& test, const nlohmann::json& info, const std::string& kind,
+                              const std::string& stem) {
+  const std::vector<nlohmann::json> shown = shown_of(info, kind);
+  ASSERT_EQ(shown.size(), 1u) << kind;
+  expect_same_numbers(npy_floats(test.panel_data(test.manifest(stem), 0)), floats(shown.front()["values"]));
+}
+
 TEST_F(ExportScreenTest, AttentionPanelsAndTheMatrixView) {
   nlohmann::json session = two_panels("head");
   session["head"] = 1;
   session["analysis"] = "spectrum";
   const nlohmann::json info = export_on_screen(session);
   expect_panels_equal_screen(info, manifest("sign_4_panels"), out());
-  const nlohmann::json figure = manifest("sign_4_spectrum-view");
-  const std::vector<nlohmann::json> matrix = shown_of(info, "matrix");
-  ASSERT_EQ(matrix.size(), 1u);
-  expect_same_numbers(npy_floats(panel_data(figure, 0)), floats(matrix.front()["values"]));
+  expect_view_map_exported(*this, info, "matrix", "sign_4_spectrum-view");
 }
 
 TEST_F(ExportScreenTest, MeanOverHeadsOfColumnsAndGradCam) {
@@ -121,9 +126,7 @@ TEST_F(ExportScreenTest, MeanOverHeadsOfColumnsAndGradCam) {
   session["analysis"] = "gradcam";
   const nlohmann::json info = export_on_screen(session);
   expect_panels_equal_screen(info, manifest("sign_4_panels"), out());
-  const std::vector<nlohmann::json> gradcam = shown_of(info, "gradcam");
-  ASSERT_EQ(gradcam.size(), 1u);
-  expect_same_numbers(npy_floats(panel_data(manifest("sign_4_gradcam-view"), 0)), floats(gradcam.front()["values"]));
+  expect_view_map_exported(*this, info, "gradcam", "sign_4_gradcam-view");
 }
 
 TEST_F(ExportScreenTest, EveryHeadAndRollout) {
@@ -132,9 +135,7 @@ TEST_F(ExportScreenTest, EveryHeadAndRollout) {
   session["fusion"] = "max";
   const nlohmann::json info = export_on_screen(session);
   expect_panels_equal_screen(info, manifest("sign_4_panels"), out());
-  const std::vector<nlohmann::json> rollout = shown_of(info, "figure");
-  ASSERT_EQ(rollout.size(), 1u);
-  expect_same_numbers(npy_floats(panel_data(manifest("sign_4_rollout-view"), 0)), floats(rollout.front()["values"]));
+  expect_view_map_exported(*this, info, "figure", "sign_4_rollout-view");
 }
 
 TEST_F(ExportScreenTest, Attribution) {

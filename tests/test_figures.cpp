@@ -19,6 +19,7 @@
 #include "figures/export.h"
 #include "figures/ticks.h"
 #include "models/inference.h"
+#include "tests/test_folder.h"
 
 namespace attnscope {
 namespace test_figures {
@@ -29,14 +30,6 @@ const std::string kModel = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/parity_cases
 
 class FigureTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    folder_ = fs::temp_directory_path() / ("attnscope-figures-" + std::to_string(::getpid()) + "-" +
-                                           ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(folder_);
-    fs::create_directories(folder_);
-  }
-  void TearDown() override { fs::remove_all(folder_); }
-
   std::string path(const std::string& name) const { return (folder_ / name).string(); }
 
   std::vector<std::string> temporaries() const {
@@ -46,17 +39,9 @@ class FigureTest : public ::testing::Test {
     return found;
   }
 
-  fs::path folder_;
+  TestFolder scratch_{"figures"};
+  const fs::path& folder_ = scratch_.path();
 };
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
 int shell(const std::string& command) {
   const int status = std::system(command.c_str());
@@ -253,7 +238,7 @@ TEST_F(FigureTest, PngTilesEqualTheColourMappedNpy) {
   const FigureRequest request = request_for(FigureFormat::Png);
   const ExportedFigure exported = write_figure_bundle(figure, request, AppState{}, {}, folder_.string(), "fig");
   EXPECT_EQ(exported.figure_path, path("fig.png"));
-  const nlohmann::json manifest = nlohmann::json::parse(read_bytes(path("fig.png.json")));
+  const nlohmann::json manifest = nlohmann::json::parse(read_file_contents(path("fig.png.json")));
   EXPECT_EQ(manifest["png_size_px"][0], exported.geometry.png_width);
 
   cv::Mat bgr = cv::imread(path("fig.png"), cv::IMREAD_COLOR);
@@ -265,7 +250,7 @@ TEST_F(FigureTest, PngTilesEqualTheColourMappedNpy) {
   expect_tiles_match(rgb, manifest, figure, folder_.string(), exported.geometry.pixels_per_point, 0);
 
   // The plot's numbers are beside it as CSV.
-  const std::string csv = read_bytes(path("fig_data/curve.csv"));
+  const std::string csv = read_file_contents(path("fig_data/curve.csv"));
   EXPECT_EQ(csv.substr(0, csv.find('\n')), "series,index,value");
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 30 + 2);
   EXPECT_TRUE(temporaries().empty());
@@ -278,7 +263,7 @@ TEST_F(FigureTest, PngIsDeterministicAndTransparentOnRequest) {
   EXPECT_EQ(first, render_figure(figure, style, FigureFormat::Png));
 
   style.transparent = true;
-  write_bytes(path("clear.png"), render_figure(figure, style, FigureFormat::Png));
+  write_file_contents(path("clear.png"), render_figure(figure, style, FigureFormat::Png));
   const cv::Mat bgra = cv::imread(path("clear.png"), cv::IMREAD_UNCHANGED);
   ASSERT_EQ(bgra.channels(), 4);
   EXPECT_EQ(bgra.at<cv::Vec4b>(0, 0)[3], 0);  // the corner is background
@@ -293,8 +278,9 @@ TEST_F(FigureTest, PdfRendersWithPdftoppmAtTheFigureSize) {
   const Figure figure = synthetic_figure();
   const FigureRequest request = request_for(FigureFormat::Pdf);
   const ExportedFigure exported = write_figure_bundle(figure, request, AppState{}, {}, folder_.string(), "fig");
-  EXPECT_EQ(read_bytes(path("fig.pdf")).substr(0, 5), "%PDF-");
-  EXPECT_EQ(render_figure(figure, request.style, FigureFormat::Pdf), read_bytes(path("fig.pdf")));  // fixed date
+  EXPECT_EQ(read_file_contents(path("fig.pdf")).substr(0, 5), "%PDF-");
+  EXPECT_EQ(render_figure(figure, request.style, FigureFormat::Pdf),
+            read_file_contents(path("fig.pdf")));  // fixed date
 
   // At 144 dpi one point is two pixels.
   ASSERT_EQ(shell("pdftoppm -r 144 -png -singlefile '" + path("fig.pdf") + "' '" + path("page") + "'"), 0);
@@ -304,7 +290,7 @@ TEST_F(FigureTest, PdfRendersWithPdftoppmAtTheFigureSize) {
   EXPECT_NEAR(bgr.rows, 2 * exported.geometry.height, 1.0);
   cv::Mat rgb;
   cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
-  const nlohmann::json manifest = nlohmann::json::parse(read_bytes(path("fig.pdf.json")));
+  const nlohmann::json manifest = nlohmann::json::parse(read_file_contents(path("fig.pdf.json")));
   // Poppler samples the embedded images itself: cells keep their colour within a few levels.
   expect_tiles_match(rgb, manifest, figure, folder_.string(), 2.0, 3);
   // Text is drawn: the title row holds dark pixels.
@@ -325,7 +311,7 @@ TEST_F(FigureTest, SvgIsValidXmlWithCrispEmbeddedHeatmaps) {
       "images = [e for e in root.iter() if e.tag.endswith('}image')]\n"
       "assert len(images) == 3, len(images)\n"
       "assert all(e.get('image-rendering') == 'optimizeSpeed' for e in images)\n";
-  write_bytes(path("check.py"), script);
+  write_file_contents(path("check.py"), script);
   EXPECT_EQ(shell(std::string(ATTNSCOPE_PYTHON) + " '" + path("check.py") + "' '" + path("fig.svg") + "'"), 0);
 }
 
@@ -333,14 +319,14 @@ TEST_F(FigureTest, ExistingFilesAreRefusedUnlessOverwriteAndDataIsShared) {
   const Figure figure = synthetic_figure();
   FigureRequest request = request_for(FigureFormat::Png);
   write_figure_bundle(figure, request, AppState{}, {}, folder_.string(), "fig");
-  write_bytes(path("fig.png"), "an older figure");
+  write_file_contents(path("fig.png"), "an older figure");
   try {
     write_figure_bundle(figure, request, AppState{}, {}, folder_.string(), "fig");
     FAIL() << "an existing figure was overwritten";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("fig.png exists (--overwrite replaces it)"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(read_bytes(path("fig.png")), "an older figure");
+  EXPECT_EQ(read_file_contents(path("fig.png")), "an older figure");
 
   // A PDF of the same figure reuses its identical data files.
   request.format = FigureFormat::Pdf;
@@ -355,24 +341,24 @@ TEST_F(FigureTest, ExistingFilesAreRefusedUnlessOverwriteAndDataIsShared) {
   request.format = FigureFormat::Png;
   request.overwrite = true;
   write_figure_bundle(changed, request, AppState{}, {}, folder_.string(), "fig");
-  EXPECT_EQ(read_bytes(path("fig.png")), render_figure(changed, request.style, FigureFormat::Png));
+  EXPECT_EQ(read_file_contents(path("fig.png")), render_figure(changed, request.style, FigureFormat::Png));
   EXPECT_TRUE(temporaries().empty());
 }
 
 TEST_F(FigureTest, FailuresLeaveExistingFilesUntouchedAndNoTemporaries) {
   FigureRequest request = request_for(FigureFormat::Png);
   request.overwrite = true;
-  write_bytes(path("fig.png"), "the old figure");
+  write_file_contents(path("fig.png"), "the old figure");
 
   Figure broken = synthetic_figure();
   std::get<HeatmapPanel>(broken.at(0, 0).content).scale = 9;
   EXPECT_THROW(write_figure_bundle(broken, request, AppState{}, {}, folder_.string(), "fig"), std::invalid_argument);
-  EXPECT_EQ(read_bytes(path("fig.png")), "the old figure");
+  EXPECT_EQ(read_file_contents(path("fig.png")), "the old figure");
 
   // The data folder cannot be made (a file is in the way): nothing is replaced.
-  write_bytes(path("fig_data"), "in the way");
+  write_file_contents(path("fig_data"), "in the way");
   EXPECT_ANY_THROW(write_figure_bundle(synthetic_figure(), request, AppState{}, {}, folder_.string(), "fig"));
-  EXPECT_EQ(read_bytes(path("fig.png")), "the old figure");
+  EXPECT_EQ(read_file_contents(path("fig.png")), "the old figure");
   EXPECT_TRUE(temporaries().empty());
 }
 
@@ -577,7 +563,7 @@ TEST_F(EngineFigureTest, CliReportsBadInputOnOneLine) {
   for (const auto& [arguments, phrase] : cases) {
     SCOPED_TRACE(arguments);
     EXPECT_EQ(shell(cli + arguments + " > /dev/null 2> " + path("err.txt")), 1);
-    const std::string errors = read_bytes(path("err.txt"));
+    const std::string errors = read_file_contents(path("err.txt"));
     EXPECT_NE(errors.find(phrase), std::string::npos) << errors;
     EXPECT_EQ(std::count(errors.begin(), errors.end(), '\n'), 1) << errors;
   }
@@ -594,15 +580,15 @@ TEST_F(EngineFigureTest, CliBatchReportsBadImagesAndSessionsReproduceFigures) {
     cv::randu(picture, 0, 255);
     cv::imwrite((images / name).string(), picture);
   }
-  write_bytes((images / "broken.png").string(), "not an image");
-  write_bytes((images / "notes.txt").string(), "ignored");
+  write_file_contents((images / "broken.png").string(), "not an image");
+  write_file_contents((images / "notes.txt").string(), "ignored");
 
   const std::string cli = std::string(ATTNSCOPE_CLI) + " export --model " + kModel + " --arch heads=2";
   const std::string err = path("stderr.txt");
   const std::string batch =
       cli + " --images " + images.string() + " --out " + path("out") + " --variants softmax,focused --layers 0,1";
   EXPECT_EQ(shell(batch + " > /dev/null 2> " + err), 1);
-  const std::string errors = read_bytes(err);
+  const std::string errors = read_file_contents(err);
   EXPECT_NE(errors.find("broken.png"), std::string::npos) << errors;
   EXPECT_EQ(errors.find("a.jpg:"), std::string::npos) << errors;
   EXPECT_TRUE(fs::exists(path("out/a_grid-layers.png")));
@@ -614,18 +600,19 @@ TEST_F(EngineFigureTest, CliBatchReportsBadImagesAndSessionsReproduceFigures) {
   EXPECT_EQ(shell(cli + " --image " + (images / "a.jpg").string() + " --out " + path("out") +
                   " --variants softmax,focused --layers 0,1 > /dev/null 2> " + err),
             1);
-  EXPECT_NE(read_bytes(err).find("exists (--overwrite replaces it)"), std::string::npos) << read_bytes(err);
+  EXPECT_NE(read_file_contents(err).find("exists (--overwrite replaces it)"), std::string::npos)
+      << read_file_contents(err);
   EXPECT_EQ(shell(cli + " --image " + (images / "a.jpg").string() + " --out " + path("out") +
                   " --variants softmax,focused --layers 0,1 --overwrite > /dev/null 2> " + err),
             0)
-      << read_bytes(err);
+      << read_file_contents(err);
 
   // The session written beside the figure reproduces it byte for byte elsewhere.
   EXPECT_EQ(shell(std::string(ATTNSCOPE_CLI) + " export --session " + path("out/a_grid-layers.png.session.json") +
                   " --out " + path("again") + " > /dev/null 2> " + err),
             0)
-      << read_bytes(err);
-  EXPECT_EQ(read_bytes(path("again/a_grid-layers.png")), read_bytes(path("out/a_grid-layers.png")));
+      << read_file_contents(err);
+  EXPECT_EQ(read_file_contents(path("again/a_grid-layers.png")), read_file_contents(path("out/a_grid-layers.png")));
   EXPECT_TRUE(temporaries().empty());
 }
 

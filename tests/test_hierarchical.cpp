@@ -17,17 +17,14 @@ namespace test_hierarchical {
 using namespace testing_cases;
 
 const std::string kCaseDir = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/hier_cases/";
-constexpr double kTolerance = 1e-4;
 
-const std::vector<nlohmann::json>& cases() {
-  static const std::vector<nlohmann::json> all = read_cases(kCaseDir);
-  return all;
-}
+const std::vector<nlohmann::json>& cases() { return cached_cases(kCaseDir); }
 
 TEST(Hierarchical, EveryCaseMatchesThePythonReference) {
   configure_threads(2);
   ASSERT_GE(cases().size(), 30u);
   std::set<std::string> families, layouts;
+  double worst_logits = 0;
   for (const auto& c : cases()) {
     const std::string name = c.at("name");
     SCOPED_TRACE("case " + name);
@@ -35,26 +32,17 @@ TEST(Hierarchical, EveryCaseMatchesThePythonReference) {
     families.insert(c.at("family").get<std::string>());
     layouts.insert(c.at("layout").get<std::string>());
     EXPECT_TRUE(model.backbone->hierarchical());
-    const torch::Tensor input = read_npy(kCaseDir + c.at("input").get<std::string>());
     c10::InferenceMode inference_mode;
-    const ForwardOutput output = model.forward(input, settings_from(c.at("variant")));
-    const torch::Tensor expected_logits = read_npy(kCaseDir + c.at("logits").get<std::string>());
-    EXPECT_LT(max_abs_difference(output.logits, expected_logits), kTolerance) << "logits";
+    const ForwardOutput output = forward_and_check_logits(model, kCaseDir, c, kParityTolerance, worst_logits);
 
-    const auto& layers = c.at("layers");
-    ASSERT_EQ(output.layers.size(), layers.size());
-    for (size_t l = 0; l < layers.size(); ++l) {
-      const auto& reference = layers[l];
-      const AttentionCapture& capture = output.layers[l];
-      SCOPED_TRACE("layer " + std::to_string(l) + " (" + capture.placement.name + ")");
-      expect_placement(capture, reference);
+    for_each_reference_layer(output, c, [&](const AttentionCapture& capture, const nlohmann::json& reference) {
       EXPECT_EQ(capture.placement.shift_h, reference["shift"][0].get<int>());
       EXPECT_EQ(capture.placement.shift_w, reference["shift"][1].get<int>());
       ASSERT_EQ(capture.heads, reference.at("heads").get<int>());
       const torch::Tensor expected = read_npy(kCaseDir + reference.at("rows").get<std::string>());  // [h, Q, kh, kw]
       auto rows_of = [&](int head, const std::vector<int64_t>& at) { return capture.rows(0, head, at); };
-      expect_rows_match(capture, reference, reference_queries(capture, reference), expected, rows_of, kTolerance);
-    }
+      expect_rows_match(capture, reference, reference_queries(capture, reference), expected, rows_of, kParityTolerance);
+    });
   }
   EXPECT_EQ(families, (std::set<std::string>{"swin", "flatten_swin", "pvt_v2", "flatten_pvt_v2"}));
   EXPECT_EQ(layouts, (std::set<std::string>{"timm", "microsoft", "original"}));
@@ -156,11 +144,9 @@ TEST(Hierarchical, GradCamAtStageHookPoints) {
     SCOPED_TRACE(file);
     LoadedModel model = load_model(kCaseDir + file, {}, torch::kCPU);
     const torch::Tensor image = torch::randn({1, 3, 64, 64});
-    const GradCamResult last = grad_cam(model.native("Grad-CAM"), image, AttentionSettings{}, {});
+    const GradCamResult last = grad_cam_at(model.native("Grad-CAM"), image);
     EXPECT_EQ(last.layer, model.backbone->default_hook_point());
-    GradCamOptions first_block;
-    first_block.layer = "blocks.0.norm1";
-    const GradCamResult early = grad_cam(model.native("Grad-CAM"), image, AttentionSettings{}, first_block);
+    const GradCamResult early = grad_cam_at(model.native("Grad-CAM"), image, "blocks.0.norm1");
     EXPECT_GT(early.layout.grid_h, last.layout.grid_h);
     EXPECT_EQ(early.cam.size(0), early.layout.grid_h);
     EXPECT_GT(early.max_abs_gradient, 0.0);
@@ -171,23 +157,10 @@ TEST(Hierarchical, MissingOrMisshapenKeysAreNamed) {
   Checkpoint checkpoint = load_checkpoint(kCaseDir + "swin_a.safetensors");
   auto without = checkpoint;
   without.tensors.erase("layers.1.blocks.0.attn.qkv.weight");
-  const std::string path = ::testing::TempDir() + "/swin_missing.safetensors";
-  save_safetensors(path, without.tensors, without.metadata);
-  try {
-    load_model(path, {}, torch::kCPU);
-    FAIL() << "a missing key must be refused";
-  } catch (const CheckpointError& e) {
-    EXPECT_NE(std::string(e.what()).find("layers.1.blocks.0.attn.qkv.weight"), std::string::npos) << e.what();
-  }
+  expect_refusal_naming(without, "layers.1.blocks.0.attn.qkv.weight");
   auto misshapen = checkpoint;
   misshapen.tensors["layers.0.blocks.1.mlp.fc2.weight"] = torch::zeros({3, 3});
-  save_safetensors(path, misshapen.tensors, misshapen.metadata);
-  try {
-    load_model(path, {}, torch::kCPU);
-    FAIL() << "a misshapen key must be refused";
-  } catch (const CheckpointError& e) {
-    EXPECT_NE(std::string(e.what()).find("layers.0.blocks.1.mlp.fc2.weight"), std::string::npos) << e.what();
-  }
+  expect_refusal_naming(misshapen, "layers.0.blocks.1.mlp.fc2.weight");
 }
 
 }  // namespace test_hierarchical

@@ -14,6 +14,7 @@
 
 #include "core/image.h"
 #include "core/npy.h"
+#include "tests/test_folder.h"
 
 namespace attnscope {
 namespace test_image {
@@ -272,18 +273,10 @@ TEST(Npy, RejectsBadFilesWithAReason) {
 
 class NpyWrite : public ::testing::Test {
  protected:
-  void SetUp() override {
-    // The pid keeps concurrent runs (ctest -j, two build folders) out of each other's way.
-    folder_ = fs::temp_directory_path() / ("attnscope_npy_test_" + std::to_string(::getpid()) + "_" +
-                                           ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(folder_);
-    fs::create_directories(folder_);
-  }
-  void TearDown() override { fs::remove_all(folder_); }
-  std::string path(const std::string& name) const { return (folder_ / name).string(); }
-  size_t files_in_folder() const { return static_cast<size_t>(std::distance(fs::directory_iterator(folder_), {})); }
+  std::string path(const std::string& name) const { return folder_.file(name); }
+  size_t files_in_folder() const { return folder_.entry_count(); }
 
-  fs::path folder_;
+  TestFolder folder_{"npy"};
 };
 
 TEST_F(NpyWrite, RoundTripsEachDtype) {

@@ -20,9 +20,6 @@ namespace test_l2vit {
 using namespace testing_cases;
 
 const std::string kCaseDir = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/part2_cases/";
-constexpr double kTolerance = 1e-4;
-
-std::vector<nlohmann::json> l2vit_cases() { return read_cases(kCaseDir, "l2vit"); }
 
 bool mentions(const std::vector<std::string>& notes, const std::string& text) {
   for (const auto& note : notes)
@@ -32,7 +29,7 @@ bool mentions(const std::vector<std::string>& notes, const std::string& text) {
 
 TEST(L2ViT, EveryCaseMatchesThePythonReference) {
   configure_threads(2);
-  const auto cases = l2vit_cases();
+  const auto cases = read_cases(kCaseDir, "l2vit");
   ASSERT_GE(cases.size(), 8u);
   std::set<std::string> containers;
   double worst_logits = 0, worst_rows = 0, worst_lcm = 0;
@@ -53,22 +50,11 @@ TEST(L2ViT, EveryCaseMatchesThePythonReference) {
       EXPECT_TRUE(mentions(model.report.notes, "also holds 'model'"));
     }
 
-    const torch::Tensor input = read_npy(kCaseDir + c.at("input").get<std::string>());
     c10::InferenceMode inference_mode;
-    const ForwardOutput output = model.forward(input, settings_from(c.at("variant")));
-    const torch::Tensor expected_logits = read_npy(kCaseDir + c.at("logits").get<std::string>());
-    const double logits_error = max_abs_difference(output.logits, expected_logits);
-    worst_logits = std::max(worst_logits, logits_error);
-    EXPECT_LT(logits_error, kTolerance) << "logits";
+    const ForwardOutput output = forward_and_check_logits(model, kCaseDir, c, kParityTolerance, worst_logits);
 
-    const auto& layers = c.at("layers");
-    ASSERT_EQ(output.layers.size(), layers.size());
-    ASSERT_EQ(model.backbone->attention_layers(), int(layers.size()));
-    for (size_t l = 0; l < layers.size(); ++l) {
-      const auto& reference = layers[l];
-      const AttentionCapture& capture = output.layers[l];
-      SCOPED_TRACE("layer " + std::to_string(l) + " (" + capture.placement.name + ")");
-      expect_placement(capture, reference);
+    ASSERT_EQ(model.backbone->attention_layers(), int(c.at("layers").size()));
+    for_each_reference_layer(output, c, [&](const AttentionCapture& capture, const nlohmann::json& reference) {
       EXPECT_EQ(capture.placement.shift_h, 0);
       const bool windowed = reference.at("structure") == "window";
       EXPECT_EQ(capture.placement.access, windowed ? "window" : "global");
@@ -91,15 +77,16 @@ TEST(L2ViT, EveryCaseMatchesThePythonReference) {
         ++lcm_layers;
       }
       auto rows_of = [&](int head, const std::vector<int64_t>& at) { return capture.rows(0, head, at); };
-      worst_rows = std::max(worst_rows, expect_rows_match(capture, reference, queries, expected, rows_of, kTolerance));
+      worst_rows =
+          std::max(worst_rows, expect_rows_match(capture, reference, queries, expected, rows_of, kParityTolerance));
       if (capture.has_lcm()) {
         auto mixed_rows_of = [&](int head, const std::vector<int64_t>& at) {
           return capture.rows_after_lcm(0, head, at);
         };
         worst_lcm = std::max(worst_lcm, expect_rows_match(capture, reference, queries, expected_lcm, mixed_rows_of,
-                                                          kTolerance, "after LCM, "));
+                                                          kParityTolerance, "after LCM, "));
       }
-    }
+    });
   }
   EXPECT_GT(lcm_layers, 0);
   EXPECT_EQ(containers, (std::set<std::string>{"safetensors:", "pth:model_ema", "pth:model"}));
@@ -109,43 +96,23 @@ TEST(L2ViT, EveryCaseMatchesThePythonReference) {
 
 TEST(L2ViT, MissingOrMisshapenKeysAreNamed) {
   Checkpoint checkpoint = load_checkpoint(kCaseDir + "l2vit_a.safetensors");
-  const std::string path = ::testing::TempDir() + "/l2vit_broken.safetensors";
   for (const std::string key : {"stages.1.1.local_mp.bn.running_var", "stages.2.0.cpe.1.proj.weight",
                                 "downsample_layers.0.proj.proj.4.weight", "stages.3.1.attn.temperature"}) {
     SCOPED_TRACE(key);
     auto without = checkpoint;
     ASSERT_EQ(without.tensors.erase(key), 1u);
-    save_safetensors(path, without.tensors, without.metadata);
-    try {
-      load_model(path, {}, torch::kCPU);
-      FAIL() << "a missing key must be refused";
-    } catch (const CheckpointError& e) {
-      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
-    }
+    expect_refusal_naming(without, key);
   }
   auto misshapen = checkpoint;
   misshapen.tensors["stages.0.1.mlp.fc2.weight"] = torch::zeros({3, 3});
-  save_safetensors(path, misshapen.tensors, misshapen.metadata);
-  try {
-    load_model(path, {}, torch::kCPU);
-    FAIL() << "a misshapen key must be refused";
-  } catch (const CheckpointError& e) {
-    EXPECT_NE(std::string(e.what()).find("stages.0.1.mlp.fc2.weight"), std::string::npos) << e.what();
-  }
+  expect_refusal_naming(misshapen, "stages.0.1.mlp.fc2.weight");
 }
 
 // Grad-CAM reads block outputs by the authors' names and the across-stages alias.
 TEST(L2ViT, GradCamAtBlockHookPoints) {
-  LoadedModel model = load_model(kCaseDir + "l2vit_a.safetensors", {}, torch::kCPU);
-  const torch::Tensor image = torch::randn({1, 3, 90, 70});
-  const GradCamResult last = grad_cam(model.native("Grad-CAM"), image, AttentionSettings{}, {});
-  EXPECT_EQ(last.layer, "stages.3.1.norm1");
-  GradCamOptions first_block;
-  first_block.layer = "blocks.1";
-  const GradCamResult early = grad_cam(model.native("Grad-CAM"), image, AttentionSettings{}, first_block);
-  EXPECT_EQ(early.layer, "stages.0.1");
-  EXPECT_EQ(early.layout.grid_h, 23);  // 90 padded to 92, / 4
-  EXPECT_GT(early.max_abs_gradient, 0.0);
+  // 90 rows padded to 92, then / 4: 23 rows at the first stage.
+  expect_grad_cam_hook_points(kCaseDir + "l2vit_a.safetensors", 90, 70, "stages.3.1.norm1", "blocks.1", "stages.0.1",
+                              23);
 }
 
 }  // namespace test_l2vit

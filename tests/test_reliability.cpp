@@ -30,6 +30,7 @@
 #include "models/inference.h"
 #include "models/model_loader.h"
 #include "session/app_state.h"
+#include "tests/test_folder.h"
 #include "untrusted_files.h"
 
 namespace attnscope {
@@ -43,23 +44,13 @@ const std::string kModel = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/parity_cases
 
 #define EXPECT_CONTAINS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
-class Scratch {
+class Scratch : public TestFolder {
  public:
-  Scratch() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() / ("attnscope-reliability-" + std::to_string(::getpid()) + "-" + info->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~Scratch() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  Scratch() : TestFolder("reliability") {}
   std::string write(const std::string& name, const std::string& bytes) const {
     write_file_bytes(file(name), bytes);
     return file(name);
   }
-
- private:
-  fs::path path_;
 };
 
 // The message of the exception `action` throws (any std::exception), or a test failure.

@@ -84,6 +84,7 @@ int analyze_attribution(const AnalyzeContext& context, const std::string& method
     return true;
   };
   json summary;
+  std::string kind;  // of output schema: the keys differ between the three groups of methods
   json files = json::object();
   std::ostringstream line;
   if (is_cam_method(method)) {
@@ -100,6 +101,7 @@ int analyze_attribution(const AnalyzeContext& context, const std::string& method
       files[method + "_weights.npy"] = shape_json(result.weights);
     }
     summary = common_summary(context, method, result.layout, loaded);
+    kind = "analyze-cam";
     summary["layer"] = result.layer;
     summary["class"] = class_json(loaded, result.target, state.target_class);
     summary["score"] = result.score;
@@ -131,6 +133,7 @@ int analyze_attribution(const AnalyzeContext& context, const std::string& method
     context.files->add_npy(method + "_row.npy", result.row.contiguous());
     files[method + "_row.npy"] = shape_json(result.row);
     summary = common_summary(context, method, result.layout, loaded);
+    kind = "analyze-relevance";
     summary["layers"] = result.layers;
     summary["readout"] = result.readout;
     summary["class"] = class_json(loaded, result.target, state.target_class);
@@ -159,6 +162,7 @@ int analyze_attribution(const AnalyzeContext& context, const std::string& method
     context.files->add_npy("ig_attributions.npy", result.attributions.contiguous());
     files["ig_attributions.npy"] = shape_json(result.attributions);
     summary = common_summary(context, method, result.layout, loaded);
+    kind = "analyze-ig";
     summary["class"] = class_json(loaded, result.target, state.target_class);
     summary["score"] = result.score;
     summary["baseline"] = {{"kind", state.ig_baseline}, {"score", result.baseline_score}};
@@ -183,7 +187,7 @@ int analyze_attribution(const AnalyzeContext& context, const std::string& method
   summary["method"] = method_title(method);
   summary["size"] = {{"grid", summary["grid"]}, {"image", {height, width}}};
   summary["files"] = files;
-  write_json(context, "summary.json", summary);
+  write_summary(context, kind, summary);
   std::cout << "attnscope analyze " << method << ": " << line.str() << "\nwrote " << context.out.string()
             << "/{summary.json";
   for (const auto& [name, _] : files.items()) std::cout << ", " << name;
@@ -268,7 +272,7 @@ int analyze_faithfulness(const AnalyzeContext& context) {
   summary["methods"] = rows;
   summary["random"] = {{"deletion_auc", table.random.deletion.auc}, {"insertion_auc", table.random.insertion.auc}};
   summary["figure"] = exported.figure_path;
-  write_json(context, "summary.json", summary);
+  write_summary(context, "analyze-faithfulness", summary);
   std::cout << "\nwrote " << context.out.string()
             << "/{summary.json, faithfulness_curves.csv, map_<method>.npy, faithfulness.png, faithfulness_data/}\n";
   return 0;

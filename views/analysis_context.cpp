@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/excerpt.h"
+#include "core/output_schemas.h"
 #include "datasets/glyph_task.h"
 #include "models/inference.h"
 
@@ -19,8 +20,8 @@ const CommandFlag kVariantsFlag = {"variants", "LIST",
                                    "spectrum, metrics: variants to compare on the same model (default: --variant)", ""};
 const CommandFlag kTopKFlag = {"top-k", "K", "fp, metrics: keys counted by the top-k mass", "10"};
 
-void write_json(const AnalyzeContext& context, const std::string& name, const json& value) {
-  context.files->add_text(name, value.dump(2) + "\n");
+void write_summary(const AnalyzeContext& context, const std::string& kind, const json& summary) {
+  context.files->add_text("summary.json", with_schema(summary, kind).dump(2) + "\n");
 }
 
 void write_csv(const AnalyzeContext& context, const std::string& name, const std::string& header,
@@ -128,6 +129,17 @@ std::vector<Variant> variants_to_compare(const AnalyzeContext& context) {
     }
   }
   return variants;
+}
+
+void for_each_variant_layer(const AnalyzeContext& context, Loaded& loaded,
+                            const std::function<void(Variant, const AttentionCapture&, int layer)>& visit) {
+  for (Variant variant : variants_to_compare(context)) {
+    AttentionSettings settings = context.state.attention;
+    settings.variant = variant;
+    const InferenceResult inference = run_inference(loaded.model, loaded.prepared, settings);
+    const int layer = resolve_layer_index(context.state.layer, int(inference.forward.layers.size()));
+    visit(variant, inference.forward.layers[size_t(layer)], layer);
+  }
 }
 
 }  // namespace attnscope

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <opencv2/core.hpp>
@@ -40,8 +41,9 @@ extern const CommandFlag kTopKFlag;      // --top-k: f_p and metrics
 Loaded load_inputs(const AnalyzeContext& context);
 nlohmann::json common_summary(const AnalyzeContext& context, const std::string& analysis, const TokenLayout& layout,
                               const Loaded& loaded);
-// Add `name` (relative to --out) to the context's outputs.
-void write_json(const AnalyzeContext& context, const std::string& name, const nlohmann::json& value);
+// Adds summary.json to the context's outputs, with the schema of output kind `kind`
+// ("analyze-gradcam", ...: core/output_schemas.h, docs/output_schemas.md).
+void write_summary(const AnalyzeContext& context, const std::string& kind, const nlohmann::json& summary);
 void write_csv(const AnalyzeContext& context, const std::string& name, const std::string& header,
                const std::vector<std::vector<double>>& rows);
 // A map over the model's input image in the session's colour map, opacity and alpha mode, on `scale`.
@@ -52,5 +54,8 @@ ValueScale unit_scale(const AnalyzeContext& context, const std::string& label);
 std::vector<std::string> split_list(const std::string& text);
 // --variants (a comma-separated list), else the session's variant alone.
 std::vector<Variant> variants_to_compare(const AnalyzeContext& context);
+// One forward pass per variant to compare (--variants), each handed the selected layer's capture.
+void for_each_variant_layer(const AnalyzeContext& context, Loaded& loaded,
+                            const std::function<void(Variant, const AttentionCapture&, int layer)>& visit);
 
 }  // namespace attnscope

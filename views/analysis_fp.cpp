@@ -102,7 +102,7 @@ int analyze_fp(const AnalyzeContext& context) {
               << " (p = " << study.curve_ps.front() << ") -> " << study.entropy.back()
               << " (p = " << study.curve_ps.back() << ")\n";
   }
-  write_json(context, "summary.json", summary);
+  write_summary(context, "analyze-fp", summary);
   std::cout << "wrote " << context.out.string() << "/{summary.json, " << written << "}\n";
   return 0;
 }

@@ -44,7 +44,7 @@ int analyze_gradcam(const AnalyzeContext& context) {
   summary["milliseconds"] = result.milliseconds;
   summary["normalisation"] = "scaled = (cam - min) / (max + 1e-7), cam = ReLU(sum_c w_c A_c) (pytorch-grad-cam)";
   if (!result.warning.empty()) summary["warning"] = result.warning;
-  write_json(context, "summary.json", summary);
+  write_summary(context, "analyze-gradcam", summary);
   if (!result.warning.empty()) std::cerr << "attnscope analyze: warning: " << result.warning << "\n";
   std::cout
       << "attnscope analyze gradcam: " << result.layer << ", target " << output_name(loaded.model, result.target_class)

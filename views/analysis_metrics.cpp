@@ -27,12 +27,8 @@ int analyze_metrics(const AnalyzeContext& context) {
   TokenLayout layout;
   int layer = 0;
   ResolvedQuery query;
-  for (Variant variant : variants_to_compare(context)) {
-    AttentionSettings settings = state.attention;
-    settings.variant = variant;
-    const InferenceResult inference = run_inference(loaded.model, loaded.prepared, settings);
-    layer = resolve_layer_index(state.layer, int(inference.forward.layers.size()));
-    const AttentionCapture& capture = inference.forward.layers[size_t(layer)];
+  for_each_variant_layer(context, loaded, [&](Variant variant, const AttentionCapture& capture, int selected) {
+    layer = selected;
     layout = capture.layout;  // queries on the layer's grid; its rows lie on its key grid
     const TokenLayout& keys = capture.key_layout;
     query = resolve_query(state.query, layout);
@@ -62,7 +58,7 @@ int analyze_metrics(const AnalyzeContext& context) {
     }
     variants.push_back(
         {{"variant", to_string(variant)}, {"attention", capture.attention.describe()}, {"heads", heads}});
-  }
+  });
   context.files->add_text("metrics.csv", csv.str());
   json summary = common_summary(context, "metrics", layout, loaded);
   summary["layer"] = layer;
@@ -70,7 +66,7 @@ int analyze_metrics(const AnalyzeContext& context) {
   summary["query"]["name"] = layout.token_name(query.token);
   summary["top_k"] = top_k;
   summary["variants"] = variants;
-  write_json(context, "summary.json", summary);
+  write_summary(context, "analyze-metrics", summary);
   std::cout << "attnscope analyze metrics: layer " << layer << ", query " << layout.token_name(query.token)
             << "\nwrote " << context.out.string() << "/{summary.json, metrics.csv}\n";
   return 0;

@@ -60,7 +60,7 @@ int analyze_rollout(const AnalyzeContext& context) {
   if (!query.note.empty()) summary["query"]["note"] = query.note;
   summary["layers"] = inference.forward.layers.size();
   summary["attention"] = inference.forward.layers.back().attention.describe();
-  write_json(context, "summary.json", summary);
+  write_summary(context, "analyze-rollout", summary);
   std::cout << "attnscope analyze rollout: " << inference.forward.layers.size() << " layers, fusion "
             << to_string(state.fusion) << ", discard " << state.discard << ", query " << layout.token_name(query.token)
             << "\nwrote " << context.out.string()

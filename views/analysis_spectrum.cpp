@@ -35,12 +35,8 @@ int analyze_spectrum(const AnalyzeContext& context) {
   TokenLayout layout;
   int layer = 0;
   std::cout << "attnscope analyze spectrum:\n";
-  for (Variant variant : variants_to_compare(context)) {
-    AttentionSettings settings = state.attention;
-    settings.variant = variant;
-    const InferenceResult inference = run_inference(loaded.model, loaded.prepared, settings);
-    layer = resolve_layer_index(state.layer, int(inference.forward.layers.size()));
-    const AttentionCapture& capture = inference.forward.layers[size_t(layer)];
+  for_each_variant_layer(context, loaded, [&](Variant variant, const AttentionCapture& capture, int selected) {
+    layer = selected;
     layout = capture.layout;  // the layer's own query grid (hierarchical stages differ)
     check_head_index(state.head, capture.heads);
     const std::string name = to_string(variant);
@@ -78,14 +74,14 @@ int analyze_spectrum(const AnalyzeContext& context) {
                 << result.milliseconds << " ms\n";
     }
     variants.push_back(entry);
-  }
+  });
   context.files->add_text("spectrum.csv", csv.str());
   json summary = common_summary(context, "spectrum", layout, loaded);
   summary["layer"] = layer;
   summary["head"] = state.head;
   summary["tolerance_rule"] = "s_max * max(T, T) * eps(float32), as numpy.linalg.matrix_rank";
   summary["variants"] = variants;
-  write_json(context, "summary.json", summary);
+  write_summary(context, "analyze-spectrum", summary);
   std::cout << "wrote " << context.out.string()
             << "/{summary.json, spectrum.csv, singular_values_*.npy, matrix_*.png}\n";
   return 0;

@@ -117,7 +117,7 @@ PanelMaps panel_maps(const InferenceRequest& request, const PanelForward& forwar
   maps.key_layout = capture.key_layout;
   maps.query_token = info.query_token;
   maps.swapped = !capture.attention.native;
-  maps.kernel = to_string(capture.attention.kernel);
+  maps.kernel = capture.attention.kernel;
   maps.note = info.note;
   return maps;
 }

@@ -48,7 +48,7 @@ std::vector<int> query_window_cells(const AttentionCapture& whole, int query_tok
 }
 
 bool dwc_switch_applies(const PanelMaps& panel) {
-  return panel.error.empty() && panel.kernel == "focused" && panel.dwc_available;
+  return panel.error.empty() && (kernel_spec(panel.kernel).reads & kReadsDwc) != 0 && panel.dwc_available;
 }
 
 const TokenLayout& map_grid(const AttentionCapture& capture, bool incoming) {

@@ -114,7 +114,7 @@ struct PanelMaps {
   std::string model_family, output_kind;  // output_kind: logits, embedding or features
   std::string error;                      // this panel's model could not run (the others still show)
   std::string description;                // the attention the layer ran, in words
-  std::string kernel;                     // the kernel the layer ran: softmax, linear, focused, enhanced, anchor
+  Kernel kernel = Kernel::Softmax;        // the kernel the layer ran
   bool swapped = false;                   // the layer ran a kernel its model was not trained with
   bool dwc_available = false;             // the model has FLatten DWC weights (the DWC switch does something)
   std::vector<Prediction> top;

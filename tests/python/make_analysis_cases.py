@@ -24,20 +24,15 @@ import json
 import os
 import sys
 
-try:
-    import torch
-except ImportError:  # e.g. a pyenv python3 first on PATH: Debian's python3-torch lives in /usr/bin/python3
-    if os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3") and os.path.exists("/usr/bin/python3"):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    raise
-
+import debian_torch  # noqa: F401  (first: runs the script under Debian's python3-torch)
+import torch
 import numpy as np
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import reference_vit as ref  # noqa: E402
-import safetensors_io  # noqa: E402
-from make_parity_cases import make_state  # noqa: E402  (random timm-layout weights)
+import reference_vit as ref
+import safetensors_io
+from fixture_tools import output_folder
+from make_parity_cases import make_state  # random timm-layout weights
 
 # name: (state kwargs, heads for --arch or None)
 MODELS = {
@@ -203,12 +198,9 @@ def focus_study(q, k, head, p, ps, bins, top_k):
 
 
 def main(argv):
-    if len(argv) != 2:
-        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+    out = output_folder(argv, __doc__.strip().splitlines()[2])
+    if out is None:
         return 2
-    out = argv[1]
-    os.makedirs(out, exist_ok=True)
-    torch.set_num_threads(min(2, torch.get_num_threads()))
     gen = torch.Generator().manual_seed(5)
     cases = {"gradcam": [], "rollout": [], "spectrum": [], "focusing": {}}
     cases["models"], models = write_models(out)

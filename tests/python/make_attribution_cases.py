@@ -39,20 +39,15 @@ import math
 import os
 import sys
 
-try:
-    import torch
-except ImportError:  # e.g. a pyenv python3 first on PATH: Debian's python3-torch lives in /usr/bin/python3
-    if os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3") and os.path.exists("/usr/bin/python3"):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    raise
-
+import debian_torch  # noqa: F401  (first: runs the script under Debian's python3-torch)
+import torch
 import numpy as np
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import reference_vit as ref  # noqa: E402
+import reference_vit as ref
+from fixture_tools import output_folder
 # The DeiT-shaped models Grad-CAM is tested on, and how their files and inputs are written.
-from make_analysis_cases import input_maker, save, settings, write_models  # noqa: E402
+from make_analysis_cases import input_maker, save, settings, write_models
 
 # ------------------------------------------------------------------------------------------------
 # pytorch-grad-cam, on numpy float32 arrays [1, C, gh, gw]
@@ -218,12 +213,7 @@ def forward_keeping_attention(model, img, s):
     kept = []
     for b in model.blocks:
         a = attention_as_matrix(b["attn"], model._ln(x, b["n1"]), ctx, kept)
-        x = x + (a * b["ls1"] if b["ls1"] is not None else a)
-        if b["lcm"] is not None:
-            x = model._lcm(x, b["lcm"], gh, gw)
-        y = F.linear(model._ln(x, b["n2"]), *b["fc1"])
-        y = F.linear(F.gelu(y), *b["fc2"])
-        x = x + (y * b["ls2"] if b["ls2"] is not None else y)
+        x = model.after_attention(x, b, a, gh, gw)
     return model.pool_and_head(x), kept
 
 
@@ -336,12 +326,9 @@ def deletion_insertion(model, img, s, cell_map, target_class, steps, sigma):
 
 
 def main(argv):
-    if len(argv) != 2:
-        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+    out = output_folder(argv, __doc__.strip().splitlines()[2])
+    if out is None:
         return 2
-    out = argv[1]
-    os.makedirs(out, exist_ok=True)
-    torch.set_num_threads(min(2, torch.get_num_threads()))
     gen = torch.Generator().manual_seed(7)
     cases = {"cam": [], "relevance": [], "ig": [], "faithfulness": []}
     cases["models"], models = write_models(out)

@@ -68,18 +68,13 @@ import os
 import sys
 import time
 
-try:
-    import torch
-except ImportError:  # e.g. a pyenv python3 first on PATH: Debian's python3-torch lives in /usr/bin/python3
-    if os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3") and os.path.exists("/usr/bin/python3"):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    raise
-
+import debian_torch  # noqa: F401  (first: runs the script under Debian's python3-torch)
+import torch
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import reference_hier as ref  # noqa: E402
-import safetensors_io  # noqa: E402
+import fixture_tools
+import reference_hier as ref
+import safetensors_io
 
 CLASSES = 10
 # Scale of the residual stream and of the conv outputs feeding a LayerNorm: small enough (variance
@@ -90,16 +85,7 @@ RESID_SCALE = 0.02
 # --------------------------------------------------------------------------------------------
 # Random weights
 # --------------------------------------------------------------------------------------------
-class Init:
-    def __init__(self, seed):
-        self.g = torch.Generator().manual_seed(seed)
-
-    def normal(self, shape, std, mean=0.0):
-        return torch.randn(*shape, generator=self.g) * std + mean
-
-    def uniform(self, shape, lo, hi):
-        return torch.rand(*shape, generator=self.g) * (hi - lo) + lo
-
+class Init(fixture_tools.Init):
     def smooth(self, h, w, channels):
         """[h*w, channels] low-frequency random field (unit std), row-major, like a trained embedding."""
         yy, xx = torch.meshgrid(torch.arange(h) / max(h, 1), torch.arange(w) / max(w, 1), indexing="ij")
@@ -455,18 +441,51 @@ def write_model_files(out_dir, mname, arch, files):
     return written
 
 
-def load_model_file(out_dir, info):
+def load_model_file(out_dir, info, unwrap=ref.unwrap_checkpoint):
+    """The state_dict and arch of a written model file; unwrap(obj) finds a .pth's state_dict and its key."""
     path = os.path.join(out_dir, info["model"])
     if info["container"] == "safetensors":
         sd, meta = safetensors_io.load_file(path, with_metadata=True)
-        arch = json.loads(meta["attnscope_arch"])
-    else:
-        obj = torch.load(path)
-        sd, key = ref.unwrap_checkpoint(obj)
-        assert key == info["state_dict_key"], (info["model"], key)
-        with open(os.path.join(out_dir, info["arch_json"])) as f:
-            arch = json.load(f)
-    return sd, arch
+        return sd, json.loads(meta["attnscope_arch"])
+    sd, key = unwrap(torch.load(path))
+    assert key == info["state_dict_key"], (info["model"], key)
+    with open(os.path.join(out_dir, info["arch_json"])) as f:
+        return sd, json.load(f)
+
+
+def file_tags(files, mname, first_case):
+    """The files a case is written for: every file of its model (layouts, containers) for the
+    model's first case, the primary one for the others."""
+    if mname in first_case:
+        return [""]
+    first_case.add(mname)
+    return list(files[mname])
+
+
+def check_same_logits(model_file, arch, build, img, variant, logits, where):
+    """The same weights from another layout or container (model_file: its state_dict and arch)
+    must give the same logits."""
+    sd, file_arch = model_file
+    assert file_arch == arch, where
+    lg, _ = build(sd, file_arch, dtype=torch.float64).forward(img, variant)
+    err = (lg - logits).abs().max().item()
+    assert err < 1e-12, (*where, err)
+
+
+def checked_row(name, L, rec, r, c):
+    """Query (r, c)'s row [h, kh, kw] of record `rec` and its total mass with the padding's, after
+    checking that row . V (+ padding) reproduces the layer's own attention output: the
+    image-coordinate mapping of the rows is right."""
+    row = rec.row(r, c)
+    assert torch.isfinite(row).all(), (name, L)
+    pad = rec.pad_mass(r, c)
+    dbg = rec.debug
+    recon = torch.einsum("hij,hijd->hd", row, dbg["v_keys"])
+    if dbg["v_pad"] is not None:
+        recon = recon + pad[:, None] * dbg["v_pad"]
+    err = (recon - dbg["out"][:, r, c]).abs().max().item()
+    assert err < 1e-9, (name, L, (r, c), "row . V != attention output", err)
+    return row, row.sum(dim=(-2, -1)) + pad
 
 
 def check_records(name, recs, queries_all):
@@ -474,18 +493,7 @@ def check_records(name, recs, queries_all):
     maxes, spreads = [], []
     for L, (rec, queries) in enumerate(zip(recs, queries_all)):
         for (r, c) in queries:
-            row = rec.row(r, c)  # [h, kh, kw]
-            assert torch.isfinite(row).all(), (name, L)
-            pad = rec.pad_mass(r, c)
-            total = row.sum(dim=(-2, -1)) + pad
-            dbg = rec.debug
-            # row . V (+ padding) reproduces the layer's own attention output: the image-coordinate
-            # mapping of the rows is right
-            recon = torch.einsum("hij,hijd->hd", row, dbg["v_keys"])
-            if dbg["v_pad"] is not None:
-                recon = recon + pad[:, None] * dbg["v_pad"]
-            err = (recon - dbg["out"][:, r, c]).abs().max().item()
-            assert err < 1e-9, (name, L, (r, c), "row . V != output", err)
+            row, total = checked_row(name, L, rec, r, c)
             if rec.kernel in ("softmax", "linear", "focused"):
                 # focused rows sum to x / (x + 1e-6), x = q . mean(k); linear to s / (s + 1e-6)
                 tol = 1e-3 if rec.kernel == "focused" else 1e-5
@@ -540,12 +548,10 @@ def enhanced_clamp_stats(model, img):
 
 
 def main(argv):
-    if len(argv) != 2:
-        print(next(l for l in __doc__.splitlines() if l.startswith("Usage")), file=sys.stderr)
+    usage = next(line for line in __doc__.splitlines() if line.startswith("Usage"))
+    out_dir = fixture_tools.output_folder(argv, usage)
+    if out_dir is None:
         return 2
-    out_dir = argv[1]
-    os.makedirs(out_dir, exist_ok=True)
-    torch.set_num_threads(min(2, torch.get_num_threads()))
     ref.KEEP_DEBUG = True
     t0 = time.time()
 
@@ -590,19 +596,11 @@ def main(argv):
             np.save(os.path.join(out_dir, fname), np.ascontiguousarray(rows.numpy().astype(np.float32)))
             layers.append({**rec.to_json(), "queries": [list(q) for q in queries], "rows": fname})
 
-        tags = [""]
-        if mname not in first_case:
-            first_case.add(mname)
-            tags = list(files[mname])
+        tags = file_tags(files, mname, first_case)
         for tag in tags:
             info = files[mname][tag]
             if tag:
-                # the same weights from another layout / container must give the same logits
-                sd_t, arch_t = load_model_file(out_dir, info)
-                assert arch_t == arch
-                lg, _ = ref.build(sd_t, arch_t, dtype=torch.float64).forward(img, variant)
-                err = (lg - logits).abs().max().item()
-                assert err < 1e-12, (name, tag, err)
+                check_same_logits(load_model_file(out_dir, info), arch, ref.build, img, variant, logits, (name, tag))
             cases.append({
                 "name": name + (f"@{tag}" if tag else ""), "family": arch["family"], **info, "arch": arch,
                 "variant": variant.to_dict(), "input": name + ".input.npy", "input_size": [H, W],
@@ -611,10 +609,7 @@ def main(argv):
         print(f"{name:30s} {len(recs):2d} layers, logits [{logits.min():+.3f},{logits.max():+.3f}], {summary}{note}"
               f"{' files: ' + ','.join(t or 'primary' for t in tags) if len(tags) > 1 else ''}")
 
-    with open(os.path.join(out_dir, "cases.json"), "w") as f:
-        json.dump(cases, f, indent=1)
-    print(f"{len(cases)} cases, {len(models)} models in {out_dir} ({time.time() - t0:.1f} s)")
-    return 0
+    return fixture_tools.write_cases(out_dir, cases, t0, f", {len(models)} models")
 
 
 if __name__ == "__main__":

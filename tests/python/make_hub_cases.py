@@ -51,36 +51,20 @@ import sys
 import time
 from collections import OrderedDict
 
-try:
-    import torch
-except ImportError:  # e.g. a pyenv python3 first on PATH: Debian's python3-torch lives in /usr/bin/python3
-    if os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3") and os.path.exists("/usr/bin/python3"):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    raise
-
+import debian_torch  # noqa: F401  (first: runs the script under Debian's python3-torch)
+import torch
 import numpy as np
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import reference_hub_vit as ref  # noqa: E402
-import safetensors_io  # noqa: E402
+import reference_hub_vit as ref
+import safetensors_io
+from fixture_tools import Init, output_folder
 
 
 # --------------------------------------------------------------------------------------------
 # Random values with activations in a sane range
 # --------------------------------------------------------------------------------------------
-class Init:
-    def __init__(self, seed):
-        self.g = torch.Generator().manual_seed(seed)
-
-    def normal(self, shape, std, mean=0.0):
-        return torch.randn(*shape, generator=self.g) * std + mean
-
-    def uniform(self, shape, lo, hi):
-        return torch.rand(*shape, generator=self.g) * (hi - lo) + lo
-
-
 def smooth_field(r, gh, gw, channels, cycles=1.5):
     """[gh*gw, channels] low-frequency random field (unit std), row-major."""
     yy, xx = torch.meshgrid(torch.arange(gh) / gh, torch.arange(gw) / gw, indexing="ij")
@@ -893,12 +877,9 @@ def write_image_cases(out_dir, models):
 
 
 def main(argv):
-    if len(argv) != 2:
-        print("usage: make_hub_cases.py OUTDIR", file=sys.stderr)
+    out_dir = output_folder(argv, "usage: make_hub_cases.py OUTDIR", threads=1)
+    if out_dir is None:
         return 2
-    out_dir = argv[1]
-    os.makedirs(out_dir, exist_ok=True)
-    torch.set_num_threads(1)
     t0 = time.time()
 
     # the explicit bicubic weights must be PyTorch's (size / scale_factor, with and without antialias)

@@ -17,24 +17,18 @@ OUTDIR/cases.json is a list of objects:
   [h, T, T], the last layer's equivalent matrix: with FLatten's DWC band where the DWC ran); informative extras: grid [gh, gw], num_prefix, tokens, weights_dtype.
 """
 
-import json
 import math
 import os
 import sys
 import time
 
-try:
-    import torch
-except ImportError:  # e.g. a pyenv python3 first on PATH: Debian's python3-torch lives in /usr/bin/python3
-    if os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3") and os.path.exists("/usr/bin/python3"):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    raise
-
+import debian_torch  # noqa: F401  (first: runs the script under Debian's python3-torch)
+import torch
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import reference_vit as ref  # noqa: E402
-import safetensors_io  # noqa: E402
+import reference_vit as ref
+import safetensors_io
+from fixture_tools import Init, output_folder, replaced, write_cases
 
 CLASSES = 10
 
@@ -42,17 +36,6 @@ CLASSES = 10
 # --------------------------------------------------------------------------------------------
 # Random timm-layout state dicts
 # --------------------------------------------------------------------------------------------
-class Init:
-    def __init__(self, seed):
-        self.g = torch.Generator().manual_seed(seed)
-
-    def normal(self, shape, std, mean=0.0):
-        return torch.randn(*shape, generator=self.g) * std + mean
-
-    def uniform(self, shape, lo, hi):
-        return torch.rand(*shape, generator=self.g) * (hi - lo) + lo
-
-
 def smooth_field(r, grid, channels):
     """[grid*grid, channels] low-frequency random field (unit std), row-major over the grid."""
     yy, xx = torch.meshgrid(torch.arange(grid) / grid, torch.arange(grid) / grid, indexing="ij")
@@ -248,11 +231,8 @@ def check_anchor_margins(model, img, settings):
             margins.append(((mass[..., s.anchors - 1] - mass[..., s.anchors]) / mass[..., 0]).min().item())
         return orig(self, q, k, v, ctx, want)
 
-    ref.Attention._anchor = spy
-    try:
+    with replaced(ref.Attention, "_anchor", spy):
         model.forward(img, settings)
-    finally:
-        ref.Attention._anchor = orig
     return min(margins) if margins else None
 
 
@@ -271,21 +251,15 @@ def check_enhanced_kink(model, img, settings):
         total += sums.numel()
         return orig(self, q, k, v, ctx, want)
 
-    ref.Attention._enhanced = spy
-    try:
+    with replaced(ref.Attention, "_enhanced", spy):
         model.forward(img, settings)
-    finally:
-        ref.Attention._enhanced = orig
     return min(dist), clamped / total
 
 
 def main(argv):
-    if len(argv) != 2:
-        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+    out_dir = output_folder(argv, __doc__.strip().splitlines()[2])
+    if out_dir is None:
         return 2
-    out_dir = argv[1]
-    os.makedirs(out_dir, exist_ok=True)
-    torch.set_num_threads(min(2, torch.get_num_threads()))
     ref.CHECK_MATRIX = True
     t0 = time.time()
 
@@ -357,10 +331,7 @@ def main(argv):
         cases.append(entry)
         print(f"{name:32s} T={T:3d} h={model.heads[0]} logits[{logits.min():+.3f},{logits.max():+.3f}]{note}")
 
-    with open(os.path.join(out_dir, "cases.json"), "w") as f:
-        json.dump(cases, f, indent=1)
-    print(f"{len(cases)} cases, {len(models)} models in {out_dir} ({time.time() - t0:.1f} s)")
-    return 0
+    return write_cases(out_dir, cases, t0, f", {len(models)} models")
 
 
 if __name__ == "__main__":

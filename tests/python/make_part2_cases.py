@@ -70,20 +70,16 @@ import os
 import sys
 import time
 
-try:
-    import torch
-except ImportError:  # a pyenv python3 first on PATH: Debian's python3-torch lives in /usr/bin/python3
-    if os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3") and os.path.exists("/usr/bin/python3"):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    raise
-
+import debian_torch  # noqa: F401  (first: runs the script under Debian's python3-torch)
+import torch
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import reference_hier as hier  # noqa: E402
-import reference_part2 as ref  # noqa: E402
-import safetensors_io  # noqa: E402
-from make_hier_cases import Builder as _HierBuilder  # noqa: E402
+import make_hier_cases
+import reference_hier as hier
+import reference_part2 as ref
+import safetensors_io
+from fixture_tools import output_folder, replaced, write_cases
+from make_hier_cases import Builder as _HierBuilder
 
 CLASSES = 10
 RESID_SCALE = 0.02  # residual streams and norm inputs this small make an eps error visible (see make_hier_cases)
@@ -453,15 +449,7 @@ def write_model_files(out_dir, mname, arch, sd, files, other):
 
 
 def load_model_file(out_dir, info, family):
-    path = os.path.join(out_dir, info["model"])
-    if info["container"] == "safetensors":
-        sd, meta = safetensors_io.load_file(path, with_metadata=True)
-        return sd, json.loads(meta["attnscope_arch"])
-    obj = torch.load(path)
-    sd, key = ref.unwrap_checkpoint(obj, family)
-    assert key == info["state_dict_key"], (info["model"], key)
-    with open(os.path.join(out_dir, info["arch_json"])) as f:
-        return sd, json.load(f)
+    return make_hier_cases.load_model_file(out_dir, info, lambda obj: ref.unwrap_checkpoint(obj, family))
 
 
 # --------------------------------------------------------------------------------------------
@@ -477,16 +465,7 @@ def check_records(name, recs, queries_all):
             assert rec.kind == "none" and rec.heads == 0, (name, L)
             continue
         for (r, c) in queries:
-            row = rec.row(r, c)
-            assert torch.isfinite(row).all(), (name, L)
-            pad = rec.pad_mass(r, c)
-            total = row.sum(dim=(-2, -1)) + pad
-            dbg = rec.debug
-            recon = torch.einsum("hij,hijd->hd", row, dbg["v_keys"])
-            if dbg["v_pad"] is not None:
-                recon = recon + pad[:, None] * dbg["v_pad"]
-            err = (recon - dbg["out"][:, r, c]).abs().max().item()
-            assert err < 1e-9, (name, L, (r, c), "row . V != attention output", err)
+            row, total = make_hier_cases.checked_row(name, L, rec, r, c)
             if rec.kernel in ("softmax", "elu_linear"):
                 assert (total - 1).abs().max().item() < 1e-5, (name, L, (r, c), total)
             elif rec.kernel == "linear":  # 1, or 0 where ReLU(q) of the head is all zero
@@ -552,12 +531,10 @@ def clamp_stats(model, img):
 
 
 def main(argv):
-    if len(argv) != 2:
-        print(next(l for l in __doc__.splitlines() if l.startswith("Usage")), file=sys.stderr)
+    usage = next(line for line in __doc__.splitlines() if line.startswith("Usage"))
+    out_dir = output_folder(argv, usage)
+    if out_dir is None:
         return 2
-    out_dir = argv[1]
-    os.makedirs(out_dir, exist_ok=True)
-    torch.set_num_threads(min(2, torch.get_num_threads()))
     ref.KEEP_DEBUG = True
     t0 = time.time()
 
@@ -609,18 +586,12 @@ def main(argv):
                 entry["rows_lcm"] = fname
             layers.append(entry)
 
-        tags = [""]
-        if mname not in first_case:
-            first_case.add(mname)
-            tags = list(files[mname])
+        tags = make_hier_cases.file_tags(files, mname, first_case)
         for tag in tags:
             info = files[mname][tag]
             if tag:
-                sd_t, arch_t = load_model_file(out_dir, info, arch["family"])
-                assert arch_t == arch
-                lg, _ = ref.build(sd_t, arch_t, dtype=torch.float64).forward(img, variant)
-                err = (lg - logits).abs().max().item()
-                assert err < 1e-12, (name, tag, err)
+                make_hier_cases.check_same_logits(load_model_file(out_dir, info, arch["family"]), arch, ref.build, img,
+                                                  variant, logits, (name, tag))
                 if info["_two_sets"]:
                     lo, _ = others[mname].forward(img, variant)
                     assert (lo - logits).abs().max().item() > 0.1, (name, tag, "the two weight sets agree")
@@ -646,21 +617,14 @@ def main(argv):
         assert d > 1e-3, (mname_, cname, d)
     for const, val, cname in EPS_CASES:
         mname, img, variant = inputs[cname]
-        saved = getattr(ref, const)
-        setattr(ref, const, val)
-        try:
+        with replaced(ref, const, val):
             lg, _ = built[mname].forward(img, variant)
-        finally:
-            setattr(ref, const, saved)
         d = (lg - results[cname]).abs().max().item()
         rel = d / (results[cname].max() - results[cname].min()).item()
         print(f"  {const + ' = ' + repr(val):36s} {cname:26s} {d:10.3e}  {rel:9.2e}")
         assert d > 1e-4, (const, cname, d)
 
-    with open(os.path.join(out_dir, "cases.json"), "w") as f:
-        json.dump(cases, f, indent=1)
-    print(f"{len(cases)} cases, {len(models)} models in {out_dir} ({time.time() - t0:.1f} s)")
-    return 0
+    return write_cases(out_dir, cases, t0, f", {len(models)} models")
 
 
 if __name__ == "__main__":

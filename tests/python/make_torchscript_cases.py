@@ -30,15 +30,12 @@ import tempfile
 import time
 from collections import OrderedDict
 
-try:
-    import torch
-except ImportError:  # e.g. a pyenv python3 first on PATH: Debian's python3-torch lives in /usr/bin/python3
-    if os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3") and os.path.exists("/usr/bin/python3"):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    raise
-
+import debian_torch  # noqa: F401  (first: runs the script under Debian's python3-torch)
+import torch
 import numpy as np
 from torch import nn
+
+from fixture_tools import write_cases
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXPORTER = os.path.join(HERE, "..", "..", "scripts", "export_torchscript.py")
@@ -406,10 +403,7 @@ def main(argv):
         traced = torch.jit.trace(plain, torch.randn(1, 3, 40, 32), check_trace=False)
     torch.jit.save(traced, os.path.join(out_dir, "no_metadata.pt"))
 
-    with open(os.path.join(out_dir, "cases.json"), "w") as f:
-        json.dump(cases, f, indent=1)
-    print(f"{len(cases)} cases + no_metadata.pt in {out_dir} ({time.time() - t0:.1f} s)")
-    return 0
+    return write_cases(out_dir, cases, t0, " + no_metadata.pt")
 
 
 if __name__ == "__main__":

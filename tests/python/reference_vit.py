@@ -522,6 +522,15 @@ class ViTReference:
         return F.linear(feat, *self.head)
 
     # ---- forward -------------------------------------------------------------------------------
+    def after_attention(self, x, b, a, gh, gw):
+        """Block b after its attention output a: the residual, L2ViT's LCM, the MLP and its residual."""
+        x = x + (a * b["ls1"] if b["ls1"] is not None else a)
+        if b["lcm"] is not None:
+            x = self._lcm(x, b["lcm"], gh, gw)
+        y = F.linear(self._ln(x, b["n2"]), *b["fc1"])
+        y = F.linear(F.gelu(y), *b["fc2"])
+        return x + (y * b["ls2"] if b["ls2"] is not None else y)
+
     def forward(self, img, settings=None, record=False, with_dwc_band=False):
         """img [B,3,H,W] -> logits [B, classes], or with record=True (logits, [matrix per layer
         [B,h,T,T]]) where each matrix is the attention matrix of that layer; with_dwc_band adds
@@ -538,12 +547,7 @@ class ViTReference:
             a, m = b["attn"](self._ln(x, b["n1"]), ctx, want_matrix=record)
             if record:
                 mats.append(m)
-            x = x + (a * b["ls1"] if b["ls1"] is not None else a)
-            if b["lcm"] is not None:
-                x = self._lcm(x, b["lcm"], gh, gw)
-            y = F.linear(self._ln(x, b["n2"]), *b["fc1"])
-            y = F.linear(F.gelu(y), *b["fc2"])
-            x = x + (y * b["ls2"] if b["ls2"] is not None else y)
+            x = self.after_attention(x, b, a, gh, gw)
         logits = self.pool_and_head(x)
         return (logits, mats) if record else logits
 

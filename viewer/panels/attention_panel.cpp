@@ -85,7 +85,7 @@ PanelHeading heading_of(const Workbench& bench, size_t index, const PanelMaps& p
   if (panel.swapped) {
     const int head = std::min(bench.state.head, int(panel.uniformity.size()) - 1);
     const double shown = view == HeadView::Head && head >= 0 ? panel.uniformity[size_t(head)] : panel.mean_uniformity;
-    heading.note = near_uniform_note(panel.kernel, shown);
+    heading.note = near_uniform_note(to_string(panel.kernel), shown);
   }
   if (!panel.note.empty()) heading.note += (heading.note.empty() ? "" : "; ") + panel.note;
   return heading;

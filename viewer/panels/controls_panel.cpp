@@ -27,14 +27,12 @@ const std::vector<std::string> kVideoExtensions = {".mp4", ".avi", ".mov", ".mkv
 bool variant_combo(const char* label, Variant& variant) {
   bool changed = false;
   if (ImGui::BeginCombo(label, to_string(variant).c_str())) {
-    std::vector<std::string> names = {"native"};  // the checkpoint's own attention, then every swap
-    for (const std::string& name : variant_names()) names.push_back(name);
-    for (const std::string& name : names) {
-      const Variant candidate = parse_variant(name);
-      if (ImGui::Selectable(name.c_str(), candidate == variant)) {
-        variant = candidate;
+    for (const VariantSpec& candidate : variant_table()) {
+      if (ImGui::Selectable(candidate.name, candidate.variant == variant)) {
+        variant = candidate.variant;
         changed = true;
       }
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", candidate.description);
     }
     ImGui::EndCombo();
   }
@@ -185,7 +183,7 @@ struct ControlsPanel : WorkbenchPanel {
     if (ImGui::SmallButton(hierarchical_windows ? "trained" : "global")) state.attention.window = 0;
     ImGui::EndDisabled();
     const int patches = outcome ? outcome->layout.patch_tokens() : 196;
-    int anchors = state.attention.anchors > 0 ? state.attention.anchors : std::min(30, patches);
+    int anchors = state.attention.anchors > 0 ? state.attention.anchors : std::min(kDefaultPooledAnchors, patches);
     if (ImGui::SliderInt("anchors", &anchors, 1, patches, state.attention.anchors ? "%d" : "default"))
       state.attention.anchors = anchors;
     ImGui::SameLine();
@@ -197,7 +195,10 @@ struct ControlsPanel : WorkbenchPanel {
     if (outcome)
       ImGui::TextWrapped("%s",
                          ("window: " + (no_windows ? outcome->window_absent_reason : outcome->window_meaning)).c_str());
-    ImGui::TextWrapped("anchors: %s", state.attention.anchors ? "in use" : "the learned ones, or 30 pooled from K");
+    const std::string anchors_note =
+        state.attention.anchors ? "in use"
+                                : "the learned ones, or " + std::to_string(kDefaultPooledAnchors) + " pooled from K";
+    ImGui::TextWrapped("anchors: %s", anchors_note.c_str());
     ImGui::PopStyleColor();
     ImGui::EndDisabled();
   }

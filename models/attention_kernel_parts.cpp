@@ -1,0 +1,108 @@
+// The pieces the kernels of attention_kernels.cpp are built from: head splitting, ViT window
+// masks, FLatten's f_p and depthwise conv on V, and AnchorFormer's pooled anchor regions.
+#include "models/attention_kernels.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+namespace attnscope {
+
+namespace F = torch::nn::functional;
+using torch::indexing::Slice;
+
+torch::Tensor split_heads(const torch::Tensor& x, int64_t heads) {
+  return x.reshape({x.size(0), x.size(1), heads, x.size(2) / heads}).permute({0, 2, 1, 3});
+}
+
+torch::Tensor window_mask(const TokenLayout& layout, int window, torch::Device device) {
+  if (window <= 0 || (window >= layout.grid_h && window >= layout.grid_w)) return {};
+  const int64_t total = layout.total_tokens();
+  const int windows_per_row = (layout.grid_w + window - 1) / window;
+  // Window id per token; -1 marks prefix tokens, which see and are seen by everything.
+  auto window_id = torch::full({total}, -1, torch::kLong);
+  auto ids = window_id.accessor<int64_t, 1>();
+  for (int row = 0; row < layout.grid_h; ++row)
+    for (int col = 0; col < layout.grid_w; ++col)
+      ids[layout.patch_token(row, col)] = (row / window) * windows_per_row + col / window;
+  auto query_ids = window_id.unsqueeze(1);
+  auto key_ids = window_id.unsqueeze(0);
+  auto allowed = (query_ids == key_ids) | (query_ids < 0) | (key_ids < 0);
+  return allowed.to(device);
+}
+
+torch::Tensor focus(const torch::Tensor& x, double p, FocusNorm norm) {
+  const std::vector<int64_t> dims =
+      norm == FocusNorm::AllChannels ? std::vector<int64_t>{1, 3} : std::vector<int64_t>{3};
+  auto x_norm = x.norm(2, dims, /*keepdim=*/true);
+  // f_p(x) = ||x|| x^p / ||x^p|| does not change when x is scaled, so x is divided by its largest
+  // entry first: the powers then lie in [0, 1] and the largest is 1, with no overflow to inf
+  // (float32 at p >= 49 in the authors' direct form) and no all-zero underflow at any p.
+  auto unit = x / x.amax(dims, /*keepdim=*/true).clamp_min(1e-30);
+  auto powered = unit.pow(p);
+  auto powered_norm = powered.norm(2, dims, /*keepdim=*/true).clamp_min(1e-30);
+  return powered / powered_norm * x_norm;
+}
+
+torch::Tensor anchor_pooling_matrix(int grid_h, int grid_w, int anchors) {
+  const int patches = grid_h * grid_w;
+  anchors = std::max(1, std::min(anchors, patches));
+  // Halves round up (floor(x + 0.5)), as in the reference.
+  int bands = int(std::floor(std::sqrt(double(anchors) * grid_h / grid_w) + 0.5));
+  bands = std::max(1, std::min(bands, std::min(anchors, grid_h)));
+  auto pooling = torch::zeros({anchors, patches});
+  auto weights = pooling.accessor<float, 2>();
+  int anchor = 0;
+  for (int band = 0; band < bands; ++band) {
+    const int row_begin = band * grid_h / bands;
+    const int row_end = ((band + 1) * grid_h + bands - 1) / bands;
+    const int columns = anchors / bands + (band < anchors % bands ? 1 : 0);
+    for (int j = 0; j < columns; ++j, ++anchor) {
+      const int col_begin = j * grid_w / columns;
+      const int col_end = ((j + 1) * grid_w + columns - 1) / columns;
+      const float weight = 1.0f / float((row_end - row_begin) * (col_end - col_begin));
+      for (int row = row_begin; row < row_end; ++row)
+        for (int col = col_begin; col < col_end; ++col) weights[anchor][row * grid_w + col] = weight;
+    }
+  }
+  return pooling;
+}
+
+torch::Tensor depthwise_conv_on_values(const torch::Tensor& v, const torch::Tensor& weight, const torch::Tensor& bias,
+                                       const TokenLayout& layout) {
+  const int64_t batch = v.size(0), heads = v.size(1), dim = v.size(3);
+  const int64_t prefix = layout.prefix_tokens();
+  auto grid = v.index({Slice(), Slice(), Slice(prefix)})
+                  .reshape({batch * heads, layout.grid_h, layout.grid_w, dim})
+                  .permute({0, 3, 1, 2});
+  const int64_t padding = weight.size(-1) / 2;
+  auto conv = F::conv2d(grid, weight, F::Conv2dFuncOptions().bias(bias).padding(padding).groups(dim));
+  auto patches = conv.permute({0, 2, 3, 1}).reshape({batch, heads, layout.patch_tokens(), dim});
+  if (prefix == 0) return patches;
+  return torch::cat({torch::zeros({batch, heads, prefix, dim}, patches.options()), patches}, 2);
+}
+
+torch::Tensor depthwise_conv_band(const torch::Tensor& weight, const TokenLayout& layout,
+                                  const torch::Tensor& query_index) {
+  auto kernel = weight.detach().to(torch::kCPU, torch::kFloat).mean(0)[0].contiguous();  // [k, k]
+  const int64_t size = kernel.size(0), half = size / 2;
+  auto kernel_at = kernel.accessor<float, 2>();
+  auto queries = query_index.to(torch::kCPU, torch::kLong).contiguous();
+  auto query_at = queries.accessor<int64_t, 1>();
+  auto band = torch::zeros({queries.size(0), int64_t(layout.total_tokens())});
+  auto band_at = band.accessor<float, 2>();
+  for (int64_t i = 0; i < queries.size(0); ++i) {
+    const int token = int(query_at[i]);
+    if (!layout.is_patch(token)) continue;
+    const int row = layout.row_of(token), col = layout.col_of(token);
+    for (int64_t dy = -half; dy <= half; ++dy)
+      for (int64_t dx = -half; dx <= half; ++dx) {
+        const int64_t key_row = row + dy, key_col = col + dx;
+        if (key_row < 0 || key_row >= layout.grid_h || key_col < 0 || key_col >= layout.grid_w) continue;
+        band_at[i][layout.patch_token(int(key_row), int(key_col))] = kernel_at[half + dy][half + dx];
+      }
+  }
+  return band.to(weight.device());
+}
+
+}  // namespace attnscope

@@ -1,0 +1,54 @@
+"""What the fixture generators (make_*_cases.py) share: their command line (one OUTDIR), seeded
+random values, a method replaced for the length of a check, and the end of a run: cases.json and its
+summary line."""
+
+import contextlib
+import json
+import os
+import sys
+import time
+
+import torch
+
+
+def output_folder(argv, usage, threads=2):
+    """OUTDIR, the generator's one argument, made when missing, with torch on at most `threads`
+    threads; None, after printing `usage`, when the arguments are not that."""
+    if len(argv) != 2:
+        print(usage, file=sys.stderr)
+        return None
+    os.makedirs(argv[1], exist_ok=True)
+    torch.set_num_threads(min(threads, torch.get_num_threads()))
+    return argv[1]
+
+
+class Init:
+    """Random values from one seeded generator, so that a case's weights depend on its seed alone."""
+
+    def __init__(self, seed):
+        self.g = torch.Generator().manual_seed(seed)
+
+    def normal(self, shape, std, mean=0.0):
+        return torch.randn(*shape, generator=self.g) * std + mean
+
+    def uniform(self, shape, lo, hi):
+        return torch.rand(*shape, generator=self.g) * (hi - lo) + lo
+
+
+@contextlib.contextmanager
+def replaced(owner, name, value):
+    """owner.name is `value` inside the block (a spy on a reference's method, a changed constant)."""
+    saved = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        yield saved
+    finally:
+        setattr(owner, name, saved)
+
+
+def write_cases(out_dir, cases, started, what=""):
+    """cases.json in `out_dir`, and the line that ends a generator's output; returns the exit code 0."""
+    with open(os.path.join(out_dir, "cases.json"), "w") as f:
+        json.dump(cases, f, indent=1)
+    print(f"{len(cases)} cases{what} in {out_dir} ({time.time() - started:.1f} s)")
+    return 0

@@ -1,0 +1,106 @@
+// The kernel table: every kernel and mode has one row whose name parsing, to_string and help
+// texts read; every kernel's output, rows and factors are one matrix.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "models/attention.h"
+#include "session/app_state.h"
+
+namespace attnscope {
+namespace test_kernel_table {
+
+const std::string kDataDir = std::string(ATTNSCOPE_TEST_DATA_DIR);
+
+TEST(KernelTable, EveryKernelHasOneRowAndOneName) {
+  std::set<std::string> names;
+  std::set<int> kernels;
+  for (const KernelSpec& spec : kernel_table()) {
+    EXPECT_TRUE(names.insert(spec.name).second) << spec.name;
+    EXPECT_TRUE(kernels.insert(int(spec.kernel)).second) << spec.name;
+    EXPECT_EQ(&kernel_spec(spec.kernel), &spec);
+    EXPECT_EQ(to_string(spec.kernel), spec.name);
+    EXPECT_TRUE(spec.features && spec.rows && spec.attend) << spec.name;
+  }
+}
+
+TEST(KernelTable, ModeNamesRoundTripAndHelpListsThem) {
+  std::string listed;
+  for (const VariantSpec& spec : variant_table()) {
+    EXPECT_EQ(parse_variant(spec.name), spec.variant);
+    EXPECT_EQ(to_string(spec.variant), spec.name);
+    EXPECT_NE(variant_choices().find(spec.name), std::string::npos) << spec.name;
+  }
+  EXPECT_EQ(variant_choices(), "native, softmax, linear, focused, enhanced, window or anchor");
+  EXPECT_EQ(variant_names().size(), variant_table().size() - 1) << "every swap, without native";
+  for (const FocusNormSpec& spec : focus_norm_table()) {
+    EXPECT_EQ(parse_focus_norm(spec.name), spec.norm);
+    EXPECT_EQ(to_string(spec.norm), spec.name);
+    EXPECT_NE(focus_norm_choices().find(spec.name), std::string::npos) << spec.name;
+    EXPECT_NE(focus_norm_help().find(spec.description), std::string::npos) << spec.name;
+  }
+  EXPECT_EQ(focus_norm_choices(), "all|head");
+  ASSERT_NE(find_option("variant"), nullptr);
+  EXPECT_EQ(find_option("variant")->help, variant_choices());
+  ASSERT_NE(find_option("norm"), nullptr);
+  EXPECT_EQ(find_option("norm")->value_name, focus_norm_choices());
+  try {
+    parse_variant("cosine");
+    ADD_FAILURE() << "an unknown variant parsed";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(variant_choices()), std::string::npos) << e.what();
+  }
+}
+
+// Random per-head features of a kernel on a 1 x 5 x 6 grid with a class token.
+struct KernelCase {
+  ResolvedAttention resolved;
+  TokenLayout layout;
+  KernelFeatures features;
+  torch::Tensor v;
+};
+KernelCase kernel_case(Kernel kernel) {
+  KernelCase c;
+  c.layout.has_class_token = true;
+  c.layout.grid_h = 5;
+  c.layout.grid_w = 6;
+  c.resolved.kernel = kernel;
+  c.resolved.anchors = 7;
+  torch::manual_seed(11);
+  const int64_t tokens = c.layout.total_tokens();
+  auto q = torch::randn({2, 3, tokens, 8}, torch::kDouble);
+  auto k = torch::randn({2, 3, tokens, 8}, torch::kDouble);
+  c.v = torch::randn({2, 3, tokens, 8}, torch::kDouble);
+  c.features = kernel_features(c.resolved, q, k, {}, c.layout);
+  return c;
+}
+
+// What the forward computes, what the views show and what the rank reads are one matrix, for
+// every kernel the table has (a new one included).
+TEST(KernelTable, EveryKernelsOutputRowsAndFactorsAreOneMatrix) {
+  for (const KernelSpec& spec : kernel_table()) {
+    SCOPED_TRACE(spec.name);
+    const KernelCase c = kernel_case(spec.kernel);
+    const int64_t tokens = c.layout.total_tokens();
+    const auto all = torch::arange(tokens, torch::kLong);
+    const torch::Tensor rows = equivalent_rows(spec.kernel, c.features, all, {});
+    ASSERT_EQ(rows.sizes(), torch::IntArrayRef({2, 3, tokens, tokens}));
+    EXPECT_TRUE(torch::allclose(attend(spec.kernel, c.features, c.v, {}), torch::matmul(rows, c.v), 1e-9, 1e-9));
+    // A window mask: the masked rows are the exact computation, and masked keys get nothing
+    // (anchors are global by construction and ignore it).
+    const auto allowed = window_mask(c.layout, 2, torch::kCPU);
+    const torch::Tensor masked = equivalent_rows(spec.kernel, c.features, all, allowed);
+    EXPECT_TRUE(torch::allclose(attend(spec.kernel, c.features, c.v, allowed), torch::matmul(masked, c.v), 1e-9, 1e-9));
+    if (!spec.global_only) {
+      EXPECT_EQ(masked.masked_select(allowed.logical_not()).abs().max().item<double>(), 0.0);
+    }
+    const auto factors = equivalent_factors(spec.kernel, c.features, 1, 2);
+    EXPECT_EQ(factors.has_value(), spec.factors != nullptr);
+    if (factors) {
+      EXPECT_TRUE(torch::allclose(torch::matmul(factors->left, factors->right.t()), rows[1][2], 1e-9, 1e-9));
+    }
+  }
+}
+
+}  // namespace test_kernel_table
+}  // namespace attnscope

@@ -1,0 +1,97 @@
+#include "views/representation_features.h"
+
+#include <torch/torch.h>
+
+#include "core/excerpt.h"
+#include "models/inference.h"
+
+namespace attnscope {
+
+std::string analysis_option(const AnalysisSettings& settings, const std::string& name, const std::string& fallback) {
+  const auto found = settings.options.find(name);
+  return found == settings.options.end() ? fallback : found->second;
+}
+
+OptionSpec switch_option(const std::string& name, const std::string& help, bool default_value) {
+  const std::string fallback = default_value ? "on" : "off";
+  OptionSpec option;
+  option.name = name;
+  option.value_name = "on|off";
+  option.help = help;
+  option.set = [name](AppState& state, const std::string& value) {
+    if (value != "on" && value != "off")
+      throw std::invalid_argument("--" + name + " expects on or off, got '" + excerpt(value) + "'");
+    state.options[name] = value;
+  };
+  option.get = [name, fallback](const AppState& state) { return analysis_option(state, name, fallback); };
+  option.implicit_value = "on";
+  return option;
+}
+
+OptionSpec text_option(const std::string& name, const std::string& value_name, const std::string& help,
+                       const std::string& default_value, std::function<void(const std::string&)> check) {
+  OptionSpec option;
+  option.name = name;
+  option.value_name = value_name;
+  option.help = help;
+  option.set = [name, check](AppState& state, const std::string& value) {
+    if (check) check(value);
+    state.options[name] = value;
+  };
+  option.get = [name, default_value](const AppState& state) { return analysis_option(state, name, default_value); };
+  return option;
+}
+
+Facet facet_option(const AnalysisSettings& settings) {
+  return parse_enum<Facet>("facet", analysis_option(settings, "facet", "key"));
+}
+
+torch::Tensor model_input(const LoadedModel& model, const cv::Mat& prepared) {
+  return image_to_tensor(prepared, model.normalization).to(model.device);
+}
+
+cv::Mat prepared_image(const std::string& path, const InputSelection& input, const LoadedModel& model) {
+  return prepare_model_input(load_image_rgb(path, input.max_pixels), input.input_settings(), model);
+}
+
+TokenRows layer_descriptors(Backbone& model, const torch::Tensor& image, const AttentionSettings& settings, int layer,
+                            Facet facet) {
+  ForwardOutput output;
+  std::vector<TokenRows> blocks = read_token_rows(model, image, settings, {block_point(layer)}, &output);
+  if (facet == Facet::Token) return std::move(blocks.front());
+  return facet_rows(output.layers.at(size_t(layer)), facet);
+}
+
+std::shared_ptr<const TokenRows> panel_token_rows(const AnalysisViewInput& input, const PanelForwardView& panel,
+                                                  const std::string& point) {
+  Backbone& model = panel.model->native("token features");
+  const std::string resolved = model.resolve_hook_point(point);
+  const std::string key = "tokens|" + panel.input_key + "|" + settings_key(panel.settings) + "|" + resolved;
+  if (auto kept = input.cache.get<TokenRows>(key)) return kept;
+  std::vector<TokenRows> read = read_token_rows(model, model_input(*panel.model, panel.result->input_rgb),
+                                                panel.settings, {resolved}, nullptr, input.cancelled);
+  auto rows = std::make_shared<const TokenRows>(std::move(read.front()));
+  input.cache.put(key, rows);
+  return rows;
+}
+
+std::shared_ptr<const TokenRows> panel_descriptors(const AnalysisViewInput& input, const PanelForwardView& panel,
+                                                   int layer, Facet facet) {
+  if (facet == Facet::Token) return panel_token_rows(input, panel, block_point(layer));
+  const std::string key = "facet|" + panel.input_key + "|" + settings_key(panel.settings) + "|" +
+                          std::to_string(layer) + "|" + enum_name(facet);
+  if (auto kept = input.cache.get<TokenRows>(key)) return kept;
+  auto rows = std::make_shared<const TokenRows>(facet_rows(panel.result->forward.layers.at(size_t(layer)), facet));
+  input.cache.put(key, rows);
+  return rows;
+}
+
+cv::Mat patch_grid_values(const torch::Tensor& values, const TokenLayout& layout, int channel) {
+  torch::Tensor patches = values.index({torch::indexing::Slice(layout.prefix_tokens())});
+  if (channel >= 0) patches = patches.select(1, channel);
+  const torch::Tensor grid =
+      patches.to(torch::kCPU, torch::kFloat).reshape({layout.grid_h, layout.grid_w}).contiguous();
+  return cv::Mat(layout.grid_h, layout.grid_w, CV_32FC1, const_cast<float*>(grid.data_ptr<float>())).clone();
+}
+
+}  // namespace attnscope

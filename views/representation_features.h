@@ -1,0 +1,51 @@
+// What the representation views (features, similarity, norms: views/analysis_{pca,similarity,norms}.cpp)
+// share: their options, the token features of a workbench panel's forward pass kept in the
+// AnalysisCache (so a click re-uses them), a facet's descriptors, a second image prepared for a
+// model, and grid maps as figure heatmaps.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "analysis/token_features.h"
+#include "views/analysis_registry.h"
+
+namespace attnscope {
+
+// An analysis's own option (AnalysisSettings::options) or its default when unset.
+std::string analysis_option(const AnalysisSettings& settings, const std::string& name, const std::string& fallback);
+
+// A switch option of an analysis ("on" or "off"), `default_value` when unset.
+OptionSpec switch_option(const std::string& name, const std::string& help, bool default_value);
+// A text option whose values `check` validates (throws std::invalid_argument) before they are kept.
+OptionSpec text_option(const std::string& name, const std::string& value_name, const std::string& help,
+                       const std::string& default_value, std::function<void(const std::string&)> check = {});
+
+// The facet option (key, query, value or token) the similarity view reads.
+Facet facet_option(const AnalysisSettings& settings);
+
+// The prepared RGB image as the model's input tensor, on its device.
+torch::Tensor model_input(const LoadedModel& model, const cv::Mat& prepared);
+
+// `path` read and prepared for `model` as the session prepares its own image.
+cv::Mat prepared_image(const std::string& path, const InputSelection& input, const LoadedModel& model);
+
+// One forward pass of `image` that reads `layer`'s descriptors of `facet`: the block's output for
+// Facet::Token, else its capture's query, key or value.
+TokenRows layer_descriptors(Backbone& model, const torch::Tensor& image, const AttentionSettings& settings, int layer,
+                            Facet facet);
+
+// The tokens at hook point `point` of a workbench panel's input: one forward pass with the hook,
+// kept in the AnalysisCache under the panel's forward (its input key and settings).
+std::shared_ptr<const TokenRows> panel_token_rows(const AnalysisViewInput& input, const PanelForwardView& panel,
+                                                  const std::string& point);
+
+// A panel's descriptors of `facet` at `layer`: a capture's query, key or value (no forward pass),
+// or the block's output (panel_token_rows).
+std::shared_ptr<const TokenRows> panel_descriptors(const AnalysisViewInput& input, const PanelForwardView& panel,
+                                                   int layer, Facet facet);
+
+// The patch part of `rows` [T] or [T, k] as a figure's values [grid_h, grid_w] (channel `channel`).
+cv::Mat patch_grid_values(const torch::Tensor& values, const TokenLayout& layout, int channel = -1);
+
+}  // namespace attnscope
