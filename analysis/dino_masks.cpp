@@ -9,7 +9,8 @@
 namespace attnscope {
 
 DinoMasks dino_masks(const AttentionCapture& capture, int64_t item, double mass) {
-  if (!(mass > 0.0 && mass <= 1.0)) throw std::invalid_argument("--mass must be in (0, 1], got " + std::to_string(mass));
+  if (!(mass > 0.0 && mass <= 1.0))
+    throw std::invalid_argument("--mass must be in (0, 1], got " + std::to_string(mass));
   const TokenLayout &queries = capture.layout, &keys = capture.key_layout;
   if (!queries.has_class_token)
     throw std::invalid_argument(capture.placement.name +

@@ -60,8 +60,8 @@ std::vector<LayerHeadStatistics> head_statistics(const std::vector<AttentionCapt
     layer.name = capture.placement.name;
     layer.patch_size = queries.patch_size;
     const torch::Tensor distances = patch_distances(queries, keys);
-    const bool one_grid = queries.grid_h == keys.grid_h && queries.grid_w == keys.grid_w &&
-                          queries.patch_size == keys.patch_size;
+    const bool one_grid =
+        queries.grid_h == keys.grid_h && queries.grid_w == keys.grid_w && queries.patch_size == keys.patch_size;
     for (int head = 0; head < capture.heads; ++head) {
       const torch::Tensor matrix = capture.matrix(item, head).to(torch::kCPU, torch::kDouble);  // [Tq, Tk]
       const torch::Tensor patch_block = matrix.slice(0, queries.prefix_tokens()).slice(1, keys.prefix_tokens());

@@ -27,8 +27,8 @@ std::vector<torch::Tensor> block_outputs(Backbone& model, const torch::Tensor& i
   };
   model.forward(image, settings, options);
   for (int block = 0; block < blocks; ++block)
-    if (!outputs[size_t(block)].defined()) throw std::logic_error("the forward pass never reached block " +
-                                                                  std::to_string(block));
+    if (!outputs[size_t(block)].defined())
+      throw std::logic_error("the forward pass never reached block " + std::to_string(block));
   return outputs;
 }
 
@@ -66,9 +66,7 @@ double unbiased_hsic(const torch::Tensor& gram_x, const torch::Tensor& gram_y) {
   return (trace + sums - rows) / (n * (n - 3));
 }
 
-std::string to_string(CkaEstimator estimator) {
-  return estimator == CkaEstimator::Full ? "full" : "minibatch";
-}
+std::string to_string(CkaEstimator estimator) { return estimator == CkaEstimator::Full ? "full" : "minibatch"; }
 
 CkaEstimator parse_cka_estimator(const std::string& name) {
   if (name == "full") return CkaEstimator::Full;
@@ -104,9 +102,9 @@ void CkaAccumulator::add(const std::vector<torch::Tensor>& a, const std::vector<
   append(pending_b_, b, "B");
   ++images_;
   if (estimator_ == CkaEstimator::Full && bytes_ > memory_limit_)
-    throw std::invalid_argument("the full CKA estimator keeps every image's block outputs: " +
-                                std::to_string(int(bytes_ / 1e6)) + " MB after " + std::to_string(images_) +
-                                " images is over its limit; use --cka-estimator minibatch");
+    throw std::invalid_argument(
+        "the full CKA estimator keeps every image's block outputs: " + std::to_string(int(bytes_ / 1e6)) +
+        " MB after " + std::to_string(images_) + " images is over its limit; use --cka-estimator minibatch");
   if (estimator_ == CkaEstimator::Minibatch && int(pending_a_.front().size()) == batch_) flush_batch();
 }
 

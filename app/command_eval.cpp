@@ -64,9 +64,9 @@ torch::Tensor focus_map(const AttentionCapture& capture, int64_t item) {
 }  // namespace
 
 int eval_command(const Args& args) {
-  const std::vector<std::string> state_options = {"device",  "out",         "model",    "arch",        "methods",
-                                                  "steps",   "replacement", "ig-steps", "ig-baseline", "fusion",
-                                                  "discard", "resize",      "size",     "variant"};
+  const std::vector<std::string> state_options = {
+      "device", "out",     "model",  "arch", "methods", "steps", "replacement", "ig-steps", "ig-baseline",
+      "fusion", "discard", "resize", "size", "variant", "mean",  "std",         "layer",    "mass"};
   const std::vector<CommandFlag> flags = {
       {"models", "LIST", "comma-separated model files (default: every model in assets/models)", ""},
       {"samples", "N", "held-out images", "200"},
@@ -80,7 +80,9 @@ int eval_command(const Args& args) {
   auto parsed = parse_or_print_help(args,
                                     "attnscope eval [--models A,B] [--samples N] [--out DIR]\n"
                                     "       attnscope eval --images DIR (--masks DIR | --boxes FILE.csv) "
-                                    "[--labels FILE.csv] --model FILE [--methods LIST] [--out DIR]",
+                                    "[--labels FILE.csv] --model FILE [--methods LIST] [--out DIR]\n"
+                                    "       attnscope eval --images DIR --masks DIR --model FILE --methods dino-masks "
+                                    "[--layer L] [--mass M] [--out DIR]",
                                     state_options, flags);
   if (!parsed) return 0;
   CommandLine& line = *parsed;

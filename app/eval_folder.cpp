@@ -2,6 +2,7 @@
 // checkpoint over a folder of your own images with known objects. Per attribution method and layer:
 // the pointing game, the map's mass inside the object and its deletion AUC; the accuracy when
 // labels are given and the model's classes fit them.
+#include <cmath>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <sstream>
 
 #include "analysis/attribution.h"
+#include "analysis/dino_masks.h"
 #include "analysis/faithfulness.h"
 #include "analysis/focus_metrics.h"
 #include "app/eval_folder.h"
@@ -143,6 +145,75 @@ std::string label_mismatch(const LoadedModel& model, const CsvTable& labels, int
          ": the model does not fit this task, accuracy is not measured";
 }
 
+// `--methods dino-masks`: DINO's masks of layer --layer (default the last) on every image, each head's
+// upsampled (nearest) to the image size and scored by its Jaccard index against the object mask; DINO's
+// figure is the best head's index averaged over the images (dino issue #54).
+int eval_dino_masks(const CommandLine& line, const std::vector<std::string>& images, const std::string& masks_dir) {
+  const AppState& state = line.state;
+  if (masks_dir.empty())
+    throw std::invalid_argument("--methods dino-masks scores masks against object masks: give --masks DIR");
+  const auto given_mass = state.options.find("mass");
+  const double mass =
+      given_mass == state.options.end() ? kDefaultDinoMass : parse_double_option("mass", given_mass->second);
+  configure_threads();
+  LoadedModel model = load_model(state.model, ArchOverrides::parse(state.arch), resolve_device(state.device));
+  std::vector<double> per_head, best_sum;
+  int heads = 0, layer = 0;
+  std::string layer_name;
+  double best_total = 0;
+  int scored = 0;
+  ProgressBar bar;
+  for (size_t index = 0; index < images.size(); ++index) {
+    bar.show(index, images.size(), fs::path(images[index]).filename().string());
+    const cv::Mat rgb = load_image_rgb(images[index]);
+    const cv::Mat prepared = prepare_model_input(rgb, state.input_settings(), model);
+    const torch::Tensor object =
+        prepared_mask(object_mask(images[index], rgb.size(), masks_dir, {}), state.input_settings(), model);
+    const InferenceResult inference = run_inference(model, prepared, state.attention);
+    layer = resolve_layer_index(state.layer, int(inference.forward.layers.size()));
+    const AttentionCapture& capture = inference.forward.layers[size_t(layer)];
+    layer_name = capture.placement.name;
+    const std::vector<double> jaccard = mask_jaccard(dino_masks(capture, 0, mass), object);
+    if (per_head.empty()) {
+      heads = int(jaccard.size());
+      per_head.assign(jaccard.size(), 0.0);
+    }
+    double best = 0;
+    for (size_t h = 0; h < jaccard.size(); ++h) {
+      const double j = std::isnan(jaccard[h]) ? 0.0 : jaccard[h];  // both empty: no overlap to count
+      per_head[h] += j;
+      best = std::max(best, j);
+    }
+    best_total += best;
+    ++scored;
+  }
+  bar.show(images.size(), images.size(), "done");
+  for (double& value : per_head) value /= std::max(1, scored);
+  const double jaccard = best_total / std::max(1, scored);
+  std::cout << "attnscope eval dino-masks: " << fs::path(state.model).filename().string() << ", " << layer_name
+            << ", mass " << mass << ", " << scored << " images of " << line.flags.at("images")
+            << "\n\n| head | Jaccard |\n|---|---|\n"
+            << std::fixed << std::setprecision(4);
+  for (size_t h = 0; h < per_head.size(); ++h) std::cout << "| " << h << " | " << per_head[h] << " |\n";
+  std::cout << "\nJaccard (best head per image, averaged over images): " << jaccard << "\n";
+  std::cout.unsetf(std::ios::floatfield);
+  const nlohmann::json report = {{"model", state.model},
+                                 {"images", scored},
+                                 {"folder", line.flags.at("images")},
+                                 {"objects", "masks " + masks_dir},
+                                 {"layer", {{"index", layer}, {"name", layer_name}}},
+                                 {"heads", heads},
+                                 {"mass", mass},
+                                 {"jaccard_per_head", per_head},
+                                 {"jaccard", jaccard}};
+  if (!state.out.empty()) {
+    fs::create_directories(state.out);
+    write_file_atomically((fs::path(state.out) / "eval.json").string(),
+                          [&](std::ostream& out) { out << with_schema(report, "eval-dino-masks").dump(2) << "\n"; });
+  }
+  return 0;
+}
+
 }  // namespace
 
 int eval_folder(const CommandLine& line) {
@@ -152,6 +223,11 @@ int eval_folder(const CommandLine& line) {
   if (state.model.empty()) throw std::invalid_argument("--model is required with --images");
   if (masks_dir.empty() == boxes_path.empty())
     throw std::invalid_argument("give the objects with --masks DIR or --boxes FILE.csv (one of them)");
+  if (state.methods == "dino-masks") {
+    const std::vector<std::string> images = list_images(images_dir);
+    if (images.empty()) throw std::invalid_argument("no images in " + images_dir);
+    return eval_dino_masks(line, images, masks_dir);
+  }
   const std::vector<std::string> methods = parse_method_list(state.methods);
   // With "all", a method that cannot apply to this model (relevance on a family whose attention does
   // not reach autograd) is left out with its reason; a method asked for by name fails the run.

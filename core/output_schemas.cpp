@@ -17,8 +17,13 @@ const std::vector<OutputSchema>& output_schemas() {
       {"analyze-relevance", "summary.json", 1},
       {"analyze-ig", "summary.json", 1},
       {"analyze-faithfulness", "summary.json", 1},
+      {"analyze-headstats", "summary.json", 1},
+      {"analyze-dino-masks", "summary.json", 1},
+      {"analyze-erf", "summary.json", 1},
+      {"analyze-cka", "summary.json", 1},
       {"eval-models", "eval.json", 1},
       {"eval-images", "eval.json", 1},
+      {"eval-dino-masks", "eval.json", 1},
   };
   return schemas;
 }

@@ -202,6 +202,22 @@ const std::map<std::string, KindRun>& kind_runs() {
       {"analyze-ig", {"analyze --analysis ig --ig-steps 4" + source, "summary.json"}},
       {"analyze-faithfulness",
        {"analyze --analysis faithfulness --methods gradcam,rollout --steps 4" + source, "summary.json"}},
+      {"analyze-headstats",
+       {"analyze --analysis headstats --images GLYPHS --model '" + asset_path("models/flatten.safetensors") +
+            "' --out OUT",
+        "summary.json"}},
+      {"analyze-dino-masks", {"analyze --analysis dino-masks" + source, "summary.json"}},
+      {"analyze-erf",
+       {"analyze --analysis erf --images GLYPHS --model '" + asset_path("models/flatten.safetensors") + "' --out OUT",
+        "summary.json"}},
+      {"analyze-cka",
+       {"analyze --analysis cka --images GLYPHS --model '" + asset_path("models/flatten.safetensors") +
+            "' --compare-model '" + asset_path("models/softmax.safetensors") + "' --out OUT",
+        "summary.json"}},
+      {"eval-dino-masks",
+       {"eval --images GLYPHS --masks GLYPHS --methods dino-masks --model '" +
+            asset_path("models/flatten.safetensors") + "' --out OUT",
+        "eval.json"}},
       {"eval-models",
        {"eval --samples 2 --models '" + asset_path("models/flatten.safetensors") + "' --out OUT", "eval.json"}},
       {"eval-images",

@@ -65,22 +65,23 @@ std::shared_ptr<const CkaAccumulator> cka_pass(const CkaModel& a, const CkaModel
                                                AnalysisCache* cache, const std::string& key) {
   Backbone& backbone_a = a.model->native("CKA (block outputs)");
   Backbone& backbone_b = b.model->native("CKA (block outputs)");
-  return folder_pass(cache, key, images.size(), progress, CkaAccumulator(estimator, batch),
-                     [&](CkaAccumulator& cka, size_t i) {
-                       const std::vector<torch::Tensor> outputs_a = block_outputs(
-                           backbone_a, prepare_image_file(*a.model, input, images[i], max_pixels).input, a.settings);
-                       const std::vector<torch::Tensor> outputs_b = block_outputs(
-                           backbone_b, prepare_image_file(*b.model, input, images[i], max_pixels).input, b.settings);
-                       cka.add(outputs_a, outputs_b);
-                     });
+  return folder_pass(
+      cache, key, images.size(), progress, CkaAccumulator(estimator, batch), [&](CkaAccumulator& cka, size_t i) {
+        const std::vector<torch::Tensor> outputs_a =
+            block_outputs(backbone_a, prepare_image_file(*a.model, input, images[i], max_pixels).input, a.settings);
+        const std::vector<torch::Tensor> outputs_b =
+            block_outputs(backbone_b, prepare_image_file(*b.model, input, images[i], max_pixels).input, b.settings);
+        cka.add(outputs_a, outputs_b);
+      });
 }
 
 int analyze_cka(const AnalyzeContext& context) {
   const AppState& state = context.state;
   const AnalyzeFolder run = analyze_folder(context);
   if (run.models.size() < 2)
-    throw std::invalid_argument("cka compares two models: --model A and --compare-model B (the same file twice gives "
-                                "a diagonal of 1)");
+    throw std::invalid_argument(
+        "cka compares two models: --model A and --compare-model B (the same file twice gives "
+        "a diagonal of 1)");
   const std::vector<std::string>& images = run.images;
   const std::string& compare = run.models[1];
   LoadedModel model_a = load_analyze_model(context, state.model);
@@ -92,9 +93,9 @@ int analyze_cka(const AnalyzeContext& context) {
   view->label_a = model_label(state.model, state.attention);
   view->label_b = model_label(compare, AttentionSettings{});
   ProgressBar bar;
-  auto accumulated = cka_pass({&model_a, state.attention}, {&model_b, AttentionSettings{}}, state.input_settings(),
-                              state.max_pixels, images, view->estimator, view->batch, bar_progress(bar, images),
-                              nullptr, "");
+  auto accumulated =
+      cka_pass({&model_a, state.attention}, {&model_b, AttentionSettings{}}, state.input_settings(), state.max_pixels,
+               images, view->estimator, view->batch, bar_progress(bar, images), nullptr, "");
   CkaAccumulator result = *accumulated;
   view->cka = result.result();
   view->images = result.images();
@@ -102,21 +103,23 @@ int analyze_cka(const AnalyzeContext& context) {
   context.files->add_npy("cka.npy", view->cka);
   const cv::Mat first_image = prepare_image_file(model_a, state.input_settings(), images.front(), state.max_pixels).rgb;
   add_analyze_figure(context, analyze_figure(*find_analysis("cka"), view, first_image, state), first_image, "cka");
-  json summary = {{"analysis", "cka"},
-                  {"estimator", to_string(view->estimator)},
-                  {"estimator_description", estimator_text(view->estimator, view->batch)},
-                  {"images", images.size()},
-                  {"folder", view->folder},
-                  {"rows", {{"model", state.model}, {"attention", to_string(state.attention.variant)},
-                            {"blocks", view->cka.size(0)}}},
-                  {"columns", {{"model", compare}, {"attention", "native"}, {"blocks", view->cka.size(1)}}},
-                  {"examples", "one per image: the block's residual output, every token (class token included), "
-                               "flattened over tokens and channels"}};
+  json summary = {
+      {"analysis", "cka"},
+      {"estimator", to_string(view->estimator)},
+      {"estimator_description", estimator_text(view->estimator, view->batch)},
+      {"images", images.size()},
+      {"folder", view->folder},
+      {"rows",
+       {{"model", state.model}, {"attention", to_string(state.attention.variant)}, {"blocks", view->cka.size(0)}}},
+      {"columns", {{"model", compare}, {"attention", "native"}, {"blocks", view->cka.size(1)}}},
+      {"examples",
+       "one per image: the block's residual output, every token (class token included), "
+       "flattened over tokens and channels"}};
   if (view->estimator == CkaEstimator::Minibatch) {
     summary["batch"] = view->batch;
     summary["images_left_out"] = view->images_left_out;
   }
-  write_json(context, "summary.json", summary);
+  write_summary(context, "analyze-cka", summary);
   std::cout << "attnscope analyze cka: " << view->label_a << " (" << view->cka.size(0) << " blocks) against "
             << view->label_b << " (" << view->cka.size(1) << " blocks) over " << images.size() << " images, "
             << estimator_text(view->estimator, view->batch) << "\n";
@@ -143,16 +146,16 @@ void compute_cka_view(const AnalysisViewInput& input, InferenceOutcome& outcome)
                                   std::to_string(input.panels.size()));
     if (images.empty()) throw std::invalid_argument(view->error);
     const PanelForwardView &a = input.panels.front(), &b = input.panels[size_t(other - 1)];
-    if (!a.model || !b.model) throw std::invalid_argument("panel " + std::to_string(a.model ? other : 1) +
-                                                          "'s model did not load");
+    if (!a.model || !b.model)
+      throw std::invalid_argument("panel " + std::to_string(a.model ? other : 1) + "'s model did not load");
     view->label_a = panel_label(0, a);
     view->label_b = panel_label(size_t(other - 1), b);
     const std::string settings = to_string(view->estimator) + " " + std::to_string(view->batch);
-    const std::string key = folder_key("cka", request, a, images, settings) + "#" +
-                            folder_key("cka-b", request, b, {}, "");
-    CkaAccumulator result = *cka_pass({a.model, a.settings}, {b.model, b.settings}, request.input_settings(),
-                                      request.max_pixels, images, view->estimator, view->batch,
-                                      view_progress(input), &input.cache, key);
+    const std::string key =
+        folder_key("cka", request, a, images, settings) + "#" + folder_key("cka-b", request, b, {}, "");
+    CkaAccumulator result =
+        *cka_pass({a.model, a.settings}, {b.model, b.settings}, request.input_settings(), request.max_pixels, images,
+                  view->estimator, view->batch, view_progress(input), &input.cache, key);
     view->cka = result.result();
     view->images = result.images();
     view->images_left_out = result.images_left_out();
@@ -201,8 +204,9 @@ AnalysisEntry cka_analysis() {
   AnalysisEntry entry;
   entry.name = "cka";
   entry.label = "CKA";
-  entry.help = "linear CKA between every block of --model and --compare-model over a folder (--images DIR, "
-               "--cka-estimator full|minibatch, --cka-batch N)";
+  entry.help =
+      "linear CKA between every block of --model and --compare-model over a folder (--images DIR, "
+      "--cka-estimator full|minibatch, --cka-batch N)";
   entry.options = {
       images_option(),
       {kEstimatorOption, "full|minibatch",

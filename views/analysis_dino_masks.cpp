@@ -106,8 +106,9 @@ Figure dino_masks_figure(const InferenceOutcome& outcome, const AppState& state)
 int analyze_dino_masks(const AnalyzeContext& context) {
   const AppState& state = context.state;
   if (!images_folder(state).empty())
-    throw std::invalid_argument("dino-masks takes one --image; over a folder with masks: attnscope eval --images DIR "
-                                "--masks DIR --methods dino-masks");
+    throw std::invalid_argument(
+        "dino-masks takes one --image; over a folder with masks: attnscope eval --images DIR "
+        "--masks DIR --methods dino-masks");
   Loaded loaded = load_inputs(context);
   const InferenceResult inference = run_inference(loaded.model, loaded.prepared, state.attention);
   const int layer = resolve_layer_index(state.layer, int(inference.forward.layers.size()));
@@ -125,8 +126,9 @@ int analyze_dino_masks(const AnalyzeContext& context) {
   summary["mass"] = view->mass;
   summary["masks"] = {{"file", "dino_masks.npy"},
                       {"shape", {view->masks.heads, view->masks.grid_h, view->masks.grid_w}},
-                      {"rule", "the class token's row over the patch keys (prefix tokens dropped), renormalised, "
-                               "sorted ascending: 1 where the cumulative sum > 1 - mass"}};
+                      {"rule",
+                       "the class token's row over the patch keys (prefix tokens dropped), renormalised, "
+                       "sorted ascending: 1 where the cumulative sum > 1 - mass"}};
   json patches = json::array();
   for (int h = 0; h < view->masks.heads; ++h) patches.push_back(view->masks.masks[h].sum().item<int64_t>());
   summary["patches_per_head"] = patches;
@@ -136,7 +138,7 @@ int analyze_dino_masks(const AnalyzeContext& context) {
             .clone();
     summary["jaccard_per_head"] = mask_jaccard(view->masks, object);
   }
-  write_json(context, "summary.json", summary);
+  write_summary(context, "analyze-dino-masks", summary);
   std::cout << "attnscope analyze dino-masks: " << capture.placement.name << ", " << view->masks.heads
             << " heads, mass " << view->mass << "\nwrote " << context.out.string()
             << "/{dino_masks.npy, dino_attention.npy, dino_masks.png, summary.json}\n";
@@ -162,7 +164,8 @@ AnalysisEntry dino_masks_analysis() {
   AnalysisEntry entry;
   entry.name = "dino-masks";
   entry.label = "DINO masks";
-  entry.help = "DINO's attention masks of the class token per head (--layer, --mass); Jaccard: eval --methods dino-masks";
+  entry.help =
+      "DINO's attention masks of the class token per head (--layer, --mass); Jaccard: eval --methods dino-masks";
   entry.options = {{kMassOption, "M", "dino-masks: the share of the class token's attention each head's mask holds",
                     [](AppState& s, const std::string& v) {
                       const double mass = parse_double_option(kMassOption, v);

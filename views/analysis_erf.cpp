@@ -22,7 +22,7 @@ namespace {
 using nlohmann::json;
 
 struct ErfOfModel : PanelPass {
-  std::string block;  // whose centre is differentiated
+  std::string block;   // whose centre is differentiated
   torch::Tensor mean;  // [H, W] float64: the mean over images of ReLU(gradient) summed over colours
   std::vector<ErfArea> areas;
 };
@@ -39,9 +39,8 @@ struct ErfSum {
 
 // One model's mean map over the images at block `block` ("blocks.L").
 torch::Tensor mean_input_gradient(LoadedModel& model, const AttentionSettings& settings, const InputSettings& input,
-                                  int64_t max_pixels, const std::vector<std::string>& images,
-                                  const std::string& block, const FolderProgress& progress, AnalysisCache* cache,
-                                  const std::string& key) {
+                                  int64_t max_pixels, const std::vector<std::string>& images, const std::string& block,
+                                  const FolderProgress& progress, AnalysisCache* cache, const std::string& key) {
   Backbone& backbone = model.native("the ERF (gradients through the model)");
   const auto sum = folder_pass(cache, key, images.size(), progress, ErfSum{}, [&](ErfSum& acc, size_t i) {
     const PreparedImage image = prepare_image_file(model, input, images[i], max_pixels);
@@ -94,10 +93,12 @@ int analyze_erf(const AnalyzeContext& context) {
   json summary = {{"analysis", "erf"},
                   {"images", run.images.size()},
                   {"folder", run.folder},
-                  {"map", "mean over images of ReLU(d sum_c ReLU(F_c(gh // 2, gw // 2)) / d input) summed over the "
-                          "colour channels, F the block's output, the input normalised (RepLKNet's get_input_grad)"},
-                  {"ratios", "analyze_erf.py's get_rectangle on log10(map + 1): the first centred square of side "
-                             "2i + 1 holding more than the threshold; nan where none does"},
+                  {"map",
+                   "mean over images of ReLU(d sum_c ReLU(F_c(gh // 2, gw // 2)) / d input) summed over the "
+                   "colour channels, F the block's output, the input normalised (RepLKNet's get_input_grad)"},
+                  {"ratios",
+                   "analyze_erf.py's get_rectangle on log10(map + 1): the first centred square of side "
+                   "2i + 1 holding more than the threshold; nan where none does"},
                   {"models", json::array()}};
   const cv::Mat first_image = for_each_analyze_model(
       context, run, [&](size_t m, LoadedModel& model, const AttentionSettings& settings, const std::string& label) {
@@ -134,7 +135,7 @@ int analyze_erf(const AnalyzeContext& context) {
         view->models.push_back(std::move(erf));
       });
   add_analyze_figure(context, analyze_figure(*find_analysis("erf"), view, first_image, state), first_image, "erf");
-  write_json(context, "summary.json", summary);
+  write_summary(context, "analyze-erf", summary);
   std::cout << "wrote " << context.out.string() << "/{erf.npy, erf_ratios.csv"
             << (run.models.size() > 1 ? ", erf_compare.npy, erf_ratios_compare.csv" : "")
             << ", erf.png, summary.json}\n";

@@ -102,11 +102,13 @@ int analyze_head_stats(const AnalyzeContext& context) {
   json summary = {{"analysis", "headstats"},
                   {"images", run.images.size()},
                   {"folder", run.folder},
-                  {"mean_distance", "pixels: sum over patch keys of A times the distance between patch centres "
-                                    "(patch size x grid distance), mean over patch queries, then over images; prefix "
-                                    "tokens dropped from rows and columns, rows not renormalised"},
-                  {"entropy", "nats: -sum_k A ln A over every key, mean over every query (prefix tokens included), "
-                              "then over images"},
+                  {"mean_distance",
+                   "pixels: sum over patch keys of A times the distance between patch centres "
+                   "(patch size x grid distance), mean over patch queries, then over images; prefix "
+                   "tokens dropped from rows and columns, rows not renormalised"},
+                  {"entropy",
+                   "nats: -sum_k A ln A over every key, mean over every query (prefix tokens included), "
+                   "then over images"},
                   {"models", json::array()}};
   const cv::Mat first_image = for_each_analyze_model(
       context, run, [&](size_t m, LoadedModel& model, const AttentionSettings& settings, const std::string& label) {
@@ -126,7 +128,9 @@ int analyze_head_stats(const AnalyzeContext& context) {
           for (const auto& head : layer.heads) distance += head.mean_distance / double(layer.heads.size());
           for (const auto& head : layer.heads) entropy += head.entropy / double(layer.heads.size());
           std::cout << "| " << layer.layer << " | " << layer.name << " | " << distance << " | " << entropy << " |\n";
-          layers.push_back({{"layer", layer.layer}, {"name", layer.name}, {"heads", layer.heads.size()},
+          layers.push_back({{"layer", layer.layer},
+                            {"name", layer.name},
+                            {"heads", layer.heads.size()},
                             {"patch_size", layer.patch_size}});
         }
         std::cout.unsetf(std::ios::floatfield);
@@ -140,7 +144,7 @@ int analyze_head_stats(const AnalyzeContext& context) {
       });
   add_analyze_figure(context, analyze_figure(*find_analysis("headstats"), view, first_image, state), first_image,
                      "headstats");
-  write_json(context, "summary.json", summary);
+  write_summary(context, "analyze-headstats", summary);
   std::cout << "wrote " << context.out.string() << "/{head_stats.csv"
             << (run.models.size() > 1 ? ", head_stats_compare.csv" : "") << ", headstats.png, summary.json}\n";
   return 0;
@@ -208,14 +212,15 @@ AnalysisEntry headstats_analysis() {
   entry.name = "headstats";
   entry.label = "head stats";
   entry.help = "mean attention distance and entropy per head over a folder (--images DIR, --head-order)";
-  entry.options = {images_option(),
-                   {kHeadOrderOption, "index|distance|entropy",
-                    "headstats: how heads spread within their layer in the scatter (by index, or sorted by a statistic)",
-                    [](AppState& s, const std::string& v) {
-                      parse_head_order(v);
-                      s.options[kHeadOrderOption] = v;
-                    },
-                    [](const AppState& s) { return to_string(head_order_of(s)); }}};
+  entry.options = {
+      images_option(),
+      {kHeadOrderOption, "index|distance|entropy",
+       "headstats: how heads spread within their layer in the scatter (by index, or sorted by a statistic)",
+       [](AppState& s, const std::string& v) {
+         parse_head_order(v);
+         s.options[kHeadOrderOption] = v;
+       },
+       [](const AppState& s) { return to_string(head_order_of(s)); }}};
   entry.flags = {kCompareModelFlag};
   entry.wide_view = true;
   entry.run = [](const AnalyzeContext& context, const std::string&) { return analyze_head_stats(context); };

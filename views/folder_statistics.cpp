@@ -76,8 +76,8 @@ ViewFolder view_folder(const InferenceRequest& request, const std::string& purpo
 LoadedModel load_analyze_model(const AnalyzeContext& context, const std::string& path) {
   const AppState& state = context.state;
   configure_threads();
-  LoadedModel model = load_model(path, ArchOverrides::parse(path == state.model ? state.arch : ""),
-                                 resolve_device(state.device));
+  LoadedModel model =
+      load_model(path, ArchOverrides::parse(path == state.model ? state.arch : ""), resolve_device(state.device));
   for (const auto& warning : model.report.warnings) context.warnings.push_back(warning);
   configure_input(model, state.input_settings());
   return model;
@@ -90,7 +90,8 @@ cv::Mat for_each_analyze_model(
   cv::Mat first_image;
   for (size_t m = 0; m < run.models.size(); ++m) {
     LoadedModel model = load_analyze_model(context, run.models[m]);
-    if (m == 0) first_image = prepare_image_file(model, state.input_settings(), run.images.front(), state.max_pixels).rgb;
+    if (m == 0)
+      first_image = prepare_image_file(model, state.input_settings(), run.images.front(), state.max_pixels).rgb;
     each(m, model, run.settings[m], model_label(run.models[m], run.settings[m]));
   }
   return first_image;
@@ -139,7 +140,8 @@ std::vector<std::string> open_view_folder(const InferenceRequest& request, const
 }
 
 std::string panel_label(size_t index, const PanelForwardView& panel) {
-  return "panel " + std::to_string(index + 1) + ": " + model_label(panel.model ? panel.model->path : "", panel.settings);
+  return "panel " + std::to_string(index + 1) + ": " +
+         model_label(panel.model ? panel.model->path : "", panel.settings);
 }
 
 void for_each_panel_pass(const AnalysisViewInput& input,
@@ -176,8 +178,7 @@ std::string folder_key(const std::string& analysis, const InferenceRequest& requ
 }
 
 std::string images_heading(int images, const std::string& folder) {
-  return std::to_string(images) + (images == 1 ? " image of " : " images of ") +
-         fs::path(folder).filename().string();
+  return std::to_string(images) + (images == 1 ? " image of " : " images of ") + fs::path(folder).filename().string();
 }
 
 Figure analyze_figure(const AnalysisEntry& entry, std::shared_ptr<const AnalysisViewData> data, const cv::Mat& image,

@@ -10,9 +10,9 @@ std::optional<PlotPoint> plot_point_at(const PlotPanel& plot, const Rect& box, d
   const PlotAxes axes = plot_axes(plot);
   auto map_x = [&](double value) { return box.x + (value - axes.x_lo) / (axes.x_hi - axes.x_lo) * box.width; };
   auto map_y = [&](double value) {
-    const double t = axes.log_y ? (std::log10(value) - std::log10(axes.y_lo)) /
-                                      (std::log10(axes.y_hi) - std::log10(axes.y_lo))
-                                : (value - axes.y_lo) / (axes.y_hi - axes.y_lo);
+    const double t = axes.log_y
+                         ? (std::log10(value) - std::log10(axes.y_lo)) / (std::log10(axes.y_hi) - std::log10(axes.y_lo))
+                         : (value - axes.y_lo) / (axes.y_hi - axes.y_lo);
     return box.y + box.height - t * box.height;
   };
   std::optional<PlotPoint> nearest;

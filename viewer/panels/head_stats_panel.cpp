@@ -88,8 +88,7 @@ struct HeadStatsPanel : WorkbenchPanel {
   }
 
   // The head under the pointer: its statistics and its mean attention around the query.
-  void show_hovered_head(Workbench& bench, const InferenceOutcome& outcome, const HeadStatsViewData& view,
-                         ImVec2 pos) {
+  void show_hovered_head(Workbench& bench, const InferenceOutcome& outcome, const HeadStatsViewData& view, ImVec2 pos) {
     const ImVec2 mouse = ImGui::GetIO().MousePos;
     const double scale = bench.analysis_geometry.pixels_per_point;
     const double x = (mouse.x - pos.x) / scale, y = (mouse.y - pos.y) / scale;
