@@ -23,9 +23,11 @@ void add_attribution_options(std::vector<OptionSpec>& options) {
                        s.method = v;
                      },
                      [](const AppState& s) { return s.method; }});
-  options.push_back({"methods", "LIST", "faithfulness and eval: attribution methods to compare (or all)",
+  options.push_back({"methods", "LIST",
+                     "faithfulness and eval: attribution methods to compare (or all); eval --images also takes "
+                     "dino-masks alone (the Jaccard index of DINO's masks)",
                      [](AppState& s, const std::string& v) {
-                       parse_method_list(v, "--methods");
+                       if (v != "dino-masks") parse_method_list(v, "--methods");
                        s.methods = v;
                      },
                      [](const AppState& s) { return s.methods; }});

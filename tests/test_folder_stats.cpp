@@ -106,8 +106,8 @@ TEST_P(HeadStats, MatchProbingVitsOverTheFolder) {
   std::cout << GetParam() << ": mean distance max rel. error " << worst_distance << ", entropy " << worst_entropy
             << "\n";
 
-  // The comparison tells the contract from two plausible misreadings of it on the last layer: prefix
-  // queries kept (only prefix keys dropped), and the patch rows renormalised.
+  // The comparison tells the contract from two plausible misreadings of it on the last layer (by several
+  // times the tolerance): prefix queries kept (only prefix keys dropped), and the patch rows renormalised.
   if (!entry.contains("wrong_last_layer")) return;
   const size_t heads = entry["wrong_last_layer"]["prefix_rows_kept"].size();
   for (const char* reading : {"prefix_rows_kept", "rows_renormalised"}) {
@@ -117,7 +117,7 @@ TEST_P(HeadStats, MatchProbingVitsOverTheFolder) {
       const double error = relative_error(got, entry["wrong_last_layer"][reading][h].get<double>());
       farthest = std::max(farthest, error);
     }
-    EXPECT_GT(farthest, 100 * kStatisticTolerance) << reading << " would pass the comparison";
+    EXPECT_GT(farthest, 5 * kStatisticTolerance) << reading << " would pass the comparison";
   }
 }
 
@@ -244,7 +244,7 @@ TEST(FolderStatsMath, ErfAreaRatiosFollowGetRectangle) {
   // side 19) holds 361 / 441 < 0.99, so 0.99 is not reached.
   const std::vector<ErfArea> uniform = erf_area_ratios(torch::ones({21, 21}, torch::kDouble));
   EXPECT_EQ(uniform[0].side, 11);  // 121 / 441 = 0.274 > 0.2
-  EXPECT_EQ(uniform[2].side, 17);  // 289 / 441 = 0.655 > 0.5
+  EXPECT_EQ(uniform[2].side, 15);  // 225 / 441 = 0.510 > 0.5
   EXPECT_EQ(uniform[3].side, 0);
   EXPECT_TRUE(std::isnan(uniform[3].ratio));
 }
