@@ -20,7 +20,7 @@ for name in $models; do
 done
 "$attnscope" analyze --analysis cka --model assets/models/softmax.safetensors \
   --compare-model assets/models/flatten.safetensors --images "$out/images" --out "$out/cka" > /dev/null 2>&1
-python3 - "$out" $models <<'PY'
+"${PYTHON:-/usr/bin/python3}" - "$out" $models <<'PY'  # Debian's, with numpy
 import csv, json, os, sys
 import numpy as np
 out, models = sys.argv[1], sys.argv[2:]
