@@ -82,11 +82,13 @@ double relative_error(double got, double expected) {
   return std::abs(got - expected) / std::max(std::abs(expected), 1e-12);
 }
 
-class HeadStats : public ::testing::TestWithParam<std::string> {};
+// Each analysis's cases in one test: a process and a model load fewer per case keep the suite fast.
+const std::vector<std::string> kModels = {"fs_vit", "fs_flatten", "fs_dinov2_reg", "fs_swin"};
 
-TEST_P(HeadStats, MatchProbingVitsOverTheFolder) {
+void check_head_stats(const std::string& model) {
+  SCOPED_TRACE(model);
   TestFolder folder("folder-stats");
-  const nlohmann::json& entry = case_named(GetParam() + "_headstats");
+  const nlohmann::json& entry = case_named(model + "_headstats");
   const fs::path out = run_case(folder, entry, "analyze --analysis headstats");
   const auto rows = read_head_stats(out / "head_stats.csv");
   const auto& expected = entry["stats"];
@@ -101,10 +103,7 @@ TEST_P(HeadStats, MatchProbingVitsOverTheFolder) {
   }
   EXPECT_LE(worst_distance, kStatisticTolerance);
   EXPECT_LE(worst_entropy, kStatisticTolerance);
-  RecordProperty("max_relative_error_distance", std::to_string(worst_distance));
-  RecordProperty("max_relative_error_entropy", std::to_string(worst_entropy));
-  std::cout << GetParam() << ": mean distance max rel. error " << worst_distance << ", entropy " << worst_entropy
-            << "\n";
+  std::cout << model << ": mean distance max rel. error " << worst_distance << ", entropy " << worst_entropy << "\n";
 
   // The comparison tells the contract from two plausible misreadings of it on the last layer (by several
   // times the tolerance): prefix queries kept (only prefix keys dropped), and the patch rows renormalised.
@@ -121,13 +120,14 @@ TEST_P(HeadStats, MatchProbingVitsOverTheFolder) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, HeadStats, ::testing::Values("fs_vit", "fs_flatten", "fs_dinov2_reg", "fs_swin"));
+TEST(FolderStats, HeadStatsMatchProbingVitsOverTheFolder) {
+  for (const std::string& model : kModels) check_head_stats(model);
+}
 
-class DinoMaskCase : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(DinoMaskCase, EqualVisualizeAttentionsThresholdedMasks) {
+void check_dino_masks(const std::string& model) {
+  SCOPED_TRACE(model);
   TestFolder folder("folder-stats");
-  const nlohmann::json& entry = case_named(GetParam() + "_dino_masks");
+  const nlohmann::json& entry = case_named(model + "_dino_masks");
   const fs::path out = run_case(folder, entry, "analyze --analysis dino-masks");
   const torch::Tensor got = read_npy((out / "dino_masks.npy").string());
   const torch::Tensor expected = cases().array(entry["expected"], "masks");
@@ -140,13 +140,14 @@ TEST_P(DinoMaskCase, EqualVisualizeAttentionsThresholdedMasks) {
   EXPECT_LT(expected.sum().item<int64_t>(), expected.numel());
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, DinoMaskCase, ::testing::Values("fs_vit", "fs_flatten", "fs_dinov2_reg"));
+TEST(FolderStats, DinoMasksEqualVisualizeAttentionsThresholdedMasks) {
+  for (const char* model : {"fs_vit", "fs_flatten", "fs_dinov2_reg"}) check_dino_masks(model);
+}
 
-class DinoJaccard : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(DinoJaccard, EqualsDinoIssue54sFigure) {
+void check_dino_jaccard(const std::string& model) {
+  SCOPED_TRACE(model);
   TestFolder folder("folder-stats");
-  const nlohmann::json& entry = case_named(GetParam() + "_dino_eval");
+  const nlohmann::json& entry = case_named(model + "_dino_eval");
   const fs::path out = run_case(folder, entry, "eval --methods dino-masks");
   const nlohmann::json report = read_json_file(out / "eval.json");
   EXPECT_EQ(report.at("schema_kind"), "eval-dino-masks");
@@ -156,12 +157,14 @@ TEST_P(DinoJaccard, EqualsDinoIssue54sFigure) {
   for (size_t h = 0; h < expected.size(); ++h)
     worst = std::max(worst, std::abs(report["jaccard_per_head"][h].get<double>() - expected[h].get<double>()));
   EXPECT_LE(worst, kJaccardTolerance);
-  std::cout << GetParam() << ": Jaccard max error " << worst << "\n";
+  std::cout << model << ": Jaccard max error " << worst << "\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, DinoJaccard, ::testing::Values("fs_vit", "fs_dinov2_reg"));
+TEST(FolderStats, DinoJaccardEqualsDinoIssue54sFigure) {
+  for (const char* model : {"fs_vit", "fs_dinov2_reg"}) check_dino_jaccard(model);
+}
 
-TEST(DinoMasks, SwinHasNoClassTokenAndSaysSo) {
+TEST(FolderStats, DinoMasksOfASwinSayItHasNoClassToken) {
   TestFolder folder("folder-stats");
   const CaseFolder& data = cases();
   const std::string arguments =
@@ -173,11 +176,10 @@ TEST(DinoMasks, SwinHasNoClassTokenAndSaysSo) {
   EXPECT_NE(run.err.find("class token"), std::string::npos) << run.err;
 }
 
-class Erf : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(Erf, MatchesRepLKNetsInputGradient) {
+void check_erf(const std::string& model) {
+  SCOPED_TRACE(model);
   TestFolder folder("folder-stats");
-  const nlohmann::json& entry = case_named(GetParam() + "_erf");
+  const nlohmann::json& entry = case_named(model + "_erf");
   const fs::path out = run_case(folder, entry, "analyze --analysis erf");
   const torch::Tensor got = read_npy((out / "erf.npy").string()).to(torch::kDouble);
   const torch::Tensor expected = cases().array(entry["expected"], "erf").to(torch::kDouble);
@@ -204,17 +206,18 @@ TEST_P(Erf, MatchesRepLKNetsInputGradient) {
     worst_ratio = std::max(worst_ratio, error);
     EXPECT_LE(error, kErfRatioTolerance) << line;
   }
-  std::cout << GetParam() << ": ERF correlation " << correlation << ", sum error " << sum_error << ", ratio max error "
+  std::cout << model << ": ERF correlation " << correlation << ", sum error " << sum_error << ", ratio max error "
             << worst_ratio << "\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, Erf, ::testing::Values("fs_vit", "fs_flatten", "fs_dinov2_reg", "fs_swin"));
+TEST(FolderStats, ErfMatchesRepLKNetsInputGradient) {
+  for (const std::string& model : kModels) check_erf(model);
+}
 
-class Cka : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(Cka, MatchesTheRepresentationSimilarityDemo) {
+void check_cka(const std::string& pair) {
+  SCOPED_TRACE(pair);
   TestFolder folder("folder-stats");
-  const nlohmann::json& entry = case_named(GetParam() + "_cka");
+  const nlohmann::json& entry = case_named(pair + "_cka");
   const fs::path out = run_case(folder, entry, "analyze --analysis cka");
   const torch::Tensor got = read_npy((out / "cka.npy").string()).to(torch::kDouble);
   const torch::Tensor expected = cases().array(entry["expected"], "cka").to(torch::kDouble);
@@ -224,11 +227,12 @@ TEST_P(Cka, MatchesTheRepresentationSimilarityDemo) {
   if (entry["model"] == entry["compare"]) {
     EXPECT_LE((torch::diagonal(got) - 1.0).abs().max().item<double>(), kCkaTolerance);
   }
-  std::cout << GetParam() << ": CKA max error " << worst << "\n";
+  std::cout << pair << ": CKA max error " << worst << "\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, Cka,
-                         ::testing::Values("fs_vit_fs_flatten", "fs_dinov2_reg_fs_dinov2_reg", "fs_swin_fs_swin"));
+TEST(FolderStats, CkaMatchesTheRepresentationSimilarityDemo) {
+  for (const char* pair : {"fs_vit_fs_flatten", "fs_dinov2_reg_fs_dinov2_reg", "fs_swin_fs_swin"}) check_cka(pair);
+}
 
 // The math on exact inputs: get_rectangle's squares, the demo's CKA on known matrices, the masks' cut.
 TEST(FolderStatsMath, ErfAreaRatiosFollowGetRectangle) {
