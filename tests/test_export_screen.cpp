@@ -4,11 +4,13 @@
 // screen was made from (the workbench lists them in its screenshot's JSON under "shown").
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include "core/npy.h"
 #include "tests/gui_fixture.h"
+#include "tests/test_folder.h"
 
 namespace attnscope {
 namespace test_export_screen {
@@ -177,6 +179,47 @@ TEST_F(ExportScreenTest, FocusAndMetricsPlots) {
     if (row["panel"] == 1) shown_entropy_panel2.push_back(row["entropy"]);
   ASSERT_EQ(exported.size(), shown_entropy_panel2.size());
   for (size_t h = 0; h < exported.size(); ++h) EXPECT_NEAR(exported[h].second, shown_entropy_panel2[h], 1e-7);
+}
+
+// The statistics over a folder (issue 26): the ERF of each panel's model side by side, the head
+// scatter and the CKA heatmap, run by the worker over a folder of glyph images, export what was drawn.
+TEST_F(ExportScreenTest, FolderStatistics) {
+  const std::string images = (folder_ / "glyphs").string();
+  const CommandRun glyphs = run_attnscope("glyphs --count 3 --out '" + images + "'", folder_);
+  ASSERT_EQ(glyphs.exit_code, 0) << glyphs.err;
+  nlohmann::json session = two_panels("head");
+  session["images"] = images;
+
+  session["analysis"] = "erf";
+  nlohmann::json info = export_on_screen(session);
+  const std::vector<nlohmann::json> maps = shown_of(info, "figure");
+  ASSERT_EQ(maps.size(), 2u);  // one ERF per panel
+  const nlohmann::json erf = manifest("sign_4_erf-view");
+  for (size_t p = 0; p < maps.size(); ++p)
+    expect_same_numbers(npy_floats(panel_data(erf, p)), floats(maps[p]["values"]));
+
+  session["analysis"] = "cka";
+  fs::remove_all(out());
+  info = export_on_screen(session);
+  expect_view_map_exported(*this, info, "figure", "sign_4_cka-view");
+
+  session["analysis"] = "headstats";
+  fs::remove_all(out());
+  info = export_on_screen(session);
+  const std::vector<nlohmann::json> plots = shown_of(info, "figure-plot");
+  ASSERT_EQ(plots.size(), 2u);  // distance and entropy
+  const nlohmann::json heads = manifest("sign_4_headstats-view");
+  for (size_t plot = 0; plot < plots.size(); ++plot) {
+    for (const auto& series : plots[plot]["series"]) {
+      std::string name = series["label"];  // the CSV names a series with spaces as underscores
+      std::replace(name.begin(), name.end(), ' ', '_');
+      const auto exported = csv_series(panel_data(heads, plot), name);
+      const std::vector<double> ys = series["y"];
+      ASSERT_EQ(exported.size(), ys.size()) << series["label"];
+      ASSERT_EQ(ys.size(), 12u);  // 4 layers x 3 heads of flatten.safetensors, and of linear.safetensors
+      for (size_t i = 0; i < ys.size(); ++i) EXPECT_NEAR(exported[i].second, ys[i], 1e-6 * std::abs(ys[i]));
+    }
+  }
 }
 
 // The case that broke: L2ViT's global layer with "after the LCM" on. The export wrote the map
