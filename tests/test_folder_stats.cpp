@@ -231,7 +231,9 @@ void check_cka(const std::string& pair) {
 }
 
 TEST(FolderStats, CkaMatchesTheRepresentationSimilarityDemo) {
-  for (const char* pair : {"fs_vit_fs_flatten", "fs_dinov2_reg_fs_dinov2_reg", "fs_swin_fs_swin"}) check_cka(pair);
+  for (const char* pair :
+       {"fs_vit_fs_flatten", "fs_dinov2_reg_fs_dinov2_reg", "fs_swin_fs_swin", "fs_vit_fs_flatten_minibatch"})
+    check_cka(pair);
 }
 
 // The math on exact inputs: get_rectangle's squares, the demo's CKA on known matrices, the masks' cut.

@@ -30,7 +30,8 @@ OUTDIR/cases.json: {"models": {name: {file, heads, size, folder}}, "mean", "std"
   dino-masks  image, masks (.npy uint8 [heads, gh, gw]), margin (smallest |cumsum - (1 - mass)|)
   dino-eval   masks_folder, jaccard_per_head [heads], jaccard
   erf         erf (.npy float64 [H, W]), ratios [4] (null where no square reaches the threshold)
-  cka         compare (model name), cka (.npy float64 [LA, LB])
+  cka         compare (model name), cka (.npy float64 [LA, LB]); the minibatch case (one batch of every image)
+              is the demo's cka(..., debiased=True)
 """
 
 import functools
@@ -341,28 +342,40 @@ def gram_linear(x):
     return x.dot(x.T)
 
 
-def center_gram(gram):
+def center_gram(gram, unbiased=False):
     gram = gram.copy()
-    means = np.mean(gram, 0, dtype=np.float64)
-    means -= np.mean(means) / 2
-    gram -= means[:, None]
-    gram -= means[None, :]
+    if unbiased:
+        # The demo's U-statistic (Szekely and Rizzo 2014): the unbiased HSIC up to a factor of n.
+        n = gram.shape[0]
+        np.fill_diagonal(gram, 0)
+        means = np.sum(gram, 0, dtype=np.float64) / (n - 2)
+        means -= np.sum(means) / (2 * (n - 1))
+        gram -= means[:, None]
+        gram -= means[None, :]
+        np.fill_diagonal(gram, 0)
+    else:
+        means = np.mean(gram, 0, dtype=np.float64)
+        means -= np.mean(means) / 2
+        gram -= means[:, None]
+        gram -= means[None, :]
     return gram
 
 
-def cka(gram_x, gram_y):
-    gram_x = center_gram(gram_x)
-    gram_y = center_gram(gram_y)
+def cka(gram_x, gram_y, debiased=False):
+    gram_x = center_gram(gram_x, unbiased=debiased)
+    gram_y = center_gram(gram_y, unbiased=debiased)
     scaled_hsic = gram_x.ravel().dot(gram_y.ravel())
     return scaled_hsic / (np.linalg.norm(gram_x) * np.linalg.norm(gram_y))
 
 
-def cka_case(out, case, runs_a, runs_b):
+def cka_case(out, case, runs_a, runs_b, debiased=False):
+    """debiased: Nguyen et al.'s minibatch estimator over one batch of every image, which is the demo's
+    cka(..., debiased=True)."""
     def examples(runs, layer):
         return np.stack([r["blocks"][layer].detach().reshape(-1).numpy() for r in runs])
     la, lb = len(runs_a[0]["blocks"]), len(runs_b[0]["blocks"])
-    result = np.array([[cka(gram_linear(examples(runs_a, i)), gram_linear(examples(runs_b, j))) for j in range(lb)]
-                       for i in range(la)])
+    result = np.array([[cka(gram_linear(examples(runs_a, i)), gram_linear(examples(runs_b, j)), debiased)
+                        for j in range(lb)] for i in range(la)])
     case["expected"] = {"cka": save(out, case["name"] + ".cka.npy", result, np.float64)}
 
 
@@ -415,6 +428,10 @@ def main(argv):
         case = {"name": f"{a}_{b}_cka", "analysis": "cka", "model": a, "compare": b, "args": []}
         cka_case(out, case, runs[a], runs_b if runs_b is not None else runs[b])
         cases.append(case)
+    case = {"name": "fs_vit_fs_flatten_minibatch_cka", "analysis": "cka", "model": "fs_vit", "compare": "fs_flatten",
+            "args": ["--cka-estimator", "minibatch", "--cka-batch", str(IMAGES)]}
+    cka_case(out, case, runs["fs_vit"], flatten_on_vit, debiased=True)
+    cases.append(case)
 
     with open(os.path.join(out, "cases.json"), "w") as fh:
         json.dump({"models": models, "mean": MEAN, "std": STD, "cases": cases}, fh, indent=1)
