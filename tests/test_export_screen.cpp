@@ -182,7 +182,8 @@ TEST_F(ExportScreenTest, FocusAndMetricsPlots) {
 }
 
 // The statistics over a folder (issue 26): the ERF of each panel's model side by side, the head
-// scatter and the CKA heatmap, run by the worker over a folder of glyph images, export what was drawn.
+// scatter and the CKA heatmap, run by the worker over a folder of glyph images, and DINO's masks of the
+// image, export what was drawn.
 TEST_F(ExportScreenTest, FolderStatistics) {
   const std::string images = (folder_ / "glyphs").string();
   const CommandRun glyphs = run_attnscope("glyphs --count 3 --out '" + images + "'", folder_);
@@ -202,6 +203,15 @@ TEST_F(ExportScreenTest, FolderStatistics) {
   fs::remove_all(out());
   info = export_on_screen(session);
   expect_view_map_exported(*this, info, "figure", "sign_4_cka-view");
+
+  session["analysis"] = "dino-masks";  // every head's mask together, then each head's: 1 + 3 maps
+  fs::remove_all(out());
+  info = export_on_screen(session);
+  const std::vector<nlohmann::json> masks = shown_of(info, "figure");
+  ASSERT_EQ(masks.size(), 4u);
+  const nlohmann::json dino = manifest("sign_4_dino-masks-view");
+  for (size_t m = 0; m < masks.size(); ++m)
+    expect_same_numbers(npy_floats(panel_data(dino, m)), floats(masks[m]["values"]));
 
   session["analysis"] = "headstats";
   fs::remove_all(out());
