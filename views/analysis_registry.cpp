@@ -68,7 +68,8 @@ void add_analysis_options(std::vector<OptionSpec>& options) {
   // Options several analyses share (a folder of images) are declared by each and listed once.
   for (const auto& entry : analysis_registry())
     for (const auto& option : entry.options)
-      if (std::none_of(options.begin(), options.end(), [&](const OptionSpec& known) { return known.name == option.name; }))
+      if (std::none_of(options.begin(), options.end(),
+                       [&](const OptionSpec& known) { return known.name == option.name; }))
         options.push_back(option);
 }
 
