@@ -10,16 +10,16 @@ count="${1:-64}"
 attnscope="${2:-build/attnscope}"
 out="${OUT:-/tmp/attnscope-folder-stats}"
 rm -rf "$out"
-"$attnscope" glyphs --out "$out/images" --count "$count" --seed 1000000000000 > /dev/null
+"$attnscope" glyphs --out "$out/heldout" --count "$count" --seed 1000000000000 > /dev/null
 models="softmax linear flatten l2vit"
 for name in $models; do
-  "$attnscope" analyze --analysis headstats --model "assets/models/$name.safetensors" --images "$out/images" \
+  "$attnscope" analyze --analysis headstats --model "assets/models/$name.safetensors" --images "$out/heldout" \
     --out "$out/headstats_$name" > /dev/null 2>&1
-  "$attnscope" analyze --analysis erf --model "assets/models/$name.safetensors" --images "$out/images" \
+  "$attnscope" analyze --analysis erf --model "assets/models/$name.safetensors" --images "$out/heldout" \
     --out "$out/erf_$name" > /dev/null 2>&1
 done
 "$attnscope" analyze --analysis cka --model assets/models/softmax.safetensors \
-  --compare-model assets/models/flatten.safetensors --images "$out/images" --out "$out/cka" > /dev/null 2>&1
+  --compare-model assets/models/flatten.safetensors --images "$out/heldout" --out "$out/cka" > /dev/null 2>&1
 "${PYTHON:-/usr/bin/python3}" - "$out" $models <<'PY'  # Debian's, with numpy
 import csv, json, os, sys
 import numpy as np
