@@ -17,6 +17,9 @@ const std::vector<OutputSchema>& output_schemas() {
       {"analyze-relevance", "summary.json", 1},
       {"analyze-ig", "summary.json", 1},
       {"analyze-faithfulness", "summary.json", 1},
+      {"analyze-pca", "summary.json", 1},
+      {"analyze-similarity", "summary.json", 1},
+      {"analyze-norms", "summary.json", 1},
       {"eval-models", "eval.json", 1},
       {"eval-images", "eval.json", 1},
   };

@@ -160,7 +160,7 @@ int analyze_norms(const AnalyzeContext& context) {
   summary["neighbour_cosine"] = {{"outliers", mean_of(report.neighbours)}, {"other_patches", report.other_neighbours}};
   if (last.prefix_tokens() == 0)
     summary["note"] = "this model has no prefix tokens (class, registers): the norms are the patches' only";
-  write_json(context, "summary.json", summary);
+  write_summary(context, "analyze-norms", summary);
   std::cout << "attnscope analyze norms: " << report.norms.size() << " blocks, threshold " << report.threshold
             << (report.otsu ? " (Otsu)" : "") << ", " << report.last_outliers.size()
             << " outliers in the last block\nwrote " << context.out.string() << "/{summary.json, " << written << "}\n";

@@ -116,7 +116,7 @@ int analyze_pca(const AnalyzeContext& context) {
     written += ", pca_foreground.npy, pca_foreground_scores.npy, pca_foreground_mask.npy, pca_foreground_explained.csv";
   }
   context.files->add_png("pca_overlay.png", colours_over_image(shown, layout, loaded.prepared, state.opacity));
-  write_json(context, "summary.json", summary);
+  write_summary(context, "analyze-pca", summary);
   std::cout << "attnscope analyze pca: " << features.point << " (" << layout.patch_tokens() << " patches x "
             << features.rows.size(1) << "), explained " << pca.basis.explained[0].item<double>() << ", "
             << pca.basis.explained[1].item<double>() << ", " << pca.basis.explained[2].item<double>();

@@ -148,7 +148,7 @@ int analyze_similarity(const AnalyzeContext& context) {
     context.files->add_bytes("best_buddies.png",
                              render_figure(similarity_figure(outcome, state), style, FigureFormat::Png));
   }
-  write_json(context, "summary.json", summary);
+  write_summary(context, "analyze-similarity", summary);
   std::cout << "attnscope analyze similarity: " << enum_name(facet) << " of " << descriptors.point << ", query "
             << layout.token_name(query.token);
   if (!image2.empty()) std::cout << ", " << view.buddies.size() << " best buddies with " << image2;
