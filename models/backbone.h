@@ -101,13 +101,8 @@ class Backbone : public torch::nn::Module {
   // a ViT's as its token sequence, prefix tokens first.
   virtual bool hierarchical() const { return false; }
 
-  // What the window option does on this family, in a few words; empty: it has no windows (the
-  // UI says so instead of ignoring the slider).
-  virtual std::string window_meaning() const {
-    return "restricts patch queries to their w x w window (prefix tokens stay global)";
-  }
-  // Why the window option does nothing, where window_meaning() is empty (the UI shows it).
-  virtual std::string window_absent_reason() const { return "this model has no windows"; }
+  // What the window option does on this family (the UI says so instead of ignoring the slider).
+  virtual WindowSupport window_support() const { return kSwappedInWindows; }
 
   // Whether q, k and activations are available (variant swaps, f_p, Grad-CAM): false for models
   // that only report their attention probabilities (TorchScript files).
@@ -185,7 +180,7 @@ struct StagedDesign {
   // The refusal of an input `width` x `height` with a side under min_side, in the family's words;
   // empty: the refusal of a side that is not a multiple.
   std::function<std::string(int64_t width, int64_t height)> too_small;
-  std::string window_meaning, window_absent_reason = "this model has no windows";
+  WindowSupport window{WindowSupport::Kind::None, "this model has no windows"};
 };
 
 // A stage's tokens between a family's modules: the tensor in the family's format and its grid.
@@ -234,8 +229,7 @@ class StagedBackbone : public Backbone {
   std::string resolve_hook_point(const std::string& spec) const final;
   std::string default_hook_point() const final;
   bool hierarchical() const override { return true; }
-  std::string window_meaning() const override { return design_.window_meaning; }
-  std::string window_absent_reason() const override { return design_.window_absent_reason; }
+  WindowSupport window_support() const override { return design_.window; }
   const StagedDesign& design() const { return design_; }
 
  protected:

@@ -30,7 +30,7 @@ StagedDesign care_design(const CareArch& arch) {
     return "input must be at least " + smallest + "x" + smallest + " pixels (a 4-pixel stem and " +
            std::to_string(halvings) + " halvings)";
   };
-  design.window_absent_reason = kCareWindowNote;
+  design.window.text = kCareWindowNote;
   return design;
 }
 

@@ -30,7 +30,7 @@ StagedDesign cswin_design(const CSwinArch& arch) {
   design.too_small = [](int64_t width, int64_t height) {
     return "input " + std::to_string(width) + "x" + std::to_string(height) + " is smaller than the 7x7 stem can read";
   };
-  design.window_absent_reason =
+  design.window.text =
       "CSwin's blocks attend in cross-shaped stripes of their trained width (LePE is trained on them), so there is "
       "no window to change; the outlines show the query's stripe for the selected head";
   return design;

@@ -16,7 +16,8 @@ namespace {
 StagedDesign l2vit_design(const L2ViTArch& arch) {
   StagedDesign design = StagedDesign::hierarchical(arch, {"stages.", "."}, HookPoint::Format::ChannelsLast, 4);
   design.named_points = {{"norm", "norm"}};
-  design.window_meaning =
+  design.window.kind = WindowSupport::Kind::Trained;
+  design.window.text =
       "the window of every local (LWA) block, zero-padded as the authors' code pads it; 0: the trained window. "
       "Global (LGA) blocks attend over the whole grid, so the window does not apply to them";
   return design;

@@ -24,7 +24,7 @@ StagedDesign pvt_design(const PvtArch& arch) {
   design.stage_points = {{"stages.", ".norm"}};
   design.min_side = 8;
   design.too_small = [](int64_t, int64_t) { return std::string("input must be at least 8x8 pixels"); };
-  design.window_absent_reason = "PVT's keys are a reduced grid (spatial reduction), not windows";
+  design.window.text = "PVT's keys are a reduced grid (spatial reduction), not windows";
   return design;
 }
 

@@ -19,7 +19,8 @@ StagedDesign swin_design(const SwinArch& arch) {
                                                    arch.patch_size, arch.patch_size);
   design.named_points = {{"norm", "norm"}};
   design.min_side = arch.patch_size;  // refused as not a multiple
-  design.window_meaning =
+  design.window.kind = WindowSupport::Kind::Trained;
+  design.window.text =
       "the window of every windowed block (as timm changes it: bias tables resized, shift w/2); 0: the trained "
       "windows";
   return design;

@@ -23,7 +23,7 @@ StagedDesign vit_design(const VitArch& arch) {
   design.in_chans = arch.in_chans;
   design.num_classes = arch.num_classes;
   design.input = {arch.native_height(), arch.native_width(), arch.patch_size};
-  design.window_meaning = "restricts patch queries to their w x w window (prefix tokens stay global)";
+  design.window = kSwappedInWindows;
   return design;
 }
 

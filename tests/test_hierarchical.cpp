@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/gradcam.h"
+#include "core/assets.h"
 #include "core/npy.h"
 #include "models/model_loader.h"
 #include "reference_cases.h"
@@ -294,6 +295,19 @@ TEST(Hierarchical, MissingOrMisshapenKeysAreNamed) {
   auto misshapen = checkpoint;
   misshapen.tensors["layers.0.blocks.1.mlp.fc2.weight"] = torch::zeros({3, 3});
   expect_refusal_naming(misshapen, "layers.0.blocks.1.mlp.fc2.weight");
+}
+
+// The window option's meaning is a typed value per family, which the GUI's control reads (what 0
+// means on the slider) instead of matching the text it shows.
+TEST(Hierarchical, WindowSupportSaysWhatTheWindowDoes) {
+  const auto support = [](const std::string& model) {
+    return load_model(asset_path("models/" + model + ".safetensors"), {}, torch::kCPU).backbone->window_support();
+  };
+  EXPECT_EQ(support("flatten").kind, WindowSupport::Kind::SwappedIn);
+  EXPECT_EQ(support("flatten_swin").kind, WindowSupport::Kind::Trained);
+  const WindowSupport l2vit = support("l2vit_hierarchical");
+  EXPECT_EQ(l2vit.kind, WindowSupport::Kind::Trained);
+  EXPECT_NE(l2vit.text.find("LWA"), std::string::npos) << l2vit.text;
 }
 
 }  // namespace test_hierarchical
