@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "core/checkpoint.h"
+#include "core/excerpt.h"
 
 namespace attnscope {
 
@@ -17,12 +18,15 @@ std::string gigabytes(double bytes) {
 
 }  // namespace
 
+void check_dimension(const std::string& family, const ArchDimension& d) {
+  if (d.value < d.range.min || d.value > d.range.max)
+    throw CheckpointError("the " + family + "'s " + d.name + " read from '" + excerpt(d.source) + "' is " +
+                          std::to_string(d.value) + ", outside " + std::to_string(d.range.min) + ".." +
+                          std::to_string(d.range.max) + ": the checkpoint is damaged or not a model attnscope runs");
+}
+
 void check_arch_limits(const ArchEstimate& estimate) {
-  for (const ArchDimension& d : estimate.dimensions)
-    if (d.value < d.min || d.value > d.max)
-      throw CheckpointError("the " + estimate.family + "'s " + d.name + " read from '" + d.source + "' is " +
-                            std::to_string(d.value) + ", outside " + std::to_string(d.min) + ".." +
-                            std::to_string(d.max) + ": the checkpoint is damaged or not a model attnscope runs");
+  for (const ArchDimension& d : estimate.dimensions) check_dimension(estimate.family, d);
   if (!(estimate.total_bytes() <= kMaxModelBytes))
     throw CheckpointError("the " + estimate.family + " these shapes describe would need about " +
                           gigabytes(estimate.total_bytes()) + " (parameters " + gigabytes(estimate.parameter_bytes) +
@@ -33,26 +37,28 @@ void check_arch_limits(const ArchEstimate& estimate) {
 ArchEstimate vit_arch_estimate(const VitArch& arch) {
   ArchEstimate estimate;
   estimate.family = "ViT";
-  auto add = [&](const std::string& name, const std::string& source, int64_t value, int64_t min, int64_t max) {
-    estimate.dimensions.push_back({name, source, value, min, max});
+  auto add = [&](const std::string& name, const std::string& source, int64_t value, SizeRange range) {
+    estimate.dimensions.push_back({name, source, value, range});
   };
-  add("width", "patch_embed.proj.weight", arch.embed_dim, 1, 16384);
-  add("input channel count", "patch_embed.proj.weight", arch.in_chans, 3, 3);  // the images are RGB
-  add("patch size", "patch_embed.proj.weight", arch.patch_size, 1, 1024);
-  add("depth", "blocks.N", arch.depth, 1, 1024);
-  add("head count", "the metadata, --arch heads or the attention parameters", arch.heads, 1, 4096);
-  add("position grid height", "pos_embed", arch.pos_grid_h, 1, 1024);
-  add("position grid width", "pos_embed", arch.pos_grid_w, 1, 1024);
-  add("class count", "head.weight", arch.num_classes, 0, 1'000'000);
-  add("register token count", "reg_token", arch.register_tokens, 0, 1024);
+  // Sizes a ViT may lack: 0 says it has none.
+  auto or_none = [](SizeRange range) { return SizeRange{0, range.max}; };
+  add("width", "patch_embed.proj.weight", arch.embed_dim, kWidthRange);
+  add("input channel count", "patch_embed.proj.weight", arch.in_chans, kRgbRange);
+  add("patch size", "patch_embed.proj.weight", arch.patch_size, kPatchRange);
+  add("depth", "blocks.N", arch.depth, kDepthRange);
+  add("head count", "the metadata, --arch heads or the attention parameters", arch.heads, kHeadRange);
+  add("position grid height", "pos_embed", arch.pos_grid_h, kGridRange);
+  add("position grid width", "pos_embed", arch.pos_grid_w, kGridRange);
+  add("class count", "head.weight", arch.num_classes, kClassRange);
+  add("register token count", "reg_token", arch.register_tokens, or_none(kGridRange));
   for (size_t i = 0; i < arch.blocks.size(); ++i) {
     const BlockArch& block = arch.blocks[i];
     const std::string prefix = "blocks." + std::to_string(i) + ".";
-    add("MLP hidden size", prefix + "mlp.fc1.weight", block.mlp_hidden, 1, 262144);
-    add("anchor count", prefix + "attn.dist_anchor_B.weight", block.attention.anchors, 0, 65536);
-    add("depthwise kernel size", prefix + "attn.dwc.weight", block.attention.dwc_kernel, 0, 255);
+    add("MLP hidden size", prefix + "mlp.fc1.weight", block.mlp_hidden, kHiddenRange);
+    add("anchor count", prefix + "attn.dist_anchor_B.weight", block.attention.anchors, SizeRange{0, 65536});
+    add("depthwise kernel size", prefix + "attn.dwc.weight", block.attention.dwc_kernel, or_none(kKernelRange));
     add("positional encoding length", prefix + "attn.positional_encoding", block.attention.positional_encoding_tokens,
-        0, 1'000'000);
+        or_none(kEncodingRange));
   }
 
   // Counted in doubles: no product of these can overflow, and a rough figure is all a bound needs.
@@ -77,6 +83,22 @@ ArchEstimate vit_arch_estimate(const VitArch& arch) {
   estimate.forward_bytes =
       4 * (6 * tokens * width * std::max(arch.depth, 1) + tokens * widest + 2 * heads * tokens * tokens);
   return estimate;
+}
+
+void StagedMemory::add_block(const Block& block) {
+  Stage& stage = stages_.back();
+  parameters_ += block.parameters;
+  stage.blocks += 1;
+  stage.heads = std::max(stage.heads, block.heads);
+  stage.widest = std::max(stage.widest, block.widest);
+}
+
+double StagedMemory::forward_bytes() const {
+  double floats = 0;
+  for (const Stage& stage : stages_)
+    floats += 6 * stage.tokens * stage.width * stage.blocks + stage.tokens * stage.widest +
+              2 * stage.heads * stage.tokens * stage.tokens;
+  return 4 * floats;
 }
 
 }  // namespace attnscope

@@ -38,49 +38,13 @@ AttentionImpl::AttentionImpl(const AttentionArch& arch) : arch_(arch) {
 }
 
 ResolvedAttention AttentionImpl::resolve(const AttentionSettings& settings, const TokenLayout& layout) const {
-  ResolvedAttention resolved;
-  resolved.p = settings.p;
-  resolved.norm = settings.norm;
+  ResolvedAttention resolved =
+      resolve_for_layer(settings, arch_.native, kernel_parameters(), !dwc.is_empty(), layout.patch_tokens());
   resolved.window = settings.window;
-  switch (settings.variant) {
-    case Variant::Native:
-      resolved.kernel = arch_.native;
-      break;
-    case Variant::Softmax:
-      resolved.kernel = Kernel::Softmax;
-      break;
-    case Variant::Linear:
-      resolved.kernel = Kernel::Linear;
-      break;
-    case Variant::Focused:
-      resolved.kernel = Kernel::Focused;
-      break;
-    case Variant::Enhanced:
-      resolved.kernel = Kernel::Enhanced;
-      break;
-    case Variant::Anchor:
-      resolved.kernel = Kernel::Anchor;
-      break;
-    case Variant::Window:
-      resolved.kernel = Kernel::Softmax;
-      if (resolved.window <= 0) resolved.window = kDefaultWindow;
-      break;
-  }
-  resolved.native = resolved.kernel == arch_.native;
-  if (resolved.kernel == Kernel::Anchor) {
-    resolved.window = 0;  // anchors are global by construction
-    resolved.learned_anchors = !dist_anchor_B.is_empty();
-    const int available = resolved.learned_anchors ? arch_.anchors : layout.patch_tokens();
-    const int requested =
-        settings.anchors > 0 ? settings.anchors : (resolved.learned_anchors ? arch_.anchors : kDefaultPooledAnchors);
-    resolved.anchors = std::min(requested, available);
-  }
+  if (settings.variant == Variant::Window && resolved.window <= 0) resolved.window = kDefaultWindow;
+  if (resolved.kernel == Kernel::Anchor) resolved.window = 0;  // anchors are global by construction
   // A window that covers the whole grid is global attention.
   if (resolved.window >= layout.grid_h && resolved.window >= layout.grid_w) resolved.window = 0;
-  resolved.dwc = resolved.kernel == Kernel::Focused && settings.dwc && !dwc.is_empty();
-  resolved.learned_scale = resolved.kernel == Kernel::Focused && scale.defined();
-  resolved.learned_positional_encoding = resolved.kernel == Kernel::Focused && positional_encoding.defined();
-  resolved.learned_temperature = resolved.kernel == Kernel::Enhanced && temperature.defined();
   return resolved;
 }
 

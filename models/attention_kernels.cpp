@@ -450,4 +450,46 @@ std::optional<MatrixFactors> equivalent_factors(Kernel kernel, const KernelFeatu
   return spec.factors(spec, features, batch, head);
 }
 
+ResolvedAttention resolve_for_layer(const AttentionSettings& settings, Kernel native,
+                                    const KernelParameters& parameters, bool has_dwc, int patch_tokens) {
+  ResolvedAttention resolved;
+  resolved.p = settings.p;
+  resolved.norm = settings.norm;
+  switch (settings.variant) {
+    case Variant::Native:
+      resolved.kernel = native;
+      break;
+    case Variant::Softmax:
+    case Variant::Window:  // the caller sets the window (a windowed layer is windowed already)
+      resolved.kernel = Kernel::Softmax;
+      break;
+    case Variant::Linear:
+      resolved.kernel = Kernel::Linear;
+      break;
+    case Variant::Focused:
+      resolved.kernel = Kernel::Focused;
+      break;
+    case Variant::Enhanced:
+      resolved.kernel = Kernel::Enhanced;
+      break;
+    case Variant::Anchor:
+      resolved.kernel = Kernel::Anchor;
+      break;
+  }
+  resolved.native = resolved.kernel == native;
+  if (resolved.kernel == Kernel::Anchor) {
+    // 0 asks for every learned anchor, or AnchorFormer's default count pooled from K.
+    resolved.learned_anchors = parameters.anchors.defined();
+    const int available = resolved.learned_anchors ? int(parameters.anchors.size(0)) : patch_tokens;
+    const int requested =
+        settings.anchors > 0 ? settings.anchors : (resolved.learned_anchors ? available : kDefaultPooledAnchors);
+    resolved.anchors = std::max(1, std::min(requested, available));
+  }
+  resolved.dwc = resolved.kernel == Kernel::Focused && settings.dwc && has_dwc;
+  resolved.learned_scale = resolved.kernel == Kernel::Focused && parameters.scale.defined();
+  resolved.learned_positional_encoding = resolved.kernel == Kernel::Focused && parameters.positional_encoding.defined();
+  resolved.learned_temperature = resolved.kernel == Kernel::Enhanced && parameters.temperature.defined();
+  return resolved;
+}
+
 }  // namespace attnscope

@@ -64,6 +64,13 @@ struct KernelParameters {
   torch::Tensor anchors;              // anchor: learned [m, d]; else pooled from K
 };
 
+// The one resolution of a variant against an attention layer that was trained with `native`, has
+// `parameters` and DWC weights (`has_dwc`) and sees `patch_tokens` keys: the kernel that runs and
+// its values. Anchors 0 means every learned anchor, or kDefaultPooledAnchors pooled from K. The
+// window is the caller's: a ViT swaps one in, a windowed family's layers are windowed already.
+ResolvedAttention resolve_for_layer(const AttentionSettings& settings, Kernel native,
+                                    const KernelParameters& parameters, bool has_dwc, int patch_tokens);
+
 // The features a resolved kernel scores with, from per-head q, k [B, h, T, d]. `k` gains the
 // positional encoding when one is used. Pooled anchors come from the patch keys of `layout`.
 KernelFeatures kernel_features(const ResolvedAttention& resolved, const torch::Tensor& q, torch::Tensor& k,

@@ -63,4 +63,20 @@ std::string to_string(FocusNorm norm);
 std::string focus_norm_choices();  // "all|head": the option's value, in help texts and errors
 std::string focus_norm_help();     // "f_p norms over all channels (authors' code) or per head (paper)"
 
+// What the window option does on a model. The GUI picks its control from `kind` (what 0 means)
+// and shows `text`.
+struct WindowSupport {
+  enum class Kind {
+    None,       // the option does nothing here; `text` says why
+    SwappedIn,  // 0 is global attention, w restricts patch queries to a w x w window (a ViT)
+    Trained,    // the windowed blocks have trained windows: 0 keeps them, w replaces them (Swin, L2ViT)
+  };
+  Kind kind = Kind::None;
+  std::string text;
+  bool applies() const { return kind != Kind::None; }
+};
+
+inline const WindowSupport kSwappedInWindows = {
+    WindowSupport::Kind::SwappedIn, "restricts patch queries to their w x w window (prefix tokens stay global)"};
+
 }  // namespace attnscope

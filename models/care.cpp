@@ -4,7 +4,6 @@
 
 #include "models/cpu_threads.h"
 #include "models/local_attention.h"
-#include "models/swin.h"
 
 namespace attnscope {
 
@@ -19,8 +18,20 @@ namespace {
 constexpr double kHeadNormEps = 1e-6;  // Head: partial(nn.LayerNorm, eps=1e-6)
 constexpr int kStripKernel = 11;       // dwconvatt_1 (11, 1), dwconvatt_2 (1, 11)
 
-std::string care_block_name(int stage, int block) {
-  return "stages." + std::to_string(stage) + ".blocks." + std::to_string(block);
+// No windows: the linear part attends over the whole grid and the rest are convolutions.
+StagedDesign care_design(const CareArch& arch) {
+  StagedDesign design = StagedDesign::hierarchical(arch, {"stages.", ".blocks."}, HookPoint::Format::ChannelsFirst, 4);
+  design.block_points = {};   // a block is one module: its output is its only point
+  design.default_point = "";  // pytorch-grad-cam's choice for conv backbones: the last stage's output
+  design.named_points = {{"stem", "stem"}};
+  design.stage_points = {{"stages.", "", 0, /*last_block=*/true}};
+  design.min_side = 4 << (arch.stages.size() - 1);  // a 4-pixel stem and a halving per later stage
+  design.too_small = [smallest = std::to_string(design.min_side), halvings = arch.stages.size() - 1](int64_t, int64_t) {
+    return "input must be at least " + smallest + "x" + smallest + " pixels (a 4-pixel stem and " +
+           std::to_string(halvings) + " halvings)";
+  };
+  design.window.text = kCareWindowNote;
+  return design;
 }
 
 torch::nn::Conv2d depthwise(int channels, int kernel_h, int kernel_w) {
@@ -42,12 +53,6 @@ ResolvedAttention resolve_care(const AttentionSettings& settings, int tokens) {
 }
 
 }  // namespace
-
-int CareArch::attention_layers() const {
-  int count = 0;
-  for (const auto& stage : stages) count += int(stage.blocks.size());
-  return count;
-}
 
 CareTokenMixerImpl::CareTokenMixerImpl(int part_channels, bool attention) {
   if (!attention) {
@@ -97,7 +102,7 @@ torch::Tensor CareHeadImpl::forward(const torch::Tensor& features) {
   return fc(norm(torch::gelu(features.mean({2, 3}))));
 }
 
-CareNetImpl::CareNetImpl(const CareArch& arch) : arch_(arch) {
+CareNetImpl::CareNetImpl(const CareArch& arch) : StagedBackbone(care_design(arch)), arch_(arch) {
   const int width = arch.stages.front().dim;
   stem = register_module(
       "stem", torch::nn::Sequential(torch::nn::Conv2d(torch::nn::Conv2dOptions(arch.in_chans, width, 4).stride(4)),
@@ -112,7 +117,7 @@ CareNetImpl::CareNetImpl(const CareArch& arch) : arch_(arch) {
   dist_head = register_module("dist_head", CareHead(arch.cls_dim, arch.num_classes));
 }
 
-torch::Tensor CareNetImpl::run_block(CareBlockImpl& block, const CareStageArch& stage, const CareBlockArch& block_arch,
+torch::Tensor CareNetImpl::mix_block(CareBlockImpl& block, const CareStageArch& stage, const CareBlockArch& block_arch,
                                      const torch::Tensor& x, const AttentionSettings& settings,
                                      AttentionCapture* capture) {
   const int64_t batch = x.size(0), height = x.size(2), width = x.size(3), tokens = height * width;
@@ -150,70 +155,38 @@ torch::Tensor CareNetImpl::run_block(CareBlockImpl& block, const CareStageArch& 
   return x + mixed;
 }
 
-ForwardOutput CareNetImpl::forward(const torch::Tensor& images, const AttentionSettings& settings,
-                                   const ForwardOptions& options) {
-  if (images.dim() != 4 || images.size(1) != arch_.in_chans)
-    throw std::invalid_argument("input must be [B, " + std::to_string(arch_.in_chans) + ", H, W]");
-  const int64_t smallest = int64_t(4) << (arch_.stages.size() - 1);
-  if (images.size(2) < smallest || images.size(3) < smallest)
-    throw std::invalid_argument("input must be at least " + std::to_string(smallest) + "x" + std::to_string(smallest) +
-                                " pixels (a 4-pixel stem and " + std::to_string(arch_.stages.size() - 1) +
-                                " halvings)");
-  ScopedThreads small_ops(cpu_inference(images) ? 1 : configured_threads());
-  ForwardOutput output;
-  auto layout_of = [](const torch::Tensor& x, int stage) {
-    TokenLayout layout;
-    layout.grid_h = int(x.size(2));
-    layout.grid_w = int(x.size(3));
-    layout.patch_size = 4 << stage;
-    return layout;
-  };
-  auto call_hook = [&](const std::string& name, const TokenLayout& layout, torch::Tensor& value) {
-    if (options.hook) options.hook({name, layout, HookPoint::Format::ChannelsFirst}, value);
-  };
-  auto x = stem->forward(images);
-  call_hook("stem", layout_of(x, 0), x);
-  TokenLayout first_layout;  // stage 0's grid: the output layout without captures
-  for (size_t s = 0; s < arch_.stages.size(); ++s) {
-    auto& stage = *stages[s]->as<CareStageImpl>();
-    const CareStageArch& stage_arch = arch_.stages[s];
-    if (!stage.downsample.is_empty()) x = stage.downsample->forward(x);
-    const TokenLayout layout = layout_of(x, int(s));
-    if (s == 0) first_layout = layout;
-    const int memory = stage_arch.memory_channels(), gc = stage_arch.part_channels;
-    for (size_t b = 0; b < stage.blocks->size(); ++b) {
-      if (options.cancelled && options.cancelled()) throw Cancelled();
-      const CareBlockArch& block_arch = stage_arch.blocks[b];
-      const std::string name = care_block_name(int(s), int(b));
-      AttentionCapture* capture = nullptr;
-      if (options.capture) {
-        output.layers.emplace_back();
-        capture = &output.layers.back();
-      }
-      x = run_block(*stage.blocks[b]->as<CareBlockImpl>(), stage_arch, block_arch, x, settings, capture);
-      call_hook(name, layout_of(x, int(s)), x);
-      if (capture) {
-        capture->layout = layout;
-        capture->key_layout = layout;
-        LayerPlacement& at = capture->placement;
-        at.name = name;
-        at.stage = int(s);
-        at.block = int(b);
-        at.access = block_arch.attention ? "global" : "strip-conv";
-        at.channels = {{"memory", 0, memory},
-                       {"attention", memory, memory + gc},
-                       {"dwconv3", memory + gc, memory + 2 * gc},
-                       {"dwconv7", memory + 2 * gc, stage_arch.dim}};
-      }
-    }
-  }
-  // Eval: the mean of the two heads (training returns both).
-  output.logits = (head->forward(x) + dist_head->forward(x)) / 2;
-  output.layout = output.layers.empty() ? first_layout : output.layers.front().layout;
-  return output;
+StageTokens CareNetImpl::enter_stage(int stage, const StageTokens& previous, const StagedPass& pass) {
+  auto& downsample = stages[size_t(stage)]->as<CareStageImpl>()->downsample;
+  torch::Tensor x = stage == 0 ? stem->forward(pass.images) : previous.x;
+  const TokenLayout stem_layout = stage_layout(0, int(x.size(2)), int(x.size(3)));
+  if (stage == 0) pass.hook("stem", stem_layout, x);
+  if (!downsample.is_empty()) x = downsample->forward(x);
+  return {x, stage_layout(stage, int(x.size(2)), int(x.size(3)))};
 }
 
-nlohmann::json CareNetImpl::describe() const {
+torch::Tensor CareNetImpl::run_block(const BlockSite& site, const torch::Tensor& input, const StagedPass& pass) {
+  const CareStageArch& stage_arch = arch_.stages[size_t(site.stage)];
+  const CareBlockArch& block_arch = stage_arch.blocks[size_t(site.block)];
+  auto& block = *stages[size_t(site.stage)]->as<CareStageImpl>()->blocks[size_t(site.block)]->as<CareBlockImpl>();
+  auto x = mix_block(block, stage_arch, block_arch, input, pass.settings, site.capture);
+  pass.hook(site.name, stage_layout(site.stage, int(x.size(2)), int(x.size(3))), x);
+  if (AttentionCapture* capture = site.capture) {
+    const int memory = stage_arch.memory_channels(), gc = stage_arch.part_channels;
+    capture->placement.access = block_arch.attention ? "global" : "strip-conv";
+    capture->placement.channels = {{"memory", 0, memory},
+                                   {"attention", memory, memory + gc},
+                                   {"dwconv3", memory + gc, memory + 2 * gc},
+                                   {"dwconv7", memory + 2 * gc, stage_arch.dim}};
+  }
+  return x;
+}
+
+torch::Tensor CareNetImpl::classify(const StageTokens& tokens, const StagedPass&) {
+  // Eval: the mean of the two heads (training returns both).
+  return (head->forward(tokens.x) + dist_head->forward(tokens.x)) / 2;
+}
+
+nlohmann::json CareNetImpl::describe_architecture() const {
   nlohmann::json stages_json = nlohmann::json::array();
   for (const auto& stage : arch_.stages) {
     const CareBlockArch& first = stage.blocks.front();
@@ -231,13 +204,8 @@ nlohmann::json CareNetImpl::describe() const {
          {"att_head_dim", stage.att_head_dim},
          {"inter_hidden", {first.inter1_hidden, first.inter2_hidden}}});
   }
-  return {{"family", family()},
-          {"native_input", {arch_.native_height, arch_.native_width}},
-          {"num_classes", arch_.num_classes},
-          {"output", output_kind()},
-          {"cls_dim", arch_.cls_dim},
+  return {{"cls_dim", arch_.cls_dim},
           {"classifier", "head and dist_head, averaged in eval"},
-          {"attention_layers", attention_layers()},
           {"window", kCareWindowNote},
           {"stages", stages_json}};
 }
@@ -268,32 +236,6 @@ std::vector<std::string> CareNetImpl::summary_lines() const {
                   std::to_string(arch_.num_classes) + " classes");
   lines.push_back(std::string("window        ") + kCareWindowNote);
   return lines;
-}
-
-std::string CareNetImpl::default_hook_point() const {
-  // pytorch-grad-cam's choice for conv backbones: the last stage's output.
-  return care_block_name(int(arch_.stages.size()) - 1, int(arch_.stages.back().blocks.size()) - 1);
-}
-
-std::string CareNetImpl::resolve_hook_point(const std::string& spec) const {
-  if (spec.empty()) return default_hook_point();
-  std::vector<int> depths;
-  for (const auto& stage : arch_.stages) depths.push_back(int(stage.blocks.size()));
-  const std::string bad = "--gradcam-layer '" + spec.substr(0, 80) +
-                          "' does not exist: use stem, stages.S, stages.S.blocks.B, or blocks.N with N counting the " +
-                          std::to_string(attention_layers()) + " blocks across stages";
-  if (spec == "stem") return spec;
-  if (spec.rfind("blocks.", 0) == 0) {
-    const auto [s, b] = stage_and_block(depths, resolve_module_index(spec.substr(7), attention_layers(), bad));
-    return care_block_name(s, b);
-  }
-  if (spec.rfind("stages.", 0) != 0) throw std::invalid_argument(bad);
-  const std::string rest = spec.substr(7);
-  const size_t dot = rest.find('.');
-  const int stage = resolve_module_index(rest.substr(0, dot), int(depths.size()), bad);
-  if (dot == std::string::npos) return care_block_name(stage, depths[size_t(stage)] - 1);
-  if (rest.compare(dot, 8, ".blocks.") != 0) throw std::invalid_argument(bad);
-  return care_block_name(stage, resolve_module_index(rest.substr(dot + 8), depths[size_t(stage)], bad));
 }
 
 }  // namespace attnscope

@@ -41,7 +41,6 @@ struct CareArch {
   int cls_dim = 0;  // the heads' width: the last block's output channels
   int num_classes = 0;
   int native_height = 224, native_width = 224;
-  int attention_layers() const;  // every block of every stage
 };
 
 struct CareTokenMixerImpl : torch::nn::Module {
@@ -81,34 +80,30 @@ struct CareHeadImpl : torch::nn::Module {
 };
 TORCH_MODULE(CareHead);
 
-class CareNetImpl : public Backbone {
+// Every block counts as a layer.
+class CareNetImpl : public StagedBackbone {
  public:
   explicit CareNetImpl(const CareArch& arch);
   // Hook points ([B, C, H, W]): "stem", "stages.S.blocks.B" (a block's output), "stages.S" (its
   // last block's), and "blocks.N" counting blocks across stages.
-  ForwardOutput forward(const torch::Tensor& images, const AttentionSettings& settings,
-                        const ForwardOptions& options = {}) override;
   std::string family() const override { return "care"; }
-  nlohmann::json describe() const override;
+  std::string output_kind() const override { return "logits"; }  // its two heads are always there
   std::vector<std::string> summary_lines() const override;
-  InputGeometry input_geometry() const override { return {arch_.native_height, arch_.native_width, 1}; }
-  std::string output_kind() const override { return "logits"; }
-  int num_classes() const override { return arch_.num_classes; }
-  int attention_layers() const override { return arch_.attention_layers(); }
-  std::string resolve_hook_point(const std::string& spec) const override;
-  std::string default_hook_point() const override;
-  bool hierarchical() const override { return true; }
-  // No windows: the linear branch attends over the whole grid and the rest are convolutions.
-  std::string window_meaning() const override { return ""; }
-  std::string window_absent_reason() const override { return kCareWindowNote; }
   const CareArch& arch() const { return arch_; }
 
   torch::nn::Sequential stem{nullptr};
   torch::nn::ModuleList stages{nullptr};
   CareHead head{nullptr}, dist_head{nullptr};
 
+ protected:
+  nlohmann::json describe_architecture() const override;
+  StageTokens enter_stage(int stage, const StageTokens& previous, const StagedPass& pass) override;
+  torch::Tensor run_block(const BlockSite& site, const torch::Tensor& x, const StagedPass& pass) override;
+  torch::Tensor classify(const StageTokens& tokens, const StagedPass& pass) override;
+
  private:
-  torch::Tensor run_block(CareBlockImpl& block, const CareStageArch& stage, const CareBlockArch& block_arch,
+  // The block's computation: [B, C, H, W] -> [B, C', H, W].
+  torch::Tensor mix_block(CareBlockImpl& block, const CareStageArch& stage, const CareBlockArch& block_arch,
                           const torch::Tensor& x, const AttentionSettings& settings, AttentionCapture* capture);
   CareArch arch_;
 };

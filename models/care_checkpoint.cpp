@@ -1,5 +1,14 @@
-#include "models/care_checkpoint.h"
+// CARE checkpoints (the authors' keys: stem.*, stages.S.downsample.*, stages.S.blocks.B.*, head.*,
+// dist_head.*): the architecture from the keys, plus the attention head width per stage from the
+// file's arch metadata (the keys cannot show it), and the family's registry entry.
+#include <algorithm>
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "models/care.h"
 #include "models/checkpoint_keys.h"
+#include "models/model_families.h"
 
 namespace attnscope {
 
@@ -12,46 +21,48 @@ std::string care_block_prefix(int stage, int block) {
 // The authors' CARENets default att_head_dim=(1, 1, 16, 32) (stages 0 and 1 have no attention).
 const int kReleasedHeadDims[] = {1, 1, 16, 32};
 
-}  // namespace
-
 bool looks_like_care(const Checkpoint& checkpoint) {
-  return has_tensor(checkpoint, "dist_head.fc.weight") && has_tensor(checkpoint, "stem.0.weight") &&
-         has_tensor(checkpoint, "stages.0.blocks.0.inter_layer.inter1_norm.weight");
+  return checkpoint.tensors.count("dist_head.fc.weight") && checkpoint.tensors.count("stem.0.weight") &&
+         checkpoint.tensors.count("stages.0.blocks.0.inter_layer.inter1_norm.weight");
 }
 
-CareArch infer_care_arch(const Checkpoint& checkpoint, const nlohmann::json& meta, std::vector<std::string>& notes) {
+// `meta`: the attnscope_arch metadata or .arch.json sidecar (null when absent): att_head_dim [per
+// stage] (default: the authors' 1, 1, 16, 32), img_size (informative). Throws CheckpointError
+// naming the key that is missing, does not fit or is beyond the bounds.
+CareArch infer_care_arch(ShapeReader& shapes, const nlohmann::json& meta, std::vector<std::string>& notes) {
   if (meta.is_object() && meta.contains("family") && meta["family"] != "care")
     throw CheckpointError("the file's arch metadata says family " + meta["family"].dump() +
                           " but its keys are CARE's (stem.*, stages.S.blocks.B.inter_layer.*, dist_head.*)");
   CareArch arch;
-  const auto& stem = required_tensor(checkpoint, "stem.0.weight", 4);
-  arch.in_chans = int(stem.size(1));
+  const auto& stem = shapes.tensor("stem.0.weight", 4);
+  arch.in_chans = shapes.size("stem.0.weight", 4, 1, "input channel count", kRgbRange);
   if (stem.size(2) != 4 || stem.size(3) != 4)
     throw CheckpointError("stem.0.weight has a " + std::to_string(stem.size(2)) + "x" + std::to_string(stem.size(3)) +
                           " kernel; CARE's stem is a 4x4 stride-4 conv");
   const nlohmann::json head_dims = meta.is_object() ? meta.value("att_head_dim", nlohmann::json()) : nlohmann::json();
   int stages = 0;
-  while (has_tensor(checkpoint, care_block_prefix(stages, 0) + "inter_layer.inter1_norm.weight")) ++stages;
+  while (shapes.has(care_block_prefix(stages, 0) + "inter_layer.inter1_norm.weight"))
+    shapes.bounded("stage count", "stages.S", ++stages, kStageRange);
   if (stages == 0)
     throw CheckpointError("no CARE stage found (missing 'stages.0.blocks.0.inter_layer.inter1_norm.weight')");
   if (!head_dims.is_null() && (!head_dims.is_array() || head_dims.size() != size_t(stages)))
     throw CheckpointError("arch metadata att_head_dim " + head_dims.dump() +
                           " does not give one value for each of the " + std::to_string(stages) + " stages");
   bool head_dims_from_defaults = false;
-  int in_dim = int(stem.size(0));
+  int in_dim = shapes.size("stem.0.weight", 4, 0, "width", kWidthRange), depth = 0;
   for (int s = 0; s < stages; ++s) {
     CareStageArch stage;
     const std::string stage_name = "stages." + std::to_string(s);
-    stage.dim = int(required_tensor(checkpoint, care_block_prefix(s, 0) + "inter_layer.inter2_norm.weight", 1).size(0));
+    stage.dim = shapes.size(care_block_prefix(s, 0) + "inter_layer.inter2_norm.weight", 1, 0, "width", kWidthRange);
     stage.part_channels =
-        int(required_tensor(checkpoint, care_block_prefix(s, 0) + "token_mixer.dwconv1.weight", 4).size(0));
-    if (stage.part_channels <= 0 || 3 * stage.part_channels > stage.dim)
+        shapes.size(care_block_prefix(s, 0) + "token_mixer.dwconv1.weight", 4, 0, "part width", kWidthRange);
+    if (3 * stage.part_channels > stage.dim)
       throw CheckpointError("tensor '" + care_block_prefix(s, 0) + "token_mixer.dwconv1.weight' gives " +
                             std::to_string(stage.part_channels) + " part channels, more than a third of the width " +
                             std::to_string(stage.dim));
-    stage.downsample = has_tensor(checkpoint, stage_name + ".downsample.1.weight");
+    stage.downsample = shapes.has(stage_name + ".downsample.1.weight");
     if (stage.downsample) {
-      const auto& conv = required_tensor(checkpoint, stage_name + ".downsample.1.weight", 4);
+      const auto& conv = shapes.tensor(stage_name + ".downsample.1.weight", 4);
       if (conv.size(0) != stage.dim || conv.size(1) != in_dim)
         throw CheckpointError("tensor '" + stage_name + ".downsample.1.weight' does not map width " +
                               std::to_string(in_dim) + " to " + std::to_string(stage.dim));
@@ -66,15 +77,17 @@ CareArch infer_care_arch(const Checkpoint& checkpoint, const nlohmann::json& met
     if (head_dims.is_array()) {
       if (!head_dims[size_t(s)].is_number_integer() || head_dims[size_t(s)].get<int>() <= 0)
         throw CheckpointError("arch metadata att_head_dim " + head_dims.dump() + ": not a positive whole number");
-      stage.att_head_dim = head_dims[size_t(s)].get<int>();
+      stage.att_head_dim = shapes.bounded("head width", "arch metadata att_head_dim",
+                                          head_dims[size_t(s)].get<int64_t>(), kHeadWidthRange);
     } else {
       stage.att_head_dim = stages == 4 ? kReleasedHeadDims[s] : 1;
       head_dims_from_defaults = true;
     }
-    for (int b = 0; has_tensor(checkpoint, care_block_prefix(s, b) + "inter_layer.inter1_norm.weight"); ++b) {
+    for (int b = 0; shapes.has(care_block_prefix(s, b) + "inter_layer.inter1_norm.weight"); ++b) {
+      shapes.bounded("depth", "stages.S.blocks.B", ++depth, kDepthRange);
       const std::string prefix = care_block_prefix(s, b);
       CareBlockArch block;
-      block.attention = has_tensor(checkpoint, prefix + "token_mixer.qk.weight");
+      block.attention = shapes.has(prefix + "token_mixer.qk.weight");
       if (block.attention) {
         if (stage.part_channels % stage.att_head_dim != 0)
           throw CheckpointError("att_head_dim " + std::to_string(stage.att_head_dim) + " of stage " +
@@ -82,14 +95,16 @@ CareArch infer_care_arch(const Checkpoint& checkpoint, const nlohmann::json& met
                                 " attention channels ('" + prefix + "token_mixer.qk.weight')");
         block.heads = stage.part_channels / stage.att_head_dim;
       }
-      block.last = !has_tensor(checkpoint, prefix + "inter_layer.inter2_fc2.weight");
-      block.layer_scale = has_tensor(checkpoint, prefix + "gamma");
+      block.last = !shapes.has(prefix + "inter_layer.inter2_fc2.weight");
+      block.layer_scale = shapes.has(prefix + "gamma");
       if (block.last && block.layer_scale)
         throw CheckpointError("missing tensor '" + prefix +
                               "inter_layer.inter2_fc2.weight' (the block has a gamma, "
                               "so it is not the last block)");
-      block.inter1_hidden = int(required_tensor(checkpoint, prefix + "inter_layer.inter1_fc1.weight", 4).size(0));
-      block.inter2_hidden = int(required_tensor(checkpoint, prefix + "inter_layer.inter2_fc1.weight", 4).size(0));
+      block.inter1_hidden =
+          shapes.size(prefix + "inter_layer.inter1_fc1.weight", 4, 0, "interaction hidden size", kHiddenRange);
+      block.inter2_hidden =
+          shapes.size(prefix + "inter_layer.inter2_fc1.weight", 4, 0, "interaction hidden size", kHiddenRange);
       stage.blocks.push_back(block);
     }
     for (size_t b = 0; b < stage.blocks.size(); ++b) {
@@ -106,20 +121,50 @@ CareArch infer_care_arch(const Checkpoint& checkpoint, const nlohmann::json& met
   }
   const CareBlockArch& last = arch.stages.back().blocks.back();
   arch.cls_dim = last.last ? last.inter2_hidden : arch.stages.back().dim;
-  const auto& fc = required_tensor(checkpoint, "head.fc.weight", 2);
+  arch.num_classes = shapes.size("head.fc.weight", 2, 0, "class count", SizeRange{1, kClassRange.max});
+  const auto& fc = shapes.tensor("head.fc.weight", 2);
   if (fc.size(1) != arch.cls_dim)
     throw CheckpointError("tensor 'head.fc.weight' takes " + std::to_string(fc.size(1)) +
                           " features but the last block "
                           "outputs " +
                           std::to_string(arch.cls_dim));
-  arch.num_classes = int(fc.size(0));
   if (head_dims_from_defaults)
     notes.push_back("att_head_dim per stage: the authors' default (1, 1, 16, 32); the keys do not show it");
   int native = 224;
   if (meta.is_object() && meta.contains("img_size") && meta["img_size"].is_number_integer())
-    native = std::max(32, meta["img_size"].get<int>());
+    native = shapes.bounded("native input size", "arch metadata img_size",
+                            std::max<int64_t>(32, meta["img_size"].get<int64_t>()), kInputRange);
   arch.native_height = arch.native_width = native;
   return arch;
+}
+
+// Parameters and one forward pass at the native input, counted from the architecture: a 4x4
+// stem, 2x2 merges, and per block its token mixer (3x3, 7x7 and strip convs, or qk) and the two
+// interaction MLPs.
+StagedMemory care_memory(const CareArch& arch) {
+  const double first = arch.stages.front().dim, classes = arch.num_classes, features = arch.cls_dim;
+  const double stem_and_heads = first * (16.0 * arch.in_chans + 5) + 2 * ((classes + 2) * features + classes);
+  return StagedMemory::halving(
+      arch.stages, std::floor(arch.native_height / 4.0), 4, stem_and_heads,
+      [](const CareStageArch& stage, const CareBlockArch& block) {
+        const double dim = stage.dim, part = stage.part_channels;
+        const double inter1 = block.inter1_hidden, inter2 = block.inter2_hidden;
+        const double mixer = 60 * part + (block.attention ? 2 * part * part : 24 * part);
+        return StagedMemory::Block{mixer + 6 * part * inter1 + 10 * inter1 + 2 * dim * inter2 + 10 * inter2 + 10 * dim,
+                                   double(block.heads), std::max(inter1, inter2)};
+      });
+}
+
+InferredBackbone infer_care(FamilyInput& input) {
+  ShapeReader shapes(input.checkpoint, "CARE");
+  return inferred_backbone<CareNetImpl>(shapes, infer_care_arch(shapes, input.meta, input.notes), care_memory);
+}
+
+}  // namespace
+
+const BackboneFamily& care_family() {
+  static const BackboneFamily family{"care", "CARE", looks_like_care, infer_care, {}};
+  return family;
 }
 
 }  // namespace attnscope

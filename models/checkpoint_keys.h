@@ -1,24 +1,60 @@
-// Reading a family's keys out of a checkpoint: presence, and a tensor whose rank is checked, with
-// a refusal that names the key (every family's architecture inference starts here).
+// Reading a family's architecture out of a checkpoint's key names and shapes. Every size is bounded
+// (models/arch_limits.h) as it is read, before anything is allocated for it, and every refusal names
+// the tensor as the file calls it, also where the family renamed a layout to its own keys.
 #pragma once
 
+#include <map>
 #include <string>
+#include <vector>
 
 #include "core/checkpoint.h"
+#include "models/arch_limits.h"
 
 namespace attnscope {
 
-inline bool has_tensor(const Checkpoint& checkpoint, const std::string& key) {
-  return checkpoint.tensors.count(key) > 0;
-}
+// "[3,224,224]": a shape as refusals print it.
+std::string shape_text(const torch::IntArrayRef& shape);
 
-inline const torch::Tensor& required_tensor(const Checkpoint& checkpoint, const std::string& key, int64_t dims) {
-  auto it = checkpoint.tensors.find(key);
-  if (it == checkpoint.tensors.end()) throw CheckpointError("missing tensor '" + key + "'");
-  if (it->second.dim() != dims)
-    throw CheckpointError("tensor '" + key + "' has " + std::to_string(it->second.dim()) + " dimensions, expected " +
-                          std::to_string(dims));
-  return it->second;
-}
+class ShapeReader {
+ public:
+  // `family` names the model in refusals ("Swin").
+  ShapeReader(const Checkpoint& checkpoint, std::string family);
+  // Where a family renamed a layout to its own keys (Microsoft's Swin, the original PVT v2): the
+  // file's name for `key`, for refusals.
+  void renamed(const std::string& key, const std::string& file_key) { file_keys_[key] = file_key; }
+
+  bool has(const std::string& key) const { return checkpoint_.tensors.count(key) > 0; }
+  // The tensor `key` with `dims` dimensions; throws CheckpointError naming it when it is missing or
+  // has another number of dimensions.
+  const torch::Tensor& tensor(const std::string& key, int64_t dims) const;
+  // Size `index` of the `dims`-dimensional tensor `key` as the architecture's `what`, bounded by `range`.
+  int size(const std::string& key, int64_t dims, int64_t index, const std::string& what, SizeRange range);
+  // A size the architecture derives from `source` (a key, or where the metadata says it), bounded.
+  int bounded(const std::string& what, const std::string& source, int64_t value, SizeRange range);
+  // The file's name for `key`.
+  std::string file_key(const std::string& key) const;
+  // Refusal that names `key` as the file calls it: "tensor 'KEY' <problem>".
+  CheckpointError error(const std::string& key, const std::string& problem) const;
+
+  // The sizes read so far and the memory the family counts for them: what the loader judges
+  // (check_arch_limits) before it builds the model.
+  ArchEstimate estimate(const StagedMemory& memory) const;
+
+ private:
+  const Checkpoint& checkpoint_;
+  std::string family_;
+  std::map<std::string, std::string> file_keys_;
+  std::vector<ArchDimension> dimensions_;
+};
+
+// FLatten's focused linear attention as its Swin, PVT v2 and CSwin blocks store it: `dwc.weight`
+// [d, 1, k, k] (one kernel set shared by the heads, so d is the head width) and
+// `positional_encoding` [1, N, C].
+struct FocusedShapes {
+  int dwc_kernel = 0, heads = 0;
+  int encoding_tokens = 0;
+};
+// Reads them under `prefix` ("layers.0.blocks.1.attn.") for a block of width `dim`.
+FocusedShapes read_focused_attention(ShapeReader& shapes, const std::string& prefix, int dim);
 
 }  // namespace attnscope

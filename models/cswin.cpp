@@ -17,12 +17,23 @@ constexpr int kStemKernel = 7, kStemStride = 4, kStemPadding = 2;  // stage1_con
 constexpr int kMergeKernel = 3, kMergeStride = 2, kMergePadding = 1;
 constexpr double kLayerNormEps = 1e-5;  // nn.LayerNorm's default, every norm of the model
 
-std::string cswin_block_name(int stage, int block) {
-  return "stage" + std::to_string(stage + 1) + "." + std::to_string(block);
-}
-
 torch::nn::LayerNormOptions cswin_norm_options(int dim) {
   return torch::nn::LayerNormOptions({dim}).eps(kLayerNormEps);
+}
+
+StagedDesign cswin_design(const CSwinArch& arch) {
+  StagedDesign design =
+      StagedDesign::hierarchical(arch, {"stage", ".", 1}, HookPoint::Format::ChannelsLast, kStemStride);
+  design.named_points = {{"norm", "norm"}, {"stage1_conv_embed", "stage1_conv_embed"}};
+  design.stage_points = {{"merge", "", 1}};
+  design.min_side = kStemKernel - 2 * kStemPadding;  // what the 7x7 stem can read
+  design.too_small = [](int64_t width, int64_t height) {
+    return "input " + std::to_string(width) + "x" + std::to_string(height) + " is smaller than the 7x7 stem can read";
+  };
+  design.window.text =
+      "CSwin's blocks attend in cross-shaped stripes of their trained width (LePE is trained on them), so there is "
+      "no window to change; the outlines show the query's stripe for the selected head";
+  return design;
 }
 
 // [B, H, W, C] -> zero-padded to the plan's padded grid (before and after, as planned).
@@ -69,12 +80,6 @@ torch::Tensor locally_enhanced_position(const torch::Tensor& padded_v, const Str
 }
 
 }  // namespace
-
-int CSwinArch::attention_layers() const {
-  int count = 0;
-  for (const auto& stage : stages) count += int(stage.blocks.size());
-  return count;
-}
 
 std::string to_string(StripeOrientation orientation) {
   switch (orientation) {
@@ -220,7 +225,7 @@ torch::Tensor CSwinMergeImpl::forward(const torch::Tensor& x) {
   return norm(conv(x.permute({0, 3, 1, 2})).permute({0, 2, 3, 1}));
 }
 
-CSwinTransformerImpl::CSwinTransformerImpl(const CSwinArch& arch) : arch_(arch) {
+CSwinTransformerImpl::CSwinTransformerImpl(const CSwinArch& arch) : StagedBackbone(cswin_design(arch)), arch_(arch) {
   stem_conv = torch::nn::Conv2d(
       torch::nn::Conv2dOptions(arch.in_chans, arch.embed_dim, kStemKernel).stride(kStemStride).padding(kStemPadding));
   stem_norm = torch::nn::LayerNorm(cswin_norm_options(arch.embed_dim));
@@ -240,7 +245,7 @@ CSwinTransformerImpl::CSwinTransformerImpl(const CSwinArch& arch) : arch_(arch) 
   if (arch.num_classes > 0) head = register_module("head", torch::nn::Linear(in_dim, arch.num_classes));
 }
 
-nlohmann::json CSwinTransformerImpl::describe() const {
+nlohmann::json CSwinTransformerImpl::describe_architecture() const {
   nlohmann::json stages_json = nlohmann::json::array();
   for (const auto& stage : arch_.stages) {
     nlohmann::json blocks = nlohmann::json::array();
@@ -258,18 +263,13 @@ nlohmann::json CSwinTransformerImpl::describe() const {
     }
     stages_json.push_back({{"dim", stage.dim}, {"blocks", blocks}});
   }
-  return {{"family", family()},
-          {"embed_dim", arch_.embed_dim},
+  return {{"embed_dim", arch_.embed_dim},
           {"stem", "conv 7x7 stride 4 padding 2 + LayerNorm"},
-          {"native_input", {arch_.native_height, arch_.native_width}},
-          {"num_classes", arch_.num_classes},
-          {"output", output_kind()},
           {"layer_norm_eps", kLayerNormEps},
           {"attn_type", arch_.attn_type},
           {"split_size", arch_.split_size},
           {"la_split_size", arch_.la_split_size},
           {"focusing_factor", arch_.focusing_factor},
-          {"attention_layers", attention_layers()},
           {"stages", stages_json}};
 }
 
@@ -296,136 +296,51 @@ std::vector<std::string> CSwinTransformerImpl::summary_lines() const {
   return lines;
 }
 
-std::string CSwinTransformerImpl::default_hook_point() const {
-  // As for Swin: norm1 of the last block of the last stage.
-  const int last = int(arch_.stages.size()) - 1;
-  return cswin_block_name(last, int(arch_.stages.back().blocks.size()) - 1) + ".norm1";
+StageTokens CSwinTransformerImpl::enter_stage(int stage, const StageTokens& previous, const StagedPass& pass) {
+  auto x = stage == 0 ? stem_norm(stem_conv(pass.images).permute({0, 2, 3, 1}))  // [B, H, W, C]
+                      : merges[size_t(stage) - 1](previous.x);
+  const TokenLayout layout = stage_layout(stage, int(x.size(1)), int(x.size(2)));
+  pass.hook(stage == 0 ? "stage1_conv_embed" : "merge" + std::to_string(stage), layout, x);
+  return {x, layout};
 }
 
-std::string CSwinTransformerImpl::resolve_hook_point(const std::string& spec) const {
-  if (spec.empty()) return default_hook_point();
-  std::vector<int> depths;
-  for (const auto& stage : arch_.stages) depths.push_back(int(stage.blocks.size()));
-  const std::string bad = "--gradcam-layer '" + spec.substr(0, 80) +
-                          "' does not exist: use stageS.B.norm1, stageS.B (S from 1), stage1_conv_embed, mergeS, "
-                          "norm, or blocks.N.norm1 / blocks.N with N counting the " +
-                          std::to_string(attention_layers()) + " blocks across stages";
-  if (spec == "norm" || spec == "stage1_conv_embed") return spec;
-  if (spec.rfind("merge", 0) == 0) {
-    const int merge = resolve_module_index(spec.substr(5), int(depths.size()), bad);
-    if (merge < 1) throw std::invalid_argument(bad);
-    return "merge" + std::to_string(merge);
+torch::Tensor CSwinTransformerImpl::run_block(const BlockSite& site, const torch::Tensor& input,
+                                              const StagedPass& pass) {
+  auto& block = *stages[size_t(site.stage)][size_t(site.block)]->as<CSwinBlockImpl>();
+  AttentionCapture* capture = site.capture;
+  auto normed = block.norm1(input);
+  pass.hook(site.name + ".norm1", site.layout, normed);
+  auto x = input + block.attend(normed, pass.settings, capture);
+  x = x + block.mlp(block.norm2(x));
+  pass.hook(site.name, site.layout, x);
+  if (!capture) return x;
+  const int grid_h = site.layout.grid_h, grid_w = site.layout.grid_w;
+  if (!capture->branches.empty()) {
+    // Each branch's stripes as its own layer; the block's capture names the block.
+    const std::vector<StripePlan> plans = block.plans(grid_h, grid_w);
+    for (size_t i = 0; i < capture->branches.size(); ++i) {
+      AttentionCapture& branch = capture->branches[i];
+      branch.layout = branch.key_layout = site.layout;
+      branch.placement = capture->placement;
+      branch.placement.name = site.name + ".attns." + std::to_string(i);
+      branch.placement.access = to_string(plans[i].orientation) + "-stripes";
+      branch.placement.window_h = plans[i].stripe_h;
+      branch.placement.window_w = plans[i].stripe_w;
+    }
+    capture->placement.access = "cross-shaped-stripes";
+    capture->attention = capture->branches.front().attention;
+    capture->heads = arch_.stages[size_t(site.stage)].blocks[size_t(site.block)].heads;
+    capture->head_dim = capture->branches.front().head_dim;
   }
-  // "<index>" or "<index>.norm1" -> (index, suffix).
-  auto split_suffix = [&](const std::string& rest, std::string& index, std::string& suffix) {
-    const size_t dot = rest.find('.');
-    index = rest.substr(0, dot);
-    suffix = dot == std::string::npos ? "" : rest.substr(dot);
-    if (suffix != "" && suffix != ".norm1") throw std::invalid_argument(bad);
-  };
-  std::string index, suffix;
-  if (spec.rfind("blocks.", 0) == 0) {
-    split_suffix(spec.substr(7), index, suffix);
-    int layer = resolve_module_index(index, attention_layers(), bad);
-    for (size_t s = 0; s < depths.size(); layer -= depths[s], ++s)
-      if (layer < depths[s]) return cswin_block_name(int(s), layer) + suffix;
-    throw std::invalid_argument(bad);
-  }
-  if (spec.rfind("stage", 0) == 0) {
-    const std::string rest = spec.substr(5);
-    const size_t dot = rest.find('.');
-    if (dot == std::string::npos || rest.substr(0, dot).find_first_not_of("0123456789") != std::string::npos ||
-        dot == 0 || dot > 3)
-      throw std::invalid_argument(bad);
-    const int stage = std::stoi(rest.substr(0, dot)) - 1;
-    if (stage < 0 || stage >= int(depths.size())) throw std::invalid_argument(bad);
-    split_suffix(rest.substr(dot + 1), index, suffix);
-    return cswin_block_name(stage, resolve_module_index(index, depths[size_t(stage)], bad)) + suffix;
-  }
-  throw std::invalid_argument(bad);
+  capture->normed_input = normed.reshape({input.size(0), int64_t(grid_h) * grid_w, -1});
+  return x;
 }
 
-ForwardOutput CSwinTransformerImpl::forward(const torch::Tensor& images, const AttentionSettings& settings,
-                                            const ForwardOptions& options) {
-  if (images.dim() != 4 || images.size(1) != arch_.in_chans)
-    throw std::invalid_argument("input must be [B, " + std::to_string(arch_.in_chans) + ", H, W]");
-  if (images.size(2) < kStemKernel - 2 * kStemPadding || images.size(3) < kStemKernel - 2 * kStemPadding)
-    throw std::invalid_argument("input " + std::to_string(images.size(3)) + "x" + std::to_string(images.size(2)) +
-                                " is smaller than the 7x7 stem can read");
-  ScopedThreads small_ops(cpu_inference(images) ? 1 : configured_threads());
-  const int64_t batch = images.size(0);
-  auto layout_of = [&](int grid_h, int grid_w, int stage) {
-    TokenLayout layout;
-    layout.grid_h = grid_h;
-    layout.grid_w = grid_w;
-    layout.patch_size = kStemStride << stage;
-    return layout;
-  };
-  auto call_hook = [&](const std::string& name, int stage, torch::Tensor& value) {
-    if (!options.hook) return;
-    options.hook({name, layout_of(int(value.size(1)), int(value.size(2)), stage), HookPoint::Format::ChannelsLast},
-                 value);
-  };
-  auto x = stem_norm(stem_conv(images).permute({0, 2, 3, 1}));  // [B, H, W, C]
-  call_hook("stage1_conv_embed", 0, x);
-
-  ForwardOutput output;
-  TokenLayout first_layout;  // stage 0's grid: the output layout without captures
-  for (size_t s = 0; s < arch_.stages.size(); ++s) {
-    if (s > 0) {
-      x = merges[s - 1](x);
-      call_hook("merge" + std::to_string(s), int(s), x);
-    }
-    const int grid_h = int(x.size(1)), grid_w = int(x.size(2));
-    const TokenLayout layout = layout_of(grid_h, grid_w, int(s));
-    if (s == 0) first_layout = layout;
-    for (size_t b = 0; b < stages[s]->size(); ++b) {
-      if (options.cancelled && options.cancelled()) throw Cancelled();
-      auto& block = *stages[s][b]->as<CSwinBlockImpl>();
-      const std::string name = cswin_block_name(int(s), int(b));
-      AttentionCapture* capture = nullptr;
-      if (options.capture) {
-        output.layers.emplace_back();
-        capture = &output.layers.back();
-      }
-      auto normed = block.norm1(x);
-      call_hook(name + ".norm1", int(s), normed);
-      x = x + block.attend(normed, settings, capture);
-      x = x + block.mlp(block.norm2(x));
-      call_hook(name, int(s), x);
-      if (!capture) continue;
-      const CSwinBlockArch& block_arch = arch_.stages[s].blocks[b];
-      const std::vector<StripePlan> plans = block.plans(grid_h, grid_w);
-      auto place = [&](AttentionCapture& at, const std::string& module, const StripePlan* stripes) {
-        at.layout = layout;
-        at.key_layout = layout;
-        at.placement.name = module;
-        at.placement.stage = int(s);
-        at.placement.block = int(b);
-        at.placement.access = stripes ? to_string(stripes->orientation) + "-stripes" : "global";
-        at.placement.window_h = stripes ? stripes->stripe_h : 0;
-        at.placement.window_w = stripes ? stripes->stripe_w : 0;
-      };
-      if (capture->branches.empty()) {
-        place(*capture, name, nullptr);
-      } else {
-        for (size_t i = 0; i < capture->branches.size(); ++i)
-          place(capture->branches[i], name + ".attns." + std::to_string(i), &plans[i]);
-        place(*capture, name, nullptr);
-        capture->placement.access = "cross-shaped-stripes";
-        capture->attention = capture->branches.front().attention;
-        capture->heads = block_arch.heads;
-        capture->head_dim = capture->branches.front().head_dim;
-      }
-      capture->normed_input = normed.reshape({batch, int64_t(grid_h) * grid_w, -1});
-    }
-  }
-  x = norm(x);
-  call_hook("norm", int(arch_.stages.size()) - 1, x);
+torch::Tensor CSwinTransformerImpl::classify(const StageTokens& tokens, const StagedPass& pass) {
+  auto x = norm(tokens.x);
+  pass.hook("norm", tokens.layout, x);
   auto pooled = x.mean({1, 2});
-  output.logits = head.is_empty() ? pooled : head(pooled);
-  output.layout = output.layers.empty() ? first_layout : output.layers.front().layout;
-  return output;
+  return head.is_empty() ? pooled : head(pooled);
 }
 
 }  // namespace attnscope

@@ -42,7 +42,6 @@ struct CSwinArch {
   double focusing_factor = 3.0;  // MODEL.LA.FOCUSING_FACTOR (informative: runs use the p setting)
   std::string attn_type;         // the authors' per-stage letters (L, S or the M<n> form)
   std::vector<int> split_size, la_split_size;
-  int attention_layers() const;
 };
 
 // Stripe orientation of a branch: the authors' LePEAttention idx (0 vertical, 1 horizontal, -1 whole grid).
@@ -104,28 +103,14 @@ struct CSwinMergeImpl : torch::nn::Module {
 };
 TORCH_MODULE(CSwinMerge);
 
-class CSwinTransformerImpl : public Backbone {
+class CSwinTransformerImpl : public StagedBackbone {
  public:
   explicit CSwinTransformerImpl(const CSwinArch& arch);
   // Hook points ([B, H, W, C]): "stageS.B.norm1" and "stageS.B" (S from 1, as the authors name
-  // them), "blocks.N.norm1" / "blocks.N" with N counting blocks across stages, "norm".
-  ForwardOutput forward(const torch::Tensor& images, const AttentionSettings& settings,
-                        const ForwardOptions& options = {}) override;
+  // them), "blocks.N.norm1" / "blocks.N" with N counting blocks across stages, "stage1_conv_embed",
+  // "mergeS" and "norm".
   std::string family() const override { return "flatten-cswin"; }
-  nlohmann::json describe() const override;
   std::vector<std::string> summary_lines() const override;
-  InputGeometry input_geometry() const override { return {arch_.native_height, arch_.native_width, 1}; }
-  std::string output_kind() const override { return arch_.num_classes > 0 ? "logits" : "features"; }
-  int num_classes() const override { return arch_.num_classes; }
-  int attention_layers() const override { return arch_.attention_layers(); }
-  std::string resolve_hook_point(const std::string& spec) const override;
-  std::string default_hook_point() const override;
-  bool hierarchical() const override { return true; }
-  std::string window_meaning() const override { return ""; }
-  std::string window_absent_reason() const override {
-    return "CSwin's blocks attend in cross-shaped stripes of their trained width (LePE is trained on them), so "
-           "there is no window to change; the outlines show the query's stripe for the selected head";
-  }
   const CSwinArch& arch() const { return arch_; }
 
   torch::nn::Sequential stage1_conv_embed{nullptr};  // 0: conv, 1: the authors' Rearrange, 2: LayerNorm
@@ -135,6 +120,12 @@ class CSwinTransformerImpl : public Backbone {
   std::vector<CSwinMerge> merges;             // registered as merge1..merge(N-1)
   torch::nn::LayerNorm norm{nullptr};
   torch::nn::Linear head{nullptr};
+
+ protected:
+  nlohmann::json describe_architecture() const override;
+  StageTokens enter_stage(int stage, const StageTokens& previous, const StagedPass& pass) override;
+  torch::Tensor run_block(const BlockSite& site, const torch::Tensor& x, const StagedPass& pass) override;
+  torch::Tensor classify(const StageTokens& tokens, const StagedPass& pass) override;
 
  private:
   CSwinArch arch_;

@@ -1,7 +1,13 @@
-#include "models/cswin_checkpoint.h"
-#include "models/checkpoint_keys.h"
-
+// FLatten-CSwin checkpoints (the authors' keys, no other layout): the architecture from key names
+// and shapes, what the keys cannot show (heads of softmax blocks, stripe widths, the training size)
+// from the file's attnscope_arch metadata or .arch.json sidecar, and the family's registry entry.
 #include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "models/checkpoint_keys.h"
+#include "models/cswin.h"
+#include "models/model_families.h"
 
 namespace attnscope {
 
@@ -76,75 +82,77 @@ std::vector<std::vector<bool>> parse_attn_type(const std::string& attn_type, con
   return focused;
 }
 
-int cswin_square_side(int64_t count, const std::string& what) {
+int cswin_square_side(const ShapeReader& shapes, const std::string& key, int64_t count) {
   const auto side = int64_t(std::llround(std::sqrt(double(count))));
   if (side <= 0 || side * side != count)
-    throw CheckpointError(what + " has " + std::to_string(count) + " tokens, not a square grid");
+    throw shapes.error(key, "has " + std::to_string(count) + " tokens, not a square grid");
   return int(side);
 }
 
-}  // namespace
+// Each of a metadata list's sizes, bounded as `what`.
+std::vector<int> bounded_list(ShapeReader& shapes, std::vector<int> values, const char* key, const std::string& what,
+                              SizeRange range) {
+  for (int value : values) shapes.bounded(what, std::string("arch metadata ") + key, value, range);
+  return values;
+}
 
-bool looks_like_cswin(const Checkpoint& checkpoint) { return has_tensor(checkpoint, "stage1_conv_embed.0.weight"); }
+bool looks_like_cswin(const Checkpoint& checkpoint) { return checkpoint.tensors.count("stage1_conv_embed.0.weight"); }
 
-CSwinArch infer_cswin_arch(const Checkpoint& checkpoint, const nlohmann::json& meta, std::vector<std::string>& notes) {
+// The architecture from the keys; `meta` is the arch metadata (or null): heads, split_size,
+// la_split_size, attn_type, focusing_factor, img_size. Throws CheckpointError naming the key that
+// is missing, misshapen or beyond the bounds, or the metadata entry that contradicts the keys.
+CSwinArch infer_cswin_arch(ShapeReader& shapes, const nlohmann::json& meta, std::vector<std::string>& notes) {
   if (meta.is_object() && meta.contains("family") && meta["family"] != "flatten_cswin")
     throw CheckpointError("the keys are FLatten-CSwin's (stage1_conv_embed.*) but the arch metadata says family " +
                           meta["family"].dump().substr(0, 40));
   CSwinArch arch;
-  const auto& stem = required_tensor(checkpoint, "stage1_conv_embed.0.weight", 4);
+  const std::string stem_key = "stage1_conv_embed.0.weight";
+  const auto& stem = shapes.tensor(stem_key, 4);
   if (stem.size(2) != 7 || stem.size(3) != 7)
-    throw CheckpointError("tensor 'stage1_conv_embed.0.weight' is not a 7x7 conv: not FLatten-CSwin's stem");
-  arch.embed_dim = int(stem.size(0));
-  arch.in_chans = int(stem.size(1));
-  if (has_tensor(checkpoint, "head.weight"))
-    arch.num_classes = int(required_tensor(checkpoint, "head.weight", 2).size(0));
+    throw shapes.error(stem_key, "is not a 7x7 conv: not FLatten-CSwin's stem");
+  arch.embed_dim = shapes.size(stem_key, 4, 0, "width", kWidthRange);
+  arch.in_chans = shapes.size(stem_key, 4, 1, "input channel count", kRgbRange);
+  if (shapes.has("head.weight")) arch.num_classes = shapes.size("head.weight", 2, 0, "class count", kClassRange);
 
   // Stages and blocks as the keys show them: width from qkv, branches from attns.1, kind from scale.
   std::vector<int> depths;
-  int in_dim = arch.embed_dim;
-  for (int s = 0; has_tensor(checkpoint, cswin_block_prefix(s, 0) + "norm1.weight"); ++s) {
+  int in_dim = arch.embed_dim, depth = 0;
+  for (int s = 0; shapes.has(cswin_block_prefix(s, 0) + "norm1.weight"); ++s) {
+    shapes.bounded("stage count", "stageS", s + 1, kStageRange);
     CSwinStageArch stage;
-    stage.dim = int(required_tensor(checkpoint, cswin_block_prefix(s, 0) + "qkv.weight", 2).size(1));
+    stage.dim = shapes.size(cswin_block_prefix(s, 0) + "qkv.weight", 2, 1, "width", kWidthRange);
     if (s == 0 && stage.dim != arch.embed_dim)
       throw CheckpointError("tensor 'stage1.0.qkv.weight' reads width " + std::to_string(stage.dim) +
                             ", the stem gives " + std::to_string(arch.embed_dim));
     if (s > 0) {
       const std::string merge = "merge" + std::to_string(s) + ".conv.weight";
-      const auto& conv = required_tensor(checkpoint, merge, 4);
+      const auto& conv = shapes.tensor(merge, 4);
       if (conv.size(0) != stage.dim || conv.size(1) != in_dim || conv.size(2) != 3 || conv.size(3) != 3)
-        throw CheckpointError("tensor '" + merge + "' does not map width " + std::to_string(in_dim) + " to " +
-                              std::to_string(stage.dim) + " with a 3x3 conv");
+        throw shapes.error(merge, "does not map width " + std::to_string(in_dim) + " to " + std::to_string(stage.dim) +
+                                      " with a 3x3 conv");
     }
-    for (int b = 0; has_tensor(checkpoint, cswin_block_prefix(s, b) + "norm1.weight"); ++b) {
+    for (int b = 0; shapes.has(cswin_block_prefix(s, b) + "norm1.weight"); ++b) {
+      shapes.bounded("depth", "stageS.B", ++depth, kDepthRange);
       const std::string prefix = cswin_block_prefix(s, b);
       CSwinBlockArch block;
-      const auto& qkv = required_tensor(checkpoint, prefix + "qkv.weight", 2);
+      const auto& qkv = shapes.tensor(prefix + "qkv.weight", 2);
       if (qkv.size(0) != 3 * stage.dim || qkv.size(1) != stage.dim)
-        throw CheckpointError("tensor '" + prefix + "qkv.weight' is not [3C, C] for the stage width " +
-                              std::to_string(stage.dim));
-      block.qkv_bias = has_tensor(checkpoint, prefix + "qkv.bias");
-      block.mlp_hidden = int(required_tensor(checkpoint, prefix + "mlp.fc1.weight", 2).size(0));
-      required_tensor(checkpoint, prefix + "attns.0.get_v.weight", 4);
-      block.branches = has_tensor(checkpoint, prefix + "attns.1.get_v.weight") ? 2 : 1;
-      if (has_tensor(checkpoint, prefix + "attns.0.scale")) {
+        throw shapes.error(prefix + "qkv.weight", "is not [3C, C] for the stage width " + std::to_string(stage.dim));
+      block.qkv_bias = shapes.has(prefix + "qkv.bias");
+      block.mlp_hidden = shapes.size(prefix + "mlp.fc1.weight", 2, 0, "MLP hidden size", kHiddenRange);
+      shapes.tensor(prefix + "attns.0.get_v.weight", 4);
+      block.branches = shapes.has(prefix + "attns.1.get_v.weight") ? 2 : 1;
+      if (shapes.has(prefix + "attns.0.scale")) {
         block.native = NativeAttention::Focused;
         if (block.branches == 2)
           throw CheckpointError("block '" + prefix +
                                 "' is focused with two stripe branches (la_split_size below the stage grid): the "
                                 "authors' code cannot run it either (its DWC reshape fails)");
-        const auto& dwc = required_tensor(checkpoint, prefix + "attns.0.dwc.weight", 4);
-        block.dwc_kernel = int(dwc.size(2));
-        if (dwc.size(1) != 1 || dwc.size(2) != dwc.size(3) || block.dwc_kernel % 2 == 0 || dwc.size(0) <= 0 ||
-            stage.dim % dwc.size(0) != 0)
-          throw CheckpointError("tensor '" + prefix +
-                                "attns.0.dwc.weight' has an unexpected shape: FLatten's DWC is [d, 1, k, k] with an "
-                                "odd k and d dividing the width " +
-                                std::to_string(stage.dim));
-        block.heads = int(stage.dim / dwc.size(0));
+        const FocusedShapes focused = read_focused_attention(shapes, prefix + "attns.0.", stage.dim);
+        block.dwc_kernel = focused.dwc_kernel;
+        block.heads = focused.heads;
         block.encoding_side =
-            cswin_square_side(required_tensor(checkpoint, prefix + "attns.0.positional_encoding", 3).size(1),
-                              prefix + "attns.0.positional_encoding");
+            cswin_square_side(shapes, prefix + "attns.0.positional_encoding", focused.encoding_tokens);
       }
       stage.blocks.push_back(block);
     }
@@ -154,14 +162,15 @@ CSwinArch infer_cswin_arch(const Checkpoint& checkpoint, const nlohmann::json& m
   }
   if (arch.stages.empty()) throw CheckpointError("no FLatten-CSwin stage found (missing 'stage1.0.norm1.weight')");
   const size_t stages = arch.stages.size();
-  if (has_tensor(checkpoint, "merge" + std::to_string(stages) + ".conv.weight"))
+  if (shapes.has("merge" + std::to_string(stages) + ".conv.weight"))
     throw CheckpointError("tensor 'merge" + std::to_string(stages) + ".conv.weight' merges into a stage " +
                           std::to_string(stages + 1) + " that has no blocks (missing 'stage" +
                           std::to_string(stages + 1) + ".0.norm1.weight')");
 
   // Heads: the metadata's, checked against what focused blocks' DWC shows; else the DWC's, else
   // the released models' head width.
-  const std::vector<int> heads = per_stage_list(meta, "heads", stages);
+  const std::vector<int> heads =
+      bounded_list(shapes, per_stage_list(meta, "heads", stages), "heads", "head count", kHeadRange);
   if (heads.empty())
     notes.push_back("heads of softmax blocks: width / 32 as in the released models (no heads metadata)");
   for (size_t s = 0; s < stages; ++s)
@@ -181,7 +190,7 @@ CSwinArch infer_cswin_arch(const Checkpoint& checkpoint, const nlohmann::json& m
         throw CheckpointError(std::to_string(block.heads) + " heads do not split the width " + std::to_string(dim) +
                               " of '" + cswin_block_prefix(int(s), int(b)) + "' into " +
                               std::to_string(block.branches) + " branch(es)");
-      const auto& get_v = required_tensor(checkpoint, cswin_block_prefix(int(s), int(b)) + "attns.0.get_v.weight", 4);
+      const auto& get_v = shapes.tensor(cswin_block_prefix(int(s), int(b)) + "attns.0.get_v.weight", 4);
       if (get_v.size(0) != dim / block.branches)
         throw CheckpointError("tensor '" + cswin_block_prefix(int(s), int(b)) + "attns.0.get_v.weight' has " +
                               std::to_string(get_v.size(0)) + " channels, a branch of " +
@@ -191,13 +200,14 @@ CSwinArch infer_cswin_arch(const Checkpoint& checkpoint, const nlohmann::json& m
   // The training input: the metadata's, else the grid a focused block's encoding was trained on.
   int native = 0;
   if (meta.is_object() && meta.contains("img_size")) {
-    const auto sizes = per_stage_list(meta, "img_size", 1);
-    native = sizes.front();
+    native =
+        bounded_list(shapes, per_stage_list(meta, "img_size", 1), "img_size", "native input size", kInputRange).front();
   }
   for (size_t s = 0; native <= 0 && s < stages; ++s)
     for (const auto& block : arch.stages[s].blocks)
       if (block.native == NativeAttention::Focused && native <= 0) {
-        native = block.encoding_side * 4 * (1 << s);
+        native = shapes.bounded("native input size", cswin_block_prefix(int(s), 0) + "attns.0.positional_encoding",
+                                int64_t(block.encoding_side) * 4 << s, kInputRange);
         notes.push_back("native input " + std::to_string(native) + " from stage " + std::to_string(s) +
                         "'s positional encoding (no img_size metadata)");
       }
@@ -208,7 +218,8 @@ CSwinArch infer_cswin_arch(const Checkpoint& checkpoint, const nlohmann::json& m
   arch.native_height = arch.native_width = native;
 
   // Stripe widths: only two-branch blocks use them (single-branch blocks cover the whole grid).
-  arch.split_size = per_stage_list(meta, "split_size", stages);
+  arch.split_size =
+      bounded_list(shapes, per_stage_list(meta, "split_size", stages), "split_size", "stripe width", kGridRange);
   if (arch.split_size.empty()) {
     arch.split_size = {1, 2};
     while (arch.split_size.size() < stages) arch.split_size.push_back(std::max(1, native / 32));
@@ -216,7 +227,8 @@ CSwinArch infer_cswin_arch(const Checkpoint& checkpoint, const nlohmann::json& m
     notes.push_back("stripe widths 1-2-" + std::to_string(native / 32) +
                     "... as the released models (no split_size metadata)");
   }
-  arch.la_split_size = per_stage_list(meta, "la_split_size", stages);
+  arch.la_split_size =
+      bounded_list(shapes, per_stage_list(meta, "la_split_size", stages), "la_split_size", "stripe width", kGridRange);
   for (size_t s = 0; s < stages; ++s)
     for (auto& block : arch.stages[s].blocks)
       block.split = block.native == NativeAttention::Focused && !arch.la_split_size.empty() ? arch.la_split_size[s]
@@ -261,6 +273,35 @@ CSwinArch infer_cswin_arch(const Checkpoint& checkpoint, const nlohmann::json& m
     notes.push_back("trained with focusing factor " + std::to_string(arch.focusing_factor) +
                     ": pass that p to reproduce its outputs (focused blocks run the p setting)");
   return arch;
+}
+
+// Parameters and one forward pass at the native input, counted from the architecture: a 7x7
+// stem with stride 4 and padding 2, 3x3 merges.
+StagedMemory cswin_memory(const CSwinArch& arch) {
+  const double width = arch.stages.back().dim, classes = arch.num_classes;
+  const double stem_and_head = double(arch.embed_dim) * (49.0 * arch.in_chans + 3) + (classes + 3) * width;
+  return StagedMemory::halving(arch.stages, std::floor((arch.native_height - 3) / 4.0) + 1, 9, stem_and_head,
+                               [](const CSwinStageArch& stage, const CSwinBlockArch& block) {
+                                 const double dim = stage.dim;
+                                 const double encoding = double(block.encoding_side) * block.encoding_side;
+                                 return StagedMemory::Block{
+                                     4 * dim * dim + 2 * dim * block.mlp_hidden +
+                                         (encoding + 21 + double(block.dwc_kernel) * block.dwc_kernel) * dim,
+                                     double(block.heads), double(block.mlp_hidden)};
+                               });
+}
+
+InferredBackbone infer_cswin(FamilyInput& input) {
+  ShapeReader shapes(input.checkpoint, "FLatten-CSwin");
+  return inferred_backbone<CSwinTransformerImpl>(shapes, infer_cswin_arch(shapes, input.meta, input.notes),
+                                                 cswin_memory);
+}
+
+}  // namespace
+
+const BackboneFamily& cswin_family() {
+  static const BackboneFamily family{"flatten-cswin", "FLatten-CSwin", looks_like_cswin, infer_cswin, {}};
+  return family;
 }
 
 }  // namespace attnscope

@@ -3,7 +3,6 @@
 #include <nlohmann/json.hpp>
 
 #include "models/cpu_threads.h"
-#include "models/swin.h"
 #include "models/token_linear.h"
 
 namespace attnscope {
@@ -12,14 +11,16 @@ namespace F = torch::nn::functional;
 
 namespace {
 
-std::string l2vit_block_name(int stage, int block) {
-  return "stages." + std::to_string(stage) + "." + std::to_string(block);
-}
-
-std::vector<int> stage_depths(const L2ViTArch& arch) {
-  std::vector<int> depths;
-  for (const auto& stage : arch.stages) depths.push_back(int(stage.blocks.size()));
-  return depths;
+// The stem quarters the image, padded to whole 4 x 4 patches, and each downsampling halves the
+// grid, padding odd sides: any input size runs.
+StagedDesign l2vit_design(const L2ViTArch& arch) {
+  StagedDesign design = StagedDesign::hierarchical(arch, {"stages.", "."}, HookPoint::Format::ChannelsLast, 4);
+  design.named_points = {{"norm", "norm"}};
+  design.window.kind = WindowSupport::Kind::Trained;
+  design.window.text =
+      "the window of every local (LWA) block, zero-padded as the authors' code pads it; 0: the trained window. "
+      "Global (LGA) blocks attend over the whole grid, so the window does not apply to them";
+  return design;
 }
 
 torch::Tensor channels_first(const torch::Tensor& x) { return x.permute({0, 3, 1, 2}); }
@@ -34,12 +35,6 @@ torch::Tensor pad_to_multiple(const torch::Tensor& x, int64_t multiple) {
 }
 
 }  // namespace
-
-int L2ViTArch::attention_layers() const {
-  int count = 0;
-  for (const auto& stage : stages) count += int(stage.blocks.size());
-  return count;
-}
 
 L2ViTConvStemImpl::L2ViTConvStemImpl(int in_chans, int dim, bool conv_bias) {
   const int hidden = dim / 2;
@@ -150,7 +145,7 @@ void capture_local_concentration(const LocalConcentrationImpl& lcm, AttentionCap
       (lcm.bn->weight / torch::sqrt(lcm.bn->running_var + lcm.bn->options.eps()) * kLcmGeluSlope).detach();
 }
 
-L2ViTImpl::L2ViTImpl(const L2ViTArch& arch) : arch_(arch) {
+L2ViTImpl::L2ViTImpl(const L2ViTArch& arch) : StagedBackbone(l2vit_design(arch)), arch_(arch) {
   downsample_layers = register_module("downsample_layers", torch::nn::ModuleList());
   stages = register_module("stages", torch::nn::ModuleList());
   int in_dim = 0;
@@ -169,7 +164,7 @@ L2ViTImpl::L2ViTImpl(const L2ViTArch& arch) : arch_(arch) {
   if (arch.num_classes > 0) head = register_module("head", torch::nn::Linear(in_dim, arch.num_classes));
 }
 
-nlohmann::json L2ViTImpl::describe() const {
+nlohmann::json L2ViTImpl::describe_architecture() const {
   nlohmann::json stage_list = nlohmann::json::array();
   for (const auto& stage : arch_.stages) {
     std::string kinds;
@@ -179,13 +174,8 @@ nlohmann::json L2ViTImpl::describe() const {
                           {"blocks", kinds},
                           {"mlp_hidden", stage.blocks.front().mlp_hidden}});
   }
-  return {{"family", family()},
-          {"block_type", "mix_local_enhanced_vit"},
+  return {{"block_type", "mix_local_enhanced_vit"},
           {"window", arch_.window},
-          {"native_input", {arch_.native_height, arch_.native_width}},
-          {"num_classes", arch_.num_classes},
-          {"output", output_kind()},
-          {"attention_layers", attention_layers()},
           {"block_kinds", "L: local window attention (softmax), G: enhanced linear global attention + LCM"},
           {"stages", stage_list}};
 }
@@ -210,125 +200,49 @@ std::vector<std::string> L2ViTImpl::summary_lines() const {
   return lines;
 }
 
-InputGeometry L2ViTImpl::input_geometry() const {
-  // The stem pads any image to whole patches and the downsamplings pad odd grids: any size runs.
-  return {arch_.native_height, arch_.native_width, 1};
+StageTokens L2ViTImpl::enter_stage(int stage, const StageTokens& previous, const StagedPass& pass) {
+  // downsample_layers.0 is the stem.
+  auto x = stage == 0 ? downsample_layers[0]->as<L2ViTStemImpl>()->forward(pass.images)
+                      : downsample_layers[size_t(stage)]->as<L2ViTDownsampleImpl>()->forward(previous.x);
+  return {x, stage_layout(stage, int(x.size(1)), int(x.size(2)))};
 }
 
-std::string L2ViTImpl::default_hook_point() const {
-  const int last = int(arch_.stages.size()) - 1;
-  return l2vit_block_name(last, int(arch_.stages.back().blocks.size()) - 1) + ".norm1";
-}
-
-std::string L2ViTImpl::resolve_hook_point(const std::string& spec) const {
-  if (spec.empty()) return default_hook_point();
-  const std::vector<int> depths = stage_depths(arch_);
-  const std::string bad = "--gradcam-layer '" + spec.substr(0, 80) +
-                          "' does not exist: use stages.S.B.norm1, stages.S.B, norm, or blocks.N.norm1 / blocks.N "
-                          "with N counting the " +
-                          std::to_string(attention_layers()) + " blocks across stages";
-  if (spec == "norm") return spec;
-  // "I" or "I.norm1" after a prefix.
-  auto split_suffix = [&](const std::string& rest, std::string& index, std::string& point) {
-    const size_t dot = rest.find('.');
-    index = rest.substr(0, dot);
-    point = dot == std::string::npos ? "" : rest.substr(dot + 1);
-    if (point != "" && point != "norm1") throw std::invalid_argument(bad);
-  };
-  std::string index, point;
-  if (spec.rfind("blocks.", 0) == 0) {
-    split_suffix(spec.substr(7), index, point);
-    const auto [stage, block] = stage_and_block(depths, resolve_module_index(index, attention_layers(), bad));
-    return l2vit_block_name(stage, block) + (point.empty() ? "" : "." + point);
+torch::Tensor L2ViTImpl::run_block(const BlockSite& site, const torch::Tensor& input, const StagedPass& pass) {
+  auto& stage = *stages[size_t(site.stage)]->as<torch::nn::ModuleListImpl>();
+  auto& block = *stage[size_t(site.block)]->as<L2ViTBlockImpl>();
+  const bool global = arch_.stages[size_t(site.stage)].blocks[size_t(site.block)].global;
+  const int window = pass.settings.window > 0 ? pass.settings.window : arch_.window;
+  AttentionCapture* capture = site.capture;
+  auto x = block.cpe[0]->as<L2ViTPositionalConvImpl>()->forward(input);
+  auto normed = block.norm1(x);
+  pass.hook(site.name + ".norm1", site.layout, normed);
+  x = x + block.attn(normed, window, pass.settings, capture);
+  if (global) {
+    // The LCM runs before the MLP although its modules are registered after it.
+    auto& lcm = *block.local_mp;
+    auto local = channels_first(block.norm3(x));
+    x = x + channels_last(lcm.conv2(lcm.bn(torch::gelu(lcm.conv1(local)))));
+  } else {
+    x = block.cpe[1]->as<L2ViTPositionalConvImpl>()->forward(x);
   }
-  if (spec.rfind("stages.", 0) == 0) {
-    const std::string rest = spec.substr(7);
-    const size_t dot = rest.find('.');
-    if (dot == std::string::npos) throw std::invalid_argument(bad);
-    const int stage = resolve_module_index(rest.substr(0, dot), int(depths.size()), bad);
-    split_suffix(rest.substr(dot + 1), index, point);
-    const int block = resolve_module_index(index, depths[size_t(stage)], bad);
-    return l2vit_block_name(stage, block) + (point.empty() ? "" : "." + point);
-  }
-  throw std::invalid_argument(bad);
-}
-
-ForwardOutput L2ViTImpl::forward(const torch::Tensor& images, const AttentionSettings& settings,
-                                 const ForwardOptions& options) {
-  if (images.dim() != 4 || images.size(1) != arch_.in_chans)
-    throw std::invalid_argument("input must be [B, " + std::to_string(arch_.in_chans) + ", H, W]");
-  ScopedThreads small_ops(cpu_inference(images) ? 1 : configured_threads());
-  const int64_t batch = images.size(0);
-  ForwardOutput output;
-  auto layout_of = [&](int grid_h, int grid_w, int stage) {
-    TokenLayout layout;
-    layout.grid_h = grid_h;
-    layout.grid_w = grid_w;
-    layout.patch_size = 4 << stage;
-    return layout;
-  };
-  auto call_hook = [&](const std::string& name, int stage, torch::Tensor& value) {
-    if (!options.hook) return;
-    options.hook({name, layout_of(int(value.size(1)), int(value.size(2)), stage), HookPoint::Format::ChannelsLast},
-                 value);
-  };
-  const int window = settings.window > 0 ? settings.window : arch_.window;
-  torch::Tensor x;
-  TokenLayout first_layout;  // stage 0's grid: the output layout without captures
-  for (size_t s = 0; s < arch_.stages.size(); ++s) {
-    x = s == 0 ? downsample_layers[0]->as<L2ViTStemImpl>()->forward(images)
-               : downsample_layers[s]->as<L2ViTDownsampleImpl>()->forward(x);
-    const int grid_h = int(x.size(1)), grid_w = int(x.size(2));
-    if (s == 0) first_layout = layout_of(grid_h, grid_w, 0);
-    auto& stage = *stages[s]->as<torch::nn::ModuleListImpl>();
-    for (size_t b = 0; b < stage.size(); ++b) {
-      if (options.cancelled && options.cancelled()) throw Cancelled();
-      auto& block = *stage[b]->as<L2ViTBlockImpl>();
-      const bool global = arch_.stages[s].blocks[b].global;
-      const std::string name = l2vit_block_name(int(s), int(b));
-      AttentionCapture* capture = nullptr;
-      if (options.capture) {
-        output.layers.emplace_back();
-        capture = &output.layers.back();
-      }
-      x = block.cpe[0]->as<L2ViTPositionalConvImpl>()->forward(x);
-      auto normed = block.norm1(x);
-      call_hook(name + ".norm1", int(s), normed);
-      x = x + block.attn(normed, window, settings, capture);
-      if (global) {
-        // The LCM runs before the MLP although its modules are registered after it.
-        auto& lcm = *block.local_mp;
-        auto local = channels_first(block.norm3(x));
-        x = x + channels_last(lcm.conv2(lcm.bn(torch::gelu(lcm.conv1(local)))));
-      } else {
-        x = block.cpe[1]->as<L2ViTPositionalConvImpl>()->forward(x);
-      }
-      x = x + block.mlp(block.norm2(x));
-      call_hook(name, int(s), x);
-      if (capture) {
-        capture->layout = layout_of(grid_h, grid_w, int(s));
-        capture->key_layout = capture->layout;
-        capture->normed_input = normed.reshape({batch, int64_t(grid_h) * grid_w, -1});
-        LayerPlacement& at = capture->placement;
-        at.name = name;
-        at.stage = int(s);
-        at.block = int(b);
-        if (global || capture->attention.kernel == Kernel::Anchor) {
-          at.access = "global";
-        } else {
-          at.access = "window";
-          at.window_h = at.window_w = window;
-        }
-        if (global) capture_local_concentration(*block.local_mp, *capture);
-      }
+  x = x + block.mlp(block.norm2(x));
+  pass.hook(site.name, site.layout, x);
+  if (capture) {
+    capture->normed_input = normed.reshape({input.size(0), int64_t(site.layout.grid_h) * site.layout.grid_w, -1});
+    if (!global && capture->attention.kernel != Kernel::Anchor) {
+      capture->placement.access = "window";
+      capture->placement.window_h = capture->placement.window_w = window;
     }
+    if (global) capture_local_concentration(*block.local_mp, *capture);
   }
-  x = norm(x);
-  call_hook("norm", int(arch_.stages.size()) - 1, x);
+  return x;
+}
+
+torch::Tensor L2ViTImpl::classify(const StageTokens& tokens, const StagedPass& pass) {
+  auto x = norm(tokens.x);
+  pass.hook("norm", tokens.layout, x);
   auto pooled = x.mean({1, 2});
-  output.logits = head.is_empty() ? pooled : head(pooled);
-  output.layout = output.layers.empty() ? first_layout : output.layers.front().layout;
-  return output;
+  return head.is_empty() ? pooled : head(pooled);
 }
 
 }  // namespace attnscope

@@ -35,7 +35,6 @@ struct L2ViTArch {
   int window = 7;  // LWA window_size (12 for L2ViT_Base_384)
   int num_classes = 0;
   int native_height = 224, native_width = 224;
-  int attention_layers() const;
 };
 
 // The stem `downsample_layers.0`: proj.proj = conv 3x3 s2, BN, ReLU, conv 3x3 s2, BN; then `norm`.
@@ -93,33 +92,25 @@ struct L2ViTBlockImpl : torch::nn::Module {
 };
 TORCH_MODULE(L2ViTBlock);
 
-class L2ViTImpl : public Backbone {
+class L2ViTImpl : public StagedBackbone {
  public:
   explicit L2ViTImpl(const L2ViTArch& arch);
   // Hook points: "stages.S.B.norm1" and "stages.S.B" ([B, H, W, C]), "norm", and "blocks.N.norm1" /
   // "blocks.N" with N counting blocks across stages.
-  ForwardOutput forward(const torch::Tensor& images, const AttentionSettings& settings,
-                        const ForwardOptions& options = {}) override;
   std::string family() const override { return "l2vit"; }
-  nlohmann::json describe() const override;
   std::vector<std::string> summary_lines() const override;
-  InputGeometry input_geometry() const override;
-  std::string output_kind() const override { return arch_.num_classes > 0 ? "logits" : "features"; }
-  int num_classes() const override { return arch_.num_classes; }
-  int attention_layers() const override { return arch_.attention_layers(); }
-  std::string resolve_hook_point(const std::string& spec) const override;
-  std::string default_hook_point() const override;
-  bool hierarchical() const override { return true; }
-  std::string window_meaning() const override {
-    return "the window of every local (LWA) block, zero-padded as the authors' code pads it; 0: the trained "
-           "window. Global (LGA) blocks attend over the whole grid, so the window does not apply to them";
-  }
   const L2ViTArch& arch() const { return arch_; }
 
   torch::nn::ModuleList downsample_layers{nullptr};
   torch::nn::ModuleList stages{nullptr};
   torch::nn::LayerNorm norm{nullptr};
   torch::nn::Linear head{nullptr};
+
+ protected:
+  nlohmann::json describe_architecture() const override;
+  StageTokens enter_stage(int stage, const StageTokens& previous, const StagedPass& pass) override;
+  torch::Tensor run_block(const BlockSite& site, const torch::Tensor& x, const StagedPass& pass) override;
+  torch::Tensor classify(const StageTokens& tokens, const StagedPass& pass) override;
 
  private:
   L2ViTArch arch_;

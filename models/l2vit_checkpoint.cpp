@@ -1,7 +1,14 @@
-#include "models/l2vit_checkpoint.h"
-#include "models/checkpoint_keys.h"
-
+// L2ViT checkpoints (the authors' keys, no other layout): the architecture from the keys and the
+// file's arch metadata, which weight set of a training checkpoint to load, and the family's
+// registry entry.
 #include <algorithm>
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "models/checkpoint_keys.h"
+#include "models/l2vit.h"
+#include "models/model_families.h"
 
 namespace attnscope {
 
@@ -17,70 +24,70 @@ int meta_int_list_entry(const nlohmann::json& meta, const char* key, size_t inde
   return value.is_number_integer() ? value.get<int>() : 0;
 }
 
-}  // namespace
-
 bool looks_like_l2vit(const Checkpoint& checkpoint) {
-  return has_tensor(checkpoint, "downsample_layers.0.norm.weight") && has_tensor(checkpoint, "stages.0.0.norm1.weight");
+  return checkpoint.tensors.count("downsample_layers.0.norm.weight") &&
+         checkpoint.tensors.count("stages.0.0.norm1.weight");
 }
 
-const std::vector<std::string>& l2vit_container_preference() {
-  static const std::vector<std::string> order{"model_ema", "model", "state_dict_ema", "state_dict"};
-  return order;
-}
-
-L2ViTArch infer_l2vit_arch(const Checkpoint& checkpoint, const nlohmann::json& meta, std::vector<std::string>& notes) {
+// The architecture from the keys; `meta` (attnscope_arch metadata or the .arch.json sidecar, or
+// null) gives the heads of local blocks per stage, the window and the training input, which the
+// keys do not show (defaults: the global blocks' temperature, else width / 32; window 7; 224).
+// Throws CheckpointError naming the key that is missing, misshapen or beyond the bounds.
+L2ViTArch infer_l2vit_arch(ShapeReader& shapes, const nlohmann::json& meta, std::vector<std::string>& notes) {
   L2ViTArch arch;
   const std::string stem = "downsample_layers.0.proj.proj.";
-  if (!has_tensor(checkpoint, stem + "0.weight"))
+  if (!shapes.has(stem + "0.weight"))
     throw CheckpointError(
         "L2ViT without the conv stem ('" + stem +
         "0.weight' missing): attnscope runs the released models (conv_stem=True, mix_local_enhanced_vit)");
-  const auto& first = required_tensor(checkpoint, stem + "0.weight", 4);
-  arch.in_chans = int(first.size(1));
-  arch.stem_conv_bias = has_tensor(checkpoint, stem + "0.bias");
-  if (has_tensor(checkpoint, "head.weight"))
-    arch.num_classes = int(required_tensor(checkpoint, "head.weight", 2).size(0));
+  arch.in_chans = shapes.size(stem + "0.weight", 4, 1, "input channel count", kRgbRange);
+  arch.stem_conv_bias = shapes.has(stem + "0.bias");
+  if (shapes.has("head.weight")) arch.num_classes = shapes.size("head.weight", 2, 0, "class count", kClassRange);
   if (meta.is_object() && meta.contains("window") && meta["window"].is_number_integer())
-    arch.window = std::max(1, meta["window"].get<int>());
+    arch.window = shapes.bounded("window", "arch metadata window", std::max<int64_t>(1, meta["window"].get<int64_t>()),
+                                 kGridRange);
   else
     notes.push_back("L2ViT window: 7 (the released models but L2ViT_Base_384, which uses 12); the keys do not show it");
   bool heads_guessed = false;
-  int in_dim = 0;
-  for (int s = 0; has_tensor(checkpoint, l2vit_block_prefix(s, 0) + "norm1.weight"); ++s) {
+  int in_dim = 0, depth = 0;
+  for (int s = 0; shapes.has(l2vit_block_prefix(s, 0) + "norm1.weight"); ++s) {
+    shapes.bounded("stage count", "stages.S", s + 1, kStageRange);
     L2ViTStageArch stage;
-    stage.dim = int(required_tensor(checkpoint, l2vit_block_prefix(s, 0) + "norm1.weight", 1).size(0));
+    stage.dim = shapes.size(l2vit_block_prefix(s, 0) + "norm1.weight", 1, 0, "width", kWidthRange);
     if (s > 0) {
       const std::string key = "downsample_layers." + std::to_string(s) + ".proj.weight";
-      const auto& conv = required_tensor(checkpoint, key, 4);
+      const auto& conv = shapes.tensor(key, 4);
       if (conv.size(0) != stage.dim || conv.size(1) != in_dim || conv.size(2) != 2 || conv.size(3) != 2)
         throw CheckpointError("L2ViT: tensor '" + key + "' is not a 2x2 conv from width " + std::to_string(in_dim) +
                               " to " + std::to_string(stage.dim));
     }
     // Heads: the metadata's, else the global blocks' temperature [h, 1, 1], else the authors' width / 32.
     int heads = meta_int_list_entry(meta, "heads", size_t(s));
-    if (heads <= 0 && has_tensor(checkpoint, l2vit_block_prefix(s, 1) + "attn.temperature"))
-      heads = int(required_tensor(checkpoint, l2vit_block_prefix(s, 1) + "attn.temperature", 3).size(0));
+    if (heads > 0) heads = shapes.bounded("head count", "arch metadata heads", heads, kHeadRange);
+    const std::string temperature = l2vit_block_prefix(s, 1) + "attn.temperature";
+    if (heads <= 0 && shapes.has(temperature)) heads = shapes.size(temperature, 3, 0, "head count", kHeadRange);
     if (heads <= 0) heads = std::max(1, stage.dim / 32), heads_guessed = true;
-    for (int b = 0; has_tensor(checkpoint, l2vit_block_prefix(s, b) + "norm1.weight"); ++b) {
+    for (int b = 0; shapes.has(l2vit_block_prefix(s, b) + "norm1.weight"); ++b) {
+      shapes.bounded("depth", "stages.S.B", ++depth, kDepthRange);
       const std::string prefix = l2vit_block_prefix(s, b);
       L2ViTBlockArch block;
-      block.global = has_tensor(checkpoint, prefix + "local_mp.conv1.weight");
+      block.global = shapes.has(prefix + "local_mp.conv1.weight");
       if (block.global != (b % 2 == 1))
         throw CheckpointError("L2ViT: block '" + prefix +
                               "' breaks the alternation of local (even) and global (odd) blocks "
                               "(global blocks have local_mp.*)");
       block.heads = heads;
       if (block.global) {
-        const int temperature_heads = int(required_tensor(checkpoint, prefix + "attn.temperature", 3).size(0));
+        const int temperature_heads = shapes.size(prefix + "attn.temperature", 3, 0, "head count", kHeadRange);
         if (temperature_heads != heads)
           throw CheckpointError("L2ViT: tensor '" + prefix + "attn.temperature' has " +
                                 std::to_string(temperature_heads) + " heads, the stage " + std::to_string(heads));
       }
-      if (heads <= 0 || stage.dim % heads != 0)
+      if (stage.dim % heads != 0)
         throw CheckpointError("L2ViT: " + std::to_string(heads) + " heads do not divide the width " +
                               std::to_string(stage.dim) + " of '" + prefix + "'");
-      block.qkv_bias = has_tensor(checkpoint, prefix + "attn.qkv.bias");
-      block.mlp_hidden = int(required_tensor(checkpoint, prefix + "mlp.fc1.weight", 2).size(0));
+      block.qkv_bias = shapes.has(prefix + "attn.qkv.bias");
+      block.mlp_hidden = shapes.size(prefix + "mlp.fc1.weight", 2, 0, "MLP hidden size", kHiddenRange);
       stage.blocks.push_back(block);
     }
     in_dim = stage.dim;
@@ -90,9 +97,38 @@ L2ViTArch infer_l2vit_arch(const Checkpoint& checkpoint, const nlohmann::json& m
   if (heads_guessed) notes.push_back("L2ViT heads of stages without metadata or global blocks: width / 32");
   int native = 224;
   if (meta.is_object() && meta.contains("img_size") && meta["img_size"].is_number_integer())
-    native = std::max(8, meta["img_size"].get<int>());
+    native = shapes.bounded("native input size", "arch metadata img_size",
+                            std::max<int64_t>(8, meta["img_size"].get<int64_t>()), kInputRange);
   arch.native_height = arch.native_width = native;
   return arch;
+}
+
+// Parameters and one forward pass at the native input, counted from the architecture: the conv
+// stem (two 3x3 convs through half the width), 2x2 merges, the LCM's two 7x7 depthwise convs.
+StagedMemory l2vit_memory(const L2ViTArch& arch) {
+  const double first = arch.stages.front().dim, width = arch.stages.back().dim, classes = arch.num_classes;
+  const double stem_and_head = 4.5 * (arch.in_chans + first) * first + 10 * first + (classes + 3) * width;
+  return StagedMemory::halving(arch.stages, std::ceil(arch.native_height / 4.0), 4, stem_and_head,
+                               [](const L2ViTStageArch& stage, const L2ViTBlockArch& block) {
+                                 const double dim = stage.dim;
+                                 return StagedMemory::Block{4 * dim * dim + 2 * dim * block.mlp_hidden + 40 * dim +
+                                                                (block.global ? 100 * dim : 0),
+                                                            double(block.heads), double(block.mlp_hidden)};
+                               });
+}
+
+InferredBackbone infer_l2vit(FamilyInput& input) {
+  ShapeReader shapes(input.checkpoint, "L2ViT");
+  return inferred_backbone<L2ViTImpl>(shapes, infer_l2vit_arch(shapes, input.meta, input.notes), l2vit_memory);
+}
+
+}  // namespace
+
+const BackboneFamily& l2vit_family() {
+  // The released *-checkpoint-best-ema.pth hold `model` and `model_ema`; the paper reports `model_ema`.
+  static const BackboneFamily family{
+      "l2vit", "L2ViT", looks_like_l2vit, infer_l2vit, {"model_ema", "model", "state_dict_ema", "state_dict"}};
+  return family;
 }
 
 }  // namespace attnscope

@@ -212,46 +212,6 @@ torch::Tensor resize_grid_encoding(const torch::Tensor& encoding, int to_h, int 
   return resized.permute({0, 2, 3, 1}).reshape({1, int64_t(to_h) * to_w, channels}).to(encoding.dtype());
 }
 
-ResolvedAttention resolve_for_layer(const AttentionSettings& settings, NativeAttention native,
-                                    const KernelParameters& parameters, bool has_dwc, int patch_tokens) {
-  ResolvedAttention resolved;
-  resolved.p = settings.p;
-  resolved.norm = settings.norm;
-  switch (settings.variant) {
-    case Variant::Native:
-      resolved.kernel = native;
-      break;
-    case Variant::Softmax:
-    case Variant::Window:  // a windowed layer is windowed already; the slider sets the window
-      resolved.kernel = Kernel::Softmax;
-      break;
-    case Variant::Linear:
-      resolved.kernel = Kernel::Linear;
-      break;
-    case Variant::Focused:
-      resolved.kernel = Kernel::Focused;
-      break;
-    case Variant::Enhanced:
-      resolved.kernel = Kernel::Enhanced;
-      break;
-    case Variant::Anchor:
-      resolved.kernel = Kernel::Anchor;
-      break;
-  }
-  resolved.native = resolved.kernel == native;
-  if (resolved.kernel == Kernel::Anchor) {
-    resolved.learned_anchors = parameters.anchors.defined();
-    const int available = resolved.learned_anchors ? int(parameters.anchors.size(0)) : patch_tokens;
-    const int requested = settings.anchors > 0 ? settings.anchors : kDefaultSwappedAnchors;
-    resolved.anchors = std::max(1, std::min(requested, available));
-  }
-  resolved.dwc = resolved.kernel == Kernel::Focused && settings.dwc && has_dwc;
-  resolved.learned_scale = resolved.kernel == Kernel::Focused && parameters.scale.defined();
-  resolved.learned_positional_encoding = resolved.kernel == Kernel::Focused && parameters.positional_encoding.defined();
-  resolved.learned_temperature = resolved.kernel == Kernel::Enhanced && parameters.temperature.defined();
-  return resolved;
-}
-
 torch::Tensor attend_grouped(const GroupedAttention& step, const torch::Tensor& q, torch::Tensor k,
                              const torch::Tensor& v, AttentionCapture* capture) {
   const ResolvedAttention& resolved = step.resolved;

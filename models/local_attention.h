@@ -77,12 +77,4 @@ struct GroupedAttention {
 torch::Tensor attend_grouped(const GroupedAttention& step, const torch::Tensor& q, torch::Tensor k,
                              const torch::Tensor& v, AttentionCapture* capture);
 
-// AnchorFormer's default anchor count for swapped-in anchor attention.
-constexpr int kDefaultSwappedAnchors = 30;
-
-// Resolves the settings' variant against a layer that was trained with `native` and has the given
-// learned parameters (the same rules as the ViT attention module).
-ResolvedAttention resolve_for_layer(const AttentionSettings& settings, NativeAttention native,
-                                    const KernelParameters& parameters, bool has_dwc, int patch_tokens);
-
 }  // namespace attnscope

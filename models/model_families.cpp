@@ -1,92 +1,70 @@
 #include "models/model_families.h"
 
-#include <algorithm>
 #include <filesystem>
 
 #include "core/json_checked.h"
-#include "models/care_checkpoint.h"
-#include "models/cswin_checkpoint.h"
-#include "models/l2vit_checkpoint.h"
-#include "models/pvt_checkpoint.h"
-#include "models/swin_checkpoint.h"
 
 namespace attnscope {
 
+// The registry: one line a family. FAMILY(swin) declares `const BackboneFamily& swin_family()`,
+// defined beside the family's checkpoint reader (models/swin_checkpoint.cpp), and lists it. ViT,
+// whose keys are the loosest, comes last.
+#define ATTNSCOPE_BACKBONE_FAMILIES(FAMILY) \
+  FAMILY(swin)                              \
+  FAMILY(pvt)                               \
+  FAMILY(cswin)                             \
+  FAMILY(l2vit)                             \
+  FAMILY(care)                              \
+  FAMILY(vit)
+
+#define ATTNSCOPE_DECLARE_FAMILY(name) const BackboneFamily& name##_family();
+ATTNSCOPE_BACKBONE_FAMILIES(ATTNSCOPE_DECLARE_FAMILY)
+#undef ATTNSCOPE_DECLARE_FAMILY
+
+const std::vector<BackboneFamily>& backbone_families() {
+#define ATTNSCOPE_LIST_FAMILY(name) name##_family(),
+  static const std::vector<BackboneFamily> families = {ATTNSCOPE_BACKBONE_FAMILIES(ATTNSCOPE_LIST_FAMILY)};
+#undef ATTNSCOPE_LIST_FAMILY
+  return families;
+}
+
 namespace {
 
-bool has_prefix(const Checkpoint& checkpoint, const std::string& prefix) {
+bool has_key_prefix(const Checkpoint& checkpoint, const std::string& prefix) {
   auto it = checkpoint.tensors.lower_bound(prefix);
   return it != checkpoint.tensors.end() && it->first.compare(0, prefix.size(), prefix) == 0;
 }
 
-struct Family {
-  const char* name;
-  bool (*recognises)(const Checkpoint&);
-  std::shared_ptr<Backbone> (*build)(Checkpoint&, const nlohmann::json&, std::vector<std::string>&);
-};
-
-std::shared_ptr<Backbone> build_swin(Checkpoint& checkpoint, const nlohmann::json& meta,
-                                     std::vector<std::string>& notes) {
-  const std::string layout = adopt_swin_layout(checkpoint);
-  if (layout != "timm") notes.push_back("Microsoft/FLatten Swin layout, renamed to timm's keys");
-  return std::make_shared<SwinTransformerImpl>(infer_swin_arch(checkpoint, meta, layout, notes));
+// "A, B and C" of every family's `runs`.
+std::string families_attnscope_runs() {
+  const auto& families = backbone_families();
+  std::string text;
+  for (size_t i = 0; i < families.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == families.size() ? " and " : ", ") + families[i].runs;
+  return text;
 }
 
-std::shared_ptr<Backbone> build_pvt(Checkpoint& checkpoint, const nlohmann::json& meta,
-                                    std::vector<std::string>& notes) {
-  const std::string layout = adopt_pvt_layout(checkpoint);
-  if (layout != "timm") notes.push_back("original PVT v2 layout (whai362 / FLatten), renamed to timm's keys");
-  return std::make_shared<PyramidVisionTransformerImpl>(infer_pvt_arch(checkpoint, meta, layout, notes));
-}
-
-std::shared_ptr<Backbone> build_cswin(Checkpoint& checkpoint, const nlohmann::json& meta,
-                                      std::vector<std::string>& notes) {
-  return std::make_shared<CSwinTransformerImpl>(infer_cswin_arch(checkpoint, meta, notes));
-}
-
-std::shared_ptr<Backbone> build_l2vit(Checkpoint& checkpoint, const nlohmann::json& meta,
-                                      std::vector<std::string>& notes) {
-  return std::make_shared<L2ViTImpl>(infer_l2vit_arch(checkpoint, meta, notes));
-}
-
-std::shared_ptr<Backbone> build_care(Checkpoint& checkpoint, const nlohmann::json& meta,
-                                     std::vector<std::string>& notes) {
-  return std::make_shared<CareNetImpl>(infer_care_arch(checkpoint, meta, notes));
-}
-
-const std::vector<Family>& families() {
-  static const std::vector<Family> list = {
-      {"swin", looks_like_swin, build_swin},
-      {"pvt-v2", looks_like_pvt, build_pvt},
-      {"flatten-cswin", looks_like_cswin, build_cswin},
-      {"l2vit", looks_like_l2vit, build_l2vit},
-      {"care", looks_like_care, build_care},
-  };
-  return list;
-}
-
-// Families whose files attnscope recognises but cannot run yet: a refusal that names them.
+// Files of families attnscope recognises but cannot run yet: a refusal that names them.
 void refuse_known_unsupported(const Checkpoint& checkpoint) {
-  auto refuse = [](const std::string& what) {
-    throw CheckpointError("unsupported model: " + what +
-                          ". attnscope runs ViT/DeiT (timm, Hugging Face, CLIP, DINOv2), Swin, FLatten-Swin, PVT v2, "
-                          "FLatten-PVT v2, FLatten-CSwin, L2ViT and CARE natively; export anything else with "
-                          "scripts/export_torchscript.py");
-  };
-  if (has_prefix(checkpoint, "dist_head.") && has_prefix(checkpoint, "network."))
-    refuse(
-        "a model with network.* and dist_head.* keys is not supported (CARE files, which attnscope runs, have "
-        "stem.*, stages.S.blocks.B.* and dist_head.*)");
+  if (has_key_prefix(checkpoint, "dist_head.") && has_key_prefix(checkpoint, "network."))
+    throw CheckpointError(
+        "unsupported model: a model with network.* and dist_head.* keys is not supported (CARE files, which "
+        "attnscope runs, have stem.*, stages.S.blocks.B.* and dist_head.*). attnscope runs " +
+        families_attnscope_runs() + " natively; export anything else with scripts/export_torchscript.py");
 }
 
 }  // namespace
 
-std::string preferred_container(const Checkpoint& checkpoint) {
-  if (!looks_like_l2vit(checkpoint)) return "";
-  for (const std::string& key : l2vit_container_preference())
-    if (std::find(checkpoint.containers.begin(), checkpoint.containers.end(), key) != checkpoint.containers.end())
-      return key;
-  return "";
+std::shared_ptr<Backbone> InferredBackbone::build() const {
+  check_arch_limits(estimate_);
+  return make_();
+}
+
+const BackboneFamily& family_for(const Checkpoint& checkpoint) {
+  refuse_known_unsupported(checkpoint);
+  for (const BackboneFamily& family : backbone_families())
+    if (family.recognises(checkpoint)) return family;
+  throw std::logic_error("no backbone family takes the checkpoint: the last one (ViT) must take any");
 }
 
 nlohmann::json architecture_metadata(const Checkpoint& checkpoint, const std::string& weights_file) {
@@ -108,14 +86,6 @@ nlohmann::json architecture_metadata(const Checkpoint& checkpoint, const std::st
   } catch (const std::invalid_argument& e) {
     throw CheckpointError(std::string(e.what()) + ": fix or remove it");
   }
-}
-
-std::shared_ptr<Backbone> build_family_backbone(Checkpoint& checkpoint, const nlohmann::json& meta,
-                                                std::vector<std::string>& notes) {
-  for (const Family& family : families())
-    if (family.recognises(checkpoint)) return family.build(checkpoint, meta, notes);
-  refuse_known_unsupported(checkpoint);
-  return nullptr;
 }
 
 }  // namespace attnscope

@@ -11,6 +11,7 @@
 #include "models/cpu_threads.h"
 #include "models/scripted_model.h"
 #include "models/vit.h"
+#include "models/vit_checkpoint.h"
 
 namespace attnscope {
 
@@ -32,13 +33,6 @@ struct LoadReport {
   bool ok() const { return missing.empty() && unexpected.empty() && misshaped.empty(); }
   std::string describe() const;
 };
-
-struct LayoutFacts;
-
-// Infers the architecture from timm-layout keys (see checkpoint_layouts.h for the others) and what
-// their layout says; throws CheckpointError when the file is not a supported ViT/DeiT.
-VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides, LoadReport* report = nullptr,
-                   const LayoutFacts* layout = nullptr);
 
 // Copies weights into the model by registered name; fills `report`; casts to float32.
 void copy_weights(torch::nn::Module& model, const Checkpoint& checkpoint, LoadReport& report);

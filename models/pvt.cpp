@@ -4,7 +4,6 @@
 
 #include "models/cpu_threads.h"
 #include "models/row_chunked.h"
-#include "models/swin.h"
 #include "models/token_linear.h"
 
 namespace attnscope {
@@ -17,8 +16,16 @@ torch::nn::LayerNormOptions pvt_norm_options(int dim, double eps) {
   return torch::nn::LayerNormOptions({dim}).eps(eps);
 }
 
-std::string pvt_block_name(int stage, int block) {
-  return "stages." + std::to_string(stage) + ".blocks." + std::to_string(block);
+// The overlapping patch embeddings keep every side (a 7x7 stem with stride 4, then 3x3 with
+// stride 2): a stage's reduction is 4 << stage.
+StagedDesign pvt_design(const PvtArch& arch) {
+  StagedDesign design = StagedDesign::hierarchical(arch, {"stages.", ".blocks."}, HookPoint::Format::Tokens, 4);
+  design.named_points = {{"norm", "stages." + std::to_string(arch.stages.size() - 1) + ".norm"}};
+  design.stage_points = {{"stages.", ".norm"}};
+  design.min_side = 8;
+  design.too_small = [](int64_t, int64_t) { return std::string("input must be at least 8x8 pixels"); };
+  design.window.text = "PVT's keys are a reduced grid (spatial reduction), not windows";
+  return design;
 }
 
 // [B, N, C] tokens of an H x W grid <-> [B, C, H, W], as a channels-last view: convolutions then
@@ -40,12 +47,6 @@ torch::Tensor linear_resampling(int64_t from, int64_t to, const torch::TensorOpt
 }
 
 }  // namespace
-
-int PvtArch::attention_layers() const {
-  int count = 0;
-  for (const auto& stage : stages) count += int(stage.blocks.size());
-  return count;
-}
 
 PvtAttentionImpl::PvtAttentionImpl(int dim, const PvtBlockArch& arch, double eps) : arch(arch), dim(dim) {
   q = register_module("q", torch::nn::Linear(torch::nn::LinearOptions(dim, dim).bias(arch.qkv_bias)));
@@ -210,7 +211,8 @@ PvtStageImpl::PvtStageImpl(int in_dim, const PvtStageArch& arch, bool linear, do
   norm = register_module("norm", torch::nn::LayerNorm(pvt_norm_options(arch.dim, block_eps)));
 }
 
-PyramidVisionTransformerImpl::PyramidVisionTransformerImpl(const PvtArch& arch) : arch_(arch) {
+PyramidVisionTransformerImpl::PyramidVisionTransformerImpl(const PvtArch& arch)
+    : StagedBackbone(pvt_design(arch)), arch_(arch) {
   patch_embed =
       register_module("patch_embed", OverlapPatchEmbed(arch.in_chans, arch.stages.front().dim, 7, 4, arch.embed_eps));
   stages = register_module("stages", torch::nn::ModuleList());
@@ -228,7 +230,7 @@ std::string PyramidVisionTransformerImpl::family() const {
   return arch_.source_layout == "timm" ? name : name + " (" + arch_.source_layout + ")";
 }
 
-nlohmann::json PyramidVisionTransformerImpl::describe() const {
+nlohmann::json PyramidVisionTransformerImpl::describe_architecture() const {
   nlohmann::json stages_json = nlohmann::json::array();
   for (const auto& stage : arch_.stages) {
     nlohmann::json blocks = nlohmann::json::array();
@@ -246,14 +248,7 @@ nlohmann::json PyramidVisionTransformerImpl::describe() const {
     }
     stages_json.push_back({{"dim", stage.dim}, {"blocks", blocks}});
   }
-  return {{"family", family()},
-          {"source_layout", arch_.source_layout},
-          {"native_input", {arch_.native_height, arch_.native_width}},
-          {"num_classes", arch_.num_classes},
-          {"output", output_kind()},
-          {"linear", arch_.linear},
-          {"attention_layers", attention_layers()},
-          {"stages", stages_json}};
+  return {{"source_layout", arch_.source_layout}, {"linear", arch_.linear}, {"stages", stages_json}};
 }
 
 std::vector<std::string> PyramidVisionTransformerImpl::summary_lines() const {
@@ -277,122 +272,56 @@ std::vector<std::string> PyramidVisionTransformerImpl::summary_lines() const {
   return lines;
 }
 
-std::string PyramidVisionTransformerImpl::default_hook_point() const {
-  return pvt_block_name(int(arch_.stages.size()) - 1, int(arch_.stages.back().blocks.size()) - 1) + ".norm1";
+StageTokens PyramidVisionTransformerImpl::enter_stage(int stage, const StageTokens& previous, const StagedPass& pass) {
+  // The stem on the image, later a stage's overlapping patch embedding on the previous grid; on all cores.
+  auto& embedding = stage == 0 ? patch_embed : stages[size_t(stage)]->as<PvtStageImpl>()->downsample;
+  if (embedding.is_empty()) return {previous.x, stage_layout(stage, previous.layout.grid_h, previous.layout.grid_w)};
+  torch::Tensor features;
+  {
+    ScopedThreads all_cores(configured_threads());
+    features = embedding->proj(stage == 0 ? pass.images
+                                          : to_image(previous.x, previous.layout.grid_h, previous.layout.grid_w));
+  }
+  return {embedding->norm(to_tokens(features)), stage_layout(stage, int(features.size(2)), int(features.size(3)))};
 }
 
-std::string PyramidVisionTransformerImpl::resolve_hook_point(const std::string& spec) const {
-  if (spec.empty()) return default_hook_point();
-  std::vector<int> depths;
-  for (const auto& stage : arch_.stages) depths.push_back(int(stage.blocks.size()));
-  const std::string bad = "--gradcam-layer '" + spec.substr(0, 80) +
-                          "' does not exist: use stages.S.blocks.B.norm1, stages.S.blocks.B, stages.S.norm, norm, or "
-                          "blocks.N.norm1 / blocks.N with N counting the " +
-                          std::to_string(attention_layers()) + " attention blocks across stages";
-  const int last_stage = int(depths.size()) - 1;
-  if (spec == "norm") return "stages." + std::to_string(last_stage) + ".norm";
-  auto with_point = [&](const std::string& rest, int stage, int count) {
-    const size_t dot = rest.find('.');
-    const std::string point = dot == std::string::npos ? "" : rest.substr(dot + 1);
-    if (point != "" && point != "norm1") throw std::invalid_argument(bad);
-    const int block = resolve_module_index(rest.substr(0, dot), count, bad);
-    if (stage < 0) {
-      const auto [s, b] = stage_and_block(depths, block);
-      return pvt_block_name(s, b) + (point.empty() ? "" : "." + point);
-    }
-    return pvt_block_name(stage, block) + (point.empty() ? "" : "." + point);
-  };
-  if (spec.rfind("blocks.", 0) == 0) return with_point(spec.substr(7), -1, attention_layers());
-  if (spec.rfind("stages.", 0) == 0) {
-    const std::string rest = spec.substr(7);
-    const size_t dot = rest.find('.');
-    if (dot == std::string::npos) throw std::invalid_argument(bad);
-    const int stage = resolve_module_index(rest.substr(0, dot), int(depths.size()), bad);
-    if (rest.substr(dot) == ".norm") return "stages." + std::to_string(stage) + ".norm";
-    if (rest.compare(dot, 8, ".blocks.") != 0) throw std::invalid_argument(bad);
-    return with_point(rest.substr(dot + 8), stage, depths[size_t(stage)]);
+torch::Tensor PyramidVisionTransformerImpl::run_block(const BlockSite& site, const torch::Tensor& input,
+                                                      const StagedPass& pass) {
+  auto& block = *stages[size_t(site.stage)]->as<PvtStageImpl>()->blocks[size_t(site.block)]->as<PvtBlockImpl>();
+  const int height = site.layout.grid_h, width = site.layout.grid_w;
+  AttentionCapture* capture = site.capture;
+  TokenLayout key_layout = site.layout;
+  torch::Tensor x, normed;
+  if (pass.row_chunked()) {
+    // Per-token ops by row chunks, one core each; the spatial reduction and convolutions on all.
+    x = block.forward_by_row_chunks(input, height, width, pass.settings, capture, key_layout, normed);
+  } else {
+    normed = block.norm1(input);
+    pass.hook(site.name + ".norm1", site.layout, normed);
+    x = input + block.attn(normed, height, width, pass.settings, capture, key_layout);
+    x = x + block.mlp(block.norm2(x), height, width);
+    pass.hook(site.name, site.layout, x);
   }
-  throw std::invalid_argument(bad);
+  if (capture) {
+    const PvtBlockArch& block_arch = arch_.stages[size_t(site.stage)].blocks[size_t(site.block)];
+    key_layout.patch_size = site.layout.patch_size * std::max(1, height / std::max(1, key_layout.grid_h));
+    capture->key_layout = key_layout;
+    capture->normed_input = normed;
+    capture->placement.access =
+        block_arch.pooled ? "pooled-keys" : (block_arch.sr_ratio > 1 ? "spatial-reduction" : "global");
+  }
+  return x;
 }
 
-ForwardOutput PyramidVisionTransformerImpl::forward(const torch::Tensor& images, const AttentionSettings& settings,
-                                                    const ForwardOptions& options) {
-  if (images.dim() != 4 || images.size(1) != arch_.in_chans)
-    throw std::invalid_argument("input must be [B, " + std::to_string(arch_.in_chans) + ", H, W]");
-  if (images.size(2) < 8 || images.size(3) < 8) throw std::invalid_argument("input must be at least 8x8 pixels");
-  // Inference on the CPU: small ops on one core, per-token ones by row chunks, convolutions on all.
-  const bool by_row_chunks = cpu_inference(images) && !options.hook;
-  ScopedThreads small_ops(cpu_inference(images) ? 1 : configured_threads());
-  ForwardOutput output;
-  auto layout_of = [](int height, int width, int stage) {
-    TokenLayout layout;
-    layout.grid_h = height;
-    layout.grid_w = width;
-    layout.patch_size = 4 << stage;
-    return layout;
-  };
-  auto call_hook = [&](const std::string& name, const TokenLayout& layout, torch::Tensor& value) {
-    if (options.hook) options.hook({name, layout, HookPoint::Format::Tokens}, value);
-  };
-  auto embed = [](OverlapPatchEmbedImpl& embedding, const torch::Tensor& image, int& height, int& width) {
-    torch::Tensor features;
-    {
-      ScopedThreads all_cores(configured_threads());
-      features = embedding.proj(image);
-    }
-    height = int(features.size(2));
-    width = int(features.size(3));
-    return embedding.norm(to_tokens(features));
-  };
-  int height = 0, width = 0;
-  auto x = embed(*patch_embed, images, height, width);
-  int layer_index = 0;
-  TokenLayout first_layout;  // stage 0's grid: the output layout without captures
-  for (size_t s = 0; s < arch_.stages.size(); ++s) {
-    auto& stage = *stages[s]->as<PvtStageImpl>();
-    if (!stage.downsample.is_empty()) x = embed(*stage.downsample, to_image(x, height, width), height, width);
-    const TokenLayout layout = layout_of(height, width, int(s));
-    if (s == 0) first_layout = layout;
-    for (size_t b = 0; b < stage.blocks->size(); ++b, ++layer_index) {
-      if (options.cancelled && options.cancelled()) throw Cancelled();
-      auto& block = *stage.blocks[b]->as<PvtBlockImpl>();
-      const std::string name = pvt_block_name(int(s), int(b));
-      AttentionCapture* capture = nullptr;
-      if (options.capture) {
-        output.layers.emplace_back();
-        capture = &output.layers.back();
-      }
-      TokenLayout key_layout = layout_of(height, width, int(s));
-      torch::Tensor normed;
-      if (by_row_chunks) {
-        x = block.forward_by_row_chunks(x, height, width, settings, capture, key_layout, normed);
-      } else {
-        normed = block.norm1(x);
-        call_hook(name + ".norm1", layout, normed);
-        x = x + block.attn(normed, height, width, settings, capture, key_layout);
-        x = x + block.mlp(block.norm2(x), height, width);
-        call_hook(name, layout, x);
-      }
-      if (capture) {
-        const PvtBlockArch& block_arch = arch_.stages[s].blocks[b];
-        capture->layout = layout;
-        key_layout.patch_size = layout.patch_size * std::max(1, height / std::max(1, key_layout.grid_h));
-        capture->key_layout = key_layout;
-        capture->normed_input = normed;
-        LayerPlacement& at = capture->placement;
-        at.name = name;
-        at.stage = int(s);
-        at.block = int(b);
-        at.access = block_arch.pooled ? "pooled-keys" : (block_arch.sr_ratio > 1 ? "spatial-reduction" : "global");
-      }
-    }
-    x = stage.norm(x);
-    call_hook("stages." + std::to_string(s) + ".norm", layout, x);
-  }
-  auto pooled = x.mean(1);
-  output.logits = head.is_empty() ? pooled : head(pooled);
-  output.layout = output.layers.empty() ? first_layout : output.layers.front().layout;
-  return output;
+torch::Tensor PyramidVisionTransformerImpl::leave_stage(int stage, const StageTokens& tokens, const StagedPass& pass) {
+  auto x = stages[size_t(stage)]->as<PvtStageImpl>()->norm(tokens.x);
+  pass.hook("stages." + std::to_string(stage) + ".norm", tokens.layout, x);
+  return x;
+}
+
+torch::Tensor PyramidVisionTransformerImpl::classify(const StageTokens& tokens, const StagedPass&) {
+  auto pooled = tokens.x.mean(1);
+  return head.is_empty() ? pooled : head(pooled);
 }
 
 }  // namespace attnscope

@@ -41,7 +41,6 @@ struct PvtArch {
   double embed_eps = 1e-5;             // patch embeddings and attn.norm (nn.LayerNorm's default)
   std::string source_layout = "timm";  // timm, original
   bool flatten = false;
-  int attention_layers() const;
 };
 
 struct PvtAttentionImpl : torch::nn::Module {
@@ -103,32 +102,25 @@ struct PvtStageImpl : torch::nn::Module {
 };
 TORCH_MODULE(PvtStage);
 
-class PyramidVisionTransformerImpl : public Backbone {
+class PyramidVisionTransformerImpl : public StagedBackbone {
  public:
   explicit PyramidVisionTransformerImpl(const PvtArch& arch);
   // Hook points (tokens [B, N, C] of the stage's grid): "stages.S.blocks.B.norm1",
   // "stages.S.blocks.B", "stages.S.norm", and "blocks.N.norm1" / "blocks.N" across stages.
-  ForwardOutput forward(const torch::Tensor& images, const AttentionSettings& settings,
-                        const ForwardOptions& options = {}) override;
   std::string family() const override;
-  nlohmann::json describe() const override;
   std::vector<std::string> summary_lines() const override;
-  InputGeometry input_geometry() const override { return {arch_.native_height, arch_.native_width, 1}; }
-  std::string output_kind() const override { return arch_.num_classes > 0 ? "logits" : "features"; }
-  int num_classes() const override { return arch_.num_classes; }
-  int attention_layers() const override { return arch_.attention_layers(); }
-  std::string resolve_hook_point(const std::string& spec) const override;
-  std::string default_hook_point() const override;
-  bool hierarchical() const override { return true; }
-  std::string window_meaning() const override { return ""; }
-  std::string window_absent_reason() const override {
-    return "PVT's keys are a reduced grid (spatial reduction), not windows";
-  }
   const PvtArch& arch() const { return arch_; }
 
   OverlapPatchEmbed patch_embed{nullptr};
   torch::nn::ModuleList stages{nullptr};
   torch::nn::Linear head{nullptr};
+
+ protected:
+  nlohmann::json describe_architecture() const override;
+  StageTokens enter_stage(int stage, const StageTokens& previous, const StagedPass& pass) override;
+  torch::Tensor run_block(const BlockSite& site, const torch::Tensor& x, const StagedPass& pass) override;
+  torch::Tensor leave_stage(int stage, const StageTokens& tokens, const StagedPass& pass) override;
+  torch::Tensor classify(const StageTokens& tokens, const StagedPass& pass) override;
 
  private:
   PvtArch arch_;

@@ -45,9 +45,8 @@ class ScriptedModel : public Backbone {
   std::string resolve_hook_point(const std::string& spec) const override;
   std::string default_hook_point() const override { return ""; }
   bool computes_attention() const override { return false; }
-  std::string window_meaning() const override { return ""; }
-  std::string window_absent_reason() const override {
-    return "a TorchScript file reports its own attention; nothing is re-run";
+  WindowSupport window_support() const override {
+    return {WindowSupport::Kind::None, "a TorchScript file reports its own attention; nothing is re-run"};
   }
   int64_t parameter_count() const override;
 

@@ -10,35 +10,23 @@ namespace attnscope {
 
 namespace {
 
-std::string swin_block_name(int stage, int block) {
-  return "layers." + std::to_string(stage) + ".blocks." + std::to_string(block);
-}
-
 torch::nn::LayerNormOptions swin_norm_options(int dim, double eps) {
   return torch::nn::LayerNormOptions({dim}).eps(eps);
 }
 
-std::vector<int> stage_depths(const SwinArch& arch) {
-  std::vector<int> depths;
-  for (const auto& stage : arch.stages) depths.push_back(int(stage.blocks.size()));
-  return depths;
+StagedDesign swin_design(const SwinArch& arch) {
+  StagedDesign design = StagedDesign::hierarchical(arch, {"layers.", ".blocks."}, HookPoint::Format::ChannelsLast,
+                                                   arch.patch_size, arch.patch_size);
+  design.named_points = {{"norm", "norm"}};
+  design.min_side = arch.patch_size;  // refused as not a multiple
+  design.window.kind = WindowSupport::Kind::Trained;
+  design.window.text =
+      "the window of every windowed block (as timm changes it: bias tables resized, shift w/2); 0: the trained "
+      "windows";
+  return design;
 }
 
 }  // namespace
-
-int SwinArch::attention_layers() const {
-  int count = 0;
-  for (const auto& stage : stages) count += int(stage.blocks.size());
-  return count;
-}
-
-std::pair<int, int> stage_and_block(const std::vector<int>& depths, int index) {
-  for (size_t stage = 0; stage < depths.size(); ++stage) {
-    if (index < depths[stage]) return {int(stage), index};
-    index -= depths[stage];
-  }
-  throw std::out_of_range("attention layer index past the last stage");
-}
 
 SwinAttentionImpl::SwinAttentionImpl(int dim, const SwinBlockArch& arch) : arch(arch), dim(dim) {
   qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(dim, 3 * dim).bias(arch.qkv_bias)));
@@ -240,7 +228,7 @@ ClassifierHeadImpl::ClassifierHeadImpl(int dim, int classes) {
   fc = register_module("fc", torch::nn::Linear(dim, classes));
 }
 
-SwinTransformerImpl::SwinTransformerImpl(const SwinArch& arch) : arch_(arch) {
+SwinTransformerImpl::SwinTransformerImpl(const SwinArch& arch) : StagedBackbone(swin_design(arch)), arch_(arch) {
   patch_embed = register_module("patch_embed", SwinPatchEmbed(arch.in_chans, arch.embed_dim, arch.patch_size,
                                                               arch.patch_norm, arch.layer_norm_eps));
   layers = register_module("layers", torch::nn::ModuleList());
@@ -258,7 +246,7 @@ std::string SwinTransformerImpl::family() const {
   return arch_.source_layout == "timm" ? name : name + " (" + arch_.source_layout + ")";
 }
 
-nlohmann::json SwinTransformerImpl::describe() const {
+nlohmann::json SwinTransformerImpl::describe_architecture() const {
   nlohmann::json stages = nlohmann::json::array();
   for (const auto& stage : arch_.stages) {
     nlohmann::json blocks = nlohmann::json::array();
@@ -277,17 +265,8 @@ nlohmann::json SwinTransformerImpl::describe() const {
     }
     stages.push_back({{"dim", stage.dim}, {"downsample", stage.downsample}, {"blocks", blocks}});
   }
-  return {{"family", family()},
-          {"source_layout", arch_.source_layout},
-          {"patch_size", arch_.patch_size},
-          {"embed_dim", arch_.embed_dim},
-          {"native_input", {arch_.native_height, arch_.native_width}},
-          {"num_classes", arch_.num_classes},
-          {"output", output_kind()},
-          {"layer_norm_eps", arch_.layer_norm_eps},
-          {"attn_type", arch_.attn_type},
-          {"attention_layers", attention_layers()},
-          {"stages", stages}};
+  return {{"source_layout", arch_.source_layout},   {"patch_size", arch_.patch_size}, {"embed_dim", arch_.embed_dim},
+          {"layer_norm_eps", arch_.layer_norm_eps}, {"attn_type", arch_.attn_type},   {"stages", stages}};
 }
 
 std::vector<std::string> SwinTransformerImpl::summary_lines() const {
@@ -312,146 +291,73 @@ std::vector<std::string> SwinTransformerImpl::summary_lines() const {
   return lines;
 }
 
-InputGeometry SwinTransformerImpl::input_geometry() const {
-  return {arch_.native_height, arch_.native_width, arch_.patch_size};
-}
-
-std::string SwinTransformerImpl::default_hook_point() const {
-  // pytorch-grad-cam's Swin example: norm1 of the last block of the last stage.
-  const int last = int(arch_.stages.size()) - 1;
-  return swin_block_name(last, int(arch_.stages.back().blocks.size()) - 1) + ".norm1";
-}
-
-std::string SwinTransformerImpl::resolve_hook_point(const std::string& spec) const {
-  if (spec.empty()) return default_hook_point();
-  const std::vector<int> depths = stage_depths(arch_);
-  const std::string bad = "--gradcam-layer '" + spec.substr(0, 80) +
-                          "' does not exist: use layers.S.blocks.B.norm1, layers.S.blocks.B, norm, or blocks.N.norm1 "
-                          "/ blocks.N with N counting the " +
-                          std::to_string(attention_layers()) + " attention blocks across stages";
-  if (spec == "norm") return spec;
-  auto split_suffix = [&](const std::string& rest, std::string& index, std::string& point) {
-    const size_t dot = rest.find('.');
-    index = rest.substr(0, dot);
-    point = dot == std::string::npos ? "" : rest.substr(dot + 1);
-    if (point != "" && point != "norm1") throw std::invalid_argument(bad);
-  };
-  std::string index, point;
-  if (spec.rfind("blocks.", 0) == 0) {
-    split_suffix(spec.substr(7), index, point);
-    const auto [stage, block] = stage_and_block(depths, resolve_module_index(index, attention_layers(), bad));
-    return swin_block_name(stage, block) + (point.empty() ? "" : "." + point);
-  }
-  if (spec.rfind("layers.", 0) == 0) {
-    const std::string rest = spec.substr(7);
-    const size_t dot = rest.find('.');
-    if (dot == std::string::npos || rest.compare(dot, 8, ".blocks.") != 0) throw std::invalid_argument(bad);
-    const int stage = resolve_module_index(rest.substr(0, dot), int(depths.size()), bad);
-    split_suffix(rest.substr(dot + 8), index, point);
-    const int block = resolve_module_index(index, depths[size_t(stage)], bad);
-    return swin_block_name(stage, block) + (point.empty() ? "" : "." + point);
-  }
-  throw std::invalid_argument(bad);
-}
-
-ForwardOutput SwinTransformerImpl::forward(const torch::Tensor& images, const AttentionSettings& settings,
-                                           const ForwardOptions& options) {
-  if (images.dim() != 4 || images.size(1) != arch_.in_chans)
-    throw std::invalid_argument("input must be [B, " + std::to_string(arch_.in_chans) + ", H, W]");
-  const int64_t height = images.size(2), width = images.size(3);
-  if (height % arch_.patch_size || width % arch_.patch_size || height < arch_.patch_size || width < arch_.patch_size)
-    throw std::invalid_argument("input " + std::to_string(width) + "x" + std::to_string(height) +
-                                " is not a multiple of the patch size " + std::to_string(arch_.patch_size));
-  // Inference on the CPU: small ops on one core, blocks by chunks of their window frame (one core
-  // each), attention and convolutions on all cores.
-  const bool by_window_chunks = cpu_inference(images) && !options.hook;
-  ScopedThreads small_ops(cpu_inference(images) ? 1 : configured_threads());
-  const int64_t batch = images.size(0);
-  const int patch_grid_h = int(height / arch_.patch_size), patch_grid_w = int(width / arch_.patch_size);
+StageTokens SwinTransformerImpl::enter_stage(int stage, const StageTokens& previous, const StagedPass& pass) {
   torch::Tensor x;
-  {
-    ScopedThreads all_cores(configured_threads());
-    x = patch_embed->proj(images).permute({0, 2, 3, 1});  // [B, H, W, C]
+  if (stage == 0) {
+    {
+      ScopedThreads all_cores(configured_threads());
+      x = patch_embed->proj(pass.images).permute({0, 2, 3, 1});  // [B, H, W, C]
+    }
+    if (!patch_embed->norm.is_empty()) x = patch_embed->norm(x);
+  } else {
+    auto& merging = layers[size_t(stage)]->as<SwinStageImpl>()->downsample;
+    x = merging.is_empty() ? previous.x : merging(previous.x);
   }
-  if (!patch_embed->norm.is_empty()) x = patch_embed->norm(x);
+  return {x, stage_layout(stage, int(x.size(1)), int(x.size(2)))};
+}
 
-  ForwardOutput output;
-  int layer_index = 0;
-  auto layout_of = [&](int grid_h, int grid_w, int stage) {
-    TokenLayout layout;
-    layout.grid_h = grid_h;
-    layout.grid_w = grid_w;
-    layout.patch_size = arch_.patch_size << stage;
-    return layout;
-  };
-  auto call_hook = [&](const std::string& name, int stage, torch::Tensor& value) {
-    if (!options.hook) return;
-    options.hook({name, layout_of(int(value.size(1)), int(value.size(2)), stage), HookPoint::Format::ChannelsLast},
-                 value);
-  };
-  for (size_t s = 0; s < arch_.stages.size(); ++s) {
-    auto& stage = *layers[s]->as<SwinStageImpl>();
-    if (!stage.downsample.is_empty()) x = stage.downsample(x);
-    // timm clamps windows against the stage's resolution as the patch grid halved s times (floor),
-    // while the tokens themselves come from merges that pad odd sides.
-    const int resolution_h = patch_grid_h >> s, resolution_w = patch_grid_w >> s;
-    const int grid_h = int(x.size(1)), grid_w = int(x.size(2));
-    const int tokens = grid_h * grid_w;
-    for (size_t b = 0; b < stage.blocks->size(); ++b, ++layer_index) {
-      if (options.cancelled && options.cancelled()) throw Cancelled();
-      auto& block = *stage.blocks[b]->as<SwinBlockImpl>();
-      const SwinBlockArch& block_arch = arch_.stages[s].blocks[b];
-      const int window = settings.window > 0 ? settings.window : block_arch.window;
-      const WindowPlan plan =
-          plan_windows(grid_h, grid_w, resolution_h, resolution_w, window, window, /*shifted=*/b % 2 == 1);
-      const std::string name = swin_block_name(int(s), int(b));
-      AttentionCapture* capture = nullptr;
-      if (options.capture) {
-        output.layers.emplace_back();
-        capture = &output.layers.back();
-      }
-      torch::Tensor normed;
-      const GroupedAttention step =
-          by_window_chunks ? block.attn->attention_step(plan, settings, x, capture != nullptr) : GroupedAttention{};
-      if (by_window_chunks && step.resolved.kernel != Kernel::Anchor) {
-        x = block.forward_by_window_chunks(x, plan, step, capture, normed);
-      } else {
-        normed = block.norm1(x);
-        call_hook(name + ".norm1", int(s), normed);
-        auto attended = block.attn(normed, plan, settings, capture);
-        x = x + attended;
-        auto flat = x.reshape({batch, tokens, x.size(3)});
-        flat = flat + block.mlp(block.norm2(flat));
-        x = flat.view({batch, grid_h, grid_w, -1});
-        call_hook(name, int(s), x);
-      }
-      if (capture) {
-        capture->layout = layout_of(grid_h, grid_w, int(s));
-        capture->key_layout = capture->layout;
-        capture->normed_input = normed.reshape({batch, tokens, -1});
-        LayerPlacement& at = capture->placement;
-        at.name = name;
-        at.stage = int(s);
-        at.block = int(b);
-        if (capture->attention.kernel == Kernel::Anchor || plan.windows() == 1) {
-          at.access = "global";
-        } else {
-          at.access = plan.shifted() ? "shifted-window" : "window";
-          at.window_h = plan.window_h;
-          at.window_w = plan.window_w;
-          at.shift_h = plan.shift_h;
-          at.shift_w = plan.shift_w;
-        }
-      }
+torch::Tensor SwinTransformerImpl::run_block(const BlockSite& site, const torch::Tensor& input,
+                                             const StagedPass& pass) {
+  auto& block = *layers[size_t(site.stage)]->as<SwinStageImpl>()->blocks[size_t(site.block)]->as<SwinBlockImpl>();
+  const SwinBlockArch& block_arch = arch_.stages[size_t(site.stage)].blocks[size_t(site.block)];
+  // timm clamps windows against the stage's resolution as the patch grid halved s times (floor),
+  // while the tokens themselves come from merges that pad odd sides.
+  const int resolution_h = int(pass.images.size(2) / arch_.patch_size) >> site.stage,
+            resolution_w = int(pass.images.size(3) / arch_.patch_size) >> site.stage;
+  const int grid_h = site.layout.grid_h, grid_w = site.layout.grid_w;
+  const int window = pass.settings.window > 0 ? pass.settings.window : block_arch.window;
+  const WindowPlan plan =
+      plan_windows(grid_h, grid_w, resolution_h, resolution_w, window, window, /*shifted=*/site.block % 2 == 1);
+  AttentionCapture* capture = site.capture;
+  // Inference on the CPU runs the block by chunks of its window frame, one core each.
+  const bool by_window_chunks = pass.row_chunked();
+  const GroupedAttention step = by_window_chunks
+                                    ? block.attn->attention_step(plan, pass.settings, input, capture != nullptr)
+                                    : GroupedAttention{};
+  torch::Tensor x, normed;
+  const int64_t batch = input.size(0);
+  if (by_window_chunks && step.resolved.kernel != Kernel::Anchor) {
+    x = block.forward_by_window_chunks(input, plan, step, capture, normed);
+  } else {
+    normed = block.norm1(input);
+    pass.hook(site.name + ".norm1", site.layout, normed);
+    x = input + block.attn(normed, plan, pass.settings, capture);
+    auto flat = x.reshape({batch, int64_t(grid_h) * grid_w, x.size(3)});
+    flat = flat + block.mlp(block.norm2(flat));
+    x = flat.view({batch, grid_h, grid_w, -1});
+    pass.hook(site.name, site.layout, x);
+  }
+  if (capture) {
+    capture->normed_input = normed.reshape({batch, int64_t(grid_h) * grid_w, -1});
+    LayerPlacement& at = capture->placement;
+    if (capture->attention.kernel == Kernel::Anchor || plan.windows() == 1) {
+      at.access = "global";
+    } else {
+      at.access = plan.shifted() ? "shifted-window" : "window";
+      at.window_h = plan.window_h;
+      at.window_w = plan.window_w;
+      at.shift_h = plan.shift_h;
+      at.shift_w = plan.shift_w;
     }
   }
-  x = norm(x);
-  call_hook("norm", int(arch_.stages.size()) - 1, x);
+  return x;
+}
+
+torch::Tensor SwinTransformerImpl::classify(const StageTokens& tokens, const StagedPass& pass) {
+  auto x = norm(tokens.x);
+  pass.hook("norm", tokens.layout, x);
   auto pooled = x.mean({1, 2});
-  output.logits = head.is_empty() ? pooled : head->fc(pooled);
-  output.layout = output.layers.empty() ? TokenLayout{} : output.layers.front().layout;
-  if (output.layers.empty()) output.layout = layout_of(patch_grid_h, patch_grid_w, 0);
-  return output;
+  return head.is_empty() ? pooled : head->fc(pooled);
 }
 
 }  // namespace attnscope

@@ -1,5 +1,5 @@
 // Swin Transformer in timm's layout (hub files; Microsoft's and FLatten's .pth files are renamed to
-// it by models/hierarchical_layouts), and FLatten-Swin: stages of (shifted) window attention with
+// it by models/swin_checkpoint), and FLatten-Swin: stages of (shifted) window attention with
 // a relative position bias, or FLatten's focused linear attention, joined by patch merging.
 // Registered names equal timm's keys; window sizes follow timm's rules at any input size.
 #pragma once
@@ -45,7 +45,6 @@ struct SwinArch {
   double layer_norm_eps = 1e-5;
   std::string source_layout = "timm";  // timm, microsoft, flatten
   std::string attn_type;               // FLatten's per-stage L/S letters, empty for plain Swin
-  int attention_layers() const;
 };
 
 struct SwinAttentionImpl : torch::nn::Module {
@@ -127,27 +126,13 @@ struct ClassifierHeadImpl : torch::nn::Module {
 };
 TORCH_MODULE(ClassifierHead);
 
-class SwinTransformerImpl : public Backbone {
+class SwinTransformerImpl : public StagedBackbone {
  public:
   explicit SwinTransformerImpl(const SwinArch& arch);
-  // Hook points: "layers.S.blocks.B.norm1" and "layers.S.blocks.B" ([B, H, W, C]), "norm", and
+  // Hook points ([B, H, W, C]): "layers.S.blocks.B.norm1" and "layers.S.blocks.B", "norm", and
   // "blocks.N.norm1" / "blocks.N" with N counting attention blocks across stages.
-  ForwardOutput forward(const torch::Tensor& images, const AttentionSettings& settings,
-                        const ForwardOptions& options = {}) override;
   std::string family() const override;
-  nlohmann::json describe() const override;
   std::vector<std::string> summary_lines() const override;
-  InputGeometry input_geometry() const override;
-  std::string output_kind() const override { return arch_.num_classes > 0 ? "logits" : "features"; }
-  int num_classes() const override { return arch_.num_classes; }
-  int attention_layers() const override { return arch_.attention_layers(); }
-  std::string resolve_hook_point(const std::string& spec) const override;
-  std::string default_hook_point() const override;
-  bool hierarchical() const override { return true; }
-  std::string window_meaning() const override {
-    return "the window of every windowed block (as timm changes it: bias tables resized, shift w/2); 0: the trained "
-           "windows";
-  }
   const SwinArch& arch() const { return arch_; }
 
   SwinPatchEmbed patch_embed{nullptr};
@@ -155,12 +140,15 @@ class SwinTransformerImpl : public Backbone {
   torch::nn::LayerNorm norm{nullptr};
   ClassifierHead head{nullptr};
 
+ protected:
+  nlohmann::json describe_architecture() const override;
+  StageTokens enter_stage(int stage, const StageTokens& previous, const StagedPass& pass) override;
+  torch::Tensor run_block(const BlockSite& site, const torch::Tensor& x, const StagedPass& pass) override;
+  torch::Tensor classify(const StageTokens& tokens, const StagedPass& pass) override;
+
  private:
   SwinArch arch_;
 };
 TORCH_MODULE(SwinTransformer);
-
-// The stage and block of attention layer `index` (counted across stages); throws out_of_range.
-std::pair<int, int> stage_and_block(const std::vector<int>& depths, int index);
 
 }  // namespace attnscope

@@ -1,12 +1,13 @@
 // Swin and FLatten-Swin checkpoints: Microsoft's and FLatten's layout renamed to timm's (as timm's
-// checkpoint_filter_fn does), and the architecture read from key names and shapes.
-#include "models/swin_checkpoint.h"
-#include "models/checkpoint_keys.h"
-
+// checkpoint_filter_fn does), the architecture read from key names and shapes, and the family's
+// registry entry.
 #include <cmath>
-#include <set>
 
 #include <nlohmann/json.hpp>
+
+#include "models/checkpoint_keys.h"
+#include "models/model_families.h"
+#include "models/swin.h"
 
 namespace attnscope {
 
@@ -16,10 +17,10 @@ std::string swin_block_prefix(int stage, int block) {
   return "layers." + std::to_string(stage) + ".blocks." + std::to_string(block) + ".";
 }
 
-int swin_square_side(int64_t count, const std::string& what) {
+int swin_square_side(const ShapeReader& shapes, const std::string& key, int64_t count) {
   const auto side = int64_t(std::llround(std::sqrt(double(count))));
   if (side <= 0 || side * side != count)
-    throw CheckpointError(what + " has " + std::to_string(count) + " entries, not a square number");
+    throw shapes.error(key, "has " + std::to_string(count) + " entries, not a square number");
   return int(side);
 }
 
@@ -30,17 +31,20 @@ int per_stage(const nlohmann::json& value, size_t stage) {
   return 0;
 }
 
-}  // namespace
-
 bool looks_like_swin(const Checkpoint& checkpoint) {
-  return has_tensor(checkpoint, "patch_embed.proj.weight") && has_tensor(checkpoint, "layers.0.blocks.0.norm1.weight");
+  return checkpoint.tensors.count("patch_embed.proj.weight") &&
+         checkpoint.tensors.count("layers.0.blocks.0.norm1.weight");
 }
 
-std::string adopt_swin_layout(Checkpoint& checkpoint) {
+// Renames Microsoft's layout (merging at the end of stages, `head`, stored relative_position_index
+// and attn_mask) to timm's in place, as timm's checkpoint_filter_fn does, telling `shapes` the
+// file's names; returns "microsoft" or "timm".
+std::string adopt_swin_layout(FamilyInput& input, ShapeReader& shapes) {
+  Checkpoint& checkpoint = input.checkpoint;
   // Microsoft's (and FLatten's) files merge at the end of stages 0..n-2, name the head `head`, and
   // store the relative position index and shift masks that timm rebuilds.
   bool microsoft =
-      has_tensor(checkpoint, "layers.0.downsample.reduction.weight") || has_tensor(checkpoint, "head.weight");
+      checkpoint.tensors.count("layers.0.downsample.reduction.weight") || checkpoint.tensors.count("head.weight");
   std::map<std::string, torch::Tensor> renamed;
   for (auto& [key, tensor] : checkpoint.tensors) {
     if (key.find("relative_position_index") != std::string::npos || key.find("attn_mask") != std::string::npos) {
@@ -62,72 +66,71 @@ std::string adopt_swin_layout(Checkpoint& checkpoint) {
     } else if (name.rfind("head.", 0) == 0) {
       name = "head.fc." + name.substr(5);
     }
+    if (name != key) shapes.renamed(name, key);
     converted[name] = tensor;
   }
   checkpoint.tensors = std::move(converted);
+  input.notes.push_back("Microsoft/FLatten Swin layout, renamed to timm's keys");
   return "microsoft";
 }
 
-SwinArch infer_swin_arch(const Checkpoint& checkpoint, const nlohmann::json& meta, const std::string& layout,
+// The architecture from timm-layout keys; `meta` is the file's attnscope_arch metadata (or null)
+// for what the keys cannot tell (the configured window, the training input size). Throws
+// CheckpointError naming the key that is missing, misshapen or beyond the bounds.
+SwinArch infer_swin_arch(ShapeReader& shapes, const nlohmann::json& meta, const std::string& layout,
                          std::vector<std::string>& notes) {
   SwinArch arch;
   arch.source_layout = layout;
-  const auto& patch = required_tensor(checkpoint, "patch_embed.proj.weight", 4);
-  arch.embed_dim = int(patch.size(0));
-  arch.in_chans = int(patch.size(1));
-  arch.patch_size = int(patch.size(2));
-  if (patch.size(2) != patch.size(3) || arch.patch_size <= 0)
-    throw CheckpointError("patch_embed.proj.weight has a non-square kernel");
-  arch.patch_norm = has_tensor(checkpoint, "patch_embed.norm.weight");
-  if (has_tensor(checkpoint, "head.fc.weight"))
-    arch.num_classes = int(required_tensor(checkpoint, "head.fc.weight", 2).size(0));
+  const std::string patch = "patch_embed.proj.weight";
+  arch.embed_dim = shapes.size(patch, 4, 0, "width", kWidthRange);
+  arch.in_chans = shapes.size(patch, 4, 1, "input channel count", kRgbRange);
+  arch.patch_size = shapes.size(patch, 4, 2, "patch size", kPatchRange);
+  if (shapes.tensor(patch, 4).size(3) != arch.patch_size) throw shapes.error(patch, "has a non-square kernel");
+  arch.patch_norm = shapes.has("patch_embed.norm.weight");
+  if (shapes.has("head.fc.weight")) arch.num_classes = shapes.size("head.fc.weight", 2, 0, "class count", kClassRange);
 
-  int in_dim = arch.embed_dim;
+  int in_dim = arch.embed_dim, depth = 0;
   bool focused_anywhere = false;
-  for (int stage = 0; has_tensor(checkpoint, swin_block_prefix(stage, 0) + "norm1.weight"); ++stage) {
+  for (int stage = 0; shapes.has(swin_block_prefix(stage, 0) + "norm1.weight"); ++stage) {
+    shapes.bounded("stage count", "layers.S", stage + 1, kStageRange);
     SwinStageArch stage_arch;
-    stage_arch.dim = int(required_tensor(checkpoint, swin_block_prefix(stage, 0) + "norm1.weight", 1).size(0));
+    stage_arch.dim = shapes.size(swin_block_prefix(stage, 0) + "norm1.weight", 1, 0, "width", kWidthRange);
     const std::string merge = "layers." + std::to_string(stage) + ".downsample.reduction.weight";
-    stage_arch.downsample = has_tensor(checkpoint, merge);
-    if (stage_arch.downsample && required_tensor(checkpoint, merge, 2).size(1) != 4 * in_dim)
-      throw CheckpointError("tensor '" + merge + "' does not merge 2x2 cells of width " + std::to_string(in_dim));
+    stage_arch.downsample = shapes.has(merge);
+    if (stage_arch.downsample && shapes.tensor(merge, 2).size(1) != 4 * in_dim)
+      throw shapes.error(merge, "does not merge 2x2 cells of width " + std::to_string(in_dim));
     if (!stage_arch.downsample && stage_arch.dim != in_dim)
       throw CheckpointError("stage " + std::to_string(stage) + " has width " + std::to_string(stage_arch.dim) +
-                            " after width " + std::to_string(in_dim) + " without a patch merging (missing '" + merge +
-                            "')");
-    for (int block = 0; has_tensor(checkpoint, swin_block_prefix(stage, block) + "norm1.weight"); ++block) {
+                            " after width " + std::to_string(in_dim) + " without a patch merging (missing '" +
+                            shapes.file_key(merge) + "')");
+    for (int block = 0; shapes.has(swin_block_prefix(stage, block) + "norm1.weight"); ++block) {
+      shapes.bounded("depth", "layers.S.blocks.B", ++depth, kDepthRange);
       const std::string prefix = swin_block_prefix(stage, block), attn = prefix + "attn.";
       SwinBlockArch b;
-      b.qkv_bias = has_tensor(checkpoint, attn + "qkv.bias");
-      b.mlp_hidden = int(required_tensor(checkpoint, prefix + "mlp.fc1.weight", 2).size(0));
-      if (has_tensor(checkpoint, attn + "relative_position_bias_table")) {
-        const auto& table = required_tensor(checkpoint, attn + "relative_position_bias_table", 2);
-        b.heads = int(table.size(1));
-        const int side = swin_square_side(table.size(0), attn + "relative_position_bias_table");
-        if (side % 2 == 0) throw CheckpointError(attn + "relative_position_bias_table is not (2w-1)^2 entries");
+      b.qkv_bias = shapes.has(attn + "qkv.bias");
+      b.mlp_hidden = shapes.size(prefix + "mlp.fc1.weight", 2, 0, "MLP hidden size", kHiddenRange);
+      if (shapes.has(attn + "relative_position_bias_table")) {
+        const std::string table = attn + "relative_position_bias_table";
+        b.heads = shapes.size(table, 2, 1, "head count", kHeadRange);
+        const int side =
+            swin_square_side(shapes, table, shapes.size(table, 2, 0, "relative position table length", kTableRange));
+        if (side % 2 == 0) throw shapes.error(table, "is not (2w-1)^2 entries");
         b.table_window = (side + 1) / 2;
         b.window = b.table_window;
-      } else if (has_tensor(checkpoint, attn + "dwc.weight")) {
+      } else if (shapes.has(attn + "dwc.weight")) {
         focused_anywhere = true;
         b.native = NativeAttention::Focused;
-        const auto& dwc = required_tensor(checkpoint, attn + "dwc.weight", 4);
-        b.dwc_kernel = int(dwc.size(2));
-        if (dwc.size(1) != 1 || dwc.size(2) != dwc.size(3) || b.dwc_kernel % 2 == 0 || dwc.size(0) <= 0 ||
-            stage_arch.dim % dwc.size(0) != 0)
-          throw CheckpointError("tensor '" + attn +
-                                "dwc.weight' has an unexpected shape: FLatten's DWC is [d, 1, k, k] "
-                                "with an odd k and d dividing the width " +
-                                std::to_string(stage_arch.dim));
-        b.heads = int(stage_arch.dim / dwc.size(0));
-        b.encoding_side = swin_square_side(required_tensor(checkpoint, attn + "positional_encoding", 3).size(1),
-                                           attn + "positional_encoding");
+        const FocusedShapes focused = read_focused_attention(shapes, attn, stage_arch.dim);
+        b.dwc_kernel = focused.dwc_kernel;
+        b.heads = focused.heads;
+        b.encoding_side = swin_square_side(shapes, attn + "positional_encoding", focused.encoding_tokens);
         b.window = b.encoding_side;
       } else {
         throw CheckpointError("block '" + prefix +
                               "' has neither attn.relative_position_bias_table (Swin) nor attn.dwc "
                               "(FLatten's focused attention)");
       }
-      if (b.heads <= 0 || stage_arch.dim % b.heads != 0)
+      if (stage_arch.dim % b.heads != 0)
         throw CheckpointError(std::to_string(b.heads) + " heads do not divide the width " +
                               std::to_string(stage_arch.dim) + " of '" + prefix + "'");
       stage_arch.blocks.push_back(b);
@@ -157,8 +160,9 @@ SwinArch infer_swin_arch(const Checkpoint& checkpoint, const nlohmann::json& met
       const bool focused = block.native == NativeAttention::Focused;
       int window = focused ? focused_window : softmax_window;
       if (meta.is_object()) {
-        const int given = per_stage(meta.value(flatten && !focused ? "window_s" : "window", nlohmann::json()), s);
-        if (given > 0) window = given;
+        const char* entry = flatten && !focused ? "window_s" : "window";
+        const int given = per_stage(meta.value(entry, nlohmann::json()), s);
+        if (given > 0) window = shapes.bounded("window", std::string("arch metadata ") + entry, given, kGridRange);
       }
       block.window = window;
     }
@@ -168,15 +172,49 @@ SwinArch infer_swin_arch(const Checkpoint& checkpoint, const nlohmann::json& met
   // stage's grid is the S window: 7 -> 224, 12 -> 384).
   int native = 0;
   if (meta.is_object()) native = per_stage(meta.value("img_size", nlohmann::json()), 0);
-  if (native <= 0) {
-    const int last_window = arch.stages.back().blocks.front().native == NativeAttention::Focused
-                                ? arch.stages.back().blocks.front().encoding_side
-                                : arch.stages.back().blocks.front().table_window;
-    native = last_window * arch.patch_size * (1 << (arch.stages.size() - 1));
+  if (native > 0) {
+    shapes.bounded("native input size", "arch metadata img_size", native, kInputRange);
+  } else {
+    const SwinBlockArch& last = arch.stages.back().blocks.front();
+    const int last_window = last.native == NativeAttention::Focused ? last.encoding_side : last.table_window;
+    native = shapes.bounded("native input size", "the last stage's window",
+                            int64_t(last_window) * arch.patch_size << (arch.stages.size() - 1), kInputRange);
     notes.push_back("native input " + std::to_string(native) + " from the last stage's window (no img_size metadata)");
   }
   arch.native_height = arch.native_width = native;
   return arch;
+}
+
+// Parameters and one forward pass at the native input, counted from the architecture.
+StagedMemory swin_memory(const SwinArch& arch) {
+  const double width = arch.stages.back().dim, classes = arch.num_classes;
+  const double stem_and_head = double(arch.embed_dim) * (arch.in_chans * arch.patch_size * arch.patch_size + 3) +
+                               (classes + 2) * width + classes;
+  return StagedMemory::halving(
+      arch.stages, double(arch.native_height) / arch.patch_size, 4, stem_and_head,
+      [](const SwinStageArch& stage, const SwinBlockArch& block) {
+        const double dim = stage.dim;
+        const double table = 2.0 * block.table_window - 1, encoding = double(block.encoding_side) * block.encoding_side;
+        const double attention = block.native == NativeAttention::Focused
+                                     ? (encoding + 1 + double(block.dwc_kernel) * block.dwc_kernel) * dim
+                                     : table * table * block.heads;
+        return StagedMemory::Block{4 * dim * dim + 2 * dim * block.mlp_hidden + 10 * dim + attention,
+                                   double(block.heads), double(block.mlp_hidden)};
+      });
+}
+
+InferredBackbone infer_swin(FamilyInput& input) {
+  ShapeReader shapes(input.checkpoint, "Swin");
+  const std::string layout = adopt_swin_layout(input, shapes);
+  return inferred_backbone<SwinTransformerImpl>(shapes, infer_swin_arch(shapes, input.meta, layout, input.notes),
+                                                swin_memory);
+}
+
+}  // namespace
+
+const BackboneFamily& swin_family() {
+  static const BackboneFamily family{"swin", "Swin, FLatten-Swin", looks_like_swin, infer_swin, {}};
+  return family;
 }
 
 }  // namespace attnscope

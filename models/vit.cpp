@@ -11,6 +11,24 @@ namespace attnscope {
 namespace F = torch::nn::functional;
 using torch::indexing::Slice;
 
+namespace {
+
+StagedDesign vit_design(const VitArch& arch) {
+  StagedDesign design;
+  design.stages = {{arch.embed_dim, arch.patch_size, arch.depth}};
+  design.naming = {"", "blocks."};
+  design.block_points = {"norm1", "norm2"};
+  if (arch.final_norm) design.named_points = {{"norm", "norm"}};
+  design.format = HookPoint::Format::Tokens;
+  design.in_chans = arch.in_chans;
+  design.num_classes = arch.num_classes;
+  design.input = {arch.native_height(), arch.native_width(), arch.patch_size};
+  design.window = kSwappedInWindows;
+  return design;
+}
+
+}  // namespace
+
 TokenLayout VitArch::layout_for(int height, int width) const {
   TokenLayout layout;
   layout.has_class_token = class_token;
@@ -69,8 +87,6 @@ void to_json(nlohmann::json& j, const VitArch& arch) {
                      {"blocks", blocks}};
 }
 
-nlohmann::json VisionTransformerImpl::describe() const { return arch_; }
-
 std::vector<std::string> VisionTransformerImpl::summary_lines() const {
   std::map<std::string, int> kinds;
   for (const auto& block : arch_.blocks) ++kinds[to_string(block.attention.native)];
@@ -82,37 +98,6 @@ std::vector<std::string> VisionTransformerImpl::summary_lines() const {
               std::to_string(arch_.pos_grid_w) + " patches, " + std::to_string(arch_.prefix_tokens()) +
               " prefix tokens)",
           "attention     " + attention};
-}
-
-InputGeometry VisionTransformerImpl::input_geometry() const {
-  return {arch_.native_height(), arch_.native_width(), arch_.patch_size};
-}
-
-std::string VisionTransformerImpl::default_hook_point() const {
-  // pytorch-grad-cam's ViT tutorial: norm1 of the last block.
-  return "blocks." + std::to_string(arch_.depth - 1) + ".norm1";
-}
-
-std::string VisionTransformerImpl::resolve_hook_point(const std::string& spec) const {
-  if (spec.empty()) return default_hook_point();
-  const int depth = arch_.depth;
-  std::string choices = "blocks.N.norm1, blocks.N.norm2 or blocks.N with N in -" + std::to_string(depth) + ".." +
-                        std::to_string(depth - 1);
-  if (arch_.final_norm) choices += ", or norm";
-  const std::string bad = "--gradcam-layer '" + spec.substr(0, 80) + "' does not exist: use " + choices;
-  if (spec == "norm") {
-    if (!arch_.final_norm) throw std::invalid_argument(bad);
-    return spec;
-  }
-  const std::string prefix = "blocks.";
-  if (spec.compare(0, prefix.size(), prefix) != 0) throw std::invalid_argument(bad);
-  const std::string rest = spec.substr(prefix.size());
-  const size_t dot = rest.find('.');
-  const std::string index_text = rest.substr(0, dot);
-  const std::string point = dot == std::string::npos ? "" : rest.substr(dot + 1);
-  if (point != "" && point != "norm1" && point != "norm2") throw std::invalid_argument(bad);
-  const int block = resolve_module_index(index_text, depth, bad);
-  return prefix + std::to_string(block) + (point.empty() ? "" : "." + point);
 }
 
 VitArch plain_vit_arch(int embed_dim, int depth, int heads, int patch_size, int grid, int num_classes) {
@@ -277,7 +262,7 @@ torch::Tensor resize_patch_positions(const torch::Tensor& patch_positions, int f
   return resized.permute({0, 2, 3, 1}).reshape({1, int64_t(to_h) * to_w, dim}).to(patch_positions.dtype());
 }
 
-VisionTransformerImpl::VisionTransformerImpl(const VitArch& arch) : arch_(arch) {
+VisionTransformerImpl::VisionTransformerImpl(const VitArch& arch) : StagedBackbone(vit_design(arch)), arch_(arch) {
   const int dim = arch.embed_dim;
   patch_embed = register_module("patch_embed", PatchEmbed(arch.in_chans, dim, arch.patch_size, arch.patch_bias));
   if (arch.class_token) cls_token = register_parameter("cls_token", torch::zeros({1, 1, dim}));
@@ -300,7 +285,7 @@ VisionTransformerImpl::VisionTransformerImpl(const VitArch& arch) : arch_(arch) 
   if (arch.pooler) pooler = register_module("pooler", torch::nn::Sequential(torch::nn::Linear(dim, dim)));
 }
 
-torch::Tensor VisionTransformerImpl::embed(const torch::Tensor& images, const TokenLayout& layout) {
+torch::Tensor VisionTransformerImpl::embed_tokens(const torch::Tensor& images, const TokenLayout& layout) {
   auto patches = patch_embed->proj(images).flatten(2).transpose(1, 2);  // [B, N, C]
   const int64_t batch = images.size(0);
   std::vector<torch::Tensor> prefix;
@@ -341,44 +326,28 @@ torch::Tensor VisionTransformerImpl::pool_and_classify(const torch::Tensor& toke
   return head.is_empty() ? pooled : head(pooled);
 }
 
-ForwardOutput VisionTransformerImpl::forward(const torch::Tensor& images, const AttentionSettings& settings,
-                                             const ForwardOptions& options) {
-  if (images.dim() != 4 || images.size(1) != arch_.in_chans)
-    throw std::invalid_argument("input must be [B, " + std::to_string(arch_.in_chans) + ", H, W]");
-  const int64_t height = images.size(2), width = images.size(3);
-  if (height % arch_.patch_size || width % arch_.patch_size)
-    throw std::invalid_argument("input " + std::to_string(width) + "x" + std::to_string(height) +
-                                " is not a multiple of the patch size " + std::to_string(arch_.patch_size));
-  // Inference on the CPU: small ops on one core, the big ones split by rows (forward_by_row_chunks).
-  // With autograd (training, Grad-CAM's tail) every op keeps all cores.
-  ScopedThreads small_ops(cpu_inference(images) ? 1 : configured_threads());
-  ForwardOutput output;
-  output.layout = arch_.layout_for(int(height), int(width));
-  auto x = embed(images, output.layout);
-  if (options.capture) output.layers.resize(blocks->size());
-  for (size_t i = 0; i < blocks->size(); ++i) {
-    if (options.cancelled && options.cancelled()) throw Cancelled();
-    std::function<void(const char*, torch::Tensor&)> block_hook;
-    if (options.hook)
-      block_hook = [&options, &output, i](const char* point, torch::Tensor& value) {
-        const std::string name = "blocks." + std::to_string(i);
-        options.hook({*point ? name + "." + point : name, output.layout, HookPoint::Format::Tokens}, value);
-      };
-    std::function<void(torch::Tensor&)> probabilities_hook;
-    if (options.attention_hook)
-      probabilities_hook = [&options, &output, i](torch::Tensor& probabilities) {
-        options.attention_hook({int(i), "blocks." + std::to_string(i) + ".attn", output.layout, output.layout},
-                               probabilities);
-      };
-    if (options.capture) {
-      output.layers[i].placement.name = "blocks." + std::to_string(i);
-      output.layers[i].placement.block = int(i);
-    }
-    x = blocks[i]->as<BlockImpl>()->forward(x, output.layout, settings, options.capture ? &output.layers[i] : nullptr,
-                                            block_hook, probabilities_hook);
-  }
-  output.logits = pool_and_classify(x, output.layout, options.hook);
-  return output;
+StageTokens VisionTransformerImpl::enter_stage(int, const StageTokens&, const StagedPass& pass) {
+  const TokenLayout layout = arch_.layout_for(int(pass.images.size(2)), int(pass.images.size(3)));
+  return {embed_tokens(pass.images, layout), layout};
+}
+
+torch::Tensor VisionTransformerImpl::run_block(const BlockSite& site, const torch::Tensor& x, const StagedPass& pass) {
+  std::function<void(const char*, torch::Tensor&)> block_hook;
+  if (pass.options.hook)
+    block_hook = [&pass, &site](const char* point, torch::Tensor& value) {
+      pass.hook(*point ? site.name + "." + point : site.name, site.layout, value);
+    };
+  std::function<void(torch::Tensor&)> probabilities_hook;
+  if (pass.options.attention_hook)
+    probabilities_hook = [&pass, &site](torch::Tensor& probabilities) {
+      pass.options.attention_hook({site.layer, site.name + ".attn", site.layout, site.layout}, probabilities);
+    };
+  return blocks[size_t(site.block)]->as<BlockImpl>()->forward(x, site.layout, pass.settings, site.capture, block_hook,
+                                                              probabilities_hook);
+}
+
+torch::Tensor VisionTransformerImpl::classify(const StageTokens& tokens, const StagedPass& pass) {
+  return pool_and_classify(tokens.x, tokens.layout, pass.options.hook);
 }
 
 }  // namespace attnscope

@@ -5,7 +5,7 @@
 #include <torch/torch.h>
 
 #include <functional>
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "models/attention.h"
@@ -128,24 +128,18 @@ struct PatchEmbedImpl : torch::nn::Module {
 };
 TORCH_MODULE(PatchEmbed);
 
-class VisionTransformerImpl : public Backbone {
+// A staged backbone of one stage: its blocks are named "blocks.N" as timm's keys are.
+class VisionTransformerImpl : public StagedBackbone {
  public:
   explicit VisionTransformerImpl(const VitArch& arch);
   // images: [B, 3, H, W] with H, W multiples of the patch size. Hook points carry timm's module
   // names: "blocks.3.norm1", "blocks.3.norm2", "blocks.3" (the block's output) and "norm".
-  ForwardOutput forward(const torch::Tensor& images, const AttentionSettings& settings,
-                        const ForwardOptions& options = {}) override;
   const VitArch& arch() const { return arch_; }
 
   std::string family() const override { return arch_.family(); }
-  nlohmann::json describe() const override;
   std::vector<std::string> summary_lines() const override;
-  InputGeometry input_geometry() const override;
   std::string output_kind() const override { return arch_.output_kind; }
-  int num_classes() const override { return arch_.num_classes; }
-  int attention_layers() const override { return arch_.depth; }
-  std::string resolve_hook_point(const std::string& spec) const override;
-  std::string default_hook_point() const override;
+  bool hierarchical() const override { return false; }
 
   PatchEmbed patch_embed{nullptr};
   torch::Tensor cls_token, dist_token, reg_token, pos_embed;
@@ -154,8 +148,14 @@ class VisionTransformerImpl : public Backbone {
   torch::nn::Linear head{nullptr}, head_dist{nullptr};
   torch::nn::Sequential pooler{nullptr};  // Hugging Face ViTModel: pooler.dense
 
+ protected:
+  nlohmann::json describe_architecture() const override { return arch_; }
+  StageTokens enter_stage(int stage, const StageTokens& previous, const StagedPass& pass) override;
+  torch::Tensor run_block(const BlockSite& site, const torch::Tensor& x, const StagedPass& pass) override;
+  torch::Tensor classify(const StageTokens& tokens, const StagedPass& pass) override;
+
  private:
-  torch::Tensor embed(const torch::Tensor& images, const TokenLayout& layout);
+  torch::Tensor embed_tokens(const torch::Tensor& images, const TokenLayout& layout);
   torch::Tensor pool_and_classify(const torch::Tensor& tokens, const TokenLayout& layout, const ForwardHook& hook);
   VitArch arch_;
 };

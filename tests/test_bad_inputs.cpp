@@ -54,6 +54,25 @@ const std::vector<BadInput> kTable = {
     {"pos_embed_huge.safetensors", Kind::Model, "position grid height read from 'pos_embed' is 40000"},
     {"patch_0.safetensors", Kind::Model, "patch size read from 'patch_embed.proj.weight' is 0"},
     {"width_0.safetensors", Kind::Model, "width read from 'patch_embed.proj.weight' is 0"},
+    // ... in every family: refused by its bounds before anything is allocated, naming the file's key
+    // (Microsoft's Swin names the head `head`, which attnscope reads as timm's `head.fc`).
+    {"swin_hidden_5e7x0.safetensors", Kind::Model,
+     "MLP hidden size read from 'layers.0.blocks.0.mlp.fc1.weight' is 50000000"},
+    {"swin_head_1e8x0.safetensors", Kind::Model, "class count read from 'head.fc.weight' is 100000000"},
+    {"swin_microsoft_hidden_5e7x0.safetensors", Kind::Model,
+     "MLP hidden size read from 'layers.0.blocks.0.mlp.fc1.weight' is 50000000"},
+    {"swin_microsoft_head_1e8x0.safetensors", Kind::Model, "class count read from 'head.weight' is 100000000"},
+    {"pvt_v2_hidden_5e7x0.safetensors", Kind::Model,
+     "MLP hidden size read from 'stages.0.blocks.0.mlp.fc1.weight' is 50000000"},
+    {"pvt_v2_head_1e8x0.safetensors", Kind::Model, "class count read from 'head.weight' is 100000000"},
+    {"cswin_hidden_5e7x0.safetensors", Kind::Model, "MLP hidden size read from 'stage1.0.mlp.fc1.weight' is 50000000"},
+    {"cswin_head_1e8x0.safetensors", Kind::Model, "class count read from 'head.weight' is 100000000"},
+    {"l2vit_hidden_5e7x0.safetensors", Kind::Model,
+     "MLP hidden size read from 'stages.0.0.mlp.fc1.weight' is 50000000"},
+    {"l2vit_head_1e8x0.safetensors", Kind::Model, "class count read from 'head.weight' is 100000000"},
+    {"care_hidden_5e7x0.safetensors", Kind::Model,
+     "hidden size read from 'stages.0.blocks.0.inter_layer.inter1_fc1.weight' is 50000000"},
+    {"care_head_1e8x0.safetensors", Kind::Model, "class count read from 'head.fc.weight' is 100000000"},
     // 3. pickle memory amplification
     {"pickle_inflates_to_2gb.pth", Kind::Model, "its data.pkl would take 2147483648 bytes"},
     {"pickle_52mb.pth", Kind::Model, "more than 1048576 values"},
@@ -223,6 +242,23 @@ std::string row_name(const ::testing::TestParamInfo<BadInput>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Issue16, BadInputs, ::testing::ValuesIn(kTable), row_name);
+
+// The files the zero-byte rows damage load and run undamaged: each row's refusal is its one tensor.
+TEST(BadInputFamilies, UndamagedFilesLoadAndRun) {
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"swin", "swin"},     {"swin_microsoft", "swin (microsoft)"},
+      {"pvt_v2", "pvt-v2"}, {"cswin", "flatten-cswin"},
+      {"l2vit", "l2vit"},   {"care", "care"}};
+  for (const auto& [file, family] : files) {
+    SCOPED_TRACE(file);
+    LoadedModel model = load_model(kBadInputs + file + ".safetensors", {}, torch::kCPU);
+    EXPECT_EQ(model.family(), family);
+    AppState state;
+    const cv::Mat rgb(40, 48, CV_8UC3, cv::Scalar(30, 140, 220));
+    const auto result = run_inference(model, prepare_model_input(rgb, state.input_settings(), model), state.attention);
+    EXPECT_EQ(result.forward.logits.size(1), 5);
+  }
+}
 
 }  // namespace test_bad_inputs
 }  // namespace attnscope

@@ -87,7 +87,7 @@ TEST(Care, LinearPartRankIsBoundedByTheHeadDimension) {
 // The window option means nothing on CARE, and the model says why instead of ignoring it.
 TEST(Care, WindowVariantIsRefusedWithTheReason) {
   LoadedModel model = load_model(kCaseDir + "care_a.safetensors", {}, torch::kCPU);
-  EXPECT_EQ(model.backbone->window_meaning(), "");
+  EXPECT_FALSE(model.backbone->window_support().applies());
   AttentionSettings window;
   window.variant = Variant::Window;
   c10::InferenceMode inference_mode;

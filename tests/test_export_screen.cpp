@@ -234,6 +234,39 @@ TEST_F(ExportScreenTest, FolderStatistics) {
 
 // The case that broke: L2ViT's global layer with "after the LCM" on. The export wrote the map
 // before the LCM, and its session said "after".
+// Every heatmap of a registry view drawn from its figure (the "figure" entries, in drawing order)
+// against the exported figure's data file of the same name.
+void expect_figure_view_exported(const ExportScreenTest& test, const nlohmann::json& info, const std::string& stem) {
+  const std::vector<nlohmann::json> shown = shown_of(info, "figure");
+  ASSERT_FALSE(shown.empty()) << info.dump();
+  const nlohmann::json figure = test.manifest(stem);
+  for (const auto& entry : shown) {
+    const std::string name = entry["data_name"];
+    SCOPED_TRACE(name);
+    size_t found = figure["panels"].size();
+    for (size_t index = 0; index < figure["panels"].size(); ++index)
+      if (fs::path(figure["panels"][index].value("data", "")).stem() == name) found = index;
+    ASSERT_LT(found, figure["panels"].size()) << figure.dump();
+    expect_same_numbers(npy_floats(test.panel_data(figure, found)), floats(entry["values"]));
+  }
+}
+
+// The representation views (features, similarity, norms) on a model with a class token: each
+// heatmap is the patch grid, prefix tokens left out, and exports as drawn.
+TEST_F(ExportScreenTest, RepresentationViews) {
+  for (const std::string analysis : {"pca", "similarity", "norms"}) {
+    SCOPED_TRACE(analysis);
+    nlohmann::json session = {{"model", asset_path("models/flatten.safetensors")},
+                              {"image", asset_path("images/sign_4.png")},
+                              {"query", "3,4"},
+                              {"analysis", analysis}};
+    const nlohmann::json info = export_on_screen(session);
+    expect_figure_view_exported(*this, info, "sign_4_" + analysis + "-view");
+    for (const auto& entry : shown_of(info, "figure")) EXPECT_EQ(entry["values"].size(), 12u * 12u);
+    fs::remove_all(out());
+  }
+}
+
 TEST_F(ExportScreenTest, L2VitAfterTheLcm) {
   const nlohmann::json session = {{"model", asset_path("models/l2vit_hierarchical.safetensors")},
                                   {"image", asset_path("images/sign_4.png")},

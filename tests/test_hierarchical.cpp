@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/gradcam.h"
+#include "core/assets.h"
 #include "core/npy.h"
 #include "models/model_loader.h"
 #include "reference_cases.h"
@@ -153,6 +154,139 @@ TEST(Hierarchical, GradCamAtStageHookPoints) {
   }
 }
 
+// Every hook point a forward pass offers is a module of the checkpoint (loading is a name walk),
+// names itself when given back, and "blocks.N" names the N-th captured layer, in every family and
+// layout: Grad-CAM's hook points are the names users already know from the authors' code.
+TEST(Hierarchical, HookPointsAreTheCheckpointsModuleNames) {
+  const std::string part2 = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/part2_cases/";
+  std::set<std::string> families;
+  for (const std::string& dir : {kCaseDir, part2}) {
+    for (const auto& c : read_cases(dir)) {
+      LoadedModel model = load_model(dir + c.at("model").get<std::string>(), {}, torch::kCPU);
+      if (!families.insert(model.family()).second) continue;
+      SCOPED_TRACE(model.family());
+      Backbone& backbone = model.native("hook points");
+      std::vector<std::string> points;
+      ForwardOptions options;
+      options.hook = [&](const HookPoint& point, torch::Tensor&) { points.push_back(point.name); };
+      const ForwardOutput output = backbone.forward(read_npy(dir + c.at("input").get<std::string>()), {}, options);
+      ASSERT_EQ(int(output.layers.size()), backbone.attention_layers());
+      std::set<std::string> modules;
+      for (const auto& parameter : backbone.named_parameters()) modules.insert(parameter.key());
+      auto is_module = [&](const std::string& name) {
+        auto it = modules.lower_bound(name + ".");
+        return it != modules.end() && it->rfind(name + ".", 0) == 0;
+      };
+      for (const std::string& point : points) {
+        EXPECT_TRUE(is_module(point)) << point;
+        EXPECT_EQ(backbone.resolve_hook_point(point), point);
+      }
+      for (size_t layer = 0; layer < output.layers.size(); ++layer) {
+        const std::string& block = output.layers[layer].placement.name;
+        EXPECT_TRUE(is_module(block)) << block;
+        EXPECT_EQ(backbone.resolve_hook_point("blocks." + std::to_string(layer)), block);
+        EXPECT_NE(std::find(points.begin(), points.end(), block), points.end()) << block << " has no hook";
+      }
+      EXPECT_NE(std::find(points.begin(), points.end(), backbone.default_hook_point()), points.end());
+      try {
+        backbone.resolve_hook_point("blocks.999");
+        ADD_FAILURE() << "blocks.999 must not resolve";
+      } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("blocks.N with N counting the " +
+                                             std::to_string(backbone.attention_layers()) + " blocks"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+  }
+  EXPECT_GE(families.size(), 7u);
+}
+
+// What Grad-CAM's --gradcam-layer accepted and named before the families shared one resolver.
+TEST(Hierarchical, HookPointSpecsResolveAsEachFamilyNamesThem) {
+  const std::string part2 = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/part2_cases/";
+  const std::string vit = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/bad_inputs/good.safetensors";
+  struct Case {
+    std::string file;
+    std::vector<std::pair<std::string, std::string>> resolved;  // spec -> module
+    std::vector<std::string> refused;
+  };
+  const std::vector<Case> cases = {
+      {kCaseDir + "swin_a.safetensors",  // depths 2, 2, 2, 1
+       {{"", "layers.3.blocks.0.norm1"},
+        {"norm", "norm"},
+        {"blocks.2", "layers.1.blocks.0"},
+        {"blocks.-1.norm1", "layers.3.blocks.0.norm1"},
+        {"layers.-2.blocks.1", "layers.2.blocks.1"}},
+       {"layers.1", "blocks.2.norm2", "stages.0.norm", "layers.4.blocks.0", "blocks.7"}},
+      {kCaseDir + "swin_a.ms.pth", {{"layers.1.blocks.1.norm1", "layers.1.blocks.1.norm1"}}, {}},
+      {kCaseDir + "pvt_a.safetensors",  // depths 2, 2, 2, 1
+       {{"", "stages.3.blocks.0.norm1"},
+        {"norm", "stages.3.norm"},
+        {"stages.1.norm", "stages.1.norm"},
+        {"stages.-1.norm", "stages.3.norm"},
+        {"blocks.3.norm1", "stages.1.blocks.1.norm1"}},
+       {"stages.4.norm", "stages.1.blocks.0.norm", "stages.1", "merge1"}},
+      {part2 + "cswin_a.safetensors",  // depths 1, 1, 2, 1
+       {{"", "stage4.0.norm1"},
+        {"merge-1", "merge3"},
+        {"merge1", "merge1"},
+        {"stage1_conv_embed", "stage1_conv_embed"},
+        {"blocks.3", "stage3.1"},
+        {"stage3.-1.norm1", "stage3.1.norm1"}},
+       {"merge0", "merge4", "stage0.0", "stage-1.0", "stage5.0", "stages.0.0"}},
+      {part2 + "l2vit_a.safetensors",  // depths 2, 2, 2, 2
+       {{"", "stages.3.1.norm1"}, {"stages.1.-1", "stages.1.1"}, {"blocks.5", "stages.2.1"}, {"norm", "norm"}},
+       {"stages.1", "stages.1.blocks.0", "stages.0.2"}},
+      {part2 + "care_a.safetensors",  // depths 1, 2, 2, 2
+       {{"", "stages.3.blocks.1"},
+        {"stages.1", "stages.1.blocks.1"},
+        {"stages.-1", "stages.3.blocks.1"},
+        {"stem", "stem"},
+        {"blocks.3", "stages.2.blocks.0"}},
+       {"blocks.3.norm1", "stages.1.norm", "norm", "stages.1.blocks.0.norm1"}},
+      {vit,  // depth 3
+       {{"", "blocks.2.norm1"}, {"blocks.-1.norm2", "blocks.2.norm2"}, {"blocks.0", "blocks.0"}, {"norm", "norm"}},
+       {"blocks.3", "blocks.0.norm3", "layers.0.blocks.0", "stages.0.norm"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file);
+    const LoadedModel model = load_model(c.file, {}, torch::kCPU);
+    for (const auto& [spec, module] : c.resolved) EXPECT_EQ(model.backbone->resolve_hook_point(spec), module) << spec;
+    for (const std::string& spec : c.refused)
+      EXPECT_THROW(model.backbone->resolve_hook_point(spec), std::invalid_argument) << spec;
+  }
+}
+
+// An input too small for a family's stem and merges is refused before anything runs, in the words
+// each family used before they shared one forward pass.
+TEST(Hierarchical, TooSmallInputsAreRefusedInTheFamilysWords) {
+  const std::string part2 = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/part2_cases/";
+  struct Case {
+    std::string file;
+    std::vector<int64_t> shape;
+    std::string refusal;
+  };
+  const std::vector<Case> cases = {
+      {kCaseDir + "pvt_a.safetensors", {1, 3, 4, 16}, "input must be at least 8x8 pixels"},
+      {part2 + "cswin_a.safetensors", {1, 3, 2, 16}, "input 16x2 is smaller than the 7x7 stem can read"},
+      {part2 + "care_a.safetensors",  // 4 stages
+       {1, 3, 16, 64},
+       "input must be at least 32x32 pixels (a 4-pixel stem and 3 halvings)"},
+      {kCaseDir + "swin_a.safetensors", {1, 3, 0, 32}, "input 32x0 is not a multiple of the patch size "},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file);
+    LoadedModel model = load_model(c.file, {}, torch::kCPU);
+    try {
+      model.backbone->forward(torch::zeros(c.shape), {});
+      ADD_FAILURE() << "a too small input must be refused";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(c.refusal, 0), 0u) << e.what();
+    }
+  }
+}
+
 TEST(Hierarchical, MissingOrMisshapenKeysAreNamed) {
   Checkpoint checkpoint = load_checkpoint(kCaseDir + "swin_a.safetensors");
   auto without = checkpoint;
@@ -161,6 +295,19 @@ TEST(Hierarchical, MissingOrMisshapenKeysAreNamed) {
   auto misshapen = checkpoint;
   misshapen.tensors["layers.0.blocks.1.mlp.fc2.weight"] = torch::zeros({3, 3});
   expect_refusal_naming(misshapen, "layers.0.blocks.1.mlp.fc2.weight");
+}
+
+// The window option's meaning is a typed value per family, which the GUI's control reads (what 0
+// means on the slider) instead of matching the text it shows.
+TEST(Hierarchical, WindowSupportSaysWhatTheWindowDoes) {
+  const auto support = [](const std::string& model) {
+    return load_model(asset_path("models/" + model + ".safetensors"), {}, torch::kCPU).backbone->window_support();
+  };
+  EXPECT_EQ(support("flatten").kind, WindowSupport::Kind::SwappedIn);
+  EXPECT_EQ(support("flatten_swin").kind, WindowSupport::Kind::Trained);
+  const WindowSupport l2vit = support("l2vit_hierarchical");
+  EXPECT_EQ(l2vit.kind, WindowSupport::Kind::Trained);
+  EXPECT_NE(l2vit.text.find("LWA"), std::string::npos) << l2vit.text;
 }
 
 }  // namespace test_hierarchical

@@ -77,6 +77,39 @@ KernelCase kernel_case(Kernel kernel) {
 
 // What the forward computes, what the views show and what the rank reads are one matrix, for
 // every kernel the table has (a new one included).
+// Anchors 0 means every learned anchor, or the default count pooled from K, for a ViT and a
+// hierarchical family's layer alike: one resolution serves both.
+TEST(KernelTable, AnchorCountResolvesOnceForEveryFamily) {
+  AttentionSettings settings;
+  settings.variant = Variant::Anchor;
+  KernelParameters learned;
+  learned.anchors = torch::zeros({12, 8});
+  EXPECT_EQ(resolve_for_layer(settings, NativeAttention::Softmax, learned, false, 196).anchors, 12);
+  EXPECT_TRUE(resolve_for_layer(settings, NativeAttention::Softmax, learned, false, 196).learned_anchors);
+  EXPECT_EQ(resolve_for_layer(settings, NativeAttention::Softmax, {}, false, 196).anchors, kDefaultPooledAnchors);
+  EXPECT_EQ(resolve_for_layer(settings, NativeAttention::Softmax, {}, false, 16).anchors, 16) << "at most the keys";
+  settings.anchors = 5;
+  EXPECT_EQ(resolve_for_layer(settings, NativeAttention::Softmax, learned, false, 196).anchors, 5);
+  settings.anchors = 40;
+  EXPECT_EQ(resolve_for_layer(settings, NativeAttention::Softmax, learned, false, 196).anchors, 12);
+
+  // A ViT attention module resolves through the same function and adds only its window.
+  AttentionArch arch;
+  arch.dim = 16;
+  arch.heads = 2;
+  arch.native = NativeAttention::Anchor;
+  arch.anchors = 12;
+  Attention attention(arch);
+  settings.anchors = 0;
+  settings.window = 3;
+  TokenLayout layout;
+  layout.has_class_token = true;
+  layout.grid_h = layout.grid_w = 14;
+  const ResolvedAttention resolved = attention->resolve(settings, layout);
+  EXPECT_EQ(resolved.anchors, 12);
+  EXPECT_EQ(resolved.window, 0) << "anchors are global";
+}
+
 TEST(KernelTable, EveryKernelsOutputRowsAndFactorsAreOneMatrix) {
   for (const KernelSpec& spec : kernel_table()) {
     SCOPED_TRACE(spec.name);

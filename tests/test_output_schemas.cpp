@@ -202,6 +202,11 @@ const std::map<std::string, KindRun>& kind_runs() {
       {"analyze-ig", {"analyze --analysis ig --ig-steps 4" + source, "summary.json"}},
       {"analyze-faithfulness",
        {"analyze --analysis faithfulness --methods gradcam,rollout --steps 4" + source, "summary.json"}},
+      {"analyze-pca", {"analyze --analysis pca --pca-foreground otsu" + source, "summary.json"}},
+      {"analyze-similarity",
+       {"analyze --analysis similarity --query 2,3 --image2 '" + asset_path("images/sign_8.png") + "'" + source,
+        "summary.json"}},
+      {"analyze-norms", {"analyze --analysis norms" + source, "summary.json"}},
       {"analyze-headstats",
        {"analyze --analysis headstats --images GLYPHS --model '" + asset_path("models/flatten.safetensors") +
             "' --out OUT",

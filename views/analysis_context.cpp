@@ -24,10 +24,6 @@ void write_summary(const AnalyzeContext& context, const std::string& kind, const
   context.files->add_text("summary.json", with_schema(summary, kind).dump(2) + "\n");
 }
 
-void write_json(const AnalyzeContext& context, const std::string& name, const json& value) {
-  context.files->add_text(name, value.dump(2) + "\n");
-}
-
 void write_csv(const AnalyzeContext& context, const std::string& name, const std::string& header,
                const std::vector<std::vector<double>>& rows) {
   std::ostringstream stream;

@@ -44,9 +44,6 @@ nlohmann::json common_summary(const AnalyzeContext& context, const std::string& 
 // Adds summary.json to the context's outputs, with the schema of output kind `kind`
 // ("analyze-gradcam", ...: core/output_schemas.h, docs/output_schemas.md).
 void write_summary(const AnalyzeContext& context, const std::string& kind, const nlohmann::json& summary);
-// Adds a JSON file as it is, with no schema (pca, similarity and norms still write their summaries
-// so: they merged after the schemas and have no kind yet).
-void write_json(const AnalyzeContext& context, const std::string& name, const nlohmann::json& value);
 void write_csv(const AnalyzeContext& context, const std::string& name, const std::string& header,
                const std::vector<std::vector<double>>& rows);
 // A map over the model's input image in the session's colour map, opacity and alpha mode, on `scale`.

@@ -160,7 +160,7 @@ int analyze_norms(const AnalyzeContext& context) {
   summary["neighbour_cosine"] = {{"outliers", mean_of(report.neighbours)}, {"other_patches", report.other_neighbours}};
   if (last.prefix_tokens() == 0)
     summary["note"] = "this model has no prefix tokens (class, registers): the norms are the patches' only";
-  write_json(context, "summary.json", summary);
+  write_summary(context, "analyze-norms", summary);
   std::cout << "attnscope analyze norms: " << report.norms.size() << " blocks, threshold " << report.threshold
             << (report.otsu ? " (Otsu)" : "") << ", " << report.last_outliers.size()
             << " outliers in the last block\nwrote " << context.out.string() << "/{summary.json, " << written << "}\n";
@@ -203,7 +203,8 @@ Figure norms_figure(const InferenceOutcome& outcome, const AppState& state) {
   const TokenLayout& layout = report.layouts[size_t(layer)];
   Figure figure(2, 2);
   HeatmapPanel heatmap;
-  heatmap.values = patch_grid_values(report.norms[size_t(layer)], layout);
+  heatmap.values =
+      patch_grid_values(report.norms[size_t(layer)].index({torch::indexing::Slice(layout.prefix_tokens())}), layout);
   heatmap.background = view->image;
   heatmap.opacity = float(state.opacity);
   heatmap.alpha = state.alpha;
@@ -269,12 +270,14 @@ Figure norms_figure(const InferenceOutcome& outcome, const AppState& state) {
   }
   char title[300];
   std::snprintf(title, sizeof title,
-                "%zu outliers in the last block above %.3g (%s); neighbour cosine %.3f (others %.3f); %.1f ms",
-                report.last_outliers.size(), report.threshold, report.otsu ? "Otsu on log norms" : "given",
-                mean_of(report.neighbours), report.other_neighbours, view->milliseconds);
+                "%zu outliers in the last block above %.3g (%s)%sneighbour cosine %.3f (others %.3f)%s%.1f ms",
+                report.last_outliers.size(), report.threshold, report.otsu ? "Otsu on log norms" : "given", kTitleBreak,
+                mean_of(report.neighbours), report.other_neighbours, kTitleBreak, view->milliseconds);
   figure.title = title;
-  if (layout.prefix_tokens() == 0) figure.title += "\nthis model has no prefix tokens: patches only";
-  if (report.class_mass.empty() && layout.prefix_tokens() > 0) figure.title += "\nno class token: no class attention";
+  if (layout.prefix_tokens() == 0)
+    figure.title += kTitleBreak + std::string("this model has no prefix tokens: patches only");
+  if (report.class_mass.empty() && layout.prefix_tokens() > 0)
+    figure.title += kTitleBreak + std::string("no class token: no class attention");
   ColorScale scale;
   scale.colormap = state.colormap;
   scale.vmin = float(low);

@@ -116,7 +116,7 @@ int analyze_pca(const AnalyzeContext& context) {
     written += ", pca_foreground.npy, pca_foreground_scores.npy, pca_foreground_mask.npy, pca_foreground_explained.csv";
   }
   context.files->add_png("pca_overlay.png", colours_over_image(shown, layout, loaded.prepared, state.opacity));
-  write_json(context, "summary.json", summary);
+  write_summary(context, "analyze-pca", summary);
   std::cout << "attnscope analyze pca: " << features.point << " (" << layout.patch_tokens() << " patches x "
             << features.rows.size(1) << "), explained " << pca.basis.explained[0].item<double>() << ", "
             << pca.basis.explained[1].item<double>() << ", " << pca.basis.explained[2].item<double>();
@@ -197,39 +197,45 @@ void compute_pca_view(const AnalysisViewInput& input, InferenceOutcome& outcome)
   outcome.analysis_view = view;
 }
 
-// Per panel a row: its colours over its image, then each component's display channel.
+// One panel: its colours over its image and each component's display channel, in a 2 x 2 grid;
+// several panels: a row each.
 Figure pca_figure(const InferenceOutcome& outcome, const AppState& state) {
   const auto* view = dynamic_cast<const PcaViewData*>(outcome.analysis_view.get());
   if (!view || view->panels.empty()) return Figure(1, 1);
-  Figure figure(int(view->panels.size()), 4);
-  figure.col_labels = {"PCA as RGB", "component 1", "component 2", "component 3"};
+  const bool one = view->panels.size() == 1;
+  Figure figure(one ? 2 : int(view->panels.size()), one ? 2 : 4);
+  const std::vector<std::string> names = {"PCA as RGB", "component 1", "component 2", "component 3"};
+  if (!one) figure.col_labels = names;
   std::string notes;
   for (size_t row = 0; row < view->panels.size(); ++row) {
     const PanelPca& shown = view->panels[row];
-    figure.row_labels.push_back(view->panels.size() > 1 ? shown.title : "");
+    if (!one) figure.row_labels.push_back(shown.title);
     if (!shown.error.empty()) {
-      notes += "\n" + shown.title + ": " + shown.error;
+      notes += kTitleBreak + shown.title + ": " + shown.error;
       continue;
     }
     char line[200];
-    std::snprintf(line, sizeof line, "%s%s: explained %.3f, %.3f, %.3f", view->panels.size() > 1 ? "\n" : "",
-                  shown.point.c_str(), shown.explained[0], shown.explained[1], shown.explained[2]);
+    std::snprintf(line, sizeof line, "%s%s: explained %.3f, %.3f, %.3f", kTitleBreak, shown.point.c_str(),
+                  shown.explained[0], shown.explained[1], shown.explained[2]);
     notes += line;
-    if (shown.foreground)
-      notes += ", foreground " + std::to_string(shown.foreground_patches) + " patches above " +
-               std::to_string(shown.threshold).substr(0, 5);
-    if (shown.frozen) notes += ", basis of the first frame";
+    if (shown.foreground) {
+      std::snprintf(line, sizeof line, "; foreground: %lld patches above %.3f", (long long)shown.foreground_patches,
+                    shown.threshold);
+      notes += line;
+    }
+    if (shown.frozen) notes += "; basis of the first frame";
     if (!shown.note.empty()) notes += " (" + shown.note + ")";
-    const std::string suffix = view->panels.size() > 1 ? "_" + std::to_string(row + 1) : "";
-    HeatmapPanel colours;
-    colours.values = patch_grid_values(shown.rgb, shown.layout, 0);
-    colours.background = colours_over_image(shown.rgb, shown.layout, shown.image, state.opacity);
-    colours.opacity = 0.0f;  // the background is the picture: PCA colours blended over the image
-    figure.at(int(row), 0) = {"", "pca_rgb" + suffix, colours};
-    for (int component = 0; component < 3; ++component) {
-      HeatmapPanel channel;
-      channel.values = patch_grid_values(shown.rgb, shown.layout, component);
-      figure.at(int(row), component + 1) = {"", "pca_component" + std::to_string(component + 1) + suffix, channel};
+    const std::string suffix = one ? "" : "_" + std::to_string(row + 1);
+    for (int cell = 0; cell < 4; ++cell) {
+      HeatmapPanel heatmap;
+      heatmap.values = patch_grid_values(shown.rgb, shown.layout, std::max(cell - 1, 0));
+      if (cell == 0) {
+        heatmap.background = colours_over_image(shown.rgb, shown.layout, shown.image, state.opacity);
+        heatmap.opacity = 0.0f;  // the background is the picture: PCA colours blended over the image
+      }
+      const std::string data = cell == 0 ? "pca_rgb" : "pca_component" + std::to_string(cell);
+      Panel& panel = one ? figure.at(cell / 2, cell % 2) : figure.at(int(row), cell);
+      panel = {one ? names[size_t(cell)] : "", data + suffix, heatmap};
     }
   }
   char timing[60];

@@ -148,7 +148,7 @@ int analyze_similarity(const AnalyzeContext& context) {
     context.files->add_bytes("best_buddies.png",
                              render_figure(similarity_figure(outcome, state), style, FigureFormat::Png));
   }
-  write_json(context, "summary.json", summary);
+  write_summary(context, "analyze-similarity", summary);
   std::cout << "attnscope analyze similarity: " << enum_name(facet) << " of " << descriptors.point << ", query "
             << layout.token_name(query.token);
   if (!image2.empty()) std::cout << ", " << view.buddies.size() << " best buddies with " << image2;
@@ -242,7 +242,7 @@ Figure similarity_figure(const InferenceOutcome& outcome, const AppState& state)
   for (int index = 0; index < count; ++index) {
     const SimilarityMap& shown = view->maps[size_t(index)];
     if (!shown.error.empty()) {
-      errors += "\n" + shown.title + ": " + shown.error;
+      errors += kTitleBreak + shown.title + ": " + shown.error;
       continue;
     }
     HeatmapPanel heatmap;
@@ -259,11 +259,12 @@ Figure similarity_figure(const InferenceOutcome& outcome, const AppState& state)
       figure.links.push_back({0, pair.first / view->grid.grid_w, pair.first % view->grid.grid_w, view->image2_map,
                               pair.second / view->grid2.grid_w, pair.second % view->grid2.grid_w});
   char timing[120];
-  std::snprintf(timing, sizeof timing, "; %.1f ms", view->milliseconds);
-  figure.title = view->heading +
-                 (view->image2_map >= 0 ? "; " + std::to_string(view->buddies.size()) + " best buddies with image 2"
-                                        : std::string()) +
-                 (view->milliseconds > 0 ? timing : "") + (view->note.empty() ? "" : "\n" + view->note) + errors;
+  std::snprintf(timing, sizeof timing, "%s%.1f ms", kTitleBreak, view->milliseconds);
+  figure.title =
+      view->heading +
+      (view->image2_map >= 0 ? kTitleBreak + std::to_string(view->buddies.size()) + " best buddies with image 2"
+                             : std::string()) +
+      (view->milliseconds > 0 ? timing : "") + (view->note.empty() ? "" : kTitleBreak + view->note) + errors;
   ColorScale scale;
   scale.colormap = state.colormap;
   scale.vmin = view->vmin;

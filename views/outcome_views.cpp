@@ -156,8 +156,7 @@ void run_request(const InferenceRequest& request, RunCache& cache, const std::fu
     outcome.model_family = model.family();
     outcome.output_kind = model.output_kind();
     outcome.computes_attention = !model.is_scripted();
-    outcome.window_meaning = model.backbone->window_meaning();
-    outcome.window_absent_reason = model.backbone->window_absent_reason();
+    outcome.window = model.backbone->window_support();
     outcome.device = model.device.str();
     outcome.input_rgb = forwards.front().result->input_rgb;
     build_views(request, forwards, cache, cancelled, outcome, progress);

@@ -86,11 +86,9 @@ std::shared_ptr<const TokenRows> panel_descriptors(const AnalysisViewInput& inpu
   return rows;
 }
 
-cv::Mat patch_grid_values(const torch::Tensor& values, const TokenLayout& layout, int channel) {
-  torch::Tensor patches = values.index({torch::indexing::Slice(layout.prefix_tokens())});
-  if (channel >= 0) patches = patches.select(1, channel);
-  const torch::Tensor grid =
-      patches.to(torch::kCPU, torch::kFloat).reshape({layout.grid_h, layout.grid_w}).contiguous();
+cv::Mat patch_grid_values(const torch::Tensor& patch_values, const TokenLayout& layout, int channel) {
+  const torch::Tensor values = channel >= 0 ? patch_values.select(1, channel) : patch_values;
+  const torch::Tensor grid = values.to(torch::kCPU, torch::kFloat).reshape({layout.grid_h, layout.grid_w}).contiguous();
   return cv::Mat(layout.grid_h, layout.grid_w, CV_32FC1, const_cast<float*>(grid.data_ptr<float>())).clone();
 }
 

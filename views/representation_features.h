@@ -12,6 +12,9 @@
 
 namespace attnscope {
 
+// Where a figure's title may break into lines (figures/render.cpp breaks at this separator only).
+constexpr const char* kTitleBreak = "  \u00b7  ";
+
 // An analysis's own option (AnalysisSettings::options) or its default when unset.
 std::string analysis_option(const AnalysisSettings& settings, const std::string& name, const std::string& fallback);
 
@@ -45,7 +48,8 @@ std::shared_ptr<const TokenRows> panel_token_rows(const AnalysisViewInput& input
 std::shared_ptr<const TokenRows> panel_descriptors(const AnalysisViewInput& input, const PanelForwardView& panel,
                                                    int layer, Facet facet);
 
-// The patch part of `rows` [T] or [T, k] as a figure's values [grid_h, grid_w] (channel `channel`).
-cv::Mat patch_grid_values(const torch::Tensor& values, const TokenLayout& layout, int channel = -1);
+// Patch values [N] (or channel `channel` of [N, k]), row-major over `layout`'s grid, as a figure's
+// values [grid_h, grid_w]. Prefix tokens are the caller's to drop.
+cv::Mat patch_grid_values(const torch::Tensor& patch_values, const TokenLayout& layout, int channel = -1);
 
 }  // namespace attnscope

@@ -162,8 +162,7 @@ struct InferenceOutcome {
   std::string query_note;  // set when the query fell back (e.g. no class token)
   // The key-grid cells (row-major) of the query's own window or group, empty for global layers.
   std::vector<int> query_window;
-  std::string window_meaning;        // what the window option does on this model; empty: nothing
-  std::string window_absent_reason;  // why, when window_meaning is empty
+  WindowSupport window;  // what the window option does on this model
   // The LCM option on the selected layer: what the maps show, or why the option does not apply.
   std::string lcm_note;
   std::string box_error;  // why the box cannot be used on this grid

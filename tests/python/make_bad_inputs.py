@@ -33,6 +33,127 @@ def tiny_vit(dim=DIM, depth=DEPTH):
     return sd
 
 
+def weights(shapes, seed=0):
+    """name -> small random float32 weights of the given shapes (a family's state_dict)."""
+    rng = np.random.default_rng(seed)
+    tensors = {name: (rng.standard_normal(shape) * 0.05).astype("<f4") for name, shape in shapes.items()}
+    for name in tensors:
+        if name.endswith("running_var"):  # a variance: positive
+            tensors[name] = np.abs(tensors[name]) + np.float32(1)
+    return tensors
+
+
+def linear(name, out, inp, bias=True):
+    return {name + ".weight": (out, inp), **({name + ".bias": (out,)} if bias else {})}
+
+
+def conv(name, out, inp, kh, kw=None):
+    return {name + ".weight": (out, inp, kh, kw or kh), name + ".bias": (out,)}
+
+
+def norm(name, dim, batch=False):
+    """LayerNorm, or BatchNorm with its running statistics (num_batches_tracked is optional)."""
+    stats = {name + ".running_mean": (dim,), name + ".running_var": (dim,)} if batch else {}
+    return {name + ".weight": (dim,), name + ".bias": (dim,), **stats}
+
+
+def mlp(prefix, dim, hidden):
+    return {**linear(prefix + "mlp.fc1", hidden, dim), **linear(prefix + "mlp.fc2", dim, hidden)}
+
+
+def tiny_swin(microsoft=False):
+    """timm's Swin layout, or Microsoft's (merging at the end of stages, `head`): 2 stages, windows of 2."""
+    shapes = {**conv("patch_embed.proj", 8, 3, 4), **norm("patch_embed.norm", 8), **norm("norm", 16)}
+    for stage, (dim, heads) in enumerate(((8, 1), (16, 2))):
+        p = "layers.%d.blocks.0." % stage
+        shapes.update({**norm(p + "norm1", dim), **linear(p + "attn.qkv", 3 * dim, dim),
+                       **linear(p + "attn.proj", dim, dim), p + "attn.relative_position_bias_table": (9, heads),
+                       **norm(p + "norm2", dim), **mlp(p, dim, 2 * dim)})
+    merge = "layers.%d.downsample." % (0 if microsoft else 1)
+    shapes.update({**norm(merge + "norm", 32), **linear(merge + "reduction", 16, 32, bias=False)})
+    shapes.update(linear("head" if microsoft else "head.fc", CLASSES, 16))
+    return weights(shapes)
+
+
+def tiny_pvt():
+    """PVT v2 in timm's layout: 2 stages without spatial reduction."""
+    shapes = {**conv("patch_embed.proj", 8, 3, 7), **norm("patch_embed.norm", 8), **linear("head", CLASSES, 16)}
+    for stage, dim in enumerate((8, 16)):
+        s = "stages.%d." % stage
+        p = s + "blocks.0."
+        shapes.update({**norm(p + "norm1", dim), **linear(p + "attn.q", dim, dim), **linear(p + "attn.kv", 2 * dim, dim),
+                       **linear(p + "attn.proj", dim, dim), **norm(p + "norm2", dim), **mlp(p, dim, 2 * dim),
+                       **conv(p + "mlp.dwconv", 2 * dim, 1, 3), **norm(s + "norm", dim)})
+        if stage:
+            shapes.update({**conv(s + "downsample.proj", dim, 8, 3), **norm(s + "downsample.norm", dim)})
+    return weights(shapes)
+
+
+def tiny_cswin():
+    """FLatten-CSwin's keys: 2 stages of one softmax block over the whole grid."""
+    shapes = {**conv("stage1_conv_embed.0", 8, 3, 7), **norm("stage1_conv_embed.2", 8), **norm("norm", 16),
+              **conv("merge1.conv", 16, 8, 3), **norm("merge1.norm", 16), **linear("head", CLASSES, 16)}
+    for stage, dim in enumerate((8, 16)):
+        p = "stage%d.0." % (stage + 1)
+        shapes.update({**linear(p + "qkv", 3 * dim, dim), **linear(p + "proj", dim, dim), **norm(p + "norm1", dim),
+                       **norm(p + "norm2", dim), **mlp(p, dim, 2 * dim), **conv(p + "attns.0.get_v", dim, 1, 3)})
+    return weights(shapes)
+
+
+def tiny_l2vit():
+    """L2ViT's keys: the conv stem, a local and a global block, a second stage with a local block."""
+    stem = "downsample_layers.0."
+    shapes = {**conv(stem + "proj.proj.0", 4, 3, 3), **norm(stem + "proj.proj.1", 4, batch=True),
+              **conv(stem + "proj.proj.3", 8, 4, 3), **norm(stem + "proj.proj.4", 8, batch=True),
+              **norm(stem + "norm", 8), **norm("downsample_layers.1.norm", 8),
+              **conv("downsample_layers.1.proj", 16, 8, 2), **norm("norm", 16), **linear("head", CLASSES, 16)}
+    for p, dim, is_global in (("stages.0.0.", 8, False), ("stages.0.1.", 8, True), ("stages.1.0.", 16, False)):
+        shapes.update({**conv(p + "cpe.0.proj", dim, 1, 3), **norm(p + "norm1", dim), **norm(p + "norm2", dim),
+                       **linear(p + "attn.qkv", 3 * dim, dim), **linear(p + "attn.proj", dim, dim),
+                       **mlp(p, dim, 2 * dim)})
+        if is_global:
+            shapes.update({p + "attn.temperature": (1, 1, 1), **norm(p + "norm3", dim),
+                           **conv(p + "local_mp.conv1", dim, 1, 7), **norm(p + "local_mp.bn", dim, batch=True),
+                           **conv(p + "local_mp.conv2", dim, 1, 7)})
+        else:
+            shapes.update(conv(p + "cpe.1.proj", dim, 1, 3))
+    return weights(shapes)
+
+
+def tiny_care():
+    """CARE's keys: a strip-conv stage and an attention stage whose (last) block outputs 32 channels."""
+    shapes = {**conv("stem.0", 8, 3, 4), **norm("stem.1", 8, batch=True), **norm("stages.1.downsample.0", 8, batch=True),
+              **conv("stages.1.downsample.1", 16, 8, 2)}
+    for head in ("head", "dist_head"):
+        shapes.update({**norm(head + ".norm", 32), **linear(head + ".fc", CLASSES, 32)})
+    for stage, (dim, part, last) in enumerate(((8, 2, False), (16, 4, True))):
+        p = "stages.%d.blocks.0." % stage
+        mixer, inter = p + "token_mixer.", p + "inter_layer."
+        shapes.update({**conv(mixer + "dwconv1", part, 1, 3), **conv(mixer + "dwconv2", part, 1, 7),
+                       **norm(inter + "inter1_norm", 3 * part, batch=True), **conv(inter + "inter1_fc1", 6 * part, 3 * part, 1),
+                       **conv(inter + "inter1_conv", 6 * part, 1, 3), **conv(inter + "inter1_fc2", 3 * part, 6 * part, 1),
+                       **norm(inter + "inter2_norm", dim, batch=True), **conv(inter + "inter2_fc1", 2 * dim, dim, 1),
+                       **conv(inter + "inter2_conv", 2 * dim, 1, 3)})
+        if last:
+            shapes.update(conv(mixer + "qk", 2 * part, part, 1))
+        else:
+            shapes.update({p + "gamma": (dim,), **conv(inter + "inter2_fc2", dim, 2 * dim, 1),
+                           **conv(mixer + "dwconvatt_1", part, 1, 11, 1), **conv(mixer + "dwconvatt_2", part, 1, 1, 11)})
+    return weights(shapes)
+
+
+# Each family's undamaged file, and the keys whose zero-byte forms must be refused with their name:
+# an MLP hidden size of 5e7 (CARE's 1x1 conv holds it as [5e7, 0, 1, 1]) and a head of 1e8 classes.
+FAMILIES = {
+    "swin": (tiny_swin, "layers.0.blocks.0.mlp.fc1.weight", "head.fc.weight"),
+    "swin_microsoft": (lambda: tiny_swin(microsoft=True), "layers.0.blocks.0.mlp.fc1.weight", "head.weight"),
+    "pvt_v2": (tiny_pvt, "stages.0.blocks.0.mlp.fc1.weight", "head.weight"),
+    "cswin": (tiny_cswin, "stage1.0.mlp.fc1.weight", "head.weight"),
+    "l2vit": (tiny_l2vit, "stages.0.0.mlp.fc1.weight", "head.weight"),
+    "care": (tiny_care, "stages.0.blocks.0.inter_layer.inter1_fc1.weight", "head.fc.weight"),
+}
+
+
 def safetensors(path, tensors, metadata=None, shapes=None):
     """tensors: name -> float32 array; shapes: name -> a shape for a tensor without data (0 bytes)."""
     header, blobs, offset = {}, [], 0
@@ -173,6 +294,15 @@ def main():
     zero_size("pos_embed_huge.safetensors", "pos_embed", (1, 1 + 40000 * 40000, 0))
     zero_size("patch_0.safetensors", "patch_embed.proj.weight", (DIM, 3, 0, 0))
     zero_size("width_0.safetensors", "patch_embed.proj.weight", (0, 3, PATCH, PATCH))
+
+    # The same zero-byte sizes in every other family's file.
+    for family, (build, hidden_key, head_key) in FAMILIES.items():
+        tensors = build()
+        safetensors(path(family + ".safetensors"), tensors)
+        for name, key, size in (("hidden_5e7x0", hidden_key, 50000000), ("head_1e8x0", head_key, 100000000)):
+            shape = (size, 0) + tuple(1 for _ in tensors[key].shape[2:])
+            safetensors(path("%s_%s.safetensors" % (family, name)), {k: v for k, v in tensors.items() if k != key},
+                        shapes={key: shape})
 
     # Deep nesting in a header and in metadata.
     deep = b"[" * 70000 + b"]" * 70000

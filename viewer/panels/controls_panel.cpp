@@ -172,8 +172,8 @@ struct ControlsPanel : WorkbenchPanel {
     ImGui::TextDisabled("shared by every panel:");
     const int grid = outcome ? std::max(outcome->layout.grid_h, outcome->layout.grid_w) : 14;
     // Windows mean different things per family, and nothing on some (PVT's reduced keys).
-    const bool hierarchical_windows = outcome && outcome->window_meaning.rfind("the window of every", 0) == 0;
-    const bool no_windows = outcome && outcome->window_meaning.empty();
+    const bool hierarchical_windows = outcome && outcome->window.kind == WindowSupport::Kind::Trained;
+    const bool no_windows = outcome && !outcome->window.applies();
     ImGui::BeginDisabled(no_windows);
     int window = state.attention.window > 0 ? state.attention.window : std::min(kDefaultWindow, grid);
     if (ImGui::SliderInt("window", &window, 1, std::max(grid, 1),
@@ -192,9 +192,7 @@ struct ControlsPanel : WorkbenchPanel {
     if (ImGui::Checkbox("f_p norms per head", &per_head))
       state.attention.norm = per_head ? FocusNorm::PerHead : FocusNorm::AllChannels;
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-    if (outcome)
-      ImGui::TextWrapped("%s",
-                         ("window: " + (no_windows ? outcome->window_absent_reason : outcome->window_meaning)).c_str());
+    if (outcome) ImGui::TextWrapped("window: %s", outcome->window.text.c_str());
     const std::string anchors_note =
         state.attention.anchors ? "in use"
                                 : "the learned ones, or " + std::to_string(kDefaultPooledAnchors) + " pooled from K";

@@ -1,0 +1,242 @@
+#include "models/vit_checkpoint.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/excerpt.h"
+#include "models/checkpoint_keys.h"
+#include "models/checkpoint_layouts.h"
+#include "models/model_families.h"
+#include "models/model_loader.h"
+
+namespace attnscope {
+
+namespace {
+
+int perfect_square_root(int64_t n) {
+  if (n <= 0) return 0;
+  const auto root = int64_t(std::llround(std::sqrt(double(n))));
+  return root * root == n ? int(root) : 0;
+}
+
+class KeyReader {
+ public:
+  explicit KeyReader(const Checkpoint& checkpoint) : tensors_(checkpoint.tensors) {}
+  bool has(const std::string& key) const { return tensors_.count(key) > 0; }
+  const torch::Tensor& get(const std::string& key) const {
+    auto it = tensors_.find(key);
+    if (it == tensors_.end()) throw CheckpointError("missing tensor '" + excerpt(key) + "'");
+    return it->second;
+  }
+  // Size of a dimension, with a clear error when the tensor has too few dimensions.
+  int64_t size(const std::string& key, int64_t dim, int64_t expected_dims) const {
+    const auto& t = get(key);
+    if (t.dim() != expected_dims)
+      throw CheckpointError("tensor '" + excerpt(key) + "' has shape " + shape_text(t.sizes()) + ", expected " +
+                            std::to_string(expected_dims) + " dimensions");
+    // Shapes cost nothing in a file; a size beyond int would wrap when it becomes a layer width.
+    if (t.size(dim) > std::numeric_limits<int>::max())
+      throw CheckpointError("tensor '" + excerpt(key) + "' has shape " + shape_text(t.sizes()) +
+                            ", larger than any model's: the checkpoint is damaged");
+    return t.size(dim);
+  }
+
+ private:
+  const std::map<std::string, torch::Tensor>& tensors_;
+};
+
+// The head count that attention parameters reveal, or 0 when none does.
+int heads_from_attention(const KeyReader& keys, const std::string& prefix, int dim) {
+  if (keys.has(prefix + "temperature")) return int(keys.size(prefix + "temperature", 0, 3));
+  if (keys.has(prefix + "dwc.weight")) {
+    const int64_t head_dim = keys.size(prefix + "dwc.weight", 0, 4);
+    if (head_dim > 0 && dim % head_dim == 0) return int(dim / head_dim);
+  }
+  if (keys.has(prefix + "dist_anchor_B.weight")) {
+    const int64_t head_dim = keys.size(prefix + "dist_anchor_B.weight", 1, 2);
+    if (head_dim > 0 && dim % head_dim == 0) return int(dim / head_dim);
+  }
+  return 0;
+}
+
+}  // namespace
+
+VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides, LoadReport* report,
+                   const LayoutFacts* layout) {
+  const LayoutFacts timm_layout;
+  const LayoutFacts& facts = layout ? *layout : timm_layout;
+  const KeyReader keys(checkpoint);
+  auto note = [&](const std::string& text) {
+    if (report) report->notes.push_back(text);
+  };
+  if (!keys.has("patch_embed.proj.weight") || !keys.has("pos_embed") || !keys.has("blocks.0.norm1.weight"))
+    throw CheckpointError(
+        "unsupported model: not a ViT/DeiT in timm's layout (needs patch_embed.proj.weight, pos_embed and "
+        "blocks.N.*; found " +
+        std::to_string(checkpoint.tensors.size()) + " tensors, first '" +
+        (checkpoint.tensors.empty() ? std::string("none") : excerpt(checkpoint.tensors.begin()->first)) + "')");
+  VitArch arch;
+  const auto& patch_weight = keys.get("patch_embed.proj.weight");
+  if (patch_weight.dim() != 4 || patch_weight.size(2) != patch_weight.size(3))
+    throw CheckpointError("patch_embed.proj.weight has shape " + shape_text(patch_weight.sizes()) +
+                          ", expected [C, 3, P, P]");
+  arch.embed_dim = int(keys.size("patch_embed.proj.weight", 0, 4));
+  arch.in_chans = int(keys.size("patch_embed.proj.weight", 1, 4));
+  arch.patch_size = int(keys.size("patch_embed.proj.weight", 2, 4));
+  arch.class_token = keys.has("cls_token");
+  arch.dist_token = keys.has("dist_token");
+  if (keys.has("reg_token")) arch.register_tokens = int(keys.size("reg_token", 1, 3));
+  arch.final_norm = keys.has("norm.weight");
+  arch.fc_norm = keys.has("fc_norm.weight");
+  if (keys.has("head.weight")) arch.num_classes = int(keys.size("head.weight", 0, 2));
+  arch.dist_head = arch.dist_token && keys.has("head_dist.weight");
+  if (overrides.layer_norm_eps > 0) arch.layer_norm_eps = overrides.layer_norm_eps;
+
+  const int prefix = arch.prefix_tokens();
+  const int64_t positions = keys.size("pos_embed", 1, 3);
+  if (facts.pos_embed_prefix_tokens >= 0) {
+    const int grid = perfect_square_root(positions - facts.pos_embed_prefix_tokens);
+    if (grid == 0)
+      throw CheckpointError("pos_embed has " + std::to_string(positions) + " positions: not " +
+                            std::to_string(facts.pos_embed_prefix_tokens) + " prefix position(s) plus a square grid");
+    arch.pos_embed_prefix_tokens = facts.pos_embed_prefix_tokens;
+    arch.pos_grid_h = arch.pos_grid_w = grid;
+  } else if (int grid = perfect_square_root(positions - prefix); grid > 0) {
+    arch.pos_embed_prefix_tokens = -1;
+    arch.pos_grid_h = arch.pos_grid_w = grid;
+  } else if (int patches_only = perfect_square_root(positions); patches_only > 0) {
+    arch.pos_embed_prefix_tokens = 0;
+    arch.pos_grid_h = arch.pos_grid_w = patches_only;
+    note("pos_embed covers the patches only (timm no_embed_class)");
+  } else {
+    throw CheckpointError("pos_embed has " + std::to_string(positions) + " positions: neither " +
+                          std::to_string(prefix) + " prefix tokens plus a square grid nor a square grid");
+  }
+
+  while (keys.has("blocks." + std::to_string(arch.depth) + ".norm1.weight")) ++arch.depth;
+  // A block past the counted ones means a missing key, not a shorter model.
+  for (const auto& [key, tensor] : checkpoint.tensors) {
+    if (key.rfind("blocks.", 0) != 0) continue;
+    const std::string index = key.substr(7, key.find('.', 7) - 7);
+    if (index.empty() || index.size() > 6 || index.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (std::stoi(index) >= arch.depth)
+      throw CheckpointError("missing tensor 'blocks." + std::to_string(arch.depth) + ".norm1.weight' (the file has '" +
+                            excerpt(key) + "'): the checkpoint is incomplete or damaged");
+  }
+  for (const char* head : {"head", "head_dist"})
+    if (keys.has(std::string(head) + ".bias") && !keys.has(std::string(head) + ".weight"))
+      throw CheckpointError(std::string("missing tensor '") + head + ".weight' (the file has " + head +
+                            ".bias): the checkpoint is incomplete or damaged");
+  const int dim = arch.embed_dim;
+
+  // Heads: from variant parameters, else the overrides, metadata, then timm's 64-wide heads.
+  int heads = overrides.heads;
+  std::string heads_source = "--arch";
+  if (heads == 0 && facts.heads > 0) {
+    heads = facts.heads;
+    heads_source = facts.layout + " layout";
+  }
+  for (int i = 0; heads == 0 && i < arch.depth; ++i) {
+    heads = heads_from_attention(keys, "blocks." + std::to_string(i) + ".attn.", dim);
+    heads_source = "attention parameters";
+  }
+  if (heads == 0 && checkpoint.metadata.count("num_heads")) {
+    const std::string& text = checkpoint.metadata.at("num_heads");
+    const bool digits = !text.empty() && text.size() <= 4 && text.find_first_not_of("0123456789") == std::string::npos;
+    heads = digits ? std::stoi(text) : 0;
+    if (heads <= 0)
+      throw CheckpointError("file metadata num_heads '" + excerpt(text) +
+                            "' is not a head count from 1 to 9999; fix the metadata or pass --arch heads=N");
+    heads_source = "file metadata";
+  }
+  if (heads == 0 && dim % 64 == 0) {
+    heads = dim / 64;
+    heads_source = "head dim 64 (timm convention; override with --arch heads=N)";
+  }
+  if (heads > 0 && dim % heads != 0)
+    throw CheckpointError(std::to_string(heads) + " heads (from " + heads_source + ") do not divide the width " +
+                          std::to_string(dim));
+  if (heads <= 0)
+    throw CheckpointError("cannot tell the head count of a width-" + std::to_string(dim) +
+                          " model: pass --arch heads=N");
+  arch.heads = heads;
+  note(std::to_string(heads) + " heads from " + heads_source);
+
+  // Plain qkv blocks trained as ReLU linear attention carry no parameter that says so.
+  const auto attention_entry = checkpoint.metadata.find("attention");
+  const bool linear_by_metadata = attention_entry != checkpoint.metadata.end() && attention_entry->second == "linear";
+  if (linear_by_metadata) note("native attention: linear (file metadata)");
+  for (int i = 0; i < arch.depth; ++i) {
+    const std::string block = "blocks." + std::to_string(i) + ".";
+    const std::string attn = block + "attn.";
+    BlockArch b;
+    b.attention.dim = dim;
+    b.attention.heads = heads;
+    if (keys.has(attn + "x_to_emb.weight")) {
+      b.attention.native = NativeAttention::Anchor;
+      b.attention.anchors = int(keys.size(attn + "dist_anchor_B.weight", 0, 2));
+    } else if (keys.has(attn + "qkv.weight")) {
+      b.attention.qkv_bias = keys.has(attn + "qkv.bias");
+      if (linear_by_metadata) {
+        b.attention.native = NativeAttention::Linear;
+      } else if (keys.has(attn + "temperature")) {
+        b.attention.native = NativeAttention::Enhanced;
+      } else if (keys.has(attn + "dwc.weight") || keys.has(attn + "scale") || keys.has(attn + "positional_encoding")) {
+        b.attention.native = NativeAttention::Focused;
+        if (keys.has(attn + "dwc.weight")) {
+          const auto& dwc = keys.get(attn + "dwc.weight");
+          b.attention.dwc_kernel = int(keys.size(attn + "dwc.weight", 2, 4));
+          // FLatten's DWC pads k / 2 on each side: only odd square kernels keep the grid.
+          if (b.attention.dwc_kernel % 2 == 0 || dwc.size(3) != dwc.size(2) || dwc.size(1) != 1)
+            throw CheckpointError("tensor '" + attn + "dwc.weight' has shape " + shape_text(dwc.sizes()) +
+                                  ": FLatten's depthwise conv needs [d, 1, k, k] with an odd k");
+        }
+        b.attention.has_scale = keys.has(attn + "scale");
+        if (keys.has(attn + "positional_encoding"))
+          b.attention.positional_encoding_tokens = int(keys.size(attn + "positional_encoding", 1, 3));
+      }
+    } else if (keys.has(attn + "q.weight") || keys.has(attn + "kv.weight")) {
+      throw CheckpointError("block " + std::to_string(i) +
+                            " uses separate attn.q / attn.kv projections (PVT layout), which is not supported yet");
+    } else {
+      throw CheckpointError("block " + std::to_string(i) + " has no attention projection (attn.qkv or attn.x_to_emb)");
+    }
+    b.mlp_hidden = int(keys.size(block + "mlp.fc1.weight", 0, 2));
+    b.layer_scale = keys.has(block + "ls1.gamma");
+    b.local_concentration = keys.has(block + "local_mp.conv1.weight");
+    arch.blocks.push_back(b);
+  }
+  facts.apply_to(arch);
+  // What the keys show, whatever the layout (timm's CLIP models carry norm_pre and a bias-free head).
+  arch.patch_bias = keys.has("patch_embed.proj.bias");
+  arch.norm_pre = keys.has("norm_pre.weight");
+  arch.head_bias = arch.num_classes == 0 || keys.has("head.bias");
+  if (!overrides.activation.empty())
+    for (auto& block : arch.blocks)
+      block.activation = overrides.activation == "quick_gelu" ? MlpActivation::QuickGelu : MlpActivation::Gelu;
+  else if (arch.norm_pre && facts.layout == "timm")
+    note(
+        "norm_pre present (a CLIP-style tower): the MLP runs exact GELU; for OpenAI CLIP weights, which use "
+        "QuickGELU and LayerNorm eps 1e-5, pass --arch act=quick_gelu,eps=1e-5");
+  if (overrides.layer_norm_eps > 0) arch.layer_norm_eps = overrides.layer_norm_eps;
+  check_arch_limits(vit_arch_estimate(arch));
+  return arch;
+}
+
+const BackboneFamily& vit_family() {
+  static const BackboneFamily family{"vit",
+                                     "ViT/DeiT (timm, Hugging Face, CLIP, DINOv2)",
+                                     // Any file: what infer_arch finds missing says what the file is not.
+                                     [](const Checkpoint&) { return true; },
+                                     [](FamilyInput& input) {
+                                       LoadReport report;
+                                       const VitArch arch =
+                                           infer_arch(input.checkpoint, input.overrides, &report, &input.layout);
+                                       input.notes.insert(input.notes.end(), report.notes.begin(), report.notes.end());
+                                       return inferred_backbone<VisionTransformerImpl>(arch, vit_arch_estimate(arch));
+                                     },
+                                     {}};
+  return family;
+}
+
+}  // namespace attnscope
