@@ -12,6 +12,7 @@
 #include "core/progress_bar.h"
 #include "views/analysis_registry.h"
 #include "views/folder_view.h"
+#include "views/representation_features.h"  // kTitleBreak, where a figure title may wrap
 
 namespace attnscope {
 
@@ -139,9 +140,6 @@ std::shared_ptr<const T> folder_pass(AnalysisCache* cache, const std::string& ke
   if (cache) cache->put(key, result);
   return result;
 }
-
-// Where a figure title may wrap (figures/render.cpp breaks titles at it).
-constexpr const char* kTitleBreak = "  \u00b7  ";
 
 // "12 images of glyphs": what a statistics figure was made from.
 std::string images_heading(int images, const std::string& folder);
