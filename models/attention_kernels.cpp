@@ -391,6 +391,21 @@ const std::vector<KernelSpec>& kernel_table() {
   return table;
 }
 
+// The variants a user swaps in, beside the kernels they resolve to (resolve_for_layer below): a
+// new kernel is its row above, its variant row here and its case there.
+const std::vector<VariantSpec>& variant_table() {
+  static const std::vector<VariantSpec> table = {
+      {Variant::Native, "native", "the checkpoint's own attention"},
+      {Variant::Softmax, "softmax", "ViT/DeiT dot-product attention"},
+      {Variant::Linear, "linear", "ReLU kernel linear attention"},
+      {Variant::Focused, "focused", "FLatten: f_p on ReLU features, with the checkpoint's depthwise conv on V"},
+      {Variant::Enhanced, "enhanced", "L2ViT linear global attention: ReLU, temperature, clamped denominator"},
+      {Variant::Window, "window", "softmax within w x w windows of the patch grid"},
+      {Variant::Anchor, "anchor", "AnchorFormer: attention through m anchors (learned, or pooled from K)"},
+  };
+  return table;
+}
+
 const KernelSpec& kernel_spec(Kernel kernel) {
   for (const KernelSpec& spec : kernel_table())
     if (spec.kernel == kernel) return spec;

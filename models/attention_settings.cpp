@@ -16,19 +16,6 @@ std::string list_alternatives(const std::vector<std::string>& items) {
 
 }  // namespace
 
-const std::vector<VariantSpec>& variant_table() {
-  static const std::vector<VariantSpec> table = {
-      {Variant::Native, "native", "the checkpoint's own attention"},
-      {Variant::Softmax, "softmax", "ViT/DeiT dot-product attention"},
-      {Variant::Linear, "linear", "ReLU kernel linear attention"},
-      {Variant::Focused, "focused", "FLatten: f_p on ReLU features, with the checkpoint's depthwise conv on V"},
-      {Variant::Enhanced, "enhanced", "L2ViT linear global attention: ReLU, temperature, clamped denominator"},
-      {Variant::Window, "window", "softmax within w x w windows of the patch grid"},
-      {Variant::Anchor, "anchor", "AnchorFormer: attention through m anchors (learned, or pooled from K)"},
-  };
-  return table;
-}
-
 const VariantSpec& variant_spec(Variant variant) {
   for (const VariantSpec& spec : variant_table())
     if (spec.variant == variant) return spec;

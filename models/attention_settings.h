@@ -43,7 +43,9 @@ struct VariantSpec {
   const char* name;         // CLI, session files, panel specs, the GUI combo
   const char* description;  // help texts and GUI tooltips
 };
-const std::vector<VariantSpec>& variant_table();  // in the order help texts and combos list them
+// In the order help texts and combos list them; defined beside the kernel table
+// (models/attention_kernels.cpp).
+const std::vector<VariantSpec>& variant_table();
 const VariantSpec& variant_spec(Variant variant);
 
 Variant parse_variant(const std::string& name);  // throws std::invalid_argument
