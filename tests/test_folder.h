@@ -11,7 +11,9 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <vector>
 
 namespace attnscope {
 
@@ -54,6 +56,23 @@ inline std::string read_file_contents(const std::filesystem::path& path) {
 
 inline void write_file_contents(const std::filesystem::path& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
+}
+
+// A CSV of numbers as rows of doubles; its header line into `header` when given.
+inline std::vector<std::vector<double>> read_numeric_csv(const std::filesystem::path& path,
+                                                         std::string* header = nullptr) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  if (header) *header = line;
+  std::vector<std::vector<double>> rows;
+  while (std::getline(in, line)) {
+    std::vector<double> row;
+    std::stringstream fields(line);
+    for (std::string field; std::getline(fields, field, ',');) row.push_back(std::stod(field));
+    rows.push_back(row);
+  }
+  return rows;
 }
 
 inline nlohmann::json read_json_file(const std::filesystem::path& path) {

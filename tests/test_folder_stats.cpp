@@ -64,17 +64,9 @@ fs::path run_case(const TestFolder& folder, const nlohmann::json& entry, const s
 
 // head_stats.csv's rows: layer, head, mean_distance, entropy.
 std::vector<std::vector<double>> read_head_stats(const fs::path& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  EXPECT_EQ(line.rfind("layer,head,mean_distance,entropy", 0), 0u) << line;
-  std::vector<std::vector<double>> rows;
-  while (std::getline(in, line)) {
-    std::vector<double> row;
-    std::stringstream fields(line);
-    for (std::string field; std::getline(fields, field, ',');) row.push_back(std::stod(field));
-    rows.push_back(row);
-  }
+  std::string header;
+  std::vector<std::vector<double>> rows = read_numeric_csv(path, &header);
+  EXPECT_EQ(header.rfind("layer,head,mean_distance,entropy", 0), 0u) << header;
   return rows;
 }
 

@@ -16,6 +16,7 @@
 #include "core/assets.h"
 #include "core/npy.h"
 #include "tests/case_folder.h"
+#include "tests/test_folder.h"
 #include "views/representation_features.h"
 #include "views/request_runner.h"
 
@@ -29,21 +30,6 @@ namespace fs = std::filesystem;
 // twice the scores' bound (both ends of the range move too).
 constexpr double kScoreTolerance = 1e-3, kColourTolerance = 2e-3, kRatioTolerance = 1e-4;
 constexpr double kSimilarityTolerance = 1e-4, kNormTolerance = 1e-4;
-
-std::vector<std::vector<double>> read_csv(const fs::path& path, std::string* header = nullptr) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  if (header) *header = line;
-  std::vector<std::vector<double>> rows;
-  while (std::getline(in, line)) {
-    std::vector<double> row;
-    std::stringstream fields(line);
-    for (std::string field; std::getline(fields, field, ',');) row.push_back(std::stod(field));
-    rows.push_back(row);
-  }
-  return rows;
-}
 
 // Each component (last axis) of `got` equals `expected` or its negation within `tolerance` times the
 // expected component's range; `rgb` says the values are min-max colours, whose flip is 1 - x.
@@ -121,7 +107,7 @@ void check_pca_case(const CaseFolder& folder, const nlohmann::json& entry, const
       max_error_up_to_sign(scores, folder.array(entry["expected"], "scores"), components, kScoreTolerance, false);
   const double colour_error =
       max_error_up_to_sign(rgb, folder.array(entry["expected"], "rgb"), components, kColourTolerance, true);
-  const auto explained = read_csv(out / "pca_explained.csv");
+  const auto explained = read_numeric_csv(out / "pca_explained.csv");
   ASSERT_EQ(explained.size(), 3u);
   double ratio_error = 0;
   for (size_t c = 0; c < 3; ++c)
@@ -160,7 +146,7 @@ void check_similarity_case(const CaseFolder& folder, const nlohmann::json& entry
   if (entry.contains("best_buddies")) {
     std::string header;
     std::set<std::vector<int>> got, expected;
-    for (const auto& row : read_csv(out / "best_buddies.csv", &header))
+    for (const auto& row : read_numeric_csv(out / "best_buddies.csv", &header))
       got.insert({int(row[0]), int(row[1]), int(row[2]), int(row[3])});
     for (const auto& row : entry["best_buddies"]) expected.insert(row.get<std::vector<int>>());
     EXPECT_EQ(header, "r1,c1,r2,c2");
@@ -191,7 +177,7 @@ void check_norms_case(const CaseFolder& folder, const nlohmann::json& entry, con
                high = std::max(threshold, expected_threshold) * (1 + kNormTolerance);
   std::string header;
   std::set<std::pair<int, int>> got, expected;
-  for (const auto& row : read_csv(out / "norm_outliers.csv", &header))
+  for (const auto& row : read_numeric_csv(out / "norm_outliers.csv", &header))
     if (row[4] < low || row[4] > high) got.insert({int(row[0]), int(row[1])});
   for (const auto& row : entry["outliers"])
     if (row[4].get<double>() < low || row[4].get<double>() > high)
@@ -200,13 +186,13 @@ void check_norms_case(const CaseFolder& folder, const nlohmann::json& entry, con
   EXPECT_EQ(got, expected);
   double mass_error = 0, neighbour_error = 0;
   if (threshold == expected_threshold || got.size() == expected.size()) {
-    const auto mass = read_csv(out / "norm_class_attention.csv");
+    const auto mass = read_numeric_csv(out / "norm_class_attention.csv");
     if (entry["class_mass"].empty()) {
       EXPECT_FALSE(fs::exists(out / "norm_class_attention.csv"));
     }
     for (size_t layer = 0; layer < mass.size() && layer < entry["class_mass"].size(); ++layer)
       mass_error = std::max(mass_error, std::abs(mass[layer][1] - entry["class_mass"][layer].get<double>()));
-    const auto neighbours = read_csv(out / "norm_outlier_neighbours.csv");
+    const auto neighbours = read_numeric_csv(out / "norm_outlier_neighbours.csv");
     EXPECT_EQ(neighbours.size(), entry["neighbours"].size());
     for (size_t i = 0; i < neighbours.size() && i < entry["neighbours"].size(); ++i)
       neighbour_error = std::max(neighbour_error, std::abs(neighbours[i][4] - entry["neighbours"][i].get<double>()));

@@ -67,17 +67,22 @@ void draw_analysis_options(Workbench& bench, const AnalysisEntry& entry) {
   for (const OptionSpec& option : entry.options) option_control(bench, option);
 }
 
+bool begin_analysis_window(Workbench& bench, const AnalysisEntry& entry) {
+  if (!begin_fixed_window(entry.label.c_str(), bench.layout.analysis_pos, bench.layout.analysis_size)) {
+    ImGui::End();
+    return false;
+  }
+  draw_analysis_switch(bench);
+  draw_analysis_options(bench, entry);
+  draw_worker_progress(bench);
+  return true;
+}
+
 struct AnalysisFigurePanel : WorkbenchPanel {
   void draw(Workbench& bench) override {
     const AnalysisEntry* entry = find_analysis(bench.state.analysis);
     if (!entry || has_own_analysis_panel(entry->name)) return;
-    if (!begin_fixed_window(entry->label.c_str(), bench.layout.analysis_pos, bench.layout.analysis_size)) {
-      ImGui::End();
-      return;
-    }
-    draw_analysis_switch(bench);
-    draw_analysis_options(bench, *entry);
-    draw_worker_progress(bench);
+    if (!begin_analysis_window(bench, *entry)) return;
 
     const InferenceOutcome* outcome = bench.outcome.get();
     const PlotImage& picture = bench.analysis_figure;

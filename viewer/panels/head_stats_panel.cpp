@@ -49,13 +49,7 @@ struct HeadStatsPanel : WorkbenchPanel {
   void draw(Workbench& bench) override {
     const AnalysisEntry* entry = find_analysis("headstats");
     if (!entry || bench.state.analysis != entry->name) return;
-    if (!begin_fixed_window(entry->label.c_str(), bench.layout.analysis_pos, bench.layout.analysis_size)) {
-      ImGui::End();
-      return;
-    }
-    draw_analysis_switch(bench);
-    draw_analysis_options(bench, *entry);
-    draw_worker_progress(bench);
+    if (!begin_analysis_window(bench, *entry)) return;
     const InferenceOutcome* outcome = bench.outcome.get();
     const auto* view = outcome ? dynamic_cast<const HeadStatsViewData*>(outcome->analysis_view.get()) : nullptr;
     if (!view) {

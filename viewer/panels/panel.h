@@ -45,6 +45,9 @@ struct AnalysisEntry;
 void draw_analysis_options(Workbench& bench, const AnalysisEntry& entry);
 // A progress bar while the worker runs a long analysis view (statistics over a folder).
 void draw_worker_progress(Workbench& bench);
+// The analysis column's window for a registry entry with its switch, option controls and progress;
+// false (the window already ended) when it is collapsed.
+bool begin_analysis_window(Workbench& bench, const AnalysisEntry& entry);
 
 // One radio button per value of an enum with a name table (core/enum_names.h), labelled as the
 // table says; `same_line` puts them on one line. Returns true when the value changed.
