@@ -15,9 +15,9 @@ namespace {
 
 // What every analysis reads: the input, the attention it runs, the selection and how maps look.
 const std::vector<std::string> kCommonOptions = {
-    "model",  "image", "out",      "variant", "p",       "window", "anchors",       "dwc",       "norm",
-    "layer",  "head",  "query",    "resize",  "size",    "crop",   "interpolation", "mean",      "std",
-    "device", "arch",  "colormap", "scale",   "opacity", "alpha",  "overwrite",     "max-pixels"};
+    "model",  "image", "out",    "variant",  "p",     "window",  "anchors",       "dwc",       "norm",
+    "layer",  "head",  "query",  "resize",   "size",  "crop",    "interpolation", "mean",      "std",
+    "device", "arch",  "config", "colormap", "scale", "opacity", "alpha",         "overwrite", "max-pixels"};
 
 std::vector<std::string> analyze_options() {
   std::vector<std::string> names = kCommonOptions;

@@ -65,8 +65,8 @@ torch::Tensor focus_map(const AttentionCapture& capture, int64_t item) {
 
 int eval_command(const Args& args) {
   const std::vector<std::string> state_options = {
-      "device", "out",     "model",  "arch", "methods", "steps", "replacement", "ig-steps", "ig-baseline",
-      "fusion", "discard", "resize", "size", "variant", "mean",  "std",         "layer",    "mass"};
+      "device", "out",     "model",  "arch", "config",  "methods", "steps", "replacement", "ig-steps", "ig-baseline",
+      "fusion", "discard", "resize", "size", "variant", "mean",    "std",   "layer",       "mass"};
   const std::vector<CommandFlag> flags = {
       {"models", "LIST", "comma-separated model files (default: every model in assets/models)", ""},
       {"samples", "N", "held-out images", "200"},

@@ -17,7 +17,7 @@ const std::vector<std::string> kExportOptions = {
     "model", "image", "out", "layout", "format", "dpi", "png-width", "width-pt", "transparent", "overwrite", "variants",
     "layers", "heads", "layer", "head", "query", "view", "direction", "colormap", "scale", "opacity", "alpha",
     "variant", "p", "window", "anchors", "dwc", "norm", "resize", "size", "crop", "interpolation", "mean", "std",
-    "device", "arch", "gradcam-layer", "class", "fusion", "discard", "fp-vectors", "fp-projection",
+    "device", "arch", "config", "gradcam-layer", "class", "fusion", "discard", "fp-vectors", "fp-projection",
     // the faithfulness layout
     "methods", "steps", "replacement", "ig-steps", "ig-baseline", "max-pixels"};
 
@@ -62,7 +62,7 @@ int export_command(const Args& args) {
   if (images.empty()) throw std::invalid_argument("no images in " + folder);
 
   configure_threads();
-  LoadedModel model = load_model(state.model, ArchOverrides::parse(state.arch), resolve_device(state.device));
+  LoadedModel model = load_model(state.model, state.arch_overrides(), resolve_device(state.device));
   configure_input(model, state.input_settings());
   ProgressBar bar;
   const BatchExport batch =

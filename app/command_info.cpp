@@ -9,13 +9,14 @@
 namespace attnscope {
 
 int info_command(const Args& args) {
-  const std::vector<std::string> options = {"model", "arch"};
+  const std::vector<std::string> options = {"model", "arch", "config"};
   const std::vector<CommandFlag> flags = {{"json", "", "print the architecture as JSON", ""}};
-  auto parsed = parse_or_print_help(args, "attnscope info --model FILE [--arch heads=N]", options, flags);
+  auto parsed =
+      parse_or_print_help(args, "attnscope info --model FILE [--arch heads=1/2/5/8] [--config FILE]", options, flags);
   if (!parsed) return 0;
   CommandLine& line = *parsed;
   if (line.state.model.empty()) throw std::invalid_argument("--model is required");
-  const LoadedModel model = load_model(line.state.model, ArchOverrides::parse(line.state.arch), torch::kCPU);
+  const LoadedModel model = load_model(line.state.model, line.state.arch_overrides(), torch::kCPU);
   if (!line.flags["json"].empty()) {
     nlohmann::json json = {{"model", model.path},
                            {"format", model.format},
@@ -26,6 +27,8 @@ int info_command(const Args& args) {
                             {{"mean", model.normalization.mean},
                              {"std", model.normalization.std},
                              {"source", model.normalization_source}}},
+                           {"registered_name", model.architecture},
+                           {"assumed", assumed_json(model.report.assumed)},
                            {"notes", model.report.notes},
                            {"warnings", model.report.warnings}};
     std::cout << json.dump(2) << "\n";
@@ -48,6 +51,8 @@ int info_command(const Args& args) {
             << "," << model.normalization.std[2] << " (" << model.normalization_source << ")\n";
   for (const auto& line : backbone.summary_lines()) std::cout << "  " << line << "\n";
   std::cout << "  parameters    " << model.parameter_count << "\n";
+  if (!model.architecture.empty()) std::cout << "  registered    " << model.architecture << "\n";
+  for (const auto& assumed : model.report.assumed) std::cout << "  assumed: " << assumed.describe() << "\n";
   for (const auto& note : model.report.notes) std::cout << "  note: " << note << "\n";
   print_warnings("info", model.report.warnings);
   return 0;

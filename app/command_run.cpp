@@ -21,9 +21,9 @@ namespace attnscope {
 namespace {
 
 const std::vector<std::string> kRunOptions = {
-    "model",  "image", "out",      "variant", "p",       "window", "anchors",       "dwc",  "norm",
-    "layer",  "head",  "query",    "resize",  "size",    "crop",   "interpolation", "mean", "std",
-    "device", "arch",  "colormap", "scale",   "opacity", "alpha",  "overwrite",     "lcm",  "max-pixels"};
+    "model",  "image",    "out",    "variant", "p",     "window",        "anchors", "dwc",       "norm",   "layer",
+    "head",   "query",    "resize", "size",    "crop",  "interpolation", "mean",    "std",       "device", "arch",
+    "config", "colormap", "scale",  "opacity", "alpha", "overwrite",     "lcm",     "max-pixels"};
 
 void require(const std::string& value, const std::string& name) {
   if (value.empty()) throw std::invalid_argument("--" + name + " is required");
@@ -46,7 +46,7 @@ int run_command(const Args& args) {
 
   configure_threads();
   const torch::Device device = resolve_device(state.device);
-  LoadedModel model = load_model(state.model, ArchOverrides::parse(state.arch), device);
+  LoadedModel model = load_model(state.model, state.arch_overrides(), device);
   configure_input(model, state.input_settings());
   const cv::Mat prepared =
       prepare_model_input(load_image_rgb(state.image, state.max_pixels), state.input_settings(), model);

@@ -156,7 +156,7 @@ int eval_dino_masks(const CommandLine& line, const std::vector<std::string>& ima
   const double mass =
       given_mass == state.options.end() ? kDefaultDinoMass : parse_double_option("mass", given_mass->second);
   configure_threads();
-  LoadedModel model = load_model(state.model, ArchOverrides::parse(state.arch), resolve_device(state.device));
+  LoadedModel model = load_model(state.model, state.arch_overrides(), resolve_device(state.device));
   std::vector<double> per_head, best_sum;
   int heads = 0, layer = 0;
   std::string layer_name;
@@ -259,7 +259,7 @@ int eval_folder(const CommandLine& line) {
   }
 
   configure_threads();
-  LoadedModel model = load_model(state.model, ArchOverrides::parse(state.arch), resolve_device(state.device));
+  LoadedModel model = load_model(state.model, state.arch_overrides(), resolve_device(state.device));
   Backbone& backbone = model.native("eval's attribution methods");
   const std::string mismatch = labels_path.empty() ? "" : label_mismatch(model, label_table, largest_label);
   const bool use_labels = !labels_path.empty() && mismatch.empty();

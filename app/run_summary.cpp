@@ -94,6 +94,8 @@ nlohmann::json run_summary(const RunSummaryInputs& in) {
   summary["row_format"] = model.backbone->hierarchical()
                               ? "attention_l*_h*.npy: the query's row over the layer's key grid [key_h, key_w]"
                               : "attention_l*_h*.npy: the query's row over all tokens, prefix tokens first";
+  summary["assumed"] = assumed_json(model.report.assumed);
+  if (!model.architecture.empty()) summary["registered_name"] = model.architecture;
   if (!model.report.notes.empty()) summary["notes"] = model.report.notes;
   if (!model.report.warnings.empty()) summary["warnings"] = model.report.warnings;
   return with_schema(summary, "run");

@@ -7,7 +7,7 @@ namespace attnscope {
 
 const std::vector<OutputSchema>& output_schemas() {
   static const std::vector<OutputSchema> schemas = {
-      {"run", "summary.json", 1},
+      {"run", "summary.json", 2},
       {"analyze-gradcam", "summary.json", 1},
       {"analyze-rollout", "summary.json", 1},
       {"analyze-spectrum", "summary.json", 1},

@@ -29,7 +29,7 @@ bool looks_like_care(const Checkpoint& checkpoint) {
 // `meta`: the attnscope_arch metadata or .arch.json sidecar (null when absent): att_head_dim [per
 // stage] (default: the authors' 1, 1, 16, 32), img_size (informative). Throws CheckpointError
 // naming the key that is missing, does not fit or is beyond the bounds.
-CareArch infer_care_arch(ShapeReader& shapes, const nlohmann::json& meta, std::vector<std::string>& notes) {
+CareArch infer_care_arch(ShapeReader& shapes, const nlohmann::json& meta, std::vector<ArchAssumption>& assumed) {
   if (meta.is_object() && meta.contains("family") && meta["family"] != "care")
     throw CheckpointError("the file's arch metadata says family " + meta["family"].dump() +
                           " but its keys are CARE's (stem.*, stages.S.blocks.B.inter_layer.*, dist_head.*)");
@@ -39,15 +39,12 @@ CareArch infer_care_arch(ShapeReader& shapes, const nlohmann::json& meta, std::v
   if (stem.size(2) != 4 || stem.size(3) != 4)
     throw CheckpointError("stem.0.weight has a " + std::to_string(stem.size(2)) + "x" + std::to_string(stem.size(3)) +
                           " kernel; CARE's stem is a 4x4 stride-4 conv");
-  const nlohmann::json head_dims = meta.is_object() ? meta.value("att_head_dim", nlohmann::json()) : nlohmann::json();
   int stages = 0;
   while (shapes.has(care_block_prefix(stages, 0) + "inter_layer.inter1_norm.weight"))
     shapes.bounded("stage count", "stages.S", ++stages, kStageRange);
   if (stages == 0)
     throw CheckpointError("no CARE stage found (missing 'stages.0.blocks.0.inter_layer.inter1_norm.weight')");
-  if (!head_dims.is_null() && (!head_dims.is_array() || head_dims.size() != size_t(stages)))
-    throw CheckpointError("arch metadata att_head_dim " + head_dims.dump() +
-                          " does not give one value for each of the " + std::to_string(stages) + " stages");
+  const std::vector<int> head_dims = stage_counts(meta, "att_head_dim", size_t(stages));
   bool head_dims_from_defaults = false;
   int in_dim = shapes.size("stem.0.weight", 4, 0, "width", kWidthRange), depth = 0;
   for (int s = 0; s < stages; ++s) {
@@ -74,11 +71,8 @@ CareArch infer_care_arch(ShapeReader& shapes, const nlohmann::json& meta, std::v
       throw CheckpointError("stem.0.weight gives width " + std::to_string(in_dim) + ", stage 0 has " +
                             std::to_string(stage.dim));
     }
-    if (head_dims.is_array()) {
-      if (!head_dims[size_t(s)].is_number_integer() || head_dims[size_t(s)].get<int>() <= 0)
-        throw CheckpointError("arch metadata att_head_dim " + head_dims.dump() + ": not a positive whole number");
-      stage.att_head_dim = shapes.bounded("head width", "arch metadata att_head_dim",
-                                          head_dims[size_t(s)].get<int64_t>(), kHeadWidthRange);
+    if (!head_dims.empty()) {
+      stage.att_head_dim = shapes.bounded("head width", "arch att_head_dim", head_dims[size_t(s)], kHeadWidthRange);
     } else {
       stage.att_head_dim = stages == 4 ? kReleasedHeadDims[s] : 1;
       head_dims_from_defaults = true;
@@ -89,6 +83,12 @@ CareArch infer_care_arch(ShapeReader& shapes, const nlohmann::json& meta, std::v
       CareBlockArch block;
       block.attention = shapes.has(prefix + "token_mixer.qk.weight");
       if (block.attention) {
+        if (stage.part_channels % stage.att_head_dim != 0 && head_dims.empty())
+          throw unfit_default_error("the weights do not show CARE's head widths, and the released att_head_dim " +
+                                        std::to_string(stage.att_head_dim) + " of stage " + std::to_string(s) +
+                                        " does not divide its " + std::to_string(stage.part_channels) +
+                                        " attention channels",
+                                    "att_head_dim");
         if (stage.part_channels % stage.att_head_dim != 0)
           throw CheckpointError("att_head_dim " + std::to_string(stage.att_head_dim) + " of stage " +
                                 std::to_string(s) + " does not divide its " + std::to_string(stage.part_channels) +
@@ -128,12 +128,19 @@ CareArch infer_care_arch(ShapeReader& shapes, const nlohmann::json& meta, std::v
                           " features but the last block "
                           "outputs " +
                           std::to_string(arch.cls_dim));
-  if (head_dims_from_defaults)
-    notes.push_back("att_head_dim per stage: the authors' default (1, 1, 16, 32); the keys do not show it");
+  if (head_dims_from_defaults) {
+    std::vector<int> used;
+    for (const auto& stage : arch.stages) used.push_back(stage.att_head_dim);
+    assumed.push_back({"att_head_dim", used,
+                       stages == 4 ? "the released models' head widths 1/1/16/32; the weights do not show them"
+                                   : "1 (not a four-stage CARE); the weights do not show them"});
+  }
   int native = 224;
-  if (meta.is_object() && meta.contains("img_size") && meta["img_size"].is_number_integer())
+  if (meta.contains("img_size"))
     native = shapes.bounded("native input size", "arch metadata img_size",
                             std::max<int64_t>(32, meta["img_size"].get<int64_t>()), kInputRange);
+  else
+    assumed.push_back({"img_size", native, "CARE's training input; sets the default input size only"});
   arch.native_height = arch.native_width = native;
   return arch;
 }
@@ -157,13 +164,27 @@ StagedMemory care_memory(const CareArch& arch) {
 
 InferredBackbone infer_care(FamilyInput& input) {
   ShapeReader shapes(input.checkpoint, "CARE");
-  return inferred_backbone<CareNetImpl>(shapes, infer_care_arch(shapes, input.meta, input.notes), care_memory);
+  return inferred_backbone<CareNetImpl>(shapes, infer_care_arch(shapes, input.meta, input.assumed), care_memory);
 }
 
 }  // namespace
 
+// The released CARE sizes (zhouyuan888888/CARETrans models/CARETrans.py @register_model; att_head_dim is
+// the constructor's default (1, 1, 16, 32), which no registered size overrides).
+const std::vector<ReleasedArch>& care_released() {
+  static const std::vector<ReleasedArch> table = {
+      {"CARETrans_S0",
+       R"({"depths":[2,4,8,4],"feat_dims":[24,48,96,192],"mem_dims":[8,16,32,64],"cls_dim":1024,"att_head_dim":[1,1,16,32],"img_size":224})"},
+      {"CARETrans_S1",
+       R"({"depths":[3,6,10,6],"feat_dims":[24,48,96,192],"mem_dims":[8,16,32,64],"cls_dim":1024,"att_head_dim":[1,1,16,32],"img_size":224})"},
+      {"CARETrans_S2",
+       R"({"depths":[3,6,10,6],"feat_dims":[24,48,144,288],"mem_dims":[8,16,48,96],"cls_dim":1536,"att_head_dim":[1,1,16,32],"img_size":224})"},
+  };
+  return table;
+}
+
 const BackboneFamily& care_family() {
-  static const BackboneFamily family{"care", "CARE", looks_like_care, infer_care, {}};
+  static const BackboneFamily family{"care", "CARE", looks_like_care, infer_care, {}, care_released()};
   return family;
 }
 

@@ -21,39 +21,6 @@ std::string cswin_block_prefix(int stage, int block) {
   return "stage" + std::to_string(stage + 1) + "." + std::to_string(block) + ".";
 }
 
-// A per-stage list of ints from the metadata: a JSON list, one int for all, or the authors'
-// "56-28-14-7" string. Empty when absent.
-std::vector<int> per_stage_list(const nlohmann::json& meta, const char* key, size_t stages) {
-  if (!meta.is_object() || !meta.contains(key)) return {};
-  const nlohmann::json& value = meta.at(key);
-  std::vector<int> out;
-  try {
-    if (value.is_number_integer()) {
-      out.assign(stages, value.get<int>());
-    } else if (value.is_array()) {
-      for (const auto& item : value) out.push_back(item.get<int>());
-    } else if (value.is_string()) {
-      const std::string text = value.get<std::string>();
-      size_t begin = 0;
-      while (begin <= text.size()) {
-        const size_t dash = text.find('-', begin);
-        out.push_back(std::stoi(text.substr(begin, dash - begin)));
-        if (dash == std::string::npos) break;
-        begin = dash + 1;
-      }
-    }
-  } catch (const std::exception&) {
-    throw CheckpointError(std::string("arch metadata '") + key +
-                          "' is not a list of whole numbers: " + value.dump().substr(0, 80));
-  }
-  if (out.size() != stages)
-    throw CheckpointError(std::string("arch metadata '") + key + "' " + value.dump().substr(0, 80) + " names " +
-                          std::to_string(out.size()) + " stages, the keys have " + std::to_string(stages));
-  for (int v : out)
-    if (v <= 0) throw CheckpointError(std::string("arch metadata '") + key + "' has a size below 1");
-  return out;
-}
-
 // The authors' attn_type per block: one letter per stage, L (focused) or S (softmax); an M stage
 // has its first int(attn_type[stages:]) blocks L and the rest S.
 std::vector<std::vector<bool>> parse_attn_type(const std::string& attn_type, const std::vector<int>& depths) {
@@ -101,7 +68,8 @@ bool looks_like_cswin(const Checkpoint& checkpoint) { return checkpoint.tensors.
 // The architecture from the keys; `meta` is the arch metadata (or null): heads, split_size,
 // la_split_size, attn_type, focusing_factor, img_size. Throws CheckpointError naming the key that
 // is missing, misshapen or beyond the bounds, or the metadata entry that contradicts the keys.
-CSwinArch infer_cswin_arch(ShapeReader& shapes, const nlohmann::json& meta, std::vector<std::string>& notes) {
+CSwinArch infer_cswin_arch(ShapeReader& shapes, const nlohmann::json& meta, std::vector<std::string>& notes,
+                           std::vector<ArchAssumption>& assumed) {
   if (meta.is_object() && meta.contains("family") && meta["family"] != "flatten_cswin")
     throw CheckpointError("the keys are FLatten-CSwin's (stage1_conv_embed.*) but the arch metadata says family " +
                           meta["family"].dump().substr(0, 40));
@@ -170,9 +138,8 @@ CSwinArch infer_cswin_arch(ShapeReader& shapes, const nlohmann::json& meta, std:
   // Heads: the metadata's, checked against what focused blocks' DWC shows; else the DWC's, else
   // the released models' head width.
   const std::vector<int> heads =
-      bounded_list(shapes, per_stage_list(meta, "heads", stages), "heads", "head count", kHeadRange);
-  if (heads.empty())
-    notes.push_back("heads of softmax blocks: width / 32 as in the released models (no heads metadata)");
+      bounded_list(shapes, stage_counts(meta, "heads", stages), "heads", "head count", kHeadRange);
+  bool heads_assumed = false;  // a softmax block took the released head width
   for (size_t s = 0; s < stages; ++s)
     for (size_t b = 0; b < arch.stages[s].blocks.size(); ++b) {
       CSwinBlockArch& block = arch.stages[s].blocks[b];
@@ -185,11 +152,20 @@ CSwinArch infer_cswin_arch(ShapeReader& shapes, const nlohmann::json& meta, std:
         block.heads = heads[s];
       } else if (block.native == NativeAttention::Softmax) {
         block.heads = std::max(1, dim / kReleasedHeadDim);
+        heads_assumed = true;
+        if (dim % block.heads != 0 || (block.branches == 2 && block.heads % 2 != 0))
+          throw unfit_default_error(
+              "the weights do not show the heads of FLatten-CSwin's softmax blocks, and the released head width " +
+                  std::to_string(kReleasedHeadDim) + " gives '" + cswin_block_prefix(int(s), int(b)) + "' (width " +
+                  std::to_string(dim) + ") " + std::to_string(block.heads) + (block.heads == 1 ? " head" : " heads") +
+                  (dim % block.heads != 0 ? ", which do not divide its width"
+                                          : ", which cannot be shared between its 2 stripe branches"),
+              "heads");
       }
       if (block.heads <= 0 || dim % block.heads != 0 || (block.branches == 2 && block.heads % 2 != 0))
         throw CheckpointError(std::to_string(block.heads) + " heads do not split the width " + std::to_string(dim) +
                               " of '" + cswin_block_prefix(int(s), int(b)) + "' into " +
-                              std::to_string(block.branches) + " branch(es)");
+                              std::to_string(block.branches) + " branch(es) of whole heads");
       const auto& get_v = shapes.tensor(cswin_block_prefix(int(s), int(b)) + "attns.0.get_v.weight", 4);
       if (get_v.size(0) != dim / block.branches)
         throw CheckpointError("tensor '" + cswin_block_prefix(int(s), int(b)) + "attns.0.get_v.weight' has " +
@@ -197,11 +173,17 @@ CSwinArch infer_cswin_arch(ShapeReader& shapes, const nlohmann::json& meta, std:
                               std::to_string(block.branches) + " has " + std::to_string(dim / block.branches));
     }
 
+  if (heads_assumed) {
+    std::vector<int> per_stage;
+    for (const auto& stage : arch.stages) per_stage.push_back(stage.blocks.back().heads);
+    assumed.push_back({"heads", per_stage, "width / 32, the released models' head width, for softmax blocks"});
+  }
+
   // The training input: the metadata's, else the grid a focused block's encoding was trained on.
   int native = 0;
-  if (meta.is_object() && meta.contains("img_size")) {
+  if (meta.contains("img_size")) {
     native =
-        bounded_list(shapes, per_stage_list(meta, "img_size", 1), "img_size", "native input size", kInputRange).front();
+        bounded_list(shapes, stage_counts(meta, "img_size", 1), "img_size", "native input size", kInputRange).front();
   }
   for (size_t s = 0; native <= 0 && s < stages; ++s)
     for (const auto& block : arch.stages[s].blocks)
@@ -213,22 +195,21 @@ CSwinArch infer_cswin_arch(ShapeReader& shapes, const nlohmann::json& meta, std:
       }
   if (native <= 0) {
     native = 224;
-    notes.push_back("native input 224 assumed (no img_size metadata and no focused block)");
+    assumed.push_back({"img_size", native, "the released training input; no focused block shows it"});
   }
   arch.native_height = arch.native_width = native;
 
   // Stripe widths: only two-branch blocks use them (single-branch blocks cover the whole grid).
   arch.split_size =
-      bounded_list(shapes, per_stage_list(meta, "split_size", stages), "split_size", "stripe width", kGridRange);
+      bounded_list(shapes, stage_counts(meta, "split_size", stages), "split_size", "stripe width", kGridRange);
   if (arch.split_size.empty()) {
     arch.split_size = {1, 2};
     while (arch.split_size.size() < stages) arch.split_size.push_back(std::max(1, native / 32));
     arch.split_size.resize(stages);
-    notes.push_back("stripe widths 1-2-" + std::to_string(native / 32) +
-                    "... as the released models (no split_size metadata)");
+    assumed.push_back({"split_size", arch.split_size, "the released models' stripe widths 1, 2, img_size / 32"});
   }
   arch.la_split_size =
-      bounded_list(shapes, per_stage_list(meta, "la_split_size", stages), "la_split_size", "stripe width", kGridRange);
+      bounded_list(shapes, stage_counts(meta, "la_split_size", stages), "la_split_size", "stripe width", kGridRange);
   for (size_t s = 0; s < stages; ++s)
     for (auto& block : arch.stages[s].blocks)
       block.split = block.native == NativeAttention::Focused && !arch.la_split_size.empty() ? arch.la_split_size[s]
@@ -293,14 +274,31 @@ StagedMemory cswin_memory(const CSwinArch& arch) {
 
 InferredBackbone infer_cswin(FamilyInput& input) {
   ShapeReader shapes(input.checkpoint, "FLatten-CSwin");
-  return inferred_backbone<CSwinTransformerImpl>(shapes, infer_cswin_arch(shapes, input.meta, input.notes),
-                                                 cswin_memory);
+  return inferred_backbone<CSwinTransformerImpl>(
+      shapes, infer_cswin_arch(shapes, input.meta, input.notes, input.assumed), cswin_memory);
 }
 
 }  // namespace
 
+// FLatten-CSwin's sizes (LeapLabTHU/FLatten-Transformer models/flatten_cswin.py, built by name from
+// models/build.py's MODEL.TYPE).
+const std::vector<ReleasedArch>& cswin_released() {
+  static const std::vector<ReleasedArch> table = {
+      {"FLatten_CSWin_64_24181_tiny_224",
+       R"({"patch_size":4,"embed_dim":64,"depth":[2,4,18,1],"split_size":[1,2,7,7],"num_heads":[2,4,8,16],"mlp_ratio":4.0,"img_size":224})"},
+      {"FLatten_CSWin_64_24322_small_224",
+       R"({"patch_size":4,"embed_dim":64,"depth":[2,4,32,2],"split_size":[1,2,7,7],"num_heads":[2,4,8,16],"mlp_ratio":4.0,"img_size":224})"},
+      {"FLatten_CSWin_96_36292_base_224",
+       R"({"patch_size":4,"embed_dim":96,"depth":[3,6,29,2],"split_size":[1,2,7,7],"num_heads":[4,8,16,32],"mlp_ratio":4.0,"img_size":224})"},
+      {"FLatten_CSWin_96_36292_base_384",
+       R"({"patch_size":4,"embed_dim":96,"depth":[3,6,29,2],"split_size":[1,2,12,12],"num_heads":[4,8,16,32],"mlp_ratio":4.0,"img_size":384})"},
+  };
+  return table;
+}
+
 const BackboneFamily& cswin_family() {
-  static const BackboneFamily family{"flatten-cswin", "FLatten-CSwin", looks_like_cswin, infer_cswin, {}};
+  static const BackboneFamily family{"flatten-cswin", "FLatten-CSwin", looks_like_cswin, infer_cswin, {},
+                                     cswin_released()};
   return family;
 }
 

@@ -1,4 +1,4 @@
-// Loaded models kept by (path, arch overrides, device), least recently used first out: the
+// Loaded models kept by (path, --arch, device, --config), least recently used first out: the
 // workbench's panels and the rows of a comparison figure may each name their own checkpoint, and
 // switching between them should not reload a file that is still in use.
 #pragma once
@@ -17,12 +17,15 @@ class ModelCache {
 
   // The model, loaded on first use (throws what load_model throws). The cache keeps the `capacity`
   // most recently used; a caller's pointer keeps its model alive beyond that.
-  std::shared_ptr<LoadedModel> get(const std::string& path, const std::string& arch, const std::string& device);
+  // `arch` and `config` are --arch and --config (models/arch_config.h).
+  std::shared_ptr<LoadedModel> get(const std::string& path, const std::string& arch, const std::string& device,
+                                   const std::string& config = "");
   void clear() { entries_.clear(); }
   size_t size() const { return entries_.size(); }
 
-  static std::string key(const std::string& path, const std::string& arch, const std::string& device) {
-    return path + "|" + arch + "|" + device;
+  static std::string key(const std::string& path, const std::string& arch, const std::string& device,
+                         const std::string& config = "") {
+    return path + "|" + arch + "|" + device + "|" + config;
   }
 
  private:

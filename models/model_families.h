@@ -6,28 +6,30 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "core/checkpoint.h"
+#include "models/arch_config.h"
 #include "models/arch_limits.h"
 #include "models/backbone.h"
 #include "models/checkpoint_keys.h"
 
 namespace attnscope {
 
-struct ArchOverrides;
 struct LayoutFacts;
 
 // What a family reads a checkpoint with.
 struct FamilyInput {
-  Checkpoint& checkpoint;          // a family may rename it in place to its own layout
-  const nlohmann::json& meta;      // architecture_metadata(): what the keys cannot show, or null
-  const ArchOverrides& overrides;  // --arch
-  const LayoutFacts& layout;       // the ViT layout the keys came in (Hugging Face, CLIP, DINOv2, timm)
+  Checkpoint& checkpoint;      // a family may rename it in place to its own layout
+  const nlohmann::json& meta;  // gather_arch_config()'s values: what the keys cannot show (an object)
+  const std::map<std::string, std::string>& sources;  // where each of them came from
+  const LayoutFacts& layout;  // the ViT layout the keys came in (Hugging Face, CLIP, DINOv2, timm)
   std::vector<std::string>& notes;
+  std::vector<ArchAssumption>& assumed;  // what the family took without a source saying it
 };
 
 // An architecture read from a checkpoint's shapes, not built yet: its sizes and memory estimate,
@@ -67,6 +69,8 @@ struct BackboneFamily {
   // The weight sets of a training checkpoint, in the order the family's paper reports them
   // (L2ViT: model_ema first); empty: the checkpoint reader's order.
   std::vector<std::string> containers;
+  // The released configurations by registered name (timm's @register_model, the authors' tables).
+  std::vector<ReleasedArch> released;
 };
 
 // Every family, in the order their keys are tried (ViT, the loosest, last).

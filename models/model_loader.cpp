@@ -17,41 +17,6 @@
 
 namespace attnscope {
 
-ArchOverrides ArchOverrides::parse(const std::string& text) {
-  ArchOverrides overrides;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ',')) {
-    if (item.empty()) continue;
-    const auto eq = item.find('=');
-    if (eq == std::string::npos)
-      throw std::invalid_argument("--arch expects key=value pairs, got '" + excerpt(item) + "'");
-    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    auto number = [&](auto convert) {
-      try {
-        return convert(value);
-      } catch (const std::exception&) {
-        throw std::invalid_argument("--arch " + excerpt(key + "=" + value) + " is not a number");
-      }
-    };
-    if (key == "heads")
-      overrides.heads = number([](const std::string& s) { return std::stoi(s); });
-    else if (key == "eps")
-      overrides.layer_norm_eps = number([](const std::string& s) { return std::stod(s); });
-    else if (key == "act" && (value == "gelu" || value == "quick_gelu"))
-      overrides.activation = value;
-    else if (key == "act")
-      throw std::invalid_argument("--arch act must be gelu or quick_gelu, got '" + excerpt(value) + "'");
-    else
-      throw std::invalid_argument("unknown --arch key '" + excerpt(key) + "' (known: heads, eps, act)");
-  }
-  if (overrides.heads < 0 || overrides.heads > 4096) throw std::invalid_argument("--arch heads must be from 1 to 4096");
-  // 0 means "not given"; anything else must be a usable LayerNorm epsilon.
-  if (!(std::isfinite(overrides.layer_norm_eps) && overrides.layer_norm_eps >= 0 && overrides.layer_norm_eps < 1))
-    throw std::invalid_argument("--arch eps must be a number from 0 (exclusive) to 1, e.g. 1e-6");
-  return overrides;
-}
-
 std::string LoadReport::describe() const {
   std::ostringstream out;
   auto list = [&](const char* what, const std::vector<std::string>& items) {
@@ -206,10 +171,13 @@ LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, 
   const LayoutFacts layout = adopt_known_layout(checkpoint, path);
   loaded.report.notes = layout.notes;
   loaded.report.notes.insert(loaded.report.notes.end(), container_notes.begin(), container_notes.end());
-  const nlohmann::json meta = architecture_metadata(checkpoint, file);
-  FamilyInput input{checkpoint, meta, overrides, layout, loaded.report.notes};
+  const BackboneFamily& family = family_for(checkpoint);
+  const ArchConfig config = gather_arch_config(family, checkpoint, file, overrides);
+  loaded.report.notes.insert(loaded.report.notes.end(), config.notes.begin(), config.notes.end());
+  loaded.architecture = config.architecture;
+  FamilyInput input{checkpoint, config.values, config.sources, layout, loaded.report.notes, loaded.report.assumed};
   // The family's sizes are judged before the model is built: nothing is allocated beyond the bounds.
-  auto model = family_for(checkpoint).infer(input).build();
+  auto model = family.infer(input).build();
   loaded.backbone = model;
   copy_weights(*model, checkpoint, loaded.report);
   if (!loaded.report.ok())

@@ -7,6 +7,7 @@
 
 #include "core/checkpoint.h"
 #include "core/image.h"
+#include "models/arch_config.h"
 #include "models/backbone.h"
 #include "models/cpu_threads.h"
 #include "models/scripted_model.h"
@@ -15,21 +16,13 @@
 
 namespace attnscope {
 
-// What key names and shapes cannot tell (plain softmax blocks hide their head count).
-// Parsed from "heads=6,eps=1e-5,act=quick_gelu"; safetensors metadata "num_heads" is read too.
-struct ArchOverrides {
-  int heads = 0;
-  double layer_norm_eps = 0.0;
-  std::string activation;                               // "gelu" or "quick_gelu"; empty: what the layout says
-  static ArchOverrides parse(const std::string& text);  // throws std::invalid_argument
-};
-
 struct LoadReport {
   std::vector<std::string> missing;     // the model needs them, the file lacks them
   std::vector<std::string> unexpected;  // in the file, not part of any supported computation
   std::vector<std::string> misshaped;   // "name: file [a,b] vs model [c,d]"
   std::vector<std::string> notes;       // how the architecture was inferred
   std::vector<std::string> warnings;    // what loads but is suspect (weights holding NaN or Inf)
+  std::vector<ArchAssumption> assumed;  // what no file or option gave and the family took
   bool ok() const { return missing.empty() && unexpected.empty() && misshaped.empty(); }
   std::string describe() const;
 };
@@ -43,6 +36,7 @@ struct LoadedModel {
   std::string path;
   std::string format;
   std::string container_key;
+  std::string architecture;                     // the registered name a config gave (config.json, yaml); empty: none
   std::map<std::string, std::string> metadata;  // safetensors __metadata__ (e.g. class_names)
   std::vector<std::string> class_names;         // empty when unknown
   // What the checkpoint declares about its input, and the normalisation in use (the declared one

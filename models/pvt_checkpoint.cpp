@@ -61,7 +61,7 @@ std::string adopt_pvt_layout(FamilyInput& input, ShapeReader& shapes) {
 // gives the heads per stage and the training input, which keys do not show (default: PVT v2's
 // 1, 2, 5, 8 heads for four stages, 224 pixels). Throws CheckpointError naming the key.
 PvtArch infer_pvt_arch(ShapeReader& shapes, const nlohmann::json& meta, const std::string& layout,
-                       std::vector<std::string>& notes) {
+                       std::vector<ArchAssumption>& assumed) {
   PvtArch arch;
   arch.source_layout = layout;
   const std::string stem = "patch_embed.proj.weight";
@@ -72,13 +72,14 @@ PvtArch infer_pvt_arch(ShapeReader& shapes, const nlohmann::json& meta, const st
                                  std::to_string(stem_weight.size(3)) +
                                  " kernel; PVT v2's overlapping patch embedding is 7x7");
   if (shapes.has("head.weight")) arch.num_classes = shapes.size("head.weight", 2, 0, "class count", kClassRange);
-  nlohmann::json heads_given = meta.is_object() ? meta.value("heads", nlohmann::json()) : nlohmann::json();
   int stages = 0;
   while (shapes.has(pvt_block_prefix(stages, 0) + "norm1.weight"))
     shapes.bounded("stage count", "stages.S", ++stages, kStageRange);
   if (stages == 0) throw CheckpointError("no PVT stage found (missing 'stages.0.blocks.0.norm1.weight')");
+  const std::vector<int> heads_given = stage_counts(meta, "heads", size_t(stages));
   static const int kReleasedHeads[] = {1, 2, 5, 8};
-  bool heads_from_defaults = false;
+  std::vector<int> heads_per_stage;
+  bool heads_assumed = false;  // a softmax block took the default
   int in_dim = shapes.size(stem, 4, 0, "width", kWidthRange), depth = 0;
   for (int s = 0; s < stages; ++s) {
     PvtStageArch stage;
@@ -94,12 +95,10 @@ PvtArch infer_pvt_arch(ShapeReader& shapes, const nlohmann::json& meta, const st
                             std::to_string(stage.dim));
     }
     int heads = 0;
-    if (heads_given.is_array() && size_t(s) < heads_given.size() && heads_given[size_t(s)].is_number_integer())
-      heads = shapes.bounded("head count", "arch metadata heads", heads_given[size_t(s)].get<int64_t>(), kHeadRange);
-    else if (stages == 4)
-      heads = kReleasedHeads[s], heads_from_defaults = true;
+    if (!heads_given.empty())
+      heads = shapes.bounded("head count", "arch heads", heads_given[size_t(s)], kHeadRange);
     else
-      heads = std::max(1, stage.dim / 64), heads_from_defaults = true;
+      heads = stages == 4 ? kReleasedHeads[s] : std::max(1, stage.dim / 64);
     for (int b = 0; shapes.has(pvt_block_prefix(s, b) + "norm1.weight"); ++b) {
       shapes.bounded("depth", "stages.S.blocks.B", ++depth, kDepthRange);
       const std::string prefix = pvt_block_prefix(s, b), attn = prefix + "attn.";
@@ -124,21 +123,33 @@ PvtArch infer_pvt_arch(ShapeReader& shapes, const nlohmann::json& meta, const st
         block.heads = focused.heads;
         block.encoding_tokens = focused.encoding_tokens;
       }
-      if (stage.dim % block.heads != 0)
+      if (stage.dim % block.heads != 0 && !heads_given.empty())
         throw CheckpointError(std::to_string(block.heads) + " heads do not divide the width " +
                               std::to_string(stage.dim) + " of '" + prefix + "'");
+      if (stage.dim % block.heads != 0)
+        throw unfit_default_error("the weights do not show PVT v2's heads, and " +
+                                      std::string(stages == 4 ? "the released " : "width / 64 = ") +
+                                      std::to_string(block.heads) + " heads of stage " + std::to_string(s) +
+                                      " do not divide its width " + std::to_string(stage.dim),
+                                  "heads");
       block.mlp_hidden = shapes.size(prefix + "mlp.fc1.weight", 2, 0, "MLP hidden size", kHiddenRange);
+      heads_assumed = heads_assumed || (heads_given.empty() && block.native != NativeAttention::Focused);
       stage.blocks.push_back(block);
     }
     in_dim = stage.dim;
     arch.stages.push_back(stage);
   }
-  if (heads_from_defaults)
-    notes.push_back("heads per stage: PVT v2's released 1, 2, 5, 8 (or width / 64); the keys do not show them");
+  for (const auto& stage : arch.stages) heads_per_stage.push_back(stage.blocks.back().heads);
+  if (heads_assumed)
+    assumed.push_back({"heads", heads_per_stage,
+                       stages == 4 ? "PVT v2's released heads 1/2/5/8; the weights do not show them"
+                                   : "width / 64 (not a four-stage PVT v2); the weights do not show them"});
   int native = 224;
-  if (meta.is_object() && meta.contains("img_size") && meta["img_size"].is_number_integer())
-    native = shapes.bounded("native input size", "arch metadata img_size",
-                            std::max<int64_t>(8, meta["img_size"].get<int64_t>()), kInputRange);
+  if (meta.contains("img_size"))
+    native = shapes.bounded("native input size", "arch img_size", std::max<int64_t>(8, meta["img_size"].get<int64_t>()),
+                            kInputRange);
+  else
+    assumed.push_back({"img_size", native, "PVT v2's training input; sets the default input size only"});
   arch.native_height = arch.native_width = native;
   return arch;
 }
@@ -164,13 +175,47 @@ InferredBackbone infer_pvt(FamilyInput& input) {
   ShapeReader shapes(input.checkpoint, "PVT v2");
   const std::string layout = adopt_pvt_layout(input, shapes);
   return inferred_backbone<PyramidVisionTransformerImpl>(
-      shapes, infer_pvt_arch(shapes, input.meta, layout, input.notes), pvt_memory);
+      shapes, infer_pvt_arch(shapes, input.meta, layout, input.assumed), pvt_memory);
 }
 
 }  // namespace
 
+// timm's pvt_v2_b0..b5 (timm/models/pvt_v2.py) and FLatten's flatten_pvt_v2_b0..b5
+// (models/flatten_pvt_v2.py), as their @register_model functions build them.
+const std::vector<ReleasedArch>& pvt_released() {
+  static const std::vector<ReleasedArch> table = {
+      {"pvt_v2_b0",
+       R"({"depths":[2,2,2,2],"embed_dims":[32,64,160,256],"num_heads":[1,2,5,8],"sr_ratios":[8,4,2,1],"mlp_ratios":[8,8,4,4],"img_size":224})"},
+      {"pvt_v2_b1",
+       R"({"depths":[2,2,2,2],"embed_dims":[64,128,320,512],"num_heads":[1,2,5,8],"sr_ratios":[8,4,2,1],"mlp_ratios":[8,8,4,4],"img_size":224})"},
+      {"pvt_v2_b2",
+       R"({"depths":[3,4,6,3],"embed_dims":[64,128,320,512],"num_heads":[1,2,5,8],"sr_ratios":[8,4,2,1],"mlp_ratios":[8,8,4,4],"img_size":224})"},
+      {"pvt_v2_b3",
+       R"({"depths":[3,4,18,3],"embed_dims":[64,128,320,512],"num_heads":[1,2,5,8],"sr_ratios":[8,4,2,1],"mlp_ratios":[8,8,4,4],"img_size":224})"},
+      {"pvt_v2_b4",
+       R"({"depths":[3,8,27,3],"embed_dims":[64,128,320,512],"num_heads":[1,2,5,8],"sr_ratios":[8,4,2,1],"mlp_ratios":[8,8,4,4],"img_size":224})"},
+      {"pvt_v2_b5",
+       R"({"depths":[3,6,40,3],"embed_dims":[64,128,320,512],"num_heads":[1,2,5,8],"sr_ratios":[8,4,2,1],"mlp_ratios":[4,4,4,4],"img_size":224})"},
+      {"pvt_v2_b2_li",
+       R"({"depths":[3,4,6,3],"embed_dims":[64,128,320,512],"num_heads":[1,2,5,8],"sr_ratios":[8,4,2,1],"mlp_ratios":[8,8,4,4],"linear":true,"img_size":224})"},
+      {"flatten_pvt_v2_b0",
+       R"({"depths":[2,2,2,2],"embed_dims":[32,64,160,256],"num_heads":[1,2,5,8],"sr_ratios":[8,4,2,1],"mlp_ratios":[8,8,4,4],"img_size":224,"focusing_factor":3})"},
+      {"flatten_pvt_v2_b1",
+       R"({"depths":[2,2,2,2],"embed_dims":[64,128,320,512],"num_heads":[1,2,5,8],"sr_ratios":[8,4,2,1],"mlp_ratios":[8,8,4,4],"img_size":224,"focusing_factor":3})"},
+      {"flatten_pvt_v2_b2",
+       R"({"depths":[3,4,6,3],"embed_dims":[64,128,320,512],"num_heads":[1,2,5,8],"sr_ratios":[8,4,2,1],"mlp_ratios":[8,8,4,4],"img_size":224,"focusing_factor":3})"},
+      {"flatten_pvt_v2_b3",
+       R"({"depths":[3,4,18,3],"embed_dims":[64,128,320,512],"num_heads":[1,2,5,8],"sr_ratios":[8,4,2,1],"mlp_ratios":[8,8,4,4],"img_size":224,"focusing_factor":3})"},
+      {"flatten_pvt_v2_b4",
+       R"({"depths":[3,8,27,3],"embed_dims":[64,128,320,512],"num_heads":[1,2,5,8],"sr_ratios":[8,4,2,1],"mlp_ratios":[8,8,4,4],"img_size":224,"focusing_factor":3})"},
+      {"flatten_pvt_v2_b5",
+       R"({"depths":[3,6,40,3],"embed_dims":[64,128,320,512],"num_heads":[1,2,5,8],"sr_ratios":[8,4,2,1],"mlp_ratios":[4,4,4,4],"img_size":224,"focusing_factor":3})"},
+  };
+  return table;
+}
+
 const BackboneFamily& pvt_family() {
-  static const BackboneFamily family{"pvt-v2", "PVT v2, FLatten-PVT v2", looks_like_pvt, infer_pvt, {}};
+  static const BackboneFamily family{"pvt-v2", "PVT v2, FLatten-PVT v2", looks_like_pvt, infer_pvt, {}, pvt_released()};
   return family;
 }
 

@@ -24,13 +24,6 @@ int swin_square_side(const ShapeReader& shapes, const std::string& key, int64_t 
   return int(side);
 }
 
-// An int or a per-stage list from the arch metadata; 0 when absent.
-int per_stage(const nlohmann::json& value, size_t stage) {
-  if (value.is_number_integer()) return value.get<int>();
-  if (value.is_array() && stage < value.size() && value[stage].is_number_integer()) return value[stage].get<int>();
-  return 0;
-}
-
 bool looks_like_swin(const Checkpoint& checkpoint) {
   return checkpoint.tensors.count("patch_embed.proj.weight") &&
          checkpoint.tensors.count("layers.0.blocks.0.norm1.weight");
@@ -74,11 +67,11 @@ std::string adopt_swin_layout(FamilyInput& input, ShapeReader& shapes) {
   return "microsoft";
 }
 
-// The architecture from timm-layout keys; `meta` is the file's attnscope_arch metadata (or null)
-// for what the keys cannot tell (the configured window, the training input size). Throws
-// CheckpointError naming the key that is missing, misshapen or beyond the bounds.
+// The architecture from timm-layout keys; `meta` (gather_arch_config's values) gives what the keys
+// cannot tell (the configured window, the training input size); heads it gives must agree with the
+// tables'. Throws CheckpointError naming the key that is missing, misshapen or beyond the bounds.
 SwinArch infer_swin_arch(ShapeReader& shapes, const nlohmann::json& meta, const std::string& layout,
-                         std::vector<std::string>& notes) {
+                         std::vector<ArchAssumption>& assumed) {
   SwinArch arch;
   arch.source_layout = layout;
   const std::string patch = "patch_embed.proj.weight";
@@ -154,24 +147,28 @@ SwinArch infer_swin_arch(ShapeReader& shapes, const nlohmann::json& meta, const 
     for (const auto& stage : arch.stages)
       arch.attn_type += stage.blocks.front().native == NativeAttention::Focused ? "L" : "S";
   }
+  const std::vector<int> heads = stage_counts(meta, "heads", arch.stages.size());
+  for (size_t s = 0; s < heads.size(); ++s)
+    if (heads[s] != arch.stages[s].blocks.front().heads)
+      throw CheckpointError("the config gives stage " + std::to_string(s) + " " + std::to_string(heads[s]) +
+                            " heads, the weights of '" + swin_block_prefix(int(s), 0) + "attn' have " +
+                            std::to_string(arch.stages[s].blocks.front().heads) + ": the config is not this model's");
   const bool flatten = focused_anywhere;
+  const std::vector<int> windows = stage_counts(meta, "window", arch.stages.size());
+  const std::vector<int> softmax_windows = stage_counts(meta, flatten ? "window_s" : "window", arch.stages.size());
   for (size_t s = 0; s < arch.stages.size(); ++s)
     for (auto& block : arch.stages[s].blocks) {
       const bool focused = block.native == NativeAttention::Focused;
-      int window = focused ? focused_window : softmax_window;
-      if (meta.is_object()) {
-        const char* entry = flatten && !focused ? "window_s" : "window";
-        const int given = per_stage(meta.value(entry, nlohmann::json()), s);
-        if (given > 0) window = shapes.bounded("window", std::string("arch metadata ") + entry, given, kGridRange);
-      }
-      block.window = window;
+      const std::vector<int>& given = focused ? windows : softmax_windows;
+      block.window = given.empty() ? (focused ? focused_window : softmax_window)
+                                   : shapes.bounded("window", focused || !flatten ? "arch window" : "arch window_s",
+                                                    given[s], kGridRange);
     }
-  if (meta.is_object() && meta.contains("window")) notes.push_back("windows from the file's attnscope_arch metadata");
 
   // The training input: from the metadata, else the window rule of the released models (the last
   // stage's grid is the S window: 7 -> 224, 12 -> 384).
   int native = 0;
-  if (meta.is_object()) native = per_stage(meta.value("img_size", nlohmann::json()), 0);
+  if (meta.contains("img_size")) native = meta["img_size"].get<int>();
   if (native > 0) {
     shapes.bounded("native input size", "arch metadata img_size", native, kInputRange);
   } else {
@@ -179,7 +176,7 @@ SwinArch infer_swin_arch(ShapeReader& shapes, const nlohmann::json& meta, const 
     const int last_window = last.native == NativeAttention::Focused ? last.encoding_side : last.table_window;
     native = shapes.bounded("native input size", "the last stage's window",
                             int64_t(last_window) * arch.patch_size << (arch.stages.size() - 1), kInputRange);
-    notes.push_back("native input " + std::to_string(native) + " from the last stage's window (no img_size metadata)");
+    assumed.push_back({"img_size", native, "the released rule: the last stage's grid is its window"});
   }
   arch.native_height = arch.native_width = native;
   return arch;
@@ -206,14 +203,42 @@ StagedMemory swin_memory(const SwinArch& arch) {
 InferredBackbone infer_swin(FamilyInput& input) {
   ShapeReader shapes(input.checkpoint, "Swin");
   const std::string layout = adopt_swin_layout(input, shapes);
-  return inferred_backbone<SwinTransformerImpl>(shapes, infer_swin_arch(shapes, input.meta, layout, input.notes),
+  return inferred_backbone<SwinTransformerImpl>(shapes, infer_swin_arch(shapes, input.meta, layout, input.assumed),
                                                 swin_memory);
 }
 
 }  // namespace
 
+// timm's swin_* (timm/models/swin_transformer.py; img_size from the default pretrained tag) and FLatten's
+// flatten_swin (models/build.py with config.py's defaults, which a cfgs/*.yaml overrides).
+const std::vector<ReleasedArch>& swin_released() {
+  static const std::vector<ReleasedArch> table = {
+      {"swin_tiny_patch4_window7_224",
+       R"({"patch_size":4,"window_size":7,"embed_dim":96,"depths":[2,2,6,2],"num_heads":[3,6,12,24],"img_size":224})"},
+      {"swin_small_patch4_window7_224",
+       R"({"patch_size":4,"window_size":7,"embed_dim":96,"depths":[2,2,18,2],"num_heads":[3,6,12,24],"img_size":224})"},
+      {"swin_base_patch4_window7_224",
+       R"({"patch_size":4,"window_size":7,"embed_dim":128,"depths":[2,2,18,2],"num_heads":[4,8,16,32],"img_size":224})"},
+      {"swin_base_patch4_window12_384",
+       R"({"patch_size":4,"window_size":12,"embed_dim":128,"depths":[2,2,18,2],"num_heads":[4,8,16,32],"img_size":384})"},
+      {"swin_large_patch4_window7_224",
+       R"({"patch_size":4,"window_size":7,"embed_dim":192,"depths":[2,2,18,2],"num_heads":[6,12,24,48],"img_size":224})"},
+      {"swin_large_patch4_window12_384",
+       R"({"patch_size":4,"window_size":12,"embed_dim":192,"depths":[2,2,18,2],"num_heads":[6,12,24,48],"img_size":384})"},
+      {"swin_s3_tiny_224",
+       R"({"patch_size":4,"window_size":[7,7,14,7],"embed_dim":96,"depths":[2,2,6,2],"num_heads":[3,6,12,24],"img_size":224})"},
+      {"swin_s3_small_224",
+       R"({"patch_size":4,"window_size":[14,14,14,7],"embed_dim":96,"depths":[2,2,18,2],"num_heads":[3,6,12,24],"img_size":224})"},
+      {"swin_s3_base_224",
+       R"({"patch_size":4,"window_size":[7,7,14,7],"embed_dim":96,"depths":[2,2,30,2],"num_heads":[3,6,12,24],"img_size":224})"},
+      {"flatten_swin",
+       R"({"patch_size":4,"embed_dim":96,"depths":[2,2,6,2],"num_heads":[3,6,12,24],"window_size":7,"img_size":224,"focusing_factor":3,"attn_type":"LLLL"})"},
+  };
+  return table;
+}
+
 const BackboneFamily& swin_family() {
-  static const BackboneFamily family{"swin", "Swin, FLatten-Swin", looks_like_swin, infer_swin, {}};
+  static const BackboneFamily family{"swin", "Swin, FLatten-Swin", looks_like_swin, infer_swin, {}, swin_released()};
   return family;
 }
 

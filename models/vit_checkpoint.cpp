@@ -61,8 +61,8 @@ int heads_from_attention(const KeyReader& keys, const std::string& prefix, int d
 
 }  // namespace
 
-VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides, LoadReport* report,
-                   const LayoutFacts* layout) {
+VitArch infer_arch(const Checkpoint& checkpoint, const nlohmann::json& meta, LoadReport* report,
+                   const LayoutFacts* layout, const std::map<std::string, std::string>* sources) {
   const LayoutFacts timm_layout;
   const LayoutFacts& facts = layout ? *layout : timm_layout;
   const KeyReader keys(checkpoint);
@@ -90,7 +90,19 @@ VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides,
   arch.fc_norm = keys.has("fc_norm.weight");
   if (keys.has("head.weight")) arch.num_classes = int(keys.size("head.weight", 0, 2));
   arch.dist_head = arch.dist_token && keys.has("head_dist.weight");
-  if (overrides.layer_norm_eps > 0) arch.layer_norm_eps = overrides.layer_norm_eps;
+  auto given = [&](const char* key) {
+    return meta.is_object() && meta.contains(key) ? meta.at(key) : nlohmann::json();
+  };
+  auto source_of = [&](const char* key) -> std::string {
+    if (!sources || !sources->count(key)) return "--arch";
+    return sources->at(key);
+  };
+  const double layer_norm_eps = given("eps").is_number() ? given("eps").get<double>() : 0.0;
+  if (layer_norm_eps > 0) arch.layer_norm_eps = layer_norm_eps;
+  const std::string activation = given("act").is_string() ? given("act").get<std::string>() : "";
+  if (!activation.empty() && activation != "gelu" && activation != "quick_gelu")
+    throw CheckpointError("act '" + excerpt(activation) + "' (from " + source_of("act") +
+                          ") is not gelu or quick_gelu");
 
   const int prefix = arch.prefix_tokens();
   const int64_t positions = keys.size("pos_embed", 1, 3);
@@ -129,9 +141,13 @@ VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides,
                             ".bias): the checkpoint is incomplete or damaged");
   const int dim = arch.embed_dim;
 
-  // Heads: from variant parameters, else the overrides, metadata, then timm's 64-wide heads.
-  int heads = overrides.heads;
-  std::string heads_source = "--arch";
+  // Heads: what a source gives, else the layout's config, variant parameters, file metadata, then
+  // timm's 64-wide heads (assumed, and said).
+  if (!given("heads").is_null() && !given("heads").is_number_integer())
+    throw CheckpointError("heads " + excerpt(given("heads").dump(), 60) + " (from " + source_of("heads") +
+                          "): a ViT has one head count for every block");
+  int heads = given("heads").is_null() ? 0 : given("heads").get<int>();
+  std::string heads_source = source_of("heads");
   if (heads == 0 && facts.heads > 0) {
     heads = facts.heads;
     heads_source = facts.layout + " layout";
@@ -152,13 +168,15 @@ VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides,
   if (heads == 0 && dim % 64 == 0) {
     heads = dim / 64;
     heads_source = "head dim 64 (timm convention; override with --arch heads=N)";
+    if (report)
+      report->assumed.push_back({"heads", heads, "width " + std::to_string(dim) + " / 64, timm's head width"});
   }
   if (heads > 0 && dim % heads != 0)
     throw CheckpointError(std::to_string(heads) + " heads (from " + heads_source + ") do not divide the width " +
                           std::to_string(dim));
   if (heads <= 0)
-    throw CheckpointError("cannot tell the head count of a width-" + std::to_string(dim) +
-                          " model: pass --arch heads=N");
+    throw unfit_default_error("the width " + std::to_string(dim) + " is not a multiple of timm's head width 64",
+                              "heads");
   arch.heads = heads;
   note(std::to_string(heads) + " heads from " + heads_source);
 
@@ -211,31 +229,89 @@ VitArch infer_arch(const Checkpoint& checkpoint, const ArchOverrides& overrides,
   arch.patch_bias = keys.has("patch_embed.proj.bias");
   arch.norm_pre = keys.has("norm_pre.weight");
   arch.head_bias = arch.num_classes == 0 || keys.has("head.bias");
-  if (!overrides.activation.empty())
+  if (!activation.empty())
     for (auto& block : arch.blocks)
-      block.activation = overrides.activation == "quick_gelu" ? MlpActivation::QuickGelu : MlpActivation::Gelu;
+      block.activation = activation == "quick_gelu" ? MlpActivation::QuickGelu : MlpActivation::Gelu;
   else if (arch.norm_pre && facts.layout == "timm")
     note(
         "norm_pre present (a CLIP-style tower): the MLP runs exact GELU; for OpenAI CLIP weights, which use "
         "QuickGELU and LayerNorm eps 1e-5, pass --arch act=quick_gelu,eps=1e-5");
-  if (overrides.layer_norm_eps > 0) arch.layer_norm_eps = overrides.layer_norm_eps;
+  if (layer_norm_eps > 0) arch.layer_norm_eps = layer_norm_eps;
   check_arch_limits(vit_arch_estimate(arch));
   return arch;
 }
 
+// timm's ViT and DeiT names (timm/models/vision_transformer.py, deit.py; img_size from the default
+// pretrained tag). The keys show everything but the heads.
+const std::vector<ReleasedArch>& vit_released() {
+  static const std::vector<ReleasedArch> table = {
+      {"vit_tiny_patch16_224", R"({"patch_size":16,"embed_dim":192,"depth":12,"num_heads":3,"img_size":224})"},
+      {"vit_tiny_patch16_384", R"({"patch_size":16,"embed_dim":192,"depth":12,"num_heads":3,"img_size":384})"},
+      {"vit_small_patch32_224", R"({"patch_size":32,"embed_dim":384,"depth":12,"num_heads":6,"img_size":224})"},
+      {"vit_small_patch32_384", R"({"patch_size":32,"embed_dim":384,"depth":12,"num_heads":6,"img_size":384})"},
+      {"vit_small_patch16_224", R"({"patch_size":16,"embed_dim":384,"depth":12,"num_heads":6,"img_size":224})"},
+      {"vit_small_patch16_384", R"({"patch_size":16,"embed_dim":384,"depth":12,"num_heads":6,"img_size":384})"},
+      {"vit_small_patch8_224", R"({"patch_size":8,"embed_dim":384,"depth":12,"num_heads":6,"img_size":224})"},
+      {"vit_base_patch32_224", R"({"patch_size":32,"embed_dim":768,"depth":12,"num_heads":12,"img_size":224})"},
+      {"vit_base_patch32_384", R"({"patch_size":32,"embed_dim":768,"depth":12,"num_heads":12,"img_size":384})"},
+      {"vit_base_patch16_224", R"({"patch_size":16,"embed_dim":768,"depth":12,"num_heads":12,"img_size":224})"},
+      {"vit_base_patch16_384", R"({"patch_size":16,"embed_dim":768,"depth":12,"num_heads":12,"img_size":384})"},
+      {"vit_base_patch8_224", R"({"patch_size":8,"embed_dim":768,"depth":12,"num_heads":12,"img_size":224})"},
+      {"vit_large_patch32_224", R"({"patch_size":32,"embed_dim":1024,"depth":24,"num_heads":16,"img_size":224})"},
+      {"vit_large_patch32_384", R"({"patch_size":32,"embed_dim":1024,"depth":24,"num_heads":16,"img_size":384})"},
+      {"vit_large_patch16_224", R"({"patch_size":16,"embed_dim":1024,"depth":24,"num_heads":16,"img_size":224})"},
+      {"vit_large_patch16_384", R"({"patch_size":16,"embed_dim":1024,"depth":24,"num_heads":16,"img_size":384})"},
+      {"vit_large_patch14_224", R"({"patch_size":14,"embed_dim":1024,"depth":24,"num_heads":16,"img_size":224})"},
+      {"vit_huge_patch14_224", R"({"patch_size":14,"embed_dim":1280,"depth":32,"num_heads":16,"img_size":224})"},
+      {"vit_giant_patch14_224", R"({"patch_size":14,"embed_dim":1408,"depth":40,"num_heads":16,"img_size":224})"},
+      {"vit_gigantic_patch14_224", R"({"patch_size":14,"embed_dim":1664,"depth":48,"num_heads":16,"img_size":224})"},
+      {"vit_small_patch14_dinov2",
+       R"({"patch_size":14,"embed_dim":384,"depth":12,"num_heads":6,"init_values":1e-05,"img_size":518})"},
+      {"vit_small_patch14_reg4_dinov2",
+       R"({"patch_size":14,"embed_dim":384,"depth":12,"num_heads":6,"init_values":1e-05,"reg_tokens":4,"no_embed_class":true,"img_size":518})"},
+      {"vit_base_patch14_dinov2",
+       R"({"patch_size":14,"embed_dim":768,"depth":12,"num_heads":12,"init_values":1e-05,"img_size":518})"},
+      {"vit_base_patch14_reg4_dinov2",
+       R"({"patch_size":14,"embed_dim":768,"depth":12,"num_heads":12,"init_values":1e-05,"reg_tokens":4,"no_embed_class":true,"img_size":518})"},
+      {"vit_large_patch14_dinov2",
+       R"({"patch_size":14,"embed_dim":1024,"depth":24,"num_heads":16,"init_values":1e-05,"img_size":518})"},
+      {"vit_large_patch14_reg4_dinov2",
+       R"({"patch_size":14,"embed_dim":1024,"depth":24,"num_heads":16,"init_values":1e-05,"reg_tokens":4,"no_embed_class":true,"img_size":518})"},
+      {"vit_giant_patch14_dinov2",
+       R"({"patch_size":14,"embed_dim":1536,"depth":40,"num_heads":24,"init_values":1e-05,"img_size":518})"},
+      {"vit_giant_patch14_reg4_dinov2",
+       R"({"patch_size":14,"embed_dim":1536,"depth":40,"num_heads":24,"init_values":1e-05,"reg_tokens":4,"no_embed_class":true,"img_size":518})"},
+      {"deit_tiny_patch16_224", R"({"patch_size":16,"embed_dim":192,"depth":12,"num_heads":3,"img_size":224})"},
+      {"deit_small_patch16_224", R"({"patch_size":16,"embed_dim":384,"depth":12,"num_heads":6,"img_size":224})"},
+      {"deit_base_patch16_224", R"({"patch_size":16,"embed_dim":768,"depth":12,"num_heads":12,"img_size":224})"},
+      {"deit_base_patch16_384", R"({"patch_size":16,"embed_dim":768,"depth":12,"num_heads":12,"img_size":384})"},
+      {"deit_tiny_distilled_patch16_224",
+       R"({"patch_size":16,"embed_dim":192,"depth":12,"num_heads":3,"img_size":224,"distilled":true})"},
+      {"deit_small_distilled_patch16_224",
+       R"({"patch_size":16,"embed_dim":384,"depth":12,"num_heads":6,"img_size":224,"distilled":true})"},
+      {"deit_base_distilled_patch16_224",
+       R"({"patch_size":16,"embed_dim":768,"depth":12,"num_heads":12,"img_size":224,"distilled":true})"},
+      {"deit_base_distilled_patch16_384",
+       R"({"patch_size":16,"embed_dim":768,"depth":12,"num_heads":12,"img_size":384,"distilled":true})"},
+  };
+  return table;
+}
+
 const BackboneFamily& vit_family() {
-  static const BackboneFamily family{"vit",
-                                     "ViT/DeiT (timm, Hugging Face, CLIP, DINOv2)",
-                                     // Any file: what infer_arch finds missing says what the file is not.
-                                     [](const Checkpoint&) { return true; },
-                                     [](FamilyInput& input) {
-                                       LoadReport report;
-                                       const VitArch arch =
-                                           infer_arch(input.checkpoint, input.overrides, &report, &input.layout);
-                                       input.notes.insert(input.notes.end(), report.notes.begin(), report.notes.end());
-                                       return inferred_backbone<VisionTransformerImpl>(arch, vit_arch_estimate(arch));
-                                     },
-                                     {}};
+  static const BackboneFamily family{
+      "vit",
+      "ViT/DeiT (timm, Hugging Face, CLIP, DINOv2)",
+      // Any file: what infer_arch finds missing says what the file is not.
+      [](const Checkpoint&) { return true; },
+      [](FamilyInput& input) {
+        LoadReport report;
+        const VitArch arch = infer_arch(input.checkpoint, input.meta, &report, &input.layout, &input.sources);
+        input.notes.insert(input.notes.end(), report.notes.begin(), report.notes.end());
+        input.assumed.insert(input.assumed.end(), report.assumed.begin(), report.assumed.end());
+        return inferred_backbone<VisionTransformerImpl>(arch, vit_arch_estimate(arch));
+      },
+      {},
+      vit_released()};
   return family;
 }
 

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 packages=(
   cmake ninja-build g++ ccache pkg-config
   libtorch-dev libopenblas0-openmp
-  libopencv-dev nlohmann-json3-dev libgtest-dev
+  libopencv-dev nlohmann-json3-dev libyaml-cpp-dev libgtest-dev
   libimgui-dev libglfw3-dev libcairo2-dev
   python3-torch python3-numpy python3-pil
   xvfb xauth libgl1-mesa-dri poppler-utils

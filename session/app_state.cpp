@@ -149,7 +149,15 @@ std::vector<OptionSpec> make_options() {
   text_option("model", "FILE", "checkpoint: .safetensors, or a PyTorch .pth/.bin zip holding a state_dict",
               &AppState::model);
   text_option("image", "FILE", "input image (anything OpenCV reads)", &AppState::image);
-  text_option("arch", "K=V,..", "architecture facts the file cannot tell: heads=N, eps=X", &AppState::arch);
+  text_option("arch", "K=V,..",
+              "architecture values the weights cannot show, over every config: heads=1/2/5/8 ('/' splits stages), "
+              "window=7, img_size=224, split_size=, la_split_size=, att_head_dim=, attn_type=LLSS, "
+              "focusing_factor=3, eps=1e-6, act=gelu|quick_gelu",
+              &AppState::arch);
+  text_option("config", "FILE",
+              "the model's config when it is not beside the weights: a timm config.json (architecture, model_args) "
+              "or an authors' yaml (FLatten's cfgs/*.yaml)",
+              &AppState::config);
   text_option("device", "DEV", "auto (CUDA when available), cpu or cuda", &AppState::device);
   text_option("out", "DIR", "output folder", &AppState::out);
   options.push_back({"resize", "MODE",
@@ -428,7 +436,7 @@ std::string joined(std::initializer_list<std::string> parts) {
 }  // namespace
 
 std::string InputSelection::key() const {
-  return joined({model, image, arch, device, to_string(resize), input_size, crop, interpolation, mean, std,
+  return joined({model, image, arch, config, device, to_string(resize), input_size, crop, interpolation, mean, std,
                  std::to_string(max_pixels)});
 }
 

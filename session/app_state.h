@@ -16,6 +16,7 @@
 #include "core/enum_names.h"
 #include "core/image.h"
 #include "core/value_scale.h"
+#include "models/arch_config.h"
 #include "models/attention_settings.h"
 #include "session/panel_spec.h"
 
@@ -71,7 +72,8 @@ struct EnumTable<FocusVectors> {
 struct InputSelection {
   std::string model;
   std::string image;
-  std::string arch;  // "heads=6,eps=1e-6": what the checkpoint cannot tell
+  std::string arch;    // "heads=1/2/5/8,eps=1e-6": what the checkpoint cannot tell (models/arch_config.h)
+  std::string config;  // an authors' config beside which the weights were trained (config.json, cfgs/*.yaml)
   std::string device = "auto";
   // How the image becomes the model's input; empty text and auto: what the checkpoint declares.
   ResizeMode resize = ResizeMode::Auto;
@@ -80,6 +82,7 @@ struct InputSelection {
   int64_t max_pixels = kDefaultMaxPixels;  // images whose header declares more are refused
 
   InputSettings input_settings() const { return {resize, input_size, crop, interpolation, mean, std}; }
+  ArchOverrides arch_overrides() const { return ArchOverrides::parse(arch, config); }
   std::string key() const;
 };
 

@@ -26,7 +26,7 @@ double percentile(std::vector<double> values, double fraction) {
 }  // namespace
 
 GuiBenchmark::GuiBenchmark(const AppState& state, int changes) : changes_(changes), state_(state) {
-  model_.emplace(load_model(state.model, ArchOverrides::parse(state.arch), resolve_device(state.device)));
+  model_.emplace(load_model(state.model, state.arch_overrides(), resolve_device(state.device)));
   prepared_ = prepare_model_input(load_image_rgb(state.image, state.max_pixels), state.input_settings(), *model_);
 }
 

@@ -115,7 +115,7 @@ ExportOutcome InferenceWorker::run_export(const PendingExport& pending) {
   try {
     if (state.model.empty()) throw std::runtime_error("no model is open");
     if (state.image.empty()) throw std::runtime_error("export needs an image file (not live input)");
-    std::shared_ptr<LoadedModel> model = cache_->models.get(state.model, state.arch, state.device);
+    std::shared_ptr<LoadedModel> model = cache_->models.get(state.model, state.arch, state.device, state.config);
     configure_input(*model, state.input_settings());
     exported.figure_path = export_figure(state, *model, state.image, pending.out_dir, &cache_->models).figure_path;
     // The analysis view as it is on screen: its figure from the outcome the workbench draws.

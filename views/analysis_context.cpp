@@ -65,7 +65,7 @@ Loaded load_inputs(const AnalyzeContext& context) {
   if (state.image.empty() == seed_text.empty()) throw std::invalid_argument("give either --image or --glyph-seed");
   Loaded loaded;
   configure_threads();
-  loaded.model = load_model(state.model, ArchOverrides::parse(state.arch), resolve_device(state.device));
+  loaded.model = load_model(state.model, state.arch_overrides(), resolve_device(state.device));
   context.warnings = loaded.model.report.warnings;
   configure_input(loaded.model, state.input_settings());
   cv::Mat rgb, mask;

@@ -77,7 +77,7 @@ LoadedModel load_analyze_model(const AnalyzeContext& context, const std::string&
   const AppState& state = context.state;
   configure_threads();
   LoadedModel model =
-      load_model(path, ArchOverrides::parse(path == state.model ? state.arch : ""), resolve_device(state.device));
+      load_model(path, path == state.model ? state.arch_overrides() : ArchOverrides{}, resolve_device(state.device));
   for (const auto& warning : model.report.warnings) context.warnings.push_back(warning);
   configure_input(model, state.input_settings());
   return model;

@@ -154,6 +154,7 @@ void run_request(const InferenceRequest& request, RunCache& cache, const std::fu
     const std::vector<PanelForward> forwards = forward_panels(request, cache, cancelled, outcome.forward_reused);
     const LoadedModel& model = *forwards.front().model;
     outcome.model_family = model.family();
+    for (const ArchAssumption& assumed : model.report.assumed) outcome.assumed.push_back(assumed.describe());
     outcome.output_kind = model.output_kind();
     outcome.computes_attention = !model.is_scripted();
     outcome.window = model.backbone->window_support();

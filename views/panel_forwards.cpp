@@ -36,9 +36,10 @@ std::string InferenceRequest::key() const {
 
 namespace {
 
-// --arch describes the session's model; another panel's checkpoint says what it is itself.
-std::string arch_for(const InferenceRequest& request, const std::string& path) {
-  return path == request.model ? request.arch : "";
+// --arch and --config describe the session's model; another panel's checkpoint says what it is itself.
+std::pair<std::string, std::string> arch_and_config_for(const InferenceRequest& request, const std::string& path) {
+  if (path != request.model) return {};
+  return {request.arch, request.config};
 }
 
 const cv::Mat& source_image(const InferenceRequest& request, RunCache& cache) {
@@ -85,9 +86,9 @@ std::vector<PanelForward> forward_panels(const InferenceRequest& request, RunCac
     PanelForward forward;
     forward.settings = panel.settings;
     try {
-      const std::string arch = arch_for(request, panel.model_path);
-      forward.model = cache.models.get(panel.model_path, arch, request.device);
-      const std::string model_key = ModelCache::key(panel.model_path, arch, request.device);
+      const auto [arch, config] = arch_and_config_for(request, panel.model_path);
+      forward.model = cache.models.get(panel.model_path, arch, request.device, config);
+      const std::string model_key = ModelCache::key(panel.model_path, arch, request.device, config);
       configure_input(*forward.model, request.input_settings());
       const cv::Mat& prepared = prepared_input(request, cache, model_key, *forward.model);
       forward.input_key = model_key + "|" + cache.prepared[model_key].first;

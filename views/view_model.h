@@ -150,8 +150,9 @@ struct InferenceOutcome {
   std::string error;  // set when the run failed; nothing else is then meaningful
   // Panel 1's model, layer and query (the analysis view reads them); each panel has its own too.
   std::string model_family;
-  std::string output_kind;         // logits, embedding or features (the last two have no classes)
-  bool computes_attention = true;  // false: the model only reports probabilities (TorchScript)
+  std::vector<std::string> assumed;  // what loading took that no file or option gave (ArchAssumption)
+  std::string output_kind;           // logits, embedding or features (the last two have no classes)
+  bool computes_attention = true;    // false: the model only reports probabilities (TorchScript)
   std::string device;
   int depth = 0;  // attention layers
   // The selected layer: where it sits, its heads, query and key grids, and the query resolved in it.

@@ -1,4 +1,5 @@
-// The status line: the last run's latency and device, whether a run is in progress, and any error
+// The status line: the last run's latency and device, whether a run is in progress, what loading
+// assumed about the model (ArchAssumption: hover for why and how to give it), and any error
 // in red (bad file, unsupported model, out of memory): the workbench keeps running after one.
 #include "viewer/panels/panel.h"
 #include "viewer/workbench.h"
@@ -44,6 +45,19 @@ struct StatusPanel : WorkbenchPanel {
             ", keys " + std::to_string(outcome->key_layout.grid_h) + "x" + std::to_string(outcome->key_layout.grid_w);
       ImGui::TextDisabled("%s", where.c_str());
       ImGui::SameLine();
+      // What the model's files did not say and the family took: in amber, each in full on hover.
+      if (!outcome->assumed.empty()) {
+        std::string keys;
+        for (const std::string& assumed : outcome->assumed)
+          keys += (keys.empty() ? "" : ", ") + assumed.substr(0, assumed.find(" ("));
+        ImGui::TextColored(ImVec4(1.0f, 0.75f, 0.3f, 1.0f), "assumed: %s", keys.c_str());
+        if (ImGui::IsItemHovered()) {
+          ImGui::BeginTooltip();
+          for (const std::string& assumed : outcome->assumed) ImGui::BulletText("%s", assumed.c_str());
+          ImGui::EndTooltip();
+        }
+        ImGui::SameLine();
+      }
     }
     if (!bench.input_error.empty()) {
       ImGui::TextColored(ImVec4(1.0f, 0.35f, 0.35f, 1.0f), "input: %s", bench.input_error.c_str());
