@@ -25,7 +25,7 @@ class CaseFolder {
   LoadedModel load_model(const std::string& name) const {
     const auto& entry = cases_.at("models").at(name);
     ArchOverrides overrides;
-    if (!entry.at("heads").is_null()) overrides.heads = entry.at("heads").get<int>();
+    if (!entry.at("heads").is_null()) overrides.values["heads"] = entry.at("heads").get<int>();
     return attnscope::load_model(dir_ + entry.at("file").get<std::string>(), overrides, torch::kCPU);
   }
   // The .npy file a case names under `key`.

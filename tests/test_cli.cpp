@@ -83,7 +83,7 @@ TEST_F(CliTest, RunWritesOutputsConsistentWithTheEngine) {
   AppState state;
   state.attention.variant = Variant::Linear;
   ArchOverrides overrides;
-  overrides.heads = 2;
+  overrides.values["heads"] = 2;
   LoadedModel model = load_model(kModel, overrides, torch::kCPU);
   const auto prepared = prepare_model_input(load_image_rgb(image_), state.input_settings(), model);
   const auto engine = run_inference(model, prepared, state.attention);

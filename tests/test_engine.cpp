@@ -20,7 +20,7 @@ const std::string kCaseDir = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/parity_cas
 
 LoadedModel load_case_model(const std::string& file, int heads = 0) {
   ArchOverrides overrides;
-  overrides.heads = heads;
+  if (heads > 0) overrides.values["heads"] = heads;
   return load_model(kCaseDir + file, overrides, torch::kCPU);
 }
 

@@ -403,7 +403,7 @@ class EngineFigureTest : public FigureTest {
   void SetUp() override {
     FigureTest::SetUp();
     ArchOverrides overrides;
-    overrides.heads = 2;
+    overrides.values["heads"] = 2;
     model_ = std::make_unique<LoadedModel>(load_model(kModel, overrides, torch::kCPU));
     image_ = path("input.png");
     cv::Mat picture(120, 160, CV_8UC3);

@@ -41,7 +41,7 @@ TEST(Parity, EveryCaseMatchesThePythonReference) {
     const std::string name = c.at("name");
     SCOPED_TRACE("case " + name);
     ArchOverrides overrides;
-    if (c.contains("arch")) overrides.heads = c["arch"].at("heads").get<int>();
+    if (c.contains("arch")) overrides.values["heads"] = c["arch"].at("heads").get<int>();
     LoadedModel model = load_model(kCaseDir + c.at("model").get<std::string>(), overrides, torch::kCPU);
     const auto input = read_npy(kCaseDir + c.at("input").get<std::string>());
     c10::InferenceMode inference_mode;

@@ -46,7 +46,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Checkpoint checkpoint = load_safetensors(path);
     const LayoutFacts layout = adopt_known_layout(checkpoint, path);
     LoadReport report;
-    const VitArch arch = infer_arch(checkpoint, {}, &report, &layout);
+    const VitArch arch = infer_arch(checkpoint, nlohmann::json::object(), &report, &layout);
     if (vit_arch_estimate(arch).total_bytes() < double(64 << 20)) {
       VisionTransformer model(arch);
       copy_weights(*model, checkpoint, report);
