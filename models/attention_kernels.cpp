@@ -30,7 +30,18 @@ torch::Tensor attend_by_query_chunks(const torch::Tensor& q, const torch::Tensor
                                      const std::function<torch::Tensor(int64_t, int64_t)>& attend_queries) {
   if (!cpu_inference(q)) return attend_queries(0, q.size(2));
   auto out = torch::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, v.options());
-  fill_by_row_chunks(out, 2, attend_queries);
+  // Each core walks its queries in blocks whose scores stay about kScoreBlockBytes: layers nobody
+  // looks at never hold their T x T scores (at 5,481 tokens, 6 heads: 720 MB a layer), and a block's
+  // scores are still in cache when the softmax and A V read them.
+  constexpr int64_t kScoreBlockBytes = int64_t(4) << 20;
+  const int64_t row_bytes = q.size(0) * q.size(1) * v.size(2) * int64_t(sizeof(float));
+  const int64_t block = std::max<int64_t>(16, kScoreBlockBytes / std::max<int64_t>(1, row_bytes));
+  for_each_row_chunk(q.size(2), [&](int64_t begin, int64_t end) {
+    for (int64_t first = begin; first < end; first += block) {
+      const int64_t last = std::min(end, first + block);
+      out.narrow(2, first, last - first).copy_(attend_queries(first, last));
+    }
+  });
   return out;
 }
 
@@ -124,6 +135,9 @@ torch::Tensor softmax_attend(const KernelSpec& spec, const KernelFeatures& featu
   auto q3 = q.reshape({batch * heads, queries, q.size(3)});
   auto k3 = k.reshape({batch * heads, keys, k.size(3)});
   auto v3 = v.reshape({batch * heads, keys, value_dim});
+  torch::Tensor normalizer;  // [B * h, Q]: written block by block when a capture asks for it
+  if (features.row_log_normalizer)
+    *features.row_log_normalizer = normalizer = torch::empty({batch * heads, queries}, q.options());
   torch::Tensor bias3;
   if (additive.defined() && !grouped_bias)
     bias3 = additive.expand({batch, heads, queries, keys}).reshape({batch * heads, queries, keys});
@@ -139,7 +153,14 @@ torch::Tensor softmax_attend(const KernelSpec& spec, const KernelFeatures& featu
       scores.view({batch / groups, groups, heads, end - begin, keys})
           .add_(additive.narrow(2, begin, end - begin).unsqueeze(0));
     }
-    return torch::bmm(scores.softmax(-1), v3).view({batch, heads, end - begin, value_dim});
+    auto probabilities = scores.softmax(-1);
+    if (normalizer.defined()) {
+      // lse_i = max_j s_ij - log max_j p_ij (the largest score has the largest probability): two
+      // comparison passes instead of another exponential over the block.
+      normalizer.narrow(1, begin, end - begin)
+          .copy_(std::get<0>(scores.max(-1)) - std::get<0>(probabilities.max(-1)).log());
+    }
+    return torch::bmm(probabilities, v3).view({batch, heads, end - begin, value_dim});
   });
 }
 
