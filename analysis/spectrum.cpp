@@ -2,8 +2,11 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <chrono>
+#include <cmath>
+#include <limits>
 
 #include "models/attention.h"
 
@@ -36,6 +39,75 @@ Spectrum matrix_spectrum(const torch::Tensor& matrix) {
   torch::NoGradGuard no_grad;
   auto values = torch::linalg::svdvals(matrix.detach().to(torch::kFloat), c10::nullopt).to(torch::kCPU);
   return summarise_singular_values(values, matrix.size(0), matrix.size(1));
+}
+
+LeadingSpectrum leading_spectrum(const torch::Tensor& matrix, int64_t count, int power_iterations, uint64_t seed) {
+  torch::NoGradGuard no_grad;
+  if (matrix.dim() != 2) throw std::invalid_argument("leading_spectrum: the matrix must be 2-D");
+  const torch::Tensor a = matrix.detach().to(torch::kCPU, torch::kFloat).contiguous();
+  const int64_t rows = a.size(0), cols = a.size(1), smallest = std::min(rows, cols);
+  count = std::clamp<int64_t>(count, 1, smallest);
+  // Oversampling makes the k-th value as good as the first few (Halko et al. section 4.2).
+  const int64_t width = std::min(smallest, count + std::max<int64_t>(10, count / 2));
+  auto times = [&](const torch::Tensor& x) { return a.matmul(x.to(torch::kFloat)).to(torch::kDouble); };
+  auto transposed_times = [&](const torch::Tensor& x) {
+    return a.transpose(0, 1).matmul(x.to(torch::kFloat)).to(torch::kDouble);
+  };
+  auto orthonormal = [](const torch::Tensor& x) { return std::get<0>(torch::linalg::qr(x, "reduced")); };
+  torch::Generator generator = at::detail::createCPUGenerator(seed);
+  torch::Tensor basis =
+      orthonormal(times(at::randn({cols, width}, generator, torch::TensorOptions().dtype(torch::kDouble))));
+  for (int i = 0; i < power_iterations; ++i) basis = orthonormal(times(orthonormal(transposed_times(basis))));
+  const torch::Tensor projected = transposed_times(basis).transpose(0, 1);  // Q^T A: [width, cols]
+  const torch::Tensor values = torch::linalg::svdvals(projected, c10::nullopt);
+  const double total = a.to(torch::kDouble).pow(2).sum().item<double>();
+  const double captured = projected.pow(2).sum().item<double>();
+  LeadingSpectrum out;
+  out.power_iterations = power_iterations;
+  out.residual = std::sqrt(std::max(0.0, total - captured));
+  out.singular_values = values.slice(0, 0, count).contiguous();
+  out.upper_bounds = (out.singular_values.pow(2) + out.residual * out.residual).sqrt();
+  const double largest = out.upper_bounds[0].item<double>();
+  out.tolerance = largest * double(std::max(rows, cols)) * double(std::numeric_limits<float>::epsilon());
+  out.rank_at_least = int((out.singular_values > out.tolerance).sum().item<int64_t>());
+  const int64_t tail_above =
+      out.tolerance > 0 ? int64_t(std::floor(out.residual * out.residual / (out.tolerance * out.tolerance))) : smallest;
+  out.rank_at_most = std::min(
+      smallest, (out.upper_bounds > out.tolerance).sum().item<int64_t>() + std::min(smallest - count, tail_above));
+
+  // The tail: smallest - count values, each at most the k-th upper bound, their squares summing to
+  // at most what the leading values leave of ||A||_F^2.
+  const std::vector<double> head(out.singular_values.data_ptr<double>(),
+                                 out.singular_values.data_ptr<double>() + count);
+  const double ceiling = out.upper_bounds[count - 1].item<double>();
+  const double tail_energy = std::max(0.0, total - out.singular_values.pow(2).sum().item<double>());
+  const int64_t tail_count = smallest - count;
+  const double tail_sum_max =
+      tail_count == 0 ? 0.0 : std::min(double(tail_count) * ceiling, std::sqrt(double(tail_count) * tail_energy));
+  double head_sum = 0.0;
+  for (double s : head) head_sum += s;
+  auto entropy = [&](double tail_sum, bool spread) {
+    const double sum = head_sum + tail_sum;
+    if (sum <= 0) return 0.0;
+    double h = 0.0;
+    for (double s : head)
+      if (s > 0) h -= (s / sum) * std::log(s / sum);
+    if (tail_sum > 0) {
+      // Spread: tail_count equal values; packed: values of `ceiling` (and the remainder).
+      const double each = spread ? tail_sum / double(tail_count) : std::min(ceiling, tail_sum);
+      if (each > 0) h -= (tail_sum / sum) * std::log(each / sum);
+    }
+    return h;
+  };
+  double low = entropy(0.0, false), high = low;
+  for (int step = 1; step <= 256; ++step) {
+    const double tail_sum = tail_sum_max * step / 256.0;
+    low = std::min(low, entropy(tail_sum, false));
+    high = std::max(high, entropy(tail_sum, true));
+  }
+  out.effective_rank_low = std::exp(low);
+  out.effective_rank_high = std::exp(high);
+  return out;
 }
 
 Spectrum factored_spectrum(const torch::Tensor& left, const torch::Tensor& right) {

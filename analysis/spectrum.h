@@ -23,6 +23,26 @@ struct Spectrum {
 // Full SVD of a matrix [M, N] (computed in float32, as numpy.linalg.matrix_rank on float32 does).
 Spectrum matrix_spectrum(const torch::Tensor& matrix);
 
+// The k leading singular values of a large matrix without its full SVD: randomised subspace
+// iteration (Halko, Martinsson & Tropp 2011, Alg. 4.4) from products with the matrix, O(M N k) a
+// power iteration instead of O(N^3). Each bound is a posteriori, from the projection Q actually
+// found: s_i <= sigma_i <= sqrt(s_i^2 + r^2) with r = ||(I - Q Q^T) A||_F (Weyl on A^T A = A^T Q Q^T
+// A + the rest), so it holds whatever the spectrum's decay.
+struct LeadingSpectrum {
+  torch::Tensor singular_values;  // [k] descending, float64: lower bounds of the true ones
+  torch::Tensor upper_bounds;     // [k]: sigma_i is at most this
+  double residual = 0.0;          // r: Frobenius norm of what Q does not capture
+  double tolerance = 0.0;         // the numerical-rank tolerance matrix_spectrum uses
+  int rank_at_least = 0;          // values certainly above the tolerance
+  int64_t rank_at_most = 0;       // what the residual could still hold above it
+  // exp(entropy of s / sum(s)) over every value the bounds allow for the tail (Roy & Vetterli):
+  // the tail spread evenly gives the high end, packed into values as large as the k-th the low end.
+  double effective_rank_low = 0.0, effective_rank_high = 0.0;
+  int power_iterations = 0;
+};
+LeadingSpectrum leading_spectrum(const torch::Tensor& matrix, int64_t count, int power_iterations = 4,
+                                 uint64_t seed = 0);
+
 // Singular values of left @ right^T ([M, r] and [N, r]) without forming it: thin QR of both
 // factors and an SVD of the r x r core, O((M + N) r^2), in float64. Returns min(M, N, r) values
 // (the rest are exactly 0); the tolerance is the one matrix_spectrum uses for the M x N matrix.

@@ -21,9 +21,9 @@ namespace attnscope {
 namespace {
 
 const std::vector<std::string> kRunOptions = {
-    "model",  "image",    "out",    "variant", "p",     "window",        "anchors", "dwc",       "norm",   "layer",
-    "head",   "query",    "resize", "size",    "crop",  "interpolation", "mean",    "std",       "device", "arch",
-    "config", "colormap", "scale",  "opacity", "alpha", "overwrite",     "lcm",     "max-pixels"};
+    "model",  "image",    "out",    "variant", "p",     "window",        "anchors", "dwc",        "norm",   "layer",
+    "head",   "query",    "resize", "size",    "crop",  "interpolation", "mean",    "std",        "device", "arch",
+    "config", "colormap", "scale",  "opacity", "alpha", "overwrite",     "lcm",     "max-pixels", "ranks",  "matrix"};
 
 void require(const std::string& value, const std::string& name) {
   if (value.empty()) throw std::invalid_argument("--" + name + " is required");
@@ -75,12 +75,16 @@ int run_command(const Args& args) {
   for (size_t i = 0; i < all_queries.size(); ++i) all_queries[i] = int64_t(i);
   // The row and its map by the functions the workbench and the figures use (analysis/attention_map.h).
   const torch::Tensor row = attention_row(capture, state.head, query.token, after_lcm);
-  const torch::Tensor matrix =
-      (after_lcm ? capture.rows_after_lcm(0, state.head, all_queries) : capture.equivalent_matrix(0, state.head))
-          .to(torch::kCPU);
+  // The full T x T matrix only when asked (or small): at 5,481 tokens it is 120 MB a head.
+  const bool write_matrix = state.matrix == MatrixFile::On ||
+                            (state.matrix == MatrixFile::Auto && capture.layout.total_tokens() <= kCheapSpectrumTokens);
+  const torch::Tensor matrix = write_matrix ? (after_lcm ? capture.rows_after_lcm(0, state.head, all_queries)
+                                                         : capture.equivalent_matrix(0, state.head))
+                                                  .to(torch::kCPU)
+                                            : torch::Tensor();
   if (!torch::isfinite(logits).all().item<bool>())
     throw std::runtime_error("the model's output is not finite (NaN or Inf): check the checkpoint's weights");
-  if (!torch::isfinite(matrix).all().item<bool>())
+  if (!torch::isfinite(write_matrix ? matrix : row).all().item<bool>())
     throw std::runtime_error("the attention of layer " + std::to_string(layer) + " head " + std::to_string(state.head) +
                              " is not finite (NaN or Inf)");
   MapSelection selection;
@@ -106,7 +110,7 @@ int run_command(const Args& args) {
   OutputFiles files(state.out, state.figure.overwrite);
   files.add_npy("logits.npy", logits);
   files.add_npy("attention" + suffix + ".npy", model.backbone->hierarchical() ? grid : row);
-  files.add_npy("matrix" + suffix + ".npy", matrix);
+  if (write_matrix) files.add_npy("matrix" + suffix + ".npy", matrix);
   files.add_png("overlay" + suffix + ".png", overlay);
   files.add_text("summary.json", summary_text + "\n");
   files.write();
@@ -118,8 +122,8 @@ int run_command(const Args& args) {
     std::cout << "  output: " << model.output_kind() << " of " << result.forward.logits.size(-1)
               << " values, no classes\n";
   print_warnings("run", model.report.warnings);  // a run that fails names the tensors in its error
-  std::cout << "wrote " << out.string() << "/{summary.json, logits.npy, attention" << suffix << ".npy, matrix" << suffix
-            << ".npy, overlay" << suffix << ".png}\n";
+  std::cout << "wrote " << out.string() << "/{summary.json, logits.npy, attention" << suffix << ".npy, "
+            << (write_matrix ? "matrix" + suffix + ".npy, " : "") << "overlay" << suffix << ".png}\n";
   return 0;
 }
 

@@ -3,12 +3,54 @@
 #include "app/run_summary.h"
 
 #include <algorithm>
+#include <iostream>
 
 #include "analysis/spectrum.h"
 #include "core/output_schemas.h"
 #include "models/token_linear.h"
 
 namespace attnscope {
+
+bool exact_spectrum_is_cheap(const AttentionCapture& whole, int64_t head) {
+  const AttentionCapture& layer = whole.for_head(head);
+  if (layer.query_slots.defined() && layer.groups() > 1) return true;
+  if (std::min(layer.layout.total_tokens(), layer.key_layout.total_tokens()) <= kCheapSpectrumTokens) return true;
+  return equivalent_matrix_factors(whole, head).has_value();
+}
+
+namespace {
+
+// The leading singular values --ranks leading computes per head.
+constexpr int64_t kLeadingValues = 32;
+
+// One head's spectrum as `mode` asks: exact (the cheapest exact path) or leading (randomised, with
+// bounds), and the entropy of the query's row.
+nlohmann::json head_spectrum(const AttentionCapture& capture, int head, int query, RankMode mode) {
+  nlohmann::json entry = {{"head", head}, {"entropy", row_entropy(capture.row(0, head, query))}};
+  if (mode == RankMode::Leading && !exact_spectrum_is_cheap(capture, head)) {
+    const LeadingSpectrum leading = leading_spectrum(capture.equivalent_matrix(0, head), kLeadingValues);
+    const auto values = leading.singular_values.to(torch::kFloat).contiguous();
+    const auto upper = leading.upper_bounds.to(torch::kFloat).contiguous();
+    entry.update(
+        {{"method", "leading " + std::to_string(kLeadingValues) + " (randomised subspace iteration, " +
+                        std::to_string(leading.power_iterations) + " power iterations)"},
+         {"rank_at_least", leading.rank_at_least},
+         {"rank_at_most", leading.rank_at_most},
+         {"effective_rank_low", leading.effective_rank_low},
+         {"effective_rank_high", leading.effective_rank_high},
+         {"singular_values", std::vector<float>(values.data_ptr<float>(), values.data_ptr<float>() + values.numel())},
+         {"singular_value_upper_bounds",
+          std::vector<float>(upper.data_ptr<float>(), upper.data_ptr<float>() + upper.numel())}});
+    return entry;
+  }
+  const AttentionSpectrum exact = attention_spectrum(capture, head);
+  entry.update({{"method", exact.method},
+                {"rank", exact.spectrum.numerical_rank},
+                {"effective_rank", exact.spectrum.effective_rank}});
+  return entry;
+}
+
+}  // namespace
 
 nlohmann::json run_summary(const RunSummaryInputs& in) {
   const AppState& state = in.state;
@@ -17,25 +59,32 @@ nlohmann::json run_summary(const RunSummaryInputs& in) {
   const int layer = in.layer, depth = int(result.forward.layers.size());
   const AttentionCapture& capture = result.forward.layers[size_t(layer)];
   const ResolvedQuery& query = in.query;
-  // Ranks need a full SVD per head: above 400 tokens (DINOv2 at 518 px has 1370) that is seconds
-  // per layer, so only the selected layer's heads are summarised there.
-  const bool every_layer = std::all_of(result.forward.layers.begin(), result.forward.layers.end(),
+  // Nothing O(T^3) unless asked: auto summarises every layer when all are small, else the selected
+  // layer's heads whose exact path is cheap (DINOv2 at 1036 px has 5,481 tokens: a full SVD per head
+  // is about a minute).
+  const bool every_layer = state.ranks == RankMode::Auto &&
+                           std::all_of(result.forward.layers.begin(), result.forward.layers.end(),
                                        [](const AttentionCapture& c) { return c.layout.total_tokens() <= 400; });
+  std::string skipped;  // heads left out by auto, for the note
   nlohmann::json layers = nlohmann::json::array();
   for (int l = 0; l < depth; ++l) {
     const AttentionCapture& layer_capture = result.forward.layers[size_t(l)];
     nlohmann::json entry = describe_layer(layer_capture);
     entry["layer"] = l;
-    if (every_layer || l == layer) {
+    if (state.ranks != RankMode::None && (every_layer || l == layer)) {
       // The query at the same place in the image, in this layer's grid.
       const int layer_query = follow_query(query.token, capture.layout, layer_capture.layout);
       nlohmann::json layer_heads = nlohmann::json::array();
       for (int h = 0; h < layer_capture.heads; ++h) {
-        const Spectrum spectrum = attention_spectrum(layer_capture, h).spectrum;
-        layer_heads.push_back({{"head", h},
-                               {"rank", spectrum.numerical_rank},
-                               {"effective_rank", spectrum.effective_rank},
-                               {"entropy", row_entropy(layer_capture.row(0, h, layer_query))}});
+        if (state.ranks == RankMode::Auto && !every_layer && !exact_spectrum_is_cheap(layer_capture, h)) {
+          skipped += (skipped.empty() ? "" : ",") + std::to_string(h);
+          continue;
+        }
+        if (state.ranks == RankMode::Exact && !exact_spectrum_is_cheap(layer_capture, h))
+          std::cerr << "run: exact spectrum of layer " << l << " head " << h + 1 << "/" << layer_capture.heads << " ("
+                    << layer_capture.layout.total_tokens() << " tokens, full SVD)\n"
+                    << std::flush;
+        layer_heads.push_back(head_spectrum(layer_capture, h, layer_query, state.ranks));
       }
       entry["ranks"] = layer_heads;
     }
@@ -90,7 +139,14 @@ nlohmann::json run_summary(const RunSummaryInputs& in) {
   if (!query.note.empty()) summary["query"]["note"] = query.note;
   summary["lcm"] = {{"view", enum_name(state.lcm)}, {"applied", in.after_lcm}};
   if (!in.lcm_note.empty()) summary["lcm"]["note"] = in.lcm_note;
-  if (!every_layer) summary["layers_note"] = "more than 400 tokens: ranks of the selected layer only";
+  summary["ranks_mode"] = enum_name(state.ranks);
+  if (state.ranks == RankMode::Auto && !every_layer)
+    summary["layers_note"] =
+        "more than 400 tokens: ranks of the selected layer only" +
+        (skipped.empty() ? std::string()
+                         : "; heads " + skipped +
+                               " left out (their exact spectrum is a full SVD: --ranks exact computes it, --ranks "
+                               "leading its leading values with bounds)");
   summary["row_format"] = model.backbone->hierarchical()
                               ? "attention_l*_h*.npy: the query's row over the layer's key grid [key_h, key_w]"
                               : "attention_l*_h*.npy: the query's row over all tokens, prefix tokens first";

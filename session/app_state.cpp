@@ -307,6 +307,18 @@ std::vector<OptionSpec> make_options() {
                        s.windows = v == "on";
                      },
                      [](const AppState& s) { return std::string(s.windows ? "on" : "off"); }, "on"});
+  enum_option<RankMode>(
+      options, "ranks",
+      "run's singular spectra: auto (every layer's exact ranks when every layer has at most 400 tokens; above, the "
+      "selected layer's where the exact path is cheap: factors, windows or at most 400 keys; nothing O(T^3) unless "
+      "asked), exact (the selected layer's heads by the exact path: a full SVD per softmax head, about a minute at "
+      "5,481 tokens), leading (the selected layer's 32 leading singular values by randomised subspace iteration, "
+      "O(T^2 k), with bounds; ranks as ranges) or none",
+      &AppState::ranks);
+  enum_option<MatrixFile>(options, "matrix",
+                          "run's matrix_*.npy (the selected head's T x T matrix): auto writes it up to 400 tokens, on "
+                          "always, off never",
+                          &AppState::matrix);
   enum_option<LcmView>(options, "lcm",
                        "L2ViT global layers: the map before or after the LCM's spatial mixing (C_conv A, BatchNorm "
                        "folded, GELU at slope 1/2); other layers have no LCM",
@@ -413,6 +425,20 @@ const std::vector<EnumEntry<MapDirection>>& EnumTable<MapDirection>::entries() {
   return table;
 }
 
+const std::vector<EnumEntry<RankMode>>& EnumTable<RankMode>::entries() {
+  static const std::vector<EnumEntry<RankMode>> table = {{RankMode::Auto, "auto", nullptr},
+                                                         {RankMode::Exact, "exact", nullptr},
+                                                         {RankMode::Leading, "leading", nullptr},
+                                                         {RankMode::None, "none", nullptr}};
+  return table;
+}
+
+const std::vector<EnumEntry<MatrixFile>>& EnumTable<MatrixFile>::entries() {
+  static const std::vector<EnumEntry<MatrixFile>> table = {
+      {MatrixFile::Auto, "auto", nullptr}, {MatrixFile::On, "on", nullptr}, {MatrixFile::Off, "off", nullptr}};
+  return table;
+}
+
 const std::vector<EnumEntry<LcmView>>& EnumTable<LcmView>::entries() {
   static const std::vector<EnumEntry<LcmView>> table = {{LcmView::Before, "before", nullptr},
                                                         {LcmView::After, "after", nullptr}};
@@ -450,7 +476,7 @@ std::string AnalysisSettings::key() const {
   for (const auto& [name, value] : options) extra += name + "=" + value + ";";
   return joined({analysis, std::to_string(target_class), gradcam_layer, to_string(fusion), format_double(discard), box,
                  method, methods, std::to_string(steps), replacement, std::to_string(ig_steps), ig_baseline,
-                 enum_name(fp_vectors), enum_name(fp_projection), extra});
+                 enum_name(fp_vectors), enum_name(fp_projection), enum_name(ranks), enum_name(matrix), extra});
 }
 
 std::string DisplaySettings::key() const {

@@ -46,6 +46,10 @@ enum class MapDirection { Out, In };
 enum class LcmView { Before, After };
 // The f_p view's vectors: a head's keys or its queries.
 enum class FocusVectors { Keys, Queries };
+// Which singular spectra `run` computes (nothing O(T^3) unless asked): see the option's help.
+enum class RankMode { Auto, Exact, Leading, None };
+// Whether `run` writes the selected head's full T x T matrix.
+enum class MatrixFile { Auto, On, Off };
 
 template <>
 struct EnumTable<HeadView> {
@@ -62,6 +66,14 @@ struct EnumTable<LcmView> {
 template <>
 struct EnumTable<FocusVectors> {
   static const std::vector<EnumEntry<FocusVectors>>& entries();
+};
+template <>
+struct EnumTable<RankMode> {
+  static const std::vector<EnumEntry<RankMode>>& entries();
+};
+template <>
+struct EnumTable<MatrixFile> {
+  static const std::vector<EnumEntry<MatrixFile>>& entries();
 };
 
 // The parts of a session, each defined once and embedded (as a base) where it is needed: the
@@ -120,6 +132,8 @@ struct AnalysisSettings {
   std::string ig_baseline = "zero";  // integrated gradients: zero, black, mean or blur
   FocusVectors fp_vectors = FocusVectors::Keys;
   FocusProjectionKind fp_projection = FocusProjectionKind::Channels;  // their two largest channels, or PCA
+  RankMode ranks = RankMode::Auto;                                    // run's spectra
+  MatrixFile matrix = MatrixFile::Auto;                               // run's matrix_*.npy
   // The options of the analyses that define their own (views/analysis_*.cpp), by option name.
   std::map<std::string, std::string> options;
 

@@ -1,0 +1,130 @@
+// Attention at many tokens without O(N^3) work or N x N per head kept: the randomised leading
+// spectrum against the full SVD, and rows read from the captured Q and K against the full matrix.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "analysis/spectrum.h"
+#include "core/checkpoint.h"
+#include "models/attention.h"
+#include "models/demo_models.h"
+#include "models/model_loader.h"
+#include "tests/test_folder.h"
+#include "views/panel_maps.h"
+
+namespace attnscope {
+namespace {
+
+// A softmax attention matrix of `tokens` rows from random q, k of width 64 (scores scaled so that
+// rows are neither uniform nor one-hot: a spectrum that decays, as trained heads' do).
+torch::Tensor softmax_attention(int64_t tokens, uint64_t seed) {
+  torch::Generator generator = at::detail::createCPUGenerator(seed);
+  const auto options = torch::TensorOptions().dtype(torch::kFloat);
+  const torch::Tensor q = at::randn({tokens, 64}, generator, options), k = at::randn({tokens, 64}, generator, options);
+  return torch::softmax(q.matmul(k.transpose(0, 1)) * (2.0 / 8.0), -1);
+}
+
+// The bounds are a posteriori: they hold for any matrix. What float32 products can add to them is
+// the rounding of a 1000-term dot product, well under 1e-5 of the largest value.
+TEST(LeadingSpectrum, BracketsTheFullSvdOnAThousandTokens) {
+  const torch::Tensor matrix = softmax_attention(1000, 7);
+  const Spectrum full = matrix_spectrum(matrix);
+  const torch::Tensor exact = full.singular_values.to(torch::kDouble);
+  const LeadingSpectrum leading = leading_spectrum(matrix, 24);
+  ASSERT_EQ(leading.singular_values.size(0), 24);
+  const double rounding = 1e-5 * exact[0].item<double>();
+  for (int64_t i = 0; i < 24; ++i) {
+    const double sigma = exact[i].item<double>();
+    EXPECT_LE(leading.singular_values[i].item<double>(), sigma + rounding) << "value " << i;
+    EXPECT_GE(leading.upper_bounds[i].item<double>(), sigma - rounding) << "value " << i;
+  }
+  // The largest value converges as (sigma_{l+1} / sigma_1)^(2(2q+1)) with l = 36 vectors kept and
+  // q = 4 iterations (Halko et al. section 10.4): the ratio is about 0.4 for such matrices, so 1e-7.
+  EXPECT_NEAR(leading.singular_values[0].item<double>(), exact[0].item<double>(), 1e-4 * exact[0].item<double>());
+  EXPECT_GE(full.numerical_rank, leading.rank_at_least);
+  EXPECT_LE(full.numerical_rank, leading.rank_at_most);
+  // As in the run test below: the float32 SVD's own error on exp(entropy), n^1.5 eps.
+  const double slack = std::pow(1000.0, 1.5) * 1.2e-7 / 2;
+  EXPECT_GE(full.effective_rank, leading.effective_rank_low * (1 - slack));
+  EXPECT_LE(full.effective_rank, leading.effective_rank_high * (1 + slack));
+  // Without power iterations the values are lower bounds still, but no longer all but exact.
+  const LeadingSpectrum rough = leading_spectrum(matrix, 24, 0);
+  for (int64_t i = 0; i < 24; ++i)
+    EXPECT_LE(rough.singular_values[i].item<double>(), exact[i].item<double>() + rounding);
+  EXPECT_GT(rough.residual, leading.residual);
+}
+
+// The workbench and `run` read a query's row from the layer's captured q and k; it is the full
+// matrix's row, on a ViT with 1,025 tokens.
+TEST(LeadingSpectrum, RowsFromCapturedQueriesAndKeysAreTheFullMatrixRows) {
+  torch::manual_seed(3);
+  const VitArch arch = plain_vit_arch(64, 2, 4, /*patch_size=*/8, /*grid=*/32, 10);
+  VisionTransformer model(arch);
+  initialise_weights(*model.get());
+  model->eval();
+  c10::InferenceMode inference_mode;
+  const ForwardOutput output = model->forward(torch::randn({1, 3, 256, 256}), {});
+  const AttentionCapture& capture = output.layers.back();
+  ASSERT_EQ(capture.layout.total_tokens(), 1025);
+  EXPECT_EQ(capture.q.size(2), 1025);
+  ASSERT_TRUE(capture.row_log_normalizer.defined()) << "softmax over all keys keeps each row's normaliser";
+  AttentionCapture without_normalizers = capture;
+  without_normalizers.row_log_normalizer = torch::Tensor();
+  for (int64_t head = 0; head < capture.heads; ++head) {
+    const torch::Tensor full = capture.matrix(0, head);
+    for (int64_t query : {0, 1, 517, 1024})
+      EXPECT_LT((capture.row(0, head, query) - full[query]).abs().max().item<double>(), 1e-6)
+          << "head " << head << " query " << query;
+    // What the patch queries give the class token: from the normalisers, from rows, from the matrix.
+    const torch::Tensor expected = full.slice(0, 1).slice(1, 0, 1).mean(0);
+    EXPECT_LT((prefix_received(capture, int(head)) - expected).abs().max().item<double>(), 1e-6) << "head " << head;
+    EXPECT_LT((prefix_received(without_normalizers, int(head)) - expected).abs().max().item<double>(), 1e-6);
+  }
+}
+
+// `run` on 1,025 tokens: nothing O(T^3) unless asked. By default no full SVD and no T x T file;
+// --ranks leading gives bounds that bracket --ranks exact's full-SVD ranks.
+TEST(LeadingSpectrum, RunComputesFullSpectraOnlyWhenAsked) {
+  TestFolder scratch("large-attention");
+  torch::manual_seed(5);
+  const VitArch arch = plain_vit_arch(64, 2, 4, /*patch_size=*/8, /*grid=*/32, 10);
+  VisionTransformer model(arch);
+  initialise_weights(*model.get());
+  const std::string weights = scratch.file("vit1025.safetensors");
+  save_safetensors(weights, state_dict(*model), model_metadata(arch, {}));
+  const std::string image = std::string(ATTNSCOPE_SOURCE_DIR) + "/assets/images/sign_4.png";
+  auto run = [&](const std::string& name, const std::string& flags) {
+    const CommandRun result = run_attnscope(
+        "run --model '" + weights + "' --image '" + image + "' --out '" + scratch.file(name) + "' " + flags,
+        scratch.path());
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    return read_json_file(scratch.path() / name / "summary.json");
+  };
+  const nlohmann::json automatic = run("auto", "");
+  EXPECT_EQ(automatic.at("ranks_mode"), "auto");
+  EXPECT_TRUE(automatic["layers"][1].at("ranks").empty()) << "softmax over 1,025 tokens: a full SVD, not by default";
+  EXPECT_NE(automatic.at("layers_note").get<std::string>().find("--ranks exact"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(scratch.path() / "auto" / "matrix_l1_h0.npy"));
+
+  const nlohmann::json leading = run("leading", "--ranks leading --matrix on");
+  const nlohmann::json exact = run("exact", "--ranks exact");
+  EXPECT_TRUE(std::filesystem::exists(scratch.path() / "leading" / "matrix_l1_h0.npy"));
+  ASSERT_EQ(leading["layers"][1]["ranks"].size(), 4u);
+  ASSERT_EQ(exact["layers"][1]["ranks"].size(), 4u);
+  for (size_t head = 0; head < 4; ++head) {
+    const nlohmann::json& bounds = leading["layers"][1]["ranks"][head];
+    const nlohmann::json& full = exact["layers"][1]["ranks"][head];
+    EXPECT_EQ(full.at("method"), "full SVD");
+    EXPECT_EQ(bounds.at("singular_values").size(), 32u);
+    EXPECT_GE(full.at("rank").get<int>(), bounds.at("rank_at_least").get<int>());
+    EXPECT_LE(full.at("rank").get<int>(), bounds.at("rank_at_most").get<int>());
+    // The exact side is a float32 SVD: each of the n values is off by up to about sqrt(n) eps sigma_1
+    // (LAPACK's backward error), which moves exp(entropy) of their distribution by up to n^1.5 eps.
+    const double slack = std::pow(1025.0, 1.5) * 1.2e-7 / 2;
+    EXPECT_GE(full.at("effective_rank").get<double>(), bounds.at("effective_rank_low").get<double>() * (1 - slack));
+    EXPECT_LE(full.at("effective_rank").get<double>(), bounds.at("effective_rank_high").get<double>() * (1 + slack));
+  }
+}
+
+}  // namespace
+}  // namespace attnscope
