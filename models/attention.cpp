@@ -90,6 +90,8 @@ torch::Tensor AttentionImpl::mix(const torch::Tensor& projected, const TokenLayo
   const ResolvedAttention resolved = resolve(settings, layout);
   KernelFeatures features = kernel_features(resolved, q, k, kernel_parameters(), layout);
   auto allowed = window_mask(layout, resolved.window, projected.device());
+  if (capture && resolved.kernel == Kernel::Softmax && !allowed.defined())
+    features.row_log_normalizer = std::make_shared<torch::Tensor>();
   torch::Tensor out;
   if (probabilities_hook) {
     // The explicit matrix, so that the hook sees (and autograd differentiates) what the output uses.
@@ -112,6 +114,8 @@ torch::Tensor AttentionImpl::mix(const torch::Tensor& projected, const TokenLayo
     capture->k = k.detach();
     capture->v = v.detach();
     capture->features = features.detached();
+    if (features.row_log_normalizer && features.row_log_normalizer->defined())
+      capture->row_log_normalizer = features.row_log_normalizer->view({batch, heads, tokens});
     if (resolved.dwc) capture->dwc_weight = dwc->weight.detach();
   }
   return merged;

@@ -63,6 +63,9 @@ struct AttentionCapture {
   // [B, h, T, T]: probabilities a model reported itself (TorchScript files); q, k, v and the
   // features are then empty, and rows are read from here.
   torch::Tensor probabilities;
+  // Softmax over all keys (no window, mask or bias): each query's log-sum-exp of its scaled scores
+  // [B, h, T], from the forward (KernelFeatures::row_log_normalizer); undefined elsewhere.
+  torch::Tensor row_log_normalizer;
 
   // Local attention (Swin's windows): q, k, v and the features are then per group, [B*G, h, S, d],
   // and these say which token each slot of a group holds (-1: padding added at the border, a key

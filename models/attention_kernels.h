@@ -52,6 +52,11 @@ struct KernelFeatures {
   // focused: the non-negative features f_p was applied to, (ReLU(x) + eps) / softplus(scale),
   // kept so that f_p can be studied at other p without re-running the model.
   torch::Tensor q_before_focus, k_before_focus;
+  // Softmax over all keys, when a capture asks for it (non-null): the forward leaves here each
+  // query's log-sum-exp of its scaled scores, [B, h, T], so that any entry of the matrix is one
+  // dot product later (exp(scale q_i.k_j - lse_i)) without a pass over the row. Left undefined by
+  // paths that do not compute it (groups of windows, masks).
+  std::shared_ptr<torch::Tensor> row_log_normalizer;
 
   KernelFeatures detached() const;  // the same tensors out of the graph, for a capture
 };

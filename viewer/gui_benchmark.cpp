@@ -71,6 +71,10 @@ double GuiBenchmark::baseline_forward_ms() {
 
 void GuiBenchmark::between_frames(Workbench& bench) {
   if (baseline_taken_ || waiting_ || finished() || !bench.settled() || !bench.outcome) return;
+  if (change() != Change::P) {  // clicks and layer changes are timed without a baseline forward
+    baseline_taken_ = true;
+    return;
+  }
   if (baselines_.empty()) baseline_forward_ms();  // warm-up
   baselines_.push_back(baseline_forward_ms());
   baseline_taken_ = true;
@@ -78,7 +82,17 @@ void GuiBenchmark::between_frames(Workbench& bench) {
 
 void GuiBenchmark::before_update(Workbench& bench) {
   if (!baseline_taken_ || waiting_ || finished()) return;
-  bench.state.attention.p = done_ % 2 ? 3.0 : 4.0;  // alternating values: every change needs a forward
+  const InferenceOutcome& shown = *bench.outcome;
+  if (change() == Change::P) {
+    bench.state.attention.p = done_ % 2 ? 3.0 : 4.0;  // alternating values: every change needs a forward
+  } else if (change() == Change::Query) {
+    // A click on a patch of the shown layer's grid, a different one every round.
+    const int row = (shown.layout.grid_h / 4 + 7 * done_) % std::max(1, shown.layout.grid_h);
+    const int col = (shown.layout.grid_w / 3 + 5 * done_) % std::max(1, shown.layout.grid_w);
+    bench.state.query = std::to_string(row) + "," + std::to_string(col);
+  } else {
+    bench.state.layer = shown.layer == 0 ? shown.depth - 1 : shown.layer - 1;
+  }
   changed_at_ = Clock::now();
   waiting_ = true;
 }
@@ -96,10 +110,15 @@ void GuiBenchmark::after_frame(Workbench& bench, double frame_ms, double cpu_ms,
   }
   if (!waiting_ || !bench.outcome || bench.outcome->request_id != awaited_id_) return;
   const double latency = std::chrono::duration<double, std::milli>(Clock::now() - changed_at_).count();
-  latencies_.push_back(latency);
-  ratios_.push_back(latency / baselines_.back());
-  worker_forwards_.push_back(bench.outcome->panels.front().forward_ms);
-  gui_side_.push_back(latency - bench.outcome->total_ms);
+  if (change() == Change::P) {
+    latencies_.push_back(latency);
+    ratios_.push_back(latency / baselines_.back());
+    worker_forwards_.push_back(bench.outcome->panels.front().forward_ms);
+    gui_side_.push_back(latency - bench.outcome->total_ms);
+  } else {
+    (change() == Change::Query ? click_latencies_ : layer_latencies_).push_back(latency);
+    if (!bench.outcome->forward_reused) ++reran_forward_;
+  }
   waiting_ = false;
   baseline_taken_ = false;
   awaited_id_ = 0;
@@ -108,11 +127,11 @@ void GuiBenchmark::after_frame(Workbench& bench, double frame_ms, double cpu_ms,
 
 void GuiBenchmark::report(std::ostream& out, const Workbench& bench) const {
   const InferenceOutcome& outcome = *bench.outcome;
-  out << "gui benchmark: " << changes_ << " rounds of one p change, " << outcome.panels.front().description << " on "
-      << outcome.model_family << " (" << outcome.depth << " blocks, " << outcome.heads << " heads, "
-      << outcome.layout.grid_h << "x" << outcome.layout.grid_w << " grid), " << outcome.panels.size()
-      << " panel(s), device " << outcome.device << ", window " << bench.options.width << "x" << bench.options.height
-      << "\n"
+  out << "gui benchmark: " << changes_ << " rounds each of a p change, a query click and a layer change, "
+      << outcome.panels.front().description << " on " << outcome.model_family << " (" << outcome.depth << " blocks, "
+      << outcome.heads << " heads, " << outcome.layout.grid_h << "x" << outcome.layout.grid_w << " grid), "
+      << outcome.panels.size() << " panel(s), device " << outcome.device << ", window " << bench.options.width << "x"
+      << bench.options.height << "\n"
       << "  one forward pass (plain, one per round, median):   " << median(baselines_) << " ms\n"
       << "  the worker's forward for the change (median):      " << median(worker_forwards_) << " ms\n"
       << "  slider change -> updated pixels (median):          " << median(latencies_) << " ms\n"
@@ -123,7 +142,12 @@ void GuiBenchmark::report(std::ostream& out, const Workbench& bench) const {
       << percentile(frames_running_, 0.95) << " ms over " << frames_running_.size()
       << " frames (target <= 16 ms); CPU part (ImGui, uploads) median " << median(frames_running_cpu_)
       << " ms, the rest GL rendering to glFinish\n"
-      << "  frame time idle: median " << median(frames_idle_) << " ms over " << frames_idle_.size() << " frames\n";
+      << "  frame time idle: median " << median(frames_idle_) << " ms over " << frames_idle_.size() << " frames\n"
+      << "  click on another query -> updated pixels: median " << median(click_latencies_) << " ms, max "
+      << percentile(click_latencies_, 1.0) << " ms over " << click_latencies_.size() << " (target <= 100 ms)\n"
+      << "  layer change -> updated pixels: median " << median(layer_latencies_) << " ms, max "
+      << percentile(layer_latencies_, 1.0) << " ms over " << layer_latencies_.size() << " (target <= 300 ms)\n"
+      << "  clicks and layer changes that ran a forward: " << reran_forward_ << " (the captured q, k serve them)\n";
 }
 
 }  // namespace attnscope

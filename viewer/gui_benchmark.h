@@ -1,6 +1,8 @@
 // The workbench's latency benchmark (`attnscope gui --bench N`): in N rounds it times one plain
 // forward pass, then changes p as a slider would and times until the frame showing the new result
-// has been drawn and finished by GL; it also records frame times while inference runs.
+// has been drawn and finished by GL; it also records frame times while inference runs. Then N
+// clicks on another query patch and N changes of the layer, each timed the same way: they reuse
+// the forward (the captured q, k), and the report says whether each did.
 #pragma once
 
 #include <chrono>
@@ -30,7 +32,7 @@ class GuiBenchmark {
   void before_update(Workbench& bench);   // the round's change, once the previous one is on screen
   void after_update(Workbench& bench);
   void after_frame(Workbench& bench, double frame_ms, double cpu_ms, bool was_running);
-  bool finished() const { return done_ >= changes_; }
+  bool finished() const { return done_ >= 3 * changes_; }
   void report(std::ostream& out, const Workbench& bench) const;
 
  private:
@@ -44,7 +46,12 @@ class GuiBenchmark {
   AppState state_;
   std::optional<LoadedModel> model_;
   cv::Mat prepared_;
+  // Rounds [0, N): p changes; [N, 2N): query clicks; [2N, 3N): layer changes.
+  enum class Change { P, Query, Layer };
+  Change change() const { return done_ < changes_ ? Change::P : done_ < 2 * changes_ ? Change::Query : Change::Layer; }
   std::vector<double> baselines_, latencies_, ratios_, worker_forwards_, gui_side_;
+  std::vector<double> click_latencies_, layer_latencies_;
+  int reran_forward_ = 0;  // clicks and layer changes whose result ran a forward (should be none)
   std::vector<double> frames_running_, frames_running_cpu_, frames_idle_;
 
   // One long-lived thread runs the baseline forwards, as the worker's one thread runs its own

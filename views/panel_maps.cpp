@@ -55,6 +55,27 @@ const TokenLayout& map_grid(const AttentionCapture& capture, bool incoming) {
   return incoming ? capture.layout : capture.key_layout;
 }
 
+torch::Tensor prefix_received(const AttentionCapture& capture, int head) {
+  const int64_t first = capture.layout.prefix_tokens(), tokens = capture.layout.total_tokens();
+  const int64_t prefix_keys = capture.key_layout.prefix_tokens();
+  if (capture.row_log_normalizer.defined()) {
+    // Softmax over all keys: p_ij = exp(scale q_i.k_j - lse_i), T x prefix dot products.
+    const KernelFeatures& features = capture.features;
+    const torch::Tensor q = features.q[0][head].slice(0, first), k = features.k[0][head].slice(0, 0, prefix_keys);
+    const torch::Tensor scores = q.matmul(k.transpose(0, 1)) * features.score_scale;
+    const torch::Tensor lse = capture.row_log_normalizer[0][head].slice(0, first).unsqueeze(1);
+    return (scores - lse).exp().mean(0).to(torch::kCPU, torch::kFloat);
+  }
+  constexpr int64_t kBlock = 512;
+  torch::Tensor sum = torch::zeros({prefix_keys}, torch::kDouble);
+  for (int64_t begin = first; begin < tokens; begin += kBlock) {
+    std::vector<int64_t> block;
+    for (int64_t query = begin; query < std::min(tokens, begin + kBlock); ++query) block.push_back(query);
+    sum += capture.rows(0, head, block).slice(1, 0, prefix_keys).sum(0).to(torch::kCPU, torch::kDouble);
+  }
+  return (sum / double(std::max<int64_t>(1, tokens - first))).to(torch::kFloat);
+}
+
 PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection& selection,
                            const std::function<bool()>& cancelled) {
   torch::NoGradGuard no_grad;
@@ -71,39 +92,33 @@ PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection
     if (cancelled && cancelled()) throw Cancelled();
     map_selection.head = head;
     const torch::Tensor map = attention_map(capture, map_selection);
-    if (key_prefix > 0 || selection.spectrum) {
+    if (key_prefix > 0) maps.prefix_received_per_head.push_back(as_floats(prefix_received(capture, head)));
+    if (selection.spectrum) {
       const torch::Tensor matrix = capture.matrix(0, head).to(torch::kCPU, torch::kFloat);  // [Tq, Tk]
-      if (key_prefix > 0) {
-        // The mean attention patch queries give each prefix token.
-        const torch::Tensor received = matrix.slice(0, queries.prefix_tokens()).slice(1, 0, key_prefix).mean(0);
-        maps.prefix_received_per_head.push_back(as_floats(received));
-      }
-      if (selection.spectrum) {
-        if (head == selection.matrix_head) {
-          // The matrix view shows FLatten's equivalent matrix (with its DWC term, whose rank the
-          // DWC restores), or L2ViT's after the LCM when that is what the maps show.
-          torch::Tensor shown = matrix;
-          if (selection.after_lcm && capture.has_lcm()) {
-            std::vector<int64_t> all_queries;
-            for (int64_t token = 0; token < queries.total_tokens(); ++token) all_queries.push_back(token);
-            shown = capture.rows_after_lcm(0, head, all_queries).to(torch::kCPU, torch::kFloat);
-          } else if (capture.attention.dwc) {
-            shown = capture.equivalent_matrix(0, head).to(torch::kCPU, torch::kFloat);
-          }
-          maps.matrix_rows = int(shown.size(0));
-          maps.matrix_cols = int(shown.size(1));
-          require_finite(shown, "the attention matrix of " + capture.placement.name + " head " + std::to_string(head));
-          maps.matrix = as_floats(shown);
+      if (head == selection.matrix_head) {
+        // The matrix view shows FLatten's equivalent matrix (with its DWC term, whose rank the
+        // DWC restores), or L2ViT's after the LCM when that is what the maps show.
+        torch::Tensor shown = matrix;
+        if (selection.after_lcm && capture.has_lcm()) {
+          std::vector<int64_t> all_queries;
+          for (int64_t token = 0; token < queries.total_tokens(); ++token) all_queries.push_back(token);
+          shown = capture.rows_after_lcm(0, head, all_queries).to(torch::kCPU, torch::kFloat);
+        } else if (capture.attention.dwc) {
+          shown = capture.equivalent_matrix(0, head).to(torch::kCPU, torch::kFloat);
         }
-        // The cheapest exact path: factors (linear kernels), window blocks (Swin), else the full SVD.
-        const Spectrum spectrum = attention_spectrum(capture, head).spectrum;
-        HeadSpectrum head_spectrum;
-        head_spectrum.singular_values = as_floats(spectrum.singular_values);
-        head_spectrum.tolerance = spectrum.tolerance;
-        head_spectrum.numerical_rank = spectrum.numerical_rank;
-        head_spectrum.effective_rank = spectrum.effective_rank;
-        maps.spectra.push_back(std::move(head_spectrum));
+        maps.matrix_rows = int(shown.size(0));
+        maps.matrix_cols = int(shown.size(1));
+        require_finite(shown, "the attention matrix of " + capture.placement.name + " head " + std::to_string(head));
+        maps.matrix = as_floats(shown);
       }
+      // The cheapest exact path: factors (linear kernels), window blocks (Swin), else the full SVD.
+      const Spectrum spectrum = attention_spectrum(capture, head).spectrum;
+      HeadSpectrum head_spectrum;
+      head_spectrum.singular_values = as_floats(spectrum.singular_values);
+      head_spectrum.tolerance = spectrum.tolerance;
+      head_spectrum.numerical_rank = spectrum.numerical_rank;
+      head_spectrum.effective_rank = spectrum.effective_rank;
+      maps.spectra.push_back(std::move(head_spectrum));
     }
     // NaN or Inf would draw as a flat map on a made-up colour bar: named instead.
     require_finite(map, "the attention of " + capture.placement.name + " head " + std::to_string(head));

@@ -25,6 +25,11 @@ struct PanelSelection {
   torch::Tensor box;       // metrics: coverage [grid] of the user's box, undefined: none
 };
 
+// The mean attention the patch queries give each prefix key of one head ([prefix keys], CPU float32):
+// from the forward's row normalisers where it kept them (T x prefix dot products), else from rows
+// in blocks of queries; the head's whole matrix (120 MB at 5,481 tokens) is never formed.
+torch::Tensor prefix_received(const AttentionCapture& capture, int head);
+
 // One panel's maps of one captured layer. `cancelled` is checked between heads.
 PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection& selection,
                            const std::function<bool()>& cancelled);
