@@ -17,6 +17,7 @@
 #include "analysis/gradcam.h"
 #include "analysis/relevance.h"
 #include "analysis/spectrum.h"
+#include "app/bench_scale.h"
 #include "app/cli.h"
 #include "app/commands.h"
 #include "core/excerpt.h"
@@ -348,6 +349,10 @@ int bench_command(const Args& args) {
        "bench the analyses instead: Grad-CAM, attention relevance and Score-CAM vs eager, spectrum factors vs full SVD",
        ""},
       {"family", "swin|pvt", "bench a hierarchical family instead: Swin-T or PVT-v2-b2 shapes at 224", ""},
+      {"scale", "",
+       "bench high resolution instead: DINOv2-S/14-reg4 shapes at 518 and 1036 px, forward, whole run, peak "
+       "memory and view latency against eager",
+       ""},
   };
   auto parsed = parse_or_print_help(args, "attnscope bench [--sizes tiny,small] [--runs N]", options, flags);
   if (!parsed) return 0;
@@ -368,6 +373,11 @@ int bench_command(const Args& args) {
   const auto folder = std::filesystem::temp_directory_path() / ("attnscope-bench-" + std::to_string(getpid()));
   std::filesystem::create_directories(folder);
 
+  if (!line.flags["scale"].empty()) {
+    bench_scale(line.flags["python"], ATTNSCOPE_SOURCE_DIR, folder);
+    std::filesystem::remove_all(folder);
+    return 0;
+  }
   if (!line.flags["family"].empty()) {
     bench_family(line.flags["family"], folder, line.flags["python"], device, warmup, runs, rounds);
     std::filesystem::remove_all(folder);

@@ -1,0 +1,167 @@
+#include "app/bench_scale.h"
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <sstream>
+#include <vector>
+
+#include "analysis/attention_map.h"
+#include "core/image.h"
+#include "core/npy.h"
+#include "models/inference.h"
+#include "models/model_loader.h"
+
+namespace attnscope {
+
+namespace {
+
+double elapsed_ms(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+// `command` through the shell: its last line parsed as JSON (null when it is not), wall time and the
+// peak resident memory of the process (and its children) in MB.
+struct ProcessRun {
+  nlohmann::json last_json;
+  double wall_ms = 0.0;
+  double peak_mb = 0.0;
+  std::string output;
+};
+
+ProcessRun run_process(const std::string& command) {
+  ProcessRun run;
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t child = fork();
+  if (child == 0) {
+    execl("/bin/sh", "sh", "-c", (command + " > /tmp/attnscope-bench-scale.out 2>&1").c_str(), nullptr);
+    _exit(127);
+  }
+  int status = 0;
+  struct rusage usage {};
+  wait4(child, &status, 0, &usage);
+  run.wall_ms = elapsed_ms(start);
+  run.peak_mb = double(usage.ru_maxrss) / 1024.0;  // the shell's largest child: the command itself
+  FILE* file = std::fopen("/tmp/attnscope-bench-scale.out", "r");
+  if (file) {
+    char buffer[4096];
+    while (std::fgets(buffer, sizeof buffer, file)) run.output += buffer;
+    std::fclose(file);
+  }
+  const auto brace = run.output.rfind('{');
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && brace != std::string::npos)
+    run.last_json = nlohmann::json::parse(run.output.substr(brace), nullptr, false);
+  if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) run.last_json = nullptr;
+  return run;
+}
+
+// The machine's float32 GEMM rate (GFLOP/s) at this thread count: the limit a forward made of GEMMs
+// cannot beat.
+double gemm_gflops() {
+  const auto a = torch::randn({2048, 2048}), b = torch::randn({2048, 2048});
+  torch::mm(a, b);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 3; ++i) torch::mm(a, b);
+  return 3 * 2.0 * 2048.0 * 2048.0 * 2048.0 / (elapsed_ms(start) * 1e6);
+}
+
+// GEMM work of one forward of a ViT (width d, depth L, MLP 4d) on T tokens: qkv, proj, MLP, q k^T, A v.
+double forward_gflop(double tokens, double dim, double depth) {
+  return depth * (2.0 * tokens * dim * dim * 12 + 4.0 * tokens * tokens * dim) / 1e9;
+}
+
+}  // namespace
+
+void bench_scale(const std::string& python, const std::string& source_dir, const std::filesystem::path& folder) {
+  const std::string script = source_dir + "/bench/pytorch_scale.py";
+  const std::string model_path = (folder / "dinov2_s14_reg4.safetensors").string();
+  if (python == "none")
+    throw std::invalid_argument("bench --scale needs the Python with torch (--python): it writes the weights");
+  if (run_process("'" + python + "' '" + script + "' --make '" + model_path + "'").output.find("Error") !=
+      std::string::npos)
+    throw std::runtime_error("bench/pytorch_scale.py could not write the model");
+  char self[4096] = {0};
+  const ssize_t length = readlink("/proc/self/exe", self, sizeof self - 1);
+  const std::string attnscope = length > 0 ? std::string(self, size_t(length)) : "attnscope";
+  const double gflops = gemm_gflops();
+  std::cout << "attnscope bench --scale: DINOv2-S/14 with 4 registers (timm layout, random weights), "
+            << torch::get_num_threads() << " threads, GEMM limit " << std::setprecision(0) << std::fixed << gflops
+            << " GFLOP/s (2048^3 float32 mm)\n";
+  std::cout << std::left << std::setw(11) << "input" << std::right << std::setw(8) << "tokens" << std::setw(12)
+            << "forward" << std::setw(12) << "eager" << std::setw(8) << "ratio" << std::setw(11) << "GEMM lim"
+            << std::setw(11) << "run" << std::setw(8) << "/eager" << std::setw(10) << "peak" << std::setw(11)
+            << "max diff" << std::setw(10) << "click" << std::setw(10) << "layer"
+            << "\n";
+  LoadedModel model = load_model(model_path, {}, torch::kCPU);
+  for (const int side : {518, 1036}) {
+    const std::string image = (folder / ("noise" + std::to_string(side) + ".png")).string();
+    cv::Mat noise(side, side, CV_8UC3);
+    cv::randu(noise, 0, 256);
+    cv::imwrite(image, noise);
+    const std::filesystem::path out = folder / ("run" + std::to_string(side));
+    std::filesystem::remove_all(out);
+    // The whole `run` process: load, forward with capture, the selected layer's summary, files.
+    const ProcessRun run = run_process("'" + attnscope + "' run --resize none --model '" + model_path + "' --image '" +
+                                       image + "' --out '" + out.string() + "'");
+    // The forward with capture in this process, as the workbench runs it.
+    InputSettings input;
+    input.resize = ResizeMode::None;
+    configure_input(model, input);
+    const cv::Mat prepared = prepare_model_input(load_image_rgb(image), input, model);
+    const int runs = side > 600 ? 1 : 3;
+    std::vector<double> forward_ms;
+    InferenceResult result;
+    for (int i = 0; i < runs + 1; ++i) {
+      result = run_inference(model, prepared, {});
+      if (i > 0 || runs == 1) forward_ms.push_back(result.milliseconds);
+    }
+    std::sort(forward_ms.begin(), forward_ms.end());
+    const double forward = forward_ms[forward_ms.size() / 2];
+    // What a click on another query and a layer change cost without a forward: the map of a new
+    // query in the shown layer, and the map of another layer (the workbench's view functions).
+    const auto& layers = result.forward.layers;
+    const AttentionCapture& last = layers.back();
+    MapSelection selection;
+    selection.query_token = last.layout.patch_token(last.layout.grid_h / 3, last.layout.grid_w / 3);
+    auto start = std::chrono::steady_clock::now();
+    attention_map(last, selection);
+    const double click_ms = elapsed_ms(start);
+    start = std::chrono::steady_clock::now();
+    attention_map(layers[layers.size() / 2], selection);
+    const double layer_ms = elapsed_ms(start);
+    const ProcessRun eager =
+        run_process("'" + python + "' '" + script + "' --model '" + model_path + "' --image '" + image +
+                    "' --threads " + std::to_string(torch::get_num_threads()) + " --runs " + std::to_string(runs) +
+                    " --compare '" + (out / "logits.npy").string() + "'");
+    const double tokens = double(last.layout.total_tokens());
+    const double limit_ms = forward_gflop(tokens, 384, 12) / gflops * 1000.0;
+    std::ostringstream row;
+    row << std::fixed << std::left << std::setw(11) << (std::to_string(side) + "x" + std::to_string(side)) << std::right
+        << std::setw(8) << int(tokens) << std::setprecision(2) << std::setw(10) << forward / 1000 << " s";
+    if (eager.last_json.is_object()) {
+      const double eager_ms = eager.last_json["median_ms"].get<double>();
+      row << std::setw(10) << eager_ms / 1000 << " s" << std::setw(7) << forward / eager_ms << "x";
+      row << std::setw(10) << forward / limit_ms << "x" << std::setw(9) << run.wall_ms / 1000 << " s" << std::setw(7)
+          << run.wall_ms / eager_ms << "x";
+      row << std::setw(7) << std::setprecision(0) << run.peak_mb << " MB" << std::scientific << std::setprecision(1)
+          << std::setw(11) << eager.last_json.value("max_abs_diff", -1.0) << std::fixed;
+    } else {
+      row << "  (no eager: " << eager.output.substr(0, 200) << ")";
+    }
+    row << std::setprecision(1) << std::setw(7) << click_ms << " ms" << std::setw(7) << layer_ms << " ms";
+    std::cout << row.str() << "\n" << std::flush;
+  }
+  std::cout << "forward: attnscope's with capture (median of 3, 1 at 1036); eager: bench/pytorch_scale.py, the same "
+               "weights and threads; GEMM lim: forward / the GEMM work at the 2048^3 rate; run: the whole `attnscope "
+               "run --resize none` process and its peak memory; max diff: its output against eager; click / layer: a "
+               "new query's map in the last layer / the map of the middle layer, from the captured q, k, no forward\n";
+}
+
+}  // namespace attnscope

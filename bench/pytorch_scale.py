@@ -1,0 +1,104 @@
+#!/usr/bin/python3
+"""PyTorch-eager baseline of `attnscope bench --scale`: a DINOv2-S/14-with-4-registers-shaped ViT in
+timm's layout (reg_token, pos_embed of 37 x 37 patches without the class position, LayerScale),
+random weights, run on an image as timm's eager Attention computes it (q*scale @ k^T, softmax, @ v)
+in float32 under torch.no_grad(), with the position embedding resized bicubic with antialias.
+
+Usage:
+  bench/pytorch_scale.py --make OUT.safetensors [--seed S]
+      writes the random weights (metadata num_heads=6) that both sides run
+  bench/pytorch_scale.py --model FILE --image PNG --threads N --runs R [--compare OUTPUT.npy]
+      prints one JSON line: {"median_ms", "runs", "threads", "max_abs_diff" (against --compare)}
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import eager_baseline  # noqa: F401  (first: Debian's torch, and tests/python on the import path)
+import numpy as np
+import safetensors_io
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+DIM, DEPTH, HEADS, PATCH, GRID, REGISTERS = 384, 12, 6, 14, 37, 4
+MEAN, STD = np.array([0.485, 0.456, 0.406], np.float32), np.array([0.229, 0.224, 0.225], np.float32)
+
+
+def make(path, seed):
+    torch.manual_seed(seed)
+    tn = lambda *shape: torch.nn.init.trunc_normal_(torch.empty(*shape), std=0.02, a=-0.04, b=0.04)
+    sd = {"cls_token": tn(1, 1, DIM), "reg_token": tn(1, REGISTERS, DIM), "pos_embed": tn(1, GRID * GRID, DIM),
+          "patch_embed.proj.weight": tn(DIM, 3, PATCH, PATCH), "patch_embed.proj.bias": torch.zeros(DIM),
+          "norm.weight": torch.ones(DIM), "norm.bias": torch.zeros(DIM)}
+    for b in range(DEPTH):
+        p = f"blocks.{b}."
+        sd.update({p + "norm1.weight": torch.ones(DIM), p + "norm1.bias": torch.zeros(DIM),
+                   p + "attn.qkv.weight": tn(3 * DIM, DIM), p + "attn.qkv.bias": torch.zeros(3 * DIM),
+                   p + "attn.proj.weight": tn(DIM, DIM), p + "attn.proj.bias": torch.zeros(DIM),
+                   p + "ls1.gamma": torch.full((DIM,), 0.1), p + "ls2.gamma": torch.full((DIM,), 0.1),
+                   p + "norm2.weight": torch.ones(DIM), p + "norm2.bias": torch.zeros(DIM),
+                   p + "mlp.fc1.weight": tn(4 * DIM, DIM), p + "mlp.fc1.bias": torch.zeros(4 * DIM),
+                   p + "mlp.fc2.weight": tn(DIM, 4 * DIM), p + "mlp.fc2.bias": torch.zeros(DIM)})
+    safetensors_io.save_file(sd, path, metadata={"format": "pt", "num_heads": str(HEADS)})
+
+
+def forward(sd, x):
+    x = F.conv2d(x, sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"], stride=PATCH)
+    B, _, H, W = x.shape
+    x = x.flatten(2).transpose(1, 2)
+    pos = sd["pos_embed"].reshape(1, GRID, GRID, DIM).permute(0, 3, 1, 2)
+    if (H, W) != (GRID, GRID):
+        pos = F.interpolate(pos, size=(H, W), mode="bicubic", antialias=True, align_corners=False)
+    x = x + pos.permute(0, 2, 3, 1).reshape(1, H * W, DIM)
+    x = torch.cat([sd["cls_token"].expand(B, -1, -1), sd["reg_token"].expand(B, -1, -1), x], 1)
+    d = DIM // HEADS
+    for b in range(DEPTH):
+        p = f"blocks.{b}."
+        h = F.layer_norm(x, (DIM,), sd[p + "norm1.weight"], sd[p + "norm1.bias"], 1e-6)
+        qkv = F.linear(h, sd[p + "attn.qkv.weight"], sd[p + "attn.qkv.bias"]).reshape(B, -1, 3, HEADS, d)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4)
+        o = ((q * d ** -0.5) @ k.transpose(-2, -1)).softmax(-1) @ v
+        x = x + sd[p + "ls1.gamma"] * F.linear(o.transpose(1, 2).reshape(B, -1, DIM), sd[p + "attn.proj.weight"],
+                                               sd[p + "attn.proj.bias"])
+        h = F.layer_norm(x, (DIM,), sd[p + "norm2.weight"], sd[p + "norm2.bias"], 1e-6)
+        h = F.linear(F.gelu(F.linear(h, sd[p + "mlp.fc1.weight"], sd[p + "mlp.fc1.bias"])), sd[p + "mlp.fc2.weight"],
+                     sd[p + "mlp.fc2.bias"])
+        x = x + sd[p + "ls2.gamma"] * h
+    return F.layer_norm(x, (DIM,), sd["norm.weight"], sd["norm.bias"], 1e-6)[:, 0]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--make")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--model")
+    parser.add_argument("--image")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--compare")
+    args = parser.parse_args()
+    if args.make:
+        make(args.make, args.seed)
+        return 0
+    torch.set_num_threads(args.threads)
+    sd = safetensors_io.load_file(args.model)
+    rgb = np.asarray(Image.open(args.image).convert("RGB"), dtype=np.float32) / 255.0
+    x = torch.from_numpy(((rgb - MEAN) / STD).transpose(2, 0, 1)[None].copy())
+    times = []
+    with torch.no_grad():
+        for _ in range(args.runs):
+            start = time.perf_counter()
+            out = forward(sd, x)
+            times.append(1000 * (time.perf_counter() - start))
+    result = {"median_ms": statistics.median(times), "runs": args.runs, "threads": args.threads}
+    if args.compare:
+        result["max_abs_diff"] = float(np.abs(out[0].numpy() - np.load(args.compare)).max())
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
