@@ -377,10 +377,22 @@ ArchConfig gather_arch_config(const BackboneFamily& family, const Checkpoint& ch
       config.notes.push_back("read " + hub_file.filename().string() + " beside the weights");
     }
   }
+  // A yaml beside the weights may be anything (a conda environment): read as a training config only
+  // when it has a MODEL section, and one that cannot be parsed is said, not fatal (--config is).
   ConfigFile yaml;
   if (const fs::path file = yaml_beside(weights, config.notes); !file.empty()) {
-    yaml = read_config_file(file);
-    config.notes.push_back("read " + file.filename().string() + " beside the weights");
+    try {
+      const nlohmann::json parsed = read_yaml(file);
+      if (parsed.is_object() && parsed.contains("MODEL")) {
+        yaml.args = yaml_model_args(parsed, yaml.architecture);
+        config.notes.push_back("read " + file.filename().string() + " beside the weights");
+      } else {
+        config.notes.push_back(file.filename().string() +
+                               " beside the weights has no MODEL section: not a training config, not read");
+      }
+    } catch (const CheckpointError& e) {
+      config.notes.push_back(std::string(e.what()) + " (not read)");
+    }
   }
 
   for (const std::string* name : {&given.architecture, &hub.architecture, &yaml.architecture})

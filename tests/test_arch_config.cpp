@@ -299,6 +299,16 @@ TEST(ArchConfig, FlattenYamlBesideTheWeightsOrGivenWithConfig) {
             std::string::npos);
   write_file_contents(elsewhere, "MODEL: [unclosed\n");
   EXPECT_NE(refusal(bare, ArchOverrides::parse("", elsewhere)).find("is not valid YAML"), std::string::npos);
+  // Beside the weights a yaml that is no training config (a conda environment) or does not parse is
+  // said in the notes; the file still opens, with what it then assumes listed.
+  for (const std::string& text : {std::string("name: env\ndependencies: [python=3.10]\n"), std::string("a: [b\n")}) {
+    write_file_contents(scratch.path() / "bare" / "environment.yaml", text);
+    LoadedModel opened = load_model(bare, {}, torch::kCPU);
+    bool said = false;
+    for (const auto& note : opened.report.notes) said = said || note.find("environment.yaml") != std::string::npos;
+    EXPECT_TRUE(said) << text;
+    EXPECT_FALSE(opened.report.assumed.empty()) << "img_size and the like are assumed again";
+  }
   EXPECT_NE(refusal(bare, ArchOverrides::parse("", elsewhere + ".missing")).find("no such file"), std::string::npos);
 
   // FLatten-CSwin's yaml names a released size: its 2/4/8/16 heads contradict this smaller model's
