@@ -95,6 +95,9 @@ torch::Tensor attend_softmax_by_groups(const KernelFeatures& features, const tor
   // [B, h, Q, d] as a view of [B, Q, h, d]: the chunks write each head's output in token order,
   // so the callers' out.transpose(1, 2).reshape(B, Q, h * d) is a view, not a copy on one core.
   auto out = torch::empty({batch, queries, heads, value_dim}, v.options()).permute({0, 2, 1, 3});
+  torch::Tensor normalizer;  // [B * h, Q] when a capture asks for it (KernelFeatures::row_log_normalizer)
+  if (features.row_log_normalizer && !additive.defined())
+    *features.row_log_normalizer = normalizer = torch::empty({batch * heads, queries}, q.options());
   fill_by_row_chunks(out, 0, [&](int64_t first, int64_t last) {
     const int64_t count = last - first;
     auto q3 = q.narrow(0, first, count).reshape({count * heads, queries, q.size(3)});
@@ -112,8 +115,12 @@ torch::Tensor attend_softmax_by_groups(const KernelFeatures& features, const tor
         g = image_end;
       }
     }
-    scores.sub_(scores.amax(-1, /*keepdim=*/true)).exp_();
-    scores.div_(scores.sum(-1, /*keepdim=*/true));
+    const auto maxima = scores.amax(-1, /*keepdim=*/true);
+    scores.sub_(maxima).exp_();
+    const auto sums = scores.sum(-1, /*keepdim=*/true);
+    if (normalizer.defined())
+      normalizer.narrow(0, first * heads, count * heads).copy_((maxima + sums.log()).squeeze(-1));
+    scores.div_(sums);
     return torch::bmm(scores, v3).view({count, heads, queries, value_dim});
   });
   return out;

@@ -54,17 +54,9 @@ TEST(LeadingSpectrum, BracketsTheFullSvdOnAThousandTokens) {
   EXPECT_GT(rough.residual, leading.residual);
 }
 
-// The workbench and `run` read a query's row from the layer's captured q and k; it is the full
-// matrix's row, on a ViT with 1,025 tokens.
-TEST(LeadingSpectrum, RowsFromCapturedQueriesAndKeysAreTheFullMatrixRows) {
-  torch::manual_seed(3);
-  const VitArch arch = plain_vit_arch(64, 2, 4, /*patch_size=*/8, /*grid=*/32, 10);
-  VisionTransformer model(arch);
-  initialise_weights(*model.get());
-  model->eval();
-  c10::InferenceMode inference_mode;
-  const ForwardOutput output = model->forward(torch::randn({1, 3, 256, 256}), {});
-  const AttentionCapture& capture = output.layers.back();
+// A captured layer's rows from q and k against its full matrix, and the attention the patch
+// queries give the class token from the forward's row normalisers, from rows, and from the matrix.
+void expect_rows_and_prefix_mass_match(const AttentionCapture& capture) {
   ASSERT_EQ(capture.layout.total_tokens(), 1025);
   EXPECT_EQ(capture.q.size(2), 1025);
   ASSERT_TRUE(capture.row_log_normalizer.defined()) << "softmax over all keys keeps each row's normaliser";
@@ -79,6 +71,24 @@ TEST(LeadingSpectrum, RowsFromCapturedQueriesAndKeysAreTheFullMatrixRows) {
     const torch::Tensor expected = full.slice(0, 1).slice(1, 0, 1).mean(0);
     EXPECT_LT((prefix_received(capture, int(head)) - expected).abs().max().item<double>(), 1e-6) << "head " << head;
     EXPECT_LT((prefix_received(without_normalizers, int(head)) - expected).abs().max().item<double>(), 1e-6);
+  }
+}
+
+// The workbench and `run` read a query's row from the layer's captured q and k; it is the full
+// matrix's row, on a ViT with 1,025 tokens.
+TEST(LeadingSpectrum, RowsFromCapturedQueriesAndKeysAreTheFullMatrixRows) {
+  torch::manual_seed(3);
+  const VitArch arch = plain_vit_arch(64, 2, 4, /*patch_size=*/8, /*grid=*/32, 10);
+  VisionTransformer model(arch);
+  initialise_weights(*model.get());
+  model->eval();
+  c10::InferenceMode inference_mode;
+  const torch::Tensor image = torch::randn({1, 3, 256, 256});
+  // One core runs whole images per core, two split the queries: both keep the row normalisers.
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(std::to_string(threads) + " thread(s)");
+    configure_threads(threads);
+    expect_rows_and_prefix_mass_match(model->forward(image, {}).layers.back());
   }
 }
 
