@@ -29,18 +29,18 @@ nlohmann::json head_spectrum(const AttentionCapture& capture, int head, int quer
   nlohmann::json entry = {{"head", head}, {"entropy", row_entropy(capture.row(0, head, query))}};
   if (mode == RankMode::Leading && !exact_spectrum_is_cheap(capture, head)) {
     const LeadingSpectrum leading = leading_spectrum(capture.equivalent_matrix(0, head), kLeadingValues);
-    const auto values = leading.singular_values.to(torch::kFloat).contiguous();
-    const auto upper = leading.upper_bounds.to(torch::kFloat).contiguous();
-    entry.update(
-        {{"method", "leading " + std::to_string(kLeadingValues) + " (randomised subspace iteration, " +
-                        std::to_string(leading.power_iterations) + " power iterations)"},
-         {"rank_at_least", leading.rank_at_least},
-         {"rank_at_most", leading.rank_at_most},
-         {"effective_rank_low", leading.effective_rank_low},
-         {"effective_rank_high", leading.effective_rank_high},
-         {"singular_values", std::vector<float>(values.data_ptr<float>(), values.data_ptr<float>() + values.numel())},
-         {"singular_value_upper_bounds",
-          std::vector<float>(upper.data_ptr<float>(), upper.data_ptr<float>() + upper.numel())}});
+    auto floats = [](const torch::Tensor& values) {
+      const torch::Tensor cast = values.to(torch::kFloat).contiguous();
+      return std::vector<float>(cast.data_ptr<float>(), cast.data_ptr<float>() + cast.numel());
+    };
+    entry.update({{"method", "leading " + std::to_string(kLeadingValues) + " (randomised subspace iteration, " +
+                                 std::to_string(leading.power_iterations) + " power iterations)"},
+                  {"rank_at_least", leading.rank_at_least},
+                  {"rank_at_most", leading.rank_at_most},
+                  {"effective_rank_low", leading.effective_rank_low},
+                  {"effective_rank_high", leading.effective_rank_high},
+                  {"singular_values", floats(leading.singular_values)},
+                  {"singular_value_upper_bounds", floats(leading.upper_bounds)}});
     return entry;
   }
   const AttentionSpectrum exact = attention_spectrum(capture, head);

@@ -9,6 +9,7 @@
 
 #include "core/excerpt.h"
 #include "core/json_checked.h"
+#include "models/checkpoint_layouts.h"
 #include "models/model_families.h"
 
 namespace attnscope {
@@ -203,19 +204,15 @@ struct ConfigFile {
   std::string architecture;
 };
 
-ConfigFile read_config_file(const fs::path& file) {
+ConfigFile config_from_yaml(const nlohmann::json& yaml) {
   ConfigFile config;
-  if (is_yaml(file)) {
-    config.args = yaml_model_args(read_yaml(file), config.architecture);
-    return config;
-  }
-  nlohmann::json json;
-  try {
-    json = read_json_file(file.string(), file.string(), size_t(16) << 20);
-  } catch (const std::invalid_argument& e) {
-    throw CheckpointError(std::string(e.what()) + ": fix or remove it");
-  }
-  if (!json.is_object()) throw CheckpointError(file.string() + " is not a JSON object");
+  config.args = yaml_model_args(yaml, config.architecture);
+  return config;
+}
+
+// A timm config.json (an object, as read_json_beside returns it).
+ConfigFile config_from_json(const nlohmann::json& json, const fs::path& file) {
+  ConfigFile config;
   if (json.contains("architecture") && json["architecture"].is_string())
     config.architecture = json["architecture"].get<std::string>();
   if (json.contains("model_args")) {
@@ -224,6 +221,11 @@ ConfigFile read_config_file(const fs::path& file) {
     config.args = json["model_args"];
   }
   return config;
+}
+
+ConfigFile read_config_file(const fs::path& file) {
+  if (is_yaml(file)) return config_from_yaml(read_yaml(file));
+  return config_from_json(read_json_beside(file.parent_path(), file.filename().string()), file);
 }
 
 // The yaml beside the weights: FILE.yaml, else the only yaml in the folder; several without one
@@ -364,18 +366,9 @@ ArchConfig gather_arch_config(const BackboneFamily& family, const Checkpoint& ch
   }
   nlohmann::json own = architecture_metadata(checkpoint, weights_file);
   ConfigFile hub;
-  const fs::path hub_file = weights.parent_path() / "config.json";
-  if (fs::is_regular_file(hub_file, error)) {
-    nlohmann::json json;
-    try {
-      json = read_json_file(hub_file.string(), hub_file.string(), size_t(16) << 20);
-    } catch (const std::invalid_argument& e) {
-      throw CheckpointError(std::string(e.what()) + ": fix or remove it");
-    }
-    if (is_timm_config(json)) {
-      hub = read_config_file(hub_file);
-      config.notes.push_back("read " + hub_file.filename().string() + " beside the weights");
-    }
+  if (const nlohmann::json json = read_json_beside(weights.parent_path(), "config.json"); is_timm_config(json)) {
+    hub = config_from_json(json, weights.parent_path() / "config.json");
+    config.notes.push_back("read config.json beside the weights");
   }
   // A yaml beside the weights may be anything (a conda environment): read as a training config only
   // when it has a MODEL section, and one that cannot be parsed is said, not fatal (--config is).
@@ -384,7 +377,7 @@ ArchConfig gather_arch_config(const BackboneFamily& family, const Checkpoint& ch
     try {
       const nlohmann::json parsed = read_yaml(file);
       if (parsed.is_object() && parsed.contains("MODEL")) {
-        yaml.args = yaml_model_args(parsed, yaml.architecture);
+        yaml = config_from_yaml(parsed);
         config.notes.push_back("read " + file.filename().string() + " beside the weights");
       } else {
         config.notes.push_back(file.filename().string() +

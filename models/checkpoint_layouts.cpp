@@ -23,20 +23,6 @@ bool any_key_starts_with(const Checkpoint& checkpoint, const std::string& prefix
   return it != checkpoint.tensors.end() && starts_with(it->first, prefix);
 }
 
-// A JSON file beside the weights, or null when there is none; a broken one is an error.
-nlohmann::json read_json_beside(const fs::path& folder, const std::string& name) {
-  const fs::path file = folder / name;
-  std::error_code error;
-  if (!fs::exists(file, error)) return nullptr;
-  try {
-    auto parsed = read_json_file(file.string(), file.string(), size_t(16) << 20);
-    if (!parsed.is_object()) throw std::invalid_argument(file.string() + " is not a JSON object");
-    return parsed;
-  } catch (const std::invalid_argument& e) {
-    throw CheckpointError(std::string(e.what()) + ": fix or remove it");
-  }
-}
-
 fs::path folder_of(const std::string& path) {
   std::error_code error;
   return fs::is_directory(path, error) ? fs::path(path) : fs::path(path).parent_path();
@@ -392,6 +378,19 @@ void convert_dinov2(Checkpoint& checkpoint, LayoutFacts& facts) {
 }
 
 }  // namespace
+
+nlohmann::json read_json_beside(const fs::path& folder, const std::string& name) {
+  const fs::path file = folder / name;
+  std::error_code error;
+  if (!fs::exists(file, error)) return nullptr;
+  try {
+    auto parsed = read_json_file(file.string(), file.string(), size_t(16) << 20);
+    if (!parsed.is_object()) throw std::invalid_argument(file.string() + " is not a JSON object");
+    return parsed;
+  } catch (const std::invalid_argument& e) {
+    throw CheckpointError(std::string(e.what()) + ": fix or remove it");
+  }
+}
 
 void LayoutFacts::apply_to(VitArch& arch) const {
   arch.source_layout = layout;

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <array>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +49,10 @@ struct LayoutFacts {
 // gave (Hugging Face configs are read from beside it). Throws CheckpointError with a message that
 // names the layout and what is wrong.
 LayoutFacts adopt_known_layout(Checkpoint& checkpoint, const std::string& path);
+
+// A JSON object file `name` in `folder` (a config beside the weights), or null when there is none;
+// one that is broken or not an object throws CheckpointError ("... : fix or remove it").
+nlohmann::json read_json_beside(const std::filesystem::path& folder, const std::string& name);
 
 // The weights file of a Hugging Face model folder (model.safetensors, else pytorch_model.bin), or
 // `path` itself when it is not a folder.
