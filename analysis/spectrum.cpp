@@ -35,10 +35,14 @@ Spectrum summarise_singular_values(const torch::Tensor& values, int64_t rows, in
 
 }  // namespace
 
-Spectrum matrix_spectrum(const torch::Tensor& matrix) {
+Spectrum matrix_spectrum(torch::Tensor matrix, const SvdProgress& progress) {
   torch::NoGradGuard no_grad;
-  auto values = torch::linalg::svdvals(matrix.detach().to(torch::kFloat), c10::nullopt).to(torch::kCPU);
-  return summarise_singular_values(values, matrix.size(0), matrix.size(1));
+  const int64_t rows = matrix.size(0), columns = matrix.size(1);
+  const bool large = std::min(rows, columns) > kCheapSpectrumTokens && matrix.device().is_cpu();
+  const torch::Tensor values =
+      large ? exact_singular_values(std::move(matrix), progress)
+            : torch::linalg::svdvals(matrix.detach().to(torch::kFloat), c10::nullopt).to(torch::kCPU);
+  return summarise_singular_values(values, rows, columns);
 }
 
 LeadingSpectrum leading_spectrum(const torch::Tensor& matrix, int64_t count, int power_iterations, uint64_t seed) {
@@ -157,7 +161,15 @@ Spectrum grouped_spectrum(const AttentionCapture& layer, int64_t head, bool incl
 
 }  // namespace
 
-AttentionSpectrum attention_spectrum(const AttentionCapture& whole, int64_t head, bool include_dwc, int64_t batch) {
+bool exact_spectrum_is_cheap(const AttentionCapture& whole, int64_t head) {
+  const AttentionCapture& layer = whole.for_head(head);
+  if (layer.query_slots.defined() && layer.groups() > 1) return true;
+  if (std::min(layer.layout.total_tokens(), layer.key_layout.total_tokens()) <= kCheapSpectrumTokens) return true;
+  return equivalent_matrix_factors(whole, head).has_value();
+}
+
+AttentionSpectrum attention_spectrum(const AttentionCapture& whole, int64_t head, bool include_dwc, int64_t batch,
+                                     const SvdProgress& progress) {
   torch::NoGradGuard no_grad;
   const AttentionCapture& layer = whole.for_head(head);
   const auto start = std::chrono::steady_clock::now();
@@ -172,10 +184,11 @@ AttentionSpectrum attention_spectrum(const AttentionCapture& whole, int64_t head
     result.method = "window blocks";
     result.rank_bound = std::min(layer.layout.total_tokens(), layer.key_layout.total_tokens());
   } else {
-    const torch::Tensor matrix = include_dwc ? layer.equivalent_matrix(batch, head) : layer.matrix(batch, head);
-    result.spectrum = matrix_spectrum(matrix);
+    torch::Tensor matrix = include_dwc ? layer.equivalent_matrix(batch, head) : layer.matrix(batch, head);
+    result.rank_bound = int(std::min(matrix.size(0), matrix.size(1)));
+    // On the GPU the matrix stays there (cuSOLVER); on the CPU it is reduced panel by panel in place.
+    result.spectrum = matrix_spectrum(std::move(matrix), progress);
     result.method = "full SVD";
-    result.rank_bound = int(matrix.size(0));
   }
   result.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return result;

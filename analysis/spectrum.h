@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "analysis/singular_values.h"
 #include "models/attention_kernels.h"
 
 namespace attnscope {
@@ -20,8 +21,13 @@ struct Spectrum {
   double effective_rank = 0.0;  // exp(entropy of s / sum(s)) (Roy & Vetterli)
 };
 
+// Up to this many tokens a full SVD takes well under a second; above it, nothing O(T^3) unless asked.
+constexpr int64_t kCheapSpectrumTokens = 400;
+
 // Full SVD of a matrix [M, N] (computed in float32, as numpy.linalg.matrix_rank on float32 does).
-Spectrum matrix_spectrum(const torch::Tensor& matrix);
+// Above kCheapSpectrumTokens in both sides it runs panel by panel (exact_singular_values), reports
+// to `progress` and can be stopped; a matrix handed over (std::move) is reduced in place.
+Spectrum matrix_spectrum(torch::Tensor matrix, const SvdProgress& progress = {});
 
 // The k leading singular values of a large matrix without its full SVD: randomised subspace
 // iteration (Halko, Martinsson & Tropp 2011, Alg. 4.4) from products with the matrix, O(M N k) a
@@ -66,7 +72,11 @@ struct AttentionSpectrum {
 // blocks of a windowed layer (Swin), else the full SVD of the matrix (softmax, a ViT window
 // restriction, the DWC band: at T = 3137 that takes seconds).
 AttentionSpectrum attention_spectrum(const AttentionCapture& layer, int64_t head, bool include_dwc = true,
-                                     int64_t batch = 0);
+                                     int64_t batch = 0, const SvdProgress& progress = {});
+
+// Whether one head's exact spectrum is cheap: its kernel has thin factors, its layer is windowed,
+// or the matrix has at most kCheapSpectrumTokens rows or columns; else it is a full SVD, O(T^3).
+bool exact_spectrum_is_cheap(const AttentionCapture& layer, int64_t head);
 
 // Shannon entropy (nats) of a row read as a distribution: negative entries (a DWC band can add
 // them) are clamped to 0 and the row is renormalised.

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/attention_map.h"
+#include "analysis/spectrum.h"
 #include "app/cli.h"
 #include "app/commands.h"
 #include "app/run_summary.h"

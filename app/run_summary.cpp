@@ -7,46 +7,31 @@
 
 #include "analysis/spectrum.h"
 #include "core/output_schemas.h"
+#include "core/progress_bar.h"
 #include "models/token_linear.h"
+#include "views/panel_maps.h"
 
 namespace attnscope {
 
-bool exact_spectrum_is_cheap(const AttentionCapture& whole, int64_t head) {
-  const AttentionCapture& layer = whole.for_head(head);
-  if (layer.query_slots.defined() && layer.groups() > 1) return true;
-  if (std::min(layer.layout.total_tokens(), layer.key_layout.total_tokens()) <= kCheapSpectrumTokens) return true;
-  return equivalent_matrix_factors(whole, head).has_value();
-}
-
 namespace {
 
-// The leading singular values --ranks leading computes per head.
-constexpr int64_t kLeadingValues = 32;
-
-// One head's spectrum as `mode` asks: exact (the cheapest exact path) or leading (randomised, with
-// bounds), and the entropy of the query's row.
-nlohmann::json head_spectrum(const AttentionCapture& capture, int head, int query, RankMode mode) {
+// One head's spectrum as `mode` asks (views/panel_maps.h: what the workbench shows), and the
+// entropy of the query's row. Run's auto leaves heads whose exact path is not cheap out before.
+nlohmann::json head_spectrum_json(const AttentionCapture& capture, int head, int query, RankMode mode,
+                                  const SvdProgress& progress) {
   nlohmann::json entry = {{"head", head}, {"entropy", row_entropy(capture.row(0, head, query))}};
-  if (mode == RankMode::Leading && !exact_spectrum_is_cheap(capture, head)) {
-    const LeadingSpectrum leading = leading_spectrum(capture.equivalent_matrix(0, head), kLeadingValues);
-    auto floats = [](const torch::Tensor& values) {
-      const torch::Tensor cast = values.to(torch::kFloat).contiguous();
-      return std::vector<float>(cast.data_ptr<float>(), cast.data_ptr<float>() + cast.numel());
-    };
-    entry.update({{"method", "leading " + std::to_string(kLeadingValues) + " (randomised subspace iteration, " +
-                                 std::to_string(leading.power_iterations) + " power iterations)"},
-                  {"rank_at_least", leading.rank_at_least},
-                  {"rank_at_most", leading.rank_at_most},
-                  {"effective_rank_low", leading.effective_rank_low},
-                  {"effective_rank_high", leading.effective_rank_high},
-                  {"singular_values", floats(leading.singular_values)},
-                  {"singular_value_upper_bounds", floats(leading.upper_bounds)}});
+  const HeadSpectrum spectrum = head_spectrum(capture, head, mode, progress);
+  entry["method"] = spectrum.method;
+  if (spectrum.exact()) {
+    entry.update({{"rank", spectrum.numerical_rank}, {"effective_rank", spectrum.effective_rank}});
     return entry;
   }
-  const AttentionSpectrum exact = attention_spectrum(capture, head);
-  entry.update({{"method", exact.method},
-                {"rank", exact.spectrum.numerical_rank},
-                {"effective_rank", exact.spectrum.effective_rank}});
+  entry.update({{"rank_at_least", spectrum.numerical_rank},
+                {"rank_at_most", spectrum.rank_at_most},
+                {"effective_rank_low", spectrum.effective_rank},
+                {"effective_rank_high", spectrum.effective_rank_high},
+                {"singular_values", spectrum.singular_values},
+                {"singular_value_upper_bounds", spectrum.upper_bounds}});
   return entry;
 }
 
@@ -66,6 +51,7 @@ nlohmann::json run_summary(const RunSummaryInputs& in) {
                            std::all_of(result.forward.layers.begin(), result.forward.layers.end(),
                                        [](const AttentionCapture& c) { return c.layout.total_tokens() <= 400; });
   std::string skipped;  // heads left out by auto, for the note
+  ProgressBar bar;
   nlohmann::json layers = nlohmann::json::array();
   for (int l = 0; l < depth; ++l) {
     const AttentionCapture& layer_capture = result.forward.layers[size_t(l)];
@@ -80,11 +66,22 @@ nlohmann::json run_summary(const RunSummaryInputs& in) {
           skipped += (skipped.empty() ? "" : ",") + std::to_string(h);
           continue;
         }
-        if (state.ranks == RankMode::Exact && !exact_spectrum_is_cheap(layer_capture, h))
-          std::cerr << "run: exact spectrum of layer " << l << " head " << h + 1 << "/" << layer_capture.heads << " ("
-                    << layer_capture.layout.total_tokens() << " tokens, full SVD)\n"
-                    << std::flush;
-        layer_heads.push_back(head_spectrum(layer_capture, h, layer_query, state.ranks));
+        // A full SVD at thousands of tokens takes seconds a head: a bar follows it, in percent of
+        // the layer's heads on a terminal, a line a head in logs.
+        SvdProgress progress;
+        const std::string label = "exact spectrum of layer " + std::to_string(l) + " (" +
+                                  std::to_string(layer_capture.layout.total_tokens()) + " tokens, full SVD)";
+        if (state.ranks == RankMode::Exact && !exact_spectrum_is_cheap(layer_capture, h)) {
+          const size_t total = size_t(layer_capture.heads) * 100;
+          if (!bar.terminal()) bar.show(size_t(h) * 100, total, label + " head " + std::to_string(h));
+          progress.report = [&, h](double fraction) {
+            if (bar.terminal())
+              bar.show(size_t(h) * 100 + size_t(fraction * 99.0), total, label + " head " + std::to_string(h));
+          };
+        }
+        layer_heads.push_back(head_spectrum_json(layer_capture, h, layer_query, state.ranks, progress));
+        if (progress.report && h + 1 == layer_capture.heads && bar.terminal())
+          bar.show(size_t(layer_capture.heads) * 100, size_t(layer_capture.heads) * 100, label);
       }
       entry["ranks"] = layer_heads;
     }

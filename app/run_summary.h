@@ -27,9 +27,4 @@ struct RunSummaryInputs {
 // Computes the layers' spectra as --ranks asks (run_spectra), and the query row's entropy per head.
 nlohmann::json run_summary(const RunSummaryInputs& in);
 
-// Whether one head's exact spectrum is cheap: its kernel has thin factors, its layer is windowed,
-// or the matrix has at most kCheapSpectrumTokens rows or columns; else it is a full SVD, O(T^3).
-constexpr int64_t kCheapSpectrumTokens = 400;
-bool exact_spectrum_is_cheap(const AttentionCapture& layer, int64_t head);
-
 }  // namespace attnscope

@@ -28,6 +28,9 @@ class ProgressBar {
     if (done == total) std::cerr << "\n";
   }
 
+  // Whether the bar redraws in place (a terminal) rather than printing a line per step.
+  bool terminal() const { return terminal_; }
+
   // Error lines go above the bar.
   void error(const std::string& line) {
     if (terminal_) std::cerr << "\r\033[K";

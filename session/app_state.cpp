@@ -309,12 +309,12 @@ std::vector<OptionSpec> make_options() {
                      [](const AppState& s) { return std::string(s.windows ? "on" : "off"); }, "on"});
   enum_option<RankMode>(
       options, "ranks",
-      "run's singular spectra: auto (every layer's exact ranks when every layer has at most 400 tokens; above, the "
-      "selected layer's where the exact path is cheap: factors, windows or at most 400 keys; nothing O(T^3) unless "
-      "asked), exact (the selected layer's heads by the exact path: a full SVD per softmax head, about 18 s a head "
-      "at 5,481 tokens on 2 cores), leading (the selected layer's 32 leading singular values by randomised subspace "
-      "iteration, "
-      "O(T^2 k), with bounds; ranks as ranges) or none",
+      "singular spectra of run and the matrix view: auto (run: every layer's exact ranks when every layer has at "
+      "most 400 tokens; above, the selected layer's where the exact path is cheap: factors, windows or at most 400 "
+      "keys; the matrix view: those exact, the others leading; nothing O(T^3) unless asked), exact (the selected "
+      "layer's heads by the exact path: a full SVD per softmax head, about 18 s a head at 5,481 tokens on 2 cores, "
+      "with a progress bar; the workbench's cancel stops it), leading (the selected layer's 32 leading singular "
+      "values by randomised subspace iteration, O(T^2 k), with bounds; ranks as ranges) or none",
       &AppState::ranks);
   enum_option<MatrixFile>(options, "matrix",
                           "run's matrix_*.npy (the selected head's T x T matrix): auto writes it up to 400 tokens, on "

@@ -19,7 +19,9 @@
 #include "analysis/gradcam.h"
 #include "analysis/rollout.h"
 #include "core/assets.h"
+#include "core/checkpoint.h"
 #include "core/image.h"
+#include "models/demo_models.h"
 #include "models/inference.h"
 #include "session/app_state.h"
 
@@ -587,4 +589,28 @@ TEST(WorkbenchState, SessionRoundTripsAndRejectsBadValues) {
 }
 
 }  // namespace test_gui
+}  // namespace attnscope
+
+namespace attnscope {
+
+// A cancelled spectrum leaves the workbench responsive, in the running workbench: its benchmark
+// opens the matrix view with every head's exact spectrum (a full SVD each at 1,601 tokens),
+// presses cancel once the worker reports progress, then clicks another query. The worker must
+// stop and the click's result must reach the screen (the numbers are the benchmark's, not judged).
+TEST_F(GuiTest, ACancelledSpectrumLeavesTheWorkbenchAnsweringClicks) {
+  torch::manual_seed(21);
+  const VitArch arch = plain_vit_arch(64, 2, 4, /*patch_size=*/8, /*grid=*/40, 10);
+  VisionTransformer model(arch);
+  initialise_weights(*model.get());
+  const std::string weights = (folder_ / "vit1601.safetensors").string();
+  save_safetensors(weights, state_dict(*model), model_metadata(arch, {}));
+  const nlohmann::json session = {{"model", weights}, {"image", asset_path("images/chelsea.png")}};
+  ASSERT_EQ(run_gui(session, 4, "--bench 1"), 0) << log();
+  const std::string report = log();
+  EXPECT_NE(report.find("cancelled spectrum (every head's full SVD at 1601 tokens): the worker stopped mid-way"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("the next click -> updated pixels"), std::string::npos) << report;
+}
+
 }  // namespace attnscope

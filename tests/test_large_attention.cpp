@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "analysis/singular_values.h"
 #include "analysis/spectrum.h"
 #include "core/checkpoint.h"
 #include "models/attention.h"
@@ -11,6 +12,7 @@
 #include "models/model_loader.h"
 #include "tests/test_folder.h"
 #include "views/panel_maps.h"
+#include "views/request_runner.h"
 
 namespace attnscope {
 namespace {
@@ -52,6 +54,46 @@ TEST(LeadingSpectrum, BracketsTheFullSvdOnAThousandTokens) {
   for (int64_t i = 0; i < 24; ++i)
     EXPECT_LE(rough.singular_values[i].item<double>(), exact[i].item<double>() + rounding);
   EXPECT_GT(rough.residual, leading.residual);
+}
+
+// The panel-by-panel reduction gives LAPACK's values: both are backward stable, each value within
+// about n eps sigma_1 of the true one (Demmel, Applied Numerical Linear Algebra, 5.4), which is the
+// numerical-rank tolerance, so the two agree on every rank but one a value sits on the tolerance.
+TEST(ExactSingularValues, EqualLapacksSvdOnEveryShape) {
+  ASSERT_TRUE(singular_values_can_stop()) << "this build's LAPACK lacks sgebrd's parts";
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{1000, 1000}, {700, 260}, {260, 700}, {161, 161}, {90, 120}};
+  for (const auto& [rows, cols] : shapes) {
+    SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(cols));
+    torch::Generator generator = at::detail::createCPUGenerator(uint64_t(rows * 7 + cols));
+    const torch::Tensor scores = at::randn({rows, 64}, generator).matmul(at::randn({64, cols}, generator)) * 0.25;
+    const torch::Tensor matrix = torch::softmax(scores, -1);
+    const torch::Tensor expected = torch::linalg::svdvals(matrix, c10::nullopt).to(torch::kDouble);
+    int reports = 0;
+    double last = -1.0;
+    SvdProgress progress;
+    progress.report = [&](double fraction) {
+      EXPECT_GE(fraction, last);
+      last = fraction;
+      ++reports;
+    };
+    const torch::Tensor values = exact_singular_values(matrix.clone(), progress).to(torch::kDouble);
+    ASSERT_EQ(values.numel(), std::min(rows, cols));
+    const double tolerance = double(std::max(rows, cols)) * 1.2e-7 * expected[0].item<double>();
+    EXPECT_LT((values - expected).abs().max().item<double>(), tolerance);
+    EXPECT_EQ(last, 1.0);
+    EXPECT_GE(reports, 1);
+  }
+}
+
+// A stop asked for mid-way ends the reduction at the next panel of 32 columns.
+TEST(ExactSingularValues, StopsAtTheNextPanelWhenCancelled) {
+  const torch::Tensor matrix = softmax_attention(1000, 11);
+  int reports = 0;
+  SvdProgress progress;
+  progress.report = [&](double) { ++reports; };
+  progress.cancelled = [&] { return reports >= 3; };
+  EXPECT_THROW(exact_singular_values(matrix, progress), Cancelled);
+  EXPECT_EQ(reports, 3) << "one report a panel, and none after the stop";
 }
 
 // A captured layer's rows from q and k against its full matrix, and the attention the patch
@@ -134,6 +176,93 @@ TEST(LeadingSpectrum, RunComputesFullSpectraOnlyWhenAsked) {
     EXPECT_GE(full.at("effective_rank").get<double>(), bounds.at("effective_rank_low").get<double>() * (1 - slack));
     EXPECT_LE(full.at("effective_rank").get<double>(), bounds.at("effective_rank_high").get<double>() * (1 + slack));
   }
+}
+
+// A ViT of 1,025 tokens (4 heads) saved where the workbench's runs can load it.
+std::string save_vit_1025(const TestFolder& scratch, uint64_t seed) {
+  torch::manual_seed(seed);
+  const VitArch arch = plain_vit_arch(64, 2, 4, /*patch_size=*/8, /*grid=*/32, 10);
+  VisionTransformer model(arch);
+  initialise_weights(*model.get());
+  const std::string weights = scratch.file("vit1025.safetensors");
+  save_safetensors(weights, state_dict(*model), model_metadata(arch, {}));
+  return weights;
+}
+
+// The matrix view above kMatrixTexels tokens: block means from rows in chunks equal the full
+// matrix's (avg_pool2d over the blocks, the last ones partial), and no entry is lost to them.
+TEST(LargeAttentionWorkbench, MatrixOverviewIsTheBlockMeansOfTheFullMatrix) {
+  torch::manual_seed(9);
+  const VitArch arch = plain_vit_arch(64, 2, 4, /*patch_size=*/8, /*grid=*/32, 10);
+  VisionTransformer model(arch);
+  initialise_weights(*model.get());
+  model->eval();
+  c10::InferenceMode inference_mode;
+  const AttentionCapture capture = model->forward(torch::randn({1, 3, 256, 256}), {}).layers.back();
+  const MatrixOverview overview = matrix_overview(capture, 1, false);
+  ASSERT_EQ(overview.block, 2) << "1,025 tokens > 1,024 texels";
+  ASSERT_EQ(overview.means.size(0), 513);
+  const torch::Tensor full = capture.matrix(0, 1).to(torch::kDouble);
+  const torch::Tensor expected =
+      torch::avg_pool2d(full.unsqueeze(0), {2, 2}, {2, 2}, {0, 0}, /*ceil_mode=*/true, /*count_include_pad=*/false)[0];
+  // float32 entries summed in float64: the means differ from avg_pool2d's only by float32 rounding.
+  EXPECT_LT((overview.means.to(torch::kDouble) - expected).abs().max().item<double>(), 1e-7);
+  EXPECT_NEAR(overview.means[512][512].item<double>(), full[1024][1024].item<double>(), 1e-7) << "a lone corner entry";
+  // What the cursor reads: the exact row, the same as the full matrix's.
+  EXPECT_LT((shown_matrix_rows(capture, 1, false, {700})[0] - full[700].to(torch::kFloat)).abs().max().item<double>(),
+            1e-6);
+}
+
+// A cancelled spectrum leaves the workbench responsive. The worker's run (views/request_runner.h)
+// is asked for every head's exact spectrum (a full SVD each) and a newer request arrives while the
+// second head's SVD runs: the run stops at its next panel of 32 columns, with no further progress.
+// The newer request, a click on another query, is then answered from the same forward, and the
+// head whose spectrum finished before the stop is not computed again.
+TEST(LargeAttentionWorkbench, ACancelledSpectrumStopsWithinAPanelAndTheNextClickIsAnswered) {
+  TestFolder scratch("cancelled-spectrum");
+  const std::string weights = save_vit_1025(scratch, 13);
+  InferenceRequest request;
+  request.model = weights;
+  request.image = std::string(ATTNSCOPE_SOURCE_DIR) + "/assets/images/sign_4.png";
+  request.analysis = "spectrum";
+  request.ranks = RankMode::Exact;
+  request.panels = {{weights, AttentionSettings{}}};
+  RunCache cache;
+
+  uint64_t latest = 1;  // the worker's latest request; 2 arrives during head 1's SVD
+  int reports_after_newer = 0;
+  const auto cancelled = [&] { return latest != 1; };
+  const auto progress = [&](int done, int total) {
+    if (latest != 1) ++reports_after_newer;
+    if (total > 0 && done * 8 > total * 3) latest = 2;  // past 3/8: head 1 of 4, half way
+  };
+  InferenceOutcome stopped;
+  EXPECT_THROW(run_request(request, cache, cancelled, stopped, progress), Cancelled);
+  EXPECT_EQ(latest, 2u);
+  EXPECT_EQ(reports_after_newer, 0) << "the SVD went on after the newer request arrived";
+
+  request.query = "5,9";
+  int first_report = -1;
+  InferenceOutcome click;
+  run_request(
+      request, cache, [] { return false; }, click,
+      [&](int done, int) {
+        if (first_report < 0) first_report = done;
+      });
+  ASSERT_TRUE(click.error.empty()) << click.error;
+  EXPECT_TRUE(click.forward_reused) << "a click needs no forward";
+  ASSERT_EQ(click.panels.size(), 1u);
+  const PanelMaps& panel = click.panels.front();
+  ASSERT_EQ(panel.spectra.size(), 4u);
+  for (const HeadSpectrum& spectrum : panel.spectra) {
+    EXPECT_TRUE(spectrum.exact());
+    EXPECT_EQ(spectrum.method, "full SVD");
+    EXPECT_EQ(spectrum.singular_values.size(), 1025u);
+  }
+  EXPECT_GE(first_report, 250) << "head 0's spectrum, finished before the stop, was computed again";
+  EXPECT_EQ(panel.matrix_block, 2);
+  ASSERT_TRUE(bool(panel.matrix_row));
+  EXPECT_EQ(panel.matrix_row(3).size(), 1025u);
 }
 
 }  // namespace

@@ -86,15 +86,24 @@ void GuiBenchmark::before_update(Workbench& bench) {
   if (change() == Change::P) {
     bench.state.attention.p = done_ % 2 ? 3.0 : 4.0;  // alternating values: every change needs a forward
   } else if (change() == Change::Query) {
-    // A click on a patch of the shown layer's grid, a different one every round.
-    const int row = (shown.layout.grid_h / 4 + 7 * done_) % std::max(1, shown.layout.grid_h);
-    const int col = (shown.layout.grid_w / 3 + 5 * done_) % std::max(1, shown.layout.grid_w);
-    bench.state.query = std::to_string(row) + "," + std::to_string(col);
+    click_another_query(bench);
+  } else if (change() == Change::Cancel) {
+    bench.state.analysis = "spectrum";
+    bench.state.ranks = RankMode::Exact;
+    tokens_ = shown.layout.total_tokens();
   } else {
     bench.state.layer = shown.layer == 0 ? shown.depth - 1 : shown.layer - 1;
   }
   changed_at_ = Clock::now();
   waiting_ = true;
+}
+
+// A click on a patch of the shown layer's grid, a different one every round.
+void GuiBenchmark::click_another_query(Workbench& bench) {
+  const TokenLayout& grid = bench.outcome->layout;
+  const int row = (grid.grid_h / 4 + 7 * done_) % std::max(1, grid.grid_h);
+  const int col = (grid.grid_w / 3 + 5 * done_) % std::max(1, grid.grid_w);
+  bench.state.query = std::to_string(row) + "," + std::to_string(col);
 }
 
 void GuiBenchmark::after_update(Workbench& bench) {
@@ -108,8 +117,36 @@ void GuiBenchmark::after_frame(Workbench& bench, double frame_ms, double cpu_ms,
   } else {
     frames_idle_.push_back(frame_ms);
   }
+  if (waiting_ && change() == Change::Cancel && cancel_step_ != CancelStep::Click) {
+    const bool spectra_shown = bench.outcome && bench.outcome->request_id == awaited_id_;
+    if (cancel_step_ == CancelStep::Spectra &&
+        (spectra_shown || (bench.worker_busy && bench.worker_progress.second > 0))) {
+      // The full SVDs are under way (or were done before a frame saw them): cancel, as the button does.
+      spectra_finished_first_ = spectra_shown;
+      stopped_before_cancel_ = bench.worker_runs_stopped;
+      if (!spectra_shown) bench.cancel_run();
+      cancelled_at_ = Clock::now();
+      cancel_step_ = CancelStep::Stopping;
+    } else if (cancel_step_ == CancelStep::Stopping && !bench.worker_busy) {
+      stop_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - cancelled_at_).count();
+      stopped_mid_way_ = bench.worker_runs_stopped > stopped_before_cancel_;
+      bench.state.analysis = state_.analysis;
+      bench.state.ranks = state_.ranks;
+      click_another_query(bench);
+      changed_at_ = Clock::now();
+      awaited_id_ = 0;  // the click's request, submitted by the next frame's update
+      cancel_step_ = CancelStep::Click;
+    }
+    return;
+  }
   if (!waiting_ || !bench.outcome || bench.outcome->request_id != awaited_id_) return;
   const double latency = std::chrono::duration<double, std::milli>(Clock::now() - changed_at_).count();
+  if (change() == Change::Cancel) {
+    click_after_cancel_ms_ = latency;
+    waiting_ = false;
+    ++done_;
+    return;
+  }
   if (change() == Change::P) {
     latencies_.push_back(latency);
     ratios_.push_back(latency / baselines_.back());
@@ -148,6 +185,13 @@ void GuiBenchmark::report(std::ostream& out, const Workbench& bench) const {
       << "  layer change -> updated pixels: median " << median(layer_latencies_) << " ms, max "
       << percentile(layer_latencies_, 1.0) << " ms over " << layer_latencies_.size() << " (target <= 300 ms)\n"
       << "  clicks and layer changes that ran a forward: " << reran_forward_ << " (the captured q, k serve them)\n";
+  if (spectra_finished_first_)
+    out << "  cancelled spectrum: none; every head's exact spectrum at " << tokens_
+        << " tokens was done before a frame saw it running (a cheap exact path)\n";
+  else
+    out << "  cancelled spectrum (every head's full SVD at " << tokens_ << " tokens): the worker "
+        << (stopped_mid_way_ ? "stopped mid-way " : "finished the spectra (not stopped) ") << stop_ms_
+        << " ms after cancel; the next click -> updated pixels " << click_after_cancel_ms_ << " ms\n";
 }
 
 }  // namespace attnscope

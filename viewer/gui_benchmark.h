@@ -2,7 +2,10 @@
 // forward pass, then changes p as a slider would and times until the frame showing the new result
 // has been drawn and finished by GL; it also records frame times while inference runs. Then N
 // clicks on another query patch and N changes of the layer, each timed the same way: they reuse
-// the forward (the captured q, k), and the report says whether each did.
+// the forward (the captured q, k), and the report says whether each did. Last, once: the exact
+// spectrum of every head is asked for (the matrix view with --ranks exact), cancelled as soon as
+// the worker reports progress, and a click on another query follows; it times how long the worker
+// took to stop and the click's latency after it.
 #pragma once
 
 #include <chrono>
@@ -32,7 +35,7 @@ class GuiBenchmark {
   void before_update(Workbench& bench);   // the round's change, once the previous one is on screen
   void after_update(Workbench& bench);
   void after_frame(Workbench& bench, double frame_ms, double cpu_ms, bool was_running);
-  bool finished() const { return done_ >= 3 * changes_; }
+  bool finished() const { return done_ >= 3 * changes_ + 1; }
   void report(std::ostream& out, const Workbench& bench) const;
 
  private:
@@ -46,9 +49,24 @@ class GuiBenchmark {
   AppState state_;
   std::optional<LoadedModel> model_;
   cv::Mat prepared_;
-  // Rounds [0, N): p changes; [N, 2N): query clicks; [2N, 3N): layer changes.
-  enum class Change { P, Query, Layer };
-  Change change() const { return done_ < changes_ ? Change::P : done_ < 2 * changes_ ? Change::Query : Change::Layer; }
+  // Rounds [0, N): p changes; [N, 2N): query clicks; [2N, 3N): layer changes; 3N: the cancel.
+  enum class Change { P, Query, Layer, Cancel };
+  Change change() const {
+    return done_ < changes_       ? Change::P
+           : done_ < 2 * changes_ ? Change::Query
+           : done_ < 3 * changes_ ? Change::Layer
+                                  : Change::Cancel;
+  }
+  void click_another_query(Workbench& bench);
+  // The cancel round's steps: the spectra asked for, cancel pressed, the click after it.
+  enum class CancelStep { Spectra, Stopping, Click };
+  CancelStep cancel_step_ = CancelStep::Spectra;
+  Clock::time_point cancelled_at_;
+  double stop_ms_ = -1.0, click_after_cancel_ms_ = -1.0;
+  int tokens_ = 0;
+  bool spectra_finished_first_ = false;  // too quick to cancel (the exact path was cheap)
+  int stopped_before_cancel_ = 0;        // the worker's count of runs stopped mid-way, at the cancel
+  bool stopped_mid_way_ = false;         // the spectra's run stopped, rather than finishing unseen
   std::vector<double> baselines_, latencies_, ratios_, worker_forwards_, gui_side_;
   std::vector<double> click_latencies_, layer_latencies_;
   int reran_forward_ = 0;  // clicks and layer changes whose result ran a forward (should be none)

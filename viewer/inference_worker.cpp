@@ -145,6 +145,7 @@ std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const 
         request, *cache_, [this, id] { return latest_id_.load() != id; }, *outcome, report);
   } catch (const Cancelled&) {
     progress_done_ = progress_total_ = 0;
+    ++runs_stopped_;
     return nullptr;
   }
   progress_done_ = progress_total_ = 0;

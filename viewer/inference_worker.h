@@ -53,6 +53,8 @@ class InferenceWorker {
   // Stops the running request (between its blocks or images) and drops a pending one: nothing
   // comes back for them.
   void cancel();
+  // How many runs stopped mid-way (cancelled, or overtaken by a newer request) so far.
+  int runs_stopped() const { return runs_stopped_.load(); }
 
  private:
   struct PendingExport {
@@ -73,6 +75,7 @@ class InferenceWorker {
   uint64_t next_id_ = 0;
   std::atomic<uint64_t> latest_id_{0};
   std::atomic<int> progress_done_{0}, progress_total_{0};
+  std::atomic<int> runs_stopped_{0};
   bool running_ = false;
   bool stopping_ = false;
   std::vector<std::shared_ptr<const InferenceOutcome>> finished_;

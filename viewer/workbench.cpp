@@ -161,6 +161,7 @@ void Workbench::update(float width, float height) {
   }
   worker_busy = worker_->busy();
   worker_progress = worker_->progress();
+  worker_runs_stopped = worker_->runs_stopped();
   refresh_maps();
 
   // Fixed layout: controls on the left, views in the middle, the analysis view on the right, status below.

@@ -119,6 +119,7 @@ class Workbench {
   int results = 0;                                         // results received
   bool worker_busy = false;
   std::pair<int, int> worker_progress;  // images done of total of a long analysis view; {0, 0}: none
+  int worker_runs_stopped = 0;          // runs the worker stopped mid-way (cancel, a newer request)
 
   // Derived on the main thread from `outcome` and the selections.
   std::vector<gl::Texture> images;                                     // per panel: the image as its model saw it

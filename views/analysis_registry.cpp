@@ -20,6 +20,12 @@ const std::vector<AnalysisEntry>& analysis_registry() {
   return entries;
 }
 
+std::string analysis_progress_text(const std::string& name, int done, int total) {
+  const AnalysisEntry* entry = find_analysis(name);
+  if (entry && entry->progress_text) return entry->progress_text(done, total);
+  return std::to_string(done) + "/" + std::to_string(total) + " images";
+}
+
 const AnalysisEntry* find_analysis(const std::string& name) {
   for (const auto& entry : analysis_registry())
     if (entry.name == name) return &entry;

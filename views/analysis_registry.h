@@ -75,6 +75,8 @@ struct AnalysisEntry {
   // spectrum, or each head's focus metrics.
   bool panel_spectra = false, panel_metrics = false;
   bool wide_view = false;  // the workbench gives its column more room (several plots side by side)
+  // How the worker's progress reads on the status line; empty: "done/total images" (a folder).
+  std::function<std::string(int done, int total)> progress_text;
 
   // `analyze`: computes and adds its files to context.files; `name` is the one given.
   std::function<int(const AnalyzeContext& context, const std::string& name)> run;
@@ -91,6 +93,8 @@ const std::vector<AnalysisEntry>& analysis_registry();
 const AnalysisEntry* find_analysis(const std::string& name);
 // The entry `analyze --analysis NAME` runs (its name or one of its cli_names), or null.
 const AnalysisEntry* find_cli_analysis(const std::string& name);
+// The worker's progress for the analysis `name` as the status line shows it.
+std::string analysis_progress_text(const std::string& name, int done, int total);
 // "gradcam, rollout, ..., faithfulness": every name `analyze` takes.
 std::string cli_analysis_names();
 

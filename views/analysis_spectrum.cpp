@@ -12,6 +12,7 @@
 #include "figures/plots.h"
 #include "views/analysis_registry.h"
 #include "views/panel_maps.h"
+#include "views/plot_views.h"
 
 namespace attnscope {
 
@@ -100,9 +101,14 @@ Figure spectrum_figure(const InferenceOutcome& outcome, const AppState& state) {
         cv::Mat(panel.matrix_rows, panel.matrix_cols, CV_32FC1, const_cast<float*>(panel.matrix.data())).clone();
     heatmap.scale = int(figure.scales.size());
     heatmap.colour_bar = true;
-    heatmap.marked_row = panel.query_token;
+    heatmap.marked_row = panel.query_token / panel.matrix_block;
     heatmap.x_label = "key token";
     heatmap.y_label = "query token";
+    if (panel.matrix_block > 1) {  // the figure shows the overview the screen shows
+      const std::string blocks = " (means of " + std::to_string(panel.matrix_block) + " tokens)";
+      heatmap.x_label += blocks;
+      heatmap.y_label += blocks;
+    }
     const std::string name = "panel" + std::to_string(index + 1);
     figure.at(int(index), 0) = {
         panel.description + ", layer " + std::to_string(panel.layer) + ", head " + std::to_string(head),
@@ -112,13 +118,8 @@ Figure spectrum_figure(const InferenceOutcome& outcome, const AppState& state) {
     ScaleSpec spec = state.scale;
     if (spec.mode == ScaleMode::Uniform) spec.mode = ScaleMode::ZeroMax;
     figure.scales.push_back(figure_scale(resolve_value_scale(spec, state.colormap, range), "attention weight"));
-    if (size_t(head) < panel.spectra.size()) {
-      const HeadSpectrum& spectrum = panel.spectra[size_t(head)];
-      figure.at(int(index), 1) = {
-          effective_rank_title(spectrum.effective_rank), name + "_spectrum",
-          spectrum_plot(std::vector<double>(spectrum.singular_values.begin(), spectrum.singular_values.end()),
-                        spectrum.numerical_rank, spectrum.tolerance)};
-    }
+    if (size_t(head) < panel.spectra.size())
+      figure.at(int(index), 1) = head_spectrum_panel(panel.spectra[size_t(head)], name + "_spectrum");
   }
   if (figure.scales.empty()) figure.scales.push_back(ColorScale{});
   return figure;
@@ -133,6 +134,11 @@ AnalysisEntry spectrum_analysis() {
   entry.help = "the attention matrix of --head, its singular values and ranks (--variants to compare)";
   entry.flags = {kVariantsFlag};
   entry.panel_spectra = true;
+  entry.reads = {"ranks"};
+  // Reported in thousandths of the panels' heads (views/outcome_views.cpp).
+  entry.progress_text = [](int done, int total) {
+    return "spectra " + std::to_string(total > 0 ? 100 * done / total : 0) + "% (a full SVD a head: cancel stops it)";
+  };
   entry.run = [](const AnalyzeContext& context, const std::string&) { return analyze_spectrum(context); };
   entry.figure = spectrum_figure;
   return entry;

@@ -61,7 +61,8 @@ void select_layer(const InferenceRequest& request, const std::vector<AttentionCa
 
 // One panel's maps of its own layer for the request's selection.
 PanelMaps panel_maps(const InferenceRequest& request, const PanelForward& forward, size_t index,
-                     const AnalysisEntry* analysis, const std::function<bool()>& cancelled, InferenceOutcome& outcome) {
+                     const AnalysisEntry* analysis, const std::function<bool()>& cancelled, InferenceOutcome& outcome,
+                     RunCache& cache, const std::function<void(double)>& spectrum_progress) {
   PanelMaps info;
   info.error = forward.error;
   if (!forward.result) return info;
@@ -101,7 +102,21 @@ PanelMaps panel_maps(const InferenceRequest& request, const PanelForward& forwar
       if (index == 0) outcome.box_error = e.what();
     }
   }
+  selection.ranks = request.ranks;
+  selection.spectrum_progress = spectrum_progress;
+  selection.cache = &cache.analyses;
+  selection.cache_key =
+      forward.input_key + "|" + settings_key(forward.settings) + "|layer " + std::to_string(info.layer);
   PanelMaps maps = build_panel_maps(capture, selection, cancelled);
+  if (selection.spectrum) {
+    // The exact value under the cursor, whatever the overview's blocks: one row from q and k.
+    maps.matrix_row = [result = forward.result, layer = info.layer, head = selection.matrix_head,
+                       after_lcm = selection.after_lcm](int query) {
+      const torch::Tensor row =
+          shown_matrix_rows(result->forward.layers[size_t(layer)], head, after_lcm, {int64_t(query)}).contiguous();
+      return std::vector<float>(row.data_ptr<float>(), row.data_ptr<float>() + row.numel());
+    };
+  }
   maps.model_family = model.family();
   maps.output_kind = model.output_kind();
   maps.dwc_available = has_dwc_weights(model);
@@ -132,7 +147,14 @@ void build_views(const InferenceRequest& request, const std::vector<PanelForward
   {
     c10::InferenceMode inference_mode;  // not around the analysis view: Grad-CAM needs autograd
     for (size_t index = 0; index < forwards.size(); ++index) {
-      PanelMaps maps = panel_maps(request, forwards[index], index, analysis, cancelled, outcome);
+      // The spectra's progress over all panels, in thousandths (a full SVD a head takes seconds).
+      std::function<void(double)> spectrum_progress;
+      if (progress)
+        spectrum_progress = [&, index](double share) {
+          progress(int(1000.0 * (double(index) + share)), int(1000 * forwards.size()));
+        };
+      PanelMaps maps =
+          panel_maps(request, forwards[index], index, analysis, cancelled, outcome, cache, spectrum_progress);
       maps.settings = forwards[index].settings;
       maps.model_path = request.panels[index].model_path;
       outcome.panels.push_back(std::move(maps));

@@ -76,49 +76,125 @@ torch::Tensor prefix_received(const AttentionCapture& capture, int head) {
   return (sum / double(std::max<int64_t>(1, tokens - first))).to(torch::kFloat);
 }
 
+HeadSpectrum head_spectrum(const AttentionCapture& capture, int head, RankMode ranks, const SvdProgress& progress) {
+  torch::NoGradGuard no_grad;
+  HeadSpectrum out;
+  const bool leading =
+      (ranks == RankMode::Leading || ranks == RankMode::Auto) && !exact_spectrum_is_cheap(capture, head);
+  if (leading) {
+    const LeadingSpectrum bounds = leading_spectrum(capture.equivalent_matrix(0, head), kLeadingValues);
+    out.method = "leading " + std::to_string(kLeadingValues) + " (randomised subspace iteration, " +
+                 std::to_string(bounds.power_iterations) + " power iterations)";
+    out.singular_values = as_floats(bounds.singular_values);
+    out.upper_bounds = as_floats(bounds.upper_bounds);
+    out.tolerance = bounds.tolerance;
+    out.numerical_rank = bounds.rank_at_least;
+    out.rank_at_most = bounds.rank_at_most;
+    out.effective_rank = bounds.effective_rank_low;
+    out.effective_rank_high = bounds.effective_rank_high;
+    return out;
+  }
+  const AttentionSpectrum exact = attention_spectrum(capture, head, true, 0, progress);
+  out.method = exact.method;
+  out.singular_values = as_floats(exact.spectrum.singular_values);
+  out.tolerance = exact.spectrum.tolerance;
+  out.numerical_rank = exact.spectrum.numerical_rank;
+  out.rank_at_most = exact.spectrum.numerical_rank;
+  out.effective_rank = out.effective_rank_high = exact.spectrum.effective_rank;
+  return out;
+}
+
+torch::Tensor shown_matrix_rows(const AttentionCapture& whole, int head, bool after_lcm,
+                                const std::vector<int64_t>& queries) {
+  torch::NoGradGuard no_grad;
+  if (after_lcm && whole.has_lcm()) return whole.rows_after_lcm(0, head, queries).to(torch::kCPU, torch::kFloat);
+  int64_t local_head = head;
+  const AttentionCapture& layer = whole.for_head(local_head);
+  torch::Tensor rows = layer.rows(0, local_head, queries);
+  if (layer.attention.dwc) rows = rows + layer.dwc_band(queries).to(rows.device(), rows.scalar_type());
+  return rows.to(torch::kCPU, torch::kFloat);
+}
+
+MatrixOverview matrix_overview(const AttentionCapture& capture, int head, bool after_lcm,
+                               const std::function<bool()>& cancelled) {
+  torch::NoGradGuard no_grad;
+  const int64_t queries = capture.layout.total_tokens(), keys = capture.key_layout.total_tokens();
+  MatrixOverview overview;
+  overview.block = int((std::max(queries, keys) + kMatrixTexels - 1) / kMatrixTexels);
+  const int64_t block = overview.block, out_rows = (queries + block - 1) / block, out_cols = (keys + block - 1) / block;
+  // How many entries each block holds: block x block, less in the last row and column of blocks.
+  auto counts = [block](int64_t total, int64_t blocks) {
+    torch::Tensor count = torch::full({blocks}, double(block), torch::kDouble);
+    count[blocks - 1] = double(total - (blocks - 1) * block);
+    return count;
+  };
+  const torch::Tensor entries = counts(queries, out_rows).unsqueeze(1) * counts(keys, out_cols).unsqueeze(0);
+  torch::Tensor sums = torch::zeros({out_rows, out_cols}, torch::kDouble);
+  const int64_t chunk = block * std::max<int64_t>(1, 256 / block);  // about 4 MB of rows at 4,000 keys
+  for (int64_t begin = 0; begin < queries; begin += chunk) {
+    if (cancelled && cancelled()) throw Cancelled();
+    const int64_t end = std::min(queries, begin + chunk);
+    std::vector<int64_t> rows(size_t(end - begin));
+    for (int64_t i = begin; i < end; ++i) rows[size_t(i - begin)] = i;
+    torch::Tensor part = shown_matrix_rows(capture, head, after_lcm, rows).to(torch::kDouble);
+    // Zeros pad the last blocks to full size; the counts above divide by what they really hold.
+    const int64_t padded_rows = (end - begin + block - 1) / block * block;
+    part = torch::constant_pad_nd(part, {0, out_cols * block - keys, 0, padded_rows - (end - begin)});
+    part = part.view({padded_rows / block, block, out_cols, block}).sum({1, 3});
+    sums.slice(0, begin / block, begin / block + part.size(0)) += part;
+  }
+  overview.means = (sums / entries).to(torch::kFloat);
+  return overview;
+}
+
 PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection& selection,
                            const std::function<bool()>& cancelled) {
   torch::NoGradGuard no_grad;
   PanelMaps maps;
   maps.description = capture.attention.describe();
-  const TokenLayout& queries = capture.layout;
   const int key_prefix = capture.key_layout.prefix_tokens();
   MapSelection map_selection;
   map_selection.query_token = selection.query_token;
   map_selection.incoming = selection.incoming;
   map_selection.after_lcm = selection.after_lcm;
+  // What a click on another query re-uses: the matrix overview and each head's spectrum.
+  auto cached = [&](const std::string& what, const auto& compute) {
+    using Value = std::decay_t<decltype(compute())>;
+    const std::string key = selection.cache_key + "|" + what;
+    if (selection.cache)
+      if (auto found = selection.cache->get<Value>(key)) return *found;
+    Value value = compute();
+    if (selection.cache) selection.cache->put(key, std::make_shared<const Value>(value));
+    return value;
+  };
+  if (selection.spectrum) {
+    const int head = selection.matrix_head;
+    const MatrixOverview overview =
+        cached("matrix h" + std::to_string(head) + (selection.after_lcm ? " lcm" : ""),
+               [&] { return matrix_overview(capture, head, selection.after_lcm, cancelled); });
+    // NaN or Inf would colour as a made-up range: named instead (a block mean keeps them).
+    require_finite(overview.means,
+                   "the attention matrix of " + capture.placement.name + " head " + std::to_string(head));
+    maps.matrix_rows = int(overview.means.size(0));
+    maps.matrix_cols = int(overview.means.size(1));
+    maps.matrix_block = overview.block;
+    maps.matrix = as_floats(overview.means);
+  }
   torch::Tensor mean;
   for (int head = 0; head < capture.heads; ++head) {
     if (cancelled && cancelled()) throw Cancelled();
     map_selection.head = head;
     const torch::Tensor map = attention_map(capture, map_selection);
     if (key_prefix > 0) maps.prefix_received_per_head.push_back(as_floats(prefix_received(capture, head)));
-    if (selection.spectrum) {
-      const torch::Tensor matrix = capture.matrix(0, head).to(torch::kCPU, torch::kFloat);  // [Tq, Tk]
-      if (head == selection.matrix_head) {
-        // The matrix view shows FLatten's equivalent matrix (with its DWC term, whose rank the
-        // DWC restores), or L2ViT's after the LCM when that is what the maps show.
-        torch::Tensor shown = matrix;
-        if (selection.after_lcm && capture.has_lcm()) {
-          std::vector<int64_t> all_queries;
-          for (int64_t token = 0; token < queries.total_tokens(); ++token) all_queries.push_back(token);
-          shown = capture.rows_after_lcm(0, head, all_queries).to(torch::kCPU, torch::kFloat);
-        } else if (capture.attention.dwc) {
-          shown = capture.equivalent_matrix(0, head).to(torch::kCPU, torch::kFloat);
-        }
-        maps.matrix_rows = int(shown.size(0));
-        maps.matrix_cols = int(shown.size(1));
-        require_finite(shown, "the attention matrix of " + capture.placement.name + " head " + std::to_string(head));
-        maps.matrix = as_floats(shown);
-      }
-      // The cheapest exact path: factors (linear kernels), window blocks (Swin), else the full SVD.
-      const Spectrum spectrum = attention_spectrum(capture, head).spectrum;
-      HeadSpectrum head_spectrum;
-      head_spectrum.singular_values = as_floats(spectrum.singular_values);
-      head_spectrum.tolerance = spectrum.tolerance;
-      head_spectrum.numerical_rank = spectrum.numerical_rank;
-      head_spectrum.effective_rank = spectrum.effective_rank;
-      maps.spectra.push_back(std::move(head_spectrum));
+    if (selection.spectrum && selection.ranks != RankMode::None) {
+      SvdProgress progress;
+      progress.cancelled = cancelled;
+      if (selection.spectrum_progress)
+        progress.report = [&](double fraction) {
+          selection.spectrum_progress((double(head) + fraction) / double(capture.heads));
+        };
+      maps.spectra.push_back(cached("spectrum h" + std::to_string(head) + " " + enum_name(selection.ranks),
+                                    [&] { return head_spectrum(capture, head, selection.ranks, progress); }));
     }
     // NaN or Inf would draw as a flat map on a made-up colour bar: named instead.
     require_finite(map, "the attention of " + capture.placement.name + " head " + std::to_string(head));
@@ -130,6 +206,8 @@ PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection
       maps.metrics.push_back({head, summary.entropy, summary.top_k_mass, summary.gini, summary.box_mass});
     }
   }
+  if (selection.spectrum && selection.ranks == RankMode::None)
+    maps.spectra_note = "no spectra: --ranks none (choose auto, leading or exact)";
   maps.mean_map = to_grid_map(mean / double(capture.heads));
   maps.mean_uniformity = uniformity(mean);
   if (!maps.prefix_received_per_head.empty()) {

@@ -16,10 +16,31 @@ std::vector<double> doubles(const std::vector<float>& values) { return {values.b
 
 }  // namespace
 
+Panel head_spectrum_panel(const HeadSpectrum& spectrum, const std::string& data_name) {
+  if (spectrum.exact())
+    return {effective_rank_title(spectrum.effective_rank), data_name,
+            spectrum_plot(doubles(spectrum.singular_values), spectrum.numerical_rank, spectrum.tolerance)};
+  // Leading values: each true value lies between its two points; the rank is a range.
+  PlotPanel plot = spectrum_plot(doubles(spectrum.singular_values), spectrum.numerical_rank, spectrum.tolerance);
+  plot.series.front().label = "lower bound";
+  Series upper;
+  upper.label = "upper bound";
+  for (size_t i = 0; i < spectrum.upper_bounds.size(); ++i) {
+    upper.x.push_back(double(i + 1));
+    upper.y.push_back(spectrum.upper_bounds[i]);
+  }
+  plot.series.push_back(upper);
+  plot.x_guides.front().label = "rank >= " + std::to_string(spectrum.numerical_rank);
+  if (spectrum.numerical_rank >= int(spectrum.singular_values.size())) plot.x_guides.clear();  // off the plot
+  char title[96];
+  std::snprintf(title, sizeof title, "leading %zu values, effective rank %.1f to %.1f", spectrum.singular_values.size(),
+                spectrum.effective_rank, spectrum.effective_rank_high);
+  return {title, data_name, plot};
+}
+
 Figure spectrum_view_figure(const HeadSpectrum& spectrum) {
   Figure figure(1, 1);
-  figure.at(0, 0) = {effective_rank_title(spectrum.effective_rank), "spectrum",
-                     spectrum_plot(doubles(spectrum.singular_values), spectrum.numerical_rank, spectrum.tolerance)};
+  figure.at(0, 0) = head_spectrum_panel(spectrum, "spectrum");
   return figure;
 }
 

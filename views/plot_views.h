@@ -12,6 +12,9 @@
 namespace attnscope {
 
 // The matrix view's singular spectrum: log axis with ticks, the tolerance line and the rank marker.
+// One head's spectrum as a figure panel: every value with the rank and tolerance, or the leading
+// values' lower and upper bounds with the rank's lower end (the screen and the export both).
+Panel head_spectrum_panel(const HeadSpectrum& spectrum, const std::string& data_name);
 Figure spectrum_view_figure(const HeadSpectrum& spectrum);
 
 // The f_p view: the head's vectors before and after f_p in 2-D, the query-key similarity

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,11 +58,18 @@ struct GridMap {
   float at(int row, int col) const { return values[size_t(row) * size_t(grid_w) + size_t(col)]; }
 };
 
+// One head's singular spectrum: every value by an exact path, or (at many tokens, nothing O(T^3)
+// unless asked) the leading values with a posteriori bounds, the ranks then ranges.
 struct HeadSpectrum {
-  std::vector<float> singular_values;  // descending
+  std::string method;                  // "factors", "window blocks", "full SVD" or "leading 32 (...)"
+  std::vector<float> singular_values;  // descending; leading: lower bounds of the true values
+  std::vector<float> upper_bounds;     // leading: each true value is at most this; exact: empty
   double tolerance = 0.0;              // the numerical rank counts values above it
-  int numerical_rank = 0;
-  double effective_rank = 0.0;
+  int numerical_rank = 0;              // leading: at least this
+  int64_t rank_at_most = 0;            // exact: numerical_rank
+  double effective_rank = 0.0;         // leading: the low end of its range
+  double effective_rank_high = 0.0;    // exact: effective_rank
+  bool exact() const { return upper_bounds.empty(); }
 };
 
 // The focus metrics of one head's map (the metrics view).
@@ -138,10 +146,15 @@ struct PanelMaps {
   std::vector<float> prefix_received;
   std::vector<std::vector<float>> prefix_received_per_head;
   std::vector<HeadFocusMetrics> metrics;  // analysis "metrics": per head
-  // analysis "spectrum": the selected head's Tq x Tk matrix and every head's spectrum.
-  int matrix_rows = 0, matrix_cols = 0;
+  // analysis "spectrum": the selected head's Tq x Tk matrix, as it is up to kMatrixTexels tokens a
+  // side, else its means over blocks of matrix_block x matrix_block entries (matrix_rows x
+  // matrix_cols of them); `matrix_row` reads one query's exact row of it on demand. And every
+  // head's spectrum, as --ranks asks (nothing O(T^3) at many tokens unless asked).
+  int matrix_rows = 0, matrix_cols = 0, matrix_block = 1;
   std::vector<float> matrix;
+  std::function<std::vector<float>(int query)> matrix_row;
   std::vector<HeadSpectrum> spectra;
+  std::string spectra_note;  // heads left without a spectrum, and why
 };
 
 struct InferenceOutcome {

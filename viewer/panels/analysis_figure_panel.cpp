@@ -56,9 +56,8 @@ void option_control(Workbench& bench, const OptionSpec& option) {
 void draw_worker_progress(Workbench& bench) {
   const auto [done, total] = bench.worker_progress;
   if (!bench.worker_busy || total <= 0) return;
-  char text[64];
-  std::snprintf(text, sizeof text, "%d/%d images", done, total);
-  ImGui::ProgressBar(float(done) / float(total), ImVec2(-1, 0), text);
+  ImGui::ProgressBar(float(done) / float(total), ImVec2(-1, 0),
+                     analysis_progress_text(bench.state.analysis, done, total).c_str());
 }
 
 void draw_analysis_options(Workbench& bench, const AnalysisEntry& entry) {

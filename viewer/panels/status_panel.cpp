@@ -18,8 +18,9 @@ struct StatusPanel : WorkbenchPanel {
     }
     if (bench.worker_busy) {
       const auto [done, total] = bench.worker_progress;
-      if (total > 0)  // a long analysis view (statistics over a folder) reports how far it is
-        ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "running... %d/%d images", done, total);
+      if (total > 0)  // a long analysis view (statistics over a folder, spectra) reports how far it is
+        ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "running... %s",
+                           analysis_progress_text(bench.state.analysis, done, total).c_str());
       else
         ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "running...");
       ImGui::SameLine();
