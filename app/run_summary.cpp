@@ -69,19 +69,16 @@ nlohmann::json run_summary(const RunSummaryInputs& in) {
         // A full SVD at thousands of tokens takes seconds a head: a bar follows it, in percent of
         // the layer's heads on a terminal, a line a head in logs.
         SvdProgress progress;
+        const int heads = layer_capture.heads;
         const std::string label = "exact spectrum of layer " + std::to_string(l) + " (" +
-                                  std::to_string(layer_capture.layout.total_tokens()) + " tokens, full SVD)";
-        if (state.ranks == RankMode::Exact && !exact_spectrum_is_cheap(layer_capture, h)) {
-          const size_t total = size_t(layer_capture.heads) * 100;
-          if (!bar.terminal()) bar.show(size_t(h) * 100, total, label + " head " + std::to_string(h));
+                                  std::to_string(layer_capture.layout.total_tokens()) + " tokens), head ";
+        const bool followed = state.ranks == RankMode::Exact && !exact_spectrum_is_cheap(layer_capture, h);
+        if (followed && !bar.terminal()) bar.show(size_t(h), size_t(heads), label + std::to_string(h));
+        if (followed && bar.terminal())
           progress.report = [&, h](double fraction) {
-            if (bar.terminal())
-              bar.show(size_t(h) * 100 + size_t(fraction * 99.0), total, label + " head " + std::to_string(h));
+            bar.show(size_t(100.0 * (h + fraction) / heads), 100, label + std::to_string(h));
           };
-        }
         layer_heads.push_back(head_spectrum_json(layer_capture, h, layer_query, state.ranks, progress));
-        if (progress.report && h + 1 == layer_capture.heads && bar.terminal())
-          bar.show(size_t(layer_capture.heads) * 100, size_t(layer_capture.heads) * 100, label);
       }
       entry["ranks"] = layer_heads;
     }

@@ -613,4 +613,29 @@ TEST_F(GuiTest, ACancelledSpectrumLeavesTheWorkbenchAnsweringClicks) {
   EXPECT_NE(report.find("the next click -> updated pixels"), std::string::npos) << report;
 }
 
+// Above 1,024 tokens a side the matrix view draws block means (2x2 at 1,601 tokens): what the
+// screen shows is the engine's full matrix pooled over those blocks, the last ones partial.
+TEST_F(GuiTest, MatrixViewOfManyTokensShowsTheBlockMeansOfTheEngineMatrix) {
+  torch::manual_seed(22);
+  const VitArch arch = plain_vit_arch(64, 2, 4, /*patch_size=*/8, /*grid=*/40, 10);
+  VisionTransformer model(arch);
+  initialise_weights(*model.get());
+  const std::string weights = (folder_ / "vit1601.safetensors").string();
+  save_safetensors(weights, state_dict(*model), model_metadata(arch, {}));
+  const nlohmann::json session = {
+      {"model", weights}, {"image", asset_path("images/chelsea.png")}, {"analysis", "spectrum"}, {"head", 3}};
+  ASSERT_EQ(run_gui(session), 0) << log();
+  const auto [layout, matrix] = engine_matrix(session, weights, 3);
+  ASSERT_EQ(layout.total_tokens(), 1601);
+  const torch::Tensor expected = torch::avg_pool2d(matrix.unsqueeze(0), {2, 2}, {2, 2}, {0, 0}, true, false)[0];
+  const nlohmann::json info = shot_info();
+  std::vector<float> shown;
+  for (const auto& entry : info["shown"])
+    if (entry["kind"] == "matrix") shown = entry["values"].get<std::vector<float>>();
+  ASSERT_EQ(shown.size(), size_t(801 * 801));
+  // One forward each (the workbench's and this one), the same weights and input: float32 rounding.
+  const torch::Tensor drawn = torch::from_blob(shown.data(), {801, 801}, torch::kFloat);
+  EXPECT_LT((drawn - expected).abs().max().item<double>(), 1e-6);
+}
+
 }  // namespace attnscope

@@ -145,11 +145,13 @@ TEST(LeadingSpectrum, RunComputesFullSpectraOnlyWhenAsked) {
   const std::string weights = scratch.file("vit1025.safetensors");
   save_safetensors(weights, state_dict(*model), model_metadata(arch, {}));
   const std::string image = std::string(ATTNSCOPE_SOURCE_DIR) + "/assets/images/sign_4.png";
+  std::string messages;  // the last run's stderr
   auto run = [&](const std::string& name, const std::string& flags) {
     const CommandRun result = run_attnscope(
         "run --model '" + weights + "' --image '" + image + "' --out '" + scratch.file(name) + "' " + flags,
         scratch.path());
     EXPECT_EQ(result.exit_code, 0) << result.err;
+    messages = result.err;
     return read_json_file(scratch.path() / name / "summary.json");
   };
   const nlohmann::json automatic = run("auto", "");
@@ -160,6 +162,8 @@ TEST(LeadingSpectrum, RunComputesFullSpectraOnlyWhenAsked) {
 
   const nlohmann::json leading = run("leading", "--ranks leading --matrix on");
   const nlohmann::json exact = run("exact", "--ranks exact");
+  // Outside a terminal the progress bar is a line a head.
+  EXPECT_NE(messages.find("[4/4] exact spectrum of layer 1 (1025 tokens), head 3"), std::string::npos) << messages;
   EXPECT_TRUE(std::filesystem::exists(scratch.path() / "leading" / "matrix_l1_h0.npy"));
   ASSERT_EQ(leading["layers"][1]["ranks"].size(), 4u);
   ASSERT_EQ(exact["layers"][1]["ranks"].size(), 4u);

@@ -104,14 +104,13 @@ Figure spectrum_figure(const InferenceOutcome& outcome, const AppState& state) {
     heatmap.marked_row = panel.query_token / panel.matrix_block;
     heatmap.x_label = "key token";
     heatmap.y_label = "query token";
-    if (panel.matrix_block > 1) {  // the figure shows the overview the screen shows
-      const std::string blocks = " (means of " + std::to_string(panel.matrix_block) + " tokens)";
-      heatmap.x_label += blocks;
-      heatmap.y_label += blocks;
-    }
     const std::string name = "panel" + std::to_string(index + 1);
+    // Above kMatrixTexels tokens the figure shows the overview the screen shows, and says so.
+    const std::string blocks = panel.matrix_block > 1 ? ", " + std::to_string(panel.matrix_block) + "x" +
+                                                            std::to_string(panel.matrix_block) + " block means"
+                                                      : "";
     figure.at(int(index), 0) = {
-        panel.description + ", layer " + std::to_string(panel.layer) + ", head " + std::to_string(head),
+        panel.description + ", layer " + std::to_string(panel.layer) + ", head " + std::to_string(head) + blocks,
         name + "_matrix", heatmap};
     ValueRange range;
     range.include(panel.matrix.data(), panel.matrix.size());
