@@ -441,6 +441,7 @@ std::vector<int> stage_counts(const nlohmann::json& values, const std::string& k
   } else if (value.is_string()) {
     std::string text = value.get<std::string>();
     std::replace(text.begin(), text.end(), '/', '-');
+    if (text.empty() || text.back() == '-') throw refuse();  // getline drops a last empty part
     std::stringstream parts(text);
     std::string part;
     while (std::getline(parts, part, '-')) {

@@ -194,6 +194,8 @@ const OptionSpec* find_option(const std::string& name);
 // Whole-string number parsing for option values; errors name the option: "--p expects a number".
 int parse_int_option(const std::string& name, const std::string& value);
 double parse_double_option(const std::string& name, const std::string& value);
+// A number as options and sessions write it (the stream's default: 0.6, 1e-06).
+std::string format_double(double value);
 
 // Sets one option by name; throws std::invalid_argument naming the option and the bad value (cut
 // to core/excerpt.h's length). Values longer than kMaxOptionValueBytes are refused.

@@ -223,6 +223,10 @@ TEST(ArchConfig, PerStageListsOnTheCommandLine) {
   EXPECT_EQ(ArchOverrides::parse("la_split_size=56/28/14/7,attn_type=LLSS").values.at("attn_type"), "LLSS");
   for (const char* bad : {"heads=1/x/3", "heads=1,2", "heads=0/1", "window=7/", "focusing_factor=p", "colour=3"})
     EXPECT_THROW(ArchOverrides::parse(bad), std::invalid_argument) << bad;
+  // The authors' "56-28-14-7" strings, whole parts only.
+  EXPECT_EQ(stage_counts({{"la_split_size", "56-28-14-7"}}, "la_split_size", 4), (std::vector<int>{56, 28, 14, 7}));
+  for (const char* bad : {"56-28-14-", "-56-28-14-7", "56--14-7", "", "56-28-14-7a"})
+    EXPECT_THROW(stage_counts({{"la_split_size", bad}}, "la_split_size", 4), CheckpointError) << bad;
   // A list for a model with another number of stages is refused with both counts.
   const ReferenceCase pvt = reference_case("hier_cases", "pvt_128");
   const std::string message = refusal(bare_weights(pvt, scratch.path() / "pvt3"), ArchOverrides::parse("heads=1/2/2"));

@@ -19,13 +19,12 @@
 #include "analysis/gradcam.h"
 #include "analysis/rollout.h"
 #include "core/assets.h"
-#include "core/checkpoint.h"
 #include "core/image.h"
-#include "models/demo_models.h"
 #include "models/inference.h"
 #include "session/app_state.h"
 
 #include "gui_fixture.h"
+#include "random_vit.h"
 
 namespace attnscope {
 namespace test_gui {
@@ -598,12 +597,7 @@ namespace attnscope {
 // presses cancel once the worker reports progress, then clicks another query. The worker must
 // stop and the click's result must reach the screen (the numbers are the benchmark's, not judged).
 TEST_F(GuiTest, ACancelledSpectrumLeavesTheWorkbenchAnsweringClicks) {
-  torch::manual_seed(21);
-  const VitArch arch = plain_vit_arch(64, 2, 4, /*patch_size=*/8, /*grid=*/40, 10);
-  VisionTransformer model(arch);
-  initialise_weights(*model.get());
-  const std::string weights = (folder_ / "vit1601.safetensors").string();
-  save_safetensors(weights, state_dict(*model), model_metadata(arch, {}));
+  const std::string weights = save_random_vit(folder_ / "vit1601.safetensors", 40, 21);
   const nlohmann::json session = {{"model", weights}, {"image", asset_path("images/chelsea.png")}};
   ASSERT_EQ(run_gui(session, 4, "--bench 1"), 0) << log();
   const std::string report = log();
@@ -616,12 +610,7 @@ TEST_F(GuiTest, ACancelledSpectrumLeavesTheWorkbenchAnsweringClicks) {
 // Above 1,024 tokens a side the matrix view draws block means (2x2 at 1,601 tokens): what the
 // screen shows is the engine's full matrix pooled over those blocks, the last ones partial.
 TEST_F(GuiTest, MatrixViewOfManyTokensShowsTheBlockMeansOfTheEngineMatrix) {
-  torch::manual_seed(22);
-  const VitArch arch = plain_vit_arch(64, 2, 4, /*patch_size=*/8, /*grid=*/40, 10);
-  VisionTransformer model(arch);
-  initialise_weights(*model.get());
-  const std::string weights = (folder_ / "vit1601.safetensors").string();
-  save_safetensors(weights, state_dict(*model), model_metadata(arch, {}));
+  const std::string weights = save_random_vit(folder_ / "vit1601.safetensors", 40, 22);
   const nlohmann::json session = {
       {"model", weights}, {"image", asset_path("images/chelsea.png")}, {"analysis", "spectrum"}, {"head", 3}};
   ASSERT_EQ(run_gui(session), 0) << log();

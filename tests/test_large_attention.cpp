@@ -10,6 +10,7 @@
 #include "models/attention.h"
 #include "models/demo_models.h"
 #include "models/model_loader.h"
+#include "tests/random_vit.h"
 #include "tests/test_folder.h"
 #include "views/panel_maps.h"
 #include "views/request_runner.h"
@@ -138,12 +139,7 @@ TEST(LeadingSpectrum, RowsFromCapturedQueriesAndKeysAreTheFullMatrixRows) {
 // --ranks leading gives bounds that bracket --ranks exact's full-SVD ranks.
 TEST(LeadingSpectrum, RunComputesFullSpectraOnlyWhenAsked) {
   TestFolder scratch("large-attention");
-  torch::manual_seed(5);
-  const VitArch arch = plain_vit_arch(64, 2, 4, /*patch_size=*/8, /*grid=*/32, 10);
-  VisionTransformer model(arch);
-  initialise_weights(*model.get());
-  const std::string weights = scratch.file("vit1025.safetensors");
-  save_safetensors(weights, state_dict(*model), model_metadata(arch, {}));
+  const std::string weights = save_random_vit(scratch.file("vit1025.safetensors"), 32, 5);
   const std::string image = std::string(ATTNSCOPE_SOURCE_DIR) + "/assets/images/sign_4.png";
   std::string messages;  // the last run's stderr
   auto run = [&](const std::string& name, const std::string& flags) {
@@ -182,17 +178,6 @@ TEST(LeadingSpectrum, RunComputesFullSpectraOnlyWhenAsked) {
   }
 }
 
-// A ViT of 1,025 tokens (4 heads) saved where the workbench's runs can load it.
-std::string save_vit_1025(const TestFolder& scratch, uint64_t seed) {
-  torch::manual_seed(seed);
-  const VitArch arch = plain_vit_arch(64, 2, 4, /*patch_size=*/8, /*grid=*/32, 10);
-  VisionTransformer model(arch);
-  initialise_weights(*model.get());
-  const std::string weights = scratch.file("vit1025.safetensors");
-  save_safetensors(weights, state_dict(*model), model_metadata(arch, {}));
-  return weights;
-}
-
 // The matrix view above kMatrixTexels tokens: block means from rows in chunks equal the full
 // matrix's (avg_pool2d over the blocks, the last ones partial), and no entry is lost to them.
 TEST(LargeAttentionWorkbench, MatrixOverviewIsTheBlockMeansOfTheFullMatrix) {
@@ -224,7 +209,7 @@ TEST(LargeAttentionWorkbench, MatrixOverviewIsTheBlockMeansOfTheFullMatrix) {
 // head whose spectrum finished before the stop is not computed again.
 TEST(LargeAttentionWorkbench, ACancelledSpectrumStopsWithinAPanelAndTheNextClickIsAnswered) {
   TestFolder scratch("cancelled-spectrum");
-  const std::string weights = save_vit_1025(scratch, 13);
+  const std::string weights = save_random_vit(scratch.file("vit1025.safetensors"), 32, 13);
   InferenceRequest request;
   request.model = weights;
   request.image = std::string(ATTNSCOPE_SOURCE_DIR) + "/assets/images/sign_4.png";

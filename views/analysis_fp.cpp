@@ -107,11 +107,6 @@ int analyze_fp(const AnalyzeContext& context) {
   return 0;
 }
 
-std::vector<float> float_values(const torch::Tensor& t) {
-  const torch::Tensor values = t.detach().to(torch::kCPU, torch::kFloat).contiguous();
-  return std::vector<float>(values.data_ptr<float>(), values.data_ptr<float>() + values.numel());
-}
-
 FocusView build_focus_view(const AttentionCapture& capture, int head, double p, bool queries,
                            FocusProjectionKind projection) {
   FocusStudyOptions options;

@@ -82,8 +82,7 @@ NormsReport norms_report(Backbone& model, const torch::Tensor& image, const Atte
 }
 
 std::vector<float> patch_values(const torch::Tensor& norms, const TokenLayout& layout) {
-  const torch::Tensor patches = norms.index({torch::indexing::Slice(layout.prefix_tokens())}).contiguous();
-  return std::vector<float>(patches.data_ptr<float>(), patches.data_ptr<float>() + patches.numel());
+  return float_values(norms.index({torch::indexing::Slice(layout.prefix_tokens())}));
 }
 
 float median_of(std::vector<float> values) {

@@ -112,9 +112,7 @@ PanelMaps panel_maps(const InferenceRequest& request, const PanelForward& forwar
     // The exact value under the cursor, whatever the overview's blocks: one row from q and k.
     maps.matrix_row = [result = forward.result, layer = info.layer, head = selection.matrix_head,
                        after_lcm = selection.after_lcm](int query) {
-      const torch::Tensor row =
-          shown_matrix_rows(result->forward.layers[size_t(layer)], head, after_lcm, {int64_t(query)}).contiguous();
-      return std::vector<float>(row.data_ptr<float>(), row.data_ptr<float>() + row.numel());
+      return float_values(shown_matrix_rows(result->forward.layers[size_t(layer)], head, after_lcm, {int64_t(query)}));
     };
   }
   maps.model_family = model.family();

@@ -10,20 +10,16 @@
 
 namespace attnscope {
 
-namespace {
-
-std::vector<float> as_floats(const torch::Tensor& t) {
+std::vector<float> float_values(const torch::Tensor& t) {
   const torch::Tensor values = t.detach().to(torch::kCPU, torch::kFloat).contiguous();
   return std::vector<float>(values.data_ptr<float>(), values.data_ptr<float>() + values.numel());
 }
-
-}  // namespace
 
 GridMap to_grid_map(const torch::Tensor& grid) {
   GridMap map;
   map.grid_h = int(grid.size(0));
   map.grid_w = int(grid.size(1));
-  map.values = as_floats(grid);
+  map.values = float_values(grid);
   return map;
 }
 
@@ -85,8 +81,8 @@ HeadSpectrum head_spectrum(const AttentionCapture& capture, int head, RankMode r
     const LeadingSpectrum bounds = leading_spectrum(capture.equivalent_matrix(0, head), kLeadingValues);
     out.method = "leading " + std::to_string(kLeadingValues) + " (randomised subspace iteration, " +
                  std::to_string(bounds.power_iterations) + " power iterations)";
-    out.singular_values = as_floats(bounds.singular_values);
-    out.upper_bounds = as_floats(bounds.upper_bounds);
+    out.singular_values = float_values(bounds.singular_values);
+    out.upper_bounds = float_values(bounds.upper_bounds);
     out.tolerance = bounds.tolerance;
     out.numerical_rank = bounds.rank_at_least;
     out.rank_at_most = bounds.rank_at_most;
@@ -96,7 +92,7 @@ HeadSpectrum head_spectrum(const AttentionCapture& capture, int head, RankMode r
   }
   const AttentionSpectrum exact = attention_spectrum(capture, head, true, 0, progress);
   out.method = exact.method;
-  out.singular_values = as_floats(exact.spectrum.singular_values);
+  out.singular_values = float_values(exact.spectrum.singular_values);
   out.tolerance = exact.spectrum.tolerance;
   out.numerical_rank = exact.spectrum.numerical_rank;
   out.rank_at_most = exact.spectrum.numerical_rank;
@@ -178,14 +174,14 @@ PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection
     maps.matrix_rows = int(overview.means.size(0));
     maps.matrix_cols = int(overview.means.size(1));
     maps.matrix_block = overview.block;
-    maps.matrix = as_floats(overview.means);
+    maps.matrix = float_values(overview.means);
   }
   torch::Tensor mean;
   for (int head = 0; head < capture.heads; ++head) {
     if (cancelled && cancelled()) throw Cancelled();
     map_selection.head = head;
     const torch::Tensor map = attention_map(capture, map_selection);
-    if (key_prefix > 0) maps.prefix_received_per_head.push_back(as_floats(prefix_received(capture, head)));
+    if (key_prefix > 0) maps.prefix_received_per_head.push_back(float_values(prefix_received(capture, head)));
     if (selection.spectrum && selection.ranks != RankMode::None) {
       SvdProgress progress;
       progress.cancelled = cancelled;

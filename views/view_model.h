@@ -46,6 +46,9 @@ struct InferenceRequest : InputSelection, ViewSelection, AnalysisSettings {
   std::string key() const;
 };
 
+// A tensor's values as CPU float32, row-major: what the view-model hands the workbench (a copy).
+std::vector<float> float_values(const torch::Tensor& values);
+
 // The base of an analysis's own view data (each analysis file derives its type).
 struct AnalysisViewData {
   virtual ~AnalysisViewData() = default;

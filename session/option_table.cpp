@@ -1,0 +1,391 @@
+// The option table: every option's name, value syntax, help, parser and formatter, defined once.
+// The CLI's flags, the session file's keys and the workbench's generated controls all read it
+// (session/app_state.h: app_options, find_option).
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "analysis/focus_metrics.h"
+#include "core/excerpt.h"
+#include "session/app_state.h"
+
+namespace attnscope {
+
+namespace {
+
+// Re-throws a parser's std::invalid_argument with the option's name in front.
+template <typename Parse>
+auto with_option_name(const std::string& name, Parse parse) {
+  try {
+    return parse();
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("--" + name + ": " + e.what());
+  }
+}
+
+// An option whose values are an enum's name table (core/enum_names.h): parsing, help and the
+// session file all read the table.
+template <typename E, typename Part>
+void enum_option(std::vector<OptionSpec>& options, const char* name, const std::string& help, E Part::*field) {
+  options.push_back({name, enum_choices_bar<E>(), help,
+                     [name, field](AppState& s, const std::string& v) { s.*field = parse_enum<E>(name, v); },
+                     [field](const AppState& s) { return enum_name(s.*field); }});
+}
+
+void add_export_options(std::vector<OptionSpec>& options) {
+  auto on_off = [&](const char* name, const char* help, bool ExportSettings::*field) {
+    options.push_back({name, "on|off", help,
+                       [name, field](AppState& s, const std::string& v) {
+                         if (v != "on" && v != "off")
+                           throw std::invalid_argument(std::string("--") + name + " expects on or off, got '" +
+                                                       excerpt(v) + "'");
+                         s.figure.*field = v == "on";
+                       },
+                       [field](const AppState& s) { return std::string(s.figure.*field ? "on" : "off"); }, "on"});
+  };
+  options.push_back({"layout", "NAME", "figure layout (see attnscope export --help)",
+                     [](AppState& s, const std::string& v) {
+                       if (v.empty()) throw std::invalid_argument("--layout needs a name");
+                       s.figure.layout = v;
+                     },
+                     [](const AppState& s) { return s.figure.layout; }});
+  options.push_back({"format", "png|svg|pdf", "figure file format",
+                     [](AppState& s, const std::string& v) {
+                       if (v != "png" && v != "svg" && v != "pdf")
+                         throw std::invalid_argument("--format expects png, svg or pdf, got '" + excerpt(v) + "'");
+                       s.figure.format = v;
+                     },
+                     [](const AppState& s) { return s.figure.format; }});
+  options.push_back({"dpi", "DPI", "PNG resolution in pixels per inch",
+                     [](AppState& s, const std::string& v) {
+                       const double dpi = parse_double_option("dpi", v);
+                       if (!(dpi >= 10 && dpi <= 2400)) throw std::invalid_argument("--dpi must be in [10, 2400]");
+                       s.figure.dpi = dpi;
+                     },
+                     [](const AppState& s) { return format_double(s.figure.dpi); }});
+  options.push_back({"png-width", "PX", "PNG width in pixels (0: from --dpi)",
+                     [](AppState& s, const std::string& v) {
+                       const int width = parse_int_option("png-width", v);
+                       if (width < 0 || width > 20000) throw std::invalid_argument("--png-width must be in [0, 20000]");
+                       s.figure.png_width = width;
+                     },
+                     [](const AppState& s) { return std::to_string(s.figure.png_width); }});
+  options.push_back({"width-pt", "PT",
+                     "figure width in points (1/72 in; 240 fits a two-column paper's column); 0: natural size",
+                     [](AppState& s, const std::string& v) {
+                       const double width = parse_double_option("width-pt", v);
+                       if (!(width == 0 || (width >= 50 && width <= 5000)))
+                         throw std::invalid_argument("--width-pt must be 0 or in [50, 5000]");
+                       s.figure.width_pt = width;
+                     },
+                     [](const AppState& s) { return format_double(s.figure.width_pt); }});
+  on_off("transparent", "figure without a background fill", &ExportSettings::transparent);
+  on_off("overwrite", "replace existing files (otherwise they are an error)", &ExportSettings::overwrite);
+  options.push_back({"variants", "SPEC,..",
+                     "rows of a comparison, e.g. softmax,focused:p=2,native:model=F (panel specs as --compare; "
+                     "default: --variant)",
+                     [](AppState& s, const std::string& v) {
+                       parse_variant_list(v, s.attention);  // validates
+                       s.figure.variants = v;
+                     },
+                     [](const AppState& s) { return s.figure.variants; }, "", true});
+  options.push_back({"layers", "all|L,..", "layer columns of grid-layers (negative: from the end)",
+                     [](AppState& s, const std::string& v) {
+                       parse_index_list("layers", v);
+                       s.figure.layers = v;
+                     },
+                     [](const AppState& s) { return s.figure.layers; }});
+  options.push_back({"heads", "all|H,..", "head columns of grid-heads",
+                     [](AppState& s, const std::string& v) {
+                       for (int head : parse_index_list("heads", v))
+                         if (head < 0) throw std::invalid_argument("--heads must be >= 0");
+                       s.figure.heads = v;
+                     },
+                     [](const AppState& s) { return s.figure.heads; }});
+}
+
+std::vector<OptionSpec> make_options() {
+  std::vector<OptionSpec> options;
+  auto text_option = [&](const char* name, const char* value_name, const char* help, std::string AppState::*field) {
+    options.push_back({name, value_name, help, [field](AppState& s, const std::string& v) { s.*field = v; },
+                       [field](const AppState& s) { return s.*field; }});
+  };
+  text_option("model", "FILE", "checkpoint: .safetensors, or a PyTorch .pth/.bin zip holding a state_dict",
+              &AppState::model);
+  text_option("image", "FILE", "input image (anything OpenCV reads)", &AppState::image);
+  text_option("arch", "K=V,..",
+              "architecture values the weights cannot show, over every config: heads=1/2/5/8 ('/' splits stages), "
+              "window=7, img_size=224, split_size=, la_split_size=, att_head_dim=, attn_type=LLSS, "
+              "focusing_factor=3, eps=1e-6, act=gelu|quick_gelu",
+              &AppState::arch);
+  text_option("config", "FILE",
+              "the model's config when it is not beside the weights: a timm config.json (architecture, model_args) "
+              "or an authors' yaml (FLatten's cfgs/*.yaml)",
+              &AppState::config);
+  text_option("device", "DEV", "auto (CUDA when available), cpu or cuda", &AppState::device);
+  text_option("out", "DIR", "output folder", &AppState::out);
+  options.push_back({"resize", "MODE",
+                     "auto (what the checkpoint declares; default), timm (eval transform: resize the shorter side to "
+                     "size / crop, centre crop), fit (squash) or none (the image as it is: with --size native any size "
+                     "the patches tile, else exactly --size)",
+                     [](AppState& s, const std::string& v) {
+                       s.resize = with_option_name("resize", [&] { return parse_resize_mode(v); });
+                     },
+                     [](const AppState& s) { return to_string(s.resize); }});
+  options.push_back({"crop", "F",
+                     "crop fraction of --resize timm (timm's crop_pct), in (0, 1]; default: the checkpoint's, else "
+                     "0.875",
+                     [](AppState& s, const std::string& v) {
+                       if (!v.empty()) {
+                         const double crop = parse_double_option("crop", v);
+                         if (!(crop > 0 && crop <= 1)) throw std::invalid_argument("--crop must be in (0, 1]");
+                       }
+                       s.crop = v;
+                     },
+                     [](const AppState& s) { return s.crop; }});
+  options.push_back({"interpolation", "bicubic|bilinear",
+                     "resize filter (Pillow-exact); default: the checkpoint's, else bicubic",
+                     [](AppState& s, const std::string& v) {
+                       if (!v.empty()) with_option_name("interpolation", [&] { return parse_interpolation(v); });
+                       s.interpolation = v;
+                     },
+                     [](const AppState& s) { return s.interpolation; }});
+  options.push_back({"mean", "R,G,B", "input normalisation mean; default: the checkpoint's, else ImageNet's",
+                     [](AppState& s, const std::string& v) {
+                       if (!v.empty()) parse_channel_values(v, "--mean");
+                       s.mean = v;
+                     },
+                     [](const AppState& s) { return s.mean; }});
+  options.push_back({"std", "R,G,B", "input normalisation std; default: the checkpoint's, else ImageNet's",
+                     [](AppState& s, const std::string& v) {
+                       if (!v.empty()) {
+                         for (float value : parse_channel_values(v, "--std"))
+                           if (!(value > 0)) throw std::invalid_argument("--std values must be positive");
+                       }
+                       s.std = v;
+                     },
+                     [](const AppState& s) { return s.std; }});
+  options.push_back({"size", "S|HxW", "input resolution in pixels (default: the model's native size)",
+                     [](AppState& s, const std::string& v) {
+                       resolve_input_size(v, 224, 224, 1);  // validates the syntax
+                       s.input_size = v;
+                     },
+                     [](const AppState& s) { return s.input_size; }});
+  options.push_back({"max-pixels", "N",
+                     "largest image accepted, in pixels, judged from its header before decoding (default 89478485, "
+                     "Pillow's decompression bomb guard; at most 2^30)",
+                     [](AppState& s, const std::string& v) {
+                       const int pixels = parse_int_option("max-pixels", v);
+                       if (pixels < 1 || pixels > kLargestMaxPixels)
+                         throw std::invalid_argument("--max-pixels must be from 1 to " +
+                                                     std::to_string(kLargestMaxPixels));
+                       s.max_pixels = pixels;
+                     },
+                     [](const AppState& s) { return std::to_string(s.max_pixels); }});
+  options.push_back({"variant", "NAME", variant_choices(),
+                     [](AppState& s, const std::string& v) {
+                       s.attention.variant = with_option_name("variant", [&] { return parse_variant(v); });
+                     },
+                     [](const AppState& s) { return to_string(s.attention.variant); }});
+  options.push_back({"p", "P", "FLatten focusing factor (default 3)",
+                     [](AppState& s, const std::string& v) {
+                       const double p = parse_double_option("p", v);
+                       if (!(p > 0)) throw std::invalid_argument("--p must be positive");
+                       s.attention.p = p;
+                     },
+                     [](const AppState& s) { return format_double(s.attention.p); }});
+  options.push_back(
+      {"window", "W",
+       "window size in patches (0: global; the window variant defaults to " + std::to_string(kDefaultWindow) + ")",
+       [](AppState& s, const std::string& v) {
+         const int w = parse_int_option("window", v);
+         if (w < 0) throw std::invalid_argument("--window must be >= 0");
+         s.attention.window = w;
+       },
+       [](const AppState& s) { return std::to_string(s.attention.window); }});
+  options.push_back(
+      {"anchors", "M",
+       "anchor count (0: all learned anchors, or " + std::to_string(kDefaultPooledAnchors) + " pooled from K)",
+       [](AppState& s, const std::string& v) {
+         const int m = parse_int_option("anchors", v);
+         if (m < 0) throw std::invalid_argument("--anchors must be >= 0");
+         s.attention.anchors = m;
+       },
+       [](const AppState& s) { return std::to_string(s.attention.anchors); }});
+  options.push_back({"dwc", "on|off", "FLatten's depthwise conv on V, where the checkpoint has it",
+                     [](AppState& s, const std::string& v) {
+                       if (v != "on" && v != "off")
+                         throw std::invalid_argument("--dwc expects on or off, got '" + excerpt(v) + "'");
+                       s.attention.dwc = v == "on";
+                     },
+                     [](const AppState& s) { return std::string(s.attention.dwc ? "on" : "off"); }});
+  options.push_back({"norm", focus_norm_choices(), focus_norm_help(),
+                     [](AppState& s, const std::string& v) {
+                       s.attention.norm = with_option_name("norm", [&] { return parse_focus_norm(v); });
+                     },
+                     [](const AppState& s) { return to_string(s.attention.norm); }});
+  options.push_back({"layer", "L", "block, from 0 (-1: the last)",
+                     [](AppState& s, const std::string& v) { s.layer = parse_int_option("layer", v); },
+                     [](const AppState& s) { return std::to_string(s.layer); }});
+  options.push_back({"head", "H", "head, from 0",
+                     [](AppState& s, const std::string& v) {
+                       const int h = parse_int_option("head", v);
+                       if (h < 0) throw std::invalid_argument("--head must be >= 0");
+                       s.head = h;
+                     },
+                     [](const AppState& s) { return std::to_string(s.head); }});
+  options.push_back(
+      {"query", "cls|dist|regN|ROW,COL", "query token: the class, distillation or register token N, or a patch",
+       [](AppState& s, const std::string& v) {
+         int row = 0, col = 0;
+         const bool prefix = v == "cls" || v == "dist" ||
+                             (v.size() > 3 && v.size() < 9 && v.rfind("reg", 0) == 0 &&
+                              v.find_first_not_of("0123456789", 3) == std::string::npos);
+         if (!prefix && !parse_patch_query(v, row, col))
+           throw std::invalid_argument("--query expects cls, dist, regN or ROW,COL, got '" + excerpt(v) + "'");
+         s.query = v;
+       },
+       [](const AppState& s) { return s.query; }});
+  options.push_back({"compare", "SPEC,..",
+                     "side by side: panels 2 to 4, each VARIANT[:model=F][:p=P][:window=W][:anchors=M][:dwc=on|off]"
+                     "[:norm=" +
+                         focus_norm_choices() + "] (panel 1 is --model with --variant; keys left out follow them)",
+                     [](AppState& s, const std::string& v) {
+                       std::vector<PanelSpec> specs = parse_panel_list(v, "--compare");
+                       if (int(specs.size()) > kMaxPanels - 1)
+                         throw std::invalid_argument("--compare takes at most " + std::to_string(kMaxPanels - 1) +
+                                                     " panels, got " + std::to_string(specs.size()));
+                       s.compare = specs;
+                     },
+                     [](const AppState& s) { return to_string(s.compare); }, "", true});
+  enum_option<HeadView>(options, "view", "the selected head, the mean over heads, or a grid of all heads",
+                        &AppState::view);
+  enum_option<MapDirection>(options, "direction",
+                            "maps show the query's row (out: where it looks) or its column (in: how much each patch "
+                            "looks at it)",
+                            &AppState::direction);
+  options.push_back({"windows", "on|off", "outline the layer's attention windows and the query's own window",
+                     [](AppState& s, const std::string& v) {
+                       if (v != "on" && v != "off")
+                         throw std::invalid_argument("--windows expects on or off, got '" + excerpt(v) + "'");
+                       s.windows = v == "on";
+                     },
+                     [](const AppState& s) { return std::string(s.windows ? "on" : "off"); }, "on"});
+  enum_option<RankMode>(
+      options, "ranks",
+      "singular spectra of run and the matrix view: auto (run: every layer's exact ranks when every layer has at "
+      "most 400 tokens; above, the selected layer's where the exact path is cheap: factors, windows or at most 400 "
+      "keys; the matrix view: those exact, the others leading; nothing O(T^3) unless asked), exact (the selected "
+      "layer's heads by the exact path: a full SVD per softmax head, about 18 s a head at 5,481 tokens on 2 cores, "
+      "with a progress bar; the workbench's cancel stops it), leading (the selected layer's 32 leading singular "
+      "values by randomised subspace iteration, O(T^2 k), with bounds; ranks as ranges) or none",
+      &AppState::ranks);
+  enum_option<MatrixFile>(options, "matrix",
+                          "run's matrix_*.npy (the selected head's T x T matrix): auto writes it up to 400 tokens, on "
+                          "always, off never",
+                          &AppState::matrix);
+  enum_option<LcmView>(options, "lcm",
+                       "L2ViT global layers: the map before or after the LCM's spatial mixing (C_conv A, BatchNorm "
+                       "folded, GELU at slope 1/2); other layers have no LCM",
+                       &AppState::lcm);
+  options.push_back({"analysis", "NAME",
+                     "analysis view: none, " + analysis_help() + " (views/analysis_registry.h lists them)",
+                     [](AppState& s, const std::string& v) {
+                       const auto& names = analysis_names();
+                       if (std::find(names.begin(), names.end(), v) == names.end()) {
+                         std::string known;
+                         for (size_t i = 0; i < names.size(); ++i)
+                           known += std::string(i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+                         throw std::invalid_argument("--analysis expects " + known + ", got '" + excerpt(v) + "'");
+                       }
+                       s.analysis = v;
+                     },
+                     [](const AppState& s) { return s.analysis; }});
+  options.push_back({"class", "C",
+                     "Grad-CAM target: class C (-1: the top-1 class); on models without classes output dimension C "
+                     "(-1: the output's norm)",
+                     [](AppState& s, const std::string& v) {
+                       const int c = parse_int_option("class", v);
+                       if (c < -1) throw std::invalid_argument("--class must be >= 0, or -1 for the top-1 class");
+                       s.target_class = c;
+                     },
+                     [](const AppState& s) { return std::to_string(s.target_class); }});
+  options.push_back(
+      {"gradcam-layer", "NAME",
+       "Grad-CAM layer: blocks.N.norm1 (default N=-1, the last attention block, counted across "
+       "stages), blocks.N.norm2, blocks.N, norm, or a module name of the family (layers.3.blocks.1.norm1, "
+       "stages.3.norm)",
+       [](AppState& s, const std::string& v) {
+         // Syntax only here; the model checks that the point exists when it runs.
+         if (v.empty() || v.size() > 200 ||
+             v.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+                 std::string::npos)
+           throw std::invalid_argument("--gradcam-layer expects a module name such as blocks.-1.norm1");
+         s.gradcam_layer = v;
+       },
+       [](const AppState& s) { return s.gradcam_layer; }});
+  options.push_back({"fusion", "mean|max|min", "attention rollout: how the heads of a layer are fused",
+                     [](AppState& s, const std::string& v) {
+                       s.fusion = with_option_name("fusion", [&] { return parse_head_fusion(v); });
+                     },
+                     [](const AppState& s) { return to_string(s.fusion); }});
+  options.push_back({"discard", "R", "attention rollout: fraction of the weakest links dropped per layer, in [0, 1)",
+                     [](AppState& s, const std::string& v) {
+                       const double r = parse_double_option("discard", v);
+                       if (!(r >= 0.0 && r < 1.0)) throw std::invalid_argument("--discard must be in [0, 1)");
+                       s.discard = r;
+                     },
+                     [](const AppState& s) { return format_double(s.discard); }, "", false, 0.0, 0.99});
+  options.push_back({"box", "R0,C0,R1,C1", "focus metrics: a box of patches (end-exclusive) to measure mass in",
+                     [](AppState& s, const std::string& v) {
+                       if (!v.empty()) parse_patch_box(v);
+                       s.box = v;
+                     },
+                     [](const AppState& s) { return s.box; }});
+  enum_option<FocusVectors>(options, "fp-vectors", "f_p view and fp-vectors figure: a head's keys or queries",
+                            &AppState::fp_vectors);
+  enum_option<FocusProjectionKind>(
+      options, "fp-projection",
+      "f_p view and fp-vectors figure: the two largest channels or the first two principal axes",
+      &AppState::fp_projection);
+  options.push_back({"scale", "MODE",
+                     "colour scale of attention maps: zero-max (default), min-max, fixed:A,B, log, or uniform (weight "
+                     "x keys: 1 = uniform); maps with negative values get a diverging map centred at 0",
+                     [](AppState& s, const std::string& v) { s.scale = parse_scale_spec(v); },
+                     [](const AppState& s) { return to_string(s.scale); }});
+  options.push_back({"alpha", "value|constant",
+                     "overlay opacity: value (follows the weight, low weights transparent; default) or constant",
+                     [](AppState& s, const std::string& v) { s.alpha = parse_overlay_alpha(v); },
+                     [](const AppState& s) { return to_string(s.alpha); }});
+  options.push_back({"colormap", "NAME", "colour map: viridis, magma, inferno, turbo, jet, gray or rdbu (diverging)",
+                     [](AppState& s, const std::string& v) {
+                       s.colormap = with_option_name("colormap", [&] { return parse_colormap(v); });
+                     },
+                     [](const AppState& s) { return to_string(s.colormap); }});
+  options.push_back({"opacity", "A", "weight of the colour map over the image in overlays, 0..1",
+                     [](AppState& s, const std::string& v) {
+                       const double a = parse_double_option("opacity", v);
+                       if (!(a >= 0 && a <= 1)) throw std::invalid_argument("--opacity must be in [0, 1]");
+                       s.opacity = a;
+                     },
+                     [](const AppState& s) { return format_double(s.opacity); }});
+  add_export_options(options);
+  add_attribution_options(options);
+  add_analysis_options(options);
+  return options;
+}
+
+}  // namespace
+
+const std::vector<OptionSpec>& app_options() {
+  static const std::vector<OptionSpec> options = make_options();
+  return options;
+}
+
+const OptionSpec* find_option(const std::string& name) {
+  for (const auto& option : app_options())
+    if (option.name == name) return &option;
+  return nullptr;
+}
+
+}  // namespace attnscope
