@@ -11,12 +11,20 @@
 
 namespace attnscope {
 
-inline std::string save_random_vit(const std::filesystem::path& file, int grid, uint64_t seed) {
+inline VitArch random_vit_arch(int grid) { return plain_vit_arch(64, 2, 4, /*patch_size=*/8, grid, 10); }
+
+// The model in eval mode; torch's global generator seeded first, so the weights follow `seed`.
+inline VisionTransformer random_vit(int grid, uint64_t seed) {
   torch::manual_seed(seed);
-  const VitArch arch = plain_vit_arch(64, 2, 4, /*patch_size=*/8, grid, 10);
-  VisionTransformer model(arch);
+  VisionTransformer model(random_vit_arch(grid));
   initialise_weights(*model.get());
-  save_safetensors(file.string(), state_dict(*model), model_metadata(arch, {}));
+  model->eval();
+  return model;
+}
+
+inline std::string save_random_vit(const std::filesystem::path& file, int grid, uint64_t seed) {
+  VisionTransformer model = random_vit(grid, seed);
+  save_safetensors(file.string(), state_dict(*model), model_metadata(random_vit_arch(grid), {}));
   return file.string();
 }
 

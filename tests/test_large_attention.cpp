@@ -120,11 +120,7 @@ void expect_rows_and_prefix_mass_match(const AttentionCapture& capture) {
 // The workbench and `run` read a query's row from the layer's captured q and k; it is the full
 // matrix's row, on a ViT with 1,025 tokens.
 TEST(LeadingSpectrum, RowsFromCapturedQueriesAndKeysAreTheFullMatrixRows) {
-  torch::manual_seed(3);
-  const VitArch arch = plain_vit_arch(64, 2, 4, /*patch_size=*/8, /*grid=*/32, 10);
-  VisionTransformer model(arch);
-  initialise_weights(*model.get());
-  model->eval();
+  VisionTransformer model = random_vit(32, 3);
   c10::InferenceMode inference_mode;
   const torch::Tensor image = torch::randn({1, 3, 256, 256});
   // One core runs whole images per core, two split the queries: both keep the row normalisers.
@@ -181,11 +177,7 @@ TEST(LeadingSpectrum, RunComputesFullSpectraOnlyWhenAsked) {
 // The matrix view above kMatrixTexels tokens: block means from rows in chunks equal the full
 // matrix's (avg_pool2d over the blocks, the last ones partial), and no entry is lost to them.
 TEST(LargeAttentionWorkbench, MatrixOverviewIsTheBlockMeansOfTheFullMatrix) {
-  torch::manual_seed(9);
-  const VitArch arch = plain_vit_arch(64, 2, 4, /*patch_size=*/8, /*grid=*/32, 10);
-  VisionTransformer model(arch);
-  initialise_weights(*model.get());
-  model->eval();
+  VisionTransformer model = random_vit(32, 9);
   c10::InferenceMode inference_mode;
   const AttentionCapture capture = model->forward(torch::randn({1, 3, 256, 256}), {}).layers.back();
   const MatrixOverview overview = matrix_overview(capture, 1, false);
