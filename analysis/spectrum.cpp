@@ -161,11 +161,11 @@ Spectrum grouped_spectrum(const AttentionCapture& layer, int64_t head, bool incl
 
 }  // namespace
 
-bool exact_spectrum_is_cheap(const AttentionCapture& whole, int64_t head) {
+bool exact_spectrum_is_cheap(const AttentionCapture& whole, int64_t head, bool include_dwc) {
   const AttentionCapture& layer = whole.for_head(head);
   if (layer.query_slots.defined() && layer.groups() > 1) return true;
   if (std::min(layer.layout.total_tokens(), layer.key_layout.total_tokens()) <= kCheapSpectrumTokens) return true;
-  return equivalent_matrix_factors(whole, head).has_value();
+  return equivalent_matrix_factors(whole, head, include_dwc).has_value();
 }
 
 AttentionSpectrum attention_spectrum(const AttentionCapture& whole, int64_t head, bool include_dwc, int64_t batch,

@@ -76,7 +76,8 @@ AttentionSpectrum attention_spectrum(const AttentionCapture& layer, int64_t head
 
 // Whether one head's exact spectrum is cheap: its kernel has thin factors, its layer is windowed,
 // or the matrix has at most kCheapSpectrumTokens rows or columns; else it is a full SVD, O(T^3).
-bool exact_spectrum_is_cheap(const AttentionCapture& layer, int64_t head);
+// `include_dwc` as attention_spectrum takes it.
+bool exact_spectrum_is_cheap(const AttentionCapture& layer, int64_t head, bool include_dwc = true);
 
 // Shannon entropy (nats) of a row read as a distribution: negative entries (a DWC band can add
 // them) are clamped to 0 and the row is renormalised.

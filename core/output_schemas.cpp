@@ -10,7 +10,7 @@ const std::vector<OutputSchema>& output_schemas() {
       {"run", "summary.json", 2},
       {"analyze-gradcam", "summary.json", 1},
       {"analyze-rollout", "summary.json", 1},
-      {"analyze-spectrum", "summary.json", 1},
+      {"analyze-spectrum", "summary.json", 2},
       {"analyze-fp", "summary.json", 1},
       {"analyze-metrics", "summary.json", 1},
       {"analyze-cam", "summary.json", 1},

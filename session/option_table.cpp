@@ -273,7 +273,8 @@ std::vector<OptionSpec> make_options() {
                      [](const AppState& s) { return std::string(s.windows ? "on" : "off"); }, "on"});
   enum_option<RankMode>(
       options, "ranks",
-      "singular spectra of run and the matrix view: auto (run: every layer's exact ranks when every layer has at "
+      "singular spectra of run, analyze spectrum (auto is exact there; none is refused) and the matrix view: auto "
+      "(run: every layer's exact ranks when every layer has at "
       "most 400 tokens; above, the selected layer's where the exact path is cheap: factors, windows or at most 400 "
       "keys; the matrix view: those exact, the others leading; nothing O(T^3) unless asked), exact (the selected "
       "layer's heads by the exact path: a full SVD per softmax head, about 18 s a head at 5,481 tokens on 2 cores, "

@@ -7,6 +7,7 @@
 #include "analysis/singular_values.h"
 #include "analysis/spectrum.h"
 #include "core/checkpoint.h"
+#include "core/npy.h"
 #include "models/attention.h"
 #include "models/demo_models.h"
 #include "models/model_loader.h"
@@ -172,6 +173,43 @@ TEST(LeadingSpectrum, RunComputesFullSpectraOnlyWhenAsked) {
     EXPECT_GE(full.at("effective_rank").get<double>(), bounds.at("effective_rank_low").get<double>() * (1 - slack));
     EXPECT_LE(full.at("effective_rank").get<double>(), bounds.at("effective_rank_high").get<double>() * (1 + slack));
   }
+}
+
+// `analyze --analysis spectrum` honours --ranks too: leading values with bounds that bracket the
+// exact run's rank, the upper bounds in their own NPY; none is refused before anything is loaded.
+TEST(LeadingSpectrum, AnalyzeSpectrumGivesLeadingValuesWhenAsked) {
+  TestFolder scratch("analyze-leading");
+  const std::string weights = save_random_vit(scratch.file("vit1025.safetensors"), 32, 17);
+  const std::string image = std::string(ATTNSCOPE_SOURCE_DIR) + "/assets/images/sign_4.png";
+  auto analyze = [&](const std::string& name, const std::string& ranks) {
+    return run_attnscope("analyze --analysis spectrum --head 2 --model '" + weights + "' --image '" + image +
+                             "' --out '" + scratch.file(name) + "' --ranks " + ranks,
+                         scratch.path());
+  };
+  ASSERT_EQ(analyze("exact", "exact").exit_code, 0);
+  const CommandRun leading_run = analyze("leading", "leading");
+  ASSERT_EQ(leading_run.exit_code, 0) << leading_run.err;
+  const nlohmann::json exact = read_json_file(scratch.path() / "exact" / "summary.json")["variants"][0]["matrix"];
+  const nlohmann::json leading = read_json_file(scratch.path() / "leading" / "summary.json")["variants"][0]["matrix"];
+  EXPECT_EQ(exact.at("method"), "full SVD");
+  EXPECT_NE(leading.at("method").get<std::string>().find("leading 32"), std::string::npos);
+  EXPECT_FALSE(leading.contains("rank"));
+  EXPECT_GE(exact.at("rank").get<int>(), leading.at("rank_at_least").get<int>());
+  EXPECT_LE(exact.at("rank").get<int>(), leading.at("rank_at_most").get<int>());
+  const torch::Tensor lower = read_npy((scratch.path() / "leading" / "singular_values_native.npy").string());
+  const torch::Tensor upper =
+      read_npy((scratch.path() / "leading" / "singular_value_upper_bounds_native.npy").string());
+  const torch::Tensor all = read_npy((scratch.path() / "exact" / "singular_values_native.npy").string());
+  ASSERT_EQ(lower.numel(), 32);
+  ASSERT_EQ(upper.numel(), 32);
+  // The bounds hold for any matrix; float32 products add at most 1e-5 of the largest value.
+  const double rounding = 1e-5 * all[0].item<double>();
+  EXPECT_TRUE((lower <= all.slice(0, 0, 32) + rounding).all().item<bool>());
+  EXPECT_TRUE((upper >= all.slice(0, 0, 32) - rounding).all().item<bool>());
+  const CommandRun none = analyze("none", "none");
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.err.find("--ranks none"), std::string::npos) << none.err;
+  EXPECT_FALSE(std::filesystem::exists(scratch.path() / "none" / "summary.json"));
 }
 
 // The matrix view above kMatrixTexels tokens: block means from rows in chunks equal the full

@@ -9,6 +9,7 @@
 
 #include "analysis/spectrum.h"
 #include "core/output_files.h"
+#include "core/progress_bar.h"
 #include "figures/plots.h"
 #include "views/analysis_registry.h"
 #include "views/panel_maps.h"
@@ -28,13 +29,18 @@ json spectrum_json(const AttentionSpectrum& result) {
 }
 
 int analyze_spectrum(const AnalyzeContext& context) {
-  Loaded loaded = load_inputs(context);
   const AppState& state = context.state;
+  if (state.ranks == RankMode::None)
+    throw std::invalid_argument(
+        "--ranks none: analyze --analysis spectrum is the spectrum; give auto or exact (every singular value) or "
+        "leading (the 32 leading values with bounds, where the exact path is a full SVD of more than 400 tokens)");
+  Loaded loaded = load_inputs(context);
   json variants = json::array();
   std::ostringstream csv;  // long format: one row per singular value
   csv << "variant,dwc,index,singular_value\n" << std::setprecision(9);
   TokenLayout layout;
   int layer = 0;
+  ProgressBar bar;
   std::cout << "attnscope analyze spectrum:\n";
   for_each_variant_layer(context, loaded, [&](Variant variant, const AttentionCapture& capture, int selected) {
     layer = selected;
@@ -43,33 +49,66 @@ int analyze_spectrum(const AnalyzeContext& context) {
     const std::string name = to_string(variant);
 
     torch::NoGradGuard no_grad;
-    // FLatten's equivalent matrix (with the DWC term when it ran): the one the spectrum is of.
-    const torch::Tensor matrix = capture.equivalent_matrix(0, state.head).to(torch::kCPU, torch::kFloat).contiguous();
-    // Keep files of a reasonable size: the matrix as NPY up to 2048 tokens, the picture always.
-    if (matrix.size(0) <= 2048) context.files->add_npy(("matrix_" + name + ".npy"), matrix);
-    const cv::Mat values(int(matrix.size(0)), int(matrix.size(1)), CV_32F,
-                         const_cast<float*>(matrix.data_ptr<float>()));
-    ValueRange range;
-    range.include(matrix.data_ptr<float>(), size_t(matrix.numel()));
-    ScaleSpec spec = state.scale;
-    if (spec.mode == ScaleMode::Uniform) spec.mode = ScaleMode::ZeroMax;  // the PNG shows the NPY's weights
-    context.files->add_png("matrix_" + name + ".png",
-                           colour_values(values, resolve_value_scale(spec, state.colormap, range)));
+    const int64_t smallest = std::min(capture.layout.total_tokens(), capture.key_layout.total_tokens());
+    {  // held only for its files: the spectra below form their own (never two T x T at once)
+      // FLatten's equivalent matrix (with the DWC term when it ran): the one the spectrum is of.
+      const torch::Tensor matrix = capture.equivalent_matrix(0, state.head).to(torch::kCPU, torch::kFloat).contiguous();
+      // Keep files of a reasonable size: the matrix as NPY up to 2048 tokens, the picture always.
+      if (matrix.size(0) <= 2048) context.files->add_npy(("matrix_" + name + ".npy"), matrix);
+      const cv::Mat values(int(matrix.size(0)), int(matrix.size(1)), CV_32F,
+                           const_cast<float*>(matrix.data_ptr<float>()));
+      ValueRange range;
+      range.include(matrix.data_ptr<float>(), size_t(matrix.numel()));
+      ScaleSpec spec = state.scale;
+      if (spec.mode == ScaleMode::Uniform) spec.mode = ScaleMode::ZeroMax;  // the PNG shows the NPY's weights
+      context.files->add_png("matrix_" + name + ".png",
+                             colour_values(values, resolve_value_scale(spec, state.colormap, range)));
+    }
 
-    std::vector<std::pair<bool, AttentionSpectrum>> results = {
-        {capture.attention.dwc, attention_spectrum(capture, state.head, true)}};
-    if (capture.attention.dwc) results.push_back({false, attention_spectrum(capture, state.head, false)});
     json entry = {{"variant", name}, {"attention", capture.attention.describe()}, {"head_dim", capture.head_dim}};
-    for (const auto& [with_dwc, result] : results) {
+    std::vector<bool> dwc_sides = {capture.attention.dwc};
+    if (capture.attention.dwc) dwc_sides.push_back(false);
+    for (const bool with_dwc : dwc_sides) {
       const std::string suffix = with_dwc ? "_dwc" : "";
+      const std::string key = with_dwc ? "with_dwc" : (capture.attention.dwc ? "without_dwc" : "matrix");
+      const std::string label = std::string(with_dwc ? "+DWC " : "     ");
+      // Nothing O(T^3) unless asked: --ranks leading takes the leading values where the exact path
+      // is a full SVD of more than 400 tokens.
+      if (state.ranks == RankMode::Leading && !exact_spectrum_is_cheap(capture, state.head, with_dwc)) {
+        const HeadSpectrum leading = head_spectrum(capture, state.head, RankMode::Leading, {}, with_dwc);
+        const auto tensor_of = [](const std::vector<float>& values) { return torch::tensor(values, torch::kFloat); };
+        context.files->add_npy("singular_values_" + name + suffix + ".npy", tensor_of(leading.singular_values));
+        context.files->add_npy("singular_value_upper_bounds_" + name + suffix + ".npy",
+                               tensor_of(leading.upper_bounds));
+        for (size_t i = 0; i < leading.singular_values.size(); ++i)
+          csv << name << "," << (with_dwc ? "on" : "off") << "," << i << "," << leading.singular_values[i] << "\n";
+        entry[key] = {{"method", leading.method},
+                      {"rank_at_least", leading.numerical_rank},
+                      {"rank_at_most", leading.rank_at_most},
+                      {"effective_rank_low", leading.effective_rank},
+                      {"effective_rank_high", leading.effective_rank_high},
+                      {"tolerance", leading.tolerance},
+                      {"dwc", with_dwc},
+                      {"singular_values", leading.singular_values.size()}};
+        std::cout << "  " << std::left << std::setw(9) << name << label << "rank " << leading.numerical_rank << " to "
+                  << leading.rank_at_most << " of " << smallest << ", effective rank " << leading.effective_rank
+                  << " to " << leading.effective_rank_high << ", " << leading.method << "\n";
+        continue;
+      }
+      // A full SVD of thousands of tokens takes seconds: a bar follows it on a terminal.
+      SvdProgress progress;
+      if (!exact_spectrum_is_cheap(capture, state.head, with_dwc) && bar.terminal())
+        progress.report = [&](double fraction) {
+          bar.show(size_t(100.0 * fraction), 100, "full SVD of " + name + label);
+        };
+      const AttentionSpectrum result = attention_spectrum(capture, state.head, with_dwc, 0, progress);
       context.files->add_npy(("singular_values_" + name + suffix + ".npy"), result.spectrum.singular_values);
       auto values_at = result.spectrum.singular_values.accessor<float, 1>();
       for (int64_t i = 0; i < result.spectrum.singular_values.numel(); ++i)
         csv << name << "," << (with_dwc ? "on" : "off") << "," << i << "," << values_at[i] << "\n";
-      entry[with_dwc ? "with_dwc" : (capture.attention.dwc ? "without_dwc" : "matrix")] = spectrum_json(result);
-      std::cout << "  " << std::left << std::setw(9) << name << (with_dwc ? "+DWC " : "     ") << "rank "
-                << result.spectrum.numerical_rank << " of " << std::min(matrix.size(0), matrix.size(1)) << " (bound "
-                << result.rank_bound
+      entry[key] = spectrum_json(result);
+      std::cout << "  " << std::left << std::setw(9) << name << label << "rank " << result.spectrum.numerical_rank
+                << " of " << smallest << " (bound " << result.rank_bound
                 << (capture.head_dim > 0 ? ", d = " + std::to_string(capture.head_dim) : std::string())
                 << "), effective rank " << result.spectrum.effective_rank << ", " << result.method << " "
                 << result.milliseconds << " ms\n";

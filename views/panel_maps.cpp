@@ -72,13 +72,15 @@ torch::Tensor prefix_received(const AttentionCapture& capture, int head) {
   return (sum / double(std::max<int64_t>(1, tokens - first))).to(torch::kFloat);
 }
 
-HeadSpectrum head_spectrum(const AttentionCapture& capture, int head, RankMode ranks, const SvdProgress& progress) {
+HeadSpectrum head_spectrum(const AttentionCapture& capture, int head, RankMode ranks, const SvdProgress& progress,
+                           bool include_dwc) {
   torch::NoGradGuard no_grad;
   HeadSpectrum out;
   const bool leading =
-      (ranks == RankMode::Leading || ranks == RankMode::Auto) && !exact_spectrum_is_cheap(capture, head);
+      (ranks == RankMode::Leading || ranks == RankMode::Auto) && !exact_spectrum_is_cheap(capture, head, include_dwc);
   if (leading) {
-    const LeadingSpectrum bounds = leading_spectrum(capture.equivalent_matrix(0, head), kLeadingValues);
+    const torch::Tensor matrix = include_dwc ? capture.equivalent_matrix(0, head) : capture.matrix(0, head);
+    const LeadingSpectrum bounds = leading_spectrum(matrix, kLeadingValues);
     out.method = "leading " + std::to_string(kLeadingValues) + " (randomised subspace iteration, " +
                  std::to_string(bounds.power_iterations) + " power iterations)";
     out.singular_values = float_values(bounds.singular_values);
@@ -90,7 +92,7 @@ HeadSpectrum head_spectrum(const AttentionCapture& capture, int head, RankMode r
     out.effective_rank_high = bounds.effective_rank_high;
     return out;
   }
-  const AttentionSpectrum exact = attention_spectrum(capture, head, true, 0, progress);
+  const AttentionSpectrum exact = attention_spectrum(capture, head, include_dwc, 0, progress);
   out.method = exact.method;
   out.singular_values = float_values(exact.spectrum.singular_values);
   out.tolerance = exact.spectrum.tolerance;

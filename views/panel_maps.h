@@ -43,7 +43,9 @@ constexpr int64_t kLeadingValues = 32;
 // cheapest exact path (factors, window blocks, else a full SVD, which reports to `progress` and can
 // be stopped), or, for `leading` and for `auto` where the exact path is a full SVD of more than
 // kCheapSpectrumTokens, the kLeadingValues leading values with bounds (analysis/spectrum.h).
-HeadSpectrum head_spectrum(const AttentionCapture& capture, int head, RankMode ranks, const SvdProgress& progress = {});
+// `include_dwc` false: the matrix without FLatten's DWC term (analyze's second spectrum).
+HeadSpectrum head_spectrum(const AttentionCapture& capture, int head, RankMode ranks, const SvdProgress& progress = {},
+                           bool include_dwc = true);
 
 // Rows of the matrix the matrix view shows (CPU float32, [queries, Tk]): FLatten's equivalent
 // matrix (with its DWC term, whose rank the DWC restores), or L2ViT's after the LCM when
