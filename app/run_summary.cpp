@@ -46,7 +46,7 @@ nlohmann::json run_summary(const RunSummaryInputs& in) {
   const ResolvedQuery& query = in.query;
   // Nothing O(T^3) unless asked: auto summarises every layer when all are small, else the selected
   // layer's heads whose exact path is cheap (DINOv2 at 1036 px has 5,481 tokens: a full SVD per head
-  // takes about 18 s on 2 cores).
+  // takes about 17 s on 2 cores).
   const bool every_layer = state.ranks == RankMode::Auto &&
                            std::all_of(result.forward.layers.begin(), result.forward.layers.end(),
                                        [](const AttentionCapture& c) { return c.layout.total_tokens() <= 400; });
