@@ -70,6 +70,18 @@ torch::Tensor exact_singular_values(torch::Tensor matrix, const SvdProgress& pro
   // Overwritten below: the caller's storage only where nobody else can see it (handed over).
   const bool owned = a.is_contiguous() && a.use_count() == 1 && a.storage().use_count() == 1;
   if (!owned) a = a.clone(at::MemoryFormat::Contiguous);
+  if (a.size(0) == a.size(1)) {
+    // numpy and LibTorch hand LAPACK the matrix itself, column-major, not its transpose: the same
+    // here (a transpose in place, in tiles), so that the rounding is theirs (with the same threads
+    // the values are sgesdd's bit for bit).
+    float* p = a.data_ptr<float>();
+    const int64_t side = a.size(0), tile = 64;
+    for (int64_t row_tile = 0; row_tile < side; row_tile += tile)
+      for (int64_t col_tile = row_tile; col_tile < side; col_tile += tile)
+        for (int64_t i = row_tile; i < std::min(side, row_tile + tile); ++i)
+          for (int64_t j = std::max(col_tile, i + 1); j < std::min(side, col_tile + tile); ++j)
+            std::swap(p[i * side + j], p[j * side + i]);
+  }
   const int m = int(a.size(1)), n = int(a.size(0)), lda = m;
   float* data = a.data_ptr<float>();
   auto at = [&](int row, int col) { return data + size_t(row) + size_t(col) * size_t(lda); };

@@ -29,7 +29,7 @@ std::string spectrum_words(const HeadSpectrum& spectrum, int smallest_side) {
 struct MatrixPanel : WorkbenchPanel {
   gl::RenderTarget target;
   // The last exact row read under the cursor (an overview of blocks holds only their means).
-  const InferenceOutcome* row_outcome = nullptr;
+  uint64_t row_request = 0;  // the outcome's request id (addresses can repeat, ids do not)
   int row_panel = -1, row_query = -1;
   std::vector<float> row_values;
 
@@ -37,9 +37,9 @@ struct MatrixPanel : WorkbenchPanel {
   // itself, else from the query's row, read from the captured q and k once per row.
   float exact_entry(const InferenceOutcome& outcome, int panel_index, const PanelMaps& panel, int query, int key) {
     if (panel.matrix_block == 1) return panel.matrix[size_t(query) * size_t(panel.matrix_cols) + size_t(key)];
-    if (row_outcome != &outcome || row_panel != panel_index || row_query != query) {
+    if (row_request != outcome.request_id || row_panel != panel_index || row_query != query) {
       row_values = panel.matrix_row(query);
-      row_outcome = &outcome;
+      row_request = outcome.request_id;
       row_panel = panel_index;
       row_query = query;
     }
