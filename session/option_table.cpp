@@ -277,7 +277,7 @@ std::vector<OptionSpec> make_options() {
       "(run: every layer's exact ranks when every layer has at "
       "most 400 tokens; above, the selected layer's where the exact path is cheap: factors, windows or at most 400 "
       "keys; the matrix view: those exact, the others leading; nothing O(T^3) unless asked), exact (the selected "
-      "layer's heads by the exact path: a full SVD per softmax head, about 17 s a head at 5,481 tokens on 2 cores, "
+      "layer's heads by the exact path: a full SVD per softmax head, about 17-24 s a head at 5,481 tokens on 2 cores, "
       "with a progress bar; the workbench's cancel stops it), leading (the selected layer's 32 leading singular "
       "values by randomised subspace iteration, O(T^2 k), with bounds; ranks as ranges) or none",
       &AppState::ranks);
