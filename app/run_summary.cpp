@@ -26,12 +26,8 @@ nlohmann::json head_spectrum_json(const AttentionCapture& capture, int head, int
     entry.update({{"rank", spectrum.numerical_rank}, {"effective_rank", spectrum.effective_rank}});
     return entry;
   }
-  entry.update({{"rank_at_least", spectrum.numerical_rank},
-                {"rank_at_most", spectrum.rank_at_most},
-                {"effective_rank_low", spectrum.effective_rank},
-                {"effective_rank_high", spectrum.effective_rank_high},
-                {"singular_values", spectrum.singular_values},
-                {"singular_value_upper_bounds", spectrum.upper_bounds}});
+  entry.update(rank_ranges_json(spectrum));
+  entry.update({{"singular_values", spectrum.singular_values}, {"singular_value_upper_bounds", spectrum.upper_bounds}});
   return entry;
 }
 

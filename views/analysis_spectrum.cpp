@@ -72,46 +72,43 @@ int analyze_spectrum(const AnalyzeContext& context) {
       const std::string suffix = with_dwc ? "_dwc" : "";
       const std::string key = with_dwc ? "with_dwc" : (capture.attention.dwc ? "without_dwc" : "matrix");
       const std::string label = std::string(with_dwc ? "+DWC " : "     ");
+      // What singular_values_*.npy and spectrum.csv hold: every value, or the leading lower bounds.
+      torch::Tensor values;
       // Nothing O(T^3) unless asked: --ranks leading takes the leading values where the exact path
       // is a full SVD of more than 400 tokens.
       if (state.ranks == RankMode::Leading && !exact_spectrum_is_cheap(capture, state.head, with_dwc)) {
         const HeadSpectrum leading = head_spectrum(capture, state.head, RankMode::Leading, {}, with_dwc);
-        const auto tensor_of = [](const std::vector<float>& values) { return torch::tensor(values, torch::kFloat); };
-        context.files->add_npy("singular_values_" + name + suffix + ".npy", tensor_of(leading.singular_values));
+        values = torch::tensor(leading.singular_values, torch::kFloat);
         context.files->add_npy("singular_value_upper_bounds_" + name + suffix + ".npy",
-                               tensor_of(leading.upper_bounds));
-        for (size_t i = 0; i < leading.singular_values.size(); ++i)
-          csv << name << "," << (with_dwc ? "on" : "off") << "," << i << "," << leading.singular_values[i] << "\n";
-        entry[key] = {{"method", leading.method},
-                      {"rank_at_least", leading.numerical_rank},
-                      {"rank_at_most", leading.rank_at_most},
-                      {"effective_rank_low", leading.effective_rank},
-                      {"effective_rank_high", leading.effective_rank_high},
-                      {"tolerance", leading.tolerance},
-                      {"dwc", with_dwc},
-                      {"singular_values", leading.singular_values.size()}};
+                               torch::tensor(leading.upper_bounds, torch::kFloat));
+        entry[key] = rank_ranges_json(leading);
+        entry[key].update({{"method", leading.method},
+                           {"tolerance", leading.tolerance},
+                           {"dwc", with_dwc},
+                           {"singular_values", leading.singular_values.size()}});
         std::cout << "  " << std::left << std::setw(9) << name << label << "rank " << leading.numerical_rank << " to "
                   << leading.rank_at_most << " of " << smallest << ", effective rank " << leading.effective_rank
                   << " to " << leading.effective_rank_high << ", " << leading.method << "\n";
-        continue;
+      } else {
+        // A full SVD of thousands of tokens takes seconds: a bar follows it on a terminal.
+        SvdProgress progress;
+        if (!exact_spectrum_is_cheap(capture, state.head, with_dwc) && bar.terminal())
+          progress.report = [&](double fraction) {
+            bar.show(size_t(100.0 * fraction), 100, "full SVD of " + name + label);
+          };
+        const AttentionSpectrum result = attention_spectrum(capture, state.head, with_dwc, 0, progress);
+        values = result.spectrum.singular_values;
+        entry[key] = spectrum_json(result);
+        std::cout << "  " << std::left << std::setw(9) << name << label << "rank " << result.spectrum.numerical_rank
+                  << " of " << smallest << " (bound " << result.rank_bound
+                  << (capture.head_dim > 0 ? ", d = " + std::to_string(capture.head_dim) : std::string())
+                  << "), effective rank " << result.spectrum.effective_rank << ", " << result.method << " "
+                  << result.milliseconds << " ms\n";
       }
-      // A full SVD of thousands of tokens takes seconds: a bar follows it on a terminal.
-      SvdProgress progress;
-      if (!exact_spectrum_is_cheap(capture, state.head, with_dwc) && bar.terminal())
-        progress.report = [&](double fraction) {
-          bar.show(size_t(100.0 * fraction), 100, "full SVD of " + name + label);
-        };
-      const AttentionSpectrum result = attention_spectrum(capture, state.head, with_dwc, 0, progress);
-      context.files->add_npy(("singular_values_" + name + suffix + ".npy"), result.spectrum.singular_values);
-      auto values_at = result.spectrum.singular_values.accessor<float, 1>();
-      for (int64_t i = 0; i < result.spectrum.singular_values.numel(); ++i)
+      context.files->add_npy("singular_values_" + name + suffix + ".npy", values);
+      const auto values_at = values.accessor<float, 1>();
+      for (int64_t i = 0; i < values.numel(); ++i)
         csv << name << "," << (with_dwc ? "on" : "off") << "," << i << "," << values_at[i] << "\n";
-      entry[key] = spectrum_json(result);
-      std::cout << "  " << std::left << std::setw(9) << name << label << "rank " << result.spectrum.numerical_rank
-                << " of " << smallest << " (bound " << result.rank_bound
-                << (capture.head_dim > 0 ? ", d = " + std::to_string(capture.head_dim) : std::string())
-                << "), effective rank " << result.spectrum.effective_rank << ", " << result.method << " "
-                << result.milliseconds << " ms\n";
     }
     variants.push_back(entry);
   });

@@ -102,6 +102,13 @@ HeadSpectrum head_spectrum(const AttentionCapture& capture, int head, RankMode r
   return out;
 }
 
+nlohmann::json rank_ranges_json(const HeadSpectrum& leading) {
+  return {{"rank_at_least", leading.numerical_rank},
+          {"rank_at_most", leading.rank_at_most},
+          {"effective_rank_low", leading.effective_rank},
+          {"effective_rank_high", leading.effective_rank_high}};
+}
+
 torch::Tensor shown_matrix_rows(const AttentionCapture& whole, int head, bool after_lcm,
                                 const std::vector<int64_t>& queries) {
   torch::NoGradGuard no_grad;

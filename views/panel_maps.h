@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,10 @@ constexpr int64_t kLeadingValues = 32;
 // `include_dwc` false: the matrix without FLatten's DWC term (analyze's second spectrum).
 HeadSpectrum head_spectrum(const AttentionCapture& capture, int head, RankMode ranks, const SvdProgress& progress = {},
                            bool include_dwc = true);
+
+// A leading spectrum's ranges as run's and analyze's summaries write them: rank_at_least,
+// rank_at_most, effective_rank_low, effective_rank_high.
+nlohmann::json rank_ranges_json(const HeadSpectrum& leading);
 
 // Rows of the matrix the matrix view shows (CPU float32, [queries, Tk]): FLatten's equivalent
 // matrix (with its DWC term, whose rank the DWC restores), or L2ViT's after the LCM when
