@@ -12,42 +12,53 @@
 
 namespace attnscope {
 
-const std::vector<std::string>& attribution_method_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> list = cam_method_names();
-    for (const char* name : {"relevance", "gradrollout", "rollout", "attention", "ig"}) list.push_back(name);
-    return list;
-  }();
-  return names;
+const std::vector<EnumEntry<AttributionMethod>>& EnumTable<AttributionMethod>::entries() {
+  static const std::vector<EnumEntry<AttributionMethod>> table = {
+      {AttributionMethod::GradCam, "gradcam", "Grad-CAM"},
+      {AttributionMethod::GradCamPlusPlus, "gradcam++", "Grad-CAM++"},
+      {AttributionMethod::XGradCam, "xgradcam", "XGrad-CAM"},
+      {AttributionMethod::LayerCam, "layercam", "LayerCAM"},
+      {AttributionMethod::EigenCam, "eigencam", "EigenCAM"},
+      {AttributionMethod::HiResCam, "hirescam", "HiResCAM"},
+      {AttributionMethod::ScoreCam, "scorecam", "Score-CAM"},
+      {AttributionMethod::Relevance, "relevance", "attention relevance (Chefer et al.)"},
+      {AttributionMethod::GradRollout, "gradrollout", "gradient rollout"},
+      {AttributionMethod::Rollout, "rollout", "attention rollout"},
+      {AttributionMethod::Attention, "attention", "attention"},
+      {AttributionMethod::IntegratedGradients, "ig", "integrated gradients"},
+  };
+  return table;
 }
 
-bool is_attribution_method(const std::string& name) {
-  const auto& names = attribution_method_names();
-  return std::find(names.begin(), names.end(), name) != names.end();
+bool reads_hook_point(AttributionMethod method) { return method <= AttributionMethod::ScoreCam; }
+
+bool reads_attention_layer(AttributionMethod method) {
+  return method >= AttributionMethod::Relevance && method <= AttributionMethod::Attention;
 }
 
-bool reads_hook_point(const std::string& method) { return is_cam_method(method); }
-
-bool reads_attention_layer(const std::string& method) {
-  return method == "relevance" || method == "gradrollout" || method == "rollout" || method == "attention";
-}
-
-std::vector<std::string> parse_method_list(const std::string& text, const std::string& option) {
-  if (text == "all") return attribution_method_names();
-  std::vector<std::string> methods;
+std::vector<AttributionMethod> parse_method_list(const std::string& text, const std::string& option) {
+  std::vector<AttributionMethod> methods;
+  if (text == "all") {
+    for (const auto& entry : enum_entries<AttributionMethod>()) methods.push_back(entry.value);
+    return methods;
+  }
   std::stringstream in(text);
   for (std::string item; std::getline(in, item, ',');) {
     if (item.empty()) continue;
-    if (!is_attribution_method(item)) {
-      std::string known;
-      for (const auto& name : attribution_method_names()) known += (known.empty() ? "" : ", ") + name;
-      throw std::invalid_argument(option + ": unknown method '" + item.substr(0, 80) + "' (expected " + known +
-                                  ", or all)");
-    }
-    if (std::find(methods.begin(), methods.end(), item) == methods.end()) methods.push_back(item);
+    const AttributionMethod* method = find_enum<AttributionMethod>(item);
+    if (!method)
+      throw std::invalid_argument(option + ": unknown method '" + item.substr(0, 80) + "' (expected " +
+                                  enum_choices_text<AttributionMethod>() + ", or all)");
+    if (std::find(methods.begin(), methods.end(), *method) == methods.end()) methods.push_back(*method);
   }
   if (methods.empty()) throw std::invalid_argument(option + " needs at least one method");
   return methods;
+}
+
+std::string to_string(const std::vector<AttributionMethod>& methods) {
+  std::string text;
+  for (AttributionMethod method : methods) text += (text.empty() ? "" : ",") + to_string(method);
+  return text;
 }
 
 namespace {
@@ -71,7 +82,7 @@ std::string layer_range(const std::vector<int>& layers) {
   return "layers " + std::to_string(layers.front()) + ".." + std::to_string(layers.back());
 }
 
-AttributionMap from_captures(const std::string& method, const std::vector<AttentionCapture>& layers,
+AttributionMap from_captures(AttributionMethod method, const std::vector<AttentionCapture>& layers,
                              const AttributionRequest& request) {
   c10::InferenceMode inference;
   AttributionMap result;
@@ -79,7 +90,7 @@ AttributionMap from_captures(const std::string& method, const std::vector<Attent
   const int selected = layer_index(request.attention_layer, int(layers.size()));
   const AttentionCapture& chosen = layers[size_t(selected)];
   torch::Tensor row;
-  if (method == "attention") {
+  if (method == AttributionMethod::Attention) {
     row = readout_row(fuse_heads(chosen, HeadFusion::Mean), chosen.layout);
     result.where = chosen.placement.name + ", mean of heads, " +
                    (chosen.layout.has_class_token ? "class token row" : "mean of the patch rows");
@@ -108,11 +119,11 @@ AttributionMap compute_attribution(Backbone& model, const torch::Tensor& image, 
                                    const Normalization& normalization, const AttributionRequest& request,
                                    const std::vector<AttentionCapture>* captures) {
   const auto start = std::chrono::steady_clock::now();
-  const std::string& method = request.method;
+  const AttributionMethod method = request.method;
   AttributionMap result;
-  if (is_cam_method(method)) {
+  if (reads_hook_point(method)) {
     CamOptions options;
-    options.method = parse_cam_method(method);
+    options.method = method;
     options.layer = request.layer;
     options.target_class = request.target_class;
     options.progress = request.progress;
@@ -125,9 +136,9 @@ AttributionMap compute_attribution(Backbone& model, const torch::Tensor& image, 
     result.class_specific = options.method != CamMethod::EigenCam;
     result.warning = cam.warning;
     result.normalisation = "ReLU, then (x - min) / (max + 1e-7) (pytorch-grad-cam's scale_cam_image)";
-  } else if (method == "relevance" || method == "gradrollout") {
+  } else if (method == AttributionMethod::Relevance || method == AttributionMethod::GradRollout) {
     RelevanceOptions options;
-    options.rule = method == "relevance" ? RelevanceRule::Chefer : RelevanceRule::GradientRollout;
+    options.rule = method == AttributionMethod::Relevance ? RelevanceRule::Chefer : RelevanceRule::GradientRollout;
     options.target_class = request.target_class;
     options.layer = request.attention_layer;
     options.discard_ratio = request.discard;
@@ -137,8 +148,8 @@ AttributionMap compute_attribution(Backbone& model, const torch::Tensor& image, 
     result.layout = relevance.layout;
     result.where = layer_range(relevance.layers) + ", " + relevance.readout;
     result.target_class = relevance.target.index;
-    result.normalisation = method == "relevance" ? "(x - min) / (max - min)" : "x / max";
-  } else if (method == "rollout" || method == "attention") {
+    result.normalisation = method == AttributionMethod::Relevance ? "(x - min) / (max - min)" : "x / max";
+  } else if (method == AttributionMethod::Rollout || method == AttributionMethod::Attention) {
     if (captures) {
       result = from_captures(method, *captures, request);
     } else {
@@ -146,7 +157,7 @@ AttributionMap compute_attribution(Backbone& model, const torch::Tensor& image, 
       const ForwardOutput output = model.forward(image, settings);
       result = from_captures(method, output.layers, request);
     }
-  } else if (method == "ig") {
+  } else {  // integrated gradients
     IntegratedGradientsOptions options;
     options.steps = request.ig_steps;
     options.baseline = request.ig_baseline;
@@ -160,8 +171,6 @@ AttributionMap compute_attribution(Backbone& model, const torch::Tensor& image, 
         "input (" + std::to_string(ig.steps) + " steps from the " + to_string(request.ig_baseline) + " baseline)";
     result.target_class = ig.target.index;
     result.normalisation = "sum of |attribution| over channels and the patch's pixels, then (x - min) / (max + 1e-7)";
-  } else {
-    parse_method_list(method, "method");  // throws with the list of methods
   }
   result.method = method;
   result.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

@@ -10,24 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "analysis/attribution_method.h"
 #include "analysis/head_fusion.h"
 #include "analysis/perturbation.h"
 #include "models/backbone.h"
 
 namespace attnscope {
 
-// gradcam, gradcam++, xgradcam, layercam, eigencam, hirescam, scorecam, relevance, gradrollout,
-// rollout, attention, ig.
-const std::vector<std::string>& attribution_method_names();
-bool is_attribution_method(const std::string& name);
-// "a,b,c" (or "all") -> names, each checked; throws std::invalid_argument naming `option`.
-std::vector<std::string> parse_method_list(const std::string& text, const std::string& option = "--methods");
-// Whether the method reads a hook point (the CAM family) or an attention layer.
-bool reads_hook_point(const std::string& method);
-bool reads_attention_layer(const std::string& method);  // relevance, gradrollout, rollout, attention
-
 struct AttributionRequest {
-  std::string method = "gradcam";
+  AttributionMethod method = AttributionMethod::GradCam;
   std::string layer;                     // CAM family: the hook point (empty: the family's default)
   int attention_layer = -1;              // attention: the layer shown; rollout, relevance, gradrollout: the layer
                                          // whose group they propagate through (every layer of a ViT)
@@ -40,7 +31,7 @@ struct AttributionRequest {
 };
 
 struct AttributionMap {
-  std::string method;
+  AttributionMethod method = AttributionMethod::GradCam;
   torch::Tensor map;          // [gh, gw] in [0, 1] by the method's own normalisation, CPU float32
   torch::Tensor raw;          // [gh, gw] the values before it
   TokenLayout layout;         // the map's grid; patch_size is a cell's side in pixels

@@ -5,26 +5,14 @@
 #include <chrono>
 
 #include "analysis/gradcam.h"
+#include "core/excerpt.h"
+#include "models/finite_checks.h"
 
 namespace attnscope {
 
 namespace {
 
 namespace F = torch::nn::functional;
-
-struct MethodName {
-  CamMethod method;
-  const char* name;
-};
-
-const std::vector<MethodName>& method_table() {
-  static const std::vector<MethodName> table = {
-      {CamMethod::GradCam, "gradcam"},   {CamMethod::GradCamPlusPlus, "gradcam++"}, {CamMethod::XGradCam, "xgradcam"},
-      {CamMethod::LayerCam, "layercam"}, {CamMethod::EigenCam, "eigencam"},         {CamMethod::HiResCam, "hirescam"},
-      {CamMethod::ScoreCam, "scorecam"},
-  };
-  return table;
-}
 
 // Channel weights from activations and gradients [N, C] (pytorch-grad-cam's get_cam_weights; its
 // sums over axis=(2, 3) are sums over the N patches here).
@@ -92,32 +80,13 @@ torch::Tensor score_weights(Backbone& model, const torch::Tensor& image, const A
 
 }  // namespace
 
-std::string to_string(CamMethod method) {
-  for (const auto& entry : method_table())
-    if (entry.method == method) return entry.name;
-  return "?";
-}
-
-const std::vector<std::string>& cam_method_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> list;
-    for (const auto& entry : method_table()) list.push_back(entry.name);
-    return list;
-  }();
-  return names;
-}
-
-bool is_cam_method(const std::string& name) {
-  const auto& names = cam_method_names();
-  return std::find(names.begin(), names.end(), name) != names.end();
-}
-
 CamMethod parse_cam_method(const std::string& name) {
-  for (const auto& entry : method_table())
-    if (name == entry.name) return entry.method;
+  const AttributionMethod* method = find_enum<AttributionMethod>(name);
+  if (method && reads_hook_point(*method)) return *method;
   std::string known;
-  for (const auto& entry : method_table()) known += std::string(known.empty() ? "" : ", ") + entry.name;
-  throw std::invalid_argument("unknown CAM method '" + name.substr(0, 80) + "' (expected " + known + ")");
+  for (const auto& entry : enum_entries<AttributionMethod>())
+    if (reads_hook_point(entry.value)) known += std::string(known.empty() ? "" : ", ") + entry.name;
+  throw std::invalid_argument("unknown CAM method '" + excerpt(name) + "' (expected " + known + ")");
 }
 
 bool uses_gradients(CamMethod method) { return method != CamMethod::EigenCam && method != CamMethod::ScoreCam; }
@@ -167,7 +136,8 @@ CamResult class_activation_map(Backbone& model, const torch::Tensor& image, cons
   torch::Tensor gradients;
   if (uses_gradients(method)) {
     gradients = patch_rows(reading.gradient, reading.point).to(torch::kCPU, torch::kFloat);
-    if (gradients.abs().max().item<double>() == 0.0) result.warning = zero_gradient_warning(model, reading);
+    result.max_abs_gradient = gradients.abs().max().item<double>();
+    if (result.max_abs_gradient == 0.0) result.warning = zero_gradient_warning(model, reading);
   }
   torch::Tensor cam;
   switch (method) {
@@ -189,9 +159,12 @@ CamResult class_activation_map(Backbone& model, const torch::Tensor& image, cons
       cam = torch::matmul(activations, result.weights);
       break;
     }
+    default:
+      throw std::invalid_argument(to_string(method) + " is not a CAM method: it reads no hook point");
   }
   result.cam = cam.reshape({result.layout.grid_h, result.layout.grid_w}).contiguous();
   result.scaled = scale_cam_image(result.cam.clamp_min(0.0));
+  require_finite(result.scaled, "the " + to_string(method) + " map at " + result.layer);
   result.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return result;
 }

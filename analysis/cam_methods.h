@@ -11,19 +11,17 @@
 #include <string>
 #include <vector>
 
+#include "analysis/attribution_method.h"
 #include "analysis/attribution_target.h"
 #include "models/backbone.h"
 
 namespace attnscope {
 
-enum class CamMethod { GradCam, GradCamPlusPlus, XGradCam, LayerCam, EigenCam, HiResCam, ScoreCam };
-
-// "gradcam", "gradcam++", "xgradcam", "layercam", "eigencam", "hirescam", "scorecam".
-std::string to_string(CamMethod method);
-CamMethod parse_cam_method(const std::string& name);  // throws std::invalid_argument
-bool is_cam_method(const std::string& name);
-const std::vector<std::string>& cam_method_names();
-bool uses_gradients(CamMethod method);  // false for EigenCAM and Score-CAM
+// The CAM family's methods are the attribution methods read at a hook point (reads_hook_point):
+// GradCam, GradCamPlusPlus, XGradCam, LayerCam, EigenCam, HiResCam, ScoreCam.
+using CamMethod = AttributionMethod;
+CamMethod parse_cam_method(const std::string& name);  // throws std::invalid_argument for other names
+bool uses_gradients(CamMethod method);                // false for EigenCAM and Score-CAM
 
 struct CamOptions {
   CamMethod method = CamMethod::GradCam;
@@ -39,13 +37,14 @@ struct CamResult {
   CamMethod method = CamMethod::GradCam;
   std::string layer;  // resolved
   AttributionTarget target;
-  double score = 0.0;     // the target's value on the image
-  torch::Tensor logits;   // [K], CPU
-  torch::Tensor cam;      // [gh, gw] the method's map before ReLU and scaling, CPU float32
-  torch::Tensor scaled;   // [gh, gw] ReLU, then (x - min) / (max + 1e-7)
-  torch::Tensor weights;  // [C] channel weights for the weighted-sum methods; undefined otherwise
-  TokenLayout layout;     // of the tensor at the layer
-  std::string warning;    // set when the gradients the method reads are zero on every patch
+  double score = 0.0;             // the target's value on the image
+  torch::Tensor logits;           // [K], CPU
+  torch::Tensor cam;              // [gh, gw] the method's map before ReLU and scaling, CPU float32
+  torch::Tensor scaled;           // [gh, gw] ReLU, then (x - min) / (max + 1e-7)
+  torch::Tensor weights;          // [C] channel weights for the weighted-sum methods; undefined otherwise
+  TokenLayout layout;             // of the tensor at the layer
+  double max_abs_gradient = 0.0;  // over the patch tokens' gradients (methods that read them)
+  std::string warning;            // set when the gradients the method reads are zero on every patch
   int forward_passes = 1;
   double milliseconds = 0.0;
 };

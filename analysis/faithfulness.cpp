@@ -18,10 +18,10 @@ double area_under_curve(const std::vector<double>& x, const std::vector<double>&
 FaithfulnessProbe::FaithfulnessProbe(Backbone& model, const torch::Tensor& input, const AttentionSettings& settings,
                                      const Normalization& normalization, const FaithfulnessOptions& options)
     : model_(model), settings_(settings), options_(options) {
-  if (model.output_kind() != "logits")
-    throw std::invalid_argument("faithfulness curves record a class probability; this model's output is " +
-                                std::string(model.output_kind() == "embedding" ? "an embedding" : "features") +
-                                " without classes");
+  if (model.output_kind() != OutputKind::Logits)
+    throw std::invalid_argument(
+        "faithfulness curves record a class probability; this model's output is " +
+        std::string(model.output_kind() == OutputKind::Embedding ? "an embedding" : "features") + " without classes");
   if (options.steps < 1 || options.steps > 10000)
     throw std::invalid_argument("--steps must be from 1 to 10000, got " + std::to_string(options.steps));
   check_target(model, options.target_class);

@@ -19,8 +19,8 @@ FaithfulnessTable faithfulness_table(Backbone& model, const torch::Tensor& image
     captures = model.forward(image, settings).layers;
   }
   for (size_t i = 0; i < request.methods.size(); ++i) {
-    const std::string& method = request.methods[i];
-    if (request.progress) request.progress(method, i, request.methods.size());
+    const AttributionMethod method = request.methods[i];
+    if (request.progress) request.progress(to_string(method), i, request.methods.size());
     AttributionRequest attribution = request.attribution;
     attribution.method = method;
     attribution.target_class = table.target_class;  // the maps explain the class the curves record

@@ -24,7 +24,7 @@ struct FaithfulnessTable {
 };
 
 struct FaithfulnessTableRequest {
-  std::vector<std::string> methods;
+  std::vector<AttributionMethod> methods;
   // Everything but the method and the class, for every map (layers, rollout's fusion, IG's steps).
   AttributionRequest attribution;
   FaithfulnessOptions faithfulness;  // its target_class picks the class (-1: top-1)

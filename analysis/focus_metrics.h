@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "models/token_layout.h"
 
@@ -49,6 +50,18 @@ struct FocusSummary {
 };
 FocusSummary summarise_focus(const torch::Tensor& patch_map, int top_k, const torch::Tensor& box = {},
                              const torch::Tensor& object = {});
+
+// The focus metrics of one head's map (the metrics view), and every side-by-side panel's.
+struct HeadFocusMetrics {
+  int head = 0;
+  double entropy = 0, top_k_mass = 0, gini = 0;
+  std::optional<double> box_mass;  // without a box: none
+};
+constexpr int kFocusTopK = 10;
+struct PanelFocusMetrics {
+  std::vector<std::vector<HeadFocusMetrics>> panels;  // per panel, per head
+  std::string box_error;                              // why the box cannot be used on panel 1's grid
+};
 
 // How close a map is to uniform: its entropy (negative entries clamped, renormalised) as a fraction
 // of log(n), the entropy of a uniform map over its n entries (1 = uniform, 0 = one entry).

@@ -10,6 +10,7 @@
 #include <optional>
 #include <sstream>
 
+#include "analysis/cam_methods.h"
 #include "analysis/frozen_parameters.h"
 
 namespace attnscope {
@@ -69,28 +70,25 @@ LayerReading read_layer(Backbone& model, const torch::Tensor& image, const Atten
 
 GradCamResult grad_cam(Backbone& model, const torch::Tensor& image, const AttentionSettings& settings,
                        const GradCamOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  const LayerReading reading = read_layer(model, image, settings, options.layer, options.target_class, true);
+  // Grad-CAM is the CAM family's first method: one computation (analysis/cam_methods.h), read here
+  // with the raw map after its ReLU, as pytorch-grad-cam's GradCAM keeps it.
+  CamOptions cam_options;
+  cam_options.method = CamMethod::GradCam;
+  cam_options.layer = options.layer;
+  cam_options.target_class = options.target_class;
+  const CamResult cam = class_activation_map(model, image, settings, cam_options);
   GradCamResult result;
-  result.layer = reading.point.name;
-  result.layout = reading.point.layout;
-  result.logits = reading.logits;
-  result.target_class = reading.target.index;
-  result.score = reading.score;
-
-  torch::NoGradGuard no_grad;
-  const TokenLayout& layout = result.layout;
-  auto patch_activations = patch_rows(reading.activation, reading.point).to(torch::kCPU, torch::kFloat);  // [N, C]
-  auto patch_gradients = patch_rows(reading.gradient, reading.point).to(torch::kCPU, torch::kFloat);
-  result.max_abs_gradient = patch_gradients.abs().max().item<double>();
-  result.weights = patch_gradients.mean(0);                                    // [C]
-  auto cam = torch::matmul(patch_activations, result.weights).clamp_min(0.0);  // [N]
-  result.cam = cam.reshape({layout.grid_h, layout.grid_w}).contiguous();
-  result.scaled = (result.cam - result.cam.min());
-  result.scaled = result.scaled / (result.scaled.max() + 1e-7);
-  require_finite(result.scaled, "the Grad-CAM map at " + result.layer);
-  if (result.max_abs_gradient == 0.0) result.warning = zero_gradient_warning(model, reading);
-  result.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  result.layer = cam.layer;
+  result.layout = cam.layout;
+  result.logits = cam.logits;
+  result.target_class = cam.target.index;
+  result.score = cam.score;
+  result.weights = cam.weights;
+  result.cam = cam.cam.clamp_min(0.0);
+  result.scaled = cam.scaled;
+  result.max_abs_gradient = cam.max_abs_gradient;
+  result.warning = cam.warning;
+  result.milliseconds = cam.milliseconds;
   return result;
 }
 

@@ -66,13 +66,15 @@ double unbiased_hsic(const torch::Tensor& gram_x, const torch::Tensor& gram_y) {
   return (trace + sums - rows) / (n * (n - 3));
 }
 
-std::string to_string(CkaEstimator estimator) { return estimator == CkaEstimator::Full ? "full" : "minibatch"; }
-
-CkaEstimator parse_cka_estimator(const std::string& name) {
-  if (name == "full") return CkaEstimator::Full;
-  if (name == "minibatch") return CkaEstimator::Minibatch;
-  throw std::invalid_argument("--cka-estimator expects full or minibatch, got '" + excerpt(name) + "'");
+const std::vector<EnumEntry<CkaEstimator>>& EnumTable<CkaEstimator>::entries() {
+  static const std::vector<EnumEntry<CkaEstimator>> table = {{CkaEstimator::Full, "full"},
+                                                             {CkaEstimator::Minibatch, "minibatch"}};
+  return table;
 }
+
+std::string to_string(CkaEstimator estimator) { return enum_name(estimator); }
+
+CkaEstimator parse_cka_estimator(const std::string& name) { return parse_enum<CkaEstimator>("cka-estimator", name); }
 
 CkaAccumulator::CkaAccumulator(CkaEstimator estimator, int batch, double memory_limit)
     : estimator_(estimator), batch_(batch), memory_limit_(memory_limit) {

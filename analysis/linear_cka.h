@@ -4,6 +4,8 @@
 // features do not fit in memory the unbiased minibatch estimator of Nguyen et al. 2021.
 #pragma once
 
+#include "core/enum_names.h"
+
 #include <torch/types.h>
 
 #include <functional>
@@ -29,6 +31,10 @@ double linear_cka(const torch::Tensor& gram_x, const torch::Tensor& gram_y);
 double unbiased_hsic(const torch::Tensor& gram_x, const torch::Tensor& gram_y);
 
 enum class CkaEstimator { Full, Minibatch };
+template <>
+struct EnumTable<CkaEstimator> {
+  static const std::vector<EnumEntry<CkaEstimator>>& entries();
+};
 std::string to_string(CkaEstimator estimator);  // what the outputs name it as
 CkaEstimator parse_cka_estimator(const std::string& name);
 

@@ -8,27 +8,17 @@ namespace attnscope {
 
 namespace F = torch::nn::functional;
 
-Replacement parse_replacement(const std::string& name) {
-  if (name == "blur") return Replacement::Blur;
-  if (name == "mean") return Replacement::Mean;
-  if (name == "black") return Replacement::Black;
-  if (name == "zero") return Replacement::Zero;
-  throw std::invalid_argument("unknown replacement '" + name.substr(0, 80) + "' (expected blur, mean, black or zero)");
+const std::vector<EnumEntry<Replacement>>& EnumTable<Replacement>::entries() {
+  static const std::vector<EnumEntry<Replacement>> table = {{Replacement::Blur, "blur"},
+                                                            {Replacement::Mean, "mean"},
+                                                            {Replacement::Black, "black"},
+                                                            {Replacement::Zero, "zero"}};
+  return table;
 }
 
-std::string to_string(Replacement replacement) {
-  switch (replacement) {
-    case Replacement::Blur:
-      return "blur";
-    case Replacement::Mean:
-      return "mean";
-    case Replacement::Black:
-      return "black";
-    case Replacement::Zero:
-      return "zero";
-  }
-  return "?";
-}
+Replacement parse_replacement(const std::string& name) { return parse_enum_named<Replacement>("replacement", name); }
+
+std::string to_string(Replacement replacement) { return enum_name(replacement); }
 
 torch::Tensor gaussian_blur(const torch::Tensor& images, double sigma) {
   if (sigma <= 0) return images;

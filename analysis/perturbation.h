@@ -2,6 +2,8 @@
 // insertion curves and integrated gradients' baseline use, and the pixel mask of a set of map cells.
 #pragma once
 
+#include "core/enum_names.h"
+
 #include <torch/types.h>
 
 #include <string>
@@ -15,6 +17,10 @@ enum class Replacement {
   Mean,   // every pixel the image's mean colour
   Black,  // pixel value 0 (before normalisation)
   Zero,   // 0 in the normalised input (the ImageNet mean colour for ImageNet statistics; Captum's default baseline)
+};
+template <>
+struct EnumTable<Replacement> {
+  static const std::vector<EnumEntry<Replacement>>& entries();
 };
 Replacement parse_replacement(const std::string& name);  // blur, mean, black, zero
 std::string to_string(Replacement replacement);

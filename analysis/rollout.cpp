@@ -6,24 +6,15 @@
 
 namespace attnscope {
 
-HeadFusion parse_head_fusion(const std::string& name) {
-  if (name == "mean") return HeadFusion::Mean;
-  if (name == "max") return HeadFusion::Max;
-  if (name == "min") return HeadFusion::Min;
-  throw std::invalid_argument("unknown head fusion '" + excerpt(name) + "' (expected mean, max or min)");
+const std::vector<EnumEntry<HeadFusion>>& EnumTable<HeadFusion>::entries() {
+  static const std::vector<EnumEntry<HeadFusion>> table = {
+      {HeadFusion::Mean, "mean"}, {HeadFusion::Max, "max"}, {HeadFusion::Min, "min"}};
+  return table;
 }
 
-std::string to_string(HeadFusion fusion) {
-  switch (fusion) {
-    case HeadFusion::Mean:
-      return "mean";
-    case HeadFusion::Max:
-      return "max";
-    case HeadFusion::Min:
-      return "min";
-  }
-  return "?";
-}
+HeadFusion parse_head_fusion(const std::string& name) { return parse_enum_named<HeadFusion>("head fusion", name); }
+
+std::string to_string(HeadFusion fusion) { return enum_name(fusion); }
 
 torch::Tensor fuse_heads(const AttentionCapture& layer, HeadFusion fusion, int64_t batch) {
   torch::NoGradGuard no_grad;

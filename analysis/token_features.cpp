@@ -92,10 +92,9 @@ TokenRows facet_rows_of_one_capture(const AttentionCapture& capture, Facet facet
     covered.index_put_({slot_tokens.index({kept})}, true);
     if (!covered.all().item<bool>()) throw std::logic_error(out.point + ": some tokens are in no window");
   }
-  if (facet == Facet::Key && capture.attention.kernel == Kernel::Focused &&
-      capture.attention.learned_positional_encoding)
+  if (facet == Facet::Key && capture.attention.learned_positional_encoding)
     out.note = "FLatten's keys with the learned positional encoding this layer adds to them";
-  if (capture.attention.kernel == Kernel::Anchor && facet != Facet::Value && capture.attention.native)
+  if (capture.attention.learned_anchors && facet != Facet::Value && capture.attention.native)
     out.note = "AnchorFormer projects queries and keys with one matrix: key and query are the same";
   return out;
 }

@@ -82,7 +82,7 @@ double forward_gflop(double tokens, double dim, double depth) {
 void bench_scale(const std::string& python, const std::string& source_dir, const std::filesystem::path& folder) {
   const std::string script = source_dir + "/bench/pytorch_scale.py";
   const std::string model_path = (folder / "dinov2_s14_reg4.safetensors").string();
-  if (python == "none")
+  if (python.empty())
     throw std::invalid_argument("bench --scale needs the Python with torch (--python): it writes the weights");
   if (run_process("'" + python + "' '" + script + "' --make '" + model_path + "'").output.find("Error") !=
       std::string::npos)

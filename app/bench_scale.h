@@ -7,7 +7,7 @@
 
 namespace attnscope {
 
-// `python` runs bench/pytorch_scale.py under `source_dir` ("none": no eager column); `folder`
+// `python` runs bench/pytorch_scale.py under `source_dir` (empty: no eager column); `folder`
 // holds the model, images and run outputs.
 void bench_scale(const std::string& python, const std::string& source_dir, const std::filesystem::path& folder);
 

@@ -1,7 +1,11 @@
 #include "app/cli.h"
 
+#include "app/commands.h"
+
+#include "core/assets.h"
 #include "core/excerpt.h"
 #include "core/json_checked.h"
+#include "views/option_catalog.h"
 
 #include <filesystem>
 #include <fstream>
@@ -15,6 +19,12 @@ namespace attnscope {
 void load_session(AppState& state, const std::string& path) {
   // A folder or a FIFO is no session (a FIFO would block the read forever): read_json_file says so.
   apply_json(state, read_json_file(path, "session file " + path));
+}
+
+void use_bundled_defaults(AppState& state, bool image) {
+  if (state.model.empty()) state.model = default_model_path();
+  if (state.model.empty()) throw std::invalid_argument("--model is required (assets/models holds no bundled model)");
+  if (image && state.image.empty()) state.image = default_image_path();
 }
 
 void print_warnings(const std::string& command, const std::vector<std::string>& warnings) {
@@ -79,6 +89,14 @@ std::optional<CommandLine> parse_or_print_help(const std::vector<std::string>& a
   CommandLine line = parse_command_line(args, state_options, command_flags);
   if (!line.help) return line;
   std::cout << command_help(usage, state_options, command_flags);
+  return std::nullopt;
+}
+
+std::optional<CommandLine> parse_or_print_help(const std::vector<std::string>& args, const CommandSyntax& syntax) {
+  CommandLine line = parse_command_line(args, syntax.options, syntax.flags);
+  if (!line.help) return line;
+  std::cout << command_help(syntax.usage, syntax.options, syntax.flags);
+  if (!syntax.notes.empty()) std::cout << "\n" << syntax.notes << "\n";
   return std::nullopt;
 }
 

@@ -26,6 +26,14 @@ std::optional<CommandLine> parse_or_print_help(const std::vector<std::string>& a
 std::string command_help(const std::string& usage, const std::vector<std::string>& state_options,
                          const std::vector<CommandFlag>& command_flags);
 
+struct CommandSyntax;
+// The same for a command's syntax (app/commands.h): its usage, options and flags, and its notes in --help.
+std::optional<CommandLine> parse_or_print_help(const std::vector<std::string>& args, const CommandSyntax& syntax);
+
+// What every command takes when --model or --image is not given: the bundled demo model and (with
+// `image`) the bundled sample image, as the workbench opens. Throws when assets/models is empty.
+void use_bundled_defaults(AppState& state, bool image);
+
 // Reads a session file (JSON) into a state.
 void load_session(AppState& state, const std::string& path);
 

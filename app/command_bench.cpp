@@ -155,7 +155,7 @@ void bench_gradcam(const std::vector<DeitShape>& shapes, const std::filesystem::
         grad_cam(model.native("Grad-CAM"), input, {}, {});
         if (device.is_cuda()) torch::cuda::synchronize();
       }));
-      if (python == "none") continue;
+      if (python.empty()) continue;
       std::ostringstream command;
       command << "'" << python << "' '" << ATTNSCOPE_SOURCE_DIR << "/bench/pytorch_gradcam.py' --model '" << path
               << "' --heads " << shape.heads << " --threads " << torch::get_num_threads() << " --runs " << runs
@@ -206,7 +206,7 @@ void bench_attribution(const std::vector<DeitShape>& shapes, const std::filesyst
         class_activation_map(model.native("Score-CAM"), input, {}, score_options);
         if (device.is_cuda()) torch::cuda::synchronize();
       }));
-      if (python == "none") continue;
+      if (python.empty()) continue;
       std::ostringstream command;
       command << "'" << python << "' '" << ATTNSCOPE_SOURCE_DIR << "/bench/pytorch_attribution.py' --model '" << path
               << "' --heads " << shape.heads << " --threads " << torch::get_num_threads() << " --runs " << runs
@@ -276,7 +276,7 @@ std::string linear_backend_line() {
   const LinearBackendChoice& choice = linear_backend();
   std::ostringstream line;
   line << "linear layers: " << (choice.onednn ? "oneDNN" : "BLAS") << " (" << choice.reason;
-  if (choice.reason == "measured")
+  if (choice.measured)
     line << std::fixed << std::setprecision(2) << ": oneDNN " << choice.onednn_ms << " ms, BLAS " << choice.blas_ms
          << " ms on one core";
   line << ")\n";
@@ -288,11 +288,19 @@ std::string linear_backend_line() {
 // tests/python/reference_hier.py on the same weights and threads, in alternating rounds.
 void bench_family(const std::string& family, const std::filesystem::path& folder, const std::string& python,
                   torch::Device device, int warmup, int runs, int rounds) {
-  if (family != "swin" && family != "pvt") throw std::invalid_argument("--family expects swin or pvt");
-  if (python == "none") throw std::invalid_argument("--family needs the Python reference to write the weights");
+  if (python.empty()) throw std::invalid_argument("--family needs the Python reference to write the weights");
   const std::string script = std::string(ATTNSCOPE_SOURCE_DIR) + "/bench/pytorch_hierarchical.py";
-  const std::string path = (folder / (family + ".safetensors")).string();
   std::string error;
+  // The families are the eager baseline's: a family is benched where the script can build it.
+  const nlohmann::json listed = run_python_json("'" + python + "' '" + script + "' --families", error);
+  if (!error.empty()) throw std::runtime_error(error);
+  const std::vector<std::string> families = listed.at("families").get<std::vector<std::string>>();
+  if (std::find(families.begin(), families.end(), family) == families.end()) {
+    std::string names;
+    for (const std::string& name : families) names += (names.empty() ? "" : " or ") + name;
+    throw std::invalid_argument("--family expects " + names + " (the families bench/pytorch_hierarchical.py has)");
+  }
+  const std::string path = (folder / (family + ".safetensors")).string();
   run_python_json("'" + python + "' '" + script + "' --make " + family + " '" + path + "' && echo '{}'", error);
   if (!error.empty()) throw std::runtime_error(error);
   LoadedModel model = load_model(path, {}, device);
@@ -336,7 +344,7 @@ void bench_family(const std::string& family, const std::filesystem::path& folder
 
 }  // namespace
 
-int bench_command(const Args& args) {
+CommandSyntax bench_syntax() {
   const std::vector<std::string> options = {"device"};
   const std::vector<CommandFlag> flags = {
       {"sizes", "LIST", "DeiT shapes: tiny, small", "tiny,small"},
@@ -354,9 +362,15 @@ int bench_command(const Args& args) {
        "memory and view latency against eager",
        ""},
   };
-  auto parsed = parse_or_print_help(args, "attnscope bench [--sizes tiny,small] [--runs N]", options, flags);
+  return {"attnscope bench [--sizes tiny,small] [--runs N]", options, flags};
+}
+
+int bench_command(const Args& args) {
+  auto parsed = parse_or_print_help(args, bench_syntax());
   if (!parsed) return 0;
   CommandLine& line = *parsed;
+  // The eager reference's Python; empty: none (--python none).
+  const std::string python = line.flags["python"] == "none" ? std::string() : line.flags["python"];
   configure_threads();
   const int runs = std::max(1, line.flag_int("runs"));
   const int warmup = std::max(0, line.flag_int("warmup"));
@@ -374,12 +388,12 @@ int bench_command(const Args& args) {
   std::filesystem::create_directories(folder);
 
   if (!line.flags["scale"].empty()) {
-    bench_scale(line.flags["python"], ATTNSCOPE_SOURCE_DIR, folder);
+    bench_scale(python, ATTNSCOPE_SOURCE_DIR, folder);
     std::filesystem::remove_all(folder);
     return 0;
   }
   if (!line.flags["family"].empty()) {
-    bench_family(line.flags["family"], folder, line.flags["python"], device, warmup, runs, rounds);
+    bench_family(line.flags["family"], folder, python, device, warmup, runs, rounds);
     std::filesystem::remove_all(folder);
     return 0;
   }
@@ -394,8 +408,8 @@ int bench_command(const Args& args) {
     std::cout << "attnscope bench --analysis: " << torch::get_num_threads() << " threads, device " << device.str()
               << ", medians over " << rounds << " alternating rounds of the median of " << runs << " runs\n";
     std::cout << std::fixed << std::setprecision(2);
-    bench_gradcam(shapes, folder, line.flags["python"], device, warmup, runs, rounds);
-    bench_attribution(shapes, folder, line.flags["python"], device, warmup, runs, rounds);
+    bench_gradcam(shapes, folder, python, device, warmup, runs, rounds);
+    bench_attribution(shapes, folder, python, device, warmup, runs, rounds);
     bench_spectrum(folder, device, warmup, runs);
     std::filesystem::remove_all(folder);
     return 0;
@@ -430,8 +444,8 @@ int bench_command(const Args& args) {
       for (int round = 0; round < rounds; ++round) {
         plain.push_back(time_forward(model, input, settings, false, warmup, runs));
         captured.push_back(time_forward(model, input, settings, true, warmup, runs));
-        if (line.flags["python"] != "none") {
-          const double ms = pytorch_median_ms(line.flags["python"], path, shape->heads, settings, warmup, runs, error);
+        if (!python.empty()) {
+          const double ms = pytorch_median_ms(python, path, shape->heads, settings, warmup, runs, error);
           if (ms > 0) eager.push_back(ms);
         }
       }

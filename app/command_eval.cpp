@@ -63,7 +63,7 @@ torch::Tensor focus_map(const AttentionCapture& capture, int64_t item) {
 
 }  // namespace
 
-int eval_command(const Args& args) {
+CommandSyntax eval_syntax() {
   const std::vector<std::string> state_options = {
       "device", "out",     "model",  "arch", "config",  "methods", "steps", "replacement", "ig-steps", "ig-baseline",
       "fusion", "discard", "resize", "size", "variant", "mean",    "std",   "layer",       "mass"};
@@ -77,13 +77,17 @@ int eval_command(const Args& args) {
       {"layers", "all|L,..", "with --images: layers of the layer-wise methods (CAMs at blocks.L.norm1, attention)",
        "all"},
   };
-  auto parsed = parse_or_print_help(args,
-                                    "attnscope eval [--models A,B] [--samples N] [--out DIR]\n"
-                                    "       attnscope eval --images DIR (--masks DIR | --boxes FILE.csv) "
-                                    "[--labels FILE.csv] --model FILE [--methods LIST] [--out DIR]\n"
-                                    "       attnscope eval --images DIR --masks DIR --model FILE --methods dino-masks "
-                                    "[--layer L] [--mass M] [--out DIR]",
-                                    state_options, flags);
+  return {
+      "attnscope eval [--models A,B] [--samples N] [--out DIR]\n"
+      "       attnscope eval --images DIR (--masks DIR | --boxes FILE.csv) "
+      "[--labels FILE.csv] --model FILE [--methods LIST] [--out DIR]\n"
+      "       attnscope eval --images DIR --masks DIR --model FILE --methods dino-masks "
+      "[--layer L] [--mass M] [--out DIR]",
+      state_options, flags};
+}
+
+int eval_command(const Args& args) {
+  auto parsed = parse_or_print_help(args, eval_syntax());
   if (!parsed) return 0;
   CommandLine& line = *parsed;
   if (!line.flags["images"].empty()) return eval_folder(line);
@@ -109,11 +113,12 @@ int eval_command(const Args& args) {
   const int task_classes = int(glyph_class_names().size());
   for (const auto& path : models) {
     LoadedModel model = load_model(path, {}, device);
-    if (model.output_kind() != "logits" || model.num_classes() != task_classes) {
+    if (model.output_kind() != OutputKind::Logits || model.num_classes() != task_classes) {
       // An accuracy of 0 would say the model is bad at a task it was never made for.
       std::cout << "| " << std::filesystem::path(path).stem().string() << " | does not fit the glyph task: the model "
-                << (model.output_kind() == "logits" ? "has " + std::to_string(model.num_classes()) + " classes"
-                                                    : "outputs " + model.output_kind() + " without classes")
+                << (model.output_kind() == OutputKind::Logits
+                        ? "has " + std::to_string(model.num_classes()) + " classes"
+                        : "outputs " + to_string(model.output_kind()) + " without classes")
                 << ", the task " << task_classes << " |\n"
                 << std::flush;
       report.push_back({{"model", path}, {"fits_task", false}, {"classes", model.num_classes()}});

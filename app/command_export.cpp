@@ -6,20 +6,24 @@
 #include "app/cli.h"
 #include "app/commands.h"
 #include "core/progress_bar.h"
-#include "figures/export.h"
+#include "exports/export.h"
 #include "models/inference.h"
+#include "views/option_catalog.h"
 
 namespace attnscope {
 
 namespace {
 
-const std::vector<std::string> kExportOptions = {
-    "model", "image", "out", "layout", "format", "dpi", "png-width", "width-pt", "transparent", "overwrite", "variants",
-    "layers", "heads", "layer", "head", "query", "view", "direction", "colormap", "scale", "opacity", "alpha",
-    "variant", "p", "window", "anchors", "dwc", "norm", "resize", "size", "crop", "interpolation", "mean", "std",
-    "device", "arch", "config", "gradcam-layer", "class", "fusion", "discard", "fp-vectors", "fp-projection",
-    // the faithfulness layout
-    "methods", "steps", "replacement", "ig-steps", "ig-baseline", "max-pixels"};
+std::vector<std::string> export_options() {
+  std::vector<std::string> names = option_names({OptionGroup::Input, OptionGroup::Attention, OptionGroup::Selection,
+                                                 OptionGroup::Display, OptionGroup::Output, OptionGroup::Figure});
+  for (const char* name :
+       {"view", "direction", "gradcam-layer", "class", "fusion", "discard", "fp-vectors", "fp-projection",
+        // the faithfulness layout
+        "methods", "steps", "replacement", "ig-steps", "ig-baseline"})
+    names.push_back(name);
+  return names;
+}
 
 const std::vector<CommandFlag> kExportFlags = {
     {"images", "DIR", "a folder of images (sorted; .png .jpg .jpeg .bmp .tif .tiff .webp): one figure each", ""},
@@ -45,17 +49,17 @@ std::string usage() {
 
 }  // namespace
 
+CommandSyntax export_syntax() { return {usage(), export_options(), kExportFlags}; }
+
 int export_command(const Args& args) {
-  auto parsed = parse_or_print_help(args, usage(), kExportOptions, kExportFlags);
+  auto parsed = parse_or_print_help(args, export_syntax());
   if (!parsed) return 0;
-  const CommandLine& line = *parsed;
-  const AppState& state = line.state;
+  CommandLine& line = *parsed;
+  AppState& state = line.state;
   const std::string& folder = line.flags.at("images");
-  if (state.model.empty()) throw std::invalid_argument("--model is required");
   if (state.out.empty()) throw std::invalid_argument("--out is required");
-  if (folder.empty() == state.image.empty())
-    throw std::invalid_argument(folder.empty() ? "--image FILE or --images DIR is required"
-                                               : "give --image or --images, not both");
+  if (!folder.empty() && !state.image.empty()) throw std::invalid_argument("give --image or --images, not both");
+  use_bundled_defaults(state, folder.empty());
   FigureRequest::from_state(state);  // option errors before the model loads
 
   const std::vector<std::string> images = folder.empty() ? std::vector<std::string>{state.image} : list_images(folder);
@@ -74,7 +78,7 @@ int export_command(const Args& args) {
     bar.error("attnscope export: error: " + failure.image + ": " + failure.message);
   if (!batch.written.empty()) print_warnings("export", model.report.warnings);
   std::cout << "attnscope export: " << batch.written.size() << " " << state.figure.layout << " figure"
-            << (batch.written.size() == 1 ? "" : "s") << " (" << state.figure.format << ") in " << state.out;
+            << (batch.written.size() == 1 ? "" : "s") << " (" << to_string(state.figure.format) << ") in " << state.out;
   if (!batch.failed.empty()) std::cout << "; " << batch.failed.size() << " of " << images.size() << " images failed";
   std::cout << "\n";
   return batch.failed.empty() ? 0 : 1;

@@ -9,11 +9,15 @@
 
 namespace attnscope {
 
+CommandSyntax glyphs_syntax() {
+  return {"attnscope glyphs --out DIR [--count N] [--seed S]",
+          {"out"},
+          {{"count", "N", "images to write", "8"},
+           {"seed", "N", "seed of the first image (held-out ones start at 10^12)", "0"}}};
+}
+
 int glyphs_command(const Args& args) {
-  const std::vector<std::string> state_options = {"out"};
-  const std::vector<CommandFlag> flags = {{"count", "N", "images to write", "8"},
-                                          {"seed", "N", "seed of the first image (held-out ones start at 10^12)", "0"}};
-  auto parsed = parse_or_print_help(args, "attnscope glyphs --out DIR [--count N] [--seed S]", state_options, flags);
+  auto parsed = parse_or_print_help(args, glyphs_syntax());
   if (!parsed) return 0;
   CommandLine& line = *parsed;
   if (line.state.out.empty()) throw std::invalid_argument("--out is required");

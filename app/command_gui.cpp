@@ -8,10 +8,11 @@
 #include "app/commands.h"
 #include "core/excerpt.h"
 #include "viewer/workbench.h"
+#include "views/option_catalog.h"
 
 namespace attnscope {
 
-int gui_command(const Args& args) {
+CommandSyntax gui_syntax() {
   const std::string usage = "attnscope gui [--session FILE] [options]";
   std::vector<std::string> state_options;
   for (const auto& option : app_options())
@@ -28,7 +29,11 @@ int gui_command(const Args& args) {
       {"export-on-screen", "DIR",
        "with --frames: press \"Export what is on screen\" into DIR once the views are settled, wait for it", ""},
   };
-  auto parsed = parse_or_print_help(args, usage, state_options, flags);
+  return {usage, state_options, flags};
+}
+
+int gui_command(const Args& args) {
+  auto parsed = parse_or_print_help(args, gui_syntax());
   if (!parsed) return 0;
   WorkbenchOptions options;
   options.frames = parsed->flag_int("frames");

@@ -8,11 +8,14 @@
 
 namespace attnscope {
 
+CommandSyntax info_syntax() {
+  return {"attnscope info --model FILE [--arch heads=1/2/5/8] [--config FILE]",
+          {"model", "arch", "config"},
+          {{"json", "", "print the architecture as JSON", ""}}};
+}
+
 int info_command(const Args& args) {
-  const std::vector<std::string> options = {"model", "arch", "config"};
-  const std::vector<CommandFlag> flags = {{"json", "", "print the architecture as JSON", ""}};
-  auto parsed =
-      parse_or_print_help(args, "attnscope info --model FILE [--arch heads=1/2/5/8] [--config FILE]", options, flags);
+  auto parsed = parse_or_print_help(args, info_syntax());
   if (!parsed) return 0;
   CommandLine& line = *parsed;
   if (line.state.model.empty()) throw std::invalid_argument("--model is required");
@@ -43,8 +46,8 @@ int info_command(const Args& args) {
             << (geometry.fixed ? ", that size only" : ", sides multiples of " + std::to_string(geometry.multiple))
             << "\n"
             << "  output        "
-            << (backbone.output_kind() == "logits" ? std::to_string(backbone.num_classes()) + " classes"
-                                                   : backbone.output_kind() + ", no classes")
+            << (backbone.output_kind() == OutputKind::Logits ? std::to_string(backbone.num_classes()) + " classes"
+                                                             : to_string(backbone.output_kind()) + ", no classes")
             << "\n"
             << "  normalise     mean " << model.normalization.mean[0] << "," << model.normalization.mean[1] << ","
             << model.normalization.mean[2] << " std " << model.normalization.std[0] << "," << model.normalization.std[1]

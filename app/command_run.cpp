@@ -16,15 +16,18 @@
 #include "core/output_files.h"
 #include "core/value_scale.h"
 #include "models/inference.h"
+#include "views/option_catalog.h"
 
 namespace attnscope {
 
 namespace {
 
-const std::vector<std::string> kRunOptions = {
-    "model",  "image",    "out",    "variant", "p",     "window",        "anchors", "dwc",        "norm",   "layer",
-    "head",   "query",    "resize", "size",    "crop",  "interpolation", "mean",    "std",        "device", "arch",
-    "config", "colormap", "scale",  "opacity", "alpha", "overwrite",     "lcm",     "max-pixels", "ranks",  "matrix"};
+std::vector<std::string> run_options() {
+  std::vector<std::string> names = option_names(
+      {OptionGroup::Input, OptionGroup::Attention, OptionGroup::Selection, OptionGroup::Display, OptionGroup::Output});
+  for (const char* name : {"lcm", "ranks", "matrix"}) names.push_back(name);
+  return names;
+}
 
 void require(const std::string& value, const std::string& name) {
   if (value.empty()) throw std::invalid_argument("--" + name + " is required");
@@ -32,17 +35,20 @@ void require(const std::string& value, const std::string& name) {
 
 }  // namespace
 
-int run_command(const Args& args) {
-  const std::string usage =
+CommandSyntax run_syntax() {
+  return {
       "attnscope run [--model FILE] [--image FILE] --out DIR [options]\n"
-      "  (without --model and --image: the bundled demo model and sample image)";
-  auto parsed = parse_or_print_help(args, usage, kRunOptions, {});
+      "  (without --model and --image: the bundled demo model and sample image)",
+      run_options(),
+      {}};
+}
+
+int run_command(const Args& args) {
+  auto parsed = parse_or_print_help(args, run_syntax());
   if (!parsed) return 0;
   CommandLine& line = *parsed;
   AppState& state = line.state;
-  if (state.model.empty()) state.model = default_model_path();
-  if (state.model.empty()) throw std::invalid_argument("--model is required (assets/models holds no bundled model)");
-  if (state.image.empty()) state.image = default_image_path();
+  use_bundled_defaults(state, true);
   require(state.out, "out");
 
   configure_threads();
@@ -120,7 +126,7 @@ int run_command(const Args& args) {
             << ", forward " << result.milliseconds << " ms\n";
   for (const auto& p : result.top) std::cout << "  " << p.index << " " << p.name << "  p=" << p.probability << "\n";
   if (result.top.empty())
-    std::cout << "  output: " << model.output_kind() << " of " << result.forward.logits.size(-1)
+    std::cout << "  output: " << to_string(model.output_kind()) << " of " << result.forward.logits.size(-1)
               << " values, no classes\n";
   print_warnings("run", model.report.warnings);  // a run that fails names the tensors in its error
   std::cout << "wrote " << out.string() << "/{summary.json, logits.npy, attention" << suffix << ".npy, "

@@ -32,7 +32,7 @@ void draw_progress_bar(const TrainProgress& p) {
 
 }  // namespace
 
-int train_command(const Args& args) {
+CommandSyntax train_syntax() {
   const std::vector<std::string> state_options = {"device"};
   const std::vector<CommandFlag> flags = {
       {"variant", "NAME",
@@ -45,8 +45,11 @@ int train_command(const Args& args) {
       {"resume", "FILE", "continue a run from a file it wrote", ""},
       {"eval-samples", "N", "held-out images for the final accuracy", "1000"},
   };
-  auto parsed =
-      parse_or_print_help(args, "attnscope train --variant NAME --out FILE [--steps N]", state_options, flags);
+  return {"attnscope train --variant NAME --out FILE [--steps N]", state_options, flags};
+}
+
+int train_command(const Args& args) {
+  auto parsed = parse_or_print_help(args, train_syntax());
   if (!parsed) return 0;
   CommandLine& line = *parsed;
   configure_threads();

@@ -2,26 +2,57 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "session/command_line.h"
 
 namespace attnscope {
 
 using Args = std::vector<std::string>;
 
-int run_command(const Args& args);      // one image through a model, outputs to a folder
-int info_command(const Args& args);     // architecture and parameter count of a checkpoint
-int bench_command(const Args& args);    // forward latency per variant against PyTorch eager
-int analyze_command(const Args& args);  // Grad-CAM, rollout, spectrum, f_p, focus metrics of one image
-int train_command(const Args& args);    // trains a demo model on the generated glyph task
-int eval_command(const Args& args);     // focus and rank of the demo models on held-out images
-int glyphs_command(const Args& args);   // writes images of the generated task
-int export_command(const Args& args);   // paper figures (PNG, SVG, PDF) with the data behind them
-int gui_command(const Args& args);      // the live attention workbench
+// What a command takes: its usage line, the session options it reads (from the option table) and
+// flags of its own. Its --help, and docs/commands.md through `attnscope reference`, print this.
+struct CommandSyntax {
+  CommandSyntax(std::string usage_line, std::vector<std::string> state_options, std::vector<CommandFlag> own_flags,
+                std::string more = {})
+      : usage(std::move(usage_line)),
+        options(std::move(state_options)),
+        flags(std::move(own_flags)),
+        notes(std::move(more)) {}
+  std::string usage;
+  std::vector<std::string> options;
+  std::vector<CommandFlag> flags;
+  std::string notes;  // printed after the options
+};
+
+int run_command(const Args& args);        // one image through a model, outputs to a folder
+int info_command(const Args& args);       // architecture and parameter count of a checkpoint
+int bench_command(const Args& args);      // forward latency per variant against PyTorch eager
+int analyze_command(const Args& args);    // Grad-CAM, rollout, spectrum, f_p, focus metrics of one image
+int train_command(const Args& args);      // trains a demo model on the generated glyph task
+int eval_command(const Args& args);       // focus and rank of the demo models on held-out images
+int glyphs_command(const Args& args);     // writes images of the generated task
+int export_command(const Args& args);     // paper figures (PNG, SVG, PDF) with the data behind them
+int gui_command(const Args& args);        // the live attention workbench
+int reference_command(const Args& args);  // the command reference as Markdown (docs/commands.md)
+
+CommandSyntax run_syntax();
+CommandSyntax info_syntax();
+CommandSyntax bench_syntax();
+CommandSyntax analyze_syntax();
+CommandSyntax train_syntax();
+CommandSyntax eval_syntax();
+CommandSyntax glyphs_syntax();
+CommandSyntax export_syntax();
+CommandSyntax gui_syntax();
+CommandSyntax reference_syntax();
 
 struct Command {
   const char* name;
   const char* summary;
   int (*entry)(const Args&);
+  CommandSyntax (*syntax)();
 };
 
 // Every command, in the order `attnscope --help` lists them.

@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <opencv2/imgproc.hpp>
+#include <optional>
 #include <sstream>
 
 #include "analysis/attribution.h"
@@ -22,7 +23,7 @@
 #include "core/output_schemas.h"
 #include "core/progress_bar.h"
 #include "datasets/glyph_task.h"
-#include "figures/export.h"
+#include "exports/export.h"
 #include "models/inference.h"
 
 namespace attnscope {
@@ -126,14 +127,16 @@ torch::Tensor prepared_mask(const cv::Mat& mask, const InputSettings& input, con
 // One row of the table: a method read at one layer (or through all of them).
 struct Score {
   std::string method, layer;
+  bool random = false;  // the random order and uniform map every method is measured against
   double hits = 0, mass = 0, deletion = 0;
   int images = 0;
 };
 
 // Whether the labels can be compared with the model's outputs; empty when they can.
 std::string label_mismatch(const LoadedModel& model, const CsvTable& labels, int largest_label) {
-  if (model.output_kind() != "logits")
-    return "the model outputs " + std::string(model.output_kind() == "embedding" ? "an embedding" : "features") +
+  if (model.output_kind() != OutputKind::Logits)
+    return "the model outputs " +
+           std::string(model.output_kind() == OutputKind::Embedding ? "an embedding" : "features") +
            ", not classes: accuracy is not measured";
   const int classes = model.num_classes();
   const int task_classes = labels.glyph_format ? int(glyph_class_names().size()) : largest_label + 1;
@@ -152,9 +155,9 @@ int eval_dino_masks(const CommandLine& line, const std::vector<std::string>& ima
   const AppState& state = line.state;
   if (masks_dir.empty())
     throw std::invalid_argument("--methods dino-masks scores masks against object masks: give --masks DIR");
-  const auto given_mass = state.options.find("mass");
-  const double mass =
-      given_mass == state.options.end() ? kDefaultDinoMass : parse_double_option("mass", given_mass->second);
+  // The dino-masks analysis's --mass (views/analysis_dino_masks.cpp), typed when given.
+  const double* given_mass = state.options.get<double>("mass");
+  const double mass = given_mass ? *given_mass : kDefaultDinoMass;
   configure_threads();
   LoadedModel model = load_model(state.model, state.arch_overrides(), resolve_device(state.device));
   std::vector<double> per_head, best_sum;
@@ -223,15 +226,15 @@ int eval_folder(const CommandLine& line) {
   if (state.model.empty()) throw std::invalid_argument("--model is required with --images");
   if (masks_dir.empty() == boxes_path.empty())
     throw std::invalid_argument("give the objects with --masks DIR or --boxes FILE.csv (one of them)");
-  if (state.methods == "dino-masks") {
+  if (state.methods.dino_masks) {
     const std::vector<std::string> images = list_images(images_dir);
     if (images.empty()) throw std::invalid_argument("no images in " + images_dir);
     return eval_dino_masks(line, images, masks_dir);
   }
-  const std::vector<std::string> methods = parse_method_list(state.methods);
+  const std::vector<AttributionMethod>& methods = state.methods.methods;
   // With "all", a method that cannot apply to this model (relevance on a family whose attention does
   // not reach autograd) is left out with its reason; a method asked for by name fails the run.
-  const bool every_method = state.methods == "all";
+  const bool every_method = state.methods.every;
   std::map<std::string, std::string> not_applicable;
   const std::vector<int> layer_list = parse_index_list("layers", line.flags.at("layers"));
   const std::vector<std::string> images = list_images(images_dir);
@@ -265,7 +268,7 @@ int eval_folder(const CommandLine& line) {
   const bool use_labels = !labels_path.empty() && mismatch.empty();
   FaithfulnessOptions faithfulness;
   faithfulness.steps = state.steps;
-  faithfulness.replacement = parse_replacement(state.replacement);
+  faithfulness.replacement = state.replacement;
   faithfulness.random_orders = 1;
 
   std::deque<Score> scores;  // references to its rows stay valid as rows are added
@@ -295,34 +298,35 @@ int eval_folder(const CommandLine& line) {
       ++labelled;
       correct += inference.top.front().index == label->second ? 1 : 0;
     }
-    if (model.output_kind() == "logits") faithfulness.target_class = use_labels ? label->second : -1;
+    if (model.output_kind() == OutputKind::Logits) faithfulness.target_class = use_labels ? label->second : -1;
     const FaithfulnessProbe probe(backbone, input, state.attention, model.normalization, faithfulness);
     uniform_mass += (patch_coverage(object, inference.forward.layout) > 0).to(torch::kDouble).mean().item<double>();
-    for (const std::string& method : methods) {
-      if (not_applicable.count(method)) continue;
-      std::vector<std::string> layers = {"all"};
-      if (reads_hook_point(method) || method == "attention") {
+    for (const AttributionMethod method : methods) {
+      const std::string name = to_string(method);
+      if (not_applicable.count(name)) continue;
+      // Layer-wise methods once per layer; the others once, through every layer ("all").
+      std::vector<std::optional<int>> layers = {std::nullopt};
+      if (reads_hook_point(method) || method == AttributionMethod::Attention) {
         layers.clear();
         std::vector<int> chosen = layer_list;
         if (chosen.empty())
           for (int l = 0; l < depth; ++l) chosen.push_back(l);
-        for (int l : chosen) layers.push_back(std::to_string(l < 0 ? depth + l : l));
+        for (int l : chosen) layers.push_back(l < 0 ? depth + l : l);
       }
-      for (const std::string& layer : layers) {
+      for (const std::optional<int>& layer : layers) {
         AttributionRequest request;
         request.method = method;
         request.target_class = probe.target_class();
         request.fusion = state.fusion;
         request.discard = state.discard;
         request.ig_steps = state.ig_steps;
-        request.ig_baseline = parse_replacement(state.ig_baseline);
-        if (layer != "all") {
-          const int l = std::stoi(layer);
-          if (l < 0 || l >= depth)
+        request.ig_baseline = state.ig_baseline;
+        if (layer) {
+          if (*layer < 0 || *layer >= depth)
             throw std::invalid_argument("--layers " + line.flags.at("layers") + ": the model has " +
                                         std::to_string(depth) + " attention layers");
-          request.attention_layer = l;
-          request.layer = "blocks." + layer + ".norm1";
+          request.attention_layer = *layer;
+          request.layer = "blocks." + std::to_string(*layer) + ".norm1";
         }
         AttributionMap map;
         try {
@@ -330,11 +334,11 @@ int eval_folder(const CommandLine& line) {
                                     &inference.forward.layers);
         } catch (const std::invalid_argument& e) {
           if (!every_method) throw;
-          not_applicable[method] = e.what();
+          not_applicable[name] = e.what();
           break;
         }
         const torch::Tensor coverage = patch_coverage(object, map.layout);
-        Score& score = score_for(method, reads_hook_point(method) ? map.where : layer);
+        Score& score = score_for(name, reads_hook_point(method) ? map.where : layer ? std::to_string(*layer) : "all");
         score.hits += pointing_hit(map.map.reshape({-1}), coverage) ? 1 : 0;
         score.mass += mass_inside(map.map.reshape({-1}), coverage);
         score.deletion += probe.deletion(map.map).auc;
@@ -342,6 +346,7 @@ int eval_folder(const CommandLine& line) {
       }
     }
     Score& random = score_for("random", "");
+    random.random = true;
     const TokenLayout& grid = inference.forward.layout;
     random.deletion += probe.random_baseline(grid.grid_h, grid.grid_w).deletion.auc;
     random.mass += (patch_coverage(object, grid) > 0).to(torch::kDouble).mean().item<double>();
@@ -356,7 +361,7 @@ int eval_folder(const CommandLine& line) {
             << std::fixed << std::setprecision(3);
   for (const Score& score : scores) {
     const double n = std::max(1, score.images);
-    const bool random = score.method == "random";
+    const bool random = score.random;
     std::cout << "| " << (random ? "random / uniform" : score.method) << " | " << score.layer << " | ";
     if (!random) std::cout << score.hits / n;
     std::cout << " | " << score.mass / n << " | " << score.deletion / n << " |\n";
@@ -371,14 +376,15 @@ int eval_folder(const CommandLine& line) {
   std::cout << "\nrandom: a random order of the patches (deletion) and a uniform map (mass); deletion: "
             << to_string(faithfulness.replacement) << " replacement, " << faithfulness.steps
             << " steps, probability of the " << (use_labels ? "labelled" : "top-1") << " class\n";
-  nlohmann::json report = {{"model", state.model},
-                           {"images", images.size()},
-                           {"folder", images_dir},
-                           {"objects", masks_dir.empty() ? "boxes " + boxes_path : "masks " + masks_dir},
-                           {"methods", rows},
-                           {"uniform_mass_inside", uniform_mass / double(images.size())},
-                           {"not_applicable", not_applicable},
-                           {"deletion", {{"steps", faithfulness.steps}, {"replacement", state.replacement}}}};
+  nlohmann::json report = {
+      {"model", state.model},
+      {"images", images.size()},
+      {"folder", images_dir},
+      {"objects", masks_dir.empty() ? "boxes " + boxes_path : "masks " + masks_dir},
+      {"methods", rows},
+      {"uniform_mass_inside", uniform_mass / double(images.size())},
+      {"not_applicable", not_applicable},
+      {"deletion", {{"steps", faithfulness.steps}, {"replacement", to_string(state.replacement)}}}};
   if (use_labels) {
     const double accuracy = double(correct) / std::max(1, labelled);
     std::cout << "accuracy: " << accuracy << " (" << correct << " of " << labelled << " labelled images)\n";

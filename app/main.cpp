@@ -14,15 +14,19 @@ namespace attnscope {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> list = {
-      {"run", "run one image through a model and write attention, matrices, overlays and a summary", run_command},
-      {"analyze", "Grad-CAM, attention rollout, spectrum and rank, f_p, focus metrics of one image", analyze_command},
-      {"info", "print the architecture attnscope infers from a checkpoint", info_command},
-      {"train", "train a demo model on the generated glyph task", train_command},
-      {"eval", "accuracy, attention focus and rank of demo models on held-out glyph images", eval_command},
-      {"export", "paper figures (PNG, SVG, PDF) with the data behind them, for an image or a folder", export_command},
-      {"glyphs", "write images of the generated glyph task with labels and boxes", glyphs_command},
-      {"bench", "forward latency per variant against PyTorch eager on this machine", bench_command},
-      {"gui", "the live attention workbench (also what `attnscope` alone opens)", gui_command},
+      {"run", "run one image through a model and write attention, matrices, overlays and a summary", run_command,
+       run_syntax},
+      {"analyze", "one analysis of one image (attribution, spectrum, f_p, representations, folder statistics, ...)",
+       analyze_command, analyze_syntax},
+      {"info", "print the architecture attnscope infers from a checkpoint", info_command, info_syntax},
+      {"train", "train a demo model on the generated glyph task", train_command, train_syntax},
+      {"eval", "accuracy, attention focus and rank of demo models on held-out glyph images", eval_command, eval_syntax},
+      {"export", "paper figures (PNG, SVG, PDF) with the data behind them, for an image or a folder", export_command,
+       export_syntax},
+      {"glyphs", "write images of the generated glyph task with labels and boxes", glyphs_command, glyphs_syntax},
+      {"bench", "forward latency per variant against PyTorch eager on this machine", bench_command, bench_syntax},
+      {"gui", "the live attention workbench (also what `attnscope` alone opens)", gui_command, gui_syntax},
+      {"reference", "print the command reference as Markdown (docs/commands.md)", reference_command, reference_syntax},
   };
   return list;
 }

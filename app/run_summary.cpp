@@ -15,6 +15,17 @@ namespace attnscope {
 
 namespace {
 
+// Every knob of the knob table by its name, as summary.json's `settings` names them.
+nlohmann::json knob_settings_json(const AttentionSettings& settings) {
+  nlohmann::json json = nlohmann::json::object();
+  for (const AttentionKnob& knob : attention_knobs()) json[knob.name] = knob.summary(settings);
+  return json;
+}
+
+}  // namespace
+
+namespace {
+
 // One head's spectrum as `mode` asks (views/panel_maps.h: what the workbench shows), and the
 // entropy of the query's row. Run's auto leaves heads whose exact path is not cheap out before.
 nlohmann::json head_spectrum_json(const AttentionCapture& capture, int head, int query, RankMode mode,
@@ -99,19 +110,15 @@ nlohmann::json run_summary(const RunSummaryInputs& in) {
         {"total", capture.layout.total_tokens()}}},
       {"variant", to_string(state.attention.variant)},
       {"attention", capture.attention.describe()},
-      {"settings",
-       {{"p", state.attention.p},
-        {"window", state.attention.window},
-        {"anchors", state.attention.anchors},
-        {"dwc", state.attention.dwc},
-        {"norm", to_string(state.attention.norm)}}},
+      {"settings", knob_settings_json(state.attention)},
       {"device", result.device},
       {"linear_backend", linear_backend().onednn ? "onednn" : "blas"},
       {"forward_ms", result.milliseconds},
       {"layer", layer},
       {"head", state.head},
-      {"query", {{"spec", state.query}, {"token", query.token}, {"name", capture.layout.token_name(query.token)}}},
-      {"output", {{"kind", model.output_kind()}, {"size", result.forward.logits.size(-1)}}},
+      {"query",
+       {{"spec", state.query.text()}, {"token", query.token}, {"name", capture.layout.token_name(query.token)}}},
+      {"output", {{"kind", to_string(model.output_kind())}, {"size", result.forward.logits.size(-1)}}},
       {"normalization",
        {{"mean", model.normalization.mean}, {"std", model.normalization.std}, {"source", model.normalization_source}}},
       {"preprocessing", preprocessing_json(model, state.input_settings(), in.prepared)},

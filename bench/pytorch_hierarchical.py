@@ -7,6 +7,7 @@ code: timm's swin_transformer.py and pvt_v2.py), run in float32 under torch.no_g
 attention probabilities, as timm's non-fused attention computes them.
 
 Usage:
+  bench/pytorch_hierarchical.py --families   (the families below, as JSON)
   bench/pytorch_hierarchical.py --make swin|pvt OUT.safetensors [--seed S]
       writes random-init Swin-T (96, depths 2-2-6-2, heads 3-6-12-24, window 7) or PVT-v2-b2 (64-128-320-512,
       depths 3-4-6-3, heads 1-2-5-8, sr 8-4-2-1) weights in timm's layout, with attnscope_arch metadata.
@@ -98,6 +99,7 @@ def make_pvt(classes=1000):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--make", nargs=2, metavar=("FAMILY", "OUT"))
+    parser.add_argument("--families", action="store_true", help="print the families this baseline has, as JSON")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
@@ -105,10 +107,16 @@ def main():
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--size", type=int, default=224)
     args = parser.parse_args()
+    makers = {"swin": make_swin, "pvt": make_pvt}
+    if args.families:
+        print(json.dumps({"families": sorted(makers)}))
+        return 0
     if args.make:
         family, out = args.make
+        if family not in makers:
+            parser.error("no eager baseline for family %r (have: %s)" % (family, ", ".join(sorted(makers))))
         torch.manual_seed(args.seed)
-        sd, arch = {"swin": make_swin, "pvt": make_pvt}[family]()
+        sd, arch = makers[family]()
         safetensors_io.save_file(sd, out, metadata={"format": "pt", "attnscope_arch": json.dumps(arch)})
         return 0
     if not args.model:

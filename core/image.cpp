@@ -230,27 +230,15 @@ cv::Mat high_byte(const cv::Mat& image16) {
 
 // ---------------------------------------------------------------------------------------------
 
-ResizeMode parse_resize_mode(const std::string& name) {
-  if (name == "auto") return ResizeMode::Auto;
-  if (name == "timm") return ResizeMode::Timm;
-  if (name == "fit") return ResizeMode::Fit;
-  if (name == "none") return ResizeMode::None;
-  throw std::invalid_argument("unknown resize mode '" + excerpt(name) + "' (expected auto, timm, fit or none)");
+const std::vector<EnumEntry<ResizeMode>>& EnumTable<ResizeMode>::entries() {
+  static const std::vector<EnumEntry<ResizeMode>> table = {
+      {ResizeMode::Auto, "auto"}, {ResizeMode::Timm, "timm"}, {ResizeMode::Fit, "fit"}, {ResizeMode::None, "none"}};
+  return table;
 }
 
-std::string to_string(ResizeMode mode) {
-  switch (mode) {
-    case ResizeMode::Auto:
-      return "auto";
-    case ResizeMode::Timm:
-      return "timm";
-    case ResizeMode::Fit:
-      return "fit";
-    case ResizeMode::None:
-      return "none";
-  }
-  return "unknown";
-}
+ResizeMode parse_resize_mode(const std::string& name) { return parse_enum_named<ResizeMode>("resize mode", name); }
+
+std::string to_string(ResizeMode mode) { return enum_name(mode); }
 
 cv::Mat load_image_rgb(const std::string& path, int64_t max_pixels) {
   auto cannot_read = [&path](const std::string& reason) {
@@ -319,15 +307,17 @@ cv::Mat load_image_rgb(const std::string& path, int64_t max_pixels) {
   return rgb;
 }
 
-Interpolation parse_interpolation(const std::string& name) {
-  if (name == "bicubic") return Interpolation::Bicubic;
-  if (name == "bilinear") return Interpolation::Bilinear;
-  throw std::invalid_argument("unknown interpolation '" + name.substr(0, 40) + "' (expected bicubic or bilinear)");
+const std::vector<EnumEntry<Interpolation>>& EnumTable<Interpolation>::entries() {
+  static const std::vector<EnumEntry<Interpolation>> table = {{Interpolation::Bicubic, "bicubic"},
+                                                              {Interpolation::Bilinear, "bilinear"}};
+  return table;
 }
 
-std::string to_string(Interpolation interpolation) {
-  return interpolation == Interpolation::Bilinear ? "bilinear" : "bicubic";
+Interpolation parse_interpolation(const std::string& name) {
+  return parse_enum_named<Interpolation>("interpolation", name);
 }
+
+std::string to_string(Interpolation interpolation) { return enum_name(interpolation); }
 
 std::array<float, 3> parse_channel_values(const std::string& text, const std::string& option) {
   std::array<float, 3> values{};
@@ -358,33 +348,42 @@ bool InputSettings::operator==(const InputSettings& other) const {
          interpolation == other.interpolation && mean == other.mean && std == other.std;
 }
 
+std::string channel_values_text(const std::optional<std::array<float, 3>>& values) {
+  if (!values) return "";
+  std::ostringstream text;
+  text << (*values)[0] << "," << (*values)[1] << "," << (*values)[2];
+  return text.str();
+}
+
 std::string to_string(const InputSettings& input) {
-  return to_string(input.resize) + " " + input.input_size + " crop=" + input.crop +
-         " interpolation=" + input.interpolation + " mean=" + input.mean + " std=" + input.std;
+  std::ostringstream crop;
+  if (input.crop) crop << *input.crop;
+  return to_string(input.resize) + " " + input.input_size.text() + " crop=" + crop.str() +
+         " interpolation=" + (input.interpolation ? to_string(*input.interpolation) : "") +
+         " mean=" + channel_values_text(input.mean) + " std=" + channel_values_text(input.std);
 }
 
 Preprocessing resolve_preprocessing(const InputSettings& input, const DeclaredPreprocessing& declared) {
   Preprocessing used;
-  auto from = [&](const std::string& given, const std::string& option, const std::string& declared_source,
-                  bool declared_has) {
-    if (!given.empty()) return "--" + option;
+  auto from = [&](bool given, const std::string& option, const std::string& declared_source, bool declared_has) {
+    if (given) return "--" + option;
     return declared_has ? declared_source : std::string("default");
   };
   used.resize = input.resize == ResizeMode::Auto ? declared.resize.value_or(ResizeMode::Timm) : input.resize;
   used.resize_source =
       input.resize == ResizeMode::Auto ? (declared.resize ? declared.source : std::string("default")) : "--resize";
-  used.crop_pct = input.crop.empty() ? declared.crop_pct.value_or(0.875) : std::stod(input.crop);
-  used.crop_source = from(input.crop, "crop", declared.source, declared.crop_pct.has_value());
-  used.interpolation = input.interpolation.empty() ? declared.interpolation.value_or(Interpolation::Bicubic)
-                                                   : parse_interpolation(input.interpolation);
+  used.crop_pct = input.crop ? *input.crop : declared.crop_pct.value_or(0.875);
+  used.crop_source = from(input.crop.has_value(), "crop", declared.source, declared.crop_pct.has_value());
+  used.interpolation =
+      input.interpolation ? *input.interpolation : declared.interpolation.value_or(Interpolation::Bicubic);
   used.interpolation_source =
-      from(input.interpolation, "interpolation", declared.source, declared.interpolation.has_value());
+      from(input.interpolation.has_value(), "interpolation", declared.source, declared.interpolation.has_value());
   used.normalization = declared.normalization;
   used.normalization_source = declared.normalization_source.empty() ? "ImageNet" : declared.normalization_source;
-  if (!input.mean.empty()) used.normalization.mean = parse_channel_values(input.mean, "--mean");
-  if (!input.std.empty()) used.normalization.std = parse_channel_values(input.std, "--std");
-  if (!input.mean.empty() || !input.std.empty())
-    used.normalization_source = input.mean.empty() ? "--std" : input.std.empty() ? "--mean" : "--mean/--std";
+  if (input.mean) used.normalization.mean = *input.mean;
+  if (input.std) used.normalization.std = *input.std;
+  if (input.mean || input.std)
+    used.normalization_source = !input.mean ? "--std" : !input.std ? "--mean" : "--mean/--std";
   return used;
 }
 
@@ -465,11 +464,12 @@ torch::Tensor image_to_tensor(const cv::Mat& rgb, const Normalization& norm) {
   return tensor;
 }
 
-std::pair<int, int> resolve_input_size(const std::string& spec, int native_height, int native_width, int multiple) {
-  if (spec.empty() || spec == "native") return {native_height, native_width};
+InputSize InputSize::parse(const std::string& text) {
+  InputSize size;
+  if (text.empty() || text == "native") return size;
   int height = 0, width = 0;
   char separator = 0, extra = 0;
-  std::istringstream in(spec);
+  std::istringstream in(text);
   in >> height;
   if (in >> separator) {
     if (separator != 'x' || !(in >> width) || (in >> extra)) height = 0;
@@ -477,14 +477,43 @@ std::pair<int, int> resolve_input_size(const std::string& spec, int native_heigh
     width = height;
   }
   if (height <= 0 || width <= 0)
-    throw std::invalid_argument("--size expects native, S or HxW in pixels, got '" + spec.substr(0, 40) + "'");
+    throw std::invalid_argument("--size expects native, S or HxW in pixels, got '" + text.substr(0, 40) + "'");
   if (height > kMaxInputSide || width > kMaxInputSide)
-    throw std::invalid_argument("--size " + spec.substr(0, 40) + ": each side must be at most " +
+    throw std::invalid_argument("--size " + text.substr(0, 40) + ": each side must be at most " +
                                 std::to_string(kMaxInputSide) + " pixels");
-  if (height % multiple || width % multiple)
-    throw std::invalid_argument("--size " + spec.substr(0, 40) + " is not a multiple of " + std::to_string(multiple) +
+  size.height = height;
+  size.width = width;
+  return size;
+}
+
+std::string InputSize::text() const {
+  if (native()) return "native";
+  return height == width ? std::to_string(height) : std::to_string(height) + "x" + std::to_string(width);
+}
+
+std::pair<int, int> resolve_input_size(const InputSize& size, int native_height, int native_width, int multiple) {
+  if (size.native()) return {native_height, native_width};
+  if (size.height % multiple || size.width % multiple)
+    throw std::invalid_argument("--size " + size.text() + " is not a multiple of " + std::to_string(multiple) +
                                 ", which the model's input sides must be (for a ViT: the patch size)");
-  return {height, width};
+  return {size.height, size.width};
+}
+
+std::vector<std::string> list_images(const std::string& folder) {
+  static const std::vector<std::string> extensions = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp"};
+  std::error_code error;
+  std::filesystem::directory_iterator it(folder, error);
+  if (error) throw std::invalid_argument("cannot read image folder " + folder + ": " + error.message());
+  std::vector<std::string> images;
+  for (const auto& entry : it) {
+    if (!entry.is_regular_file()) continue;
+    std::string ext = entry.path().extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    if (std::find(extensions.begin(), extensions.end(), ext) != extensions.end())
+      images.push_back(entry.path().string());
+  }
+  std::sort(images.begin(), images.end());
+  return images;
 }
 
 }  // namespace attnscope

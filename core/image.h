@@ -3,11 +3,14 @@
 // conversion to the normalised input tensor a ViT expects.
 #pragma once
 
+#include "core/enum_names.h"
+
 #include <array>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <torch/types.h>
 #include <opencv2/core.hpp>
@@ -26,12 +29,20 @@ enum class ResizeMode {
   Fit,   // squash the whole image to the input size, bicubic
   None,  // the image must already have the input size
 };
+template <>
+struct EnumTable<ResizeMode> {
+  static const std::vector<EnumEntry<ResizeMode>>& entries();
+};
 
 ResizeMode parse_resize_mode(const std::string& name);  // "auto" | "timm" | "fit" | "none"
 std::string to_string(ResizeMode mode);
 
 // The resampling filter of a resize, both Pillow-exact (antialiased when shrinking).
 enum class Interpolation { Bicubic, Bilinear };
+template <>
+struct EnumTable<Interpolation> {
+  static const std::vector<EnumEntry<Interpolation>>& entries();
+};
 Interpolation parse_interpolation(const std::string& name);  // "bicubic" | "bilinear"
 std::string to_string(Interpolation interpolation);
 
@@ -41,22 +52,33 @@ std::array<float, 3> parse_channel_values(const std::string& text, const std::st
 // The largest model input side in pixels (DINOv2's 518 and 1024-pixel fine-tunes fit easily).
 constexpr int kMaxInputSide = 4096;
 
-// How an image becomes a model's input: the resize mode and the input size ("native", "S" or
-// "HxW" pixels); the crop fraction, filter, mean and std as given (empty: what the checkpoint
-// declares, else timm's ImageNet defaults).
+// An input resolution as --size gives it: the model's native one, or height x width pixels.
+struct InputSize {
+  int height = 0, width = 0;  // 0: native
+  bool native() const { return height == 0; }
+  // "native", "S" or "HxW", each side at most kMaxInputSide; throws std::invalid_argument naming --size.
+  static InputSize parse(const std::string& text);
+  std::string text() const;  // as parse takes it
+  bool operator==(const InputSize& other) const { return height == other.height && width == other.width; }
+};
+
+// How an image becomes a model's input: the resize mode and the input size; the crop fraction,
+// filter, mean and std as given (none: what the checkpoint declares, else timm's ImageNet defaults).
 struct InputSettings {
   ResizeMode resize = ResizeMode::Auto;
-  std::string input_size = "native";
-  std::string crop;           // timm's crop_pct, in (0, 1]
-  std::string interpolation;  // bicubic or bilinear
-  std::string mean, std;      // "R,G,B"
+  InputSize input_size;
+  std::optional<double> crop;  // timm's crop_pct, in (0, 1]
+  std::optional<Interpolation> interpolation;
+  std::optional<std::array<float, 3>> mean, std;
   bool operator==(const InputSettings& other) const;
 };
 std::string to_string(const InputSettings& input);  // every field, for cache keys
+// "0.5,0.5,0.5": channel values as the options write them; empty for none.
+std::string channel_values_text(const std::optional<std::array<float, 3>>& values);
 
-// The input resolution for `input_size` given the model's native one and the multiple its sides
-// must be; throws std::invalid_argument naming --size on a bad spec.
-std::pair<int, int> resolve_input_size(const std::string& spec, int native_height, int native_width, int multiple);
+// The input resolution for `size` given the model's native one and the multiple its sides must be;
+// throws std::invalid_argument naming --size when they are not a multiple of it.
+std::pair<int, int> resolve_input_size(const InputSize& size, int native_height, int native_width, int multiple);
 
 struct Normalization {
   std::array<float, 3> mean{0.485f, 0.456f, 0.406f};  // ImageNet defaults (timm/DeiT)
@@ -103,5 +125,9 @@ cv::Mat prepare_image(const cv::Mat& rgb, ResizeMode mode, int height, int width
 
 // 8-bit RGB [H x W] -> float tensor [1, 3, H, W], (x / 255 - mean) / std.
 torch::Tensor image_to_tensor(const cv::Mat& rgb, const Normalization& norm = {});
+
+// The images in a folder (not recursive), sorted by name: .png .jpg .jpeg .bmp .tif .tiff .webp
+// (any case). Throws std::invalid_argument if the folder cannot be read.
+std::vector<std::string> list_images(const std::string& folder);
 
 }  // namespace attnscope

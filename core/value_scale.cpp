@@ -79,13 +79,15 @@ std::string to_string(const ScaleSpec& spec) {
   return "?";
 }
 
-OverlayAlpha parse_overlay_alpha(const std::string& text) {
-  if (text == "value") return OverlayAlpha::Value;
-  if (text == "constant") return OverlayAlpha::Constant;
-  throw std::invalid_argument("--alpha expects value or constant, got '" + text.substr(0, 80) + "'");
+const std::vector<EnumEntry<OverlayAlpha>>& EnumTable<OverlayAlpha>::entries() {
+  static const std::vector<EnumEntry<OverlayAlpha>> table = {{OverlayAlpha::Value, "value"},
+                                                             {OverlayAlpha::Constant, "constant"}};
+  return table;
 }
 
-std::string to_string(OverlayAlpha alpha) { return alpha == OverlayAlpha::Value ? "value" : "constant"; }
+OverlayAlpha parse_overlay_alpha(const std::string& text) { return parse_enum<OverlayAlpha>("alpha", text); }
+
+std::string to_string(OverlayAlpha alpha) { return enum_name(alpha); }
 
 double display_factor(const ScaleSpec& spec, int keys) {
   return spec.mode == ScaleMode::Uniform ? double(std::max(keys, 1)) : 1.0;

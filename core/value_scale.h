@@ -3,6 +3,8 @@
 // diverging map a map with negative values gets, and the overlay opacity that follows the value.
 #pragma once
 
+#include "core/enum_names.h"
+
 #include <opencv2/core.hpp>
 #include <string>
 
@@ -33,6 +35,10 @@ std::string to_string(const ScaleSpec& spec);
 // How an overlay blends: "value" (opacity times the value's place on the scale, so low weights
 // leave the image visible) or "constant" (the same opacity everywhere).
 enum class OverlayAlpha { Value, Constant };
+template <>
+struct EnumTable<OverlayAlpha> {
+  static const std::vector<EnumEntry<OverlayAlpha>>& entries();
+};
 OverlayAlpha parse_overlay_alpha(const std::string& text);
 std::string to_string(OverlayAlpha alpha);
 

@@ -3,10 +3,6 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "figures/layout_rows.h"
-#include "figures/layouts.h"
-#include "models/inference.h"
-
 namespace attnscope {
 
 namespace {
@@ -36,35 +32,6 @@ PlotPanel curve_plot(const FaithfulnessCurve& curve, const FaithfulnessCurve& ra
 
 }  // namespace
 
-FaithfulnessTableRequest faithfulness_request(const AppState& state) {
-  FaithfulnessTableRequest request;
-  request.methods = parse_method_list(state.methods);
-  request.attribution.layer = state.gradcam_layer;
-  request.attribution.attention_layer = state.layer;
-  request.attribution.fusion = state.fusion;
-  request.attribution.discard = state.discard;
-  request.attribution.ig_steps = state.ig_steps;
-  request.attribution.ig_baseline = parse_replacement(state.ig_baseline);
-  request.faithfulness.steps = state.steps;
-  request.faithfulness.replacement = parse_replacement(state.replacement);
-  request.faithfulness.target_class = state.target_class;
-  return request;
-}
-
-Figure faithfulness_layout(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
-                           const std::string& title, const RowModels* rows) {
-  if (request.variants.empty()) throw std::invalid_argument("a figure needs at least one variant");
-  const VariantChoice& variant = request.variants.front();
-  const VariantRun row = variant_model(variant, request, model, prepared_rgb, rows);
-  LoadedModel* row_model = row.model;
-  const cv::Mat& row_rgb = row.prepared;
-  const torch::Tensor input = image_to_tensor(row_rgb, row_model->normalization).to(row_model->device);
-  const FaithfulnessTable table = faithfulness_table(row_model->native("faithfulness"), input, variant.settings,
-                                                     row_model->normalization, request.faithfulness);
-  return faithfulness_figure(table, row_rgb, request.colormap, float(request.opacity),
-                             title + "  \u00b7  " + variant.label);
-}
-
 Figure faithfulness_figure(const FaithfulnessTable& table, const cv::Mat& input_rgb, Colormap colormap, float opacity,
                            const std::string& title) {
   Figure figure(int(table.methods.size()), 3);
@@ -76,7 +43,7 @@ Figure faithfulness_figure(const FaithfulnessTable& table, const cv::Mat& input_
   figure.scales.push_back({colormap, 0.0f, 1.0f, "each map's own normalisation"});
   for (size_t r = 0; r < table.methods.size(); ++r) {
     const MethodFaithfulness& row = table.methods[r];
-    const std::string& method = row.map.method;
+    const std::string method = to_string(row.map.method);
     const std::string stem = data_stem(method);
     figure.row_labels.push_back(method);
 

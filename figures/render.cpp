@@ -20,24 +20,17 @@
 
 namespace attnscope {
 
-FigureFormat parse_figure_format(const std::string& name) {
-  if (name == "png") return FigureFormat::Png;
-  if (name == "svg") return FigureFormat::Svg;
-  if (name == "pdf") return FigureFormat::Pdf;
-  throw std::invalid_argument("unknown figure format '" + excerpt(name) + "' (expected png, svg or pdf)");
+const std::vector<EnumEntry<FigureFormat>>& EnumTable<FigureFormat>::entries() {
+  static const std::vector<EnumEntry<FigureFormat>> table = {
+      {FigureFormat::Png, "png"}, {FigureFormat::Svg, "svg"}, {FigureFormat::Pdf, "pdf"}};
+  return table;
 }
 
-std::string to_string(FigureFormat format) {
-  switch (format) {
-    case FigureFormat::Png:
-      return "png";
-    case FigureFormat::Svg:
-      return "svg";
-    case FigureFormat::Pdf:
-      return "pdf";
-  }
-  return "?";
+FigureFormat parse_figure_format(const std::string& name) {
+  return parse_enum_named<FigureFormat>("figure format", name);
 }
+
+std::string to_string(FigureFormat format) { return enum_name(format); }
 
 cv::Mat heatmap_image(const HeatmapPanel& heatmap, const ColorScale& scale) {
   const ValueScale value_scale = scale.value_scale();

@@ -2,6 +2,8 @@
 // heatmaps embedded as images that keep their cells crisp). No cairo type leaks out of here.
 #pragma once
 
+#include "core/enum_names.h"
+
 #include <string>
 #include <vector>
 
@@ -10,6 +12,10 @@
 namespace attnscope {
 
 enum class FigureFormat { Png, Svg, Pdf };
+template <>
+struct EnumTable<FigureFormat> {
+  static const std::vector<EnumEntry<FigureFormat>>& entries();
+};
 FigureFormat parse_figure_format(const std::string& name);  // "png" | "svg" | "pdf"; throws
 std::string to_string(FigureFormat format);                 // also the file extension
 

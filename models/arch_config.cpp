@@ -17,20 +17,18 @@ namespace attnscope {
 namespace fs = std::filesystem;
 
 const std::vector<ArchKey>& arch_keys() {
-  static const std::vector<ArchKey> keys = {
-      {"heads", "num_heads", "attention heads (per stage for hierarchical models)", ArchKey::Counts},
-      {"window", "window_size", "window side (Swin, FLatten-Swin's focused blocks, L2ViT's local blocks)",
-       ArchKey::Counts},
-      {"window_s", "", "FLatten-Swin's window of its softmax blocks", ArchKey::Counts},
-      {"split_size", "split_size", "CSwin's stripe width per stage", ArchKey::Counts},
-      {"la_split_size", "la_split_size", "FLatten-CSwin's stripe width of focused blocks per stage", ArchKey::Counts},
-      {"att_head_dim", "att_head_dim", "CARE's head width per stage", ArchKey::Counts},
-      {"attn_type", "attn_type", "FLatten's block kinds per stage (L focused, S softmax)", ArchKey::Text},
-      {"focusing_factor", "focusing_factor", "FLatten's p of f_p it was trained with", ArchKey::Number},
-      {"img_size", "img_size", "the training input side", ArchKey::Count},
-      {"eps", "", "LayerNorm epsilon (ViT)", ArchKey::Number},
-      {"act", "act_layer", "MLP activation, gelu or quick_gelu (ViT)", ArchKey::Text},
-  };
+  static const std::vector<ArchKey> keys = [] {
+    std::vector<ArchKey> all = {
+        {"heads", "num_heads", "attention heads (per stage for hierarchical models)", ArchKey::Counts},
+        {"img_size", "img_size", "the training input side", ArchKey::Count},
+    };
+    for (const BackboneFamily& family : backbone_families())
+      for (const ArchKey& key : family.config_keys)
+        if (std::none_of(all.begin(), all.end(),
+                         [&](const ArchKey& known) { return std::string(known.key) == key.key; }))
+          all.push_back(key);
+    return all;
+  }();
   return keys;
 }
 
@@ -166,21 +164,21 @@ const nlohmann::json* at_path(const nlohmann::json& root, std::initializer_list<
   return node;
 }
 
-// FLatten's config (config.py, models/build.py): MODEL.TYPE picks the model; MODEL.LA.* and, for
-// Swin, MODEL.SWIN.* hold the constructor's arguments; DATA.IMG_SIZE the training input.
+// FLatten's config (config.py, models/build.py): MODEL.TYPE picks the model and DATA.IMG_SIZE is
+// the training input; where each family keeps its constructor's arguments (MODEL.LA.*, MODEL.SWIN.*)
+// is the family's (BackboneFamily::yaml_keys).
 nlohmann::json yaml_model_args(const nlohmann::json& yaml, std::string& architecture) {
   nlohmann::json args = nlohmann::json::object();
   if (const auto* type = at_path(yaml, {"MODEL", "TYPE"}); type && type->is_string())
     architecture = type->get<std::string>();
-  auto copy = [&](std::initializer_list<const char*> path, const char* name) {
-    if (const auto* value = at_path(yaml, path)) args[name] = *value;
-  };
-  copy({"DATA", "IMG_SIZE"}, "img_size");
-  copy({"MODEL", "LA", "ATTN_TYPE"}, "attn_type");
-  copy({"MODEL", "LA", "FOCUSING_FACTOR"}, "focusing_factor");
-  copy({"MODEL", "LA", "CSWIN_LA_SPLIT_SIZE"}, "la_split_size");
-  copy({"MODEL", "SWIN", "NUM_HEADS"}, "num_heads");
-  copy({"MODEL", "SWIN", "WINDOW_SIZE"}, "window_size");
+  if (const auto* value = at_path(yaml, {"DATA", "IMG_SIZE"})) args["img_size"] = *value;
+  for (const BackboneFamily& family : backbone_families())
+    for (const YamlArchKey& key : family.yaml_keys) {
+      const nlohmann::json* node = &yaml;
+      for (const char* name : key.path)
+        node = node && node->is_object() && node->contains(name) ? &(*node)[name] : nullptr;
+      if (node) args[key.argument] = *node;
+    }
   return args;
 }
 

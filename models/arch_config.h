@@ -37,7 +37,16 @@ struct ArchKey {
   const char* meaning;
   enum Kind { Count, Counts, Number, Text } kind;  // Counts: one whole number per stage (or one for all)
 };
+// Every key: heads and img_size, which every family reads, then each family's own
+// (BackboneFamily::config_keys, models/model_families.h).
 const std::vector<ArchKey>& arch_keys();
+
+// A value of an authors' training yaml (FLatten's cfgs/*.yaml): its path and the constructor
+// keyword it is ({"MODEL", "SWIN", "NUM_HEADS"} is num_heads).
+struct YamlArchKey {
+  std::vector<const char*> path;
+  const char* argument;
+};
 
 // A value no source gave: what the family took, and why.
 struct ArchAssumption {

@@ -42,7 +42,7 @@ ResolvedAttention AttentionImpl::resolve(const AttentionSettings& settings, cons
       resolve_for_layer(settings, arch_.native, kernel_parameters(), !dwc.is_empty(), layout.patch_tokens());
   resolved.window = settings.window;
   if (settings.variant == Variant::Window && resolved.window <= 0) resolved.window = kDefaultWindow;
-  if (resolved.kernel == Kernel::Anchor) resolved.window = 0;  // anchors are global by construction
+  if (kernel_spec(resolved.kernel).global_only) resolved.window = 0;  // e.g. anchors
   // A window that covers the whole grid is global attention.
   if (resolved.window >= layout.grid_h && resolved.window >= layout.grid_w) resolved.window = 0;
   return resolved;
@@ -90,8 +90,8 @@ torch::Tensor AttentionImpl::mix(const torch::Tensor& projected, const TokenLayo
   const ResolvedAttention resolved = resolve(settings, layout);
   KernelFeatures features = kernel_features(resolved, q, k, kernel_parameters(), layout);
   auto allowed = window_mask(layout, resolved.window, projected.device());
-  if (capture && resolved.kernel == Kernel::Softmax && !allowed.defined())
-    features.row_log_normalizer = std::make_shared<torch::Tensor>();
+  // Kernels that normalise rows by a log-sum-exp (softmax) leave it here; the others leave it undefined.
+  if (capture && !allowed.defined()) features.row_log_normalizer = std::make_shared<torch::Tensor>();
   torch::Tensor out;
   if (probabilities_hook) {
     // The explicit matrix, so that the hook sees (and autograd differentiates) what the output uses.

@@ -34,6 +34,7 @@ struct AttentionArch {
 struct ChannelPart {
   std::string name;
   int begin = 0, end = 0;
+  bool attention = false;  // the part the layer's attention maps are of
 };
 
 // Where a layer sits in its model and how its queries reach keys (summary.json, info, the views).

@@ -1,4 +1,9 @@
 #include "models/attention_kernels.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "core/number_text.h"
 #include "models/cpu_threads.h"
 
 #include <torch/torch.h>
@@ -402,36 +407,213 @@ const std::vector<KernelSpec>& kernel_table() {
                                                    mean_normalised_row_scale};
   static const LinearNormalisation clamped{clamped_rows, clamped_output, clamped_row_scale};
   static const std::vector<KernelSpec> table = {
-      // name, learned parameters read, global only, takes additive, features, rows, attend, factors, describe
-      {Kernel::Softmax, "softmax", 0, false, true, softmax_features, softmax_rows, softmax_attend, nullptr, nullptr},
-      {Kernel::Linear, "linear", 0, false, false, relu_features, linear_kernel_rows, linear_kernel_attend,
-       linear_kernel_factors, nullptr, relu_sum},
-      {Kernel::Focused, "focused", kReadsScale | kReadsPositionalEncoding | kReadsDwc, false, false, focused_features,
-       linear_kernel_rows, linear_kernel_attend, linear_kernel_factors, describe_focused, mean_normalised},
-      {Kernel::Enhanced, "enhanced", kReadsTemperature, false, false, enhanced_features, linear_kernel_rows,
-       linear_kernel_attend, linear_kernel_factors, describe_enhanced, clamped},
-      {Kernel::Anchor, "anchor", kReadsAnchors, true, false, anchor_features, anchor_rows, anchor_attend,
-       anchor_factors, describe_anchor},
+      // name, learned parameters read, global only, takes additive, features, rows, attend, factors, describe,
+      // linear normalisation, knobs read (windows: every kernel that is not global only)
+      {Kernel::Softmax,
+       "softmax",
+       0,
+       false,
+       true,
+       softmax_features,
+       softmax_rows,
+       softmax_attend,
+       nullptr,
+       nullptr,
+       {},
+       {}},
+      {Kernel::Linear,
+       "linear",
+       0,
+       false,
+       false,
+       relu_features,
+       linear_kernel_rows,
+       linear_kernel_attend,
+       linear_kernel_factors,
+       nullptr,
+       relu_sum,
+       {}},
+      {Kernel::Focused,
+       "focused",
+       kReadsScale | kReadsPositionalEncoding | kReadsDwc,
+       false,
+       false,
+       focused_features,
+       linear_kernel_rows,
+       linear_kernel_attend,
+       linear_kernel_factors,
+       describe_focused,
+       mean_normalised,
+       {"p", "norm", "dwc"}},
+      {Kernel::Enhanced,
+       "enhanced",
+       kReadsTemperature,
+       false,
+       false,
+       enhanced_features,
+       linear_kernel_rows,
+       linear_kernel_attend,
+       linear_kernel_factors,
+       describe_enhanced,
+       clamped,
+       {}},
+      {Kernel::Anchor,
+       "anchor",
+       kReadsAnchors,
+       true,
+       false,
+       anchor_features,
+       anchor_rows,
+       anchor_attend,
+       anchor_factors,
+       describe_anchor,
+       {},
+       {"anchors"}},
       // CARE's linear branch: ELU + 1 features normalised as FLatten's, without f_p.
-      {Kernel::EluLinear, "elu_linear", 0, false, false, elu_features, linear_kernel_rows, linear_kernel_attend,
-       linear_kernel_factors, nullptr, mean_normalised},
+      {Kernel::EluLinear,
+       "elu_linear",
+       0,
+       false,
+       false,
+       elu_features,
+       linear_kernel_rows,
+       linear_kernel_attend,
+       linear_kernel_factors,
+       nullptr,
+       mean_normalised,
+       {}},
   };
   return table;
 }
 
 // The variants a user swaps in, beside the kernels they resolve to (resolve_for_layer below): a
 // new kernel is its row above, its variant row here and its case there.
-const std::vector<VariantSpec>& variant_table() {
-  static const std::vector<VariantSpec> table = {
-      {Variant::Native, "native", "the checkpoint's own attention"},
-      {Variant::Softmax, "softmax", "ViT/DeiT dot-product attention"},
-      {Variant::Linear, "linear", "ReLU kernel linear attention"},
-      {Variant::Focused, "focused", "FLatten: f_p on ReLU features, with the checkpoint's depthwise conv on V"},
-      {Variant::Enhanced, "enhanced", "L2ViT linear global attention: ReLU, temperature, clamped denominator"},
-      {Variant::Window, "window", "softmax within w x w windows of the patch grid"},
-      {Variant::Anchor, "anchor", "AnchorFormer: attention through m anchors (learned, or pooled from K)"},
+const std::vector<EnumEntry<Variant>>& EnumTable<Variant>::entries() {
+  static const std::vector<EnumEntry<Variant>> table = {
+      {Variant::Native, "native", nullptr, "the checkpoint's own attention"},
+      {Variant::Softmax, "softmax", nullptr, "ViT/DeiT dot-product attention"},
+      {Variant::Linear, "linear", nullptr, "ReLU kernel linear attention"},
+      {Variant::Focused, "focused", nullptr,
+       "FLatten: f_p on ReLU features, with the checkpoint's depthwise conv on V"},
+      {Variant::Enhanced, "enhanced", nullptr, "L2ViT linear global attention: ReLU, temperature, clamped denominator"},
+      {Variant::Window, "window", nullptr, "softmax within w x w windows of the patch grid"},
+      {Variant::Anchor, "anchor", nullptr, "AnchorFormer: attention through m anchors (learned, or pooled from K)"},
   };
   return table;
+}
+
+namespace {
+
+// A knob on one field of AttentionSettings: its row with set, text, copy and equal from the field.
+template <typename T>
+AttentionKnob knob_on(T AttentionSettings::*field, AttentionKnob row, std::function<T(const std::string&)> parse,
+                      std::function<std::string(const T&)> format) {
+  row.set = [field, parse](AttentionSettings& settings, const std::string& text) { settings.*field = parse(text); };
+  row.text = [field, format](const AttentionSettings& settings) { return format(settings.*field); };
+  row.summary = [field](const AttentionSettings& settings) { return nlohmann::json(settings.*field); };
+  row.copy = [field](const AttentionSettings& from, AttentionSettings& to) { to.*field = from.*field; };
+  row.equal = [field](const AttentionSettings& a, const AttentionSettings& b) { return a.*field == b.*field; };
+  return row;
+}
+
+// A count of patches: 0 means what `zero_means` says.
+AttentionKnob count_knob(int AttentionSettings::*field, AttentionKnob row) {
+  const std::string name = row.name;
+  row = knob_on<int>(
+      field, std::move(row),
+      [name](const std::string& text) {
+        const int value = parse_int_option(name, text);
+        if (value < 0) throw std::invalid_argument("--" + name + " must be >= 0");
+        return value;
+      },
+      [](const int& value) { return std::to_string(value); });
+  row.number = [field](const AttentionSettings& settings) { return double(settings.*field); };
+  row.set_number = [field](AttentionSettings& settings, double value) { settings.*field = int(value); };
+  return row;
+}
+
+std::vector<AttentionKnob> make_knobs() {
+  std::vector<AttentionKnob> knobs;
+
+  AttentionKnob p{"p", "P", "FLatten focusing factor (default 3)", "p="};
+  p.control_label = "p (focused)";
+  p.scope = KnobScope::Panel;
+  p.slider_min = 1.0;
+  p.slider_max = 10.0;
+  p = knob_on<double>(
+      &AttentionSettings::p, p,
+      [](const std::string& text) {
+        const double value = parse_double_option("p", text);
+        if (!(value > 0)) throw std::invalid_argument("--p must be positive");
+        return value;
+      },
+      [](const double& value) { return format_double(value); });
+  p.number = [](const AttentionSettings& settings) { return settings.p; };
+  p.set_number = [](AttentionSettings& settings, double value) { settings.p = value; };
+  knobs.push_back(p);
+
+  AttentionKnob window{
+      "window", "W",
+      "window size in patches (0: global; the window variant defaults to " + std::to_string(kDefaultWindow) + ")",
+      "w="};
+  window.control = KnobControl::GridSlider;
+  window.control_label = "window";
+  window.zero_means = "global";
+  knobs.push_back(count_knob(&AttentionSettings::window, window));
+
+  AttentionKnob anchors{
+      "anchors", "M",
+      "anchor count (0: all learned anchors, or " + std::to_string(kDefaultPooledAnchors) + " pooled from K)", "m="};
+  anchors.control = KnobControl::PatchSlider;
+  anchors.control_label = "anchors";
+  anchors.zero_means = "default";
+  anchors.zero_note = "the learned ones, or " + std::to_string(kDefaultPooledAnchors) + " pooled from K";
+  knobs.push_back(count_knob(&AttentionSettings::anchors, anchors));
+
+  AttentionKnob dwc{"dwc", "on|off", "FLatten's depthwise conv on V, where the checkpoint has it", "dwc="};
+  dwc.scope = KnobScope::Panel;
+  dwc.control = KnobControl::Switch;
+  dwc.control_label = "depthwise conv (DWC)";
+  dwc.only_where_read = true;
+  dwc.needs = kReadsDwc;
+  dwc.choices = {"off", "on"};
+  dwc = knob_on<bool>(
+      &AttentionSettings::dwc, dwc,
+      [](const std::string& text) {
+        if (text != "on" && text != "off")
+          throw std::invalid_argument("--dwc expects on or off, got '" + excerpt(text) + "'");
+        return text == "on";
+      },
+      [](const bool& value) { return std::string(value ? "on" : "off"); });
+  dwc.number = [](const AttentionSettings& settings) { return settings.dwc ? 1.0 : 0.0; };
+  dwc.set_number = [](AttentionSettings& settings, double value) { settings.dwc = value != 0.0; };
+  knobs.push_back(dwc);
+
+  AttentionKnob norm{"norm", focus_norm_choices(), focus_norm_help(), "norm="};
+  norm.control = KnobControl::Choice;
+  norm.control_label = "f_p norms";
+  for (const auto& entry : enum_entries<FocusNorm>()) norm.choices.push_back(entry.name);
+  norm = knob_on<FocusNorm>(
+      &AttentionSettings::norm, norm, [](const std::string& text) { return parse_enum<FocusNorm>("norm", text); },
+      [](const FocusNorm& value) { return enum_name(value); });
+  norm.summary = [](const AttentionSettings& settings) { return nlohmann::json(enum_name(settings.norm)); };
+  norm.number = [](const AttentionSettings& settings) { return double(settings.norm); };
+  norm.set_number = [](AttentionSettings& settings, double value) { settings.norm = FocusNorm(int(value)); };
+  knobs.push_back(norm);
+  return knobs;
+}
+
+}  // namespace
+
+const std::vector<AttentionKnob>& attention_knobs() {
+  static const std::vector<AttentionKnob> knobs = make_knobs();
+  return knobs;
+}
+
+bool kernel_reads_knob(const KernelSpec& spec, const AttentionKnob& knob) {
+  // Windows restrict any kernel that is not global by construction.
+  if (knob.control == KnobControl::GridSlider) return !spec.global_only;
+  return std::find(spec.knobs.begin(), spec.knobs.end(), knob.name) != spec.knobs.end();
 }
 
 const KernelSpec& kernel_spec(Kernel kernel) {

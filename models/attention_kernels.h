@@ -168,9 +168,13 @@ struct KernelSpec {
   std::optional<MatrixFactors> (*factors)(const KernelSpec& spec, const KernelFeatures& features, int64_t batch,
                                           int64_t head);
   void (*describe)(const ResolvedAttention& resolved, std::ostream& out);  // its own settings; may be null
-  LinearNormalisation linear{};  // linear kernels: what their shared rows, attend and factors read
+  LinearNormalisation linear{};    // linear kernels: what their shared rows, attend and factors read
+  std::vector<std::string> knobs;  // the knobs of the knob table it reads besides the window (p, anchors, ...)
 };
 const std::vector<KernelSpec>& kernel_table();
 const KernelSpec& kernel_spec(Kernel kernel);
+// Whether a layer running `spec` reads `knob`: the window restricts every kernel that is not
+// global only; the others are the kernel's own `knobs`.
+bool kernel_reads_knob(const KernelSpec& spec, const AttentionKnob& knob);
 
 }  // namespace attnscope

@@ -1,81 +1,53 @@
 #include "models/attention_settings.h"
-#include "core/excerpt.h"
 
 #include <stdexcept>
 
+#include "core/excerpt.h"
+
 namespace attnscope {
 
-namespace {
-
-// "a, b or c": a mode table's names or descriptions as help texts and errors list them.
-std::string list_alternatives(const std::vector<std::string>& items) {
-  std::string listed;
-  for (size_t i = 0; i < items.size(); ++i) listed += (i == 0 ? "" : i + 1 == items.size() ? " or " : ", ") + items[i];
-  return listed;
-}
-
-}  // namespace
-
-const VariantSpec& variant_spec(Variant variant) {
-  for (const VariantSpec& spec : variant_table())
-    if (spec.variant == variant) return spec;
-  throw std::logic_error("variant " + std::to_string(int(variant)) + " has no row in the variant table");
-}
-
 Variant parse_variant(const std::string& name) {
-  for (const VariantSpec& spec : variant_table())
-    if (name == spec.name) return spec.variant;
+  if (const Variant* variant = find_enum<Variant>(name)) return *variant;
   throw std::invalid_argument("unknown variant '" + excerpt(name) + "' (expected " + variant_choices() + ")");
 }
 
-std::string to_string(Variant variant) { return variant_spec(variant).name; }
-
 std::vector<std::string> variant_names() {
   std::vector<std::string> names;
-  for (const VariantSpec& spec : variant_table())
-    if (spec.variant != Variant::Native) names.push_back(spec.name);
+  for (const auto& entry : enum_entries<Variant>())
+    if (entry.value != Variant::Native) names.push_back(entry.name);
   return names;
 }
 
-std::string variant_choices() {
-  std::vector<std::string> names;
-  for (const VariantSpec& spec : variant_table()) names.push_back(spec.name);
-  return list_alternatives(names);
-}
+std::string variant_choices() { return enum_choices_text<Variant>(); }
 
-const std::vector<FocusNormSpec>& focus_norm_table() {
-  static const std::vector<FocusNormSpec> table = {
-      {FocusNorm::AllChannels, "all", "over all channels (authors' code)"},
-      {FocusNorm::PerHead, "head", "per head (paper)"},
+const std::vector<EnumEntry<FocusNorm>>& EnumTable<FocusNorm>::entries() {
+  static const std::vector<EnumEntry<FocusNorm>> table = {
+      {FocusNorm::AllChannels, "all", nullptr, "over all channels (authors' code)"},
+      {FocusNorm::PerHead, "head", nullptr, "per head (paper)"},
   };
   return table;
 }
 
-FocusNorm parse_focus_norm(const std::string& name) {
-  for (const FocusNormSpec& spec : focus_norm_table())
-    if (name == spec.name) return spec.norm;
-  std::vector<std::string> names;
-  for (const FocusNormSpec& spec : focus_norm_table()) names.push_back(spec.name);
-  throw std::invalid_argument("unknown f_p norm mode '" + excerpt(name) + "' (expected " + list_alternatives(names) +
-                              ")");
-}
-
-std::string to_string(FocusNorm norm) {
-  for (const FocusNormSpec& spec : focus_norm_table())
-    if (spec.norm == norm) return spec.name;
-  throw std::logic_error("f_p norm mode " + std::to_string(int(norm)) + " has no row in its table");
-}
-
-std::string focus_norm_choices() {
-  std::string names;
-  for (const FocusNormSpec& spec : focus_norm_table()) names += (names.empty() ? "" : "|") + std::string(spec.name);
-  return names;
-}
+std::string focus_norm_choices() { return enum_choices_bar<FocusNorm>(); }
 
 std::string focus_norm_help() {
-  std::vector<std::string> descriptions;
-  for (const FocusNormSpec& spec : focus_norm_table()) descriptions.push_back(spec.description);
-  return "f_p norms " + list_alternatives(descriptions);
+  const auto& entries = enum_entries<FocusNorm>();
+  std::string help = "f_p norms ";
+  for (size_t i = 0; i < entries.size(); ++i)
+    help += std::string(i == 0 ? "" : i + 1 == entries.size() ? " or " : ", ") + entries[i].description;
+  return help;
+}
+
+const AttentionKnob* find_attention_knob(const std::string& name) {
+  for (const AttentionKnob& knob : attention_knobs())
+    if (knob.name == name) return &knob;
+  return nullptr;
+}
+
+std::string knobs_key(const AttentionSettings& settings) {
+  std::string key;
+  for (const AttentionKnob& knob : attention_knobs()) key += knob.name + "=" + knob.text(settings) + "|";
+  return key;
 }
 
 }  // namespace attnscope

@@ -1,11 +1,16 @@
 // What attention a run computes: the variant and its knobs (p, window, anchors, DWC, f_p norms),
-// and the typed modes behind them. Variant and FocusNorm each have one name table
-// (attention_settings.cpp) that parsing, to_string, help texts and GUI labels all read. Shared by
-// the engine, the CLI, session files and the GUI; none of it needs a model reload.
+// and the typed modes behind them. Variant and FocusNorm each have one name table that parsing,
+// to_string, help texts and GUI labels all read, and every knob is a row of the knob table. Shared
+// by the engine, the CLI, session files and the GUI; none of it needs a model reload.
 #pragma once
 
+#include <functional>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "core/enum_names.h"
 
 namespace attnscope {
 
@@ -37,33 +42,83 @@ constexpr int kDefaultWindow = 7;
 // Anchors pooled from K when a layer has no learned ones and no count is given (AnchorFormer's m).
 constexpr int kDefaultPooledAnchors = 30;
 
-// One row of the variant table.
-struct VariantSpec {
-  Variant variant;
-  const char* name;         // CLI, session files, panel specs, the GUI combo
-  const char* description;  // help texts and GUI tooltips
+// The variants and f_p norm modes by name (core/enum_names.h): parsing, to_string, help texts and
+// GUI labels read the tables. The variant table sits beside the kernel table
+// (models/attention_kernels.cpp), in the order help texts and combos list them.
+template <>
+struct EnumTable<Variant> {
+  static const std::vector<EnumEntry<Variant>>& entries();
 };
-// In the order help texts and combos list them; defined beside the kernel table
-// (models/attention_kernels.cpp).
-const std::vector<VariantSpec>& variant_table();
-const VariantSpec& variant_spec(Variant variant);
+template <>
+struct EnumTable<FocusNorm> {
+  static const std::vector<EnumEntry<FocusNorm>>& entries();
+};
 
 Variant parse_variant(const std::string& name);  // throws std::invalid_argument
-std::string to_string(Variant variant);
+inline std::string to_string(Variant variant) { return enum_name(variant); }
 std::vector<std::string> variant_names();  // every swap, without "native" (bench defaults)
 std::string variant_choices();             // "native, softmax, ... or anchor", for help and errors
-
-// One row of the f_p norm table.
-struct FocusNormSpec {
-  FocusNorm norm;
-  const char* name;
-  const char* description;
-};
-const std::vector<FocusNormSpec>& focus_norm_table();
-FocusNorm parse_focus_norm(const std::string& name);  // throws std::invalid_argument
-std::string to_string(FocusNorm norm);
+inline std::string to_string(FocusNorm norm) { return enum_name(norm); }
+inline FocusNorm parse_focus_norm(const std::string& name) { return parse_enum<FocusNorm>("norm", name); }
 std::string focus_norm_choices();  // "all|head": the option's value, in help texts and errors
 std::string focus_norm_help();     // "f_p norms over all channels (authors' code) or per head (paper)"
+
+// ---- The knob table ---------------------------------------------------------------------------
+// Every knob of AttentionSettings besides the variant is one row: its option (CLI flag, session
+// key, panel-spec key and summary.json's settings key alike), how it parses, prints and copies,
+// its workbench control, and which kernels read it (the kernel table's `knobs`). The option
+// table, panel specs, request keys, run's summary and the workbench's controls all iterate it, so
+// a new knob is its field in AttentionSettings and its row here (models/attention_kernels.cpp).
+
+// Where the workbench draws its control: in each panel's block (a panel spec may set its own),
+// or once for every panel.
+enum class KnobScope { Panel, Shared };
+// The control: a slider over a fixed range (Slider), a slider over 1..the layer's grid side or
+// patch count whose 0 is a named default (GridSlider, PatchSlider), a switch, or one button a
+// choice (Choice: the value's name table).
+enum class KnobControl { Slider, GridSlider, PatchSlider, Switch, Choice };
+
+struct AttentionKnob {
+  AttentionKnob(std::string knob, std::string value, std::string description, std::string label_prefix)
+      : name(std::move(knob)),
+        value_name(std::move(value)),
+        help(std::move(description)),
+        label(std::move(label_prefix)) {}
+  std::string name;        // "p": --p, the session key, panel specs' p=, summary.json's settings.p
+  std::string value_name;  // for help texts: "P", "on|off", "all|head"
+  std::string help;
+  std::string label;  // how a panel's label shows a value it sets: "p=8", "w=3", "m=16", "dwc=off"
+  KnobScope scope = KnobScope::Shared;
+  KnobControl control = KnobControl::Slider;
+  double slider_min = 0, slider_max = 0;  // Slider's range
+  std::string zero_means;                 // GridSlider, PatchSlider: what 0 is ("global", "default")
+  std::string zero_note;                  // ... in a few more words, under the control
+  std::string control_label;              // the control's label: "p (focused)", "depthwise conv (DWC)"
+  // Learned parameters (KernelRead bits, models/attention_kernels.h) the knob needs the checkpoint
+  // to have: without them its control is off (the DWC switch on a model without DWC weights).
+  unsigned needs = 0;
+  // Whether the control is off where the panel's kernel does not read the knob (else it stays
+  // live: a session's shared value reaches panels that switch to a kernel that reads it).
+  bool only_where_read = false;
+  // Parses `text` (as the option takes it) into the settings; throws std::invalid_argument
+  // naming the knob and what is wrong.
+  std::function<void(AttentionSettings&, const std::string& text)> set;
+  std::function<std::string(const AttentionSettings&)> text;        // as options and sessions write it
+  std::function<nlohmann::json(const AttentionSettings&)> summary;  // as summary.json writes it
+  std::function<void(const AttentionSettings& from, AttentionSettings& to)> copy;
+  std::function<bool(const AttentionSettings&, const AttentionSettings&)> equal;
+  // A GUI control's numeric view of the value (sliders and switches) and its inverse.
+  std::function<double(const AttentionSettings&)> number;
+  std::function<void(AttentionSettings&, double)> set_number;
+  // Switch: the two values' names (off, on); Choice: the value names, from its name table.
+  std::vector<std::string> choices;
+};
+
+// Every knob, in the order help texts, panel labels and summaries list them.
+const std::vector<AttentionKnob>& attention_knobs();
+const AttentionKnob* find_attention_knob(const std::string& name);
+// Every knob's value, for caches of forward passes.
+std::string knobs_key(const AttentionSettings& settings);
 
 // What the window option does on a model. The GUI picks its control from `kind` (what 0 means)
 // and shows `text`.

@@ -7,6 +7,12 @@
 
 namespace attnscope {
 
+const std::vector<EnumEntry<OutputKind>>& EnumTable<OutputKind>::entries() {
+  static const std::vector<EnumEntry<OutputKind>> table = {
+      {OutputKind::Logits, "logits"}, {OutputKind::Embedding, "embedding"}, {OutputKind::Features, "features"}};
+  return table;
+}
+
 int64_t Backbone::parameter_count() const {
   int64_t count = 0;
   for (const auto& parameter : parameters()) count += parameter.numel();
@@ -116,7 +122,7 @@ nlohmann::json StagedBackbone::describe() const {
   described["family"] = family();
   described["native_input"] = {design_.input.native_height, design_.input.native_width};
   described["num_classes"] = num_classes();
-  described["output"] = output_kind();
+  described["output"] = to_string(output_kind());
   // One stage (ViT): its depth already counts them.
   if (hierarchical()) described["attention_layers"] = attention_layers();
   return described;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/enum_names.h"
 #include "models/attention.h"
 
 namespace attnscope {
@@ -73,6 +74,15 @@ struct InputGeometry {
   bool fixed = false;  // only the native size (a traced TorchScript file)
 };
 
+// What a model's output is: class logits (a classifier), an embedding (CLIP's image embedding) or
+// features (a headless model). Only logits have classes.
+enum class OutputKind { Logits, Embedding, Features };
+template <>
+struct EnumTable<OutputKind> {
+  static const std::vector<EnumEntry<OutputKind>>& entries();
+};
+inline std::string to_string(OutputKind kind) { return enum_name(kind); }
+
 class Backbone : public torch::nn::Module {
  public:
   // images: [B, 3, H, W], sides multiples of input_geometry().multiple.
@@ -86,8 +96,7 @@ class Backbone : public torch::nn::Module {
   virtual nlohmann::json describe() const = 0;
   virtual std::vector<std::string> summary_lines() const = 0;
   virtual InputGeometry input_geometry() const = 0;
-  // "logits" (a classifier), "embedding" (CLIP's image embedding) or "features" (a headless model).
-  virtual std::string output_kind() const = 0;
+  virtual OutputKind output_kind() const = 0;
   virtual int num_classes() const = 0;  // 0 when the output has no classes
   virtual int attention_layers() const = 0;
 
@@ -221,7 +230,9 @@ class StagedBackbone : public Backbone {
   // The family's own fields (describe_architecture) with the family, input, output and layers.
   nlohmann::json describe() const final;
   InputGeometry input_geometry() const override { return design_.input; }
-  std::string output_kind() const override { return design_.num_classes > 0 ? "logits" : "features"; }
+  OutputKind output_kind() const override {
+    return design_.num_classes > 0 ? OutputKind::Logits : OutputKind::Features;
+  }
   int num_classes() const override { return design_.num_classes; }
   int attention_layers() const override;
   // Hook points: the design's named points and stage points, a block's points by stage

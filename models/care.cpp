@@ -173,10 +173,10 @@ torch::Tensor CareNetImpl::run_block(const BlockSite& site, const torch::Tensor&
   if (AttentionCapture* capture = site.capture) {
     const int memory = stage_arch.memory_channels(), gc = stage_arch.part_channels;
     capture->placement.access = block_arch.attention ? "global" : "strip-conv";
-    capture->placement.channels = {{"memory", 0, memory},
-                                   {"attention", memory, memory + gc},
-                                   {"dwconv3", memory + gc, memory + 2 * gc},
-                                   {"dwconv7", memory + 2 * gc, stage_arch.dim}};
+    capture->placement.channels = {{"memory", 0, memory, false},
+                                   {"attention", memory, memory + gc, true},
+                                   {"dwconv3", memory + gc, memory + 2 * gc, false},
+                                   {"dwconv7", memory + 2 * gc, stage_arch.dim, false}};
   }
   return x;
 }

@@ -87,7 +87,7 @@ class CareNetImpl : public StagedBackbone {
   // Hook points ([B, C, H, W]): "stem", "stages.S.blocks.B" (a block's output), "stages.S" (its
   // last block's), and "blocks.N" counting blocks across stages.
   std::string family() const override { return "care"; }
-  std::string output_kind() const override { return "logits"; }  // its two heads are always there
+  OutputKind output_kind() const override { return OutputKind::Logits; }  // its two heads are always there
   std::vector<std::string> summary_lines() const override;
   const CareArch& arch() const { return arch_; }
 

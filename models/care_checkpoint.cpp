@@ -184,7 +184,14 @@ const std::vector<ReleasedArch>& care_released() {
 }
 
 const BackboneFamily& care_family() {
-  static const BackboneFamily family{"care", "CARE", looks_like_care, infer_care, {}, care_released()};
+  static const BackboneFamily family{"care",
+                                     "CARE",
+                                     looks_like_care,
+                                     infer_care,
+                                     {},
+                                     care_released(),
+                                     {{"att_head_dim", "att_head_dim", "CARE's head width per stage", ArchKey::Counts}},
+                                     {}};
   return family;
 }
 

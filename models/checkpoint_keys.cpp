@@ -6,6 +6,19 @@
 
 namespace attnscope {
 
+const std::vector<EnumEntry<CheckpointLayout>>& EnumTable<CheckpointLayout>::entries() {
+  static const std::vector<EnumEntry<CheckpointLayout>> table = {
+      {CheckpointLayout::Timm, "timm"},         {CheckpointLayout::HfVit, "hf-vit"},
+      {CheckpointLayout::HfDeit, "hf-deit"},    {CheckpointLayout::OpenAiClip, "openai-clip"},
+      {CheckpointLayout::Dinov2, "dinov2"},     {CheckpointLayout::Microsoft, "microsoft"},
+      {CheckpointLayout::Original, "original"}, {CheckpointLayout::TorchScript, "torchscript"}};
+  return table;
+}
+
+std::string name_with_layout(const std::string& family, CheckpointLayout layout) {
+  return layout == CheckpointLayout::Timm ? family : family + " (" + to_string(layout) + ")";
+}
+
 std::string shape_text(const torch::IntArrayRef& shape) {
   std::string text = "[";
   for (size_t i = 0; i < shape.size(); ++i) text += (i ? "," : "") + std::to_string(shape[i]);

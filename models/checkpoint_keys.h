@@ -9,6 +9,7 @@
 
 #include "core/checkpoint.h"
 #include "models/arch_limits.h"
+#include "models/checkpoint_layout.h"
 
 namespace attnscope {
 

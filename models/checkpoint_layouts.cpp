@@ -199,7 +199,7 @@ void read_timm_pretrained_cfg(const Checkpoint& checkpoint, const std::string& p
 void convert_hugging_face(Checkpoint& checkpoint, const std::string& path, LayoutFacts& facts) {
   const bool deit = any_key_starts_with(checkpoint, "deit.");
   const std::string base = deit ? "deit." : (any_key_starts_with(checkpoint, "vit.") ? "vit." : "");
-  facts.layout = deit ? "hf-deit" : "hf-vit";
+  facts.layout = deit ? CheckpointLayout::HfDeit : CheckpointLayout::HfVit;
   facts.pos_interpolation = {/*antialias=*/false, /*offset=*/0.0};
   read_hf_configs(folder_of(path), deit ? "deit" : "vit", facts);
 
@@ -257,7 +257,7 @@ void convert_hugging_face(Checkpoint& checkpoint, const std::string& path, Layou
   if (facts.pooler && tensors.count("head.weight"))
     throw CheckpointError(
         "a Hugging Face file with both a pooler and a classifier is not a layout transformers writes");
-  if (facts.pooler) facts.output_kind = "features";
+  if (facts.pooler) facts.output_kind = OutputKind::Features;
   facts.notes.push_back(std::string("Hugging Face ") + (deit ? "DeiT" : "ViT") + " layout renamed to timm's keys" +
                         (facts.pooler ? "; output: the pooler's tanh(dense(class token))" : ""));
 }
@@ -285,7 +285,7 @@ void convert_openai_clip(Checkpoint& checkpoint, LayoutFacts& facts) {
         "attnscope opens CLIP's ViT towers (ViT-B/32, ViT-B/16, ViT-L/14)");
   for (const char* needed : {"conv1.weight", "class_embedding", "positional_embedding", "proj"})
     if (!tensors.count(needed)) throw CheckpointError(std::string("OpenAI CLIP visual tower without '") + needed + "'");
-  facts.layout = "openai-clip";
+  facts.layout = CheckpointLayout::OpenAiClip;
   const auto& conv = tensors.at("conv1.weight");
   if (conv.dim() != 4) throw CheckpointError("CLIP conv1.weight must be [width, 3, P, P]");
   const int64_t width = conv.size(0);
@@ -294,7 +294,7 @@ void convert_openai_clip(Checkpoint& checkpoint, LayoutFacts& facts) {
   facts.heads = int(width / 64);
   facts.layer_norm_eps = 1e-5;
   facts.activation = MlpActivation::QuickGelu;
-  facts.output_kind = "embedding";
+  facts.output_kind = OutputKind::Embedding;
   facts.mean = {0.48145466f, 0.4578275f, 0.40821073f};
   facts.std = {0.26862954f, 0.26130258f, 0.27577711f};
   facts.normalization_source = "OpenAI CLIP";
@@ -342,7 +342,7 @@ void convert_openai_clip(Checkpoint& checkpoint, LayoutFacts& facts) {
 
 void convert_dinov2(Checkpoint& checkpoint, LayoutFacts& facts) {
   auto& tensors = checkpoint.tensors;
-  facts.layout = "dinov2";
+  facts.layout = CheckpointLayout::Dinov2;
   if (tensors.count("mask_token")) {
     tensors.erase("mask_token");
     facts.notes.push_back("skipped mask_token (used only for masked-image training)");
@@ -398,10 +398,7 @@ void LayoutFacts::apply_to(VitArch& arch) const {
   arch.pooler = pooler;
   arch.pos_interpolation = pos_interpolation;
   for (auto& block : arch.blocks) block.activation = activation;
-  if (!output_kind.empty())
-    arch.output_kind = output_kind;
-  else
-    arch.output_kind = arch.num_classes > 0 ? "logits" : "features";
+  arch.output_kind = output_kind ? *output_kind : arch.num_classes > 0 ? OutputKind::Logits : OutputKind::Features;
 }
 
 std::string resolve_weights_file(const std::string& path) {

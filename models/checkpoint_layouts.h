@@ -15,19 +15,20 @@
 
 #include "core/checkpoint.h"
 #include "core/image.h"
+#include "models/checkpoint_layout.h"
 #include "models/vit.h"
 
 namespace attnscope {
 
 struct LayoutFacts {
-  std::string layout = "timm";  // timm, hf-vit, hf-deit, openai-clip, dinov2
+  CheckpointLayout layout = CheckpointLayout::Timm;
   int heads = 0;                // 0: not fixed by the layout
   double layer_norm_eps = 0.0;  // 0: timm's 1e-6
   MlpActivation activation = MlpActivation::Gelu;
   bool pooler = false;
   int pos_embed_prefix_tokens = -2;  // -2: infer from pos_embed's length
   PositionInterpolation pos_interpolation;
-  std::string output_kind;  // empty: logits when there is a head, else features
+  std::optional<OutputKind> output_kind;  // none: logits when there is a head, else features
 
   // Preprocessing the checkpoint declares; `normalization_source` empty: ImageNet's (timm's default).
   std::array<float, 3> mean{0.485f, 0.456f, 0.406f};

@@ -297,8 +297,16 @@ const std::vector<ReleasedArch>& cswin_released() {
 }
 
 const BackboneFamily& cswin_family() {
-  static const BackboneFamily family{"flatten-cswin", "FLatten-CSwin", looks_like_cswin, infer_cswin, {},
-                                     cswin_released()};
+  static const BackboneFamily family{
+      "flatten-cswin",
+      "FLatten-CSwin",
+      looks_like_cswin,
+      infer_cswin,
+      {},
+      cswin_released(),
+      {{"split_size", "split_size", "CSwin's stripe width per stage", ArchKey::Counts},
+       {"la_split_size", "la_split_size", "FLatten-CSwin's stripe width of focused blocks per stage", ArchKey::Counts}},
+      {{{"MODEL", "LA", "CSWIN_LA_SPLIT_SIZE"}, "la_split_size"}}};
   return family;
 }
 

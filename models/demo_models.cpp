@@ -9,6 +9,12 @@
 
 namespace attnscope {
 
+const std::vector<EnumEntry<DemoFamily>>& EnumTable<DemoFamily>::entries() {
+  static const std::vector<EnumEntry<DemoFamily>> table = {
+      {DemoFamily::Vit, "vit"}, {DemoFamily::FlattenSwin, "flatten-swin"}, {DemoFamily::L2ViT, "l2vit"}};
+  return table;
+}
+
 const std::vector<DemoRecipe>& demo_recipes() {
   static const std::vector<DemoRecipe> recipes = {
       {"softmax", "softmax attention (DeiT)", NativeAttention::Softmax, 0, false, 0},
@@ -22,11 +28,11 @@ const std::vector<DemoRecipe>& demo_recipes() {
       {"flatten_swin",
        "FLatten-Swin: focused linear attention (p = 3, 5x5 DWC) in stage 0, Swin's shifted softmax windows in stages "
        "1-2",
-       NativeAttention::Focused, 5, false, 0, "flatten-swin"},
+       NativeAttention::Focused, 5, false, 0, DemoFamily::FlattenSwin},
       {"l2vit_hierarchical",
        "L2ViT, the whole architecture: local softmax windows (LWA) alternating with enhanced linear attention (LGA) "
        "and its local concentration module, in three stages",
-       NativeAttention::Enhanced, 0, true, 0, "l2vit"},
+       NativeAttention::Enhanced, 0, true, 0, DemoFamily::L2ViT},
   };
   return recipes;
 }
@@ -63,7 +69,7 @@ SwinArch demo_swin_arch() {
   arch.embed_dim = 64;
   arch.num_classes = 10;
   arch.native_height = arch.native_width = 96;
-  arch.source_layout = "timm";
+  arch.source_layout = CheckpointLayout::Timm;
   arch.attn_type = "LSS";
   const int dims[] = {64, 128, 256}, heads[] = {2, 4, 8}, grids[] = {12, 6, 3};
   for (int s = 0; s < 3; ++s) {
@@ -115,27 +121,28 @@ L2ViTArch demo_l2vit_arch() {
 }
 
 std::shared_ptr<Backbone> build_demo_model(const DemoRecipe& recipe) {
-  if (recipe.family == "l2vit") {
-    auto model = std::make_shared<L2ViTImpl>(demo_l2vit_arch());
-    initialise_weights(*model);
-    return model;
+  std::shared_ptr<Backbone> model;
+  switch (recipe.family) {
+    case DemoFamily::L2ViT:
+      model = std::make_shared<L2ViTImpl>(demo_l2vit_arch());
+      break;
+    case DemoFamily::FlattenSwin:
+      model = std::make_shared<SwinTransformerImpl>(demo_swin_arch());
+      break;
+    case DemoFamily::Vit:
+      model = std::make_shared<VisionTransformerImpl>(demo_arch(recipe));
+      break;
   }
-  if (recipe.family == "flatten-swin") {
-    auto model = std::make_shared<SwinTransformerImpl>(demo_swin_arch());
-    initialise_weights(*model);
-    return model;
-  }
-  auto model = std::make_shared<VisionTransformerImpl>(demo_arch(recipe));
-  initialise_weights(*model);
+  initialise_weights(dynamic_cast<torch::nn::Module&>(*model));
   return model;
 }
 
 std::string demo_architecture_text(const DemoRecipe& recipe) {
-  if (recipe.family == "l2vit")
+  if (recipe.family == DemoFamily::L2ViT)
     return "L2ViT (the authors' l2vit.py, mix_local_enhanced_vit), conv stem, input 96x96 (grids 24, 12, 6), "
            "widths 32-64-128, heads 1-2-4 (head dim 32), each stage a local block (softmax in windows of 6: 16, 4 "
            "and 1 windows) then a global block (enhanced linear attention and the LCM), 10 classes";
-  if (recipe.family == "flatten-swin")
+  if (recipe.family == DemoFamily::FlattenSwin)
     return "FLatten-Swin, patch 8, input 96x96 (grids 12, 6, 3), widths 64-128-256, 2 blocks per stage, heads 2-4-8 "
            "(head dim 32), stages LSS: focused global (p = 3, 5x5 DWC) in stage 0, softmax windows of 3 in stages 1-2 "
            "(shifted by 1 on odd blocks of stage 1; stage 2's 3x3 grid is one window), 10 classes";
@@ -150,10 +157,10 @@ std::string demo_architecture_text(const DemoRecipe& recipe) {
 
 std::map<std::string, std::string> demo_metadata(const DemoRecipe& recipe,
                                                  const std::vector<std::string>& class_names) {
-  if (recipe.family == "vit") return model_metadata(demo_arch(recipe), class_names);
+  if (recipe.family == DemoFamily::Vit) return model_metadata(demo_arch(recipe), class_names);
   // What the keys cannot show: the configured windows, the stage types and the training input.
   nlohmann::json arch;
-  if (recipe.family == "l2vit")
+  if (recipe.family == DemoFamily::L2ViT)
     arch = {{"family", "l2vit"}, {"heads", {1, 2, 4}}, {"window", 6}, {"img_size", 96}};
   else
     arch = {{"family", "flatten_swin"}, {"heads", {2, 4, 8}},   {"window", 56},   {"window_s", 3},

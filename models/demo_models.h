@@ -13,6 +13,14 @@
 
 namespace attnscope {
 
+// The architectures demo models are built in; the names are the backbone families' (family()).
+enum class DemoFamily { Vit, FlattenSwin, L2ViT };
+template <>
+struct EnumTable<DemoFamily> {
+  static const std::vector<EnumEntry<DemoFamily>>& entries();
+};
+inline std::string to_string(DemoFamily family) { return enum_name(family); }
+
 struct DemoRecipe {
   std::string name;         // file stem: softmax, linear, focused, flatten, l2vit, anchor
   std::string description;  // for the model card
@@ -20,7 +28,7 @@ struct DemoRecipe {
   int dwc_kernel = 0;
   bool local_concentration = false;
   int anchors = 0;
-  std::string family = "vit";  // vit, flatten-swin or l2vit
+  DemoFamily family = DemoFamily::Vit;
 };
 
 const std::vector<DemoRecipe>& demo_recipes();

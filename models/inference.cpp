@@ -13,8 +13,7 @@ cv::Mat prepare_model_input(const cv::Mat& rgb, const InputSettings& input, cons
   const Preprocessing used = resolve_preprocessing(input, declared);
   // --resize none at the native size takes the image as it is: any size the patches tile (the
   // position embedding follows, as the model's authors interpolate it).
-  const bool image_as_is =
-      used.resize == ResizeMode::None && (input.input_size.empty() || input.input_size == "native");
+  const bool image_as_is = used.resize == ResizeMode::None && input.input_size.native();
   if (image_as_is && !geometry.fixed) {
     if (rgb.rows > kMaxInputSide || rgb.cols > kMaxInputSide)
       throw std::invalid_argument("image is " + std::to_string(rgb.cols) + "x" + std::to_string(rgb.rows) +
@@ -113,7 +112,8 @@ InferenceResult run_inference(LoadedModel& model, const cv::Mat& prepared_rgb, c
   result.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   require_finite_output(model.backbone.get(), input, settings, result.forward.logits);
   // Embeddings and features have no classes: no made-up predictions.
-  if (model.output_kind() == "logits") result.top = top_predictions(result.forward.logits[0], 5, model.class_names);
+  if (model.output_kind() == OutputKind::Logits)
+    result.top = top_predictions(result.forward.logits[0], 5, model.class_names);
   return result;
 }
 

@@ -88,13 +88,12 @@ torch::Tensor L2ViTAttentionImpl::forward(const torch::Tensor& x, int window, co
   if (arch.global && settings.variant == Variant::Native) step.parameters.temperature = temperature;
   const NativeAttention native = arch.global ? NativeAttention::Enhanced : NativeAttention::Softmax;
   step.resolved = resolve_for_layer(settings, native, step.parameters, false, int(grid_h * grid_w));
-  if (settings.variant != Variant::Native && step.resolved.kernel == Kernel::Enhanced && arch.global)
-    step.resolved.native = false;
+  if (settings.variant != Variant::Native && step.resolved.native && arch.global) step.resolved.native = false;
   auto split = [&](const torch::Tensor& tokens) {  // [N', S, C] -> q, k, v [N', h, S, d]
     auto projected = token_linear(qkv, tokens);
     return projected.view({tokens.size(0), tokens.size(1), 3, heads, head_dim}).permute({2, 0, 3, 1, 4});
   };
-  if (arch.global || step.resolved.kernel == Kernel::Anchor) {
+  if (arch.global || kernel_spec(step.resolved.kernel).global_only) {
     // One group of every token (anchors are global by construction, as on Swin's windows).
     step.group_grid.grid_h = int(grid_h);
     step.group_grid.grid_w = int(grid_w);
@@ -229,7 +228,7 @@ torch::Tensor L2ViTImpl::run_block(const BlockSite& site, const torch::Tensor& i
   pass.hook(site.name, site.layout, x);
   if (capture) {
     capture->normed_input = normed.reshape({input.size(0), int64_t(site.layout.grid_h) * site.layout.grid_w, -1});
-    if (!global && capture->attention.kernel != Kernel::Anchor) {
+    if (!global && !kernel_spec(capture->attention.kernel).global_only) {
       capture->placement.access = "window";
       capture->placement.window_h = capture->placement.window_w = window;
     }

@@ -156,9 +156,14 @@ const std::vector<ReleasedArch>& l2vit_released() {
 
 const BackboneFamily& l2vit_family() {
   // The released *-checkpoint-best-ema.pth hold `model` and `model_ema`; the paper reports `model_ema`.
-  static const BackboneFamily family{
-      "l2vit",         "L2ViT", looks_like_l2vit, infer_l2vit, {"model_ema", "model", "state_dict_ema", "state_dict"},
-      l2vit_released()};
+  static const BackboneFamily family{"l2vit",
+                                     "L2ViT",
+                                     looks_like_l2vit,
+                                     infer_l2vit,
+                                     {"model_ema", "model", "state_dict_ema", "state_dict"},
+                                     l2vit_released(),
+                                     {},
+                                     {}};
   return family;
 }
 

@@ -71,6 +71,11 @@ struct BackboneFamily {
   std::vector<std::string> containers;
   // The released configurations by registered name (timm's @register_model, the authors' tables).
   std::vector<ReleasedArch> released;
+  // What the weights cannot show that this family reads besides heads and img_size (every family's):
+  // its keys in attnscope's and its authors' names (--arch, config.json model_args).
+  std::vector<ArchKey> config_keys;
+  // Where its authors' training yaml keeps them: the yaml path, and the authors' keyword it is.
+  std::vector<YamlArchKey> yaml_keys;
 };
 
 // Every family, in the order their keys are tried (ViT, the loosest, last).

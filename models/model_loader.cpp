@@ -217,9 +217,9 @@ std::vector<std::string> class_names_for(const LoadedModel& model) {
 }
 
 std::string output_name(const LoadedModel& model, int index) {
-  const std::string kind = model.output_kind();
+  const std::string kind = to_string(model.output_kind());
   if (index < 0) return "norm of the " + kind;
-  if (kind != "logits") return kind + " dim " + std::to_string(index);
+  if (model.output_kind() != OutputKind::Logits) return kind + " dim " + std::to_string(index);
   return index < int(model.class_names.size()) ? model.class_names[size_t(index)] : "class " + std::to_string(index);
 }
 

@@ -58,7 +58,7 @@ struct LoadedModel {
   Backbone& native(const std::string& what);
   bool is_scripted() const { return !backbone->computes_attention(); }
   std::string family() const { return backbone->family(); }
-  std::string output_kind() const { return backbone->output_kind(); }
+  OutputKind output_kind() const { return backbone->output_kind(); }
   int num_classes() const { return backbone->num_classes(); }
 
   // The ViT family's model and architecture (ViT/DeiT, Hugging Face, CLIP, DINOv2 checkpoints; a

@@ -227,7 +227,7 @@ PyramidVisionTransformerImpl::PyramidVisionTransformerImpl(const PvtArch& arch)
 std::string PyramidVisionTransformerImpl::family() const {
   std::string name = arch_.flatten ? "flatten-pvt-v2" : "pvt-v2";
   if (arch_.linear) name += "-li";
-  return arch_.source_layout == "timm" ? name : name + " (" + arch_.source_layout + ")";
+  return name_with_layout(name, arch_.source_layout);
 }
 
 nlohmann::json PyramidVisionTransformerImpl::describe_architecture() const {
@@ -248,7 +248,7 @@ nlohmann::json PyramidVisionTransformerImpl::describe_architecture() const {
     }
     stages_json.push_back({{"dim", stage.dim}, {"blocks", blocks}});
   }
-  return {{"source_layout", arch_.source_layout}, {"linear", arch_.linear}, {"stages", stages_json}};
+  return {{"source_layout", to_string(arch_.source_layout)}, {"linear", arch_.linear}, {"stages", stages_json}};
 }
 
 std::vector<std::string> PyramidVisionTransformerImpl::summary_lines() const {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "models/backbone.h"
+#include "models/checkpoint_layout.h"
 #include "models/local_attention.h"
 
 namespace attnscope {
@@ -37,9 +38,9 @@ struct PvtArch {
   bool linear = false;  // PVT v2-li: ReLU before the MLP's depthwise conv
   int num_classes = 0;
   int native_height = 224, native_width = 224;
-  double block_eps = 1e-6;             // blocks and stage norms (the factories' partial(LayerNorm, eps=1e-6))
-  double embed_eps = 1e-5;             // patch embeddings and attn.norm (nn.LayerNorm's default)
-  std::string source_layout = "timm";  // timm, original
+  double block_eps = 1e-6;  // blocks and stage norms (the factories' partial(LayerNorm, eps=1e-6))
+  double embed_eps = 1e-5;  // patch embeddings and attn.norm (nn.LayerNorm's default)
+  CheckpointLayout source_layout = CheckpointLayout::Timm;
   bool flatten = false;
 };
 

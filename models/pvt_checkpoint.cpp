@@ -28,9 +28,9 @@ bool looks_like_pvt(const Checkpoint& checkpoint) {
 // Renames the original layout (patch_embed{1-4}, block{1-4}.j, norm{1-4}, dwconv.dwconv) to timm's
 // in place, as timm's _checkpoint_filter_fn does, telling `shapes` the file's names; returns
 // "original" or "timm".
-std::string adopt_pvt_layout(FamilyInput& input, ShapeReader& shapes) {
+CheckpointLayout adopt_pvt_layout(FamilyInput& input, ShapeReader& shapes) {
   Checkpoint& checkpoint = input.checkpoint;
-  if (!checkpoint.tensors.count("patch_embed1.proj.weight")) return "timm";
+  if (!checkpoint.tensors.count("patch_embed1.proj.weight")) return CheckpointLayout::Timm;
   static const std::regex block(R"(^block(\d+)\.(\d+)\.)"), stage_norm(R"(^norm(\d+)\.)"),
       embed(R"(^patch_embed(\d+)\.)");
   auto stage_of = [](const std::smatch& match) { return std::to_string(std::stoi(match[1].str()) - 1); };
@@ -54,13 +54,13 @@ std::string adopt_pvt_layout(FamilyInput& input, ShapeReader& shapes) {
   }
   checkpoint.tensors = std::move(converted);
   input.notes.push_back("original PVT v2 layout (whai362 / FLatten), renamed to timm's keys");
-  return "original";
+  return CheckpointLayout::Original;
 }
 
 // The architecture from timm-layout keys; `meta` (the file's attnscope_arch metadata, or null)
 // gives the heads per stage and the training input, which keys do not show (default: PVT v2's
 // 1, 2, 5, 8 heads for four stages, 224 pixels). Throws CheckpointError naming the key.
-PvtArch infer_pvt_arch(ShapeReader& shapes, const nlohmann::json& meta, const std::string& layout,
+PvtArch infer_pvt_arch(ShapeReader& shapes, const nlohmann::json& meta, CheckpointLayout layout,
                        std::vector<ArchAssumption>& assumed) {
   PvtArch arch;
   arch.source_layout = layout;
@@ -173,7 +173,7 @@ StagedMemory pvt_memory(const PvtArch& arch) {
 
 InferredBackbone infer_pvt(FamilyInput& input) {
   ShapeReader shapes(input.checkpoint, "PVT v2");
-  const std::string layout = adopt_pvt_layout(input, shapes);
+  const CheckpointLayout layout = adopt_pvt_layout(input, shapes);
   return inferred_backbone<PyramidVisionTransformerImpl>(
       shapes, infer_pvt_arch(shapes, input.meta, layout, input.assumed), pvt_memory);
 }
@@ -215,7 +215,8 @@ const std::vector<ReleasedArch>& pvt_released() {
 }
 
 const BackboneFamily& pvt_family() {
-  static const BackboneFamily family{"pvt-v2", "PVT v2, FLatten-PVT v2", looks_like_pvt, infer_pvt, {}, pvt_released()};
+  static const BackboneFamily family{
+      "pvt-v2", "PVT v2, FLatten-PVT v2", looks_like_pvt, infer_pvt, {}, pvt_released(), {}, {}};
   return family;
 }
 

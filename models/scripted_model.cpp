@@ -90,10 +90,10 @@ ScriptedModel::ScriptedModel(const std::string& path, torch::Device device)
   mean_ = rgb_triple(meta["mean"], "mean", path);
   std_ = rgb_triple(meta["std"], "std", path);
   arch_.patch_size = positive_int(meta["patch_size"], "patch_size", path);
-  arch_.source_layout = "torchscript";
-  arch_.output_kind = meta.value("output", "logits");
-  if (arch_.output_kind != "logits" && arch_.output_kind != "embedding")
-    refuse(path, "attnscope.json: output must be logits or embedding");
+  arch_.source_layout = CheckpointLayout::TorchScript;
+  const OutputKind* output = find_enum<OutputKind>(meta.value("output", "logits"));
+  if (!output || *output == OutputKind::Features) refuse(path, "attnscope.json: output must be logits or embedding");
+  arch_.output_kind = *output;
   if (meta.contains("class_names") && meta["class_names"].is_array())
     for (const auto& name : meta["class_names"])
       class_names_.push_back(name.is_string() ? excerpt(name.get<std::string>()) : "");
@@ -167,7 +167,7 @@ nlohmann::json ScriptedModel::describe() const {
           {"native_input", {arch_.native_height(), arch_.native_width()}},
           {"patch_size", arch_.patch_size},
           {"num_classes", arch_.num_classes},
-          {"output", arch_.output_kind},
+          {"output", to_string(arch_.output_kind)},
           {"prefix_tokens", arch_.prefix_tokens()},
           {"layers", layers}};
 }

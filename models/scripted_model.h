@@ -39,7 +39,7 @@ class ScriptedModel : public Backbone {
   nlohmann::json describe() const override;
   std::vector<std::string> summary_lines() const override;
   InputGeometry input_geometry() const override;
-  std::string output_kind() const override { return arch_.output_kind; }
+  OutputKind output_kind() const override { return arch_.output_kind; }
   int num_classes() const override { return arch_.num_classes; }
   int attention_layers() const override { return int(layers_.size()); }
   std::string resolve_hook_point(const std::string& spec) const override;

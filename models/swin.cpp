@@ -94,7 +94,7 @@ GroupedAttention SwinAttentionImpl::attention_step(const WindowPlan& plan, const
     step.dwc_weight = dwc->weight;
     step.dwc_bias = dwc->bias;
   }
-  if (step.resolved.kernel == Kernel::Anchor) {
+  if (kernel_spec(step.resolved.kernel).global_only) {
     // Anchors are global by construction: one group of every token, anchors pooled from K.
     step.group_grid.grid_h = plan.grid_h;
     step.group_grid.grid_w = plan.grid_w;
@@ -106,7 +106,7 @@ GroupedAttention SwinAttentionImpl::attention_step(const WindowPlan& plan, const
   // FLatten's focused blocks roll like any block but never read the shift mask.
   const bool masked = windows.shift_mask.defined() && !(step.resolved.native && focused_block);
   if (masked) step.forbidden = windows.forbidden;
-  if (step.resolved.kernel == Kernel::Softmax) {
+  if (kernel_spec(step.resolved.kernel).takes_additive) {
     // The relative position bias [1, h, S, S] (FLatten's L blocks have none) plus the shift mask
     // [G, 1, S, S]; attend() adds it broadcast over the images of the batch. Without autograd the
     // sum is kept: weights do not change between inferences.
@@ -141,7 +141,7 @@ torch::Tensor SwinAttentionImpl::forward(const torch::Tensor& x, const WindowPla
                                          const AttentionSettings& settings, AttentionCapture* capture) {
   const int64_t batch = x.size(0);
   const GroupedAttention step = attention_step(plan, settings, x, capture != nullptr);
-  if (step.resolved.kernel == Kernel::Anchor) {
+  if (kernel_spec(step.resolved.kernel).global_only) {
     auto tokens = x.reshape({batch, int64_t(plan.grid_h) * plan.grid_w, dim});
     return token_linear(proj, attend_groups(token_linear(qkv, tokens), step, capture))
         .view({batch, plan.grid_h, plan.grid_w, dim});
@@ -243,7 +243,7 @@ SwinTransformerImpl::SwinTransformerImpl(const SwinArch& arch) : StagedBackbone(
 
 std::string SwinTransformerImpl::family() const {
   const std::string name = arch_.attn_type.empty() ? "swin" : "flatten-swin";
-  return arch_.source_layout == "timm" ? name : name + " (" + arch_.source_layout + ")";
+  return name_with_layout(name, arch_.source_layout);
 }
 
 nlohmann::json SwinTransformerImpl::describe_architecture() const {
@@ -265,8 +265,12 @@ nlohmann::json SwinTransformerImpl::describe_architecture() const {
     }
     stages.push_back({{"dim", stage.dim}, {"downsample", stage.downsample}, {"blocks", blocks}});
   }
-  return {{"source_layout", arch_.source_layout},   {"patch_size", arch_.patch_size}, {"embed_dim", arch_.embed_dim},
-          {"layer_norm_eps", arch_.layer_norm_eps}, {"attn_type", arch_.attn_type},   {"stages", stages}};
+  return {{"source_layout", to_string(arch_.source_layout)},
+          {"patch_size", arch_.patch_size},
+          {"embed_dim", arch_.embed_dim},
+          {"layer_norm_eps", arch_.layer_norm_eps},
+          {"attn_type", arch_.attn_type},
+          {"stages", stages}};
 }
 
 std::vector<std::string> SwinTransformerImpl::summary_lines() const {
@@ -326,7 +330,7 @@ torch::Tensor SwinTransformerImpl::run_block(const BlockSite& site, const torch:
                                     : GroupedAttention{};
   torch::Tensor x, normed;
   const int64_t batch = input.size(0);
-  if (by_window_chunks && step.resolved.kernel != Kernel::Anchor) {
+  if (by_window_chunks && !kernel_spec(step.resolved.kernel).global_only) {
     x = block.forward_by_window_chunks(input, plan, step, capture, normed);
   } else {
     normed = block.norm1(input);
@@ -340,7 +344,7 @@ torch::Tensor SwinTransformerImpl::run_block(const BlockSite& site, const torch:
   if (capture) {
     capture->normed_input = normed.reshape({batch, int64_t(grid_h) * grid_w, -1});
     LayerPlacement& at = capture->placement;
-    if (capture->attention.kernel == Kernel::Anchor || plan.windows() == 1) {
+    if (kernel_spec(capture->attention.kernel).global_only || plan.windows() == 1) {
       at.access = "global";
     } else {
       at.access = plan.shifted() ? "shifted-window" : "window";

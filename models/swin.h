@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "models/backbone.h"
+#include "models/checkpoint_layout.h"
 #include "models/local_attention.h"
 #include "models/vit.h"
 
@@ -43,8 +44,8 @@ struct SwinArch {
   int num_classes = 0;
   int native_height = 224, native_width = 224;
   double layer_norm_eps = 1e-5;
-  std::string source_layout = "timm";  // timm, microsoft, flatten
-  std::string attn_type;               // FLatten's per-stage L/S letters, empty for plain Swin
+  CheckpointLayout source_layout = CheckpointLayout::Timm;
+  std::string attn_type;  // FLatten's per-stage L/S letters, empty for plain Swin
 };
 
 struct SwinAttentionImpl : torch::nn::Module {

@@ -32,7 +32,7 @@ bool looks_like_swin(const Checkpoint& checkpoint) {
 // Renames Microsoft's layout (merging at the end of stages, `head`, stored relative_position_index
 // and attn_mask) to timm's in place, as timm's checkpoint_filter_fn does, telling `shapes` the
 // file's names; returns "microsoft" or "timm".
-std::string adopt_swin_layout(FamilyInput& input, ShapeReader& shapes) {
+CheckpointLayout adopt_swin_layout(FamilyInput& input, ShapeReader& shapes) {
   Checkpoint& checkpoint = input.checkpoint;
   // Microsoft's (and FLatten's) files merge at the end of stages 0..n-2, name the head `head`, and
   // store the relative position index and shift masks that timm rebuilds.
@@ -46,7 +46,7 @@ std::string adopt_swin_layout(FamilyInput& input, ShapeReader& shapes) {
     }
     renamed[key] = tensor;
   }
-  if (!microsoft) return "timm";
+  if (!microsoft) return CheckpointLayout::Timm;
   std::map<std::string, torch::Tensor> converted;
   for (auto& [key, tensor] : renamed) {
     std::string name = key;
@@ -64,13 +64,13 @@ std::string adopt_swin_layout(FamilyInput& input, ShapeReader& shapes) {
   }
   checkpoint.tensors = std::move(converted);
   input.notes.push_back("Microsoft/FLatten Swin layout, renamed to timm's keys");
-  return "microsoft";
+  return CheckpointLayout::Microsoft;
 }
 
 // The architecture from timm-layout keys; `meta` (gather_arch_config's values) gives what the keys
 // cannot tell (the configured window, the training input size); heads it gives must agree with the
 // tables'. Throws CheckpointError naming the key that is missing, misshapen or beyond the bounds.
-SwinArch infer_swin_arch(ShapeReader& shapes, const nlohmann::json& meta, const std::string& layout,
+SwinArch infer_swin_arch(ShapeReader& shapes, const nlohmann::json& meta, CheckpointLayout layout,
                          std::vector<ArchAssumption>& assumed) {
   SwinArch arch;
   arch.source_layout = layout;
@@ -202,7 +202,7 @@ StagedMemory swin_memory(const SwinArch& arch) {
 
 InferredBackbone infer_swin(FamilyInput& input) {
   ShapeReader shapes(input.checkpoint, "Swin");
-  const std::string layout = adopt_swin_layout(input, shapes);
+  const CheckpointLayout layout = adopt_swin_layout(input, shapes);
   return inferred_backbone<SwinTransformerImpl>(shapes, infer_swin_arch(shapes, input.meta, layout, input.assumed),
                                                 swin_memory);
 }
@@ -238,7 +238,22 @@ const std::vector<ReleasedArch>& swin_released() {
 }
 
 const BackboneFamily& swin_family() {
-  static const BackboneFamily family{"swin", "Swin, FLatten-Swin", looks_like_swin, infer_swin, {}, swin_released()};
+  static const BackboneFamily family{
+      "swin",
+      "Swin, FLatten-Swin",
+      looks_like_swin,
+      infer_swin,
+      {},
+      swin_released(),
+      {{"window", "window_size", "window side (Swin, FLatten-Swin's focused blocks, L2ViT's local blocks)",
+        ArchKey::Counts},
+       {"window_s", "", "FLatten-Swin's window of its softmax blocks", ArchKey::Counts},
+       {"attn_type", "attn_type", "FLatten's block kinds per stage (L focused, S softmax)", ArchKey::Text},
+       {"focusing_factor", "focusing_factor", "FLatten's p of f_p it was trained with", ArchKey::Number}},
+      {{{"MODEL", "SWIN", "NUM_HEADS"}, "num_heads"},
+       {{"MODEL", "SWIN", "WINDOW_SIZE"}, "window_size"},
+       {{"MODEL", "LA", "ATTN_TYPE"}, "attn_type"},
+       {{"MODEL", "LA", "FOCUSING_FACTOR"}, "focusing_factor"}}};
   return family;
 }
 

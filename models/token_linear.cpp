@@ -79,6 +79,7 @@ LinearBackendChoice choose_linear_backend() {
     choice.blas_ms += median_ms([&] { torch::addmm(bias, x, weight.t()); });
   }
   choice.onednn = choice.onednn_ms < choice.blas_ms;
+  choice.measured = true;
   choice.reason = "measured";
   return choice;
 }

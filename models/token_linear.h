@@ -22,6 +22,7 @@ torch::Tensor frozen_onednn_linear(const torch::Tensor& rows, const torch::Tenso
 struct LinearBackendChoice {
   bool onednn = false;
   double onednn_ms = 0, blas_ms = 0;  // the timings it rests on (0 when forced)
+  bool measured = false;              // chosen by the timings above
   std::string reason;                 // "measured", "ATTNSCOPE_LINEAR", or why oneDNN is unavailable
 };
 const LinearBackendChoice& linear_backend();

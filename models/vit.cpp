@@ -41,11 +41,10 @@ TokenLayout VitArch::layout_for(int height, int width) const {
 }
 
 std::string VitArch::family() const {
-  if (source_layout == "torchscript") return "torchscript";
+  if (source_layout == CheckpointLayout::TorchScript) return to_string(source_layout);
   std::string name = dist_token ? "deit-distilled" : (class_token ? "vit-cls" : "vit-gap");
   if (register_tokens > 0) name += "-reg" + std::to_string(register_tokens);
-  if (source_layout != "timm") name += " (" + source_layout + ")";
-  return name;
+  return name_with_layout(name, source_layout);
 }
 
 void to_json(nlohmann::json& j, const VitArch& arch) {
@@ -79,8 +78,8 @@ void to_json(nlohmann::json& j, const VitArch& arch) {
                       {{"antialias", arch.pos_interpolation.antialias}, {"offset", arch.pos_interpolation.offset}}},
                      {"norm_pre", arch.norm_pre},
                      {"pooler", arch.pooler},
-                     {"output", arch.output_kind},
-                     {"source_layout", arch.source_layout},
+                     {"output", to_string(arch.output_kind)},
+                     {"source_layout", to_string(arch.source_layout)},
                      {"final_norm", arch.final_norm},
                      {"fc_norm", arch.fc_norm},
                      {"layer_norm_eps", arch.layer_norm_eps},

@@ -10,6 +10,7 @@
 
 #include "models/attention.h"
 #include "models/backbone.h"
+#include "models/checkpoint_layout.h"
 
 namespace attnscope {
 
@@ -56,11 +57,10 @@ struct VitArch {
                            // (HF's DeiTForImageClassification has none: the class token alone)
   bool pooler = false;     // Hugging Face ViTModel's pooler: tanh(dense(class token))
   double layer_norm_eps = 1e-6;
-  // What the output is: "logits" (a classifier), "embedding" (CLIP's image embedding) or
-  // "features" (pooled features of a headless model).
-  std::string output_kind = "logits";
-  // The checkpoint layout the weights came from: timm, hf-vit, hf-deit, openai-clip, dinov2.
-  std::string source_layout = "timm";
+  // What the output is: logits (a classifier), an embedding (CLIP's image embedding) or features
+  // (pooled features of a headless model).
+  OutputKind output_kind = OutputKind::Logits;
+  CheckpointLayout source_layout = CheckpointLayout::Timm;  // the layout the weights came in
   std::vector<BlockArch> blocks;
 
   int prefix_tokens() const { return int(class_token) + int(dist_token) + register_tokens; }
@@ -138,7 +138,7 @@ class VisionTransformerImpl : public StagedBackbone {
 
   std::string family() const override { return arch_.family(); }
   std::vector<std::string> summary_lines() const override;
-  std::string output_kind() const override { return arch_.output_kind; }
+  OutputKind output_kind() const override { return arch_.output_kind; }
   bool hierarchical() const override { return false; }
 
   PatchEmbed patch_embed{nullptr};

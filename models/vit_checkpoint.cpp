@@ -150,7 +150,7 @@ VitArch infer_arch(const Checkpoint& checkpoint, const nlohmann::json& meta, Loa
   std::string heads_source = source_of("heads");
   if (heads == 0 && facts.heads > 0) {
     heads = facts.heads;
-    heads_source = facts.layout + " layout";
+    heads_source = to_string(facts.layout) + " layout";
   }
   for (int i = 0; heads == 0 && i < arch.depth; ++i) {
     heads = heads_from_attention(keys, "blocks." + std::to_string(i) + ".attn.", dim);
@@ -232,7 +232,7 @@ VitArch infer_arch(const Checkpoint& checkpoint, const nlohmann::json& meta, Loa
   if (!activation.empty())
     for (auto& block : arch.blocks)
       block.activation = activation == "quick_gelu" ? MlpActivation::QuickGelu : MlpActivation::Gelu;
-  else if (arch.norm_pre && facts.layout == "timm")
+  else if (arch.norm_pre && facts.layout == CheckpointLayout::Timm)
     note(
         "norm_pre present (a CLIP-style tower): the MLP runs exact GELU; for OpenAI CLIP weights, which use "
         "QuickGELU and LayerNorm eps 1e-5, pass --arch act=quick_gelu,eps=1e-5");
@@ -311,7 +311,10 @@ const BackboneFamily& vit_family() {
         return inferred_backbone<VisionTransformerImpl>(arch, vit_arch_estimate(arch));
       },
       {},
-      vit_released()};
+      vit_released(),
+      {{"eps", "", "LayerNorm epsilon (ViT)", ArchKey::Number},
+       {"act", "act_layer", "MLP activation, gelu or quick_gelu (ViT)", ArchKey::Text}},
+      {}};
   return family;
 }
 

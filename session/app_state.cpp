@@ -9,41 +9,54 @@
 
 namespace attnscope {
 
-bool parse_patch_query(const std::string& text, int& row, int& col) {
+namespace {
+
+// Whole non-negative numbers of at most 6 digits.
+bool small_number(const std::string& text) {
+  return !text.empty() && text.size() <= 6 && text.find_first_not_of("0123456789") == std::string::npos;
+}
+
+}  // namespace
+
+QuerySpec QuerySpec::parse(const std::string& text) {
+  QuerySpec query;
   const auto comma = text.find(',');
-  if (comma == std::string::npos) return false;
-  const std::string first = text.substr(0, comma), second = text.substr(comma + 1);
-  for (const auto& part : {first, second})
-    if (part.empty() || part.size() > 6 || part.find_first_not_of("0123456789") != std::string::npos) return false;
-  row = std::stoi(first);
-  col = std::stoi(second);
-  return true;
-}
-
-int parse_int_option(const std::string& name, const std::string& value) {
-  try {
-    size_t used = 0;
-    const int parsed = std::stoi(value, &used);
-    if (used == value.size()) return parsed;
-  } catch (const std::exception&) {
+  if (text == "cls") {
+    query.kind = Kind::Class;
+  } else if (text == "dist") {
+    query.kind = Kind::Distillation;
+  } else if (text.rfind("reg", 0) == 0 && small_number(text.substr(3)) && text.size() < 9) {
+    query.kind = Kind::Register;
+    query.index = std::stoi(text.substr(3));
+  } else if (comma != std::string::npos && small_number(text.substr(0, comma)) &&
+             small_number(text.substr(comma + 1))) {
+    query = patch(std::stoi(text.substr(0, comma)), std::stoi(text.substr(comma + 1)));
+  } else {
+    throw std::invalid_argument("--query expects cls, dist, regN or ROW,COL, got '" + excerpt(text) + "'");
   }
-  throw std::invalid_argument("--" + name + " expects an integer, got '" + excerpt(value) + "'");
+  return query;
 }
 
-std::string format_double(double value) {
-  std::ostringstream out;
-  out << value;
-  return out.str();
+QuerySpec QuerySpec::patch(int row, int col) {
+  QuerySpec query;
+  query.kind = Kind::Patch;
+  query.row = row;
+  query.col = col;
+  return query;
 }
 
-double parse_double_option(const std::string& name, const std::string& value) {
-  try {
-    size_t used = 0;
-    const double parsed = std::stod(value, &used);
-    if (used == value.size()) return parsed;
-  } catch (const std::exception&) {
+std::string QuerySpec::text() const {
+  switch (kind) {
+    case Kind::Class:
+      return "cls";
+    case Kind::Distillation:
+      return "dist";
+    case Kind::Register:
+      return "reg" + std::to_string(index);
+    case Kind::Patch:
+      break;
   }
-  throw std::invalid_argument("--" + name + " expects a number, got '" + excerpt(value) + "'");
+  return std::to_string(row) + "," + std::to_string(col);
 }
 
 const std::vector<EnumEntry<HeadView>>& EnumTable<HeadView>::entries() {
@@ -96,21 +109,38 @@ std::string joined(std::initializer_list<std::string> parts) {
 }  // namespace
 
 std::string InputSelection::key() const {
-  return joined({model, image, arch, config, device, to_string(resize), input_size, crop, interpolation, mean, std,
-                 std::to_string(max_pixels)});
+  return joined({model, image, arch, config, device, to_string(input_settings()), std::to_string(max_pixels)});
 }
 
 std::string ViewSelection::key() const {
-  return joined({std::to_string(layer), std::to_string(head), query, enum_name(view), enum_name(direction),
-                 std::to_string(windows), enum_name(lcm)});
+  return joined({std::to_string(layer), std::to_string(head), query.text(), enum_name(view), enum_name(direction),
+                 std::to_string(windows), enum_name(lcm), box});
+}
+
+MethodSelection parse_method_selection(const std::string& text, const std::string& option) {
+  MethodSelection selection;
+  selection.dino_masks = text == "dino-masks";
+  selection.every = text == "all";
+  selection.methods = selection.dino_masks ? std::vector<AttributionMethod>{} : parse_method_list(text, option);
+  return selection;
+}
+
+std::string to_string(const MethodSelection& selection) {
+  return selection.dino_masks ? "dino-masks" : selection.every ? "all" : to_string(selection.methods);
+}
+
+std::string AnalysisOptionValues::key() const {
+  std::string key;
+  for (const auto& [name, value] : values_) key += name + "=" + value.text + ";";
+  return key;
 }
 
 std::string AnalysisSettings::key() const {
-  std::string extra;
-  for (const auto& [name, value] : options) extra += name + "=" + value + ";";
-  return joined({analysis, std::to_string(target_class), gradcam_layer, to_string(fusion), format_double(discard), box,
-                 method, methods, std::to_string(steps), replacement, std::to_string(ig_steps), ig_baseline,
-                 enum_name(fp_vectors), enum_name(fp_projection), enum_name(ranks), enum_name(matrix), extra});
+  const std::string extra = options.key();
+  return joined({analysis, std::to_string(target_class), gradcam_layer, to_string(fusion), format_double(discard),
+                 to_string(method), to_string(methods), std::to_string(steps), to_string(replacement),
+                 std::to_string(ig_steps), to_string(ig_baseline), enum_name(fp_vectors), enum_name(fp_projection),
+                 enum_name(ranks), extra});
 }
 
 std::string DisplaySettings::key() const {
@@ -135,64 +165,6 @@ std::vector<AttentionSettings> AppState::panel_settings() const {
   return panels;
 }
 
-void set_option(AppState& state, const std::string& name, const std::string& value) {
-  const OptionSpec* option = find_option(name);
-  if (!option) throw std::invalid_argument("unknown option --" + excerpt(name));
-  // Paths are the longest values (PATH_MAX is 4096); anything longer is not an option value.
-  if (value.size() > kMaxOptionValueBytes)
-    throw std::invalid_argument("--" + name + ": the value is " + std::to_string(value.size()) +
-                                " bytes long, at most " + std::to_string(kMaxOptionValueBytes) + " are accepted");
-  option->set(state, value);
-}
-
-nlohmann::json to_json(const AppState& state) {
-  nlohmann::json json = nlohmann::json::object();
-  for (const auto& option : app_options()) {
-    const std::string value = option.get(state);
-    if (!option.panel_list) {
-      json[option.name] = value;
-      continue;
-    }
-    // Panel lists as objects: readable, and paths with ',' or ':' stay intact (the compare specs
-    // are taken as they are, not through their text).
-    json[option.name] = nlohmann::json::array();
-    const std::vector<PanelSpec> specs =
-        option.name == "compare" ? state.compare : parse_panel_list(value, "--" + option.name);
-    for (const PanelSpec& spec : specs) json[option.name].push_back(to_json(spec));
-  }
-  return json;
-}
-
-void apply_json(AppState& state, const nlohmann::json& json) {
-  if (!json.is_object()) throw std::invalid_argument("a session must be a JSON object");
-  for (const auto& item : json.items()) {
-    const auto& value = item.value();
-    std::string text;
-    const OptionSpec* option = find_option(item.key());
-    if (option && option->panel_list && value.is_array()) {
-      std::vector<PanelSpec> specs;
-      for (const auto& entry : value) specs.push_back(panel_spec_from_json(entry, "--" + item.key()));
-      if (item.key() == "compare") {
-        // Set directly: paths may hold the text form's separators.
-        if (int(specs.size()) > kMaxPanels - 1)
-          throw std::invalid_argument("--compare takes at most " + std::to_string(kMaxPanels - 1) + " panels, got " +
-                                      std::to_string(specs.size()));
-        state.compare = specs;
-        continue;
-      }
-      text = to_string(specs);
-    } else if (value.is_string())
-      text = value.get<std::string>();
-    else if (value.is_boolean())  // the switches' own words
-      text = value.get<bool>() ? "on" : "off";
-    else if (value.is_number())
-      text = value.dump();
-    else
-      throw std::invalid_argument("session key '" + excerpt(item.key()) + "' must be a string or a number");
-    set_option(state, item.key(), text);
-  }
-}
-
 std::vector<int> parse_index_list(const std::string& name, const std::string& text) {
   if (text == "all") return {};
   std::vector<int> indices;
@@ -204,12 +176,21 @@ std::vector<int> parse_index_list(const std::string& name, const std::string& te
   return indices;
 }
 
-std::vector<VariantChoice> parse_variant_list(const std::string& text, const AttentionSettings& base) {
-  if (text.empty()) return {{to_string(base.variant), base, ""}};
+std::vector<VariantChoice> variant_rows(const std::vector<PanelSpec>& specs, const AttentionSettings& base) {
+  if (specs.empty()) return {{to_string(base.variant), base, ""}};
   std::vector<VariantChoice> choices;
-  for (const PanelSpec& spec : parse_panel_list(text, "--variants"))
-    choices.push_back({spec.label(), spec.settings(base), spec.model});
+  for (const PanelSpec& spec : specs) choices.push_back({spec.label(), spec.settings(base), spec.model});
   return choices;
+}
+
+std::vector<VariantChoice> parse_variant_list(const std::string& text, const AttentionSettings& base) {
+  return variant_rows(parse_panel_list(text, "--variants"), base);
+}
+
+std::string index_list_text(const std::vector<int>& indices) {
+  std::string text;
+  for (int index : indices) text += (text.empty() ? "" : ",") + std::to_string(index);
+  return text.empty() ? "all" : text;
 }
 
 int resolve_layer_index(int layer, int depth) {
@@ -230,41 +211,35 @@ void check_head_index(int head, int heads) {
                                 " heads (0.." + std::to_string(heads - 1) + ")");
 }
 
-ResolvedQuery resolve_query(const std::string& query, const TokenLayout& layout) {
+ResolvedQuery resolve_query(const QuerySpec& query, const TokenLayout& layout) {
   ResolvedQuery resolved;
-  if (query == "cls") {
-    if (layout.has_class_token) return resolved;
-    resolved.token = layout.patch_token(layout.grid_h / 2, layout.grid_w / 2);
-    resolved.note = "the model has no class token: using the centre patch";
-    return resolved;
+  switch (query.kind) {
+    case QuerySpec::Kind::Class:
+      if (layout.has_class_token) return resolved;
+      resolved.token = layout.patch_token(layout.grid_h / 2, layout.grid_w / 2);
+      resolved.note = "the model has no class token: using the centre patch";
+      return resolved;
+    case QuerySpec::Kind::Distillation:
+      if (!layout.has_dist_token) throw std::invalid_argument("--query dist: the model has no distillation token");
+      resolved.token = int(layout.has_class_token);
+      return resolved;
+    case QuerySpec::Kind::Register:
+      if (query.index >= layout.register_tokens)
+        throw std::invalid_argument("--query " + query.text() + ": " +
+                                    (layout.register_tokens == 0
+                                         ? std::string("the model has no register tokens")
+                                         : "the model has " + std::to_string(layout.register_tokens) +
+                                               " register tokens (reg0 .. reg" +
+                                               std::to_string(layout.register_tokens - 1) + ")"));
+      resolved.token = int(layout.has_class_token) + int(layout.has_dist_token) + query.index;
+      return resolved;
+    case QuerySpec::Kind::Patch:
+      break;
   }
-  if (query == "dist") {
-    if (!layout.has_dist_token) throw std::invalid_argument("--query dist: the model has no distillation token");
-    resolved.token = int(layout.has_class_token);
-    return resolved;
-  }
-  if (query.rfind("reg", 0) == 0) {
-    const std::string number = query.substr(3);
-    const bool digits =
-        !number.empty() && number.size() < 6 && number.find_first_not_of("0123456789") == std::string::npos;
-    const int index = digits ? std::stoi(number) : -1;
-    if (index < 0 || index >= layout.register_tokens)
-      throw std::invalid_argument("--query " + query.substr(0, 40) + ": " +
-                                  (layout.register_tokens == 0
-                                       ? std::string("the model has no register tokens")
-                                       : "the model has " + std::to_string(layout.register_tokens) +
-                                             " register tokens (reg0 .. reg" +
-                                             std::to_string(layout.register_tokens - 1) + ")"));
-    resolved.token = int(layout.has_class_token) + int(layout.has_dist_token) + index;
-    return resolved;
-  }
-  int row = 0, col = 0;
-  if (!parse_patch_query(query, row, col))
-    throw std::invalid_argument("--query expects cls, dist, regN or ROW,COL, got '" + excerpt(query) + "'");
-  if (row < 0 || row >= layout.grid_h || col < 0 || col >= layout.grid_w)
-    throw std::invalid_argument("--query " + excerpt(query) + " is outside the " + std::to_string(layout.grid_h) + "x" +
+  if (query.row >= layout.grid_h || query.col >= layout.grid_w)
+    throw std::invalid_argument("--query " + query.text() + " is outside the " + std::to_string(layout.grid_h) + "x" +
                                 std::to_string(layout.grid_w) + " patch grid");
-  resolved.token = layout.patch_token(row, col);
+  resolved.token = layout.patch_token(query.row, query.col);
   return resolved;
 }
 

@@ -3,6 +3,7 @@
 // It sits above models/ and analysis/ (it names their settings); nothing below it includes it.
 #pragma once
 
+#include <any>
 #include <functional>
 #include <map>
 #include <nlohmann/json_fwd.hpp>
@@ -10,12 +11,17 @@
 #include <utility>
 #include <vector>
 
+#include "analysis/attribution_method.h"
+#include "analysis/faithfulness_table.h"
 #include "analysis/focus_projection.h"
 #include "analysis/head_fusion.h"
+#include "analysis/perturbation.h"
 #include "core/colormap.h"
 #include "core/enum_names.h"
 #include "core/image.h"
+#include "core/number_text.h"
 #include "core/value_scale.h"
+#include "figures/bundle.h"
 #include "models/arch_config.h"
 #include "models/attention_settings.h"
 #include "session/panel_spec.h"
@@ -25,15 +31,15 @@ namespace attnscope {
 // What a figure export produces (figures/export.h): the CLI's `export` and the GUI's Export button.
 struct ExportSettings {
   std::string layout = "grid-layers";  // a name from figure_layout_names() (figures/layouts.h)
-  std::string format = "png";          // png, svg or pdf
-  double dpi = 200;                    // PNG pixels per inch (figure geometry is in points)
-  int png_width = 0;                   // PNG width in pixels; 0: from dpi
-  double width_pt = 0;                 // the figure's width in points (240: a paper column); 0: natural
-  bool transparent = false;            // no background fill
-  bool overwrite = false;              // replace existing files
-  std::string variants;                // "softmax,focused:p=2"; empty: the state's own variant
-  std::string layers = "all";          // columns of grid-layers: "all" or "0,5,-1"
-  std::string heads = "all";           // columns of grid-heads
+  FigureFormat format = FigureFormat::Png;
+  double dpi = 200;                 // PNG pixels per inch (figure geometry is in points)
+  int png_width = 0;                // PNG width in pixels; 0: from dpi
+  double width_pt = 0;              // the figure's width in points (240: a paper column); 0: natural
+  bool transparent = false;         // no background fill
+  bool overwrite = false;           // replace existing files
+  std::vector<PanelSpec> variants;  // rows of a comparison (softmax, focused:p=2); empty: the state's own
+  std::vector<int> layers;          // columns of grid-layers (negative: from the end); empty: all
+  std::vector<int> heads;           // columns of grid-heads; empty: all
 };
 
 // How a view shows a layer's heads: the selected head, the mean over heads, or every head.
@@ -76,6 +82,43 @@ struct EnumTable<MatrixFile> {
   static const std::vector<EnumEntry<MatrixFile>>& entries();
 };
 
+// The attribution methods the faithfulness table and eval compare: a list, "all" (then a method
+// that cannot apply to a model is left out with its reason), or, for eval --images alone,
+// "dino-masks" (DINO's masks scored by Jaccard instead of attribution maps).
+struct MethodSelection {
+  std::vector<AttributionMethod> methods = {AttributionMethod::GradCam, AttributionMethod::GradCamPlusPlus,
+                                            AttributionMethod::Relevance, AttributionMethod::Rollout,
+                                            AttributionMethod::Attention};
+  bool every = false;
+  bool dino_masks = false;
+};
+MethodSelection parse_method_selection(const std::string& text, const std::string& option);
+std::string to_string(const MethodSelection& selection);
+
+// The analyses' own options (views/analysis_options.h), each parsed once where it enters (its
+// option's `set`: the CLI, a session file, a widget) and kept as its typed value, with the text
+// sessions write. Read by type: an analysis never parses it again.
+class AnalysisOptionValues {
+ public:
+  void set(const std::string& name, std::any value, std::string text) {
+    values_[name] = {std::move(value), std::move(text)};
+  }
+  // The value of `name` as T, or null when it is unset (its default applies).
+  template <typename T>
+  const T* get(const std::string& name) const {
+    const auto found = values_.find(name);
+    return found == values_.end() ? nullptr : std::any_cast<T>(&found->second.value);
+  }
+  std::string key() const;  // "name=text;..." of every value set
+
+ private:
+  struct Value {
+    std::any value;
+    std::string text;
+  };
+  std::map<std::string, Value> values_;
+};
+
 // The parts of a session, each defined once and embedded (as a base) where it is needed: the
 // inference request of the workbench and a figure request carry the same parts, not copies of
 // their fields. Each part's key() names everything in it, for caches and change detection.
@@ -89,8 +132,10 @@ struct InputSelection {
   std::string device = "auto";
   // How the image becomes the model's input; empty text and auto: what the checkpoint declares.
   ResizeMode resize = ResizeMode::Auto;
-  std::string input_size = "native";  // "native", "S" or "HxW" (pixels, multiples of the patch)
-  std::string crop, interpolation, mean, std;
+  InputSize input_size;                        // native, or pixels (multiples of the patch)
+  std::optional<double> crop;                  // none: what the checkpoint declares
+  std::optional<Interpolation> interpolation;  // the same
+  std::optional<std::array<float, 3>> mean, std;
   int64_t max_pixels = kDefaultMaxPixels;  // images whose header declares more are refused
 
   InputSettings input_settings() const { return {resize, input_size, crop, interpolation, mean, std}; }
@@ -98,17 +143,38 @@ struct InputSelection {
   std::string key() const;
 };
 
+// The query token a view is of, as --query names it: the class token, the distillation token, a
+// register token or a patch of the grid. Parsed once where it enters; resolve_query places it in a
+// layer's tokens (a model without a class token takes its centre patch, with a note).
+struct QuerySpec {
+  enum class Kind { Class, Distillation, Register, Patch };
+  Kind kind = Kind::Class;
+  int index = 0;         // Register: which one (reg0 is 0)
+  int row = 0, col = 0;  // Patch
+
+  // "cls", "dist", "regN" or "ROW,COL" (whole numbers of at most 6 digits); throws
+  // std::invalid_argument naming --query.
+  static QuerySpec parse(const std::string& text);
+  static QuerySpec patch(int row, int col);
+  bool is_patch() const { return kind == Kind::Patch; }
+  std::string text() const;  // as parse takes it
+  bool operator==(const QuerySpec& other) const { return text() == other.text(); }
+};
+
 // What of a layer's attention the views show.
 struct ViewSelection {
   int layer = -1;  // -1: the last block
   int head = 0;
-  std::string query = "cls";  // "cls", "dist", "regN" or "ROW,COL"
+  QuerySpec query;
   HeadView view = HeadView::Head;
   MapDirection direction = MapDirection::Out;
   // Outline the selected layer's windows on the maps (Swin's shifted windows where shifted), and
   // the query's own window.
   bool windows = false;
   LcmView lcm = LcmView::Before;
+  // A box of patches drawn on the views, "R0,C0,R1,C1" (end-exclusive), empty: none; outlined on
+  // every panel and measured by the focus metrics.
+  std::string box;
 
   std::string key() const;
 };
@@ -121,21 +187,19 @@ struct AnalysisSettings {
   std::string gradcam_layer = "blocks.-1.norm1";  // a ForwardHook point (see analysis/gradcam.h)
   HeadFusion fusion = HeadFusion::Mean;           // rollout head fusion
   double discard = 0.0;                           // rollout discard ratio
-  std::string box;                                // "R0,C0,R1,C1" patches (end-exclusive), empty: none
-  // Attribution (analysis/attribution.h names the methods): the workbench's attribution view, the
-  // faithfulness table and eval.
-  std::string method = "gradcam";                                         // the attribution view's method
-  std::string methods = "gradcam,gradcam++,relevance,rollout,attention";  // faithfulness and eval
-  int steps = 20;                    // deletion/insertion curves: steps from the image to its replacement
-  std::string replacement = "blur";  // what removed cells become: blur, mean, black or zero
-  int ig_steps = 50;                 // integrated gradients: points on the path
-  std::string ig_baseline = "zero";  // integrated gradients: zero, black, mean or blur
+  // Attribution (analysis/attribution_method.h names the methods): the workbench's attribution
+  // view, the faithfulness table, eval and the faithfulness figure.
+  AttributionMethod method = AttributionMethod::GradCam;  // the attribution view's method
+  MethodSelection methods;                                // faithfulness and eval
+  int steps = 20;                               // deletion/insertion curves: steps from the image to its replacement
+  Replacement replacement = Replacement::Blur;  // what removed cells become
+  int ig_steps = 50;                            // integrated gradients: points on the path
+  Replacement ig_baseline = Replacement::Zero;  // integrated gradients: the image the path starts from
   FocusVectors fp_vectors = FocusVectors::Keys;
   FocusProjectionKind fp_projection = FocusProjectionKind::Channels;  // their two largest channels, or PCA
-  RankMode ranks = RankMode::Auto;                                    // run's spectra
-  MatrixFile matrix = MatrixFile::Auto;                               // run's matrix_*.npy
-  // The options of the analyses that define their own (views/analysis_*.cpp), by option name.
-  std::map<std::string, std::string> options;
+  RankMode ranks = RankMode::Auto;                                    // run's and the matrix view's spectra
+  // The options of the analyses that define their own (views/analysis_*.cpp), typed.
+  AnalysisOptionValues options;
 
   std::string key() const;
 };
@@ -152,7 +216,8 @@ struct DisplaySettings {
 
 struct AppState : InputSelection, ViewSelection, AnalysisSettings, DisplaySettings {
   AttentionSettings attention;
-  std::string out;  // output folder of headless commands
+  std::string out;                       // output folder of headless commands
+  MatrixFile matrix = MatrixFile::Auto;  // run's matrix_*.npy
   // The workbench's views; headless commands read what applies to them (panel 1 is `model` with
   // `attention`).
   std::vector<PanelSpec> compare;  // side by side: panels 2..4 (model, variant, parameters), empty for one
@@ -165,6 +230,18 @@ struct AppState : InputSelection, ViewSelection, AnalysisSettings, DisplaySettin
 
 constexpr int kMaxPanels = 4;
 
+// Which part of a session an option sets: commands take whole groups, so a new attention knob
+// reaches run, analyze and export without a list of theirs naming it.
+enum class OptionGroup {
+  Other,
+  Input,      // the checkpoint, the image and how it becomes the model's input
+  Attention,  // the variant and the knob table's knobs
+  Selection,  // the layer, head and query the maps are of
+  Display,    // colour map, scale, opacity
+  Output,     // the output folder and whether existing files are replaced
+  Figure,     // an exported figure's layout, format and size
+};
+
 // One option: its flag name, help, and how it reads and writes the state (as text).
 struct OptionSpec {
   std::string name;        // flag without dashes, also the session-file key
@@ -173,34 +250,34 @@ struct OptionSpec {
   std::function<void(AppState&, const std::string&)> set;  // throws std::invalid_argument
   std::function<std::string(const AppState&)> get;
   std::string implicit_value = {};  // non-empty: a switch; `--name` alone means this value
-  bool panel_list = false;          // a list of panel specs: an array of objects in session files
   // The workbench's control for it where a view draws its options (views/analysis_registry.h): a
   // slider over [slider_min, slider_max] when that range is not empty, radio buttons when the value
   // name lists choices ("a|b|c"), a text field otherwise.
   double slider_min = 0, slider_max = 0;
+  OptionGroup group = OptionGroup::Other;
+  // A list of panel specs, kept as specs: read and set whole (session files write it as objects,
+  // since a path may hold the text form's separators); null for every other option.
+  const std::vector<PanelSpec>& (*panels)(const AppState&) = nullptr;
+  void (*set_panels)(AppState&, std::vector<PanelSpec>) = nullptr;  // throws as `set` does
 };
 
-const std::vector<OptionSpec>& app_options();
-// The analysis registry's part of the option table: `analysis` and each analysis's own options.
-// Defined with the registry (views/analysis_registry.cpp), which sits above this file.
-void add_analysis_options(std::vector<OptionSpec>& options);
-const std::vector<std::string>& analysis_names();  // "none" first, then the workbench's analyses
-std::string analysis_help();                       // "spectrum (matrix, rank), gradcam, ..." for --help
+// The session's own options (session/option_table.cpp): everything but the analyses' (which the
+// analysis registry adds: views/option_catalog.h has the whole table).
+const std::vector<OptionSpec>& session_options();
 // The attribution options (method, methods, steps, replacement, ig-steps, ig-baseline), defined in
-// session/attribution_options.cpp and appended to app_options().
+// session/attribution_options.cpp and appended to the session's options.
 void add_attribution_options(std::vector<OptionSpec>& options);
-const OptionSpec* find_option(const std::string& name);
+// The faithfulness table those options ask for: --methods, --steps, --replacement, --class, the CAM
+// layer (--gradcam-layer), the attention layer (--layer), rollout's --fusion and --discard, IG's
+// --ig-steps and --ig-baseline. Throws std::invalid_argument naming a bad option.
+FaithfulnessTableRequest faithfulness_request(const AppState& state);
+// How a figure of the session's export settings is written (format, style, overwrite; the layout
+// named as it is).
+FigureOutput figure_output(const AppState& state);
+const OptionSpec* find_session_option(const std::string& name);
 
-// Whole-string number parsing for option values; errors name the option: "--p expects a number".
-int parse_int_option(const std::string& name, const std::string& value);
-double parse_double_option(const std::string& name, const std::string& value);
-// A number as options and sessions write it (the stream's default: 0.6, 1e-06).
-std::string format_double(double value);
-
-// Sets one option by name; throws std::invalid_argument naming the option and the bad value (cut
-// to core/excerpt.h's length). Values longer than kMaxOptionValueBytes are refused.
+// Option values longer than this are refused (paths are the longest: PATH_MAX is 4096).
 constexpr size_t kMaxOptionValueBytes = 8192;
-void set_option(AppState& state, const std::string& name, const std::string& value);
 
 // "all" -> empty (every index); "0,5,-1" -> {0, 5, -1} (negative counts from the end). Throws
 // std::invalid_argument naming the option.
@@ -215,6 +292,10 @@ struct VariantChoice {
 };
 // A comma-separated list of panel specs; empty text gives `base` alone, labelled by its variant.
 std::vector<VariantChoice> parse_variant_list(const std::string& text, const AttentionSettings& base);
+// The rows of `specs` over the session's `base` (its own variant alone when there are none).
+std::vector<VariantChoice> variant_rows(const std::vector<PanelSpec>& specs, const AttentionSettings& base);
+// "all" or "0,5,-1": an index list as the options write it.
+std::string index_list_text(const std::vector<int>& indices);
 
 nlohmann::json to_json(const AppState& state);
 void apply_json(AppState& state, const nlohmann::json& json);  // unknown keys are an error
@@ -227,9 +308,11 @@ struct ResolvedQuery {
   int token = 0;
   std::string note;  // set when a fallback was taken
 };
-ResolvedQuery resolve_query(const std::string& query, const TokenLayout& layout);
-// "ROW,COL" with two non-negative whole numbers of at most 6 digits.
-bool parse_patch_query(const std::string& text, int& row, int& col);
+ResolvedQuery resolve_query(const QuerySpec& query, const TokenLayout& layout);
+// The same for a query as --query names it.
+inline ResolvedQuery resolve_query(const std::string& text, const TokenLayout& layout) {
+  return resolve_query(QuerySpec::parse(text), layout);
+}
 
 // The block index for `layer` (negative counts from the end) in a model of `depth` blocks, and a
 // head index check; both throw std::invalid_argument naming the option and the valid range.

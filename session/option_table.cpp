@@ -1,6 +1,6 @@
-// The option table: every option's name, value syntax, help, parser and formatter, defined once.
-// The CLI's flags, the session file's keys and the workbench's generated controls all read it
-// (session/app_state.h: app_options, find_option).
+// The session's option table: every option's name, value syntax, help, parser and formatter,
+// defined once; the analyses add theirs above (views/option_catalog.h). The CLI's flags, the
+// session file's keys and the workbench's generated controls all read the whole table.
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -32,6 +32,13 @@ void enum_option(std::vector<OptionSpec>& options, const char* name, const std::
                      [field](const AppState& s) { return enum_name(s.*field); }});
 }
 
+void set_compare(AppState& state, std::vector<PanelSpec> specs) {
+  if (int(specs.size()) > kMaxPanels - 1)
+    throw std::invalid_argument("--compare takes at most " + std::to_string(kMaxPanels - 1) + " panels, got " +
+                                std::to_string(specs.size()));
+  state.compare = std::move(specs);
+}
+
 void add_export_options(std::vector<OptionSpec>& options) {
   auto on_off = [&](const char* name, const char* help, bool ExportSettings::*field) {
     options.push_back({name, "on|off", help,
@@ -49,13 +56,9 @@ void add_export_options(std::vector<OptionSpec>& options) {
                        s.figure.layout = v;
                      },
                      [](const AppState& s) { return s.figure.layout; }});
-  options.push_back({"format", "png|svg|pdf", "figure file format",
-                     [](AppState& s, const std::string& v) {
-                       if (v != "png" && v != "svg" && v != "pdf")
-                         throw std::invalid_argument("--format expects png, svg or pdf, got '" + excerpt(v) + "'");
-                       s.figure.format = v;
-                     },
-                     [](const AppState& s) { return s.figure.format; }});
+  options.push_back({"format", enum_choices_bar<FigureFormat>(), "figure file format",
+                     [](AppState& s, const std::string& v) { s.figure.format = parse_enum<FigureFormat>("format", v); },
+                     [](const AppState& s) { return to_string(s.figure.format); }});
   options.push_back({"dpi", "DPI", "PNG resolution in pixels per inch",
                      [](AppState& s, const std::string& v) {
                        const double dpi = parse_double_option("dpi", v);
@@ -81,27 +84,25 @@ void add_export_options(std::vector<OptionSpec>& options) {
                      [](const AppState& s) { return format_double(s.figure.width_pt); }});
   on_off("transparent", "figure without a background fill", &ExportSettings::transparent);
   on_off("overwrite", "replace existing files (otherwise they are an error)", &ExportSettings::overwrite);
-  options.push_back({"variants", "SPEC,..",
-                     "rows of a comparison, e.g. softmax,focused:p=2,native:model=F (panel specs as --compare; "
-                     "default: --variant)",
-                     [](AppState& s, const std::string& v) {
-                       parse_variant_list(v, s.attention);  // validates
-                       s.figure.variants = v;
-                     },
-                     [](const AppState& s) { return s.figure.variants; }, "", true});
+  OptionSpec variants{"variants", "SPEC,..",
+                      "rows of a comparison, e.g. softmax,focused:p=2,native:model=F (panel specs as --compare; "
+                      "default: --variant)",
+                      [](AppState& s, const std::string& v) { s.figure.variants = parse_panel_list(v, "--variants"); },
+                      [](const AppState& s) { return to_string(s.figure.variants); }};
+  variants.panels = [](const AppState& s) -> const std::vector<PanelSpec>& { return s.figure.variants; };
+  variants.set_panels = [](AppState& s, std::vector<PanelSpec> specs) { s.figure.variants = std::move(specs); };
+  options.push_back(variants);
   options.push_back({"layers", "all|L,..", "layer columns of grid-layers (negative: from the end)",
-                     [](AppState& s, const std::string& v) {
-                       parse_index_list("layers", v);
-                       s.figure.layers = v;
-                     },
-                     [](const AppState& s) { return s.figure.layers; }});
+                     [](AppState& s, const std::string& v) { s.figure.layers = parse_index_list("layers", v); },
+                     [](const AppState& s) { return index_list_text(s.figure.layers); }});
   options.push_back({"heads", "all|H,..", "head columns of grid-heads",
                      [](AppState& s, const std::string& v) {
-                       for (int head : parse_index_list("heads", v))
+                       const std::vector<int> heads = parse_index_list("heads", v);
+                       for (int head : heads)
                          if (head < 0) throw std::invalid_argument("--heads must be >= 0");
-                       s.figure.heads = v;
+                       s.figure.heads = heads;
                      },
-                     [](const AppState& s) { return s.figure.heads; }});
+                     [](const AppState& s) { return index_list_text(s.figure.heads); }});
 }
 
 std::vector<OptionSpec> make_options() {
@@ -136,41 +137,40 @@ std::vector<OptionSpec> make_options() {
                      "crop fraction of --resize timm (timm's crop_pct), in (0, 1]; default: the checkpoint's, else "
                      "0.875",
                      [](AppState& s, const std::string& v) {
-                       if (!v.empty()) {
-                         const double crop = parse_double_option("crop", v);
-                         if (!(crop > 0 && crop <= 1)) throw std::invalid_argument("--crop must be in (0, 1]");
-                       }
-                       s.crop = v;
+                       s.crop.reset();
+                       if (v.empty()) return;
+                       const double crop = parse_double_option("crop", v);
+                       if (!(crop > 0 && crop <= 1)) throw std::invalid_argument("--crop must be in (0, 1]");
+                       s.crop = crop;
                      },
-                     [](const AppState& s) { return s.crop; }});
+                     [](const AppState& s) { return s.crop ? format_double(*s.crop) : std::string(); }});
   options.push_back({"interpolation", "bicubic|bilinear",
                      "resize filter (Pillow-exact); default: the checkpoint's, else bicubic",
                      [](AppState& s, const std::string& v) {
-                       if (!v.empty()) with_option_name("interpolation", [&] { return parse_interpolation(v); });
-                       s.interpolation = v;
+                       s.interpolation.reset();
+                       if (!v.empty())
+                         s.interpolation = with_option_name("interpolation", [&] { return parse_interpolation(v); });
                      },
-                     [](const AppState& s) { return s.interpolation; }});
+                     [](const AppState& s) { return s.interpolation ? to_string(*s.interpolation) : std::string(); }});
   options.push_back({"mean", "R,G,B", "input normalisation mean; default: the checkpoint's, else ImageNet's",
                      [](AppState& s, const std::string& v) {
-                       if (!v.empty()) parse_channel_values(v, "--mean");
-                       s.mean = v;
+                       s.mean.reset();
+                       if (!v.empty()) s.mean = parse_channel_values(v, "--mean");
                      },
-                     [](const AppState& s) { return s.mean; }});
+                     [](const AppState& s) { return channel_values_text(s.mean); }});
   options.push_back({"std", "R,G,B", "input normalisation std; default: the checkpoint's, else ImageNet's",
                      [](AppState& s, const std::string& v) {
-                       if (!v.empty()) {
-                         for (float value : parse_channel_values(v, "--std"))
-                           if (!(value > 0)) throw std::invalid_argument("--std values must be positive");
-                       }
-                       s.std = v;
+                       s.std.reset();
+                       if (v.empty()) return;
+                       const std::array<float, 3> values = parse_channel_values(v, "--std");
+                       for (float value : values)
+                         if (!(value > 0)) throw std::invalid_argument("--std values must be positive");
+                       s.std = values;
                      },
-                     [](const AppState& s) { return s.std; }});
+                     [](const AppState& s) { return channel_values_text(s.std); }});
   options.push_back({"size", "S|HxW", "input resolution in pixels (default: the model's native size)",
-                     [](AppState& s, const std::string& v) {
-                       resolve_input_size(v, 224, 224, 1);  // validates the syntax
-                       s.input_size = v;
-                     },
-                     [](const AppState& s) { return s.input_size; }});
+                     [](AppState& s, const std::string& v) { s.input_size = InputSize::parse(v); },
+                     [](const AppState& s) { return s.input_size.text(); }});
   options.push_back({"max-pixels", "N",
                      "largest image accepted, in pixels, judged from its header before decoding (default 89478485, "
                      "Pillow's decompression bomb guard; at most 2^30)",
@@ -187,43 +187,14 @@ std::vector<OptionSpec> make_options() {
                        s.attention.variant = with_option_name("variant", [&] { return parse_variant(v); });
                      },
                      [](const AppState& s) { return to_string(s.attention.variant); }});
-  options.push_back({"p", "P", "FLatten focusing factor (default 3)",
-                     [](AppState& s, const std::string& v) {
-                       const double p = parse_double_option("p", v);
-                       if (!(p > 0)) throw std::invalid_argument("--p must be positive");
-                       s.attention.p = p;
-                     },
-                     [](const AppState& s) { return format_double(s.attention.p); }});
-  options.push_back(
-      {"window", "W",
-       "window size in patches (0: global; the window variant defaults to " + std::to_string(kDefaultWindow) + ")",
-       [](AppState& s, const std::string& v) {
-         const int w = parse_int_option("window", v);
-         if (w < 0) throw std::invalid_argument("--window must be >= 0");
-         s.attention.window = w;
-       },
-       [](const AppState& s) { return std::to_string(s.attention.window); }});
-  options.push_back(
-      {"anchors", "M",
-       "anchor count (0: all learned anchors, or " + std::to_string(kDefaultPooledAnchors) + " pooled from K)",
-       [](AppState& s, const std::string& v) {
-         const int m = parse_int_option("anchors", v);
-         if (m < 0) throw std::invalid_argument("--anchors must be >= 0");
-         s.attention.anchors = m;
-       },
-       [](const AppState& s) { return std::to_string(s.attention.anchors); }});
-  options.push_back({"dwc", "on|off", "FLatten's depthwise conv on V, where the checkpoint has it",
-                     [](AppState& s, const std::string& v) {
-                       if (v != "on" && v != "off")
-                         throw std::invalid_argument("--dwc expects on or off, got '" + excerpt(v) + "'");
-                       s.attention.dwc = v == "on";
-                     },
-                     [](const AppState& s) { return std::string(s.attention.dwc ? "on" : "off"); }});
-  options.push_back({"norm", focus_norm_choices(), focus_norm_help(),
-                     [](AppState& s, const std::string& v) {
-                       s.attention.norm = with_option_name("norm", [&] { return parse_focus_norm(v); });
-                     },
-                     [](const AppState& s) { return to_string(s.attention.norm); }});
+  // The attention knobs, one option each, from the knob table (models/attention_settings.h).
+  for (const AttentionKnob& knob : attention_knobs()) {
+    OptionSpec option{knob.name, knob.value_name, knob.help,
+                      [&knob](AppState& s, const std::string& v) { knob.set(s.attention, v); },
+                      [&knob](const AppState& s) { return knob.text(s.attention); }};
+    option.group = OptionGroup::Attention;
+    options.push_back(option);
+  }
   options.push_back({"layer", "L", "block, from 0 (-1: the last)",
                      [](AppState& s, const std::string& v) { s.layer = parse_int_option("layer", v); },
                      [](const AppState& s) { return std::to_string(s.layer); }});
@@ -234,30 +205,21 @@ std::vector<OptionSpec> make_options() {
                        s.head = h;
                      },
                      [](const AppState& s) { return std::to_string(s.head); }});
-  options.push_back(
-      {"query", "cls|dist|regN|ROW,COL", "query token: the class, distillation or register token N, or a patch",
-       [](AppState& s, const std::string& v) {
-         int row = 0, col = 0;
-         const bool prefix = v == "cls" || v == "dist" ||
-                             (v.size() > 3 && v.size() < 9 && v.rfind("reg", 0) == 0 &&
-                              v.find_first_not_of("0123456789", 3) == std::string::npos);
-         if (!prefix && !parse_patch_query(v, row, col))
-           throw std::invalid_argument("--query expects cls, dist, regN or ROW,COL, got '" + excerpt(v) + "'");
-         s.query = v;
-       },
-       [](const AppState& s) { return s.query; }});
-  options.push_back({"compare", "SPEC,..",
-                     "side by side: panels 2 to 4, each VARIANT[:model=F][:p=P][:window=W][:anchors=M][:dwc=on|off]"
-                     "[:norm=" +
-                         focus_norm_choices() + "] (panel 1 is --model with --variant; keys left out follow them)",
-                     [](AppState& s, const std::string& v) {
-                       std::vector<PanelSpec> specs = parse_panel_list(v, "--compare");
-                       if (int(specs.size()) > kMaxPanels - 1)
-                         throw std::invalid_argument("--compare takes at most " + std::to_string(kMaxPanels - 1) +
-                                                     " panels, got " + std::to_string(specs.size()));
-                       s.compare = specs;
-                     },
-                     [](const AppState& s) { return to_string(s.compare); }, "", true});
+  options.push_back({"query", "cls|dist|regN|ROW,COL",
+                     "query token: the class, distillation or register token N, or a patch",
+                     [](AppState& s, const std::string& v) { s.query = QuerySpec::parse(v); },
+                     [](const AppState& s) { return s.query.text(); }});
+  std::string spec_keys;
+  for (const AttentionKnob& knob : attention_knobs()) spec_keys += "[:" + knob.name + "=" + knob.value_name + "]";
+  // Panels 2 to 4; set as text (the flag) or whole (a session's objects), checked alike.
+  OptionSpec compare{"compare", "SPEC,..",
+                     "side by side: panels 2 to 4, each VARIANT[:model=F]" + spec_keys +
+                         " (panel 1 is --model with --variant; keys left out follow them)",
+                     [](AppState& s, const std::string& v) { set_compare(s, parse_panel_list(v, "--compare")); },
+                     [](const AppState& s) { return to_string(s.compare); }};
+  compare.panels = [](const AppState& s) -> const std::vector<PanelSpec>& { return s.compare; };
+  compare.set_panels = set_compare;
+  options.push_back(compare);
   enum_option<HeadView>(options, "view", "the selected head, the mean over heads, or a grid of all heads",
                         &AppState::view);
   enum_option<MapDirection>(options, "direction",
@@ -289,19 +251,6 @@ std::vector<OptionSpec> make_options() {
                        "L2ViT global layers: the map before or after the LCM's spatial mixing (C_conv A, BatchNorm "
                        "folded, GELU at slope 1/2); other layers have no LCM",
                        &AppState::lcm);
-  options.push_back({"analysis", "NAME",
-                     "analysis view: none, " + analysis_help() + " (views/analysis_registry.h lists them)",
-                     [](AppState& s, const std::string& v) {
-                       const auto& names = analysis_names();
-                       if (std::find(names.begin(), names.end(), v) == names.end()) {
-                         std::string known;
-                         for (size_t i = 0; i < names.size(); ++i)
-                           known += std::string(i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
-                         throw std::invalid_argument("--analysis expects " + known + ", got '" + excerpt(v) + "'");
-                       }
-                       s.analysis = v;
-                     },
-                     [](const AppState& s) { return s.analysis; }});
   options.push_back({"class", "C",
                      "Grad-CAM target: class C (-1: the top-1 class); on models without classes output dimension C "
                      "(-1: the output's norm)",
@@ -336,7 +285,7 @@ std::vector<OptionSpec> make_options() {
                        if (!(r >= 0.0 && r < 1.0)) throw std::invalid_argument("--discard must be in [0, 1)");
                        s.discard = r;
                      },
-                     [](const AppState& s) { return format_double(s.discard); }, "", false, 0.0, 0.99});
+                     [](const AppState& s) { return format_double(s.discard); }, "", 0.0, 0.99});
   options.push_back({"box", "R0,C0,R1,C1", "focus metrics: a box of patches (end-exclusive) to measure mass in",
                      [](AppState& s, const std::string& v) {
                        if (!v.empty()) parse_patch_box(v);
@@ -372,19 +321,33 @@ std::vector<OptionSpec> make_options() {
                      [](const AppState& s) { return format_double(s.opacity); }});
   add_export_options(options);
   add_attribution_options(options);
-  add_analysis_options(options);
+  // The groups of the options above that are not made in a group of their own.
+  const std::vector<std::pair<OptionGroup, std::vector<std::string>>> groups = {
+      {OptionGroup::Input,
+       {"model", "image", "arch", "config", "device", "resize", "crop", "interpolation", "mean", "std", "size",
+        "max-pixels"}},
+      {OptionGroup::Attention, {"variant"}},
+      {OptionGroup::Selection, {"layer", "head", "query"}},
+      {OptionGroup::Display, {"colormap", "scale", "opacity", "alpha"}},
+      {OptionGroup::Output, {"out", "overwrite"}},
+      {OptionGroup::Figure,
+       {"layout", "format", "dpi", "png-width", "width-pt", "transparent", "variants", "layers", "heads"}},
+  };
+  for (const auto& [group, names] : groups)
+    for (OptionSpec& option : options)
+      if (std::find(names.begin(), names.end(), option.name) != names.end()) option.group = group;
   return options;
 }
 
 }  // namespace
 
-const std::vector<OptionSpec>& app_options() {
+const std::vector<OptionSpec>& session_options() {
   static const std::vector<OptionSpec> options = make_options();
   return options;
 }
 
-const OptionSpec* find_option(const std::string& name) {
-  for (const auto& option : app_options())
+const OptionSpec* find_session_option(const std::string& name) {
+  for (const auto& option : session_options())
     if (option.name == name) return &option;
   return nullptr;
 }

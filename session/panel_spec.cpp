@@ -1,5 +1,6 @@
 #include "session/panel_spec.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -11,15 +12,14 @@ namespace attnscope {
 
 namespace {
 
-const char* const kKeys = "model=, p=, window=, anchors=, dwc=, norm=";
-
-std::string format_number(double value) {
-  std::ostringstream out;
-  out << value;
-  return out.str();
+// "model=, p=, window=, ...": the keys a spec takes, for errors.
+std::string known_keys() {
+  std::string keys = "model=";
+  for (const AttentionKnob& knob : attention_knobs()) keys += ", " + knob.name + "=";
+  return keys;
 }
 
-// One KEY=VALUE of a spec, parsed by the session's own option (so a spec accepts exactly what the
+// One KEY=VALUE of a spec, parsed by the knob's own parser (so a spec accepts exactly what the
 // flag does: --p positive, --dwc on|off, ...).
 void apply_key(PanelSpec& spec, const std::string& key, const std::string& value, const std::string& option,
                const std::string& text) {
@@ -28,54 +28,55 @@ void apply_key(PanelSpec& spec, const std::string& key, const std::string& value
     spec.model = value;
     return;
   }
-  AppState scratch;
-  if (key == "p") {
-    set_option(scratch, "p", value);
-    spec.p = scratch.attention.p;
-  } else if (key == "window") {
-    set_option(scratch, "window", value);
-    spec.window = scratch.attention.window;
-  } else if (key == "anchors") {
-    set_option(scratch, "anchors", value);
-    spec.anchors = scratch.attention.anchors;
-  } else if (key == "dwc") {
-    set_option(scratch, "dwc", value);
-    spec.dwc = scratch.attention.dwc;
-  } else if (key == "norm") {
-    set_option(scratch, "norm", value);
-    spec.norm = scratch.attention.norm;
-  } else {
-    throw std::invalid_argument(option + ": '" + excerpt(key) + "' in '" + excerpt(text) + "' is not one of " + kKeys);
-  }
+  if (!find_attention_knob(key))
+    throw std::invalid_argument(option + ": '" + excerpt(key) + "' in '" + excerpt(text) + "' is not one of " +
+                                known_keys());
+  spec.set(key, value);
 }
 
 }  // namespace
 
+bool PanelSpec::sets(const std::string& knob) const { return std::find(own.begin(), own.end(), knob) != own.end(); }
+
+void PanelSpec::set(const std::string& name, const std::string& text) {
+  const AttentionKnob* knob = find_attention_knob(name);
+  if (!knob) throw std::invalid_argument("no attention knob '" + excerpt(name) + "'");
+  knob->set(values, text);
+  if (sets(name)) return;
+  // Kept in the table's order, so text and JSON forms do not depend on the order keys were given.
+  own.push_back(name);
+  std::vector<std::string> ordered;
+  for (const AttentionKnob& each : attention_knobs())
+    if (sets(each.name)) ordered.push_back(each.name);
+  own = ordered;
+}
+
+void PanelSpec::follow_session(const std::string& knob) {
+  own.erase(std::remove(own.begin(), own.end(), knob), own.end());
+}
+
 AttentionSettings PanelSpec::settings(const AttentionSettings& base) const {
   AttentionSettings settings = base;
   settings.variant = variant;
-  if (p) settings.p = *p;
-  if (window) settings.window = *window;
-  if (anchors) settings.anchors = *anchors;
-  if (dwc) settings.dwc = *dwc;
-  if (norm) settings.norm = *norm;
+  for (const std::string& name : own) find_attention_knob(name)->copy(values, settings);
   return settings;
 }
 
 std::string PanelSpec::label() const {
   std::string text = to_string(variant);
-  if (p) text += " p=" + format_number(*p);
-  if (window) text += " w=" + std::to_string(*window);
-  if (anchors) text += " m=" + std::to_string(*anchors);
-  if (dwc) text += std::string(" dwc=") + (*dwc ? "on" : "off");
-  if (norm) text += " norm=" + to_string(*norm);
+  for (const std::string& name : own) {
+    const AttentionKnob& knob = *find_attention_knob(name);
+    text += " " + knob.label + knob.text(values);
+  }
   if (model.empty()) return text;
   return std::filesystem::path(model).stem().string() + ": " + text;
 }
 
 bool PanelSpec::operator==(const PanelSpec& other) const {
-  return model == other.model && variant == other.variant && p == other.p && window == other.window &&
-         anchors == other.anchors && dwc == other.dwc && norm == other.norm;
+  if (model != other.model || variant != other.variant || own != other.own) return false;
+  for (const std::string& name : own)
+    if (!find_attention_knob(name)->equal(values, other.values)) return false;
+  return true;
 }
 
 PanelSpec parse_panel_spec(const std::string& text, const std::string& option) {
@@ -97,7 +98,7 @@ PanelSpec parse_panel_spec(const std::string& text, const std::string& option) {
     const auto eq = part.find('=');
     if (eq == std::string::npos)
       throw std::invalid_argument(option + ": '" + excerpt(part) + "' in '" + excerpt(text) + "' is not one of " +
-                                  kKeys);
+                                  known_keys());
     apply_key(spec, part.substr(0, eq), part.substr(eq + 1), option, text);
   }
   if (text.back() == ':') throw std::invalid_argument(option + ": '" + excerpt(text) + "' ends with ':'");
@@ -107,11 +108,7 @@ PanelSpec parse_panel_spec(const std::string& text, const std::string& option) {
 std::string to_string(const PanelSpec& spec) {
   std::string text = to_string(spec.variant);
   if (!spec.model.empty()) text += ":model=" + spec.model;
-  if (spec.p) text += ":p=" + format_number(*spec.p);
-  if (spec.window) text += ":window=" + std::to_string(*spec.window);
-  if (spec.anchors) text += ":anchors=" + std::to_string(*spec.anchors);
-  if (spec.dwc) text += std::string(":dwc=") + (*spec.dwc ? "on" : "off");
-  if (spec.norm) text += ":norm=" + to_string(*spec.norm);
+  for (const std::string& name : spec.own) text += ":" + name + "=" + find_attention_knob(name)->text(spec.values);
   return text;
 }
 
@@ -135,11 +132,12 @@ nlohmann::json to_json(const PanelSpec& spec) {
   nlohmann::json json = nlohmann::json::object();
   if (!spec.model.empty()) json["model"] = spec.model;
   json["variant"] = to_string(spec.variant);
-  if (spec.p) json["p"] = *spec.p;
-  if (spec.window) json["window"] = *spec.window;
-  if (spec.anchors) json["anchors"] = *spec.anchors;
-  if (spec.dwc) json["dwc"] = *spec.dwc ? "on" : "off";
-  if (spec.norm) json["norm"] = to_string(*spec.norm);
+  // Numbers as numbers, the rest as the option writes them ("on", "head").
+  for (const std::string& name : spec.own) {
+    const AttentionKnob& knob = *find_attention_knob(name);
+    const nlohmann::json value = knob.summary(spec.values);
+    json[name] = value.is_number() ? value : nlohmann::json(knob.text(spec.values));
+  }
   return json;
 }
 

@@ -20,13 +20,22 @@ namespace attnscope {
 struct PanelSpec {
   std::string model;  // empty: the session's model
   Variant variant = Variant::Native;
-  std::optional<double> p;
-  std::optional<int> window, anchors;
-  std::optional<bool> dwc;
-  std::optional<FocusNorm> norm;
+  // The knobs of the knob table (models/attention_settings.h) this panel sets itself, by name, with
+  // their values in `values`; the others follow the session.
+  std::vector<std::string> own;
+  AttentionSettings values;
 
   // The settings this panel runs with: the session's `base` with this panel's variant and keys.
   AttentionSettings settings(const AttentionSettings& base) const;
+  bool sets(const std::string& knob) const;
+  // Sets the knob `name` for this panel (the value as the option takes it); throws as the option.
+  void set(const std::string& name, const std::string& text);
+  // This panel's own value of `knob` read through its field, or none when it follows the session.
+  template <typename T>
+  std::optional<T> own_value(const std::string& knob, T AttentionSettings::*field) const {
+    return sets(knob) ? std::optional<T>(values.*field) : std::nullopt;
+  }
+  void follow_session(const std::string& knob);  // drops this panel's own value
   std::string model_or(const std::string& session_model) const { return model.empty() ? session_model : model; }
   // "focused p=8" or, with a model, "linear: focused p=8" (its file's stem; the papers' letters w=, m=).
   std::string label() const;

@@ -18,6 +18,7 @@
 #include "models/inference.h"
 #include "session/app_state.h"
 #include "tests/test_folder.h"
+#include "views/option_catalog.h"
 
 namespace attnscope {
 

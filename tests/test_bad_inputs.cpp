@@ -21,6 +21,7 @@
 #include "models/inference.h"
 #include "session/app_state.h"
 #include "untrusted_files.h"
+#include "views/option_catalog.h"
 
 namespace attnscope {
 namespace test_bad_inputs {

@@ -46,9 +46,9 @@ TEST_P(ShippedDemoModel, LoadsNativelyAndReachesItsCardAccuracy) {
   ASSERT_GT(card.samples, 0) << "no held-out accuracy line in the model card";
 
   LoadedModel model = load_model(model_path, {}, torch::kCPU);
-  if (recipe.family != "vit") {
+  if (to_string(recipe.family) != "vit") {
     // A hierarchical demo: its family, stages and native attention as the recipe builds them.
-    EXPECT_EQ(model.family(), recipe.family);
+    EXPECT_EQ(model.family(), to_string(recipe.family));
     const nlohmann::json described = model.backbone->describe(), built = build_demo_model(recipe)->describe();
     EXPECT_EQ(described.at("stages"), built.at("stages"));
     EXPECT_EQ(described.value("attn_type", ""), built.value("attn_type", ""));

@@ -12,9 +12,10 @@
 #include <sstream>
 
 #include "core/npy.h"
-#include "figures/export.h"
+#include "exports/export.h"
 #include "figures/ticks.h"
 #include "tests/figure_fixture.h"
+#include "views/option_catalog.h"
 
 namespace attnscope {
 namespace test_figures {
@@ -79,6 +80,13 @@ Figure synthetic_figure() {
   signed_map.y_label = "query";
   figure.at(1, 1) = {"signed", "signed", signed_map};
   return figure;
+}
+
+// The session file of a default session (what the bundles here record).
+const nlohmann::json& empty_session() {
+  static const AppState defaults;
+  static const nlohmann::json session = to_json(defaults);
+  return session;
 }
 
 FigureRequest request_for(FigureFormat format) {
@@ -207,7 +215,7 @@ TEST(FigureLayout, InconsistentFiguresAreRejected) {
 TEST_F(FigureTest, PngTilesEqualTheColourMappedNpy) {
   const Figure figure = synthetic_figure();
   const FigureRequest request = request_for(FigureFormat::Png);
-  const ExportedFigure exported = write_figure_bundle(figure, request, AppState{}, {}, folder_.string(), "fig");
+  const ExportedFigure exported = write_figure_bundle(figure, request, empty_session(), {}, folder_.string(), "fig");
   EXPECT_EQ(exported.figure_path, path("fig.png"));
   const nlohmann::json manifest = nlohmann::json::parse(read_file_contents(path("fig.png.json")));
   EXPECT_EQ(manifest["png_size_px"][0], exported.geometry.png_width);
@@ -248,7 +256,7 @@ TEST_F(FigureTest, PngIsDeterministicAndTransparentOnRequest) {
 TEST_F(FigureTest, PdfRendersWithPdftoppmAtTheFigureSize) {
   const Figure figure = synthetic_figure();
   const FigureRequest request = request_for(FigureFormat::Pdf);
-  const ExportedFigure exported = write_figure_bundle(figure, request, AppState{}, {}, folder_.string(), "fig");
+  const ExportedFigure exported = write_figure_bundle(figure, request, empty_session(), {}, folder_.string(), "fig");
   EXPECT_EQ(read_file_contents(path("fig.pdf")).substr(0, 5), "%PDF-");
   EXPECT_EQ(render_figure(figure, request.style, FigureFormat::Pdf),
             read_file_contents(path("fig.pdf")));  // fixed date
@@ -274,7 +282,7 @@ TEST_F(FigureTest, PdfRendersWithPdftoppmAtTheFigureSize) {
 
 TEST_F(FigureTest, SvgIsValidXmlWithCrispEmbeddedHeatmaps) {
   const Figure figure = synthetic_figure();
-  write_figure_bundle(figure, request_for(FigureFormat::Svg), AppState{}, {}, folder_.string(), "fig");
+  write_figure_bundle(figure, request_for(FigureFormat::Svg), empty_session(), {}, folder_.string(), "fig");
   const std::string script =
       "import sys, xml.etree.ElementTree as E\n"
       "root = E.parse(sys.argv[1]).getroot()\n"
@@ -289,10 +297,10 @@ TEST_F(FigureTest, SvgIsValidXmlWithCrispEmbeddedHeatmaps) {
 TEST_F(FigureTest, ExistingFilesAreRefusedUnlessOverwriteAndDataIsShared) {
   const Figure figure = synthetic_figure();
   FigureRequest request = request_for(FigureFormat::Png);
-  write_figure_bundle(figure, request, AppState{}, {}, folder_.string(), "fig");
+  write_figure_bundle(figure, request, empty_session(), {}, folder_.string(), "fig");
   write_file_contents(path("fig.png"), "an older figure");
   try {
-    write_figure_bundle(figure, request, AppState{}, {}, folder_.string(), "fig");
+    write_figure_bundle(figure, request, empty_session(), {}, folder_.string(), "fig");
     FAIL() << "an existing figure was overwritten";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("fig.png exists (--overwrite replaces it)"), std::string::npos) << e.what();
@@ -301,17 +309,17 @@ TEST_F(FigureTest, ExistingFilesAreRefusedUnlessOverwriteAndDataIsShared) {
 
   // A PDF of the same figure reuses its identical data files.
   request.format = FigureFormat::Pdf;
-  EXPECT_NO_THROW(write_figure_bundle(figure, request, AppState{}, {}, folder_.string(), "fig"));
+  EXPECT_NO_THROW(write_figure_bundle(figure, request, empty_session(), {}, folder_.string(), "fig"));
   // Different data under the same names is refused.
   Figure changed = figure;
   std::get<HeatmapPanel>(changed.at(0, 0).content).values += 0.01f;
   request.format = FigureFormat::Svg;
-  EXPECT_THROW(write_figure_bundle(changed, request, AppState{}, {}, folder_.string(), "fig"), std::runtime_error);
+  EXPECT_THROW(write_figure_bundle(changed, request, empty_session(), {}, folder_.string(), "fig"), std::runtime_error);
   EXPECT_FALSE(fs::exists(path("fig.svg")));
 
   request.format = FigureFormat::Png;
   request.overwrite = true;
-  write_figure_bundle(changed, request, AppState{}, {}, folder_.string(), "fig");
+  write_figure_bundle(changed, request, empty_session(), {}, folder_.string(), "fig");
   EXPECT_EQ(read_file_contents(path("fig.png")), render_figure(changed, request.style, FigureFormat::Png));
   EXPECT_TRUE(temporaries().empty());
 }
@@ -323,12 +331,13 @@ TEST_F(FigureTest, FailuresLeaveExistingFilesUntouchedAndNoTemporaries) {
 
   Figure broken = synthetic_figure();
   std::get<HeatmapPanel>(broken.at(0, 0).content).scale = 9;
-  EXPECT_THROW(write_figure_bundle(broken, request, AppState{}, {}, folder_.string(), "fig"), std::invalid_argument);
+  EXPECT_THROW(write_figure_bundle(broken, request, empty_session(), {}, folder_.string(), "fig"),
+               std::invalid_argument);
   EXPECT_EQ(read_file_contents(path("fig.png")), "the old figure");
 
   // The data folder cannot be made (a file is in the way): nothing is replaced.
   write_file_contents(path("fig_data"), "in the way");
-  EXPECT_ANY_THROW(write_figure_bundle(synthetic_figure(), request, AppState{}, {}, folder_.string(), "fig"));
+  EXPECT_ANY_THROW(write_figure_bundle(synthetic_figure(), request, empty_session(), {}, folder_.string(), "fig"));
   EXPECT_EQ(read_file_contents(path("fig.png")), "the old figure");
   EXPECT_TRUE(temporaries().empty());
 }

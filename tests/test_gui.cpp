@@ -22,6 +22,7 @@
 #include "core/image.h"
 #include "models/inference.h"
 #include "session/app_state.h"
+#include "views/option_catalog.h"
 
 #include "gui_fixture.h"
 
@@ -504,7 +505,7 @@ TEST_F(GuiTest, AttributionViewShowsEachPanelsOwnMapWithItsDeletionAuc) {
     const auto& view = info["views"][p];
     EXPECT_EQ(view["panel"], int(p));
     AttributionRequest request;
-    request.method = "gradcam++";
+    request.method = AttributionMethod::GradCamPlusPlus;
     request.layer = "blocks.0.norm1";
     request.target_class = 3;
     const AttributionMap map =

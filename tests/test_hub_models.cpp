@@ -14,6 +14,7 @@
 #include "models/model_loader.h"
 #include "session/app_state.h"
 #include "tests/numeric_bounds.h"
+#include "views/option_catalog.h"
 
 namespace attnscope {
 namespace test_hub_models {
@@ -49,9 +50,9 @@ TEST(HubParity, EveryLayoutMatchesItsAuthorsForward) {
     const std::string name = c.at("name");
     SCOPED_TRACE("case " + name);
     LoadedModel model = load_model(kFixtures + "hub_cases/" + c.at("model").get<std::string>(), {}, torch::kCPU);
-    layouts.insert(model.vit_arch().source_layout);
+    layouts.insert(to_string(model.vit_arch().source_layout));
     EXPECT_EQ(model.vit_arch().heads, c.at("heads").get<int>());
-    EXPECT_EQ(model.vit_arch().output_kind == "logits" ? "logits" : "embedding",
+    EXPECT_EQ(model.vit_arch().output_kind == OutputKind::Logits ? "logits" : "embedding",
               c.at("output_kind").get<std::string>());
     const auto mean = c.at("mean").get<std::vector<float>>(), std = c.at("std").get<std::vector<float>>();
     for (size_t i = 0; i < 3; ++i) {
@@ -78,12 +79,12 @@ TEST(HubLayouts, ConfigLabelsAndClipHaveNoClasses) {
   const auto cases = read_cases("hub_cases");
   for (const auto& c : cases) {
     LoadedModel model = load_model(kFixtures + "hub_cases/" + c.at("model").get<std::string>(), {}, torch::kCPU);
-    if (model.vit_arch().source_layout == "hf-vit" && model.vit_arch().num_classes > 0) {
+    if (to_string(model.vit_arch().source_layout) == "hf-vit" && model.vit_arch().num_classes > 0) {
       // id2label from config.json names the outputs.
       ASSERT_EQ(int(model.class_names.size()), model.vit_arch().num_classes);
       EXPECT_NE(model.class_names.front().rfind("LABEL_", 0), 0u);
     }
-    if (model.vit_arch().source_layout == "openai-clip") {
+    if (to_string(model.vit_arch().source_layout) == "openai-clip") {
       const torch::Tensor input =
           torch::zeros({1, 3, model.vit_arch().native_height(), model.vit_arch().native_width()});
       cv::Mat rgb(model.vit_arch().native_height(), model.vit_arch().native_width(), CV_8UC3, cv::Scalar(90, 120, 30));
@@ -117,7 +118,7 @@ TEST(HubLayouts, RegisterAndDistillationQueriesResolve) {
 // CLIP has no classes: Grad-CAM differentiates the embedding's norm by default, or one dimension.
 TEST(HubLayouts, GradCamOnAnEmbeddingTargetsItsNormOrOneDimension) {
   LoadedModel model = load_model(kFixtures + "hub_cases/clip_visual.safetensors", {}, torch::kCPU);
-  ASSERT_EQ(model.vit_arch().output_kind, "embedding");
+  ASSERT_EQ(to_string(model.vit_arch().output_kind), "embedding");
   const torch::Tensor image = torch::randn({1, 3, model.vit_arch().native_height(), model.vit_arch().native_width()},
                                            torch::Generator(at::detail::createCPUGenerator(7)));
   torch::Tensor embedding;
@@ -145,7 +146,7 @@ TEST(HubLayouts, GradCamOnAnEmbeddingTargetsItsNormOrOneDimension) {
 TEST(HubLayouts, TimmLayoutClipTowerMatchesOpenAIsWithQuickGelu) {
   const std::string openai = kFixtures + "hub_cases/clip_visual.safetensors";
   Checkpoint checkpoint = load_checkpoint(openai);
-  ASSERT_EQ(adopt_known_layout(checkpoint, openai).layout, "openai-clip");
+  ASSERT_EQ(to_string(adopt_known_layout(checkpoint, openai).layout), "openai-clip");
   const std::string timm_file = ::testing::TempDir() + "/clip_timm_layout.safetensors";
   save_safetensors(timm_file, checkpoint.tensors);
   LoadedModel reference = load_model(openai, {}, torch::kCPU);
@@ -173,7 +174,7 @@ TEST(HubLayouts, OpenAIsTorchScriptClipFileLoadsItsWeights) {
   LoadedModel archive = load_model(kFixtures + "hub_cases/clip_openai_jit.pt", {}, torch::kCPU);
   LoadedModel state_dict = load_model(kFixtures + "hub_cases/clip_full.pth", {}, torch::kCPU);
   EXPECT_FALSE(archive.is_scripted());
-  EXPECT_EQ(archive.vit_arch().source_layout, "openai-clip");
+  EXPECT_EQ(to_string(archive.vit_arch().source_layout), "openai-clip");
   EXPECT_EQ(archive.format, "torchscript-weights");
   const torch::Tensor image =
       torch::randn({1, 3, archive.vit_arch().native_height(), archive.vit_arch().native_width()});

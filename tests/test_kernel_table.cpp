@@ -6,6 +6,7 @@
 
 #include "models/attention.h"
 #include "session/app_state.h"
+#include "views/option_catalog.h"
 
 namespace attnscope {
 namespace test_kernel_table {
@@ -26,16 +27,16 @@ TEST(KernelTable, EveryKernelHasOneRowAndOneName) {
 
 TEST(KernelTable, ModeNamesRoundTripAndHelpListsThem) {
   std::string listed;
-  for (const VariantSpec& spec : variant_table()) {
-    EXPECT_EQ(parse_variant(spec.name), spec.variant);
-    EXPECT_EQ(to_string(spec.variant), spec.name);
+  for (const auto& spec : enum_entries<Variant>()) {
+    EXPECT_EQ(parse_variant(spec.name), spec.value);
+    EXPECT_EQ(to_string(spec.value), spec.name);
     EXPECT_NE(variant_choices().find(spec.name), std::string::npos) << spec.name;
   }
   EXPECT_EQ(variant_choices(), "native, softmax, linear, focused, enhanced, window or anchor");
-  EXPECT_EQ(variant_names().size(), variant_table().size() - 1) << "every swap, without native";
-  for (const FocusNormSpec& spec : focus_norm_table()) {
-    EXPECT_EQ(parse_focus_norm(spec.name), spec.norm);
-    EXPECT_EQ(to_string(spec.norm), spec.name);
+  EXPECT_EQ(variant_names().size(), enum_entries<Variant>().size() - 1) << "every swap, without native";
+  for (const auto& spec : enum_entries<FocusNorm>()) {
+    EXPECT_EQ(parse_focus_norm(spec.name), spec.value);
+    EXPECT_EQ(to_string(spec.value), spec.name);
     EXPECT_NE(focus_norm_choices().find(spec.name), std::string::npos) << spec.name;
     EXPECT_NE(focus_norm_help().find(spec.description), std::string::npos) << spec.name;
   }

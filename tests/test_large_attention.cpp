@@ -260,7 +260,7 @@ TEST(LargeAttentionWorkbench, ACancelledSpectrumStopsWithinAPanelAndTheNextClick
   EXPECT_EQ(latest, 2u);
   EXPECT_EQ(reports_after_newer, 0) << "the SVD went on after the newer request arrived";
 
-  request.query = "5,9";
+  request.query = QuerySpec::parse("5,9");
   int first_report = -1;
   InferenceOutcome click;
   run_request(
@@ -271,7 +271,9 @@ TEST(LargeAttentionWorkbench, ACancelledSpectrumStopsWithinAPanelAndTheNextClick
   ASSERT_TRUE(click.error.empty()) << click.error;
   EXPECT_TRUE(click.forward_reused) << "a click needs no forward";
   ASSERT_EQ(click.panels.size(), 1u);
-  const PanelMaps& panel = click.panels.front();
+  const auto* matrix_views = analysis_result<std::vector<PanelMatrix>>(click);
+  ASSERT_NE(matrix_views, nullptr);
+  const PanelMatrix& panel = matrix_views->front();
   ASSERT_EQ(panel.spectra.size(), 4u);
   for (const HeadSpectrum& spectrum : panel.spectra) {
     EXPECT_TRUE(spectrum.exact());
@@ -279,9 +281,9 @@ TEST(LargeAttentionWorkbench, ACancelledSpectrumStopsWithinAPanelAndTheNextClick
     EXPECT_EQ(spectrum.singular_values.size(), 1025u);
   }
   EXPECT_GE(first_report, 250) << "head 0's spectrum, finished before the stop, was computed again";
-  EXPECT_EQ(panel.matrix_block, 2);
-  ASSERT_TRUE(bool(panel.matrix_row));
-  EXPECT_EQ(panel.matrix_row(3).size(), 1025u);
+  EXPECT_EQ(panel.block, 2);
+  ASSERT_TRUE(bool(panel.row));
+  EXPECT_EQ(panel.row(3).size(), 1025u);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
-// The versioned JSON files and their document (docs/output_schemas.md): every kind in
-// core/output_schemas.cpp has its section there with the same file and number, and a real run of
-// each kind writes a file with every key the section marks "always" and no key it does not list.
+// The versioned JSON files and their documents (docs/output_schemas.md for the commands' own kinds,
+// docs/analysis_outputs.md generated from the analyses' entries): every kind has its section there
+// with the same file and number, and a real run of each kind (an analysis's own example) writes a
+// file with every key the section marks "always" and no key it does not list.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -14,6 +15,7 @@
 #include "core/assets.h"
 #include "core/output_schemas.h"
 #include "tests/test_folder.h"
+#include "views/analysis_registry.h"
 
 namespace attnscope {
 namespace test_output_schemas {
@@ -176,9 +178,22 @@ std::vector<std::string> schema_problems(const SchemaDocument& document, const s
 }
 
 const SchemaDocument& schema_document() {
-  static const SchemaDocument document =
-      parse_schema_document(read_file_contents(std::string(ATTNSCOPE_SOURCE_DIR) + "/docs/output_schemas.md"));
+  static const SchemaDocument document = [] {
+    SchemaDocument merged =
+        parse_schema_document(read_file_contents(std::string(ATTNSCOPE_SOURCE_DIR) + "/docs/output_schemas.md"));
+    const SchemaDocument analyses = parse_schema_document(analysis_outputs_markdown());
+    merged.kinds.insert(analyses.kinds.begin(), analyses.kinds.end());
+    return merged;
+  }();
   return document;
+}
+
+// Every kind: the commands' own and each analysis's.
+std::vector<OutputSchema> every_schema() {
+  std::vector<OutputSchema> schemas = output_schemas();
+  for (const AnalysisEntry& entry : analysis_registry())
+    for (const AnalysisOutput& output : entry.outputs) schemas.push_back(output.schema);
+  return schemas;
 }
 
 // How each kind's file is made, on the bundled demo model and sample image.
@@ -187,38 +202,13 @@ struct KindRun {
   std::string file;
 };
 
+std::string replaced(std::string text, const std::string& from, const std::string& to);
+
 const std::map<std::string, KindRun>& kind_runs() {
   static const std::string source = " --model '" + asset_path("models/flatten.safetensors") + "' --image '" +
                                     asset_path("images/sign_4.png") + "' --out OUT";
-  static const std::map<std::string, KindRun> runs = {
+  static std::map<std::string, KindRun> runs = {
       {"run", {"run" + source, "summary.json"}},
-      {"analyze-gradcam", {"analyze --analysis gradcam" + source, "summary.json"}},
-      {"analyze-rollout", {"analyze --analysis rollout" + source, "summary.json"}},
-      {"analyze-spectrum", {"analyze --analysis spectrum" + source, "summary.json"}},
-      {"analyze-fp", {"analyze --analysis fp" + source, "summary.json"}},
-      {"analyze-metrics", {"analyze --analysis metrics" + source, "summary.json"}},
-      {"analyze-cam", {"analyze --analysis gradcam++" + source, "summary.json"}},
-      {"analyze-relevance", {"analyze --analysis gradrollout" + source, "summary.json"}},
-      {"analyze-ig", {"analyze --analysis ig --ig-steps 4" + source, "summary.json"}},
-      {"analyze-faithfulness",
-       {"analyze --analysis faithfulness --methods gradcam,rollout --steps 4" + source, "summary.json"}},
-      {"analyze-pca", {"analyze --analysis pca --pca-foreground otsu" + source, "summary.json"}},
-      {"analyze-similarity",
-       {"analyze --analysis similarity --query 2,3 --image2 '" + asset_path("images/sign_8.png") + "'" + source,
-        "summary.json"}},
-      {"analyze-norms", {"analyze --analysis norms" + source, "summary.json"}},
-      {"analyze-headstats",
-       {"analyze --analysis headstats --images GLYPHS --model '" + asset_path("models/flatten.safetensors") +
-            "' --out OUT",
-        "summary.json"}},
-      {"analyze-dino-masks", {"analyze --analysis dino-masks" + source, "summary.json"}},
-      {"analyze-erf",
-       {"analyze --analysis erf --images GLYPHS --model '" + asset_path("models/flatten.safetensors") + "' --out OUT",
-        "summary.json"}},
-      {"analyze-cka",
-       {"analyze --analysis cka --images GLYPHS --model '" + asset_path("models/flatten.safetensors") +
-            "' --compare-model '" + asset_path("models/softmax.safetensors") + "' --out OUT",
-        "summary.json"}},
       {"eval-dino-masks",
        {"eval --images GLYPHS --masks GLYPHS --methods dino-masks --model '" +
             asset_path("models/flatten.safetensors") + "' --out OUT",
@@ -231,6 +221,16 @@ const std::map<std::string, KindRun>& kind_runs() {
             asset_path("models/flatten.safetensors") + "' --out OUT",
         "eval.json"}},
   };
+  // Each analysis's files by the example its entry gives (the bundled model and image unless it
+  // names others; DIR: a folder of glyph images).
+  static const bool examples_added = [] {
+    for (const AnalysisEntry& entry : analysis_registry())
+      for (const AnalysisOutput& output : entry.outputs)
+        runs[output.schema.kind] = {replaced(replaced(output.example, "assets/", asset_path("")), "DIR", "GLYPHS"),
+                                    output.schema.file};
+    return true;
+  }();
+  (void)examples_added;
   return runs;
 }
 
@@ -243,7 +243,7 @@ std::string replaced(std::string text, const std::string& from, const std::strin
 TEST(OutputSchemas, EveryKindIsDocumentedWithItsFileAndNumber) {
   const SchemaDocument& document = schema_document();
   std::set<std::string> registered;
-  for (const OutputSchema& schema : output_schemas()) {
+  for (const OutputSchema& schema : every_schema()) {
     SCOPED_TRACE(schema.kind);
     registered.insert(schema.kind);
     const auto section = document.kinds.find(schema.kind);
@@ -255,7 +255,7 @@ TEST(OutputSchemas, EveryKindIsDocumentedWithItsFileAndNumber) {
   }
   for (const auto& [kind, section] : document.kinds) EXPECT_TRUE(registered.count(kind)) << kind;
   EXPECT_EQ(with_schema(nlohmann::json::object(), "run").at("schema_kind"), "run");
-  EXPECT_THROW(output_schema("no-such-kind"), std::logic_error);
+  EXPECT_THROW(summary_schema("no-such-kind"), std::logic_error);
 }
 
 // The checker itself: a renamed, an extra and a missing key are each found, and keys under an
@@ -312,7 +312,7 @@ TEST_P(KindFile, HasEveryDocumentedKeyAndNoOther) {
 
 std::vector<std::string> registered_kinds() {
   std::vector<std::string> kinds;
-  for (const OutputSchema& schema : output_schemas()) kinds.push_back(schema.kind);
+  for (const OutputSchema& schema : every_schema()) kinds.push_back(schema.kind);
   return kinds;
 }
 

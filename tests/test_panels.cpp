@@ -10,6 +10,7 @@
 #include "core/image.h"
 #include "session/app_state.h"
 #include "session/export_folder.h"
+#include "views/option_catalog.h"
 
 namespace attnscope {
 namespace test_panels {
@@ -18,9 +19,9 @@ TEST(PanelSpec, TextFormNamesModelVariantAndParameters) {
   const PanelSpec spec = parse_panel_spec("focused:model=assets/models/linear.safetensors:p=8:dwc=off", "--compare");
   EXPECT_EQ(spec.model, "assets/models/linear.safetensors");
   EXPECT_EQ(spec.variant, Variant::Focused);
-  EXPECT_EQ(spec.p, 8.0);
-  EXPECT_EQ(spec.dwc, false);
-  EXPECT_FALSE(spec.window.has_value());
+  EXPECT_EQ(spec.own_value("p", &AttentionSettings::p), 8.0);
+  EXPECT_EQ(spec.own_value("dwc", &AttentionSettings::dwc), false);
+  EXPECT_FALSE(spec.own_value("window", &AttentionSettings::window).has_value());
   EXPECT_EQ(to_string(spec), "focused:model=assets/models/linear.safetensors:p=8:dwc=off");
   EXPECT_EQ(spec.label(), "linear: focused p=8 dwc=off");
   // Keys a spec leaves out follow the session's settings.
@@ -94,7 +95,7 @@ TEST(PanelSpec, TodaysSessionsReadAsBefore) {
 TEST(PanelSpec, ExportVariantsNameTheirModel) {
   AppState state;
   set_option(state, "variants", "softmax,native:model=assets/models/linear.safetensors,focused:p=8");
-  const std::vector<VariantChoice> rows = parse_variant_list(state.figure.variants, state.attention);
+  const std::vector<VariantChoice> rows = variant_rows(state.figure.variants, state.attention);
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0].model, "");
   EXPECT_EQ(rows[1].model, "assets/models/linear.safetensors");
@@ -134,9 +135,9 @@ TEST(Preprocessing, OptionsOverrideWhatTheCheckpointDeclares) {
   EXPECT_EQ(used.crop_source, "pretrained_cfg (file metadata)");
   EXPECT_EQ(used.interpolation, Interpolation::Bilinear);
   EXPECT_EQ(used.normalization.mean[0], 0.5f);
-  input.crop = "1";
-  input.interpolation = "bicubic";
-  input.mean = "0.1,0.2,0.3";
+  input.crop = 1.0;
+  input.interpolation = Interpolation::Bicubic;
+  input.mean = std::array<float, 3>{0.1f, 0.2f, 0.3f};
   used = resolve_preprocessing(input, declared);
   EXPECT_EQ(used.crop_pct, 1.0);
   EXPECT_EQ(used.crop_source, "--crop");

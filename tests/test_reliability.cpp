@@ -25,13 +25,14 @@
 #include "core/image.h"
 #include "core/image_header.h"
 #include "core/pickle_reader.h"
-#include "figures/export.h"
+#include "exports/export.h"
 #include "models/arch_limits.h"
 #include "models/inference.h"
 #include "models/model_loader.h"
 #include "session/app_state.h"
 #include "tests/test_folder.h"
 #include "untrusted_files.h"
+#include "views/option_catalog.h"
 
 namespace attnscope {
 namespace test_reliability {
@@ -527,21 +528,26 @@ TEST(Reliability, ConcurrentCliExportsLeaveOneRunsBundle) {
     ASSERT_EQ(std::system((all + "wait").c_str()), 0);
     // Which reference the bundle matches; the session names its own folder, so it is compared by p.
     int matched = 0;
+    std::string which;  // per reference, the files that differ from it (for the failure message)
     for (int p : ps) {
       const std::string reference = scratch.file("ref" + std::to_string(p));
       bool same = true;
+      which += " p=" + std::to_string(p) + ":";
       for (const auto& entry : fs::recursive_directory_iterator(reference)) {
         if (!entry.is_regular_file()) continue;
         const std::string relative = fs::relative(entry.path(), reference).string();
         const std::string there = out + "/" + relative;
+        bool file_same = false;
         if (relative.find(".session.json") != std::string::npos)
-          same = same && fs::exists(there) && nlohmann::json::parse(read_file_bytes(there))["p"] == std::to_string(p);
+          file_same = fs::exists(there) && nlohmann::json::parse(read_file_bytes(there))["p"] == std::to_string(p);
         else
-          same = same && fs::exists(there) && read_file_bytes(there) == read_file_bytes(entry.path().string());
+          file_same = fs::exists(there) && read_file_bytes(there) == read_file_bytes(entry.path().string());
+        if (!file_same) which += " " + relative;
+        same = same && file_same;
       }
       matched += same;
     }
-    EXPECT_EQ(matched, 1) << "round " << round << ": the bundle mixes the files of different runs";
+    EXPECT_EQ(matched, 1) << "round " << round << ": the bundle mixes the files of different runs; differing:" << which;
     EXPECT_TRUE(hidden_leftovers(out).empty());
   }
 }

@@ -103,11 +103,11 @@ void GuiBenchmark::click_another_query(Workbench& bench) {
   const TokenLayout& grid = bench.outcome->layout;
   const int row = (grid.grid_h / 4 + 7 * done_) % std::max(1, grid.grid_h);
   const int col = (grid.grid_w / 3 + 5 * done_) % std::max(1, grid.grid_w);
-  bench.state.query = std::to_string(row) + "," + std::to_string(col);
+  bench.state.query = QuerySpec::patch(row, col);
 }
 
 void GuiBenchmark::after_update(Workbench& bench) {
-  if (waiting_ && !awaited_id_) awaited_id_ = bench.submitted_id;
+  if (waiting_ && !awaited_id_) awaited_id_ = bench.worker.submitted_id;
 }
 
 void GuiBenchmark::after_frame(Workbench& bench, double frame_ms, double cpu_ms, bool was_running) {
@@ -120,16 +120,16 @@ void GuiBenchmark::after_frame(Workbench& bench, double frame_ms, double cpu_ms,
   if (waiting_ && change() == Change::Cancel && cancel_step_ != CancelStep::Click) {
     const bool spectra_shown = bench.outcome && bench.outcome->request_id == awaited_id_;
     if (cancel_step_ == CancelStep::Spectra &&
-        (spectra_shown || (bench.worker_busy && bench.worker_progress.second > 0))) {
+        (spectra_shown || (bench.worker.busy && bench.worker.progress.second > 0))) {
       // The full SVDs are under way (or were done before a frame saw them): cancel, as the button does.
       spectra_finished_first_ = spectra_shown;
-      stopped_before_cancel_ = bench.worker_runs_stopped;
+      stopped_before_cancel_ = bench.worker.runs_stopped;
       if (!spectra_shown) bench.cancel_run();
       cancelled_at_ = Clock::now();
       cancel_step_ = CancelStep::Stopping;
-    } else if (cancel_step_ == CancelStep::Stopping && !bench.worker_busy) {
+    } else if (cancel_step_ == CancelStep::Stopping && !bench.worker.busy) {
       stop_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - cancelled_at_).count();
-      stopped_mid_way_ = bench.worker_runs_stopped > stopped_before_cancel_;
+      stopped_mid_way_ = bench.worker.runs_stopped > stopped_before_cancel_;
       bench.state.analysis = state_.analysis;
       bench.state.ranks = state_.ranks;
       click_another_query(bench);

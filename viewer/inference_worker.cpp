@@ -5,8 +5,9 @@
 #include <c10/util/Exception.h>
 
 #include "core/excerpt.h"
-#include "figures/export.h"
+#include "exports/export.h"
 #include "models/model_loader.h"
+#include "views/analysis_registry.h"
 #include "views/screen_export.h"
 
 namespace attnscope {
@@ -119,7 +120,7 @@ ExportOutcome InferenceWorker::run_export(const PendingExport& pending) {
     configure_input(*model, state.input_settings());
     exported.figure_path = export_figure(state, *model, state.image, pending.out_dir, &cache_->models).figure_path;
     // The analysis view as it is on screen: its figure from the outcome the workbench draws.
-    if (pending.on_screen && state.analysis != "none")
+    if (pending.on_screen && find_analysis(state.analysis))
       exported.figure_path += ", " + export_analysis_view(*pending.on_screen, state, pending.out_dir).figure_path;
   } catch (const c10::Error& e) {
     exported.error = one_line(e.what_without_backtrace());

@@ -33,7 +33,7 @@ double frame_milliseconds_since(Clock::time_point start) {
 }
 
 // The numbers each map on screen was drawn from, as uploaded (attention maps in display units): what
-// "Export what is on screen" must write (tests compare the two).
+// "Export what is on screen" must write (tests compare the two). The analysis column adds its own.
 nlohmann::json shown_numbers(const Workbench& bench) {
   nlohmann::json shown = nlohmann::json::array();
   auto values_of = [](const GridMap& map, double factor) {
@@ -41,46 +41,20 @@ nlohmann::json shown_numbers(const Workbench& bench) {
     for (float& v : values) v = float(v * factor);
     return values;
   };
-  for (const auto& panel_maps : bench.maps)
+  for (const auto& panel_maps : bench.shown.maps)
     for (const PatchMap& map : panel_maps)
-      shown.push_back({{"kind", map.head == kAttributionHead ? "attribution" : "attention"},
+      shown.push_back({{"kind", map.head == kAnalysisMapHead ? "attribution" : "attention"},
                        {"panel", map.panel},
                        {"head", map.head},
                        {"values", values_of(*map.map, map.factor)}});
-  if (!bench.outcome) return shown;
-  const InferenceOutcome& outcome = *bench.outcome;
-  if (bench.state.analysis == "spectrum" && size_t(bench.matrix_panel) < outcome.panels.size())
-    shown.push_back({{"kind", "matrix"},
-                     {"panel", bench.matrix_panel},
-                     {"values", outcome.panels[size_t(bench.matrix_panel)].matrix}});
-  if (bench.state.analysis == "gradcam" && outcome.gradcam)
-    shown.push_back({{"kind", "gradcam"}, {"values", outcome.gradcam->map.values}});
-  if (bench.state.analysis == "fp" && outcome.focus)
-    shown.push_back({{"kind", "fp"},
-                     {"p", outcome.focus->curve_ps},
-                     {"entropy", outcome.focus->entropy},
-                     {"top_k_mass", outcome.focus->top_k_mass}});
-  int index = 0;
-  if (!outcome.analysis_view || bench.analysis_figure_of != bench.state.analysis) return shown;
-  for (const Panel& panel : bench.analysis_figure_shown.panels)
-    if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) {
-      const cv::Mat values = heatmap->values.isContinuous() ? heatmap->values : heatmap->values.clone();
-      shown.push_back({{"kind", "figure"},
-                       {"index", index++},
-                       {"data_name", panel.data_name},
-                       {"values", std::vector<float>(values.ptr<float>(), values.ptr<float>() + values.total())}});
-    } else if (const auto* plot = std::get_if<PlotPanel>(&panel.content)) {
-      nlohmann::json series = nlohmann::json::array();
-      for (const Series& one : plot->series) series.push_back({{"label", one.label}, {"x", one.x}, {"y", one.y}});
-      shown.push_back({{"kind", "figure-plot"}, {"data_name", panel.data_name}, {"series", series}});
-    }
   return shown;
 }
 
-void write_screenshot(const Workbench& bench, const std::string& path, int width, int height) {
+void write_screenshot(const Workbench& bench, const std::vector<std::unique_ptr<WorkbenchPanel>>& panels,
+                      const std::string& path, int width, int height) {
   write_png_rgb(path, gl::read_frame_rgb(width, height));
   nlohmann::json views = nlohmann::json::array();
-  for (const auto& view : bench.drawn_views)
+  for (const auto& view : bench.drawn.views)
     views.push_back({{"panel", view.panel},
                      {"head", view.head},
                      {"x", view.x},
@@ -93,12 +67,11 @@ void write_screenshot(const Workbench& bench, const std::string& path, int width
                           {"views", views},
                           {"model", bench.state.model},
                           {"image", bench.state.image},
-                          {"error", bench.error},
-                          {"input_error", bench.input_error},
-                          {"info", bench.info},
-                          {"results", bench.results},
+                          {"error", bench.messages.error},
+                          {"input_error", bench.messages.input_error},
+                          {"info", bench.messages.info},
+                          {"results", bench.worker.results},
                           {"video_frames", bench.video_frames()}};
-  nlohmann::json metrics = nlohmann::json::array();
   if (bench.outcome) {
     about["grid"] = {bench.outcome->layout.grid_h, bench.outcome->layout.grid_w};
     about["key_grid"] = {bench.outcome->key_layout.grid_h, bench.outcome->key_layout.grid_w};
@@ -112,19 +85,19 @@ void write_screenshot(const Workbench& bench, const std::string& path, int width
     about["family"] = bench.outcome->model_family;
     about["query_token"] = bench.outcome->query_token;
     about["layer"] = bench.outcome->layer;
-    about["vmin"] = bench.scale.vmin;
-    about["vmax"] = bench.scale.vmax;
-    about["scale"] = {{"colormap", to_string(bench.scale.colormap)},
-                      {"log", bench.scale.log},
-                      {"diverging", bench.scale.diverging},
-                      {"label", bench.scale.label}};
+    about["vmin"] = bench.shown.scale.vmin;
+    about["vmax"] = bench.shown.scale.vmax;
+    about["scale"] = {{"colormap", to_string(bench.shown.scale.colormap)},
+                      {"log", bench.shown.scale.log},
+                      {"diverging", bench.shown.scale.diverging},
+                      {"label", bench.shown.scale.label}};
     // What each panel shows: its model, attention, grid, prediction and notes.
     nlohmann::json panels = nlohmann::json::array();
     for (const PanelMaps& panel : bench.outcome->panels) {
       nlohmann::json entry = {{"model", panel.model_path},
                               {"error", panel.error},
                               {"description", panel.description},
-                              {"output_kind", panel.output_kind},
+                              {"output_kind", to_string(panel.output_kind)},
                               {"layer", panel.layer},
                               {"heads", panel.heads},
                               {"grid", {panel.layout.grid_h, panel.layout.grid_w}},
@@ -141,29 +114,12 @@ void write_screenshot(const Workbench& bench, const std::string& path, int width
     }
     about["panels"] = panels;
     about["shown_frame"] = bench.outcome->request.frame_number;
-    for (size_t panel = 0; panel < bench.outcome->panels.size(); ++panel)
-      for (const HeadFocusMetrics& row : bench.outcome->panels[panel].metrics)
-        metrics.push_back({{"panel", panel},
-                           {"head", row.head},
-                           {"entropy", row.entropy},
-                           {"top_k_mass", row.top_k_mass},
-                           {"gini", row.gini},
-                           {"box_mass", row.box_mass ? nlohmann::json(*row.box_mass) : nlohmann::json()}});
-  }
-  if (bench.outcome) {
-    nlohmann::json attributions = nlohmann::json::array();
-    for (const AttributionView& view : bench.outcome->attributions)
-      attributions.push_back({{"method", view.method},
-                              {"class", view.target_class},
-                              {"deletion_auc", view.deletion_auc},
-                              {"random_deletion_auc", view.random_deletion_auc},
-                              {"error", view.error}});
-    if (!attributions.empty()) about["attributions"] = attributions;
   }
   about["box"] = bench.state.box;
-  about["headings"] = bench.drawn_headings;
-  if (bench.state.analysis == "metrics") about["metrics"] = metrics;
-  about["shown"] = shown_numbers(bench);
+  about["headings"] = bench.drawn.headings;
+  nlohmann::json shown = shown_numbers(bench);
+  for (const auto& panel : panels) panel->report(bench, about, shown);
+  about["shown"] = shown;
   write_file_atomically(path + ".json", [&](std::ostream& out) { out << about.dump(2) << "\n"; });
 }
 
@@ -250,7 +206,7 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       } else if (redraw_frames > 0) {
         glfwPollEvents();
         --redraw_frames;
-      } else if (bench.video || bench.worker_busy) {
+      } else if (bench.video || bench.worker.busy) {
         glfwWaitEventsTimeout(0.25);  // woken early by a frame or a result
         redraw_frames = 2;
       } else {
@@ -260,7 +216,7 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       if (timing) timing->between_frames(bench);
       const auto frame_start = Clock::now();
       last_frame_start = frame_start;
-      const bool was_running = bench.worker_busy;
+      const bool was_running = bench.worker.busy;
       if (timing) timing->before_update(bench);
 
       int width = 0, height = 0;
@@ -283,8 +239,8 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       const ImVec2 display = ImGui::GetIO().DisplaySize;
       bench.update(display.x, display.y);
       if (timing) timing->after_update(bench);
-      bench.drawn_views.clear();
-      bench.drawn_headings.clear();
+      bench.drawn.views.clear();
+      bench.drawn.headings.clear();
       for (auto& panel : panels) panel->draw(bench);
       ImGui::Render();
       const double cpu_ms = frame_milliseconds_since(frame_start);
@@ -298,12 +254,12 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
           bench.export_figure(options.export_on_screen, true);
           export_pressed = true;
         }
-        const bool export_pending = export_pressed && bench.exports_finished == 0;
+        const bool export_pending = export_pressed && bench.worker.exports_finished == 0;
         settled_frames = bench.settled() && !export_pending ? settled_frames + 1 : 0;
         const bool timed_out = frame_milliseconds_since(started) > 300000.0;
         const bool exported = options.export_on_screen.empty() || (export_pressed && !export_pending);
         if ((settled_frames >= options.frames && next_step == pointer_steps.size() && exported) || timed_out) {
-          if (!options.screenshot.empty()) write_screenshot(bench, options.screenshot, width, height);
+          if (!options.screenshot.empty()) write_screenshot(bench, panels, options.screenshot, width, height);
           if (timed_out) {
             std::cerr << "attnscope gui: no result within 300 s\n";
             exit_code = 1;
@@ -316,8 +272,8 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
         gl::finish();
         timing->after_frame(bench, frame_milliseconds_since(frame_start), cpu_ms, was_running);
         if (timing->finished()) break;
-        if (!bench.error.empty() && !bench.outcome) {
-          std::cerr << "attnscope gui: " << bench.error << "\n";
+        if (!bench.messages.error.empty() && !bench.outcome) {
+          std::cerr << "attnscope gui: " << bench.messages.error << "\n";
           exit_code = 1;
           break;
         }

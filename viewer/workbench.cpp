@@ -21,6 +21,7 @@
 #include "viewer/gl/frame.h"
 #include "viewer/panels/panel.h"
 #include "views/analysis_registry.h"
+#include "views/option_catalog.h"
 #include "views/plot_views.h"
 #include "views/screen_export.h"
 
@@ -49,7 +50,7 @@ Workbench::Workbench(AppState initial, const WorkbenchOptions& workbench_options
       report_error(e.what());
     }
   }
-  images.resize(1);
+  shown.images.resize(1);
   devices = {"auto", "cpu"};
   if (torch::cuda::is_available()) devices.push_back("cuda");
   renderer = std::make_unique<gl::OverlayRenderer>();
@@ -66,12 +67,12 @@ Workbench::~Workbench() {
 
 bool Workbench::result_waiting() const { return worker_->has_finished(); }
 
-void Workbench::report_error(const std::string& message) { error = message; }
+void Workbench::report_error(const std::string& message) { messages.error = message; }
 
 void Workbench::cancel_run() {
   worker_->cancel();
-  last_finished_id = submitted_id;  // nothing comes back for it
-  info = "cancelled: the views show the last finished run until a setting changes";
+  worker.last_finished_id = worker.submitted_id;  // nothing comes back for it
+  messages.info = "cancelled: the views show the last finished run until a setting changes";
 }
 
 InferenceRequest Workbench::make_request() const {
@@ -93,22 +94,22 @@ void Workbench::pick_query(int row, int col, const TokenLayout& grid) {
   // A view on the key grid (PVT's reduced keys, "out") is clicked in key cells: the query is the
   // query-grid patch over the same place.
   const int token = follow_query(grid.patch_token(row, col), grid, outcome->layout);
-  state.query = std::to_string(outcome->layout.row_of(token)) + "," + std::to_string(outcome->layout.col_of(token));
-  query_grid = outcome->layout;
+  state.query = QuerySpec::patch(outcome->layout.row_of(token), outcome->layout.col_of(token));
+  shown.query_grid = outcome->layout;
 }
 
 void Workbench::follow_query_across_grids() {
-  int row = 0, col = 0;
-  if (!outcome || !parse_patch_query(state.query, row, col) || query_grid.grid_h == 0) {
-    if (outcome) query_grid = outcome->layout;
+  if (!outcome || !state.query.is_patch() || shown.query_grid.grid_h == 0) {
+    if (outcome) shown.query_grid = outcome->layout;
     return;
   }
   const TokenLayout& now = outcome->layout;
-  if (query_grid.grid_h == now.grid_h && query_grid.grid_w == now.grid_w) return;
-  if (row < 0 || row >= query_grid.grid_h || col < 0 || col >= query_grid.grid_w) return;
-  const int token = follow_query(query_grid.patch_token(row, col), query_grid, now);
-  state.query = std::to_string(now.row_of(token)) + "," + std::to_string(now.col_of(token));
-  query_grid = now;
+  if (shown.query_grid.grid_h == now.grid_h && shown.query_grid.grid_w == now.grid_w) return;
+  const int row = state.query.row, col = state.query.col;
+  if (row >= shown.query_grid.grid_h || col >= shown.query_grid.grid_w) return;
+  const int token = follow_query(shown.query_grid.patch_token(row, col), shown.query_grid, now);
+  state.query = QuerySpec::patch(now.row_of(token), now.col_of(token));
+  shown.query_grid = now;
 }
 
 void Workbench::update(float width, float height) {
@@ -120,7 +121,7 @@ void Workbench::update(float width, float height) {
       frame_number_ = seen;
     }
     if (video->finished() && !frame_) {
-      input_error = "no frames from " + video->source() + " (not a video OpenCV can decode?)";
+      messages.input_error = "no frames from " + video->source() + " (not a video OpenCV can decode?)";
       video.reset();
     }
   }
@@ -128,21 +129,17 @@ void Workbench::update(float width, float height) {
   for (auto& finished : worker_->take_finished()) {
     if (!finished->error.empty()) {
       report_error(finished->error);
-      if (finished->request_id == submitted_id) last_finished_id = finished->request_id;
+      if (finished->request_id == worker.submitted_id) worker.last_finished_id = finished->request_id;
       continue;
     }
     if (outcome && finished->request_id < outcome->request_id) continue;
     outcome = finished;
-    last_finished_id = finished->request_id;
-    ++results;
-    if (finished->request_id == submitted_id) error.clear();
-    images.resize(std::max<size_t>(1, outcome->panels.size()));
+    worker.last_finished_id = finished->request_id;
+    ++worker.results;
+    if (finished->request_id == worker.submitted_id) messages.error.clear();
+    shown.images.resize(std::max<size_t>(1, outcome->panels.size()));
     for (size_t p = 0; p < outcome->panels.size(); ++p)
-      if (!outcome->panels[p].input_rgb.empty()) images[p].upload_rgb(outcome->panels[p].input_rgb);
-    if (outcome->gradcam) {
-      const GridMap& map = outcome->gradcam->map;
-      gradcam_texture.upload_scalar(map.values.data(), map.grid_w, map.grid_h);
-    }
+      if (!outcome->panels[p].input_rgb.empty()) shown.images[p].upload_rgb(outcome->panels[p].input_rgb);
     maps_key_.clear();
     follow_query_across_grids();
   }
@@ -150,18 +147,18 @@ void Workbench::update(float width, float height) {
   if (!has_last_request_ || request.key() != last_request_.key()) {
     last_request_ = request;
     has_last_request_ = true;
-    if (!state.model.empty()) submitted_id = worker_->submit(request);
+    if (!state.model.empty()) worker.submitted_id = worker_->submit(request);
   }
   for (const ExportOutcome& exported : worker_->take_exports()) {
-    ++exports_finished;
+    ++worker.exports_finished;
     if (exported.error.empty())
-      info = "exported " + exported.figure_path;
+      messages.info = "exported " + exported.figure_path;
     else
       report_error("export: " + exported.error);
   }
-  worker_busy = worker_->busy();
-  worker_progress = worker_->progress();
-  worker_runs_stopped = worker_->runs_stopped();
+  worker.busy = worker_->busy();
+  worker.progress = worker_->progress();
+  worker.runs_stopped = worker_->runs_stopped();
   refresh_maps();
 
   // Fixed layout: controls on the left, views in the middle, the analysis view on the right, status below.
@@ -179,7 +176,6 @@ void Workbench::update(float width, float height) {
   layout.analysis_size = {matrix_width, height - status_height};
   layout.status_pos = {0, height - status_height};
   layout.status_size = {width, status_height};
-  refresh_plots();
 }
 
 void Workbench::refresh_maps() {
@@ -187,13 +183,14 @@ void Workbench::refresh_maps() {
   if (state.head >= outcome->heads) state.head = std::max(outcome->heads - 1, 0);
   const std::string key = std::to_string(outcome->request_id) + "|" + enum_name(state.view) + "|" +
                           std::to_string(state.head) + "|" + to_string(state.colormap) + "|" + to_string(state.scale) +
-                          "|" + std::to_string(matrix_panel) + "|" + state.analysis;
+                          "|" + state.analysis;
   if (key == maps_key_) return;
   maps_key_ = key;
 
-  maps.clear();
-  if (state.analysis == "attribution" && outcome->attributions.size() == outcome->panels.size()) {
-    show_attribution_maps();
+  shown.maps.clear();
+  const std::vector<GridMap>* analysis_maps = outcome->analysis_view ? outcome->analysis_view->panel_maps() : nullptr;
+  if (analysis_maps && analysis_maps->size() == outcome->panels.size()) {
+    show_analysis_maps(*analysis_maps);
     return;
   }
   ValueRange range;
@@ -202,18 +199,18 @@ void Workbench::refresh_maps() {
     const PanelMaps& panel = outcome->panels[p];
     std::vector<PatchMap> panel_maps;
     if (!panel.error.empty() || panel.head_maps.empty()) {
-      maps.push_back(std::move(panel_maps));
+      shown.maps.push_back(std::move(panel_maps));
       continue;
     }
-    std::vector<int> shown;
+    std::vector<int> heads_shown;
     if (state.view == HeadView::Heads)
-      for (int h = 0; h < int(panel.head_maps.size()); ++h) shown.push_back(h);
+      for (int h = 0; h < int(panel.head_maps.size()); ++h) heads_shown.push_back(h);
     else
-      shown.push_back(state.view == HeadView::Mean ? -1 : std::min(state.head, int(panel.head_maps.size()) - 1));
+      heads_shown.push_back(state.view == HeadView::Mean ? -1 : std::min(state.head, int(panel.head_maps.size()) - 1));
     // x uniform: a row spreads over the keys, a column ("in") over the queries.
     const int spread =
         state.direction == MapDirection::In ? panel.layout.total_tokens() : panel.key_layout.total_tokens();
-    for (int head : shown) {
+    for (int head : heads_shown) {
       PatchMap map;
       map.panel = int(p);
       map.head = head;
@@ -225,38 +222,32 @@ void Workbench::refresh_maps() {
       map.texture.upload_scalar(shown_values.data(), map.map->grid_w, map.map->grid_h);
       panel_maps.push_back(std::move(map));
     }
-    maps.push_back(std::move(panel_maps));
+    shown.maps.push_back(std::move(panel_maps));
   }
   // One colour scale over every visible map, so panels and heads compare by colour.
-  scale = resolve_value_scale(state.scale, state.colormap, range);
-
-  matrix_panel = std::clamp(matrix_panel, 0, int(outcome->panels.size()) - 1);
-  const PanelMaps& shown = outcome->panels[size_t(matrix_panel)];
-  if (!shown.matrix.empty()) matrix_texture.upload_scalar(shown.matrix.data(), shown.matrix_cols, shown.matrix_rows);
+  shown.scale = resolve_value_scale(state.scale, state.colormap, range);
 }
 
-void Workbench::show_attribution_maps() {
-  // Every panel shows its own variant's attribution map, each in [0, 1] by the method's normalisation.
+void Workbench::show_analysis_maps(const std::vector<GridMap>& analysis_maps) {
+  // Every panel shows its own map (the attribution view: its variant's map), each in [0, 1] by its
+  // method's normalisation.
   for (size_t p = 0; p < outcome->panels.size(); ++p) {
     PatchMap map;
     map.panel = int(p);
-    map.head = kAttributionHead;
-    map.map = &outcome->attributions[p].map;
+    map.head = kAnalysisMapHead;
+    map.map = &analysis_maps[p];
     if (!map.map->values.empty()) map.texture.upload_scalar(map.map->values.data(), map.map->grid_w, map.map->grid_h);
-    maps.push_back({});
-    if (!map.map->values.empty()) maps.back().push_back(std::move(map));
+    shown.maps.push_back({});
+    if (!map.map->values.empty()) shown.maps.back().push_back(std::move(map));
   }
   // Not the attention scale modes: every method's map is already normalised to [0, 1].
-  scale = ValueScale();
-  scale.colormap = state.colormap;
-  scale.vmin = 0.0;
-  scale.vmax = 1.0;
-  scale.label = "each method's normalisation, 0..1";
+  shown.scale = ValueScale();
+  shown.scale.colormap = state.colormap;
+  shown.scale.vmin = 0.0;
+  shown.scale.vmax = 1.0;
+  shown.scale.label = "each method's normalisation, 0..1";
 }
 
-namespace {
-
-// Renders `figure` into `plot` when its content (`key`) or width changed.
 void refresh_plot(PlotImage& plot, const std::string& key, int width, const std::function<Figure()>& figure) {
   const std::string full_key = key + "|" + std::to_string(width);
   if (plot.key == full_key) return;
@@ -265,39 +256,6 @@ void refresh_plot(PlotImage& plot, const std::string& key, int width, const std:
   plot.texture.upload_rgb(image);
   plot.width = image.cols;
   plot.height = image.rows;
-}
-
-}  // namespace
-
-void Workbench::refresh_plots() {
-  if (!outcome || state.analysis == "none") return;
-  const int width = std::max(60, int(layout.analysis_size.x) - 24);
-  const std::string id = std::to_string(outcome->request_id);
-  try {
-    if (state.analysis == "spectrum") {
-      const int panel_index = std::clamp(matrix_panel, 0, int(outcome->panels.size()) - 1);
-      const PanelMaps& panel = outcome->panels[size_t(panel_index)];
-      const int head = std::clamp(state.head, 0, std::max(0, int(panel.spectra.size()) - 1));
-      if (size_t(head) < panel.spectra.size())
-        refresh_plot(spectrum_plot, id + "|" + std::to_string(panel_index) + "|" + std::to_string(head), width,
-                     [&] { return spectrum_view_figure(panel.spectra[size_t(head)]); });
-    }
-    if (state.analysis == "fp" && outcome->focus)
-      refresh_plot(focus_plot, id, width, [&] { return focus_view_figure(*outcome->focus); });
-    // An analysis without a panel of its own: its figure, as export writes it, with its geometry.
-    if (outcome->analysis_view && !has_own_analysis_panel(state.analysis)) {
-      const std::string key =
-          id + "|" + state.analysis + "|" + state.DisplaySettings::key() + "|" + state.ViewSelection::key();
-      refresh_plot(analysis_figure, key, width, [&] {
-        analysis_figure_shown = analysis_view_figure(*outcome, state);
-        analysis_figure_of = state.analysis;
-        analysis_geometry = layout_figure(analysis_figure_shown, screen_figure_style(analysis_figure_shown, width));
-        return analysis_figure_shown;
-      });
-    }
-  } catch (const std::exception& e) {
-    report_error(std::string("plot: ") + e.what());
-  }
 }
 
 void Workbench::open_file(FileKind kind, const std::string& path) {
@@ -350,14 +308,14 @@ void Workbench::open_video_source(const std::string& source) {
       throw std::runtime_error("no such video file: " + source);
     video = std::make_unique<VideoSource>(source, wake_main_thread);
   } catch (const std::exception& e) {
-    input_error = e.what();
+    messages.input_error = e.what();
   }
 }
 
 void Workbench::stop_video() {
   video.reset();
   frame_.reset();
-  input_error.clear();
+  messages.input_error.clear();
 }
 
 void Workbench::save_session(const std::string& path) {
@@ -365,7 +323,7 @@ void Workbench::save_session(const std::string& path) {
     const nlohmann::json json = to_json(state);
     write_file_atomically(path, [&](std::ostream& out) { out << json.dump(2) << "\n"; });
     options.session_path = path;
-    info = "saved session " + path;
+    messages.info = "saved session " + path;
   } catch (const std::exception& e) {
     report_error(e.what());
   }
@@ -385,10 +343,10 @@ void Workbench::export_figure(const std::string& out_dir, bool what_is_on_screen
     for (PanelSpec& spec : specs)
       if (spec.model == request.model) spec.model.clear();
     // Panel 1 carries the session's parameters; the others theirs on top of them, as on screen.
-    request.figure.variants = to_string(specs);
+    request.figure.variants = specs;
   }
   if (what_is_on_screen) request.figure.layout = "panels";
-  info = "exporting a " + request.figure.layout + " figure to " + out_dir + " ...";
+  messages.info = "exporting a " + request.figure.layout + " figure to " + out_dir + " ...";
   // What is on screen includes the open analysis view, drawn from the outcome on screen.
   worker_->submit_export(request, out_dir, what_is_on_screen ? outcome : nullptr);
 }
@@ -403,7 +361,7 @@ void Workbench::load_session(const std::string& path) {
     stop_video();
     state = loaded;
     options.session_path = path;
-    info = "loaded session " + path;
+    messages.info = "loaded session " + path;
   } catch (const std::exception& e) {
     report_error(e.what());
   }

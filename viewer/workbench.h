@@ -7,6 +7,7 @@
 
 #include <array>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,13 +42,14 @@ struct WorkbenchOptions {
 // Opens the window and runs until it is closed; returns the exit code.
 int run_workbench(AppState state, const WorkbenchOptions& options);
 
-// PatchMap::head of a panel's attribution map (analysis "attribution").
-constexpr int kAttributionHead = -3;
+// PatchMap::head of a map the open analysis view draws instead of attention (its panel_maps():
+// the attribution view's maps).
+constexpr int kAnalysisMapHead = -3;
 
 // One scalar map a view shows: a panel's map of one head, or the mean over heads, on its grid.
 struct PatchMap {
   int panel = 0;
-  int head = 0;                  // -1: mean over heads; kAttributionHead: the attribution map
+  int head = 0;                  // -1: mean over heads; kAnalysisMapHead: the analysis view's map
   const GridMap* map = nullptr;  // owned by the outcome the maps were made from
   double factor = 1.0;           // display units per weight (x uniform: the key count)
   gl::Texture texture;           // the map in display units
@@ -61,12 +63,15 @@ struct DrawnView {
 };
 
 // A plot drawn by the figures' cairo code into a texture, re-rendered when its content or width
-// changes (see viewer/plot_views.h).
+// changes (see views/plot_views.h).
 struct PlotImage {
   std::string key;
   gl::Texture texture;
   int width = 0, height = 0;
 };
+
+// Renders `figure()` into `plot` when its content (`key`) or `width` changed.
+void refresh_plot(PlotImage& plot, const std::string& key, int width, const std::function<Figure()>& figure);
 
 struct ScreenLayout {
   ImVec2 sidebar_pos, sidebar_size;
@@ -100,50 +105,58 @@ class Workbench {
   // Stops the run in progress; the views keep the last finished result until a setting changes.
   void cancel_run();
 
+  // Whether the worker has finished something not yet taken (checked without taking it).
+  bool result_waiting() const;
+  // Whether what is on screen answers the current state (nothing is pending).
+  bool settled() const {
+    return state.model.empty() ||
+           (worker.last_finished_id == worker.submitted_id && !worker.busy && (!video || video->finished()));
+  }
+  uint64_t video_frames() const { return frame_number_; }  // frames taken from live input so far
+  // Makes the patch (row, col) of a view on `grid` the query of the shown layer.
+  void pick_query(int row, int col, const TokenLayout& grid);
+  const gl::Texture& image_texture() const { return shown.images.front(); }  // panel 1's (the analyses')
+
+  // The session (what is asked), how the window was opened, and where the panels go.
   AppState state;
   WorkbenchOptions options;
   ScreenLayout layout;
-  std::shared_ptr<const InferenceOutcome> outcome;  // the latest successful result
-  std::string error;                                // shown in red until the next success or dismissal
-  std::string input_error;                          // why the video or camera failed: kept until the input changes
-  std::string info;                                 // a transient note (saved session, fallbacks)
-  uint64_t submitted_id = 0;
-  uint64_t last_finished_id = 0;  // the newest request answered (with a result or an error)
-  // Whether what is on screen answers the current state (nothing is pending).
-  // Whether the worker has finished something not yet taken (checked without taking it).
-  bool result_waiting() const;
-  bool settled() const {
-    return state.model.empty() || (last_finished_id == submitted_id && !worker_busy && (!video || video->finished()));
-  }
-  uint64_t video_frames() const { return frame_number_; }  // frames taken from live input so far
-  int results = 0;                                         // results received
-  bool worker_busy = false;
-  std::pair<int, int> worker_progress;  // images done of total of a long analysis view; {0, 0}: none
-  int worker_runs_stopped = 0;          // runs the worker stopped mid-way (cancel, a newer request)
 
-  // Derived on the main thread from `outcome` and the selections.
-  std::vector<gl::Texture> images;                                     // per panel: the image as its model saw it
-  const gl::Texture& image_texture() const { return images.front(); }  // panel 1's (the analyses')
-  std::vector<std::vector<PatchMap>> maps;                             // per panel
-  ValueScale scale;                                                    // one scale over every map on screen
-  PlotImage spectrum_plot, focus_plot, matrix_bar;
-  // The open analysis view's figure when the analysis has no panel of its own: the figure, its
-  // drawing and where its panels landed in it.
-  Figure analysis_figure_shown;
-  std::string analysis_figure_of;  // the analysis whose figure that is (a panel of its own may draw one too)
-  PlotImage analysis_figure;
-  FigureGeometry analysis_geometry;
-  gl::Texture matrix_texture;   // the matrix view's Tq x Tk map
-  gl::Texture gradcam_texture;  // the Grad-CAM map over its layer's grid
-  int matrix_panel = 0;
-  std::vector<DrawnView> drawn_views;
-  std::vector<std::vector<std::string>> drawn_headings;  // per panel, the heading lines drawn this frame
-  int exports_finished = 0;                              // exports the worker has answered
-  // The grid of the view the query was picked on: when another layer has another grid (another
-  // stage), the query moves to the patch over the same place in the image.
-  TokenLayout query_grid;
-  // Makes the patch (row, col) of a view on `grid` the query of the shown layer.
-  void pick_query(int row, int col, const TokenLayout& grid);
+  std::shared_ptr<const InferenceOutcome> outcome;  // the latest successful result
+
+  // What the user is told.
+  struct Messages {
+    std::string error;        // shown in red until the next success or dismissal
+    std::string input_error;  // why the video or camera failed: kept until the input changes
+    std::string info;         // a transient note (saved session, fallbacks)
+  } messages;
+
+  // Where the inference worker is, as seen from the main thread.
+  struct WorkerState {
+    uint64_t submitted_id = 0;
+    uint64_t last_finished_id = 0;  // the newest request answered (with a result or an error)
+    int results = 0;                // results received
+    int exports_finished = 0;       // exports answered
+    bool busy = false;
+    std::pair<int, int> progress;  // done of total of a long analysis view; {0, 0}: none
+    int runs_stopped = 0;          // runs stopped mid-way (cancel, a newer request)
+  } worker;
+
+  // Derived on the main thread from `outcome` and the selections: what the views draw.
+  struct ShownViews {
+    std::vector<gl::Texture> images;          // per panel: the image as its model saw it
+    std::vector<std::vector<PatchMap>> maps;  // per panel
+    ValueScale scale;                         // one scale over every map on screen
+    // The grid of the view the query was picked on: when another layer has another grid (another
+    // stage), the query moves to the patch over the same place in the image.
+    TokenLayout query_grid;
+  } shown;
+
+  // What was drawn this frame, for headless screenshots and tests.
+  struct DrawnFrame {
+    std::vector<DrawnView> views;
+    std::vector<std::vector<std::string>> headings;  // per panel, its heading lines
+  } drawn;
 
   std::unique_ptr<gl::OverlayRenderer> renderer;
   std::unique_ptr<VideoSource> video;
@@ -153,8 +166,7 @@ class Workbench {
   InferenceRequest make_request() const;
   void open_video_source(const std::string& source);  // a file or camera:N
   void refresh_maps();
-  void show_attribution_maps();
-  void refresh_plots();
+  void show_analysis_maps(const std::vector<GridMap>& analysis_maps);
   void follow_query_across_grids();
   std::unique_ptr<InferenceWorker> worker_;
   InferenceRequest last_request_;

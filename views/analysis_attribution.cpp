@@ -15,12 +15,12 @@
 #include "analysis/gradcam.h"
 #include "analysis/integrated_gradients.h"
 #include "analysis/relevance.h"
-#include "core/progress_bar.h"
-#include "figures/export.h"
+#include "figures/bundle.h"
 #include "figures/faithfulness_figure.h"
 #include "views/analysis_context.h"
 #include "views/analysis_registry.h"
 #include "views/attribution_view.h"
+#include "views/option_catalog.h"
 #include "views/panel_maps.h"
 
 namespace attnscope {
@@ -28,24 +28,6 @@ namespace attnscope {
 namespace {
 
 using nlohmann::json;
-
-// The names papers use, for messages and summaries.
-std::string method_title(const std::string& method) {
-  static const std::map<std::string, std::string> titles = {{"gradcam", "Grad-CAM"},
-                                                            {"gradcam++", "Grad-CAM++"},
-                                                            {"xgradcam", "XGrad-CAM"},
-                                                            {"layercam", "LayerCAM"},
-                                                            {"eigencam", "EigenCAM"},
-                                                            {"hirescam", "HiResCAM"},
-                                                            {"scorecam", "Score-CAM"},
-                                                            {"relevance", "attention relevance (Chefer et al.)"},
-                                                            {"gradrollout", "gradient rollout"},
-                                                            {"ig", "integrated gradients"},
-                                                            {"rollout", "attention rollout"},
-                                                            {"attention", "attention"}};
-  const auto found = titles.find(method);
-  return found == titles.end() ? method : found->second;
-}
 
 json class_json(const Loaded& loaded, const AttributionTarget& target, int requested) {
   return {{"index", target.index},
@@ -72,24 +54,24 @@ void write_map_files(const AnalyzeContext& context, const Loaded& loaded, const 
   files[method + "_overlay.png"] = "the map over the model's input";
 }
 
-int analyze_attribution(const AnalyzeContext& context, const std::string& method) {
+int analyze_attribution(const AnalyzeContext& context, AttributionMethod chosen) {
   Loaded loaded = load_inputs(context);
   const AppState& state = context.state;
-  Backbone& model = loaded.model.native(method_title(method));
+  const std::string method = to_string(chosen);  // the files' names
+  Backbone& model = loaded.model.native(method_title(chosen));
   const torch::Tensor input = image_to_tensor(loaded.prepared, loaded.model.normalization).to(loaded.model.device);
   const int height = loaded.prepared.rows, width = loaded.prepared.cols;
-  ProgressBar bar;
   const auto progress = [&](int done, int total) {
-    bar.show(size_t(done), size_t(total), method_title(method));
+    context.show_progress(size_t(done), size_t(total), method_title(chosen));
     return true;
   };
   json summary;
   std::string kind;  // of output schema: the keys differ between the three groups of methods
   json files = json::object();
   std::ostringstream line;
-  if (is_cam_method(method)) {
+  if (reads_hook_point(chosen)) {
     CamOptions options;
-    options.method = parse_cam_method(method);
+    options.method = chosen;
     options.layer = state.gradcam_layer;
     options.target_class = state.target_class;
     options.progress = progress;
@@ -120,10 +102,10 @@ int analyze_attribution(const AnalyzeContext& context, const std::string& method
     line << result.layer << ", target " << output_name(loaded.model, result.target.index) << " (score " << result.score
          << "), " << result.forward_passes << " forward pass" << (result.forward_passes == 1 ? "" : "es") << ", "
          << result.milliseconds << " ms";
-    if (!result.warning.empty()) std::cerr << "attnscope analyze: warning: " << result.warning << "\n";
-  } else if (method == "relevance" || method == "gradrollout") {
+    if (!result.warning.empty()) context.warnings.push_back(result.warning);
+  } else if (chosen == AttributionMethod::Relevance || chosen == AttributionMethod::GradRollout) {
     RelevanceOptions options;
-    options.rule = method == "relevance" ? RelevanceRule::Chefer : RelevanceRule::GradientRollout;
+    options.rule = chosen == AttributionMethod::Relevance ? RelevanceRule::Chefer : RelevanceRule::GradientRollout;
     options.target_class = state.target_class;
     options.layer = state.layer;
     options.discard_ratio = state.discard;
@@ -140,20 +122,21 @@ int analyze_attribution(const AnalyzeContext& context, const std::string& method
     summary["score"] = result.score;
     summary["milliseconds"] = result.milliseconds;
     summary["grid"] = {result.layout.grid_h, result.layout.grid_w};
-    const std::string normalised = method == "relevance" ? "(x - min) / (max - min)" : "x / max (vit-explain's mask)";
+    const std::string normalised =
+        chosen == AttributionMethod::Relevance ? "(x - min) / (max - min)" : "x / max (vit-explain's mask)";
     summary["normalisation"] = {
         {method + ".npy", "at the patch grid: the " + result.readout + " of the propagated matrix, " + normalised},
         {method + "_raw.npy", "the same before normalisation"},
         {method + "_row.npy", "the whole row, prefix tokens first"},
         {method + "_upsampled.npy", "the normalised map resized bilinearly to the image (half-pixel centres)"}};
-    if (method == "gradrollout") summary["discard"] = state.discard;
+    if (chosen == AttributionMethod::GradRollout) summary["discard"] = state.discard;
     line << result.layers.size() << " layers, " << result.readout << ", target "
          << output_name(loaded.model, result.target.index) << " (score " << result.score << "), " << result.milliseconds
          << " ms";
-  } else if (method == "ig") {
+  } else if (chosen == AttributionMethod::IntegratedGradients) {
     IntegratedGradientsOptions options;
     options.steps = state.ig_steps;
-    options.baseline = parse_replacement(state.ig_baseline);
+    options.baseline = state.ig_baseline;
     options.target_class = state.target_class;
     options.progress = progress;
     const IntegratedGradientsResult result =
@@ -165,7 +148,7 @@ int analyze_attribution(const AnalyzeContext& context, const std::string& method
     kind = "analyze-ig";
     summary["class"] = class_json(loaded, result.target, state.target_class);
     summary["score"] = result.score;
-    summary["baseline"] = {{"kind", state.ig_baseline}, {"score", result.baseline_score}};
+    summary["baseline"] = {{"kind", to_string(state.ig_baseline)}, {"score", result.baseline_score}};
     summary["steps"] = result.steps;
     summary["rule"] = "riemann_trapezoid (Captum)";
     summary["completeness_gap"] = result.completeness_gap;
@@ -177,21 +160,21 @@ int analyze_attribution(const AnalyzeContext& context, const std::string& method
         {"ig_upsampled.npy", "at the image size: sum over channels of |attribution|, not normalised"},
         {"ig_raw.npy", "at the patch grid: ig_upsampled summed over each patch"},
         {"ig.npy", "ig_raw scaled (x - min) / (max + 1e-7)"}};
-    line << result.steps << " steps from the " << state.ig_baseline << " baseline, target "
+    line << result.steps << " steps from the " << to_string(state.ig_baseline) << " baseline, target "
          << output_name(loaded.model, result.target.index) << " (score " << result.score << ", baseline "
          << result.baseline_score << ", completeness gap " << result.completeness_gap << "), " << result.milliseconds
          << " ms";
   } else {
-    throw std::invalid_argument("unknown attribution method '" + method + "'");
+    throw std::invalid_argument(method + " is not a method analyze writes as a map of its own");
   }
-  summary["method"] = method_title(method);
+  summary["method"] = method_title(chosen);
   summary["size"] = {{"grid", summary["grid"]}, {"image", {height, width}}};
   summary["files"] = files;
   write_summary(context, kind, summary);
-  std::cout << "attnscope analyze " << method << ": " << line.str() << "\nwrote " << context.out.string()
-            << "/{summary.json";
-  for (const auto& [name, _] : files.items()) std::cout << ", " << name;
-  std::cout << "}\n";
+  context.print() << "attnscope analyze " << method << ": " << line.str() << "\nwrote " << context.out.string()
+                  << "/{summary.json";
+  for (const auto& [name, _] : files.items()) context.print() << ", " << name;
+  context.print() << "}\n";
   return 0;
 }
 
@@ -200,11 +183,12 @@ int analyze_faithfulness(const AnalyzeContext& context) {
   FaithfulnessTableRequest request = faithfulness_request(state);  // option errors before the model loads
   Loaded loaded = load_inputs(context);
   const torch::Tensor input = image_to_tensor(loaded.prepared, loaded.model.normalization).to(loaded.model.device);
-  ProgressBar bar;
-  request.progress = [&](const std::string& method, size_t done, size_t total) { bar.show(done, total + 1, method); };
+  request.progress = [&](const std::string& method, size_t done, size_t total) {
+    context.show_progress(done, total + 1, method);
+  };
   const FaithfulnessTable table = faithfulness_table(loaded.model.native("faithfulness"), input, state.attention,
                                                      loaded.model.normalization, request);
-  bar.show(request.methods.size() + 1, request.methods.size() + 1, "done");
+  context.show_progress(request.methods.size() + 1, request.methods.size() + 1, "done");
 
   std::ostringstream csv;
   csv << "method,curve,step,fraction,probability\n" << std::setprecision(9);
@@ -215,13 +199,13 @@ int analyze_faithfulness(const AnalyzeContext& context) {
         csv << name << "," << kind << "," << i << "," << curve->fraction[i] << "," << curve->probability[i] << "\n";
   };
   json rows = json::array();
-  std::cout << "attnscope analyze faithfulness: class " << table.target_class << " ("
-            << output_name(loaded.model, table.target_class) << ", p = " << std::fixed << std::setprecision(3)
-            << table.probability << "), " << to_string(request.faithfulness.replacement) << " replacement, "
-            << request.faithfulness.steps
-            << " steps\n\n| method | read at | deletion AUC | insertion AUC |\n|---|---|---|---|\n";
+  context.print() << "attnscope analyze faithfulness: class " << table.target_class << " ("
+                  << output_name(loaded.model, table.target_class) << ", p = " << std::fixed << std::setprecision(3)
+                  << table.probability << "), " << to_string(request.faithfulness.replacement) << " replacement, "
+                  << request.faithfulness.steps
+                  << " steps\n\n| method | read at | deletion AUC | insertion AUC |\n|---|---|---|---|\n";
   for (const MethodFaithfulness& row : table.methods) {
-    const std::string& method = row.map.method;
+    const std::string method = to_string(row.map.method);
     add_curves(method, row.curves);
     context.files->add_npy("map_" + method + ".npy", row.map.map.contiguous());
     rows.push_back({{"method", method},
@@ -231,25 +215,25 @@ int analyze_faithfulness(const AnalyzeContext& context) {
                     {"deletion_auc", row.curves.deletion.auc},
                     {"insertion_auc", row.curves.insertion.auc},
                     {"milliseconds", row.map.milliseconds}});
-    std::cout << "| " << method << " | " << row.map.where << " | " << row.curves.deletion.auc << " | "
-              << row.curves.insertion.auc << " |\n";
+    context.print() << "| " << method << " | " << row.map.where << " | " << row.curves.deletion.auc << " | "
+                    << row.curves.insertion.auc << " |\n";
   }
   add_curves("random", table.random);
-  std::cout << "| random (mean of " << request.faithfulness.random_orders << " orders) | | "
-            << table.random.deletion.auc << " | " << table.random.insertion.auc << " |\n";
+  context.print() << "| random (mean of " << request.faithfulness.random_orders << " orders) | | "
+                  << table.random.deletion.auc << " | " << table.random.insertion.auc << " |\n";
   context.files->add_text("faithfulness_curves.csv", csv.str());
 
   // The figure, from the same table.
-  FigureRequest figure_request;
-  figure_request.layout = "faithfulness";
-  figure_request.overwrite = state.figure.overwrite;
+  FigureOutput output;
+  output.layout = "faithfulness";
+  output.overwrite = state.figure.overwrite;
   AppState session = state;
   session.figure.layout = "faithfulness";
   const Figure figure =
       faithfulness_figure(table, loaded.prepared, state.colormap, float(state.opacity),
                           std::filesystem::path(state.image.empty() ? "glyph" : state.image).filename().string());
   // Added to the other outputs: refused with them unless --overwrite, written together.
-  const ExportedFigure exported = add_figure_bundle(*context.files, figure, figure_request, session, loaded.prepared,
+  const ExportedFigure exported = add_figure_bundle(*context.files, figure, output, to_json(session), loaded.prepared,
                                                     context.out.string(), "faithfulness");
 
   json summary = common_summary(context, "faithfulness", table.methods.front().map.layout, loaded);
@@ -273,14 +257,17 @@ int analyze_faithfulness(const AnalyzeContext& context) {
   summary["random"] = {{"deletion_auc", table.random.deletion.auc}, {"insertion_auc", table.random.insertion.auc}};
   summary["figure"] = exported.figure_path;
   write_summary(context, "analyze-faithfulness", summary);
-  std::cout << "\nwrote " << context.out.string()
-            << "/{summary.json, faithfulness_curves.csv, map_<method>.npy, faithfulness.png, faithfulness_data/}\n";
+  context.print()
+      << "\nwrote " << context.out.string()
+      << "/{summary.json, faithfulness_curves.csv, map_<method>.npy, faithfulness.png, faithfulness_data/}\n";
   return 0;
 }
 
 // Every panel's map by the request's method, each with its own model, variant and forward pass;
 // reused from the cache while only the selections change.
 void compute_attribution_views(const AnalysisViewInput& input, InferenceOutcome& outcome) {
+  auto views = std::make_shared<AttributionViews>();
+  views->method = input.request.method;
   for (size_t index = 0; index < input.panels.size(); ++index) {
     const PanelForwardView& forward = input.panels[index];
     PanelMaps& panel = outcome.panels[index];
@@ -288,7 +275,7 @@ void compute_attribution_views(const AnalysisViewInput& input, InferenceOutcome&
       AttributionView failed;
       failed.method = input.request.method;
       failed.error = panel.error;
-      outcome.attributions.push_back(std::move(failed));
+      views->panels.push_back(std::move(failed));
       continue;
     }
     const std::string key = "attribution|" + forward.input_key + "|" + settings_key(forward.settings) + "|" +
@@ -300,16 +287,21 @@ void compute_attribution_views(const AnalysisViewInput& input, InferenceOutcome&
                                  forward.result->forward.layers, input.request, panel.layer, input.cancelled));
       input.cache.put(key, view);
     }
-    outcome.attributions.push_back(*view);
+    views->panels.push_back(*view);
     panel.description = attribution_caption(*view) + "  \u00b7  " + panel.description;
   }
+  for (const AttributionView& view : views->panels) views->maps.push_back(view.map);
+  outcome.analysis_view = std::move(views);
 }
 
 // One column per panel: its map over the image it saw, on [0, 1].
 Figure attribution_figure(const InferenceOutcome& outcome, const AppState& state) {
-  Figure figure(1, int(std::max<size_t>(1, outcome.attributions.size())));
-  for (size_t index = 0; index < outcome.attributions.size() && index < outcome.panels.size(); ++index) {
-    const AttributionView& view = outcome.attributions[index];
+  const auto* views = analysis_view_as<AttributionViews>(outcome);
+  const std::vector<AttributionView> none;
+  const std::vector<AttributionView>& shown = views ? views->panels : none;
+  Figure figure(1, int(std::max<size_t>(1, shown.size())));
+  for (size_t index = 0; index < shown.size() && index < outcome.panels.size(); ++index) {
+    const AttributionView& view = shown[index];
     Panel& panel = figure.at(0, int(index));
     panel.title = view.error.empty() ? attribution_caption(view) : view.error;
     if (view.map.values.empty()) continue;
@@ -332,6 +324,42 @@ Figure attribution_figure(const InferenceOutcome& outcome, const AppState& state
 
 AnalysisEntry attribution_analysis() {
   AnalysisEntry entry;
+  entry.outputs.push_back({{"analyze-cam", "summary.json", 1},
+                           "analyze --analysis gradcam++ --out OUT",
+                           R"md(`attnscope analyze --analysis gradcam++|xgradcam|layercam|eigencam|hirescam|scorecam`.
+
+| key | when | meaning |
+|---|---|---|
+| block `analysis` | always | |
+| block `attribution` | always | |
+| `layer` | always | the hooked module |
+| `forward_passes` | always | forward passes the method needed (Score-CAM: one per channel batch) |
+| `warning` | when the gradients vanish | the same warning printed on stderr |)md"});
+  entry.outputs.push_back({{"analyze-relevance", "summary.json", 1},
+                           "analyze --analysis gradrollout --out OUT",
+                           R"md(`attnscope analyze --analysis relevance|gradrollout`.
+
+| key | when | meaning |
+|---|---|---|
+| block `analysis` | always | |
+| block `attribution` | always | |
+| `layers` | always | the layers propagated through |
+| `readout` | always | which row of the propagated matrix is the map |
+| `discard` | `gradrollout` | `--discard` |)md"});
+  entry.outputs.push_back({{"analyze-ig", "summary.json", 1},
+                           "analyze --analysis ig --ig-steps 4 --out OUT",
+                           R"md(`attnscope analyze --analysis ig`: integrated gradients.
+
+| key | when | meaning |
+|---|---|---|
+| block `analysis` | always | |
+| block `attribution` | always | |
+| `baseline.kind` | always | `--ig-baseline` |
+| `baseline.score` | always | the class's score on the baseline image |
+| `steps` | always | `--ig-steps` |
+| `rule` | always | the integration rule |
+| `completeness_gap` | always | sum of attributions minus (score - baseline score) |
+| `layer` | always | says that IG works on the input |)md"});
   entry.name = "attribution";
   entry.label = "attribution";
   entry.help =
@@ -339,17 +367,21 @@ AnalysisEntry attribution_analysis() {
       "relevance, gradrollout, ig: NAME.npy at the layer's grid)";
   entry.cli_names = {"gradcam++", "xgradcam",  "layercam",    "eigencam", "hirescam",
                      "scorecam",  "relevance", "gradrollout", "ig"};
+  entry.listed_by_name = false;
   entry.reads = {"class", "gradcam-layer", "fusion",   "discard",    "method",
                  "steps", "replacement",   "ig-steps", "ig-baseline"};
   entry.run = [](const AnalyzeContext& context, const std::string& name) {
-    if (name != "attribution") return analyze_attribution(context, name);
-    // A session saved by the workbench's attribution view: its method, as `analyze` names it.
-    const std::string& method = context.state.method;
-    const AnalysisEntry* chosen = find_cli_analysis(method);
-    if (!chosen || method == "attribution")
-      throw std::invalid_argument("unknown --analysis '" + excerpt(method) + "' (expected " + cli_analysis_names() +
-                                  ")");
-    return chosen->run(context, method);
+    // `analyze --analysis METHOD`, or a session saved by the workbench's attribution view: its
+    // --method, run by the analysis that writes it (gradcam and rollout have their own).
+    const AttributionMethod* named = find_enum<AttributionMethod>(name);
+    const AttributionMethod method = named ? *named : context.state.method;
+    const AnalysisEntry* runs = find_cli_analysis(to_string(method));
+    if (!runs)
+      throw std::invalid_argument("--method " + to_string(method) + " has no analyze run of its own (expected " +
+                                  cli_analysis_names() + ")");
+    const bool own =
+        std::find(runs->cli_names.begin(), runs->cli_names.end(), to_string(method)) != runs->cli_names.end();
+    return own ? analyze_attribution(context, method) : runs->run(context, to_string(method));
   };
   entry.compute = compute_attribution_views;
   entry.figure = attribution_figure;
@@ -358,6 +390,37 @@ AnalysisEntry attribution_analysis() {
 
 AnalysisEntry faithfulness_analysis() {
   AnalysisEntry entry;
+  entry.outputs.push_back(
+      {{"analyze-faithfulness", "summary.json", 1},
+       "analyze --analysis faithfulness --methods gradcam,rollout --steps 4 --out OUT",
+       R"md(`attnscope analyze --analysis faithfulness`: deletion and insertion curves of each `--methods` map.
+
+| key | when | meaning |
+|---|---|---|
+| block `analysis` | always | |
+| `class.index` | always | the class whose probability the curves follow |
+| `class.name` | always | its name |
+| `class.probability` | always | its probability on the whole image |
+| `class.chosen` | always | `given` or `top-1` |
+| `curves.steps` | always | `--steps` |
+| `curves.order` | always | the order cells are removed in |
+| `curves.replacement` | always | `--replacement` |
+| `curves.replacement_meaning` | always | what removed cells show |
+| `curves.deletion` | always | what the deletion curve is |
+| `curves.insertion` | always | what the insertion curve is |
+| `curves.auc` | always | how the AUCs are integrated |
+| `curves.random.orders` | always | random orders averaged for the baseline |
+| `curves.random.seed` | always | their seed |
+| `methods[].method` | always | the method |
+| `methods[].where` | always | where its map was read |
+| `methods[].grid` | always | its map's `[h, w]` |
+| `methods[].normalisation` | always | how its map was scaled |
+| `methods[].deletion_auc` | always | area under its deletion curve |
+| `methods[].insertion_auc` | always | area under its insertion curve |
+| `methods[].milliseconds` | always | time to compute its map |
+| `random.deletion_auc` | always | the random orders' deletion AUC |
+| `random.insertion_auc` | always | their insertion AUC |
+| `figure` | always | the figure's path |)md"});
   entry.name = "faithfulness";
   entry.help = "deletion and insertion curves of --methods against a random order (table, CSV, figure)";
   entry.reads = {"class", "gradcam-layer", "fusion",   "discard",    "methods",

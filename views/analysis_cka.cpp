@@ -12,6 +12,7 @@
 
 #include "analysis/linear_cka.h"
 #include "core/excerpt.h"
+#include "views/analysis_options.h"
 #include "views/folder_statistics.h"
 
 namespace attnscope {
@@ -20,22 +21,27 @@ namespace {
 
 using nlohmann::json;
 
-const char* const kEstimatorOption = "cka-estimator";
-const char* const kBatchOption = "cka-batch";
-const char* const kPanelOption = "cka-panel";
-constexpr int kDefaultCkaBatch = 16;
-
-std::string option_or(const AnalysisSettings& settings, const char* name, const std::string& fallback) {
-  const auto found = settings.options.find(name);
-  return found == settings.options.end() ? fallback : found->second;
+const AnalysisOption<CkaEstimator>& cka_estimator_option() {
+  static const auto option = enum_option<CkaEstimator>(
+      "cka-estimator",
+      "cka: the biased full-batch estimator (every image's block outputs in memory) or Nguyen et al.'s unbiased "
+      "minibatch one",
+      CkaEstimator::Full);
+  return option;
 }
-CkaEstimator cka_estimator_of(const AnalysisSettings& s) {
-  return parse_cka_estimator(option_or(s, kEstimatorOption, "full"));
+const AnalysisOption<int>& cka_batch_option() {
+  static const auto option =
+      count_option("cka-batch", "N", "cka: images per minibatch of the unbiased estimator (at least 4)", 16, 4, 100000);
+  return option;
 }
-int cka_batch_of(const AnalysisSettings& s) {
-  return parse_int_option(kBatchOption, option_or(s, kBatchOption, std::to_string(kDefaultCkaBatch)));
+const AnalysisOption<int>& cka_panel_option() {
+  static const auto option = count_option(
+      "cka-panel", "P", "cka: the workbench panel (2..4) whose model panel 1 is compared with", 2, 2, kMaxPanels);
+  return option;
 }
-int cka_panel_of(const AnalysisSettings& s) { return parse_int_option(kPanelOption, option_or(s, kPanelOption, "2")); }
+CkaEstimator cka_estimator_of(const AnalysisSettings& s) { return cka_estimator_option()(s); }
+int cka_batch_of(const AnalysisSettings& s) { return cka_batch_option()(s); }
+int cka_panel_of(const AnalysisSettings& s) { return cka_panel_option()(s); }
 
 struct CkaViewData : FolderViewData {
   std::string label_a, label_b;
@@ -92,10 +98,9 @@ int analyze_cka(const AnalyzeContext& context) {
   view->batch = cka_batch_of(state);
   view->label_a = model_label(state.model, state.attention);
   view->label_b = model_label(compare, AttentionSettings{});
-  ProgressBar bar;
   auto accumulated =
       cka_pass({&model_a, state.attention}, {&model_b, AttentionSettings{}}, state.input_settings(), state.max_pixels,
-               images, view->estimator, view->batch, bar_progress(bar, images), nullptr, "");
+               images, view->estimator, view->batch, folder_progress(context, images), nullptr, "");
   CkaAccumulator result = *accumulated;
   view->cka = result.result();
   view->images = result.images();
@@ -120,12 +125,13 @@ int analyze_cka(const AnalyzeContext& context) {
     summary["images_left_out"] = view->images_left_out;
   }
   write_summary(context, "analyze-cka", summary);
-  std::cout << "attnscope analyze cka: " << view->label_a << " (" << view->cka.size(0) << " blocks) against "
-            << view->label_b << " (" << view->cka.size(1) << " blocks) over " << images.size() << " images, "
-            << estimator_text(view->estimator, view->batch) << "\n";
+  context.print() << "attnscope analyze cka: " << view->label_a << " (" << view->cka.size(0) << " blocks) against "
+                  << view->label_b << " (" << view->cka.size(1) << " blocks) over " << images.size() << " images, "
+                  << estimator_text(view->estimator, view->batch) << "\n";
   if (view->images_left_out > 0)
-    std::cout << "  the last " << view->images_left_out << " images made a batch of fewer than 4 and were left out\n";
-  std::cout << "wrote " << context.out.string() << "/{cka.npy, cka.png, summary.json}\n";
+    context.print() << "  the last " << view->images_left_out
+                    << " images made a batch of fewer than 4 and were left out\n";
+  context.print() << "wrote " << context.out.string() << "/{cka.npy, cka.png, summary.json}\n";
   return 0;
 }
 
@@ -202,35 +208,37 @@ Figure cka_figure(const InferenceOutcome& outcome, const AppState& state) {
 
 AnalysisEntry cka_analysis() {
   AnalysisEntry entry;
+  entry.outputs.push_back(
+      {{"analyze-cka", "summary.json", 1},
+       "analyze --analysis cka --images DIR --compare-model assets/models/softmax.safetensors --out OUT",
+       R"md(`attnscope analyze --analysis cka`: linear CKA between every block of `--model` (rows) and of
+`--compare-model` (columns), `cka.npy`.
+
+| key | when | meaning |
+|---|---|---|
+| `schema_kind` | always | `"analyze-cka"` |
+| `schema` | always | 1 |
+| `analysis` | always | `cka` |
+| `estimator` | always | `full` or `minibatch` (`--cka-estimator`) |
+| `estimator_description` | always | the estimator by name |
+| `images` | always | images used |
+| `folder` | always | `--images` |
+| `rows.model` | always | `--model` |
+| `rows.attention` | always | the attention it ran |
+| `rows.blocks` | always | its blocks |
+| `columns.model` | always | `--compare-model` |
+| `columns.attention` | always | the attention it ran |
+| `columns.blocks` | always | its blocks |
+| `examples` | always | what one example is |
+| `batch` | with the minibatch estimator | `--cka-batch` |
+| `images_left_out` | with the minibatch estimator | images of a last batch of fewer than 4 |)md"});
   entry.name = "cka";
   entry.label = "CKA";
   entry.help =
       "linear CKA between every block of --model and --compare-model over a folder (--images DIR, "
       "--cka-estimator full|minibatch, --cka-batch N)";
-  entry.options = {
-      images_option(),
-      {kEstimatorOption, "full|minibatch",
-       "cka: the biased full-batch estimator (every image's block outputs in memory) or Nguyen et al.'s unbiased "
-       "minibatch one",
-       [](AppState& s, const std::string& v) {
-         parse_cka_estimator(v);
-         s.options[kEstimatorOption] = v;
-       },
-       [](const AppState& s) { return to_string(cka_estimator_of(s)); }},
-      {kBatchOption, "N", "cka: images per minibatch of the unbiased estimator (at least 4)",
-       [](AppState& s, const std::string& v) {
-         const int batch = parse_int_option(kBatchOption, v);
-         if (batch < 4 || batch > 100000) throw std::invalid_argument("--cka-batch must be from 4 to 100000");
-         s.options[kBatchOption] = v;
-       },
-       [](const AppState& s) { return std::to_string(cka_batch_of(s)); }},
-      {kPanelOption, "P", "cka: the workbench panel (2..4) whose model panel 1 is compared with",
-       [](AppState& s, const std::string& v) {
-         const int panel = parse_int_option(kPanelOption, v);
-         if (panel < 2 || panel > kMaxPanels) throw std::invalid_argument("--cka-panel must be from 2 to 4");
-         s.options[kPanelOption] = v;
-       },
-       [](const AppState& s) { return std::to_string(cka_panel_of(s)); }}};
+  entry.options = {images_option(), cka_estimator_option().spec(), cka_batch_option().spec(),
+                   cka_panel_option().spec()};
   entry.flags = {kCompareModelFlag};
   entry.needs_computed_attention = true;
   entry.run = [](const AnalyzeContext& context, const std::string&) { return analyze_cka(context); };

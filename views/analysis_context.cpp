@@ -1,5 +1,8 @@
 // What the analyses' headless runs share (views/analysis_context.h).
 #include "views/analysis_context.h"
+#include "views/option_catalog.h"
+
+#include "views/analysis_registry.h"
 
 #include <fstream>
 #include <iomanip>
@@ -21,7 +24,7 @@ const CommandFlag kVariantsFlag = {"variants", "LIST",
 const CommandFlag kTopKFlag = {"top-k", "K", "fp, metrics: keys counted by the top-k mass", "10"};
 
 void write_summary(const AnalyzeContext& context, const std::string& kind, const json& summary) {
-  context.files->add_text("summary.json", with_schema(summary, kind).dump(2) + "\n");
+  context.files->add_text("summary.json", with_schema(summary, summary_schema(kind)).dump(2) + "\n");
 }
 
 void write_csv(const AnalyzeContext& context, const std::string& name, const std::string& header,
@@ -109,7 +112,7 @@ json common_summary(const AnalyzeContext& context, const std::string& analysis, 
           {"model", context.state.model},
           {"image", context.state.image},
           {"variant", to_string(context.state.attention.variant)},
-          {"query", {{"spec", context.state.query}}},
+          {"query", {{"spec", context.state.query.text()}}},
           {"state", to_json(context.state)},
           {"tokens",
            {{"prefix", layout.prefix_tokens()},

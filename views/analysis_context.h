@@ -7,6 +7,7 @@
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <opencv2/core.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,13 +18,26 @@
 
 namespace attnscope {
 
+// What an analysis's `analyze` run works with and returns: it computes and adds its files, its
+// report and its warnings here; the CLI (app/command_analyze.cpp) writes the files, then prints.
 struct AnalyzeContext {
   AppState state;
   CommandLine line;
   std::filesystem::path out;
-  mutable std::vector<std::string> warnings;  // the model's, printed once the analysis succeeded
+  mutable std::vector<std::string> warnings;  // the model's and the analysis's, printed once it succeeded
   // Every output, written together once the analysis is done: existing files are refused first.
   std::shared_ptr<OutputFiles> files;
+  // What the CLI prints once the files are written: what was found and where it went.
+  std::shared_ptr<std::ostringstream> report = std::make_shared<std::ostringstream>();
+  // Progress of a long step (the CLI's bar; may be empty), and whether it redraws in place (a
+  // terminal) rather than printing a line a step.
+  std::function<void(size_t done, size_t total, const std::string& label)> progress;
+  bool progress_on_terminal = false;
+
+  std::ostream& print() const { return *report; }
+  void show_progress(size_t done, size_t total, const std::string& label) const {
+    if (progress) progress(done, total, label);
+  }
 };
 
 // The model, the prepared image and (for --glyph-seed or --object-mask) the object mask at the

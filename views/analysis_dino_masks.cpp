@@ -12,6 +12,7 @@
 #include "analysis/dino_masks.h"
 #include "core/excerpt.h"
 #include "models/inference.h"
+#include "views/analysis_options.h"
 #include "views/folder_statistics.h"
 
 namespace attnscope {
@@ -20,12 +21,19 @@ namespace {
 
 using nlohmann::json;
 
-const char* const kMassOption = "mass";
-
-double dino_mass_of(const AnalysisSettings& settings) {
-  const auto found = settings.options.find(kMassOption);
-  return found == settings.options.end() ? kDefaultDinoMass : parse_double_option(kMassOption, found->second);
+const AnalysisOption<double>& dino_mass_option() {
+  static const AnalysisOption<double> option(
+      "mass", "M", "dino-masks: the share of the class token's attention each head's mask holds", kDefaultDinoMass,
+      [](const std::string& text) {
+        const double mass = parse_double_option("mass", text);
+        if (!(mass > 0.0 && mass <= 1.0)) throw std::invalid_argument("--mass must be in (0, 1]");
+        return mass;
+      },
+      [](const double& mass) { return format_double(mass); });
+  return option;
 }
+
+double dino_mass_of(const AnalysisSettings& settings) { return dino_mass_option()(settings); }
 
 struct DinoMasksViewData : AnalysisViewData {
   DinoMasks masks;
@@ -139,9 +147,9 @@ int analyze_dino_masks(const AnalyzeContext& context) {
     summary["jaccard_per_head"] = mask_jaccard(view->masks, object);
   }
   write_summary(context, "analyze-dino-masks", summary);
-  std::cout << "attnscope analyze dino-masks: " << capture.placement.name << ", " << view->masks.heads
-            << " heads, mass " << view->mass << "\nwrote " << context.out.string()
-            << "/{dino_masks.npy, dino_attention.npy, dino_masks.png, summary.json}\n";
+  context.print() << "attnscope analyze dino-masks: " << capture.placement.name << ", " << view->masks.heads
+                  << " heads, mass " << view->mass << "\nwrote " << context.out.string()
+                  << "/{dino_masks.npy, dino_attention.npy, dino_masks.png, summary.json}\n";
   return 0;
 }
 
@@ -162,22 +170,27 @@ void compute_dino_masks_view(const AnalysisViewInput& input, InferenceOutcome& o
 
 AnalysisEntry dino_masks_analysis() {
   AnalysisEntry entry;
+  entry.outputs.push_back(
+      {{"analyze-dino-masks", "summary.json", 1},
+       "analyze --analysis dino-masks --out OUT",
+       R"md(`attnscope analyze --analysis dino-masks`: DINO's masks of the class token's attention (`dino_masks.npy`).
+
+| key | when | meaning |
+|---|---|---|
+| block `analysis` | always | |
+| `layer.index` | always | the layer |
+| `layer.name` | always | its module |
+| `mass` | always | `--mass` |
+| `masks.file` | always | `dino_masks.npy` |
+| `masks.shape` | always | `[heads, gh, gw]` |
+| `masks.rule` | always | how a patch is kept |
+| `patches_per_head` | always | patches in each head's mask |
+| `jaccard_per_head` | with `--mask` | each head's Jaccard index against the object mask |)md"});
   entry.name = "dino-masks";
   entry.label = "DINO masks";
   entry.help =
       "DINO's attention masks of the class token per head (--layer, --mass); Jaccard: eval --methods dino-masks";
-  entry.options = {{kMassOption, "M", "dino-masks: the share of the class token's attention each head's mask holds",
-                    [](AppState& s, const std::string& v) {
-                      const double mass = parse_double_option(kMassOption, v);
-                      if (!(mass > 0.0 && mass <= 1.0)) throw std::invalid_argument("--mass must be in (0, 1]");
-                      s.options[kMassOption] = v;
-                    },
-                    [](const AppState& s) {
-                      std::ostringstream text;
-                      text << dino_mass_of(s);
-                      return text.str();
-                    },
-                    "", false, 0.05, 1.0}};
+  entry.options = {dino_mass_option().spec(0.05, 1.0)};
   entry.run = [](const AnalyzeContext& context, const std::string&) { return analyze_dino_masks(context); };
   entry.compute = compute_dino_masks_view;
   entry.figure = dino_masks_figure;

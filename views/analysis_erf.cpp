@@ -110,16 +110,16 @@ int analyze_erf(const AnalyzeContext& context) {
         ErfOfModel erf;
         erf.label = label;
         erf.block = model.backbone->resolve_hook_point("blocks." + std::to_string(layer));
-        ProgressBar bar;
-        erf.mean = mean_input_gradient(model, settings, state.input_settings(), state.max_pixels, run.images,
-                                       "blocks." + std::to_string(layer), bar_progress(bar, run.images), nullptr, "");
+        erf.mean =
+            mean_input_gradient(model, settings, state.input_settings(), state.max_pixels, run.images,
+                                "blocks." + std::to_string(layer), folder_progress(context, run.images), nullptr, "");
         erf.areas = erf_area_ratios(erf.mean);
         context.files->add_npy(model_file("erf", m, ".npy"), erf.mean.to(torch::kFloat));
         context.files->add_text(model_file("erf_ratios", m, ".csv"), ratios_csv(erf.areas));
         std::string unreached;
         const std::string ratios = areas_text(erf.areas, &unreached);
-        std::cout << "attnscope analyze erf: " << label << ", block " << layer << " (" << erf.block << "), "
-                  << run.images.size() << " images; area ratios " << ratios << "\n";
+        context.print() << "attnscope analyze erf: " << label << ", block " << layer << " (" << erf.block << "), "
+                        << run.images.size() << " images; area ratios " << ratios << "\n";
         json entry = {{"model", run.models[m]},
                       {"label", label},
                       {"block", {{"index", layer}, {"name", erf.block}}},
@@ -128,7 +128,7 @@ int analyze_erf(const AnalyzeContext& context) {
         if (!unreached.empty()) {
           const std::string note = "no centred square holds more than " + unreached +
                                    " of log10(map + 1): nan written (analyze_erf.py fails there)";
-          std::cout << "  " << note << "\n";
+          context.print() << "  " << note << "\n";
           entry["note"] = note;
         }
         summary["models"].push_back(entry);
@@ -136,9 +136,9 @@ int analyze_erf(const AnalyzeContext& context) {
       });
   add_analyze_figure(context, analyze_figure(*find_analysis("erf"), view, first_image, state), first_image, "erf");
   write_summary(context, "analyze-erf", summary);
-  std::cout << "wrote " << context.out.string() << "/{erf.npy, erf_ratios.csv"
-            << (run.models.size() > 1 ? ", erf_compare.npy, erf_ratios_compare.csv" : "")
-            << ", erf.png, summary.json}\n";
+  context.print() << "wrote " << context.out.string() << "/{erf.npy, erf_ratios.csv"
+                  << (run.models.size() > 1 ? ", erf_compare.npy, erf_ratios_compare.csv" : "")
+                  << ", erf.png, summary.json}\n";
   return 0;
 }
 
@@ -203,6 +203,28 @@ Figure erf_figure(const InferenceOutcome& outcome, const AppState& state) {
 
 AnalysisEntry erf_analysis() {
   AnalysisEntry entry;
+  entry.outputs.push_back(
+      {{"analyze-erf", "summary.json", 1},
+       "analyze --analysis erf --images DIR --out OUT",
+       R"md(`attnscope analyze --analysis erf`: the effective receptive field over `--images DIR` (`erf.npy`,
+`erf_ratios.csv`; `erf_compare.npy`, `erf_ratios_compare.csv` with `--compare-model`).
+
+| key | when | meaning |
+|---|---|---|
+| `schema_kind` | always | `"analyze-erf"` |
+| `schema` | always | 1 |
+| `analysis` | always | `erf` |
+| `images` | always | images averaged over |
+| `folder` | always | `--images` (or the one `--image`) |
+| `map` | always | what the map is |
+| `ratios` | always | how the area ratios are computed |
+| `models[].model` | always | the checkpoint's path |
+| `models[].label` | always | its name in the figure |
+| `models[].block.index` | always | the block whose centre is followed |
+| `models[].block.name` | always | its hook point |
+| `models[].sum` | always | the map's sum |
+| `models[].files` | always | its `.npy` and `.csv` files |
+| `models[].note` | when a threshold is not reached | which, and that `nan` was written |)md"});
   entry.name = "erf";
   entry.label = "ERF";
   entry.help = "effective receptive field of block --layer's centre over a folder (--images DIR, --compare-model)";

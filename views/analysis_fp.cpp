@@ -8,6 +8,7 @@
 #include "analysis/focusing.h"
 #include "core/output_files.h"
 #include "views/analysis_registry.h"
+#include "views/option_catalog.h"
 #include "views/panel_maps.h"
 #include "views/plot_views.h"
 
@@ -24,7 +25,7 @@ int analyze_fp(const AnalyzeContext& context) {
   json summary = {{"analysis", "fp"},
                   {"p", p},
                   {"variant", to_string(state.attention.variant)},
-                  {"query", {{"spec", state.query}}},
+                  {"query", {{"spec", state.query.text()}}},
                   {"state", to_json(state)}};
   // The model first: a file f_p cannot study fails before anything is written.
   std::optional<Loaded> model_inputs;
@@ -63,8 +64,8 @@ int analyze_fp(const AnalyzeContext& context) {
     return std::vector<double>(values.data_ptr<double>(), values.data_ptr<double>() + values.numel());
   };
   summary["score_example"] = {{"before", as_vector(example.before)}, {"after", as_vector(example.after)}};
-  std::cout << "attnscope analyze fp: p = " << p << ", example scores " << json(as_vector(example.before)).dump()
-            << " -> " << json(as_vector(example.after)).dump() << "\n";
+  context.print() << "attnscope analyze fp: p = " << p << ", example scores " << json(as_vector(example.before)).dump()
+                  << " -> " << json(as_vector(example.after)).dump() << "\n";
 
   std::string written = "fp_vectors_2d.csv, fp_vectors_3d.csv, fp_scores.csv";
   if (model_inputs) {
@@ -98,12 +99,12 @@ int analyze_fp(const AnalyzeContext& context) {
     summary["top_k"] = options.top_k;
     summary["curves"] = {{"p", study.curve_ps}, {"entropy", study.entropy}, {"top_k_mass", study.top_k_mass}};
     written += ", fp_curves.csv, fp_histogram.csv, fp_axes.csv";
-    std::cout << "  layer " << layer << " head " << state.head << ": mean row entropy " << study.entropy.front()
-              << " (p = " << study.curve_ps.front() << ") -> " << study.entropy.back()
-              << " (p = " << study.curve_ps.back() << ")\n";
+    context.print() << "  layer " << layer << " head " << state.head << ": mean row entropy " << study.entropy.front()
+                    << " (p = " << study.curve_ps.front() << ") -> " << study.entropy.back()
+                    << " (p = " << study.curve_ps.back() << ")\n";
   }
   write_summary(context, "analyze-fp", summary);
-  std::cout << "wrote " << context.out.string() << "/{summary.json, " << written << "}\n";
+  context.print() << "wrote " << context.out.string() << "/{summary.json, " << written << "}\n";
   return 0;
 }
 
@@ -131,18 +132,52 @@ FocusView build_focus_view(const AttentionCapture& capture, int head, double p, 
 void compute_focus_view(const AnalysisViewInput& input, InferenceOutcome& outcome) {
   check_head_index(input.request.head, outcome.heads);
   const AttentionCapture& selected = input.panels.front().result->forward.layers[size_t(outcome.layer)];
-  outcome.focus = build_focus_view(selected, input.request.head, input.panels.front().settings.p,
-                                   input.request.fp_vectors == FocusVectors::Queries, input.request.fp_projection);
+  outcome.analysis_view = std::make_shared<const AnalysisResult<FocusView>>(
+      build_focus_view(selected, input.request.head, input.panels.front().settings.p,
+                       input.request.fp_vectors == FocusVectors::Queries, input.request.fp_projection));
 }
 
 Figure focus_figure(const InferenceOutcome& outcome, const AppState&) {
-  return outcome.focus ? focus_view_figure(*outcome.focus) : Figure(1, 1);
+  const FocusView* view = analysis_result<FocusView>(outcome);
+  return view ? focus_view_figure(*view) : Figure(1, 1);
 }
 
 }  // namespace
 
 AnalysisEntry fp_analysis() {
   AnalysisEntry entry;
+  entry.outputs.push_back(
+      {{"analyze-fp", "summary.json", 1},
+       "analyze --analysis fp --out OUT",
+       R"md(`attnscope analyze --analysis fp`: FLatten's f_p on toy vectors, and with `--model` on a layer's
+features.
+
+| key | when | meaning |
+|---|---|---|
+| `schema_kind` | always | `"analyze-fp"` |
+| `schema` | always | 1 |
+| `analysis` | always | `fp` |
+| `p` | always | the focusing factor |
+| `variant` | always | `--variant` |
+| `query.spec` | always | `--query` |
+| `state.*` | always | every option, as a `--session` file holds them |
+| `vectors_2d.count` | always | toy vectors on the quarter circle |
+| `vectors_2d.mean_axis_cos_before` | always | mean cosine to the nearest axis before f_p |
+| `vectors_2d.mean_axis_cos_after` | always | the same after |
+| `vectors_3d.count` | always | toy vectors in the octant |
+| `vectors_3d.mean_axis_cos_before` | always | mean cosine to the nearest axis before f_p |
+| `vectors_3d.mean_axis_cos_after` | always | the same after |
+| `score_example.before` | always | the example's attention scores before f_p |
+| `score_example.after` | always | the same after |
+| `layer` | with `--model` | the layer studied |
+| `head` | with `--model` | the head |
+| `preprocessing` | with `--model` | block `preprocessing` |
+| `features` | with `--model` | which features f_p was applied to |
+| `attention` | with `--model` | the attention the layer ran |
+| `top_k` | with `--model` | `--top-k` |
+| `curves.p` | with `--model` | the p of each curve point |
+| `curves.entropy` | with `--model` | mean row entropy at each p |
+| `curves.top_k_mass` | with `--model` | mean top-k mass at each p |)md"});
   entry.name = "fp";
   entry.label = "f_p";
   entry.help = "FLatten's f_p: Fig. 4 vectors and scores; with --model the head's features over p";

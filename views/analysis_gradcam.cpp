@@ -37,16 +37,16 @@ int analyze_gradcam(const AnalyzeContext& context) {
   summary["class"] = {{"index", result.target_class},
                       {"name", output_name(loaded.model, result.target_class)},
                       {"logit", result.score},
-                      {"chosen", state.target_class >= 0                  ? "given"
-                                 : loaded.model.output_kind() == "logits" ? "top-1"
-                                                                          : "output norm"}};
+                      {"chosen", state.target_class >= 0                            ? "given"
+                                 : loaded.model.output_kind() == OutputKind::Logits ? "top-1"
+                                                                                    : "output norm"}};
   summary["max_abs_gradient"] = result.max_abs_gradient;
   summary["milliseconds"] = result.milliseconds;
   summary["normalisation"] = "scaled = (cam - min) / (max + 1e-7), cam = ReLU(sum_c w_c A_c) (pytorch-grad-cam)";
   if (!result.warning.empty()) summary["warning"] = result.warning;
   write_summary(context, "analyze-gradcam", summary);
-  if (!result.warning.empty()) std::cerr << "attnscope analyze: warning: " << result.warning << "\n";
-  std::cout
+  if (!result.warning.empty()) context.warnings.push_back(result.warning);
+  context.print()
       << "attnscope analyze gradcam: " << result.layer << ", target " << output_name(loaded.model, result.target_class)
       << " (score " << result.score << "), " << result.milliseconds << " ms\nwrote " << context.out.string()
       << "/{summary.json, gradcam.npy, gradcam_raw.npy, gradcam_upsampled.npy, logits.npy, gradcam_overlay.png}\n";
@@ -83,13 +83,14 @@ void compute_gradcam_view(const AnalysisViewInput& input, InferenceOutcome& outc
                                                                   input.request.gradcam_layer));
     input.cache.put(key, view);
   }
-  outcome.gradcam = *view;
+  outcome.analysis_view = std::make_shared<const AnalysisResult<GradCamView>>(*view);
 }
 
 Figure gradcam_figure(const InferenceOutcome& outcome, const AppState& state) {
   Figure figure(1, 1);
-  if (!outcome.gradcam) return figure;
-  const GradCamView& view = *outcome.gradcam;
+  const GradCamView* shown = analysis_result<GradCamView>(outcome);
+  if (!shown) return figure;
+  const GradCamView& view = *shown;
   HeatmapPanel heatmap;
   heatmap.values = grid_map_mat(view.map);
   heatmap.background = outcome.input_rgb;
@@ -110,6 +111,22 @@ Figure gradcam_figure(const InferenceOutcome& outcome, const AppState& state) {
 
 AnalysisEntry gradcam_analysis() {
   AnalysisEntry entry;
+  entry.outputs.push_back({{"analyze-gradcam", "summary.json", 1},
+                           "analyze --analysis gradcam --out OUT",
+                           R"md(`attnscope analyze --analysis gradcam`.
+
+| key | when | meaning |
+|---|---|---|
+| block `analysis` | always | |
+| `layer` | always | the hooked module, e.g. `blocks.3.norm1` |
+| `class.index` | always | the target class |
+| `class.name` | always | its name |
+| `class.logit` | always | its score |
+| `class.chosen` | always | `given` (`--class`), `top-1`, or `output norm` for a model without classes |
+| `max_abs_gradient` | always | the largest gradient at the layer (0: the map is empty) |
+| `milliseconds` | always | time of the forward and backward pass |
+| `normalisation` | always | how `gradcam.npy` is scaled |
+| `warning` | when the gradients vanish | the same warning printed on stderr |)md"});
   entry.name = "gradcam";
   entry.label = "Grad-CAM";
   entry.help = "Grad-CAM at --gradcam-layer for --class";

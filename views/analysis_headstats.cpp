@@ -13,21 +13,21 @@
 
 #include "core/excerpt.h"
 #include "models/inference.h"
+#include "views/analysis_options.h"
 #include "views/folder_statistics.h"
 #include "views/head_stats_view.h"
 
 namespace attnscope {
 
-HeadOrder parse_head_order(const std::string& name) {
-  if (name == "index") return HeadOrder::Index;
-  if (name == "distance") return HeadOrder::Distance;
-  if (name == "entropy") return HeadOrder::Entropy;
-  throw std::invalid_argument("--head-order expects index, distance or entropy, got '" + excerpt(name) + "'");
+const std::vector<EnumEntry<HeadOrder>>& EnumTable<HeadOrder>::entries() {
+  static const std::vector<EnumEntry<HeadOrder>> table = {
+      {HeadOrder::Index, "index"}, {HeadOrder::Distance, "distance"}, {HeadOrder::Entropy, "entropy"}};
+  return table;
 }
 
-std::string to_string(HeadOrder order) {
-  return order == HeadOrder::Index ? "index" : order == HeadOrder::Distance ? "distance" : "entropy";
-}
+HeadOrder parse_head_order(const std::string& name) { return parse_enum<HeadOrder>("head-order", name); }
+
+std::string to_string(HeadOrder order) { return enum_name(order); }
 
 std::vector<HeadPoint> head_points(const HeadStatsModel& model, HeadOrder order) {
   std::vector<HeadPoint> points;
@@ -59,12 +59,15 @@ namespace {
 
 using nlohmann::json;
 
-const char* const kHeadOrderOption = "head-order";
-
-HeadOrder head_order_of(const AnalysisSettings& settings) {
-  const auto found = settings.options.find(kHeadOrderOption);
-  return found == settings.options.end() ? HeadOrder::Index : parse_head_order(found->second);
+const AnalysisOption<HeadOrder>& head_order_option() {
+  static const auto option = enum_option<HeadOrder>(
+      "head-order",
+      "headstats: how heads spread within their layer in the scatter (by index, or sorted by a statistic)",
+      HeadOrder::Index);
+  return option;
 }
+
+HeadOrder head_order_of(const AnalysisSettings& settings) { return head_order_option()(settings); }
 
 // One model's statistics over the images: a pass with the given progress, kept in `cache` when given.
 std::vector<LayerHeadStatistics> model_head_statistics(LoadedModel& model, const AttentionSettings& settings,
@@ -112,28 +115,28 @@ int analyze_head_stats(const AnalyzeContext& context) {
                   {"models", json::array()}};
   const cv::Mat first_image = for_each_analyze_model(
       context, run, [&](size_t m, LoadedModel& model, const AttentionSettings& settings, const std::string& label) {
-        ProgressBar bar;
         HeadStatsModel stats;
         stats.label = label;
         stats.layers = model_head_statistics(model, settings, state.input_settings(), state.max_pixels, run.images,
-                                             bar_progress(bar, run.images), nullptr, "");
+                                             folder_progress(context, run.images), nullptr, "");
         context.files->add_text(model_file("head_stats", m, ".csv"), head_stats_csv(stats.layers));
         json layers = json::array();
-        std::cout << "attnscope analyze headstats: " << label << " over " << run.images.size()
-                  << " images\n| layer | module | mean distance (px), mean of heads | entropy (nats) |\n"
-                  << "|---|---|---|---|\n"
-                  << std::fixed << std::setprecision(3);
+        context.print() << "attnscope analyze headstats: " << label << " over " << run.images.size()
+                        << " images\n| layer | module | mean distance (px), mean of heads | entropy (nats) |\n"
+                        << "|---|---|---|---|\n"
+                        << std::fixed << std::setprecision(3);
         for (const auto& layer : stats.layers) {
           double distance = 0, entropy = 0;
           for (const auto& head : layer.heads) distance += head.mean_distance / double(layer.heads.size());
           for (const auto& head : layer.heads) entropy += head.entropy / double(layer.heads.size());
-          std::cout << "| " << layer.layer << " | " << layer.name << " | " << distance << " | " << entropy << " |\n";
+          context.print() << "| " << layer.layer << " | " << layer.name << " | " << distance << " | " << entropy
+                          << " |\n";
           layers.push_back({{"layer", layer.layer},
                             {"name", layer.name},
                             {"heads", layer.heads.size()},
                             {"patch_size", layer.patch_size}});
         }
-        std::cout.unsetf(std::ios::floatfield);
+        context.print().unsetf(std::ios::floatfield);
         summary["models"].push_back({{"model", run.models[m]},
                                      {"label", label},
                                      {"attention", to_string(settings.variant)},
@@ -145,8 +148,8 @@ int analyze_head_stats(const AnalyzeContext& context) {
   add_analyze_figure(context, analyze_figure(*find_analysis("headstats"), view, first_image, state), first_image,
                      "headstats");
   write_summary(context, "analyze-headstats", summary);
-  std::cout << "wrote " << context.out.string() << "/{head_stats.csv"
-            << (run.models.size() > 1 ? ", head_stats_compare.csv" : "") << ", headstats.png, summary.json}\n";
+  context.print() << "wrote " << context.out.string() << "/{head_stats.csv"
+                  << (run.models.size() > 1 ? ", head_stats_compare.csv" : "") << ", headstats.png, summary.json}\n";
   return 0;
 }
 
@@ -209,18 +212,34 @@ Figure head_stats_figure(const InferenceOutcome& outcome, const AppState&) {
 
 AnalysisEntry headstats_analysis() {
   AnalysisEntry entry;
+  entry.outputs.push_back(
+      {{"analyze-headstats", "summary.json", 1},
+       "analyze --analysis headstats --images DIR --out OUT",
+       R"md(`attnscope analyze --analysis headstats`: mean attention distance and entropy per head over `--images DIR`
+(the numbers are in `head_stats.csv`, and `head_stats_compare.csv` with `--compare-model`).
+
+| key | when | meaning |
+|---|---|---|
+| `schema_kind` | always | `"analyze-headstats"` |
+| `schema` | always | 1 |
+| `analysis` | always | `headstats` |
+| `images` | always | images averaged over |
+| `folder` | always | `--images` (or the one `--image`) |
+| `mean_distance` | always | how the mean distance is computed |
+| `entropy` | always | how the entropy is computed |
+| `models[].model` | always | the checkpoint's path (`--model`, then `--compare-model`) |
+| `models[].label` | always | its name in the figure |
+| `models[].attention` | always | the attention it ran |
+| `models[].family` | always | its backbone family |
+| `models[].file` | always | its CSV file |
+| `models[].layers[].layer` | always | the attention layer's index (the CSV's `layer`) |
+| `models[].layers[].name` | always | its module |
+| `models[].layers[].heads` | always | its heads |
+| `models[].layers[].patch_size` | always | pixels per step of its query grid |)md"});
   entry.name = "headstats";
   entry.label = "head stats";
   entry.help = "mean attention distance and entropy per head over a folder (--images DIR, --head-order)";
-  entry.options = {
-      images_option(),
-      {kHeadOrderOption, "index|distance|entropy",
-       "headstats: how heads spread within their layer in the scatter (by index, or sorted by a statistic)",
-       [](AppState& s, const std::string& v) {
-         parse_head_order(v);
-         s.options[kHeadOrderOption] = v;
-       },
-       [](const AppState& s) { return to_string(head_order_of(s)); }}};
+  entry.options = {images_option(), head_order_option().spec()};
   entry.flags = {kCompareModelFlag};
   entry.wide_view = true;
   entry.run = [](const AnalyzeContext& context, const std::string&) { return analyze_head_stats(context); };

@@ -9,6 +9,7 @@
 #include "core/output_files.h"
 #include "figures/plots.h"
 #include "views/analysis_registry.h"
+#include "views/panel_maps.h"
 
 namespace attnscope {
 
@@ -67,9 +68,43 @@ int analyze_metrics(const AnalyzeContext& context) {
   summary["top_k"] = top_k;
   summary["variants"] = variants;
   write_summary(context, "analyze-metrics", summary);
-  std::cout << "attnscope analyze metrics: layer " << layer << ", query " << layout.token_name(query.token)
-            << "\nwrote " << context.out.string() << "/{summary.json, metrics.csv}\n";
+  context.print() << "attnscope analyze metrics: layer " << layer << ", query " << layout.token_name(query.token)
+                  << "\nwrote " << context.out.string() << "/{summary.json, metrics.csv}\n";
   return 0;
+}
+
+// Every panel's focus metrics per head, from the maps the panels show (the same numbers), with the
+// mass inside the box where one is drawn.
+void compute_metrics_view(const AnalysisViewInput& input, InferenceOutcome& outcome) {
+  PanelFocusMetrics metrics;
+  PanelFocusMetrics* view = &metrics;
+  for (size_t index = 0; index < outcome.panels.size(); ++index) {
+    const PanelMaps& panel = outcome.panels[index];
+    std::vector<HeadFocusMetrics> heads;
+    if (panel.head_maps.empty() || !input.panels[index].result) {
+      view->panels.push_back(heads);
+      continue;
+    }
+    const AttentionCapture& capture = input.panels[index].result->forward.layers[size_t(panel.layer)];
+    torch::Tensor box;
+    if (!input.request.box.empty()) {
+      try {
+        box = box_coverage(parse_patch_box(input.request.box),
+                           map_grid(capture, input.request.direction == MapDirection::In));
+      } catch (const std::invalid_argument& e) {
+        if (index == 0) view->box_error = e.what();
+      }
+    }
+    for (int head = 0; head < int(panel.head_maps.size()); ++head) {
+      const GridMap& map = panel.head_maps[size_t(head)];
+      const torch::Tensor values =
+          torch::from_blob(const_cast<float*>(map.values.data()), {int64_t(map.values.size())}, torch::kFloat);
+      const FocusSummary summary = summarise_focus(values, kFocusTopK, box);
+      heads.push_back({head, summary.entropy, summary.top_k_mass, summary.gini, summary.box_mass});
+    }
+    view->panels.push_back(std::move(heads));
+  }
+  outcome.analysis_view = std::make_shared<const AnalysisResult<PanelFocusMetrics>>(std::move(metrics));
 }
 
 // One plot per metric: each panel a series over its heads (the numbers the view's table shows).
@@ -78,16 +113,17 @@ Figure metrics_figure(const InferenceOutcome& outcome, const AppState&) {
       {"entropy", &HeadFocusMetrics::entropy},
       {"top-" + std::to_string(kFocusTopK) + " mass", &HeadFocusMetrics::top_k_mass},
       {"Gini", &HeadFocusMetrics::gini}};
+  const auto* view = analysis_result<PanelFocusMetrics>(outcome);
   Figure figure(1, int(measures.size()));
   for (size_t m = 0; m < measures.size(); ++m) {
     PlotPanel plot;
     plot.x_label = "head";
     plot.y_label = measures[m].first;
-    for (size_t index = 0; index < outcome.panels.size(); ++index) {
+    for (size_t index = 0; view && index < view->panels.size(); ++index) {
       Series series;
       series.label = "panel " + std::to_string(index + 1);
       series.markers = true;
-      for (const auto& head : outcome.panels[index].metrics) {
+      for (const auto& head : view->panels[index]) {
         series.x.push_back(head.head);
         series.y.push_back(head.*measures[m].second);
       }
@@ -102,15 +138,34 @@ Figure metrics_figure(const InferenceOutcome& outcome, const AppState&) {
 
 AnalysisEntry metrics_analysis() {
   AnalysisEntry entry;
+  entry.outputs.push_back({{"analyze-metrics", "summary.json", 1},
+                           "analyze --analysis metrics --out OUT",
+                           R"md(`attnscope analyze --analysis metrics`: focus of the query's row per head and variant.
+
+| key | when | meaning |
+|---|---|---|
+| block `analysis` | always | |
+| `layer` | always | the layer |
+| `query.token` | always | the query's token index |
+| `query.name` | always | its name |
+| `top_k` | always | `--top-k` |
+| `variants[].variant` | always | the variant |
+| `variants[].attention` | always | the attention it ran |
+| `variants[].heads[].head` | always | the head |
+| `variants[].heads[].entropy` | always | entropy of the row over the patches |
+| `variants[].heads[].top_k_mass` | always | the mass of its k largest weights |
+| `variants[].heads[].gini` | always | its Gini coefficient |
+| `variants[].heads[].box_mass` | always | mass inside `--box`, `null` without one |
+| `variants[].heads[].object_mass` | always | mass inside the object mask, `null` without one |)md"});
   entry.name = "metrics";
   entry.label = "metrics";
   entry.help = "focus metrics of the query's map per head (--box, --object-mask, --variants)";
-  entry.reads = {"box"};
+  entry.reads = {"box"};  // the box drawn on the views (ViewSelection): analyze takes it as --box
   entry.flags = {
       kTopKFlag,
       kVariantsFlag,
       {"object-mask", "FILE", "metrics: object mask image (nonzero = object), transformed like the image", ""}};
-  entry.panel_metrics = true;
+  entry.compute = compute_metrics_view;
   entry.run = [](const AnalyzeContext& context, const std::string&) { return analyze_metrics(context); };
   entry.figure = metrics_figure;
   return entry;

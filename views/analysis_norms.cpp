@@ -6,9 +6,11 @@
 #include <chrono>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "analysis/token_norms.h"
 #include "core/excerpt.h"
+#include "views/analysis_options.h"
 #include "views/panel_maps.h"
 #include "views/representation_features.h"
 
@@ -32,13 +34,22 @@ struct NormsReport {
   double other_neighbours = 0.0;      // the same, averaged over the last block's other patches
 };
 
-// "otsu" (the default) or a norm above 0, as --norm-threshold takes it.
-void check_norm_threshold(const std::string& text) {
-  if (text.empty() || text == "otsu") return;
-  char* end = nullptr;
-  const double value = std::strtod(text.c_str(), &end);
-  if (end == text.c_str() || *end != '\0' || !(value > 0.0) || !std::isfinite(value))
-    throw std::invalid_argument("--norm-threshold expects a norm above 0 or otsu, got '" + excerpt(text) + "'");
+// --norm-threshold: a norm above 0, or none for Otsu's threshold (the default).
+const AnalysisOption<std::optional<double>>& norm_threshold_option() {
+  static const AnalysisOption<std::optional<double>> option(
+      "norm-threshold", "X",
+      "norms: the outliers' threshold on the token norm (otsu: Otsu's on the last block's log patch norms)",
+      std::nullopt,
+      [](const std::string& text) -> std::optional<double> {
+        if (text.empty() || text == "otsu") return std::nullopt;
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0' || !(value > 0.0) || !std::isfinite(value))
+          throw std::invalid_argument("--norm-threshold expects a norm above 0 or otsu, got '" + excerpt(text) + "'");
+        return value;
+      },
+      [](const std::optional<double>& value) { return value ? format_double(*value) : std::string("otsu"); });
+  return option;
 }
 
 double mean_of(const std::vector<double>& values) {
@@ -53,7 +64,7 @@ double mean_of(const std::vector<double>& values) {
 }
 
 NormsReport norms_report(Backbone& model, const torch::Tensor& image, const AttentionSettings& settings,
-                         const std::string& threshold_text, const std::function<bool()>& cancelled) {
+                         std::optional<double> given_threshold, const std::function<bool()>& cancelled) {
   std::vector<std::string> points;
   for (int layer = 0; layer < model.attention_layers(); ++layer) points.push_back(block_point(layer));
   ForwardOutput output;
@@ -65,12 +76,11 @@ NormsReport norms_report(Backbone& model, const torch::Tensor& image, const Atte
     report.stages.push_back(output.layers[layer].placement.stage);
   }
   const TokenRows& last = blocks.back();
-  check_norm_threshold(threshold_text);
-  report.otsu = threshold_text.empty() || threshold_text == "otsu";
+  report.otsu = !given_threshold;
   report.threshold =
       report.otsu
           ? otsu_norm_threshold(report.norms.back().index({torch::indexing::Slice(last.layout.prefix_tokens())}))
-          : std::stod(threshold_text);
+          : *given_threshold;
   report.outliers = norm_outliers(report.norms, report.layouts, report.threshold);
   std::vector<int> others;
   for (int token = last.layout.prefix_tokens(); token < last.layout.total_tokens(); ++token)
@@ -95,7 +105,7 @@ int analyze_norms(const AnalyzeContext& context) {
   const AppState& state = context.state;
   Backbone& model = loaded.model.native("token norms");
   const NormsReport report = norms_report(model, model_input(loaded.model, loaded.prepared), state.attention,
-                                          analysis_option(state, "norm-threshold", "otsu"), {});
+                                          norm_threshold_option()(state), {});
   const TokenLayout& last = report.layouts.back();
   std::string written;
   bool one_grid = true;
@@ -160,9 +170,10 @@ int analyze_norms(const AnalyzeContext& context) {
   if (last.prefix_tokens() == 0)
     summary["note"] = "this model has no prefix tokens (class, registers): the norms are the patches' only";
   write_summary(context, "analyze-norms", summary);
-  std::cout << "attnscope analyze norms: " << report.norms.size() << " blocks, threshold " << report.threshold
-            << (report.otsu ? " (Otsu)" : "") << ", " << report.last_outliers.size()
-            << " outliers in the last block\nwrote " << context.out.string() << "/{summary.json, " << written << "}\n";
+  context.print() << "attnscope analyze norms: " << report.norms.size() << " blocks, threshold " << report.threshold
+                  << (report.otsu ? " (Otsu)" : "") << ", " << report.last_outliers.size()
+                  << " outliers in the last block\nwrote " << context.out.string() << "/{summary.json, " << written
+                  << "}\n";
   return 0;
 }
 
@@ -177,13 +188,13 @@ struct NormsViewData : AnalysisViewData {
 void compute_norms_view(const AnalysisViewInput& input, InferenceOutcome& outcome) {
   const auto start = std::chrono::steady_clock::now();
   const PanelForwardView& panel = input.panels.front();
-  const std::string threshold = analysis_option(input.request, "norm-threshold", "otsu");
-  const std::string key = "norms|" + panel.input_key + "|" + settings_key(panel.settings) + "|" + threshold;
+  const std::string key = "norms|" + panel.input_key + "|" + settings_key(panel.settings) + "|" +
+                          norm_threshold_option().text(input.request);
   auto report = input.cache.get<NormsReport>(key);
   if (!report) {
-    report = std::make_shared<const NormsReport>(norms_report(panel.model->native("token norms"),
-                                                              model_input(*panel.model, panel.result->input_rgb),
-                                                              panel.settings, threshold, input.cancelled));
+    report = std::make_shared<const NormsReport>(
+        norms_report(panel.model->native("token norms"), model_input(*panel.model, panel.result->input_rgb),
+                     panel.settings, norm_threshold_option()(input.request), input.cancelled));
     input.cache.put(key, report);
   }
   auto view = std::make_shared<NormsViewData>();
@@ -290,13 +301,30 @@ Figure norms_figure(const InferenceOutcome& outcome, const AppState& state) {
 
 AnalysisEntry norms_analysis() {
   AnalysisEntry entry;
+  entry.outputs.push_back(
+      {{"analyze-norms", "summary.json", 1},
+       "analyze --analysis norms --out OUT",
+       R"md(`attnscope analyze --analysis norms`: the L2 norm of every token of every attention block's output.
+
+| key | when | meaning |
+|---|---|---|
+| block `analysis` | always | |
+| `threshold.norm` | always | the outlier threshold |
+| `threshold.chosen_by` | always | `otsu` or `given` |
+| `threshold.rule` | when chosen by Otsu | the rule |
+| `outliers_per_layer[].layer` | always | the block |
+| `outliers_per_layer[].outliers` | always | patches above the threshold |
+| `outliers_per_layer[].max_patch_norm` | always | the largest patch norm |
+| `outliers_per_layer[].median_patch_norm` | always | the median patch norm |
+| `outliers_per_layer[].prefix_norms.*` | when the model has prefix tokens | each prefix token's norm, by name (`cls`, `reg0`) |
+| `class_attention_on_outliers` | always | per layer, the class token's attention mass on the last block's outliers, or why there is none |
+| `neighbour_cosine.outliers` | always | outliers' mean cosine similarity to their 4 neighbours |
+| `neighbour_cosine.other_patches` | always | the same for the other patches |
+| `note` | when the model has no prefix tokens | that the norms are the patches' only |)md"});
   entry.name = "norms";
   entry.label = "norms";
   entry.help = "the L2 norm of every block's output tokens and the high-norm outliers (--norm-threshold)";
-  entry.options = {text_option("norm-threshold", "X",
-                               "norms: the outliers' threshold on the token norm (otsu: Otsu's on the last block's log "
-                               "patch norms)",
-                               "otsu", check_norm_threshold)};
+  entry.options = {norm_threshold_option().spec()};
   entry.needs_computed_attention = true;
   entry.wide_view = true;
   entry.run = [](const AnalyzeContext& context, const std::string&) { return analyze_norms(context); };

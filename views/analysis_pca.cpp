@@ -12,6 +12,7 @@
 
 #include "analysis/feature_pca.h"
 #include "core/excerpt.h"
+#include "views/analysis_options.h"
 #include "views/panel_maps.h"
 #include "views/representation_features.h"
 
@@ -37,13 +38,58 @@ FeatureSource feature_source(const Backbone& model, bool from_layer, int layer) 
   }
 }
 
-bool layer_option(const AnalysisSettings& settings) {
-  return analysis_option(settings, "pca-features", "output") == "layer";
+// Which features the PCA is of.
+enum class PcaFeatures { Output, Layer };
+
+}  // namespace
+
+template <>
+struct EnumTable<PcaFeatures> {
+  static const std::vector<EnumEntry<PcaFeatures>>& entries() {
+    static const std::vector<EnumEntry<PcaFeatures>> table = {{PcaFeatures::Output, "output"},
+                                                              {PcaFeatures::Layer, "layer"}};
+    return table;
+  }
+};
+
+namespace {
+
+const AnalysisOption<PcaFeatures>& pca_features_option() {
+  static const auto option = enum_option<PcaFeatures>(
+      "pca-features",
+      "pca: the model's final normed patch tokens (output), or the layer's block output (layer; `analyze --layer L` "
+      "picks it)",
+      PcaFeatures::Output);
+  return option;
 }
 
+// The foreground threshold (dinov2 issue #23's second pass): off, otsu or a number in [0, 1].
+const AnalysisOption<PcaOptions>& pca_foreground_option() {
+  static const AnalysisOption<PcaOptions> option(
+      "pca-foreground", "T",
+      "pca: a second PCA on the foreground, the patches whose min-max scaled first component exceeds T in [0, 1] "
+      "(otsu: Otsu's threshold; off: none)",
+      PcaOptions{}, [](const std::string& text) { return parse_pca_foreground(text, false); },
+      [](const PcaOptions& options) {
+        return !options.foreground ? std::string("off")
+               : options.otsu      ? std::string("otsu")
+                                   : format_double(options.threshold);
+      });
+  return option;
+}
+
+const AnalysisOption<bool>& pca_flip_option() {
+  static const auto option = switch_option(
+      "pca-flip", "pca: the foreground is the other side of the first component (its sign is arbitrary)", false);
+  return option;
+}
+
+bool layer_option(const AnalysisSettings& settings) { return pca_features_option()(settings) == PcaFeatures::Layer; }
+
 PcaOptions pca_options(const AnalysisSettings& settings) {
-  return parse_pca_foreground(analysis_option(settings, "pca-foreground", "off"),
-                              analysis_option(settings, "pca-flip", "off") == "on");
+  PcaOptions options = pca_foreground_option()(settings);
+  options.flip = pca_flip_option()(settings);
+  return options;
 }
 
 // [gh, gw, 3] float32 from patch rows [N, 3].
@@ -117,11 +163,11 @@ int analyze_pca(const AnalyzeContext& context) {
   }
   context.files->add_png("pca_overlay.png", colours_over_image(shown, layout, loaded.prepared, state.opacity));
   write_summary(context, "analyze-pca", summary);
-  std::cout << "attnscope analyze pca: " << features.point << " (" << layout.patch_tokens() << " patches x "
-            << features.rows.size(1) << "), explained " << pca.basis.explained[0].item<double>() << ", "
-            << pca.basis.explained[1].item<double>() << ", " << pca.basis.explained[2].item<double>();
-  if (pca.foreground) std::cout << "; foreground " << pca.foreground_mask.sum().item<int64_t>() << " patches";
-  std::cout << "\nwrote " << context.out.string() << "/{" << written << "}\n";
+  context.print() << "attnscope analyze pca: " << features.point << " (" << layout.patch_tokens() << " patches x "
+                  << features.rows.size(1) << "), explained " << pca.basis.explained[0].item<double>() << ", "
+                  << pca.basis.explained[1].item<double>() << ", " << pca.basis.explained[2].item<double>();
+  if (pca.foreground) context.print() << "; foreground " << pca.foreground_mask.sum().item<int64_t>() << " patches";
+  context.print() << "\nwrote " << context.out.string() << "/{" << written << "}\n";
   return 0;
 }
 
@@ -147,8 +193,8 @@ struct PcaViewData : AnalysisViewData {
 std::string frozen_basis_key(const InferenceRequest& request, const PanelForwardView& panel, const std::string& point) {
   return "pca-basis|" + panel.model->path + "|" + request.image + "|" + to_string(request.input_settings()) + "|" +
          settings_key(panel.settings) + "|" + point + "|" + std::to_string(request.frame->cols) + "x" +
-         std::to_string(request.frame->rows) + "|" + analysis_option(request, "pca-foreground", "off") + "|" +
-         analysis_option(request, "pca-flip", "off");
+         std::to_string(request.frame->rows) + "|" + pca_foreground_option().text(request) + "|" +
+         pca_flip_option().text(request);
 }
 
 PanelPca panel_pca(const AnalysisViewInput& input, const PanelForwardView& panel, const PanelMaps& maps) {
@@ -252,26 +298,31 @@ Figure pca_figure(const InferenceOutcome& outcome, const AppState& state) {
 
 AnalysisEntry pca_analysis() {
   AnalysisEntry entry;
+  entry.outputs.push_back(
+      {{"analyze-pca", "summary.json", 1},
+       "analyze --analysis pca --pca-foreground otsu --out OUT",
+       R"md(`attnscope analyze --analysis pca`: the first three principal components of one image's patch features.
+
+| key | when | meaning |
+|---|---|---|
+| block `analysis` | always | |
+| `features.point` | always | where the features were read (`norm`, `blocks.5`, `layers.3.blocks.1`) |
+| `features.source` | always | `final norm` (the default) or `block output` (`--layer`) |
+| `features.width` | always | channels per patch |
+| `features.patches` | always | patches fitted |
+| `features.prefix_tokens_dropped` | always | class, distillation and register tokens left out |
+| `features.note` | when the model has no final norm | the output point read instead |
+| `explained_variance_ratio` | always | each component's share of the variance |
+| `pca` | always | how the scores and `pca.npy` are computed |
+| `foreground.threshold` | with `--pca-foreground` | the threshold on the first component |
+| `foreground.chosen_by` | with `--pca-foreground` | `otsu` or `given` |
+| `foreground.flip` | with `--pca-foreground` | whether the first component was negated |
+| `foreground.patches` | with `--pca-foreground` | patches kept as foreground |
+| `foreground.rule` | with `--pca-foreground` | the foreground rule |)md"});
   entry.name = "pca";
   entry.label = "features";
   entry.help = "PCA of the patch features as RGB (--layer, --pca-foreground, --pca-flip)";
-  entry.options = {
-      text_option("pca-features", "output|layer",
-                  "pca: the model's final normed patch tokens (output), or the layer's block output (layer; "
-                  "`analyze --layer L` picks it)",
-                  "output",
-                  [](const std::string& value) {
-                    if (value != "output" && value != "layer")
-                      throw std::invalid_argument("--pca-features expects output or layer, got '" + excerpt(value) +
-                                                  "'");
-                  }),
-      text_option("pca-foreground", "T",
-                  "pca: a second PCA on the foreground, the patches whose min-max scaled first component exceeds T in "
-                  "[0, 1] (otsu: Otsu's threshold; off: none)",
-                  "off", [](const std::string& value) { parse_pca_foreground(value, false); }),
-      switch_option("pca-flip", "pca: the foreground is the other side of the first component (its sign is arbitrary)",
-                    false),
-  };
+  entry.options = {pca_features_option().spec(), pca_foreground_option().spec(), switch_spec(pca_flip_option())};
   entry.needs_computed_attention = true;
   entry.wide_view = true;
   entry.run = [](const AnalyzeContext& context, const std::string&) { return analyze_pca(context); };

@@ -4,8 +4,8 @@
 //
 // Adding an analysis: a file views/analysis_NAME.cpp that defines `AnalysisEntry NAME_analysis()`,
 // and one line in views/analysis_list.h. Its workbench view is the figure the entry draws (the
-// same one export writes), unless a panel of its own in viewer/panels/ takes over (named in
-// viewer/panels/panel_list.cpp).
+// same one export writes), unless a panel of its own takes over: a file in viewer/panels/ that
+// registers itself under the analysis's name (ATTNSCOPE_ANALYSIS_PANEL).
 #pragma once
 
 #include <functional>
@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/output_schemas.h"
 #include "figures/figure.h"
 #include "session/command_line.h"
 #include "views/analysis_context.h"
@@ -57,12 +58,27 @@ struct AnalysisViewInput {
   std::function<void(int done, int total)> progress;
 };
 
+// A versioned file an analysis writes (its summary.json), with one command line that writes it
+// and its keys as docs/analysis_outputs.md lists them: `attnscope reference --outputs` prints
+// them, and a test runs every example and checks its file against them both ways.
+struct AnalysisOutput {
+  OutputSchema schema;
+  // After "attnscope ": OUT stands for the output folder, DIR for a folder of images; without
+  // --model and --image the bundled demo model and image.
+  std::string example;
+  // The paragraph under its heading, then its table's rows (docs/output_schemas.md's notation).
+  std::string documentation;
+};
+
 struct AnalysisEntry {
   std::string name;   // the session's `analysis` value and `analyze --analysis NAME`
   std::string label;  // the workbench's button; empty: `analyze` only
   std::string help;   // a few words for --help
   // More names `analyze --analysis` takes for this analysis (the attribution methods).
   std::vector<std::string> cli_names;
+  // Whether `analyze --analysis` lists `name` itself (the attribution view's name is a session's:
+  // analyze names its methods instead, though it still runs a session saved with it).
+  bool listed_by_name = true;
   // The options the analysis reads besides the input, the attention settings and the layer, head
   // and query selection: `analyze` accepts them, a workbench request carries only these (so
   // changing another analysis's option costs no run) and the view shows their controls.
@@ -70,11 +86,9 @@ struct AnalysisEntry {
   // Options the analysis defines itself (kept in AnalysisSettings::options by name).
   std::vector<OptionSpec> options;
   std::vector<CommandFlag> flags;         // `analyze` flags of its own
+  std::vector<AnalysisOutput> outputs;    // the versioned files `run` writes; the first is the example
   bool needs_computed_attention = false;  // q, k and activations: not TorchScript files
-  // What every panel's maps carry for the view: the selected head's matrix with every head's
-  // spectrum, or each head's focus metrics.
-  bool panel_spectra = false, panel_metrics = false;
-  bool wide_view = false;  // the workbench gives its column more room (several plots side by side)
+  bool wide_view = false;                 // the workbench gives its column more room (several plots side by side)
   // How the worker's progress reads on the status line; empty: "done/total images" (a folder).
   std::function<std::string(int done, int total)> progress_text;
 
@@ -97,5 +111,16 @@ const AnalysisEntry* find_cli_analysis(const std::string& name);
 std::string analysis_progress_text(const std::string& name, int done, int total);
 // "gradcam, rollout, ..., faithfulness": every name `analyze` takes.
 std::string cli_analysis_names();
+// The registry's part of the option table (views/option_catalog.h): `analysis` and every
+// analysis's own options.
+std::vector<OptionSpec> analysis_options();
+const std::vector<std::string>& analysis_names();  // "none" first, then the workbench's analyses
+std::string analysis_help();                       // "spectrum (matrix, rank), gradcam, ..." for --help
+
+// The schema of output kind `kind`: an analysis's own (AnalysisEntry::outputs) or one of
+// core/output_schemas.h's; throws std::logic_error for a kind neither has.
+const OutputSchema& summary_schema(const std::string& kind);
+// The analyses' output kinds as Markdown sections (docs/analysis_outputs.md).
+std::string analysis_outputs_markdown();
 
 }  // namespace attnscope

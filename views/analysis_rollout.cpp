@@ -61,10 +61,10 @@ int analyze_rollout(const AnalyzeContext& context) {
   summary["layers"] = inference.forward.layers.size();
   summary["attention"] = inference.forward.layers.back().attention.describe();
   write_summary(context, "analyze-rollout", summary);
-  std::cout << "attnscope analyze rollout: " << inference.forward.layers.size() << " layers, fusion "
-            << to_string(state.fusion) << ", discard " << state.discard << ", query " << layout.token_name(query.token)
-            << "\nwrote " << context.out.string()
-            << "/{summary.json, rollout.npy, rollout_normalised.npy, rollout_row.npy, rollout_overlay.png}\n";
+  context.print() << "attnscope analyze rollout: " << inference.forward.layers.size() << " layers, fusion "
+                  << to_string(state.fusion) << ", discard " << state.discard << ", query "
+                  << layout.token_name(query.token) << "\nwrote " << context.out.string()
+                  << "/{summary.json, rollout.npy, rollout_normalised.npy, rollout_row.npy, rollout_overlay.png}\n";
   return 0;
 }
 
@@ -136,6 +136,20 @@ Figure rollout_figure(const InferenceOutcome& outcome, const AppState& state) {
 
 AnalysisEntry rollout_analysis() {
   AnalysisEntry entry;
+  entry.outputs.push_back({{"analyze-rollout", "summary.json", 1},
+                           "analyze --analysis rollout --out OUT",
+                           R"md(`attnscope analyze --analysis rollout`.
+
+| key | when | meaning |
+|---|---|---|
+| block `analysis` | always | |
+| `fusion` | always | `--fusion` over heads (`mean`, `max`, `min`) |
+| `discard` | always | `--discard`, the fraction of lowest weights dropped |
+| `query.token` | always | the query's token index |
+| `query.name` | always | its name |
+| `query.note` | when the query moved | why the query is not the one asked for |
+| `layers` | always | the layers rolled out |
+| `attention` | always | the attention the last layer ran |)md"});
   entry.name = "rollout";
   entry.label = "rollout";
   entry.help = "attention rollout of the query through the layers of its grid (--fusion, --discard)";

@@ -11,12 +11,30 @@
 
 #include "analysis/patch_similarity.h"
 #include "figures/render.h"
+#include "views/analysis_options.h"
 #include "views/panel_maps.h"
 #include "views/representation_features.h"
 
 namespace attnscope {
 
 namespace {
+
+const AnalysisOption<Facet>& facet_option() {
+  static const auto option = enum_option<Facet>(
+      "facet",
+      "similarity: the descriptor, a block's key, query or value (its qkv output on norm1, heads side by side) or its "
+      "output token",
+      Facet::Key);
+  return option;
+}
+
+const AnalysisOption<std::string>& image2_option() {
+  static const auto option =
+      text_option("image2", "FILE",
+                  "similarity: a second image (of the same size); its map of the same query and the best buddies "
+                  "of the two");
+  return option;
+}
 
 using nlohmann::json;
 
@@ -88,7 +106,7 @@ int analyze_similarity(const AnalyzeContext& context) {
   Loaded loaded = load_inputs(context);
   const AppState& state = context.state;
   Backbone& model = loaded.model.native("patch similarity");
-  const Facet facet = facet_option(state);
+  const Facet facet = facet_option()(state);
   const int layer = resolve_layer_index(state.layer, model.attention_layers());
   const TokenRows descriptors =
       layer_descriptors(model, model_input(loaded.model, loaded.prepared), state.attention, layer, facet);
@@ -111,7 +129,7 @@ int analyze_similarity(const AnalyzeContext& context) {
   if (!descriptors.note.empty()) summary["note"] = descriptors.note;
   std::string written = "summary.json, similarity.npy, similarity_overlay.png";
 
-  const std::string image2 = analysis_option(state, "image2", "");
+  const std::string image2 = image2_option()(state);
   if (!image2.empty()) {
     const cv::Mat rgb2 = prepared_image(image2, state, loaded.model);
     const TokenRows descriptors2 =
@@ -149,10 +167,10 @@ int analyze_similarity(const AnalyzeContext& context) {
                              render_figure(similarity_figure(outcome, state), style, FigureFormat::Png));
   }
   write_summary(context, "analyze-similarity", summary);
-  std::cout << "attnscope analyze similarity: " << enum_name(facet) << " of " << descriptors.point << ", query "
-            << layout.token_name(query.token);
-  if (!image2.empty()) std::cout << ", " << view.buddies.size() << " best buddies with " << image2;
-  std::cout << "\nwrote " << context.out.string() << "/{" << written << "}\n";
+  context.print() << "attnscope analyze similarity: " << enum_name(facet) << " of " << descriptors.point << ", query "
+                  << layout.token_name(query.token);
+  if (!image2.empty()) context.print() << ", " << view.buddies.size() << " best buddies with " << image2;
+  context.print() << "\nwrote " << context.out.string() << "/{" << written << "}\n";
   return 0;
 }
 
@@ -177,7 +195,7 @@ std::shared_ptr<const SecondImage> second_image(const AnalysisViewInput& input, 
 void compute_similarity_view(const AnalysisViewInput& input, InferenceOutcome& outcome) {
   const auto start = std::chrono::steady_clock::now();
   auto view = std::make_shared<SimilarityViewData>();
-  const Facet facet = facet_option(input.request);
+  const Facet facet = facet_option()(input.request);
   std::shared_ptr<const TokenRows> first;
   for (size_t index = 0; index < input.panels.size() && index < outcome.panels.size(); ++index) {
     const PanelMaps& maps = outcome.panels[index];
@@ -202,7 +220,7 @@ void compute_similarity_view(const AnalysisViewInput& input, InferenceOutcome& o
     }
     view->maps.push_back(shown);
   }
-  const std::string path = analysis_option(input.request, "image2", "");
+  const std::string path = image2_option()(input.request);
   if (first && !path.empty()) {
     const PanelMaps& panel = outcome.panels.front();
     try {
@@ -278,19 +296,29 @@ Figure similarity_figure(const InferenceOutcome& outcome, const AppState& state)
 
 AnalysisEntry similarity_analysis() {
   AnalysisEntry entry;
+  entry.outputs.push_back(
+      {{"analyze-similarity", "summary.json", 1},
+       "analyze --analysis similarity --query 2,3 --image2 assets/images/sign_8.png --out OUT",
+       R"md(`attnscope analyze --analysis similarity`: cosine similarity of a query patch's descriptor to every patch.
+
+| key | when | meaning |
+|---|---|---|
+| block `analysis` | always | |
+| `facet` | always | `key`, `query`, `value` or `token` |
+| `layer.index` | always | the block the descriptors come from |
+| `layer.point` | always | its module name |
+| `descriptor_width` | always | channels per descriptor |
+| `query.token` | always | the query's token index |
+| `query.name` | always | its name |
+| `query.note` | when the query moved | why the query is not the one asked for |
+| `note` | when the family reads a facet differently | how it was read |
+| `image2.path` | with `--image2` | the second image |
+| `image2.grid` | with `--image2` | its patch grid `[h, w]` |
+| `image2.best_buddies` | with `--image2` | mutual nearest neighbours found |)md"});
   entry.name = "similarity";
   entry.label = "similarity";
   entry.help = "cosine similarity of the query patch's descriptor to every patch (--facet, --layer, --image2)";
-  entry.options = {
-      text_option("facet", enum_choices_bar<Facet>(),
-                  "similarity: the descriptor, a block's key, query or value (its qkv output on norm1, heads side by "
-                  "side) or its output token",
-                  "key", [](const std::string& value) { parse_enum<Facet>("facet", value); }),
-      text_option("image2", "FILE",
-                  "similarity: a second image (of the same size); its map of the same query and the best buddies of "
-                  "the two",
-                  ""),
-  };
+  entry.options = {facet_option().spec(), image2_option().spec()};
   entry.needs_computed_attention = true;
   entry.run = [](const AnalyzeContext& context, const std::string&) { return analyze_similarity(context); };
   entry.compute = compute_similarity_view;

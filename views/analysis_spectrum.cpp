@@ -9,7 +9,6 @@
 
 #include "analysis/spectrum.h"
 #include "core/output_files.h"
-#include "core/progress_bar.h"
 #include "figures/plots.h"
 #include "views/analysis_registry.h"
 #include "views/panel_maps.h"
@@ -40,8 +39,7 @@ int analyze_spectrum(const AnalyzeContext& context) {
   csv << "variant,dwc,index,singular_value\n" << std::setprecision(9);
   TokenLayout layout;
   int layer = 0;
-  ProgressBar bar;
-  std::cout << "attnscope analyze spectrum:\n";
+  context.print() << "attnscope analyze spectrum:\n";
   for_each_variant_layer(context, loaded, [&](Variant variant, const AttentionCapture& capture, int selected) {
     layer = selected;
     layout = capture.layout;  // the layer's own query grid (hierarchical stages differ)
@@ -86,24 +84,25 @@ int analyze_spectrum(const AnalyzeContext& context) {
                            {"tolerance", leading.tolerance},
                            {"dwc", with_dwc},
                            {"singular_values", leading.singular_values.size()}});
-        std::cout << "  " << std::left << std::setw(9) << name << label << "rank " << leading.numerical_rank << " to "
-                  << leading.rank_at_most << " of " << smallest << ", effective rank " << leading.effective_rank
-                  << " to " << leading.effective_rank_high << ", " << leading.method << "\n";
+        context.print() << "  " << std::left << std::setw(9) << name << label << "rank " << leading.numerical_rank
+                        << " to " << leading.rank_at_most << " of " << smallest << ", effective rank "
+                        << leading.effective_rank << " to " << leading.effective_rank_high << ", " << leading.method
+                        << "\n";
       } else {
         // A full SVD of thousands of tokens takes seconds: a bar follows it on a terminal.
         SvdProgress progress;
-        if (!exact_spectrum_is_cheap(capture, state.head, with_dwc) && bar.terminal())
+        if (!exact_spectrum_is_cheap(capture, state.head, with_dwc) && context.progress_on_terminal)
           progress.report = [&](double fraction) {
-            bar.show(size_t(100.0 * fraction), 100, "full SVD of " + name + label);
+            context.show_progress(size_t(100.0 * fraction), 100, "full SVD of " + name + label);
           };
         const AttentionSpectrum result = attention_spectrum(capture, state.head, with_dwc, 0, progress);
         values = result.spectrum.singular_values;
         entry[key] = spectrum_json(result);
-        std::cout << "  " << std::left << std::setw(9) << name << label << "rank " << result.spectrum.numerical_rank
-                  << " of " << smallest << " (bound " << result.rank_bound
-                  << (capture.head_dim > 0 ? ", d = " + std::to_string(capture.head_dim) : std::string())
-                  << "), effective rank " << result.spectrum.effective_rank << ", " << result.method << " "
-                  << result.milliseconds << " ms\n";
+        context.print() << "  " << std::left << std::setw(9) << name << label << "rank "
+                        << result.spectrum.numerical_rank << " of " << smallest << " (bound " << result.rank_bound
+                        << (capture.head_dim > 0 ? ", d = " + std::to_string(capture.head_dim) : std::string())
+                        << "), effective rank " << result.spectrum.effective_rank << ", " << result.method << " "
+                        << result.milliseconds << " ms\n";
       }
       context.files->add_npy("singular_values_" + name + suffix + ".npy", values);
       const auto values_at = values.accessor<float, 1>();
@@ -119,42 +118,66 @@ int analyze_spectrum(const AnalyzeContext& context) {
   summary["tolerance_rule"] = "s_max * max(T, T) * eps(float32), as numpy.linalg.matrix_rank";
   summary["variants"] = variants;
   write_summary(context, "analyze-spectrum", summary);
-  std::cout << "wrote " << context.out.string()
-            << "/{summary.json, spectrum.csv, singular_values_*.npy, matrix_*.png}\n";
+  context.print() << "wrote " << context.out.string()
+                  << "/{summary.json, spectrum.csv, singular_values_*.npy, matrix_*.png}\n";
   return 0;
+}
+
+// Every panel's matrix view of the selected head, from its own forward pass and layer; the
+// overview and spectra are cached per forward and layer, so a click on another query re-uses them.
+void compute_spectrum_views(const AnalysisViewInput& input, InferenceOutcome& outcome) {
+  c10::InferenceMode inference_mode;
+  std::vector<PanelMatrix> views(input.panels.size());
+  for (size_t index = 0; index < input.panels.size(); ++index) {
+    const PanelForwardView& forward = input.panels[index];
+    const PanelMaps& panel = outcome.panels[index];
+    if (!forward.result) continue;
+    const AttentionCapture& capture = forward.result->forward.layers[size_t(panel.layer)];
+    const bool after_lcm = input.request.lcm == LcmView::After && capture.has_lcm();
+    const MatrixViewCache cache{&input.cache, forward.input_key + "|" + settings_key(forward.settings) + "|layer " +
+                                                  std::to_string(panel.layer)};
+    // The spectra's progress over all panels, in thousandths (a full SVD a head takes seconds).
+    std::function<void(double)> spectrum_progress;
+    if (input.progress)
+      spectrum_progress = [&, index](double share) {
+        input.progress(int(1000.0 * (double(index) + share)), int(1000 * input.panels.size()));
+      };
+    views[index] = panel_matrix(forward.result, panel.layer, std::clamp(input.request.head, 0, capture.heads - 1),
+                                after_lcm, input.request.ranks, cache, input.cancelled, spectrum_progress);
+  }
+  outcome.analysis_view = std::make_shared<const AnalysisResult<std::vector<PanelMatrix>>>(std::move(views));
 }
 
 // Each panel's matrix on its own scale (in the session's mode; the uniform mode shows weights
 // here) beside the selected head's spectrum.
 Figure spectrum_figure(const InferenceOutcome& outcome, const AppState& state) {
   Figure figure(int(std::max<size_t>(1, outcome.panels.size())), 2);
-  for (size_t index = 0; index < outcome.panels.size(); ++index) {
+  const auto* views = analysis_result<std::vector<PanelMatrix>>(outcome);
+  for (size_t index = 0; views && index < outcome.panels.size() && index < views->size(); ++index) {
     const PanelMaps& panel = outcome.panels[index];
-    if (panel.matrix.empty()) continue;
-    const int head = std::min(state.head, panel.heads - 1);
+    const PanelMatrix& view = (*views)[index];
+    if (view.matrix.empty()) continue;
     HeatmapPanel heatmap;
-    heatmap.values =
-        cv::Mat(panel.matrix_rows, panel.matrix_cols, CV_32FC1, const_cast<float*>(panel.matrix.data())).clone();
+    heatmap.values = cv::Mat(view.rows, view.cols, CV_32FC1, const_cast<float*>(view.matrix.data())).clone();
     heatmap.scale = int(figure.scales.size());
     heatmap.colour_bar = true;
-    heatmap.marked_row = panel.query_token / panel.matrix_block;
+    heatmap.marked_row = panel.query_token / view.block;
     heatmap.x_label = "key token";
     heatmap.y_label = "query token";
     const std::string name = "panel" + std::to_string(index + 1);
     // Above kMatrixTexels tokens the figure shows the overview the screen shows, and says so.
-    const std::string blocks = panel.matrix_block > 1 ? ", " + std::to_string(panel.matrix_block) + "x" +
-                                                            std::to_string(panel.matrix_block) + " block means"
-                                                      : "";
+    const std::string blocks =
+        view.block > 1 ? ", " + std::to_string(view.block) + "x" + std::to_string(view.block) + " block means" : "";
     figure.at(int(index), 0) = {
-        panel.description + ", layer " + std::to_string(panel.layer) + ", head " + std::to_string(head) + blocks,
+        panel.description + ", layer " + std::to_string(panel.layer) + ", head " + std::to_string(view.head) + blocks,
         name + "_matrix", heatmap};
     ValueRange range;
-    range.include(panel.matrix.data(), panel.matrix.size());
+    range.include(view.matrix.data(), view.matrix.size());
     ScaleSpec spec = state.scale;
     if (spec.mode == ScaleMode::Uniform) spec.mode = ScaleMode::ZeroMax;
     figure.scales.push_back(figure_scale(resolve_value_scale(spec, state.colormap, range), "attention weight"));
-    if (size_t(head) < panel.spectra.size())
-      figure.at(int(index), 1) = head_spectrum_panel(panel.spectra[size_t(head)], name + "_spectrum");
+    if (size_t(view.head) < view.spectra.size())
+      figure.at(int(index), 1) = head_spectrum_panel(view.spectra[size_t(view.head)], name + "_spectrum");
   }
   if (figure.scales.empty()) figure.scales.push_back(ColorScale{});
   return figure;
@@ -164,17 +187,37 @@ Figure spectrum_figure(const InferenceOutcome& outcome, const AppState& state) {
 
 AnalysisEntry spectrum_analysis() {
   AnalysisEntry entry;
+  entry.outputs.push_back(
+      {{"analyze-spectrum", "summary.json", 2},
+       "analyze --analysis spectrum --out OUT",
+       R"md(`attnscope analyze --analysis spectrum`: one matrix per variant. `--ranks auto` and `exact` give every
+singular value; `--ranks leading` the 32 leading ones with bounds where the exact path is a full SVD
+of more than 400 tokens (`singular_values_*.npy` and `spectrum.csv` then hold the lower bounds,
+`singular_value_upper_bounds_*.npy` the upper ones); `none` is refused.
+
+| key | when | meaning |
+|---|---|---|
+| block `analysis` | always | |
+| `layer` | always | the layer |
+| `head` | always | the head |
+| `tolerance_rule` | always | how the numerical rank's tolerance is set |
+| `variants[].variant` | always | the variant |
+| `variants[].attention` | always | the attention it ran |
+| `variants[].head_dim` | always | d of the head (the rank bound of a linear kernel) |
+| `variants[].matrix` | when the layer has no DWC | block `spectrum` |
+| `variants[].with_dwc` | when the layer has a DWC | block `spectrum`, of the matrix with the DWC term |
+| `variants[].without_dwc` | when the layer has a DWC | block `spectrum`, of the matrix without it |)md"});
   entry.name = "spectrum";
   entry.label = "matrix";
   entry.help = "the attention matrix of --head, its singular values and ranks (--variants to compare)";
   entry.flags = {kVariantsFlag};
-  entry.panel_spectra = true;
   entry.reads = {"ranks"};
   // Reported in thousandths of the panels' heads (views/outcome_views.cpp).
   entry.progress_text = [](int done, int total) {
     return "spectra " + std::to_string(total > 0 ? 100 * done / total : 0) + "% (a full SVD a head: cancel stops it)";
   };
   entry.run = [](const AnalyzeContext& context, const std::string&) { return analyze_spectrum(context); };
+  entry.compute = compute_spectrum_views;
   entry.figure = spectrum_figure;
   return entry;
 }

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "analysis/attribution.h"
 #include "analysis/cam_methods.h"
@@ -14,10 +15,10 @@
 namespace attnscope {
 
 std::string attribution_key(const InferenceRequest& request, int layer) {
-  return request.method + "|" + std::to_string(request.target_class) + "|" + request.gradcam_layer + "|" +
+  return to_string(request.method) + "|" + std::to_string(request.target_class) + "|" + request.gradcam_layer + "|" +
          std::to_string(layer) + "|" + to_string(request.fusion) + "|" + std::to_string(request.discard) + "|" +
-         std::to_string(request.steps) + "|" + request.replacement + "|" + std::to_string(request.ig_steps) + "|" +
-         request.ig_baseline;
+         std::to_string(request.steps) + "|" + to_string(request.replacement) + "|" + std::to_string(request.ig_steps) +
+         "|" + to_string(request.ig_baseline);
 }
 
 AttributionView build_attribution_view(LoadedModel& model, const cv::Mat& prepared_rgb,
@@ -30,8 +31,9 @@ AttributionView build_attribution_view(LoadedModel& model, const cv::Mat& prepar
   const auto keep_going = [&](int, int) { return !(cancelled && cancelled()); };
   try {
     // Attention and rollout read the captured probabilities, which every model (TorchScript files too) gives.
-    const bool from_captures = request.method == "attention" || request.method == "rollout";
-    Backbone& backbone = from_captures ? *model.backbone : model.native(request.method);
+    const bool from_captures =
+        request.method == AttributionMethod::Attention || request.method == AttributionMethod::Rollout;
+    Backbone& backbone = from_captures ? *model.backbone : model.native(method_title(request.method));
     const torch::Tensor input = image_to_tensor(prepared_rgb, model.normalization).to(model.device);
     AttributionRequest attribution;
     attribution.method = request.method;
@@ -41,7 +43,7 @@ AttributionView build_attribution_view(LoadedModel& model, const cv::Mat& prepar
     attribution.fusion = request.fusion;
     attribution.discard = request.discard;
     attribution.ig_steps = request.ig_steps;
-    attribution.ig_baseline = parse_replacement(request.ig_baseline);
+    attribution.ig_baseline = request.ig_baseline;
     attribution.progress = keep_going;
     const AttributionMap map =
         compute_attribution(backbone, input, settings, model.normalization, attribution, &captures);
@@ -62,7 +64,7 @@ AttributionView build_attribution_view(LoadedModel& model, const cv::Mat& prepar
     try {
       FaithfulnessOptions options;
       options.steps = request.steps;
-      options.replacement = parse_replacement(request.replacement);
+      options.replacement = request.replacement;
       options.target_class = map.target_class;
       options.random_orders = 1;
       options.cancelled = cancelled;
@@ -88,9 +90,20 @@ AttributionView build_attribution_view(LoadedModel& model, const cv::Mat& prepar
   return view;
 }
 
+void AttributionViews::describe(nlohmann::json& about) const {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const AttributionView& view : panels)
+    rows.push_back({{"method", to_string(view.method)},
+                    {"class", view.target_class},
+                    {"deletion_auc", view.deletion_auc},
+                    {"random_deletion_auc", view.random_deletion_auc},
+                    {"error", view.error}});
+  if (!rows.empty()) about["attributions"] = rows;
+}
+
 std::string attribution_caption(const AttributionView& view) {
-  if (!view.error.empty()) return view.method + ": not available";
-  std::string caption = view.method;
+  if (!view.error.empty()) return to_string(view.method) + ": not available";
+  std::string caption = to_string(view.method);
   if (view.deletion_auc >= 0) {
     char auc[64];
     std::snprintf(auc, sizeof auc, " \u00b7 AUC %.3f (random %.3f)", view.deletion_auc, view.random_deletion_auc);

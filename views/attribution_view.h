@@ -23,6 +23,18 @@ AttributionView build_attribution_view(LoadedModel& model, const cv::Mat& prepar
                                        const InferenceRequest& request, int layer,
                                        const std::function<bool()>& cancelled);
 
+// The attribution view's data: every panel's map by the request's method, drawn by the side-by-side
+// views instead of attention, and their faithfulness readouts.
+struct AttributionViews : AnalysisViewData {
+  AttributionMethod method = AttributionMethod::GradCam;
+  std::vector<AttributionView> panels;  // one per side-by-side panel
+  std::vector<GridMap> maps;            // their maps (empty where the method does not apply)
+
+  const std::vector<GridMap>* panel_maps() const override { return &maps; }
+  std::string panel_map_label() const override { return to_string(method); }
+  void describe(nlohmann::json& about) const override;
+};
+
 // A few words for a panel's label: "gradcam++ · AUC 0.120 (random 0.310)", the deletion AUC.
 std::string attribution_caption(const AttributionView& view);
 

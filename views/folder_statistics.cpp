@@ -1,32 +1,29 @@
 #include "views/folder_statistics.h"
 
+#include "views/analysis_options.h"
+#include "views/option_catalog.h"
+
 #include <filesystem>
 
 #include "core/excerpt.h"
-#include "figures/export.h"
+#include "figures/bundle.h"
 #include "models/inference.h"
 
 namespace attnscope {
 
 namespace fs = std::filesystem;
 
-OptionSpec images_option() {
-  return {"images", "DIR",
-          "headstats, erf, cka: a folder of images the statistics run over (sorted by name; the workbench runs them "
-          "on its worker with a progress line)",
-          [](AppState& s, const std::string& v) {
-            if (v.empty())
-              s.options.erase("images");
-            else
-              s.options["images"] = v;
-          },
-          [](const AppState& s) { return images_folder(s); }};
+const AnalysisOption<std::string>& images_folder_option() {
+  static const auto option = text_option(
+      "images", "DIR",
+      "headstats, erf, cka: a folder of images the statistics run over (sorted by name; the workbench runs them on "
+      "its worker with a progress line)");
+  return option;
 }
 
-std::string images_folder(const AnalysisSettings& settings) {
-  const auto found = settings.options.find("images");
-  return found == settings.options.end() ? std::string() : found->second;
-}
+OptionSpec images_option() { return images_folder_option().spec(); }
+
+std::string images_folder(const AnalysisSettings& settings) { return images_folder_option()(settings); }
 
 const CommandFlag kCompareModelFlag = {
     "compare-model", "FILE",
@@ -119,11 +116,11 @@ PreparedImage prepare_image_file(const LoadedModel& model, const InputSettings& 
   return image;
 }
 
-FolderProgress bar_progress(ProgressBar& bar, const std::vector<std::string>& images) {
+FolderProgress folder_progress(const AnalyzeContext& context, const std::vector<std::string>& images) {
   FolderProgress progress;
-  progress.report = [&bar, &images](int done, int total) {
-    bar.show(size_t(done), size_t(total),
-             size_t(done) < images.size() ? fs::path(images[size_t(done)]).filename().string() : "done");
+  progress.report = [&context, &images](int done, int total) {
+    context.show_progress(size_t(done), size_t(total),
+                          size_t(done) < images.size() ? fs::path(images[size_t(done)]).filename().string() : "done");
   };
   return progress;
 }
@@ -191,11 +188,9 @@ Figure analyze_figure(const AnalysisEntry& entry, std::shared_ptr<const Analysis
 
 void add_analyze_figure(const AnalyzeContext& context, const Figure& figure, const cv::Mat& image,
                         const std::string& stem) {
-  AppState session = context.state;
-  FigureRequest request = FigureRequest::from_state(session);
-  request.format = FigureFormat::Png;
-  request.overwrite = context.state.figure.overwrite;
-  add_figure_bundle(*context.files, figure, request, session, image, context.out.string(), stem);
+  FigureOutput output = figure_output(context.state);
+  output.format = FigureFormat::Png;
+  add_figure_bundle(*context.files, figure, output, to_json(context.state), image, context.out.string(), stem);
 }
 
 }  // namespace attnscope

@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "core/progress_bar.h"
 #include "views/analysis_registry.h"
 #include "views/folder_view.h"
 #include "views/representation_features.h"  // kTitleBreak, where a figure title may wrap
@@ -66,8 +65,8 @@ struct FolderProgress {
   std::function<bool()> cancelled;
   std::function<void(int done, int total)> report;
 };
-// The CLI's: a bar on stderr naming each image.
-FolderProgress bar_progress(ProgressBar& bar, const std::vector<std::string>& images);
+// The CLI's: its progress (a bar on stderr) naming each image.
+FolderProgress folder_progress(const AnalyzeContext& context, const std::vector<std::string>& images);
 // The worker's: its cancel check and progress report.
 FolderProgress view_progress(const AnalysisViewInput& input);
 

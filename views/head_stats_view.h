@@ -8,12 +8,17 @@
 #include <vector>
 
 #include "analysis/head_statistics.h"
+#include "core/enum_names.h"
 #include "views/folder_view.h"
 
 namespace attnscope {
 
 // How heads spread within their layer's column of the scatter: by index, or sorted by a statistic.
 enum class HeadOrder { Index, Distance, Entropy };
+template <>
+struct EnumTable<HeadOrder> {
+  static const std::vector<EnumEntry<HeadOrder>>& entries();
+};
 HeadOrder parse_head_order(const std::string& name);
 std::string to_string(HeadOrder order);
 

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include "analysis/focus_metrics.h"
 #include "core/excerpt.h"
 #include "models/model_loader.h"
 #include "views/panel_maps.h"
@@ -46,7 +45,7 @@ void select_layer(const InferenceRequest& request, const std::vector<AttentionCa
     outcome.query_note = query.note;
   } catch (const std::invalid_argument& e) {
     // A query of another layer's grid (e.g. after switching stages): the layer's default instead.
-    const ResolvedQuery fallback = resolve_query("cls", selected.layout);
+    const ResolvedQuery fallback = resolve_query(QuerySpec{}, selected.layout);
     outcome.query_token = fallback.token;
     outcome.query_note = std::string(e.what()) + "; showing " + selected.layout.token_name(fallback.token);
   }
@@ -61,8 +60,7 @@ void select_layer(const InferenceRequest& request, const std::vector<AttentionCa
 
 // One panel's maps of its own layer for the request's selection.
 PanelMaps panel_maps(const InferenceRequest& request, const PanelForward& forward, size_t index,
-                     const AnalysisEntry* analysis, const std::function<bool()>& cancelled, InferenceOutcome& outcome,
-                     RunCache& cache, const std::function<void(double)>& spectrum_progress) {
+                     const std::function<bool()>& cancelled, InferenceOutcome& outcome) {
   PanelMaps info;
   info.error = forward.error;
   if (!forward.result) return info;
@@ -71,17 +69,16 @@ PanelMaps panel_maps(const InferenceRequest& request, const PanelForward& forwar
   info.depth = int(layers.size());
   info.layer = index == 0 ? outcome.layer : panel_layer(request.layer, info.depth, info.note);
   const AttentionCapture& capture = layers[size_t(info.layer)];
-  int row = 0, col = 0;
   if (index == 0) {
     info.query_token = outcome.query_token;
-  } else if (parse_patch_query(request.query, row, col) && outcome.layout.is_patch(outcome.query_token)) {
+  } else if (request.query.is_patch() && outcome.layout.is_patch(outcome.query_token)) {
     // A patch of panel 1's grid: the patch over the same place in this panel's image.
     info.query_token = follow_query(outcome.query_token, outcome.layout, capture.layout);
   } else {
     try {
       info.query_token = resolve_query(request.query, capture.layout).token;
     } catch (const std::invalid_argument& e) {
-      info.query_token = resolve_query("cls", capture.layout).token;
+      info.query_token = resolve_query(QuerySpec{}, capture.layout).token;
       info.note += std::string(e.what()) + "; ";
     }
   }
@@ -89,32 +86,10 @@ PanelMaps panel_maps(const InferenceRequest& request, const PanelForward& forwar
   selection.query_token = info.query_token;
   selection.incoming = request.direction == MapDirection::In;
   selection.after_lcm = request.lcm == LcmView::After && capture.has_lcm();
-  selection.matrix_head = std::clamp(request.head, 0, capture.heads - 1);
   if (request.head >= capture.heads)
     info.note +=
         "head " + std::to_string(request.head) + ": this model has " + std::to_string(capture.heads) + " heads; ";
-  selection.spectrum = analysis && analysis->panel_spectra;
-  selection.metrics = analysis && analysis->panel_metrics;
-  if (selection.metrics && !request.box.empty()) {
-    try {
-      selection.box = box_coverage(parse_patch_box(request.box), map_grid(capture, selection.incoming));
-    } catch (const std::invalid_argument& e) {
-      if (index == 0) outcome.box_error = e.what();
-    }
-  }
-  selection.ranks = request.ranks;
-  selection.spectrum_progress = spectrum_progress;
-  selection.cache = &cache.analyses;
-  selection.cache_key =
-      forward.input_key + "|" + settings_key(forward.settings) + "|layer " + std::to_string(info.layer);
   PanelMaps maps = build_panel_maps(capture, selection, cancelled);
-  if (selection.spectrum) {
-    // The exact value under the cursor, whatever the overview's blocks: one row from q and k.
-    maps.matrix_row = [result = forward.result, layer = info.layer, head = selection.matrix_head,
-                       after_lcm = selection.after_lcm](int query) {
-      return float_values(shown_matrix_rows(result->forward.layers[size_t(layer)], head, after_lcm, {int64_t(query)}));
-    };
-  }
   maps.model_family = model.family();
   maps.output_kind = model.output_kind();
   maps.dwc_available = has_dwc_weights(model);
@@ -145,14 +120,7 @@ void build_views(const InferenceRequest& request, const std::vector<PanelForward
   {
     c10::InferenceMode inference_mode;  // not around the analysis view: Grad-CAM needs autograd
     for (size_t index = 0; index < forwards.size(); ++index) {
-      // The spectra's progress over all panels, in thousandths (a full SVD a head takes seconds).
-      std::function<void(double)> spectrum_progress;
-      if (progress)
-        spectrum_progress = [&, index](double share) {
-          progress(int(1000.0 * (double(index) + share)), int(1000 * forwards.size()));
-        };
-      PanelMaps maps =
-          panel_maps(request, forwards[index], index, analysis, cancelled, outcome, cache, spectrum_progress);
+      PanelMaps maps = panel_maps(request, forwards[index], index, cancelled, outcome);
       maps.settings = forwards[index].settings;
       maps.model_path = request.panels[index].model_path;
       outcome.panels.push_back(std::move(maps));

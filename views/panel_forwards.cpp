@@ -10,8 +10,7 @@
 namespace attnscope {
 
 std::string settings_key(const AttentionSettings& settings) {
-  return to_string(settings.variant) + "|" + std::to_string(settings.p) + "|" + std::to_string(settings.window) + "|" +
-         std::to_string(settings.anchors) + "|" + std::to_string(settings.dwc) + "|" + to_string(settings.norm);
+  return to_string(settings.variant) + "|" + knobs_key(settings);
 }
 
 std::string InferenceRequest::forward_key() const {
@@ -28,7 +27,8 @@ std::string InferenceRequest::key() const {
     AppState reading;
     static_cast<AnalysisSettings&>(reading) = *this;
     for (const std::string& name : entry->reads)
-      if (const OptionSpec* option = find_option(name)) analysis_part += "|" + name + "=" + option->get(reading);
+      if (const OptionSpec* option = find_session_option(name))
+        analysis_part += "|" + name + "=" + option->get(reading);
     for (const OptionSpec& option : entry->options) analysis_part += "|" + option.name + "=" + option.get(reading);
   }
   return forward_key() + "#" + ViewSelection::key() + "#" + analysis_part;

@@ -162,57 +162,18 @@ PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection
   map_selection.query_token = selection.query_token;
   map_selection.incoming = selection.incoming;
   map_selection.after_lcm = selection.after_lcm;
-  // What a click on another query re-uses: the matrix overview and each head's spectrum.
-  auto cached = [&](const std::string& what, const auto& compute) {
-    using Value = std::decay_t<decltype(compute())>;
-    const std::string key = selection.cache_key + "|" + what;
-    if (selection.cache)
-      if (auto found = selection.cache->get<Value>(key)) return *found;
-    Value value = compute();
-    if (selection.cache) selection.cache->put(key, std::make_shared<const Value>(value));
-    return value;
-  };
-  if (selection.spectrum) {
-    const int head = selection.matrix_head;
-    const MatrixOverview overview =
-        cached("matrix h" + std::to_string(head) + (selection.after_lcm ? " lcm" : ""),
-               [&] { return matrix_overview(capture, head, selection.after_lcm, cancelled); });
-    // NaN or Inf would colour as a made-up range: named instead (a block mean keeps them).
-    require_finite(overview.means,
-                   "the attention matrix of " + capture.placement.name + " head " + std::to_string(head));
-    maps.matrix_rows = int(overview.means.size(0));
-    maps.matrix_cols = int(overview.means.size(1));
-    maps.matrix_block = overview.block;
-    maps.matrix = float_values(overview.means);
-  }
   torch::Tensor mean;
   for (int head = 0; head < capture.heads; ++head) {
     if (cancelled && cancelled()) throw Cancelled();
     map_selection.head = head;
     const torch::Tensor map = attention_map(capture, map_selection);
     if (key_prefix > 0) maps.prefix_received_per_head.push_back(float_values(prefix_received(capture, head)));
-    if (selection.spectrum && selection.ranks != RankMode::None) {
-      SvdProgress progress;
-      progress.cancelled = cancelled;
-      if (selection.spectrum_progress)
-        progress.report = [&](double fraction) {
-          selection.spectrum_progress((double(head) + fraction) / double(capture.heads));
-        };
-      maps.spectra.push_back(cached("spectrum h" + std::to_string(head) + " " + enum_name(selection.ranks),
-                                    [&] { return head_spectrum(capture, head, selection.ranks, progress); }));
-    }
     // NaN or Inf would draw as a flat map on a made-up colour bar: named instead.
     require_finite(map, "the attention of " + capture.placement.name + " head " + std::to_string(head));
     maps.head_maps.push_back(to_grid_map(map));
     maps.uniformity.push_back(uniformity(map));
     mean = head == 0 ? map.clone() : mean + map;
-    if (selection.metrics) {
-      const FocusSummary summary = summarise_focus(map.reshape({-1}), kFocusTopK, selection.box);
-      maps.metrics.push_back({head, summary.entropy, summary.top_k_mass, summary.gini, summary.box_mass});
-    }
   }
-  if (selection.spectrum && selection.ranks == RankMode::None)
-    maps.spectra_note = "no spectra: --ranks none (choose auto, leading or exact)";
   maps.mean_map = to_grid_map(mean / double(capture.heads));
   maps.mean_uniformity = uniformity(mean);
   if (!maps.prefix_received_per_head.empty()) {
@@ -222,6 +183,53 @@ PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection
         maps.prefix_received[size_t(token)] += per_head[size_t(token)] / float(capture.heads);
   }
   return maps;
+}
+
+PanelMatrix panel_matrix(const std::shared_ptr<const InferenceResult>& capture_owner, int layer, int head,
+                         bool after_lcm, RankMode ranks, const MatrixViewCache& cache,
+                         const std::function<bool()>& cancelled,
+                         const std::function<void(double share)>& spectrum_progress) {
+  torch::NoGradGuard no_grad;
+  const AttentionCapture& capture = capture_owner->forward.layers.at(size_t(layer));
+  // What a click on another query re-uses: the matrix overview and each head's spectrum.
+  auto cached = [&](const std::string& what, const auto& compute) {
+    using Value = std::decay_t<decltype(compute())>;
+    const std::string key = cache.key + "|" + what;
+    if (cache.cache)
+      if (auto found = cache.cache->get<Value>(key)) return *found;
+    Value value = compute();
+    if (cache.cache) cache.cache->put(key, std::make_shared<const Value>(value));
+    return value;
+  };
+  PanelMatrix view;
+  view.head = head;
+  const MatrixOverview overview = cached("matrix h" + std::to_string(head) + (after_lcm ? " lcm" : ""),
+                                         [&] { return matrix_overview(capture, head, after_lcm, cancelled); });
+  // NaN or Inf would colour as a made-up range: named instead (a block mean keeps them).
+  require_finite(overview.means, "the attention matrix of " + capture.placement.name + " head " + std::to_string(head));
+  view.rows = int(overview.means.size(0));
+  view.cols = int(overview.means.size(1));
+  view.block = overview.block;
+  view.matrix = float_values(overview.means);
+  // The exact value under the cursor, whatever the overview's blocks: one row from q and k.
+  view.row = [capture_owner, layer, head, after_lcm](int query) {
+    return float_values(
+        shown_matrix_rows(capture_owner->forward.layers[size_t(layer)], head, after_lcm, {int64_t(query)}));
+  };
+  if (ranks == RankMode::None) {
+    view.spectra_note = "no spectra: --ranks none (choose auto, leading or exact)";
+    return view;
+  }
+  for (int each = 0; each < capture.heads; ++each) {
+    if (cancelled && cancelled()) throw Cancelled();
+    SvdProgress progress;
+    progress.cancelled = cancelled;
+    if (spectrum_progress)
+      progress.report = [&](double fraction) { spectrum_progress((double(each) + fraction) / double(capture.heads)); };
+    view.spectra.push_back(cached("spectrum h" + std::to_string(each) + " " + enum_name(ranks),
+                                  [&] { return head_spectrum(capture, each, ranks, progress); }));
+  }
+  return view;
 }
 
 cv::Mat grid_map_mat(const GridMap& map) {

@@ -16,23 +16,12 @@
 
 namespace attnscope {
 
-// What of a layer the panels read: the query (resolved in the layer's query grid), the direction,
-// the matrix head, and which extras the analysis view asks for.
+// What of a layer the panels read: the query (resolved in the layer's query grid), the direction
+// and which map of L2ViT's global layers.
 struct PanelSelection {
   int query_token = 0;
-  bool incoming = false;  // the query's column ("in") instead of its row ("out")
-  int matrix_head = 0;
-  bool spectrum = false;            // the matrix of `matrix_head` and every head's spectrum
-  bool metrics = false;             // focus metrics per head
-  bool after_lcm = false;           // L2ViT global layers: C_conv A, the map after the LCM's spatial mixing
-  torch::Tensor box;                // metrics: coverage [grid] of the user's box, undefined: none
-  RankMode ranks = RankMode::Auto;  // spectrum: which spectra (head_spectrum)
-  // spectrum: how far the heads' spectra are, as a share of all of the layer's heads in [0, 1].
-  std::function<void(double share)> spectrum_progress;
-  // spectrum: where the matrix overview and each head's spectrum are kept between requests (a
-  // click on another query re-uses them), under `cache_key` (the forward, the layer); may be null.
-  AnalysisCache* cache = nullptr;
-  std::string cache_key;
+  bool incoming = false;   // the query's column ("in") instead of its row ("out")
+  bool after_lcm = false;  // L2ViT global layers: C_conv A, the map after the LCM's spatial mixing
 };
 
 // The matrix view's side: up to this many tokens the matrix is shown entry for entry.
@@ -76,6 +65,34 @@ torch::Tensor prefix_received(const AttentionCapture& capture, int head);
 // One panel's maps of one captured layer. `cancelled` is checked between heads.
 PanelMaps build_panel_maps(const AttentionCapture& capture, const PanelSelection& selection,
                            const std::function<bool()>& cancelled);
+
+// One panel's matrix view (analysis "spectrum"): the selected head's Tq x Tk matrix, as it is up
+// to kMatrixTexels tokens a side, else its means over blocks of `block` x `block` entries (rows x
+// cols of them); `row` reads one query's exact row of it on demand. And every head's spectrum, as
+// `ranks` asks (nothing O(T^3) at many tokens unless asked).
+struct PanelMatrix {
+  int head = 0;  // the head shown (the selected one, or the panel's last)
+  int rows = 0, cols = 0, block = 1;
+  std::vector<float> matrix;
+  std::function<std::vector<float>(int query)> row;
+  std::vector<HeadSpectrum> spectra;
+  std::string spectra_note;  // heads left without a spectrum, and why
+};
+
+// Where a panel's matrix view keeps the overview and each head's spectrum between requests (a
+// click on another query re-uses them): `cache` under `key` (the forward pass and the layer).
+struct MatrixViewCache {
+  AnalysisCache* cache = nullptr;
+  std::string key;
+};
+
+// `capture`'s matrix view for `head`: the overview, then every head's spectrum as `ranks` asks,
+// reporting the spectra's progress as a share of the layer's heads. `capture_owner` keeps the
+// capture alive for the row reader.
+PanelMatrix panel_matrix(const std::shared_ptr<const InferenceResult>& capture_owner, int layer, int head,
+                         bool after_lcm, RankMode ranks, const MatrixViewCache& cache,
+                         const std::function<bool()>& cancelled,
+                         const std::function<void(double share)>& spectrum_progress);
 
 // The grid the panels' maps lie on: the key grid for a row, the query grid for a column.
 const TokenLayout& map_grid(const AttentionCapture& capture, bool incoming);

@@ -7,45 +7,6 @@
 
 namespace attnscope {
 
-std::string analysis_option(const AnalysisSettings& settings, const std::string& name, const std::string& fallback) {
-  const auto found = settings.options.find(name);
-  return found == settings.options.end() ? fallback : found->second;
-}
-
-OptionSpec switch_option(const std::string& name, const std::string& help, bool default_value) {
-  const std::string fallback = default_value ? "on" : "off";
-  OptionSpec option;
-  option.name = name;
-  option.value_name = "on|off";
-  option.help = help;
-  option.set = [name](AppState& state, const std::string& value) {
-    if (value != "on" && value != "off")
-      throw std::invalid_argument("--" + name + " expects on or off, got '" + excerpt(value) + "'");
-    state.options[name] = value;
-  };
-  option.get = [name, fallback](const AppState& state) { return analysis_option(state, name, fallback); };
-  option.implicit_value = "on";
-  return option;
-}
-
-OptionSpec text_option(const std::string& name, const std::string& value_name, const std::string& help,
-                       const std::string& default_value, std::function<void(const std::string&)> check) {
-  OptionSpec option;
-  option.name = name;
-  option.value_name = value_name;
-  option.help = help;
-  option.set = [name, check](AppState& state, const std::string& value) {
-    if (check) check(value);
-    state.options[name] = value;
-  };
-  option.get = [name, default_value](const AppState& state) { return analysis_option(state, name, default_value); };
-  return option;
-}
-
-Facet facet_option(const AnalysisSettings& settings) {
-  return parse_enum<Facet>("facet", analysis_option(settings, "facet", "key"));
-}
-
 torch::Tensor model_input(const LoadedModel& model, const cv::Mat& prepared) {
   return image_to_tensor(prepared, model.normalization).to(model.device);
 }

@@ -15,18 +15,6 @@ namespace attnscope {
 // Where a figure's title may break into lines (figures/render.cpp breaks at this separator only).
 constexpr const char* kTitleBreak = "  \u00b7  ";
 
-// An analysis's own option (AnalysisSettings::options) or its default when unset.
-std::string analysis_option(const AnalysisSettings& settings, const std::string& name, const std::string& fallback);
-
-// A switch option of an analysis ("on" or "off"), `default_value` when unset.
-OptionSpec switch_option(const std::string& name, const std::string& help, bool default_value);
-// A text option whose values `check` validates (throws std::invalid_argument) before they are kept.
-OptionSpec text_option(const std::string& name, const std::string& value_name, const std::string& help,
-                       const std::string& default_value, std::function<void(const std::string&)> check = {});
-
-// The facet option (key, query, value or token) the similarity view reads.
-Facet facet_option(const AnalysisSettings& settings);
-
 // The prepared RGB image as the model's input tensor, on its device.
 torch::Tensor model_input(const LoadedModel& model, const cv::Mat& prepared);
 

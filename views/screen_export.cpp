@@ -1,6 +1,7 @@
 #include "views/screen_export.h"
 
 #include "views/analysis_registry.h"
+#include "views/option_catalog.h"
 
 namespace attnscope {
 
@@ -21,8 +22,7 @@ ExportedFigure export_analysis_view(const InferenceOutcome& outcome, const AppSt
   const Figure figure = analysis_view_figure(outcome, state);
   AppState session = state;
   session.figure.layout = "panels";  // what `export --session` can make of it: the attention panels
-  FigureRequest request = FigureRequest::from_state(session);
-  return write_figure_bundle(figure, request, state, outcome.input_rgb, out_dir,
+  return write_figure_bundle(figure, figure_output(session), to_json(state), outcome.input_rgb, out_dir,
                              figure_stem(state.image.empty() ? "live" : state.image, state.analysis + "-view"));
 }
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "figures/export.h"
+#include "figures/bundle.h"
 #include "views/view_model.h"
 
 namespace attnscope {

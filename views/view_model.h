@@ -7,12 +7,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <opencv2/core.hpp>
 
+#include "analysis/attribution_method.h"
 #include "analysis/focus_projection.h"
 #include "analysis/head_fusion.h"
 #include "core/image.h"
@@ -49,16 +51,31 @@ struct InferenceRequest : InputSelection, ViewSelection, AnalysisSettings {
 // A tensor's values as CPU float32, row-major: what the view-model hands the workbench (a copy).
 std::vector<float> float_values(const torch::Tensor& values);
 
-// The base of an analysis's own view data (each analysis file derives its type).
-struct AnalysisViewData {
-  virtual ~AnalysisViewData() = default;
-};
-
 // A scalar map over a grid of patches, row-major.
 struct GridMap {
   int grid_h = 0, grid_w = 0;
   std::vector<float> values;
   float at(int row, int col) const { return values[size_t(row) * size_t(grid_w) + size_t(col)]; }
+};
+
+// The base of an analysis view's data: what the analysis's `compute` leaves in the outcome
+// (views/analysis_registry.h) and its figure or panel reads. Each analysis keeps its own type.
+struct AnalysisViewData {
+  virtual ~AnalysisViewData() = default;
+  // Maps the side-by-side views draw instead of the attention maps, one per panel on its key grid
+  // (an empty map: none for that panel), each already in [0, 1]; null: the views show attention.
+  virtual const std::vector<GridMap>* panel_maps() const { return nullptr; }
+  // What a hovered value of those maps is ("gradcam++").
+  virtual std::string panel_map_label() const { return {}; }
+  // What the screenshot's JSON reports of the view (headless tests read it): keys added to `about`.
+  virtual void describe(nlohmann::json& about) const { (void)about; }
+};
+
+// An analysis view whose data is its math's own result type, so that its panel reads that type.
+template <typename T>
+struct AnalysisResult : AnalysisViewData {
+  explicit AnalysisResult(T result) : value(std::move(result)) {}
+  T value;
 };
 
 // One head's singular spectrum: every value by an exact path, or (at many tokens, nothing O(T^3)
@@ -75,14 +92,6 @@ struct HeadSpectrum {
   bool exact() const { return upper_bounds.empty(); }
 };
 
-// The focus metrics of one head's map (the metrics view).
-struct HeadFocusMetrics {
-  int head = 0;
-  double entropy = 0, top_k_mass = 0, gini = 0;
-  std::optional<double> box_mass;  // without a box: none
-};
-constexpr int kFocusTopK = 10;
-
 struct GradCamView {
   GridMap map;  // scaled to [0, 1], on the hooked layer's grid
   int target_class = 0;
@@ -95,7 +104,8 @@ struct GradCamView {
 // One panel's attribution map (analysis "attribution") with its faithfulness readout.
 struct AttributionView {
   GridMap map;  // in [0, 1] by the method's normalisation, on the attention views' grid
-  std::string method, where, normalisation;
+  AttributionMethod method = AttributionMethod::GradCam;
+  std::string where, normalisation;
   int target_class = -1;  // -1: not class-specific or the output's norm
   std::string class_name;
   double deletion_auc = -1.0;         // < 0: not measured (see `note`)
@@ -122,12 +132,13 @@ struct FocusView {
 struct PanelMaps {
   AttentionSettings settings;
   std::string model_path;
-  std::string model_family, output_kind;  // output_kind: logits, embedding or features
-  std::string error;                      // this panel's model could not run (the others still show)
-  std::string description;                // the attention the layer ran, in words
-  Kernel kernel = Kernel::Softmax;        // the kernel the layer ran
-  bool swapped = false;                   // the layer ran a kernel its model was not trained with
-  bool dwc_available = false;             // the model has FLatten DWC weights (the DWC switch does something)
+  std::string model_family;
+  OutputKind output_kind = OutputKind::Logits;
+  std::string error;                // this panel's model could not run (the others still show)
+  std::string description;          // the attention the layer ran, in words
+  Kernel kernel = Kernel::Softmax;  // the kernel the layer ran
+  bool swapped = false;             // the layer ran a kernel its model was not trained with
+  bool dwc_available = false;       // the model has FLatten DWC weights (the DWC switch does something)
   std::vector<Prediction> top;
   double forward_ms = 0.0;
   std::string preprocessing;  // how the image became this model's input, in words
@@ -148,16 +159,6 @@ struct PanelMaps {
   // over heads and per head [head][token]; empty when keys have no prefix tokens.
   std::vector<float> prefix_received;
   std::vector<std::vector<float>> prefix_received_per_head;
-  std::vector<HeadFocusMetrics> metrics;  // analysis "metrics": per head
-  // analysis "spectrum": the selected head's Tq x Tk matrix, as it is up to kMatrixTexels tokens a
-  // side, else its means over blocks of matrix_block x matrix_block entries (matrix_rows x
-  // matrix_cols of them); `matrix_row` reads one query's exact row of it on demand. And every
-  // head's spectrum, as --ranks asks (nothing O(T^3) at many tokens unless asked).
-  int matrix_rows = 0, matrix_cols = 0, matrix_block = 1;
-  std::vector<float> matrix;
-  std::function<std::vector<float>(int query)> matrix_row;
-  std::vector<HeadSpectrum> spectra;
-  std::string spectra_note;  // heads left without a spectrum, and why
 };
 
 struct InferenceOutcome {
@@ -166,9 +167,9 @@ struct InferenceOutcome {
   std::string error;  // set when the run failed; nothing else is then meaningful
   // Panel 1's model, layer and query (the analysis view reads them); each panel has its own too.
   std::string model_family;
-  std::vector<std::string> assumed;  // what loading took that no file or option gave (ArchAssumption)
-  std::string output_kind;           // logits, embedding or features (the last two have no classes)
-  bool computes_attention = true;    // false: the model only reports probabilities (TorchScript)
+  std::vector<std::string> assumed;             // what loading took that no file or option gave (ArchAssumption)
+  OutputKind output_kind = OutputKind::Logits;  // only logits have classes
+  bool computes_attention = true;               // false: the model only reports probabilities (TorchScript)
   std::string device;
   int depth = 0;  // attention layers
   // The selected layer: where it sits, its heads, query and key grids, and the query resolved in it.
@@ -182,18 +183,26 @@ struct InferenceOutcome {
   WindowSupport window;  // what the window option does on this model
   // The LCM option on the selected layer: what the maps show, or why the option does not apply.
   std::string lcm_note;
-  std::string box_error;  // why the box cannot be used on this grid
-  cv::Mat input_rgb;      // the image exactly as the model saw it
+  cv::Mat input_rgb;  // the image exactly as the model saw it
   std::vector<PanelMaps> panels;
-  std::optional<GradCamView> gradcam;         // when asked for
-  std::optional<FocusView> focus;             // when asked for
-  std::vector<AttributionView> attributions;  // analysis "attribution": one per panel
-  // The data of an analysis view that keeps it in its own file (views/analysis_*.cpp): what its
-  // figure is drawn from, on screen and in an export alike.
+  // The open analysis view's data (views/analysis_*.cpp): what its figure or panel is drawn from,
+  // on screen and in an export alike.
   std::shared_ptr<const AnalysisViewData> analysis_view;
   double total_ms = 0.0;  // from picking the request up to the result being ready
   bool forward_reused = false;
 };
+
+// The open analysis view's data as its analysis left it (AnalysisResult<T>, or its own type
+// derived from AnalysisViewData), or null when the outcome holds another analysis's.
+template <typename T>
+const T* analysis_view_as(const InferenceOutcome& outcome) {
+  return dynamic_cast<const T*>(outcome.analysis_view.get());
+}
+template <typename T>
+const T* analysis_result(const InferenceOutcome& outcome) {
+  const auto* held = analysis_view_as<AnalysisResult<T>>(outcome);
+  return held ? &held->value : nullptr;
+}
 
 // A figure export (figures/export.h) run by the worker with the model it holds.
 struct ExportOutcome {

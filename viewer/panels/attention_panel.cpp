@@ -78,7 +78,7 @@ PanelHeading heading_of(const Workbench& bench, size_t index, const PanelMaps& p
                   100.0 * panel.top.front().probability);
     heading.prediction = text;
   } else {
-    heading.prediction = panel.output_kind + ", no classes";
+    heading.prediction = to_string(panel.output_kind) + ", no classes";
   }
   const HeadView view = bench.state.view;
   if (view == HeadView::Mean) heading.prediction += "  \xc2\xb7  mean of " + std::to_string(panel.heads) + " heads";
@@ -125,12 +125,12 @@ struct AttentionPanel : WorkbenchPanel {
             "the window, or train a demo model:  attnscope train --variant softmax --steps 300 --out m.safetensors");
       else
         ImGui::TextWrapped(
-            "%s", bench.worker_busy ? "Loading the model and running the first forward pass..." : "No result yet.");
+            "%s", bench.worker.busy ? "Loading the model and running the first forward pass..." : "No result yet.");
       ImGui::End();
       return;
     }
     const bool incoming = bench.state.direction == MapDirection::In;
-    const size_t panel_count = std::min(bench.maps.size(), outcome->panels.size());
+    const size_t panel_count = std::min(bench.shown.maps.size(), outcome->panels.size());
     // The bar, its tick labels, and two lines under them (three with CARE's channel line).
     const float colorbar_height = outcome->placement.channels.empty() ? 78.0f : 98.0f;
     const ImVec2 origin = ImGui::GetCursorScreenPos();
@@ -148,7 +148,7 @@ struct AttentionPanel : WorkbenchPanel {
     float heading_height = 0;
     for (size_t p = 0; p < panel_count; ++p) {
       headings.push_back(heading_of(bench, p, outcome->panels[p]));
-      bench.drawn_headings.push_back({headings.back().title, headings.back().prediction, headings.back().note});
+      bench.drawn.headings.push_back({headings.back().title, headings.back().prediction, headings.back().note});
       float height = 0;
       for (const std::string* text : {&headings.back().title, &headings.back().prediction, &headings.back().note})
         if (!text->empty())
@@ -175,16 +175,16 @@ struct AttentionPanel : WorkbenchPanel {
       ImGui::EndGroup();
       if (!panel.error.empty()) continue;
 
-      const auto& maps = bench.maps[p];
-      const bool attribution = !maps.empty() && maps.front().head == kAttributionHead;
+      const auto& maps = bench.shown.maps[p];
+      const bool analysis_map = !maps.empty() && maps.front().head == kAnalysisMapHead;
       // The maps lie on the key grid (a row) or the query grid (a column): PVT's keys are coarser.
-      // An attribution map lies on the key grid, where the worker resamples it.
-      const TokenLayout& tokens = incoming && !attribution ? panel.layout : panel.key_layout;
+      // An analysis view's map (attribution) lies on the key grid, where the worker resamples it.
+      const TokenLayout& tokens = incoming && !analysis_map ? panel.layout : panel.key_layout;
       const int query_cell = follow_query(panel.query_token, panel.layout, tokens);
       const std::optional<PatchBox> box = box_on_grid(bench.state.box, tokens);
       const float top = tile_pos.y + heading_height;
       const ImVec2 maps_area(tile.x - 8, tile.y - heading_height - 8);
-      const int head_label = bench.state.view == HeadView::Heads && !attribution ? int(line) : 0;
+      const int head_label = bench.state.view == HeadView::Heads && !analysis_map ? int(line) : 0;
       const float aspect = float(tokens.grid_w) / float(tokens.grid_h);
       const auto [map_columns, map_rows] =
           best_tiling(int(maps.size()), ImVec2(maps_area.x, maps_area.y - head_label * 1.0f), aspect);
@@ -206,11 +206,11 @@ struct AttentionPanel : WorkbenchPanel {
         if (targets.size() <= target_index) targets.emplace_back();
         gl::RenderTarget& target = targets[target_index++];
         target.resize(int(size.x), int(size.y));
-        bench.renderer->render(target, &bench.images[p], map.texture, bench.scale, float(bench.state.opacity),
-                               bench.state.alpha);
+        bench.renderer->render(target, &bench.shown.images[p], map.texture, bench.shown.scale,
+                               float(bench.state.opacity), bench.state.alpha);
         ImGui::SetCursorScreenPos(pos);
         gl::opaque_image(target.imgui_id(), size);
-        bench.drawn_views.push_back({map.panel, map.head, pos.x, pos.y, size.x, size.y, tokens.grid_h, tokens.grid_w});
+        bench.drawn.views.push_back({map.panel, map.head, pos.x, pos.y, size.x, size.y, tokens.grid_h, tokens.grid_w});
         maps_bottom = std::max(maps_bottom, pos.y + size.y);
         ImDrawList* draw = ImGui::GetWindowDrawList();
         if (tokens.is_patch(query_cell) && panel.layout.is_patch(panel.query_token)) {
@@ -227,8 +227,8 @@ struct AttentionPanel : WorkbenchPanel {
     }
     if (drag.active) update_box_drag(bench);
     ImGui::SetCursorScreenPos(ImVec2(origin.x, std::min(maps_bottom, origin.y + area.y) + 10));
-    draw_colour_bar(bench, bench.scale, std::min(area.x * 0.6f, 560.0f), "");
-    ImGui::Text("%s: one scale for every view", scale_caption(bench.scale).c_str());
+    draw_colour_bar(bench, bench.shown.scale, std::min(area.x * 0.6f, 560.0f), "");
+    ImGui::Text("%s: one scale for every view", scale_caption(bench.shown.scale).c_str());
     ImGui::TextDisabled("layer %d (%s), query %s, %s", outcome->layer, outcome->placement.name.c_str(),
                         outcome->layout.token_name(outcome->query_token).c_str(),
                         incoming ? "in: the attention patches give it" : "out: where it looks");
@@ -237,7 +237,7 @@ struct AttentionPanel : WorkbenchPanel {
       std::string parts;
       for (const ChannelPart& part : outcome->placement.channels)
         parts += (parts.empty() ? "" : ", ") + part.name + " " + std::to_string(part.begin) + ".." +
-                 std::to_string(part.end - 1) + (part.name == "attention" ? " (this map)" : "");
+                 std::to_string(part.end - 1) + (part.attention ? " (this map)" : "");
       ImGui::TextDisabled("channels: %s", parts.c_str());
     }
     ImGui::End();
@@ -286,7 +286,7 @@ struct AttentionPanel : WorkbenchPanel {
     ImGui::GetWindowDrawList()->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(255, 255, 255, 200), 0, 0, 1.0f);
     const double value = double(map.map->at(row, col));
     if (!drag.active) {
-      const std::string what = map.head == kAttributionHead ? bench.state.method
+      const std::string what = map.head == kAnalysisMapHead ? bench.outcome->analysis_view->panel_map_label()
                                : map.head < 0               ? "mean over heads"
                                                             : "head " + std::to_string(map.head);
       if (map.factor != 1.0)

@@ -11,29 +11,27 @@
 #include "analysis/attribution.h"
 #include "viewer/panels/panel.h"
 #include "viewer/workbench.h"
+#include "views/attribution_view.h"
 
 namespace attnscope {
 
-struct AttributionPanel : WorkbenchPanel {
+namespace {
+
+struct AttributionPanel : AnalysisPanel {
   std::string layer_field;
 
-  void draw(Workbench& bench) override {
-    if (bench.state.analysis != "attribution") return;
-    if (!begin_fixed_window("Attribution", bench.layout.analysis_pos, bench.layout.analysis_size)) {
-      ImGui::End();
-      return;
-    }
-    draw_analysis_switch(bench);
+  void draw(Workbench& bench, const AnalysisEntry&) override {
     draw_choices(bench.state);
     draw_readout(bench);
-    ImGui::End();
   }
 
   void draw_choices(AppState& state) {
     ImGui::SetNextItemWidth(160);
-    if (ImGui::BeginCombo("method", state.method.c_str())) {
-      for (const std::string& name : attribution_method_names())
-        if (ImGui::Selectable(name.c_str(), name == state.method)) state.method = name;
+    if (ImGui::BeginCombo("method", to_string(state.method).c_str())) {
+      for (const auto& entry : enum_entries<AttributionMethod>()) {
+        if (ImGui::Selectable(entry.name, entry.value == state.method)) state.method = entry.value;
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", entry.label);
+      }
       ImGui::EndCombo();
     }
     ImGui::SetNextItemWidth(120);
@@ -50,9 +48,9 @@ struct AttributionPanel : WorkbenchPanel {
     int steps = state.steps;
     if (ImGui::SliderInt("deletion steps", &steps, 1, 100)) state.steps = steps;
     ImGui::SetNextItemWidth(160);
-    if (ImGui::BeginCombo("removed cells", state.replacement.c_str())) {
-      for (const char* name : {"blur", "mean", "black", "zero"})
-        if (ImGui::Selectable(name, state.replacement == name)) state.replacement = name;
+    if (ImGui::BeginCombo("removed cells", to_string(state.replacement).c_str())) {
+      for (const auto& entry : enum_entries<Replacement>())
+        if (ImGui::Selectable(entry.name, entry.value == state.replacement)) state.replacement = entry.value;
       ImGui::EndCombo();
     }
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
@@ -62,7 +60,7 @@ struct AttributionPanel : WorkbenchPanel {
       ImGui::TextWrapped("layer: the Selection slider (relevance and rollouts run through its stage's layers)");
     else
       ImGui::TextWrapped("integrated gradients: on the input, %d steps from the %s image", state.ig_steps,
-                         state.ig_baseline.c_str());
+                         to_string(state.ig_baseline).c_str());
     ImGui::TextWrapped("class -1 on models without classes: the output's norm; C: output feature C");
     ImGui::PopStyleColor();
     ImGui::Separator();
@@ -70,15 +68,16 @@ struct AttributionPanel : WorkbenchPanel {
 
   static void draw_readout(Workbench& bench) {
     const InferenceOutcome* outcome = bench.outcome.get();
-    if (!outcome || outcome->attributions.empty()) {
-      ImGui::TextDisabled(bench.worker_busy ? "computing the maps and their deletion curves..." : "no maps yet");
+    const auto* views = outcome ? analysis_view_as<AttributionViews>(*outcome) : nullptr;
+    if (!views || views->panels.empty()) {
+      ImGui::TextDisabled(bench.worker.busy ? "computing the maps and their deletion curves..." : "no maps yet");
       return;
     }
     ImGui::TextWrapped(
         "every panel shows %s for its own variant; faithfulness: probability of the class as the "
         "map's cells are replaced (%s), largest first. Lower deletion AUC than random: the map found "
         "what the model uses.",
-        bench.state.method.c_str(), bench.state.replacement.c_str());
+        to_string(bench.state.method).c_str(), to_string(bench.state.replacement).c_str());
     const ImGuiTableFlags flags = ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit;
     if (ImGui::BeginTable("##attribution", 4, flags)) {
       ImGui::TableSetupColumn("panel");
@@ -86,8 +85,8 @@ struct AttributionPanel : WorkbenchPanel {
       ImGui::TableSetupColumn("deletion AUC");
       ImGui::TableSetupColumn("random");
       ImGui::TableHeadersRow();
-      for (size_t p = 0; p < outcome->attributions.size(); ++p) {
-        const AttributionView& view = outcome->attributions[p];
+      for (size_t p = 0; p < views->panels.size(); ++p) {
+        const AttributionView& view = views->panels[p];
         ImGui::TableNextRow();
         ImGui::TableNextColumn();
         ImGui::Text("%d", int(p) + 1);
@@ -106,8 +105,8 @@ struct AttributionPanel : WorkbenchPanel {
       }
       ImGui::EndTable();
     }
-    for (size_t p = 0; p < outcome->attributions.size(); ++p) {
-      const AttributionView& view = outcome->attributions[p];
+    for (size_t p = 0; p < views->panels.size(); ++p) {
+      const AttributionView& view = views->panels[p];
       if (!view.error.empty()) {
         ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.7f, 0.3f, 1.0f));
         ImGui::TextWrapped("panel %d: %s", int(p) + 1, view.error.c_str());
@@ -124,6 +123,8 @@ struct AttributionPanel : WorkbenchPanel {
   }
 };
 
-std::unique_ptr<WorkbenchPanel> make_attribution_panel() { return std::make_unique<AttributionPanel>(); }
+}  // namespace
+
+ATTNSCOPE_ANALYSIS_PANEL("attribution", AttributionPanel)
 
 }  // namespace attnscope

@@ -8,7 +8,8 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "figures/layouts.h"
+#include "exports/layouts.h"
+#include "models/attention_kernels.h"
 #include "models/attention_settings.h"
 #include "viewer/file_browser.h"
 #include "viewer/panels/panel.h"
@@ -27,9 +28,9 @@ const std::vector<std::string> kVideoExtensions = {".mp4", ".avi", ".mov", ".mkv
 bool variant_combo(const char* label, Variant& variant) {
   bool changed = false;
   if (ImGui::BeginCombo(label, to_string(variant).c_str())) {
-    for (const VariantSpec& candidate : variant_table()) {
-      if (ImGui::Selectable(candidate.name, candidate.variant == variant)) {
-        variant = candidate.variant;
+    for (const auto& candidate : enum_entries<Variant>()) {
+      if (ImGui::Selectable(candidate.name, candidate.value == variant)) {
+        variant = candidate.value;
         changed = true;
       }
       if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", candidate.description);
@@ -69,13 +70,86 @@ void draw_prefix_queries(Workbench& bench, const InferenceOutcome& outcome) {
     else if (!mean && !panel.prefix_received_per_head.empty())
       received = panel.prefix_received_per_head[size_t(head)][size_t(token)];
     if (token % 3) ImGui::SameLine();
-    if (ImGui::SmallButton((name + "##query").c_str())) bench.state.query = name;
+    if (ImGui::SmallButton((name + "##query").c_str())) bench.state.query = QuerySpec::parse(name);
     ImGui::SameLine();
     ImGui::TextDisabled("%.3f", received);
   }
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
   ImGui::TextWrapped("numbers: the mean attention patches give each token (%s)", mean ? "mean of heads" : "this head");
   ImGui::PopStyleColor();
+}
+
+// The kernels that read `knob`, for a control's note: "focused".
+std::string kernels_reading(const AttentionKnob& knob) {
+  std::string names;
+  for (const KernelSpec& spec : kernel_table())
+    if (kernel_reads_knob(spec, knob)) names += (names.empty() ? "" : ", ") + std::string(spec.name);
+  return names;
+}
+
+// Whether `knob` does anything on a shown panel: its kernel reads it and its checkpoint has the
+// parameters it needs.
+bool knob_applies(const AttentionKnob& knob, const PanelMaps& shown) {
+  if (!shown.error.empty() || !kernel_reads_knob(kernel_spec(shown.kernel), knob)) return false;
+  return (knob.needs & kReadsDwc) == 0 || shown.dwc_available;
+}
+
+// A knob's control over `settings`; true when the user changed it (`settings` then holds the new value).
+bool knob_control(const AttentionKnob& knob, AttentionSettings& settings, const InferenceOutcome* outcome) {
+  const std::string label = knob.control_label.empty() ? knob.name : knob.control_label;
+  switch (knob.control) {
+    case KnobControl::Slider: {
+      float value = float(knob.number(settings));
+      if (!ImGui::SliderFloat(label.c_str(), &value, float(knob.slider_min), float(knob.slider_max), "%.2f"))
+        return false;
+      knob.set_number(settings, value);
+      return true;
+    }
+    case KnobControl::GridSlider:
+    case KnobControl::PatchSlider: {
+      // Windows mean different things per family (trained windows on Swin), and nothing on some.
+      const bool windows = knob.control == KnobControl::GridSlider;
+      const bool trained = windows && outcome && outcome->window.kind == WindowSupport::Kind::Trained;
+      const int limit = !outcome  ? (windows ? 14 : 196)
+                        : windows ? std::max(outcome->layout.grid_h, outcome->layout.grid_w)
+                                  : outcome->layout.patch_tokens();
+      const std::string zero = trained ? "trained" : knob.zero_means;
+      const int current = int(knob.number(settings));
+      const int fallback = windows ? kDefaultWindow : kDefaultPooledAnchors;
+      int value = current > 0 ? current : std::min(fallback, limit);
+      bool changed = false;
+      if (ImGui::SliderInt(label.c_str(), &value, 1, std::max(limit, 1), current ? "%d" : zero.c_str())) {
+        knob.set_number(settings, value);
+        changed = true;
+      }
+      ImGui::SameLine();
+      if (ImGui::SmallButton((zero + "##" + knob.name).c_str())) {
+        knob.set_number(settings, 0);
+        changed = true;
+      }
+      return changed;
+    }
+    case KnobControl::Switch: {
+      bool on = knob.number(settings) != 0.0;
+      if (!ImGui::Checkbox(label.c_str(), &on)) return false;
+      knob.set_number(settings, on ? 1.0 : 0.0);
+      return true;
+    }
+    case KnobControl::Choice: {
+      ImGui::TextUnformatted((label + ":").c_str());
+      bool changed = false;
+      for (size_t index = 0; index < knob.choices.size(); ++index) {
+        ImGui::SameLine();
+        if (ImGui::RadioButton((knob.choices[index] + "##" + knob.name).c_str(),
+                               knob.text(settings) == knob.choices[index])) {
+          knob.set(settings, knob.choices[index]);
+          changed = true;
+        }
+      }
+      return changed;
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -147,56 +221,53 @@ struct ControlsPanel : WorkbenchPanel {
       Variant& variant = spec ? spec->variant : state.attention.variant;
       variant_combo("variant", variant);
       const AttentionSettings settings = spec ? spec->settings(state.attention) : state.attention;
-      float p = float(settings.p);
-      if (ImGui::SliderFloat("p (focused)", &p, 1.0f, 10.0f, "%.2f"))
-        (spec ? spec->p.emplace() : state.attention.p) = p;
-      if (spec && spec->p) {
-        ImGui::SameLine();
-        if (ImGui::SmallButton("shared")) spec->p.reset();
-        if (ImGui::IsItemHovered()) ImGui::SetTooltip("follow panel 1's p");
-      }
-      // The switch shows what the panel's layer computes: it is off and disabled where the kernel
-      // is not FLatten's focused one or the model has no DWC weights, so it agrees with the title.
-      const bool applies = shown && dwc_switch_applies(*shown);
-      bool dwc = settings.dwc && (!shown || applies);
-      ImGui::BeginDisabled(shown && !applies);
-      if (ImGui::Checkbox("depthwise conv (DWC)", &dwc)) (spec ? spec->dwc.emplace() : state.attention.dwc) = dwc;
-      ImGui::EndDisabled();
-      if (shown && !applies) {
-        ImGui::SameLine();
-        ImGui::TextDisabled(shown->dwc_available ? "(focused only)" : "(no DWC weights)");
+      for (const AttentionKnob& knob : attention_knobs()) {
+        if (knob.scope != KnobScope::Panel) continue;
+        // A knob the panel's layer does not read is off where the knob says so, and shows as it
+        // is computed (a DWC switch that is on does nothing on a softmax layer: it shows off).
+        const bool applies = !shown || knob_applies(knob, *shown);
+        AttentionSettings edited = settings;
+        if (knob.only_where_read && !applies) knob.set_number(edited, 0.0);
+        ImGui::BeginDisabled(knob.only_where_read && shown && !applies);
+        if (knob_control(knob, edited, outcome)) {
+          if (spec)
+            spec->set(knob.name, knob.text(edited));
+          else
+            knob.copy(edited, state.attention);
+        }
+        ImGui::EndDisabled();
+        if (knob.only_where_read && shown && !applies) {
+          ImGui::SameLine();
+          const bool weights = (knob.needs & kReadsDwc) == 0 || shown->dwc_available;
+          ImGui::TextDisabled("(%s)", weights ? (kernels_reading(knob) + " only").c_str() : "no weights for it");
+        }
+        if (spec && spec->sets(knob.name) && !knob.only_where_read) {
+          ImGui::SameLine();
+          if (ImGui::SmallButton(("shared##" + knob.name).c_str())) spec->follow_session(knob.name);
+          if (ImGui::IsItemHovered()) ImGui::SetTooltip("follow panel 1's %s", knob.name.c_str());
+        }
       }
       ImGui::PopID();
     }
     ImGui::Separator();
     ImGui::TextDisabled("shared by every panel:");
-    const int grid = outcome ? std::max(outcome->layout.grid_h, outcome->layout.grid_w) : 14;
-    // Windows mean different things per family, and nothing on some (PVT's reduced keys).
-    const bool hierarchical_windows = outcome && outcome->window.kind == WindowSupport::Kind::Trained;
-    const bool no_windows = outcome && !outcome->window.applies();
-    ImGui::BeginDisabled(no_windows);
-    int window = state.attention.window > 0 ? state.attention.window : std::min(kDefaultWindow, grid);
-    if (ImGui::SliderInt("window", &window, 1, std::max(grid, 1),
-                         state.attention.window ? "%d" : (hierarchical_windows ? "trained" : "global")))
-      state.attention.window = window;
-    ImGui::SameLine();
-    if (ImGui::SmallButton(hierarchical_windows ? "trained" : "global")) state.attention.window = 0;
-    ImGui::EndDisabled();
-    const int patches = outcome ? outcome->layout.patch_tokens() : 196;
-    int anchors = state.attention.anchors > 0 ? state.attention.anchors : std::min(kDefaultPooledAnchors, patches);
-    if (ImGui::SliderInt("anchors", &anchors, 1, patches, state.attention.anchors ? "%d" : "default"))
-      state.attention.anchors = anchors;
-    ImGui::SameLine();
-    if (ImGui::SmallButton("default")) state.attention.anchors = 0;
-    bool per_head = state.attention.norm == FocusNorm::PerHead;
-    if (ImGui::Checkbox("f_p norms per head", &per_head))
-      state.attention.norm = per_head ? FocusNorm::PerHead : FocusNorm::AllChannels;
+    for (const AttentionKnob& knob : attention_knobs()) {
+      if (knob.scope != KnobScope::Shared) continue;
+      // The window option does nothing on some families (PVT's reduced keys): said below.
+      const bool off = knob.control == KnobControl::GridSlider && outcome && !outcome->window.applies();
+      ImGui::BeginDisabled(off);
+      knob_control(knob, state.attention, outcome);
+      ImGui::EndDisabled();
+    }
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-    if (outcome) ImGui::TextWrapped("window: %s", outcome->window.text.c_str());
-    const std::string anchors_note =
-        state.attention.anchors ? "in use"
-                                : "the learned ones, or " + std::to_string(kDefaultPooledAnchors) + " pooled from K";
-    ImGui::TextWrapped("anchors: %s", anchors_note.c_str());
+    for (const AttentionKnob& knob : attention_knobs()) {
+      if (knob.scope != KnobScope::Shared) continue;
+      if (knob.control == KnobControl::GridSlider && outcome)
+        ImGui::TextWrapped("%s: %s", knob.name.c_str(), outcome->window.text.c_str());
+      else if (!knob.zero_note.empty())
+        ImGui::TextWrapped("%s: %s", knob.name.c_str(),
+                           knob.number(state.attention) != 0.0 ? "in use" : knob.zero_note.c_str());
+    }
     ImGui::PopStyleColor();
     ImGui::EndDisabled();
   }
@@ -217,8 +288,8 @@ struct ControlsPanel : WorkbenchPanel {
         if (ImGui::Selectable(name, mode == state.scale.mode)) {
           if (mode == ScaleMode::Fixed && state.scale.mode != ScaleMode::Fixed) {
             // Start from what is on screen, so switching to fixed changes nothing until edited.
-            state.scale.low = bench.scale.vmin;
-            state.scale.high = bench.scale.vmax;
+            state.scale.low = bench.shown.scale.vmin;
+            state.scale.high = bench.shown.scale.vmax;
           }
           state.scale.mode = mode;
         }
@@ -295,7 +366,7 @@ struct ControlsPanel : WorkbenchPanel {
       ImGui::SameLine();
       ImGui::TextDisabled("(view)");
       ImGui::Text("query: %s",
-                  outcome ? outcome->layout.token_name(outcome->query_token).c_str() : state.query.c_str());
+                  outcome ? outcome->layout.token_name(outcome->query_token).c_str() : state.query.text().c_str());
       if (outcome && !outcome->query_note.empty()) ImGui::TextDisabled("%s", outcome->query_note.c_str());
       if (outcome) draw_prefix_queries(bench, *outcome);
       ImGui::TextDisabled("click a patch in the image to query it");
@@ -346,8 +417,9 @@ struct ControlsPanel : WorkbenchPanel {
         ImGui::Text("panel %zu:", p + 1);
         for (const auto& prediction : panel.top)
           ImGui::Text("  %5.1f%%  %s", 100.0 * prediction.probability, prediction.name.c_str());
-        if (panel.error.empty() && panel.output_kind != "logits")
-          ImGui::TextWrapped("  %s, no classes: the model's output is not a prediction", panel.output_kind.c_str());
+        if (panel.error.empty() && panel.output_kind != OutputKind::Logits)
+          ImGui::TextWrapped("  %s, no classes: the model's output is not a prediction",
+                             to_string(panel.output_kind).c_str());
       }
     }
     ImGui::PopItemWidth();

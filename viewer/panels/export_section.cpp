@@ -4,10 +4,11 @@
 #include <imgui.h>
 #include <imgui_stdlib.h>
 
-#include "figures/layouts.h"
+#include "exports/layouts.h"
 #include "session/export_folder.h"
 #include "viewer/panels/sidebar_sections.h"
 #include "viewer/workbench.h"
+#include "views/option_catalog.h"
 
 namespace attnscope {
 
@@ -26,9 +27,9 @@ void option_field(Workbench& bench, const char* label, const char* option, std::
 void draw_export_section(Workbench& bench, ExportFields& fields) {
   AppState& state = bench.state;
   ExportSettings& figure = state.figure;
-  if (ImGui::BeginCombo("format", figure.format.c_str())) {
-    for (const char* format : {"png", "svg", "pdf"})
-      if (ImGui::Selectable(format, figure.format == format)) figure.format = format;
+  if (ImGui::BeginCombo("format", to_string(figure.format).c_str())) {
+    for (const auto& format : enum_entries<FigureFormat>())
+      if (ImGui::Selectable(format.name, figure.format == format.value)) figure.format = format.value;
     ImGui::EndCombo();
   }
   float dpi = float(figure.dpi);

@@ -5,20 +5,22 @@
 // figures' cairo drawing (views/plot_views.h); `export --layout fp-vectors` writes the projection.
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "viewer/panels/panel.h"
 #include "viewer/workbench.h"
+#include "views/plot_views.h"
 
 namespace attnscope {
 
-struct FocusPanel : WorkbenchPanel {
-  void draw(Workbench& bench) override {
-    if (bench.state.analysis != "fp") return;
-    if (!begin_fixed_window("f_p focusing", bench.layout.analysis_pos, bench.layout.analysis_size)) {
-      ImGui::End();
-      return;
-    }
-    draw_analysis_switch(bench);
+namespace {
+
+struct FocusPanel : AnalysisPanel {
+  PlotImage plot;
+  const FocusView* shown = nullptr;  // drawn this frame
+
+  void draw(Workbench& bench, const AnalysisEntry&) override {
+    shown = nullptr;
     AppState& state = bench.state;
     ImGui::TextUnformatted("vectors:");
     ImGui::SameLine();
@@ -28,22 +30,27 @@ struct FocusPanel : WorkbenchPanel {
     ImGui::SameLine();
     enum_radio_buttons(state.fp_projection, true);
     const InferenceOutcome* outcome = bench.outcome.get();
-    if (!outcome || !outcome->focus) {
-      ImGui::TextDisabled(bench.worker_busy ? "computing..." : "no result yet");
-      ImGui::End();
+    const FocusView* view = outcome ? analysis_result<FocusView>(*outcome) : nullptr;
+    if (!view) {
+      draw_waiting(bench);
       return;
     }
-    const FocusView& focus = *outcome->focus;
+    shown = view;
+    const FocusView& focus = *view;
+    const int width = std::max(60, int(bench.layout.analysis_size.x) - 24);
+    try {
+      refresh_plot(plot, std::to_string(outcome->request_id), width, [&] { return focus_view_figure(focus); });
+    } catch (const std::exception& e) {
+      bench.report_error(std::string("plot: ") + e.what());
+    }
     const FocusProjection& projection = focus.projection;
     ImGui::TextWrapped("layer %d, head %d, p = %.2f (panel 1's p); %d of %d %s; axes: %s", outcome->layer, focus.head,
                        focus.p, projection.shown, projection.total, projection.vectors.c_str(),
                        projection.axes.c_str());
-    if (bench.focus_plot.texture.valid()) {
+    if (plot.texture.valid()) {
       const ImVec2 pos = ImGui::GetCursorScreenPos();
-      gl::opaque_image(bench.focus_plot.texture.imgui_id(),
-                       ImVec2(float(bench.focus_plot.width), float(bench.focus_plot.height)));
-      bench.drawn_views.push_back(
-          {-4, focus.head, pos.x, pos.y, float(bench.focus_plot.width), float(bench.focus_plot.height), 0, 0});
+      gl::opaque_image(plot.texture.imgui_id(), ImVec2(float(plot.width), float(plot.height)));
+      bench.drawn.views.push_back({-4, focus.head, pos.x, pos.y, float(plot.width), float(plot.height), 0, 0});
     }
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
     ImGui::TextWrapped("features: %s", focus.source.c_str());
@@ -71,10 +78,17 @@ struct FocusPanel : WorkbenchPanel {
       }
       ImGui::EndTable();
     }
-    ImGui::End();
+  }
+
+  void report(const Workbench&, nlohmann::json&, nlohmann::json& shown_numbers) const override {
+    if (shown)
+      shown_numbers.push_back(
+          {{"kind", "fp"}, {"p", shown->curve_ps}, {"entropy", shown->entropy}, {"top_k_mass", shown->top_k_mass}});
   }
 };
 
-std::unique_ptr<WorkbenchPanel> make_focus_panel() { return std::make_unique<FocusPanel>(); }
+}  // namespace
+
+ATTNSCOPE_ANALYSIS_PANEL("fp", FocusPanel)
 
 }  // namespace attnscope

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "viewer/colour_bar.h"
 #include "viewer/panels/panel.h"
@@ -13,29 +14,29 @@
 
 namespace attnscope {
 
-struct GradCamPanel : WorkbenchPanel {
-  gl::RenderTarget target;
-  std::string layer_field;
+namespace {
 
-  void draw(Workbench& bench) override {
-    if (bench.state.analysis != "gradcam") return;
-    if (!begin_fixed_window("Grad-CAM", bench.layout.analysis_pos, bench.layout.analysis_size)) {
-      ImGui::End();
-      return;
-    }
-    draw_analysis_switch(bench);
+struct GradCamPanel : AnalysisPanel {
+  gl::RenderTarget target;
+  gl::Texture map_texture;
+  uint64_t uploaded = 0;  // the outcome's request id whose map the texture holds
+  std::string layer_field;
+  const GradCamView* shown = nullptr;  // drawn this frame
+
+  void draw(Workbench& bench, const AnalysisEntry&) override {
+    shown = nullptr;
     AppState& state = bench.state;
     // Models without classes (DINO, DINOv2, CLIP's embedding) have no top-1: Grad-CAM then targets
     // one output dimension, or the output's norm.
-    const InferenceOutcome* shown = bench.outcome.get();
-    const bool classes = !shown || shown->output_kind == "logits";
+    const InferenceOutcome* outcome = bench.outcome.get();
+    const bool classes = !outcome || outcome->output_kind == OutputKind::Logits;
     ImGui::SetNextItemWidth(120);
     int target_class = state.target_class;
     if (ImGui::InputInt(classes ? "class (-1: top-1)" : "feature (-1: the norm)", &target_class))
       state.target_class = std::max(-1, target_class);
     if (!classes)
       ImGui::TextDisabled("%s: features, no classes; Grad-CAM of one dimension or of the norm",
-                          shown->output_kind.c_str());
+                          to_string(outcome->output_kind).c_str());
     ImGui::SetNextItemWidth(200);
     if (ImGui::InputText("layer", &layer_field, ImGuiInputTextFlags_EnterReturnsTrue))
       state.gradcam_layer = layer_field;
@@ -46,18 +47,22 @@ struct GradCamPanel : WorkbenchPanel {
         "end), norm, or the family's module name (layers.3.blocks.1.norm1, stages.3.norm)");
     ImGui::PopStyleColor();
 
-    const InferenceOutcome* outcome = bench.outcome.get();
-    if (!outcome || !outcome->gradcam || !bench.gradcam_texture.valid()) {
-      ImGui::TextDisabled(bench.worker_busy ? "computing Grad-CAM..." : "no Grad-CAM yet");
-      ImGui::End();
+    const GradCamView* cam_view = outcome ? analysis_result<GradCamView>(*outcome) : nullptr;
+    if (!cam_view) {
+      draw_waiting(bench, "no Grad-CAM yet");
       return;
     }
-    const GradCamView& cam = *outcome->gradcam;
+    const GradCamView& cam = *cam_view;
+    const GridMap& map = cam.map;
+    if (uploaded != outcome->request_id) {
+      map_texture.upload_scalar(map.values.data(), map.grid_w, map.grid_h);
+      uploaded = outcome->request_id;
+    }
+    shown = cam_view;
     ImGui::TextWrapped("%s: %s %d (%s), %s %.3f, at %s; %.0f ms", outcome->panels.front().description.c_str(),
                        classes ? "class" : "target", cam.target_class, cam.class_name.c_str(),
                        classes ? "logit" : "value", cam.score, cam.layer.c_str(), cam.milliseconds);
     if (!cam.warning.empty()) ImGui::TextColored(ImVec4(1.0f, 0.7f, 0.3f, 1.0f), "%s", cam.warning.c_str());
-    const GridMap& map = cam.map;
     const float available = std::min(ImGui::GetContentRegionAvail().x, 440.0f);
     const float cell = std::max(1.0f, std::floor(available / float(std::max(map.grid_w, map.grid_h))));
     const ImVec2 size(cell * map.grid_w, cell * map.grid_h);
@@ -65,11 +70,10 @@ struct GradCamPanel : WorkbenchPanel {
     ValueScale scale;  // Grad-CAM is min-max scaled to [0, 1]
     scale.colormap = state.colormap;
     scale.label = "Grad-CAM, max = 1";
-    bench.renderer->render(target, &bench.image_texture(), bench.gradcam_texture, scale, float(state.opacity),
-                           state.alpha);
+    bench.renderer->render(target, &bench.image_texture(), map_texture, scale, float(state.opacity), state.alpha);
     const ImVec2 pos = ImGui::GetCursorScreenPos();
     gl::opaque_image(target.imgui_id(), size);
-    bench.drawn_views.push_back({-1, -1, pos.x, pos.y, size.x, size.y});
+    bench.drawn.views.push_back({-1, -1, pos.x, pos.y, size.x, size.y});
     if (ImGui::IsItemHovered()) {
       const ImVec2 mouse = ImGui::GetIO().MousePos;
       const int col = std::clamp(int((mouse.x - pos.x) / cell), 0, map.grid_w - 1);
@@ -77,10 +81,15 @@ struct GradCamPanel : WorkbenchPanel {
       ImGui::SetTooltip("patch (%d, %d): %.3f", row, col, double(map.at(row, col)));
     }
     draw_colour_bar(bench, scale, size.x, scale_caption(scale) + "; opacity from the sidebar");
-    ImGui::End();
+  }
+
+  void report(const Workbench&, nlohmann::json&, nlohmann::json& shown_numbers) const override {
+    if (shown) shown_numbers.push_back({{"kind", "gradcam"}, {"values", shown->map.values}});
   }
 };
 
-std::unique_ptr<WorkbenchPanel> make_gradcam_panel() { return std::make_unique<GradCamPanel>(); }
+}  // namespace
+
+ATTNSCOPE_ANALYSIS_PANEL("gradcam", GradCamPanel)
 
 }  // namespace attnscope

@@ -6,6 +6,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "viewer/panels/panel.h"
 #include "viewer/workbench.h"
@@ -41,27 +42,29 @@ cv::Mat offset_map_image(const OffsetMap& map, Colormap colormap, int side) {
 
 }  // namespace
 
-struct HeadStatsPanel : WorkbenchPanel {
+struct HeadStatsPanel : AnalysisPanel {
   PlotImage picture;
+  Figure shown;
+  FigureGeometry geometry;
   gl::Texture hovered_map;
   std::string hovered_key;
 
-  void draw(Workbench& bench) override {
-    const AnalysisEntry* entry = find_analysis("headstats");
-    if (!entry || bench.state.analysis != entry->name) return;
-    if (!begin_analysis_window(bench, *entry)) return;
+  void draw(Workbench& bench, const AnalysisEntry& entry) override {
+    draw_analysis_options(bench, entry);
     const InferenceOutcome* outcome = bench.outcome.get();
-    const auto* view = outcome ? dynamic_cast<const HeadStatsViewData*>(outcome->analysis_view.get()) : nullptr;
+    const auto* view = outcome ? analysis_view_as<HeadStatsViewData>(*outcome) : nullptr;
     if (!view) {
-      ImGui::TextDisabled(bench.worker_busy ? "computing..." : "no result yet");
-      ImGui::End();
+      draw_waiting(bench);
       return;
     }
     refresh(bench, *outcome);
     const ImVec2 pos = ImGui::GetCursorScreenPos();
     gl::opaque_image(picture.texture.imgui_id(), ImVec2(float(picture.width), float(picture.height)));
     if (ImGui::IsItemHovered()) show_hovered_head(bench, *outcome, *view, pos);
-    ImGui::End();
+  }
+
+  void report(const Workbench&, nlohmann::json&, nlohmann::json& shown_numbers) const override {
+    report_figure_numbers(shown, shown_numbers);
   }
 
   // The figure as export writes it, re-rendered when the result, the colours or the width change.
@@ -71,11 +74,9 @@ struct HeadStatsPanel : WorkbenchPanel {
         std::to_string(outcome.request_id) + "|" + bench.state.DisplaySettings::key() + "|" + std::to_string(width);
     if (picture.key == key) return;
     picture.key = key;
-    bench.analysis_figure_shown = analysis_view_figure(outcome, bench.state);
-    bench.analysis_figure_of = "headstats";
-    bench.analysis_geometry =
-        layout_figure(bench.analysis_figure_shown, screen_figure_style(bench.analysis_figure_shown, width));
-    const cv::Mat image = render_plot_image(bench.analysis_figure_shown, width);
+    shown = analysis_view_figure(outcome, bench.state);
+    geometry = layout_figure(shown, screen_figure_style(shown, width));
+    const cv::Mat image = render_plot_image(shown, width);
     picture.texture.upload_rgb(image);
     picture.width = image.cols;
     picture.height = image.rows;
@@ -84,12 +85,12 @@ struct HeadStatsPanel : WorkbenchPanel {
   // The head under the pointer: its statistics and its mean attention around the query.
   void show_hovered_head(Workbench& bench, const InferenceOutcome& outcome, const HeadStatsViewData& view, ImVec2 pos) {
     const ImVec2 mouse = ImGui::GetIO().MousePos;
-    const double scale = bench.analysis_geometry.pixels_per_point;
+    const double scale = geometry.pixels_per_point;
     const double x = (mouse.x - pos.x) / scale, y = (mouse.y - pos.y) / scale;
-    for (size_t index = 0; index < bench.analysis_figure_shown.panels.size(); ++index) {
-      const auto* plot = std::get_if<PlotPanel>(&bench.analysis_figure_shown.panels[index].content);
+    for (size_t index = 0; index < shown.panels.size(); ++index) {
+      const auto* plot = std::get_if<PlotPanel>(&shown.panels[index].content);
       if (!plot) continue;
-      const auto hit = plot_point_at(*plot, bench.analysis_geometry.panels[index].content, x, y, 5.0);
+      const auto hit = plot_point_at(*plot, geometry.panels[index].content, x, y, 5.0);
       if (!hit || hit->series >= view.models.size()) continue;
       const HeadStatsModel& model = view.models[hit->series];
       const std::vector<HeadPoint> points = head_points(model, view.order);
@@ -119,6 +120,6 @@ struct HeadStatsPanel : WorkbenchPanel {
   }
 };
 
-std::unique_ptr<WorkbenchPanel> make_head_stats_panel() { return std::make_unique<HeadStatsPanel>(); }
+ATTNSCOPE_ANALYSIS_PANEL("headstats", HeadStatsPanel)
 
 }  // namespace attnscope

@@ -17,10 +17,11 @@ void draw_input_section(Workbench& bench, InputFields& fields) {
     ImGui::EndCombo();
   }
   option_field(bench, "crop", "crop", fields.crop);
-  const std::string shown_filter = state.interpolation.empty() ? "checkpoint's" : state.interpolation;
+  const std::string shown_filter = state.interpolation ? to_string(*state.interpolation) : "checkpoint's";
   if (ImGui::BeginCombo("interpolation", shown_filter.c_str())) {
-    for (const char* name : {"", "bicubic", "bilinear"})
-      if (ImGui::Selectable(*name ? name : "checkpoint's", state.interpolation == name)) state.interpolation = name;
+    if (ImGui::Selectable("checkpoint's", !state.interpolation)) state.interpolation.reset();
+    for (const auto& filter : enum_entries<Interpolation>())
+      if (ImGui::Selectable(filter.name, state.interpolation == filter.value)) state.interpolation = filter.value;
     ImGui::EndCombo();
   }
   option_field(bench, "mean", "mean", fields.mean);

@@ -3,19 +3,21 @@
 // (right drag or shift + left drag), the share of its mass inside the box (analysis/focus_metrics.h).
 #include <imgui.h>
 
+#include <nlohmann/json.hpp>
+
+#include "analysis/focus_metrics.h"
 #include "viewer/panels/panel.h"
 #include "viewer/workbench.h"
 
 namespace attnscope {
 
-struct MetricsPanel : WorkbenchPanel {
-  void draw(Workbench& bench) override {
-    if (bench.state.analysis != "metrics") return;
-    if (!begin_fixed_window("Focus metrics", bench.layout.analysis_pos, bench.layout.analysis_size)) {
-      ImGui::End();
-      return;
-    }
-    draw_analysis_switch(bench);
+namespace {
+
+struct MetricsPanel : AnalysisPanel {
+  const PanelFocusMetrics* shown = nullptr;  // drawn this frame
+
+  void draw(Workbench& bench, const AnalysisEntry&) override {
+    shown = nullptr;
     AppState& state = bench.state;
     if (state.box.empty()) {
       ImGui::TextWrapped("box: none; drag with the right mouse button (or shift + left) on a view to draw one");
@@ -25,13 +27,14 @@ struct MetricsPanel : WorkbenchPanel {
       if (ImGui::SmallButton("clear box")) state.box.clear();
     }
     const InferenceOutcome* outcome = bench.outcome.get();
-    if (outcome && !outcome->box_error.empty())
-      ImGui::TextColored(ImVec4(1.0f, 0.7f, 0.3f, 1.0f), "%s", outcome->box_error.c_str());
-    if (!outcome || outcome->panels.empty() || outcome->panels.front().metrics.empty()) {
-      ImGui::TextDisabled(bench.worker_busy ? "computing..." : "no result yet");
-      ImGui::End();
+    const PanelFocusMetrics* metrics = outcome ? analysis_result<PanelFocusMetrics>(*outcome) : nullptr;
+    if (metrics && !metrics->box_error.empty())
+      ImGui::TextColored(ImVec4(1.0f, 0.7f, 0.3f, 1.0f), "%s", metrics->box_error.c_str());
+    if (!metrics || metrics->panels.empty() || metrics->panels.front().empty()) {
+      draw_waiting(bench);
       return;
     }
+    shown = metrics;
     ImGui::TextWrapped("layer %d, query %s: each head's map over the patches (entropy in nats)", outcome->layer,
                        outcome->layout.token_name(outcome->query_token).c_str());
     const ImGuiTableFlags flags = ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit;
@@ -43,8 +46,8 @@ struct MetricsPanel : WorkbenchPanel {
       ImGui::TableSetupColumn("Gini");
       ImGui::TableSetupColumn("in box");
       ImGui::TableHeadersRow();
-      for (size_t panel = 0; panel < outcome->panels.size(); ++panel)
-        for (const HeadFocusMetrics& row : outcome->panels[panel].metrics) {
+      for (size_t panel = 0; panel < metrics->panels.size() && panel < outcome->panels.size(); ++panel)
+        for (const HeadFocusMetrics& row : metrics->panels[panel]) {
           ImGui::TableNextRow();
           ImGui::TableNextColumn();
           // The panel's variant once, at its first head, so the rows group by panel.
@@ -65,10 +68,25 @@ struct MetricsPanel : WorkbenchPanel {
         }
       ImGui::EndTable();
     }
-    ImGui::End();
+  }
+
+  // The table's rows, as numbers.
+  void report(const Workbench&, nlohmann::json& about, nlohmann::json&) const override {
+    nlohmann::json rows = nlohmann::json::array();
+    for (size_t panel = 0; shown && panel < shown->panels.size(); ++panel)
+      for (const HeadFocusMetrics& row : shown->panels[panel])
+        rows.push_back({{"panel", panel},
+                        {"head", row.head},
+                        {"entropy", row.entropy},
+                        {"top_k_mass", row.top_k_mass},
+                        {"gini", row.gini},
+                        {"box_mass", row.box_mass ? nlohmann::json(*row.box_mass) : nlohmann::json()}});
+    about["metrics"] = rows;
   }
 };
 
-std::unique_ptr<WorkbenchPanel> make_metrics_panel() { return std::make_unique<MetricsPanel>(); }
+}  // namespace
+
+ATTNSCOPE_ANALYSIS_PANEL("metrics", MetricsPanel)
 
 }  // namespace attnscope

@@ -1,22 +1,56 @@
 // A workbench panel: one struct per file in viewer/panels/, each drawing one window of the
-// workbench from the shared context; the list of panels is made in one place (panel_list.cpp).
+// workbench from the shared context; the list of windows is made in one place (panel_list.cpp).
+// An analysis's own view is an AnalysisPanel that its file registers by the analysis's name
+// (ATTNSCOPE_ANALYSIS_PANEL): the analysis column draws it while that analysis is open, and
+// draws the analysis's figure for analyses without one. No list elsewhere names them.
 #pragma once
 
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
 namespace attnscope {
 
 class Workbench;
+struct AnalysisEntry;
 
 struct WorkbenchPanel {
   virtual ~WorkbenchPanel() = default;
   virtual void draw(Workbench& bench) = 0;
+  // What the headless screenshot's JSON says of what this panel drew this frame: keys added to
+  // `about`, and the numbers each drawn map or plot holds appended to `shown` (tests compare them
+  // with the exported figure).
+  virtual void report(const Workbench& bench, nlohmann::json& about, nlohmann::json& shown) const {
+    (void)bench, (void)about, (void)shown;
+  }
 };
 
-// Every panel, in drawing order.
+// Every window, in drawing order.
 std::vector<std::unique_ptr<WorkbenchPanel>> make_panels();
+
+// An analysis's own view inside the analysis column (its window, the analysis switch and the
+// worker's progress are drawn around it).
+struct AnalysisPanel {
+  virtual ~AnalysisPanel() = default;
+  virtual void draw(Workbench& bench, const AnalysisEntry& entry) = 0;
+  virtual void report(const Workbench& bench, nlohmann::json& about, nlohmann::json& shown) const {
+    (void)bench, (void)about, (void)shown;
+  }
+};
+using AnalysisPanelFactory = std::unique_ptr<AnalysisPanel> (*)();
+
+// Called once per panel kind at static initialisation (ATTNSCOPE_ANALYSIS_PANEL); returns true.
+bool register_analysis_panel(const char* analysis, AnalysisPanelFactory make);
+// A new instance of the panel registered for `analysis`; null when it has none (its figure shows).
+std::unique_ptr<AnalysisPanel> make_analysis_panel(const std::string& analysis);
+
+// In an analysis panel's file: registers `Type` as the view of the analysis named `name`.
+#define ATTNSCOPE_ANALYSIS_PANEL(name, Type)                                                            \
+  namespace {                                                                                           \
+  const bool registered_##Type = ::attnscope::register_analysis_panel(                                  \
+      name, +[]() -> std::unique_ptr<::attnscope::AnalysisPanel> { return std::make_unique<Type>(); }); \
+  }
 
 }  // namespace attnscope
 
@@ -40,14 +74,10 @@ inline bool begin_fixed_window(const char* name, ImVec2 pos, ImVec2 size, ImGuiW
 // The row of buttons at the top of the analysis column that switches between its views.
 void draw_analysis_switch(Workbench& bench);
 
-struct AnalysisEntry;
 // The controls of the options an analysis reads and defines (views/analysis_registry.h).
 void draw_analysis_options(Workbench& bench, const AnalysisEntry& entry);
 // A progress bar while the worker runs a long analysis view (statistics over a folder).
 void draw_worker_progress(Workbench& bench);
-// The analysis column's window for a registry entry with its switch, option controls and progress;
-// false (the window already ended) when it is collapsed.
-bool begin_analysis_window(Workbench& bench, const AnalysisEntry& entry);
 
 // One radio button per value of an enum with a name table (core/enum_names.h), labelled as the
 // table says; `same_line` puts them on one line. Returns true when the value changed.
@@ -65,7 +95,11 @@ bool enum_radio_buttons(E& value, bool same_line) {
   return changed;
 }
 
-// Whether `analysis` has a panel of its own (else the analysis figure panel draws its figure).
-bool has_own_analysis_panel(const std::string& analysis);
+// "computing..." while the worker runs, else `idle`: what an analysis view shows without data.
+void draw_waiting(const Workbench& bench, const char* idle = "no result yet");
+
+struct Figure;
+// The numbers of every heatmap and plot of a figure drawn on screen, for a panel's report().
+void report_figure_numbers(const Figure& figure, nlohmann::json& shown_numbers);
 
 }  // namespace attnscope

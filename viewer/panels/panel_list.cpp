@@ -1,5 +1,6 @@
-// The one list of workbench panels (each defined in its own file), and the analysis column's switch,
-// whose buttons are the analysis registry's (views/analysis_registry.h).
+// The one list of the workbench's windows (each defined in its own file), and the analysis column's
+// switch, whose buttons are the analysis registry's (views/analysis_registry.h). Analyses' own
+// panels are not listed here: each registers itself (panel.h, ATTNSCOPE_ANALYSIS_PANEL).
 #include <algorithm>
 
 #include "viewer/panels/panel.h"
@@ -10,20 +11,8 @@ namespace attnscope {
 
 std::unique_ptr<WorkbenchPanel> make_controls_panel();
 std::unique_ptr<WorkbenchPanel> make_attention_panel();
-std::unique_ptr<WorkbenchPanel> make_matrix_panel();
-std::unique_ptr<WorkbenchPanel> make_gradcam_panel();
-std::unique_ptr<WorkbenchPanel> make_focus_panel();
-std::unique_ptr<WorkbenchPanel> make_metrics_panel();
+std::unique_ptr<WorkbenchPanel> make_analysis_column();
 std::unique_ptr<WorkbenchPanel> make_status_panel();
-std::unique_ptr<WorkbenchPanel> make_attribution_panel();
-std::unique_ptr<WorkbenchPanel> make_analysis_figure_panel();
-std::unique_ptr<WorkbenchPanel> make_head_stats_panel();
-
-bool has_own_analysis_panel(const std::string& analysis) {
-  // The analyses whose view is a panel of its own below; every other one draws its figure.
-  static const std::vector<std::string> own = {"spectrum", "gradcam", "fp", "metrics", "attribution", "headstats"};
-  return std::find(own.begin(), own.end(), analysis) != own.end();
-}
 
 void draw_analysis_switch(Workbench& bench) {
   const ImGuiStyle& style = ImGui::GetStyle();
@@ -59,13 +48,7 @@ std::vector<std::unique_ptr<WorkbenchPanel>> make_panels() {
   std::vector<std::unique_ptr<WorkbenchPanel>> panels;
   panels.push_back(make_controls_panel());
   panels.push_back(make_attention_panel());
-  panels.push_back(make_matrix_panel());
-  panels.push_back(make_gradcam_panel());
-  panels.push_back(make_focus_panel());
-  panels.push_back(make_metrics_panel());
-  panels.push_back(make_attribution_panel());
-  panels.push_back(make_analysis_figure_panel());
-  panels.push_back(make_head_stats_panel());
+  panels.push_back(make_analysis_column());
   panels.push_back(make_status_panel());
   return panels;
 }

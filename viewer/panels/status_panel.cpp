@@ -16,8 +16,8 @@ struct StatusPanel : WorkbenchPanel {
       ImGui::End();
       return;
     }
-    if (bench.worker_busy) {
-      const auto [done, total] = bench.worker_progress;
+    if (bench.worker.busy) {
+      const auto [done, total] = bench.worker.progress;
       if (total > 0)  // a long analysis view (statistics over a folder, spectra) reports how far it is
         ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "running... %s",
                            analysis_progress_text(bench.state.analysis, done, total).c_str());
@@ -60,16 +60,16 @@ struct StatusPanel : WorkbenchPanel {
         ImGui::SameLine();
       }
     }
-    if (!bench.input_error.empty()) {
-      ImGui::TextColored(ImVec4(1.0f, 0.35f, 0.35f, 1.0f), "input: %s", bench.input_error.c_str());
+    if (!bench.messages.input_error.empty()) {
+      ImGui::TextColored(ImVec4(1.0f, 0.35f, 0.35f, 1.0f), "input: %s", bench.messages.input_error.c_str());
       ImGui::SameLine();
     }
-    if (!bench.error.empty()) {
-      ImGui::TextColored(ImVec4(1.0f, 0.35f, 0.35f, 1.0f), "error: %s", bench.error.c_str());
+    if (!bench.messages.error.empty()) {
+      ImGui::TextColored(ImVec4(1.0f, 0.35f, 0.35f, 1.0f), "error: %s", bench.messages.error.c_str());
       ImGui::SameLine();
-      if (ImGui::SmallButton("dismiss")) bench.error.clear();
-    } else if (!bench.info.empty()) {
-      ImGui::TextDisabled("%s", bench.info.c_str());
+      if (ImGui::SmallButton("dismiss")) bench.messages.error.clear();
+    } else if (!bench.messages.info.empty()) {
+      ImGui::TextDisabled("%s", bench.messages.info.c_str());
     }
     ImGui::End();
   }

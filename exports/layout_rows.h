@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "figures/layouts.h"
+#include "exports/layouts.h"
 #include "models/inference.h"
 
 namespace attnscope {
@@ -37,7 +37,7 @@ std::string file_safe(const std::string& text);
 // The query of `first` (the figure's first row, where the request's query is resolved) in another
 // row's layer: a patch moves to the patch over the same place in the image; cls, dist and regN are
 // looked up in that layer.
-int query_in_row(const std::string& query, int first_token, const TokenLayout& first, const TokenLayout& layout);
+int query_in_row(const QuerySpec& query, int first_token, const TokenLayout& first, const TokenLayout& layout);
 
 // The query's attention over the layer's key grid (`head` < 0: the mean over heads), in the display
 // units of `request.scale` (x uniform multiplies by the key count), over the model's input image;

@@ -1,6 +1,7 @@
-// The figures researchers make, built from the engine's data as plain Figures: comparison grids of
-// attention overlays (variants x layers, variants x heads), a matrix beside its singular spectrum,
-// Grad-CAM beside attention and rollout, and the f_p demonstration.
+// The figures of models researchers make, built from forward passes as plain Figures: comparison
+// grids of attention overlays (variants x layers, variants x heads), a matrix beside its singular
+// spectrum, Grad-CAM beside attention and rollout, the f_p demonstration, the workbench's panels and
+// the faithfulness table. One table of layouts; the renderer they draw with is figures/.
 #pragma once
 
 #include <opencv2/core.hpp>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "analysis/faithfulness_table.h"
+#include "figures/bundle.h"
 #include "figures/figure.h"
 #include "figures/render.h"
 #include "models/model_cache.h"
@@ -21,11 +23,7 @@ namespace attnscope {
 // LCM), analysis settings (Grad-CAM's layer and class, rollout's fusion, f_p's vectors) and
 // display settings (colour map, scale, opacity) as they are. Throws std::invalid_argument on an
 // unknown layout or a bad list.
-struct FigureRequest : ViewSelection, AnalysisSettings, DisplaySettings {
-  std::string layout;
-  FigureFormat format = FigureFormat::Png;
-  FigureStyle style;
-  bool overwrite = false;
+struct FigureRequest : FigureOutput, ViewSelection, AnalysisSettings, DisplaySettings {
   std::vector<VariantChoice> variants;    // rows of every layout
   std::vector<int> layers;                // grid-layers columns; empty: every block
   std::vector<int> heads;                 // grid-heads columns; empty: every head
@@ -36,11 +34,20 @@ struct FigureRequest : ViewSelection, AnalysisSettings, DisplaySettings {
   static FigureRequest from_state(const AppState& state);
 };
 
+struct RowModels;
+
+// One layout of the layout table (exports/layouts.cpp): its name (--layout), what it shows, and how it
+// is built (by build_figure).
 struct FigureLayoutInfo {
   const char* name;
   const char* description;
+  Figure (*build)(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
+                  const std::string& title, const RowModels* rows);
+  bool faithfulness = false;  // reads --methods and the curves' options (FigureRequest::faithfulness)
 };
 const std::vector<FigureLayoutInfo>& figure_layouts();
+// The layout named `name`; throws std::invalid_argument listing the layouts.
+const FigureLayoutInfo& figure_layout(const std::string& name);
 
 // Where rows that name their own checkpoint (a panel spec's model=) find it: loaded through
 // `cache`, with `image_rgb` (the image before any model's preparation) prepared for each.

@@ -1,8 +1,7 @@
-#include "figures/export.h"
+#include "figures/bundle.h"
 
 #include <algorithm>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <sstream>
@@ -10,7 +9,6 @@
 #include "core/atomic_bundle.h"
 #include "core/npy.h"
 #include "core/output_files.h"
-#include "models/inference.h"
 
 namespace attnscope {
 
@@ -53,7 +51,7 @@ nlohmann::json rect_json(const Rect& r, double scale = 1.0) {
   return {r.x * scale, r.y * scale, r.width * scale, r.height * scale};
 }
 
-nlohmann::json manifest(const Figure& figure, const FigureRequest& request, const FigureGeometry& geometry,
+nlohmann::json manifest(const Figure& figure, const FigureOutput& request, const FigureGeometry& geometry,
                         const std::string& figure_file, const std::string& data_folder) {
   nlohmann::json scales = nlohmann::json::array();
   for (const auto& scale : figure.scales)
@@ -106,7 +104,7 @@ nlohmann::json manifest(const Figure& figure, const FigureRequest& request, cons
 namespace {
 
 // The bundle's files, rendered in memory, with paths relative to the output folder (BundleFile's).
-std::vector<BundleFile> bundle_files(const Figure& figure, const FigureRequest& request, const AppState& session,
+std::vector<BundleFile> bundle_files(const Figure& figure, const FigureOutput& request, const nlohmann::json& session,
                                      const cv::Mat& input_rgb, const std::string& stem, FigureGeometry& geometry) {
   const std::string figure_file = stem + "." + to_string(request.format);
   const std::string data_folder = stem + "_data";
@@ -115,7 +113,7 @@ std::vector<BundleFile> bundle_files(const Figure& figure, const FigureRequest& 
   files.push_back({figure_file, render_figure(figure, request.style, request.format)});
   files.push_back(
       {figure_file + ".json", manifest(figure, request, geometry, figure_file, data_folder).dump(2) + "\n"});
-  files.push_back({figure_file + ".session.json", to_json(session).dump(2) + "\n"});
+  files.push_back({figure_file + ".session.json", session.dump(2) + "\n"});
   for (const auto& panel : figure.panels) {
     if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) {
       const cv::Mat values = heatmap->values.clone();
@@ -131,7 +129,7 @@ std::vector<BundleFile> bundle_files(const Figure& figure, const FigureRequest& 
 
 }  // namespace
 
-ExportedFigure write_figure_bundle(const Figure& figure, const FigureRequest& request, const AppState& session,
+ExportedFigure write_figure_bundle(const Figure& figure, const FigureOutput& request, const nlohmann::json& session,
                                    const cv::Mat& input_rgb, const std::string& out_dir, const std::string& stem) {
   // Everything is rendered in memory, then the bundle is written as a whole (core/atomic_bundle):
   // a failure, a kill or a concurrent export never leaves a mix of files.
@@ -146,8 +144,8 @@ ExportedFigure write_figure_bundle(const Figure& figure, const FigureRequest& re
   return exported;
 }
 
-ExportedFigure add_figure_bundle(OutputFiles& outputs, const Figure& figure, const FigureRequest& request,
-                                 const AppState& session, const cv::Mat& input_rgb, const std::string& out_dir,
+ExportedFigure add_figure_bundle(OutputFiles& outputs, const Figure& figure, const FigureOutput& request,
+                                 const nlohmann::json& session, const cv::Mat& input_rgb, const std::string& out_dir,
                                  const std::string& stem) {
   const fs::path out(out_dir);
   ExportedFigure exported;
@@ -158,70 +156,6 @@ ExportedFigure add_figure_bundle(OutputFiles& outputs, const Figure& figure, con
     outputs.add_bytes(files[i].path, std::move(files[i].bytes));
   }
   return exported;
-}
-
-ExportedFigure export_figure(const AppState& state, LoadedModel& model, const std::string& image_path,
-                             const std::string& out_dir, ModelCache* cache) {
-  FigureRequest request = FigureRequest::from_state(state);
-  const cv::Mat image = load_image_rgb(image_path, state.max_pixels);
-  const cv::Mat prepared = prepare_model_input(image, state.input_settings(), model);
-  ModelCache temporary;
-  const RowModels rows{cache ? cache : &temporary, image, state.arch, state.device};
-  const Figure figure = build_figure(request, model, prepared, fs::path(image_path).filename().string(), &rows);
-  if (request.width_pt > 0) request.style = style_for_width(figure, request.style, request.width_pt);
-  // The session names absolute files so that it reproduces the figure from any folder.
-  AppState session = state;
-  session.image = fs::absolute(image_path).string();
-  if (!session.model.empty()) session.model = fs::absolute(session.model).string();
-  session.out = fs::absolute(out_dir).string();
-  return write_figure_bundle(figure, request, session, prepared, out_dir, figure_stem(image_path, request.layout));
-}
-
-BatchExport export_figures(const AppState& state, LoadedModel& model, const std::vector<std::string>& images,
-                           const std::string& out_dir, const ExportProgress& progress) {
-  FigureRequest::from_state(state);  // a bad option fails once, not once per image
-  BatchExport batch;
-  ModelCache rows_models;  // checkpoints rows name, loaded once for the whole batch
-  std::vector<std::string> stems;
-  for (size_t i = 0; i < images.size(); ++i) {
-    if (progress && !progress(i, images.size(), images[i])) {
-      batch.stopped = true;
-      return batch;
-    }
-    // cat.png and cat.jpg would both become cat_<layout>.*: the second is an error, not a silent skip.
-    const std::string stem = fs::path(images[i]).stem().string();
-    if (std::find(stems.begin(), stems.end(), stem) != stems.end()) {
-      batch.failed.push_back({images[i], "another image of this batch has the same name '" + stem + "'"});
-      continue;
-    }
-    stems.push_back(stem);
-    try {
-      batch.written.push_back(export_figure(state, model, images[i], out_dir, &rows_models));
-    } catch (const c10::Error& e) {
-      batch.failed.push_back({images[i], e.what_without_backtrace()});
-    } catch (const std::exception& e) {
-      batch.failed.push_back({images[i], e.what()});
-    }
-  }
-  if (progress) progress(images.size(), images.size(), "");
-  return batch;
-}
-
-std::vector<std::string> list_images(const std::string& folder) {
-  static const std::vector<std::string> extensions = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp"};
-  std::error_code error;
-  fs::directory_iterator it(folder, error);
-  if (error) throw std::invalid_argument("cannot read image folder " + folder + ": " + error.message());
-  std::vector<std::string> images;
-  for (const auto& entry : it) {
-    if (!entry.is_regular_file()) continue;
-    std::string ext = entry.path().extension().string();
-    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-    if (std::find(extensions.begin(), extensions.end(), ext) != extensions.end())
-      images.push_back(entry.path().string());
-  }
-  std::sort(images.begin(), images.end());
-  return images;
 }
 
 }  // namespace attnscope

@@ -6,7 +6,7 @@
 
 #include "analysis/focus_metrics.h"
 #include "analysis/focus_projection.h"
-#include "figures/layout_rows.h"
+#include "exports/layout_rows.h"
 #include "figures/plots.h"
 
 namespace attnscope {

@@ -1,4 +1,4 @@
-#include "figures/layout_rows.h"
+#include "exports/layout_rows.h"
 
 #include "analysis/attention_map.h"
 
@@ -60,7 +60,7 @@ std::string file_safe(const std::string& text) {
   return safe;
 }
 
-int query_in_row(const std::string& query, int first_token, const TokenLayout& first, const TokenLayout& layout) {
+int query_in_row(const QuerySpec& query, int first_token, const TokenLayout& first, const TokenLayout& layout) {
   if (first.is_patch(first_token)) return follow_query(first_token, first, layout);
   return resolve_query(query, layout).token;
 }
@@ -104,7 +104,7 @@ ColorScale attention_scale(const Figure& figure, const FigureRequest& request, c
 }
 
 std::string prediction_text(const InferenceResult& result, const LoadedModel& model) {
-  if (result.top.empty()) return model.output_kind() + ", no classes";
+  if (result.top.empty()) return to_string(model.output_kind()) + ", no classes";
   char text[160];
   std::snprintf(text, sizeof text, "%s (%.0f %%)", result.top.front().name.substr(0, 60).c_str(),
                 100.0 * result.top.front().probability);

@@ -1,4 +1,4 @@
-#include "figures/layouts.h"
+#include "exports/layouts.h"
 
 #include "core/excerpt.h"
 
@@ -11,53 +11,26 @@
 #include "analysis/gradcam.h"
 #include "analysis/rollout.h"
 #include "analysis/spectrum.h"
+#include "exports/layout_rows.h"
 #include "figures/faithfulness_figure.h"
-#include "figures/layout_rows.h"
 #include "figures/plots.h"
 #include "models/inference.h"
 
 namespace attnscope {
 
-const std::vector<FigureLayoutInfo>& figure_layouts() {
-  static const std::vector<FigureLayoutInfo> layouts = {
-      {"grid-layers", "overlays of the query's attention, variants (rows) x layers (columns), one colour scale"},
-      {"grid-heads", "overlays of the query's attention, variants (rows) x heads (columns) of one layer"},
-      {"matrix-spectrum", "each variant's attention matrix beside its singular values (log scale, rank marked)"},
-      {"gradcam-attention", "per variant: Grad-CAM beside the query's attention and the attention rollout"},
-      {"fp-demo", "FLatten's f_p: toy vectors and scores, then a layer's similarities, entropy and top-k mass vs p"},
-      {"panels", "what the workbench shows: each panel (model, variant) side by side, --view head, mean or heads"},
-      {"fp-vectors", "a head's key or query vectors before and after f_p in 2-D (PCA), a line from each x to f_p(x)"},
-      {"faithfulness", "per attribution method (--methods): its map, deletion and insertion curves against random"},
-  };
-  return layouts;
-}
-
 FigureRequest FigureRequest::from_state(const AppState& state) {
   FigureRequest request;
-  const auto& layouts = figure_layouts();
-  const bool known = std::any_of(layouts.begin(), layouts.end(),
-                                 [&](const FigureLayoutInfo& info) { return state.figure.layout == info.name; });
-  if (!known) {
-    std::string names;
-    for (const auto& info : layouts) names += std::string(names.empty() ? "" : ", ") + info.name;
-    throw std::invalid_argument("--layout: unknown layout '" + excerpt(state.figure.layout) + "' (available: " + names +
-                                ")");
-  }
-  request.layout = state.figure.layout;
-  request.format = parse_figure_format(state.figure.format);
-  request.style.dpi = state.figure.dpi;
-  request.style.png_width = state.figure.png_width;
-  request.style.transparent = state.figure.transparent;
-  request.overwrite = state.figure.overwrite;
-  request.variants = parse_variant_list(state.figure.variants, state.attention);
-  request.layers = parse_index_list("layers", state.figure.layers);
-  request.heads = parse_index_list("heads", state.figure.heads);
+  const FigureLayoutInfo& layout = figure_layout(state.figure.layout);
+  static_cast<FigureOutput&>(request) = figure_output(state);
+  request.variants = variant_rows(state.figure.variants, state.attention);
+  request.layers = state.figure.layers;
+  request.heads = state.figure.heads;
   static_cast<ViewSelection&>(request) = state;
   static_cast<AnalysisSettings&>(request) = state;
   static_cast<DisplaySettings&>(request) = state;
   request.width_pt = state.figure.width_pt;
   request.input = state.input_settings();
-  if (request.layout == "faithfulness") request.faithfulness = faithfulness_request(state);
+  if (layout.faithfulness) request.faithfulness = faithfulness_request(state);
   return request;
 }
 
@@ -314,19 +287,59 @@ Figure focusing_figure(const FigureRequest& request, LoadedModel& base_model, co
   return figure;
 }
 
+// The layout as `export --layout faithfulness` builds it: the table for the first variant (on its own
+// checkpoint when it names one, loaded through `rows`), then the figure.
+Figure faithfulness_layout(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
+                           const std::string& title, const RowModels* rows) {
+  if (request.variants.empty()) throw std::invalid_argument("a figure needs at least one variant");
+  const VariantChoice& variant = request.variants.front();
+  const VariantRun row = variant_model(variant, request, model, prepared_rgb, rows);
+  LoadedModel* row_model = row.model;
+  const cv::Mat& row_rgb = row.prepared;
+  const torch::Tensor input = image_to_tensor(row_rgb, row_model->normalization).to(row_model->device);
+  const FaithfulnessTable table = faithfulness_table(row_model->native("faithfulness"), input, variant.settings,
+                                                     row_model->normalization, request.faithfulness);
+  return faithfulness_figure(table, row_rgb, request.colormap, float(request.opacity),
+                             title + "  \u00b7  " + variant.label);
+}
+
 }  // namespace
+
+const std::vector<FigureLayoutInfo>& figure_layouts() {
+  static const std::vector<FigureLayoutInfo> layouts = {
+      {"grid-layers", "overlays of the query's attention, variants (rows) x layers (columns), one colour scale",
+       [](const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb, const std::string& title,
+          const RowModels* rows) { return overlay_grid(request, model, prepared_rgb, title, true, rows); }},
+      {"grid-heads", "overlays of the query's attention, variants (rows) x heads (columns) of one layer",
+       [](const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb, const std::string& title,
+          const RowModels* rows) { return overlay_grid(request, model, prepared_rgb, title, false, rows); }},
+      {"matrix-spectrum", "each variant's attention matrix beside its singular values (log scale, rank marked)",
+       matrix_spectrum_figure},
+      {"gradcam-attention", "per variant: Grad-CAM beside the query's attention and the attention rollout",
+       gradcam_attention_figure},
+      {"fp-demo", "FLatten's f_p: toy vectors and scores, then a layer's similarities, entropy and top-k mass vs p",
+       focusing_figure},
+      {"panels", "what the workbench shows: each panel (model, variant) side by side, --view head, mean or heads",
+       panels_figure},
+      {"fp-vectors", "a head's key or query vectors before and after f_p in 2-D (PCA), a line from each x to f_p(x)",
+       fp_vectors_figure},
+      {"faithfulness", "per attribution method (--methods): its map, deletion and insertion curves against random",
+       faithfulness_layout, true},
+  };
+  return layouts;
+}
+
+const FigureLayoutInfo& figure_layout(const std::string& name) {
+  for (const FigureLayoutInfo& info : figure_layouts())
+    if (name == info.name) return info;
+  std::string names;
+  for (const auto& info : figure_layouts()) names += std::string(names.empty() ? "" : ", ") + info.name;
+  throw std::invalid_argument("--layout: unknown layout '" + excerpt(name) + "' (available: " + names + ")");
+}
 
 Figure build_figure(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
                     const std::string& title, const RowModels* rows) {
-  if (request.layout == "grid-layers") return overlay_grid(request, model, prepared_rgb, title, true, rows);
-  if (request.layout == "grid-heads") return overlay_grid(request, model, prepared_rgb, title, false, rows);
-  if (request.layout == "matrix-spectrum") return matrix_spectrum_figure(request, model, prepared_rgb, title, rows);
-  if (request.layout == "gradcam-attention") return gradcam_attention_figure(request, model, prepared_rgb, title, rows);
-  if (request.layout == "fp-demo") return focusing_figure(request, model, prepared_rgb, title, rows);
-  if (request.layout == "panels") return panels_figure(request, model, prepared_rgb, title, rows);
-  if (request.layout == "fp-vectors") return fp_vectors_figure(request, model, prepared_rgb, title, rows);
-  if (request.layout == "faithfulness") return faithfulness_layout(request, model, prepared_rgb, title, rows);
-  throw std::invalid_argument("unknown figure layout '" + excerpt(request.layout) + "'");
+  return figure_layout(request.layout).build(request, model, prepared_rgb, title, rows);
 }
 
 }  // namespace attnscope

@@ -1,0 +1,65 @@
+#include "exports/export.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <sstream>
+
+#include "models/inference.h"
+#include "views/option_catalog.h"
+
+namespace attnscope {
+
+namespace fs = std::filesystem;
+
+ExportedFigure export_figure(const AppState& state, LoadedModel& model, const std::string& image_path,
+                             const std::string& out_dir, ModelCache* cache) {
+  FigureRequest request = FigureRequest::from_state(state);
+  const cv::Mat image = load_image_rgb(image_path, state.max_pixels);
+  const cv::Mat prepared = prepare_model_input(image, state.input_settings(), model);
+  ModelCache temporary;
+  const RowModels rows{cache ? cache : &temporary, image, state.arch, state.device};
+  const Figure figure = build_figure(request, model, prepared, fs::path(image_path).filename().string(), &rows);
+  if (request.width_pt > 0) request.style = style_for_width(figure, request.style, request.width_pt);
+  // The session names absolute files so that it reproduces the figure from any folder.
+  AppState session = state;
+  session.image = fs::absolute(image_path).string();
+  if (!session.model.empty()) session.model = fs::absolute(session.model).string();
+  session.out = fs::absolute(out_dir).string();
+  return write_figure_bundle(figure, request, to_json(session), prepared, out_dir,
+                             figure_stem(image_path, request.layout));
+}
+
+BatchExport export_figures(const AppState& state, LoadedModel& model, const std::vector<std::string>& images,
+                           const std::string& out_dir, const ExportProgress& progress) {
+  FigureRequest::from_state(state);  // a bad option fails once, not once per image
+  BatchExport batch;
+  ModelCache rows_models;  // checkpoints rows name, loaded once for the whole batch
+  std::vector<std::string> stems;
+  for (size_t i = 0; i < images.size(); ++i) {
+    if (progress && !progress(i, images.size(), images[i])) {
+      batch.stopped = true;
+      return batch;
+    }
+    // cat.png and cat.jpg would both become cat_<layout>.*: the second is an error, not a silent skip.
+    const std::string stem = fs::path(images[i]).stem().string();
+    if (std::find(stems.begin(), stems.end(), stem) != stems.end()) {
+      batch.failed.push_back({images[i], "another image of this batch has the same name '" + stem + "'"});
+      continue;
+    }
+    stems.push_back(stem);
+    try {
+      batch.written.push_back(export_figure(state, model, images[i], out_dir, &rows_models));
+    } catch (const c10::Error& e) {
+      batch.failed.push_back({images[i], e.what_without_backtrace()});
+    } catch (const std::exception& e) {
+      batch.failed.push_back({images[i], e.what()});
+    }
+  }
+  if (progress) progress(images.size(), images.size(), "");
+  return batch;
+}
+
+}  // namespace attnscope

@@ -1,0 +1,24 @@
+// The key layouts a checkpoint comes in, which families rename to their own (timm's) keys and keep
+// for what they say of themselves ("swin (microsoft)").
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/enum_names.h"
+
+namespace attnscope {
+
+// The key layout a checkpoint came in, before its family renamed it to its own (timm's) keys:
+// Hugging Face's ViT and DeiT, OpenAI CLIP's visual tower, DINOv2's hub files, Microsoft's Swin,
+// the original PVT v2, or an attnscope TorchScript export.
+enum class CheckpointLayout { Timm, HfVit, HfDeit, OpenAiClip, Dinov2, Microsoft, Original, TorchScript };
+template <>
+struct EnumTable<CheckpointLayout> {
+  static const std::vector<EnumEntry<CheckpointLayout>>& entries();
+};
+inline std::string to_string(CheckpointLayout layout) { return enum_name(layout); }
+// "swin" or "swin (microsoft)": a family's name with the layout it came in, where not timm's.
+std::string name_with_layout(const std::string& family, CheckpointLayout layout);
+
+}  // namespace attnscope
