@@ -17,7 +17,6 @@
 #include "core/clip_tokenizer.h"
 #include "core/html_unescape.h"
 #include "core/unicode_text.h"
-#include "untrusted_files.h"
 
 namespace attnscope {
 namespace test_clip_tokenizer {
@@ -174,7 +173,7 @@ TEST(ClipTokenizer, ThousandPromptsTokenizeWellUnderASecond) {
   const auto rows = tokenizer.tokenize(prompts);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   std::cout << "tokenize: " << prompts.size() << " prompts in " << seconds * 1000 << " ms\n";
-  EXPECT_LT(seconds, 1.0 * testing::kSanitizerSlowdown);
+  EXPECT_LT(seconds, 1.0);  // about 20 ms here; AddressSanitizer makes it a few times slower
   const auto& bulk = cases().at("bulk");
   for (size_t p = 0; p < prompts.size(); ++p) {
     const auto ids = ids_of(bulk[p].at("ids"));
