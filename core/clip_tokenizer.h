@@ -85,9 +85,8 @@ class ClipTokenizer {
   torch::Tensor tokenize_tensor(const std::vector<std::string>& prompts,
                                 size_t context_length = kClipContextLength) const;
 
-  struct Vocabulary;
-
  private:
+  struct Vocabulary;
   explicit ClipTokenizer(std::unique_ptr<Vocabulary> vocabulary);
   std::unique_ptr<Vocabulary> vocabulary_;
 };
