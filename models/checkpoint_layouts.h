@@ -1,9 +1,9 @@
 // ViT checkpoints in the layouts researchers download, renamed to timm's keys the way timm's and
-// transformers' own converters map them: Hugging Face transformers ViT/DeiT (with config.json
-// and preprocessor_config.json beside the weights), OpenAI CLIP's visual tower and DINOv2's hub
-// files. What such a layout fixes and shapes cannot tell (head count, LayerNorm eps, activation,
-// position interpolation, normalisation, class names) comes back as LayoutFacts; what the keys
-// show (patch bias, norm_pre, head bias) infer_arch reads from the keys.
+// transformers' own converters map them: Hugging Face transformers ViT/DeiT and CLIP's vision
+// tower (with config.json and preprocessor_config.json beside the weights), OpenAI CLIP's visual
+// tower and DINOv2's hub files. What such a layout fixes and shapes cannot tell (head count,
+// LayerNorm eps, activation, position interpolation, normalisation, class names) comes back as
+// LayoutFacts; what the keys show (patch bias, norm_pre, head bias) infer_arch reads from the keys.
 #pragma once
 
 #include <array>
@@ -20,7 +20,7 @@
 namespace attnscope {
 
 struct LayoutFacts {
-  std::string layout = "timm";  // timm, hf-vit, hf-deit, openai-clip, dinov2
+  std::string layout = "timm";  // timm, hf-vit, hf-deit, hf-clip, openai-clip, dinov2
   int heads = 0;                // 0: not fixed by the layout
   double layer_norm_eps = 0.0;  // 0: timm's 1e-6
   MlpActivation activation = MlpActivation::Gelu;

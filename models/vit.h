@@ -59,7 +59,7 @@ struct VitArch {
   // What the output is: "logits" (a classifier), "embedding" (CLIP's image embedding) or
   // "features" (pooled features of a headless model).
   std::string output_kind = "logits";
-  // The checkpoint layout the weights came from: timm, hf-vit, hf-deit, openai-clip, dinov2.
+  // The checkpoint layout the weights came from: timm, hf-vit, hf-deit, hf-clip, openai-clip, dinov2.
   std::string source_layout = "timm";
   std::vector<BlockArch> blocks;
 
