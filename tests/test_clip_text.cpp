@@ -16,6 +16,7 @@
 #include "models/arch_limits.h"
 #include "models/clip_text.h"
 #include "models/clip_text_checkpoint.h"
+#include "models/clip_zero_shot.h"
 #include "models/cpu_threads.h"
 #include "models/model_loader.h"
 #include "tests/case_folder.h"
@@ -119,12 +120,8 @@ TEST(ClipTextParity, EveryLayoutMatchesTheAuthorsEncodeTextImageAndLogits) {
 
     const torch::Tensor ids = case_file(c, "ids");
     EXPECT_TRUE(torch::equal(tower.pooled_positions(ids), case_file(c, "pooled")));
-    torch::Tensor text, image;
-    {
-      c10::InferenceMode inference_mode;
-      text = tower.encode_text(ids);
-      image = model.forward(case_file(c, "image"), AttentionSettings{}).logits;
-    }
+    const ClipZeroShot scores = clip_zero_shot(model, case_file(c, "image"), ids);
+    const torch::Tensor text = scores.text_embeddings, image = scores.image_embedding.unsqueeze(0);
     const torch::Tensor reference_text = case_file(c, "text_embeddings");
     ASSERT_EQ(text.sizes(), reference_text.sizes());
     const double text_bound = text_path_sum(arch) * kUnitRoundoff;
@@ -150,7 +147,6 @@ TEST(ClipTextParity, EveryLayoutMatchesTheAuthorsEncodeTextImageAndLogits) {
 
     // The logits and probabilities carry the embeddings' error through CLIP's formula (first order
     // at the reference's point) plus the formula's own rounding (norms and dot products of E terms).
-    const ZeroShotScores scores = zero_shot(image[0], text, tower.logit_scale.detach());
     const double scale = c.at("logit_scale").get<double>();
     const int64_t width = reference_image.size(0);
     const std::vector<torch::Tensor> point{reference_image, reference_text};
@@ -327,6 +323,12 @@ TEST(ClipTextRefusals, VisualOnlyFilesHaveNoTextTowerAndLoadAsBefore) {
     ADD_FAILURE() << "a visual-only file gave a text tower";
   } catch (const std::invalid_argument& e) {
     EXPECT_CONTAINS(e.what(), "--target text: needs CLIP's text tower; this file has no text tower");
+  }
+  try {
+    clip_zero_shot(visual, torch::zeros({1, 3, 80, 80}), torch::zeros({1, 77}, torch::kLong));
+    ADD_FAILURE() << "zero-shot ran without a text tower";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_CONTAINS(e.what(), "zero-shot needs CLIP's text tower; this file has no text tower");
   }
   LoadedModel vit = load_model(hub + "dinov2.pth", {}, torch::kCPU);
   EXPECT_CONTAINS(vit.text_tower_absent, "it is not a CLIP checkpoint");
