@@ -369,7 +369,7 @@ void read_hf_clip_configs(const fs::path& folder, LayoutFacts& facts) {
     vision = config["vision_config_dict"];
   else if (config.contains("vision_config") && config["vision_config"].is_object())
     vision = config["vision_config"];
-  else if (config.value("model_type", "") == "clip_vision_model")
+  else if (config.contains("model_type") && config["model_type"] == "clip_vision_model")
     vision = config;  // CLIPVisionModel(WithProjection) saves its CLIPVisionConfig at the top level
   auto given = [&](const char* key) { return vision.contains(key) && !vision[key].is_null(); };
   facts.heads = 12;  // CLIPVisionConfig's default
