@@ -31,6 +31,8 @@ constexpr SizeRange kHiddenRange{1, 262144};       // an MLP's hidden channels
 constexpr SizeRange kKernelRange{1, 255};          // a convolution's kernel side
 constexpr SizeRange kEncodingRange{1, 1'000'000};  // tokens of a learned positional encoding
 constexpr SizeRange kTableRange{1, 4'190'209};     // entries of a relative position table: (2 x 1024 - 1)^2
+constexpr SizeRange kVocabRange{2, 1'048'576};     // token ids of a text tower (CLIP's: 49408)
+constexpr SizeRange kContextRange{1, 4096};        // positions of a text tower (CLIP's: 77)
 
 // One size of the architecture, the checkpoint key it was read from, and its accepted range.
 struct ArchDimension {

@@ -78,6 +78,8 @@ std::string block_key(const std::string& key, const std::string& blocks, const N
 
 // ---- Hugging Face transformers ViT / DeiT (transformers' convert_vit_timm_to_pytorch.py, reversed).
 
+void read_hf_preprocessor(const fs::path& folder, LayoutFacts& facts);
+
 void read_hf_configs(const fs::path& folder, const std::string& model_type, LayoutFacts& facts) {
   const auto config = read_json_beside(folder, "config.json");
   if (config.is_null()) {
@@ -120,7 +122,11 @@ void read_hf_configs(const fs::path& folder, const std::string& model_type, Layo
     eps << facts.layer_norm_eps;
     return eps.str();
   }());
+  read_hf_preprocessor(folder, facts);
+}
 
+// A Hugging Face image processor's preprocessor_config.json: mean, std, resize, crop and filter.
+void read_hf_preprocessor(const fs::path& folder, LayoutFacts& facts) {
   const auto preprocessor = read_json_beside(folder, "preprocessor_config.json");
   if (preprocessor.is_null()) return;
   if (preprocessor.contains("image_mean")) facts.mean = three_floats(preprocessor["image_mean"], "image_mean");
@@ -272,7 +278,7 @@ void convert_openai_clip(Checkpoint& checkpoint, LayoutFacts& facts) {
     for (auto& [key, tensor] : tensors)
       if (starts_with(key, "visual."))
         visual[key.substr(7)] = tensor;
-      else
+      else if (key != "input_resolution")  // OpenAI's archives record the input size beside the weights
         ++other;
     tensors.swap(visual);
     if (other)
@@ -336,6 +342,130 @@ void convert_openai_clip(Checkpoint& checkpoint, LayoutFacts& facts) {
   tensors.swap(renamed);
   facts.notes.push_back("OpenAI CLIP visual tower: " + std::to_string(facts.heads) +
                         " heads (width / 64), QuickGELU, output: the image embedding (ln_post(class) @ proj)");
+}
+
+// ---- Hugging Face transformers CLIP's vision tower (modeling_clip.py CLIPVisionTransformer; timm's
+// CLIP converter's names): CLIPModel, CLIPVisionModelWithProjection or CLIPVisionModel.
+
+// CLIPConfig's vision_config (a legacy vision_config_dict replaces it, as CLIPConfig.__init__ does),
+// with transformers' CLIPVisionConfig defaults for what it lacks, and the image processor's file.
+void read_hf_clip_configs(const fs::path& folder, LayoutFacts& facts) {
+  facts.layer_norm_eps = 1e-5;
+  facts.activation = MlpActivation::QuickGelu;
+  // CLIPImageProcessor's defaults (OPENAI_CLIP_MEAN / STD) unless preprocessor_config.json says otherwise.
+  facts.mean = {0.48145466f, 0.4578275f, 0.40821073f};
+  facts.std = {0.26862954f, 0.26130258f, 0.27577711f};
+  facts.normalization_source = "OpenAI CLIP (CLIPImageProcessor's default)";
+  const auto config = read_json_beside(folder, "config.json");
+  if (config.is_null()) {
+    facts.notes.push_back(
+        "no config.json beside the Hugging Face CLIP weights: vision heads (width / 64), QuickGELU and LayerNorm eps "
+        "1e-5 assumed");
+    read_hf_preprocessor(folder, facts);
+    return;
+  }
+  nlohmann::json vision = nlohmann::json::object();
+  if (config.contains("vision_config_dict") && config["vision_config_dict"].is_object())
+    vision = config["vision_config_dict"];
+  else if (config.contains("vision_config") && config["vision_config"].is_object())
+    vision = config["vision_config"];
+  else if (config.contains("model_type") && config["model_type"] == "clip_vision_model")
+    vision = config;  // CLIPVisionModel(WithProjection) saves its CLIPVisionConfig at the top level
+  auto given = [&](const char* key) { return vision.contains(key) && !vision[key].is_null(); };
+  facts.heads = 12;  // CLIPVisionConfig's default
+  if (given("num_attention_heads")) {
+    if (!vision["num_attention_heads"].is_number_integer() || vision["num_attention_heads"].get<int64_t>() < 1 ||
+        vision["num_attention_heads"].get<int64_t>() > 4096)
+      throw CheckpointError("config.json vision_config.num_attention_heads must be a whole number from 1 to 4096");
+    facts.heads = vision["num_attention_heads"].get<int>();
+  }
+  if (given("layer_norm_eps")) {
+    const auto& eps = vision["layer_norm_eps"];
+    if (!eps.is_number() || !(eps.get<double>() > 0) || !(eps.get<double>() < 1))
+      throw CheckpointError("config.json vision_config.layer_norm_eps must be a number in (0, 1)");
+    facts.layer_norm_eps = eps.get<double>();
+  }
+  const std::string act = given("hidden_act") && vision["hidden_act"].is_string()
+                              ? vision["hidden_act"].get<std::string>()
+                              : (given("hidden_act") ? "?" : "quick_gelu");
+  if (act == "gelu")
+    facts.activation = MlpActivation::Gelu;
+  else if (act != "quick_gelu")
+    throw CheckpointError("config.json vision_config.hidden_act '" + excerpt(act) +
+                          "' is not supported (attnscope runs gelu and quick_gelu ViTs)");
+  std::ostringstream eps;
+  eps << facts.layer_norm_eps;
+  facts.notes.push_back("config.json vision_config: " + std::to_string(facts.heads) + " heads, " + act +
+                        ", LayerNorm eps " + eps.str());
+  read_hf_preprocessor(folder, facts);
+}
+
+void convert_hugging_face_clip(Checkpoint& checkpoint, const std::string& path, LayoutFacts& facts) {
+  auto& tensors = checkpoint.tensors;
+  if (tensors.count("classifier.weight"))
+    throw CheckpointError(
+        "a Hugging Face CLIPForImageClassification (a classifier on the mean of the patch tokens) is not supported; "
+        "CLIPModel and CLIPVisionModel(WithProjection) are");
+  facts.layout = CheckpointLayout::HfClip;
+  facts.pos_interpolation = {/*antialias=*/false, /*offset=*/0.0};  // interpolate_pos_encoding
+  read_hf_clip_configs(folder_of(path), facts);
+  const std::string base = "vision_model.";
+  // Split q, k, v projections become timm's stacked qkv.
+  for (int layer = 0;; ++layer) {
+    const std::string attention = base + "encoder.layers." + std::to_string(layer) + ".self_attn.";
+    if (!tensors.count(attention + "q_proj.weight") && !tensors.count(attention + "k_proj.weight")) break;
+    for (const std::string kind : {"weight", "bias"}) {
+      std::vector<torch::Tensor> parts;
+      for (const std::string projection : {"q_proj.", "k_proj.", "v_proj."}) {
+        auto it = tensors.find(attention + projection + kind);
+        if (it == tensors.end())
+          throw CheckpointError("missing tensor '" + attention + projection + kind +
+                                "' (q, k and v projections come together)");
+        parts.push_back(it->second);
+        tensors.erase(it);
+      }
+      for (const auto& part : parts)
+        if (part.dim() != parts[0].dim() || !part.sizes().equals(parts[0].sizes()))
+          throw CheckpointError("tensors '" + attention + "{q,k,v}_proj." + kind + "' differ in shape");
+      tensors["blocks." + std::to_string(layer) + ".attn.qkv." + kind] = torch::cat(parts, 0);
+    }
+  }
+  if (tensors.erase(base + "embeddings.position_ids"))
+    facts.notes.push_back("skipped vision_model.embeddings.position_ids (an arange buffer older transformers saved)");
+  const NameTable block_names{{"layer_norm1.", "norm1."},
+                              {"self_attn.out_proj.", "attn.proj."},
+                              {"layer_norm2.", "norm2."},
+                              {"mlp.fc1.", "mlp.fc1."},
+                              {"mlp.fc2.", "mlp.fc2."}};
+  std::map<std::string, torch::Tensor> renamed;
+  for (auto& [key, tensor] : tensors) {
+    const std::string block = block_key(key, base + "encoder.layers.", block_names);
+    if (!block.empty()) {
+      renamed[block] = tensor;
+    } else if (key == base + "embeddings.class_embedding") {
+      if (tensor.dim() != 1) throw CheckpointError("tensor '" + key + "' must be [width]");
+      renamed["cls_token"] = tensor.reshape({1, 1, -1});
+    } else if (key == base + "embeddings.position_embedding.weight") {
+      if (tensor.dim() != 2) throw CheckpointError("tensor '" + key + "' must be [positions, width]");
+      renamed["pos_embed"] = tensor.unsqueeze(0);
+    } else if (key == base + "embeddings.patch_embedding.weight") {
+      renamed["patch_embed.proj.weight"] = tensor;
+    } else if (starts_with(key, base + "pre_layrnorm.")) {
+      renamed["norm_pre." + key.substr(base.size() + 13)] = tensor;
+    } else if (starts_with(key, base + "post_layernorm.")) {
+      renamed["norm." + key.substr(base.size() + 15)] = tensor;
+    } else if (key == "visual_projection.weight") {
+      renamed["head.weight"] = tensor;  // a Linear without bias, already [embedding, width]
+    } else {
+      renamed[key] = tensor;
+    }
+  }
+  tensors.swap(renamed);
+  const bool projection = tensors.count("head.weight") > 0;
+  facts.output_kind = projection ? OutputKind::Embedding : OutputKind::Features;
+  facts.notes.push_back(std::string("Hugging Face CLIP vision tower renamed to timm's keys; output: ") +
+                        (projection ? "the image embedding (visual_projection(post_layernorm(class)))"
+                                    : "post_layernorm(class), no projection (a CLIPVisionModel)"));
 }
 
 // ---- DINOv2 hub files (facebookresearch/dinov2 DinoVisionTransformer).
@@ -417,6 +547,8 @@ LayoutFacts adopt_known_layout(Checkpoint& checkpoint, const std::string& path) 
   if (any_key_starts_with(checkpoint, "vit.embeddings.") || any_key_starts_with(checkpoint, "deit.embeddings.") ||
       tensors.count("embeddings.patch_embeddings.projection.weight"))
     convert_hugging_face(checkpoint, path, facts);
+  else if (any_key_starts_with(checkpoint, "vision_model.embeddings."))
+    convert_hugging_face_clip(checkpoint, path, facts);
   else if (tensors.count("visual.conv1.weight") || tensors.count("visual.class_embedding") ||
            (tensors.count("conv1.weight") && tensors.count("class_embedding")) ||
            tensors.count("visual.attnpool.c_proj.weight"))

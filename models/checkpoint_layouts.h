@@ -1,9 +1,9 @@
 // ViT checkpoints in the layouts researchers download, renamed to timm's keys the way timm's and
-// transformers' own converters map them: Hugging Face transformers ViT/DeiT (with config.json
-// and preprocessor_config.json beside the weights), OpenAI CLIP's visual tower and DINOv2's hub
-// files. What such a layout fixes and shapes cannot tell (head count, LayerNorm eps, activation,
-// position interpolation, normalisation, class names) comes back as LayoutFacts; what the keys
-// show (patch bias, norm_pre, head bias) infer_arch reads from the keys.
+// transformers' own converters map them: Hugging Face transformers ViT/DeiT and CLIP's vision
+// tower (with config.json and preprocessor_config.json beside the weights), OpenAI CLIP's visual
+// tower and DINOv2's hub files. What such a layout fixes and shapes cannot tell (head count,
+// LayerNorm eps, activation, position interpolation, normalisation, class names) comes back as
+// LayoutFacts; what the keys show (patch bias, norm_pre, head bias) infer_arch reads from the keys.
 #pragma once
 
 #include <array>

@@ -5,6 +5,7 @@
 #include "core/json_checked.h"
 #include "models/checkpoint_keys.h"
 #include "models/checkpoint_layouts.h"
+#include "models/clip_text_checkpoint.h"
 #include "models/finite_checks.h"
 #include "models/model_families.h"
 
@@ -106,6 +107,8 @@ LoadedModel load_scripted_model(const std::string& path, const std::string& file
   loaded.declared.normalization_source = loaded.normalization_source;
   loaded.device = device;
   loaded.parameter_count = scripted->parameter_count();
+  loaded.text_tower_absent =
+      "this file has no text tower: a TorchScript file exported by attnscope holds an image model alone";
   loaded.report.notes.push_back("TorchScript file '" + scripted->name() +
                                 "': " + std::to_string(scripted->layers().size()) +
                                 " attention layers report their probabilities; variant swaps, f_p and Grad-CAM "
@@ -114,6 +117,11 @@ LoadedModel load_scripted_model(const std::string& path, const std::string& file
 }
 
 }  // namespace
+
+ClipTextTowerImpl& LoadedModel::text(const std::string& what) const {
+  if (text_tower.is_empty()) throw std::invalid_argument(what + " needs CLIP's text tower; " + text_tower_absent);
+  return *text_tower.ptr();
+}
 
 Backbone& LoadedModel::native(const std::string& what) {
   if (is_scripted())
@@ -156,6 +164,31 @@ std::vector<std::string> adopt_preferred_container(Checkpoint& checkpoint, const
           (others.empty() ? "" : "; the file also holds " + others)};
 }
 
+// The text tower of a CLIP file beside its visual tower: a file whose text tower cannot be read
+// still opens for the image analyses, with a warning, and the reason kept for what needs the text.
+void attach_text_tower(ClipTextSource source, const std::string& path, LoadedModel& loaded) {
+  if (source.checkpoint.tensors.empty()) {
+    loaded.text_tower_absent = source.absent;
+    return;
+  }
+  const auto* vit = dynamic_cast<const VisionTransformerImpl*>(loaded.backbone.get());
+  try {
+    if (!vit || vit->arch().output_kind != OutputKind::Embedding)
+      throw CheckpointError("the visual tower has no projection to the joint embedding space (" +
+                            std::string(source.layout == CheckpointLayout::HfClip ? "visual_projection.weight" : "visual.proj") +
+                            " missing)");
+    ClipTextLoad load = load_clip_text_tower(std::move(source), path, vit->arch().num_classes);
+    loaded.report.notes.insert(loaded.report.notes.end(), load.notes.begin(), load.notes.end());
+    loaded.report.warnings.insert(loaded.report.warnings.end(), load.warnings.begin(), load.warnings.end());
+    loaded.report.assumed.insert(loaded.report.assumed.end(), load.assumed.begin(), load.assumed.end());
+    loaded.text_tower = load.tower;
+    loaded.text_tower->to(loaded.device);
+  } catch (const CheckpointError& e) {
+    loaded.text_tower_absent = std::string("this file's text tower cannot be used: ") + e.what();
+    loaded.report.warnings.push_back(loaded.text_tower_absent + " (the image analyses are unaffected)");
+  }
+}
+
 }  // namespace
 
 LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, torch::Device device) {
@@ -163,6 +196,11 @@ LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, 
   if (is_torchscript_archive(file) && has_attnscope_metadata(file)) return load_scripted_model(path, file, device);
   Checkpoint checkpoint = read_weights(file);
   const std::vector<std::string> container_notes = adopt_preferred_container(checkpoint, file);
+  ClipTextSource text = take_clip_text_tensors(checkpoint);
+  if (checkpoint.tensors.empty() && !text.checkpoint.tensors.empty())
+    throw CheckpointError(path +
+                          ": a CLIP text tower alone, without the visual tower; attnscope opens image models (load "
+                          "the full CLIP file)");
   LoadedModel loaded;
   loaded.path = path;
   loaded.format = checkpoint.format;
@@ -193,6 +231,7 @@ LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, 
   model->to(device);
   loaded.device = device;
   loaded.parameter_count = model->parameter_count();
+  attach_text_tower(std::move(text), path, loaded);
   return loaded;
 }
 

@@ -9,6 +9,7 @@
 #include "core/image.h"
 #include "models/arch_config.h"
 #include "models/backbone.h"
+#include "models/clip_text.h"
 #include "models/cpu_threads.h"
 #include "models/scripted_model.h"
 #include "models/vit.h"
@@ -45,7 +46,12 @@ struct LoadedModel {
   Normalization normalization;
   std::string normalization_source;
   torch::Device device{torch::kCPU};
-  int64_t parameter_count = 0;
+  int64_t parameter_count = 0;  // the image model's
+  // CLIP's text tower when the file holds one (a full OpenAI CLIP state_dict or released archive, a
+  // Hugging Face CLIPModel), on `device` in eval mode; null otherwise, and `text_tower_absent` says
+  // why ("this file has no text tower: 'token_embedding.weight' missing", or what made it unusable).
+  ClipTextTower text_tower{nullptr};
+  std::string text_tower_absent;
 
   // The forward pass of whichever model this is. A TorchScript model ignores `settings` (it reports
   // its own attention) and `options.hook`.
@@ -57,6 +63,9 @@ struct LoadedModel {
   // std::invalid_argument naming `what` for a model that only reports its probabilities.
   Backbone& native(const std::string& what);
   bool is_scripted() const { return !backbone->computes_attention(); }
+  // The text tower, for `what` (a text target, zero-shot); throws std::invalid_argument naming
+  // `what` and why the file has none.
+  ClipTextTowerImpl& text(const std::string& what) const;
   std::string family() const { return backbone->family(); }
   OutputKind output_kind() const { return backbone->output_kind(); }
   int num_classes() const { return backbone->num_classes(); }
