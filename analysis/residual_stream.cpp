@@ -338,6 +338,20 @@ LogitAttribution direct_logit_attribution(VisionTransformerImpl& model, const Re
   return attribution;
 }
 
+torch::Tensor head_result(VisionTransformerImpl& model, int layer, int head, const torch::Tensor& z) {
+  const VitArch& arch = model.arch();
+  check_heads({{layer, head}}, arch.depth, arch.heads);
+  const int64_t head_dim = arch.embed_dim / arch.heads;
+  if (!z.defined() || z.dim() < 2 || z.size(-1) != head_dim)
+    throw std::invalid_argument("z of head " + head_name({layer, head}) + " must be [..., T, " +
+                                std::to_string(head_dim) + "]");
+  auto* block = model.blocks[size_t(layer)]->as<BlockImpl>();
+  const torch::Tensor slice = block->attn->output_weight().narrow(1, head * head_dim, head_dim);  // [C, d]
+  torch::Tensor result = torch::matmul(z.to(slice.dtype()), slice.t());
+  if (!block->ls1.is_empty()) result = result * block->ls1->gamma;
+  return result;
+}
+
 torch::Tensor patch_logit_lens(VisionTransformerImpl& model, const ResidualRun& run) {
   check_linear_readout(model, "the logit lens");
   const VitArch& arch = model.arch();

@@ -89,6 +89,12 @@ struct LogitAttribution {
 LogitAttribution direct_logit_attribution(VisionTransformerImpl& model, const ResidualRun& run,
                                           const ReadoutTarget& target);
 
+// What head `head` of block `layer` writes into the residual stream from its z [..., T, d] (TransformerLens's
+// compute_head_results for one head): z through its slice of the output projection and the block's
+// LayerScale, [..., T, C], without any bias. One head at a time: a layer's heads side by side would be
+// heads x tokens x width.
+torch::Tensor head_result(VisionTransformerImpl& model, int layer, int head, const torch::Tensor& z);
+
 // The patch logit lens (ViT-Prisma's get_patch_logit_directions): [layers + 1, tokens, K] float32,
 // the residual at the input of each block and the final residual, every token in the model's
 // order (prefix tokens first), each centred and divided by its own token's final-norm scale, times

@@ -160,12 +160,13 @@ torch::Tensor AttentionImpl::forward_with_heads(const torch::Tensor& x, const To
   // one) out - z is the value bias itself; for kernels whose rows do not sum to one (the linear
   // family's +1e-6, L2ViT's clamp) and for FLatten's DWC (zero padding at the border) it varies by
   // token, and is by definition what the biases contribute: the decomposition stays exact.
-  const auto value_bias = streams.value_bias.to(inputs.v.dtype()).view({1, arch_.heads, 1, inputs.head_dim});
+  const auto value_bias =
+      streams.value_bias.to(inputs.v.device(), inputs.v.dtype()).view({1, arch_.heads, 1, inputs.head_dim});
   KernelFeatures free_features = inputs.features;
   free_features.row_log_normalizer = nullptr;  // the capture's normaliser comes from the first attend
   auto z = attend_values(inputs, free_features, inputs.v - value_bias, probabilities, torch::Tensor(), layout);
   for (const auto& [head, replacement] : streams.replacements) {
-    auto new_z = replacement.defined() ? replacement.to(z.dtype()).expand_as(z.select(1, head))
+    auto new_z = replacement.defined() ? replacement.to(z.device(), z.dtype()).expand_as(z.select(1, head))
                                        : torch::zeros_like(z.select(1, head));
     // The head's share of the biases stays; its bias-free part is swapped.
     out.select(1, head).copy_(out.select(1, head) - z.select(1, head) + new_z);

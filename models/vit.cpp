@@ -501,7 +501,7 @@ ForwardOutput VisionTransformerImpl::forward_from_block(int first, const torch::
     if (!residuals_at[size_t(b)].empty()) {
       x = x.clone();
       for (const ResidualReplacement* edit : residuals_at[size_t(b)])
-        x.select(1, edit->token).copy_(edit->value.to(x.dtype()).expand({batch, width}));
+        x.select(1, edit->token).copy_(edit->value.to(x.device(), x.dtype()).expand({batch, width}));
     }
     if (recording.resid_pre) record->resid_pre[size_t(b)] = x;
     const std::string name = "blocks." + std::to_string(b);

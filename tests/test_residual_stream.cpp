@@ -336,6 +336,37 @@ TEST(ResidualStream, RecordingInputsOnlyAndResumingLeaveTheForwardBitIdentical) 
   EXPECT_LT(max_abs_difference(edited.logits, plain.logits), kOutputTolerance);
 }
 
+// fold_value_biases' premise: with softmax the rows sum to one, so a layer's output minus its heads' results
+// is the same at every token, proj.bias + W_O (b_V + W_V norm1.bias) (Prisma's folded b_O, before centring);
+// FLatten's DWC on V (zero padding at the border) makes it vary by token, which the exact bias share absorbs.
+TEST(ResidualStream, TheBiasShareIsFoldValueBiasesOutputBiasUnderSoftmax) {
+  for (const char* name : {"plain", "focused"}) {
+    SCOPED_TRACE(name);
+    const auto& c = find_case(name);
+    LoadedModel loaded = load_case(c);
+    VisionTransformerImpl& model = residual_stream_model(*loaded.backbone);
+    c10::InferenceMode inference;
+    StreamRecording everything = readout_recording(model, {});
+    everything.tokens.clear();
+    const ResidualRun run = record_residual_stream(model, folder().array(c, "input"), settings_of(c), everything);
+    for (int layer = 0; layer < model.arch().depth; ++layer) {
+      torch::Tensor heads = torch::zeros_like(run.record.attn_out[size_t(layer)][0]);
+      for (int head = 0; head < model.arch().heads; ++head)
+        heads += head_result(model, layer, head, run.record.z[size_t(layer)][0][head]);
+      const torch::Tensor share = run.record.attn_out[size_t(layer)][0] - heads;  // [T, C]
+      auto* block = model.blocks[size_t(layer)]->as<BlockImpl>();
+      const torch::Tensor folded = block->attn->proj->bias + torch::mv(block->attn->proj->weight, block->value_bias());
+      const double scale =
+          run.record.attn_out[size_t(layer)].abs().max().item<double>() + folded.abs().max().item<double>();
+      const double spread = max_abs_difference(share, folded.expand_as(share));
+      if (std::string(name) == "plain")
+        EXPECT_LT(spread, kActivationRelativeError * scale) << "layer " << layer;
+      else
+        EXPECT_GT(spread, 100 * kActivationRelativeError * scale) << "layer " << layer;
+    }
+  }
+}
+
 TEST(ResidualStream, EditsOutsideTheModelOrTheResumedBlocksAreRefused) {
   const auto& c = find_case("plain");
   LoadedModel loaded = load_case(c);
