@@ -56,7 +56,6 @@ std::vector<int64_t> readout_tokens(const VisionTransformerImpl& model, const To
 // Why the read-out is not a linear map of the final residual once its norm's scale is cached, or
 // empty when it is.
 std::string nonlinear_readout(const VisionTransformerImpl& model) {
-  const VitArch& arch = model.arch();
   if (!model.pooler.is_empty())
     return "its output is the Hugging Face pooler's tanh(dense(class token)), which is not linear in the residual";
   if (!model.norm.is_empty() && !model.fc_norm.is_empty())
@@ -65,14 +64,13 @@ std::string nonlinear_readout(const VisionTransformerImpl& model) {
     return "it has no final LayerNorm, whose cached scale the decomposition divides by";
   if (!model.fc_norm.is_empty() && !model.head_dist.is_empty())
     return "its distillation head reads a token without the fc_norm the class head reads through";
-  (void)arch;
   return "";
 }
 
 void check_linear_readout(const VisionTransformerImpl& model, const std::string& what) {
   if (const std::string reason = nonlinear_readout(model); !reason.empty())
     throw std::invalid_argument(what + " needs a read-out that is linear once the final LayerNorm's scale is fixed: " +
-                                reason + " (ablation and patching run the real forward and apply)");
+                                reason + " (ablation and patching read the real output and apply to it)");
 }
 
 // A linear layer after the norm as [K, C] and [K] float64; without a head, the identity.
