@@ -71,54 +71,126 @@ torch::Tensor AttentionImpl::project_output(const torch::Tensor& merged) {
   return token_linear(arch_.native == NativeAttention::Anchor ? to_out_linear : proj, merged);
 }
 
+AttentionImpl::MixInputs AttentionImpl::prepare_mix(const torch::Tensor& projected, const TokenLayout& layout,
+                                                    const AttentionSettings& settings, bool capture) const {
+  const int heads = arch_.heads;
+  const int64_t parts = arch_.native == NativeAttention::Anchor ? 2 : 3;
+  MixInputs inputs;
+  inputs.batch = projected.size(0);
+  inputs.tokens = projected.size(1);
+  inputs.dim = projected.size(2) / parts;
+  inputs.head_dim = inputs.dim / heads;
+  auto split = projected.view({inputs.batch, inputs.tokens, parts, heads, inputs.head_dim}).permute({2, 0, 3, 1, 4});
+  inputs.q = split[0];
+  if (arch_.native == NativeAttention::Anchor) {
+    inputs.k = inputs.q;  // AnchorFormer shares one projection for queries and keys
+    inputs.v = split[1];
+  } else {
+    inputs.k = split[1];
+    inputs.v = split[2];
+  }
+  inputs.resolved = resolve(settings, layout);
+  inputs.features = kernel_features(inputs.resolved, inputs.q, inputs.k, kernel_parameters(), layout);
+  inputs.allowed = window_mask(layout, inputs.resolved.window, projected.device());
+  // Kernels that normalise rows by a log-sum-exp (softmax) leave it here; the others leave it undefined.
+  if (capture && !inputs.allowed.defined()) inputs.features.row_log_normalizer = std::make_shared<torch::Tensor>();
+  return inputs;
+}
+
+torch::Tensor AttentionImpl::explicit_probabilities(const MixInputs& inputs) const {
+  auto all_queries = torch::arange(inputs.tokens, torch::TensorOptions().dtype(torch::kLong).device(inputs.q.device()));
+  return equivalent_rows(inputs.resolved.kernel, inputs.features, all_queries, inputs.allowed);
+}
+
+torch::Tensor AttentionImpl::attend_values(const MixInputs& inputs, const KernelFeatures& features,
+                                           const torch::Tensor& v, const torch::Tensor& probabilities,
+                                           const torch::Tensor& dwc_bias, const TokenLayout& layout) const {
+  torch::Tensor out = probabilities.defined() ? torch::matmul(probabilities, v)
+                                              : attend(inputs.resolved.kernel, features, v, inputs.allowed);
+  if (inputs.resolved.dwc) out = out + depthwise_conv_on_values(v, dwc->weight, dwc_bias, layout);
+  return out;
+}
+
+void AttentionImpl::fill_capture(const MixInputs& inputs, const TokenLayout& layout, AttentionCapture& capture) const {
+  capture.attention = inputs.resolved;
+  capture.layout = layout;
+  capture.key_layout = layout;
+  capture.heads = arch_.heads;
+  capture.head_dim = int(inputs.head_dim);
+  capture.q = inputs.q.detach();
+  capture.k = inputs.k.detach();
+  capture.v = inputs.v.detach();
+  capture.features = inputs.features.detached();
+  if (inputs.features.row_log_normalizer && inputs.features.row_log_normalizer->defined())
+    capture.row_log_normalizer = inputs.features.row_log_normalizer->view({inputs.batch, arch_.heads, inputs.tokens});
+  if (inputs.resolved.dwc) capture.dwc_weight = dwc->weight.detach();
+}
+
 torch::Tensor AttentionImpl::mix(const torch::Tensor& projected, const TokenLayout& layout,
                                  const AttentionSettings& settings, AttentionCapture* capture,
                                  const std::function<void(torch::Tensor&)>& probabilities_hook) {
-  const int heads = arch_.heads;
-  const int64_t parts = arch_.native == NativeAttention::Anchor ? 2 : 3;
-  const int64_t batch = projected.size(0), tokens = projected.size(1), dim = projected.size(2) / parts;
-  const int64_t head_dim = dim / heads;
-  auto split = projected.view({batch, tokens, parts, heads, head_dim}).permute({2, 0, 3, 1, 4});
-  torch::Tensor q = split[0], k, v;
-  if (arch_.native == NativeAttention::Anchor) {
-    k = q;  // AnchorFormer shares one projection for queries and keys
-    v = split[1];
-  } else {
-    k = split[1];
-    v = split[2];
-  }
-  const ResolvedAttention resolved = resolve(settings, layout);
-  KernelFeatures features = kernel_features(resolved, q, k, kernel_parameters(), layout);
-  auto allowed = window_mask(layout, resolved.window, projected.device());
-  // Kernels that normalise rows by a log-sum-exp (softmax) leave it here; the others leave it undefined.
-  if (capture && !allowed.defined()) features.row_log_normalizer = std::make_shared<torch::Tensor>();
-  torch::Tensor out;
+  const MixInputs inputs = prepare_mix(projected, layout, settings, capture != nullptr);
+  torch::Tensor probabilities;
   if (probabilities_hook) {
     // The explicit matrix, so that the hook sees (and autograd differentiates) what the output uses.
-    auto all_queries = torch::arange(tokens, torch::TensorOptions().dtype(torch::kLong).device(projected.device()));
-    auto probabilities = equivalent_rows(resolved.kernel, features, all_queries, allowed);
+    probabilities = explicit_probabilities(inputs);
     probabilities_hook(probabilities);
-    out = torch::matmul(probabilities, v);
-  } else {
-    out = attend(resolved.kernel, features, v, allowed);
   }
-  if (resolved.dwc) out = out + depthwise_conv_on_values(v, dwc->weight, dwc->bias, layout);
-  auto merged = out.transpose(1, 2).reshape({batch, tokens, dim});
-  if (capture) {
-    capture->attention = resolved;
-    capture->layout = layout;
-    capture->key_layout = layout;
-    capture->heads = heads;
-    capture->head_dim = int(head_dim);
-    capture->q = q.detach();
-    capture->k = k.detach();
-    capture->v = v.detach();
-    capture->features = features.detached();
-    if (features.row_log_normalizer && features.row_log_normalizer->defined())
-      capture->row_log_normalizer = features.row_log_normalizer->view({batch, heads, tokens});
-    if (resolved.dwc) capture->dwc_weight = dwc->weight.detach();
-  }
+  const torch::Tensor dwc_bias = inputs.resolved.dwc ? dwc->bias : torch::Tensor();
+  auto out = attend_values(inputs, inputs.features, inputs.v, probabilities, dwc_bias, layout);
+  auto merged = out.transpose(1, 2).reshape({inputs.batch, inputs.tokens, inputs.dim});
+  if (capture) fill_capture(inputs, layout, *capture);
   return merged;
+}
+
+torch::Tensor AttentionImpl::forward_with_heads(const torch::Tensor& x, const TokenLayout& layout,
+                                                const AttentionSettings& settings, AttentionCapture* capture,
+                                                HeadStreams& streams,
+                                                const std::function<void(torch::Tensor&)>& probabilities_hook) {
+  const MixInputs inputs = prepare_mix(project_input(x), layout, settings, capture != nullptr);
+  torch::Tensor probabilities;
+  if (probabilities_hook) {
+    probabilities = explicit_probabilities(inputs);
+    probabilities_hook(probabilities);
+  }
+  const torch::Tensor dwc_bias = inputs.resolved.dwc ? dwc->bias : torch::Tensor();
+  // The layer's own output first, exactly as mix computes it.
+  auto out = attend_values(inputs, inputs.features, inputs.v, probabilities, dwc_bias, layout);
+  // z: the same weights on the bias-free values, the DWC without its bias. For softmax (rows sum to
+  // one) out - z is the value bias itself; for kernels whose rows do not sum to one (the linear
+  // family's +1e-6, L2ViT's clamp) and for FLatten's DWC (zero padding at the border) it varies by
+  // token, and is by definition what the biases contribute: the decomposition stays exact.
+  const auto value_bias =
+      streams.value_bias.to(inputs.v.device(), inputs.v.dtype()).view({1, arch_.heads, 1, inputs.head_dim});
+  KernelFeatures free_features = inputs.features;
+  free_features.row_log_normalizer = nullptr;  // the capture's normaliser comes from the first attend
+  auto z = attend_values(inputs, free_features, inputs.v - value_bias, probabilities, torch::Tensor(), layout);
+  for (const auto& [head, replacement] : streams.replacements) {
+    auto new_z = replacement.defined() ? replacement.to(z.device(), z.dtype()).expand_as(z.select(1, head))
+                                       : torch::zeros_like(z.select(1, head));
+    // The head's share of the biases stays; its bias-free part is swapped.
+    out.select(1, head).copy_(out.select(1, head) - z.select(1, head) + new_z);
+    z.select(1, head).copy_(new_z);
+  }
+  if (streams.record) streams.z = z;
+  auto merged = out.transpose(1, 2).reshape({inputs.batch, inputs.tokens, inputs.dim});
+  if (capture) fill_capture(inputs, layout, *capture);
+  return project_output(merged);
+}
+
+torch::Tensor AttentionImpl::value_weight() const {
+  const int64_t dim = arch_.dim;
+  if (arch_.native == NativeAttention::Anchor) return x_to_emb->weight.narrow(0, dim, dim);
+  return qkv->weight.narrow(0, 2 * dim, dim);
+}
+
+torch::Tensor AttentionImpl::value_projection_bias() const {
+  if (arch_.native == NativeAttention::Anchor || !qkv->bias.defined()) return {};
+  return qkv->bias.narrow(0, 2 * int64_t(arch_.dim), arch_.dim);
+}
+
+torch::Tensor AttentionImpl::output_weight() const {
+  return arch_.native == NativeAttention::Anchor ? to_out_linear->weight : proj->weight;
 }
 
 namespace {

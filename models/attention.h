@@ -5,7 +5,9 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <nlohmann/json_fwd.hpp>
+#include <utility>
 #include <vector>
 
 #include "models/attention_kernels.h"
@@ -117,6 +119,21 @@ struct AttentionCapture {
 // block, query_grid, key_grid, window, shift, access, attention, heads.
 nlohmann::json describe_layer(const AttentionCapture& capture);
 
+// What a forward does with each head's value-weighted sum z [B, h, T, d]: ViT-Prisma's attn.hook_z
+// on a model loaded with fold_value_biases, i.e. the attention-weighted sum of the values WITHOUT
+// any value bias (for FLatten, with its DWC on those bias-free values, the conv's own bias left
+// out). What the biases contribute stays with the layer: a replaced head keeps its share of it.
+struct HeadStreams {
+  // [C]: the value projection's bias plus what folding norm1's bias through W_V adds; v minus it
+  // is the bias-free value.
+  torch::Tensor value_bias;
+  // Heads whose z is replaced before the output projection: undefined (zero), [T, d] (every batch
+  // item) or [B, T, d].
+  std::vector<std::pair<int, torch::Tensor>> replacements;
+  bool record = false;  // keep z (after the replacements, as the layer used it)
+  torch::Tensor z;      // out: [B, h, T, d] when recorded
+};
+
 class AttentionImpl : public torch::nn::Module {
  public:
   explicit AttentionImpl(const AttentionArch& arch);
@@ -136,6 +153,17 @@ class AttentionImpl : public torch::nn::Module {
                     const std::function<void(torch::Tensor&)>& probabilities_hook = {});  // [B, T, 3C] -> [B, T, C]
   torch::Tensor project_output(const torch::Tensor& merged);                              // [..., C] -> [..., C]
 
+  // forward with each head's z computed without the value bias (HeadStreams), recorded and/or
+  // replaced. Without replacements its output is the forward's, bit for bit.
+  torch::Tensor forward_with_heads(const torch::Tensor& x, const TokenLayout& layout, const AttentionSettings& settings,
+                                   AttentionCapture* capture, HeadStreams& streams,
+                                   const std::function<void(torch::Tensor&)>& probabilities_hook = {});
+  // The value projection's weight [C, C] and bias [C] (undefined when it has none), and the output
+  // projection's weight [C, C] whose input channels are the heads side by side.
+  torch::Tensor value_weight() const;
+  torch::Tensor value_projection_bias() const;
+  torch::Tensor output_weight() const;
+
   ResolvedAttention resolve(const AttentionSettings& settings, const TokenLayout& layout) const;
   const AttentionArch& arch() const { return arch_; }
 
@@ -148,6 +176,23 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor scale, positional_encoding, temperature;
 
  private:
+  // What mix computes before it attends: per-head q, k, v, the resolved kernel and its features.
+  struct MixInputs {
+    torch::Tensor q, k, v;
+    ResolvedAttention resolved;
+    KernelFeatures features;
+    torch::Tensor allowed;  // the window mask, undefined when global
+    int64_t batch = 0, tokens = 0, dim = 0, head_dim = 0;
+  };
+  MixInputs prepare_mix(const torch::Tensor& projected, const TokenLayout& layout, const AttentionSettings& settings,
+                        bool capture) const;
+  // The per-head output [B, h, T, d] from values `v` (the kernel's attend, or the explicit matrix
+  // when `probabilities` is defined), plus the DWC term with `dwc_bias` where it runs.
+  torch::Tensor attend_values(const MixInputs& inputs, const KernelFeatures& features, const torch::Tensor& v,
+                              const torch::Tensor& probabilities, const torch::Tensor& dwc_bias,
+                              const TokenLayout& layout) const;
+  torch::Tensor explicit_probabilities(const MixInputs& inputs) const;
+  void fill_capture(const MixInputs& inputs, const TokenLayout& layout, AttentionCapture& capture) const;
   KernelParameters kernel_parameters() const;
   AttentionArch arch_;
 };

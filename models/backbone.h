@@ -255,9 +255,10 @@ class StagedBackbone : public Backbone {
   virtual torch::Tensor classify(const StageTokens& tokens, const StagedPass& pass) = 0;
   // The layout of a `grid_h` x `grid_w` grid at `stage` (its reduction is the patch size).
   TokenLayout stage_layout(int stage, int grid_h, int grid_w) const;
+  // Throws std::invalid_argument for images the design does not take (channels, sides).
+  void check_input(const torch::Tensor& images) const;
 
  private:
-  void check_input(const torch::Tensor& images) const;
   // "<index>[.<point>]" of a block among `count`, with the point checked against the design.
   std::pair<int, std::string> block_and_point(const std::string& text, int count, const std::string& bad) const;
   // One of the design's stage points, resolved, or empty when `spec` has none of their forms.

@@ -1,5 +1,6 @@
 #include "models/vit.h"
 
+#include "models/checkpoint_keys.h"
 #include "models/cpu_threads.h"
 #include "models/token_linear.h"
 
@@ -231,6 +232,42 @@ torch::Tensor BlockImpl::forward(const torch::Tensor& x, const TokenLayout& layo
   return result;
 }
 
+torch::Tensor BlockImpl::forward_streams(const torch::Tensor& x, const TokenLayout& layout,
+                                         const AttentionSettings& settings, AttentionCapture* capture,
+                                         BlockStreams& streams,
+                                         const std::function<void(const char*, torch::Tensor&)>& hook,
+                                         const std::function<void(torch::Tensor&)>& probabilities_hook) {
+  auto normed = norm1(x);
+  if (hook) hook("norm1", normed);
+  if (capture) capture->normed_input = normed;
+  auto attended = attn->forward_with_heads(normed, layout, settings, capture, streams.heads, probabilities_hook);
+  if (!ls1.is_empty()) attended = ls1(attended);
+  auto out = x + attended;
+  torch::Tensor local;
+  if (!local_mp.is_empty()) {
+    local = local_mp(norm3(out), layout);
+    out = out + local;
+  }
+  auto normed_out = norm2(out);
+  if (hook) hook("norm2", normed_out);
+  auto mlp_out = mlp(normed_out);
+  if (!ls2.is_empty()) mlp_out = ls2(mlp_out);
+  auto result = out + mlp_out;
+  if (hook) hook("", result);
+  if (streams.record_outputs) {
+    streams.attn_out = attended;
+    streams.local_out = local;
+    streams.mlp_out = mlp_out;
+  }
+  return result;
+}
+
+torch::Tensor BlockImpl::value_bias() const {
+  auto bias = torch::mv(attn->value_weight(), norm1->bias);
+  if (const torch::Tensor own = attn->value_projection_bias(); own.defined()) bias = bias + own;
+  return bias;
+}
+
 PatchEmbedImpl::PatchEmbedImpl(int in_chans, int dim, int patch, bool bias) {
   proj = register_module("proj",
                          torch::nn::Conv2d(torch::nn::Conv2dOptions(in_chans, dim, patch).stride(patch).bias(bias)));
@@ -343,6 +380,199 @@ torch::Tensor VisionTransformerImpl::run_block(const BlockSite& site, const torc
     };
   return blocks[size_t(site.block)]->as<BlockImpl>()->forward(x, site.layout, pass.settings, site.capture, block_hook,
                                                               probabilities_hook);
+}
+
+StageTokens VisionTransformerImpl::embed(const torch::Tensor& images) {
+  check_input(images);
+  const TokenLayout layout = arch_.layout_for(int(images.size(2)), int(images.size(3)));
+  return {embed_tokens(images, layout), layout};
+}
+
+namespace {
+
+std::string edit_name(int layer, int head) { return std::to_string(layer) + "." + std::to_string(head); }
+
+// Head replacements grouped by block, checked against the model, the resumed block and the input.
+std::vector<std::vector<std::pair<int, torch::Tensor>>> heads_by_block(const StreamEdits& edits, int first, int depth,
+                                                                       int heads, int64_t batch, int64_t tokens,
+                                                                       int64_t head_dim) {
+  std::vector<std::vector<std::pair<int, torch::Tensor>>> by_block(static_cast<size_t>(depth));
+  for (const HeadReplacement& edit : edits.heads) {
+    const std::string name = "head " + edit_name(edit.layer, edit.head);
+    if (edit.layer < 0 || edit.layer >= depth)
+      throw std::invalid_argument(name + ": layer " + std::to_string(edit.layer) + " is outside 0.." +
+                                  std::to_string(depth - 1));
+    if (edit.head < 0 || edit.head >= heads)
+      throw std::invalid_argument(name + ": head " + std::to_string(edit.head) + " is outside 0.." +
+                                  std::to_string(heads - 1) + " (the model has " + std::to_string(heads) +
+                                  " heads a layer)");
+    if (edit.layer < first)
+      throw std::invalid_argument(name + " is before block " + std::to_string(first) +
+                                  " where this forward resumes: resume at or before its layer");
+    for (const auto& [head, z] : by_block[size_t(edit.layer)])
+      if (head == edit.head) throw std::invalid_argument(name + " is listed twice");
+    if (edit.z.defined()) {
+      const auto& z = edit.z;
+      const bool per_image = z.dim() == 3;
+      if ((z.dim() != 2 && !per_image) || (per_image && z.size(0) != batch) || z.size(-2) != tokens ||
+          z.size(-1) != head_dim)
+        throw std::invalid_argument(
+            name + ": its replacement z is " + shape_text(z.sizes()) + ", not [" + std::to_string(tokens) + ", " +
+            std::to_string(head_dim) + "] (tokens, head width) or [" + std::to_string(batch) + ", " +
+            std::to_string(tokens) + ", " + std::to_string(head_dim) + "]: a z from an input of another size?");
+    }
+    by_block[size_t(edit.layer)].emplace_back(edit.head, edit.z);
+  }
+  return by_block;
+}
+
+std::vector<std::vector<const ResidualReplacement*>> residuals_by_block(const StreamEdits& edits, int first, int depth,
+                                                                        int64_t batch, int64_t tokens, int64_t width) {
+  std::vector<std::vector<const ResidualReplacement*>> by_block(static_cast<size_t>(depth));
+  for (const ResidualReplacement& edit : edits.residuals) {
+    const std::string name =
+        "the input of block " + std::to_string(edit.layer) + " at token " + std::to_string(edit.token);
+    if (edit.layer < first || edit.layer >= depth)
+      throw std::invalid_argument(name + ": the block is outside " + std::to_string(first) + ".." +
+                                  std::to_string(depth - 1) + (first > 0 ? " (where this forward runs)" : ""));
+    if (edit.token < 0 || edit.token >= tokens)
+      throw std::invalid_argument(name + ": the token is outside 0.." + std::to_string(tokens - 1));
+    for (const ResidualReplacement* other : by_block[size_t(edit.layer)])
+      if (other->token == edit.token) throw std::invalid_argument(name + " is replaced twice");
+    const auto& value = edit.value;
+    if (!value.defined() || (value.dim() != 1 && value.dim() != 2) || value.size(-1) != width ||
+        (value.dim() == 2 && value.size(0) != batch))
+      throw std::invalid_argument(name + ": the replacement must be [" + std::to_string(width) + "] or [" +
+                                  std::to_string(batch) + ", " + std::to_string(width) + "]");
+    by_block[size_t(edit.layer)].push_back(&edit);
+  }
+  return by_block;
+}
+
+// sqrt(biased variance + eps) over the last dimension: the scale a LayerNorm divides by.
+torch::Tensor layer_norm_scale(const torch::Tensor& x, double eps) {
+  return (x - x.mean(-1, /*keepdim=*/true)).pow(2).mean(-1).add(eps).sqrt();
+}
+
+}  // namespace
+
+ForwardOutput VisionTransformerImpl::forward_from_block(int first, const torch::Tensor& resid_pre,
+                                                        const TokenLayout& layout, const AttentionSettings& settings,
+                                                        const ForwardOptions& options, const StreamEdits& edits,
+                                                        const StreamRecording& recording,
+                                                        ResidualStreamRecord* record) {
+  const int depth = arch_.depth;
+  const int64_t width = arch_.embed_dim, tokens = layout.total_tokens();
+  if (first < 0 || first > depth)
+    throw std::invalid_argument("block " + std::to_string(first) + " is outside 0.." + std::to_string(depth));
+  if (resid_pre.dim() != 3 || resid_pre.size(1) != tokens || resid_pre.size(2) != width)
+    throw std::invalid_argument("the residual to resume from is " + shape_text(resid_pre.sizes()) + ", not [B, " +
+                                std::to_string(tokens) + ", " + std::to_string(width) + "]");
+  if (recording.any_block() && !record) throw std::logic_error("a recording without a record to fill");
+  const int64_t batch = resid_pre.size(0);
+  const auto heads_at =
+      heads_by_block(edits, first, depth, arch_.heads, batch, tokens, width / std::max(1, arch_.heads));
+  const auto residuals_at = residuals_by_block(edits, first, depth, batch, tokens, width);
+  torch::Tensor kept_tokens;
+  if (record) {
+    for (int64_t token : recording.tokens)
+      if (token < 0 || token >= tokens)
+        throw std::invalid_argument("recorded token " + std::to_string(token) + " is outside 0.." +
+                                    std::to_string(tokens - 1));
+    *record = ResidualStreamRecord();
+    record->first_block = first;
+    record->tokens = recording.tokens;
+    for (auto* per_block : {&record->resid_pre, &record->attn_out, &record->local_out, &record->mlp_out, &record->z})
+      per_block->resize(size_t(depth));
+    if (!recording.tokens.empty())
+      kept_tokens = torch::tensor(recording.tokens, torch::TensorOptions().dtype(torch::kLong)).to(resid_pre.device());
+  }
+  auto keep = [&](const torch::Tensor& t, int64_t token_dim) {
+    return kept_tokens.defined() ? t.index_select(token_dim, kept_tokens) : t;
+  };
+
+  ScopedThreads small_ops(cpu_inference(resid_pre) ? 1 : configured_threads());
+  ForwardOutput output;
+  if (options.capture) output.layers.reserve(size_t(depth - first));
+  torch::Tensor x = resid_pre;
+  for (int b = first; b < depth; ++b) {
+    if (options.cancelled && options.cancelled()) throw Cancelled();
+    if (!residuals_at[size_t(b)].empty()) {
+      x = x.clone();
+      for (const ResidualReplacement* edit : residuals_at[size_t(b)])
+        x.select(1, edit->token).copy_(edit->value.to(x.device(), x.dtype()).expand({batch, width}));
+    }
+    if (recording.resid_pre) record->resid_pre[size_t(b)] = x;
+    const std::string name = "blocks." + std::to_string(b);
+    AttentionCapture* capture = nullptr;
+    if (options.capture) {
+      capture = &output.layers.emplace_back();
+      capture->placement.name = name;
+      capture->placement.block = b;
+      capture->layout = capture->key_layout = layout;
+    }
+    std::function<void(const char*, torch::Tensor&)> block_hook;
+    if (options.hook)
+      block_hook = [&](const char* point, torch::Tensor& value) {
+        options.hook({*point ? name + "." + point : name, layout, HookPoint::Format::Tokens}, value);
+      };
+    std::function<void(torch::Tensor&)> probabilities_hook;
+    if (options.attention_hook)
+      probabilities_hook = [&](torch::Tensor& probabilities) {
+        options.attention_hook({b, name + ".attn", layout, layout}, probabilities);
+      };
+    auto* block = blocks[size_t(b)]->as<BlockImpl>();
+    if (heads_at[size_t(b)].empty() && !recording.per_block_streams()) {
+      x = block->forward(x, layout, settings, capture, block_hook, probabilities_hook);
+      continue;
+    }
+    BlockStreams streams;
+    streams.heads.value_bias = block->value_bias();
+    streams.heads.replacements = heads_at[size_t(b)];
+    streams.heads.record = recording.z;
+    streams.record_outputs = recording.components;
+    x = block->forward_streams(x, layout, settings, capture, streams, block_hook, probabilities_hook);
+    if (recording.components) {
+      record->attn_out[size_t(b)] = keep(streams.attn_out, 1);
+      if (streams.local_out.defined()) record->local_out[size_t(b)] = keep(streams.local_out, 1);
+      record->mlp_out[size_t(b)] = keep(streams.mlp_out, 1);
+    }
+    if (recording.z) record->z[size_t(b)] = keep(streams.heads.z, 2);
+  }
+  if (record) {
+    record->resid_final = x;
+    if (!norm.is_empty()) record->final_scale = layer_norm_scale(x, arch_.layer_norm_eps);
+    if (!fc_norm.is_empty()) {
+      const torch::Tensor normed = norm.is_empty() ? x : norm(x);
+      const torch::Tensor pooled =
+          arch_.class_token ? normed.select(1, 0) : normed.index({Slice(), Slice(layout.prefix_tokens())}).mean(1);
+      record->pooled_scale = layer_norm_scale(pooled, arch_.layer_norm_eps);
+    }
+  }
+  output.logits = pool_and_classify(x, layout, options.hook);
+  output.layout = layout;
+  return output;
+}
+
+ForwardOutput VisionTransformerImpl::forward_with_streams(const torch::Tensor& images,
+                                                          const AttentionSettings& settings,
+                                                          const ForwardOptions& options, const StreamEdits& edits,
+                                                          const StreamRecording& recording,
+                                                          ResidualStreamRecord* record) {
+  ScopedThreads small_ops(cpu_inference(images) ? 1 : configured_threads());
+  const StageTokens tokens = embed(images);
+  return forward_from_block(0, tokens.x, tokens.layout, settings, options, edits, recording, record);
+}
+
+double record_bytes(const StreamRecording& recording, int64_t batch, int64_t tokens, int64_t blocks, int64_t width,
+                    bool local_out) {
+  const double kept = recording.tokens.empty() ? double(tokens) : double(recording.tokens.size());
+  double per_block = 0;
+  if (recording.resid_pre) per_block += double(tokens) * width;
+  if (recording.components) per_block += (local_out ? 3.0 : 2.0) * kept * width;
+  if (recording.z) per_block += kept * width;
+  // float32, and the final residual and its scales.
+  return 4.0 * double(batch) * (double(blocks) * per_block + double(tokens) * (width + 1));
 }
 
 torch::Tensor VisionTransformerImpl::classify(const StageTokens& tokens, const StagedPass& pass) {

@@ -11,6 +11,7 @@
 #include "models/attention.h"
 #include "models/backbone.h"
 #include "models/checkpoint_layout.h"
+#include "models/residual_hooks.h"
 
 namespace attnscope {
 
@@ -103,6 +104,13 @@ struct LocalConcentrationImpl : torch::nn::Module {
 };
 TORCH_MODULE(LocalConcentration);
 
+// What one block records of its residual stream and changes in it (models/residual_hooks.h).
+struct BlockStreams {
+  HeadStreams heads;  // its heads' z, recorded and/or replaced
+  bool record_outputs = false;
+  torch::Tensor attn_out, local_out, mlp_out;  // out: what each part adds to the residual
+};
+
 struct BlockImpl : torch::nn::Module {
   BlockImpl(const BlockArch& arch, double eps);
   // `hook` (may be empty) sees "norm1", "norm2" and "" (the block output), prefixed by its caller;
@@ -114,6 +122,14 @@ struct BlockImpl : torch::nn::Module {
   // by one runs as chunks of token rows, one per core, in one parallel region.
   torch::Tensor forward_by_row_chunks(const torch::Tensor& x, const TokenLayout& layout,
                                       const AttentionSettings& settings, AttentionCapture* capture);
+  // forward, keeping what each part adds and each head's z, with heads' z replaced (`streams`).
+  torch::Tensor forward_streams(const torch::Tensor& x, const TokenLayout& layout, const AttentionSettings& settings,
+                                AttentionCapture* capture, BlockStreams& streams,
+                                const std::function<void(const char*, torch::Tensor&)>& hook = {},
+                                const std::function<void(torch::Tensor&)>& probabilities_hook = {});
+  // [C]: the value projection's bias plus norm1's bias through W_V (ViT-Prisma's b_V after
+  // fold_layer_norm), which fold_value_biases moves out of the heads into the layer.
+  torch::Tensor value_bias() const;
   torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr}, norm3{nullptr};
   Attention attn{nullptr};
   Mlp mlp{nullptr};
@@ -140,6 +156,27 @@ class VisionTransformerImpl : public StagedBackbone {
   std::vector<std::string> summary_lines() const override;
   OutputKind output_kind() const override { return arch_.output_kind; }
   bool hierarchical() const override { return false; }
+
+  // The residual stream (models/residual_hooks.h). The input of block 0: the tokens after the
+  // embedding and norm_pre (Prisma's blocks.0.hook_resid_pre); `images` checked as forward checks them.
+  StageTokens embed(const torch::Tensor& images);
+  // The forward from the input of block `first`, `resid_pre` [B, T, C] on `layout`, with `edits`
+  // applied and what `recording` asks kept in `record` (may be null when it asks nothing). Blocks
+  // without an edit or a per-block recording run as forward runs them. Captures (when
+  // options.capture) cover blocks first.. only. Throws std::invalid_argument for an edit outside
+  // the model or before `first`, duplicate edits, or a replacement of the wrong shape.
+  ForwardOutput forward_from_block(int first, const torch::Tensor& resid_pre, const TokenLayout& layout,
+                                   const AttentionSettings& settings, const ForwardOptions& options,
+                                   const StreamEdits& edits, const StreamRecording& recording,
+                                   ResidualStreamRecord* record);
+  // The whole forward with edits and a record: embed, then forward_from_block(0, ...).
+  ForwardOutput forward_with_streams(const torch::Tensor& images, const AttentionSettings& settings,
+                                     const ForwardOptions& options, const StreamEdits& edits,
+                                     const StreamRecording& recording, ResidualStreamRecord* record);
+  // The output from the last block's output [B, T, C] (final norm, pooling, heads), as forward ends.
+  torch::Tensor read_out(const torch::Tensor& tokens, const TokenLayout& layout) {
+    return pool_and_classify(tokens, layout, {});
+  }
 
   PatchEmbed patch_embed{nullptr};
   torch::Tensor cls_token, dist_token, reg_token, pos_embed;
