@@ -1,5 +1,7 @@
 #include "analysis/residual_stream.h"
 
+#include "models/head_ablation.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -12,8 +14,6 @@ using torch::indexing::Slice;
 namespace {
 
 torch::Tensor as_double(const torch::Tensor& t) { return t.detach().to(torch::kCPU, torch::kDouble); }
-
-std::string head_name(const HeadIndex& head) { return std::to_string(head.layer) + "." + std::to_string(head.head); }
 
 std::string gib(double bytes) {
   std::ostringstream text;
@@ -204,6 +204,12 @@ ReadoutTarget ReadoutTarget::output_norm() {
 
 ReadoutTarget ReadoutTarget::from(const AttributionTarget& target) {
   return target.norm ? output_norm() : of_class(target.index);
+}
+
+ReadoutTarget readout_for_class(int target_class, bool has_classes, const torch::Tensor& output_row) {
+  if (target_class >= 0) return ReadoutTarget::of_class(target_class);
+  if (!has_classes) return ReadoutTarget::output_norm();
+  return ReadoutTarget::of_class(int(output_row.reshape({-1}).argmax().item<int64_t>()));
 }
 
 std::string ReadoutTarget::describe() const {
@@ -404,21 +410,9 @@ void check_heads(const std::vector<HeadIndex>& heads, int layers, int heads_per_
 }
 
 std::vector<HeadIndex> parse_heads(const std::string& text, int layers, int heads_per_layer) {
-  std::vector<HeadIndex> heads;
-  auto whole = [](const std::string& part) {
-    return !part.empty() && part.size() <= 6 && part.find_first_not_of("0123456789") == std::string::npos;
-  };
-  size_t begin = 0;
-  while (begin <= text.size()) {
-    const size_t end = std::min(text.find(',', begin), text.size());
-    const std::string item = text.substr(begin, end - begin);
-    const size_t dot = item.find('.');
-    if (dot == std::string::npos || !whole(item.substr(0, dot)) || !whole(item.substr(dot + 1)))
-      throw std::invalid_argument("'" + item.substr(0, 40) +
-                                  "' is not a head: give LAYER.HEAD, e.g. 3.1, separated by commas");
-    heads.push_back({std::stoi(item.substr(0, dot)), std::stoi(item.substr(dot + 1))});
-    begin = end + 1;
-  }
+  if (text.empty() || text == "none")
+    throw std::invalid_argument("'" + text + "' is not a head: give LAYER.HEAD, e.g. 3.1, separated by commas");
+  const std::vector<HeadIndex> heads = parse_head_list(text);
   check_heads(heads, layers, heads_per_layer);
   return heads;
 }
@@ -429,34 +423,19 @@ HeadMeans mean_head_outputs(VisionTransformerImpl& model, const std::vector<torc
   const VitArch& arch = model.arch();
   check_heads(heads, arch.depth, arch.heads);
   if (images.empty()) throw std::invalid_argument("mean ablation needs images to average the heads' outputs over");
-  for (size_t i = 0; i < images.size(); ++i) {
-    check_image(images[i], "image " + std::to_string(i));
-    if (images[i].size(2) != images[0].size(2) || images[i].size(3) != images[0].size(3))
-      throw std::invalid_argument("image " + std::to_string(i) + " is " + std::to_string(images[i].size(3)) + "x" +
-                                  std::to_string(images[i].size(2)) + ", image 0 " + std::to_string(images[0].size(3)) +
-                                  "x" + std::to_string(images[0].size(2)) +
-                                  ": the mean is taken per token position, so every image must have one size");
-  }
-  const TokenLayout layout = arch.layout_for(int(images[0].size(2)), int(images[0].size(3)));
-  StreamRecording recording;
-  recording.z = true;
-  check_record_size(model, recording, 1, layout.total_tokens(), 1, "averaging the heads' outputs");
-  ForwardOptions options;
-  options.capture = false;
-  options.cancelled = cancelled;
-  const int64_t head_dim = arch.embed_dim / arch.heads;
-  torch::Tensor sum = torch::zeros({int64_t(heads.size()), layout.total_tokens(), head_dim}, torch::kDouble);
-  for (size_t i = 0; i < images.size(); ++i) {
-    ResidualStreamRecord record;
-    model.forward_with_streams(images[i], settings, options, {}, recording, &record);
-    for (size_t j = 0; j < heads.size(); ++j)
-      sum[int64_t(j)] += as_double(record.z[size_t(heads[j].layer)][0][heads[j].head]);
-    if (progress) progress(int64_t(i + 1), int64_t(images.size()));
-  }
+  for (size_t i = 0; i < images.size(); ++i) check_image(images[i], "image " + std::to_string(i));
+  const torch::Tensor all = average_head_outputs(
+      model, images, settings,
+      [&](int done, int total) {
+        if (progress) progress(done, total);
+      },
+      cancelled);
   HeadMeans means;
   means.heads = heads;
-  means.z = (sum / double(images.size())).to(torch::kFloat);
-  means.tokens = layout.total_tokens();
+  std::vector<torch::Tensor> listed;
+  for (const HeadIndex& head : heads) listed.push_back(all[head.layer][head.head]);
+  means.z = torch::stack(listed);
+  means.tokens = all.size(2);
   means.images = int(images.size());
   return means;
 }

@@ -58,6 +58,10 @@ struct ReadoutTarget {
   torch::Tensor output_direction(const torch::Tensor& output_row) const;
 };
 
+// `--class C` as a read-out of `output_row`: class C, or (C = -1) its top-1 class; on a model
+// without classes output coordinate C, or (C = -1) the output's norm.
+ReadoutTarget readout_for_class(int target_class, bool has_classes, const torch::Tensor& output_row);
+
 // One recorded forward of one image: its output (and captures) and its residual stream.
 struct ResidualRun {
   ForwardOutput output;
@@ -103,10 +107,6 @@ torch::Tensor head_result(VisionTransformerImpl& model, int layer, int head, con
 // fc_norm and no final norm divides by the scale fc_norm would give the final residual's token.
 torch::Tensor patch_logit_lens(VisionTransformerImpl& model, const ResidualRun& run);
 
-struct HeadIndex {
-  int layer = 0, head = 0;
-  bool operator==(const HeadIndex& other) const { return layer == other.layer && head == other.head; }
-};
 // "L.H[,L.H...]" (whole numbers) as heads of a model of `layers` x `heads_per_layer`; throws
 // std::invalid_argument naming the item that is malformed, out of range or listed twice.
 std::vector<HeadIndex> parse_heads(const std::string& text, int layers, int heads_per_layer);
@@ -128,7 +128,6 @@ HeadMeans mean_head_outputs(VisionTransformerImpl& model, const std::vector<torc
                             const AttentionSettings& settings, const std::vector<HeadIndex>& heads,
                             const ProgressReport& progress = {}, const CancelCheck& cancelled = {});
 
-enum class AblationKind { Zero, Mean };
 struct HeadAblation {
   std::vector<HeadIndex> heads;
   AblationKind kind = AblationKind::Zero;

@@ -16,6 +16,7 @@
 #include "analysis/cam_methods.h"
 #include "analysis/gradcam.h"
 #include "analysis/relevance.h"
+#include "analysis/residual_stream.h"
 #include "analysis/spectrum.h"
 #include "app/bench_scale.h"
 #include "app/cli.h"
@@ -271,6 +272,39 @@ void bench_spectrum(const std::filesystem::path& folder, torch::Device device, i
   }
 }
 
+// A head ablation in the workbench: the forward with captures resumed at the first ablated block
+// from the unablated run (views/request_runner.h), against the whole forward with captures.
+void bench_ablation(const std::vector<DeitShape>& shapes, const std::filesystem::path& folder, torch::Device device,
+                    int warmup, int runs) {
+  std::cout << "\nHead ablation (zero, one head), forward with captures resumed at the ablated block vs the whole "
+               "forward, input 1x3x224x224\n"
+            << std::left << std::setw(8) << "model" << std::setw(8) << "block" << std::right << std::setw(12)
+            << "resumed" << std::setw(12) << "whole" << std::setw(10) << "ratio\n";
+  for (const DeitShape& shape : shapes) {
+    BenchModel bench = random_deit_and_input(shape, folder, device);
+    VisionTransformerImpl& model = bench.model.vit();
+    c10::InferenceMode inference_mode;
+    ForwardOptions capture;
+    StreamRecording inputs;
+    inputs.resid_pre = true;
+    ResidualRun clean;
+    const double whole = median_of_runs(warmup, runs, [&] {
+      clean.output = model.forward_with_streams(bench.input, {}, capture, {}, inputs, &clean.record);
+      if (device.is_cuda()) torch::cuda::synchronize();
+    });
+    for (int block : {0, shape.depth / 2, shape.depth - 1}) {
+      const HeadAblation ablation{{{block, 0}}, AblationKind::Zero, {}};
+      const double resumed = median_of_runs(warmup, runs, [&] {
+        ablate_heads(model, bench.input, {}, ablation, capture, {}, &clean);
+        if (device.is_cuda()) torch::cuda::synchronize();
+      });
+      std::cout << std::left << std::setw(8) << shape.name << std::setw(8) << block << std::right << std::setw(10)
+                << resumed << "ms" << std::setw(10) << whole << "ms" << std::setw(9) << resumed / whole << "\n"
+                << std::flush;
+    }
+  }
+}
+
 // The linear layers' GEMM (models/token_linear.h), chosen before anything is timed.
 std::string linear_backend_line() {
   const LinearBackendChoice& choice = linear_backend();
@@ -354,7 +388,8 @@ CommandSyntax bench_syntax() {
       {"rounds", "N", "alternating rounds of C++ and PyTorch measurements", "3"},
       {"python", "EXE", "Python with torch for the eager reference ('none' to skip)", ATTNSCOPE_PYTHON},
       {"analysis", "",
-       "bench the analyses instead: Grad-CAM, attention relevance and Score-CAM vs eager, spectrum factors vs full SVD",
+       "bench the analyses instead: Grad-CAM, attention relevance and Score-CAM vs eager, spectrum factors vs full "
+       "SVD, a head ablation's resumed forward vs the whole forward",
        ""},
       {"family", "swin|pvt", "bench a hierarchical family instead: Swin-T or PVT-v2-b2 shapes at 224", ""},
       {"scale", "",
@@ -411,6 +446,7 @@ int bench_command(const Args& args) {
     bench_gradcam(shapes, folder, python, device, warmup, runs, rounds);
     bench_attribution(shapes, folder, python, device, warmup, runs, rounds);
     bench_spectrum(folder, device, warmup, runs);
+    bench_ablation(shapes, folder, device, warmup, runs);
     std::filesystem::remove_all(folder);
     return 0;
   }

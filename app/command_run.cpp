@@ -17,6 +17,7 @@
 #include "core/value_scale.h"
 #include "models/inference.h"
 #include "views/option_catalog.h"
+#include "views/request_runner.h"
 
 namespace attnscope {
 
@@ -57,7 +58,13 @@ int run_command(const Args& args) {
   configure_input(model, state.input_settings());
   const cv::Mat prepared =
       prepare_model_input(load_image_rgb(state.image, state.max_pixels), state.input_settings(), model);
-  const InferenceResult result = run_inference(model, prepared, state.attention);
+  // With heads ablated, the unablated run first (kept for what the ablation changed), then only the
+  // blocks from the first ablated one on.
+  AnalysisCache runs;
+  const AblatedInference ablated = state.attention.ablation.empty()
+                                       ? AblatedInference{}
+                                       : ablated_inference(model, prepared, state.attention, {}, "run", runs);
+  const InferenceResult result = ablated.result ? *ablated.result : run_inference(model, prepared, state.attention);
 
   const int depth = int(result.forward.layers.size());
   const int layer = resolve_layer_index(state.layer, depth);
@@ -109,13 +116,29 @@ int run_command(const Args& args) {
   const ValueScale scale = resolve_value_scale(state.scale, state.colormap, range);
   const cv::Mat overlay = overlay_values(result.input_rgb, shown_values, scale, state.opacity, state.alpha);
 
-  const nlohmann::json summary =
-      run_summary({state, model, result, prepared, layer, query, scale, after_lcm, lcm_note});
+  nlohmann::json summary = run_summary({state, model, result, prepared, layer, query, scale, after_lcm, lcm_note});
+  // With heads ablated, the unablated model's output beside it: what the ablation changed.
+  torch::Tensor unablated_logits;
+  if (ablated.unablated) {
+    unablated_logits = ablated.unablated->output.logits[0].to(torch::kCPU, torch::kFloat);
+    const int64_t top = logits.argmax().item<int64_t>();
+    summary["ablation"] = {{"heads", head_list_text(state.attention.ablation.heads)},
+                           {"kind", enum_name(state.attention.ablation.kind)},
+                           {"top_output", top},
+                           {"ablated_value", logits[top].item<double>()},
+                           {"unablated_value", unablated_logits[top].item<double>()},
+                           {"unablated_top_output", unablated_logits.argmax().item<int64_t>()},
+                           {"blocks_recomputed", depth - first_ablated_layer(state.attention.ablation)},
+                           {"blocks", depth},
+                           {"unablated_forward_ms", ablated.unablated_milliseconds},
+                           {"ablated_forward_ms", result.milliseconds}};
+  }
   // Paths are bytes: a name that is not UTF-8 is written with replacement characters, never fails.
   const std::string summary_text = summary.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
   // Every output is checked before the first is written: existing ones are refused unless --overwrite.
   OutputFiles files(state.out, state.figure.overwrite);
   files.add_npy("logits.npy", logits);
+  if (unablated_logits.defined()) files.add_npy("logits_unablated.npy", unablated_logits);
   files.add_npy("attention" + suffix + ".npy", model.backbone->hierarchical() ? grid : row);
   if (write_matrix) files.add_npy("matrix" + suffix + ".npy", matrix);
   files.add_png("overlay" + suffix + ".png", overlay);
@@ -129,7 +152,12 @@ int run_command(const Args& args) {
     std::cout << "  output: " << to_string(model.output_kind()) << " of " << result.forward.logits.size(-1)
               << " values, no classes\n";
   print_warnings("run", model.report.warnings);  // a run that fails names the tensors in its error
-  std::cout << "wrote " << out.string() << "/{summary.json, logits.npy, attention" << suffix << ".npy, "
+  if (unablated_logits.defined())
+    std::cout << "ablated " << head_list_text(state.attention.ablation.heads) << ": the forward resumed at block "
+              << first_ablated_layer(state.attention.ablation) << " took " << result.milliseconds
+              << " ms, the unablated one " << ablated.unablated_milliseconds << " ms\n";
+  std::cout << "wrote " << out.string() << "/{summary.json, logits.npy, "
+            << (unablated_logits.defined() ? "logits_unablated.npy, " : "") << "attention" << suffix << ".npy, "
             << (write_matrix ? "matrix" + suffix + ".npy, " : "") << "overlay" << suffix << ".png}\n";
   return 0;
 }

@@ -600,6 +600,66 @@ std::vector<AttentionKnob> make_knobs() {
   norm.number = [](const AttentionSettings& settings) { return double(settings.norm); };
   norm.set_number = [](AttentionSettings& settings, double value) { settings.norm = FocusNorm(int(value)); };
   knobs.push_back(norm);
+
+  // Head ablation (models/head_ablation.h): whatever the kernel, on ViT-shaped models.
+  AttentionKnob ablate{"ablate", "L.H,..",
+                       "heads whose output z is replaced in every forward (layer.head from 0, e.g. 3.1,5.0; none: "
+                       "none); ViT-shaped models only",
+                       "ablate="};
+  ablate.control = KnobControl::Text;
+  ablate.control_label = "ablated heads";
+  ablate.every_kernel = true;
+  ablate.set = [](AttentionSettings& settings, const std::string& text) {
+    settings.ablation.heads = parse_head_list(text);
+  };
+  ablate.text = [](const AttentionSettings& settings) { return head_list_text(settings.ablation.heads); };
+  ablate.summary = [](const AttentionSettings& settings) {
+    return nlohmann::json(head_list_text(settings.ablation.heads));
+  };
+  ablate.copy = [](const AttentionSettings& from, AttentionSettings& to) { to.ablation.heads = from.ablation.heads; };
+  ablate.equal = [](const AttentionSettings& a, const AttentionSettings& b) {
+    return a.ablation.heads == b.ablation.heads;
+  };
+  knobs.push_back(ablate);
+
+  AttentionKnob ablation{"ablation", enum_choices_bar<AblationKind>(),
+                         "what an ablated head's z becomes: zero, or its mean per token over --ablation-images",
+                         "ablation="};
+  ablation.control = KnobControl::Choice;
+  ablation.control_label = "ablation";
+  ablation.every_kernel = true;
+  for (const auto& entry : enum_entries<AblationKind>()) ablation.choices.push_back(entry.name);
+  ablation.set = [](AttentionSettings& settings, const std::string& text) {
+    settings.ablation.kind = parse_enum<AblationKind>("ablation", text);
+  };
+  ablation.text = [](const AttentionSettings& settings) { return enum_name(settings.ablation.kind); };
+  ablation.summary = [](const AttentionSettings& settings) {
+    return nlohmann::json(enum_name(settings.ablation.kind));
+  };
+  ablation.copy = [](const AttentionSettings& from, AttentionSettings& to) { to.ablation.kind = from.ablation.kind; };
+  ablation.equal = [](const AttentionSettings& a, const AttentionSettings& b) {
+    return a.ablation.kind == b.ablation.kind;
+  };
+  ablation.number = [](const AttentionSettings& settings) { return double(settings.ablation.kind); };
+  ablation.set_number = [](AttentionSettings& settings, double value) {
+    settings.ablation.kind = AblationKind(int(value));
+  };
+  knobs.push_back(ablation);
+
+  AttentionKnob images{"ablation-images", "DIR",
+                       "the folder of images mean ablation averages each head's z over (through the unablated model)",
+                       "ablation-images="};
+  images.control = KnobControl::Text;
+  images.control_label = "ablation images";
+  images.every_kernel = true;
+  images.set = [](AttentionSettings& settings, const std::string& text) { settings.ablation.images = text; };
+  images.text = [](const AttentionSettings& settings) { return settings.ablation.images; };
+  images.summary = [](const AttentionSettings& settings) { return nlohmann::json(settings.ablation.images); };
+  images.copy = [](const AttentionSettings& from, AttentionSettings& to) { to.ablation.images = from.ablation.images; };
+  images.equal = [](const AttentionSettings& a, const AttentionSettings& b) {
+    return a.ablation.images == b.ablation.images;
+  };
+  knobs.push_back(images);
   return knobs;
 }
 
@@ -613,6 +673,7 @@ const std::vector<AttentionKnob>& attention_knobs() {
 bool kernel_reads_knob(const KernelSpec& spec, const AttentionKnob& knob) {
   // Windows restrict any kernel that is not global by construction.
   if (knob.control == KnobControl::GridSlider) return !spec.global_only;
+  if (knob.every_kernel) return true;
   return std::find(spec.knobs.begin(), spec.knobs.end(), knob.name) != spec.knobs.end();
 }
 

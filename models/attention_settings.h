@@ -28,6 +28,35 @@ enum class Variant {
 // (the paper's formula applied to each head's d channels).
 enum class FocusNorm { AllChannels, PerHead };
 
+// A head of a ViT: block `layer`, head `head`, both from 0 ("3.1" on the command line).
+struct HeadIndex {
+  int layer = 0, head = 0;
+  bool operator==(const HeadIndex& other) const { return layer == other.layer && head == other.head; }
+};
+std::string head_name(const HeadIndex& head);  // "3.1"
+
+// What an ablated head's value-weighted sum z (ViT-Prisma's hook_z, without the value bias) becomes:
+// zero, or its mean per token position over a folder's images through the unablated model.
+enum class AblationKind { Zero, Mean };
+
+// The heads every forward of a ViT runs without (models/head_ablation.h). Empty: none.
+struct HeadAblationSetting {
+  std::vector<HeadIndex> heads;
+  AblationKind kind = AblationKind::Zero;
+  std::string images;  // AblationKind::Mean: the folder the means are taken over
+  bool empty() const { return heads.empty(); }
+  bool operator==(const HeadAblationSetting& other) const {
+    return heads == other.heads && kind == other.kind && images == other.images;
+  }
+};
+// "L.H[,L.H...]" (or "+" between heads, as panel specs write it; "none" or "": no heads) as heads;
+// throws std::invalid_argument naming the item that is malformed or listed twice. The model's
+// bounds are checked where the heads meet a model.
+std::vector<HeadIndex> parse_head_list(const std::string& text);
+std::string head_list_text(const std::vector<HeadIndex>& heads);  // "3.1,5.0", or "none"
+// The first block an ablation changes (where a resumed forward starts); INT_MAX for none.
+int first_ablated_layer(const HeadAblationSetting& ablation);
+
 struct AttentionSettings {
   Variant variant = Variant::Native;
   double p = 3.0;   // FLatten focusing factor
@@ -35,6 +64,7 @@ struct AttentionSettings {
   int anchors = 0;  // 0: all learned anchors; m > 0: m anchors (pooled from K for swaps)
   bool dwc = true;  // use the depthwise conv on V where the checkpoint has its weights
   FocusNorm norm = FocusNorm::AllChannels;
+  HeadAblationSetting ablation;  // heads knocked out of every forward (ViT-shaped models)
 };
 
 // The window the `window` variant uses when none is given (Swin's default).
@@ -52,6 +82,10 @@ struct EnumTable<Variant> {
 template <>
 struct EnumTable<FocusNorm> {
   static const std::vector<EnumEntry<FocusNorm>>& entries();
+};
+template <>
+struct EnumTable<AblationKind> {
+  static const std::vector<EnumEntry<AblationKind>>& entries();
 };
 
 Variant parse_variant(const std::string& name);  // throws std::invalid_argument
@@ -76,7 +110,8 @@ enum class KnobScope { Panel, Shared };
 // The control: a slider over a fixed range (Slider), a slider over 1..the layer's grid side or
 // patch count whose 0 is a named default (GridSlider, PatchSlider), a switch, or one button a
 // choice (Choice: the value's name table).
-enum class KnobControl { Slider, GridSlider, PatchSlider, Switch, Choice };
+// Text: a text field, applied on Enter (a list of heads, a folder).
+enum class KnobControl { Slider, GridSlider, PatchSlider, Switch, Choice, Text };
 
 struct AttentionKnob {
   AttentionKnob(std::string knob, std::string value, std::string description, std::string label_prefix)
@@ -100,6 +135,8 @@ struct AttentionKnob {
   // Whether the control is off where the panel's kernel does not read the knob (else it stays
   // live: a session's shared value reaches panels that switch to a kernel that reads it).
   bool only_where_read = false;
+  // Whether every kernel reads it (head ablation acts on the heads' outputs, whatever the kernel).
+  bool every_kernel = false;
   // Parses `text` (as the option takes it) into the settings; throws std::invalid_argument
   // naming the knob and what is wrong.
   std::function<void(AttentionSettings&, const std::string& text)> set;

@@ -84,6 +84,10 @@ void StagedBackbone::check_input(const torch::Tensor& images) const {
 
 ForwardOutput StagedBackbone::forward(const torch::Tensor& images, const AttentionSettings& settings,
                                       const ForwardOptions& options) {
+  if (!settings.ablation.empty())
+    throw std::invalid_argument("--ablate: " + family() +
+                                " has no single residual stream of heads to ablate (head ablation runs on ViT-shaped "
+                                "models: timm, Hugging Face, CLIP, DINOv2)");
   check_input(images);
   // Inference on the CPU: small ops on one core, the big ones on all (a family's row chunks,
   // attention, convolutions). With autograd (training, Grad-CAM's tail) every op keeps all cores.

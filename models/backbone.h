@@ -225,8 +225,9 @@ class StagedBackbone : public Backbone {
  public:
   explicit StagedBackbone(StagedDesign design) : design_(std::move(design)) {}
 
+  // Refuses settings.ablation: the ViT overrides it to run ablated heads through its residual stream.
   ForwardOutput forward(const torch::Tensor& images, const AttentionSettings& settings,
-                        const ForwardOptions& options = {}) final;
+                        const ForwardOptions& options = {}) override;
   // The family's own fields (describe_architecture) with the family, input, output and layers.
   nlohmann::json describe() const final;
   InputGeometry input_geometry() const override { return design_.input; }

@@ -1,5 +1,7 @@
 #include "models/inference.h"
 
+#include "models/head_ablation.h"
+
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -34,6 +36,7 @@ void configure_input(LoadedModel& model, const InputSettings& input) {
   const Preprocessing used = resolve_preprocessing(input, model.declared);
   model.normalization = used.normalization;
   model.normalization_source = used.normalization_source;
+  model.input = input;
 }
 
 namespace {
@@ -105,6 +108,7 @@ InferenceResult run_inference(LoadedModel& model, const cv::Mat& prepared_rgb, c
   InferenceResult result;
   result.input_rgb = prepared_rgb;
   result.device = model.device.str();
+  prepare_head_ablation(model, settings, prepared_rgb.rows, prepared_rgb.cols, {}, options.cancelled);
   auto input = image_to_tensor(prepared_rgb, model.normalization).to(model.device);
   const auto start = std::chrono::steady_clock::now();
   result.forward = model.forward(input, settings, options);

@@ -45,6 +45,7 @@ struct LoadedModel {
   DeclaredPreprocessing declared;
   Normalization normalization;
   std::string normalization_source;
+  InputSettings input;  // the input settings configure_input was given (mean ablation prepares its images so)
   torch::Device device{torch::kCPU};
   int64_t parameter_count = 0;  // the image model's
   // CLIP's text tower when the file holds one (a full OpenAI CLIP state_dict or released archive, a

@@ -6,6 +6,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace attnscope {
@@ -56,6 +57,20 @@ struct ResidualStreamRecord {
   torch::Tensor final_scale;
   torch::Tensor pooled_scale;
 };
+
+// Every head's mean z per token position over a folder's images, through the unablated model: what
+// mean ablation puts in place of an ablated head's z (models/head_ablation.h computes it).
+struct HeadMeanOutputs {
+  std::string key;                  // head_means_key of the settings and token count they were taken for
+  torch::Tensor z;                  // [layers, heads, T, d] float32
+  std::vector<std::string> images;  // the files averaged over
+  std::string preparation;          // how they were prepared (input settings, normalisation)
+};
+
+// What mean ablation's means depend on: the folder, every attention knob but the ablation itself,
+// and the token count (the input size).
+struct AttentionSettings;
+std::string head_means_key(const AttentionSettings& settings, int64_t tokens);
 
 // Bytes a record of `recording` takes for `batch` images of `tokens` tokens through `blocks` blocks
 // of width `width` (z has the same size as a width-wide output).

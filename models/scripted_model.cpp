@@ -194,8 +194,12 @@ std::string ScriptedModel::resolve_hook_point(const std::string&) const {
       "natively");
 }
 
-ForwardOutput ScriptedModel::forward(const torch::Tensor& images, const AttentionSettings&,
+ForwardOutput ScriptedModel::forward(const torch::Tensor& images, const AttentionSettings& settings,
                                      const ForwardOptions& options) {
+  if (!settings.ablation.empty())
+    throw std::invalid_argument(
+        "--ablate: a TorchScript file runs its own forward; ablating a head needs a model attnscope implements "
+        "natively (load the checkpoint itself)");
   if (images.dim() != 4 || images.size(2) != arch_.native_height() || images.size(3) != arch_.native_width())
     throw std::invalid_argument("this TorchScript file was traced for " + std::to_string(arch_.native_height()) + "x" +
                                 std::to_string(arch_.native_width()) + " inputs (use --size native)");

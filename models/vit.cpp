@@ -470,9 +470,10 @@ ForwardOutput VisionTransformerImpl::forward_from_block(int first, const torch::
                                 std::to_string(tokens) + ", " + std::to_string(width) + "]");
   if (recording.any_block() && !record) throw std::logic_error("a recording without a record to fill");
   const int64_t batch = resid_pre.size(0);
+  const StreamEdits all_edits = with_session_ablation(edits, settings, first, tokens);
   const auto heads_at =
-      heads_by_block(edits, first, depth, arch_.heads, batch, tokens, width / std::max(1, arch_.heads));
-  const auto residuals_at = residuals_by_block(edits, first, depth, batch, tokens, width);
+      heads_by_block(all_edits, first, depth, arch_.heads, batch, tokens, width / std::max(1, arch_.heads));
+  const auto residuals_at = residuals_by_block(all_edits, first, depth, batch, tokens, width);
   torch::Tensor kept_tokens;
   if (record) {
     for (int64_t token : recording.tokens)
@@ -552,6 +553,55 @@ ForwardOutput VisionTransformerImpl::forward_from_block(int first, const torch::
   output.logits = pool_and_classify(x, layout, options.hook);
   output.layout = layout;
   return output;
+}
+
+StreamEdits VisionTransformerImpl::with_session_ablation(const StreamEdits& edits, const AttentionSettings& settings,
+                                                         int first, int64_t tokens) const {
+  const HeadAblationSetting& ablation = settings.ablation;
+  if (ablation.empty()) return edits;
+  StreamEdits all = edits;
+  const HeadMeanOutputs* means = nullptr;
+  if (ablation.kind == AblationKind::Mean) {
+    if (ablation.images.empty())
+      throw std::invalid_argument(
+          "--ablation mean needs --ablation-images DIR: the images each head's output is "
+          "averaged over");
+    means = head_means_.get();
+    if (!means || means->key != head_means_key(settings, tokens))
+      throw std::invalid_argument("--ablation mean: the heads' means over " + ablation.images +
+                                  " were not taken for this input size and attention (prepare_head_ablation)");
+  }
+  for (const HeadIndex& head : ablation.heads) {
+    if (head.layer < 0 || head.layer >= arch_.depth)
+      throw std::invalid_argument("--ablate " + head_name(head) + ": layer " + std::to_string(head.layer) +
+                                  " is outside 0.." + std::to_string(arch_.depth - 1));
+    if (head.head < 0 || head.head >= arch_.heads)
+      throw std::invalid_argument("--ablate " + head_name(head) + ": head " + std::to_string(head.head) +
+                                  " is outside 0.." + std::to_string(arch_.heads - 1) + " (the model has " +
+                                  std::to_string(arch_.heads) + " heads a layer)");
+    // Heads before `first` were ablated by the run that gave the residual resumed from; a head the
+    // caller edits itself (patching) keeps the caller's replacement.
+    if (head.layer < first) continue;
+    bool edited = false;
+    for (const HeadReplacement& edit : edits.heads)
+      edited = edited || (edit.layer == head.layer && edit.head == head.head);
+    if (edited) continue;
+    all.heads.push_back({head.layer, head.head, means ? means->z[head.layer][head.head] : torch::Tensor()});
+  }
+  return all;
+}
+
+ForwardOutput VisionTransformerImpl::forward(const torch::Tensor& images, const AttentionSettings& settings,
+                                             const ForwardOptions& options) {
+  if (settings.ablation.empty()) return StagedBackbone::forward(images, settings, options);
+  return forward_with_streams(images, settings, options, {}, {}, nullptr);
+}
+
+std::string head_means_key(const AttentionSettings& settings, int64_t tokens) {
+  AttentionSettings unablated = settings;
+  unablated.ablation = {};
+  return settings.ablation.images + "|" + to_string(settings.variant) + "|" + knobs_key(unablated) + "|" +
+         std::to_string(tokens);
 }
 
 ForwardOutput VisionTransformerImpl::forward_with_streams(const torch::Tensor& images,

@@ -157,6 +157,15 @@ class VisionTransformerImpl : public StagedBackbone {
   OutputKind output_kind() const override { return arch_.output_kind; }
   bool hierarchical() const override { return false; }
 
+  // The forward; with heads ablated (settings.ablation) it runs as forward_with_streams with no
+  // edits of its own, so that every analysis sees the ablated model.
+  ForwardOutput forward(const torch::Tensor& images, const AttentionSettings& settings,
+                        const ForwardOptions& options = {}) override;
+  // Mean ablation's means (models/head_ablation.h); a forward with mean ablation refuses means
+  // taken for other settings or another input size.
+  void set_head_means(std::shared_ptr<const HeadMeanOutputs> means) { head_means_ = std::move(means); }
+  const HeadMeanOutputs* head_means() const { return head_means_.get(); }
+
   // The residual stream (models/residual_hooks.h). The input of block 0: the tokens after the
   // embedding and norm_pre (Prisma's blocks.0.hook_resid_pre); `images` checked as forward checks them.
   StageTokens embed(const torch::Tensor& images);
@@ -192,9 +201,13 @@ class VisionTransformerImpl : public StagedBackbone {
   torch::Tensor classify(const StageTokens& tokens, const StagedPass& pass) override;
 
  private:
+  // `edits` and the heads settings.ablation knocks out from block `first` on.
+  StreamEdits with_session_ablation(const StreamEdits& edits, const AttentionSettings& settings, int first,
+                                    int64_t tokens) const;
   torch::Tensor embed_tokens(const torch::Tensor& images, const TokenLayout& layout);
   torch::Tensor pool_and_classify(const torch::Tensor& tokens, const TokenLayout& layout, const ForwardHook& hook);
   VitArch arch_;
+  std::shared_ptr<const HeadMeanOutputs> head_means_;
 };
 TORCH_MODULE(VisionTransformer);
 

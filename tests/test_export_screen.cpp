@@ -267,6 +267,41 @@ TEST_F(ExportScreenTest, RepresentationViews) {
   }
 }
 
+// The residual-stream views (issue 35): DLA with a head ablated (the ablated head writes nothing, and
+// every panel's maps are the ablated model's), the logit lens at the layer slider's block, and
+// activation patching into the similarity view's second image.
+TEST_F(ExportScreenTest, ResidualStreamViews) {
+  const nlohmann::json base = {{"model", asset_path("models/flatten.safetensors")},
+                               {"image", asset_path("images/sign_4.png")}};
+  nlohmann::json dla = base;
+  dla["analysis"] = "dla";
+  dla["ablate"] = "3.1";
+  nlohmann::json info = export_on_screen(dla);
+  expect_figure_view_exported(*this, info, "sign_4_dla-view");
+  expect_panels_equal_screen(info, manifest("sign_4_panels"), out());
+  const std::vector<nlohmann::json> grid = shown_of(info, "figure");
+  ASSERT_EQ(grid.size(), 1u);
+  const std::vector<float> heads = floats(grid.front()["values"]);
+  ASSERT_EQ(heads.size(), 4u * 3u);  // 4 layers x 3 heads
+  EXPECT_EQ(heads[3 * 3 + 1], 0.0f);
+  EXPECT_NE(heads[3 * 3 + 0], 0.0f);
+  fs::remove_all(out());
+
+  nlohmann::json lens = base;
+  lens["analysis"] = "logit-lens";
+  lens["layer"] = 1;
+  info = export_on_screen(lens);
+  expect_figure_view_exported(*this, info, "sign_4_logit-lens-view");
+  for (const auto& entry : shown_of(info, "figure")) EXPECT_EQ(entry["values"].size(), 12u * 12u);
+  fs::remove_all(out());
+
+  nlohmann::json patching = base;
+  patching["analysis"] = "patching";
+  patching["image2"] = asset_path("images/sign_1.png");
+  info = export_on_screen(patching);
+  expect_figure_view_exported(*this, info, "sign_4_patching-view");
+}
+
 TEST_F(ExportScreenTest, L2VitAfterTheLcm) {
   const nlohmann::json session = {{"model", asset_path("models/l2vit_hierarchical.safetensors")},
                                   {"image", asset_path("images/sign_4.png")},

@@ -30,6 +30,7 @@
 #include "models/model_loader.h"
 #include "tests/case_folder.h"
 #include "tests/numeric_bounds.h"
+#include "tests/residual_stream_cases.h"
 
 namespace attnscope {
 namespace {
@@ -38,10 +39,7 @@ constexpr double kUnitRounding = 5.9604644775390625e-08;  // 2^-24
 constexpr double kActivationRelativeError = 1e-5;
 constexpr double kOutputTolerance = 1e-4;
 
-const CaseFolder& folder() {
-  static const CaseFolder cases("residual_stream_cases");
-  return cases;
-}
+const CaseFolder& folder() { return residual_stream_cases(); }
 
 const nlohmann::json& find_case(const std::string& name) {
   for (const auto& c : folder().cases())
@@ -51,15 +49,6 @@ const nlohmann::json& find_case(const std::string& name) {
 
 LoadedModel load_case(const nlohmann::json& c) {
   return load_model(folder().dir() + c.at("model").get<std::string>(), {}, torch::kCPU);
-}
-
-AttentionSettings settings_of(const nlohmann::json& c) {
-  AttentionSettings settings;
-  const std::string kernel = c.at("variant").at("kernel");
-  settings.variant = kernel == "native" ? Variant::Native : parse_variant(kernel);
-  settings.p = c.at("variant").at("p").get<double>();
-  settings.dwc = c.at("variant").at("dwc").get<bool>();
-  return settings;
 }
 
 ReadoutTarget target_of(const nlohmann::json& spec) {
@@ -94,12 +83,6 @@ double difference_tolerance(const LogitDifference& difference, int64_t output_di
          (difference.baseline ? readout_tolerance(*difference.baseline, output_dim) : 0.0);
 }
 
-std::vector<HeadIndex> ablated_heads(const nlohmann::json& c) {
-  std::vector<HeadIndex> heads;
-  for (const auto& pair : c.at("ablate_heads")) heads.push_back({pair[0].get<int>(), pair[1].get<int>()});
-  return heads;
-}
-
 std::vector<int64_t> queries_of(const nlohmann::json& c) { return c.at("queries").get<std::vector<int64_t>>(); }
 
 // Each layer's and head's attention rows at the case's queries against the reference's [L, h, Q, T].
@@ -121,7 +104,7 @@ TEST(ResidualStream, DirectLogitAttributionMatchesPrismasDecomposition) {
     c10::InferenceMode inference;
     const torch::Tensor input = folder().array(c, "input");
     const TokenLayout layout = model.arch().layout_for(int(input.size(2)), int(input.size(3)));
-    const ResidualRun run = record_residual_stream(model, input, settings_of(c), readout_recording(model, layout));
+    const ResidualRun run = record_residual_stream(model, input, case_settings(c), readout_recording(model, layout));
     EXPECT_LT(max_abs_difference(run.output.logits, folder().array(c, "output")), kOutputTolerance);
     // The output norm is read along the output's unit vector: the reference's, so that the values compare
     // along one direction (ours, from the float32 output, differs by its rounding); that reading the norm
@@ -208,7 +191,7 @@ TEST(ResidualStream, PatchLogitLensMatchesPrismasPatchLogitDirections) {
     c10::InferenceMode inference;
     const torch::Tensor input = folder().array(c, "input");
     const TokenLayout layout = model.arch().layout_for(int(input.size(2)), int(input.size(3)));
-    const ResidualRun run = record_residual_stream(model, input, settings_of(c), readout_recording(model, layout));
+    const ResidualRun run = record_residual_stream(model, input, case_settings(c), readout_recording(model, layout));
     const torch::Tensor lens = patch_logit_lens(model, run);
     const torch::Tensor reference = folder().array(c, "lens").to(torch::kDouble);
     ASSERT_EQ(lens.sizes(), reference.sizes());
@@ -228,12 +211,12 @@ TEST(ResidualStream, ZeroAndMeanAblationMatchPrismasHookedForward) {
     VisionTransformerImpl& model = residual_stream_model(*loaded.backbone);
     c10::InferenceMode inference;
     const torch::Tensor input = folder().array(c, "input");
-    const AttentionSettings settings = settings_of(c);
+    const AttentionSettings settings = case_settings(c);
     StreamRecording inputs;
     inputs.resid_pre = true;
     const ResidualRun clean = record_residual_stream(model, input, settings, inputs);
 
-    HeadAblation zero{ablated_heads(c), AblationKind::Zero, {}};
+    HeadAblation zero{case_ablated_heads(c), AblationKind::Zero, {}};
     const ResidualRun resumed = ablate_heads(model, input, settings, zero, {}, {}, &clean);
     EXPECT_LT(max_abs_difference(resumed.output.logits, folder().array(c, "zero_output")), kOutputTolerance);
     expect_rows(resumed.output, c, folder().array(c, "zero_rows"));
@@ -245,11 +228,12 @@ TEST(ResidualStream, ZeroAndMeanAblationMatchPrismasHookedForward) {
     const torch::Tensor mean_images = folder().array(c, "mean_images");
     for (int64_t i = 0; i < mean_images.size(0); ++i) images.push_back(mean_images.narrow(0, i, 1));
     int64_t reported = 0;
-    HeadAblation mean{ablated_heads(c), AblationKind::Mean,
-                      mean_head_outputs(model, images, settings, ablated_heads(c), [&](int64_t done, int64_t total) {
-                        EXPECT_EQ(total, mean_images.size(0));
-                        reported = done;
-                      })};
+    HeadAblation mean{
+        case_ablated_heads(c), AblationKind::Mean,
+        mean_head_outputs(model, images, settings, case_ablated_heads(c), [&](int64_t done, int64_t total) {
+          EXPECT_EQ(total, mean_images.size(0));
+          reported = done;
+        })};
     EXPECT_EQ(reported, mean_images.size(0));
     const torch::Tensor reference_means = folder().array(c, "means");
     EXPECT_LT(max_abs_difference(mean.means.z, reference_means),
@@ -269,8 +253,8 @@ TEST(ResidualStream, ActivationPatchingMatchesTransformerLens) {
     const LogitDifference difference = difference_of(c);
     int64_t last_done = 0, last_total = 0;
     const ActivationPatching patching =
-        activation_patching(model, folder().array(c, "input"), folder().array(c, "corrupt"), settings_of(c), difference,
-                            [&](int64_t done, int64_t total) {
+        activation_patching(model, folder().array(c, "input"), folder().array(c, "corrupt"), case_settings(c),
+                            difference, [&](int64_t done, int64_t total) {
                               EXPECT_EQ(done, last_done + 1);
                               last_done = done;
                               last_total = total;
@@ -348,7 +332,7 @@ TEST(ResidualStream, TheBiasShareIsFoldValueBiasesOutputBiasUnderSoftmax) {
     c10::InferenceMode inference;
     StreamRecording everything = readout_recording(model, {});
     everything.tokens.clear();
-    const ResidualRun run = record_residual_stream(model, folder().array(c, "input"), settings_of(c), everything);
+    const ResidualRun run = record_residual_stream(model, folder().array(c, "input"), case_settings(c), everything);
     for (int layer = 0; layer < model.arch().depth; ++layer) {
       torch::Tensor heads = torch::zeros_like(run.record.attn_out[size_t(layer)][0]);
       for (int head = 0; head < model.arch().heads; ++head)

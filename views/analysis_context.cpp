@@ -1,5 +1,7 @@
 // What the analyses' headless runs share (views/analysis_context.h).
 #include "views/analysis_context.h"
+
+#include "models/head_ablation.h"
 #include "views/option_catalog.h"
 
 #include "views/analysis_registry.h"
@@ -97,6 +99,8 @@ Loaded load_inputs(const AnalyzeContext& context) {
     }
   }
   loaded.prepared = prepare_model_input(rgb, state.input_settings(), loaded.model);
+  // Mean ablation's means before any forward (the gradient methods run the model themselves).
+  prepare_head_ablation(loaded.model, state.attention, loaded.prepared.rows, loaded.prepared.cols);
   if (!mask.empty()) {
     cv::Mat prepared_mask = prepare_model_input(mask, state.input_settings(), loaded.model), gray;
     cv::cvtColor(prepared_mask, gray, cv::COLOR_RGB2GRAY);

@@ -54,4 +54,12 @@ AnalysisOption<int> count_option(const std::string& name, const std::string& val
       [](const int& value) { return std::to_string(value); });
 }
 
+const AnalysisOption<std::string>& image2_option() {
+  static const auto option =
+      text_option("image2", "FILE",
+                  "similarity: a second image (of the same size), its map of the same query and the best buddies "
+                  "of the two; patching: the corrupt image");
+  return option;
+}
+
 }  // namespace attnscope

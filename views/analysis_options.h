@@ -76,6 +76,10 @@ AnalysisOption<E> enum_option(const std::string& name, const std::string& help, 
       [](const E& value) { return enum_name(value); });
 }
 
+// --image2: the second image, read by similarity (its map and best buddies) and patching (the
+// corrupt input); declared in similarity's entry, read by both.
+const AnalysisOption<std::string>& image2_option();
+
 // The switch's OptionSpec takes `--name` alone as on.
 inline OptionSpec switch_spec(const AnalysisOption<bool>& option) {
   OptionSpec spec = option.spec();

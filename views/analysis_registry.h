@@ -8,6 +8,7 @@
 // registers itself under the analysis's name (ATTNSCOPE_ANALYSIS_PANEL).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -57,6 +58,40 @@ struct AnalysisViewInput {
   // status line. May be empty.
   std::function<void(int done, int total)> progress;
 };
+
+// A view that runs panel 1's model again (the residual-stream views): its report, computed once per
+// key of what it depends on and kept in the cache, or why there is none (shown in the view).
+template <typename Report>
+struct PanelRunView : AnalysisViewData {
+  std::shared_ptr<const Report> report;
+  std::string error;
+  double milliseconds = 0;
+};
+
+// Sets `outcome`'s view to `compute(panel 1)` under `key(panel 1)`, or to the reason
+// (std::invalid_argument) it could not be computed.
+template <typename Report>
+void compute_panel_run_view(const AnalysisViewInput& input, InferenceOutcome& outcome,
+                            const std::function<std::string(const PanelForwardView&)>& key,
+                            const std::function<Report(const PanelForwardView&)>& compute) {
+  const auto start = std::chrono::steady_clock::now();
+  auto view = std::make_shared<PanelRunView<Report>>();
+  const PanelForwardView& panel = input.panels.front();
+  try {
+    if (!panel.model || !panel.result) throw std::invalid_argument("panel 1 has no model");
+    const std::string cache_key = key(panel);
+    view->report = input.cache.get<Report>(cache_key);
+    if (!view->report) {
+      auto report = std::make_shared<const Report>(compute(panel));
+      input.cache.put(cache_key, report);
+      view->report = report;
+    }
+  } catch (const std::invalid_argument& e) {
+    view->error = e.what();
+  }
+  view->milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  outcome.analysis_view = view;
+}
 
 // A versioned file an analysis writes (its summary.json), with one command line that writes it
 // and its keys as docs/analysis_outputs.md lists them: `attnscope reference --outputs` prints

@@ -28,14 +28,6 @@ const AnalysisOption<Facet>& facet_option() {
   return option;
 }
 
-const AnalysisOption<std::string>& image2_option() {
-  static const auto option =
-      text_option("image2", "FILE",
-                  "similarity: a second image (of the same size); its map of the same query and the best buddies "
-                  "of the two");
-  return option;
-}
-
 using nlohmann::json;
 
 // One map of the view: a panel's model on its image, or panel 1's model on the second image.

@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "viewer/panels/figure_view.h"
 #include "viewer/panels/panel.h"
 #include "viewer/workbench.h"
 #include "views/analysis_registry.h"
@@ -100,62 +101,6 @@ std::map<std::string, AnalysisPanelFactory>& analysis_panel_factories() {
   static std::map<std::string, AnalysisPanelFactory> factories;
   return factories;
 }
-
-// An analysis's view as its figure, as export writes it, re-rendered when the result, the
-// selections or the width change.
-struct FigureView {
-  PlotImage picture;
-  Figure shown;
-  FigureGeometry geometry;
-
-  void draw(Workbench& bench, const AnalysisEntry& entry) {
-    draw_analysis_options(bench, entry);
-    const InferenceOutcome* outcome = bench.outcome.get();
-    if (!outcome || !outcome->analysis_view) {
-      draw_waiting(bench);
-      return;
-    }
-    const int width = std::max(60, int(bench.layout.analysis_size.x) - 24);
-    const std::string key = std::to_string(outcome->request_id) + "|" + entry.name + "|" +
-                            bench.state.DisplaySettings::key() + "|" + bench.state.ViewSelection::key();
-    try {
-      refresh_plot(picture, key, width, [&] {
-        shown = analysis_view_figure(*outcome, bench.state);
-        geometry = layout_figure(shown, screen_figure_style(shown, width));
-        return shown;
-      });
-    } catch (const std::exception& e) {
-      bench.report_error(std::string("plot: ") + e.what());
-      return;
-    }
-    const ImVec2 pos = ImGui::GetCursorScreenPos();
-    gl::opaque_image(picture.texture.imgui_id(), ImVec2(float(picture.width), float(picture.height)));
-    const bool hovered = ImGui::IsItemHovered();
-    const double scale = geometry.pixels_per_point;
-    int heatmaps = 0;
-    for (size_t index = 0; index < shown.panels.size(); ++index) {
-      const auto* heatmap = std::get_if<HeatmapPanel>(&shown.panels[index].content);
-      if (!heatmap) continue;
-      const Rect& box = geometry.panels[index].content;
-      const float x = pos.x + float(box.x * scale), y = pos.y + float(box.y * scale);
-      const float width_px = float(box.width * scale), height_px = float(box.height * scale);
-      // Figure views report their heatmaps as views -2, -3, ... in figure order.
-      bench.drawn.views.push_back(
-          {-2 - heatmaps++, -1, x, y, width_px, height_px, heatmap->values.rows, heatmap->values.cols});
-      const ImVec2 mouse = ImGui::GetIO().MousePos;
-      if (!hovered || mouse.x < x || mouse.y < y || mouse.x >= x + width_px || mouse.y >= y + height_px) continue;
-      const int row = std::clamp(int((mouse.y - y) / height_px * heatmap->values.rows), 0, heatmap->values.rows - 1);
-      const int col = std::clamp(int((mouse.x - x) / width_px * heatmap->values.cols), 0, heatmap->values.cols - 1);
-      ImGui::SetTooltip("(%d, %d): %.5f", row, col, double(heatmap->values.at<float>(row, col)));
-      // A heatmap on the selected layer's patch grid picks the query where it is clicked.
-      if (ImGui::IsMouseClicked(ImGuiMouseButton_Left) && heatmap->values.rows == outcome->layout.grid_h &&
-          heatmap->values.cols == outcome->layout.grid_w)
-        bench.pick_query(row, col, outcome->layout);
-    }
-  }
-
-  void report(nlohmann::json& shown_numbers) const { report_figure_numbers(shown, shown_numbers); }
-};
 
 struct AnalysisColumn : WorkbenchPanel {
   std::map<std::string, std::unique_ptr<AnalysisPanel>> own;  // each analysis's panel, made on first use

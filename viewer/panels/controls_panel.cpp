@@ -4,6 +4,7 @@
 // session file and the figure export. Every change here re-runs inference through the worker.
 #include <imgui.h>
 #include <imgui_stdlib.h>
+#include <map>
 
 #include <algorithm>
 #include <filesystem>
@@ -134,6 +135,28 @@ bool knob_control(const AttentionKnob& knob, AttentionSettings& settings, const 
       if (!ImGui::Checkbox(label.c_str(), &on)) return false;
       knob.set_number(settings, on ? 1.0 : 0.0);
       return true;
+    }
+    case KnobControl::Text: {
+      // The field keeps what is typed until Enter applies it; a value set elsewhere (a click on the
+      // DLA grid, a session) replaces it.
+      static std::map<std::string, std::string> typed, seen, refused;
+      const std::string current = knob.text(settings);
+      if (seen[knob.name] != current) typed[knob.name] = seen[knob.name] = current;
+      char buffer[1024];
+      std::snprintf(buffer, sizeof buffer, "%s", typed[knob.name].c_str());
+      const bool entered = ImGui::InputText(label.c_str(), buffer, sizeof buffer, ImGuiInputTextFlags_EnterReturnsTrue);
+      typed[knob.name] = buffer;
+      if (entered) {
+        try {
+          knob.set(settings, buffer);
+          refused[knob.name].clear();
+          return true;
+        } catch (const std::invalid_argument& e) {
+          refused[knob.name] = e.what();
+        }
+      }
+      if (!refused[knob.name].empty()) ImGui::TextWrapped("%s", refused[knob.name].c_str());
+      return false;
     }
     case KnobControl::Choice: {
       ImGui::TextUnformatted((label + ":").c_str());

@@ -1,0 +1,73 @@
+// The direct logit attribution view (analysis "dla"): the layer x head grid as export draws it
+// (FigureView), and a click on a head ablates it (shift-click adds it to the ablated heads, or
+// restores it): the session's `ablate` knob changes, so every panel's maps and predictions are
+// recomputed without the head. The change of the target's output against the unablated model is
+// shown under the grid; "clear ablations" restores it. Its own panel because the generic figure view
+// takes no clicks on cells that are not patches.
+#include <imgui.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "viewer/panels/figure_view.h"
+#include "viewer/panels/panel.h"
+#include "viewer/workbench.h"
+#include "views/analysis_registry.h"
+#include "views/dla_view.h"
+
+namespace attnscope {
+
+struct DlaPanel : AnalysisPanel {
+  FigureView figure;
+  // The target's output without any ablation, for the change an ablation makes (kept per target).
+  std::string unablated_target;
+  double unablated_output = 0;
+  bool has_unablated = false;
+
+  void draw(Workbench& bench, const AnalysisEntry& entry) override {
+    figure.draw(bench, entry);
+    const InferenceOutcome* outcome = bench.outcome.get();
+    const auto* view = outcome ? analysis_view_as<DlaView>(*outcome) : nullptr;
+    if (!view || !view->report) return;
+    const DlaReport& report = *view->report;
+    if (report.ablation.empty()) {
+      unablated_target = report.target_name;
+      unablated_output = report.attribution.output;
+      has_unablated = true;
+    }
+    if (figure.hovered_cell.panel == 0 && ImGui::IsMouseClicked(ImGuiMouseButton_Left))
+      toggle(bench.state.attention.ablation.heads, {figure.hovered_cell.row, figure.hovered_cell.col},
+             ImGui::GetIO().KeyShift);
+    AttentionSettings& settings = bench.state.attention;
+    if (!settings.ablation.empty()) {
+      ImGui::Text("ablated: %s (%s)", head_list_text(settings.ablation.heads).c_str(),
+                  enum_name(settings.ablation.kind).c_str());
+      if (has_unablated && unablated_target == report.target_name && !report.ablation.empty())
+        ImGui::Text("%s: %.4g without ablation, %.4g now (%+.4g)", report.target_name.c_str(), unablated_output,
+                    report.attribution.output, report.attribution.output - unablated_output);
+      if (ImGui::Button("clear ablations")) settings.ablation.heads.clear();
+    } else {
+      ImGui::TextDisabled("click a head (row: layer, column: head) to ablate it, shift-click to add it");
+    }
+    ImGui::TextDisabled("%.0f ms (one forward recording the residual stream)", view->milliseconds);
+  }
+
+  // A click ablates the head alone; with shift it joins the ablated heads, or leaves them.
+  static void toggle(std::vector<HeadIndex>& ablated, const HeadIndex& head, bool add) {
+    const auto listed = std::find(ablated.begin(), ablated.end(), head);
+    if (!add)
+      ablated = {head};
+    else if (listed != ablated.end())
+      ablated.erase(listed);
+    else
+      ablated.push_back(head);
+  }
+
+  void report(const Workbench&, nlohmann::json&, nlohmann::json& shown_numbers) const override {
+    figure.report(shown_numbers);
+  }
+};
+
+ATTNSCOPE_ANALYSIS_PANEL("dla", DlaPanel)
+
+}  // namespace attnscope
