@@ -203,7 +203,18 @@ ReadoutTarget ReadoutTarget::output_norm() {
 }
 
 ReadoutTarget ReadoutTarget::from(const AttributionTarget& target) {
-  return target.norm ? output_norm() : of_class(target.index);
+  switch (target.kind) {
+    case TargetKind::Norm:
+      return output_norm();
+    case TargetKind::Text:
+    case TargetKind::Image:
+      // The direct read-outs are linear: a prompt or another image is read along its unit
+      // embedding (the cosine's numerator); the cosine itself is not a sum of the components.
+      return along(target.direction);
+    case TargetKind::Class:
+      break;
+  }
+  return of_class(target.index);
 }
 
 std::string ReadoutTarget::describe() const {
