@@ -35,14 +35,22 @@ TargetSpec case_spec(const nlohmann::json& c) {
   return spec;
 }
 
+// The images are at the models' input size; the whole image is kept (crop 1: the reference
+// normalises the whole PNG), whatever crop a file's default preprocessing would take.
+InputSettings whole_image() {
+  InputSettings input;
+  input.crop = 1.0;
+  return input;
+}
+
 LoadedModel load_case_model(const nlohmann::json& c) {
   LoadedModel model = load_model(kCases + c.at("model").get<std::string>(), {}, torch::kCPU);
-  configure_input(model, InputSettings{});
+  configure_input(model, whole_image());
   return model;
 }
 
 AttributionTarget resolve(LoadedModel& model, const TargetSpec& spec) {
-  return resolve_target_spec(spec, {model, InputSettings{}, AttentionSettings{}, kDefaultMaxPixels});
+  return resolve_target_spec(spec, {model, whole_image(), AttentionSettings{}, kDefaultMaxPixels});
 }
 
 torch::Tensor case_input() { return read_npy(kCases + "image.npy"); }
@@ -175,11 +183,11 @@ TEST(TargetParity, EveryGradientMethodReadsTheTarget) {
 // Any model: DINOv2's output embedding against another image's; the image itself gives cosine 1.
 TEST(TargetParity, AnImageTargetWorksOnAnyEmbeddingModel) {
   LoadedModel model = load_model(kHub + "dinov2.pth", {}, torch::kCPU);
-  configure_input(model, InputSettings{});
+  configure_input(model, whole_image());
   const std::string file = kCases + "image.png";
   const AttributionTarget target = resolve(model, parse_target_spec("image:" + file));
   const torch::Tensor input =
-      image_to_tensor(prepare_model_input(load_image_rgb(file), InputSettings{}, model), model.normalization);
+      image_to_tensor(prepare_model_input(load_image_rgb(file), whole_image(), model), model.normalization);
   CamOptions options;
   options.target = target;
   const CamResult cam = class_activation_map(model.native("test"), input, {}, options);
