@@ -125,21 +125,22 @@ AttributionMap compute_attribution(Backbone& model, const torch::Tensor& image, 
     CamOptions options;
     options.method = method;
     options.layer = request.layer;
-    options.target_class = request.target_class;
+    options.target = request.target;
     options.progress = request.progress;
     const CamResult cam = class_activation_map(model, image, settings, options);
     result.map = cam.scaled;
     result.raw = cam.cam;
     result.layout = cam.layout;
     result.where = cam.layer;
-    result.target_class = cam.target.index;
+    result.target = cam.target;
+    result.target_class = cam.target.kind == TargetKind::Class ? cam.target.index : -1;
     result.class_specific = options.method != CamMethod::EigenCam;
     result.warning = cam.warning;
     result.normalisation = "ReLU, then (x - min) / (max + 1e-7) (pytorch-grad-cam's scale_cam_image)";
   } else if (method == AttributionMethod::Relevance || method == AttributionMethod::GradRollout) {
     RelevanceOptions options;
     options.rule = method == AttributionMethod::Relevance ? RelevanceRule::Chefer : RelevanceRule::GradientRollout;
-    options.target_class = request.target_class;
+    options.target = request.target;
     options.layer = request.attention_layer;
     options.discard_ratio = request.discard;
     const RelevanceResult relevance = attention_relevance(model, image, settings, options);
@@ -147,7 +148,8 @@ AttributionMap compute_attribution(Backbone& model, const torch::Tensor& image, 
     result.raw = relevance.patch_map;
     result.layout = relevance.layout;
     result.where = layer_range(relevance.layers) + ", " + relevance.readout;
-    result.target_class = relevance.target.index;
+    result.target = relevance.target;
+    result.target_class = relevance.target.kind == TargetKind::Class ? relevance.target.index : -1;
     result.normalisation = method == AttributionMethod::Relevance ? "(x - min) / (max - min)" : "x / max";
   } else if (method == AttributionMethod::Rollout || method == AttributionMethod::Attention) {
     if (captures) {
@@ -161,7 +163,7 @@ AttributionMap compute_attribution(Backbone& model, const torch::Tensor& image, 
     IntegratedGradientsOptions options;
     options.steps = request.ig_steps;
     options.baseline = request.ig_baseline;
-    options.target_class = request.target_class;
+    options.target = request.target;
     options.progress = request.progress;
     const IntegratedGradientsResult ig = integrated_gradients(model, image, settings, normalization, options);
     result.map = ig.scaled;
@@ -169,7 +171,8 @@ AttributionMap compute_attribution(Backbone& model, const torch::Tensor& image, 
     result.layout = ig.layout;
     result.where =
         "input (" + std::to_string(ig.steps) + " steps from the " + to_string(request.ig_baseline) + " baseline)";
-    result.target_class = ig.target.index;
+    result.target = ig.target;
+    result.target_class = ig.target.kind == TargetKind::Class ? ig.target.index : -1;
     result.normalisation = "sum of |attribution| over channels and the patch's pixels, then (x - min) / (max + 1e-7)";
   }
   result.method = method;

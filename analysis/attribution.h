@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "analysis/attribution_method.h"
+#include "analysis/attribution_target.h"
 #include "analysis/head_fusion.h"
 #include "analysis/perturbation.h"
 #include "models/backbone.h"
@@ -22,7 +23,7 @@ struct AttributionRequest {
   std::string layer;                     // CAM family: the hook point (empty: the family's default)
   int attention_layer = -1;              // attention: the layer shown; rollout, relevance, gradrollout: the layer
                                          // whose group they propagate through (every layer of a ViT)
-  int target_class = -1;                 // -1: the top-1 class (models without classes: the output's norm)
+  AttributionTarget target;              // what is differentiated (resolve_target_spec); default: the top-1 class
   HeadFusion fusion = HeadFusion::Mean;  // rollout
   double discard = 0.0;                  // rollout, gradrollout
   int ig_steps = 50;
@@ -37,7 +38,8 @@ struct AttributionMap {
   TokenLayout layout;         // the map's grid; patch_size is a cell's side in pixels
   std::string where;          // what it was read at: "blocks.3.norm1", "layers 0..3", "input"
   std::string normalisation;  // in words
-  int target_class = -1;      // the class explained; -1: the output's norm or no class (attention, rollout)
+  int target_class = -1;      // the class explained; -1: not a class (norm, prompt, image) or none (attention, rollout)
+  AttributionTarget target;   // resolved; the default for attention and rollout
   bool class_specific = true;
   std::string warning;
   double milliseconds = 0.0;

@@ -121,7 +121,7 @@ CamResult class_activation_map(Backbone& model, const torch::Tensor& image, cons
   const auto start = std::chrono::steady_clock::now();
   const CamMethod method = options.method;
   const LayerReading reading =
-      read_layer(model, image, settings, options.layer, options.target_class, uses_gradients(method));
+      read_layer(model, image, settings, options.layer, options.target, uses_gradients(method));
   CamResult result;
   result.method = method;
   result.layer = reading.point.name;

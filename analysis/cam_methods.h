@@ -25,8 +25,8 @@ bool uses_gradients(CamMethod method);                // false for EigenCAM and 
 
 struct CamOptions {
   CamMethod method = CamMethod::GradCam;
-  std::string layer;      // a hook point spec (Backbone::resolve_hook_point); empty: the family's default
-  int target_class = -1;  // -1: the top-1 class (models without classes: the output's norm)
+  std::string layer;         // a hook point spec (Backbone::resolve_hook_point); empty: the family's default
+  AttributionTarget target;  // what is differentiated (resolve_target_spec); default: the top-1 class
   // Score-CAM: masked images per forward pass (pytorch-grad-cam's BATCH_SIZE; the scores do not
   // depend on it), and a report after each batch that may stop the run (returning false throws Cancelled).
   int score_batch = 16;

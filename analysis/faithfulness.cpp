@@ -18,21 +18,24 @@ double area_under_curve(const std::vector<double>& x, const std::vector<double>&
 FaithfulnessProbe::FaithfulnessProbe(Backbone& model, const torch::Tensor& input, const AttentionSettings& settings,
                                      const Normalization& normalization, const FaithfulnessOptions& options)
     : model_(model), settings_(settings), options_(options) {
-  if (model.output_kind() != OutputKind::Logits)
+  if (model.output_kind() != OutputKind::Logits && options.target.kind == TargetKind::Class)
     throw std::invalid_argument(
         "faithfulness curves record a class probability; this model's output is " +
-        std::string(model.output_kind() == OutputKind::Embedding ? "an embedding" : "features") + " without classes");
+        std::string(model.output_kind() == OutputKind::Embedding ? "an embedding" : "features") +
+        " without classes: give --target norm, text:PROMPT or image:FILE to record that score instead");
   if (options.steps < 1 || options.steps > 10000)
     throw std::invalid_argument("--steps must be from 1 to 10000, got " + std::to_string(options.steps));
-  check_target(model, options.target_class);
+  check_target(model, options.target);
   c10::InferenceMode inference;
   input_ = input.detach();
   ForwardOptions plain;
   plain.capture = false;
   const ForwardOutput output = model.forward(input_, settings, plain);
   const auto logits = output.logits[0].to(torch::kCPU, torch::kFloat);
-  target_class_ = resolve_target(model, options.target_class, logits).index;
-  probability_ = logits.softmax(0)[target_class_].item<double>();
+  target_ = resolve_target(model, options.target, logits);
+  records_probability_ = target_.kind == TargetKind::Class;
+  probability_ = records_probability_ ? logits.softmax(0)[target_.index].item<double>()
+                                      : target_scores(output.logits, target_)[0].item<double>();
   const double sigma = options.blur_sigma > 0 ? options.blur_sigma : double(output.layout.patch_size);
   replacement_ = replacement_image(input_, options.replacement, sigma, normalization);
 }
@@ -48,8 +51,10 @@ std::vector<double> FaithfulnessProbe::probabilities(const torch::Tensor& remove
     const int64_t size = std::min(batch, count - begin);
     const auto mask = removed.narrow(0, begin, size).unsqueeze(1).to(input_.device());  // [b, 1, H, W]
     const auto images = torch::where(mask, replacement_, input_);
-    const auto logits = model_.forward(images, settings_, plain).logits.to(torch::kCPU, torch::kDouble);
-    const auto chosen = logits.softmax(1).select(1, target_class_).contiguous();
+    const auto outputs = model_.forward(images, settings_, plain).logits;
+    const auto chosen = records_probability_
+                            ? outputs.to(torch::kCPU, torch::kDouble).softmax(1).select(1, target_.index).contiguous()
+                            : target_scores(outputs, target_).to(torch::kCPU, torch::kDouble).contiguous();
     values.insert(values.end(), chosen.data_ptr<double>(), chosen.data_ptr<double>() + size);
   }
   return values;

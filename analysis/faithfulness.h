@@ -1,7 +1,8 @@
 // Whether a map is faithful to the model, measured: deletion and insertion curves (Petsiuk et al.
 // 2018, RISE). The map's cells are removed from the image (replaced, e.g. by the blurred image)
 // or added to the replacement in the map's order, largest first, and the target class's
-// probability is recorded after each step; the area under each curve (AUC, over the fraction of
+// probability (for another target, its score: a prompt's CLIP logit, a cosine, the norm) is
+// recorded after each step; the area under each curve (AUC, over the fraction of
 // cells) summarises it: low deletion and high insertion AUC mean the map found what the model uses.
 // A random order of the same cells is the baseline any map should beat.
 #pragma once
@@ -12,6 +13,7 @@
 #include <functional>
 #include <vector>
 
+#include "analysis/attribution_target.h"
 #include "analysis/perturbation.h"
 #include "models/backbone.h"
 
@@ -21,8 +23,10 @@ struct FaithfulnessOptions {
   // Points after the start: after step i, round(i N / steps) of the N cells are removed (or added).
   int steps = 20;
   Replacement replacement = Replacement::Blur;
-  double blur_sigma = 0.0;          // pixels; 0: one patch of the model's first attention layer
-  int target_class = -1;            // the class whose probability is recorded; -1: the top-1 class of the image
+  double blur_sigma = 0.0;  // pixels; 0: one patch of the model's first attention layer
+  // What the curves record: a class's probability (default: the image's top-1 class), or the score
+  // of another target (resolve_target_spec).
+  AttributionTarget target;
   int batch = 32;                   // perturbed images per forward pass
   int random_orders = 3;            // random orders averaged for the baseline
   uint64_t seed = 0;                // of the random orders
@@ -31,7 +35,7 @@ struct FaithfulnessOptions {
 
 struct FaithfulnessCurve {
   std::vector<double> fraction;     // of the cells removed (deletion) or added (insertion), 0 .. 1
-  std::vector<double> probability;  // of the target class after that step
+  std::vector<double> probability;  // of the target class after that step (another target: its score)
   double auc = 0.0;                 // trapezoid rule over `fraction`
 };
 
@@ -42,8 +46,8 @@ struct Faithfulness {
 // The image, its replacement and the target, shared by every map measured on it.
 class FaithfulnessProbe {
  public:
-  // input: [1, 3, H, W] prepared input. Throws std::invalid_argument for a model without classes
-  // (the curves record a class probability) or a class it does not have.
+  // input: [1, 3, H, W] prepared input. Throws std::invalid_argument for a class target on a model
+  // without classes (the curves record a class probability) or a class it does not have.
   FaithfulnessProbe(Backbone& model, const torch::Tensor& input, const AttentionSettings& settings,
                     const Normalization& normalization, const FaithfulnessOptions& options = {});
 
@@ -57,8 +61,11 @@ class FaithfulnessProbe {
   // The mean curves over `random_orders` random orders of a gh x gw grid's cells.
   Faithfulness random_baseline(int grid_h, int grid_w) const;
 
-  int target_class() const { return target_class_; }
-  double probability() const { return probability_; }  // of the target on the unperturbed image
+  // The class whose probability the curves record; -1 when they record another target's score.
+  int target_class() const { return records_probability_ ? target_.index : -1; }
+  const AttributionTarget& target() const { return target_; }  // resolved
+  bool records_probability() const { return records_probability_; }
+  double probability() const { return probability_; }  // of the target on the unperturbed image (or its score)
   const torch::Tensor& replacement() const { return replacement_; }
   const FaithfulnessOptions& options() const { return options_; }
 
@@ -72,7 +79,8 @@ class FaithfulnessProbe {
   AttentionSettings settings_;
   FaithfulnessOptions options_;
   torch::Tensor input_, replacement_;
-  int target_class_ = 0;
+  AttributionTarget target_;
+  bool records_probability_ = true;
   double probability_ = 0.0;
 };
 

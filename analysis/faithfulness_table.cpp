@@ -10,6 +10,7 @@ FaithfulnessTable faithfulness_table(Backbone& model, const torch::Tensor& image
   const FaithfulnessProbe probe(model, image, settings, normalization, request.faithfulness);
   FaithfulnessTable table;
   table.target_class = probe.target_class();
+  table.target = probe.target();
   table.probability = probe.probability();
   table.options = request.faithfulness;
   // One captured forward pass serves every attention-only method.
@@ -23,7 +24,7 @@ FaithfulnessTable faithfulness_table(Backbone& model, const torch::Tensor& image
     if (request.progress) request.progress(to_string(method), i, request.methods.size());
     AttributionRequest attribution = request.attribution;
     attribution.method = method;
-    attribution.target_class = table.target_class;  // the maps explain the class the curves record
+    attribution.target = table.target;  // the maps explain what the curves record
     MethodFaithfulness row;
     row.map = compute_attribution(model, image, settings, normalization, attribution, &captures);
     row.curves = probe.measure(row.map.map);

@@ -16,8 +16,9 @@ struct MethodFaithfulness {
 };
 
 struct FaithfulnessTable {
-  int target_class = 0;      // the class every map explains and every curve records
-  double probability = 0.0;  // its probability on the image
+  int target_class = 0;      // the class every map explains and every curve records; -1: another target
+  AttributionTarget target;  // resolved: what every map explains and every curve records
+  double probability = 0.0;  // its probability on the image (another target: its score)
   std::vector<MethodFaithfulness> methods;
   Faithfulness random;  // mean of random orders of the first map's cells
   FaithfulnessOptions options;
@@ -27,7 +28,7 @@ struct FaithfulnessTableRequest {
   std::vector<AttributionMethod> methods;
   // Everything but the method and the class, for every map (layers, rollout's fusion, IG's steps).
   AttributionRequest attribution;
-  FaithfulnessOptions faithfulness;  // its target_class picks the class (-1: top-1)
+  FaithfulnessOptions faithfulness;  // its target picks what the curves record (default: the top-1 class)
   std::function<void(const std::string& method, size_t done, size_t total)> progress;  // before each method
 };
 

@@ -31,10 +31,10 @@ torch::Tensor patch_rows(const torch::Tensor& value, const HookPoint& point, int
 }
 
 LayerReading read_layer(Backbone& model, const torch::Tensor& image, const AttentionSettings& settings,
-                        const std::string& layer, int target_class, bool with_gradient) {
+                        const std::string& layer, const AttributionTarget& target, bool with_gradient) {
   LayerReading reading;
   reading.point.name = model.resolve_hook_point(layer);
-  check_target(model, target_class);
+  check_target(model, target);
   FrozenParameters frozen(model);
   std::optional<c10::InferenceMode> inference;
   if (!with_gradient) inference.emplace();
@@ -55,7 +55,7 @@ LayerReading read_layer(Backbone& model, const torch::Tensor& image, const Atten
   require_finite_output(&model, input, settings, output.logits.detach());
   const torch::Tensor logits = output.logits[0];
   reading.logits = logits.detach().to(torch::kCPU, torch::kFloat);
-  reading.target = resolve_target(model, target_class, reading.logits);
+  reading.target = resolve_target(model, target, reading.logits);
   const torch::Tensor score = target_scores(output.logits, reading.target)[0];
   reading.score = score.item<double>();
   if (with_gradient) {
@@ -75,13 +75,14 @@ GradCamResult grad_cam(Backbone& model, const torch::Tensor& image, const Attent
   CamOptions cam_options;
   cam_options.method = CamMethod::GradCam;
   cam_options.layer = options.layer;
-  cam_options.target_class = options.target_class;
+  cam_options.target = options.target;
   const CamResult cam = class_activation_map(model, image, settings, cam_options);
   GradCamResult result;
   result.layer = cam.layer;
   result.layout = cam.layout;
   result.logits = cam.logits;
-  result.target_class = cam.target.index;
+  result.target_class = cam.target.kind == TargetKind::Class ? cam.target.index : -1;
+  result.target = cam.target;
   result.score = cam.score;
   result.weights = cam.weights;
   result.cam = cam.cam.clamp_min(0.0);
@@ -94,10 +95,8 @@ GradCamResult grad_cam(Backbone& model, const torch::Tensor& image, const Attent
 
 std::string zero_gradient_warning(const Backbone& model, const LayerReading& reading) {
   std::ostringstream warning;
-  warning << "the gradient of "
-          << (reading.target.norm ? "the output norm" : "class " + std::to_string(reading.target.index))
-          << " is zero on every patch token at " << reading.point.name
-          << " (the class score does not depend on the patch tokens there";
+  warning << "the gradient of " << describe(reading.target) << " is zero on every patch token at " << reading.point.name
+          << " (the score does not depend on the patch tokens there";
   if (reading.point.layout.has_class_token)
     warning << ": after the last attention only the class token reaches the head";
   warning << "); the map is empty, pick an earlier layer such as " << model.default_hook_point();

@@ -28,21 +28,22 @@ struct LayerReading {
 // network after the layer is recorded for autograd and no parameter gradient is formed; without
 // gradients the pass runs under InferenceMode. Throws std::invalid_argument for a bad layer or class.
 LayerReading read_layer(Backbone& model, const torch::Tensor& image, const AttentionSettings& settings,
-                        const std::string& layer, int target_class, bool with_gradient);
+                        const std::string& layer, const AttributionTarget& target, bool with_gradient);
 
 struct GradCamOptions {
   // A hook point of the model (Backbone::resolve_hook_point): "blocks.N.norm1", "blocks.N.norm2",
   // "blocks.N" (block output) or "norm", N counting attention blocks across stages and negative from
   // the end, or a family's own module name; empty: the family's default.
   std::string layer;
-  // -1: the top-1 class; for a model without classes (output_kind embedding or features) the
-  // output's L2 norm, and C >= 0 its dimension C.
-  int target_class = -1;
+  // What is differentiated (resolve_target_spec); the default is the top-1 class, on a model
+  // without classes (output_kind embedding or features) the output's L2 norm.
+  AttributionTarget target;
 };
 
 struct GradCamResult {
   std::string layer;              // resolved, e.g. "blocks.11.norm1"
-  int target_class = 0;           // -1: the output's norm (models without classes)
+  int target_class = 0;           // -1: not a class (the norm, a prompt, another image)
+  AttributionTarget target;       // resolved
   double score = 0.0;             // the class logit (pre-softmax), output dimension or norm differentiated
   torch::Tensor logits;           // [classes], CPU
   torch::Tensor cam;              // [grid_h, grid_w] ReLU(sum_c w_c A_c), raw values, CPU float32

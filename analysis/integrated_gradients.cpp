@@ -15,7 +15,7 @@ IntegratedGradientsResult integrated_gradients(Backbone& model, const torch::Ten
   const auto start = std::chrono::steady_clock::now();
   if (options.steps < 2 || options.steps > 10000)
     throw std::invalid_argument("--ig-steps must be from 2 to 10000, got " + std::to_string(options.steps));
-  check_target(model, options.target_class);
+  check_target(model, options.target);
   IntegratedGradientsResult result;
   result.steps = options.steps;
   const torch::Tensor input = image.detach().clone();
@@ -27,7 +27,7 @@ IntegratedGradientsResult integrated_gradients(Backbone& model, const torch::Ten
     const ForwardOutput output = model.forward(input, settings, plain);
     result.layout = output.layout;
     result.logits = output.logits[0].to(torch::kCPU, torch::kFloat);
-    result.target = resolve_target(model, options.target_class, result.logits);
+    result.target = resolve_target(model, options.target, result.logits);
     result.score = target_scores(output.logits, result.target)[0].item<double>();
     const double sigma = options.blur_sigma > 0 ? options.blur_sigma : double(result.layout.patch_size);
     baseline = replacement_image(input, options.baseline, sigma, normalization).clone();

@@ -14,11 +14,11 @@
 namespace attnscope {
 
 struct IntegratedGradientsOptions {
-  int steps = 50;                                     // points on the path, both ends included (>= 2)
-  Replacement baseline = Replacement::Zero;           // zero (Captum's default), black, mean or blur
-  double blur_sigma = 0.0;                            // blur baseline: pixels; 0: one patch of the first layer
-  int target_class = -1;                              // -1: the top-1 class (no classes: the output's norm)
-  int batch = 16;                                     // path points per forward and backward pass
+  int steps = 50;                            // points on the path, both ends included (>= 2)
+  Replacement baseline = Replacement::Zero;  // zero (Captum's default), black, mean or blur
+  double blur_sigma = 0.0;                   // blur baseline: pixels; 0: one patch of the first layer
+  AttributionTarget target;                  // what is differentiated (resolve_target_spec); default: the top-1 class
+  int batch = 16;                            // path points per forward and backward pass
   std::function<bool(int done, int total)> progress;  // after each batch; false stops (throws Cancelled)
 };
 

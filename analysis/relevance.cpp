@@ -37,7 +37,7 @@ RelevanceResult attention_relevance(Backbone& model, const torch::Tensor& image,
     throw std::invalid_argument(method +
                                 " differentiates the attention probabilities inside the model's graph; a TorchScript "
                                 "file only reports them after the fact");
-  check_target(model, options.target_class);
+  check_target(model, options.target);
   RelevanceResult result;
   result.rule = options.rule;
 
@@ -75,7 +75,7 @@ RelevanceResult attention_relevance(Backbone& model, const torch::Tensor& image,
     chosen.push_back(probabilities[size_t(layer)]);
   }
   result.logits = output.logits[0].detach().to(torch::kCPU, torch::kFloat);
-  result.target = resolve_target(model, options.target_class, result.logits);
+  result.target = resolve_target(model, options.target, result.logits);
   const torch::Tensor score = target_scores(output.logits, result.target)[0];
   result.score = score.item<double>();
   const auto gradients = torch::autograd::grad({score}, chosen, {}, /*retain_graph=*/false, /*create_graph=*/false,

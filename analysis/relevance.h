@@ -23,7 +23,7 @@ std::string to_string(RelevanceRule rule);  // "relevance", "gradrollout"
 
 struct RelevanceOptions {
   RelevanceRule rule = RelevanceRule::Chefer;
-  int target_class = -1;  // -1: the top-1 class (models without classes: the output's norm)
+  AttributionTarget target;  // what is differentiated (resolve_target_spec); default: the top-1 class
   // The attention layer whose group the propagation runs through (negative: from the end): every
   // layer of a ViT; on a hierarchical model the layers of that stage, which share one token grid.
   int layer = -1;

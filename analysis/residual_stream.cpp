@@ -203,11 +203,23 @@ ReadoutTarget ReadoutTarget::output_norm() {
 }
 
 ReadoutTarget ReadoutTarget::from(const AttributionTarget& target) {
-  return target.norm ? output_norm() : of_class(target.index);
+  switch (target.kind) {
+    case TargetKind::Norm:
+      return output_norm();
+    case TargetKind::Text:
+    case TargetKind::Image:
+      // The direct read-outs are linear: a prompt or another image is read along its unit
+      // embedding (the cosine's numerator); the cosine itself is not a sum of the components.
+      return along(target.direction);
+    case TargetKind::Class:
+      break;
+  }
+  return of_class(target.index);
 }
 
-ReadoutTarget readout_for_class(int target_class, bool has_classes, const torch::Tensor& output_row) {
-  if (target_class >= 0) return ReadoutTarget::of_class(target_class);
+ReadoutTarget readout_for(const AttributionTarget& target, bool has_classes, const torch::Tensor& output_row) {
+  if (target.kind != TargetKind::Class) return ReadoutTarget::from(target);
+  if (target.index >= 0) return ReadoutTarget::of_class(target.index);
   if (!has_classes) return ReadoutTarget::output_norm();
   return ReadoutTarget::of_class(int(output_row.reshape({-1}).argmax().item<int64_t>()));
 }

@@ -58,9 +58,10 @@ struct ReadoutTarget {
   torch::Tensor output_direction(const torch::Tensor& output_row) const;
 };
 
-// `--class C` as a read-out of `output_row`: class C, or (C = -1) its top-1 class; on a model
-// without classes output coordinate C, or (C = -1) the output's norm.
-ReadoutTarget readout_for_class(int target_class, bool has_classes, const torch::Tensor& output_row);
+// The session's target (`--target`, `--class`) as a read-out of `output_row`: class C, or for the
+// default its top-1 class (on a model without classes output coordinate C, or the output's norm);
+// a prompt or another image along its unit embedding; the norm.
+ReadoutTarget readout_for(const AttributionTarget& target, bool has_classes, const torch::Tensor& output_row);
 
 // One recorded forward of one image: its output (and captures) and its residual stream.
 struct ResidualRun {

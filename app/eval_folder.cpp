@@ -298,7 +298,8 @@ int eval_folder(const CommandLine& line) {
       ++labelled;
       correct += inference.top.front().index == label->second ? 1 : 0;
     }
-    if (model.output_kind() == OutputKind::Logits) faithfulness.target_class = use_labels ? label->second : -1;
+    // eval scores each image's label (or its top-1 class): the class target, per image.
+    if (model.output_kind() == OutputKind::Logits) faithfulness.target = class_target(use_labels ? label->second : -1);
     const FaithfulnessProbe probe(backbone, input, state.attention, model.normalization, faithfulness);
     uniform_mass += (patch_coverage(object, inference.forward.layout) > 0).to(torch::kDouble).mean().item<double>();
     for (const AttributionMethod method : methods) {
@@ -316,7 +317,7 @@ int eval_folder(const CommandLine& line) {
       for (const std::optional<int>& layer : layers) {
         AttributionRequest request;
         request.method = method;
-        request.target_class = probe.target_class();
+        request.target = probe.target();
         request.fusion = state.fusion;
         request.discard = state.discard;
         request.ig_steps = state.ig_steps;

@@ -173,7 +173,6 @@ Figure gradcam_attention_figure(const FigureRequest& request, LoadedModel& model
   const ResolvedQuery query = resolve_query(request.query, layout);
   GradCamOptions gradcam_options;
   gradcam_options.layer = request.gradcam_layer;
-  gradcam_options.target_class = request.target_class;
   const std::string gradcam_layer = model.native("Grad-CAM").resolve_hook_point(request.gradcam_layer);
 
   Figure figure(int(runs.size()), 3);
@@ -192,9 +191,13 @@ Figure gradcam_attention_figure(const FigureRequest& request, LoadedModel& model
     const std::string stem = file_safe(run.variant.label);
     figure.row_labels.push_back(run.variant.label);
     const torch::Tensor input = image_to_tensor(run.prepared, row_model.normalization).to(row_model.device);
+    // Each row's own model resolves the target (a prompt through its text tower, another image through it).
+    gradcam_options.target =
+        resolve_target_spec(request.target, {row_model, request.input, run.variant.settings, kDefaultMaxPixels});
     const GradCamResult gradcam = grad_cam(row_model.native("Grad-CAM"), input, run.variant.settings, gradcam_options);
     Panel& gradcam_panel = figure.at(int(r), 0);
-    gradcam_panel.title = output_name(row_model, gradcam.target_class);
+    gradcam_panel.title = gradcam.target.kind == TargetKind::Class ? output_name(row_model, gradcam.target_class)
+                                                                   : describe(gradcam.target);
     gradcam_panel.data_name = stem + "_gradcam";
     gradcam_panel.content = unit_overlay(gradcam.scaled, request, run.result.input_rgb, 0);
 
@@ -297,8 +300,11 @@ Figure faithfulness_layout(const FigureRequest& request, LoadedModel& model, con
   LoadedModel* row_model = row.model;
   const cv::Mat& row_rgb = row.prepared;
   const torch::Tensor input = image_to_tensor(row_rgb, row_model->normalization).to(row_model->device);
+  FaithfulnessTableRequest faithfulness = request.faithfulness;
+  faithfulness.faithfulness.target =
+      resolve_target_spec(request.target, {*row_model, request.input, variant.settings, kDefaultMaxPixels});
   const FaithfulnessTable table = faithfulness_table(row_model->native("faithfulness"), input, variant.settings,
-                                                     row_model->normalization, request.faithfulness);
+                                                     row_model->normalization, faithfulness);
   return faithfulness_figure(table, row_rgb, request.colormap, float(request.opacity),
                              title + "  \u00b7  " + variant.label);
 }

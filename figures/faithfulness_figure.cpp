@@ -36,8 +36,12 @@ Figure faithfulness_figure(const FaithfulnessTable& table, const cv::Mat& input_
                            const std::string& title) {
   Figure figure(int(table.methods.size()), 3);
   char heading[160];
-  std::snprintf(heading, sizeof heading, "  \u00b7  class %d (p = %.3f)  \u00b7  %s, %d steps", table.target_class,
-                table.probability, to_string(table.options.replacement).c_str(), table.options.steps);
+  if (table.target_class >= 0)
+    std::snprintf(heading, sizeof heading, "  \u00b7  class %d (p = %.3f)  \u00b7  %s, %d steps", table.target_class,
+                  table.probability, to_string(table.options.replacement).c_str(), table.options.steps);
+  else  // another target: the curves follow its score
+    std::snprintf(heading, sizeof heading, "  \u00b7  %s (%.3f)  \u00b7  %s, %d steps", describe(table.target).c_str(),
+                  table.probability, to_string(table.options.replacement).c_str(), table.options.steps);
   figure.title = title + heading;
   figure.col_labels = {"map", "deletion (lower is better)", "insertion (higher is better)"};
   figure.scales.push_back({colormap, 0.0f, 1.0f, "each map's own normalisation"});

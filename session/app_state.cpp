@@ -137,7 +137,7 @@ std::string AnalysisOptionValues::key() const {
 
 std::string AnalysisSettings::key() const {
   const std::string extra = options.key();
-  return joined({analysis, std::to_string(target_class), gradcam_layer, to_string(fusion), format_double(discard),
+  return joined({analysis, to_string(target), gradcam_layer, to_string(fusion), format_double(discard),
                  to_string(method), to_string(methods), std::to_string(steps), to_string(replacement),
                  std::to_string(ig_steps), to_string(ig_baseline), enum_name(fp_vectors), enum_name(fp_projection),
                  enum_name(ranks), extra});

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "analysis/attribution_method.h"
+#include "analysis/attribution_target.h"
 #include "analysis/faithfulness_table.h"
 #include "analysis/focus_projection.h"
 #include "analysis/head_fusion.h"
@@ -183,7 +184,7 @@ struct ViewSelection {
 // analyses read.
 struct AnalysisSettings {
   std::string analysis = "none";
-  int target_class = -1;                          // Grad-CAM class, -1: the top-1 class
+  TargetSpec target;                              // --target (--class C: class:C); default: the top-1 class
   std::string gradcam_layer = "blocks.-1.norm1";  // a ForwardHook point (see analysis/gradcam.h)
   HeadFusion fusion = HeadFusion::Mean;           // rollout head fusion
   double discard = 0.0;                           // rollout discard ratio
@@ -267,9 +268,10 @@ const std::vector<OptionSpec>& session_options();
 // The attribution options (method, methods, steps, replacement, ig-steps, ig-baseline), defined in
 // session/attribution_options.cpp and appended to the session's options.
 void add_attribution_options(std::vector<OptionSpec>& options);
-// The faithfulness table those options ask for: --methods, --steps, --replacement, --class, the CAM
-// layer (--gradcam-layer), the attention layer (--layer), rollout's --fusion and --discard, IG's
-// --ig-steps and --ig-baseline. Throws std::invalid_argument naming a bad option.
+// The faithfulness table those options ask for: --methods, --steps, --replacement, the CAM layer
+// (--gradcam-layer), the attention layer (--layer), rollout's --fusion and --discard, IG's
+// --ig-steps and --ig-baseline; the caller sets faithfulness.target, --target resolved against the
+// model (resolve_target_spec). Throws std::invalid_argument naming a bad option.
 FaithfulnessTableRequest faithfulness_request(const AppState& state);
 // How a figure of the session's export settings is written (format, style, overwrite; the layout
 // named as it is).

@@ -58,7 +58,6 @@ FaithfulnessTableRequest faithfulness_request(const AppState& state) {
   request.attribution.ig_baseline = state.ig_baseline;
   request.faithfulness.steps = state.steps;
   request.faithfulness.replacement = state.replacement;
-  request.faithfulness.target_class = state.target_class;
   return request;
 }
 

@@ -251,15 +251,26 @@ std::vector<OptionSpec> make_options() {
                        "L2ViT global layers: the map before or after the LCM's spatial mixing (C_conv A, BatchNorm "
                        "folded, GELU at slope 1/2); other layers have no LCM",
                        &AppState::lcm);
+  // --class C is --target class:C. Sessions save both; "class" is read before "target" (a
+  // session's keys are applied in name order), so a saved text or image target survives it.
   options.push_back({"class", "C",
-                     "Grad-CAM target: class C (-1: the top-1 class); on models without classes output dimension C "
-                     "(-1: the output's norm)",
+                     "the gradient methods' class: --target class:C (-1: the top-1 class); on models without "
+                     "classes output dimension C (-1: the output's norm)",
                      [](AppState& s, const std::string& v) {
                        const int c = parse_int_option("class", v);
                        if (c < -1) throw std::invalid_argument("--class must be >= 0, or -1 for the top-1 class");
-                       s.target_class = c;
+                       s.target = TargetSpec::of_class(c);
                      },
-                     [](const AppState& s) { return std::to_string(s.target_class); }});
+                     [](const AppState& s) {
+                       return std::to_string(s.target.kind == TargetKind::Class ? s.target.class_index : -1);
+                     }});
+  options.push_back({"target", "TARGET",
+                     "what the gradient methods explain (Grad-CAM and its family, relevance, gradrollout, ig, "
+                     "faithfulness): class:C the class logit (the default, top-1), text:PROMPT CLIP's logit of the "
+                     "image and PROMPT (a CLIP file with its text tower), image:FILE the cosine similarity of the "
+                     "output embedding to FILE's, norm the output's L2 norm",
+                     [](AppState& s, const std::string& v) { s.target = parse_target_spec(v); },
+                     [](const AppState& s) { return to_string(s.target); }});
   options.push_back(
       {"gradcam-layer", "NAME",
        "Grad-CAM layer: blocks.N.norm1 (default N=-1, the last attention block, counted across "

@@ -56,7 +56,7 @@ TEST(GradCam, MatchesPythonGradCamOnTheSameWeights) {
     const auto input = read_npy(kCaseDir + c.at("input").get<std::string>());
     GradCamOptions options;
     options.layer = layer;
-    options.target_class = c.at("class");
+    options.target = class_target(c.at("class"));
     const GradCamResult result = grad_cam(model.vit(), input, settings_for(c.at("variant")), options);
     EXPECT_EQ(result.layer, layer);
     EXPECT_EQ(result.target_class, c.at("expected_class").get<int>());
@@ -101,7 +101,7 @@ TEST(GradCam, RejectsLayersAndClassesThatDoNotExist) {
     EXPECT_THROW(grad_cam(model.vit(), input, {}, options), std::invalid_argument) << layer;
   }
   GradCamOptions options;
-  options.target_class = 10;
+  options.target = class_target(10);
   EXPECT_THROW(grad_cam(model.vit(), input, {}, options), std::invalid_argument);
   const int depth = model.vit_arch().depth;
   EXPECT_EQ(model.vit().resolve_hook_point("blocks.-1.norm1"), "blocks." + std::to_string(depth - 1) + ".norm1");

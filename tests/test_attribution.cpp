@@ -77,7 +77,7 @@ TEST(CamFamily, EveryMethodMatchesPytorchGradCamOnTheSameWeights) {
     CamOptions options;
     options.method = parse_cam_method(method);
     options.layer = c.at("layer");
-    options.target_class = c.at("class");
+    options.target = class_target(c.at("class"));
     const CamResult result = class_activation_map(model.native("CAM"), input, settings_for(c), options);
     EXPECT_EQ(result.layer, c.at("layer").get<std::string>());
     EXPECT_EQ(result.target.index, c.at("expected_class").get<int>());
@@ -90,7 +90,7 @@ TEST(CamFamily, EveryMethodMatchesPytorchGradCamOnTheSameWeights) {
     // well-conditioned forward (and backward) pass.
     const bool with_gradients = uses_gradients(options.method);
     const LayerReading reading =
-        read_layer(model.native("CAM"), input, settings_for(c), options.layer, options.target_class, with_gradients);
+        read_layer(model.native("CAM"), input, settings_for(c), options.layer, options.target, with_gradients);
     const torch::Tensor activations = patch_rows(reading.activation, reading.point);
     const torch::Tensor reference_activations = case_patch_rows(c, "activations");
     EXPECT_LT(max_abs_difference(activations, reference_activations),
@@ -184,7 +184,7 @@ TEST(Relevance, CheferAndGradientRolloutMatchPythonForEveryVariant) {
     SCOPED_TRACE(c.at("model").get<std::string>() + " " + c.at("variant").get<std::string>());
     LoadedModel model = load_case_model(c.at("model"));
     RelevanceOptions options;
-    options.target_class = c.at("class");
+    options.target = class_target(c.at("class"));
     const RelevanceResult chefer =
         attention_relevance(model.native("relevance"), case_input(c), settings_for(c), options);
     EXPECT_EQ(chefer.target.index, c.at("expected_class").get<int>());
@@ -233,7 +233,7 @@ TEST(IntegratedGradients, MatchesPythonAndIsComplete) {
     LoadedModel model = load_case_model(c.at("model"));
     IntegratedGradientsOptions options;
     options.steps = c.at("steps");
-    options.target_class = c.at("class");
+    options.target = class_target(c.at("class"));
     options.batch = 5;  // batches do not change the sum
     const IntegratedGradientsResult result =
         integrated_gradients(model.native("integrated gradients"), case_input(c), settings_for(c), {}, options);
@@ -328,9 +328,9 @@ TEST(Attribution, ModelsWithoutClassesExplainTheirNormOrOneFeature) {
     RelevanceOptions options;
     options.rule = rule;
     const RelevanceResult by_norm = attention_relevance(model.native("relevance"), image, {}, options);
-    EXPECT_TRUE(by_norm.target.norm);
+    EXPECT_TRUE(by_norm.target.norm());
     EXPECT_NEAR(by_norm.score, embedding.norm().item<double>(), 1e-4);
-    options.target_class = 5;
+    options.target = class_target(5);
     const RelevanceResult by_feature = attention_relevance(model.native("relevance"), image, {}, options);
     EXPECT_EQ(by_feature.target.index, 5);
     EXPECT_NEAR(by_feature.score, embedding[5].item<double>(), 1e-4);
@@ -338,7 +338,7 @@ TEST(Attribution, ModelsWithoutClassesExplainTheirNormOrOneFeature) {
   }
   CamOptions cam;
   cam.method = CamMethod::LayerCam;
-  EXPECT_TRUE(class_activation_map(model.native("CAM"), image, {}, cam).target.norm);
+  EXPECT_TRUE(class_activation_map(model.native("CAM"), image, {}, cam).target.norm());
   try {
     FaithfulnessProbe probe(model.native("faithfulness"), image, {}, {});
     FAIL() << "faithfulness records a class probability";
@@ -351,7 +351,7 @@ TEST(Attribution, MethodsSayWhyTheyDoNotApply) {
   const auto& c = cases().at("cam")[0];
   LoadedModel model = load_case_model(c.at("model"));
   CamOptions options;
-  options.target_class = 10;
+  options.target = class_target(10);
   try {
     class_activation_map(model.native("CAM"), case_input(c), settings_for(c), options);
     FAIL() << "a class the model does not have";

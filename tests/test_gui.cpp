@@ -254,7 +254,7 @@ TEST_F(GuiTest, GradCamViewShowsTheEnginesMap) {
   LoadedModel model = load_model(kModel, ArchOverrides::parse("heads=2"), torch::kCPU);
   const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
   GradCamOptions options;
-  options.target_class = 3;
+  options.target = class_target(3);
   const GradCamResult cam = grad_cam(model.vit(), image_to_tensor(prepared), state.attention, options);
   cv::Mat gray;
   cv::cvtColor(shot_bgr, gray, cv::COLOR_BGR2GRAY);
@@ -507,7 +507,7 @@ TEST_F(GuiTest, AttributionViewShowsEachPanelsOwnMapWithItsDeletionAuc) {
     AttributionRequest request;
     request.method = AttributionMethod::GradCamPlusPlus;
     request.layer = "blocks.0.norm1";
-    request.target_class = 3;
+    request.target = class_target(3);
     const AttributionMap map =
         compute_attribution(model.vit(), image_to_tensor(prepared), panels[p], model.normalization, request);
     levels.push_back(cell_levels(gray, view, grid_h, grid_w));

@@ -133,11 +133,11 @@ TEST(HubLayouts, GradCamOnAnEmbeddingTargetsItsNormOrOneDimension) {
   EXPECT_NEAR(by_norm.score, embedding.norm().item<double>(), 1e-4);
   EXPECT_GT(by_norm.cam.max().item<double>(), 0.0);
   EXPECT_EQ(output_name(model, -1), "norm of the embedding");
-  options.target_class = 5;
+  options.target = class_target(5);
   const GradCamResult by_dimension = grad_cam(model.native("Grad-CAM"), image, AttentionSettings{}, options);
   EXPECT_NEAR(by_dimension.score, embedding[5].item<double>(), 1e-4);
   EXPECT_FALSE(torch::allclose(by_norm.cam, by_dimension.cam));
-  options.target_class = int(embedding.size(0));
+  options.target = class_target(int(embedding.size(0)));
   EXPECT_THROW(grad_cam(model.native("Grad-CAM"), image, AttentionSettings{}, options), std::invalid_argument);
 }
 

@@ -29,11 +29,18 @@ namespace {
 
 using nlohmann::json;
 
-json class_json(const Loaded& loaded, const AttributionTarget& target, int requested) {
-  return {{"index", target.index},
-          {"name", output_name(loaded.model, target.index)},
-          {"chosen", target.chosen},
-          {"requested", requested}};
+// The class block of a class (or, without classes, norm) target; the target block says the rest.
+void add_target(json& summary, const Loaded& loaded, const AttributionTarget& target) {
+  summary["target"] = target_json(target, loaded.model);
+  if (target.kind == TargetKind::Class || target.kind == TargetKind::Norm)
+    summary["class"] = {{"index", target.index},
+                        {"name", output_name(loaded.model, target.index)},
+                        {"chosen", target.chosen},
+                        {"requested", target.spec.kind == TargetKind::Class ? target.spec.class_index : -1}};
+}
+
+std::string target_words(const Loaded& loaded, const AttributionTarget& target) {
+  return target.kind == TargetKind::Class ? output_name(loaded.model, target.index) : describe(target);
 }
 
 json shape_json(const torch::Tensor& t) { return json(std::vector<int64_t>(t.sizes().begin(), t.sizes().end())); }
@@ -61,6 +68,7 @@ int analyze_attribution(const AnalyzeContext& context, AttributionMethod chosen)
   Backbone& model = loaded.model.native(method_title(chosen));
   const torch::Tensor input = image_to_tensor(loaded.prepared, loaded.model.normalization).to(loaded.model.device);
   const int height = loaded.prepared.rows, width = loaded.prepared.cols;
+  const AttributionTarget target = session_target(context, loaded);
   const auto progress = [&](int done, int total) {
     context.show_progress(size_t(done), size_t(total), method_title(chosen));
     return true;
@@ -73,7 +81,7 @@ int analyze_attribution(const AnalyzeContext& context, AttributionMethod chosen)
     CamOptions options;
     options.method = chosen;
     options.layer = state.gradcam_layer;
-    options.target_class = state.target_class;
+    options.target = target;
     options.progress = progress;
     const CamResult result = class_activation_map(model, input, state.attention, options);
     const torch::Tensor upsampled = cam_at_image_size(result.scaled, height, width);
@@ -85,7 +93,7 @@ int analyze_attribution(const AnalyzeContext& context, AttributionMethod chosen)
     summary = common_summary(context, method, result.layout, loaded);
     kind = "analyze-cam";
     summary["layer"] = result.layer;
-    summary["class"] = class_json(loaded, result.target, state.target_class);
+    add_target(summary, loaded, result.target);
     summary["score"] = result.score;
     summary["forward_passes"] = result.forward_passes;
     summary["milliseconds"] = result.milliseconds;
@@ -99,14 +107,14 @@ int analyze_attribution(const AnalyzeContext& context, AttributionMethod chosen)
          "at the image size, what pytorch-grad-cam returns: the scaled map resized bilinearly (cv2.resize, "
          "half-pixel centres), then scaled once more"}};
     if (!result.warning.empty()) summary["warning"] = result.warning;
-    line << result.layer << ", target " << output_name(loaded.model, result.target.index) << " (score " << result.score
-         << "), " << result.forward_passes << " forward pass" << (result.forward_passes == 1 ? "" : "es") << ", "
+    line << result.layer << ", target " << target_words(loaded, result.target) << " (score " << result.score << "), "
+         << result.forward_passes << " forward pass" << (result.forward_passes == 1 ? "" : "es") << ", "
          << result.milliseconds << " ms";
     if (!result.warning.empty()) context.warnings.push_back(result.warning);
   } else if (chosen == AttributionMethod::Relevance || chosen == AttributionMethod::GradRollout) {
     RelevanceOptions options;
     options.rule = chosen == AttributionMethod::Relevance ? RelevanceRule::Chefer : RelevanceRule::GradientRollout;
-    options.target_class = state.target_class;
+    options.target = target;
     options.layer = state.layer;
     options.discard_ratio = state.discard;
     const RelevanceResult result = attention_relevance(model, input, state.attention, options);
@@ -118,7 +126,7 @@ int analyze_attribution(const AnalyzeContext& context, AttributionMethod chosen)
     kind = "analyze-relevance";
     summary["layers"] = result.layers;
     summary["readout"] = result.readout;
-    summary["class"] = class_json(loaded, result.target, state.target_class);
+    add_target(summary, loaded, result.target);
     summary["score"] = result.score;
     summary["milliseconds"] = result.milliseconds;
     summary["grid"] = {result.layout.grid_h, result.layout.grid_w};
@@ -130,14 +138,13 @@ int analyze_attribution(const AnalyzeContext& context, AttributionMethod chosen)
         {method + "_row.npy", "the whole row, prefix tokens first"},
         {method + "_upsampled.npy", "the normalised map resized bilinearly to the image (half-pixel centres)"}};
     if (chosen == AttributionMethod::GradRollout) summary["discard"] = state.discard;
-    line << result.layers.size() << " layers, " << result.readout << ", target "
-         << output_name(loaded.model, result.target.index) << " (score " << result.score << "), " << result.milliseconds
-         << " ms";
+    line << result.layers.size() << " layers, " << result.readout << ", target " << target_words(loaded, result.target)
+         << " (score " << result.score << "), " << result.milliseconds << " ms";
   } else if (chosen == AttributionMethod::IntegratedGradients) {
     IntegratedGradientsOptions options;
     options.steps = state.ig_steps;
     options.baseline = state.ig_baseline;
-    options.target_class = state.target_class;
+    options.target = target;
     options.progress = progress;
     const IntegratedGradientsResult result =
         integrated_gradients(model, input, state.attention, loaded.model.normalization, options);
@@ -146,7 +153,7 @@ int analyze_attribution(const AnalyzeContext& context, AttributionMethod chosen)
     files["ig_attributions.npy"] = shape_json(result.attributions);
     summary = common_summary(context, method, result.layout, loaded);
     kind = "analyze-ig";
-    summary["class"] = class_json(loaded, result.target, state.target_class);
+    add_target(summary, loaded, result.target);
     summary["score"] = result.score;
     summary["baseline"] = {{"kind", to_string(state.ig_baseline)}, {"score", result.baseline_score}};
     summary["steps"] = result.steps;
@@ -161,9 +168,8 @@ int analyze_attribution(const AnalyzeContext& context, AttributionMethod chosen)
         {"ig_raw.npy", "at the patch grid: ig_upsampled summed over each patch"},
         {"ig.npy", "ig_raw scaled (x - min) / (max + 1e-7)"}};
     line << result.steps << " steps from the " << to_string(state.ig_baseline) << " baseline, target "
-         << output_name(loaded.model, result.target.index) << " (score " << result.score << ", baseline "
-         << result.baseline_score << ", completeness gap " << result.completeness_gap << "), " << result.milliseconds
-         << " ms";
+         << target_words(loaded, result.target) << " (score " << result.score << ", baseline " << result.baseline_score
+         << ", completeness gap " << result.completeness_gap << "), " << result.milliseconds << " ms";
   } else {
     throw std::invalid_argument(method + " is not a method analyze writes as a map of its own");
   }
@@ -182,6 +188,7 @@ int analyze_faithfulness(const AnalyzeContext& context) {
   const AppState& state = context.state;
   FaithfulnessTableRequest request = faithfulness_request(state);  // option errors before the model loads
   Loaded loaded = load_inputs(context);
+  request.faithfulness.target = session_target(context, loaded);
   const torch::Tensor input = image_to_tensor(loaded.prepared, loaded.model.normalization).to(loaded.model.device);
   request.progress = [&](const std::string& method, size_t done, size_t total) {
     context.show_progress(done, total + 1, method);
@@ -191,7 +198,9 @@ int analyze_faithfulness(const AnalyzeContext& context) {
   context.show_progress(request.methods.size() + 1, request.methods.size() + 1, "done");
 
   std::ostringstream csv;
-  csv << "method,curve,step,fraction,probability\n" << std::setprecision(9);
+  // The curves follow a class's probability, or another target's score.
+  const std::string recorded = table.target_class >= 0 ? "probability" : "score";
+  csv << "method,curve,step,fraction," << recorded << "\n" << std::setprecision(9);
   const auto add_curves = [&](const std::string& name, const Faithfulness& curves) {
     for (const auto& [kind, curve] :
          {std::make_pair("deletion", &curves.deletion), std::make_pair("insertion", &curves.insertion)})
@@ -199,10 +208,15 @@ int analyze_faithfulness(const AnalyzeContext& context) {
         csv << name << "," << kind << "," << i << "," << curve->fraction[i] << "," << curve->probability[i] << "\n";
   };
   json rows = json::array();
-  context.print() << "attnscope analyze faithfulness: class " << table.target_class << " ("
-                  << output_name(loaded.model, table.target_class) << ", p = " << std::fixed << std::setprecision(3)
-                  << table.probability << "), " << to_string(request.faithfulness.replacement) << " replacement, "
-                  << request.faithfulness.steps
+  context.print() << "attnscope analyze faithfulness: ";
+  if (table.target_class >= 0)
+    context.print() << "class " << table.target_class << " (" << output_name(loaded.model, table.target_class)
+                    << ", p = " << std::fixed << std::setprecision(3) << table.probability << "), ";
+  else
+    context.print() << describe(table.target) << " (" << std::fixed << std::setprecision(3) << table.probability
+                    << "), ";
+  context.print() << to_string(request.faithfulness.replacement) << " replacement, "
+                  << to_string(request.faithfulness.replacement) << " replacement, " << request.faithfulness.steps
                   << " steps\n\n| method | read at | deletion AUC | insertion AUC |\n|---|---|---|---|\n";
   for (const MethodFaithfulness& row : table.methods) {
     const std::string method = to_string(row.map.method);
@@ -237,10 +251,13 @@ int analyze_faithfulness(const AnalyzeContext& context) {
                                                     context.out.string(), "faithfulness");
 
   json summary = common_summary(context, "faithfulness", table.methods.front().map.layout, loaded);
-  summary["class"] = {{"index", table.target_class},
-                      {"name", output_name(loaded.model, table.target_class)},
-                      {"probability", table.probability},
-                      {"chosen", state.target_class >= 0 ? "given" : "top-1"}};
+  summary["target"] = target_json(table.target, loaded.model);
+  summary["target_value"] = table.probability;
+  if (table.target_class >= 0)
+    summary["class"] = {{"index", table.target_class},
+                        {"name", output_name(loaded.model, table.target_class)},
+                        {"probability", table.probability},
+                        {"chosen", table.target.chosen}};
   summary["curves"] = {
       {"steps", request.faithfulness.steps},
       {"order", "the map's cells, largest first (equal values in row-major order)"},
@@ -249,7 +266,9 @@ int analyze_faithfulness(const AnalyzeContext& context) {
        request.faithfulness.replacement == Replacement::Blur
            ? "removed cells show the image blurred by a Gaussian of sigma = one patch (radius 3 sigma, reflect border)"
            : "removed cells show the " + to_string(request.faithfulness.replacement) + " image"},
-      {"deletion", "cells replaced, largest first; the probability of the class after each step"},
+      {"deletion", "cells replaced, largest first; the " +
+                       std::string(table.target_class >= 0 ? "probability of the class" : "target's score") +
+                       " after each step"},
       {"insertion", "cells of the image put back onto the replacement, largest first"},
       {"auc", "trapezoid rule over the fraction of cells"},
       {"random", {{"orders", request.faithfulness.random_orders}, {"seed", request.faithfulness.seed}}}};
@@ -368,8 +387,8 @@ AnalysisEntry attribution_analysis() {
   entry.cli_names = {"gradcam++", "xgradcam",  "layercam",    "eigencam", "hirescam",
                      "scorecam",  "relevance", "gradrollout", "ig"};
   entry.listed_by_name = false;
-  entry.reads = {"class", "gradcam-layer", "fusion",   "discard",    "method",
-                 "steps", "replacement",   "ig-steps", "ig-baseline"};
+  entry.reads = {"class",  "target", "gradcam-layer", "fusion",   "discard",
+                 "method", "steps",  "replacement",   "ig-steps", "ig-baseline"};
   entry.run = [](const AnalyzeContext& context, const std::string& name) {
     // `analyze --analysis METHOD`, or a session saved by the workbench's attribution view: its
     // --method, run by the analysis that writes it (gradcam and rollout have their own).
@@ -398,10 +417,12 @@ AnalysisEntry faithfulness_analysis() {
 | key | when | meaning |
 |---|---|---|
 | block `analysis` | always | |
-| `class.index` | always | the class whose probability the curves follow |
-| `class.name` | always | its name |
-| `class.probability` | always | its probability on the whole image |
-| `class.chosen` | always | `given` or `top-1` |
+| block `target` | always | |
+| `target_value` | always | the class's probability on the whole image (another target: its score) |
+| `class.index` | a class target | the class whose probability the curves follow |
+| `class.name` | a class target | its name |
+| `class.probability` | a class target | its probability on the whole image |
+| `class.chosen` | a class target | `given` or `top-1` |
 | `curves.steps` | always | `--steps` |
 | `curves.order` | always | the order cells are removed in |
 | `curves.replacement` | always | `--replacement` |
@@ -423,8 +444,8 @@ AnalysisEntry faithfulness_analysis() {
 | `figure` | always | the figure's path |)md"});
   entry.name = "faithfulness";
   entry.help = "deletion and insertion curves of --methods against a random order (table, CSV, figure)";
-  entry.reads = {"class", "gradcam-layer", "fusion",   "discard",    "methods",
-                 "steps", "replacement",   "ig-steps", "ig-baseline"};
+  entry.reads = {"class",   "target", "gradcam-layer", "fusion",   "discard",
+                 "methods", "steps",  "replacement",   "ig-steps", "ig-baseline"};
   entry.run = [](const AnalyzeContext& context, const std::string&) { return analyze_faithfulness(context); };
   return entry;
 }

@@ -29,6 +29,30 @@ void write_summary(const AnalyzeContext& context, const std::string& kind, const
   context.files->add_text("summary.json", with_schema(summary, summary_schema(kind)).dump(2) + "\n");
 }
 
+AttributionTarget session_target(const AnalyzeContext& context, Loaded& loaded) {
+  const AppState& state = context.state;
+  return resolve_target_spec(state.target, {loaded.model, state.input_settings(), state.attention, state.max_pixels});
+}
+
+json target_json(const AttributionTarget& target, const LoadedModel& model) {
+  json block = {{"kind", target_kind(target.kind).name},
+                {"spec", to_string(target.spec)},
+                {"description", describe(target)},
+                {"chosen", target.chosen}};
+  if (target.kind == TargetKind::Class && target.index >= 0) {
+    block["class_index"] = target.index;
+    block["class_name"] = output_name(model, target.index);
+  }
+  if (target.kind == TargetKind::Text) {
+    block["prompt"] = target.spec.prompt;
+    block["prompt_tokens"] = target.prompt_tokens;
+    block["logit_scale"] = target.scale;
+    block["tokenizer"] = target.tokenizer;
+  }
+  if (target.kind == TargetKind::Image) block["file"] = target.spec.image_file;
+  return block;
+}
+
 void write_csv(const AnalyzeContext& context, const std::string& name, const std::string& header,
                const std::vector<std::vector<double>>& rows) {
   std::ostringstream stream;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/attribution_target.h"
 #include "core/output_files.h"
 #include "core/value_scale.h"
 #include "models/model_loader.h"
@@ -53,6 +54,11 @@ extern const CommandFlag kVariantsFlag;  // --variants: spectrum and metrics com
 extern const CommandFlag kTopKFlag;      // --top-k: f_p and metrics
 
 Loaded load_inputs(const AnalyzeContext& context);
+// --target against the loaded model, another image prepared as --image was (resolve_target_spec).
+AttributionTarget session_target(const AnalyzeContext& context, Loaded& loaded);
+// The summaries' block `target` (docs/output_schemas.md): its kind, --target, its description,
+// and what the kind adds (a class's name, a prompt's tokens, the other image's file).
+nlohmann::json target_json(const AttributionTarget& target, const LoadedModel& model);
 nlohmann::json common_summary(const AnalyzeContext& context, const std::string& analysis, const TokenLayout& layout,
                               const Loaded& loaded);
 // Adds summary.json to the context's outputs, with the schema of output kind `kind`

@@ -24,14 +24,13 @@ std::string target_name(const ReadoutTarget& target, const std::vector<std::stri
 }
 
 DlaReport dla_report(LoadedModel& loaded, const torch::Tensor& image, const AttentionSettings& settings,
-                     int target_class) {
+                     const AttributionTarget& requested) {
   VisionTransformerImpl& model = residual_stream_model(loaded.native("direct logit attribution"));
   const TokenLayout layout = model.arch().layout_for(int(image.size(2)), int(image.size(3)));
   torch::NoGradGuard no_grad;
   const ResidualRun run = record_residual_stream(model, image, settings, readout_recording(model, layout));
   DlaReport report;
-  report.target =
-      readout_for_class(target_class, loaded.output_kind() == OutputKind::Logits, run.output.logits[0].detach());
+  report.target = readout_for(requested, loaded.output_kind() == OutputKind::Logits, run.output.logits[0].detach());
   report.target.check(run.output.logits.size(1));
   report.attribution = direct_logit_attribution(model, run, report.target);
   report.target_name = target_name(report.target, loaded.class_names);
@@ -49,7 +48,7 @@ std::string components_csv(const LogitAttribution& attribution) {
   return csv.str();
 }
 
-json target_json(const DlaReport& report) {
+json readout_json(const DlaReport& report) {
   json target = {{"kind", report.target.kind == ReadoutTarget::Kind::Class       ? "class"
                           : report.target.kind == ReadoutTarget::Kind::Direction ? "direction"
                                                                                  : "norm"},
@@ -62,13 +61,13 @@ int analyze_dla(const AnalyzeContext& context) {
   Loaded loaded = load_inputs(context);
   const AppState& state = context.state;
   const torch::Tensor image = model_input(loaded.model, loaded.prepared);
-  const DlaReport report = dla_report(loaded.model, image, state.attention, state.target_class);
+  const DlaReport report = dla_report(loaded.model, image, state.attention, session_target(context, loaded));
   const LogitAttribution& dla = report.attribution;
   context.files->add_npy("dla_heads.npy", dla.heads);
   context.files->add_text("dla_components.csv", components_csv(dla));
   const TokenLayout layout = loaded.model.vit().arch().layout_for(loaded.prepared.rows, loaded.prepared.cols);
   json summary = common_summary(context, "dla", layout, loaded);
-  summary["target"] = target_json(report);
+  summary["target"] = readout_json(report);
   summary["output"] = dla.output;
   double sum = 0;
   for (double value : dla.values) sum += value;
@@ -93,12 +92,13 @@ void compute_dla_view(const AnalysisViewInput& input, InferenceOutcome& outcome)
   compute_panel_run_view<DlaReport>(
       input, outcome,
       [&](const PanelForwardView& panel) {
-        return "dla|" + panel.input_key + "|" + knobs_key(panel.settings) + "|" +
-               std::to_string(input.request.target_class);
+        return "dla|" + panel.input_key + "|" + knobs_key(panel.settings) + "|" + to_string(input.request.target);
       },
       [&](const PanelForwardView& panel) {
-        return dla_report(*panel.model, model_input(*panel.model, panel.result->input_rgb), panel.settings,
-                          input.request.target_class);
+        const AttributionTarget target = resolve_target_spec(
+            input.request.target,
+            {*panel.model, input.request.input_settings(), panel.settings, input.request.max_pixels});
+        return dla_report(*panel.model, model_input(*panel.model, panel.result->input_rgb), panel.settings, target);
       });
 }
 
@@ -150,7 +150,7 @@ the target's output.
 | key | when | meaning |
 |---|---|---|
 | block `analysis` | always | |
-| `target.kind` | always | `class`, or `norm` (`--class -1` on a model without classes) |
+| `target.kind` | always | `class`, `direction` (`--target text:PROMPT` or `image:FILE`, read along its unit embedding) or `norm` (`--class -1` on a model without classes, `--target norm`) |
 | `target.index` | for a class | `--class`, or the top-1 class for -1 |
 | `target.description` | always | the target in words |
 | `output` | always | the target read off the model's output |
@@ -162,8 +162,8 @@ the target's output.
 | `conventions` | always | how the components are read out |)md"});
   entry.name = "dla";
   entry.label = "DLA";
-  entry.help = "direct logit attribution of every head and layer to --class (ViT-shaped models)";
-  entry.reads = {"class"};
+  entry.help = "direct logit attribution of every head and layer to --target (--class; ViT-shaped models)";
+  entry.reads = {"class", "target"};
   entry.needs_computed_attention = true;
   entry.run = [](const AnalyzeContext& context, const std::string&) { return analyze_dla(context); };
   entry.compute = compute_dla_view;

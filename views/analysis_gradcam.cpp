@@ -21,7 +21,7 @@ int analyze_gradcam(const AnalyzeContext& context) {
   auto input = image_to_tensor(loaded.prepared, loaded.model.normalization).to(loaded.model.device);
   GradCamOptions options;
   options.layer = state.gradcam_layer;
-  options.target_class = state.target_class;
+  options.target = session_target(context, loaded);
   const GradCamResult result = grad_cam(loaded.model.native("Grad-CAM"), input, state.attention, options);
   const auto upsampled = upsample_map(result.scaled, loaded.prepared.rows, loaded.prepared.cols);
   context.files->add_npy("gradcam_raw.npy", result.cam);
@@ -34,12 +34,13 @@ int analyze_gradcam(const AnalyzeContext& context) {
 
   json summary = common_summary(context, "gradcam", result.layout, loaded);
   summary["layer"] = result.layer;
-  summary["class"] = {{"index", result.target_class},
-                      {"name", output_name(loaded.model, result.target_class)},
-                      {"logit", result.score},
-                      {"chosen", state.target_class >= 0                            ? "given"
-                                 : loaded.model.output_kind() == OutputKind::Logits ? "top-1"
-                                                                                    : "output norm"}};
+  summary["target"] = target_json(result.target, loaded.model);
+  summary["score"] = result.score;
+  if (result.target.kind == TargetKind::Class || result.target.kind == TargetKind::Norm)
+    summary["class"] = {{"index", result.target_class},
+                        {"name", output_name(loaded.model, result.target_class)},
+                        {"logit", result.score},
+                        {"chosen", result.target.chosen}};
   summary["max_abs_gradient"] = result.max_abs_gradient;
   summary["milliseconds"] = result.milliseconds;
   summary["normalisation"] = "scaled = (cam - min) / (max + 1e-7), cam = ReLU(sum_c w_c A_c) (pytorch-grad-cam)";
@@ -47,23 +48,26 @@ int analyze_gradcam(const AnalyzeContext& context) {
   write_summary(context, "analyze-gradcam", summary);
   if (!result.warning.empty()) context.warnings.push_back(result.warning);
   context.print()
-      << "attnscope analyze gradcam: " << result.layer << ", target " << output_name(loaded.model, result.target_class)
+      << "attnscope analyze gradcam: " << result.layer << ", target "
+      << (result.target.kind == TargetKind::Class ? output_name(loaded.model, result.target_class)
+                                                  : describe(result.target))
       << " (score " << result.score << "), " << result.milliseconds << " ms\nwrote " << context.out.string()
       << "/{summary.json, gradcam.npy, gradcam_raw.npy, gradcam_upsampled.npy, logits.npy, gradcam_overlay.png}\n";
   return 0;
 }
 
 GradCamView build_gradcam_view(LoadedModel& model, const cv::Mat& prepared_rgb, const AttentionSettings& settings,
-                               int target_class, const std::string& layer) {
+                               const InferenceRequest& request) {
   GradCamOptions options;
-  options.layer = layer;
-  options.target_class = target_class;
+  options.layer = request.gradcam_layer;
+  options.target = resolve_target_spec(request.target, {model, request.input_settings(), settings, request.max_pixels});
   const GradCamResult result = grad_cam(
       model.native("Grad-CAM"), image_to_tensor(prepared_rgb, model.normalization).to(model.device), settings, options);
   GradCamView view;
   view.map = to_grid_map(result.scaled);
   view.target_class = result.target_class;
-  view.class_name = output_name(model, result.target_class);
+  view.class_name =
+      result.target.kind == TargetKind::Class ? output_name(model, result.target_class) : describe(result.target);
   view.score = result.score;
   view.layer = result.layer;
   view.warning = result.warning;
@@ -75,12 +79,11 @@ GradCamView build_gradcam_view(LoadedModel& model, const cv::Mat& prepared_rgb, 
 void compute_gradcam_view(const AnalysisViewInput& input, InferenceOutcome& outcome) {
   const PanelForwardView& first = input.panels.front();
   const std::string key = "gradcam|" + first.input_key + "|" + settings_key(first.settings) + "|" +
-                          std::to_string(input.request.target_class) + "|" + input.request.gradcam_layer;
+                          to_string(input.request.target) + "|" + input.request.gradcam_layer;
   auto view = input.cache.get<GradCamView>(key);
   if (!view) {
-    view = std::make_shared<const GradCamView>(build_gradcam_view(*first.model, first.result->input_rgb, first.settings,
-                                                                  input.request.target_class,
-                                                                  input.request.gradcam_layer));
+    view = std::make_shared<const GradCamView>(
+        build_gradcam_view(*first.model, first.result->input_rgb, first.settings, input.request));
     input.cache.put(key, view);
   }
   outcome.analysis_view = std::make_shared<const AnalysisResult<GradCamView>>(*view);
@@ -119,18 +122,20 @@ AnalysisEntry gradcam_analysis() {
 |---|---|---|
 | block `analysis` | always | |
 | `layer` | always | the hooked module, e.g. `blocks.3.norm1` |
-| `class.index` | always | the target class |
-| `class.name` | always | its name |
-| `class.logit` | always | its score |
-| `class.chosen` | always | `given` (`--class`), `top-1`, or `output norm` for a model without classes |
+| block `target` | always | |
+| `score` | always | the target's score on the image |
+| `class.index` | a class or norm target | the target class (-1: the norm) |
+| `class.name` | a class or norm target | its name |
+| `class.logit` | a class or norm target | its score |
+| `class.chosen` | a class or norm target | `given` (`--class`), `top-1`, or `output norm` for a model without classes |
 | `max_abs_gradient` | always | the largest gradient at the layer (0: the map is empty) |
 | `milliseconds` | always | time of the forward and backward pass |
 | `normalisation` | always | how `gradcam.npy` is scaled |
 | `warning` | when the gradients vanish | the same warning printed on stderr |)md"});
   entry.name = "gradcam";
   entry.label = "Grad-CAM";
-  entry.help = "Grad-CAM at --gradcam-layer for --class";
-  entry.reads = {"class", "gradcam-layer"};
+  entry.help = "Grad-CAM at --gradcam-layer for --target (--class)";
+  entry.reads = {"class", "target", "gradcam-layer"};
   entry.needs_computed_attention = true;
   entry.run = [](const AnalyzeContext& context, const std::string&) { return analyze_gradcam(context); };
   entry.compute = compute_gradcam_view;

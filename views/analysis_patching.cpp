@@ -42,8 +42,8 @@ std::string class_text(const LoadedModel& model, const ReadoutTarget& target) {
 }
 
 PatchingReport patching_report(LoadedModel& loaded, const torch::Tensor& clean, const torch::Tensor& corrupt,
-                               const AttentionSettings& settings, int target_class, int baseline_class,
-                               const ProgressReport& progress, const CancelCheck& cancelled) {
+                               const AttentionSettings& settings, const AttributionTarget& requested,
+                               int baseline_class, const ProgressReport& progress, const CancelCheck& cancelled) {
   VisionTransformerImpl& model = residual_stream_model(loaded.native("activation patching"));
   if (clean.sizes() != corrupt.sizes())
     throw std::invalid_argument("patching: the clean image is " + std::to_string(clean.size(3)) + "x" +
@@ -51,8 +51,10 @@ PatchingReport patching_report(LoadedModel& loaded, const torch::Tensor& clean, 
                                 std::to_string(corrupt.size(3)) + "x" + std::to_string(corrupt.size(2)) +
                                 ": patching swaps activations token by token, so both must have one size");
   const bool classes = loaded.output_kind() == OutputKind::Logits;
-  if (!classes && (target_class < 0 || baseline_class < 0))
-    throw std::invalid_argument("patching on a model without classes needs --class and --class2 (output dimensions)");
+  const bool default_class = requested.kind == TargetKind::Class && requested.index < 0;
+  if (!classes && (default_class || baseline_class < 0))
+    throw std::invalid_argument(
+        "patching on a model without classes needs --target (or --class) and --class2 (an output dimension)");
   PatchingReport report;
   report.layout = model.arch().layout_for(int(clean.size(2)), int(clean.size(3)));
   {
@@ -60,12 +62,11 @@ PatchingReport patching_report(LoadedModel& loaded, const torch::Tensor& clean, 
     torch::NoGradGuard no_grad;
     ForwardOptions plain;
     plain.capture = false;
-    const torch::Tensor clean_row =
-        target_class < 0 ? model.forward(clean, settings, plain).logits[0] : torch::Tensor();
+    const torch::Tensor clean_row = default_class ? model.forward(clean, settings, plain).logits[0] : torch::Tensor();
     const torch::Tensor corrupt_row =
         baseline_class < 0 ? model.forward(corrupt, settings, plain).logits[0] : torch::Tensor();
-    report.difference.target = readout_for_class(target_class, classes, clean_row);
-    report.difference.baseline = readout_for_class(baseline_class, classes, corrupt_row);
+    report.difference.target = readout_for(requested, classes, clean_row);
+    report.difference.baseline = readout_for(class_target(baseline_class), classes, corrupt_row);
   }
   report.clean_class = class_text(loaded, report.difference.target);
   report.corrupt_class = class_text(loaded, *report.difference.baseline);
@@ -94,7 +95,7 @@ int analyze_patching(const AnalyzeContext& context) {
   const cv::Mat corrupt_rgb = prepared_image(image2, state, loaded.model);
   const PatchingReport report = patching_report(
       loaded.model, model_input(loaded.model, loaded.prepared), model_input(loaded.model, corrupt_rgb), state.attention,
-      state.target_class, class2_option()(state),
+      session_target(context, loaded), class2_option()(state),
       [&](int64_t done, int64_t total) { context.show_progress(size_t(done), size_t(total), "patching"); }, {});
   context.files->add_npy("patching_heads.npy", report.patching.heads);
   context.files->add_npy("patching_resid.npy", report.patching.residual);
@@ -120,8 +121,7 @@ void compute_patching_view(const AnalysisViewInput& input, InferenceOutcome& out
       input, outcome,
       [&](const PanelForwardView& panel) {
         return "patching|" + path + "|" + input.request.InputSelection::key() + "|" + panel.input_key + "|" +
-               knobs_key(panel.settings) + "|" + std::to_string(input.request.target_class) + "|" +
-               std::to_string(class2);
+               knobs_key(panel.settings) + "|" + to_string(input.request.target) + "|" + std::to_string(class2);
       },
       [&](const PanelForwardView& panel) {
         if (path.empty())
@@ -131,7 +131,10 @@ void compute_patching_view(const AnalysisViewInput& input, InferenceOutcome& out
         const cv::Mat corrupt = prepared_image(path, input.request, *panel.model);
         return patching_report(
             *panel.model, model_input(*panel.model, panel.result->input_rgb), model_input(*panel.model, corrupt),
-            panel.settings, input.request.target_class, class2,
+            panel.settings,
+            resolve_target_spec(input.request.target, {*panel.model, input.request.input_settings(), panel.settings,
+                                                       input.request.max_pixels}),
+            class2,
             [&](int64_t done, int64_t total) {
               if (input.progress) input.progress(int(done), int(total));
             },
@@ -213,7 +216,7 @@ into `--image2` (corrupt), `patching_heads.npy` [layers, heads] and `patching_re
   entry.name = "patching";
   entry.label = "patching";
   entry.help = "activation patching of every head and every block input from --image into --image2";
-  entry.reads = {"class", "image2"};
+  entry.reads = {"class", "target", "image2"};
   entry.options = {class2_option().spec()};
   entry.needs_computed_attention = true;
   entry.progress_text = [](int done, int total) {

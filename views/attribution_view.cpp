@@ -15,7 +15,7 @@
 namespace attnscope {
 
 std::string attribution_key(const InferenceRequest& request, int layer) {
-  return to_string(request.method) + "|" + std::to_string(request.target_class) + "|" + request.gradcam_layer + "|" +
+  return to_string(request.method) + "|" + to_string(request.target) + "|" + request.gradcam_layer + "|" +
          std::to_string(layer) + "|" + to_string(request.fusion) + "|" + std::to_string(request.discard) + "|" +
          std::to_string(request.steps) + "|" + to_string(request.replacement) + "|" + std::to_string(request.ig_steps) +
          "|" + to_string(request.ig_baseline);
@@ -39,7 +39,8 @@ AttributionView build_attribution_view(LoadedModel& model, const cv::Mat& prepar
     attribution.method = request.method;
     attribution.layer = request.gradcam_layer;
     attribution.attention_layer = layer;
-    attribution.target_class = request.target_class;
+    attribution.target =
+        resolve_target_spec(request.target, {model, request.input_settings(), settings, request.max_pixels});
     attribution.fusion = request.fusion;
     attribution.discard = request.discard;
     attribution.ig_steps = request.ig_steps;
@@ -51,7 +52,9 @@ AttributionView build_attribution_view(LoadedModel& model, const cv::Mat& prepar
     view.normalisation = map.normalisation;
     view.warning = map.warning;
     view.target_class = map.target_class;
-    view.class_name = map.target_class >= 0 ? output_name(model, map.target_class) : "";
+    view.class_name = map.target_class >= 0                  ? output_name(model, map.target_class)
+                      : map.target.kind != TargetKind::Class ? describe(map.target)
+                                                             : "";
     // The attention views lie on the selected layer's grid; a CAM of another stage is resampled onto it.
     const TokenLayout& shown = captures.at(size_t(layer)).key_layout;
     torch::Tensor values = map.map;
@@ -65,14 +68,14 @@ AttributionView build_attribution_view(LoadedModel& model, const cv::Mat& prepar
       FaithfulnessOptions options;
       options.steps = request.steps;
       options.replacement = request.replacement;
-      options.target_class = map.target_class;
+      options.target = map.target.kind == TargetKind::Class && map.target_class < 0 ? attribution.target : map.target;
       options.random_orders = 1;
       options.cancelled = cancelled;
       const FaithfulnessProbe probe(backbone, input, settings, model.normalization, options);
       view.deletion_auc = probe.deletion(map.map).auc;
       view.random_deletion_auc = probe.random_baseline(int(map.map.size(0)), int(map.map.size(1))).deletion.auc;
       view.probability = probe.probability();
-      if (view.target_class < 0) {
+      if (view.target_class < 0 && probe.target_class() >= 0) {
         view.target_class = probe.target_class();
         view.class_name = output_name(model, probe.target_class());
       }

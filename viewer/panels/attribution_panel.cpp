@@ -35,8 +35,9 @@ struct AttributionPanel : AnalysisPanel {
       ImGui::EndCombo();
     }
     ImGui::SetNextItemWidth(120);
-    int target_class = state.target_class;
-    if (ImGui::InputInt("class (-1: top-1)", &target_class)) state.target_class = std::max(-1, target_class);
+    int target_class = state.target.kind == TargetKind::Class ? state.target.class_index : -1;
+    if (ImGui::InputInt("class (-1: top-1)", &target_class)) state.target = TargetSpec::of_class(target_class);
+    if (state.target.kind != TargetKind::Class) ImGui::TextDisabled("--target %s", to_string(state.target).c_str());
     const bool cam = reads_hook_point(state.method);
     if (cam) {
       ImGui::SetNextItemWidth(200);

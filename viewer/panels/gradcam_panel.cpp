@@ -31,9 +31,10 @@ struct GradCamPanel : AnalysisPanel {
     const InferenceOutcome* outcome = bench.outcome.get();
     const bool classes = !outcome || outcome->output_kind == OutputKind::Logits;
     ImGui::SetNextItemWidth(120);
-    int target_class = state.target_class;
+    int target_class = state.target.kind == TargetKind::Class ? state.target.class_index : -1;
     if (ImGui::InputInt(classes ? "class (-1: top-1)" : "feature (-1: the norm)", &target_class))
-      state.target_class = std::max(-1, target_class);
+      state.target = TargetSpec::of_class(target_class);
+    if (state.target.kind != TargetKind::Class) ImGui::TextDisabled("--target %s", to_string(state.target).c_str());
     if (!classes)
       ImGui::TextDisabled("%s: features, no classes; Grad-CAM of one dimension or of the norm",
                           to_string(outcome->output_kind).c_str());
