@@ -63,8 +63,8 @@ struct AnalysisViewInput {
 // them, and a test runs every example and checks its file against them both ways.
 struct AnalysisOutput {
   OutputSchema schema;
-  // After "attnscope ": OUT stands for the output folder, DIR for a folder of images; without
-  // --model and --image the bundled demo model and image.
+  // After "attnscope ": OUT stands for the output folder, DIR for a folder of images, CLIP for a
+  // CLIP file and PROMPTS for a prompt file; without --model and --image the bundled demo model and image.
   std::string example;
   // The paragraph under its heading, then its table's rows (docs/output_schemas.md's notation).
   std::string documentation;
