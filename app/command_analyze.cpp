@@ -44,7 +44,9 @@ std::vector<CommandFlag> analyze_flags() {
 }  // namespace
 
 CommandSyntax analyze_syntax() {
-  std::string notes = "an example of each (OUT: the output folder, DIR: a folder of images):\n";
+  std::string notes =
+      "an example of each (OUT: the output folder, DIR: a folder of images, CLIP: a CLIP file, PROMPTS: a prompt "
+      "file):\n";
   for (const AnalysisEntry& entry : analysis_registry())
     for (const AnalysisOutput& output : entry.outputs)
       notes += std::string("  ") + output.schema.kind + ": attnscope " + output.example + "\n";

@@ -304,6 +304,12 @@ void convert_openai_clip(Checkpoint& checkpoint, LayoutFacts& facts) {
   facts.mean = {0.48145466f, 0.4578275f, 0.40821073f};
   facts.std = {0.26862954f, 0.26130258f, 0.27577711f};
   facts.normalization_source = "OpenAI CLIP";
+  // clip.py's _transform: Resize(n_px, BICUBIC) of the short side, CenterCrop(n_px): timm's
+  // transform with crop_pct 1 (not timm's default 0.875).
+  facts.resize = ResizeMode::Timm;
+  facts.crop_pct = 1.0;
+  facts.interpolation = Interpolation::Bicubic;
+  facts.preprocessing_source = "OpenAI CLIP (clip.py _transform)";
 
   const NameTable block_names{{"ln_1.", "norm1."},
                               {"attn.in_proj_weight", "attn.qkv.weight"},

@@ -304,6 +304,10 @@ TEST_P(KindFile, HasEveryDocumentedKeyAndNoOther) {
     ASSERT_EQ(glyphs.exit_code, 0) << glyphs.err;
     arguments = replaced(arguments, "GLYPHS", folder.file("glyphs"));
   }
+  // CLIP and PROMPTS: a random-weight CLIP with its vocabulary and a prompt file (clip_maps_cases).
+  const std::string clip_cases = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/clip_maps_cases/";
+  arguments = replaced(arguments, "--model CLIP ", "--model '" + clip_cases + "openai/clip.pt' ");
+  arguments = replaced(arguments, "--prompts PROMPTS", "--prompts '" + clip_cases + "prompts.txt'");
   const CommandRun command = run_attnscope(arguments + " --device cpu", folder.path());
   ASSERT_EQ(command.exit_code, 0) << arguments << "\n" << command.err;
   const nlohmann::json file = read_json_file(folder.path() / "out" / kind_run.file);

@@ -98,8 +98,8 @@ void compute_panel_run_view(const AnalysisViewInput& input, InferenceOutcome& ou
 // them, and a test runs every example and checks its file against them both ways.
 struct AnalysisOutput {
   OutputSchema schema;
-  // After "attnscope ": OUT stands for the output folder, DIR for a folder of images; without
-  // --model and --image the bundled demo model and image.
+  // After "attnscope ": OUT stands for the output folder, DIR for a folder of images, CLIP for a
+  // CLIP file and PROMPTS for a prompt file; without --model and --image the bundled demo model and image.
   std::string example;
   // The paragraph under its heading, then its table's rows (docs/output_schemas.md's notation).
   std::string documentation;
