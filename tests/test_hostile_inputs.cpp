@@ -1,0 +1,187 @@
+// The hostile inputs of issue 36, each through the command a careless user or a hostile tester
+// runs, in a child process with a bound on its address space: exit code, a message naming what is
+// wrong, a peak resident memory under a bound (the child's, from wait4) and nothing written where
+// the command was refused. The bounded readers are also checked directly.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
+
+#include "core/npy.h"
+#include "core/yaml_checked.h"
+#include "untrusted_files.h"
+
+namespace attnscope {
+namespace test_hostile_inputs {
+
+namespace fs = std::filesystem;
+
+const std::string kModels = std::string(ATTNSCOPE_SOURCE_DIR) + "/assets/models/";
+// LibTorch alone takes about 160 MB; a small hostile input may not add gigabytes to it.
+constexpr long kMaxPeakMegabytes = long(1024 * (testing::kSanitizerSlowdown > 1 ? 2 : 1));
+// The child's address space: room for LibTorch's libraries and thread stacks, not for an expansion.
+constexpr rlim_t kAddressSpaceBytes = rlim_t(6) << 30;
+
+struct Outcome {
+  int exit_code = -1;
+  long peak_megabytes = 0;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs the CLI with `args` in a child under kAddressSpaceBytes and reports its exit code, peak memory
+// and output.
+Outcome run_cli(const fs::path& folder, std::vector<std::string> args) {
+  args.insert(args.begin(), ATTNSCOPE_CLI);
+  const std::string output_path = (folder / "output.txt").string();
+  std::cout.flush();
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const rlimit bound{kAddressSpaceBytes, kAddressSpaceBytes};
+    ::setrlimit(RLIMIT_AS, &bound);
+    const int fd = ::open(output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, STDERR_FILENO);
+    ::dup2(fd, STDOUT_FILENO);
+    std::vector<char*> argv;
+    for (auto& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  rusage usage{};
+  ::wait4(child, &status, 0, &usage);
+  Outcome outcome;
+  outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  outcome.peak_megabytes = usage.ru_maxrss / 1024;
+  outcome.output = testing::read_file_bytes(output_path);
+  return outcome;
+}
+
+class HostileInputs : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    folder_ = fs::temp_directory_path() / ("attnscope-hostile-" + std::to_string(::getpid()));
+    fs::remove_all(folder_);
+    fs::create_directories(folder_);
+    image_ = (folder_ / "image.png").string();
+    cv::imwrite(image_, cv::Mat(40, 48, CV_8UC3, cv::Scalar(30, 140, 220)));
+  }
+  void TearDown() override { fs::remove_all(folder_); }
+
+  // The outcome has `code`, says `phrase`, stays under the memory bound and is short.
+  static void expect(const Outcome& outcome, int code, const std::string& phrase) {
+    EXPECT_EQ(outcome.exit_code, code) << outcome.output.substr(0, 3000);
+    EXPECT_NE(outcome.output.find(phrase), std::string::npos) << outcome.output.substr(0, 3000);
+    EXPECT_LT(outcome.peak_megabytes, kMaxPeakMegabytes);
+    std::cout << "  exit " << outcome.exit_code << ", peak " << outcome.peak_megabytes << " MB\n";
+  }
+
+  // A copy of a bundled demo model in a folder of its own, with `beside` files next to it.
+  std::string model_in_folder(const std::string& model, const std::string& folder,
+                              const std::map<std::string, std::string>& beside = {}) {
+    const fs::path dir = folder_ / folder;
+    fs::create_directories(dir);
+    fs::copy_file(kModels + model + ".safetensors", dir / "model.safetensors");
+    for (const auto& [name, text] : beside) testing::write_file_bytes((dir / name).string(), text);
+    return (dir / "model.safetensors").string();
+  }
+
+  fs::path folder_;
+  std::string image_;
+};
+
+// ---- Row 1: a "billion laughs" yaml (10 levels of 10 aliases, 10^10 values from a few hundred bytes).
+
+std::string billion_laughs() {
+  std::string text = "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n";
+  for (char name = 'b'; name <= 'j'; ++name) {
+    const char previous = char(name - 1);
+    text += std::string(1, name) + ": &" + name + " [";
+    for (int i = 0; i < 10; ++i) text += std::string(i ? "," : "") + "*" + previous;
+    text += "]\n";
+  }
+  return text + "MODEL:\n  TYPE: *j\n";
+}
+
+TEST(BoundedYaml, RefusesAnExpansionBeforeBuildingIt) {
+  const std::string text = billion_laughs();
+  ASSERT_LT(text.size(), 700u);
+  const int64_t before = testing::resident_bytes();
+  try {
+    parse_yaml_checked(text, "laughs.yaml");
+    FAIL() << "an expansion to 10^10 values was read";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("laughs.yaml expands to more than 100000 values"), std::string::npos)
+        << e.what();
+  }
+  // The bound is paid before anything is copied: a few MB at most.
+  EXPECT_LT(testing::resident_bytes() - before, int64_t(32) << 20);
+}
+
+TEST(BoundedYaml, ReadsATrainingConfigAsYamlCppDid) {
+  const nlohmann::json parsed = parse_yaml_checked(
+      "MODEL:\n  TYPE: flatten_swin\n  LA: {FOCUSING_FACTOR: 3, KERNEL_SIZE: 5}\n  SWIN:\n"
+      "    DEPTHS: [ 2, 2, 6, 2 ]\n    NAME: '224'\n    RATE: 1e-3\n    ON: true\n    OFF: False\n    NONE: ~\n"
+      "DATA:\n  IMG_SIZE: &size 224\n  TEST_SIZE: *size\n",
+      "config.yaml");
+  EXPECT_EQ(parsed["MODEL"]["TYPE"], "flatten_swin");
+  EXPECT_EQ(parsed["MODEL"]["LA"]["FOCUSING_FACTOR"], 3);
+  EXPECT_EQ(parsed["MODEL"]["SWIN"]["DEPTHS"], nlohmann::json({2, 2, 6, 2}));
+  EXPECT_EQ(parsed["MODEL"]["SWIN"]["NAME"], "224");  // quoted: text
+  EXPECT_DOUBLE_EQ(parsed["MODEL"]["SWIN"]["RATE"].get<double>(), 1e-3);
+  EXPECT_EQ(parsed["MODEL"]["SWIN"]["ON"], true);
+  EXPECT_EQ(parsed["MODEL"]["SWIN"]["OFF"], false);
+  EXPECT_TRUE(parsed["MODEL"]["SWIN"]["NONE"].is_null());
+  EXPECT_EQ(parsed["DATA"]["TEST_SIZE"], 224);
+  EXPECT_TRUE(parse_yaml_checked("", "empty.yaml").is_null());
+}
+
+TEST(BoundedYaml, RefusesWhatJsonIsRefused) {
+  auto message = [](const std::string& text) {
+    try {
+      parse_yaml_checked(text, "c.yaml");
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(message("a: 1\na: 2\n"), "c.yaml has the key 'a' twice in one map");
+  EXPECT_EQ(message("? [1, 2]\n: 3\n"), "c.yaml has a map key that is not plain text");
+  EXPECT_EQ(message(std::string(100, '[') + std::string(100, ']')), "c.yaml nests deeper than 64 levels");
+  EXPECT_NE(message("a: [1, 2\n").find("c.yaml is not valid YAML"), std::string::npos);
+  // A long text repeated by aliases counts its bytes: 100 aliases of 100 KB.
+  std::string text = "a: &a " + std::string(100'000, 'x') + "\nb: [";
+  for (int i = 0; i < 100; ++i) text += std::string(i ? "," : "") + "*a";
+  EXPECT_NE(message(text + "]\n").find("or 8 MB of text"), std::string::npos);
+}
+
+// Beside the weights (FLatten's yaml, a DeiT's folder) it is said and not read; as --config it is refused.
+TEST_F(HostileInputs, BillionLaughsYamlIsBounded) {
+  for (const char* model : {"flatten", "softmax"}) {
+    SCOPED_TRACE(model);
+    const std::string weights = model_in_folder(model, model, {{"model.yaml", billion_laughs()}});
+    expect(run_cli(folder_, {"info", "--model", weights}), 0, "expands to more than 100000 values");
+  }
+  testing::write_file_bytes((folder_ / "laughs.yaml").string(), billion_laughs());
+  const std::string out = (folder_ / "out").string();
+  expect(run_cli(folder_, {"run", "--model", kModels + "flatten.safetensors", "--image", image_, "--config",
+                           (folder_ / "laughs.yaml").string(), "--out", out}),
+         1, "expands to more than 100000 values");
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST_F(HostileInputs, ConfigThatIsADeviceIsNamed) {
+  expect(run_cli(folder_, {"info", "--model", kModels + "softmax.safetensors", "--config", "/dev/zero"}), 1,
+         "--config /dev/zero is not a regular file");
+}
+
+}  // namespace test_hostile_inputs
+}  // namespace attnscope
