@@ -50,6 +50,8 @@ int run_command(const Args& args) {
   AppState& state = line.state;
   use_bundled_defaults(state, true);
   require(state.out, "out");
+  // The folder is checked before the model is loaded; existing outputs are refused when written.
+  OutputFiles files(state.out, state.figure.overwrite);
 
   configure_threads();
   const torch::Device device = resolve_device(state.device);
@@ -114,7 +116,6 @@ int run_command(const Args& args) {
   // Paths are bytes: a name that is not UTF-8 is written with replacement characters, never fails.
   const std::string summary_text = summary.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
   // Every output is checked before the first is written: existing ones are refused unless --overwrite.
-  OutputFiles files(state.out, state.figure.overwrite);
   files.add_npy("logits.npy", logits);
   files.add_npy("attention" + suffix + ".npy", model.backbone->hierarchical() ? grid : row);
   if (write_matrix) files.add_npy("matrix" + suffix + ".npy", matrix);

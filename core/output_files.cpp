@@ -1,16 +1,41 @@
 #include "core/output_files.h"
 
+#include <unistd.h>
+
+#include <cstring>
 #include <filesystem>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <stdexcept>
 
 #include "core/atomic_bundle.h"
+#include "core/excerpt.h"
 #include "core/npy.h"
 
 namespace attnscope {
 
 namespace fs = std::filesystem;
+
+void check_output_folder(const std::string& folder, const std::string& option) {
+  const std::string shown = option + " " + excerpt(folder);
+  if (folder.empty()) throw std::invalid_argument(option + " is empty: give a folder to write into");
+  std::error_code error;
+  // The folder itself when it exists, else the nearest folder above it that does.
+  fs::path existing = fs::absolute(fs::path(folder), error);
+  if (error) throw std::invalid_argument(shown + ": " + error.message());
+  bool is_the_folder = true;
+  while (!fs::exists(fs::symlink_status(existing, error)) && existing.has_relative_path()) {
+    existing = existing.parent_path();
+    is_the_folder = false;
+  }
+  if (!fs::is_directory(existing, error))
+    throw std::invalid_argument(
+        shown + (is_the_folder ? " is a file, not a folder" : ": " + existing.string() + " on its path is a file") +
+        ": choose another " + option);
+  if (::access(existing.c_str(), W_OK | X_OK) != 0)
+    throw std::invalid_argument(shown + ": the folder " + existing.string() + " cannot be written (" +
+                                std::strerror(errno) + "): choose another " + option);
+}
 
 void OutputFiles::add_bytes(const std::string& name, std::string bytes) {
   // A name is a file of the folder, or of a subfolder (a figure's data folder): that subfolder is

@@ -15,7 +15,15 @@ namespace attnscope {
 
 class OutputFiles {
  public:
-  OutputFiles(std::string folder, bool overwrite) : folder_(std::move(folder)), overwrite_(overwrite) {}
+  // Checks the folder (check_output_folder) before the command's work, not after it.
+  OutputFiles(std::string folder, bool overwrite) : folder_(std::move(folder)), overwrite_(overwrite) {
+    check_output_folder(folder_);
+  }
+// Throws std::invalid_argument when `folder` cannot become an output folder: it, or a folder on its
+// path, is a file; or the nearest folder that exists cannot be written. Creates nothing: commands
+// call it before any work, so a long run never ends on a folder it could not have used.
+void check_output_folder(const std::string& folder, const std::string& option = "--out");
+
 
   void add_bytes(const std::string& name, std::string bytes);  // a name may be given once
   void add_text(const std::string& name, const std::string& text) { add_bytes(name, text); }

@@ -183,5 +183,28 @@ TEST_F(HostileInputs, ConfigThatIsADeviceIsNamed) {
          "--config /dev/zero is not a regular file");
 }
 
+// ---- Row 5: the output folder is checked before any work, and "wrote" only follows a write.
+
+TEST_F(HostileInputs, OutputThatIsAFileIsRefusedBeforeTheWork) {
+  const std::string file = (folder_ / "a_file").string();
+  testing::write_file_bytes(file, "x");
+  const std::vector<std::vector<std::string>> commands = {
+      {"run", "--model", kModels + "softmax.safetensors", "--image", image_, "--out", file},
+      {"analyze", "--analysis", "spectrum", "--model", kModels + "softmax.safetensors", "--image", image_, "--out",
+       file},
+      {"export", "--model", kModels + "softmax.safetensors", "--image", image_, "--out", file},
+      {"run", "--model", kModels + "softmax.safetensors", "--image", image_, "--out", file + "/below"},
+  };
+  for (const auto& command : commands) {
+    SCOPED_TRACE(command.front() + " " + command.back());
+    const Outcome outcome = run_cli(folder_, command);
+    expect(outcome, 1, "is a file");
+    EXPECT_EQ(outcome.output.find("wrote"), std::string::npos) << outcome.output;
+    // Refused before the model was loaded: nothing of the run is in its output.
+    EXPECT_EQ(outcome.output.find("attnscope run:"), std::string::npos) << outcome.output;
+  }
+  EXPECT_EQ(testing::read_file_bytes(file), "x");
+}
+
 }  // namespace test_hostile_inputs
 }  // namespace attnscope
