@@ -37,15 +37,23 @@ void check_output_folder(const std::string& folder, const std::string& option) {
                                 std::strerror(errno) + "): choose another " + option);
 }
 
-void OutputFiles::add_bytes(const std::string& name, std::string bytes) {
+void OutputFiles::add_bytes(const std::string& name, std::string bytes) { add({name, std::move(bytes)}); }
+
+void OutputFiles::add_streamed(const std::string& name,
+                               std::function<void(const std::function<void(const std::string&)>&)> produce) {
+  add({name, std::string(), std::move(produce)});
+}
+
+void OutputFiles::add(BundleFile file) {
+  const std::string& name = file.path;
   // A name is a file of the folder, or of a subfolder (a figure's data folder): that subfolder is
   // then one unit of the set, replaced whole. Nothing may point outside the folder.
   bool plain = !name.empty() && name.front() != '/';
   for (const auto& part : fs::path(name)) plain = plain && !part.empty() && part != "." && part != "..";
   if (!plain) throw std::logic_error("output file name '" + name + "' is not a relative path inside the folder");
-  for (const auto& file : files_)
-    if (file.first == name) throw std::logic_error("output file " + name + " is written twice");
-  files_.emplace_back(name, std::move(bytes));
+  for (const auto& known : files_)
+    if (known.path == name) throw std::logic_error("output file " + name + " is written twice");
+  files_.push_back(std::move(file));
 }
 
 void OutputFiles::add_npy(const std::string& name, const torch::Tensor& tensor) { add_bytes(name, npy_bytes(tensor)); }
@@ -62,7 +70,7 @@ std::vector<std::string> OutputFiles::existing() const {
   std::vector<std::string> found;
   std::error_code error;
   for (const auto& file : files_) {
-    const fs::path path = fs::path(folder_) / file.first;
+    const fs::path path = fs::path(folder_) / file.path;
     if (fs::exists(path, error)) found.push_back(path.string());
   }
   return found;
@@ -79,15 +87,12 @@ void OutputFiles::write() const {
   }
   // One set: staged, then moved into place under the folder's lock (which judges existing files
   // again, so a concurrent writer cannot slip in between), so a failure or a kill leaves none of them.
-  std::vector<BundleFile> bundle;
-  bundle.reserve(files_.size());
-  for (const auto& [name, bytes] : files_) bundle.push_back({name, bytes});
-  write_bundle_atomically(folder_, "outputs", bundle, overwrite_);
+  write_bundle_atomically(folder_, "outputs", files_, overwrite_);
 }
 
 std::vector<std::string> OutputFiles::names() const {
   std::vector<std::string> names;
-  for (const auto& file : files_) names.push_back(file.first);
+  for (const auto& file : files_) names.push_back(file.path);
   return names;
 }
 

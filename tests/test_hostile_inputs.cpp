@@ -206,5 +206,38 @@ TEST_F(HostileInputs, OutputThatIsAFileIsRefusedBeforeTheWork) {
   EXPECT_EQ(testing::read_file_bytes(file), "x");
 }
 
+// ---- Rows 2, 3 and 4: the matrix is streamed into its NPY, a long forward is followed a block at a time.
+
+TEST_F(HostileInputs, MatrixOfManyTokensIsStreamedAndTheForwardFollowed) {
+  const std::string out = (folder_ / "out").string();
+  // 1024 pixels at patch 8: 16,385 tokens, a 1.07 GB matrix that used to take 3.6 GB to write.
+  const Outcome outcome = run_cli(folder_, {"run", "--model", kModels + "linear.safetensors", "--image", image_,
+                                            "--size", "1024", "--matrix", "on", "--layer", "3", "--out", out});
+  expect(outcome, 0, "attnscope run: forward over 16385 tokens");
+  EXPECT_NE(outcome.output.find("[4/4] forward, block 4 of 4"), std::string::npos) << outcome.output;
+  const fs::path matrix = fs::path(out) / "matrix_l3_h0.npy";
+  const std::string header = npy_header({16385, 16385}, torch::kFloat);
+  ASSERT_EQ(fs::file_size(matrix), header.size() + size_t(16385) * 16385 * 4);
+  // Its row of the query (the class token) is the attention row run writes: the rows came in order.
+  const torch::Tensor row = read_npy((fs::path(out) / "attention_l3_h0.npy").string()).to(torch::kFloat).flatten();
+  std::ifstream in(matrix, std::ios::binary);
+  std::vector<float> first(16385);
+  in.seekg(std::streamoff(header.size()));
+  in.read(reinterpret_cast<char*>(first.data()), std::streamsize(first.size() * sizeof(float)));
+  ASSERT_EQ(row.numel(), 16385);
+  EXPECT_TRUE(torch::equal(torch::from_blob(first.data(), {16385}, torch::kFloat), row));
+  fs::remove_all(out);
+}
+
+TEST_F(HostileInputs, MatrixLargerThanTheDiskIsRefusedNamingTheOption) {
+  // 4096 pixels at patch 8: 262,145 tokens, a 275 GB matrix; the forward of a linear model is cheap.
+  const std::string out = (folder_ / "out").string();
+  const Outcome outcome = run_cli(folder_, {"run", "--model", kModels + "linear.safetensors", "--image", image_,
+                                            "--size", "4096", "--matrix", "on", "--out", out});
+  expect(outcome, 1, "is 274878 MB of float32");
+  EXPECT_NE(outcome.output.find("--matrix off leaves it out, or a smaller --size"), std::string::npos);
+  EXPECT_FALSE(fs::exists(out));
+}
+
 }  // namespace test_hostile_inputs
 }  // namespace attnscope
