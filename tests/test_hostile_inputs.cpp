@@ -239,5 +239,16 @@ TEST_F(HostileInputs, MatrixLargerThanTheDiskIsRefusedNamingTheOption) {
   EXPECT_FALSE(fs::exists(out));
 }
 
+// ---- Row 7: a registered name that contradicts the weights.
+
+TEST_F(HostileInputs, RegisteredNameContradictingTheWeightsIsRefused) {
+  const std::string weights =
+      model_in_folder("softmax", "named", {{"config.json", R"({"architecture": "vit_base_patch16_224"})"}});
+  const Outcome outcome = run_cli(folder_, {"info", "--model", weights});
+  expect(outcome, 1,
+         "the config names architecture 'vit_base_patch16_224' (embed_dim 768, depth 12, patch_size 16), but the "
+         "weights have embed_dim 96 (patch_embed.proj.weight), depth 4 (blocks.N), patch_size 8");
+}
+
 }  // namespace test_hostile_inputs
 }  // namespace attnscope
