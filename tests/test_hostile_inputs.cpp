@@ -250,5 +250,19 @@ TEST_F(HostileInputs, RegisteredNameContradictingTheWeightsIsRefused) {
          "weights have embed_dim 96 (patch_embed.proj.weight), depth 4 (blocks.N), patch_size 8");
 }
 
+// ---- Row 10: a declared normalisation gets the checks --mean and --std get.
+
+TEST_F(HostileInputs, DeclaredStdIsCheckedAsStdIs) {
+  for (const char* std : {"[-1, -1, -1]", "[0, 0, 0]"}) {
+    SCOPED_TRACE(std);
+    const std::string weights = model_in_folder(
+        "softmax", std[1] == '-' ? "negative" : "zero",
+        {{"config.json", std::string(R"({"pretrained_cfg": {"mean": [0.5, 0.5, 0.5], "std": )") + std + "}}"}});
+    const Outcome outcome = run_cli(folder_, {"info", "--model", weights});
+    expect(outcome, 1, "pretrained_cfg (config.json) declares std");
+    EXPECT_NE(outcome.output.find("every value must be positive"), std::string::npos) << outcome.output;
+  }
+}
+
 }  // namespace test_hostile_inputs
 }  // namespace attnscope
