@@ -264,5 +264,64 @@ TEST_F(HostileInputs, DeclaredStdIsCheckedAsStdIs) {
   }
 }
 
+// ---- Rows 8, 9 and 11: the statistics over a folder.
+
+class FolderStatistics : public HostileInputs {
+ protected:
+  // `count` copies of one image (or `count` different ones), plus what the test adds.
+  std::string images(const std::string& name, int count, bool different) {
+    const fs::path dir = folder_ / name;
+    fs::create_directories(dir);
+    for (int i = 0; i < count; ++i)
+      cv::imwrite(
+          (dir / ("image" + std::to_string(i) + ".png")).string(),
+          cv::Mat(64, 64, CV_8UC3, cv::Scalar(30 + (different ? 50 * i : 0), 140, 220 - (different ? 40 * i : 0))));
+    return dir.string();
+  }
+};
+
+TEST_F(FolderStatistics, CkaOfFeaturesThatDoNotVarySaysWhy) {
+  const std::string same = images("same", 4, false), two = images("two", 2, true);
+  const std::string model = kModels + "softmax.safetensors";
+  expect(run_cli(folder_, {"analyze", "--analysis", "cka", "--model", model, "--compare-model", model, "--images", same,
+                           "--out", (folder_ / "out").string()}),
+         1, "CKA is undefined: block 0 of the first model (--model) gives the same features for all 4 images");
+  expect(run_cli(folder_, {"analyze", "--analysis", "cka", "--model", model, "--compare-model", model, "--images", two,
+                           "--out", (folder_ / "out").string()}),
+         1, "CKA needs at least 3 images, got 2 (over 2 images every pair of blocks gives 1)");
+  EXPECT_FALSE(fs::exists(folder_ / "out"));
+}
+
+TEST_F(FolderStatistics, HiddenFilesAreSkippedAndBadImagesReportedAndListed) {
+  const std::string dir = images("mixed", 3, true);
+  testing::write_file_bytes(dir + "/._image0.png", std::string("\0\5\x16\7", 4) + std::string(200, 'x'));
+  testing::write_file_bytes(dir + "/broken.png", "not a png at all");
+  for (const char* analysis : {"headstats", "erf"}) {
+    SCOPED_TRACE(analysis);
+    const fs::path out = folder_ / (std::string("out_") + analysis);
+    const Outcome outcome = run_cli(folder_, {"analyze", "--analysis", analysis, "--model",
+                                              kModels + "softmax.safetensors", "--images", dir, "--out", out.string()});
+    expect(outcome, 0, "skipped broken.png");
+    EXPECT_EQ(outcome.output.find("._image0.png"), std::string::npos) << outcome.output;
+    const nlohmann::json summary = nlohmann::json::parse(testing::read_file_bytes((out / "summary.json").string()));
+    EXPECT_EQ(summary["images_used"], nlohmann::json({"image0.png", "image1.png", "image2.png"}));
+    ASSERT_EQ(summary["images_skipped"].size(), 1u);
+    EXPECT_EQ(summary["images_skipped"][0]["file"], "broken.png");
+  }
+}
+
+TEST_F(FolderStatistics, BrokenCompareModelFailsBeforeTheFirstPass) {
+  const std::string dir = images("folder", 3, true);
+  testing::write_file_bytes((folder_ / "broken.safetensors").string(), "not a model");
+  for (const char* analysis : {"headstats", "erf"}) {
+    SCOPED_TRACE(analysis);
+    const Outcome outcome = run_cli(
+        folder_, {"analyze", "--analysis", analysis, "--model", kModels + "softmax.safetensors", "--compare-model",
+                  (folder_ / "broken.safetensors").string(), "--images", dir, "--out", (folder_ / "out").string()});
+    expect(outcome, 1, "broken.safetensors");
+    EXPECT_EQ(outcome.output.find("[1/3]"), std::string::npos) << "a pass ran first: " << outcome.output;
+  }
+}
+
 }  // namespace test_hostile_inputs
 }  // namespace attnscope
