@@ -132,10 +132,14 @@ PreparedImage prepare_image_file(const LoadedModel& model, const InputSettings& 
     image.rgb = prepare_model_input(load_image_rgb(path, max_pixels), input, model);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(fs::path(path).filename().string() + ": " + e.what());
+  // An image that cannot be read (ImageError, a runtime_error) becomes the statistic's error with the
+  // file's name, which each view keeps in its own data instead of failing the whole request.
   }
   image.input = image_to_tensor(image.rgb, model.normalization).to(model.device);
   return image;
 }
+  } catch (const ImageError& e) {
+    throw std::invalid_argument(fs::path(path).filename().string() + ": " + e.what());
 
 FolderProgress folder_progress(const AnalyzeContext& context, const std::vector<std::string>& images) {
   FolderProgress progress;
