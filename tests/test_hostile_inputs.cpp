@@ -323,5 +323,16 @@ TEST_F(FolderStatistics, BrokenCompareModelFailsBeforeTheFirstPass) {
   }
 }
 
+// ---- Row 12: a full SVD is followed in logs too.
+
+TEST_F(HostileInputs, FullSvdPrintsLinesWhenNotATerminal) {
+  // 192 pixels at patch 8: 577 tokens, past the 400 a full SVD is cheap for.
+  const Outcome outcome =
+      run_cli(folder_, {"analyze", "--analysis", "spectrum", "--model", kModels + "softmax.safetensors", "--image",
+                        image_, "--size", "192", "--out", (folder_ / "out").string()});
+  expect(outcome, 0, "] full SVD of native");
+  EXPECT_NE(outcome.output.find("(577 tokens)"), std::string::npos) << outcome.output;
+}
+
 }  // namespace test_hostile_inputs
 }  // namespace attnscope
