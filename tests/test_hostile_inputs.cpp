@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
 
+#include "analysis/token_norms.h"
 #include "core/npy.h"
 #include "core/yaml_checked.h"
 #include "untrusted_files.h"
@@ -332,6 +334,23 @@ TEST_F(HostileInputs, FullSvdPrintsLinesWhenNotATerminal) {
                         image_, "--size", "192", "--out", (folder_ / "out").string()});
   expect(outcome, 0, "] full SVD of native");
   EXPECT_NE(outcome.output.find("(577 tokens)"), std::string::npos) << outcome.output;
+}
+
+// ---- Row 6: the norms' threshold reports no outliers when there are none.
+
+TEST(HighNormThreshold, ReportsNoneWithoutHighNormTokensAndFindsThemAtTenTimesTheMedian) {
+  // 144 patch norms spread over [5, 7.5] (the demo's range): Otsu splits them in two anyway.
+  const torch::Tensor spread = torch::linspace(5.0, 7.5, 144, torch::kFloat);
+  const HighNormThreshold plain = high_norm_threshold(spread);
+  EXPECT_LT(plain.otsu, 7.5);                          // Otsu alone would report outliers
+  EXPECT_FALSE(plain.by_otsu());                       // the floor wins
+  EXPECT_GT(plain.norm, spread.max().item<double>());  // and none is above it
+  EXPECT_NEAR(plain.median_floor, std::sqrt(10.0) * spread.median().item<double>(), 1e-9);
+  // Three tokens at ten times the median (Darcet et al.'s artefacts): exactly those are above.
+  torch::Tensor with_artefacts = spread.clone();
+  with_artefacts.index_put_({torch::tensor({3, 70, 141})}, 10 * spread.median().item<float>());
+  const HighNormThreshold found = high_norm_threshold(with_artefacts);
+  EXPECT_EQ((with_artefacts > found.norm).sum().item<int64_t>(), 3);
 }
 
 }  // namespace test_hostile_inputs
