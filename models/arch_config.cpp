@@ -265,6 +265,8 @@ ArchOverrides ArchOverrides::parse(const std::string& arch, const std::string& c
       throw std::invalid_argument("--arch eps must be a number from 0 (exclusive) to 1, e.g. 1e-6");
     if (std::string(key->key) == "act" && text != "gelu" && text != "quick_gelu")
       throw std::invalid_argument("--arch act must be gelu or quick_gelu, got '" + excerpt(text) + "'");
+    if (overrides.values.contains(key->key))  // heads=3,heads=4: which was meant is not guessed
+      throw std::invalid_argument(std::string("--arch gives ") + key->key + " twice: give it once");
     overrides.values[key->key] = value;
   }
   return overrides;
@@ -316,11 +318,11 @@ ArchConfig gather_arch_config(const BackboneFamily& family, const Checkpoint& ch
   if (!overrides.config_file.empty()) {
     if (!fs::exists(overrides.config_file, error))
       throw CheckpointError("--config " + excerpt(overrides.config_file) + ": no such file");
-    given = read_config_file(overrides.config_file);
-    config.notes.push_back("read --config " + overrides.config_file);
     if (!fs::is_regular_file(overrides.config_file, error))
       throw CheckpointError("--config " + excerpt(overrides.config_file) +
                             " is not a regular file (a folder, pipe or device): give a .yaml or .json config");
+    given = read_config_file(overrides.config_file);
+    config.notes.push_back("read --config " + overrides.config_file);
   }
   nlohmann::json own = architecture_metadata(checkpoint, weights_file);
   ConfigFile hub;

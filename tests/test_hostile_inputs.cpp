@@ -353,5 +353,15 @@ TEST(HighNormThreshold, ReportsNoneWithoutHighNormTokensAndFindsThemAtTenTimesTh
   EXPECT_EQ((with_artefacts > found.norm).sum().item<int64_t>(), 3);
 }
 
+// ---- The smaller ones: options that were taken silently or named wrongly.
+
+TEST_F(HostileInputs, OptionsGivenTwiceOrMixedAreRefused) {
+  expect(run_cli(folder_, {"info", "--model", kModels + "softmax.safetensors", "--arch", "heads=3,heads=4"}), 1,
+         "--arch gives heads twice: give it once");
+  expect(run_cli(folder_, {"eval", "--model", kModels + "softmax.safetensors", "--images", folder_.string(), "--masks",
+                           folder_.string(), "--methods", "dino-masks,gradcam"}),
+         1, "dino-masks runs alone");
+}
+
 }  // namespace test_hostile_inputs
 }  // namespace attnscope

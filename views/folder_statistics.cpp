@@ -120,7 +120,11 @@ std::string model_file(const std::string& stem, size_t model, const std::string&
 }
 
 std::string model_label(const std::string& path, const AttentionSettings& settings) {
-  std::string label = fs::path(path).stem().string();
+  // A hub download is "model.safetensors" in a folder named after the model: the folder names it.
+  const fs::path file(path);
+  std::string label = file.stem().string();
+  if (label == "model" && file.has_parent_path() && !file.parent_path().filename().empty())
+    label = file.parent_path().filename().string();
   if (settings.variant != Variant::Native) label += " (" + to_string(settings.variant) + ")";
   return label;
 }
@@ -128,18 +132,18 @@ std::string model_label(const std::string& path, const AttentionSettings& settin
 PreparedImage prepare_image_file(const LoadedModel& model, const InputSettings& input, const std::string& path,
                                  int64_t max_pixels) {
   PreparedImage image;
+  // An image that cannot be read (ImageError, a runtime_error) becomes the statistic's error with the
+  // file's name, which each view keeps in its own data instead of failing the whole request.
   try {
     image.rgb = prepare_model_input(load_image_rgb(path, max_pixels), input, model);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(fs::path(path).filename().string() + ": " + e.what());
-  // An image that cannot be read (ImageError, a runtime_error) becomes the statistic's error with the
-  // file's name, which each view keeps in its own data instead of failing the whole request.
+  } catch (const ImageError& e) {
+    throw std::invalid_argument(fs::path(path).filename().string() + ": " + e.what());
   }
   image.input = image_to_tensor(image.rgb, model.normalization).to(model.device);
   return image;
 }
-  } catch (const ImageError& e) {
-    throw std::invalid_argument(fs::path(path).filename().string() + ": " + e.what());
 
 FolderProgress folder_progress(const AnalyzeContext& context, const std::vector<std::string>& images) {
   FolderProgress progress;
