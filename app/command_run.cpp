@@ -171,6 +171,9 @@ int run_command(const Args& args) {
                             (state.matrix == MatrixFile::Auto && capture.layout.total_tokens() <= kCheapSpectrumTokens);
   const std::string not_finite = "the attention of layer " + std::to_string(layer) + " head " +
                                  std::to_string(state.head) + " is not finite (NaN or Inf)";
+  // Judged against the disk before the maps and the overlay are made.
+  const auto matrix_writer =
+      write_matrix ? matrix_npy(capture, state.head, after_lcm, state.out, not_finite, bar) : nullptr;
   if (!torch::isfinite(logits).all().item<bool>())
     throw std::runtime_error("the model's output is not finite (NaN or Inf): check the checkpoint's weights");
   if (!torch::isfinite(row).all().item<bool>()) throw std::runtime_error(not_finite);
@@ -196,9 +199,7 @@ int run_command(const Args& args) {
   // Every output is checked before the first is written: existing ones are refused unless --overwrite.
   files.add_npy("logits.npy", logits);
   files.add_npy("attention" + suffix + ".npy", model.backbone->hierarchical() ? grid : row);
-  if (write_matrix)
-    files.add_streamed("matrix" + suffix + ".npy",
-                       matrix_npy(capture, state.head, after_lcm, state.out, not_finite, bar));
+  if (write_matrix) files.add_streamed("matrix" + suffix + ".npy", matrix_writer);
   files.add_png("overlay" + suffix + ".png", overlay);
   files.add_text("summary.json", summary_text + "\n");
   files.write();
