@@ -49,6 +49,22 @@ torch::Tensor centred_gram(const torch::Tensor& gram) {
 
 torch::Tensor without_diagonal(const torch::Tensor& gram) { return gram - torch::diag(torch::diag(gram)); }
 
+// Refuses a block whose features are the same for every image: its centred Gram matrix is zero
+// and CKA 0/0. The features are float32, so variation below their resolution (2^-24 of the Gram's
+// size) is rounding of the float64 centring, not a difference between the images.
+void require_variation(const std::vector<torch::Tensor>& grams, const char* model, int images) {
+  for (size_t block = 0; block < grams.size(); ++block) {
+    const double spread = centred_gram(grams[block]).norm().item<double>();
+    const double size = grams[block].norm().item<double>();
+    if (!(spread > std::ldexp(size, -24)))
+      throw std::invalid_argument(
+          "CKA is undefined: block " + std::to_string(block) + " of " + model + " gives the same features for all " +
+          std::to_string(images) +
+          " images (CKA compares how features vary across images; these do not vary): give a folder of different "
+          "images");
+  }
+}
+
 }  // namespace
 
 double linear_cka(const torch::Tensor& gram_x, const torch::Tensor& gram_y) {
@@ -135,14 +151,18 @@ void CkaAccumulator::flush_batch() {
 
 torch::Tensor CkaAccumulator::result() {
   if (estimator_ == CkaEstimator::Full) {
-    if (images_ < 2) throw std::invalid_argument("CKA needs at least 2 images, got " + std::to_string(images_));
-    std::vector<torch::Tensor> grams_b;
+    // Two centred examples are x and -x: every pair of blocks that varies at all gives CKA 1.
+    if (images_ < 3)
+      throw std::invalid_argument("CKA needs at least 3 images, got " + std::to_string(images_) +
+                                  (images_ == 2 ? " (over 2 images every pair of blocks gives 1)" : ""));
+    std::vector<torch::Tensor> grams_a, grams_b;
+    for (const auto& examples : pending_a_) grams_a.push_back(gram_linear(torch::stack(examples)));
     for (const auto& examples : pending_b_) grams_b.push_back(gram_linear(torch::stack(examples)));
-    torch::Tensor cka = torch::empty({int64_t(pending_a_.size()), int64_t(grams_b.size())}, torch::kDouble);
-    for (size_t i = 0; i < pending_a_.size(); ++i) {
-      const torch::Tensor gram_a = gram_linear(torch::stack(pending_a_[i]));
-      for (size_t j = 0; j < grams_b.size(); ++j) cka[int64_t(i)][int64_t(j)] = linear_cka(gram_a, grams_b[j]);
-    }
+    require_variation(grams_a, "the first model (--model)", images_);
+    require_variation(grams_b, "the second model (--compare-model)", images_);
+    torch::Tensor cka = torch::empty({int64_t(grams_a.size()), int64_t(grams_b.size())}, torch::kDouble);
+    for (size_t i = 0; i < grams_a.size(); ++i)
+      for (size_t j = 0; j < grams_b.size(); ++j) cka[int64_t(i)][int64_t(j)] = linear_cka(grams_a[i], grams_b[j]);
     return cka;
   }
   const int remaining = pending_a_.empty() ? 0 : int(pending_a_.front().size());
@@ -155,7 +175,13 @@ torch::Tensor CkaAccumulator::result() {
   }
   if (!cross_.defined())
     throw std::invalid_argument("the minibatch CKA needs at least 4 images, got " + std::to_string(images_));
-  return cross_ / torch::sqrt(self_a_.unsqueeze(1) * self_b_.unsqueeze(0));
+  const torch::Tensor cka = cross_ / torch::sqrt(self_a_.unsqueeze(1) * self_b_.unsqueeze(0));
+  if (!torch::isfinite(cka).all().item<bool>())
+    throw std::invalid_argument(
+        "CKA is undefined: some block gives the same features for every image of a batch "
+        "(CKA compares how features vary across images; these do not vary): give a folder "
+        "of different images");
+  return cka;
 }
 
 }  // namespace attnscope

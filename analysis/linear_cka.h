@@ -49,7 +49,8 @@ class CkaAccumulator {
   // One image's block outputs from each model (block_outputs). Throws std::invalid_argument when a
   // block's size differs from the first image's, or the full estimator would exceed its memory.
   void add(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b);
-  // [LA, LB] float64. Throws std::invalid_argument with fewer than 2 images (or 4 for minibatches).
+  // [LA, LB] float64. Throws std::invalid_argument with fewer than 3 images (or 4 for minibatches),
+  // or when a block's features do not vary across the images (CKA is then 0/0).
   torch::Tensor result();
 
   CkaEstimator estimator() const { return estimator_; }

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "analysis/feature_pca.h"
@@ -18,6 +19,14 @@ std::vector<torch::Tensor> token_norms(const std::vector<TokenRows>& blocks) {
 
 double otsu_norm_threshold(const torch::Tensor& norms) {
   return std::exp(otsu_threshold(norms.to(torch::kDouble).clamp_min(1e-30).log()));
+}
+
+HighNormThreshold high_norm_threshold(const torch::Tensor& norms) {
+  HighNormThreshold threshold;
+  threshold.otsu = otsu_norm_threshold(norms);
+  threshold.median_floor = kHighNormMedianRatio * norms.to(torch::kDouble).median().item<double>();
+  threshold.norm = std::max(threshold.otsu, threshold.median_floor);
+  return threshold;
 }
 
 std::vector<NormOutlier> norm_outliers(const std::vector<torch::Tensor>& norms, const std::vector<TokenLayout>& layouts,

@@ -1,7 +1,7 @@
 // The high-norm tokens of "Vision Transformers Need Registers" (Darcet et al. 2024): the L2 norm of
 // every token of every block's output, the patch tokens far above the rest (Otsu's split of the log
-// norms, or a given threshold), how much the class token attends to them, and whether they still
-// resemble their neighbours (outliers that lost their local information do not).
+// norms where it is above sqrt(10) x the median, or a given threshold), how much the class token attends to them, and
+// whether they still resemble their neighbours (outliers that lost their local information do not).
 #pragma once
 
 #include <torch/types.h>
@@ -18,6 +18,19 @@ std::vector<torch::Tensor> token_norms(const std::vector<TokenRows>& blocks);
 // exp of Otsu's threshold (scikit-image's threshold_otsu) on the log norms: where a heavy upper tail
 // of a few tokens parts from the bulk.
 double otsu_norm_threshold(const torch::Tensor& norms);
+
+// Darcet et al.'s high-norm tokens are about ten times the median norm. Otsu always splits in two,
+// also a model without such tokens; a split counts only above sqrt(10) x the median, the geometric
+// midpoint between a typical token and a high-norm one, so that none are reported when there are none.
+constexpr double kHighNormMedianRatio = 3.1622776601683795;  // sqrt(10)
+
+// The outlier threshold of `norms` (the last block's patch norms): the larger of Otsu's threshold
+// and kHighNormMedianRatio x the median (the lower middle value for an even count, as torch.median).
+struct HighNormThreshold {
+  double norm = 0, otsu = 0, median_floor = 0;
+  bool by_otsu() const { return otsu >= median_floor; }
+};
+HighNormThreshold high_norm_threshold(const torch::Tensor& norms);
 
 struct NormOutlier {
   int layer = 0, token = 0;

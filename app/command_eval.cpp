@@ -14,6 +14,7 @@
 #include "app/eval_folder.h"
 #include "core/assets.h"
 #include "core/atomic_file.h"
+#include "core/output_files.h"
 #include "core/output_schemas.h"
 #include "datasets/glyph_task.h"
 #include "models/model_loader.h"
@@ -90,6 +91,7 @@ int eval_command(const Args& args) {
   auto parsed = parse_or_print_help(args, eval_syntax());
   if (!parsed) return 0;
   CommandLine& line = *parsed;
+  if (!line.state.out.empty()) check_output_folder(line.state.out);  // before any model is loaded
   if (!line.flags["images"].empty()) return eval_folder(line);
   configure_threads();
   const torch::Device device = resolve_device(line.state.device);

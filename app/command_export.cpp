@@ -5,6 +5,7 @@
 
 #include "app/cli.h"
 #include "app/commands.h"
+#include "core/output_files.h"
 #include "core/progress_bar.h"
 #include "exports/export.h"
 #include "models/inference.h"
@@ -58,6 +59,7 @@ int export_command(const Args& args) {
   AppState& state = line.state;
   const std::string& folder = line.flags.at("images");
   if (state.out.empty()) throw std::invalid_argument("--out is required");
+  check_output_folder(state.out);
   if (!folder.empty() && !state.image.empty()) throw std::invalid_argument("give --image or --images, not both");
   use_bundled_defaults(state, folder.empty());
   FigureRequest::from_state(state);  // option errors before the model loads

@@ -1,8 +1,12 @@
 // `attnscope run`: one image through one model with one attention variant; writes the summary,
 // logits, the chosen attention row and matrix, and an overlay into a folder.
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "analysis/attention_map.h"
 #include "analysis/spectrum.h"
@@ -14,7 +18,9 @@
 #include "core/colormap.h"
 #include "core/npy.h"
 #include "core/output_files.h"
+#include "core/progress_bar.h"
 #include "core/value_scale.h"
+#include "models/forward_progress.h"
 #include "models/inference.h"
 #include "views/option_catalog.h"
 #include "views/request_runner.h"
@@ -22,6 +28,8 @@
 namespace attnscope {
 
 namespace {
+
+namespace fs = std::filesystem;
 
 std::vector<std::string> run_options() {
   std::vector<std::string> names = option_names(
@@ -32,6 +40,77 @@ std::vector<std::string> run_options() {
 
 void require(const std::string& value, const std::string& name) {
   if (value.empty()) throw std::invalid_argument("--" + name + " is required");
+}
+
+// A forward of many tokens is followed a block at a time on `bar` (a line a block in logs): from
+// its start above kFollowedTokens (a block of global attention costs O(T^2): at 262,145 tokens,
+// 6.9e10 query-key pairs a head), else once it has taken more than two seconds.
+BlockProgress forward_progress(ProgressBar& bar) {
+  constexpr int64_t kFollowedTokens = 16384;
+  return [&bar, start = std::chrono::steady_clock::now(), followed = false](int block, int blocks,
+                                                                            int64_t tokens) mutable {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!followed && tokens <= kFollowedTokens && seconds < 2) return;
+    if (!followed)
+      std::cerr << "attnscope run: forward over " << tokens << " tokens (" << double(tokens) * double(tokens)
+                << " query-key pairs a head in a block of global attention), " << blocks << " blocks\n";
+    followed = true;
+    std::ostringstream label;
+    label << "forward, block " << block + 1 << " of " << blocks << ", " << tokens << " tokens";
+    if (block > 0)
+      label << ", " << std::fixed << std::setprecision(0) << seconds << " s so far, about "
+            << seconds / block * (blocks - block) << " s left";
+    bar.show(size_t(block), size_t(blocks), label.str());
+    if (block + 1 == blocks && bar.terminal()) std::cerr << "\n";
+  };
+}
+
+// Rows of `head`'s equivalent matrix for some queries, as AttentionCapture::equivalent_matrix
+// builds the whole: the attention rows, plus FLatten's DWC band where the DWC ran.
+torch::Tensor equivalent_rows(const AttentionCapture& capture, int64_t head, const std::vector<int64_t>& queries) {
+  const AttentionCapture& holder = capture.for_head(head);
+  torch::Tensor rows = holder.rows(0, head, queries);
+  if (holder.attention.dwc) rows = rows + holder.dwc_band(queries).to(rows.device(), rows.scalar_type());
+  return rows;
+}
+
+// The T x T matrix of `head` as NPY bytes, produced a block of rows at a time (at most 64 MB of
+// them in memory), refused up front when the disk under `out` cannot hold it.
+std::function<void(const std::function<void(const std::string&)>&)> matrix_npy(const AttentionCapture& capture,
+                                                                               int head, bool after_lcm,
+                                                                               const std::string& out,
+                                                                               const std::string& not_finite,
+                                                                               ProgressBar& bar) {
+  const int64_t queries = capture.layout.total_tokens(), keys = capture.key_layout.total_tokens();
+  const double bytes = 4.0 * double(queries) * double(keys);
+  std::error_code error;
+  fs::path existing = fs::absolute(out, error);
+  while (!fs::exists(existing, error) && existing.has_relative_path()) existing = existing.parent_path();
+  const fs::space_info disk = fs::space(existing, error);
+  if (!error && bytes > double(disk.available))
+    throw std::invalid_argument("the attention matrix of " + std::to_string(queries) + " x " + std::to_string(keys) +
+                                " tokens is " + std::to_string(int64_t(bytes / 1e6)) + " MB of float32, and " +
+                                existing.string() + " has " + std::to_string(int64_t(double(disk.available) / 1e6)) +
+                                " MB free: --matrix off leaves it out, or a smaller --size");
+  const int64_t chunk = std::max<int64_t>(1, (int64_t(64) << 20) / (4 * std::max<int64_t>(keys, 1)));
+  return [&capture, head, after_lcm, queries, keys, chunk, not_finite,
+          &bar](const std::function<void(const std::string&)>& write) {
+    torch::NoGradGuard no_grad;
+    write(npy_header({queries, keys}, torch::kFloat));
+    const size_t steps = size_t((queries + chunk - 1) / chunk);
+    for (int64_t first = 0; first < queries; first += chunk) {
+      std::vector<int64_t> rows(size_t(std::min(chunk, queries - first)));
+      for (size_t i = 0; i < rows.size(); ++i) rows[i] = first + int64_t(i);
+      if (steps > 1) bar.show(size_t(first / chunk), steps, "matrix rows " + std::to_string(first));
+      const torch::Tensor block =
+          (after_lcm ? capture.rows_after_lcm(0, head, rows) : equivalent_rows(capture, head, rows))
+              .to(torch::kCPU, torch::kFloat)
+              .contiguous();
+      if (!torch::isfinite(block).all().item<bool>()) throw std::runtime_error(not_finite);
+      write(std::string(static_cast<const char*>(block.data_ptr()), size_t(block.numel()) * sizeof(float)));
+    }
+    if (steps > 1) bar.show(steps, steps, "matrix written");
+  };
 }
 
 }  // namespace
@@ -51,6 +130,8 @@ int run_command(const Args& args) {
   AppState& state = line.state;
   use_bundled_defaults(state, true);
   require(state.out, "out");
+  // The folder is checked before the model is loaded; existing outputs are refused when written.
+  OutputFiles files(state.out, state.figure.overwrite);
 
   configure_threads();
   const torch::Device device = resolve_device(state.device);
@@ -58,6 +139,7 @@ int run_command(const Args& args) {
   configure_input(model, state.input_settings());
   const cv::Mat prepared =
       prepare_model_input(load_image_rgb(state.image, state.max_pixels), state.input_settings(), model);
+<<<<<<< HEAD
   // With heads ablated, the unablated run first (kept for what the ablation changed), then only the
   // blocks from the first ablated one on.
   AnalysisCache runs;
@@ -65,6 +147,13 @@ int run_command(const Args& args) {
                                        ? AblatedInference{}
                                        : ablated_inference(model, prepared, state.attention, {}, "run", runs);
   const InferenceResult result = ablated.result ? *ablated.result : run_inference(model, prepared, state.attention);
+=======
+  ProgressBar bar;
+  const InferenceResult result = [&] {
+    const ScopedBlockProgress followed(forward_progress(bar));
+    return run_inference(model, prepared, state.attention);
+  }();
+>>>>>>> hostile
 
   const int depth = int(result.forward.layers.size());
   const int layer = resolve_layer_index(state.layer, depth);
@@ -85,22 +174,20 @@ int run_command(const Args& args) {
                            "1/2, channel mean; biases left out)"
                          : "layer " + std::to_string(layer) +
                                " has no LCM (only L2ViT's global blocks do): the map is the attention itself";
-  std::vector<int64_t> all_queries(size_t(capture.layout.total_tokens()));
-  for (size_t i = 0; i < all_queries.size(); ++i) all_queries[i] = int64_t(i);
   // The row and its map by the functions the workbench and the figures use (analysis/attention_map.h).
   const torch::Tensor row = attention_row(capture, state.head, query.token, after_lcm);
-  // The full T x T matrix only when asked (or small): at 5,481 tokens it is 120 MB a head.
+  // The full T x T matrix only when asked (or small): at 5,481 tokens it is 120 MB a head. It is
+  // never held whole: its rows are streamed into the NPY (matrix_npy), after the disk is judged.
   const bool write_matrix = state.matrix == MatrixFile::On ||
                             (state.matrix == MatrixFile::Auto && capture.layout.total_tokens() <= kCheapSpectrumTokens);
-  const torch::Tensor matrix = write_matrix ? (after_lcm ? capture.rows_after_lcm(0, state.head, all_queries)
-                                                         : capture.equivalent_matrix(0, state.head))
-                                                  .to(torch::kCPU)
-                                            : torch::Tensor();
+  const std::string not_finite = "the attention of layer " + std::to_string(layer) + " head " +
+                                 std::to_string(state.head) + " is not finite (NaN or Inf)";
+  // Judged against the disk before the maps and the overlay are made.
+  const auto matrix_writer =
+      write_matrix ? matrix_npy(capture, state.head, after_lcm, state.out, not_finite, bar) : nullptr;
   if (!torch::isfinite(logits).all().item<bool>())
     throw std::runtime_error("the model's output is not finite (NaN or Inf): check the checkpoint's weights");
-  if (!torch::isfinite(write_matrix ? matrix : row).all().item<bool>())
-    throw std::runtime_error("the attention of layer " + std::to_string(layer) + " head " + std::to_string(state.head) +
-                             " is not finite (NaN or Inf)");
+  if (!torch::isfinite(row).all().item<bool>()) throw std::runtime_error(not_finite);
   MapSelection selection;
   selection.head = state.head;
   selection.query_token = query.token;
@@ -136,11 +223,10 @@ int run_command(const Args& args) {
   // Paths are bytes: a name that is not UTF-8 is written with replacement characters, never fails.
   const std::string summary_text = summary.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
   // Every output is checked before the first is written: existing ones are refused unless --overwrite.
-  OutputFiles files(state.out, state.figure.overwrite);
   files.add_npy("logits.npy", logits);
   if (unablated_logits.defined()) files.add_npy("logits_unablated.npy", unablated_logits);
   files.add_npy("attention" + suffix + ".npy", model.backbone->hierarchical() ? grid : row);
-  if (write_matrix) files.add_npy("matrix" + suffix + ".npy", matrix);
+  if (write_matrix) files.add_streamed("matrix" + suffix + ".npy", matrix_writer);
   files.add_png("overlay" + suffix + ".png", overlay);
   files.add_text("summary.json", summary_text + "\n");
   files.write();

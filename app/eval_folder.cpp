@@ -18,8 +18,10 @@
 #include "analysis/dino_masks.h"
 #include "analysis/faithfulness.h"
 #include "analysis/focus_metrics.h"
+#include "app/cli.h"
 #include "app/eval_folder.h"
 #include "core/atomic_file.h"
+#include "core/number_text.h"
 #include "core/output_schemas.h"
 #include "core/progress_bar.h"
 #include "datasets/glyph_task.h"
@@ -165,6 +167,8 @@ int eval_dino_masks(const CommandLine& line, const std::vector<std::string>& ima
   std::string layer_name;
   double best_total = 0;
   int scored = 0;
+  std::vector<std::string> empty_objects;
+  int64_t empty_masks = 0;
   ProgressBar bar;
   for (size_t index = 0; index < images.size(); ++index) {
     bar.show(index, images.size(), fs::path(images[index]).filename().string());
@@ -176,7 +180,11 @@ int eval_dino_masks(const CommandLine& line, const std::vector<std::string>& ima
     layer = resolve_layer_index(state.layer, int(inference.forward.layers.size()));
     const AttentionCapture& capture = inference.forward.layers[size_t(layer)];
     layer_name = capture.placement.name;
-    const std::vector<double> jaccard = mask_jaccard(dino_masks(capture, 0, mass), object);
+    const DinoMasks masks = dino_masks(capture, 0, mass);
+    const std::vector<double> jaccard = mask_jaccard(masks, object);
+    // An empty mask scores 0 whatever the attention: said below, not folded in silently.
+    if (!object.ne(0).any().item<bool>()) empty_objects.push_back(fs::path(images[index]).filename().string());
+    empty_masks += masks.masks.flatten(1).sum(1).eq(0).sum().item<int64_t>();
     if (per_head.empty()) {
       heads = int(jaccard.size());
       per_head.assign(jaccard.size(), 0.0);
@@ -200,6 +208,16 @@ int eval_dino_masks(const CommandLine& line, const std::vector<std::string>& ima
   for (size_t h = 0; h < per_head.size(); ++h) std::cout << "| " << h << " | " << per_head[h] << " |\n";
   std::cout << "\nJaccard (best head per image, averaged over images): " << jaccard << "\n";
   std::cout.unsetf(std::ios::floatfield);
+  std::vector<std::string> warnings;
+  if (!empty_objects.empty())
+    warnings.push_back(std::to_string(empty_objects.size()) + " of " + std::to_string(scored) +
+                       " object masks are empty (all zero), first " + empty_objects.front() +
+                       ": their Jaccard counts 0; check --masks");
+  if (empty_masks > 0)
+    warnings.push_back(std::to_string(empty_masks) + " of " + std::to_string(int64_t(scored) * heads) +
+                       " DINO masks are empty at --mass " + format_double(mass) +
+                       " (no patch is needed to hold that share): their Jaccard counts 0");
+  print_warnings("eval", warnings);
   const nlohmann::json report = {{"model", state.model},
                                  {"images", scored},
                                  {"folder", line.flags.at("images")},
@@ -208,7 +226,9 @@ int eval_dino_masks(const CommandLine& line, const std::vector<std::string>& ima
                                  {"heads", heads},
                                  {"mass", mass},
                                  {"jaccard_per_head", per_head},
-                                 {"jaccard", jaccard}};
+                                 {"jaccard", jaccard},
+                                 {"empty_object_masks", empty_objects.size()},
+                                 {"empty_dino_masks", empty_masks}};
   if (!state.out.empty()) {
     fs::create_directories(state.out);
     write_file_atomically((fs::path(state.out) / "eval.json").string(),

@@ -77,19 +77,26 @@ class Lock {
   int fd_ = -1;
 };
 
-void write_synced(const fs::path& path, const std::string& bytes) {
+void write_synced(const fs::path& path, const BundleFile& file) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) bundle_failed(path.string(), std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      bundle_failed(path.string(), why);
+  auto write_piece = [&](const std::string& bytes) {
+    size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) bundle_failed(path.string(), std::strerror(errno));
+      done += size_t(n);
     }
-    done += size_t(n);
+  };
+  try {
+    if (file.produce)
+      file.produce(write_piece);
+    else
+      write_piece(file.bytes);
+  } catch (...) {
+    ::close(fd);
+    throw;
   }
   const bool synced = ::fsync(fd) == 0;
   const std::string why = std::strerror(errno);
@@ -208,7 +215,7 @@ std::vector<std::string> write_bundle_atomically(const std::string& out_dir, con
     for (const BundleFile& file : files) {
       const fs::path target = staging / file.path;
       fs::create_directories(target.parent_path());
-      write_synced(target, file.bytes);
+      write_synced(target, file);
       const std::string entry = top_entry(file.path);
       if (std::find(order.begin(), order.end(), entry) == order.end()) order.insert(order.begin(), entry);
     }

@@ -5,6 +5,7 @@
 // being moved into place) by the next writer, so a rerun never finds half a bundle.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,9 @@ namespace attnscope {
 struct BundleFile {
   std::string path;   // relative to the output folder: "cat_grid.png", "cat_grid_data/a.npy"
   std::string bytes;  // the whole content
+  // When set, the content instead: produce(write) calls write with each piece in turn, so a file
+  // too large to hold in memory (a T x T matrix) is streamed. It may throw: the bundle then fails.
+  std::function<void(const std::function<void(const std::string&)>& write)> produce = {};
 };
 
 // Writes `files` into `out_dir` (created if needed); `name` names the staging folders and the

@@ -505,13 +505,20 @@ std::vector<std::string> list_images(const std::string& folder) {
   std::filesystem::directory_iterator it(folder, error);
   if (error) throw std::invalid_argument("cannot read image folder " + folder + ": " + error.message());
   std::vector<std::string> images;
-  for (const auto& entry : it) {
-    if (!entry.is_regular_file()) continue;
+  // Every step with an error code: a folder that fails half way is said in these words, never as
+  // the filesystem library's exception text.
+  for (const std::filesystem::directory_iterator end{}; it != end; it.increment(error)) {
+    if (error) break;
+    const auto& entry = *it;
+    // Hidden files are not the folder's images: macOS's "._x.png" holds x.png's metadata, not pixels.
+    std::error_code status;
+    if (!entry.is_regular_file(status) || entry.path().filename().string().rfind('.', 0) == 0) continue;
     std::string ext = entry.path().extension().string();
     std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
     if (std::find(extensions.begin(), extensions.end(), ext) != extensions.end())
       images.push_back(entry.path().string());
   }
+  if (error) throw std::invalid_argument("cannot read image folder " + folder + ": " + error.message());
   std::sort(images.begin(), images.end());
   return images;
 }

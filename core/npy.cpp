@@ -249,14 +249,9 @@ torch::Tensor read_npy(const std::string& path) {
   return tensor;
 }
 
-std::string npy_bytes(const torch::Tensor& tensor) {
-  if (!tensor.defined()) throw std::runtime_error("npy: cannot write an undefined tensor");
-  const char* descr = descr_from_dtype(tensor.scalar_type());
-  if (descr == nullptr)
-    throw std::runtime_error(std::string("npy: cannot write dtype ") + c10::toString(tensor.scalar_type()));
-  const torch::Tensor data = tensor.detach().to(torch::kCPU).contiguous();
-
-  const std::vector<int64_t> shape(data.sizes().begin(), data.sizes().end());
+std::string npy_header(const std::vector<int64_t>& shape, torch::ScalarType dtype) {
+  const char* descr = descr_from_dtype(dtype);
+  if (descr == nullptr) throw std::runtime_error(std::string("npy: cannot write dtype ") + c10::toString(dtype));
   std::string header =
       std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape_literal(shape) + ", }";
   // Pad with spaces and end with a newline so the data starts on an aligned offset. Version 1.0
@@ -277,6 +272,15 @@ std::string npy_bytes(const torch::Tensor& tensor) {
     bytes += static_cast<char>((header_length >> (8 * i)) & 0xFF);
   }
   bytes += header;
+  return bytes;
+}
+
+std::string npy_bytes(const torch::Tensor& tensor) {
+  if (!tensor.defined()) throw std::runtime_error("npy: cannot write an undefined tensor");
+  if (descr_from_dtype(tensor.scalar_type()) == nullptr)
+    throw std::runtime_error(std::string("npy: cannot write dtype ") + c10::toString(tensor.scalar_type()));
+  const torch::Tensor data = tensor.detach().to(torch::kCPU).contiguous();
+  std::string bytes = npy_header(std::vector<int64_t>(data.sizes().begin(), data.sizes().end()), data.scalar_type());
   const size_t data_bytes = static_cast<size_t>(data.numel()) * data.element_size();
   if (data_bytes > 0) bytes.append(static_cast<const char*>(data.data_ptr()), data_bytes);
   return bytes;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <torch/types.h>
 
@@ -22,5 +23,9 @@ void write_npy(const std::string& path, const torch::Tensor& tensor);
 
 // The bytes write_npy would write (for callers that compare with or bundle existing files).
 std::string npy_bytes(const torch::Tensor& tensor);
+
+// The bytes before the data of a C-order array of `shape` and `dtype` (what npy_bytes starts
+// with), for a writer that streams the data after it in pieces.
+std::string npy_header(const std::vector<int64_t>& shape, torch::ScalarType dtype);
 
 }  // namespace attnscope

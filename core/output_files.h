@@ -6,21 +6,36 @@
 #pragma once
 
 #include <torch/types.h>
+
+#include <functional>
 #include <opencv2/core.hpp>
 #include <string>
 #include <utility>
 #include <vector>
+#include "core/atomic_bundle.h"
 
 namespace attnscope {
 
+// Throws std::invalid_argument when `folder` cannot become an output folder: it, or a folder on its
+// path, is a file; or the nearest folder that exists cannot be written. Creates nothing: commands
+// call it before any work, so a long run never ends on a folder it could not have used.
+void check_output_folder(const std::string& folder, const std::string& option = "--out");
+
 class OutputFiles {
  public:
-  OutputFiles(std::string folder, bool overwrite) : folder_(std::move(folder)), overwrite_(overwrite) {}
+  // Checks the folder (check_output_folder) before the command's work, not after it.
+  OutputFiles(std::string folder, bool overwrite) : folder_(std::move(folder)), overwrite_(overwrite) {
+    check_output_folder(folder_);
+  }
 
   void add_bytes(const std::string& name, std::string bytes);  // a name may be given once
   void add_text(const std::string& name, const std::string& text) { add_bytes(name, text); }
   void add_npy(const std::string& name, const torch::Tensor& tensor);
   void add_png(const std::string& name, const cv::Mat& rgb);  // 8-bit RGB
+  // A file produced piece by piece when the set is written (BundleFile::produce): a file too
+  // large to hold in memory beside what it is computed from.
+  void add_streamed(const std::string& name,
+                    std::function<void(const std::function<void(const std::string&)>&)> produce);
 
   // The existing files among them (paths), without writing anything.
   std::vector<std::string> existing() const;
@@ -32,7 +47,8 @@ class OutputFiles {
  private:
   std::string folder_;
   bool overwrite_;
-  std::vector<std::pair<std::string, std::string>> files_;  // name, bytes
+  void add(BundleFile file);
+  std::vector<BundleFile> files_;
 };
 
 }  // namespace attnscope

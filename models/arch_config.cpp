@@ -1,7 +1,5 @@
 #include "models/arch_config.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -9,6 +7,7 @@
 
 #include "core/excerpt.h"
 #include "core/json_checked.h"
+#include "core/yaml_checked.h"
 #include "models/checkpoint_layouts.h"
 #include "models/model_families.h"
 
@@ -115,45 +114,7 @@ void lay_over(ArchConfig& config, const nlohmann::json& values, const std::strin
   }
 }
 
-// ---- The authors' training yaml (FLatten's cfgs/*.yaml, read through yaml-cpp).
-
-nlohmann::json yaml_to_json(const YAML::Node& node, int depth = 0) {
-  if (depth > kMaxJsonDepth) throw CheckpointError("the yaml nests deeper than " + std::to_string(kMaxJsonDepth));
-  switch (node.Type()) {
-    case YAML::NodeType::Map: {
-      nlohmann::json out = nlohmann::json::object();
-      for (const auto& item : node) out[item.first.as<std::string>()] = yaml_to_json(item.second, depth + 1);
-      return out;
-    }
-    case YAML::NodeType::Sequence: {
-      nlohmann::json out = nlohmann::json::array();
-      for (const auto& item : node) out.push_back(yaml_to_json(item, depth + 1));
-      return out;
-    }
-    case YAML::NodeType::Scalar: {
-      const std::string text = node.Scalar();
-      if (node.Tag() != "!") {  // unquoted: a number or a boolean where it reads as one
-        try {
-          size_t used = 0;
-          const long long whole = std::stoll(text, &used);
-          if (used == text.size()) return whole;
-        } catch (const std::exception&) {
-        }
-        try {
-          size_t used = 0;
-          const double number = std::stod(text, &used);
-          if (used == text.size()) return number;
-        } catch (const std::exception&) {
-        }
-        if (text == "true" || text == "True") return true;
-        if (text == "false" || text == "False") return false;
-      }
-      return text;
-    }
-    default:
-      return nullptr;
-  }
-}
+// ---- The authors' training yaml (FLatten's cfgs/*.yaml), read through the bounded reader.
 
 const nlohmann::json* at_path(const nlohmann::json& root, std::initializer_list<const char*> path) {
   const nlohmann::json* node = &root;
@@ -183,14 +144,10 @@ nlohmann::json yaml_model_args(const nlohmann::json& yaml, std::string& architec
 }
 
 nlohmann::json read_yaml(const fs::path& file) {
-  std::error_code error;
-  const auto size = fs::file_size(file, error);
-  if (error) throw CheckpointError(file.string() + ": cannot be read (" + error.message() + ")");
-  if (size > (size_t(1) << 20)) throw CheckpointError(file.string() + " is larger than 1 MB: not a training config");
   try {
-    return yaml_to_json(YAML::LoadFile(file.string()));
-  } catch (const YAML::Exception& e) {
-    throw CheckpointError(file.string() + " is not valid YAML (" + excerpt(e.what(), 200) + "): fix or remove it");
+    return read_yaml_file(file.string(), file.string());
+  } catch (const std::invalid_argument& e) {
+    throw CheckpointError(std::string(e.what()) + ": fix or remove it");
   }
 }
 
@@ -308,6 +265,8 @@ ArchOverrides ArchOverrides::parse(const std::string& arch, const std::string& c
       throw std::invalid_argument("--arch eps must be a number from 0 (exclusive) to 1, e.g. 1e-6");
     if (std::string(key->key) == "act" && text != "gelu" && text != "quick_gelu")
       throw std::invalid_argument("--arch act must be gelu or quick_gelu, got '" + excerpt(text) + "'");
+    if (overrides.values.contains(key->key))  // heads=3,heads=4: which was meant is not guessed
+      throw std::invalid_argument(std::string("--arch gives ") + key->key + " twice: give it once");
     overrides.values[key->key] = value;
   }
   return overrides;
@@ -357,8 +316,11 @@ ArchConfig gather_arch_config(const BackboneFamily& family, const Checkpoint& ch
   // Every source, read first, so the registered name can come from the highest one that gives it.
   ConfigFile given;
   if (!overrides.config_file.empty()) {
-    if (!fs::is_regular_file(overrides.config_file, error))
+    if (!fs::exists(overrides.config_file, error))
       throw CheckpointError("--config " + excerpt(overrides.config_file) + ": no such file");
+    if (!fs::is_regular_file(overrides.config_file, error))
+      throw CheckpointError("--config " + excerpt(overrides.config_file) +
+                            " is not a regular file (a folder, pipe or device): give a .yaml or .json config");
     given = read_config_file(overrides.config_file);
     config.notes.push_back("read --config " + overrides.config_file);
   }

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/cpu_threads.h"
+#include "models/forward_progress.h"
 
 namespace attnscope {
 
@@ -97,12 +98,14 @@ ForwardOutput StagedBackbone::forward(const torch::Tensor& images, const Attenti
   if (options.capture) output.layers.reserve(size_t(attention_layers()));
   StageTokens tokens;
   TokenLayout first_layout;  // stage 0's grid: the output layout without captures
-  int layer = 0;
+  int layer = 0, blocks = 0;
+  for (const auto& stage : design_.stages) blocks += stage.blocks;
   for (int s = 0; s < int(design_.stages.size()); ++s) {
     tokens = enter_stage(s, tokens, pass);
     if (s == 0) first_layout = tokens.layout;
     for (int b = 0; b < design_.stages[size_t(s)].blocks; ++b, ++layer) {
       if (options.cancelled && options.cancelled()) throw Cancelled();
+      block_started(layer, blocks, tokens.layout.total_tokens());
       BlockSite site{s, b, layer, design_.naming.block(s, b), tokens.layout, nullptr};
       if (options.capture) {
         AttentionCapture& capture = output.layers.emplace_back();

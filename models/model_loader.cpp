@@ -79,8 +79,31 @@ Checkpoint read_weights(const std::string& file) {
   return checkpoint;
 }
 
+// The checks --mean and --std get, for the values a checkpoint or its config declares: every mean
+// finite, every std finite and positive (a channel is divided by it). Throws std::invalid_argument
+// naming `source` and the option that overrides it.
+void check_declared_normalization(const std::array<float, 3>& mean, const std::array<float, 3>& std,
+                                  const std::string& source) {
+  auto text = [](const std::array<float, 3>& values) {
+    std::ostringstream out;
+    out << values[0] << "," << values[1] << "," << values[2];
+    return out.str();
+  };
+  for (float value : mean)
+    if (!std::isfinite(value))
+      throw std::invalid_argument(source + " declares mean " + text(mean) +
+                                  ": every value must be a finite number (--mean R,G,B overrides it)");
+  for (float value : std)
+    if (!(std::isfinite(value) && value > 0))
+      throw std::invalid_argument(source + " declares std " + text(std) +
+                                  ": every value must be positive, a channel is divided by it (--std R,G,B "
+                                  "overrides it)");
+}
+
 // What the file (or the config beside it) declares about its input, for every family alike.
 void adopt_declared_preprocessing(const LayoutFacts& layout, LoadedModel& loaded) {
+  if (!layout.normalization_source.empty())
+    check_declared_normalization(layout.mean, layout.std, layout.normalization_source);
   loaded.normalization.mean = layout.mean;
   loaded.normalization.std = layout.std;
   loaded.normalization_source =
@@ -103,6 +126,7 @@ LoadedModel load_scripted_model(const std::string& path, const std::string& file
   loaded.normalization.mean = scripted->mean();
   loaded.normalization.std = scripted->std();
   loaded.normalization_source = "attnscope.json";
+  check_declared_normalization(loaded.normalization.mean, loaded.normalization.std, "attnscope.json");
   loaded.declared.normalization = loaded.normalization;
   loaded.declared.normalization_source = loaded.normalization_source;
   loaded.device = device;
@@ -174,9 +198,10 @@ void attach_text_tower(ClipTextSource source, const std::string& path, LoadedMod
   const auto* vit = dynamic_cast<const VisionTransformerImpl*>(loaded.backbone.get());
   try {
     if (!vit || vit->arch().output_kind != OutputKind::Embedding)
-      throw CheckpointError("the visual tower has no projection to the joint embedding space (" +
-                            std::string(source.layout == CheckpointLayout::HfClip ? "visual_projection.weight" : "visual.proj") +
-                            " missing)");
+      throw CheckpointError(
+          "the visual tower has no projection to the joint embedding space (" +
+          std::string(source.layout == CheckpointLayout::HfClip ? "visual_projection.weight" : "visual.proj") +
+          " missing)");
     ClipTextLoad load = load_clip_text_tower(std::move(source), path, vit->arch().num_classes);
     loaded.report.notes.insert(loaded.report.notes.end(), load.notes.begin(), load.notes.end());
     loaded.report.warnings.insert(loaded.report.warnings.end(), load.warnings.begin(), load.warnings.end());

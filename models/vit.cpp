@@ -2,6 +2,7 @@
 
 #include "models/checkpoint_keys.h"
 #include "models/cpu_threads.h"
+#include "models/forward_progress.h"
 #include "models/token_linear.h"
 
 #include <map>
@@ -498,6 +499,7 @@ ForwardOutput VisionTransformerImpl::forward_from_block(int first, const torch::
   torch::Tensor x = resid_pre;
   for (int b = first; b < depth; ++b) {
     if (options.cancelled && options.cancelled()) throw Cancelled();
+    block_started(b, depth, x.size(1));
     if (!residuals_at[size_t(b)].empty()) {
       x = x.clone();
       for (const ResidualReplacement* edit : residuals_at[size_t(b)])

@@ -61,6 +61,45 @@ int heads_from_attention(const KeyReader& keys, const std::string& prefix, int d
 
 }  // namespace
 
+namespace {
+
+// A size the weights show, in the released tables' argument name ("embed_dim", "depth").
+struct ShownSize {
+  const char* argument;
+  int64_t value;
+  std::string read_from;  // "patch_embed.proj.weight"
+};
+
+// When a registered name supplied values (`sources` says "the released NAME"), throws
+// CheckpointError naming both where the name's released arguments contradict what the weights
+// show: a name is trusted for what the weights cannot show only when it agrees with what they do.
+void check_released_against_weights(const std::map<std::string, std::string>& sources,
+                                    const std::vector<ShownSize>& shown) {
+  static const std::string kReleased = "the released ";
+  std::string name;
+  for (const auto& [key, source] : sources)
+    if (source.rfind(kReleased, 0) == 0) name = source.substr(kReleased.size());
+  const ReleasedArch* released = name.empty() ? nullptr : find_released(name);
+  if (!released) return;
+  const nlohmann::json args = nlohmann::json::parse(released->model_args);
+  std::string released_text, weights_text;
+  for (const ShownSize& size : shown) {
+    if (!args.contains(size.argument) || !args[size.argument].is_number_integer() ||
+        args[size.argument].get<int64_t>() == size.value)
+      continue;
+    released_text += (released_text.empty() ? "" : ", ") + std::string(size.argument) + " " +
+                     std::to_string(args[size.argument].get<int64_t>());
+    weights_text += (weights_text.empty() ? "" : ", ") + std::string(size.argument) + " " + std::to_string(size.value) +
+                    " (" + size.read_from + ")";
+  }
+  if (!released_text.empty())
+    throw CheckpointError("the config names architecture '" + name + "' (" + released_text +
+                          "), but the weights have " + weights_text +
+                          ": the name belongs to another model; remove it or give the weights' own");
+}
+
+}  // namespace
+
 VitArch infer_arch(const Checkpoint& checkpoint, const nlohmann::json& meta, LoadReport* report,
                    const LayoutFacts* layout, const std::map<std::string, std::string>* sources) {
   const LayoutFacts timm_layout;
@@ -140,6 +179,10 @@ VitArch infer_arch(const Checkpoint& checkpoint, const nlohmann::json& meta, Loa
       throw CheckpointError(std::string("missing tensor '") + head + ".weight' (the file has " + head +
                             ".bias): the checkpoint is incomplete or damaged");
   const int dim = arch.embed_dim;
+  if (sources)
+    check_released_against_weights(*sources, {{"embed_dim", dim, "patch_embed.proj.weight"},
+                                              {"depth", arch.depth, "blocks.N"},
+                                              {"patch_size", arch.patch_size, "patch_embed.proj.weight"}});
 
   // Heads: what a source gives, else the layout's config, variant parameters, file metadata, then
   // timm's 64-wide heads (assumed, and said).

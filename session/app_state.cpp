@@ -120,6 +120,11 @@ std::string ViewSelection::key() const {
 MethodSelection parse_method_selection(const std::string& text, const std::string& option) {
   MethodSelection selection;
   selection.dino_masks = text == "dino-masks";
+  // DINO's masks are scored against object masks by Jaccard, not as an attribution map: alone.
+  if (!selection.dino_masks && ("," + text + ",").find(",dino-masks,") != std::string::npos)
+    throw std::invalid_argument(option + " " + text.substr(0, 80) +
+                                ": dino-masks runs alone (scored by Jaccard against object masks, not as an "
+                                "attribution map); run the other methods in a second eval");
   selection.every = text == "all";
   selection.methods = selection.dino_masks ? std::vector<AttributionMethod>{} : parse_method_list(text, option);
   return selection;

@@ -124,6 +124,7 @@ int analyze_cka(const AnalyzeContext& context) {
     summary["batch"] = view->batch;
     summary["images_left_out"] = view->images_left_out;
   }
+  summary.update(folder_images_json(run));
   write_summary(context, "analyze-cka", summary);
   context.print() << "attnscope analyze cka: " << view->label_a << " (" << view->cka.size(0) << " blocks) against "
                   << view->label_b << " (" << view->cka.size(1) << " blocks) over " << images.size() << " images, "
@@ -223,6 +224,9 @@ AnalysisEntry cka_analysis() {
 | `estimator_description` | always | the estimator by name |
 | `images` | always | images used |
 | `folder` | always | `--images` |
+| `images_used` | with `--images` | the folder's images the statistic read, by name |
+| `images_skipped[].file` | with `--images` | an image that could not be read (the list may be empty): left out, said as a warning |
+| `images_skipped[].why` | with `--images` | why |
 | `rows.model` | always | `--model` |
 | `rows.attention` | always | the attention it ran |
 | `rows.blocks` | always | its blocks |

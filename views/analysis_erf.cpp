@@ -135,6 +135,7 @@ int analyze_erf(const AnalyzeContext& context) {
         view->models.push_back(std::move(erf));
       });
   add_analyze_figure(context, analyze_figure(*find_analysis("erf"), view, first_image, state), first_image, "erf");
+  summary.update(folder_images_json(run));
   write_summary(context, "analyze-erf", summary);
   context.print() << "wrote " << context.out.string() << "/{erf.npy, erf_ratios.csv"
                   << (run.models.size() > 1 ? ", erf_compare.npy, erf_ratios_compare.csv" : "")
@@ -216,6 +217,9 @@ AnalysisEntry erf_analysis() {
 | `analysis` | always | `erf` |
 | `images` | always | images averaged over |
 | `folder` | always | `--images` (or the one `--image`) |
+| `images_used` | with `--images` | the folder's images the statistic read, by name |
+| `images_skipped[].file` | with `--images` | an image that could not be read (the list may be empty): left out, said as a warning |
+| `images_skipped[].why` | with `--images` | why |
 | `map` | always | what the map is |
 | `ratios` | always | how the area ratios are computed |
 | `models[].model` | always | the checkpoint's path |

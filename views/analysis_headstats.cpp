@@ -147,6 +147,7 @@ int analyze_head_stats(const AnalyzeContext& context) {
       });
   add_analyze_figure(context, analyze_figure(*find_analysis("headstats"), view, first_image, state), first_image,
                      "headstats");
+  summary.update(folder_images_json(run));
   write_summary(context, "analyze-headstats", summary);
   context.print() << "wrote " << context.out.string() << "/{head_stats.csv"
                   << (run.models.size() > 1 ? ", head_stats_compare.csv" : "") << ", headstats.png, summary.json}\n";
@@ -225,6 +226,9 @@ AnalysisEntry headstats_analysis() {
 | `analysis` | always | `headstats` |
 | `images` | always | images averaged over |
 | `folder` | always | `--images` (or the one `--image`) |
+| `images_used` | with `--images` | the folder's images the statistic read, by name |
+| `images_skipped[].file` | with `--images` | an image that could not be read (the list may be empty): left out, said as a warning |
+| `images_skipped[].why` | with `--images` | why |
 | `mean_distance` | always | how the mean distance is computed |
 | `entropy` | always | how the entropy is computed |
 | `models[].model` | always | the checkpoint's path (`--model`, then `--compare-model`) |

@@ -26,7 +26,8 @@ struct NormsReport {
   std::vector<TokenLayout> layouts;
   std::vector<int> stages;
   double threshold = 0.0;
-  bool otsu = true;
+  bool otsu = true;  // chosen automatically (high_norm_threshold), not given
+  HighNormThreshold automatic;
   std::vector<NormOutlier> outliers;  // every block's patch tokens above the threshold
   std::vector<int> last_outliers;     // the last block's, as tokens
   std::vector<double> class_mass;     // per block: the class token's attention on last_outliers
@@ -34,11 +35,19 @@ struct NormsReport {
   double other_neighbours = 0.0;      // the same, averaged over the last block's other patches
 };
 
-// --norm-threshold: a norm above 0, or none for Otsu's threshold (the default).
+// How the report's threshold was chosen, as the summary and the view say it.
+const char* threshold_source(const NormsReport& report) {
+  if (!report.otsu) return "given";
+  return report.automatic.by_otsu() ? "otsu" : "median";
+}
+
+// --norm-threshold: a norm above 0, or none for the automatic threshold (the default): Otsu's, at
+// least sqrt(10) x the median (high_norm_threshold).
 const AnalysisOption<std::optional<double>>& norm_threshold_option() {
   static const AnalysisOption<std::optional<double>> option(
       "norm-threshold", "X",
-      "norms: the outliers' threshold on the token norm (otsu: Otsu's on the last block's log patch norms)",
+      "norms: the outliers' threshold on the token norm (otsu: Otsu's on the last block's log patch norms, "
+      "at least sqrt(10) x their median)",
       std::nullopt,
       [](const std::string& text) -> std::optional<double> {
         if (text.empty() || text == "otsu") return std::nullopt;
@@ -77,10 +86,10 @@ NormsReport norms_report(Backbone& model, const torch::Tensor& image, const Atte
   }
   const TokenRows& last = blocks.back();
   report.otsu = !given_threshold;
-  report.threshold =
-      report.otsu
-          ? otsu_norm_threshold(report.norms.back().index({torch::indexing::Slice(last.layout.prefix_tokens())}))
-          : *given_threshold;
+  if (report.otsu)
+    report.automatic =
+        high_norm_threshold(report.norms.back().index({torch::indexing::Slice(last.layout.prefix_tokens())}));
+  report.threshold = report.otsu ? report.automatic.norm : *given_threshold;
   report.outliers = norm_outliers(report.norms, report.layouts, report.threshold);
   std::vector<int> others;
   for (int token = last.layout.prefix_tokens(); token < last.layout.total_tokens(); ++token)
@@ -139,8 +148,15 @@ int analyze_norms(const AnalyzeContext& context) {
   write_csv(context, "norm_outlier_neighbours.csv", "token,row,col,norm,neighbour_cosine", rows);
   written += ", norm_outliers.csv, norm_outlier_neighbours.csv";
   json summary = common_summary(context, "norms", last, loaded);
-  summary["threshold"] = {{"norm", report.threshold}, {"chosen_by", report.otsu ? "otsu" : "given"}};
-  if (report.otsu) summary["threshold"]["rule"] = "Otsu (scikit-image) on the log norms of the last block's patches";
+  summary["threshold"] = {{"norm", report.threshold}, {"chosen_by", threshold_source(report)}};
+  if (report.otsu) {
+    summary["threshold"]["rule"] =
+        "the larger of Otsu's threshold (scikit-image) on the log norms of the last block's patches and sqrt(10) x "
+        "their median: Darcet et al.'s high-norm tokens are about 10x the median norm, so a split below the "
+        "geometric midpoint parts no such tokens from the rest";
+    summary["threshold"]["otsu"] = report.automatic.otsu;
+    summary["threshold"]["median_floor"] = report.automatic.median_floor;
+  }
   summary["outliers_per_layer"] = json::array();
   for (size_t layer = 0; layer < report.norms.size(); ++layer) {
     int count = 0;
@@ -171,9 +187,9 @@ int analyze_norms(const AnalyzeContext& context) {
     summary["note"] = "this model has no prefix tokens (class, registers): the norms are the patches' only";
   write_summary(context, "analyze-norms", summary);
   context.print() << "attnscope analyze norms: " << report.norms.size() << " blocks, threshold " << report.threshold
-                  << (report.otsu ? " (Otsu)" : "") << ", " << report.last_outliers.size()
-                  << " outliers in the last block\nwrote " << context.out.string() << "/{summary.json, " << written
-                  << "}\n";
+                  << " (" << threshold_source(report) << ")"
+                  << ", " << report.last_outliers.size() << " outliers in the last block\nwrote "
+                  << context.out.string() << "/{summary.json, " << written << "}\n";
   return 0;
 }
 
@@ -247,7 +263,7 @@ Figure norms_figure(const InferenceOutcome& outcome, const AppState& state) {
   depth.x_label = "layer";
   depth.y_label = "patch norm";
   depth.log_y = true;
-  depth.y_guides = {{report.threshold, report.otsu ? "Otsu" : "threshold"}};
+  depth.y_guides = {{report.threshold, threshold_source(report)}};
   depth.x_guides = {{double(layer), ""}};
   figure.at(0, 1) = {"patch norms along the depth", "norms_depth", depth};
   if (prefix_series.empty()) {
@@ -281,8 +297,11 @@ Figure norms_figure(const InferenceOutcome& outcome, const AppState& state) {
   char title[300];
   std::snprintf(title, sizeof title,
                 "%zu outliers in the last block above %.3g (%s)%sneighbour cosine %.3f (others %.3f)%s%.1f ms",
-                report.last_outliers.size(), report.threshold, report.otsu ? "Otsu on log norms" : "given", kTitleBreak,
-                mean_of(report.neighbours), report.other_neighbours, kTitleBreak, view->milliseconds);
+                report.last_outliers.size(), report.threshold,
+                !report.otsu                 ? "given"
+                : report.automatic.by_otsu() ? "Otsu on log norms, above sqrt(10) x median"
+                                             : "sqrt(10) x median: Otsu's split is below it",
+                kTitleBreak, mean_of(report.neighbours), report.other_neighbours, kTitleBreak, view->milliseconds);
   figure.title = title;
   if (layout.prefix_tokens() == 0)
     figure.title += kTitleBreak + std::string("this model has no prefix tokens: patches only");
@@ -310,8 +329,10 @@ AnalysisEntry norms_analysis() {
 |---|---|---|
 | block `analysis` | always | |
 | `threshold.norm` | always | the outlier threshold |
-| `threshold.chosen_by` | always | `otsu` or `given` |
-| `threshold.rule` | when chosen by Otsu | the rule |
+| `threshold.chosen_by` | always | `otsu` (Otsu's split, above the floor), `median` (sqrt(10) x the median, above Otsu's split: no high-norm tokens) or `given` |
+| `threshold.rule` | unless given | the rule |
+| `threshold.otsu` | unless given | Otsu's threshold on the log norms of the last block's patches |
+| `threshold.median_floor` | unless given | sqrt(10) x their median |
 | `outliers_per_layer[].layer` | always | the block |
 | `outliers_per_layer[].outliers` | always | patches above the threshold |
 | `outliers_per_layer[].max_patch_norm` | always | the largest patch norm |

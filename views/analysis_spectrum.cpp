@@ -89,12 +89,25 @@ int analyze_spectrum(const AnalyzeContext& context) {
                         << leading.effective_rank << " to " << leading.effective_rank_high << ", " << leading.method
                         << "\n";
       } else {
-        // A full SVD of thousands of tokens takes seconds: a bar follows it on a terminal.
+        // A full SVD of thousands of tokens takes seconds to minutes: a bar follows it on a
+        // terminal, a line a tenth of it in logs (as `run --ranks exact` prints a line a head).
         SvdProgress progress;
-        if (!exact_spectrum_is_cheap(capture, state.head, with_dwc) && context.progress_on_terminal)
-          progress.report = [&](double fraction) {
-            context.show_progress(size_t(100.0 * fraction), 100, "full SVD of " + name + label);
-          };
+        if (!exact_spectrum_is_cheap(capture, state.head, with_dwc)) {
+          const std::string step = "full SVD of " + name + label + "(" + std::to_string(smallest) + " tokens)";
+          if (context.progress_on_terminal) {
+            progress.report = [&, step](double fraction) {
+              context.show_progress(size_t(100.0 * fraction), 100, step);
+            };
+          } else {
+            context.show_progress(0, 10, step);
+            progress.report = [&, step, tenths = 0](double fraction) mutable {
+              const int done = int(10.0 * fraction);
+              if (done <= tenths || done >= 10) return;
+              tenths = done;
+              context.show_progress(size_t(done), 10, step);
+            };
+          }
+        }
         const AttentionSpectrum result = attention_spectrum(capture, state.head, with_dwc, 0, progress);
         values = result.spectrum.singular_values;
         entry[key] = spectrum_json(result);

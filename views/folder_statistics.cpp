@@ -49,9 +49,31 @@ AnalyzeFolder analyze_folder(const AnalyzeContext& context) {
     run.images = {state.image};
     return run;
   }
-  run.images = list_images(run.folder);
-  if (run.images.empty()) throw std::invalid_argument("no images in " + run.folder);
+  run.from_folder = true;
+  const std::vector<std::string> listed = list_images(run.folder);
+  if (listed.empty()) throw std::invalid_argument("no images in " + run.folder);
+  for (const std::string& image : listed) {
+    try {
+      load_image_rgb(image, state.max_pixels);
+      run.images.push_back(image);
+    } catch (const std::exception& e) {
+      run.skipped.emplace_back(image, e.what());
+      context.warnings.push_back("skipped " + fs::path(image).filename().string() + ": " + excerpt(e.what(), 200));
+    }
+  }
+  if (run.images.empty())
+    throw std::invalid_argument("none of the " + std::to_string(listed.size()) + " images in " + run.folder +
+                                " could be read (the first: " + excerpt(run.skipped.front().second, 200) + ")");
   return run;
+}
+
+nlohmann::json folder_images_json(const AnalyzeFolder& run) {
+  if (!run.from_folder) return nlohmann::json::object();
+  nlohmann::json used = nlohmann::json::array(), skipped = nlohmann::json::array();
+  for (const std::string& image : run.images) used.push_back(fs::path(image).filename().string());
+  for (const auto& [image, why] : run.skipped)
+    skipped.push_back({{"file", fs::path(image).filename().string()}, {"why", why}});
+  return {{"images_used", used}, {"images_skipped", skipped}};
 }
 
 ViewFolder view_folder(const InferenceRequest& request, const std::string& purpose) {
@@ -84,13 +106,12 @@ cv::Mat for_each_analyze_model(
     const AnalyzeContext& context, const AnalyzeFolder& run,
     const std::function<void(size_t, LoadedModel&, const AttentionSettings&, const std::string&)>& each) {
   const AppState& state = context.state;
-  cv::Mat first_image;
-  for (size_t m = 0; m < run.models.size(); ++m) {
-    LoadedModel model = load_analyze_model(context, run.models[m]);
-    if (m == 0)
-      first_image = prepare_image_file(model, state.input_settings(), run.images.front(), state.max_pixels).rgb;
-    each(m, model, run.settings[m], model_label(run.models[m], run.settings[m]));
-  }
+  std::vector<LoadedModel> models;  // every model loaded before the first pass: a broken one fails first
+  for (const std::string& path : run.models) models.push_back(load_analyze_model(context, path));
+  const cv::Mat first_image =
+      prepare_image_file(models.front(), state.input_settings(), run.images.front(), state.max_pixels).rgb;
+  for (size_t m = 0; m < run.models.size(); ++m)
+    each(m, models[m], run.settings[m], model_label(run.models[m], run.settings[m]));
   return first_image;
 }
 
@@ -99,7 +120,11 @@ std::string model_file(const std::string& stem, size_t model, const std::string&
 }
 
 std::string model_label(const std::string& path, const AttentionSettings& settings) {
-  std::string label = fs::path(path).stem().string();
+  // A hub download is "model.safetensors" in a folder named after the model: the folder names it.
+  const fs::path file(path);
+  std::string label = file.stem().string();
+  if (label == "model" && file.has_parent_path() && !file.parent_path().filename().empty())
+    label = file.parent_path().filename().string();
   if (settings.variant != Variant::Native) label += " (" + to_string(settings.variant) + ")";
   return label;
 }
@@ -107,9 +132,13 @@ std::string model_label(const std::string& path, const AttentionSettings& settin
 PreparedImage prepare_image_file(const LoadedModel& model, const InputSettings& input, const std::string& path,
                                  int64_t max_pixels) {
   PreparedImage image;
+  // An image that cannot be read (ImageError, a runtime_error) becomes the statistic's error with the
+  // file's name, which each view keeps in its own data instead of failing the whole request.
   try {
     image.rgb = prepare_model_input(load_image_rgb(path, max_pixels), input, model);
   } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fs::path(path).filename().string() + ": " + e.what());
+  } catch (const ImageError& e) {
     throw std::invalid_argument(fs::path(path).filename().string() + ": " + e.what());
   }
   image.input = image_to_tensor(image.rgb, model.normalization).to(model.device);

@@ -25,14 +25,22 @@ extern const CommandFlag kCompareModelFlag;
 // alone as a folder of one, and its models: --model with the session's attention, then
 // --compare-model (when given) with its own. Throws std::invalid_argument when a part is missing.
 struct AnalyzeFolder {
-  std::string folder;  // as given (or the one image)
-  std::vector<std::string> images;
+  std::string folder;                                        // as given (or the one image)
+  std::vector<std::string> images;                           // those that decode; the others are in `skipped`
+  std::vector<std::pair<std::string, std::string>> skipped;  // file, why
+  bool from_folder = false;                                  // --images DIR (not --image alone)
   std::vector<std::string> models;
   std::vector<AttentionSettings> settings;  // per model
 };
+// Every image of the folder is decoded once first: one that does not (a macOS "._x.png") is
+// skipped, said as a warning and listed in summary.json (folder_images_json), as `export` goes on past a
+// bad image. The models are loaded here too, before any pass, so a broken --compare-model is said
+// before the first model's pass, not after it.
 AnalyzeFolder analyze_folder(const AnalyzeContext& context);
-// each(m, model, settings, label) for the run's models, loaded one at a time with the session's
-// input settings. Returns the first image as --model takes it (the figures' background).
+// The images a folder run read and skipped, as summary.json lists them (nothing for --image alone).
+nlohmann::json folder_images_json(const AnalyzeFolder& run);
+// each(m, model, settings, label) for the run's models, all loaded first with the session's input
+// settings. Returns the first image as --model takes it (the figures' background).
 cv::Mat for_each_analyze_model(
     const AnalyzeContext& context, const AnalyzeFolder& run,
     const std::function<void(size_t, LoadedModel&, const AttentionSettings&, const std::string&)>& each);
@@ -48,7 +56,8 @@ ViewFolder view_folder(const InferenceRequest& request, const std::string& purpo
 
 // A model for `analyze` with the session's input settings (its own --arch only for --model).
 LoadedModel load_analyze_model(const AnalyzeContext& context, const std::string& path);
-// A short name for figures: the file's stem, and the variant when it is not the native one.
+// A short name for figures: the file's stem (its folder's name for a hub download's "model.*"), and the
+// variant when it is not the native one.
 std::string model_label(const std::string& path, const AttentionSettings& settings);
 
 // One image as a model takes it: `rgb` after resize and crop, `input` [1, 3, H, W] normalised on

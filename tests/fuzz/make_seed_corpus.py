@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes the seed corpora of the fuzz targets (tests/fuzz/corpus/<target>/), small valid files of
 every kind each target reads, made like the test fixtures: tiny timm/Hugging Face/CLIP/DINOv2
-state_dicts, torch.save archives at every pickle protocol, images in every format, sessions.
+state_dicts, torch.save archives at every pickle protocol, images in every format, sessions, training yamls.
 
 Usage: tests/fuzz/make_seed_corpus.py [CORPUS_DIR]  (Debian's python3-torch, PIL, numpy).
 The corpus is checked in; inputs the fuzzers found are added next to these by name.
@@ -173,6 +173,41 @@ def sessions(folder):
                                                "arch": "heads=2,eps=1e-6"}).encode())
 
 
+def yamls(folder):
+    """Training configs as FLatten's cfgs/*.yaml are written, and the shapes a hostile one takes:
+    anchors and aliases (a small "billion laughs"), flow and block styles, quoted and plain scalars."""
+    write(folder, "flatten_swin.yaml", b"""MODEL:
+  TYPE: flatten_swin
+  NAME: flatten_swin_tiny_patch4_224
+  DROP_PATH_RATE: 0.2
+  LA:
+    FOCUSING_FACTOR: 3
+    KERNEL_SIZE: 5
+    ATTN_TYPE: LLLL
+  SWIN:
+    EMBED_DIM: 96
+    DEPTHS: [ 2, 2, 6, 2 ]
+    NUM_HEADS: [ 3, 6, 12, 24 ]
+    WINDOW_SIZE: 7
+DATA:
+  IMG_SIZE: 224
+""")
+    write(folder, "flatten_pvt.yaml", b"""MODEL:
+  TYPE: flatten_pvt_t
+  NAME: 'flatten_pvt_t'
+  DROP_PATH_RATE: 0.1
+DATA: {IMG_SIZE: 224, BATCH_SIZE: 128}
+TRAIN: {BASE_LR: 1e-3, EPOCHS: 300, ENABLED: true}
+""")
+    laughs = b'a: &a ["lol","lol","lol"]\n'
+    for i in range(1, 4):
+        previous = chr(ord("a") + i - 1)
+        name = chr(ord("a") + i)
+        laughs += ("%s: &%s [*%s,*%s,*%s]\n" % (name, name, previous, previous, previous)).encode()
+    write(folder, "aliases.yaml", laughs)
+    write(folder, "documents.yaml", b"--- !!map\n? MODEL\n: {TYPE: \"x\", ~: null}\n...\n--- [1, 2]\n")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpus", nargs="?", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -194,6 +229,7 @@ def main():
                 write(os.path.join(out, "checkpoint_zip"), "%s_protocol%d.pkl" % (name, protocol), z.read(pickle))
     images(os.path.join(out, "image"))
     sessions(os.path.join(out, "session"))
+    yamls(os.path.join(out, "yaml"))
 
 
 if __name__ == "__main__":

@@ -33,8 +33,9 @@ Analyses:
     correspondences.py chunk_cosine_sim (torch.nn.CosineSimilarity(dim=3)) and find_correspondences' best
     buddies: nn_1 = argmax over image 2, nn_2 = argmax over image 1, pairs with nn_2[nn_1] == arange.
   * Norms ("Vision Transformers Need Registers"): the L2 norm of every token of every block output; the
-    threshold exp(Otsu(log norms of the last block's patches)); outliers = patch tokens above it; the class
-    token's attention (mean over heads) summed over the last block's outliers per layer; each outlier's mean
+    threshold max(exp(Otsu(log norms of the last block's patches)), sqrt(10) x their median); outliers = patch
+    tokens above it; the class token's attention (mean over heads) summed over the last block's outliers per
+    layer; each outlier's mean
     cosine similarity to its up to 4 grid neighbours in the last block's output.
 """
 
@@ -246,7 +247,10 @@ def norm_report(features, threshold=None):
     grids = features.get("grids", [features["grid"]] * len(norms))
     last = norms[-1][P:].numpy()
     log_threshold = threshold_otsu(np.log(last)) if threshold is None else None
-    value = math.exp(log_threshold) if threshold is None else float(threshold)
+    # Darcet et al.'s high-norm tokens are ~10x the median norm: a split counts above sqrt(10) x the
+    # median (the lower middle value, as torch.median), so a model without them reports none.
+    median = float(np.sort(last)[(len(last) - 1) // 2])
+    value = max(math.exp(log_threshold), math.sqrt(10) * median) if threshold is None else float(threshold)
     outliers = []
     for layer, n in enumerate(norms):
         gw = grids[layer][1]
