@@ -139,21 +139,19 @@ int run_command(const Args& args) {
   configure_input(model, state.input_settings());
   const cv::Mat prepared =
       prepare_model_input(load_image_rgb(state.image, state.max_pixels), state.input_settings(), model);
-<<<<<<< HEAD
   // With heads ablated, the unablated run first (kept for what the ablation changed), then only the
-  // blocks from the first ablated one on.
-  AnalysisCache runs;
-  const AblatedInference ablated = state.attention.ablation.empty()
-                                       ? AblatedInference{}
-                                       : ablated_inference(model, prepared, state.attention, {}, "run", runs);
-  const InferenceResult result = ablated.result ? *ablated.result : run_inference(model, prepared, state.attention);
-=======
+  // blocks from the first ablated one on; a forward of many tokens is followed a block at a time.
   ProgressBar bar;
-  const InferenceResult result = [&] {
+  AnalysisCache runs;
+  const AblatedInference ablated = [&] {
+    const ScopedBlockProgress followed(forward_progress(bar));
+    return state.attention.ablation.empty() ? AblatedInference{}
+                                            : ablated_inference(model, prepared, state.attention, {}, "run", runs);
+  }();
+  const InferenceResult result = ablated.result ? *ablated.result : [&] {
     const ScopedBlockProgress followed(forward_progress(bar));
     return run_inference(model, prepared, state.attention);
   }();
->>>>>>> hostile
 
   const int depth = int(result.forward.layers.size());
   const int layer = resolve_layer_index(state.layer, depth);
