@@ -7,11 +7,15 @@
 namespace attnscope {
 
 const std::vector<EnumEntry<CheckpointLayout>>& EnumTable<CheckpointLayout>::entries() {
-  static const std::vector<EnumEntry<CheckpointLayout>> table = {
-      {CheckpointLayout::Timm, "timm"},         {CheckpointLayout::HfVit, "hf-vit"},
-      {CheckpointLayout::HfDeit, "hf-deit"},    {CheckpointLayout::HfClip, "hf-clip"},    {CheckpointLayout::OpenAiClip, "openai-clip"},
-      {CheckpointLayout::Dinov2, "dinov2"},     {CheckpointLayout::Microsoft, "microsoft"},
-      {CheckpointLayout::Original, "original"}, {CheckpointLayout::TorchScript, "torchscript"}};
+  static const std::vector<EnumEntry<CheckpointLayout>> table = {{CheckpointLayout::Timm, "timm"},
+                                                                 {CheckpointLayout::HfVit, "hf-vit"},
+                                                                 {CheckpointLayout::HfDeit, "hf-deit"},
+                                                                 {CheckpointLayout::HfClip, "hf-clip"},
+                                                                 {CheckpointLayout::OpenAiClip, "openai-clip"},
+                                                                 {CheckpointLayout::Dinov2, "dinov2"},
+                                                                 {CheckpointLayout::Microsoft, "microsoft"},
+                                                                 {CheckpointLayout::Original, "original"},
+                                                                 {CheckpointLayout::TorchScript, "torchscript"}};
   return table;
 }
 
