@@ -10,10 +10,14 @@
 namespace attnscope {
 
 CommandSyntax glyphs_syntax() {
-  return {"attnscope glyphs --out DIR [--count N] [--seed S]",
+  return {"attnscope glyphs --out DIR [--count N] [--seed S] [--format png|npy]",
           {"out"},
           {{"count", "N", "images to write", "8"},
-           {"seed", "N", "seed of the first image (held-out ones start at 10^12)", "0"}}};
+           {"seed", "N", "seed of the first image (held-out ones start at 10^12)", "0"},
+           {"format", "F",
+            "png: glyph_<seed>.png each; npy: one images.npy (uint8 [N, H, W, 3]) plus letters.csv (every "
+            "distractor letter, its colour and box)",
+            "png"}}};
 }
 
 int glyphs_command(const Args& args) {
@@ -27,8 +31,22 @@ int glyphs_command(const Args& args) {
   if (seed_text.empty() || seed_text.find_first_not_of("0123456789") != std::string::npos || seed_text.size() > 19)
     throw std::invalid_argument("--seed expects a non-negative integer, got '" + excerpt(seed_text) + "'");
   const uint64_t seed = std::stoull(seed_text);
-  write_glyph_samples_png(line.state.out, count, seed);
-  std::cout << "wrote " << count << " glyph images and labels.csv to " << line.state.out << "\n";
+  const std::string& format = line.flags["format"];
+  if (format == "png") {
+    write_glyph_samples_png(line.state.out, count, seed);
+    std::cout << "wrote " << count << " glyph images and labels.csv to " << line.state.out << "\n";
+  } else if (format == "npy") {
+    // One array in memory: 27 KiB an image at 96 x 96, so 100000 images are 2.6 GiB.
+    constexpr int kMaxNpyCount = 100000;
+    if (count > kMaxNpyCount)
+      throw std::invalid_argument("--count " + std::to_string(count) + " is more than --format npy writes at once (" +
+                                  std::to_string(kMaxNpyCount) + "): write several folders with different --seed");
+    write_glyph_samples_npy(line.state.out, count, seed);
+    std::cout << "wrote " << count << " glyph images to images.npy, labels.csv and letters.csv in " << line.state.out
+              << "\n";
+  } else {
+    throw std::invalid_argument("--format expects png or npy, got '" + excerpt(format) + "'");
+  }
   return 0;
 }
 

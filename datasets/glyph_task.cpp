@@ -17,6 +17,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "core/image.h"
+#include "core/npy.h"
 
 namespace attnscope {
 namespace {
@@ -428,7 +429,13 @@ GlyphSample make_glyph_sample(uint64_t seed, const GlyphTaskOptions& options, cv
   }
 
   // Shapes first, so letters sit on top of lines like the target does.
-  for (const Distractor& distractor : distractors) distractor.draw(sample.rgb, distractor.colour);
+  for (const Distractor& distractor : distractors) {
+    distractor.draw(sample.rgb, distractor.colour);
+    if (distractor.kind == Distractor::Kind::Letter)
+      sample.letters.push_back({distractor.letter.text[0], distractor.colour,
+                                (distractor.letter.footprint + distractor.origin) & cv::Rect(0, 0, size, size)});
+  }
+  sample.plate_colour = plate_colour;
   cv::rectangle(sample.rgb, sample.box, plate_colour, cv::FILLED);
   cv::putText(sample.rgb, target.text, target_origin, target.font, target.scale, ink, target.thickness, cv::LINE_AA);
   sample.mask = cv::Mat::zeros(size, size, CV_8UC1);
@@ -482,22 +489,71 @@ std::vector<std::string> glyph_class_names() {
   return names;
 }
 
-void write_glyph_samples_png(const std::string& folder, int count, uint64_t first_seed) {
-  std::filesystem::create_directories(folder);
+namespace {
+
+// labels.csv (and with `letters`, letters.csv) for the samples, in seed order.
+void write_glyph_tables(const std::string& folder, const std::vector<GlyphSample>& samples, uint64_t first_seed,
+                        bool letters) {
   std::ofstream labels(folder + "/labels.csv");
   if (!labels) throw std::runtime_error("cannot write " + folder + "/labels.csv");
   labels << "seed,label,x,y,w,h\n";
+  for (size_t index = 0; index < samples.size(); ++index) {
+    const GlyphSample& sample = samples[index];
+    labels << first_seed + index << ',' << sample.label << ',' << sample.box.x << ',' << sample.box.y << ','
+           << sample.box.width << ',' << sample.box.height << '\n';
+  }
+  if (!labels) throw std::runtime_error("error writing " + folder + "/labels.csv");
+  if (!letters) return;
+  std::ofstream table(folder + "/letters.csv");
+  if (!table) throw std::runtime_error("cannot write " + folder + "/letters.csv");
+  table << "seed,letter,r,g,b,x,y,w,h\n";
+  for (size_t index = 0; index < samples.size(); ++index)
+    for (const GlyphLetter& letter : samples[index].letters)
+      table << first_seed + index << ',' << letter.letter << ',' << int(letter.colour[0]) << ','
+            << int(letter.colour[1]) << ',' << int(letter.colour[2]) << ',' << letter.box.x << ',' << letter.box.y
+            << ',' << letter.box.width << ',' << letter.box.height << '\n';
+  if (!table) throw std::runtime_error("error writing " + folder + "/letters.csv");
+}
+
+}  // namespace
+
+void write_glyph_samples_png(const std::string& folder, int count, uint64_t first_seed) {
+  std::filesystem::create_directories(folder);
+  std::vector<GlyphSample> samples;
   for (int index = 0; index < count; ++index) {
     const uint64_t seed = first_seed + index;
-    const GlyphSample sample = make_glyph_sample(seed);
+    GlyphSample sample = make_glyph_sample(seed);
     cv::Mat bgr;
     cv::cvtColor(sample.rgb, bgr, cv::COLOR_RGB2BGR);
     const std::string path = folder + "/glyph_" + std::to_string(seed) + ".png";
     if (!cv::imwrite(path, bgr)) throw std::runtime_error("cannot write " + path);
-    labels << seed << ',' << sample.label << ',' << sample.box.x << ',' << sample.box.y << ',' << sample.box.width
-           << ',' << sample.box.height << '\n';
+    sample.rgb.release();
+    sample.mask.release();
+    samples.push_back(std::move(sample));
   }
-  if (!labels) throw std::runtime_error("error writing " + folder + "/labels.csv");
+  write_glyph_tables(folder, samples, first_seed, false);
+}
+
+void write_glyph_samples_npy(const std::string& folder, int count, uint64_t first_seed) {
+  if (count < 1) throw std::invalid_argument("glyph task: count must be positive");
+  std::filesystem::create_directories(folder);
+  const int size = GlyphTaskOptions{}.size;
+  torch::Tensor images = torch::empty({count, size, size, 3}, torch::kUInt8);
+  uint8_t* pixels = images.data_ptr<uint8_t>();
+  const size_t image_bytes = size_t(size) * size * 3;
+  std::vector<GlyphSample> samples(count);
+  at::parallel_for(0, count, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t index = begin; index < end; ++index) {
+      GlyphSample sample = make_glyph_sample(first_seed + uint64_t(index));
+      for (int y = 0; y < size; ++y)
+        std::copy_n(sample.rgb.ptr<uint8_t>(y), size * 3, pixels + index * image_bytes + y * size * 3);
+      sample.rgb.release();
+      sample.mask.release();
+      samples[index] = std::move(sample);
+    }
+  });
+  write_npy(folder + "/images.npy", images);
+  write_glyph_tables(folder, samples, first_seed, true);
 }
 
 }  // namespace attnscope

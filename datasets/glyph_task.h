@@ -11,11 +11,20 @@
 
 namespace attnscope {
 
+// One distractor letter as drawn: what captions of the image (the bundled CLIP's training) name.
+struct GlyphLetter {
+  char letter = 'A';  // one of the distractor letters (capital)
+  cv::Scalar colour;  // its ink, RGB 0..255
+  cv::Rect box;       // every pixel it touches (a later letter may cover part of it)
+};
+
 struct GlyphSample {
-  cv::Mat rgb;    // CV_8UC3, RGB, size x size
-  int label = 0;  // the digit, 0..9
-  cv::Rect box;   // the target: the plate the digit is drawn on
-  cv::Mat mask;   // CV_8UC1, 255 on the target (its plate and digit), 0 elsewhere
+  cv::Mat rgb;                       // CV_8UC3, RGB, size x size
+  int label = 0;                     // the digit, 0..9
+  cv::Rect box;                      // the target: the plate the digit is drawn on
+  cv::Mat mask;                      // CV_8UC1, 255 on the target (its plate and digit), 0 elsewhere
+  cv::Scalar plate_colour;           // RGB 0..255, light (each channel 215..255)
+  std::vector<GlyphLetter> letters;  // in drawing order
 };
 
 struct GlyphTaskOptions {
@@ -49,5 +58,10 @@ std::vector<std::string> glyph_class_names();  // "0".."9"
 // Writes glyph_<seed>.png (default options) for count seeds plus labels.csv
 // (seed,label,x,y,w,h) into folder, creating it if needed. For looking at the task.
 void write_glyph_samples_png(const std::string& folder, int count, uint64_t first_seed);
+
+// Writes the same samples as one images.npy (uint8 [count, H, W, 3], RGB), labels.csv as above, and
+// letters.csv (seed,letter,r,g,b,x,y,w,h: every distractor letter, its ink and box), for training
+// outside attnscope (scripts/train_demo_clip.py reads them with numpy alone).
+void write_glyph_samples_npy(const std::string& folder, int count, uint64_t first_seed);
 
 }  // namespace attnscope

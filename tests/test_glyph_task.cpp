@@ -13,6 +13,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "core/image.h"
+#include "core/npy.h"
 #include "datasets/glyph_task.h"
 
 namespace attnscope {
@@ -214,6 +215,71 @@ TEST(GlyphTask, WritesPngsAndLabels) {
     EXPECT_TRUE(same_pixels(read_back, sample.rgb));
   }
   EXPECT_FALSE(std::getline(csv, line));
+  fs::remove_all(folder);
+}
+
+// The letters a sample lists are the letters it drew: inside the image, clear of the sign, each box
+// holding clutter ink of the listed colour.
+TEST(GlyphTask, ListedLettersAreTheDrawnOnes) {
+  int listed = 0;
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    cv::Mat clutter;
+    const GlyphSample sample = make_glyph_sample(seed, GlyphTaskOptions{}, &clutter);
+    for (const GlyphLetter& letter : sample.letters) {
+      ++listed;
+      EXPECT_NE(std::string("ACEFHJKLMNPRTUVWXY").find(letter.letter), std::string::npos);
+      EXPECT_EQ(letter.box & cv::Rect(0, 0, 96, 96), letter.box) << "seed " << seed;
+      EXPECT_EQ((letter.box & sample.box).area(), 0) << "seed " << seed;
+      EXPECT_GT(cv::countNonZero(clutter(letter.box)), 0) << "seed " << seed;
+      // An anti-aliased pixel of coverage a is a*colour + (1-a)*under, so it is within (1-a)*255 of
+      // the ink in every channel; the clutter mask (drawn with 255) gives a. Some pixel of at least
+      // half coverage must meet that bound for the listed colour.
+      bool inked = false;
+      for (int y = letter.box.y; y < letter.box.br().y && !inked; ++y)
+        for (int x = letter.box.x; x < letter.box.br().x && !inked; ++x) {
+          const int coverage = clutter.at<uint8_t>(y, x);
+          if (coverage < 128) continue;
+          const cv::Vec3b pixel = sample.rgb.at<cv::Vec3b>(y, x);
+          inked = true;
+          for (int channel = 0; channel < 3; ++channel)
+            inked = inked && std::abs(int(pixel[channel]) - int(letter.colour[channel])) <= 255 - coverage + 1;
+        }
+      EXPECT_TRUE(inked) << "seed " << seed << " letter " << letter.letter;
+    }
+    for (int channel = 0; channel < 3; ++channel) EXPECT_GE(sample.plate_colour[channel], 215);
+  }
+  EXPECT_GT(listed, 40 * 2);  // mostly letters among 4-8 distractors
+}
+
+TEST(GlyphTask, WritesNpyLabelsAndLetters) {
+  const fs::path folder = fs::temp_directory_path() / ("attnscope_glyph_npy_" + std::to_string(::getpid()));
+  write_glyph_samples_npy(folder.string(), 3, 30);
+  const torch::Tensor images = read_npy((folder / "images.npy").string());
+  ASSERT_EQ(images.sizes(), torch::IntArrayRef({3, 96, 96, 3}));
+  ASSERT_EQ(images.scalar_type(), torch::kUInt8);
+  std::ifstream labels(folder / "labels.csv"), letters(folder / "letters.csv");
+  std::string line;
+  std::getline(labels, line);
+  EXPECT_EQ(line, "seed,label,x,y,w,h");
+  std::getline(letters, line);
+  EXPECT_EQ(line, "seed,letter,r,g,b,x,y,w,h");
+  for (uint64_t seed = 30; seed < 33; ++seed) {
+    const GlyphSample sample = make_glyph_sample(seed);
+    const cv::Mat written(96, 96, CV_8UC3, images[int64_t(seed - 30)].data_ptr<uint8_t>());
+    EXPECT_TRUE(same_pixels(written, sample.rgb)) << "seed " << seed;
+    ASSERT_TRUE(std::getline(labels, line));
+    EXPECT_EQ(line.substr(0, line.find(',', line.find(',') + 1)),
+              std::to_string(seed) + "," + std::to_string(sample.label));
+    for (const GlyphLetter& letter : sample.letters) {
+      ASSERT_TRUE(std::getline(letters, line));
+      EXPECT_EQ(line, std::to_string(seed) + "," + letter.letter + "," + std::to_string(int(letter.colour[0])) + "," +
+                          std::to_string(int(letter.colour[1])) + "," + std::to_string(int(letter.colour[2])) + "," +
+                          std::to_string(letter.box.x) + "," + std::to_string(letter.box.y) + "," +
+                          std::to_string(letter.box.width) + "," + std::to_string(letter.box.height));
+    }
+  }
+  EXPECT_FALSE(std::getline(labels, line));
+  EXPECT_FALSE(std::getline(letters, line));
   fs::remove_all(folder);
 }
 
