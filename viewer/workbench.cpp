@@ -251,11 +251,11 @@ void Workbench::show_analysis_maps(const std::vector<GridMap>& analysis_maps) {
 void refresh_plot(PlotImage& plot, const std::string& key, int width, const std::function<Figure()>& figure) {
   const std::string full_key = key + "|" + std::to_string(width);
   if (plot.key == full_key) return;
-  plot.key = full_key;
   const cv::Mat image = render_plot_image(figure(), width);
   plot.texture.upload_rgb(image);
   plot.width = image.cols;
   plot.height = image.rows;
+  plot.key = full_key;  // only once drawn: a figure that failed is tried again, not shown half-made
 }
 
 void Workbench::open_file(FileKind kind, const std::string& path) {

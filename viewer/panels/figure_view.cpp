@@ -26,11 +26,15 @@ void FigureView::draw(Workbench& bench, const AnalysisEntry& entry) {
                           bench.state.DisplaySettings::key() + "|" + bench.state.ViewSelection::key();
   try {
     refresh_plot(picture, key, width, [&] {
-      shown = analysis_view_figure(*outcome, bench.state);
-      geometry = layout_figure(shown, screen_figure_style(shown, width));
+      Figure figure = analysis_view_figure(*outcome, bench.state);
+      FigureGeometry laid_out = layout_figure(figure, screen_figure_style(figure, width));
+      shown = std::move(figure);  // the figure and its geometry change together or not at all
+      geometry = std::move(laid_out);
       return shown;
     });
   } catch (const std::exception& e) {
+    shown = {};
+    geometry = {};
     bench.report_error(std::string("plot: ") + e.what());
     return;
   }
