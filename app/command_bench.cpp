@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "analysis/cam_methods.h"
+#include "analysis/clip_maps.h"
 #include "analysis/gradcam.h"
 #include "analysis/relevance.h"
 #include "analysis/residual_stream.h"
@@ -21,10 +22,14 @@
 #include "app/bench_scale.h"
 #include "app/cli.h"
 #include "app/commands.h"
+#include "core/assets.h"
 #include "core/excerpt.h"
+#include "core/image.h"
 #include "models/demo_models.h"
 #include "models/model_loader.h"
 #include "models/token_linear.h"
+#include "views/clip_prompts.h"
+#include "views/representation_features.h"
 
 namespace attnscope {
 
@@ -305,6 +310,58 @@ void bench_ablation(const std::vector<DeitShape>& shapes, const std::filesystem:
   }
 }
 
+// The workbench's textspan view after a prompt change (views/clip_prompt_view.h): the panel's
+// decomposition and the prompt list's embeddings are kept, so a new prompt costs its tokenization,
+// one text encoding and one product. A random CLIP of ViT-B/16's shape (bench/random_clip.py) on the
+// bundled chelsea.png at 224 px, 197 tokens; each run a prompt not seen before.
+void bench_textspan_prompt(const std::filesystem::path& folder, const std::string& python, torch::Device device,
+                           int warmup, int runs) {
+  std::cout << "\nTextspan view, a new prompt with the decomposition kept (CLIP ViT-B/16 shape, 197 tokens, 10 "
+               "listed prompts)\n";
+  if (python.empty()) {
+    std::cout << "  skipped: bench/random_clip.py writes the model (--python)\n";
+    return;
+  }
+  const std::string path = (folder / "clip_b16.safetensors").string();
+  std::string error;
+  run_python_json("'" + python + "' '" + ATTNSCOPE_SOURCE_DIR + "/bench/random_clip.py' --out '" + path + "'", error);
+  if (!error.empty()) {
+    std::cout << "  skipped: " << error << "\n";
+    return;
+  }
+  LoadedModel model = load_model(path, {}, device);
+  const cv::Mat prepared =
+      prepare_model_input(load_image_rgb(asset_path("images/chelsea.png")), InputSettings{}, model);
+  const torch::Tensor image = model_input(model, prepared);
+  using clock = std::chrono::steady_clock;
+  auto since = [](clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(clock::now() - start).count();
+  };
+  auto start = clock::now();
+  const TextSpanComponents components = textspan_components(model, image);
+  const double decomposition_ms = since(start);
+  start = clock::now();
+  const ClipTokenizer tokenizer = ClipTokenizer::for_model(path);
+  const double vocabulary_ms = since(start);
+  std::vector<PromptLine> listed;
+  for (const char* name : {"cat", "dog", "car", "tree", "house", "bird", "boat", "plane", "horse", "sign"})
+    listed.push_back({std::string("a photo of a ") + name, listed.size() + 1});
+  ClipTextTowerImpl& tower = model.text("bench");
+  c10::InferenceMode inference_mode;
+  const torch::Tensor list_text =
+      tower.encode_text(tokenize_prompts(model, tokenizer, listed, "bench", true).ids.to(device));
+  int fresh = 0;
+  const double prompt_ms = median_of_runs(warmup, runs, [&] {
+    const std::vector<PromptLine> prompt = {{"a photo of a striped cat number " + std::to_string(fresh++), 1}};
+    const torch::Tensor ids = tokenize_prompts(model, tokenizer, prompt, "bench", false).ids.to(device);
+    const torch::Tensor map = min_max(textspan_maps(components, torch::cat({tower.encode_text(ids), list_text}))[0]);
+    (void)map.max().item<float>();
+  });
+  std::cout << "  decomposition (once per image) " << decomposition_ms << " ms, vocabulary read (once) "
+            << vocabulary_ms << " ms; a new prompt " << prompt_ms << " ms (target 100 ms)\n"
+            << std::flush;
+}
+
 // The linear layers' GEMM (models/token_linear.h), chosen before anything is timed.
 std::string linear_backend_line() {
   const LinearBackendChoice& choice = linear_backend();
@@ -447,6 +504,7 @@ int bench_command(const Args& args) {
     bench_attribution(shapes, folder, python, device, warmup, runs, rounds);
     bench_spectrum(folder, device, warmup, runs);
     bench_ablation(shapes, folder, device, warmup, runs);
+    bench_textspan_prompt(folder, python, device, warmup, runs);
     std::filesystem::remove_all(folder);
     return 0;
   }

@@ -196,8 +196,13 @@ torch::Tensor ClipTextTowerImpl::encode_text(const torch::Tensor& token_ids, con
   std::vector<torch::Tensor> parts;
   TextForwardOptions options;
   options.cancelled = cancelled;
-  for (int64_t begin = 0; begin < token_ids.size(0); begin += step)
-    parts.push_back(forward(token_ids.narrow(0, begin, std::min(step, token_ids.size(0) - begin)), options).embedding);
+  for (int64_t begin = 0; begin < token_ids.size(0); begin += step) {
+    const torch::Tensor ids = token_ids.narrow(0, begin, std::min(step, token_ids.size(0) - begin));
+    // Under the causal mask the pooled row never sees the rows after it: they are cut, so a short
+    // prompt costs its own length, not the context's (77).
+    const int64_t used = ids.numel() ? pooled_positions(ids).max().item<int64_t>() + 1 : ids.size(1);
+    parts.push_back(forward(ids.narrow(1, 0, std::min(used, ids.size(1))), options).embedding);
+  }
   return parts.size() == 1 ? parts.front() : torch::cat(parts, 0);
 }
 

@@ -302,6 +302,59 @@ TEST_F(ExportScreenTest, ResidualStreamViews) {
   expect_figure_view_exported(*this, info, "sign_4_patching-view");
 }
 
+// The text-prompted CLIP views (issue 34): panel 1, the bundled CLIP, maps the prompt field's text
+// and heads with its zero-shot top prompt; panel 2, a classifier, says why it has no text target.
+// The map drawn is the map exported, and it is `analyze textspan`'s row of that prompt (min-max);
+// the top prompt is `analyze zero-shot`'s. Without a prompt file the list is the file's template
+// over its class names.
+TEST_F(ExportScreenTest, ClipPromptViews) {
+  const std::string prompts = (folder_ / "prompts.txt").string();
+  std::ofstream(prompts) << "the digit 4\nthe digit 8\na red R\n";
+  nlohmann::json session = {
+      {"model", asset_path("models/clip.safetensors")},
+      {"image", asset_path("images/sign_4.png")},
+      {"analysis", "textspan"},
+      {"prompt", "the digit 8"},
+      {"prompts", prompts},
+      {"compare", {{{"model", asset_path("models/softmax.safetensors")}, {"variant", "native"}}}}};
+  nlohmann::json info = export_on_screen(session);
+  expect_figure_view_exported(*this, info, "sign_4_textspan-view");
+  const nlohmann::json& panels = info["clip_prompt"]["panels"];
+  ASSERT_EQ(panels.size(), 2u) << info.dump();
+  EXPECT_EQ(panels[0]["error"], "");
+  EXPECT_EQ(panels[0]["prompt"], "the digit 8");
+  EXPECT_NE(panels[1]["error"].get<std::string>().find("text tower"), std::string::npos) << panels[1].dump();
+
+  const std::string cli = std::string(ATTNSCOPE_CLI) + " analyze --model '" + asset_path("models/clip.safetensors") +
+                          "' --image '" + asset_path("images/sign_4.png") + "' --prompts '" + prompts + "' --out '";
+  const fs::path textspan = folder_ / "textspan", zero_shot = folder_ / "zero_shot";
+  ASSERT_EQ(std::system((cli + textspan.string() + "' --analysis textspan > /dev/null").c_str()), 0);
+  ASSERT_EQ(std::system((cli + zero_shot.string() + "' --analysis zero-shot > /dev/null").c_str()), 0);
+  const torch::Tensor row = read_npy((textspan / "textspan.npy").string())[1].to(torch::kDouble);
+  const torch::Tensor expected = ((row - row.min()) / (row.max() - row.min())).reshape({-1});
+  const std::vector<nlohmann::json> shown = shown_of(info, "figure");
+  ASSERT_FALSE(shown.empty());
+  const std::vector<float> drawn = floats(shown.front()["values"]);
+  ASSERT_EQ(drawn.size(), size_t(expected.numel()));
+  // The screen's product is the CLI's, in another order of float64 sums: min-max over values of
+  // order 1e-2 keeps them within 1e-9; float32 storage rounds at 6e-8.
+  for (size_t i = 0; i < drawn.size(); ++i) EXPECT_NEAR(drawn[i], expected[int64_t(i)].item<double>(), 1e-6) << i;
+  std::ifstream summary(zero_shot / "summary.json");
+  EXPECT_EQ(panels[0]["top_prompt"], nlohmann::json::parse(summary)["top"]["prompt"]);
+  fs::remove_all(out());
+
+  session.erase("prompts");
+  session.erase("compare");
+  session["analysis"] = "legrad";
+  info = export_on_screen(session);
+  expect_figure_view_exported(*this, info, "sign_4_legrad-view");
+  const nlohmann::json& listed = info["clip_prompt"]["panels"][0];
+  EXPECT_EQ(listed["error"], "") << listed.dump();
+  EXPECT_NE(listed["list"].get<std::string>().find("'the digit {}' over 10 class names"), std::string::npos)
+      << listed.dump();
+  EXPECT_EQ(listed["top_prompt"].get<std::string>().rfind("the digit ", 0), 0u) << listed.dump();
+}
+
 TEST_F(ExportScreenTest, L2VitAfterTheLcm) {
   const nlohmann::json session = {{"model", asset_path("models/l2vit_hierarchical.safetensors")},
                                   {"image", asset_path("images/sign_4.png")},

@@ -6,6 +6,7 @@
 
 #include "analysis/clip_maps.h"
 #include "views/analysis_registry.h"
+#include "views/clip_prompt_view.h"
 #include "views/clip_prompts.h"
 #include "views/representation_features.h"
 
@@ -77,6 +78,11 @@ AnalysisEntry chefer_clip_analysis() {
   entry.options = {prompt_option().spec(), start_layer_option().spec()};
   entry.needs_computed_attention = true;
   entry.run = [](const AnalyzeContext& context, const std::string&) { return analyze_chefer_clip(context); };
+  add_clip_prompt_view(entry, "chefer-clip", [](const ClipMapRequest& request) {
+    return chefer_clip_relevance(request.model, request.image, request.prompt_ids,
+                                 start_layer_option()(request.request))
+        .normalised;
+  });
   return entry;
 }
 

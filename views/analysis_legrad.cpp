@@ -6,6 +6,7 @@
 
 #include "analysis/clip_maps.h"
 #include "views/analysis_registry.h"
+#include "views/clip_prompt_view.h"
 #include "views/clip_prompts.h"
 #include "views/representation_features.h"
 
@@ -61,6 +62,11 @@ AnalysisEntry legrad_analysis() {
   entry.options = {prompt_option().spec()};
   entry.needs_computed_attention = true;
   entry.run = [](const AnalyzeContext& context, const std::string&) { return analyze_legrad(context); };
+  // On the patch grid: the sum over blocks min-max normalised (the file's legrad_upsampled.npy is
+  // the same map upsampled to the input first).
+  add_clip_prompt_view(entry, "legrad", [](const ClipMapRequest& request) {
+    return min_max(legrad_clip(request.model, request.image, request.prompt_ids, kLegradLayerIndex).raw);
+  });
   return entry;
 }
 

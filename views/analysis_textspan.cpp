@@ -7,6 +7,7 @@
 
 #include "analysis/clip_maps.h"
 #include "views/analysis_registry.h"
+#include "views/clip_prompt_view.h"
 #include "views/clip_prompts.h"
 #include "views/representation_features.h"
 
@@ -18,7 +19,8 @@ using nlohmann::json;
 
 int analyze_textspan(const AnalyzeContext& context) {
   Loaded loaded = load_inputs(context);
-  const TokenizedPrompts tokenized = prompts_from_file(loaded.model, prompts_option()(context.state), "textspan");
+  std::string list_source;
+  const TokenizedPrompts tokenized = prompts_from_list(loaded.model, context.state, "textspan", list_source);
   const TextSpanComponents components = textspan_components(loaded.model, model_input(loaded.model, loaded.prepared));
   const torch::Tensor text = loaded.model.text("textspan").encode_text(tokenized.ids.to(loaded.model.device));
   const torch::Tensor maps = textspan_maps(components, text);
@@ -27,6 +29,7 @@ int analyze_textspan(const AnalyzeContext& context) {
   json summary = common_summary(context, "textspan", layout, loaded);
   summary["text"] = text_summary(loaded.model, tokenized);
   summary["prompts_file"] = prompts_option()(context.state);
+  summary["prompt_list"] = list_source;
   summary["components"] = {{"layers", components.layers},
                            {"heads", components.heads},
                            {"intermediates", 2 * components.layers + 1},
@@ -38,6 +41,36 @@ int analyze_textspan(const AnalyzeContext& context) {
                   << components.residual_relative << " relative\nwrote " << context.out.string()
                   << "/{summary.json, textspan.npy}\n";
   return 0;
+}
+
+// The workbench's map of a prompt: its row of textspan_maps over the prompt list (with the prompt
+// added when the list does not hold it), from the panel's kept decomposition and the list's kept
+// embeddings: a new prompt costs one text encoding and one product, no image forward.
+torch::Tensor textspan_view_map(const ClipMapRequest& request) {
+  if (request.list_ids.size(0) == 0)
+    throw std::invalid_argument(
+        "textspan contrasts the prompt with a prompt list (its map is minus the mean over the prompts): give a "
+        "prompt file, or a file with class names");
+  const std::string components_key = "textspan-components|" + request.input_key;
+  auto components = request.cache.get<TextSpanComponents>(components_key);
+  if (!components) {
+    components = std::make_shared<const TextSpanComponents>(
+        textspan_components(request.model, request.image, request.cancelled));
+    request.cache.put(components_key, components);
+  }
+  ClipTextTowerImpl& tower = request.model.text("textspan");
+  const std::string list_key = "textspan-list-text|" + request.model.path + "|" + request.list_key;
+  auto list_text = request.cache.get<torch::Tensor>(list_key);
+  if (!list_text) {
+    list_text = std::make_shared<const torch::Tensor>(
+        tower.encode_text(request.list_ids.to(request.model.device), request.cancelled));
+    request.cache.put(list_key, list_text);
+  }
+  const torch::Tensor prompt_ids = request.prompt_ids.to(request.list_ids.device());
+  for (int64_t row = 0; row < request.list_ids.size(0); ++row)
+    if (torch::equal(request.list_ids[row], prompt_ids[0])) return min_max(textspan_maps(*components, *list_text)[row]);
+  const torch::Tensor text = torch::cat({tower.encode_text(request.prompt_ids.to(request.model.device)), *list_text});
+  return min_max(textspan_maps(*components, text)[0]);
 }
 
 }  // namespace
@@ -55,7 +88,8 @@ AnalysisEntry textspan_analysis() {
 | block `analysis` | always | |
 )md") + kTextSummaryRows +
            R"md(
-| `prompts_file` | always | the prompt file |
+| `prompts_file` | always | the prompt file (empty: the template over the class names) |
+| `prompt_list` | always | where the prompts came from, in words |
 | `components.layers` | always | the visual tower's blocks |
 | `components.heads` | always | heads per block |
 | `components.intermediates` | always | 2 L + 1, the parts ln_post's mean and bias are spread over |
@@ -67,6 +101,7 @@ AnalysisEntry textspan_analysis() {
   entry.options = {prompts_option().spec()};
   entry.needs_computed_attention = true;
   entry.run = [](const AnalyzeContext& context, const std::string&) { return analyze_textspan(context); };
+  add_clip_prompt_view(entry, "textspan", textspan_view_map);
   return entry;
 }
 

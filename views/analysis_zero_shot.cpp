@@ -29,7 +29,8 @@ std::string csv_field(const std::string& text) {
 
 int analyze_zero_shot(const AnalyzeContext& context) {
   Loaded loaded = load_inputs(context);
-  const TokenizedPrompts tokenized = prompts_from_file(loaded.model, prompts_option()(context.state), "zero-shot");
+  std::string list_source;
+  const TokenizedPrompts tokenized = prompts_from_list(loaded.model, context.state, "zero-shot", list_source);
   const ClipZeroShot scores = clip_zero_shot(loaded.model, model_input(loaded.model, loaded.prepared), tokenized.ids);
   const torch::Tensor logits = scores.logits.to(torch::kCPU, torch::kDouble);
   const torch::Tensor probabilities = scores.probabilities.to(torch::kCPU, torch::kDouble);
@@ -49,6 +50,7 @@ int analyze_zero_shot(const AnalyzeContext& context) {
   json summary = common_summary(context, "zero-shot", layout, loaded);
   summary["text"] = text_summary(loaded.model, tokenized);
   summary["prompts_file"] = prompts_option()(context.state);
+  summary["prompt_list"] = list_source;
   summary["logit_scale"] = loaded.model.text("zero-shot").logit_scale.exp().item<double>();
   summary["top"] = {{"index", best},
                     {"line", tokenized.prompts[size_t(best)].line},
@@ -79,7 +81,8 @@ AnalysisEntry zero_shot_analysis() {
 | block `analysis` | always | |
 )md") + kTextSummaryRows +
            R"md(
-| `prompts_file` | always | the prompt file |
+| `prompts_file` | always | the prompt file (empty: the template over the class names) |
+| `prompt_list` | always | where the prompts came from, in words |
 | `logit_scale` | always | `logit_scale.exp()`, the logits' scale |
 | `top.index` | always | the prompt with the largest logit (0-based among the prompts) |
 | `top.line` | always | its line in the file |
@@ -88,7 +91,7 @@ AnalysisEntry zero_shot_analysis() {
 | `top.probability` | always | its probability |)md"});
   entry.name = "zero-shot";
   entry.help = "CLIP's zero-shot scores of the image over --prompts FILE";
-  entry.options = {prompts_option().spec()};
+  entry.options = {prompts_option().spec(), prompt_template_option().spec()};
   entry.run = [](const AnalyzeContext& context, const std::string&) { return analyze_zero_shot(context); };
   return entry;
 }

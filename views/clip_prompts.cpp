@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+
 #include "core/clip_tokenizer.h"
 #include "core/excerpt.h"
+#include "core/json_checked.h"
 
 namespace attnscope {
 
@@ -19,10 +22,80 @@ const AnalysisOption<std::string>& prompts_option() {
   return option;
 }
 
+const AnalysisOption<std::string>& prompt_template_option() {
+  static const auto option = text_option(
+      "prompt-template", "TEXT",
+      "the workbench's CLIP views without --prompts: the prompt list is this template over the class names, {} "
+      "standing for each (default: the file's prompt_template metadata, else 'a photo of a {}')",
+      [](const std::string& text) {
+        if (!text.empty() && text.find("{}") == std::string::npos)
+          throw std::invalid_argument("--prompt-template needs {} where the class name goes, got '" +
+                                      prompt_excerpt(text) + "'");
+      });
+  return option;
+}
+
+namespace {
+
+// The file's class names for prompts: its classifier's, else a JSON list under "class_names" in its
+// metadata (a CLIP file has no classifier to match them against).
+std::vector<std::string> prompt_class_names(const LoadedModel& model) {
+  if (!model.class_names.empty()) return model.class_names;
+  const auto found = model.metadata.find("class_names");
+  if (found == model.metadata.end()) return {};
+  std::vector<std::string> names;
+  try {
+    const nlohmann::json parsed = parse_json_checked(found->second, "metadata class_names");
+    if (!parsed.is_array()) return {};
+    for (const auto& name : parsed)
+      if (name.is_string()) names.push_back(name.get<std::string>());
+  } catch (const std::invalid_argument&) {
+    return {};
+  }
+  return names;
+}
+
+}  // namespace
+
+PromptList workbench_prompt_list(const LoadedModel& model, const AnalysisSettings& settings) {
+  PromptList list;
+  const std::string& file = prompts_option()(settings);
+  if (!file.empty()) {
+    list.prompts = read_prompt_file(file);
+    list.source = "the prompt file " + std::filesystem::path(file).filename().string();
+    return list;
+  }
+  const std::vector<std::string> names = prompt_class_names(model);
+  if (names.empty()) {
+    list.missing = "no prompt list: give a prompt file (--prompts) or a file with class names";
+    return list;
+  }
+  std::string pattern = prompt_template_option()(settings);
+  std::string where = "--prompt-template";
+  if (pattern.empty()) {
+    const auto declared = model.metadata.find("prompt_template");
+    const bool usable = declared != model.metadata.end() && declared->second.find("{}") != std::string::npos;
+    pattern = usable ? declared->second : "a photo of a {}";
+    where = usable ? "the file's template" : "CLIP's template";
+  }
+  for (size_t index = 0; index < names.size(); ++index) {
+    std::string text = pattern;
+    text.replace(text.find("{}"), 2, names[index]);
+    list.prompts.push_back({text, index + 1});
+  }
+  list.source = where + " '" + prompt_excerpt(pattern) + "' over " + std::to_string(names.size()) + " class names";
+  return list;
+}
+
 TokenizedPrompts tokenize_prompts(const LoadedModel& model, const std::vector<PromptLine>& prompts,
                                   const std::string& what, bool from_file) {
+  model.text(what);
+  return tokenize_prompts(model, ClipTokenizer::for_model(model.path), prompts, what, from_file);
+}
+
+TokenizedPrompts tokenize_prompts(const LoadedModel& model, const ClipTokenizer& tokenizer,
+                                  const std::vector<PromptLine>& prompts, const std::string& what, bool from_file) {
   ClipTextTowerImpl& tower = model.text(what);
-  const ClipTokenizer tokenizer = ClipTokenizer::for_model(model.path);
   const size_t context = size_t(std::min<int>(tower.arch().context_length, int(kClipContextLength)));
   std::vector<std::string> texts;
   for (const PromptLine& prompt : prompts) texts.push_back(prompt.text);
@@ -49,10 +122,16 @@ TokenizedPrompts tokenize_prompts(const LoadedModel& model, const std::vector<Pr
   return tokenized;
 }
 
-TokenizedPrompts prompts_from_file(const LoadedModel& model, const std::string& file, const std::string& what) {
+TokenizedPrompts prompts_from_list(const LoadedModel& model, const AnalysisSettings& settings, const std::string& what,
+                                   std::string& source) {
   model.text(what);  // a visual-only file is refused first, naming what it lacks
-  if (file.empty()) throw std::invalid_argument(what + " needs --prompts FILE (UTF-8, one prompt a line)");
-  return tokenize_prompts(model, read_prompt_file(file), what, true);
+  const PromptList list = workbench_prompt_list(model, settings);
+  if (list.prompts.empty())
+    throw std::invalid_argument(what +
+                                " needs --prompts FILE (UTF-8, one prompt a line), or a file with class names for "
+                                "--prompt-template");
+  source = list.source;
+  return tokenize_prompts(model, list.prompts, what, !prompts_option()(settings).empty());
 }
 
 TokenizedPrompts prompt_from_option(const LoadedModel& model, const std::string& prompt, const std::string& what) {

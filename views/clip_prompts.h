@@ -9,6 +9,7 @@
 
 #include <torch/types.h>
 
+#include "core/clip_tokenizer.h"
 #include "core/prompt_file.h"
 #include "models/model_loader.h"
 #include "views/analysis_options.h"
@@ -18,6 +19,21 @@ namespace attnscope {
 // --prompt TEXT (chefer-clip, legrad) and --prompts FILE (zero-shot, textspan).
 const AnalysisOption<std::string>& prompt_option();
 const AnalysisOption<std::string>& prompts_option();
+// --prompt-template: the workbench's prompt list when no --prompts file is given, "{}" standing for
+// each class name.
+const AnalysisOption<std::string>& prompt_template_option();
+
+// The prompt list the workbench's CLIP views score (each panel's zero-shot top prompt, and the
+// prompts textspan contrasts with): --prompts FILE when given, else the template (--prompt-template,
+// else the file's "prompt_template" metadata, else CLIP's "a photo of a {}") over the class names
+// (the file's, or its "class_names" metadata). `source` says which in words; no prompts and
+// `missing` set when there is neither a file nor class names.
+struct PromptList {
+  std::vector<PromptLine> prompts;
+  std::string source;
+  std::string missing;
+};
+PromptList workbench_prompt_list(const LoadedModel& model, const AnalysisSettings& settings);
 
 struct TokenizedPrompts {
   std::vector<PromptLine> prompts;
@@ -31,8 +47,14 @@ struct TokenizedPrompts {
 // of the prompt file", "--prompt"). Throws std::invalid_argument for a prompt that does not fit.
 TokenizedPrompts tokenize_prompts(const LoadedModel& model, const std::vector<PromptLine>& prompts,
                                   const std::string& what, bool from_file);
-// --prompts read (required: refused naming the analysis when absent) and tokenized.
-TokenizedPrompts prompts_from_file(const LoadedModel& model, const std::string& file, const std::string& what);
+// The same with a tokenizer already read (ClipTokenizer::for_model(model.path)): the workbench keeps
+// it, so that a new prompt costs no vocabulary read.
+TokenizedPrompts tokenize_prompts(const LoadedModel& model, const ClipTokenizer& tokenizer,
+                                  const std::vector<PromptLine>& prompts, const std::string& what, bool from_file);
+// The prompt list (workbench_prompt_list: --prompts, else the template over the class names)
+// tokenized; refused naming the analysis when there is neither. `source` receives where it came from.
+TokenizedPrompts prompts_from_list(const LoadedModel& model, const AnalysisSettings& settings, const std::string& what,
+                                   std::string& source);
 // --prompt (required) tokenized: one row.
 TokenizedPrompts prompt_from_option(const LoadedModel& model, const std::string& prompt, const std::string& what);
 
