@@ -155,7 +155,10 @@ Figure clip_prompt_figure(const InferenceOutcome& outcome, const AppState& state
     const std::string number = std::to_string(index + 1);
     Panel& panel = figure.at(0, int(index));
     panel.title = view.map.values.empty() ? number + ": " + view.short_error : number;
-    if (view.map.values.empty()) continue;
+    if (view.map.values.empty()) {  // an empty cell draws no title: the reason goes in the figure's
+      figure.title += kTitleBreak + number + ": " + view.short_error;
+      continue;
+    }
     figure.title += kTitleBreak + number + ": '" + prompt_excerpt(view.prompt) + "'";
     if (!view.top_prompt.empty()) {
       char probability[32];
@@ -180,10 +183,12 @@ Figure clip_prompt_figure(const InferenceOutcome& outcome, const AppState& state
 
 void add_clip_prompt_view(AnalysisEntry& entry, const std::string& label, const ClipMapFunction& map) {
   entry.label = label;
-  for (const OptionSpec& shared : {prompt_option().spec(), prompts_option().spec(), prompt_template_option().spec()})
-    if (std::none_of(entry.options.begin(), entry.options.end(),
-                     [&](const OptionSpec& option) { return option.name == shared.name; }))
-      entry.options.insert(entry.options.begin(), shared);
+  // The prompt field and the list first, in one order for every CLIP view, then the method's own.
+  std::vector<OptionSpec> options = {prompt_option().spec(), prompts_option().spec(), prompt_template_option().spec()};
+  for (const OptionSpec& own : entry.options)
+    if (std::none_of(options.begin(), options.end(), [&](const OptionSpec& shared) { return shared.name == own.name; }))
+      options.push_back(own);
+  entry.options = std::move(options);
   const std::string method = entry.name;
   entry.compute = [method, map](const AnalysisViewInput& input, InferenceOutcome& outcome) {
     compute_clip_prompt_views(input, outcome, method, map);
