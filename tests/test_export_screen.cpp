@@ -355,6 +355,21 @@ TEST_F(ExportScreenTest, ClipPromptViews) {
   EXPECT_EQ(listed["top_prompt"].get<std::string>().rfind("the digit ", 0), 0u) << listed.dump();
 }
 
+// A CLIP file beside a vocab.json without its merges.txt: the CLIP panel names the missing file
+// where its map would be, and the run itself (the other views) goes on.
+TEST_F(ExportScreenTest, ClipViewWithABrokenVocabularySaysWhy) {
+  const fs::path folder = folder_ / "clip_folder";
+  fs::create_directories(folder);
+  fs::copy_file(asset_path("models/clip.safetensors"), folder / "clip.safetensors");
+  std::ofstream(folder / "vocab.json") << "{}";
+  const nlohmann::json info = export_on_screen({{"model", (folder / "clip.safetensors").string()},
+                                                {"image", asset_path("images/sign_4.png")},
+                                                {"analysis", "textspan"},
+                                                {"prompt", "the digit 4"}});
+  const nlohmann::json& panel = info["clip_prompt"]["panels"][0];
+  EXPECT_NE(panel["error"].get<std::string>().find("merges.txt"), std::string::npos) << panel.dump();
+}
+
 TEST_F(ExportScreenTest, L2VitAfterTheLcm) {
   const nlohmann::json session = {{"model", asset_path("models/l2vit_hierarchical.safetensors")},
                                   {"image", asset_path("images/sign_4.png")},

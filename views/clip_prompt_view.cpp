@@ -129,7 +129,11 @@ void compute_clip_prompt_views(const AnalysisViewInput& input, InferenceOutcome&
     } else {
       try {
         panel = clip_prompt_panel(input, forward, map);
-      } catch (const std::invalid_argument& e) {
+      } catch (const Cancelled&) {
+        throw;  // a newer request: the worker drops this one
+      } catch (const std::exception& e) {
+        // A refused prompt, list or vocabulary (a broken vocab.json beside the file, say) is this
+        // panel's reason; the other panels still draw.
         panel = ClipPromptPanel{};
         panel.error = e.what();
         panel.short_error = "no map";
