@@ -446,7 +446,8 @@ CommandSyntax bench_syntax() {
       {"python", "EXE", "Python with torch for the eager reference ('none' to skip)", ATTNSCOPE_PYTHON},
       {"analysis", "",
        "bench the analyses instead: Grad-CAM, attention relevance and Score-CAM vs eager, spectrum factors vs full "
-       "SVD, a head ablation's resumed forward vs the whole forward",
+       "SVD, a head ablation's resumed forward vs the whole forward, the textspan view's cost of a new prompt "
+       "(ViT-B/16-shaped CLIP, 197 tokens)",
        ""},
       {"family", "swin|pvt", "bench a hierarchical family instead: Swin-T or PVT-v2-b2 shapes at 224", ""},
       {"scale", "",
