@@ -70,13 +70,13 @@ AttributionTarget resolve_text(const TargetSpec& spec, const TargetContext& cont
 
 AttributionTarget resolve_image(const TargetSpec& spec, const TargetContext& context) {
   const std::string what = "--target image:" + excerpt(spec.image_file);
-  cv::Mat rgb;
+  RgbImage rgb;
   try {
     rgb = load_image_rgb(spec.image_file, context.max_pixels);
   } catch (const std::exception& error) {
     throw std::invalid_argument(what + ": " + one_line(error.what()));
   }
-  const cv::Mat prepared = prepare_model_input(rgb, context.input, context.model);
+  const RgbImage prepared = prepare_model_input(rgb, context.input, context.model);
   torch::Tensor output;
   {
     c10::InferenceMode inference;

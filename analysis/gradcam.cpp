@@ -6,7 +6,6 @@
 #include <torch/torch.h>
 
 #include <chrono>
-#include <opencv2/imgproc.hpp>
 #include <optional>
 #include <sstream>
 
@@ -104,11 +103,15 @@ std::string zero_gradient_warning(const Backbone& model, const LayerReading& rea
 }
 
 torch::Tensor upsample_map(const torch::Tensor& grid_map, int height, int width) {
-  auto values = grid_map.detach().to(torch::kCPU, torch::kFloat).contiguous();
-  cv::Mat grid(int(values.size(0)), int(values.size(1)), CV_32F, values.data_ptr<float>());
-  cv::Mat resized;
-  cv::resize(grid, resized, cv::Size(width, height), 0, 0, cv::INTER_LINEAR);
-  return torch::from_blob(resized.data, {height, width}, torch::kFloat).clone();
+  // The same two-tap formula as cv2's INTER_LINEAR (source x = (x + 0.5) * scale - 0.5, clamped at
+  // the edges), in float32 as the references compute it.
+  namespace F = torch::nn::functional;
+  const auto values = grid_map.detach().to(torch::kCPU, torch::kFloat).contiguous();
+  return F::interpolate(values.unsqueeze(0).unsqueeze(0), F::InterpolateFuncOptions()
+                                                              .size(std::vector<int64_t>{height, width})
+                                                              .mode(torch::kBilinear)
+                                                              .align_corners(false))[0][0]
+      .contiguous();
 }
 
 }  // namespace attnscope

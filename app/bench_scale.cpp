@@ -114,7 +114,7 @@ void bench_scale(const std::string& python, const std::string& source_dir, const
     InputSettings input;
     input.resize = ResizeMode::None;
     configure_input(model, input);
-    const cv::Mat prepared = prepare_model_input(load_image_rgb(image), input, model);
+    const RgbImage prepared = prepare_model_input(load_image_rgb(image), input, model);
     const int runs = side > 600 ? 1 : 3;
     std::vector<double> forward_ms;
     InferenceResult result;

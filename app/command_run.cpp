@@ -16,10 +16,12 @@
 #include "core/assets.h"
 #include "core/atomic_file.h"
 #include "core/colormap.h"
+#include "core/cv_image.h"
 #include "core/npy.h"
 #include "core/output_files.h"
 #include "core/progress_bar.h"
 #include "core/value_scale.h"
+#include "core/value_scale_image.h"
 #include "models/forward_progress.h"
 #include "models/inference.h"
 #include "views/option_catalog.h"
@@ -137,7 +139,7 @@ int run_command(const Args& args) {
   const torch::Device device = resolve_device(state.device);
   LoadedModel model = load_model(state.model, state.arch_overrides(), device);
   configure_input(model, state.input_settings());
-  const cv::Mat prepared =
+  const RgbImage prepared =
       prepare_model_input(load_image_rgb(state.image, state.max_pixels), state.input_settings(), model);
   // With heads ablated, the unablated run first (kept for what the ablation changed), then only the
   // blocks from the first ablated one on; a forward of many tokens is followed a block at a time.
@@ -199,7 +201,7 @@ int run_command(const Args& args) {
   ValueRange range;
   range.include(shown.data_ptr<float>(), size_t(shown.numel()));
   const ValueScale scale = resolve_value_scale(state.scale, state.colormap, range);
-  const cv::Mat overlay = overlay_values(result.input_rgb, shown_values, scale, state.opacity, state.alpha);
+  const cv::Mat overlay = overlay_values(to_mat(result.input_rgb), shown_values, scale, state.opacity, state.alpha);
 
   nlohmann::json summary = run_summary({state, model, result, prepared, layer, query, scale, after_lcm, lcm_note});
   // With heads ablated, the unablated model's output beside it: what the ablation changed.

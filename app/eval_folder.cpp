@@ -21,6 +21,7 @@
 #include "app/cli.h"
 #include "app/eval_folder.h"
 #include "core/atomic_file.h"
+#include "core/cv_image.h"
 #include "core/number_text.h"
 #include "core/output_schemas.h"
 #include "core/progress_bar.h"
@@ -99,7 +100,7 @@ cv::Mat object_mask(const std::string& image_path, const cv::Size& size, const s
       candidates.push_back(fs::path(masks_dir) / (image.stem().string() + extension));
     for (const auto& candidate : candidates) {
       if (!fs::is_regular_file(candidate)) continue;
-      cv::Mat rgb = load_image_rgb(candidate.string()), gray;
+      cv::Mat rgb = to_mat(load_image_rgb(candidate.string())), gray;
       if (rgb.size() != size)
         throw std::invalid_argument("mask " + candidate.string() + " is " + std::to_string(rgb.cols) + "x" +
                                     std::to_string(rgb.rows) + ", its image " + std::to_string(size.width) + "x" +
@@ -120,7 +121,7 @@ cv::Mat object_mask(const std::string& image_path, const cv::Size& size, const s
 torch::Tensor prepared_mask(const cv::Mat& mask, const InputSettings& input, const LoadedModel& model) {
   cv::Mat rgb, prepared, gray;
   cv::cvtColor(mask, rgb, cv::COLOR_GRAY2RGB);
-  prepared = prepare_model_input(rgb, input, model);
+  prepared = to_mat(prepare_model_input(to_rgb_image(rgb), input, model));
   cv::cvtColor(prepared, gray, cv::COLOR_RGB2GRAY);
   const cv::Mat object = gray > 127;
   return torch::from_blob(object.data, {object.rows, object.cols}, torch::kUInt8).clone();
@@ -172,10 +173,10 @@ int eval_dino_masks(const CommandLine& line, const std::vector<std::string>& ima
   ProgressBar bar;
   for (size_t index = 0; index < images.size(); ++index) {
     bar.show(index, images.size(), fs::path(images[index]).filename().string());
-    const cv::Mat rgb = load_image_rgb(images[index]);
-    const cv::Mat prepared = prepare_model_input(rgb, state.input_settings(), model);
-    const torch::Tensor object =
-        prepared_mask(object_mask(images[index], rgb.size(), masks_dir, {}), state.input_settings(), model);
+    const RgbImage rgb = load_image_rgb(images[index]);
+    const RgbImage prepared = prepare_model_input(rgb, state.input_settings(), model);
+    const torch::Tensor object = prepared_mask(object_mask(images[index], cv::Size(rgb.cols, rgb.rows), masks_dir, {}),
+                                               state.input_settings(), model);
     const InferenceResult inference = run_inference(model, prepared, state.attention);
     layer = resolve_layer_index(state.layer, int(inference.forward.layers.size()));
     const AttentionCapture& capture = inference.forward.layers[size_t(layer)];
@@ -304,10 +305,10 @@ int eval_folder(const CommandLine& line) {
   for (size_t index = 0; index < images.size(); ++index) {
     const std::string name = fs::path(images[index]).filename().string();
     bar.show(index, images.size(), name);
-    const cv::Mat rgb = load_image_rgb(images[index]);
-    const cv::Mat prepared = prepare_model_input(rgb, state.input_settings(), model);
-    const torch::Tensor object =
-        prepared_mask(object_mask(images[index], rgb.size(), masks_dir, boxes), state.input_settings(), model);
+    const RgbImage rgb = load_image_rgb(images[index]);
+    const RgbImage prepared = prepare_model_input(rgb, state.input_settings(), model);
+    const torch::Tensor object = prepared_mask(
+        object_mask(images[index], cv::Size(rgb.cols, rgb.rows), masks_dir, boxes), state.input_settings(), model);
     const torch::Tensor input = image_to_tensor(prepared, model.normalization).to(model.device);
     const InferenceResult inference = run_inference(model, prepared, state.attention);
     depth = int(inference.forward.layers.size());

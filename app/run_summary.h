@@ -3,7 +3,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-#include <opencv2/core.hpp>
 #include <string>
 
 #include "core/value_scale.h"
@@ -16,8 +15,8 @@ struct RunSummaryInputs {
   const AppState& state;
   const LoadedModel& model;
   const InferenceResult& result;
-  const cv::Mat& prepared;  // the model's input image
-  int layer;                // the layer whose row, matrix and overlay were written
+  const RgbImage& prepared;  // the model's input image
+  int layer;                 // the layer whose row, matrix and overlay were written
   const ResolvedQuery& query;
   const ValueScale& overlay_scale;
   bool after_lcm;               // the maps are L2ViT's after its LCM mixing

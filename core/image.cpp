@@ -1,8 +1,9 @@
-// Image decoding, Pillow-exact bicubic resampling, timm's eval transform and tensor conversion.
+// Image loading, Pillow-exact bicubic resampling, timm's eval transform and tensor conversion.
 // Resampling follows Pillow's libImaging/Resample.c step for step: attention maps are compared
 // with Python runs, so the model must see the very bytes PIL would have given it.
 #include "core/image.h"
 #include "core/excerpt.h"
+#include "core/image_decode.h"
 #include "core/image_header.h"
 
 #include <algorithm>
@@ -15,10 +16,8 @@
 #include <sstream>
 #include <vector>
 
+#include <ATen/Parallel.h>
 #include <torch/torch.h>
-#include <opencv2/core/utility.hpp>
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
 
 namespace attnscope {
 namespace {
@@ -105,12 +104,12 @@ inline uint8_t clip8(int32_t accumulator) {
 constexpr int32_t kRoundingBias = 1 << (kPrecisionBits - 1);
 
 // Horizontal pass over source rows [row_begin, row_end) of an 8-bit 3-channel image.
-cv::Mat resample_horizontal(const cv::Mat& src, int row_begin, int row_end, const AxisWeights& axis, int out_width) {
-  cv::Mat dst(row_end - row_begin, out_width, CV_8UC3);
-  cv::parallel_for_(cv::Range(row_begin, row_end), [&](const cv::Range& rows) {
-    for (int y = rows.start; y < rows.end; ++y) {
-      const uint8_t* in = src.ptr<uint8_t>(y);
-      uint8_t* out = dst.ptr<uint8_t>(y - row_begin);
+RgbImage resample_horizontal(const RgbImage& src, int row_begin, int row_end, const AxisWeights& axis, int out_width) {
+  RgbImage dst(row_end - row_begin, out_width);
+  at::parallel_for(row_begin, row_end, 16, [&](int64_t rows_begin, int64_t rows_end) {
+    for (int y = int(rows_begin); y < int(rows_end); ++y) {
+      const uint8_t* in = src.row(y);
+      uint8_t* out = dst.row(y - row_begin);
       for (int x = 0; x < out_width; ++x) {
         const int32_t* k = &axis.weights[static_cast<size_t>(x) * axis.taps];
         const uint8_t* window = in + 3 * axis.first[x];
@@ -131,31 +130,29 @@ cv::Mat resample_horizontal(const cv::Mat& src, int row_begin, int row_end, cons
 
 // Vertical pass; `row_offset` is the source row that `src` starts at (see resize_bicubic_pil).
 // Integer sums do not depend on the order of accumulation, so rows are walked in turn.
-cv::Mat resample_vertical(const cv::Mat& src, int row_offset, const AxisWeights& axis, int out_height) {
-  cv::Mat dst(out_height, src.cols, CV_8UC3);
+RgbImage resample_vertical(const RgbImage& src, int row_offset, const AxisWeights& axis, int out_height) {
+  RgbImage dst(out_height, src.cols);
   const int values_per_row = src.cols * 3;
-  cv::parallel_for_(cv::Range(0, out_height), [&](const cv::Range& rows) {
+  at::parallel_for(0, out_height, 16, [&](int64_t rows_begin, int64_t rows_end) {
     std::vector<int32_t> sums(values_per_row);
-    for (int y = rows.start; y < rows.end; ++y) {
+    for (int y = int(rows_begin); y < int(rows_end); ++y) {
       const int32_t* k = &axis.weights[static_cast<size_t>(y) * axis.taps];
       std::fill(sums.begin(), sums.end(), kRoundingBias);
       for (int i = 0; i < axis.count[y]; ++i) {
-        const uint8_t* in = src.ptr<uint8_t>(axis.first[y] - row_offset + i);
+        const uint8_t* in = src.row(axis.first[y] - row_offset + i);
         for (int v = 0; v < values_per_row; ++v) sums[v] += in[v] * k[i];
       }
-      uint8_t* out = dst.ptr<uint8_t>(y);
+      uint8_t* out = dst.row(y);
       for (int v = 0; v < values_per_row; ++v) out[v] = clip8(sums[v]);
     }
   });
   return dst;
 }
 
-void require_rgb8(const cv::Mat& rgb, const char* function) {
-  if (rgb.empty() || rgb.type() != CV_8UC3) {
-    throw ImageError(std::string(function) + " needs a non-empty 8-bit 3-channel image, got " +
-                     std::to_string(rgb.cols) + "x" + std::to_string(rgb.rows) + " with " +
-                     std::to_string(rgb.channels()) + " channel(s) of depth " + std::to_string(rgb.depth()));
-  }
+void require_pixels(const RgbImage& rgb, const char* function) {
+  if (rgb.empty())
+    throw ImageError(std::string(function) + " needs a non-empty image, got " + std::to_string(rgb.cols) + "x" +
+                     std::to_string(rgb.rows));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -169,21 +166,22 @@ int python_round_half(int diff) {
 }
 
 // torchvision CenterCrop: zero-pads a too-small image first, then crops around the centre.
-cv::Mat center_crop(const cv::Mat& image, int crop_height, int crop_width) {
-  cv::Mat source = image;
+RgbImage center_crop(const RgbImage& image, int crop_height, int crop_width) {
+  RgbImage source = image;
   if (crop_width > source.cols || crop_height > source.rows) {
     const int pad_x = std::max(crop_width - source.cols, 0);
     const int pad_y = std::max(crop_height - source.rows, 0);
-    cv::copyMakeBorder(image, source, pad_y / 2, (pad_y + 1) / 2, pad_x / 2, (pad_x + 1) / 2, cv::BORDER_CONSTANT,
-                       cv::Scalar::all(0));
+    source = RgbImage(image.rows + pad_y, image.cols + pad_x);  // black border
+    for (int y = 0; y < image.rows; ++y)
+      std::memcpy(source.row(pad_y / 2 + y) + size_t(pad_x / 2) * 3, image.row(y), image.row_bytes());
   }
   const int top = python_round_half(source.rows - crop_height);
   const int left = python_round_half(source.cols - crop_width);
-  return source(cv::Rect(left, top, crop_width, crop_height)).clone();
+  return source.crop(top, left, crop_height, crop_width);
 }
 
 // timm transforms_imagenet_eval: Resize(scale_size, bicubic) then CenterCrop(img_size).
-cv::Mat timm_eval_transform(const cv::Mat& rgb, int height, int width, double crop_pct, Interpolation filter) {
+RgbImage timm_eval_transform(const RgbImage& rgb, int height, int width, double crop_pct, Interpolation filter) {
   int resized_height = 0, resized_width = 0;
   if (height == width) {
     // Resize(int): the shorter side becomes floor(size / crop_pct), the longer one keeps the
@@ -213,19 +211,6 @@ cv::Mat timm_eval_transform(const cv::Mat& rgb, int height, int width, double cr
   return center_crop(resize_pil(rgb, resized_width, resized_height, filter), height, width);
 }
 
-// 16-bit samples keep their high byte, which is what PIL gives for 16-bit RGB(A) PNGs.
-// (PIL would clip 16-bit grayscale at 255 instead, whitening the image; we do not copy that.)
-cv::Mat high_byte(const cv::Mat& image16) {
-  cv::Mat image8(image16.size(), CV_MAKETYPE(CV_8U, image16.channels()));
-  const int values_per_row = image16.cols * image16.channels();
-  for (int y = 0; y < image16.rows; ++y) {
-    const uint16_t* in = image16.ptr<uint16_t>(y);
-    uint8_t* out = image8.ptr<uint8_t>(y);
-    for (int v = 0; v < values_per_row; ++v) out[v] = static_cast<uint8_t>(in[v] >> 8);
-  }
-  return image8;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -240,7 +225,7 @@ ResizeMode parse_resize_mode(const std::string& name) { return parse_enum_named<
 
 std::string to_string(ResizeMode mode) { return enum_name(mode); }
 
-cv::Mat load_image_rgb(const std::string& path, int64_t max_pixels) {
+RgbImage load_image_rgb(const std::string& path, int64_t max_pixels) {
   auto cannot_read = [&path](const std::string& reason) {
     return ImageError("cannot read image " + path + ": " + reason);
   };
@@ -254,7 +239,7 @@ cv::Mat load_image_rgb(const std::string& path, int64_t max_pixels) {
   // A FIFO or device would block the decoder forever.
   if (!std::filesystem::is_regular_file(status)) throw cannot_read("not a regular file (a pipe, socket or device)");
   {
-    // OpenCV reports every failure as an empty image; probe first to name the real reason.
+    // A decoder names few failures well; probe first to name the real reason.
     errno = 0;
     std::ifstream probe(path, std::ios::binary);
     if (!probe) throw cannot_read(errno != 0 ? std::strerror(errno) : "cannot open the file");
@@ -272,39 +257,11 @@ cv::Mat load_image_rgb(const std::string& path, int64_t max_pixels) {
                       std::to_string(header.height) + " pixels, more than --max-pixels " + std::to_string(max_pixels) +
                       " (a guard against decompression bombs, as in Pillow); raise --max-pixels if you trust the file");
 
-  // IMREAD_UNCHANGED keeps 16-bit depth and alpha for us to convert like PIL, and (like PIL's
-  // Image.open) ignores the EXIF orientation, so pixels match a timm pipeline's.
-  cv::Mat decoded;
   try {
-    decoded = cv::imread(path, cv::IMREAD_UNCHANGED);
-    const bool unusual =
-        !decoded.empty() && ((decoded.depth() != CV_8U && decoded.depth() != CV_16U) || decoded.channels() > 4);
-    if (unusual) decoded = cv::imread(path, cv::IMREAD_COLOR);  // let OpenCV map it to 8-bit BGR
-  } catch (const cv::Exception& e) {
-    throw cannot_read("decoder error: " + e.msg);
+    return decode_image_pixels(path, header);
+  } catch (const ImageError& e) {
+    throw cannot_read(e.what());
   }
-  if (decoded.empty()) throw cannot_read("not a supported image format, or the data is corrupt");
-
-  if (decoded.depth() == CV_16U) decoded = high_byte(decoded);
-  cv::Mat rgb;
-  switch (decoded.channels()) {
-    case 1:
-      cv::cvtColor(decoded, rgb, cv::COLOR_GRAY2RGB);
-      break;
-    case 2: {  // gray + alpha: the alpha is dropped, as in PIL's LA -> RGB
-      cv::Mat gray;
-      cv::extractChannel(decoded, gray, 0);
-      cv::cvtColor(gray, rgb, cv::COLOR_GRAY2RGB);
-      break;
-    }
-    case 3:
-      cv::cvtColor(decoded, rgb, cv::COLOR_BGR2RGB);
-      break;
-    default:  // BGRA: the alpha is dropped, not blended, as in PIL's RGBA -> RGB
-      cv::cvtColor(decoded, rgb, cv::COLOR_BGRA2RGB);
-      break;
-  }
-  return rgb;
 }
 
 const std::vector<EnumEntry<Interpolation>>& EnumTable<Interpolation>::entries() {
@@ -387,12 +344,12 @@ Preprocessing resolve_preprocessing(const InputSettings& input, const DeclaredPr
   return used;
 }
 
-cv::Mat resize_bicubic_pil(const cv::Mat& rgb, int width, int height) {
+RgbImage resize_bicubic_pil(const RgbImage& rgb, int width, int height) {
   return resize_pil(rgb, width, height, Interpolation::Bicubic);
 }
 
-cv::Mat resize_pil(const cv::Mat& rgb, int width, int height, Interpolation filter) {
-  require_rgb8(rgb, "resize_pil");
+RgbImage resize_pil(const RgbImage& rgb, int width, int height, Interpolation filter) {
+  require_pixels(rgb, "resize_pil");
   if (width <= 0 || height <= 0) {
     throw ImageError("cannot resize to " + std::to_string(width) + "x" + std::to_string(height));
   }
@@ -410,14 +367,14 @@ cv::Mat resize_pil(const cv::Mat& rgb, int width, int height, Interpolation filt
   // Only the source rows the vertical pass reads need the horizontal pass.
   const int first_row = vertical.first.front();
   const int end_row = vertical.first.back() + vertical.count.back();
-  const cv::Mat columns_resized =
+  const RgbImage columns_resized =
       resample_horizontal(rgb, first_row, end_row, compute_axis_weights(rgb.cols, width, filter), width);
   return resample_vertical(columns_resized, first_row, vertical, height);
 }
 
-cv::Mat prepare_image(const cv::Mat& rgb, ResizeMode mode, int height, int width, double crop_pct,
-                      Interpolation filter) {
-  require_rgb8(rgb, "prepare_image");
+RgbImage prepare_image(const RgbImage& rgb, ResizeMode mode, int height, int width, double crop_pct,
+                       Interpolation filter) {
+  require_pixels(rgb, "prepare_image");
   if (height <= 0 || width <= 0) {
     throw ImageError("invalid model input size " + std::to_string(width) + "x" + std::to_string(height));
   }
@@ -442,8 +399,8 @@ cv::Mat prepare_image(const cv::Mat& rgb, ResizeMode mode, int height, int width
   throw ImageError("unknown resize mode");
 }
 
-torch::Tensor image_to_tensor(const cv::Mat& rgb, const Normalization& norm) {
-  require_rgb8(rgb, "image_to_tensor");
+torch::Tensor image_to_tensor(const RgbImage& rgb, const Normalization& norm) {
+  require_pixels(rgb, "image_to_tensor");
   const int height = rgb.rows, width = rgb.cols;
   torch::Tensor tensor = torch::empty({1, 3, height, width}, torch::kFloat32);
   float* planes = tensor.data_ptr<float>();
@@ -457,7 +414,7 @@ torch::Tensor image_to_tensor(const cv::Mat& rgb, const Normalization& norm) {
     }
     float* plane = planes + static_cast<size_t>(channel) * height * width;
     for (int y = 0; y < height; ++y) {
-      const uint8_t* row = rgb.ptr<uint8_t>(y);
+      const uint8_t* row = rgb.row(y);
       for (int x = 0; x < width; ++x) plane[y * width + x] = table[row[3 * x + channel]];
     }
   }

@@ -1,26 +1,20 @@
-// Images in and out: decoding with OpenCV, timm's evaluation transform (PIL-exact bicubic or
+// Images in: decoding (core/image_decode.h), timm's evaluation transform (PIL-exact bicubic or
 // bilinear), the preprocessing a checkpoint declares and the options that override it, and
 // conversion to the normalised input tensor a ViT expects.
 #pragma once
 
 #include "core/enum_names.h"
+#include "core/rgb_image.h"
 
 #include <array>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <torch/types.h>
-#include <opencv2/core.hpp>
 
 namespace attnscope {
-
-class ImageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 // How an image of any size becomes the model's input size.
 enum class ResizeMode {
@@ -111,20 +105,21 @@ Preprocessing resolve_preprocessing(const InputSettings& input, const DeclaredPr
 constexpr int64_t kDefaultMaxPixels = 89'478'485;
 constexpr int64_t kLargestMaxPixels = int64_t(1) << 30;  // OpenCV's own limit
 
-// Decodes any image OpenCV reads into 8-bit RGB (3 channels; gray and alpha are converted). The
-// size in its header is checked against `max_pixels` before anything is decoded.
-cv::Mat load_image_rgb(const std::string& path, int64_t max_pixels = kDefaultMaxPixels);
+// Decodes an image into 8-bit RGB (3 channels; gray and alpha are converted): any format OpenCV
+// reads, PNG and JPEG in the engine-only build. The size in its header is checked against
+// `max_pixels` before anything is decoded.
+RgbImage load_image_rgb(const std::string& path, int64_t max_pixels = kDefaultMaxPixels);
 
 // PIL's Image.resize(..., BICUBIC or BILINEAR) on 8-bit RGB, bit-exact (antialiased when shrinking).
-cv::Mat resize_pil(const cv::Mat& rgb, int width, int height, Interpolation filter);
-cv::Mat resize_bicubic_pil(const cv::Mat& rgb, int width, int height);
+RgbImage resize_pil(const RgbImage& rgb, int width, int height, Interpolation filter);
+RgbImage resize_bicubic_pil(const RgbImage& rgb, int width, int height);
 
 // The RGB image the model sees, before normalisation: [height x width] 8-bit RGB.
-cv::Mat prepare_image(const cv::Mat& rgb, ResizeMode mode, int height, int width, double crop_pct = 0.875,
-                      Interpolation filter = Interpolation::Bicubic);
+RgbImage prepare_image(const RgbImage& rgb, ResizeMode mode, int height, int width, double crop_pct = 0.875,
+                       Interpolation filter = Interpolation::Bicubic);
 
 // 8-bit RGB [H x W] -> float tensor [1, 3, H, W], (x / 255 - mean) / std.
-torch::Tensor image_to_tensor(const cv::Mat& rgb, const Normalization& norm = {});
+torch::Tensor image_to_tensor(const RgbImage& rgb, const Normalization& norm = {});
 
 // The images in a folder (not recursive), sorted by name: .png .jpg .jpeg .bmp .tif .tiff .webp
 // (any case). Throws std::invalid_argument if the folder cannot be read.

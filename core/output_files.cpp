@@ -4,8 +4,6 @@
 
 #include <cstring>
 #include <filesystem>
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
 #include <stdexcept>
 
 #include "core/atomic_bundle.h"
@@ -57,14 +55,6 @@ void OutputFiles::add(BundleFile file) {
 }
 
 void OutputFiles::add_npy(const std::string& name, const torch::Tensor& tensor) { add_bytes(name, npy_bytes(tensor)); }
-
-void OutputFiles::add_png(const std::string& name, const cv::Mat& rgb) {
-  cv::Mat bgr;
-  cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
-  std::vector<uint8_t> bytes;
-  if (!cv::imencode(".png", bgr, bytes)) throw std::runtime_error("cannot encode PNG for " + name);
-  add_bytes(name, std::string(bytes.begin(), bytes.end()));
-}
 
 std::vector<std::string> OutputFiles::existing() const {
   std::vector<std::string> found;

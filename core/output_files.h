@@ -8,11 +8,14 @@
 #include <torch/types.h>
 
 #include <functional>
-#include <opencv2/core.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 #include "core/atomic_bundle.h"
+
+namespace cv {
+class Mat;
+}
 
 namespace attnscope {
 
@@ -31,7 +34,8 @@ class OutputFiles {
   void add_bytes(const std::string& name, std::string bytes);  // a name may be given once
   void add_text(const std::string& name, const std::string& text) { add_bytes(name, text); }
   void add_npy(const std::string& name, const torch::Tensor& tensor);
-  void add_png(const std::string& name, const cv::Mat& rgb);  // 8-bit RGB
+  // 8-bit RGB, encoded by OpenCV (core/output_files_png.cpp; not in the engine-only build).
+  void add_png(const std::string& name, const cv::Mat& rgb);
   // A file produced piece by piece when the set is written (BundleFile::produce): a file too
   // large to hold in memory beside what it is computed from.
   void add_streamed(const std::string& name,

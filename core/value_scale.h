@@ -5,7 +5,6 @@
 
 #include "core/enum_names.h"
 
-#include <opencv2/core.hpp>
 #include <string>
 
 #include "core/colormap.h"
@@ -75,13 +74,5 @@ struct ValueScale {
 // The scale `spec` gives values in `range` (display units). A range with negative values gets the
 // diverging map centred at 0 (except on a log scale and a fixed range, which are shown as given).
 ValueScale resolve_value_scale(const ScaleSpec& spec, Colormap colormap, const ValueRange& range);
-
-// Values [rows x cols] CV_32F coloured through `scale`: RGB CV_8UC3.
-cv::Mat colour_values(const cv::Mat& values, const ValueScale& scale);
-
-// A map of values [rows x cols] over an RGB image: each value becomes a block of pixels (nearest,
-// so the grid stays visible), coloured and blended with the alpha `mode` gives at `opacity`.
-cv::Mat overlay_values(const cv::Mat& rgb, const cv::Mat& values, const ValueScale& scale, double opacity,
-                       OverlayAlpha mode);
 
 }  // namespace attnscope

@@ -1,6 +1,7 @@
 // "Sign in clutter" generator: textured background, letters and shapes as clutter, one digit on a
 // plate as the target, all drawn from one seeded engine so a seed names a sample.
 #include "datasets/glyph_task.h"
+#include "core/cv_image.h"
 
 #include <algorithm>
 #include <array>
@@ -469,7 +470,7 @@ GlyphBatch make_glyph_batch(uint64_t first_seed, int count, const GlyphTaskOptio
   at::parallel_for(0, count, 1, [&](int64_t begin, int64_t end) {
     for (int64_t index = begin; index < end; ++index) {
       const GlyphSample sample = make_glyph_sample(first_seed + index, options);
-      const torch::Tensor image = image_to_tensor(sample.rgb).contiguous();
+      const torch::Tensor image = image_to_tensor(to_rgb_image(sample.rgb)).contiguous();
       std::copy_n(image.data_ptr<float>(), 3 * plane, images + index * 3 * plane);
       float* mask = masks + index * plane;
       for (int y = 0; y < size; ++y) {

@@ -1,4 +1,5 @@
 #include "exports/export.h"
+#include "core/cv_image.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -17,8 +18,8 @@ namespace fs = std::filesystem;
 ExportedFigure export_figure(const AppState& state, LoadedModel& model, const std::string& image_path,
                              const std::string& out_dir, ModelCache* cache) {
   FigureRequest request = FigureRequest::from_state(state);
-  const cv::Mat image = load_image_rgb(image_path, state.max_pixels);
-  const cv::Mat prepared = prepare_model_input(image, state.input_settings(), model);
+  const RgbImage image = load_image_rgb(image_path, state.max_pixels);
+  const RgbImage prepared = prepare_model_input(image, state.input_settings(), model);
   ModelCache temporary;
   const RowModels rows{cache ? cache : &temporary, image, state.arch, state.device};
   const Figure figure = build_figure(request, model, prepared, fs::path(image_path).filename().string(), &rows);
@@ -28,7 +29,7 @@ ExportedFigure export_figure(const AppState& state, LoadedModel& model, const st
   session.image = fs::absolute(image_path).string();
   if (!session.model.empty()) session.model = fs::absolute(session.model).string();
   session.out = fs::absolute(out_dir).string();
-  return write_figure_bundle(figure, request, to_json(session), prepared, out_dir,
+  return write_figure_bundle(figure, request, to_json(session), to_mat(prepared), out_dir,
                              figure_stem(image_path, request.layout));
 }
 

@@ -11,7 +11,7 @@
 
 namespace attnscope {
 
-Figure panels_figure(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
+Figure panels_figure(const FigureRequest& request, LoadedModel& model, const RgbImage& prepared_rgb,
                      const std::string& title, const RowModels* rows) {
   const std::vector<VariantRun> runs = run_variants(request, model, prepared_rgb, rows);
   const std::vector<AttentionCapture>& first_layers = runs.front().result.forward.layers;
@@ -72,7 +72,7 @@ Figure panels_figure(const FigureRequest& request, LoadedModel& model, const cv:
   return figure;
 }
 
-Figure fp_vectors_figure(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
+Figure fp_vectors_figure(const FigureRequest& request, LoadedModel& model, const RgbImage& prepared_rgb,
                          const std::string& title, const RowModels* rows) {
   FigureRequest first_row = request;
   first_row.variants.resize(1);

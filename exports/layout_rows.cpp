@@ -1,4 +1,5 @@
 #include "exports/layout_rows.h"
+#include "core/cv_image.h"
 
 #include "analysis/attention_map.h"
 
@@ -20,7 +21,7 @@ bool same_file(const std::string& a, const std::string& b) {
 }  // namespace
 
 VariantRun variant_model(const VariantChoice& variant, const FigureRequest& request, LoadedModel& model,
-                         const cv::Mat& prepared_rgb, const RowModels* rows) {
+                         const RgbImage& prepared_rgb, const RowModels* rows) {
   VariantRun run;
   run.variant = variant;
   run.model = &model;
@@ -37,7 +38,7 @@ VariantRun variant_model(const VariantChoice& variant, const FigureRequest& requ
   return run;
 }
 
-std::vector<VariantRun> run_variants(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
+std::vector<VariantRun> run_variants(const FigureRequest& request, LoadedModel& model, const RgbImage& prepared_rgb,
                                      const RowModels* rows) {
   if (request.variants.empty()) throw std::invalid_argument("a figure needs at least one variant");
   std::vector<VariantRun> runs;
@@ -66,7 +67,7 @@ int query_in_row(const QuerySpec& query, int first_token, const TokenLayout& fir
 }
 
 HeatmapPanel query_overlay(const AttentionCapture& capture, int head, int query_token, const FigureRequest& request,
-                           const cv::Mat& input_rgb) {
+                           const RgbImage& input_rgb) {
   // The map the workbench's panels draw, by the same function (analysis/attention_map.h).
   MapSelection selection;
   selection.head = head;
@@ -80,7 +81,7 @@ HeatmapPanel query_overlay(const AttentionCapture& capture, int head, int query_
   const double factor =
       display_factor(request.scale, selection.incoming ? queries.total_tokens() : capture.key_layout.total_tokens());
   heatmap.values = to_mat(grid * factor);
-  heatmap.background = input_rgb;
+  heatmap.background = to_mat(input_rgb);
   heatmap.opacity = float(request.opacity);
   heatmap.alpha = request.alpha;
   if (capture.layout.is_patch(query_token)) {

@@ -17,15 +17,15 @@ struct VariantRun {
   VariantChoice variant;
   LoadedModel* model = nullptr;
   std::shared_ptr<LoadedModel> owned;  // set when the row names its own checkpoint
-  cv::Mat prepared;                    // the image as this row's model takes it
+  RgbImage prepared;                   // the image as this row's model takes it
   InferenceResult result;
 };
 
 // A row's model and prepared image without its forward pass (`result` left empty).
 VariantRun variant_model(const VariantChoice& variant, const FigureRequest& request, LoadedModel& model,
-                         const cv::Mat& prepared_rgb, const RowModels* rows);
+                         const RgbImage& prepared_rgb, const RowModels* rows);
 
-std::vector<VariantRun> run_variants(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
+std::vector<VariantRun> run_variants(const FigureRequest& request, LoadedModel& model, const RgbImage& prepared_rgb,
                                      const RowModels* rows);
 
 // A [rows, cols] float tensor as an owned CV_32F matrix.
@@ -43,16 +43,16 @@ int query_in_row(const QuerySpec& query, int first_token, const TokenLayout& fir
 // units of `request.scale` (x uniform multiplies by the key count), over the model's input image;
 // the cell over the query's place in the image is marked.
 HeatmapPanel query_overlay(const AttentionCapture& capture, int head, int query_token, const FigureRequest& request,
-                           const cv::Mat& input_rgb);
+                           const RgbImage& input_rgb);
 
 // One colour scale over every heatmap of `figure` that uses scale index `index`, in the request's
 // mode and colour map; labelled "<label> (<mode>)".
 ColorScale attention_scale(const Figure& figure, const FigureRequest& request, const std::string& label, int index = 0);
 
 // The layouts figures/layout_panels.cpp adds: what the workbench shows, and f_p on a head's vectors.
-Figure panels_figure(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
+Figure panels_figure(const FigureRequest& request, LoadedModel& model, const RgbImage& prepared_rgb,
                      const std::string& title, const RowModels* rows);
-Figure fp_vectors_figure(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
+Figure fp_vectors_figure(const FigureRequest& request, LoadedModel& model, const RgbImage& prepared_rgb,
                          const std::string& title, const RowModels* rows);
 
 // "4 (98 %)" for a classifier's top-1, "features, no classes" for the others.

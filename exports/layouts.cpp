@@ -1,4 +1,5 @@
 #include "exports/layouts.h"
+#include "core/cv_image.h"
 
 #include "core/excerpt.h"
 
@@ -57,7 +58,7 @@ std::vector<int> resolve_heads(const std::vector<int>& requested, int heads) {
   return list;
 }
 
-Figure overlay_grid(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
+Figure overlay_grid(const FigureRequest& request, LoadedModel& model, const RgbImage& prepared_rgb,
                     const std::string& title, bool columns_are_layers, const RowModels* rows) {
   const std::vector<VariantRun> runs = run_variants(request, model, prepared_rgb, rows);
   const std::vector<AttentionCapture>& captures = runs.front().result.forward.layers;
@@ -103,7 +104,7 @@ Figure overlay_grid(const FigureRequest& request, LoadedModel& model, const cv::
   return figure;
 }
 
-Figure matrix_spectrum_figure(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
+Figure matrix_spectrum_figure(const FigureRequest& request, LoadedModel& model, const RgbImage& prepared_rgb,
                               const std::string& title, const RowModels* rows) {
   const std::vector<VariantRun> runs = run_variants(request, model, prepared_rgb, rows);
   const int depth = int(runs.front().result.forward.layers.size());
@@ -150,11 +151,11 @@ std::vector<double> indices(size_t count, double first = 0.0) {
 }
 
 // A map in [0, 1] over the input image, on its own scale with its own colour bar beside it.
-HeatmapPanel unit_overlay(const torch::Tensor& grid_map, const FigureRequest& request, const cv::Mat& input_rgb,
+HeatmapPanel unit_overlay(const torch::Tensor& grid_map, const FigureRequest& request, const RgbImage& input_rgb,
                           int scale) {
   HeatmapPanel heatmap;
   heatmap.values = to_mat(grid_map);
-  heatmap.background = input_rgb;
+  heatmap.background = to_mat(input_rgb);
   heatmap.opacity = float(request.opacity);
   heatmap.alpha = request.alpha;
   heatmap.scale = scale;
@@ -162,7 +163,7 @@ HeatmapPanel unit_overlay(const torch::Tensor& grid_map, const FigureRequest& re
   return heatmap;
 }
 
-Figure gradcam_attention_figure(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
+Figure gradcam_attention_figure(const FigureRequest& request, LoadedModel& model, const RgbImage& prepared_rgb,
                                 const std::string& title, const RowModels* rows) {
   const std::vector<VariantRun> runs = run_variants(request, model, prepared_rgb, rows);
   const int depth = int(runs.front().result.forward.layers.size());
@@ -226,7 +227,7 @@ Figure gradcam_attention_figure(const FigureRequest& request, LoadedModel& model
 }
 
 // FLatten's f_p made visible (the paper's Fig. 4 and its effect on a real layer).
-Figure focusing_figure(const FigureRequest& request, LoadedModel& base_model, const cv::Mat& base_prepared,
+Figure focusing_figure(const FigureRequest& request, LoadedModel& base_model, const RgbImage& base_prepared,
                        const std::string& title, const RowModels* rows) {
   FigureRequest first_row = request;
   first_row.variants.resize(1);
@@ -292,20 +293,20 @@ Figure focusing_figure(const FigureRequest& request, LoadedModel& base_model, co
 
 // The layout as `export --layout faithfulness` builds it: the table for the first variant (on its own
 // checkpoint when it names one, loaded through `rows`), then the figure.
-Figure faithfulness_layout(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
+Figure faithfulness_layout(const FigureRequest& request, LoadedModel& model, const RgbImage& prepared_rgb,
                            const std::string& title, const RowModels* rows) {
   if (request.variants.empty()) throw std::invalid_argument("a figure needs at least one variant");
   const VariantChoice& variant = request.variants.front();
   const VariantRun row = variant_model(variant, request, model, prepared_rgb, rows);
   LoadedModel* row_model = row.model;
-  const cv::Mat& row_rgb = row.prepared;
+  const RgbImage& row_rgb = row.prepared;
   const torch::Tensor input = image_to_tensor(row_rgb, row_model->normalization).to(row_model->device);
   FaithfulnessTableRequest faithfulness = request.faithfulness;
   faithfulness.faithfulness.target =
       resolve_target_spec(request.target, {*row_model, request.input, variant.settings, kDefaultMaxPixels});
   const FaithfulnessTable table = faithfulness_table(row_model->native("faithfulness"), input, variant.settings,
                                                      row_model->normalization, faithfulness);
-  return faithfulness_figure(table, row_rgb, request.colormap, float(request.opacity),
+  return faithfulness_figure(table, to_mat(row_rgb), request.colormap, float(request.opacity),
                              title + "  \u00b7  " + variant.label);
 }
 
@@ -314,10 +315,10 @@ Figure faithfulness_layout(const FigureRequest& request, LoadedModel& model, con
 const std::vector<FigureLayoutInfo>& figure_layouts() {
   static const std::vector<FigureLayoutInfo> layouts = {
       {"grid-layers", "overlays of the query's attention, variants (rows) x layers (columns), one colour scale",
-       [](const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb, const std::string& title,
+       [](const FigureRequest& request, LoadedModel& model, const RgbImage& prepared_rgb, const std::string& title,
           const RowModels* rows) { return overlay_grid(request, model, prepared_rgb, title, true, rows); }},
       {"grid-heads", "overlays of the query's attention, variants (rows) x heads (columns) of one layer",
-       [](const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb, const std::string& title,
+       [](const FigureRequest& request, LoadedModel& model, const RgbImage& prepared_rgb, const std::string& title,
           const RowModels* rows) { return overlay_grid(request, model, prepared_rgb, title, false, rows); }},
       {"matrix-spectrum", "each variant's attention matrix beside its singular values (log scale, rank marked)",
        matrix_spectrum_figure},
@@ -343,7 +344,7 @@ const FigureLayoutInfo& figure_layout(const std::string& name) {
   throw std::invalid_argument("--layout: unknown layout '" + excerpt(name) + "' (available: " + names + ")");
 }
 
-Figure build_figure(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
+Figure build_figure(const FigureRequest& request, LoadedModel& model, const RgbImage& prepared_rgb,
                     const std::string& title, const RowModels* rows) {
   return figure_layout(request.layout).build(request, model, prepared_rgb, title, rows);
 }

@@ -41,7 +41,7 @@ struct RowModels;
 struct FigureLayoutInfo {
   const char* name;
   const char* description;
-  Figure (*build)(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
+  Figure (*build)(const FigureRequest& request, LoadedModel& model, const RgbImage& prepared_rgb,
                   const std::string& title, const RowModels* rows);
   bool faithfulness = false;  // reads --methods and the curves' options (FigureRequest::faithfulness)
 };
@@ -53,7 +53,7 @@ const FigureLayoutInfo& figure_layout(const std::string& name);
 // `cache`, with `image_rgb` (the image before any model's preparation) prepared for each.
 struct RowModels {
   ModelCache* cache = nullptr;
-  cv::Mat image_rgb;
+  RgbImage image_rgb;
   std::string arch, device;  // --arch applies to the export's own model only
 };
 
@@ -61,7 +61,7 @@ struct RowModels {
 // prepare_model_input) and builds the request's figure. Panels' data_name values are unique and
 // file-name safe. Throws std::invalid_argument for a layer, head or query the model does not have,
 // and for a row naming another checkpoint without `rows`.
-Figure build_figure(const FigureRequest& request, LoadedModel& model, const cv::Mat& prepared_rgb,
+Figure build_figure(const FigureRequest& request, LoadedModel& model, const RgbImage& prepared_rgb,
                     const std::string& title, const RowModels* rows = nullptr);
 
 }  // namespace attnscope

@@ -15,15 +15,6 @@ namespace attnscope {
 
 class OutputFiles;
 
-// How a figure is written: the layout its manifest names, its format and drawing style, and whether
-// existing files may be replaced.
-struct FigureOutput {
-  std::string layout;
-  FigureFormat format = FigureFormat::Png;
-  FigureStyle style;
-  bool overwrite = false;
-};
-
 // What one export wrote. Files, for a figure stem S in folder D:
 //   D/S.<png|svg|pdf>        the figure
 //   D/S.<format>.json        geometry (points and PNG pixels), colour scales, panel files

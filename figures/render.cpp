@@ -1,5 +1,7 @@
 // Layout in points, then one drawing pass shared by the three cairo surfaces.
 #include "figures/render.h"
+#include "core/colormap_image.h"
+#include "core/value_scale_image.h"
 
 #include "core/excerpt.h"
 
@@ -19,18 +21,6 @@
 #include "figures/ticks.h"
 
 namespace attnscope {
-
-const std::vector<EnumEntry<FigureFormat>>& EnumTable<FigureFormat>::entries() {
-  static const std::vector<EnumEntry<FigureFormat>> table = {
-      {FigureFormat::Png, "png"}, {FigureFormat::Svg, "svg"}, {FigureFormat::Pdf, "pdf"}};
-  return table;
-}
-
-FigureFormat parse_figure_format(const std::string& name) {
-  return parse_enum_named<FigureFormat>("figure format", name);
-}
-
-std::string to_string(FigureFormat format) { return enum_name(format); }
 
 cv::Mat heatmap_image(const HeatmapPanel& heatmap, const ColorScale& scale) {
   const ValueScale value_scale = scale.value_scale();

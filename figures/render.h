@@ -8,24 +8,9 @@
 #include <vector>
 
 #include "figures/figure.h"
+#include "figures/figure_output.h"
 
 namespace attnscope {
-
-enum class FigureFormat { Png, Svg, Pdf };
-template <>
-struct EnumTable<FigureFormat> {
-  static const std::vector<EnumEntry<FigureFormat>>& entries();
-};
-FigureFormat parse_figure_format(const std::string& name);  // "png" | "svg" | "pdf"; throws
-std::string to_string(FigureFormat format);                 // also the file extension
-
-struct FigureStyle {
-  double panel_width = 110.0;  // points (1/72 inch) per heatmap panel; plots are 1.3x as wide
-  double font_size = 8.0;      // points
-  double dpi = 200.0;          // PNG only: pixels per inch
-  int png_width = 0;           // PNG only: exact width in pixels, overriding dpi when > 0
-  bool transparent = false;    // no background fill
-};
 
 struct Rect {
   double x = 0, y = 0, width = 0, height = 0;

@@ -10,8 +10,8 @@
 
 namespace attnscope {
 
-cv::Mat prepare_model_input(const cv::Mat& rgb, const InputSettings& input, const InputGeometry& geometry,
-                            const DeclaredPreprocessing& declared) {
+RgbImage prepare_model_input(const RgbImage& rgb, const InputSettings& input, const InputGeometry& geometry,
+                             const DeclaredPreprocessing& declared) {
   const Preprocessing used = resolve_preprocessing(input, declared);
   // --resize none at the native size takes the image as it is: any size the patches tile (the
   // position embedding follows, as the model's authors interpolate it).
@@ -49,7 +49,7 @@ std::string channel_text(const std::array<float, 3>& values) {
 
 }  // namespace
 
-nlohmann::json preprocessing_json(const LoadedModel& model, const InputSettings& input, const cv::Mat& prepared) {
+nlohmann::json preprocessing_json(const LoadedModel& model, const InputSettings& input, const RgbImage& prepared) {
   const Preprocessing used = resolve_preprocessing(input, model.declared);
   nlohmann::json json = {
       {"input_size", {prepared.rows, prepared.cols}},
@@ -62,7 +62,7 @@ nlohmann::json preprocessing_json(const LoadedModel& model, const InputSettings&
   return json;
 }
 
-std::string describe_preprocessing(const LoadedModel& model, const InputSettings& input, const cv::Mat& prepared) {
+std::string describe_preprocessing(const LoadedModel& model, const InputSettings& input, const RgbImage& prepared) {
   const Preprocessing used = resolve_preprocessing(input, model.declared);
   std::ostringstream out;
   out << prepared.cols << "x" << prepared.rows << ", " << to_string(used.resize);
@@ -98,7 +98,7 @@ std::vector<Prediction> top_predictions(const torch::Tensor& logits, int k, cons
   return top;
 }
 
-InferenceResult run_inference(LoadedModel& model, const cv::Mat& prepared_rgb, const AttentionSettings& settings,
+InferenceResult run_inference(LoadedModel& model, const RgbImage& prepared_rgb, const AttentionSettings& settings,
                               const ForwardOptions& options) {
   if (model.is_scripted() && settings.variant != Variant::Native)
     throw std::invalid_argument("--variant " + to_string(settings.variant) +

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
-#include <opencv2/core.hpp>
 #include <string>
 #include <vector>
 
@@ -21,7 +20,7 @@ struct Prediction {
 
 struct InferenceResult {
   ForwardOutput forward;        // logits, token layout, per-layer captures
-  cv::Mat input_rgb;            // the image exactly as the model saw it (after resize/crop)
+  RgbImage input_rgb;           // the image exactly as the model saw it (after resize/crop)
   std::vector<Prediction> top;  // top-5
   double milliseconds = 0.0;    // forward pass including capture, device synchronised
   std::string device;
@@ -29,9 +28,9 @@ struct InferenceResult {
 
 // The model's input image for the input settings, filling what they leave open with what the
 // checkpoint declares (`declared`), else timm's defaults.
-cv::Mat prepare_model_input(const cv::Mat& rgb, const InputSettings& input, const InputGeometry& geometry,
-                            const DeclaredPreprocessing& declared = {});
-inline cv::Mat prepare_model_input(const cv::Mat& rgb, const InputSettings& input, const LoadedModel& model) {
+RgbImage prepare_model_input(const RgbImage& rgb, const InputSettings& input, const InputGeometry& geometry,
+                             const DeclaredPreprocessing& declared = {});
+inline RgbImage prepare_model_input(const RgbImage& rgb, const InputSettings& input, const LoadedModel& model) {
   return prepare_model_input(rgb, input, model.backbone->input_geometry(), model.declared);
 }
 
@@ -41,15 +40,15 @@ void configure_input(LoadedModel& model, const InputSettings& input);
 
 // The preprocessing a run used, as summary.json records it: size, resize, crop, interpolation, mean
 // and std, each with its source.
-nlohmann::json preprocessing_json(const LoadedModel& model, const InputSettings& input, const cv::Mat& prepared);
+nlohmann::json preprocessing_json(const LoadedModel& model, const InputSettings& input, const RgbImage& prepared);
 // The same in one line for the workbench: "96x96 timm crop 0.875 bicubic (default); mean ... (ImageNet)".
-std::string describe_preprocessing(const LoadedModel& model, const InputSettings& input, const cv::Mat& prepared);
+std::string describe_preprocessing(const LoadedModel& model, const InputSettings& input, const RgbImage& prepared);
 
 // Whether the model has FLatten's depthwise conv weights (so the DWC switch changes anything).
 bool has_dwc_weights(const LoadedModel& model);
 
 // Runs the model under InferenceMode (no autograd) on an already prepared RGB image.
-InferenceResult run_inference(LoadedModel& model, const cv::Mat& prepared_rgb, const AttentionSettings& settings,
+InferenceResult run_inference(LoadedModel& model, const RgbImage& prepared_rgb, const AttentionSettings& settings,
                               const ForwardOptions& options = {});
 
 std::vector<Prediction> top_predictions(const torch::Tensor& logits, int k, const std::vector<std::string>& names);

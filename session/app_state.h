@@ -22,7 +22,7 @@
 #include "core/image.h"
 #include "core/number_text.h"
 #include "core/value_scale.h"
-#include "figures/bundle.h"
+#include "figures/figure_output.h"
 #include "models/arch_config.h"
 #include "models/attention_settings.h"
 #include "session/panel_spec.h"

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
 
+#include "core/cv_image.h"
 #include "core/image.h"
 #include "core/json_checked.h"
 #include "models/inference.h"
@@ -224,7 +225,7 @@ TEST_P(BadInputs, AreRefusedWithAClearMessageBoundedMemoryAndNothingWritten) {
       }
       AppState state;
       LoadedModel model = load_model(row.kind == Kind::Model ? path : kGoodModel, {}, torch::kCPU);
-      const cv::Mat rgb = load_image_rgb(row.kind == Kind::Image ? path : good_image_, state.max_pixels);
+      const RgbImage rgb = load_image_rgb(row.kind == Kind::Image ? path : good_image_, state.max_pixels);
       run_inference(model, prepare_model_input(rgb, state.input_settings(), model), state.attention);
       return 0;
     } catch (const std::exception& e) {
@@ -256,7 +257,8 @@ TEST(BadInputFamilies, UndamagedFilesLoadAndRun) {
     EXPECT_EQ(model.family(), family);
     AppState state;
     const cv::Mat rgb(40, 48, CV_8UC3, cv::Scalar(30, 140, 220));
-    const auto result = run_inference(model, prepare_model_input(rgb, state.input_settings(), model), state.attention);
+    const auto result =
+        run_inference(model, prepare_model_input(to_rgb_image(rgb), state.input_settings(), model), state.attention);
     EXPECT_EQ(result.forward.logits.size(1), 5);
   }
 }

@@ -17,6 +17,7 @@
 #include "analysis/clip_maps.h"
 #include "core/assets.h"
 #include "core/clip_tokenizer.h"
+#include "core/cv_image.h"
 #include "core/image.h"
 #include "datasets/glyph_task.h"
 #include "models/clip_zero_shot.h"
@@ -96,7 +97,7 @@ class BundledClip : public ::testing::Test {
     settings.crop = 1.0;
     return settings;
   }
-  static torch::Tensor input(const cv::Mat& rgb) {
+  static torch::Tensor input(const RgbImage& rgb) {
     return image_to_tensor(prepare_model_input(rgb, clip_input(), *model_), model_->normalization);
   }
   static LoadedModel* model_;
@@ -112,10 +113,9 @@ TEST_F(BundledClip, LoadsAsAFullClipWithItsTextTowerAndClipsPreprocessing) {
   EXPECT_EQ(model_->normalization.mean[0], 0.48145466f);  // OpenAI CLIP's mean, as training used
   // The signs are at the input size: CLIP's resize and centre crop leave their pixels as they are,
   // which is what scripts/train_demo_clip.py feeds the model.
-  const cv::Mat sign = load_image_rgb(asset_path("images/sign_4.png"));
-  const cv::Mat prepared = prepare_model_input(sign, clip_input(), *model_);
-  ASSERT_EQ(prepared.size(), sign.size());
-  EXPECT_EQ(cv::norm(prepared, sign, cv::NORM_INF), 0.0);
+  const RgbImage sign = load_image_rgb(asset_path("images/sign_4.png"));
+  const RgbImage prepared = prepare_model_input(sign, clip_input(), *model_);
+  EXPECT_TRUE(prepared.same_pixels(sign));
 }
 
 // The card's "Bundled signs" line: each sign's top digit prompt and its probability over the ten.
@@ -132,7 +132,7 @@ TEST_F(BundledClip, ScoresTheBundledSignsAsTheCardSays) {
   for (auto it = std::sregex_iterator(content.begin(), content.end(), entry); it != std::sregex_iterator(); ++it) {
     ++signs;
     const std::string file = (*it)[1];
-    const cv::Mat sign = load_image_rgb(asset_path("images/" + file));
+    const RgbImage sign = load_image_rgb(asset_path("images/" + file));
     const ClipZeroShot scores = clip_zero_shot(*model_, input(sign), ids);
     EXPECT_EQ(scores.probabilities.argmax().item<int64_t>(), std::stoi((*it)[2])) << file;
     // The card rounds to 3 decimals; float32 sums in another order move a probability by far less.
@@ -189,7 +189,7 @@ TEST_F(BundledClip, HeldOutZeroShotAccuraciesAreTheCards) {
     std::vector<torch::Tensor> inputs;
     for (int index = first; index < std::min(count, first + batch); ++index) {
       samples.push_back(make_glyph_sample(kHeldOutSeedBase + uint64_t(index)));
-      inputs.push_back(input(samples.back().rgb));
+      inputs.push_back(input(to_rgb_image(samples.back().rgb)));
     }
     torch::Tensor logits;
     {
@@ -278,7 +278,7 @@ TEST_F(BundledClip, TextPromptedMapsPointAtTheSign) {
   for (int index = 0; index < count; ++index) {
     const GlyphSample sample = make_glyph_sample(kHeldOutSeedBase + uint64_t(index));
     const int size = sample.rgb.cols;
-    const torch::Tensor image = input(sample.rgb);
+    const torch::Tensor image = input(to_rgb_image(sample.rgb));
     const TextSpanComponents components = textspan_components(*model_, image);
     const int cell = size / components.grid_w;
     const auto touched = [&](const cv::Rect& box) {

@@ -111,9 +111,9 @@ TEST_F(CliOutputsTest, PreprocessingComesFromTheCheckpointsConfig) {
   // The logits are the engine's on exactly that input.
   LoadedModel model = load_model(with_cfg, {}, torch::kCPU);
   InputSettings input;
-  const cv::Mat expected_input =
+  const RgbImage expected_input =
       prepare_image(load_image_rgb(image), ResizeMode::Timm, 96, 96, 1.0, Interpolation::Bilinear);
-  EXPECT_EQ(cv::norm(prepare_model_input(load_image_rgb(image), input, model), expected_input, cv::NORM_INF), 0);
+  EXPECT_TRUE(prepare_model_input(load_image_rgb(image), input, model).same_pixels(expected_input));
   const InferenceResult engine = run_inference(model, expected_input, AttentionSettings{});
   EXPECT_TRUE(torch::allclose(read_npy(path("cfg/logits.npy")), engine.forward.logits[0], 1e-5, 1e-6));
 
@@ -259,7 +259,8 @@ namespace test_cli_outputs {
 // x to f_p(x); f_p pulls them toward their largest channel's axis; the figure exports.
 TEST_F(CliOutputsTest, FocusingOnAHeadsOwnVectorsIsVisibleAndExports) {
   LoadedModel model = load_model(default_model_path(), {}, torch::kCPU);
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(asset_path("images/sign_4.png")), InputSettings{}, model);
+  const RgbImage prepared =
+      prepare_model_input(load_image_rgb(asset_path("images/sign_4.png")), InputSettings{}, model);
   const InferenceResult result = run_inference(model, prepared, AttentionSettings{});
   c10::InferenceMode guard;
   for (FocusProjectionKind kind : {FocusProjectionKind::Channels, FocusProjectionKind::Pca}) {

@@ -11,6 +11,7 @@
 #include <opencv2/imgproc.hpp>
 #include <sstream>
 
+#include "core/colormap_image.h"
 #include "core/npy.h"
 #include "exports/export.h"
 #include "figures/ticks.h"

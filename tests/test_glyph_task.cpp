@@ -12,6 +12,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "core/cv_image.h"
 #include "core/image.h"
 #include "core/npy.h"
 #include "datasets/glyph_task.h"
@@ -164,7 +165,7 @@ TEST(GlyphTask, BatchMatchesSamples) {
     const GlyphSample sample = make_glyph_sample(first_seed + index);
     EXPECT_EQ(batch.labels[index].item<int64_t>(), sample.label);
     EXPECT_EQ(batch.boxes[index], sample.box);
-    EXPECT_TRUE(torch::equal(batch.images[index], image_to_tensor(sample.rgb)[0]));
+    EXPECT_TRUE(torch::equal(batch.images[index], image_to_tensor(to_rgb_image(sample.rgb))[0]));
 
     cv::Mat mask_from_batch(96, 96, CV_32FC1, batch.masks[index][0].contiguous().data_ptr<float>());
     cv::Mat expected;

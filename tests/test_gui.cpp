@@ -77,7 +77,7 @@ TEST_F(GuiTest, SwinShiftedWindowRowAndOutline) {
   AppState state;
   apply_json(state, session);
   LoadedModel model = load_model(model_path, {}, torch::kCPU);
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
+  const RgbImage prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
   const InferenceResult result = run_inference(model, prepared, state.attention);
   const AttentionCapture& layer = result.forward.layers[1];
   const int token = layer.layout.patch_token(3, 3);
@@ -156,7 +156,7 @@ TEST_F(GuiTest, StartsOnTheBundledDefault) {
 
   LoadedModel model = load_model(default_model_path(), {}, torch::kCPU);
   AppState state;
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(default_image_path()), state.input_settings(), model);
+  const RgbImage prepared = prepare_model_input(load_image_rgb(default_image_path()), state.input_settings(), model);
   const InferenceResult result = run_inference(model, prepared, state.attention);
   const int layer = info["layer"];
   const torch::Tensor row = result.forward.layers[size_t(layer)].row(0, 0, 0).slice(0, 1).contiguous();
@@ -252,7 +252,7 @@ TEST_F(GuiTest, GradCamViewShowsTheEnginesMap) {
   AppState state;
   apply_json(state, session);
   LoadedModel model = load_model(kModel, ArchOverrides::parse("heads=2"), torch::kCPU);
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
+  const RgbImage prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
   GradCamOptions options;
   options.target = class_target(3);
   const GradCamResult cam = grad_cam(model.vit(), image_to_tensor(prepared), state.attention, options);
@@ -360,7 +360,7 @@ TEST_F(GuiTest, RolloutViewShowsTheEnginesRollout) {
   AppState state;
   apply_json(state, session);
   LoadedModel model = load_model(kModel, ArchOverrides::parse("heads=2"), torch::kCPU);
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
+  const RgbImage prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
   const InferenceResult result = run_inference(model, prepared, state.attention);
   RolloutOptions options;
   options.fusion = HeadFusion::Max;
@@ -389,7 +389,7 @@ void expect_engine_metrics(const nlohmann::json& session, const nlohmann::json& 
   AppState state;
   apply_json(state, session);
   LoadedModel model = load_model(kModel, ArchOverrides::parse("heads=2"), torch::kCPU);
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
+  const RgbImage prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
   size_t index = 0;
   for (Variant variant : {Variant::Softmax, Variant::Linear}) {
     state.attention.variant = variant;
@@ -497,7 +497,7 @@ TEST_F(GuiTest, AttributionViewShowsEachPanelsOwnMapWithItsDeletionAuc) {
   AppState state;
   apply_json(state, session);
   LoadedModel model = load_model(kModel, ArchOverrides::parse("heads=2"), torch::kCPU);
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
+  const RgbImage prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
   const std::vector<AttentionSettings> panels = state.panel_settings();
   std::vector<std::vector<double>> levels;
   for (size_t p = 0; p < panels.size(); ++p) {

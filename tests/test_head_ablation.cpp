@@ -180,7 +180,7 @@ TEST(HeadAblation, MeanAblationPreparesItsFolderAsTheInputAndGradientsSeeIt) {
   const std::filesystem::path images = write_images(test, 3, 80);
   LoadedModel loaded = load_model(default_model_path(), {}, torch::kCPU);
   configure_input(loaded, {});
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(asset_path("images/sign_4.png")), {}, loaded);
+  const RgbImage prepared = prepare_model_input(load_image_rgb(asset_path("images/sign_4.png")), {}, loaded);
   AttentionSettings settings;
   settings.ablation.heads = {{1, 0}, {2, 1}};
   settings.ablation.kind = AblationKind::Mean;
@@ -216,7 +216,7 @@ TEST(HeadAblation, TheCommandsWriteTheAblatedModelsOutputsAndTheResidualStreamAn
   ASSERT_EQ(run.exit_code, 0) << run.err;
   LoadedModel loaded = load_model(default_model_path(), {}, torch::kCPU);
   configure_input(loaded, {});
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(image), {}, loaded);
+  const RgbImage prepared = prepare_model_input(load_image_rgb(image), {}, loaded);
   AttentionSettings settings;
   settings.ablation.heads = {{1, 0}, {2, 1}};
   const torch::Tensor ablated = run_inference(loaded, prepared, settings).forward.logits[0];

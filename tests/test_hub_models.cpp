@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/gradcam.h"
+#include "core/cv_image.h"
 #include "core/npy.h"
 #include "models/checkpoint_layouts.h"
 #include "models/inference.h"
@@ -88,7 +89,7 @@ TEST(HubLayouts, ConfigLabelsAndClipHaveNoClasses) {
       const torch::Tensor input =
           torch::zeros({1, 3, model.vit_arch().native_height(), model.vit_arch().native_width()});
       cv::Mat rgb(model.vit_arch().native_height(), model.vit_arch().native_width(), CV_8UC3, cv::Scalar(90, 120, 30));
-      const InferenceResult result = run_inference(model, rgb, AttentionSettings{});
+      const InferenceResult result = run_inference(model, to_rgb_image(rgb), AttentionSettings{});
       EXPECT_TRUE(result.top.empty()) << "an embedding has no classes to rank";
     }
   }
@@ -213,13 +214,13 @@ TEST(TorchScript, SwapsAndGradCamSayWhyTheyAreOff) {
   AttentionSettings swapped;
   swapped.variant = Variant::Linear;
   try {
-    run_inference(model, rgb, swapped);
+    run_inference(model, to_rgb_image(rgb), swapped);
     FAIL() << "a variant swap on a TorchScript file must be refused";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("TorchScript"), std::string::npos) << e.what();
   }
   EXPECT_THROW(model.native("Grad-CAM"), std::invalid_argument);
-  const InferenceResult native = run_inference(model, rgb, AttentionSettings{});
+  const InferenceResult native = run_inference(model, to_rgb_image(rgb), AttentionSettings{});
   // Rows of a recorded softmax are probabilities.
   const auto row = native.forward.layers.back().row(0, 0, 0);
   EXPECT_NEAR(row.sum().item<double>(), 1.0, 1e-5);

@@ -310,7 +310,9 @@ TEST(Reliability, ImageHeadersGiveTheSizeOpenCvDecodes) {
     const ImageHeader header = read_image_header(path);
     EXPECT_EQ(header.width, decoded.cols);
     EXPECT_EQ(header.height, decoded.rows);
-    EXPECT_EQ(load_image_rgb(path).size(), cv::Size(97, 83));
+    const RgbImage loaded = load_image_rgb(path);
+    EXPECT_EQ(loaded.cols, 97);
+    EXPECT_EQ(loaded.rows, 83);
     checked.push_back(header.format);
   }
   std::cout << "image headers checked against OpenCV:";
@@ -358,7 +360,7 @@ TEST(Reliability, NonFiniteWeightsAreNamedAndNothingIsDrawn) {
   AppState state;
   state.image = scratch.file("image.png");
   cv::imwrite(state.image, cv::Mat(64, 80, CV_8UC3, cv::Scalar(90, 120, 200)));
-  const cv::Mat prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
+  const RgbImage prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
   const std::string message = message_of([&] { run_inference(model, prepared, state.attention); });
   EXPECT_CONTAINS(message, "the model's output is not finite (NaN or Inf) from blocks.1 on");
   EXPECT_CONTAINS(message, "blocks.1.mlp.fc1.weight");

@@ -5,7 +5,9 @@
 
 #include <cmath>
 
+#include "core/colormap_image.h"
 #include "core/value_scale.h"
+#include "core/value_scale_image.h"
 #include "figures/plots.h"
 #include "figures/render.h"
 #include "figures/ticks.h"

@@ -1,4 +1,5 @@
 #include "viewer/colour_bar.h"
+#include "core/colormap_image.h"
 
 #include "figures/ticks.h"
 #include "viewer/workbench.h"

@@ -48,7 +48,7 @@ class GuiBenchmark {
   Clock::time_point changed_at_;
   AppState state_;
   std::optional<LoadedModel> model_;
-  cv::Mat prepared_;
+  RgbImage prepared_;
   // Rounds [0, N): p changes; [N, 2N): query clicks; [2N, 3N): layer changes; 3N: the cancel.
   enum class Change { P, Query, Layer, Cancel };
   Change change() const {

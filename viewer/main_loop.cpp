@@ -15,6 +15,7 @@
 #include "core/assets.h"
 #include "core/atomic_file.h"
 #include "core/colormap.h"
+#include "core/colormap_image.h"
 #include "models/model_loader.h"
 #include "viewer/gl/frame.h"
 #include "viewer/gui_benchmark.h"

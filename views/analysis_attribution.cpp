@@ -15,6 +15,7 @@
 #include "analysis/gradcam.h"
 #include "analysis/integrated_gradients.h"
 #include "analysis/relevance.h"
+#include "core/cv_image.h"
 #include "figures/bundle.h"
 #include "figures/faithfulness_figure.h"
 #include "views/analysis_context.h"
@@ -244,11 +245,11 @@ int analyze_faithfulness(const AnalyzeContext& context) {
   AppState session = state;
   session.figure.layout = "faithfulness";
   const Figure figure =
-      faithfulness_figure(table, loaded.prepared, state.colormap, float(state.opacity),
+      faithfulness_figure(table, to_mat(loaded.prepared), state.colormap, float(state.opacity),
                           std::filesystem::path(state.image.empty() ? "glyph" : state.image).filename().string());
   // Added to the other outputs: refused with them unless --overwrite, written together.
-  const ExportedFigure exported = add_figure_bundle(*context.files, figure, output, to_json(session), loaded.prepared,
-                                                    context.out.string(), "faithfulness");
+  const ExportedFigure exported = add_figure_bundle(*context.files, figure, output, to_json(session),
+                                                    to_mat(loaded.prepared), context.out.string(), "faithfulness");
 
   json summary = common_summary(context, "faithfulness", table.methods.front().map.layout, loaded);
   summary["target"] = target_json(table.target, loaded.model);

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "analysis/linear_cka.h"
+#include "core/cv_image.h"
 #include "core/excerpt.h"
 #include "views/analysis_options.h"
 #include "views/folder_statistics.h"
@@ -106,7 +107,8 @@ int analyze_cka(const AnalyzeContext& context) {
   view->images = result.images();
   view->images_left_out = result.images_left_out();
   context.files->add_npy("cka.npy", view->cka);
-  const cv::Mat first_image = prepare_image_file(model_a, state.input_settings(), images.front(), state.max_pixels).rgb;
+  const cv::Mat first_image =
+      to_mat(prepare_image_file(model_a, state.input_settings(), images.front(), state.max_pixels).rgb);
   add_analyze_figure(context, analyze_figure(*find_analysis("cka"), view, first_image, state), first_image, "cka");
   json summary = {
       {"analysis", "cka"},

@@ -1,5 +1,6 @@
 // What the analyses' headless runs share (views/analysis_context.h).
 #include "views/analysis_context.h"
+#include "core/value_scale_image.h"
 
 #include "models/head_ablation.h"
 #include "views/option_catalog.h"
@@ -12,6 +13,7 @@
 #include <opencv2/imgproc.hpp>
 #include <sstream>
 
+#include "core/cv_image.h"
 #include "core/excerpt.h"
 #include "core/output_schemas.h"
 #include "datasets/glyph_task.h"
@@ -65,11 +67,11 @@ void write_csv(const AnalyzeContext& context, const std::string& name, const std
 }
 
 // A map over the model's input image in the session's colour map, opacity and alpha mode, on `scale`.
-cv::Mat overlay_in_colours(const AnalyzeContext& context, const cv::Mat& rgb, const torch::Tensor& map,
+cv::Mat overlay_in_colours(const AnalyzeContext& context, const RgbImage& rgb, const torch::Tensor& map,
                            const ValueScale& scale) {
   const torch::Tensor values = map.detach().to(torch::kCPU, torch::kFloat).contiguous();
   const cv::Mat mat(int(values.size(0)), int(values.size(1)), CV_32FC1, const_cast<float*>(values.data_ptr<float>()));
-  return overlay_values(rgb, mat, scale, context.state.opacity, context.state.alpha);
+  return overlay_values(to_mat(rgb), mat, scale, context.state.opacity, context.state.alpha);
 }
 
 ValueScale unit_scale(const AnalyzeContext& context, const std::string& label) {
@@ -97,7 +99,7 @@ Loaded load_inputs(const AnalyzeContext& context) {
   loaded.model = load_model(state.model, state.arch_overrides(), resolve_device(state.device));
   context.warnings = loaded.model.report.warnings;
   configure_input(loaded.model, state.input_settings());
-  cv::Mat rgb, mask;
+  RgbImage rgb, mask;
   if (!seed_text.empty()) {
     uint64_t seed = 0;
     size_t used = 0;
@@ -109,14 +111,16 @@ Loaded load_inputs(const AnalyzeContext& context) {
     if (used != seed_text.size() || seed_text.find('-') != std::string::npos)
       throw std::invalid_argument("--glyph-seed expects a non-negative integer, got '" + excerpt(seed_text) + "'");
     GlyphSample sample = make_glyph_sample(seed);
-    rgb = sample.rgb;
-    cv::cvtColor(sample.mask, mask, cv::COLOR_GRAY2RGB);
+    rgb = to_rgb_image(sample.rgb);
+    cv::Mat mask_rgb;
+    cv::cvtColor(sample.mask, mask_rgb, cv::COLOR_GRAY2RGB);
+    mask = to_rgb_image(mask_rgb);
   } else {
     rgb = load_image_rgb(state.image, state.max_pixels);
     const std::string mask_path = context.line.flags.at("object-mask");
     if (!mask_path.empty()) {
       mask = load_image_rgb(mask_path, state.max_pixels);
-      if (mask.size() != rgb.size())
+      if (mask.rows != rgb.rows || mask.cols != rgb.cols)
         throw std::invalid_argument("--object-mask " + mask_path + " is " + std::to_string(mask.cols) + "x" +
                                     std::to_string(mask.rows) + ", the image " + std::to_string(rgb.cols) + "x" +
                                     std::to_string(rgb.rows));
@@ -126,8 +130,8 @@ Loaded load_inputs(const AnalyzeContext& context) {
   // Mean ablation's means before any forward (the gradient methods run the model themselves).
   prepare_head_ablation(loaded.model, state.attention, loaded.prepared.rows, loaded.prepared.cols);
   if (!mask.empty()) {
-    cv::Mat prepared_mask = prepare_model_input(mask, state.input_settings(), loaded.model), gray;
-    cv::cvtColor(prepared_mask, gray, cv::COLOR_RGB2GRAY);
+    cv::Mat gray;
+    cv::cvtColor(to_mat(prepare_model_input(mask, state.input_settings(), loaded.model)), gray, cv::COLOR_RGB2GRAY);
     loaded.object_mask = gray > 127;
   }
   return loaded;

@@ -45,7 +45,7 @@ struct AnalyzeContext {
 // model's input size.
 struct Loaded {
   LoadedModel model;
-  cv::Mat prepared;
+  RgbImage prepared;
   cv::Mat object_mask;  // CV_8UC1 at the prepared size, empty when none
 };
 
@@ -67,7 +67,7 @@ void write_summary(const AnalyzeContext& context, const std::string& kind, const
 void write_csv(const AnalyzeContext& context, const std::string& name, const std::string& header,
                const std::vector<std::vector<double>>& rows);
 // A map over the model's input image in the session's colour map, opacity and alpha mode, on `scale`.
-cv::Mat overlay_in_colours(const AnalyzeContext& context, const cv::Mat& rgb, const torch::Tensor& map,
+cv::Mat overlay_in_colours(const AnalyzeContext& context, const RgbImage& rgb, const torch::Tensor& map,
                            const ValueScale& scale);
 // The session's colour map over [0, 1], labelled.
 ValueScale unit_scale(const AnalyzeContext& context, const std::string& label);

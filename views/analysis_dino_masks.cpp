@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "analysis/dino_masks.h"
+#include "core/cv_image.h"
 #include "core/excerpt.h"
 #include "models/inference.h"
 #include "views/analysis_options.h"
@@ -127,8 +128,8 @@ int analyze_dino_masks(const AnalyzeContext& context) {
   view->layer_name = capture.placement.name;
   context.files->add_npy("dino_masks.npy", view->masks.masks);
   context.files->add_npy("dino_attention.npy", view->masks.attention.to(torch::kFloat));
-  add_analyze_figure(context, analyze_figure(*find_analysis("dino-masks"), view, loaded.prepared, state),
-                     loaded.prepared, "dino_masks");
+  const cv::Mat image = to_mat(loaded.prepared);
+  add_analyze_figure(context, analyze_figure(*find_analysis("dino-masks"), view, image, state), image, "dino_masks");
   json summary = common_summary(context, "dino-masks", capture.layout, loaded);
   summary["layer"] = {{"index", layer}, {"name", capture.placement.name}};
   summary["mass"] = view->mass;

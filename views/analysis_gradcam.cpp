@@ -56,7 +56,7 @@ int analyze_gradcam(const AnalyzeContext& context) {
   return 0;
 }
 
-GradCamView build_gradcam_view(LoadedModel& model, const cv::Mat& prepared_rgb, const AttentionSettings& settings,
+GradCamView build_gradcam_view(LoadedModel& model, const RgbImage& prepared_rgb, const AttentionSettings& settings,
                                const InferenceRequest& request) {
   GradCamOptions options;
   options.layer = request.gradcam_layer;

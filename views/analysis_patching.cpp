@@ -92,7 +92,7 @@ int analyze_patching(const AnalyzeContext& context) {
   const AppState& state = context.state;
   const std::string image2 = image2_option()(state);
   if (image2.empty()) throw std::invalid_argument("patching needs --image2 FILE: the corrupt image");
-  const cv::Mat corrupt_rgb = prepared_image(image2, state, loaded.model);
+  const RgbImage corrupt_rgb = prepared_image(image2, state, loaded.model);
   const PatchingReport report = patching_report(
       loaded.model, model_input(loaded.model, loaded.prepared), model_input(loaded.model, corrupt_rgb), state.attention,
       session_target(context, loaded), class2_option()(state),
@@ -128,7 +128,7 @@ void compute_patching_view(const AnalysisViewInput& input, InferenceOutcome& out
           throw std::invalid_argument(
               "patching needs a second image, the corrupt input: set \"image2\" above (the similarity view's "
               "second image)");
-        const cv::Mat corrupt = prepared_image(path, input.request, *panel.model);
+        const RgbImage corrupt = prepared_image(path, input.request, *panel.model);
         return patching_report(
             *panel.model, model_input(*panel.model, panel.result->input_rgb), model_input(*panel.model, corrupt),
             panel.settings,

@@ -11,6 +11,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "analysis/feature_pca.h"
+#include "core/cv_image.h"
 #include "core/excerpt.h"
 #include "views/analysis_options.h"
 #include "views/panel_maps.h"
@@ -161,7 +162,7 @@ int analyze_pca(const AnalyzeContext& context) {
                               "threshold; the background is 0 (dinov2 issue #23)"}};
     written += ", pca_foreground.npy, pca_foreground_scores.npy, pca_foreground_mask.npy, pca_foreground_explained.csv";
   }
-  context.files->add_png("pca_overlay.png", colours_over_image(shown, layout, loaded.prepared, state.opacity));
+  context.files->add_png("pca_overlay.png", colours_over_image(shown, layout, to_mat(loaded.prepared), state.opacity));
   write_summary(context, "analyze-pca", summary);
   context.print() << "attnscope analyze pca: " << features.point << " (" << layout.patch_tokens() << " patches x "
                   << features.rows.size(1) << "), explained " << pca.basis.explained[0].item<double>() << ", "

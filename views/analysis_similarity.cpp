@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/patch_similarity.h"
+#include "core/cv_image.h"
+#include "core/value_scale_image.h"
 #include "figures/render.h"
 #include "views/analysis_options.h"
 #include "views/panel_maps.h"
@@ -82,7 +84,7 @@ Figure similarity_figure(const InferenceOutcome& outcome, const AppState& state)
 
 // The second image's descriptors by panel 1's model, and the image as it saw it.
 struct SecondImage {
-  cv::Mat rgb;
+  RgbImage rgb;
   TokenRows descriptors;
 };
 
@@ -108,7 +110,7 @@ int analyze_similarity(const AnalyzeContext& context) {
   SimilarityViewData view;
   view.grid = layout;
   view.maps.push_back(
-      shown_map("image", similarity_map(descriptors, query.token), loaded.prepared, layout, query.token));
+      shown_map("image", similarity_map(descriptors, query.token), to_mat(loaded.prepared), layout, query.token));
   context.files->add_npy("similarity.npy",
                          torch::tensor(view.maps[0].map.values).reshape({layout.grid_h, layout.grid_w}));
   json summary = common_summary(context, "similarity", layout, loaded);
@@ -123,11 +125,11 @@ int analyze_similarity(const AnalyzeContext& context) {
 
   const std::string image2 = image2_option()(state);
   if (!image2.empty()) {
-    const cv::Mat rgb2 = prepared_image(image2, state, loaded.model);
+    const RgbImage rgb2 = prepared_image(image2, state, loaded.model);
     const TokenRows descriptors2 =
         layer_descriptors(model, model_input(loaded.model, rgb2), state.attention, layer, facet);
     view.grid2 = descriptors2.layout;
-    view.maps.push_back(shown_map("image 2", cross_similarity_map(descriptors, query.token, descriptors2), rgb2,
+    view.maps.push_back(shown_map("image 2", cross_similarity_map(descriptors, query.token, descriptors2), to_mat(rgb2),
                                   descriptors2.layout, -1));
     view.image2_map = 1;
     view.buddies = best_buddies(descriptors.patches(), descriptors2.patches());
@@ -148,8 +150,9 @@ int analyze_similarity(const AnalyzeContext& context) {
   scale.colormap = state.colormap;
   scale.vmin = view.vmin;
   scale.vmax = 1.0;
-  context.files->add_png("similarity_overlay.png", overlay_values(loaded.prepared, grid_map_mat(view.maps[0].map),
-                                                                  scale, state.opacity, state.alpha));
+  context.files->add_png(
+      "similarity_overlay.png",
+      overlay_values(to_mat(loaded.prepared), grid_map_mat(view.maps[0].map), scale, state.opacity, state.alpha));
   if (!image2.empty()) {
     InferenceOutcome outcome;
     outcome.analysis_view = std::make_shared<SimilarityViewData>(view);
@@ -231,8 +234,8 @@ void compute_similarity_view(const AnalysisViewInput& input, InferenceOutcome& o
       view->buddies = *buddies;
       view->maps.insert(view->maps.begin() + 1,
                         shown_map(std::filesystem::path(path).filename().string(),
-                                  cross_similarity_map(*first, panel.query_token, second->descriptors), second->rgb,
-                                  second->descriptors.layout, -1));
+                                  cross_similarity_map(*first, panel.query_token, second->descriptors),
+                                  to_mat(second->rgb), second->descriptors.layout, -1));
       view->image2_map = 1;
     } catch (const std::exception& e) {
       view->note += (view->note.empty() ? "" : "; ") + std::string("image 2: ") + e.what();

@@ -9,6 +9,7 @@
 
 #include "analysis/spectrum.h"
 #include "core/output_files.h"
+#include "core/value_scale_image.h"
 #include "figures/plots.h"
 #include "views/analysis_registry.h"
 #include "views/panel_maps.h"

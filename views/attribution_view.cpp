@@ -21,7 +21,7 @@ std::string attribution_key(const InferenceRequest& request, int layer) {
          "|" + to_string(request.ig_baseline);
 }
 
-AttributionView build_attribution_view(LoadedModel& model, const cv::Mat& prepared_rgb,
+AttributionView build_attribution_view(LoadedModel& model, const RgbImage& prepared_rgb,
                                        const AttentionSettings& settings, const std::vector<AttentionCapture>& captures,
                                        const InferenceRequest& request, int layer,
                                        const std::function<bool()>& cancelled) {

@@ -18,7 +18,7 @@ std::string attribution_key(const InferenceRequest& request, int layer);
 // The map for `settings` (the panel's variant) at the request's method, class and layers, with its
 // deletion curve's AUC. `captures`: the panel's forward pass (attention and rollout read it).
 // A method that does not apply sets the view's error instead of throwing; Cancelled passes through.
-AttributionView build_attribution_view(LoadedModel& model, const cv::Mat& prepared_rgb,
+AttributionView build_attribution_view(LoadedModel& model, const RgbImage& prepared_rgb,
                                        const AttentionSettings& settings, const std::vector<AttentionCapture>& captures,
                                        const InferenceRequest& request, int layer,
                                        const std::function<bool()>& cancelled);

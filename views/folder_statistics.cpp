@@ -1,4 +1,5 @@
 #include "views/folder_statistics.h"
+#include "core/cv_image.h"
 
 #include "views/analysis_options.h"
 #include "views/option_catalog.h"
@@ -109,7 +110,7 @@ cv::Mat for_each_analyze_model(
   std::vector<LoadedModel> models;  // every model loaded before the first pass: a broken one fails first
   for (const std::string& path : run.models) models.push_back(load_analyze_model(context, path));
   const cv::Mat first_image =
-      prepare_image_file(models.front(), state.input_settings(), run.images.front(), state.max_pixels).rgb;
+      to_mat(prepare_image_file(models.front(), state.input_settings(), run.images.front(), state.max_pixels).rgb);
   for (size_t m = 0; m < run.models.size(); ++m)
     each(m, models[m], run.settings[m], model_label(run.models[m], run.settings[m]));
   return first_image;

@@ -63,7 +63,7 @@ std::string model_label(const std::string& path, const AttentionSettings& settin
 // One image as a model takes it: `rgb` after resize and crop, `input` [1, 3, H, W] normalised on
 // the model's device.
 struct PreparedImage {
-  cv::Mat rgb;
+  RgbImage rgb;
   torch::Tensor input;
 };
 PreparedImage prepare_image_file(const LoadedModel& model, const InputSettings& input, const std::string& path,

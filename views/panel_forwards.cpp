@@ -9,6 +9,7 @@
 #include <chrono>
 
 #include "analysis/residual_stream.h"
+#include "core/cv_image.h"
 #include "core/excerpt.h"
 #include "models/finite_checks.h"
 #include "models/head_ablation.h"
@@ -51,14 +52,14 @@ std::pair<std::string, std::string> arch_and_config_for(const InferenceRequest& 
   return {request.arch, request.config};
 }
 
-const cv::Mat& source_image(const InferenceRequest& request, RunCache& cache) {
+const RgbImage& source_image(const InferenceRequest& request, RunCache& cache) {
   const std::string image_key = request.frame ? "frame " + std::to_string(request.frame_number)
                                               : "file " + request.image + "|" + std::to_string(request.max_pixels);
   if (cache.image_key != image_key) {
     cache.image_key.clear();
     cache.prepared.clear();
     if (request.frame)
-      cache.image_rgb = *request.frame;
+      cache.image_rgb = to_rgb_image(*request.frame);
     else if (request.image.empty())
       throw std::runtime_error("no image is open");
     else
@@ -68,9 +69,9 @@ const cv::Mat& source_image(const InferenceRequest& request, RunCache& cache) {
   return cache.image_rgb;
 }
 
-const cv::Mat& prepared_input(const InferenceRequest& request, RunCache& cache, const std::string& model_key,
-                              LoadedModel& model) {
-  const cv::Mat& image = source_image(request, cache);
+const RgbImage& prepared_input(const InferenceRequest& request, RunCache& cache, const std::string& model_key,
+                               LoadedModel& model) {
+  const RgbImage& image = source_image(request, cache);
   const std::string input_key = cache.image_key + "|" + to_string(request.input_settings());
   auto& slot = cache.prepared[model_key];
   if (slot.first != input_key) {
@@ -83,7 +84,7 @@ const cv::Mat& prepared_input(const InferenceRequest& request, RunCache& cache, 
 
 }  // namespace
 
-AblatedInference ablated_inference(LoadedModel& model, const cv::Mat& prepared, const AttentionSettings& settings,
+AblatedInference ablated_inference(LoadedModel& model, const RgbImage& prepared, const AttentionSettings& settings,
                                    const ForwardOptions& options, const std::string& input_key, AnalysisCache& cache) {
   AblatedInference inference;
   auto* vit = model.is_scripted() ? nullptr : dynamic_cast<VisionTransformerImpl*>(model.backbone.get());
@@ -151,7 +152,7 @@ std::vector<PanelForward> forward_panels(const InferenceRequest& request, RunCac
       forward.model = cache.models.get(panel.model_path, arch, request.device, config);
       const std::string model_key = ModelCache::key(panel.model_path, arch, request.device, config);
       configure_input(*forward.model, request.input_settings());
-      const cv::Mat& prepared = prepared_input(request, cache, model_key, *forward.model);
+      const RgbImage& prepared = prepared_input(request, cache, model_key, *forward.model);
       forward.input_key = model_key + "|" + cache.prepared[model_key].first;
       forward.preprocessing = describe_preprocessing(*forward.model, request.input_settings(), prepared);
       const std::string wanted = settings_key(panel.settings);

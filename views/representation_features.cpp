@@ -7,11 +7,11 @@
 
 namespace attnscope {
 
-torch::Tensor model_input(const LoadedModel& model, const cv::Mat& prepared) {
+torch::Tensor model_input(const LoadedModel& model, const RgbImage& prepared) {
   return image_to_tensor(prepared, model.normalization).to(model.device);
 }
 
-cv::Mat prepared_image(const std::string& path, const InputSelection& input, const LoadedModel& model) {
+RgbImage prepared_image(const std::string& path, const InputSelection& input, const LoadedModel& model) {
   return prepare_model_input(load_image_rgb(path, input.max_pixels), input.input_settings(), model);
 }
 

@@ -16,10 +16,10 @@ namespace attnscope {
 constexpr const char* kTitleBreak = "  \u00b7  ";
 
 // The prepared RGB image as the model's input tensor, on its device.
-torch::Tensor model_input(const LoadedModel& model, const cv::Mat& prepared);
+torch::Tensor model_input(const LoadedModel& model, const RgbImage& prepared);
 
 // `path` read and prepared for `model` as the session prepares its own image.
-cv::Mat prepared_image(const std::string& path, const InputSelection& input, const LoadedModel& model);
+RgbImage prepared_image(const std::string& path, const InputSelection& input, const LoadedModel& model);
 
 // One forward pass of `image` that reads `layer`'s descriptors of `facet`: the block's output for
 // Facet::Token, else its capture's query, key or value.

@@ -30,9 +30,9 @@ struct PanelForward {
 struct RunCache {
   ModelCache models{kMaxPanels + 2};
   std::string image_key;
-  cv::Mat image_rgb;
-  std::map<std::string, std::pair<std::string, cv::Mat>> prepared;  // model key -> (input key, image)
-  std::vector<PanelForward> forwards;                               // the last request's
+  RgbImage image_rgb;
+  std::map<std::string, std::pair<std::string, RgbImage>> prepared;  // model key -> (input key, image)
+  std::vector<PanelForward> forwards;                                // the last request's
   AnalysisCache analyses;
 };
 
@@ -45,7 +45,7 @@ struct AblatedInference {
   std::shared_ptr<const ResidualRun> unablated;  // null for a model that is not a ViT
   double unablated_milliseconds = 0;             // the unablated run's forward, when it ran now (0: cached)
 };
-AblatedInference ablated_inference(LoadedModel& model, const cv::Mat& prepared, const AttentionSettings& settings,
+AblatedInference ablated_inference(LoadedModel& model, const RgbImage& prepared, const AttentionSettings& settings,
                                    const ForwardOptions& options, const std::string& input_key, AnalysisCache& cache);
 
 // Every panel's forward pass; `reused_all` says whether none had to run. Throws Cancelled when

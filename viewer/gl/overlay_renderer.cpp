@@ -1,4 +1,5 @@
 #include "viewer/gl/overlay_renderer.h"
+#include "core/colormap_image.h"
 
 #include <cstdio>
 #include <stdexcept>

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/colormap.h"
+#include "core/colormap_image.h"
 #include "core/value_scale.h"
 #include "viewer/gl/texture.h"
 

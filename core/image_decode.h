@@ -1,0 +1,26 @@
+// Decoding an image file's pixels into 8-bit RGB, once core/image.cpp has checked the file and its
+// header. Two implementations of decode_image_pixels: OpenCV's imread for every format it reads
+// (core/image_decode_opencv.cpp, the default build) and libpng/libjpeg-turbo for PNG and JPEG
+// (core/image_decode_engine.cpp, the engine-only build, whose libraries travel to a GPU machine).
+// Both give the same pixels: OpenCV decodes PNG and JPEG with these very libraries, and
+// ImageDecode.* compares the two on every bundled image.
+#pragma once
+
+#include <string>
+
+#include "core/image_header.h"
+#include "core/rgb_image.h"
+
+namespace attnscope {
+
+// As PIL's Image.open(...).convert("RGB") for the files timm pipelines read: 16-bit samples keep
+// their high byte, gray is repeated into the three channels, alpha is dropped (not blended), the
+// EXIF orientation is ignored. Throws ImageError with the decoder's reason.
+RgbImage decode_image_pixels(const std::string& path, const ImageHeader& header);
+
+// libpng (palette, gray, 1-16 bits, alpha, interlaced) and libjpeg-turbo (gray, YCbCr, RGB; CMYK
+// is refused), with the same conversions.
+RgbImage decode_png(const std::string& path, const ImageHeader& header);
+RgbImage decode_jpeg(const std::string& path, const ImageHeader& header);
+
+}  // namespace attnscope
