@@ -20,6 +20,7 @@
 #include "analysis/residual_stream.h"
 #include "analysis/spectrum.h"
 #include "app/bench_scale.h"
+#include "app/bench_tools.h"
 #include "app/cli.h"
 #include "app/commands.h"
 #include "core/assets.h"
@@ -56,48 +57,6 @@ std::string write_random_deit(const DeitShape& shape, const std::filesystem::pat
   const auto path = folder / ("deit_" + shape.name + ".safetensors");
   save_safetensors(path.string(), state_dict(*model), model_metadata(arch, {}));
   return path.string();
-}
-
-double median_ms(std::vector<double> samples) {
-  std::sort(samples.begin(), samples.end());
-  return samples[samples.size() / 2];
-}
-
-double time_forward(LoadedModel& model, const torch::Tensor& input, const AttentionSettings& settings, bool capture,
-                    int warmup, int runs) {
-  c10::InferenceMode inference_mode;
-  ForwardOptions options;
-  options.capture = capture;
-  std::vector<double> samples;
-  for (int i = 0; i < warmup + runs; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    auto output = model.forward(input, settings, options);
-    if (model.device.is_cuda()) torch::cuda::synchronize();
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (i >= warmup) samples.push_back(ms);
-  }
-  return median_ms(samples);
-}
-
-// Runs a Python script that prints one JSON line last; returns it, or an empty object and `error`.
-nlohmann::json run_python_json(const std::string& command, std::string& error) {
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (!pipe) {
-    error = "cannot start the Python reference";
-    return {};
-  }
-  std::string output;
-  char buffer[4096];
-  while (fgets(buffer, sizeof buffer, pipe)) output += buffer;
-  const int status = pclose(pipe);
-  const auto start = output.rfind('{');
-  auto json =
-      start == std::string::npos ? nlohmann::json() : nlohmann::json::parse(output.substr(start), nullptr, false);
-  if (status != 0 || !json.is_object()) {
-    error = "PyTorch reference failed: " + output.substr(0, 300);
-    return {};
-  }
-  return json;
 }
 
 // Runs the PyTorch eager reference; returns its median in ms, or a negative value when unavailable.
@@ -330,7 +289,7 @@ void bench_textspan_prompt(const std::filesystem::path& folder, const std::strin
     return;
   }
   LoadedModel model = load_model(path, {}, device);
-  const cv::Mat prepared =
+  const RgbImage prepared =
       prepare_model_input(load_image_rgb(asset_path("images/chelsea.png")), InputSettings{}, model);
   const torch::Tensor image = model_input(model, prepared);
   using clock = std::chrono::steady_clock;

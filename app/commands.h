@@ -26,16 +26,17 @@ struct CommandSyntax {
   std::string notes;  // printed after the options
 };
 
-int run_command(const Args& args);        // one image through a model, outputs to a folder
-int info_command(const Args& args);       // architecture and parameter count of a checkpoint
-int bench_command(const Args& args);      // forward latency per variant against PyTorch eager
-int analyze_command(const Args& args);    // Grad-CAM, rollout, spectrum, f_p, focus metrics of one image
-int train_command(const Args& args);      // trains a demo model on the generated glyph task
-int eval_command(const Args& args);       // focus and rank of the demo models on held-out images
-int glyphs_command(const Args& args);     // writes images of the generated task
-int export_command(const Args& args);     // paper figures (PNG, SVG, PDF) with the data behind them
-int gui_command(const Args& args);        // the live attention workbench
-int reference_command(const Args& args);  // the command reference as Markdown (docs/commands.md)
+int run_command(const Args& args);           // one image through a model, outputs to a folder
+int info_command(const Args& args);          // architecture and parameter count of a checkpoint
+int bench_command(const Args& args);         // forward latency per variant against PyTorch eager
+int analyze_command(const Args& args);       // Grad-CAM, rollout, spectrum, f_p, focus metrics of one image
+int train_command(const Args& args);         // trains a demo model on the generated glyph task
+int eval_command(const Args& args);          // focus and rank of the demo models on held-out images
+int glyphs_command(const Args& args);        // writes images of the generated task
+int export_command(const Args& args);        // paper figures (PNG, SVG, PDF) with the data behind them
+int gui_command(const Args& args);           // the live attention workbench
+int reference_command(const Args& args);     // the command reference as Markdown (docs/commands.md)
+int device_check_command(const Args& args);  // parity and speed of a device against the CPU and eager PyTorch
 
 CommandSyntax run_syntax();
 CommandSyntax info_syntax();
@@ -47,6 +48,7 @@ CommandSyntax glyphs_syntax();
 CommandSyntax export_syntax();
 CommandSyntax gui_syntax();
 CommandSyntax reference_syntax();
+CommandSyntax device_check_syntax();
 
 struct Command {
   const char* name;
@@ -55,7 +57,8 @@ struct Command {
   CommandSyntax (*syntax)();
 };
 
-// Every command, in the order `attnscope --help` lists them.
+// Every command of this build, in the order `attnscope --help` lists them (app/command_table.cpp;
+// the engine-only build's are in app/command_table_engine.cpp).
 const std::vector<Command>& commands();
 
 }  // namespace attnscope

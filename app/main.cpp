@@ -2,6 +2,7 @@
 // non-zero exit code.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 
@@ -12,32 +13,15 @@
 
 namespace attnscope {
 
-const std::vector<Command>& commands() {
-  static const std::vector<Command> list = {
-      {"run", "run one image through a model and write attention, matrices, overlays and a summary", run_command,
-       run_syntax},
-      {"analyze", "one analysis of one image (attribution, spectrum, f_p, representations, folder statistics, ...)",
-       analyze_command, analyze_syntax},
-      {"info", "print the architecture attnscope infers from a checkpoint", info_command, info_syntax},
-      {"train", "train a demo model on the generated glyph task", train_command, train_syntax},
-      {"eval", "accuracy, attention focus and rank of demo models on held-out glyph images", eval_command, eval_syntax},
-      {"export", "paper figures (PNG, SVG, PDF) with the data behind them, for an image or a folder", export_command,
-       export_syntax},
-      {"glyphs", "write images of the generated glyph task with labels and boxes", glyphs_command, glyphs_syntax},
-      {"bench", "forward latency per variant against PyTorch eager on this machine", bench_command, bench_syntax},
-      {"gui", "the live attention workbench (also what `attnscope` alone opens)", gui_command, gui_syntax},
-      {"reference", "print the command reference as Markdown (docs/commands.md)", reference_command, reference_syntax},
-  };
-  return list;
-}
-
 namespace {
 
 void print_usage() {
   std::cout << "usage: attnscope COMMAND [options]   (attnscope COMMAND --help for its options)\n\ncommands:\n";
+  size_t width = 0;
+  for (const auto& command : commands()) width = std::max(width, std::string(command.name).size() + 2);
   for (const auto& command : commands()) {
     std::string name = command.name;
-    name.resize(8, ' ');
+    name.resize(width, ' ');
     std::cout << "  " << name << command.summary << "\n";
   }
 }
@@ -78,6 +62,9 @@ int main(int argc, char** argv) {
     }
     return 1;
   }
-  std::cerr << "attnscope: unknown command '" << name << "' (see attnscope --help)\n";
+  std::string names;
+  for (const auto& command : commands()) names += std::string(names.empty() ? "" : ", ") + command.name;
+  std::cerr << "attnscope: unknown command '" << excerpt(name) << "': this build has " << names
+            << " (see attnscope --help)\n";
   return 2;
 }

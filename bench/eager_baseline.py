@@ -24,6 +24,34 @@ def add_vit_arguments(ap, runs, warmup, model_required=True):
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--runs", type=int, default=runs)
     ap.add_argument("--warmup", type=int, default=warmup)
+    add_device_argument(ap)
+
+
+def add_device_argument(ap):
+    """--device: where the eager side runs (cpu, cuda, cuda:1), as `attnscope device-check` asks."""
+    ap.add_argument("--device", default="cpu", help="torch device (default cpu)")
+
+
+def use_device(name):
+    """The torch.device `name`, made the default of new tensors too (the references create masks and
+    indices as they go), with TF32 off as attnscope's device check has it."""
+    device = torch.device(name)
+    if device.type != "cpu":
+        torch.set_default_device(device)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    return device
+
+
+def on_device(state_dict, device):
+    """Every tensor of a state dict moved to `device`."""
+    return {k: v.to(device) for k, v in state_dict.items()}
+
+
+def synchronize(device):
+    """Waits for the device's queued work, so that a clock reading after it is the work's time."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
 
 
 def check_counts(ap, args, *extra_runs):
@@ -34,17 +62,22 @@ def check_counts(ap, args, *extra_runs):
 
 
 def load_vit(args):
-    """tests/python/reference_vit.py's model of args.model in float32 on args.threads threads, and the
-    fixed [1, 3, 224, 224] input every ViT baseline runs on."""
+    """tests/python/reference_vit.py's model of args.model in float32 on args.threads threads and
+    args.device, and the fixed [1, 3, 224, 224] input every ViT baseline runs on."""
     import reference_vit
+    import safetensors_io
 
     torch.set_num_threads(args.threads)
-    model = reference_vit.load_model(args.model, heads=args.heads, dtype=torch.float32)
-    return model, fixed_input(224, seed=0)
+    device = use_device(args.device)
+    weights = on_device(safetensors_io.load_file(args.model), device)
+    model = reference_vit.ViTReference(weights, heads=args.heads, dtype=torch.float32)
+    model.device = device
+    return model, fixed_input(224, seed=0).to(device)
 
 
 def fixed_input(size, seed):
-    return torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(seed))
+    """The same numbers on every device: drawn on the CPU."""
+    return torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(seed), device="cpu")
 
 
 def median_ms(work, warmup, runs, model=None):
@@ -57,6 +90,8 @@ def median_ms(work, warmup, runs, model=None):
                 t.grad = None
         t0 = time.perf_counter()
         work()
+        if model is not None:
+            synchronize(getattr(model, "device", torch.device("cpu")))
         if i >= warmup:
             times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)

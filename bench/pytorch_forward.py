@@ -11,7 +11,7 @@ torch.no_grad(), on a fixed [1,3,224,224] input.
 Usage:
   bench/pytorch_forward.py --model FILE.safetensors [--heads H] [--threads N] [--runs R] [--warmup W]
                            [--variant softmax|linear|focused|enhanced|window|anchor]
-                           [--p P] [--window W] [--anchors M] [--no-dwc] [--norm all|head]
+                           [--p P] [--window W] [--anchors M] [--no-dwc] [--norm all|head] [--device D]
       prints one JSON line: {"median_ms", "min_ms", "runs", "threads", "variant"}
   bench/pytorch_forward.py --make-deit tiny|small OUT.safetensors [--seed S]
       writes random-init DeiT weights (timm key names, F32) so C++ and Python bench the same file.
@@ -97,6 +97,7 @@ def main():
         for _ in range(args.runs):
             t0 = time.perf_counter()
             logits = model.forward(x, settings)
+            eager_baseline.synchronize(model.device)
             times.append((time.perf_counter() - t0) * 1e3)
     if not torch.isfinite(logits).all():
         print("non-finite logits", file=sys.stderr)

@@ -106,6 +106,7 @@ def main():
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--size", type=int, default=224)
+    eager_baseline.add_device_argument(parser)
     args = parser.parse_args()
     makers = {"swin": make_swin, "pvt": make_pvt}
     if args.families:
@@ -122,15 +123,17 @@ def main():
     if not args.model:
         parser.error("--model or --make is required")
     torch.set_num_threads(args.threads)
+    device = eager_baseline.use_device(args.device)
     sd, metadata = safetensors_io.load_file(args.model, with_metadata=True)
     arch = json.loads(metadata["attnscope_arch"])
-    model = reference_hier.build(sd, arch, dtype=torch.float32)
-    image = eager_baseline.fixed_input(args.size, seed=1)
+    model = reference_hier.build(eager_baseline.on_device(sd, device), arch, dtype=torch.float32)
+    image = eager_baseline.fixed_input(args.size, seed=1).to(device)
     samples = []
     with torch.no_grad():
         for i in range(args.warmup + args.runs):
             start = time.perf_counter()
             model.forward(image)
+            eager_baseline.synchronize(device)
             elapsed = (time.perf_counter() - start) * 1000.0
             if i >= args.warmup:
                 samples.append(elapsed)

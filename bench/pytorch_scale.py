@@ -9,6 +9,8 @@ Usage:
       writes the random weights (metadata num_heads=6) that both sides run
   bench/pytorch_scale.py --model FILE --image PNG --threads N --runs R [--compare OUTPUT.npy]
       prints one JSON line: {"median_ms", "runs", "threads", "max_abs_diff" (against --compare)}
+  bench/pytorch_scale.py --model FILE --size S [--warmup W] [--runs R] [--device D]
+      the same timing on a fixed random [1, 3, S, S] input on device D (`attnscope device-check`)
 """
 import argparse
 import json
@@ -16,7 +18,7 @@ import statistics
 import sys
 import time
 
-import eager_baseline  # noqa: F401  (first: Debian's torch, and tests/python on the import path)
+import eager_baseline  # first: Debian's torch, and tests/python on the import path
 import numpy as np
 import safetensors_io
 import torch
@@ -79,23 +81,33 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--compare")
+    parser.add_argument("--size", type=int, help="a fixed random input of this side instead of --image")
+    parser.add_argument("--warmup", type=int, default=0)
+    eager_baseline.add_device_argument(parser)
     args = parser.parse_args()
     if args.make:
         make(args.make, args.seed)
         return 0
     torch.set_num_threads(args.threads)
-    sd = safetensors_io.load_file(args.model)
-    rgb = np.asarray(Image.open(args.image).convert("RGB"), dtype=np.float32) / 255.0
-    x = torch.from_numpy(((rgb - MEAN) / STD).transpose(2, 0, 1)[None].copy())
+    device = eager_baseline.use_device(args.device)
+    sd = eager_baseline.on_device(safetensors_io.load_file(args.model), device)
+    if args.size:
+        x = eager_baseline.fixed_input(args.size, seed=1)
+    else:
+        rgb = np.asarray(Image.open(args.image).convert("RGB"), dtype=np.float32) / 255.0
+        x = torch.from_numpy(((rgb - MEAN) / STD).transpose(2, 0, 1)[None].copy())
+    x = x.to(device)
     times = []
     with torch.no_grad():
-        for _ in range(args.runs):
+        for i in range(args.warmup + args.runs):
             start = time.perf_counter()
             out = forward(sd, x)
-            times.append(1000 * (time.perf_counter() - start))
+            eager_baseline.synchronize(device)
+            if i >= args.warmup:
+                times.append(1000 * (time.perf_counter() - start))
     result = {"median_ms": statistics.median(times), "runs": args.runs, "threads": args.threads}
     if args.compare:
-        result["max_abs_diff"] = float(np.abs(out[0].numpy() - np.load(args.compare)).max())
+        result["max_abs_diff"] = float(np.abs(out[0].cpu().numpy() - np.load(args.compare)).max())
     print(json.dumps(result))
     return 0
 

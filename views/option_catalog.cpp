@@ -4,18 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/excerpt.h"
-#include "views/analysis_registry.h"
 
 namespace attnscope {
-
-const std::vector<OptionSpec>& app_options() {
-  static const std::vector<OptionSpec> options = [] {
-    std::vector<OptionSpec> all = session_options();
-    for (OptionSpec& option : analysis_options()) all.push_back(std::move(option));
-    return all;
-  }();
-  return options;
-}
 
 const OptionSpec* find_option(const std::string& name) {
   for (const auto& option : app_options())

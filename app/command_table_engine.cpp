@@ -1,0 +1,16 @@
+// The commands of the engine-only build (ATTNSCOPE_ENGINE_ONLY): those that need neither OpenCV,
+// cairo nor the GUI libraries, for a machine that has only LibTorch (scripts/device_check.sh).
+#include "app/commands.h"
+
+namespace attnscope {
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> list = {
+      {"info", "print the architecture attnscope infers from a checkpoint", info_command, info_syntax},
+      {"device-check", "parity of a device (cuda) against the CPU and its speed against eager PyTorch",
+       device_check_command, device_check_syntax},
+  };
+  return list;
+}
+
+}  // namespace attnscope
