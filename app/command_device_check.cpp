@@ -23,6 +23,7 @@
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "analysis/attention_map.h"
@@ -75,6 +76,12 @@ std::string column(const std::string& text, size_t width) {
   std::string cell = shortened(text, width - 1);
   cell.resize(width, ' ');
   return cell;
+}
+
+// An exception's message on one line, without LibTorch's backtrace.
+std::string error_text(const std::exception& error) {
+  const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
+  return one_line(torch_error ? torch_error->what_without_backtrace() : error.what());
 }
 
 int centre_query(const AttentionCapture& capture) {
@@ -159,11 +166,26 @@ std::vector<ParityRow> parity_table(const std::string& folder, torch::Device dev
             << "  outcome\n";
   for (const std::string& path : model_entries(folder)) {
     const std::string name = fs::path(path).filename().string();
+    auto failure = [&](const std::string& variant, const std::exception& error) {
+      ParityRow row;
+      row.model = name;
+      row.variant = variant;
+      row.outcome = "FAIL: " + error_text(error);
+      std::cout << column(name, 34) << column(variant, 10) << row.outcome << "\n" << std::flush;
+      rows.push_back(std::move(row));
+    };
+    std::optional<LoadedModel> on_cpu, on_device;
     try {
-      LoadedModel on_cpu = load_model(path, {}, torch::kCPU);
-      LoadedModel on_device = load_model(path, {}, device);
-      for (const Variant variant : variants) {
-        ParityRow row = compare_devices(on_cpu, on_device, name, variant);
+      on_cpu.emplace(load_model(path, {}, torch::kCPU));
+      on_device.emplace(load_model(path, {}, device));
+    } catch (const std::exception& error) {
+      failure("(load)", error);
+      continue;
+    }
+    // Each variant on its own: one that fails on the device (a kernel, memory) hides no other.
+    for (const Variant variant : variants) {
+      try {
+        ParityRow row = compare_devices(*on_cpu, *on_device, name, variant);
         std::cout << column(name, 34) << column(row.family, 28) << column(row.variant, 10) << std::right
                   << std::scientific << std::setprecision(2);
         if (row.outcome.rfind("refused", 0) == 0)
@@ -173,14 +195,9 @@ std::vector<ParityRow> parity_table(const std::string& folder, torch::Device dev
                     << std::setw(11) << row.tolerance << "  " << row.outcome;
         std::cout << std::defaultfloat << "\n" << std::flush;
         rows.push_back(std::move(row));
+      } catch (const std::exception& error) {
+        failure(to_string(variant), error);
       }
-    } catch (const std::exception& error) {
-      const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
-      ParityRow row;
-      row.model = name;
-      row.outcome = "FAIL: " + one_line(torch_error ? torch_error->what_without_backtrace() : error.what());
-      std::cout << column(name, 34) << row.outcome << "\n";
-      rows.push_back(std::move(row));
     }
   }
   return rows;
@@ -195,9 +212,10 @@ struct BenchRow {
   double ours_ms = -1, eager_ms = -1;  // negative: not measured
   std::string note;
   json to_json() const {
-    json row = {{"shape", shape}, {"measurement", measurement}, {"attnscope_ms", ours_ms}};
+    json row = {{"shape", shape}, {"measurement", measurement}};
+    row["attnscope_ms"] = ours_ms >= 0 ? json(ours_ms) : json(nullptr);
     row["eager_ms"] = eager_ms > 0 ? json(eager_ms) : json(nullptr);
-    row["ratio"] = eager_ms > 0 ? json(ours_ms / eager_ms) : json(nullptr);
+    row["ratio"] = ours_ms >= 0 && eager_ms > 0 ? json(ours_ms / eager_ms) : json(nullptr);
     if (!note.empty()) row["note"] = note;
     return row;
   }
@@ -233,8 +251,9 @@ struct BenchContext {
         row.note = excerpt(error.empty() ? result.dump() : error, 200);
     }
     std::cout << std::left << std::setw(22) << row.shape << std::setw(26) << row.measurement << std::right << std::fixed
-              << std::setprecision(2) << std::setw(10) << row.ours_ms << "ms";
-    if (row.eager_ms > 0)
+              << std::setprecision(2);
+    if (row.ours_ms >= 0) std::cout << std::setw(10) << row.ours_ms << "ms";
+    if (row.ours_ms >= 0 && row.eager_ms > 0)
       std::cout << std::setw(10) << row.eager_ms << "ms" << std::setw(9) << row.ours_ms / row.eager_ms << "x";
     if (!row.note.empty()) std::cout << "  (" << row.note << ")";
     std::cout << std::defaultfloat << "\n" << std::flush;
@@ -381,6 +400,12 @@ int device_check_command(const Args& args) {
     parity.push_back(row.to_json());
   }
   report["parity"] = parity;
+  // Written after each table: a bench that never ends still leaves the parity table.
+  const auto write_report = [&] {
+    if (!line.flags["json"].empty())
+      write_file_atomically(line.flags["json"], [&](std::ostream& out) { out << report.dump(2) << "\n"; });
+  };
+  write_report();
   if (line.flags["python"] != "none") {
     BenchContext bench;
     bench.python = line.flags["python"];
@@ -392,22 +417,29 @@ int device_check_command(const Args& args) {
     fs::create_directories(bench.folder);
     std::cout << "\nbench: device " << device.str() << ", median of " << bench.runs << " runs after " << bench.warmup
               << ", eager PyTorch on the same device, weights and threads\n";
-    try {
-      bench_deit(bench, "tiny", 3);
-      bench_deit(bench, "small", 6);
-      bench_swin(bench);
-      for (const int side : dinov2_sides(line.flags["sides"])) bench_dinov2(bench, side);
-    } catch (...) {
-      fs::remove_all(bench.folder);
-      throw;
+    // Each shape on its own: a shape that fails (its eager script, the device's memory) is a row
+    // saying why, and the others still run.
+    std::vector<std::pair<std::string, std::function<void()>>> shapes = {
+        {"deit-tiny 224", [&] { bench_deit(bench, "tiny", 3); }},
+        {"deit-small 224", [&] { bench_deit(bench, "small", 6); }},
+        {"swin-t 224", [&] { bench_swin(bench); }}};
+    for (const int side : dinov2_sides(line.flags["sides"]))
+      shapes.push_back({"dinov2-s14-reg4 " + std::to_string(side), [&bench, side] { bench_dinov2(bench, side); }});
+    for (const auto& [shape, run] : shapes) {
+      try {
+        run();
+      } catch (const std::exception& error) {
+        BenchRow row{shape, "(failed)"};
+        row.note = error_text(error);
+        bench.add(row, "");
+      }
     }
     fs::remove_all(bench.folder);
     json rows = json::array();
     for (const BenchRow& row : bench.rows) rows.push_back(row.to_json());
     report["bench"] = rows;
   }
-  if (!line.flags["json"].empty())
-    write_file_atomically(line.flags["json"], [&](std::ostream& out) { out << report.dump(2) << "\n"; });
+  write_report();
   std::cout << (failed ? "device-check: a parity row FAILED\n" : "device-check: every parity row passed\n");
   return failed ? 1 : 0;
 }
