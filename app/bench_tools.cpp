@@ -1,7 +1,6 @@
 #include "app/bench_tools.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 
 #include <c10/core/InferenceMode.h>
@@ -19,15 +18,10 @@ double time_forward(LoadedModel& model, const torch::Tensor& input, const Attent
   c10::InferenceMode inference_mode;
   ForwardOptions options;
   options.capture = capture;
-  std::vector<double> samples;
-  for (int i = 0; i < warmup + runs; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    auto output = model.forward(input, settings, options);
+  return median_of_runs(warmup, runs, [&] {
+    model.forward(input, settings, options);
     if (model.device.is_cuda()) torch::cuda::synchronize();
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (i >= warmup) samples.push_back(ms);
-  }
-  return median_ms(samples);
+  });
 }
 
 nlohmann::json run_python_json(const std::string& command, std::string& error) {

@@ -2,6 +2,7 @@
 // bench/, which run as a Python process that prints one JSON line.
 #pragma once
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -11,6 +12,20 @@
 namespace attnscope {
 
 double median_ms(std::vector<double> samples);
+
+// The median of `runs` calls of work() after `warmup` untimed ones (work synchronises the device
+// itself where it runs on one).
+template <typename Work>
+double median_of_runs(int warmup, int runs, Work work) {
+  std::vector<double> samples;
+  for (int i = 0; i < warmup + runs; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    work();
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (i >= warmup) samples.push_back(ms);
+  }
+  return median_ms(samples);
+}
 
 // The median of `runs` forwards (after `warmup` untimed ones) under InferenceMode, with or without
 // capture, the device synchronised before each clock reading.

@@ -76,18 +76,6 @@ double pytorch_median_ms(const std::string& python, const std::string& model_pat
   return json["median_ms"].get<double>();
 }
 
-template <typename Work>
-double median_of_runs(int warmup, int runs, Work work) {
-  std::vector<double> samples;
-  for (int i = 0; i < warmup + runs; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    work();
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (i >= warmup) samples.push_back(ms);
-  }
-  return median_ms(samples);
-}
-
 // A random DeiT written for PyTorch to load, loaded here, and a random input at 224.
 struct BenchModel {
   std::string path;

@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -261,18 +260,6 @@ struct BenchContext {
   }
 };
 
-double synchronised_ms(torch::Device device, const std::function<void()>& work, int warmup, int runs) {
-  std::vector<double> samples;
-  for (int i = 0; i < warmup + runs; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    work();
-    if (device.is_cuda()) torch::cuda::synchronize();
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (i >= warmup) samples.push_back(ms);
-  }
-  return median_ms(samples);
-}
-
 void bench_deit(BenchContext& bench, const std::string& size, int heads) {
   const std::string path = (bench.folder / ("deit_" + size + ".safetensors")).string();
   bench.make("pytorch_forward.py", "--make-deit " + size + " " + shell_quoted(path));
@@ -308,19 +295,19 @@ void bench_deit(BenchContext& bench, const std::string& size, int heads) {
   }
   int query = 0;
   BenchRow click{shape, "query click (every layer)"};
-  click.ours_ms = synchronised_ms(
-      bench.device,
-      [&] {
-        MapSelection selection;
-        selection.query_token = 1 + (query++ % 196);
-        for (const AttentionCapture& layer : kept.layers) attention_map(layer, selection);
-      },
-      bench.warmup, bench.runs);
+  // attention_map returns CPU tensors: every click ends synchronised.
+  click.ours_ms = median_of_runs(bench.warmup, bench.runs, [&] {
+    MapSelection selection;
+    selection.query_token = 1 + (query++ % 196);
+    for (const AttentionCapture& layer : kept.layers) attention_map(layer, selection);
+  });
   click.note = "no eager counterpart: a notebook indexes probabilities it kept";
   bench.add(click, "");
   BenchRow cam{shape, "Grad-CAM"};
-  cam.ours_ms = synchronised_ms(
-      bench.device, [&] { grad_cam(model.native("Grad-CAM"), input, softmax); }, bench.warmup, bench.runs);
+  cam.ours_ms = median_of_runs(bench.warmup, bench.runs, [&] {
+    grad_cam(model.native("Grad-CAM"), input, softmax);
+    if (bench.device.is_cuda()) torch::cuda::synchronize();
+  });
   bench.add(cam, bench.eager("pytorch_gradcam.py", model_arguments), "lean_ms");
 }
 

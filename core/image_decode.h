@@ -23,4 +23,8 @@ RgbImage decode_image_pixels(const std::string& path, const ImageHeader& header)
 RgbImage decode_png(const std::string& path, const ImageHeader& header);
 RgbImage decode_jpeg(const std::string& path, const ImageHeader& header);
 
+// decode_png or decode_jpeg as the header's format says; any other format is refused with what to
+// do (the engine-only build's decode_image_pixels).
+RgbImage decode_png_or_jpeg(const std::string& path, const ImageHeader& header);
+
 }  // namespace attnscope
