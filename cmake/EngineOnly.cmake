@@ -61,9 +61,9 @@ set_source_files_properties(models/cpu_threads.cpp PROPERTIES COMPILE_OPTIONS "$
                             SKIP_PRECOMPILE_HEADERS ON SKIP_UNITY_BUILD_INCLUSION ON)
 target_precompile_headers(attnscope PRIVATE core/pch.h)
 attnscope_unity(attnscope)
-# The carried libraries are found where they were unpacked, without LD_LIBRARY_PATH.
+# The carried libraries (and a wheel's LibTorch) are found where they are, without LD_LIBRARY_PATH.
 if(ATTNSCOPE_CARRIED)
-  set_target_properties(attnscope PROPERTIES BUILD_RPATH
-                        "${ATTNSCOPE_CARRIED}/usr/lib/x86_64-linux-gnu;${ATTNSCOPE_CARRIED}/lib/x86_64-linux-gnu")
+  set(carried_rpath "${ATTNSCOPE_CARRIED}/usr/lib/x86_64-linux-gnu;${ATTNSCOPE_CARRIED}/lib/x86_64-linux-gnu")
 endif()
+set_target_properties(attnscope PROPERTIES BUILD_RPATH "${carried_rpath};${ATTNSCOPE_TORCH_RPATH}")
 message(STATUS "attnscope: engine-only build (commands info, device-check)")

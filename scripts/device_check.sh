@@ -4,7 +4,8 @@
 # (scripts/device_kit.sh), checks with ldd that nothing else is linked, then runs
 # `attnscope device-check --device cuda`: the parity table (every family and variant on CUDA against
 # the CPU) and the bench table (against eager PyTorch on CUDA in the same call). Everything goes
-# under $OUT: device_check.json (both tables), device_check.log, ldd.txt, machine.json.
+# under $OUT: device_check.json (both tables), device_check.log, build.txt (configure and build),
+# ldd.txt, ldd_check.txt, machine.json.
 #
 #   OUT=DIR scripts/device_check.sh              on the GPU machine
 #   OUT=DIR scripts/device_check.sh --rehearse   here: the same steps on the CPU, with Debian's
@@ -28,10 +29,11 @@ else
   device=cuda python=$(command -v python3) jobs=$(nproc) timing=(--runs 10 --warmup 3)
   torch_prefix=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
 fi
-# LibTorch's headers ask for C++17 up to 2.12 and C++20 from 2.13 on.
-cxx_standard=$("$python" -c 'import torch, re
+# LibTorch's headers ask for C++17 up to 2.11 and C++20 from 2.12 on; a build that fails is tried
+# once more with the other standard before the check gives up.
+read -r cxx_standard torch_dir cxx11_abi < <("$python" -c 'import os, re, torch
 major, minor = (int(x) for x in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
-print(20 if (major, minor) >= (2, 13) else 17)')
+print(20 if (major, minor) >= (2, 12) else 17, os.path.dirname(torch.__file__), int(torch._C._GLIBCXX_USE_CXX11_ABI))')
 "$python" - > "$OUT/machine.json" <<'PY'
 import json, os, platform, torch
 info = {"python": platform.python_version(), "torch": torch.__version__, "cpus": os.cpu_count(),
@@ -42,12 +44,40 @@ print(json.dumps(info))
 PY
 echo "device_check: $(cat "$OUT/machine.json")"
 echo "device_check: build-device/ is $(du -sh "$kit" | cut -f1)"
+[ $rehearse = 1 ] || export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
 
-cmake -S . -B build-engine -G Ninja -DCMAKE_BUILD_TYPE=Release -DATTNSCOPE_ENGINE_ONLY=ON \
-  -DATTNSCOPE_CARRIED="$kit/carried" -DCMAKE_CXX_STANDARD="$cxx_standard" \
-  ${torch_prefix:+-DCMAKE_PREFIX_PATH="$torch_prefix"} > "$OUT/configure.txt"
-grep 'attnscope' "$OUT/configure.txt" || true
-cmake --build build-engine -j "$jobs" > "$OUT/build.txt" || { tail -40 "$OUT/build.txt"; exit 1; }
+# LibTorch through its TorchConfig.cmake first; if that configure fails (it also looks for the CUDA
+# toolkit, cuDNN and NVTX), through the wheel's libraries directly (cmake/Torch.cmake).
+# Configure and build output go to build.txt, one section per try.
+build=build-engine
+configure() {  # standard, how LibTorch is found (config or wheel)
+  local args=(-S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DATTNSCOPE_ENGINE_ONLY=ON
+              -DATTNSCOPE_CARRIED="$kit/carried" -DCMAKE_CXX_STANDARD="$1")
+  if [ "$2" = wheel ]; then
+    args+=(-DATTNSCOPE_TORCH_WHEEL="$torch_dir" -DATTNSCOPE_TORCH_CXX11_ABI="$cxx11_abi")
+  else
+    args+=(-DATTNSCOPE_TORCH_WHEEL= ${torch_prefix:+-DCMAKE_PREFIX_PATH="$torch_prefix"})
+  fi
+  rm -rf "$build"
+  echo "=== configure: C++$1, LibTorch by $2" >> "$OUT/build.txt"
+  cmake "${args[@]}" >> "$OUT/build.txt" 2>&1 || { echo "device_check: configure (C++$1, $2) failed"; return 1; }
+}
+compile() {
+  echo "=== build: C++$1" >> "$OUT/build.txt"
+  cmake --build "$build" -j "$jobs" -- -k 0 >> "$OUT/build.txt" 2>&1 ||
+    { echo "device_check: build (C++$1) failed:"; grep -m 20 -A 3 'error' "$OUT/build.txt" || true; return 1; }
+}
+: > "$OUT/build.txt"
+how=${DEVICE_CHECK_TORCH:-config}  # DEVICE_CHECK_TORCH=wheel: straight to the wheel's libraries
+if [ "$how" = wheel ] || ! configure "$cxx_standard" config; then
+  how=wheel
+  configure "$cxx_standard" wheel || { tail -30 "$OUT/build.txt"; exit 1; }
+fi
+grep 'attnscope' "$OUT/build.txt" || true
+if ! compile "$cxx_standard"; then
+  other=$(( cxx_standard == 17 ? 20 : 17 ))
+  configure "$other" "$how" && compile "$other" || exit 1
+fi
 echo "device_check: built in $(( $(date +%s) - start )) s"
 
 # Every library the binary loads must be LibTorch's (a library LibTorch itself loads), carried, or
@@ -67,13 +97,13 @@ while read -r name arrow path _; do
   [ "$path" = "not" ] && why="NOT FOUND"
   printf '  %-10s %-36s %s\n' "$why" "$name" "$path"
 done < "$OUT/ldd.txt" | tee "$OUT/ldd_check.txt"
+status=0
+# A failed ldd check fails the script but the check still runs: a device call is rare.
 if grep -q 'UNEXPECTED\|NOT FOUND' "$OUT/ldd_check.txt"; then
   echo "device_check: the binary links something that is neither LibTorch's, carried nor the runtime" >&2
-  exit 1
+  status=1
 fi
-
-status=0
 build-engine/attnscope device-check --device "$device" --models "$kit/models" --python "$python" "${timing[@]}" \
-  --json "$OUT/device_check.json" || status=$?
+  --json "$OUT/device_check.json" || status=$(( $? > status ? $? : status ))
 echo "device_check: $( [ $status = 0 ] && echo passed || echo FAILED ) in $(( $(date +%s) - start )) s"
 exit $status
