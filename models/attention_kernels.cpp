@@ -36,9 +36,11 @@ torch::Tensor attend_by_query_chunks(const torch::Tensor& q, const torch::Tensor
   if (!cpu_inference(q)) return attend_queries(0, q.size(2));
   auto out = torch::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, v.options());
   // Each core walks its queries in blocks whose scores stay about kScoreBlockBytes: layers nobody
-  // looks at never hold their T x T scores (at 5,481 tokens, 6 heads: 720 MB a layer), and a block's
-  // scores are still in cache when the softmax and A V read them.
-  constexpr int64_t kScoreBlockBytes = int64_t(4) << 20;
+  // looks at never hold their T x T scores (at 5,481 tokens, 6 heads: 720 MB a layer). 16 MB (a
+  // block of 127 query rows there) measured fastest on the 2-core EPYC at 1,374 and 5,481 tokens:
+  // 4 MB blocks (31 rows) make skinny GEMMs that repack k for every few rows, 64 MB ones leave
+  // the cache between the exponentials and A V (docs/speed.md).
+  constexpr int64_t kScoreBlockBytes = int64_t(16) << 20;
   const int64_t row_bytes = q.size(0) * q.size(1) * v.size(2) * int64_t(sizeof(float));
   const int64_t block = std::max<int64_t>(16, kScoreBlockBytes / std::max<int64_t>(1, row_bytes));
   for_each_row_chunk(q.size(2), [&](int64_t begin, int64_t end) {
@@ -86,6 +88,19 @@ torch::Tensor softmax_rows(const KernelSpec&, const KernelFeatures& features, co
   return scores.softmax(-1);
 }
 
+// Softmax attention of a block of scores [G, Q, Tk] and values [G, Tk, d] without autograd: the
+// scores are overwritten with exp(s - max) in place, multiplied with the values, and the product's
+// rows divided by the row sums: a pass over Q x d outputs instead of allocating and writing Q x Tk
+// probabilities (LibTorch's softmax). `log_normalizer` [G, Q], when defined, gets each row's
+// log-sum-exp, from which a capture redraws any row.
+torch::Tensor attend_exponentials(torch::Tensor& scores, const torch::Tensor& v3, const torch::Tensor& log_normalizer) {
+  const auto maxima = scores.amax(-1, /*keepdim=*/true);
+  scores.sub_(maxima).exp_();
+  const auto sums = scores.sum(-1, /*keepdim=*/true);
+  if (log_normalizer.defined()) log_normalizer.copy_((maxima + sums.log()).squeeze(-1));
+  return torch::bmm(scores, v3).div_(sums);
+}
+
 // Softmax attention of small groups ([B, h, Q, d] with B >= the cores, e.g. Swin's windows)
 // without autograd on the CPU: whole groups per core, one full Q x Tk GEMM per group and head
 // (splitting query rows instead doubles the GEMM calls and halves each), and a softmax of max,
@@ -120,13 +135,8 @@ torch::Tensor attend_softmax_by_groups(const KernelFeatures& features, const tor
         g = image_end;
       }
     }
-    const auto maxima = scores.amax(-1, /*keepdim=*/true);
-    scores.sub_(maxima).exp_();
-    const auto sums = scores.sum(-1, /*keepdim=*/true);
-    if (normalizer.defined())
-      normalizer.narrow(0, first * heads, count * heads).copy_((maxima + sums.log()).squeeze(-1));
-    scores.div_(sums);
-    return torch::bmm(scores, v3).view({count, heads, queries, value_dim});
+    const auto rows_normalizer = normalizer.defined() ? normalizer.narrow(0, first * heads, count * heads) : normalizer;
+    return attend_exponentials(scores, v3, rows_normalizer).view({count, heads, queries, value_dim});
   });
   return out;
 }
@@ -143,9 +153,13 @@ torch::Tensor softmax_attend(const KernelSpec& spec, const KernelFeatures& featu
       additive.defined() && additive.dim() == 4 && additive.size(0) > 0 && batch % additive.size(0) == 0;
   if (cpu_inference(q) && batch >= int64_t(configured_threads()) && (!additive.defined() || grouped_bias))
     return attend_softmax_by_groups(features, v, additive);
-  // The scale rides inside the GEMM (alpha) rather than costing a pass over q or the scores.
-  auto q3 = q.reshape({batch * heads, queries, q.size(3)});
-  auto k3 = k.reshape({batch * heads, keys, k.size(3)});
+  const bool autograd = c10::GradMode::is_enabled();
+  // Without autograd the scale is applied to q once (T x d, as timm does), so that a block's scores
+  // come from one bmm into fresh memory; k is transposed once, so that no block's GEMM reads it
+  // strided. With autograd (Grad-CAM) the scale rides inside the GEMM (alpha).
+  auto q3 = (autograd ? q : q * features.score_scale).reshape({batch * heads, queries, q.size(3)});
+  auto k3t = k.reshape({batch * heads, keys, k.size(3)}).transpose(1, 2);
+  if (!autograd) k3t = k3t.contiguous();
   auto v3 = v.reshape({batch * heads, keys, value_dim});
   torch::Tensor normalizer;  // [B * h, Q]: written block by block when a capture asks for it
   if (features.row_log_normalizer)
@@ -154,23 +168,28 @@ torch::Tensor softmax_attend(const KernelSpec& spec, const KernelFeatures& featu
   if (additive.defined() && !grouped_bias)
     bias3 = additive.expand({batch, heads, queries, keys}).reshape({batch * heads, queries, keys});
   return attend_by_query_chunks(q, v, [=, &features](int64_t begin, int64_t end) {
-    // Zeros, not empty: LibTorch 1.13's CPU baddbmm_ can scale the old contents by beta = 0,
-    // and 0 * NaN left in reused memory made whole Swin forwards NaN.
-    auto scores = torch::zeros({batch * heads, end - begin, keys}, q.options())
-                      .baddbmm_(q3.narrow(1, begin, end - begin), k3.transpose(1, 2), /*beta=*/0.0,
-                                /*alpha=*/features.score_scale);
+    torch::Tensor scores;
+    if (autograd) {
+      // Zeros, not empty: LibTorch 1.13's CPU baddbmm_ can scale the old contents by beta = 0,
+      // and 0 * NaN left in reused memory made whole Swin forwards NaN.
+      scores = torch::zeros({batch * heads, end - begin, keys}, q.options())
+                   .baddbmm_(q3.narrow(1, begin, end - begin), k3t, /*beta=*/0.0, /*alpha=*/features.score_scale);
+    } else {
+      scores = torch::bmm(q3.narrow(1, begin, end - begin), k3t);
+    }
     if (bias3.defined()) scores.add_(bias3.narrow(1, begin, end - begin));
     if (grouped_bias) {
       const int64_t groups = additive.size(0);
       scores.view({batch / groups, groups, heads, end - begin, keys})
           .add_(additive.narrow(2, begin, end - begin).unsqueeze(0));
     }
+    const auto rows_normalizer = normalizer.defined() ? normalizer.narrow(1, begin, end - begin) : normalizer;
+    if (!autograd) return attend_exponentials(scores, v3, rows_normalizer).view({batch, heads, end - begin, value_dim});
     auto probabilities = scores.softmax(-1);
-    if (normalizer.defined()) {
+    if (rows_normalizer.defined()) {
       // lse_i = max_j s_ij - log max_j p_ij (the largest score has the largest probability): two
       // comparison passes instead of another exponential over the block.
-      normalizer.narrow(1, begin, end - begin)
-          .copy_(std::get<0>(scores.max(-1)) - std::get<0>(probabilities.max(-1)).log());
+      rows_normalizer.copy_(std::get<0>(scores.max(-1)) - std::get<0>(probabilities.max(-1)).log());
     }
     return torch::bmm(probabilities, v3).view({batch, heads, end - begin, value_dim});
   });
