@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "analysis/attention_map.h"
+#include "app/bench_tools.h"
 #include "core/image.h"
 #include "core/npy.h"
 #include "models/inference.h"
@@ -62,21 +63,6 @@ ProcessRun run_process(const std::string& command) {
   return run;
 }
 
-// The machine's float32 GEMM rate (GFLOP/s) at this thread count: the limit a forward made of GEMMs
-// cannot beat.
-double gemm_gflops() {
-  const auto a = torch::randn({2048, 2048}), b = torch::randn({2048, 2048});
-  torch::mm(a, b);
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < 3; ++i) torch::mm(a, b);
-  return 3 * 2.0 * 2048.0 * 2048.0 * 2048.0 / (elapsed_ms(start) * 1e6);
-}
-
-// GEMM work of one forward of a ViT (width d, depth L, MLP 4d) on T tokens: qkv, proj, MLP, q k^T, A v.
-double forward_gflop(double tokens, double dim, double depth) {
-  return depth * (2.0 * tokens * dim * dim * 12 + 4.0 * tokens * tokens * dim) / 1e9;
-}
-
 }  // namespace
 
 void bench_scale(const std::string& python, const std::string& source_dir, const std::filesystem::path& folder) {
@@ -93,7 +79,8 @@ void bench_scale(const std::string& python, const std::string& source_dir, const
   const double gflops = gemm_gflops();
   std::cout << "attnscope bench --scale: DINOv2-S/14 with 4 registers (timm layout, random weights), "
             << torch::get_num_threads() << " threads, GEMM limit " << std::setprecision(0) << std::fixed << gflops
-            << " GFLOP/s (2048^3 float32 mm)\n";
+            << " GFLOP/s (2048^3 float32 mm)\n"
+            << machine_line() << "\n";
   std::cout << std::left << std::setw(11) << "input" << std::right << std::setw(8) << "tokens" << std::setw(12)
             << "forward" << std::setw(12) << "eager" << std::setw(8) << "ratio" << std::setw(11) << "GEMM lim"
             << std::setw(11) << "run" << std::setw(8) << "/eager" << std::setw(10) << "peak" << std::setw(11)
@@ -141,7 +128,7 @@ void bench_scale(const std::string& python, const std::string& source_dir, const
                     "' --threads " + std::to_string(torch::get_num_threads()) + " --runs " + std::to_string(runs) +
                     " --compare '" + (out / "logits.npy").string() + "'");
     const double tokens = double(last.layout.total_tokens());
-    const double limit_ms = forward_gflop(tokens, 384, 12) / gflops * 1000.0;
+    const double limit_ms = vit_forward_gflop(tokens, 384, 12, 6, {}) / gflops * 1000.0;
     std::ostringstream row;
     row << std::fixed << std::left << std::setw(11) << (std::to_string(side) + "x" + std::to_string(side)) << std::right
         << std::setw(8) << int(tokens) << std::setprecision(2) << std::setw(10) << forward / 1000 << " s";

@@ -1,7 +1,11 @@
 #include "app/bench_tools.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 
 #include <c10/core/InferenceMode.h>
 #include <torch/cuda.h>
@@ -22,6 +26,58 @@ double time_forward(LoadedModel& model, const torch::Tensor& input, const Attent
     model.forward(input, settings, options);
     if (model.device.is_cuda()) torch::cuda::synchronize();
   });
+}
+
+double gemm_gflops() {
+  c10::InferenceMode inference_mode;
+  const auto a = torch::randn({2048, 2048}), b = torch::randn({2048, 2048});
+  torch::mm(a, b);
+  const double ms = median_of_runs(0, 3, [&] { torch::mm(a, b); });
+  return 2.0 * 2048.0 * 2048.0 * 2048.0 / (ms * 1e6);
+}
+
+double vit_forward_gflop(double tokens, double dim, double depth, double heads, const AttentionSettings& settings) {
+  const double head_dim = dim / heads;
+  double attention = 0.0;  // multiply-adds of one block's attention products
+  switch (settings.variant) {
+    case Variant::Linear:
+    case Variant::Focused:
+    case Variant::Enhanced:
+      attention = 2.0 * tokens * dim * head_dim;
+      break;
+    case Variant::Window: {
+      const double side = settings.window > 0 ? settings.window : kDefaultWindow;
+      attention = 2.0 * tokens * std::min(tokens, side * side) * dim;
+      break;
+    }
+    case Variant::Anchor:
+      attention = 4.0 * tokens * (settings.anchors > 0 ? settings.anchors : kDefaultPooledAnchors) * dim;
+      break;
+    default:
+      attention = 2.0 * tokens * tokens * dim;
+  }
+  return 2.0 * depth * (12.0 * tokens * dim * dim + attention) / 1e9;
+}
+
+std::string machine_line() {
+  std::string model = "unknown CPU", flags;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    if (line.rfind("model name", 0) == 0 && model == "unknown CPU") model = line.substr(colon + 2);
+    if (line.rfind("flags", 0) == 0 && flags.empty()) flags = " " + line.substr(colon + 1) + " ";
+  }
+  const std::string vector = flags.find(" avx512f ") != std::string::npos ? "AVX-512"
+                             : flags.find(" avx2 ") != std::string::npos  ? "AVX2"
+                                                                          : "no AVX2";
+  // OpenBLAS names the kernels it picked; another BLAS has no such symbol.
+  using CoreName = char* (*)();
+  const auto core_name = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  return model + " (" + vector + "), BLAS " +
+         (core_name ? "OpenBLAS with " + std::string(core_name()) + " kernels" : std::string("not OpenBLAS")) +
+         " (OPENBLAS_CORETYPE=" + (coretype ? coretype : "unset") + ")";
 }
 
 nlohmann::json run_python_json(const std::string& command, std::string& error) {

@@ -32,6 +32,20 @@ double median_of_runs(int warmup, int runs, Work work) {
 double time_forward(LoadedModel& model, const torch::Tensor& input, const AttentionSettings& settings, bool capture,
                     int warmup, int runs);
 
+// The machine's float32 GEMM rate (GFLOP/s) at the current thread count, from a 2048^3 torch::mm:
+// the rate a forward made of matrix products cannot beat.
+double gemm_gflops();
+
+// The matrix-product work (GFLOP) of one forward of a plain ViT of width `dim` and `depth` blocks
+// (MLP 4 dim) on `tokens` tokens: qkv, proj and MLP, and the attention products `settings` asks for
+// (q k^T and A v for softmax; K^T V and Q (K^T V) for linear, focused and enhanced; per window or
+// through the anchors for window and anchor).
+double vit_forward_gflop(double tokens, double dim, double depth, double heads, const AttentionSettings& settings);
+
+// The machine the numbers come from: CPU model, its widest vector extension, and the BLAS kernels
+// (OpenBLAS's core, OPENBLAS_CORETYPE).
+std::string machine_line();
+
 // Runs a Python script that prints one JSON line last; returns it, or an empty object and `error`.
 nlohmann::json run_python_json(const std::string& command, std::string& error);
 

@@ -1,5 +1,6 @@
-// `attnscope bench`: median forward latency per variant for DeiT-Tiny/Small shapes at 224, with
-// and without capture, against the same weights in PyTorch eager (Debian's python3-torch).
+// `attnscope bench`: median forward latency per variant for plain ViT shapes (DeiT-T/S at 224,
+// ViT-B/16 at 224 and 384, ViT-L/14 at 224 and 518), with and without capture, against the same
+// weights in PyTorch eager (Debian's python3-torch), and against the machine's GEMM limit.
 // `attnscope bench --analysis`: Grad-CAM, attention relevance and Score-CAM against PyTorch-eager
 // versions on the same weights, and the spectrum's factor path against the full SVD at N = 784 and
 // 3136 patch tokens.
@@ -43,64 +44,86 @@ std::string every_swap() {
   return list;
 }
 
-struct DeitShape {
+// A plain ViT's shape and input side: DeiT-T/S, and the ViT-B/16 and ViT-L/14 of CLIP and DINOv2.
+struct VitShape {
   std::string name;
   int dim, depth, heads;
+  int patch = 16, side = 224;
+  int tokens() const { return (side / patch) * (side / patch) + 1; }
 };
 
+const std::vector<VitShape>& known_shapes() {
+  static const std::vector<VitShape> shapes = {{"tiny", 192, 12, 3},          {"small", 384, 12, 6},
+                                               {"vit-b16", 768, 12, 12},      {"vit-b16-384", 768, 12, 12, 16, 384},
+                                               {"vit-l14", 1024, 24, 16, 14}, {"vit-l14-518", 1024, 24, 16, 14, 518}};
+  return shapes;
+}
+
+const VitShape& find_shape(const std::string& name) {
+  for (const VitShape& shape : known_shapes())
+    if (shape.name == name) return shape;
+  std::string names;
+  for (const VitShape& shape : known_shapes()) names += (names.empty() ? "" : ", ") + shape.name;
+  throw std::invalid_argument("unknown size '" + excerpt(name) + "' (expected one of " + names + ")");
+}
+
 // Random weights, saved so that PyTorch loads exactly the same ones.
-std::string write_random_deit(const DeitShape& shape, const std::filesystem::path& folder) {
+std::string write_random_vit(const VitShape& shape, const std::filesystem::path& folder) {
   torch::manual_seed(0);
-  const VitArch arch = plain_vit_arch(shape.dim, shape.depth, shape.heads, /*patch_size=*/16, /*grid=*/14, 1000);
+  const VitArch arch = plain_vit_arch(shape.dim, shape.depth, shape.heads, shape.patch, shape.side / shape.patch, 1000);
   VisionTransformer model(arch);
   initialise_weights(*model.get());
-  const auto path = folder / ("deit_" + shape.name + ".safetensors");
+  const auto path = folder / ("vit_" + shape.name + ".safetensors");
   save_safetensors(path.string(), state_dict(*model), model_metadata(arch, {}));
   return path.string();
 }
 
 // Runs the PyTorch eager reference; returns its median in ms, or a negative value when unavailable.
-double pytorch_median_ms(const std::string& python, const std::string& model_path, int heads,
+double pytorch_median_ms(const std::string& python, const std::string& model_path, const VitShape& shape,
                          const AttentionSettings& settings, int warmup, int runs, std::string& error) {
   std::ostringstream command;
   command << "'" << python << "' '" << ATTNSCOPE_SOURCE_DIR << "/bench/pytorch_forward.py' --model '" << model_path
-          << "' --heads " << heads << " --threads " << torch::get_num_threads() << " --runs " << runs << " --warmup "
-          << warmup << " --variant " << to_string(settings.variant) << " --p " << settings.p << " --window "
-          << settings.window << " --anchors " << settings.anchors;
+          << "' --heads " << shape.heads << " --size " << shape.side << " --threads " << torch::get_num_threads()
+          << " --runs " << runs << " --warmup " << warmup << " --variant " << to_string(settings.variant) << " --p "
+          << settings.p << " --window " << settings.window << " --anchors " << settings.anchors;
   const nlohmann::json json = run_python_json(command.str(), error);
   if (!json.is_object()) return -1;
   if (!json.contains("median_ms")) {
     error = "PyTorch reference failed: " + json.dump().substr(0, 300);
     return -1;
   }
+  if (json.value("tokens", 0) != shape.tokens()) {
+    error = "PyTorch ran " + std::to_string(json.value("tokens", 0)) + " tokens, not " + std::to_string(shape.tokens());
+    return -1;
+  }
   return json["median_ms"].get<double>();
 }
 
-// A random DeiT written for PyTorch to load, loaded here, and a random input at 224.
+// A random ViT written for PyTorch to load, loaded here, and a random input at its side.
 struct BenchModel {
   std::string path;
   LoadedModel model;
   torch::Tensor input;
 };
 
-BenchModel random_deit_and_input(const DeitShape& shape, const std::filesystem::path& folder, torch::Device device) {
+BenchModel random_vit_and_input(const VitShape& shape, const std::filesystem::path& folder, torch::Device device) {
   BenchModel bench;
-  bench.path = write_random_deit(shape, folder);
+  bench.path = write_random_vit(shape, folder);
   bench.model = load_model(bench.path, {}, device);
   torch::manual_seed(1);
-  bench.input = torch::randn({1, 3, 224, 224}).to(device);
+  bench.input = torch::randn({1, 3, shape.side, shape.side}).to(device);
   return bench;
 }
 
 // Grad-CAM (default layer, top-1 class) on random DeiT weights at 224 against both eager baselines.
-void bench_gradcam(const std::vector<DeitShape>& shapes, const std::filesystem::path& folder, const std::string& python,
+void bench_gradcam(const std::vector<VitShape>& shapes, const std::filesystem::path& folder, const std::string& python,
                    torch::Device device, int warmup, int runs, int rounds) {
   std::cout << "\nGrad-CAM (blocks.-1.norm1, top-1 class, one forward + one backward), input 1x3x224x224\n"
             << std::left << std::setw(7) << "model" << std::right << std::setw(12) << "attnscope" << std::setw(14)
             << "eager(lib)" << std::setw(10) << "ratio" << std::setw(14) << "eager(lean)" << std::setw(10) << "ratio"
             << "\n";
   for (const auto& shape : shapes) {
-    auto [path, model, input] = random_deit_and_input(shape, folder, device);
+    auto [path, model, input] = random_vit_and_input(shape, folder, device);
     std::vector<double> ours, library, lean;
     std::string error;
     for (int round = 0; round < rounds; ++round) {
@@ -135,7 +158,7 @@ void bench_gradcam(const std::vector<DeitShape>& shapes, const std::filesystem::
 // Attention relevance (Chefer et al.) and Score-CAM (blocks.-1.norm1) on random DeiT weights at 224 against
 // PyTorch-eager versions of the same methods (bench/pytorch_attribution.py). Score-CAM runs C / 16
 // forward passes of 16 images, so it gets a fifth of the runs.
-void bench_attribution(const std::vector<DeitShape>& shapes, const std::filesystem::path& folder,
+void bench_attribution(const std::vector<VitShape>& shapes, const std::filesystem::path& folder,
                        const std::string& python, torch::Device device, int warmup, int runs, int rounds) {
   const int score_runs = std::max(1, runs / 5);
   std::cout << "\nAttention relevance (top-1 class, forward + backward to every layer's probabilities) and Score-CAM "
@@ -145,7 +168,7 @@ void bench_attribution(const std::vector<DeitShape>& shapes, const std::filesyst
             << "eager(lean)" << std::setw(10) << "ratio"
             << "\n";
   for (const auto& shape : shapes) {
-    auto [path, model, input] = random_deit_and_input(shape, folder, device);
+    auto [path, model, input] = random_vit_and_input(shape, folder, device);
     std::vector<double> relevance, scorecam, eager_relevance, eager_lean, eager_scorecam;
     std::string error;
     CamOptions score_options;
@@ -193,8 +216,8 @@ void bench_attribution(const std::vector<DeitShape>& shapes, const std::filesyst
 // Rank and spectrum of one linear-attention head (DeiT-Tiny weights, d = 64) by the factors against
 // the full SVD of the N x N matrix (building the matrix included), at grids 28 x 28 and 56 x 56.
 void bench_spectrum(const std::filesystem::path& folder, torch::Device device, int warmup, int runs) {
-  const DeitShape tiny = {"tiny", 192, 12, 3};
-  const std::string path = write_random_deit(tiny, folder);
+  const VitShape tiny = {"tiny", 192, 12, 3};
+  const std::string path = write_random_vit(tiny, folder);
   LoadedModel model = load_model(path, {}, device);
   AttentionSettings settings;
   settings.variant = Variant::Linear;
@@ -226,14 +249,14 @@ void bench_spectrum(const std::filesystem::path& folder, torch::Device device, i
 
 // A head ablation in the workbench: the forward with captures resumed at the first ablated block
 // from the unablated run (views/request_runner.h), against the whole forward with captures.
-void bench_ablation(const std::vector<DeitShape>& shapes, const std::filesystem::path& folder, torch::Device device,
+void bench_ablation(const std::vector<VitShape>& shapes, const std::filesystem::path& folder, torch::Device device,
                     int warmup, int runs) {
   std::cout << "\nHead ablation (zero, one head), forward with captures resumed at the ablated block vs the whole "
                "forward, input 1x3x224x224\n"
             << std::left << std::setw(8) << "model" << std::setw(8) << "block" << std::right << std::setw(12)
             << "resumed" << std::setw(12) << "whole" << std::setw(10) << "ratio\n";
-  for (const DeitShape& shape : shapes) {
-    BenchModel bench = random_deit_and_input(shape, folder, device);
+  for (const VitShape& shape : shapes) {
+    BenchModel bench = random_vit_and_input(shape, folder, device);
     VisionTransformerImpl& model = bench.model.vit();
     c10::InferenceMode inference_mode;
     ForwardOptions capture;
@@ -350,6 +373,7 @@ void bench_family(const std::string& family, const std::filesystem::path& folder
             << " threads (OMP_WAIT_POLICY=" << (wait_policy ? wait_policy : "unset") << ", PyTorch gets the same), "
             << "device " << device.str() << ", input 1x3x224x224, median over " << rounds
             << " alternating rounds of the median of " << runs << " runs\n"
+            << machine_line() << "\n"
             << linear_backend_line();
   std::cout << std::left << std::setw(10) << "variant" << std::right << std::setw(12) << "capture" << std::setw(12)
             << "pytorch" << std::setw(10) << "ratio\n";
@@ -385,7 +409,8 @@ void bench_family(const std::string& family, const std::filesystem::path& folder
 CommandSyntax bench_syntax() {
   const std::vector<std::string> options = {"device"};
   const std::vector<CommandFlag> flags = {
-      {"sizes", "LIST", "DeiT shapes: tiny, small", "tiny,small"},
+      {"sizes", "LIST", "ViT shapes: tiny, small (DeiT at 224), vit-b16, vit-b16-384, vit-l14, vit-l14-518",
+       "tiny,small"},
       {"variants", "LIST", "variants to time", every_swap()},
       {"runs", "N", "timed runs per measurement", "20"},
       {"warmup", "N", "untimed runs first", "3"},
@@ -423,7 +448,6 @@ int bench_command(const Args& args) {
       if (!item.empty()) items.push_back(item);
     return items;
   };
-  const std::vector<DeitShape> known = {{"tiny", 192, 12, 3}, {"small", 384, 12, 6}};
   const auto folder = std::filesystem::temp_directory_path() / ("attnscope-bench-" + std::to_string(getpid()));
   std::filesystem::create_directories(folder);
 
@@ -438,12 +462,13 @@ int bench_command(const Args& args) {
     return 0;
   }
   if (!line.flags["analysis"].empty()) {
-    std::vector<DeitShape> shapes;
+    std::vector<VitShape> shapes;
     for (const auto& size : split(line.flags["sizes"])) {
-      auto shape = std::find_if(known.begin(), known.end(), [&](const DeitShape& s) { return s.name == size; });
-      if (shape == known.end())
-        throw std::invalid_argument("unknown size '" + excerpt(size) + "' (expected tiny or small)");
-      shapes.push_back(*shape);
+      shapes.push_back(find_shape(size));
+      // The eager analysis baselines run the fixed 224 input.
+      if (shapes.back().side != 224)
+        throw std::invalid_argument("--analysis benches shapes at 224 px; '" + size + "' is " +
+                                    std::to_string(shapes.back().side));
     }
     std::cout << "attnscope bench --analysis: " << torch::get_num_threads() << " threads, device " << device.str()
               << ", medians over " << rounds << " alternating rounds of the median of " << runs << " runs\n";
@@ -458,52 +483,61 @@ int bench_command(const Args& args) {
   }
 
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  const double gflops = gemm_gflops();
   std::cout << "attnscope bench: " << torch::get_num_threads()
             << " threads (OMP_WAIT_POLICY=" << (wait_policy ? wait_policy : "unset")
-            << ", PyTorch gets the same), device " << device.str() << ", input 1x3x224x224, median over " << rounds
-            << " alternating rounds of the median of " << runs << " runs\n"
+            << ", PyTorch gets the same), device " << device.str() << ", median over " << rounds
+            << " alternating rounds of the median of up to " << runs << " runs\n"
+            << machine_line() << "\n"
+            << "GEMM limit " << std::fixed << std::setprecision(0) << gflops << " GFLOP/s (2048^3 float32 mm)\n"
             << linear_backend_line();
-  std::cout << std::left << std::setw(7) << "model" << std::setw(10) << "variant" << std::right << std::setw(12)
-            << "no-capture" << std::setw(12) << "capture" << std::setw(10) << "overhead" << std::setw(12) << "pytorch"
-            << std::setw(16) << "ratio(capture)"
+  std::cout << std::left << std::setw(13) << "model" << std::setw(10) << "variant" << std::right << std::setw(7)
+            << "tokens" << std::setw(6) << "runs" << std::setw(12) << "no-capture" << std::setw(12) << "capture"
+            << std::setw(10) << "overhead" << std::setw(12) << "pytorch" << std::setw(16) << "ratio(capture)"
+            << std::setw(10) << "GEMM lim"
             << "\n";
-  std::cout << std::fixed << std::setprecision(2);
+  std::cout << std::setprecision(2);
   for (const auto& size : split(line.flags["sizes"])) {
-    auto shape = std::find_if(known.begin(), known.end(), [&](const DeitShape& s) { return s.name == size; });
-    if (shape == known.end())
-      throw std::invalid_argument("unknown size '" + excerpt(size) + "' (expected tiny or small)");
-    const std::string path = write_random_deit(*shape, folder);
+    const VitShape& shape = find_shape(size);
+    const std::string path = write_random_vit(shape, folder);
     LoadedModel model = load_model(path, {}, device);
     torch::manual_seed(1);
-    const auto input = torch::randn({1, 3, 224, 224}).to(device);
+    const auto input = torch::randn({1, 3, shape.side, shape.side}).to(device);
     for (const auto& variant_name : split(line.flags["variants"])) {
       AttentionSettings settings;
       settings.variant = parse_variant(variant_name);
       if (settings.variant == Variant::Anchor) settings.anchors = kDefaultPooledAnchors;
+      const double limit_ms =
+          vit_forward_gflop(shape.tokens(), shape.dim, shape.depth, shape.heads, settings) / gflops * 1000.0;
+      // Large shapes take seconds a forward: fewer runs (about 3 s of forwards per measurement).
+      const int shape_runs = std::clamp(int(3000.0 / (2.0 * limit_ms)), 1, runs);
+      const int shape_warmup = std::min(warmup, shape_runs);
       // Rounds alternate the three measurements so that drift in machine load hits all alike.
       std::vector<double> plain, captured, eager;
       std::string error;
       for (int round = 0; round < rounds; ++round) {
-        plain.push_back(time_forward(model, input, settings, false, warmup, runs));
-        captured.push_back(time_forward(model, input, settings, true, warmup, runs));
+        plain.push_back(time_forward(model, input, settings, false, shape_warmup, shape_runs));
+        captured.push_back(time_forward(model, input, settings, true, shape_warmup, shape_runs));
         if (!python.empty()) {
-          const double ms = pytorch_median_ms(python, path, shape->heads, settings, warmup, runs, error);
+          const double ms = pytorch_median_ms(python, path, shape, settings, shape_warmup, shape_runs, error);
           if (ms > 0) eager.push_back(ms);
         }
       }
       const double plain_ms = median_ms(plain), captured_ms = median_ms(captured);
-      std::cout << std::left << std::setw(7) << shape->name << std::setw(10) << variant_name << std::right
-                << std::setw(10) << plain_ms << "ms" << std::setw(10) << captured_ms << "ms" << std::setw(9)
-                << 100.0 * (captured_ms - plain_ms) / plain_ms << "%";
+      std::cout << std::left << std::setw(13) << shape.name << std::setw(10) << variant_name << std::right
+                << std::setw(7) << shape.tokens() << std::setw(6) << shape_runs << std::setw(10) << plain_ms << "ms"
+                << std::setw(10) << captured_ms << "ms" << std::setw(9) << 100.0 * (captured_ms - plain_ms) / plain_ms
+                << "%";
       if (!eager.empty()) {
         const double eager_ms = median_ms(eager);
         std::cout << std::setw(10) << eager_ms << "ms" << std::setw(15) << captured_ms / eager_ms << "x";
       } else {
         std::cout << "  (no PyTorch reference: " << error << ")";
       }
-      std::cout << "\n" << std::flush;
+      std::cout << std::setw(9) << captured_ms / limit_ms << "x\n" << std::flush;
     }
   }
+  std::cout << "GEMM lim: the forward with capture over the time its matrix products take at the GEMM limit\n";
   std::filesystem::remove_all(folder);
   return 0;
 }

@@ -18,12 +18,13 @@ import torch  # noqa: E402
 
 
 def add_vit_arguments(ap, runs, warmup, model_required=True):
-    """--model, --heads, --threads, --runs and --warmup, as every ViT baseline takes them."""
+    """--model, --heads, --threads, --runs, --warmup and --size, as every ViT baseline takes them."""
     ap.add_argument("--model", required=model_required, help="timm-layout safetensors file")
     ap.add_argument("--heads", type=int, default=None, help="heads of plain qkv modules (default C/64)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--runs", type=int, default=runs)
     ap.add_argument("--warmup", type=int, default=warmup)
+    ap.add_argument("--size", type=int, default=224, help="side of the square input (default 224)")
     add_device_argument(ap)
 
 
@@ -63,7 +64,7 @@ def check_counts(ap, args, *extra_runs):
 
 def load_vit(args):
     """tests/python/reference_vit.py's model of args.model in float32 on args.threads threads and
-    args.device, and the fixed [1, 3, 224, 224] input every ViT baseline runs on."""
+    args.device, and the fixed [1, 3, S, S] input every ViT baseline runs on (S = args.size)."""
     import reference_vit
     import safetensors_io
 
@@ -72,7 +73,7 @@ def load_vit(args):
     weights = on_device(safetensors_io.load_file(args.model), device)
     model = reference_vit.ViTReference(weights, heads=args.heads, dtype=torch.float32)
     model.device = device
-    return model, fixed_input(224, seed=0).to(device)
+    return model, fixed_input(args.size, seed=0).to(device)
 
 
 def fixed_input(size, seed):

@@ -6,13 +6,13 @@ The model is tests/python/reference_vit.py (an independent reference written fro
 ../shared/reference/attention-variants.md); weights come from a safetensors file read with
 tests/python/safetensors_io.py. The softmax path is timm's eager Attention (qkv linear,
 reshape/permute, q*scale @ k^T, softmax, @ v, proj; LayerNorm, GELU) in float32 under
-torch.no_grad(), on a fixed [1,3,224,224] input.
+torch.no_grad(), on a fixed [1,3,S,S] input (S = --size, 224 by default).
 
 Usage:
   bench/pytorch_forward.py --model FILE.safetensors [--heads H] [--threads N] [--runs R] [--warmup W]
                            [--variant softmax|linear|focused|enhanced|window|anchor]
-                           [--p P] [--window W] [--anchors M] [--no-dwc] [--norm all|head] [--device D]
-      prints one JSON line: {"median_ms", "min_ms", "runs", "threads", "variant"}
+                           [--p P] [--window W] [--anchors M] [--no-dwc] [--norm all|head] [--size S] [--device D]
+      prints one JSON line: {"median_ms", "min_ms", "runs", "threads", "variant", "tokens"}
   bench/pytorch_forward.py --make-deit tiny|small OUT.safetensors [--seed S]
       writes random-init DeiT weights (timm key names, F32) so C++ and Python bench the same file.
 """
@@ -102,8 +102,10 @@ def main():
     if not torch.isfinite(logits).all():
         print("non-finite logits", file=sys.stderr)
         return 1
+    tokens = (x.shape[2] // model.patch[0]) * (x.shape[3] // model.patch[1]) + model.num_prefix
     print(json.dumps({"median_ms": round(statistics.median(times), 4), "min_ms": round(min(times), 4),
-                      "runs": args.runs, "threads": torch.get_num_threads(), "variant": args.variant}))
+                      "runs": args.runs, "threads": torch.get_num_threads(), "variant": args.variant,
+                      "tokens": tokens}))
     return 0
 
 
