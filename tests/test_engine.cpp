@@ -12,6 +12,7 @@
 #include "models/inference.h"
 #include "models/model_loader.h"
 #include "session/app_state.h"
+#include "tests/random_vit.h"
 
 namespace attnscope {
 namespace test_engine {
@@ -126,6 +127,39 @@ TEST(Engine, RowChunkedForwardEqualsThePlainGraph) {
         }
     }
   }
+}
+
+// At 4,097 tokens (4 heads) each core walks its 2,048 queries in blocks of 16 MB of scores, 256
+// rows: the blocked softmax, its exponentials in place and divided after A V, equals the plain
+// graph's softmax, and the captured rows (redrawn from each row's log-sum-exp) equal the plain
+// graph's rows, at the blocks' edges too.
+TEST(Engine, BlockedSoftmaxOverManyTokensEqualsThePlainGraph) {
+  configure_threads(2);
+  VisionTransformer model = random_vit(/*grid=*/64, /*seed=*/3);
+  torch::manual_seed(12);
+  const auto image = torch::randn({1, 3, 512, 512});
+  const AttentionSettings settings;
+  ForwardOutput plain;
+  {
+    torch::AutoGradMode with_graph(true);
+    plain = model->forward(image, settings);
+  }
+  c10::InferenceMode inference_mode;
+  const ForwardOutput blocked = model->forward(image, settings);
+  ASSERT_EQ(blocked.layout.total_tokens(), 4097);
+  // Float32 sums over 4,097 keys in another order: a few units in the 6th digit.
+  const double scale = plain.logits.abs().max().item<double>();
+  EXPECT_LT((blocked.logits - plain.logits.detach()).abs().max().item<double>(), 1e-5 * (1 + scale));
+  const std::vector<int64_t> queries = {0, 1, 255, 256, 257, 2047, 2048, 2049, 2303, 2304, 4096};
+  for (size_t layer = 0; layer < blocked.layers.size(); ++layer)
+    for (int head = 0; head < blocked.layers[layer].heads; ++head) {
+      const auto ours = blocked.layers[layer].rows(0, head, queries);
+      const auto reference = plain.layers[layer].rows(0, head, queries).detach();
+      // Rows of 4,097 probabilities: compared relative to the row's largest.
+      EXPECT_LT(((ours - reference).abs().amax(-1) / reference.amax(-1)).max().item<double>(), 1e-5)
+          << "layer " << layer << " head " << head;
+      EXPECT_LT((ours.sum(-1) - 1).abs().max().item<double>(), 1e-5);
+    }
 }
 
 TEST(Engine, RowChunksCoverEveryRowOnceWithTheCallersModes) {
