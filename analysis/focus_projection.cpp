@@ -73,7 +73,7 @@ FocusProjection project_focusing(const AttentionCapture& layer, int64_t head, do
     // The first two principal axes of the directions before f_p (centred); points are projected
     // without centring, so the origin stays the zero vector.
     const torch::Tensor centred = unit_before - unit_before.mean(0, true);
-    const auto svd = torch::linalg::svd(centred, false, c10::nullopt);
+    const auto svd = torch::linalg_svd(centred, false, c10::nullopt);
     const torch::Tensor s = std::get<1>(svd);
     axes = std::get<2>(svd).slice(0, 0, 2).transpose(0, 1).contiguous();  // [d, 2]
     const double explained = ((s.slice(0, 0, 2).pow(2).sum()) / s.pow(2).sum().clamp_min(1e-30)).item<double>();

@@ -61,7 +61,7 @@ torch::Tensor exact_singular_values(torch::Tensor matrix, const SvdProgress& pro
   if (matrix.dim() != 2) throw std::invalid_argument("exact_singular_values: the matrix must be 2-D");
   const Lapack& l = lapack();
   if (!l.complete() || matrix.numel() == 0)
-    return torch::linalg::svdvals(matrix.detach().to(torch::kCPU, torch::kFloat), c10::nullopt);
+    return torch::linalg_svdvals(matrix.detach().to(torch::kCPU, torch::kFloat), c10::nullopt);
   // A row-major [R, C] block read column-major is its transpose, which has the same singular values.
   // LAPACK wants m >= n: columns (the row-major rows) no more than rows.
   torch::Tensor a = matrix.detach().to(torch::kCPU, torch::kFloat);

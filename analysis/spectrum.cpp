@@ -41,7 +41,7 @@ Spectrum matrix_spectrum(torch::Tensor matrix, const SvdProgress& progress) {
   const bool large = std::min(rows, columns) > kCheapSpectrumTokens && matrix.device().is_cpu();
   const torch::Tensor values =
       large ? exact_singular_values(std::move(matrix), progress)
-            : torch::linalg::svdvals(matrix.detach().to(torch::kFloat), c10::nullopt).to(torch::kCPU);
+            : torch::linalg_svdvals(matrix.detach().to(torch::kFloat), c10::nullopt).to(torch::kCPU);
   return summarise_singular_values(values, rows, columns);
 }
 
@@ -57,13 +57,13 @@ LeadingSpectrum leading_spectrum(const torch::Tensor& matrix, int64_t count, int
   auto transposed_times = [&](const torch::Tensor& x) {
     return a.transpose(0, 1).matmul(x.to(torch::kFloat)).to(torch::kDouble);
   };
-  auto orthonormal = [](const torch::Tensor& x) { return std::get<0>(torch::linalg::qr(x, "reduced")); };
+  auto orthonormal = [](const torch::Tensor& x) { return std::get<0>(torch::linalg_qr(x, "reduced")); };
   torch::Generator generator = at::detail::createCPUGenerator(seed);
   torch::Tensor basis =
       orthonormal(times(at::randn({cols, width}, generator, torch::TensorOptions().dtype(torch::kDouble))));
   for (int i = 0; i < power_iterations; ++i) basis = orthonormal(times(orthonormal(transposed_times(basis))));
   const torch::Tensor projected = transposed_times(basis).transpose(0, 1);  // Q^T A: [width, cols]
-  const torch::Tensor values = torch::linalg::svdvals(projected, c10::nullopt);
+  const torch::Tensor values = torch::linalg_svdvals(projected, c10::nullopt);
   const double total = a.to(torch::kDouble).pow(2).sum().item<double>();
   const double captured = projected.pow(2).sum().item<double>();
   LeadingSpectrum out;
@@ -118,11 +118,11 @@ Spectrum factored_spectrum(const torch::Tensor& left, const torch::Tensor& right
   torch::NoGradGuard no_grad;
   if (left.dim() != 2 || right.dim() != 2 || left.size(1) != right.size(1))
     throw std::invalid_argument("factored_spectrum: factors must be [M, r] and [N, r]");
-  auto left_r = std::get<1>(torch::linalg::qr(left.detach().to(torch::kCPU, torch::kDouble), "reduced"));
-  auto right_r = std::get<1>(torch::linalg::qr(right.detach().to(torch::kCPU, torch::kDouble), "reduced"));
+  auto left_r = std::get<1>(torch::linalg_qr(left.detach().to(torch::kCPU, torch::kDouble), "reduced"));
+  auto right_r = std::get<1>(torch::linalg_qr(right.detach().to(torch::kCPU, torch::kDouble), "reduced"));
   // L R^T = Q_L (R_L R_R^T) Q_R^T with orthonormal Q's: the core carries every singular value.
   auto core = torch::matmul(left_r, right_r.transpose(0, 1));
-  auto values = torch::linalg::svdvals(core, c10::nullopt);
+  auto values = torch::linalg_svdvals(core, c10::nullopt);
   return summarise_singular_values(values, left.size(0), right.size(0));
 }
 
@@ -153,7 +153,7 @@ Spectrum grouped_spectrum(const AttentionCapture& layer, int64_t head, bool incl
     torch::Tensor block = layer.rows(batch, head, rows);
     if (include_dwc && layer.attention.dwc) block = block + layer.dwc_band(rows).to(block.device(), block.dtype());
     block = block.index_select(1, group_keys.to(block.device()));
-    values.push_back(torch::linalg::svdvals(block.to(torch::kFloat), c10::nullopt).to(torch::kCPU));
+    values.push_back(torch::linalg_svdvals(block.to(torch::kFloat), c10::nullopt).to(torch::kCPU));
   }
   auto all = std::get<0>(torch::cat(values).sort(0, /*descending=*/true));
   return summarise_singular_values(all, layer.layout.total_tokens(), layer.key_layout.total_tokens());

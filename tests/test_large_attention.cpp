@@ -69,7 +69,7 @@ TEST(ExactSingularValues, EqualLapacksSvdOnEveryShape) {
     torch::Generator generator = at::detail::createCPUGenerator(uint64_t(rows * 7 + cols));
     const torch::Tensor scores = at::randn({rows, 64}, generator).matmul(at::randn({64, cols}, generator)) * 0.25;
     const torch::Tensor matrix = torch::softmax(scores, -1);
-    const torch::Tensor expected = torch::linalg::svdvals(matrix, c10::nullopt).to(torch::kDouble);
+    const torch::Tensor expected = torch::linalg_svdvals(matrix, c10::nullopt).to(torch::kDouble);
     int reports = 0;
     double last = -1.0;
     SvdProgress progress;
