@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 
@@ -10,6 +11,7 @@
 
 #include "app/commands.h"
 #include "core/excerpt.h"
+#include "core/fatal_signal.h"
 
 namespace attnscope {
 
@@ -26,29 +28,7 @@ void print_usage() {
   }
 }
 
-}  // namespace
-}  // namespace attnscope
-
-int main(int argc, char** argv) {
-  using namespace attnscope;
-  // LibTorch's and OpenBLAS's OpenMP threads spin while they wait; whenever another process or
-  // thread wants a core, small matrix products then run up to 100x slower. libgomp reads its wait
-  // policy once, when it loads, so the setting has to be in the environment: re-exec once with it.
-  if (!std::getenv("OMP_WAIT_POLICY")) {
-    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-    execv("/proc/self/exe", argv);  // returns only on failure; then run as we are
-  }
-  std::vector<std::string> args(argv + 1, argv + argc);
-  // No command (nothing, or options only): the workbench, on the default model and image unless
-  // the options say otherwise.
-  const bool options_only = !args.empty() && args[0].rfind("--", 0) == 0 && args[0] != "--help";
-  if (args.empty() || options_only) args.insert(args.begin(), "gui");
-  if (args[0] == "-h" || args[0] == "--help") {
-    print_usage();
-    return 0;
-  }
-  const std::string name = args[0];
-  args.erase(args.begin());
+int dispatch_command(const std::string& name, const Args& args) {
   for (const auto& command : commands()) {
     if (name != command.name) continue;
     try {
@@ -67,4 +47,43 @@ int main(int argc, char** argv) {
   std::cerr << "attnscope: unknown command '" << excerpt(name) << "': this build has " << names
             << " (see attnscope --help)\n";
   return 2;
+}
+
+// Ends the process without static destructors. LibTorch tears its CUDA state down in static
+// destructors whose order can crash once the work is done (pytorch/pytorch#36408, #17658: handle
+// pools and cuDNN destroyed after the driver unloaded); on an H200 with LibTorch 2.11 device-check
+// died so, after its last table was written. Every command has written and closed its files before
+// it returns, so nothing is lost by skipping them: the streams are flushed here.
+[[noreturn]] void end_process(int status) {
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  std::_Exit(status);
+}
+
+}  // namespace
+}  // namespace attnscope
+
+int main(int argc, char** argv) {
+  using namespace attnscope;
+  // LibTorch's and OpenBLAS's OpenMP threads spin while they wait; whenever another process or
+  // thread wants a core, small matrix products then run up to 100x slower. libgomp reads its wait
+  // policy once, when it loads, so the setting has to be in the environment: re-exec once with it.
+  if (!std::getenv("OMP_WAIT_POLICY")) {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    execv("/proc/self/exe", argv);  // returns only on failure; then run as we are
+  }
+  install_fatal_signal_report();
+  std::vector<std::string> args(argv + 1, argv + argc);
+  // No command (nothing, or options only): the workbench, on the default model and image unless
+  // the options say otherwise.
+  const bool options_only = !args.empty() && args[0].rfind("--", 0) == 0 && args[0] != "--help";
+  if (args.empty() || options_only) args.insert(args.begin(), "gui");
+  if (args[0] == "-h" || args[0] == "--help") {
+    print_usage();
+    return 0;
+  }
+  const std::string name = args[0];
+  args.erase(args.begin());
+  end_process(dispatch_command(name, args));
 }

@@ -65,5 +65,6 @@ attnscope_unity(attnscope)
 if(ATTNSCOPE_CARRIED)
   set(carried_rpath "${ATTNSCOPE_CARRIED}/usr/lib/x86_64-linux-gnu;${ATTNSCOPE_CARRIED}/lib/x86_64-linux-gnu")
 endif()
-set_target_properties(attnscope PROPERTIES BUILD_RPATH "${carried_rpath};${ATTNSCOPE_TORCH_RPATH}")
+# Exported symbols: the crash report's backtrace names our functions, not just their addresses.
+set_target_properties(attnscope PROPERTIES BUILD_RPATH "${carried_rpath};${ATTNSCOPE_TORCH_RPATH}" ENABLE_EXPORTS ON)
 message(STATUS "attnscope: engine-only build (commands info, device-check)")
