@@ -420,13 +420,14 @@ int device_check_command(const Args& args) {
         row.note = error_text(error);
         bench.add(row, "");
       }
+      // After each shape: a crash later still leaves the rows measured so far.
+      json rows = json::array();
+      for (const BenchRow& row : bench.rows) rows.push_back(row.to_json());
+      report["bench"] = rows;
+      write_report();
     }
     fs::remove_all(bench.folder);
-    json rows = json::array();
-    for (const BenchRow& row : bench.rows) rows.push_back(row.to_json());
-    report["bench"] = rows;
   }
-  write_report();
   std::cout << (failed ? "device-check: a parity row FAILED\n" : "device-check: every parity row passed\n");
   return failed ? 1 : 0;
 }
