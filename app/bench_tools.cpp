@@ -28,11 +28,14 @@ double time_forward(LoadedModel& model, const torch::Tensor& input, const Attent
   });
 }
 
-double gemm_gflops() {
+double gemm_gflops(torch::Device device) {
   c10::InferenceMode inference_mode;
-  const auto a = torch::randn({2048, 2048}), b = torch::randn({2048, 2048});
+  const auto a = torch::randn({2048, 2048}).to(device), b = torch::randn({2048, 2048}).to(device);
   torch::mm(a, b);
-  const double ms = median_of_runs(0, 3, [&] { torch::mm(a, b); });
+  const double ms = median_of_runs(device.is_cuda() ? 3 : 0, device.is_cuda() ? 20 : 3, [&] {
+    torch::mm(a, b);
+    if (device.is_cuda()) torch::cuda::synchronize();
+  });
   return 2.0 * 2048.0 * 2048.0 * 2048.0 / (ms * 1e6);
 }
 

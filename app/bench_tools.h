@@ -32,9 +32,9 @@ double median_of_runs(int warmup, int runs, Work work) {
 double time_forward(LoadedModel& model, const torch::Tensor& input, const AttentionSettings& settings, bool capture,
                     int warmup, int runs);
 
-// The machine's float32 GEMM rate (GFLOP/s) at the current thread count, from a 2048^3 torch::mm:
-// the rate a forward made of matrix products cannot beat.
-double gemm_gflops();
+// The float32 GEMM rate (GFLOP/s) of `device` (the CPU at the current thread count), from a
+// 2048^3 torch::mm: the rate a forward made of matrix products cannot beat.
+double gemm_gflops(torch::Device device = torch::kCPU);
 
 // The matrix-product work (GFLOP) of one forward of a plain ViT of width `dim` and `depth` blocks
 // (MLP 4 dim) on `tokens` tokens: qkv, proj and MLP, and the attention products `settings` asks for

@@ -28,10 +28,10 @@
 #include "core/excerpt.h"
 #include "core/image.h"
 #include "models/demo_models.h"
+#include "models/inference.h"
 #include "models/model_loader.h"
 #include "models/token_linear.h"
 #include "views/clip_prompts.h"
-#include "views/representation_features.h"
 
 namespace attnscope {
 
@@ -80,12 +80,14 @@ std::string write_random_vit(const VitShape& shape, const std::filesystem::path&
 
 // Runs the PyTorch eager reference; returns its median in ms, or a negative value when unavailable.
 double pytorch_median_ms(const std::string& python, const std::string& model_path, const VitShape& shape,
-                         const AttentionSettings& settings, int warmup, int runs, std::string& error) {
+                         const AttentionSettings& settings, torch::Device device, int warmup, int runs,
+                         std::string& error) {
   std::ostringstream command;
   command << "'" << python << "' '" << ATTNSCOPE_SOURCE_DIR << "/bench/pytorch_forward.py' --model '" << model_path
           << "' --heads " << shape.heads << " --size " << shape.side << " --threads " << torch::get_num_threads()
           << " --runs " << runs << " --warmup " << warmup << " --variant " << to_string(settings.variant) << " --p "
-          << settings.p << " --window " << settings.window << " --anchors " << settings.anchors;
+          << settings.p << " --window " << settings.window << " --anchors " << settings.anchors << " --device "
+          << device.str();
   const nlohmann::json json = run_python_json(command.str(), error);
   if (!json.is_object()) return -1;
   if (!json.contains("median_ms")) {
@@ -153,6 +155,8 @@ void bench_gradcam(const std::vector<VitShape>& shapes, const std::filesystem::p
     }
     std::cout << "\n" << std::flush;
   }
+  std::cout << "GEMM lim: the native forward with capture over the time its matrix products (counted by the eager "
+               "side as it runs) take at the GEMM limit\n";
 }
 
 // Attention relevance (Chefer et al.) and Score-CAM (blocks.-1.norm1) on random DeiT weights at 224 against
@@ -302,7 +306,7 @@ void bench_textspan_prompt(const std::filesystem::path& folder, const std::strin
   LoadedModel model = load_model(path, {}, device);
   const RgbImage prepared =
       prepare_model_input(load_image_rgb(asset_path("images/chelsea.png")), InputSettings{}, model);
-  const torch::Tensor image = model_input(model, prepared);
+  const torch::Tensor image = image_to_tensor(prepared, model.normalization).to(model.device);
   using clock = std::chrono::steady_clock;
   auto since = [](clock::time_point start) {
     return std::chrono::duration<double, std::milli>(clock::now() - start).count();
@@ -368,40 +372,47 @@ void bench_family(const std::string& family, const std::filesystem::path& folder
   torch::manual_seed(1);
   const auto input = torch::randn({1, 3, 224, 224}).to(device);
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  const double gflops = gemm_gflops(device);
   std::cout << "attnscope bench --family " << family << ": " << model.family() << ", " << model.parameter_count
             << " parameters, " << torch::get_num_threads()
             << " threads (OMP_WAIT_POLICY=" << (wait_policy ? wait_policy : "unset") << ", PyTorch gets the same), "
             << "device " << device.str() << ", input 1x3x224x224, median over " << rounds
             << " alternating rounds of the median of " << runs << " runs\n"
             << machine_line() << "\n"
+            << "GEMM limit " << std::setprecision(0) << std::fixed << gflops << " GFLOP/s (2048^3 float32 mm)\n"
             << linear_backend_line();
   std::cout << std::left << std::setw(10) << "variant" << std::right << std::setw(12) << "capture" << std::setw(12)
-            << "pytorch" << std::setw(10) << "ratio\n";
+            << "pytorch" << std::setw(9) << "ratio" << std::setw(10) << "GEMM lim\n";
   std::cout << std::fixed << std::setprecision(2);
   for (const Variant variant : {Variant::Native, Variant::Linear, Variant::Focused, Variant::Anchor}) {
     AttentionSettings settings;
     settings.variant = variant;
     const bool native = variant == Variant::Native;
     std::vector<double> ours, eager;
+    double gemm_gflop = 0;  // the native forward's matrix products, counted by the eager side as it runs
     for (int round = 0; round < rounds; ++round) {
       ours.push_back(time_forward(model, input, settings, true, warmup, runs));
       if (!native) continue;  // the eager reference runs the model's own attention
       std::ostringstream command;
       command << "'" << python << "' '" << script << "' --model '" << path << "' --threads " << torch::get_num_threads()
-              << " --runs " << runs << " --warmup " << warmup;
+              << " --runs " << runs << " --warmup " << warmup << " --device " << device.str();
       const nlohmann::json result = run_python_json(command.str(), error);
       if (result.contains("median_ms")) eager.push_back(result["median_ms"].get<double>());
+      gemm_gflop = result.value("gemm_gflop", 0.0);
     }
     const double ours_ms = median_ms(ours);
     std::cout << std::left << std::setw(10) << to_string(variant) << std::right << std::setw(10) << ours_ms << "ms";
     if (!eager.empty()) {
       const double eager_ms = median_ms(eager);
-      std::cout << std::setw(10) << eager_ms << "ms" << std::setw(9) << ours_ms / eager_ms << "x";
+      std::cout << std::setw(10) << eager_ms << "ms" << std::setw(8) << ours_ms / eager_ms << "x";
+      if (gemm_gflop > 0) std::cout << std::setw(9) << ours_ms / (gemm_gflop / gflops * 1000.0) << "x";
     } else if (native) {
       std::cout << "  (no PyTorch reference: " << error << ")";
     }
     std::cout << "\n" << std::flush;
   }
+  std::cout << "GEMM lim: the native forward with capture over the time its matrix products (counted by the eager "
+               "side as it runs) take at the GEMM limit\n";
 }
 
 }  // namespace
@@ -483,7 +494,7 @@ int bench_command(const Args& args) {
   }
 
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
-  const double gflops = gemm_gflops();
+  const double gflops = gemm_gflops(device);
   std::cout << "attnscope bench: " << torch::get_num_threads()
             << " threads (OMP_WAIT_POLICY=" << (wait_policy ? wait_policy : "unset")
             << ", PyTorch gets the same), device " << device.str() << ", median over " << rounds
@@ -519,7 +530,7 @@ int bench_command(const Args& args) {
         plain.push_back(time_forward(model, input, settings, false, shape_warmup, shape_runs));
         captured.push_back(time_forward(model, input, settings, true, shape_warmup, shape_runs));
         if (!python.empty()) {
-          const double ms = pytorch_median_ms(python, path, shape, settings, shape_warmup, shape_runs, error);
+          const double ms = pytorch_median_ms(python, path, shape, settings, device, shape_warmup, shape_runs, error);
           if (ms > 0) eager.push_back(ms);
         }
       }

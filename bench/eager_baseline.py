@@ -125,3 +125,39 @@ def keeping_layer_norm_output(model, norm, kept, prepare=None):
         yield kept
     finally:
         model._ln = original
+
+
+class GemmCounter(torch.overrides.TorchFunctionMode):
+    """The matrix-product work of what runs under it, in FLOP (2 per multiply-add): linear layers,
+    matmul / @ / bmm / mm, and convolutions without groups (patch embeddings, PVT's spatial
+    reduction). Depthwise convolutions, softmax and norms are not products a GEMM limit applies to."""
+
+    PRODUCTS = (torch.matmul, torch.Tensor.__matmul__, torch.bmm, torch.mm, torch.Tensor.matmul)
+
+    def __init__(self):
+        super().__init__()
+        self.flop = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        functional = torch.nn.functional
+        if func is functional.linear:
+            x, weight = args[0], args[1] if len(args) > 1 else kwargs["weight"]
+            self.flop += 2 * (x.numel() // x.shape[-1]) * weight.numel()
+        elif func in self.PRODUCTS:
+            self.flop += 2 * out.numel() * args[0].shape[-1]
+        elif func is functional.conv2d:
+            weight = args[1] if len(args) > 1 else kwargs["weight"]
+            groups = args[6] if len(args) > 6 else kwargs.get("groups", 1)
+            if groups == 1:  # each output element: in x kh x kw multiply-adds
+                self.flop += 2 * out.numel() * weight[0].numel()
+        return out
+
+
+def gemm_gflop(forward):
+    """GFLOP of the matrix products one call of `forward` runs (GemmCounter), under no_grad."""
+    counter = GemmCounter()
+    with torch.no_grad(), counter:
+        forward()
+    return counter.flop / 1e9

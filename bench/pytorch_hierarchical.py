@@ -12,7 +12,8 @@ Usage:
       writes random-init Swin-T (96, depths 2-2-6-2, heads 3-6-12-24, window 7) or PVT-v2-b2 (64-128-320-512,
       depths 3-4-6-3, heads 1-2-5-8, sr 8-4-2-1) weights in timm's layout, with attnscope_arch metadata.
   bench/pytorch_hierarchical.py --model FILE.safetensors [--threads N] [--runs R] [--warmup W] [--size S]
-      prints one JSON line: {"median_ms", "min_ms", "runs", "threads", "family"}
+      prints one JSON line: {"median_ms", "min_ms", "runs", "threads", "family", "gemm_gflop"} (gemm_gflop:
+      the matrix-product work of one forward, counted as it runs: eager_baseline.GemmCounter)
 """
 
 import argparse
@@ -137,8 +138,9 @@ def main():
             elapsed = (time.perf_counter() - start) * 1000.0
             if i >= args.warmup:
                 samples.append(elapsed)
+    gflop = eager_baseline.gemm_gflop(lambda: model.forward(image))
     print(json.dumps({"median_ms": statistics.median(samples), "min_ms": min(samples), "runs": args.runs,
-                      "threads": args.threads, "family": arch["family"]}))
+                      "threads": args.threads, "family": arch["family"], "gemm_gflop": gflop}))
     return 0
 
 

@@ -46,14 +46,14 @@ foreach(drawing core/cv_image.cpp core/image_decode_opencv.cpp core/colormap_ima
 endforeach()
 list(APPEND ATTNSCOPE_ENGINE_SOURCES figures/figure_output.cpp views/option_catalog.cpp app/main.cpp app/cli.cpp
      app/command_info.cpp app/command_device_check.cpp app/bench_tools.cpp app/command_table_engine.cpp
-     app/app_options_engine.cpp)
+     app/app_options_engine.cpp app/command_bench.cpp app/bench_scale_engine.cpp views/clip_prompts.cpp views/analysis_options.cpp)
 
 add_executable(attnscope ${ATTNSCOPE_ENGINE_SOURCES})
 target_include_directories(attnscope PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(attnscope PRIVATE attnscope_torch attnscope_json attnscope_yaml attnscope_utf8proc attnscope_zlib
                                         attnscope_png attnscope_jpeg Threads::Threads ${OpenMP_CXX_LIBRARIES})
 target_compile_options(attnscope PRIVATE ${ATTNSCOPE_WARNINGS})
-set_source_files_properties(core/assets.cpp app/command_device_check.cpp PROPERTIES COMPILE_DEFINITIONS
+set_source_files_properties(core/assets.cpp app/command_device_check.cpp app/command_bench.cpp PROPERTIES COMPILE_DEFINITIONS
   "ATTNSCOPE_SOURCE_DIR=\"${CMAKE_CURRENT_SOURCE_DIR}\";ATTNSCOPE_PYTHON=\"${ATTNSCOPE_PYTHON}\""
   SKIP_UNITY_BUILD_INCLUSION ON)
 set_source_files_properties(core/yaml_checked.cpp PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
@@ -67,4 +67,4 @@ if(ATTNSCOPE_CARRIED)
 endif()
 # Exported symbols: the crash report's backtrace names our functions, not just their addresses.
 set_target_properties(attnscope PROPERTIES BUILD_RPATH "${carried_rpath};${ATTNSCOPE_TORCH_RPATH}" ENABLE_EXPORTS ON)
-message(STATUS "attnscope: engine-only build (commands info, device-check)")
+message(STATUS "attnscope: engine-only build (commands info, device-check, bench)")

@@ -2,6 +2,7 @@
 // its own input size, and every row carries its token count and its ratio to the GEMM limit.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <sstream>
 #include <string>
 
@@ -56,6 +57,55 @@ TEST(Bench, ForwardWorkCountsEachVariantsAttentionProducts) {
   settings.variant = Variant::Anchor;
   settings.anchors = 30;
   EXPECT_DOUBLE_EQ(vit_forward_gflop(T, d, L, h, settings), 2 * L * (layers + 4 * T * 30 * d) / 1e9);
+}
+
+// The eager side counts the matrix products of the forward it runs (bench/eager_baseline.py's
+// GemmCounter); for Swin-T and PVT-v2-b2 at 224 that count equals the closed form by stage, and the
+// native row of `bench --family` carries its ratio to the GEMM limit.
+TEST(Bench, HierarchicalFamiliesCountTheirMatrixProductsAsTheClosedFormDoes) {
+  // Swin-T: patch embedding, then per stage (dims 96-384-768 doubling, depths 2-2-6-2, 7 x 7
+  // windows): patch merging 4C -> 2C, and per block 12 N C^2 (qkv, proj, MLP) + 2 x 49 N C.
+  double swin = 56.0 * 56 * 96 * 48 + 768 * 1000;
+  const int swin_dims[] = {96, 192, 384, 768}, swin_depths[] = {2, 2, 6, 2};
+  for (int s = 0; s < 4; ++s) {
+    const double n = std::pow(56 >> s, 2), c = swin_dims[s];
+    if (s > 0) swin += n * 4 * swin_dims[s - 1] * c;
+    swin += swin_depths[s] * (12 * n * c * c + 2 * 49 * n * c);
+  }
+  // PVT-v2-b2: 7 x 7 stem, 3 x 3 downsampling, per block q, spatial-reduction conv (sr 8-4-2-1),
+  // kv on the N / sr^2 reduced tokens, the two attention products, proj and the MLP (ratios 8-8-4-4).
+  double pvt = 56.0 * 56 * 64 * 3 * 49 + 512 * 1000;
+  const int dims[] = {64, 128, 320, 512}, depths[] = {3, 4, 6, 3}, srs[] = {8, 4, 2, 1}, ratios[] = {8, 8, 4, 4};
+  for (int s = 0; s < 4; ++s) {
+    const int side = 56 >> s;
+    const double n = double(side) * side, c = dims[s], reduced = std::pow(side / srs[s], 2);
+    if (s > 0) pvt += n * dims[s - 1] * 9 * c;
+    const double reduction = srs[s] > 1 ? reduced * c * c * srs[s] * srs[s] : 0;
+    pvt +=
+        depths[s] * (2 * n * c * c + reduction + 2 * reduced * c * c + 2 * n * reduced * c + 2 * n * c * ratios[s] * c);
+  }
+  TestFolder folder("bench-family");
+  const std::string script = std::string(ATTNSCOPE_SOURCE_DIR) + "/bench/pytorch_hierarchical.py";
+  for (const auto& [family, multiply_adds] : {std::pair<std::string, double>{"swin", swin}, {"pvt", pvt}}) {
+    const std::string path = (folder.path() / (family + ".safetensors")).string();
+    std::string error;
+    run_python_json("'" ATTNSCOPE_PYTHON "' '" + script + "' --make " + family + " '" + path + "' && echo '{}'", error);
+    ASSERT_TRUE(error.empty()) << error;
+    const nlohmann::json result = run_python_json(
+        "'" ATTNSCOPE_PYTHON "' '" + script + "' --model '" + path + "' --runs 1 --warmup 0 --threads 1", error);
+    ASSERT_TRUE(result.contains("gemm_gflop")) << error << result.dump();
+    EXPECT_NEAR(result["gemm_gflop"].get<double>(), 2 * multiply_adds / 1e9, 1e-9) << family;
+  }
+  const CommandRun run = run_attnscope("bench --family swin --runs 1 --warmup 0 --rounds 1", folder.path());
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const auto row = run.out.find("\nnative");
+  ASSERT_NE(row, std::string::npos) << run.out;
+  // variant, capture, pytorch, ratio, GEMM lim
+  std::istringstream fields(run.out.substr(row + 1, run.out.find('\n', row + 1) - row - 1));
+  std::string variant, capture, eager, ratio, gemm;
+  fields >> variant >> capture >> eager >> ratio >> gemm;
+  ASSERT_FALSE(gemm.empty()) << run.out;
+  EXPECT_GT(std::stod(gemm), 0.5) << run.out;
 }
 
 }  // namespace
