@@ -5,7 +5,7 @@
 # `attnscope device-check --device cuda`: the parity table (every family and variant on CUDA against
 # the CPU) and the bench table (against eager PyTorch on CUDA in the same call). Everything goes
 # under $OUT: device_check.json (both tables), device_check.log, build.txt (configure and build),
-# ldd.txt, ldd_check.txt, machine.json.
+# ldd.txt, ldd_check.txt, machine.json, and bench.txt (`attnscope bench` on the device).
 #
 #   OUT=DIR scripts/device_check.sh              on the GPU machine
 #   OUT=DIR scripts/device_check.sh --rehearse   here: the same steps on the CPU, with Debian's
@@ -103,7 +103,19 @@ if grep -q 'UNEXPECTED\|NOT FOUND' "$OUT/ldd_check.txt"; then
   echo "device_check: the binary links something that is neither LibTorch's, carried nor the runtime" >&2
   status=1
 fi
-build-engine/attnscope device-check --device "$device" --models "$kit/models" --python "$python" "${timing[@]}" \
-  --json "$OUT/device_check.json" || status=$(( $? > status ? $? : status ))
+# DEVICE_CHECK_MODELS (a folder) and DEVICE_CHECK_ARGS (e.g. "--sides 1036") narrow a rerun.
+read -r -a extra <<< "${DEVICE_CHECK_ARGS:-}"
+build-engine/attnscope device-check --device "$device" --models "${DEVICE_CHECK_MODELS:-$kit/models}" \
+  --python "$python" "${timing[@]}" "${extra[@]}" --json "$OUT/device_check.json" || status=$(( $? > status ? $? : status ))
+# `bench` on the device: the plain ViT shapes up to ViT-L/14 at 518 px, softmax and focused, against
+# eager PyTorch on the same device, with the device's own GEMM limit; into bench.txt.
+if [ $rehearse = 1 ]; then
+  bench_args=(--sizes tiny --variants softmax --runs 1 --warmup 0 --rounds 1)
+else
+  bench_args=(--sizes tiny,small,vit-b16,vit-b16-384,vit-l14,vit-l14-518 --variants softmax,focused --runs 20
+              --warmup 5 --rounds 1)
+fi
+build-engine/attnscope bench --device "$device" --python "$python" "${bench_args[@]}" 2>&1 | tee "$OUT/bench.txt" ||
+  status=$(( ${PIPESTATUS[0]} > status ? ${PIPESTATUS[0]} : status ))
 echo "device_check: $( [ $status = 0 ] && echo passed || echo FAILED ) in $(( $(date +%s) - start )) s"
 exit $status
