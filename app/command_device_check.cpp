@@ -428,7 +428,8 @@ int device_check_command(const Args& args) {
     }
     fs::remove_all(bench.folder);
   }
-  std::cout << (failed ? "device-check: a parity row FAILED\n" : "device-check: every parity row passed\n");
+  // Flushed now: a crash after this line (as on the H200, in LibTorch's CUDA teardown) still shows it.
+  std::cout << (failed ? "device-check: a parity row FAILED" : "device-check: every parity row passed") << std::endl;
   return failed ? 1 : 0;
 }
 
