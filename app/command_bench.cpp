@@ -137,7 +137,7 @@ void bench_gradcam(const std::vector<VitShape>& shapes, const std::filesystem::p
       std::ostringstream command;
       command << "'" << python << "' '" << ATTNSCOPE_SOURCE_DIR << "/bench/pytorch_gradcam.py' --model '" << path
               << "' --heads " << shape.heads << " --threads " << torch::get_num_threads() << " --runs " << runs
-              << " --warmup " << warmup;
+              << " --warmup " << warmup << " --device " << device.str();
       const auto json = run_python_json(command.str(), error);
       if (json.contains("library_ms")) {
         library.push_back(json["library_ms"].get<double>());
@@ -155,8 +155,6 @@ void bench_gradcam(const std::vector<VitShape>& shapes, const std::filesystem::p
     }
     std::cout << "\n" << std::flush;
   }
-  std::cout << "GEMM lim: the native forward with capture over the time its matrix products (counted by the eager "
-               "side as it runs) take at the GEMM limit\n";
 }
 
 // Attention relevance (Chefer et al.) and Score-CAM (blocks.-1.norm1) on random DeiT weights at 224 against
@@ -190,7 +188,7 @@ void bench_attribution(const std::vector<VitShape>& shapes, const std::filesyste
       std::ostringstream command;
       command << "'" << python << "' '" << ATTNSCOPE_SOURCE_DIR << "/bench/pytorch_attribution.py' --model '" << path
               << "' --heads " << shape.heads << " --threads " << torch::get_num_threads() << " --runs " << runs
-              << " --warmup " << warmup << " --score-runs " << score_runs;
+              << " --warmup " << warmup << " --score-runs " << score_runs << " --device " << device.str();
       const auto json = run_python_json(command.str(), error);
       if (json.contains("relevance_ms")) {
         eager_relevance.push_back(json["relevance_ms"].get<double>());
