@@ -78,8 +78,7 @@ void bench_scale(const std::string& python, const std::string& source_dir, const
   const std::string attnscope = length > 0 ? std::string(self, size_t(length)) : "attnscope";
   const double gflops = gemm_gflops();
   std::cout << "attnscope bench --scale: DINOv2-S/14 with 4 registers (timm layout, random weights), "
-            << torch::get_num_threads() << " threads, GEMM limit " << std::setprecision(0) << std::fixed << gflops
-            << " GFLOP/s (2048^3 float32 mm)\n"
+            << torch::get_num_threads() << " threads, " << gemm_limit_text(gflops) << "\n"
             << machine_line() << "\n";
   std::cout << std::left << std::setw(11) << "input" << std::right << std::setw(8) << "tokens" << std::setw(12)
             << "forward" << std::setw(12) << "eager" << std::setw(8) << "ratio" << std::setw(11) << "GEMM lim"

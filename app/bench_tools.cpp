@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -37,6 +38,10 @@ double gemm_gflops(torch::Device device) {
     if (device.is_cuda()) torch::cuda::synchronize();
   });
   return 2.0 * 2048.0 * 2048.0 * 2048.0 / (ms * 1e6);
+}
+
+std::string gemm_limit_text(double gflops) {
+  return "GEMM limit " + std::to_string(std::lround(gflops)) + " GFLOP/s (2048^3 float32 mm)";
 }
 
 double vit_forward_gflop(double tokens, double dim, double depth, double heads, const AttentionSettings& settings) {

@@ -36,6 +36,9 @@ double time_forward(LoadedModel& model, const torch::Tensor& input, const Attent
 // 2048^3 torch::mm: the rate a forward made of matrix products cannot beat.
 double gemm_gflops(torch::Device device = torch::kCPU);
 
+// "GEMM limit 140 GFLOP/s (2048^3 float32 mm)": how every bench header states the rate.
+std::string gemm_limit_text(double gflops);
+
 // The matrix-product work (GFLOP) of one forward of a plain ViT of width `dim` and `depth` blocks
 // (MLP 4 dim) on `tokens` tokens: qkv, proj and MLP, and the attention products `settings` asks for
 // (q k^T and A v for softmax; K^T V and Q (K^T V) for linear, focused and enhanced; per window or

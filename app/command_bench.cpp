@@ -218,8 +218,7 @@ void bench_attribution(const std::vector<VitShape>& shapes, const std::filesyste
 // Rank and spectrum of one linear-attention head (DeiT-Tiny weights, d = 64) by the factors against
 // the full SVD of the N x N matrix (building the matrix included), at grids 28 x 28 and 56 x 56.
 void bench_spectrum(const std::filesystem::path& folder, torch::Device device, int warmup, int runs) {
-  const VitShape tiny = {"tiny", 192, 12, 3};
-  const std::string path = write_random_vit(tiny, folder);
+  const std::string path = write_random_vit(find_shape("tiny"), folder);
   LoadedModel model = load_model(path, {}, device);
   AttentionSettings settings;
   settings.variant = Variant::Linear;
@@ -377,7 +376,7 @@ void bench_family(const std::string& family, const std::filesystem::path& folder
             << "device " << device.str() << ", input 1x3x224x224, median over " << rounds
             << " alternating rounds of the median of " << runs << " runs\n"
             << machine_line() << "\n"
-            << "GEMM limit " << std::setprecision(0) << std::fixed << gflops << " GFLOP/s (2048^3 float32 mm)\n"
+            << gemm_limit_text(gflops) << "\n"
             << linear_backend_line();
   std::cout << std::left << std::setw(10) << "variant" << std::right << std::setw(12) << "capture" << std::setw(12)
             << "pytorch" << std::setw(9) << "ratio" << std::setw(10) << "GEMM lim\n";
@@ -498,14 +497,14 @@ int bench_command(const Args& args) {
             << ", PyTorch gets the same), device " << device.str() << ", median over " << rounds
             << " alternating rounds of the median of up to " << runs << " runs\n"
             << machine_line() << "\n"
-            << "GEMM limit " << std::fixed << std::setprecision(0) << gflops << " GFLOP/s (2048^3 float32 mm)\n"
+            << gemm_limit_text(gflops) << "\n"
             << linear_backend_line();
   std::cout << std::left << std::setw(13) << "model" << std::setw(10) << "variant" << std::right << std::setw(7)
             << "tokens" << std::setw(6) << "runs" << std::setw(12) << "no-capture" << std::setw(12) << "capture"
             << std::setw(10) << "overhead" << std::setw(12) << "pytorch" << std::setw(16) << "ratio(capture)"
             << std::setw(10) << "GEMM lim"
             << "\n";
-  std::cout << std::setprecision(2);
+  std::cout << std::fixed << std::setprecision(2);
   for (const auto& size : split(line.flags["sizes"])) {
     const VitShape& shape = find_shape(size);
     const std::string path = write_random_vit(shape, folder);
