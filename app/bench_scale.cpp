@@ -9,13 +9,15 @@
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <opencv2/imgcodecs.hpp>
+#include <random>
 #include <sstream>
 #include <vector>
 
 #include "analysis/attention_map.h"
 #include "app/bench_tools.h"
+#include "core/atomic_file.h"
 #include "core/image.h"
+#include "core/image_encode.h"
 #include "core/npy.h"
 #include "models/inference.h"
 #include "models/model_loader.h"
@@ -88,9 +90,11 @@ void bench_scale(const std::string& python, const std::string& source_dir, const
   LoadedModel model = load_model(model_path, {}, torch::kCPU);
   for (const int side : {518, 1036}) {
     const std::string image = (folder / ("noise" + std::to_string(side) + ".png")).string();
-    cv::Mat noise(side, side, CV_8UC3);
-    cv::randu(noise, 0, 256);
-    cv::imwrite(image, noise);
+    RgbImage noise(side, side);
+    std::mt19937 random{unsigned(side)};
+    for (size_t i = 0; i < noise.bytes(); ++i) noise.data()[i] = uint8_t(random() >> 24);
+    const std::string png = encode_png(noise);
+    write_file_atomically(image, [&](std::ostream& file) { file.write(png.data(), std::streamsize(png.size())); });
     const std::filesystem::path out = folder / ("run" + std::to_string(side));
     std::filesystem::remove_all(out);
     // The whole `run` process: load, forward with capture, the selected layer's summary, files.

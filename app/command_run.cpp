@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "analysis/ablated_inference.h"
 #include "analysis/attention_map.h"
 #include "analysis/spectrum.h"
 #include "app/cli.h"
@@ -16,16 +17,14 @@
 #include "core/assets.h"
 #include "core/atomic_file.h"
 #include "core/colormap.h"
-#include "core/cv_image.h"
 #include "core/npy.h"
 #include "core/output_files.h"
 #include "core/progress_bar.h"
+#include "core/value_overlay.h"
 #include "core/value_scale.h"
-#include "core/value_scale_image.h"
 #include "models/forward_progress.h"
 #include "models/inference.h"
 #include "views/option_catalog.h"
-#include "views/request_runner.h"
 
 namespace attnscope {
 
@@ -197,11 +196,12 @@ int run_command(const Args& args) {
   const torch::Tensor shown = (grid * display_factor(state.scale, capture.key_layout.total_tokens()))
                                   .to(torch::kCPU, torch::kFloat)
                                   .contiguous();
-  const cv::Mat shown_values(int(shown.size(0)), int(shown.size(1)), CV_32FC1, shown.data_ptr<float>());
   ValueRange range;
   range.include(shown.data_ptr<float>(), size_t(shown.numel()));
   const ValueScale scale = resolve_value_scale(state.scale, state.colormap, range);
-  const cv::Mat overlay = overlay_values(to_mat(result.input_rgb), shown_values, scale, state.opacity, state.alpha);
+  const RgbImage overlay =
+      overlay_values(result.input_rgb, {shown.data_ptr<float>(), int(shown.size(0)), int(shown.size(1))}, scale,
+                     state.opacity, state.alpha);
 
   nlohmann::json summary = run_summary({state, model, result, prepared, layer, query, scale, after_lcm, lcm_note});
   // With heads ablated, the unablated model's output beside it: what the ablation changed.

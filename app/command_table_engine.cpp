@@ -7,6 +7,8 @@ namespace attnscope {
 const std::vector<Command>& commands() {
   static const std::vector<Command> list = {
       {"info", "print the architecture attnscope infers from a checkpoint", info_command, info_syntax},
+      {"run", "run one image through a model and write attention, matrices, overlays and a summary", run_command,
+       run_syntax},
       {"bench", "forward latency per variant against PyTorch eager on this machine", bench_command, bench_syntax},
       {"device-check", "parity of a device (cuda) against the CPU and its speed against eager PyTorch",
        device_check_command, device_check_syntax},

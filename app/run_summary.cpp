@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <iostream>
 
+#include "analysis/head_spectrum.h"
 #include "analysis/spectrum.h"
 #include "core/output_schemas.h"
 #include "core/progress_bar.h"
 #include "models/token_linear.h"
-#include "views/panel_maps.h"
 
 namespace attnscope {
 

@@ -1,5 +1,5 @@
 # ATTNSCOPE_ENGINE_ONLY: the engine (core, models, analyses, the session's options) and the headless
-# commands info and device-check, linked with LibTorch and small libraries only. Every library but
+# commands info, run, bench and device-check, linked with LibTorch and small libraries only. Every library but
 # LibTorch comes from ATTNSCOPE_CARRIED when given (the folder scripts/device_kit.sh unpacks Debian's
 # packages into, usr/include and usr/lib/x86_64-linux-gnu below it), and only from there: this
 # configure never looks for OpenCV, cairo, ImGui or GLFW, and finds nothing else by accident.
@@ -45,8 +45,8 @@ foreach(drawing core/cv_image.cpp core/image_decode_opencv.cpp core/colormap_ima
   list(REMOVE_ITEM ATTNSCOPE_ENGINE_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/${drawing})
 endforeach()
 list(APPEND ATTNSCOPE_ENGINE_SOURCES figures/figure_output.cpp views/option_catalog.cpp app/main.cpp app/cli.cpp
-     app/command_info.cpp app/command_device_check.cpp app/bench_tools.cpp app/command_table_engine.cpp
-     app/app_options_engine.cpp app/command_bench.cpp app/bench_scale_engine.cpp views/clip_prompts.cpp views/analysis_options.cpp)
+     app/command_info.cpp app/command_run.cpp app/run_summary.cpp app/command_device_check.cpp app/bench_tools.cpp app/command_table_engine.cpp
+     app/app_options_engine.cpp app/command_bench.cpp app/bench_scale.cpp views/clip_prompts.cpp views/analysis_options.cpp)
 
 add_executable(attnscope ${ATTNSCOPE_ENGINE_SOURCES})
 target_include_directories(attnscope PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
@@ -67,4 +67,4 @@ if(ATTNSCOPE_CARRIED)
 endif()
 # Exported symbols: the crash report's backtrace names our functions, not just their addresses.
 set_target_properties(attnscope PROPERTIES BUILD_RPATH "${carried_rpath};${ATTNSCOPE_TORCH_RPATH}" ENABLE_EXPORTS ON)
-message(STATUS "attnscope: engine-only build (commands info, device-check, bench)")
+message(STATUS "attnscope: engine-only build (commands info, run, bench, device-check)")

@@ -8,6 +8,7 @@
 
 #include "core/atomic_bundle.h"
 #include "core/excerpt.h"
+#include "core/image_encode.h"
 #include "core/npy.h"
 
 namespace attnscope {
@@ -55,6 +56,8 @@ void OutputFiles::add(BundleFile file) {
 }
 
 void OutputFiles::add_npy(const std::string& name, const torch::Tensor& tensor) { add_bytes(name, npy_bytes(tensor)); }
+
+void OutputFiles::add_png(const std::string& name, const RgbImage& rgb) { add_bytes(name, encode_png(rgb)); }
 
 std::vector<std::string> OutputFiles::existing() const {
   std::vector<std::string> found;

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 #include "core/atomic_bundle.h"
+#include "core/rgb_image.h"
 
 namespace cv {
 class Mat;
@@ -34,7 +35,9 @@ class OutputFiles {
   void add_bytes(const std::string& name, std::string bytes);  // a name may be given once
   void add_text(const std::string& name, const std::string& text) { add_bytes(name, text); }
   void add_npy(const std::string& name, const torch::Tensor& tensor);
-  // 8-bit RGB, encoded by OpenCV (core/output_files_png.cpp; not in the engine-only build).
+  // 8-bit RGB, as PNG (core/image_encode.h).
+  void add_png(const std::string& name, const RgbImage& rgb);
+  // The same from a CV_8UC3 Mat in RGB order (core/output_files_png.cpp; not in the engine-only build).
   void add_png(const std::string& name, const cv::Mat& rgb);
   // A file produced piece by piece when the set is written (BundleFile::produce): a file too
   // large to hold in memory beside what it is computed from.

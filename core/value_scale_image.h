@@ -1,5 +1,5 @@
-// Values coloured through a ValueScale and blended over an image, with OpenCV (not in the
-// engine-only build).
+// core/value_overlay.h for cv::Mat, for the code that draws with OpenCV (not in the engine-only
+// build).
 #pragma once
 
 #include <opencv2/core.hpp>

@@ -98,4 +98,8 @@ std::string knobs_key(const AttentionSettings& settings) {
   return key;
 }
 
+std::string settings_key(const AttentionSettings& settings) {
+  return to_string(settings.variant) + "|" + knobs_key(settings);
+}
+
 }  // namespace attnscope

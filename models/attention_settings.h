@@ -156,6 +156,8 @@ const std::vector<AttentionKnob>& attention_knobs();
 const AttentionKnob* find_attention_knob(const std::string& name);
 // Every knob's value, for caches of forward passes.
 std::string knobs_key(const AttentionSettings& settings);
+// Every field of the attention settings (the variant and every knob), for caches of forward passes.
+std::string settings_key(const AttentionSettings& settings);
 
 // What the window option does on a model. The GUI picks its control from `kind` (what 0 means)
 // and shows `text`.

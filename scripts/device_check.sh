@@ -5,7 +5,8 @@
 # `attnscope device-check --device cuda`: the parity table (every family and variant on CUDA against
 # the CPU) and the bench table (against eager PyTorch on CUDA in the same call). Everything goes
 # under $OUT: device_check.json (both tables), device_check.log, build.txt (configure and build),
-# ldd.txt, ldd_check.txt, machine.json, and bench.txt (`attnscope bench` on the device).
+# ldd.txt, ldd_check.txt, machine.json, run_<device>/ and run_cpu/ (`attnscope run` on the bundled
+# model and image), and bench.txt (`attnscope bench` on the device).
 #
 #   OUT=DIR scripts/device_check.sh              on the GPU machine
 #   OUT=DIR scripts/device_check.sh --rehearse   here: the same steps on the CPU, with Debian's
@@ -102,6 +103,21 @@ status=0
 if grep -q 'UNEXPECTED\|NOT FOUND' "$OUT/ldd_check.txt"; then
   echo "device_check: the binary links something that is neither LibTorch's, carried nor the runtime" >&2
   status=1
+fi
+# `run` as a researcher calls it (the bundled demo model and image) on the device and, beside it on
+# the GPU, on the CPU: its files under run_<device>/, and how far the device's arrays are from the CPU's.
+for where in $(printf '%s\n' "$device" cpu | sort -u); do
+  build-engine/attnscope run --device "$where" --out "$OUT/run_$where" --overwrite ||
+    { echo "device_check: run --device $where failed" >&2; status=1; }
+done
+if [ $rehearse = 0 ] && [ -d "$OUT/run_cpu" ] && [ -d "$OUT/run_$device" ]; then
+  "$python" - "$OUT/run_cpu" "$OUT/run_$device" <<'PY' || status=1
+import glob, os, sys
+import numpy as np
+for cpu in sorted(glob.glob(os.path.join(sys.argv[1], "*.npy"))):
+    a, b = np.load(cpu).astype(np.float64), np.load(os.path.join(sys.argv[2], os.path.basename(cpu))).astype(np.float64)
+    print(f"run: {os.path.basename(cpu)} {list(a.shape)}: device - cpu max |diff| {np.abs(a - b).max():.3g}")
+PY
 fi
 # DEVICE_CHECK_MODELS (a folder) and DEVICE_CHECK_ARGS (e.g. "--sides 1036") narrow a rerun.
 read -r -a extra <<< "${DEVICE_CHECK_ARGS:-}"

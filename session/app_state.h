@@ -16,6 +16,7 @@
 #include "analysis/faithfulness_table.h"
 #include "analysis/focus_projection.h"
 #include "analysis/head_fusion.h"
+#include "analysis/head_spectrum.h"
 #include "analysis/perturbation.h"
 #include "core/colormap.h"
 #include "core/enum_names.h"
@@ -53,8 +54,6 @@ enum class MapDirection { Out, In };
 enum class LcmView { Before, After };
 // The f_p view's vectors: a head's keys or its queries.
 enum class FocusVectors { Keys, Queries };
-// Which singular spectra `run` computes (nothing O(T^3) unless asked): see the option's help.
-enum class RankMode { Auto, Exact, Leading, None };
 // Whether `run` writes the selected head's full T x T matrix.
 enum class MatrixFile { Auto, On, Off };
 

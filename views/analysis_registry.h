@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/analysis_cache.h"
 #include "core/output_schemas.h"
 #include "figures/figure.h"
 #include "session/command_line.h"
@@ -21,24 +22,6 @@
 #include "views/view_model.h"
 
 namespace attnscope {
-
-// Re-use between runs of the worker: an analysis keeps what it computed under a key of
-// everything it depends on, and a run that only changed the selection gets it back.
-class AnalysisCache {
- public:
-  template <typename T>
-  std::shared_ptr<const T> get(const std::string& key) const {
-    const auto found = entries_.find(key);
-    return found == entries_.end() ? nullptr : std::static_pointer_cast<const T>(found->second);
-  }
-  void put(const std::string& key, std::shared_ptr<const void> value) {
-    if (entries_.size() >= 64) entries_.clear();  // bounded: views of many settings are cheap to redo
-    entries_[key] = std::move(value);
-  }
-
- private:
-  std::map<std::string, std::shared_ptr<const void>> entries_;
-};
 
 // One panel's forward pass as an analysis view reads it.
 struct PanelForwardView {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/head_spectrum.h"
 #include "analysis/singular_values.h"
 #include "models/inference.h"
 #include "views/analysis_registry.h"
@@ -26,21 +27,6 @@ struct PanelSelection {
 
 // The matrix view's side: up to this many tokens the matrix is shown entry for entry.
 constexpr int kMatrixTexels = 1024;
-// The leading singular values computed per head where the exact spectrum is not cheap.
-constexpr int64_t kLeadingValues = 32;
-
-// One head's spectrum as `ranks` asks, the one function `run` and the workbench read: by the
-// cheapest exact path (factors, window blocks, else a full SVD, which reports to `progress` and can
-// be stopped), or, for `leading` and for `auto` where the exact path is a full SVD of more than
-// kCheapSpectrumTokens, the kLeadingValues leading values with bounds (analysis/spectrum.h).
-// `include_dwc` false: the matrix without FLatten's DWC term (analyze's second spectrum).
-HeadSpectrum head_spectrum(const AttentionCapture& capture, int head, RankMode ranks, const SvdProgress& progress = {},
-                           bool include_dwc = true);
-
-// A leading spectrum's ranges as run's and analyze's summaries write them: rank_at_least,
-// rank_at_most, effective_rank_low, effective_rank_high.
-nlohmann::json rank_ranges_json(const HeadSpectrum& leading);
-
 // Rows of the matrix the matrix view shows (CPU float32, [queries, Tk]): FLatten's equivalent
 // matrix (with its DWC term, whose rank the DWC restores), or L2ViT's after the LCM when
 // `after_lcm` and the layer has one.

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/residual_stream.h"
+#include "analysis/ablated_inference.h"
 #include "models/model_cache.h"
 #include "views/analysis_registry.h"
 #include "views/view_model.h"
@@ -35,18 +35,6 @@ struct RunCache {
   std::vector<PanelForward> forwards;                                // the last request's
   AnalysisCache analyses;
 };
-
-// A forward with heads ablated (settings.ablation) that resumes at the first ablated block from the
-// unablated run of the same input and settings, recorded once (with captures and block inputs) and
-// kept in `cache` under `input_key`: a click on a head redraws at the cost of the blocks after it.
-// A model that is not a ViT goes through run_inference, which refuses the ablation with the reason.
-struct AblatedInference {
-  std::shared_ptr<InferenceResult> result;
-  std::shared_ptr<const ResidualRun> unablated;  // null for a model that is not a ViT
-  double unablated_milliseconds = 0;             // the unablated run's forward, when it ran now (0: cached)
-};
-AblatedInference ablated_inference(LoadedModel& model, const RgbImage& prepared, const AttentionSettings& settings,
-                                   const ForwardOptions& options, const std::string& input_key, AnalysisCache& cache);
 
 // Every panel's forward pass; `reused_all` says whether none had to run. Throws Cancelled when
 // `cancelled` says so between blocks, and what panel 1's model throws (the others keep their error).

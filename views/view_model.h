@@ -17,6 +17,7 @@
 #include "analysis/attribution_method.h"
 #include "analysis/focus_projection.h"
 #include "analysis/head_fusion.h"
+#include "analysis/head_spectrum.h"
 #include "core/image.h"
 #include "models/attention_settings.h"
 #include "models/inference.h"
@@ -30,9 +31,6 @@ struct PanelRequest {
   std::string model_path;
   AttentionSettings settings;
 };
-
-// Every field of the attention settings, for caches of forward passes.
-std::string settings_key(const AttentionSettings& settings);
 
 // What the workbench asks of the worker: the session's input, view and analysis parts as they
 // are (embedded, not copied field by field), the live frame, and one forward pass per panel.
@@ -76,20 +74,6 @@ template <typename T>
 struct AnalysisResult : AnalysisViewData {
   explicit AnalysisResult(T result) : value(std::move(result)) {}
   T value;
-};
-
-// One head's singular spectrum: every value by an exact path, or (at many tokens, nothing O(T^3)
-// unless asked) the leading values with a posteriori bounds, the ranks then ranges.
-struct HeadSpectrum {
-  std::string method;                  // "factors", "window blocks", "full SVD" or "leading 32 (...)"
-  std::vector<float> singular_values;  // descending; leading: lower bounds of the true values
-  std::vector<float> upper_bounds;     // leading: each true value is at most this; exact: empty
-  double tolerance = 0.0;              // the numerical rank counts values above it
-  int numerical_rank = 0;              // leading: at least this
-  int64_t rank_at_most = 0;            // exact: numerical_rank
-  double effective_rank = 0.0;         // leading: the low end of its range
-  double effective_rank_high = 0.0;    // exact: effective_rank
-  bool exact() const { return upper_bounds.empty(); }
 };
 
 struct GradCamView {

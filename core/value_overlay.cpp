@@ -1,0 +1,57 @@
+#include "core/value_overlay.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+namespace attnscope {
+
+namespace {
+
+// OpenCV's resizeNN: floor(x / (width / cols)), clamped to the last column.
+std::vector<int> nearest_sources(int destination, int source) {
+  const double inverse = 1.0 / (double(destination) / double(source));
+  std::vector<int> index(size_t(std::max(destination, 0)));
+  for (int x = 0; x < destination; ++x) index[size_t(x)] = std::min(int(std::floor(x * inverse)), source - 1);
+  return index;
+}
+
+// cv::saturate_cast<uint8_t>(double): round half to even, clamped.
+uint8_t saturate_byte(double value) { return uint8_t(std::clamp<long>(std::lrint(value), 0, 255)); }
+
+}  // namespace
+
+RgbImage colour_values(const ValueGrid& values, const ValueScale& scale) {
+  const ColourTable& table = colour_table(scale.colormap);
+  RgbImage rgb(values.rows, values.cols);
+  for (int y = 0; y < values.rows; ++y)
+    for (int x = 0; x < values.cols; ++x) {
+      const auto& colour = table[size_t(scale.table_index(double(values.at(y, x))))];
+      std::copy(colour.begin(), colour.end(), rgb.row(y) + 3 * x);
+    }
+  return rgb;
+}
+
+RgbImage overlay_values(const RgbImage& rgb, const ValueGrid& values, const ValueScale& scale, double opacity,
+                        OverlayAlpha mode) {
+  if (values.rows <= 0 || values.cols <= 0 || !values.values)
+    throw std::invalid_argument("overlay_values: an empty grid of values");
+  const ColourTable& table = colour_table(scale.colormap);
+  const std::vector<int> source_x = nearest_sources(rgb.cols, values.cols);
+  const std::vector<int> source_y = nearest_sources(rgb.rows, values.rows);
+  RgbImage blended(rgb.rows, rgb.cols);
+  for (int y = 0; y < rgb.rows; ++y) {
+    const uint8_t* base = rgb.row(y);
+    uint8_t* out = blended.row(y);
+    for (int x = 0; x < rgb.cols; ++x) {
+      const double value = double(values.at(source_y[size_t(y)], source_x[size_t(x)]));
+      const double a = scale.alpha(value, opacity, mode);
+      const auto& colour = table[size_t(scale.table_index(value))];
+      for (int c = 0; c < 3; ++c) out[3 * x + c] = saturate_byte(base[3 * x + c] * (1.0 - a) + colour[size_t(c)] * a);
+    }
+  }
+  return blended;
+}
+
+}  // namespace attnscope

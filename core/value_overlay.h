@@ -1,0 +1,28 @@
+// Values coloured through a ValueScale and blended over an image, on the engine's RgbImage: the one
+// implementation the workbench's exports (core/value_scale_image.h wraps it for cv::Mat), `run`
+// and the engine-only build draw with.
+#pragma once
+
+#include "core/rgb_image.h"
+#include "core/value_scale.h"
+
+namespace attnscope {
+
+// A grid of values, row-major floats, not owned.
+struct ValueGrid {
+  const float* values = nullptr;
+  int rows = 0, cols = 0;
+  float at(int row, int col) const { return values[size_t(row) * size_t(cols) + size_t(col)]; }
+};
+
+// Each value's colour: an image of rows x cols pixels.
+RgbImage colour_values(const ValueGrid& values, const ValueScale& scale);
+
+// The grid over an RGB image: each value becomes a block of pixels (nearest neighbour, source
+// index floor(x * cols / width) as OpenCV's INTER_NEAREST computes it, so the grid stays visible),
+// coloured and blended with the alpha `mode` gives at `opacity`. Throws std::invalid_argument for
+// an empty grid.
+RgbImage overlay_values(const RgbImage& rgb, const ValueGrid& values, const ValueScale& scale, double opacity,
+                        OverlayAlpha mode);
+
+}  // namespace attnscope
