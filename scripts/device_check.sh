@@ -112,11 +112,18 @@ for where in $(printf '%s\n' "$device" cpu | sort -u); do
 done
 if [ $rehearse = 0 ] && [ -d "$OUT/run_cpu" ] && [ -d "$OUT/run_$device" ]; then
   "$python" - "$OUT/run_cpu" "$OUT/run_$device" <<'PY' || status=1
-import glob, os, sys
-import numpy as np
+import array, ast, glob, os, sys
+def load(path):  # attnscope's NPY files: little-endian float32, C order (numpy may be absent)
+    data = open(path, "rb").read()
+    length = int.from_bytes(data[8:10], "little") if data[6] == 1 else int.from_bytes(data[8:12], "little")
+    start = (10 if data[6] == 1 else 12) + length
+    header = ast.literal_eval(data[start - length:start].decode("latin1"))
+    assert header["descr"] == "<f4" and not header["fortran_order"], header
+    return header["shape"], array.array("f", data[start:])
 for cpu in sorted(glob.glob(os.path.join(sys.argv[1], "*.npy"))):
-    a, b = np.load(cpu).astype(np.float64), np.load(os.path.join(sys.argv[2], os.path.basename(cpu))).astype(np.float64)
-    print(f"run: {os.path.basename(cpu)} {list(a.shape)}: device - cpu max |diff| {np.abs(a - b).max():.3g}")
+    (shape, a), (_, b) = load(cpu), load(os.path.join(sys.argv[2], os.path.basename(cpu)))
+    assert len(a) == len(b), (cpu, len(a), len(b))
+    print(f"run: {os.path.basename(cpu)} {list(shape)}: device - cpu max |diff| {max(abs(x - y) for x, y in zip(a, b)):.3g}")
 PY
 fi
 # DEVICE_CHECK_MODELS (a folder) and DEVICE_CHECK_ARGS (e.g. "--sides 1036") narrow a rerun.
