@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 
 #include <c10/util/Exception.h>
@@ -61,18 +62,34 @@ int dispatch_command(const std::string& name, const Args& args) {
   std::_Exit(status);
 }
 
+// LibTorch's and OpenBLAS's OpenMP threads spin while they wait; whenever another process or
+// thread wants a core, small matrix products then run up to 100x slower. libgomp reads
+// OMP_WAIT_POLICY once, in its constructor, from the environment the process started with (a
+// setenv before it is undone by the C library's own initialiser), so without the variable the
+// process starts again with OMP_WAIT_POLICY=PASSIVE added. This runs from the executable's
+// .preinit_array, before any library's initialiser: the libraries are mapped but LibTorch's
+// operator registration has not run, so the first start costs the loading only (a re-exec from
+// main paid for both, about 0.6 s). An environment too large for the table is left as it is.
+void passive_openmp_wait(int, char** argv, char** envp) {
+  static char setting[] = "OMP_WAIT_POLICY=PASSIVE";
+  static char* environment[4096];
+  size_t count = 0;
+  for (; envp[count]; ++count) {
+    if (std::strncmp(envp[count], "OMP_WAIT_POLICY=", 16) == 0) return;
+    if (count + 2 >= sizeof environment / sizeof *environment) return;
+    environment[count] = envp[count];
+  }
+  environment[count] = setting;
+  environment[count + 1] = nullptr;
+  execve("/proc/self/exe", argv, environment);  // returns only on failure; then run as we are
+}
+__attribute__((section(".preinit_array"), used)) void (*kPassiveOpenmpWait)(int, char**, char**) = passive_openmp_wait;
+
 }  // namespace
 }  // namespace attnscope
 
 int main(int argc, char** argv) {
   using namespace attnscope;
-  // LibTorch's and OpenBLAS's OpenMP threads spin while they wait; whenever another process or
-  // thread wants a core, small matrix products then run up to 100x slower. libgomp reads its wait
-  // policy once, when it loads, so the setting has to be in the environment: re-exec once with it.
-  if (!std::getenv("OMP_WAIT_POLICY")) {
-    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-    execv("/proc/self/exe", argv);  // returns only on failure; then run as we are
-  }
   install_fatal_signal_report();
   std::vector<std::string> args(argv + 1, argv + argc);
   // No command (nothing, or options only): the workbench, on the default model and image unless

@@ -59,6 +59,29 @@ class CliTest : public ::testing::Test {
   std::string image_;
 };
 
+// OpenMP threads wait passively unless the caller chose (libgomp reads the policy once, when it
+// starts; app/main.cpp): libgomp starts once, in the process that runs the command, with spinning
+// off (a spin count of 0; unset it is 300000), and a caller's ACTIVE is kept.
+TEST_F(CliTest, OpenMpWaitsPassivelyUnlessTheCallerChose) {
+  auto policy_lines = [&](const std::string& environment) {
+    const std::string err = (folder_ / "openmp_environment.txt").string();
+    const int status = std::system(
+        (environment + " OMP_DISPLAY_ENV=verbose " + ATTNSCOPE_CLI + " --help > /dev/null 2> '" + err + "'").c_str());
+    EXPECT_EQ(status, 0);
+    std::istringstream text(read_file_contents(err));
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(text, line);)
+      if (line.find("OMP_WAIT_POLICY") != std::string::npos || line.find("GOMP_SPINCOUNT") != std::string::npos)
+        lines.push_back(line.substr(line.find_first_not_of(' ')));
+    return lines;
+  };
+  EXPECT_EQ(policy_lines("env -u OMP_WAIT_POLICY"),
+            (std::vector<std::string>{"OMP_WAIT_POLICY = 'PASSIVE'", "GOMP_SPINCOUNT = '0'"}));
+  const std::vector<std::string> active = policy_lines("env OMP_WAIT_POLICY=active");
+  ASSERT_EQ(active.size(), 2u);
+  EXPECT_EQ(active[0], "OMP_WAIT_POLICY = 'ACTIVE'");
+}
+
 TEST_F(CliTest, RunWritesOutputsConsistentWithTheEngine) {
   const fs::path out = folder_ / "out";
   const CommandRun result = run("run --model " + kModel + " --arch heads=2 --image " + image_ + " --out " +
