@@ -73,6 +73,7 @@ int dispatch_command(const std::string& name, const Args& args) {
 void passive_openmp_wait(int, char** argv, char** envp) {
   static char setting[] = "OMP_WAIT_POLICY=PASSIVE";
   static char* environment[4096];
+  if (!envp) return;
   size_t count = 0;
   for (; envp[count]; ++count) {
     if (std::strncmp(envp[count], "OMP_WAIT_POLICY=", 16) == 0) return;
