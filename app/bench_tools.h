@@ -33,11 +33,13 @@ double time_forward(LoadedModel& model, const torch::Tensor& input, const Attent
                     int warmup, int runs);
 
 // The float32 GEMM rate (GFLOP/s) of `device` (the CPU at the current thread count), from a
-// 2048^3 torch::mm: the rate a forward made of matrix products cannot beat.
+// 2048^3 product: the rate a forward made of matrix products cannot beat. On the CPU the faster
+// of torch::mm (OpenBLAS here) and oneDNN's linear, the two GEMMs the forward's linear layers
+// choose between.
 double gemm_gflops(torch::Device device = torch::kCPU);
 
-// "GEMM limit 140 GFLOP/s (2048^3 float32 mm)": how every bench header states the rate.
-std::string gemm_limit_text(double gflops);
+// "GEMM limit 140 GFLOP/s (2048^3 float32, ...)": how every bench header states the rate.
+std::string gemm_limit_text(double gflops, torch::Device device = torch::kCPU);
 
 // The matrix-product work (GFLOP) of one forward of a plain ViT of width `dim` and `depth` blocks
 // (MLP 4 dim) on `tokens` tokens: qkv, proj and MLP, and the attention products `settings` asks for

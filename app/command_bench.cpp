@@ -376,7 +376,7 @@ void bench_family(const std::string& family, const std::filesystem::path& folder
             << "device " << device.str() << ", input 1x3x224x224, median over " << rounds
             << " alternating rounds of the median of " << runs << " runs\n"
             << machine_line() << "\n"
-            << gemm_limit_text(gflops) << "\n"
+            << gemm_limit_text(gflops, device) << "\n"
             << linear_backend_line();
   std::cout << std::left << std::setw(10) << "variant" << std::right << std::setw(12) << "capture" << std::setw(12)
             << "pytorch" << std::setw(9) << "ratio" << std::setw(10) << "GEMM lim\n";
@@ -497,7 +497,7 @@ int bench_command(const Args& args) {
             << ", PyTorch gets the same), device " << device.str() << ", median over " << rounds
             << " alternating rounds of the median of up to " << runs << " runs\n"
             << machine_line() << "\n"
-            << gemm_limit_text(gflops) << "\n"
+            << gemm_limit_text(gflops, device) << "\n"
             << linear_backend_line();
   std::cout << std::left << std::setw(13) << "model" << std::setw(10) << "variant" << std::right << std::setw(7)
             << "tokens" << std::setw(6) << "runs" << std::setw(12) << "no-capture" << std::setw(12) << "capture"
