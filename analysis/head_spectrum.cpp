@@ -5,14 +5,10 @@
 
 namespace attnscope {
 
-namespace {
-
 std::vector<float> float_values(const torch::Tensor& t) {
   const torch::Tensor values = t.detach().to(torch::kCPU, torch::kFloat).contiguous();
   return std::vector<float>(values.data_ptr<float>(), values.data_ptr<float>() + values.numel());
 }
-
-}  // namespace
 
 HeadSpectrum head_spectrum(const AttentionCapture& capture, int head, RankMode ranks, const SvdProgress& progress,
                            bool include_dwc) {

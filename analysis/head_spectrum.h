@@ -2,6 +2,8 @@
 // cheap, else the leading values with bounds.
 #pragma once
 
+#include <torch/types.h>
+
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -11,6 +13,9 @@
 namespace attnscope {
 
 struct AttentionCapture;
+
+// A tensor's values as CPU float32, row-major (a copy): what a spectrum and the view-model hand on.
+std::vector<float> float_values(const torch::Tensor& values);
 
 // Which singular spectra `run` computes (nothing O(T^3) unless asked): see the option's help.
 enum class RankMode { Auto, Exact, Leading, None };

@@ -15,7 +15,6 @@
 
 #include "analysis/attention_map.h"
 #include "app/bench_tools.h"
-#include "core/atomic_file.h"
 #include "core/image.h"
 #include "core/image_encode.h"
 #include "core/npy.h"
@@ -93,8 +92,7 @@ void bench_scale(const std::string& python, const std::string& source_dir, const
     RgbImage noise(side, side);
     std::mt19937 random{unsigned(side)};
     for (size_t i = 0; i < noise.bytes(); ++i) noise.data()[i] = uint8_t(random() >> 24);
-    const std::string png = encode_png(noise);
-    write_file_atomically(image, [&](std::ostream& file) { file.write(png.data(), std::streamsize(png.size())); });
+    write_png(image, noise);
     const std::filesystem::path out = folder / ("run" + std::to_string(side));
     std::filesystem::remove_all(out);
     // The whole `run` process: load, forward with capture, the selected layer's summary, files.

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "core/atomic_file.h"
 #include "core/cv_image.h"
 #include "core/image_encode.h"
 #include "core/value_scale_image.h"
@@ -43,9 +42,6 @@ cv::Mat overlay_value_map(const cv::Mat& rgb, const cv::Mat& values, Colormap co
   return overlay_values(rgb, values, scale, opacity, OverlayAlpha::Constant);
 }
 
-void write_png_rgb(const std::string& path, const cv::Mat& rgb) {
-  const std::string bytes = encode_png(to_rgb_image(rgb));
-  write_file_atomically(path, [&](std::ostream& out) { out.write(bytes.data(), std::streamsize(bytes.size())); });
-}
+void write_png_rgb(const std::string& path, const cv::Mat& rgb) { write_png(path, to_rgb_image(rgb)); }
 
 }  // namespace attnscope

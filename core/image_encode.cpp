@@ -9,6 +9,8 @@
 #include <png.h>
 #include <zlib.h>
 
+#include "core/atomic_file.h"
+
 namespace attnscope {
 
 namespace {
@@ -67,6 +69,11 @@ std::string encode_png(const RgbImage& rgb) {
   png_write_end(png, info);
   png_destroy_write_struct(&png, &info);
   return bytes;
+}
+
+void write_png(const std::string& path, const RgbImage& rgb) {
+  const std::string bytes = encode_png(rgb);
+  write_file_atomically(path, [&](std::ostream& out) { out.write(bytes.data(), std::streamsize(bytes.size())); });
 }
 
 }  // namespace attnscope

@@ -13,4 +13,7 @@ namespace attnscope {
 // fails (out of memory).
 std::string encode_png(const RgbImage& rgb);
 
+// encode_png written to `path` atomically (core/atomic_file.h).
+void write_png(const std::string& path, const RgbImage& rgb);
+
 }  // namespace attnscope

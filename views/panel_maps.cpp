@@ -10,11 +10,6 @@
 
 namespace attnscope {
 
-std::vector<float> float_values(const torch::Tensor& t) {
-  const torch::Tensor values = t.detach().to(torch::kCPU, torch::kFloat).contiguous();
-  return std::vector<float>(values.data_ptr<float>(), values.data_ptr<float>() + values.numel());
-}
-
 GridMap to_grid_map(const torch::Tensor& grid) {
   GridMap map;
   map.grid_h = int(grid.size(0));

@@ -46,9 +46,6 @@ struct InferenceRequest : InputSelection, ViewSelection, AnalysisSettings {
   std::string key() const;
 };
 
-// A tensor's values as CPU float32, row-major: what the view-model hands the workbench (a copy).
-std::vector<float> float_values(const torch::Tensor& values);
-
 // A scalar map over a grid of patches, row-major.
 struct GridMap {
   int grid_h = 0, grid_w = 0;
