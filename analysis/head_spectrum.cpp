@@ -5,11 +5,6 @@
 
 namespace attnscope {
 
-std::vector<float> float_values(const torch::Tensor& t) {
-  const torch::Tensor values = t.detach().to(torch::kCPU, torch::kFloat).contiguous();
-  return std::vector<float>(values.data_ptr<float>(), values.data_ptr<float>() + values.numel());
-}
-
 HeadSpectrum head_spectrum(const AttentionCapture& capture, int head, RankMode ranks, const SvdProgress& progress,
                            bool include_dwc) {
   torch::NoGradGuard no_grad;

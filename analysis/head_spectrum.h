@@ -9,13 +9,11 @@
 #include <vector>
 
 #include "analysis/singular_values.h"
+#include "core/grid_map.h"
 
 namespace attnscope {
 
 struct AttentionCapture;
-
-// A tensor's values as CPU float32, row-major (a copy): what a spectrum and the view-model hand on.
-std::vector<float> float_values(const torch::Tensor& values);
 
 // Which singular spectra `run` computes (nothing O(T^3) unless asked): see the option's help.
 enum class RankMode { Auto, Exact, Leading, None };

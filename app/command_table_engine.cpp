@@ -9,6 +9,8 @@ const std::vector<Command>& commands() {
       {"info", "print the architecture attnscope infers from a checkpoint", info_command, info_syntax},
       {"run", "run one image through a model and write attention, matrices, overlays and a summary", run_command,
        run_syntax},
+      {"analyze", "one analysis of one image (attribution, spectrum, f_p, representations, folder statistics, ...)",
+       analyze_command, analyze_syntax},
       {"bench", "forward latency per variant against PyTorch eager on this machine", bench_command, bench_syntax},
       {"device-check", "parity of a device (cuda) against the CPU and its speed against eager PyTorch",
        device_check_command, device_check_syntax},

@@ -1,5 +1,5 @@
-# ATTNSCOPE_ENGINE_ONLY: the engine (core, models, analyses, the session's options) and the headless
-# commands info, run, bench and device-check, linked with LibTorch and small libraries only. Every library but
+# ATTNSCOPE_ENGINE_ONLY: the engine (core, models, analyses and their views, the session's options) and the
+# headless commands info, run, analyze, bench and device-check, linked with LibTorch and small libraries only. Every library but
 # LibTorch comes from ATTNSCOPE_CARRIED when given (the folder scripts/device_kit.sh unpacks Debian's
 # packages into, usr/include and usr/lib/x86_64-linux-gnu below it), and only from there: this
 # configure never looks for OpenCV, cairo, ImGui or GLFW, and finds nothing else by accident.
@@ -38,15 +38,18 @@ attnscope_engine_library(zlib zlib.h z)
 attnscope_engine_library(png png.h png16)
 attnscope_engine_library(jpeg jpeglib.h jpeg)
 
-file(GLOB ATTNSCOPE_ENGINE_SOURCES CONFIGURE_DEPENDS core/*.cpp models/*.cpp analysis/*.cpp session/*.cpp)
-# What reads, draws or encodes with OpenCV, and the trainer (its glyph task is drawn with OpenCV).
+file(GLOB ATTNSCOPE_ENGINE_SOURCES CONFIGURE_DEPENDS core/*.cpp models/*.cpp analysis/*.cpp session/*.cpp views/*.cpp
+     figures/*.cpp datasets/*.cpp)
+# What reads, draws or encodes with OpenCV or cairo (the engine's own versions stay: *_engine.cpp), and the
+# trainer (its glyph task is drawn with OpenCV).
 foreach(drawing core/cv_image.cpp core/image_decode_opencv.cpp core/colormap_image.cpp core/value_scale_image.cpp
-                core/output_files_png.cpp models/trainer.cpp)
+                core/output_files_png.cpp models/trainer.cpp datasets/glyph_task.cpp figures/render.cpp
+                figures/cairo_text.cpp figures/plot.cpp views/plot_hover.cpp)
   list(REMOVE_ITEM ATTNSCOPE_ENGINE_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/${drawing})
 endforeach()
-list(APPEND ATTNSCOPE_ENGINE_SOURCES figures/figure_output.cpp views/option_catalog.cpp app/main.cpp app/cli.cpp
-     app/command_info.cpp app/command_run.cpp app/run_summary.cpp app/command_device_check.cpp app/bench_tools.cpp app/command_table_engine.cpp
-     app/app_options_engine.cpp app/command_bench.cpp app/bench_scale.cpp views/clip_prompts.cpp views/analysis_options.cpp)
+list(APPEND ATTNSCOPE_ENGINE_SOURCES app/main.cpp app/cli.cpp app/command_info.cpp app/command_run.cpp
+     app/command_analyze.cpp app/run_summary.cpp app/command_device_check.cpp app/bench_tools.cpp
+     app/command_table_engine.cpp app/command_bench.cpp app/bench_scale.cpp)
 
 add_executable(attnscope ${ATTNSCOPE_ENGINE_SOURCES})
 target_include_directories(attnscope PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
@@ -67,4 +70,4 @@ if(ATTNSCOPE_CARRIED)
 endif()
 # Exported symbols: the crash report's backtrace names our functions, not just their addresses.
 set_target_properties(attnscope PROPERTIES BUILD_RPATH "${carried_rpath};${ATTNSCOPE_TORCH_RPATH}" ENABLE_EXPORTS ON)
-message(STATUS "attnscope: engine-only build (commands info, run, bench, device-check)")
+message(STATUS "attnscope: engine-only build (commands info, run, analyze, bench, device-check)")

@@ -54,4 +54,23 @@ RgbImage overlay_values(const RgbImage& rgb, const ValueGrid& values, const Valu
   return blended;
 }
 
+RgbImage overlay_cells(const RgbImage& rgb, const RgbImage& cells, double opacity) {
+  if (cells.empty()) throw std::invalid_argument("overlay_cells: no cells");
+  const std::vector<int> source_x = nearest_sources(rgb.cols, cells.cols);
+  const std::vector<int> source_y = nearest_sources(rgb.rows, cells.rows);
+  const float base_weight = float(1.0 - opacity), cell_weight = float(opacity);
+  RgbImage blended(rgb.rows, rgb.cols);
+  for (int y = 0; y < rgb.rows; ++y) {
+    const uint8_t* base = rgb.row(y);
+    const uint8_t* cell_row = cells.row(source_y[size_t(y)]);
+    uint8_t* out = blended.row(y);
+    for (int x = 0; x < 3 * rgb.cols; ++x) {
+      const float cell = float(cell_row[3 * source_x[size_t(x / 3)] + x % 3]);
+      const float value = std::fma(float(base[x]), base_weight, std::fma(cell, cell_weight, 0.0f));
+      out[x] = uint8_t(std::clamp<long>(std::lrint(value), 0, 255));
+    }
+  }
+  return blended;
+}
+
 }  // namespace attnscope

@@ -25,4 +25,10 @@ RgbImage colour_values(const ValueGrid& values, const ValueScale& scale);
 RgbImage overlay_values(const RgbImage& rgb, const ValueGrid& values, const ValueScale& scale, double opacity,
                         OverlayAlpha mode);
 
+// `cells` (a colour per cell) stretched over `rgb` as overlay_values stretches a grid and blended at
+// `opacity`, rounded as cv::addWeighted(rgb, 1 - opacity, stretched, opacity, 0) rounds 8-bit pixels
+// (single-precision fused multiply-adds, round half to even). Throws std::invalid_argument for
+// empty cells.
+RgbImage overlay_cells(const RgbImage& rgb, const RgbImage& cells, double opacity);
+
 }  // namespace attnscope

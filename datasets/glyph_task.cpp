@@ -2,6 +2,7 @@
 // plate as the target, all drawn from one seeded engine so a seed names a sample.
 #include "datasets/glyph_task.h"
 #include "core/cv_image.h"
+#include "datasets/glyph_images.h"
 
 #include <algorithm>
 #include <array>
@@ -555,6 +556,13 @@ void write_glyph_samples_npy(const std::string& folder, int count, uint64_t firs
   });
   write_npy(folder + "/images.npy", images);
   write_glyph_tables(folder, samples, first_seed, true);
+}
+
+GlyphImages glyph_sample_images(uint64_t seed) {
+  const GlyphSample sample = make_glyph_sample(seed);
+  cv::Mat mask_rgb;
+  cv::cvtColor(sample.mask, mask_rgb, cv::COLOR_GRAY2RGB);
+  return {to_rgb_image(sample.rgb), to_rgb_image(mask_rgb)};
 }
 
 }  // namespace attnscope

@@ -60,7 +60,8 @@ Figure panels_figure(const FigureRequest& request, LoadedModel& model, const Rgb
       std::string text = r == 0 ? prediction_text(run.result, *run.model) : "";
       if (mean && !same_heads) text += "  \u00b7  mean of " + std::to_string(capture.heads) + " heads";
       if (!capture.attention.native) {
-        const torch::Tensor values = torch::from_blob(heatmap.values.data, {heatmap.values.rows, heatmap.values.cols});
+        const torch::Tensor values =
+            torch::from_blob(heatmap.values.values.data(), {heatmap.values.grid_h, heatmap.values.grid_w});
         const std::string note = near_uniform_note(to_string(capture.attention.kernel), uniformity(values));
         if (!note.empty()) text += (text.empty() ? "" : "  \u00b7  ") + note;
       }

@@ -50,11 +50,6 @@ std::vector<VariantRun> run_variants(const FigureRequest& request, LoadedModel& 
   return runs;
 }
 
-cv::Mat to_mat(const torch::Tensor& values) {
-  const torch::Tensor cpu = values.detach().to(torch::kCPU, torch::kFloat).contiguous();
-  return cv::Mat(int(cpu.size(0)), int(cpu.size(1)), CV_32FC1, const_cast<float*>(cpu.data_ptr<float>())).clone();
-}
-
 std::string file_safe(const std::string& text) {
   std::string safe;
   for (char c : text) safe += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '=' ? c : '_';
@@ -80,8 +75,8 @@ HeatmapPanel query_overlay(const AttentionCapture& capture, int head, int query_
   // x uniform: a row spreads over the keys, a column over the queries.
   const double factor =
       display_factor(request.scale, selection.incoming ? queries.total_tokens() : capture.key_layout.total_tokens());
-  heatmap.values = to_mat(grid * factor);
-  heatmap.background = to_mat(input_rgb);
+  heatmap.values = to_grid_map(grid * factor);
+  heatmap.background = input_rgb;
   heatmap.opacity = float(request.opacity);
   heatmap.alpha = request.alpha;
   if (capture.layout.is_patch(query_token)) {
@@ -98,8 +93,7 @@ ColorScale attention_scale(const Figure& figure, const FigureRequest& request, c
   for (const auto& panel : figure.panels)
     if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) {
       if (heatmap->scale != index) continue;
-      for (int r = 0; r < heatmap->values.rows; ++r)
-        range.include(heatmap->values.ptr<float>(r), size_t(heatmap->values.cols));
+      range.include(heatmap->values.values.data(), heatmap->values.values.size());
     }
   return figure_scale(resolve_value_scale(request.scale, request.colormap, range), label);
 }

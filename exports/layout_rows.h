@@ -28,9 +28,6 @@ VariantRun variant_model(const VariantChoice& variant, const FigureRequest& requ
 std::vector<VariantRun> run_variants(const FigureRequest& request, LoadedModel& model, const RgbImage& prepared_rgb,
                                      const RowModels* rows);
 
-// A [rows, cols] float tensor as an owned CV_32F matrix.
-cv::Mat to_mat(const torch::Tensor& values);
-
 // Letters, digits, '.', '-' and '=' stay; anything else becomes '_' (labels become file names).
 std::string file_safe(const std::string& text);
 

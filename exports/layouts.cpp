@@ -125,7 +125,7 @@ Figure matrix_spectrum_figure(const FigureRequest& request, LoadedModel& model, 
         file_safe(runs[r].variant.label) + "_l" + std::to_string(layer) + "_h" + std::to_string(request.head);
 
     HeatmapPanel heatmap;
-    heatmap.values = to_mat(matrix * display_factor(request.scale, int(matrix.size(1))));
+    heatmap.values = to_grid_map(matrix * display_factor(request.scale, int(matrix.size(1))));
     heatmap.x_label = "key token";
     heatmap.y_label = "query token";
     figure.at(int(r), 0).data_name = stem + "_matrix";
@@ -154,8 +154,8 @@ std::vector<double> indices(size_t count, double first = 0.0) {
 HeatmapPanel unit_overlay(const torch::Tensor& grid_map, const FigureRequest& request, const RgbImage& input_rgb,
                           int scale) {
   HeatmapPanel heatmap;
-  heatmap.values = to_mat(grid_map);
-  heatmap.background = to_mat(input_rgb);
+  heatmap.values = to_grid_map(grid_map);
+  heatmap.background = input_rgb;
   heatmap.opacity = float(request.opacity);
   heatmap.alpha = request.alpha;
   heatmap.scale = scale;
@@ -306,7 +306,7 @@ Figure faithfulness_layout(const FigureRequest& request, LoadedModel& model, con
       resolve_target_spec(request.target, {*row_model, request.input, variant.settings, kDefaultMaxPixels});
   const FaithfulnessTable table = faithfulness_table(row_model->native("faithfulness"), input, variant.settings,
                                                      row_model->normalization, faithfulness);
-  return faithfulness_figure(table, to_mat(row_rgb), request.colormap, float(request.opacity),
+  return faithfulness_figure(table, row_rgb, request.colormap, float(request.opacity),
                              title + "  \u00b7  " + variant.label);
 }
 

@@ -4,7 +4,6 @@
 // the faithfulness table. One table of layouts; the renderer they draw with is figures/.
 #pragma once
 
-#include <opencv2/core.hpp>
 #include <string>
 #include <vector>
 

@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
 #include <sstream>
 
 #include "core/atomic_bundle.h"
+#include "core/image_encode.h"
 #include "core/npy.h"
 #include "core/output_files.h"
 
@@ -19,14 +18,6 @@ std::string figure_stem(const std::string& image_path, const std::string& layout
 }
 
 namespace {
-
-std::string png_bytes(const cv::Mat& rgb) {
-  cv::Mat bgr;
-  cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
-  std::vector<uint8_t> bytes;
-  if (!cv::imencode(".png", bgr, bytes)) throw std::runtime_error("cannot encode the input image as PNG");
-  return std::string(bytes.begin(), bytes.end());
-}
 
 // A plot's series as CSV; numbers with round-trip precision.
 std::string plot_csv(const PlotPanel& plot) {
@@ -70,7 +61,7 @@ nlohmann::json manifest(const Figure& figure, const FigureOutput& request, const
         entry["kind"] = "heatmap";
         entry["data"] = data_folder + "/" + panel.data_name + ".npy";
         entry["scale"] = heatmap->scale;
-        entry["cells"] = {heatmap->values.rows, heatmap->values.cols};
+        entry["cells"] = {heatmap->values.grid_h, heatmap->values.grid_w};
         entry["overlay_opacity"] = heatmap->background.empty() ? 1.0f : heatmap->opacity;
       } else if (std::holds_alternative<PlotPanel>(panel.content)) {
         entry["kind"] = "plot";
@@ -105,35 +96,42 @@ namespace {
 
 // The bundle's files, rendered in memory, with paths relative to the output folder (BundleFile's).
 std::vector<BundleFile> bundle_files(const Figure& figure, const FigureOutput& request, const nlohmann::json& session,
-                                     const cv::Mat& input_rgb, const std::string& stem, FigureGeometry& geometry) {
+                                     const RgbImage& input_rgb, const std::string& stem, FigureGeometry& geometry) {
   const std::string figure_file = stem + "." + to_string(request.format);
   const std::string data_folder = stem + "_data";
-  geometry = layout_figure(figure, request.style);
   std::vector<BundleFile> files;
-  files.push_back({figure_file, render_figure(figure, request.style, request.format)});
-  files.push_back(
-      {figure_file + ".json", manifest(figure, request, geometry, figure_file, data_folder).dump(2) + "\n"});
+  if (figures_are_drawn()) {
+    geometry = layout_figure(figure, request.style);
+    files.push_back({figure_file, render_figure(figure, request.style, request.format)});
+    files.push_back(
+        {figure_file + ".json", manifest(figure, request, geometry, figure_file, data_folder).dump(2) + "\n"});
+  } else {
+    validate_figure(figure);  // what render_figure checks: the numbers written are a figure's
+  }
   files.push_back({figure_file + ".session.json", session.dump(2) + "\n"});
   for (const auto& panel : figure.panels) {
     if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) {
-      const cv::Mat values = heatmap->values.clone();
-      const torch::Tensor tensor = torch::from_blob(values.data, {values.rows, values.cols}, torch::kFloat);
+      const GridMap& values = heatmap->values;
+      const torch::Tensor tensor =
+          torch::from_blob(const_cast<float*>(values.values.data()), {values.grid_h, values.grid_w}, torch::kFloat);
       files.push_back({data_folder + "/" + panel.data_name + ".npy", npy_bytes(tensor)});
     } else if (const auto* plot = std::get_if<PlotPanel>(&panel.content)) {
       files.push_back({data_folder + "/" + panel.data_name + ".csv", plot_csv(*plot)});
     }
   }
-  if (!input_rgb.empty()) files.push_back({data_folder + "/input.png", png_bytes(input_rgb)});
+  if (!input_rgb.empty()) files.push_back({data_folder + "/input.png", encode_png(input_rgb)});
   return files;
 }
 
 }  // namespace
 
 ExportedFigure write_figure_bundle(const Figure& figure, const FigureOutput& request, const nlohmann::json& session,
-                                   const cv::Mat& input_rgb, const std::string& out_dir, const std::string& stem) {
+                                   const RgbImage& input_rgb, const std::string& out_dir, const std::string& stem) {
   // Everything is rendered in memory, then the bundle is written as a whole (core/atomic_bundle):
   // a failure, a kill or a concurrent export never leaves a mix of files.
+  if (!figures_are_drawn()) throw std::logic_error(std::string("cannot export a figure: ") + kNoFigures);
   ExportedFigure exported;
+  exported.stem = stem;
   const std::vector<BundleFile> files = bundle_files(figure, request, session, input_rgb, stem, exported.geometry);
   // The data folder is shared by every format of a figure: identical existing data is kept.
   const std::vector<std::string> written =
@@ -145,14 +143,16 @@ ExportedFigure write_figure_bundle(const Figure& figure, const FigureOutput& req
 }
 
 ExportedFigure add_figure_bundle(OutputFiles& outputs, const Figure& figure, const FigureOutput& request,
-                                 const nlohmann::json& session, const cv::Mat& input_rgb, const std::string& out_dir,
+                                 const nlohmann::json& session, const RgbImage& input_rgb, const std::string& out_dir,
                                  const std::string& stem) {
   const fs::path out(out_dir);
   ExportedFigure exported;
+  exported.stem = stem;
   std::vector<BundleFile> files = bundle_files(figure, request, session, input_rgb, stem, exported.geometry);
-  exported.figure_path = (out / files.front().path).string();
+  const size_t first_data = figures_are_drawn() ? 1 : 0;
+  if (first_data == 1) exported.figure_path = (out / files.front().path).string();
   for (size_t i = 0; i < files.size(); ++i) {
-    if (i > 0) exported.data_paths.push_back((out / files[i].path).string());
+    if (i >= first_data) exported.data_paths.push_back((out / files[i].path).string());
     outputs.add_bytes(files[i].path, std::move(files[i].bytes));
   }
   return exported;

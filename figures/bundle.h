@@ -4,7 +4,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-#include <opencv2/core.hpp>
 #include <string>
 #include <vector>
 
@@ -23,7 +22,8 @@ class OutputFiles;
 //   D/S_data/<panel>.csv     plot series: series,<x label>,<y label>
 //   D/S_data/input.png       the image as the model saw it
 struct ExportedFigure {
-  std::string figure_path;
+  std::string stem;
+  std::string figure_path;              // empty where the build draws no figures (figures_are_drawn)
   std::vector<std::string> data_paths;  // the other files written (identical ones left in place are not listed)
   FigureGeometry geometry;
 };
@@ -38,13 +38,14 @@ std::string figure_stem(const std::string& image_path, const std::string& layout
 // data folder with other content is too (an identical one is left as it is, so a PDF and a PNG of
 // one figure share their data).
 ExportedFigure write_figure_bundle(const Figure& figure, const FigureOutput& output, const nlohmann::json& session,
-                                   const cv::Mat& input_rgb, const std::string& out_dir, const std::string& stem);
+                                   const RgbImage& input_rgb, const std::string& out_dir, const std::string& stem);
 
 // The same bundle added to a command's other outputs (core/output_files.h), with names relative to
 // their folder `out_dir`: it is refused and written with them (no shared-data exception), so an
-// existing figure is an error unless the command may overwrite. Nothing is written here.
+// existing figure is an error unless the command may overwrite. Nothing is written here. Where the
+// build draws no figures, the bundle is the session and the data folder alone.
 ExportedFigure add_figure_bundle(OutputFiles& outputs, const Figure& figure, const FigureOutput& output,
-                                 const nlohmann::json& session, const cv::Mat& input_rgb, const std::string& out_dir,
+                                 const nlohmann::json& session, const RgbImage& input_rgb, const std::string& out_dir,
                                  const std::string& stem);
 
 }  // namespace attnscope

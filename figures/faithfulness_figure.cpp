@@ -32,7 +32,7 @@ PlotPanel curve_plot(const FaithfulnessCurve& curve, const FaithfulnessCurve& ra
 
 }  // namespace
 
-Figure faithfulness_figure(const FaithfulnessTable& table, const cv::Mat& input_rgb, Colormap colormap, float opacity,
+Figure faithfulness_figure(const FaithfulnessTable& table, const RgbImage& input_rgb, Colormap colormap, float opacity,
                            const std::string& title) {
   Figure figure(int(table.methods.size()), 3);
   char heading[160];
@@ -52,10 +52,7 @@ Figure faithfulness_figure(const FaithfulnessTable& table, const cv::Mat& input_
     figure.row_labels.push_back(method);
 
     HeatmapPanel heatmap;
-    const torch::Tensor values = row.map.map.detach().to(torch::kCPU, torch::kFloat).contiguous();
-    heatmap.values =
-        cv::Mat(int(values.size(0)), int(values.size(1)), CV_32FC1, const_cast<float*>(values.data_ptr<float>()))
-            .clone();
+    heatmap.values = to_grid_map(row.map.map);
     heatmap.background = input_rgb;
     heatmap.opacity = opacity;
     figure.at(int(r), 0) = {row.map.where, stem + "_map", heatmap};

@@ -3,7 +3,6 @@
 // from a FaithfulnessTable (analyze's faithfulness and export's layout of that name).
 #pragma once
 
-#include <opencv2/core.hpp>
 #include <string>
 
 #include "analysis/faithfulness_table.h"
@@ -13,7 +12,7 @@
 namespace attnscope {
 
 // input_rgb: the image as the model saw it; the maps are drawn over it with `opacity`.
-Figure faithfulness_figure(const FaithfulnessTable& table, const cv::Mat& input_rgb, Colormap colormap, float opacity,
+Figure faithfulness_figure(const FaithfulnessTable& table, const RgbImage& input_rgb, Colormap colormap, float opacity,
                            const std::string& title);
 
 }  // namespace attnscope

@@ -59,14 +59,14 @@ void validate_figure(const Figure& figure) {
       data_names.push_back(panel.data_name);
     }
     if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) {
-      if (heatmap->values.type() != CV_32FC1 || heatmap->values.empty())
-        invalid("heatmap '" + panel.title + "' needs non-empty CV_32FC1 values");
-      if (!cv::checkRange(heatmap->values))
+      const GridMap& values = heatmap->values;
+      if (values.empty() || values.grid_h < 1 || values.grid_w < 1 ||
+          values.values.size() != size_t(values.grid_h) * size_t(values.grid_w))
+        invalid("heatmap '" + panel.title + "' needs a non-empty grid of values");
+      if (!std::all_of(values.values.begin(), values.values.end(), [](float v) { return std::isfinite(v); }))
         invalid("heatmap '" + panel.title + "' holds NaN or Inf (the model's numbers are not finite): nothing drawn");
       if (heatmap->scale < 0 || size_t(heatmap->scale) >= figure.scales.size())
         invalid("heatmap '" + panel.title + "' names a missing colour scale");
-      if (!heatmap->background.empty() && heatmap->background.type() != CV_8UC3)
-        invalid("heatmap '" + panel.title + "' background must be 8-bit RGB");
       if (!(heatmap->opacity >= 0.0f && heatmap->opacity <= 1.0f))
         invalid("heatmap '" + panel.title + "' opacity must be in [0, 1]");
     } else if (const auto* plot = std::get_if<PlotPanel>(&panel.content)) {
@@ -80,7 +80,7 @@ void validate_figure(const Figure& figure) {
                                       ? std::get_if<HeatmapPanel>(&figure.panels[size_t(index)].content)
                                       : nullptr;
     if (!heatmap) invalid("a link ends at panel " + std::to_string(index) + ", which is no heatmap");
-    if (row < 0 || col < 0 || row >= heatmap->values.rows || col >= heatmap->values.cols)
+    if (row < 0 || col < 0 || row >= heatmap->values.grid_h || col >= heatmap->values.grid_w)
       invalid("a link ends at cell (" + std::to_string(row) + ", " + std::to_string(col) + ") outside panel " +
               std::to_string(index));
   };

@@ -2,12 +2,13 @@
 // scales. Layouts (figures/layouts.h) fill it from the engine; figures/render.h draws it.
 #pragma once
 
-#include <opencv2/core.hpp>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "core/colormap.h"
+#include "core/grid_map.h"
+#include "core/rgb_image.h"
 #include "core/value_scale.h"
 
 namespace attnscope {
@@ -27,9 +28,9 @@ ColorScale figure_scale(const ValueScale& scale, const std::string& label);
 
 // A map of values drawn as coloured cells, optionally blended over an RGB image (an overlay).
 struct HeatmapPanel {
-  cv::Mat values;      // CV_32FC1 [rows x cols]: the numbers written beside the figure
-  int scale = 0;       // index into Figure::scales
-  cv::Mat background;  // optional 8-bit RGB; the cells are stretched over it (nearest) and blended
+  GridMap values;       // the numbers written beside the figure
+  int scale = 0;        // index into Figure::scales
+  RgbImage background;  // optional; the cells are stretched over it (nearest) and blended
   float opacity = 1.0f;
   OverlayAlpha alpha = OverlayAlpha::Constant;  // Value: the colour's weight follows the value
   int marked_row = -1;                          // a cell to outline (the query patch), -1: none

@@ -1,21 +1,13 @@
-// Line and scatter plots of a figure panel: axis ranges and ticks (linear or log y), the margins
-// their labels need, and the drawing. Internal to figures/ (used by render.cpp).
+// Line and scatter plots of a figure panel: the margins their labels need (from their axes,
+// figures/plot_axes.h) and the drawing. Internal to figures/ (used by render.cpp).
 #pragma once
 
 #include <vector>
 
 #include "figures/cairo_text.h"
+#include "figures/plot_axes.h"
 
 namespace attnscope {
-
-// The axis ranges and ticks of a plot, computed once for layout and drawing.
-struct PlotAxes {
-  double x_lo = 0, x_hi = 1, y_lo = 0, y_hi = 1;
-  std::vector<Tick> x_ticks, y_ticks;
-  bool log_y = false;
-};
-
-PlotAxes plot_axes(const PlotPanel& plot);
 
 // Room outside the axes box for tick labels and axis captions.
 struct PlotMargins {

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <numeric>
 
-#include "figures/plot.h"
+#include "figures/plot_axes.h"
 
 namespace attnscope {
 

@@ -1,7 +1,8 @@
 // Layout in points, then one drawing pass shared by the three cairo surfaces.
 #include "figures/render.h"
 #include "core/colormap_image.h"
-#include "core/value_scale_image.h"
+#include "core/cv_image.h"
+#include "figures/render_image.h"
 
 #include "core/excerpt.h"
 
@@ -22,10 +23,12 @@
 
 namespace attnscope {
 
+bool figures_are_drawn() { return true; }
+
 cv::Mat heatmap_image(const HeatmapPanel& heatmap, const ColorScale& scale) {
   const ValueScale value_scale = scale.value_scale();
-  if (heatmap.background.empty()) return colour_values(heatmap.values, value_scale);
-  return overlay_values(heatmap.background, heatmap.values, value_scale, heatmap.opacity, heatmap.alpha);
+  if (heatmap.background.empty()) return to_mat(colour_values(heatmap.values.view(), value_scale));
+  return to_mat(overlay_values(heatmap.background, heatmap.values.view(), value_scale, heatmap.opacity, heatmap.alpha));
 }
 
 namespace {
@@ -64,8 +67,8 @@ Decorations decorations(cairo_t* cr, const Metrics& m, const Panel& panel) {
 }
 
 double heatmap_aspect(const HeatmapPanel& heatmap) {
-  const cv::Mat& shape = heatmap.background.empty() ? heatmap.values : heatmap.background;
-  return double(shape.rows) / shape.cols;
+  if (heatmap.background.empty()) return double(heatmap.values.grid_h) / heatmap.values.grid_w;
+  return double(heatmap.background.rows) / heatmap.background.cols;
 }
 
 // A colour bar's caption in lines that fit along a bar `length` points long: whole, or split before
@@ -309,7 +312,7 @@ void draw_heatmap(cairo_t* cr, const Metrics& m, const HeatmapPanel& heatmap, co
   stroke_rect(cr, box);
 
   if (heatmap.marked_row >= 0 && heatmap.marked_col >= 0) {
-    const double cw = box.width / heatmap.values.cols, ch = box.height / heatmap.values.rows;
+    const double cw = box.width / heatmap.values.grid_w, ch = box.height / heatmap.values.grid_h;
     const Rect cell{box.x + heatmap.marked_col * cw, box.y + heatmap.marked_row * ch, cw, ch};
     cairo_rectangle(cr, cell.x, cell.y, cell.width, cell.height);
     cairo_set_source_rgb(cr, 1, 1, 1);
@@ -366,9 +369,9 @@ void draw_colour_bar(cairo_t* cr, const Metrics& m, const ColorScale& scale, con
 
 // The centre of a heatmap panel's cell, in points.
 std::pair<double, double> cell_centre(const Figure& figure, const FigureGeometry& g, int panel, int row, int col) {
-  const cv::Mat& values = std::get<HeatmapPanel>(figure.panels[size_t(panel)].content).values;
+  const GridMap& values = std::get<HeatmapPanel>(figure.panels[size_t(panel)].content).values;
   const Rect& box = g.panels[size_t(panel)].content;
-  return {box.x + (col + 0.5) * box.width / values.cols, box.y + (row + 0.5) * box.height / values.rows};
+  return {box.x + (col + 0.5) * box.width / values.grid_w, box.y + (row + 0.5) * box.height / values.grid_h};
 }
 
 // Each link a thin line with dots at its ends, over a white casing so it reads on any image; its hue
@@ -378,8 +381,8 @@ void draw_links(cairo_t* cr, const Figure& figure, const FigureGeometry& g, cons
   for (const CellLink& link : figure.links) {
     const auto [x0, y0] = cell_centre(figure, g, link.from_panel, link.from_row, link.from_col);
     const auto [x1, y1] = cell_centre(figure, g, link.to_panel, link.to_row, link.to_col);
-    const cv::Mat& start = std::get<HeatmapPanel>(figure.panels[size_t(link.from_panel)].content).values;
-    const double hue = 6.0 * (link.from_row * start.cols + link.from_col) / double(start.total());
+    const GridMap& start = std::get<HeatmapPanel>(figure.panels[size_t(link.from_panel)].content).values;
+    const double hue = 6.0 * (link.from_row * start.grid_w + link.from_col) / double(start.values.size());
     const double r = std::clamp(std::abs(hue - 3.0) - 1.0, 0.0, 1.0),
                  gr = std::clamp(2.0 - std::abs(hue - 2.0), 0.0, 1.0),
                  b = std::clamp(2.0 - std::abs(hue - 4.0), 0.0, 1.0);

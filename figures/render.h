@@ -31,6 +31,12 @@ struct FigureGeometry {
   int png_width = 0, png_height = 0;  // PNG size in pixels
 };
 
+// Whether this build draws figures. The engine-only build has no cairo (figures/render_engine.cpp):
+// there the functions below throw std::logic_error, and a figure's bundle holds its numbers only.
+bool figures_are_drawn();
+// Why a figure was not drawn, for messages.
+inline constexpr const char* kNoFigures = "this engine-only build has no cairo to draw figures with";
+
 FigureGeometry layout_figure(const Figure& figure, const FigureStyle& style);
 
 // `style` with the panel width (and, where panels alone cannot get there, a smaller font) that
@@ -41,13 +47,5 @@ FigureStyle style_for_width(const Figure& figure, FigureStyle style, double widt
 // The file's bytes. PNG output is byte-for-byte deterministic; PDF carries a fixed creation date.
 // Throws std::invalid_argument for an invalid figure, std::runtime_error if cairo fails.
 std::string render_figure(const Figure& figure, const FigureStyle& style, FigureFormat format);
-
-// The figure as an 8-bit RGB image at the style's PNG size, exactly the pixels of its PNG: what
-// the workbench shows its plots with, so screen and paper come from one drawing code.
-cv::Mat render_figure_image(const Figure& figure, const FigureStyle& style);
-
-// The 8-bit RGB image drawn for a heatmap panel (before scaling onto the page): colormap(values)
-// through its scale, blended over the background when it has one.
-cv::Mat heatmap_image(const HeatmapPanel& heatmap, const ColorScale& scale);
 
 }  // namespace attnscope

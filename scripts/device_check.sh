@@ -6,7 +6,8 @@
 # the CPU) and the bench table (against eager PyTorch on CUDA in the same call). Everything goes
 # under $OUT: device_check.json (both tables), device_check.log, build.txt (configure and build),
 # ldd.txt, ldd_check.txt, machine.json, run_<device>/ and run_cpu/ (`attnscope run` on the bundled
-# model and image), and bench.txt (`attnscope bench` on the device).
+# model and image), analyze_<analysis>_<device>/ and analyze_<analysis>_cpu/ (`attnscope analyze`),
+# and bench.txt (`attnscope bench` on the device).
 #
 #   OUT=DIR scripts/device_check.sh              on the GPU machine
 #   OUT=DIR scripts/device_check.sh --rehearse   here: the same steps on the CPU, with Debian's
@@ -104,26 +105,41 @@ if grep -q 'UNEXPECTED\|NOT FOUND' "$OUT/ldd_check.txt"; then
   echo "device_check: the binary links something that is neither LibTorch's, carried nor the runtime" >&2
   status=1
 fi
-# `run` as a researcher calls it (the bundled demo model and image) on the device and, beside it on
-# the GPU, on the CPU: its files under run_<device>/, and how far the device's arrays are from the CPU's.
+# `run` and analyses as a researcher calls them (the bundled demo model and image) on the device and,
+# beside it on the GPU, on the CPU: their files under run_<device>/ and analyze_<analysis>_<device>/,
+# and how far the device's arrays are from the CPU's. The engine-only build draws no figures: the
+# folder-statistics analyses write their numbers and say so.
+analyses=(gradcam gradcam++ relevance rollout spectrum fp logit-lens dla pca dino-masks)
 for where in $(printf '%s\n' "$device" cpu | sort -u); do
   build-engine/attnscope run --device "$where" --out "$OUT/run_$where" --overwrite ||
     { echo "device_check: run --device $where failed" >&2; status=1; }
+  for analysis in "${analyses[@]}"; do
+    build-engine/attnscope analyze --analysis "$analysis" --device "$where" --out "$OUT/analyze_${analysis}_$where" \
+      --overwrite > "$OUT/analyze_${analysis}_$where.txt" 2>&1 ||
+      { cat "$OUT/analyze_${analysis}_$where.txt"; echo "device_check: analyze $analysis --device $where failed" >&2
+        status=1; }
+  done
 done
-if [ $rehearse = 0 ] && [ -d "$OUT/run_cpu" ] && [ -d "$OUT/run_$device" ]; then
-  "$python" - "$OUT/run_cpu" "$OUT/run_$device" <<'PY' || status=1
+echo "device_check: run and analyze (${analyses[*]}) on $(printf '%s\n' "$device" cpu | sort -u | paste -sd' ')"
+if [ $rehearse = 0 ]; then
+  "$python" - "$OUT" "$device" <<'PY' || status=1
 import array, ast, glob, os, sys
-def load(path):  # attnscope's NPY files: little-endian float32, C order (numpy may be absent)
+types = {"<f4": "f", "<f8": "d", "<i8": "q", "<i4": "i", "|u1": "B", "|b1": "B"}
+def load(path):  # attnscope's NPY files, little-endian, C order (numpy may be absent)
     data = open(path, "rb").read()
     length = int.from_bytes(data[8:10], "little") if data[6] == 1 else int.from_bytes(data[8:12], "little")
     start = (10 if data[6] == 1 else 12) + length
     header = ast.literal_eval(data[start - length:start].decode("latin1"))
-    assert header["descr"] == "<f4" and not header["fortran_order"], header
-    return header["shape"], array.array("f", data[start:])
-for cpu in sorted(glob.glob(os.path.join(sys.argv[1], "*.npy"))):
-    (shape, a), (_, b) = load(cpu), load(os.path.join(sys.argv[2], os.path.basename(cpu)))
-    assert len(a) == len(b), (cpu, len(a), len(b))
-    print(f"run: {os.path.basename(cpu)} {list(shape)}: device - cpu max |diff| {max(abs(x - y) for x, y in zip(a, b)):.3g}")
+    assert header["descr"] in types and not header["fortran_order"], header
+    return header["shape"], array.array(types[header["descr"]], data[start:])
+out, device = sys.argv[1], sys.argv[2]
+for folder in sorted(glob.glob(os.path.join(out, "*_cpu"))):
+    other = folder[:-len("cpu")] + device
+    for cpu in sorted(glob.glob(os.path.join(folder, "*.npy"))):
+        (shape, a), (_, b) = load(cpu), load(os.path.join(other, os.path.basename(cpu)))
+        assert len(a) == len(b), (cpu, len(a), len(b))
+        diff = max((abs(x - y) for x, y in zip(a, b)), default=0.0)
+        print(f"{os.path.basename(folder)[:-4]}: {os.path.basename(cpu)} {list(shape)}: device - cpu max |diff| {diff:.3g}")
 PY
 fi
 # DEVICE_CHECK_MODELS (a folder) and DEVICE_CHECK_ARGS (e.g. "--sides 1036") narrow a rerun.

@@ -1,6 +1,7 @@
 // What the engine draws without OpenCV (the engine-only build's `run`, and every export through the
 // cv::Mat wrappers) against OpenCV itself: the colour tables against applyColorMap, the overlay
-// against cv::resize's nearest neighbour and saturate_cast, the PNG encoder against imencode.
+// against cv::resize's nearest neighbour and saturate_cast (and addWeighted), the PNG encoder against
+// imencode.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -88,6 +89,26 @@ TEST(EngineDrawing, OverlayIsOpenCvsNearestResizeAndBlend) {
   }
   EXPECT_THROW(overlay_values(noise_image(4, 4, 1), {nullptr, 0, 0}, ValueScale{}, 0.5, OverlayAlpha::Constant),
                std::invalid_argument);
+}
+
+// The PCA view's colours over the image (analysis_pca's colours_over_image): cv::resize nearest, then
+// cv::addWeighted, whose 8-bit rounding of a near-tie depends on its single-precision arithmetic.
+TEST(EngineDrawing, CellsOverlayIsOpenCvsResizeAndAddWeighted) {
+  const struct {
+    int grid_rows, grid_cols, rows, cols;
+  } cases[] = {{14, 14, 224, 224}, {7, 5, 201, 224}, {37, 37, 518, 518}, {9, 11, 6, 7}, {1, 1, 3, 5}};
+  for (const auto& shape : cases)
+    for (double opacity : {0.6, 0.5, 0.35, 0.123, 1.0, 0.0}) {
+      const RgbImage image = noise_image(shape.rows, shape.cols, unsigned(shape.cols));
+      const RgbImage cells = noise_image(shape.grid_rows, shape.grid_cols, unsigned(shape.grid_rows * 7));
+      cv::Mat stretched, expected;
+      cv::resize(to_mat(cells), stretched, cv::Size(shape.cols, shape.rows), 0, 0, cv::INTER_NEAREST);
+      cv::addWeighted(to_mat(image), 1.0 - opacity, stretched, opacity, 0.0, expected);
+      EXPECT_TRUE(overlay_cells(image, cells, opacity).same_pixels(to_rgb_image(expected)))
+          << shape.grid_rows << "x" << shape.grid_cols << " over " << shape.rows << "x" << shape.cols << " at "
+          << opacity;
+    }
+  EXPECT_THROW(overlay_cells(noise_image(4, 4, 1), RgbImage(), 0.5), std::invalid_argument);
 }
 
 TEST(EngineDrawing, PngIsOpenCvsImencodeByteForByte) {

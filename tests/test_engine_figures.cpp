@@ -96,14 +96,13 @@ TEST_F(EngineFigureTest, GridPanelsHoldTheEnginesAttentionRows) {
   EXPECT_EQ(figure.at(1, 1).data_name, "linear_l1_h1");
   EXPECT_EQ(panel.marked_row, 2);
   EXPECT_EQ(panel.marked_col, 3);
-  const torch::Tensor drawn = torch::from_blob(panel.values.data, {panel.values.rows * panel.values.cols}).clone();
+  const torch::Tensor drawn = torch::tensor(panel.values.values);
   EXPECT_TRUE(torch::equal(drawn, row.slice(0, layout.prefix_tokens()).to(torch::kFloat).contiguous()));
   double lo = 0, hi = 0;
   for (const auto& p : figure.panels) {
-    double panel_lo, panel_hi;
-    cv::minMaxLoc(std::get<HeatmapPanel>(p.content).values, &panel_lo, &panel_hi);
-    lo = std::min(lo, panel_lo);
-    hi = std::max(hi, panel_hi);
+    const std::vector<float>& values = std::get<HeatmapPanel>(p.content).values.values;
+    lo = std::min(lo, double(*std::min_element(values.begin(), values.end())));
+    hi = std::max(hi, double(*std::max_element(values.begin(), values.end())));
   }
   EXPECT_FLOAT_EQ(figure.scales.at(0).vmax, float(hi));  // one scale shared by every panel
   EXPECT_FLOAT_EQ(figure.scales.at(0).vmin, float(lo));
@@ -132,7 +131,7 @@ TEST_F(EngineFigureTest, MatrixBesideItsSpectrumWithTheRankMarked) {
   EXPECT_EQ(plot.x_guides[0].label, "rank " + std::to_string(spectrum.numerical_rank));
   // ReLU linear attention of d = 32 channels per head has rank at most 32 < T = 50.
   EXPECT_LE(spectrum.numerical_rank, 32);
-  EXPECT_EQ(std::get<HeatmapPanel>(figure.at(0, 0).content).values.rows, matrix.size(0));
+  EXPECT_EQ(std::get<HeatmapPanel>(figure.at(0, 0).content).values.grid_h, matrix.size(0));
 }
 
 TEST_F(EngineFigureTest, GradCamBesideAttentionAndRollout) {
@@ -154,7 +153,7 @@ TEST_F(EngineFigureTest, GradCamBesideAttentionAndRollout) {
   const auto& gradcam_panel = std::get<HeatmapPanel>(figure.at(1, 0).content);
   EXPECT_EQ(gradcam_panel.scale, 0);
   const torch::Tensor drawn =
-      torch::from_blob(gradcam_panel.values.data, {gradcam_panel.values.rows, gradcam_panel.values.cols});
+      torch::tensor(gradcam_panel.values.values).reshape({gradcam_panel.values.grid_h, gradcam_panel.values.grid_w});
   EXPECT_TRUE(torch::allclose(drawn, gradcam.scaled, 1e-6, 1e-6));
 
   const InferenceResult inference = run_inference(*model_, prepared, request.variants[1].settings);
@@ -162,7 +161,7 @@ TEST_F(EngineFigureTest, GradCamBesideAttentionAndRollout) {
   const RolloutResult rollout = attention_rollout(inference.forward.layers, RolloutOptions{});
   const auto& rollout_panel = std::get<HeatmapPanel>(figure.at(1, 2).content);
   const torch::Tensor rolled =
-      torch::from_blob(rollout_panel.values.data, {rollout_panel.values.rows, rollout_panel.values.cols});
+      torch::tensor(rollout_panel.values.values).reshape({rollout_panel.values.grid_h, rollout_panel.values.grid_w});
   EXPECT_TRUE(torch::allclose(rolled, rollout.normalised.to(torch::kFloat), 1e-6, 1e-6));
   EXPECT_EQ(std::get<HeatmapPanel>(figure.at(0, 1).content).scale, 1);  // attention on its own scale
   EXPECT_EQ(rollout_panel.scale, 2);

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/colormap_image.h"
+#include "core/cv_image.h"
 #include "core/npy.h"
 #include "exports/export.h"
 #include "figures/ticks.h"
@@ -28,11 +29,11 @@ cv::Vec3b lut_colour(const ColorScale& scale, float value) {
   return table.at<cv::Vec3b>(int(std::lround(t * 255.0)));
 }
 
-cv::Mat random_values(int rows, int cols, float lo, float hi, int seed) {
+GridMap random_values(int rows, int cols, float lo, float hi, int seed) {
   cv::Mat values(rows, cols, CV_32FC1);
   cv::RNG rng(static_cast<uint64>(seed));
   rng.fill(values, cv::RNG::UNIFORM, lo, hi);
-  return values;
+  return {rows, cols, std::vector<float>(values.ptr<float>(), values.ptr<float>() + values.total())};
 }
 
 // Two scales, a plain heatmap, an overlay whose background is flat within each cell, a log plot,
@@ -53,7 +54,9 @@ Figure synthetic_figure() {
   overlay.values = random_values(4, 4, 0.0f, 0.8f, 2);
   cv::Mat blocks(4, 4, CV_8UC3);
   cv::randu(blocks, 0, 255);
-  cv::resize(blocks, overlay.background, {64, 64}, 0, 0, cv::INTER_NEAREST);
+  cv::Mat background;
+  cv::resize(blocks, background, {64, 64}, 0, 0, cv::INTER_NEAREST);
+  overlay.background = to_rgb_image(background);
   overlay.opacity = 0.5f;
   overlay.marked_row = 1;
   overlay.marked_col = 2;
@@ -109,8 +112,8 @@ void expect_tiles_match(const cv::Mat& rgb, const nlohmann::json& manifest, cons
     const Panel& source = figure.at(panel["row"], panel["col"]);
     const auto& heatmap = std::get<HeatmapPanel>(source.content);
     const torch::Tensor values = read_npy(folder + "/" + panel["data"].get<std::string>());
-    ASSERT_EQ(values.size(0), heatmap.values.rows);
-    ASSERT_EQ(values.size(1), heatmap.values.cols);
+    ASSERT_EQ(values.size(0), heatmap.values.grid_h);
+    ASSERT_EQ(values.size(1), heatmap.values.grid_w);
     const ColorScale& colour_scale = figure.scales[panel["scale"].get<size_t>()];
     const auto rect = panel["content_pt"];
     const double cell_w = rect[2].get<double>() / values.size(1), cell_h = rect[3].get<double>() / values.size(0);
@@ -124,7 +127,7 @@ void expect_tiles_match(const cv::Mat& rgb, const nlohmann::json& manifest, cons
         int allowed = tolerance;
         if (!heatmap.background.empty()) {
           // The synthetic background is flat within each cell: its centre pixel is the colour under it.
-          const cv::Mat& background = heatmap.background;
+          const cv::Mat background = to_mat(heatmap.background);
           const cv::Vec3b under = background.at<cv::Vec3b>(int((r + 0.5) * background.rows / values.size(0)),
                                                            int((c + 0.5) * background.cols / values.size(1)));
           for (int k = 0; k < 3; ++k)
@@ -313,7 +316,7 @@ TEST_F(FigureTest, ExistingFilesAreRefusedUnlessOverwriteAndDataIsShared) {
   EXPECT_NO_THROW(write_figure_bundle(figure, request, empty_session(), {}, folder_.string(), "fig"));
   // Different data under the same names is refused.
   Figure changed = figure;
-  std::get<HeatmapPanel>(changed.at(0, 0).content).values += 0.01f;
+  for (float& value : std::get<HeatmapPanel>(changed.at(0, 0).content).values.values) value += 0.01f;
   request.format = FigureFormat::Svg;
   EXPECT_THROW(write_figure_bundle(changed, request, empty_session(), {}, folder_.string(), "fig"), std::runtime_error);
   EXPECT_FALSE(fs::exists(path("fig.svg")));

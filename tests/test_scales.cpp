@@ -186,7 +186,7 @@ TEST(FigureWidth, StyleForWidthFitsAPaperColumn) {
     figure.scales.push_back({Colormap::Viridis, 0.0f, 1.0f, "attention weight"});
     for (int c = 0; c < columns; ++c) {
       HeatmapPanel heatmap;
-      heatmap.values = cv::Mat(12, 12, CV_32FC1, cv::Scalar(0.5));
+      heatmap.values = {12, 12, std::vector<float>(144, 0.5f)};
       figure.at(0, c) = {"panel", "p" + std::to_string(c), heatmap};
     }
     const FigureStyle style = style_for_width(figure, FigureStyle{}, 240);

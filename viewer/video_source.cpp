@@ -1,5 +1,6 @@
 #include "viewer/video_source.h"
 
+#include "core/cv_image.h"
 #include "core/excerpt.h"
 
 #include <chrono>
@@ -43,14 +44,15 @@ void VideoSource::read_loop() {
   while (!stopping_) {
     cv::Mat bgr;
     if (!capture_->capture.read(bgr) || bgr.empty()) break;
-    auto rgb = std::make_shared<cv::Mat>();
+    cv::Mat rgb;
     if (bgr.channels() == 1)
-      cv::cvtColor(bgr, *rgb, cv::COLOR_GRAY2RGB);
+      cv::cvtColor(bgr, rgb, cv::COLOR_GRAY2RGB);
     else
-      cv::cvtColor(bgr, *rgb, cv::COLOR_BGR2RGB);  // OpenCV decodes to BGR
+      cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);  // OpenCV decodes to BGR
+    auto frame = std::make_shared<const RgbImage>(to_rgb_image(rgb));
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      newest_ = std::move(rgb);
+      newest_ = std::move(frame);
       ++newest_number_;
     }
     if (wake_) wake_();
@@ -64,7 +66,7 @@ void VideoSource::read_loop() {
   if (wake_) wake_();
 }
 
-std::shared_ptr<const cv::Mat> VideoSource::take_newer(uint64_t& seen) {
+std::shared_ptr<const RgbImage> VideoSource::take_newer(uint64_t& seen) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (newest_number_ == seen) return nullptr;
   seen = newest_number_;

@@ -9,7 +9,7 @@
 #include <string>
 #include <thread>
 
-#include <opencv2/core.hpp>
+#include "core/rgb_image.h"
 
 namespace attnscope {
 
@@ -23,7 +23,7 @@ class VideoSource {
   VideoSource& operator=(const VideoSource&) = delete;
 
   // The newest RGB frame if it is newer than `seen` (updating it), else null.
-  std::shared_ptr<const cv::Mat> take_newer(uint64_t& seen);
+  std::shared_ptr<const RgbImage> take_newer(uint64_t& seen);
   const std::string& source() const { return source_; }
   bool finished() const { return finished_; }
 
@@ -32,7 +32,7 @@ class VideoSource {
   std::string source_;
   std::function<void()> wake_;
   mutable std::mutex mutex_;
-  std::shared_ptr<const cv::Mat> newest_;
+  std::shared_ptr<const RgbImage> newest_;
   uint64_t newest_number_ = 0;
   std::atomic<bool> stopping_{false}, finished_{false};
   double frame_seconds_ = 0.0;  // a file plays at its own rate; a camera paces itself

@@ -17,6 +17,8 @@
 
 #include "core/assets.h"
 #include "core/atomic_file.h"
+#include "core/cv_image.h"
+#include "figures/render_image.h"
 #include "models/model_loader.h"
 #include "viewer/gl/frame.h"
 #include "viewer/panels/panel.h"
@@ -139,7 +141,7 @@ void Workbench::update(float width, float height) {
     if (finished->request_id == worker.submitted_id) messages.error.clear();
     shown.images.resize(std::max<size_t>(1, outcome->panels.size()));
     for (size_t p = 0; p < outcome->panels.size(); ++p)
-      if (!outcome->panels[p].input_rgb.empty()) shown.images[p].upload_rgb(outcome->panels[p].input_rgb);
+      if (!outcome->panels[p].input_rgb.empty()) shown.images[p].upload_rgb(to_mat(outcome->panels[p].input_rgb));
     maps_key_.clear();
     follow_query_across_grids();
   }
@@ -251,7 +253,8 @@ void Workbench::show_analysis_maps(const std::vector<GridMap>& analysis_maps) {
 void refresh_plot(PlotImage& plot, const std::string& key, int width, const std::function<Figure()>& figure) {
   const std::string full_key = key + "|" + std::to_string(width);
   if (plot.key == full_key) return;
-  const cv::Mat image = render_plot_image(figure(), width);
+  const Figure drawn = figure();
+  const cv::Mat image = render_figure_image(drawn, screen_figure_style(drawn, width));
   plot.texture.upload_rgb(image);
   plot.width = image.cols;
   plot.height = image.rows;

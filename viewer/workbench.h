@@ -172,7 +172,7 @@ class Workbench {
   InferenceRequest last_request_;
   bool has_last_request_ = false;
   std::string maps_key_;
-  std::shared_ptr<const cv::Mat> frame_;
+  std::shared_ptr<const RgbImage> frame_;
   uint64_t frame_number_ = 0;
   friend int run_workbench(AppState state, const WorkbenchOptions& options);
 };

@@ -15,7 +15,6 @@
 #include "analysis/gradcam.h"
 #include "analysis/integrated_gradients.h"
 #include "analysis/relevance.h"
-#include "core/cv_image.h"
 #include "figures/bundle.h"
 #include "figures/faithfulness_figure.h"
 #include "views/analysis_context.h"
@@ -245,11 +244,12 @@ int analyze_faithfulness(const AnalyzeContext& context) {
   AppState session = state;
   session.figure.layout = "faithfulness";
   const Figure figure =
-      faithfulness_figure(table, to_mat(loaded.prepared), state.colormap, float(state.opacity),
+      faithfulness_figure(table, loaded.prepared, state.colormap, float(state.opacity),
                           std::filesystem::path(state.image.empty() ? "glyph" : state.image).filename().string());
   // Added to the other outputs: refused with them unless --overwrite, written together.
-  const ExportedFigure exported = add_figure_bundle(*context.files, figure, output, to_json(session),
-                                                    to_mat(loaded.prepared), context.out.string(), "faithfulness");
+  const ExportedFigure exported = add_figure_bundle(*context.files, figure, output, to_json(session), loaded.prepared,
+                                                    context.out.string(), "faithfulness");
+  warn_if_undrawn(context, exported);
 
   json summary = common_summary(context, "faithfulness", table.methods.front().map.layout, loaded);
   summary["target"] = target_json(table.target, loaded.model);
@@ -277,9 +277,8 @@ int analyze_faithfulness(const AnalyzeContext& context) {
   summary["random"] = {{"deletion_auc", table.random.deletion.auc}, {"insertion_auc", table.random.insertion.auc}};
   summary["figure"] = exported.figure_path;
   write_summary(context, "analyze-faithfulness", summary);
-  context.print()
-      << "\nwrote " << context.out.string()
-      << "/{summary.json, faithfulness_curves.csv, map_<method>.npy, faithfulness.png, faithfulness_data/}\n";
+  context.print() << "\nwrote " << context.out.string() << "/{summary.json, faithfulness_curves.csv, map_<method>.npy, "
+                  << (exported.figure_path.empty() ? "" : "faithfulness.png, ") << "faithfulness_data/}\n";
   return 0;
 }
 
@@ -326,7 +325,7 @@ Figure attribution_figure(const InferenceOutcome& outcome, const AppState& state
     panel.title = view.error.empty() ? attribution_caption(view) : view.error;
     if (view.map.values.empty()) continue;
     HeatmapPanel heatmap;
-    heatmap.values = grid_map_mat(view.map);
+    heatmap.values = view.map;
     heatmap.background = outcome.panels[index].input_rgb;
     heatmap.opacity = float(state.opacity);
     heatmap.alpha = state.alpha;
@@ -442,7 +441,7 @@ AnalysisEntry faithfulness_analysis() {
 | `methods[].milliseconds` | always | time to compute its map |
 | `random.deletion_auc` | always | the random orders' deletion AUC |
 | `random.insertion_auc` | always | their insertion AUC |
-| `figure` | always | the figure's path |)md"});
+| `figure` | always | the figure's path (empty where the build draws no figures: the engine-only build) |)md"});
   entry.name = "faithfulness";
   entry.help = "deletion and insertion curves of --methods against a random order (table, CSV, figure)";
   entry.reads = {"class",   "target", "gradcam-layer", "fusion",   "discard",

@@ -11,7 +11,6 @@
 #include <sstream>
 
 #include "analysis/linear_cka.h"
-#include "core/cv_image.h"
 #include "core/excerpt.h"
 #include "views/analysis_options.h"
 #include "views/folder_statistics.h"
@@ -107,9 +106,10 @@ int analyze_cka(const AnalyzeContext& context) {
   view->images = result.images();
   view->images_left_out = result.images_left_out();
   context.files->add_npy("cka.npy", view->cka);
-  const cv::Mat first_image =
-      to_mat(prepare_image_file(model_a, state.input_settings(), images.front(), state.max_pixels).rgb);
-  add_analyze_figure(context, analyze_figure(*find_analysis("cka"), view, first_image, state), first_image, "cka");
+  const RgbImage first_image =
+      prepare_image_file(model_a, state.input_settings(), images.front(), state.max_pixels).rgb;
+  const std::string figure =
+      add_analyze_figure(context, analyze_figure(*find_analysis("cka"), view, first_image, state), first_image, "cka");
   json summary = {
       {"analysis", "cka"},
       {"estimator", to_string(view->estimator)},
@@ -134,7 +134,7 @@ int analyze_cka(const AnalyzeContext& context) {
   if (view->images_left_out > 0)
     context.print() << "  the last " << view->images_left_out
                     << " images made a batch of fewer than 4 and were left out\n";
-  context.print() << "wrote " << context.out.string() << "/{cka.npy, cka.png, summary.json}\n";
+  context.print() << "wrote " << context.out.string() << "/{cka.npy, " << figure << ", summary.json}\n";
   return 0;
 }
 
@@ -184,7 +184,7 @@ Figure cka_figure(const InferenceOutcome& outcome, const AppState& state) {
   }
   const torch::Tensor values = view->cka.to(torch::kFloat).contiguous();
   HeatmapPanel heatmap;
-  heatmap.values = cv::Mat(int(values.size(0)), int(values.size(1)), CV_32FC1, values.data_ptr<float>()).clone();
+  heatmap.values = to_grid_map(values);
   heatmap.y_label = "A: " + view->label_a + ", block";
   heatmap.x_label = "B: " + view->label_b + ", block";
   heatmap.colour_bar = true;

@@ -1,6 +1,6 @@
 // What the analyses' headless runs share (views/analysis_context.h).
 #include "views/analysis_context.h"
-#include "core/value_scale_image.h"
+#include "core/grid_map.h"
 
 #include "models/head_ablation.h"
 #include "views/option_catalog.h"
@@ -10,18 +10,33 @@
 #include <fstream>
 #include <iomanip>
 #include <nlohmann/json.hpp>
-#include <opencv2/imgproc.hpp>
 #include <sstream>
 
-#include "core/cv_image.h"
 #include "core/excerpt.h"
 #include "core/output_schemas.h"
-#include "datasets/glyph_task.h"
+#include "datasets/glyph_images.h"
 #include "models/inference.h"
 
 namespace attnscope {
 
 using nlohmann::json;
+
+namespace {
+
+// 1 where a mask image is light: its grey level, as OpenCV's RGB2GRAY rounds it (14-bit fixed
+// point), above 127.
+torch::Tensor object_pixels(const RgbImage& mask) {
+  torch::Tensor object = torch::zeros({mask.rows, mask.cols}, torch::kUInt8);
+  uint8_t* out = object.data_ptr<uint8_t>();
+  for (int y = 0; y < mask.rows; ++y) {
+    const uint8_t* pixel = mask.row(y);
+    for (int x = 0; x < mask.cols; ++x, pixel += 3)
+      *out++ = ((pixel[0] * 4899 + pixel[1] * 9617 + pixel[2] * 1868 + (1 << 13)) >> 14) > 127;
+  }
+  return object;
+}
+
+}  // namespace
 
 const CommandFlag kVariantsFlag = {"variants", "LIST",
                                    "spectrum, metrics: variants to compare on the same model (default: --variant)", ""};
@@ -67,11 +82,15 @@ void write_csv(const AnalyzeContext& context, const std::string& name, const std
 }
 
 // A map over the model's input image in the session's colour map, opacity and alpha mode, on `scale`.
-cv::Mat overlay_in_colours(const AnalyzeContext& context, const RgbImage& rgb, const torch::Tensor& map,
-                           const ValueScale& scale) {
-  const torch::Tensor values = map.detach().to(torch::kCPU, torch::kFloat).contiguous();
-  const cv::Mat mat(int(values.size(0)), int(values.size(1)), CV_32FC1, const_cast<float*>(values.data_ptr<float>()));
-  return overlay_values(to_mat(rgb), mat, scale, context.state.opacity, context.state.alpha);
+RgbImage overlay_in_colours(const AnalyzeContext& context, const RgbImage& rgb, const torch::Tensor& map,
+                            const ValueScale& scale) {
+  return overlay_values(rgb, to_grid_map(map).view(), scale, context.state.opacity, context.state.alpha);
+}
+
+void warn_if_undrawn(const AnalyzeContext& context, const ExportedFigure& exported) {
+  if (!exported.figure_path.empty()) return;
+  context.warnings.push_back("figure " + exported.stem + " not drawn: " + kNoFigures + "; its numbers are in " +
+                             exported.stem + "_data/");
 }
 
 ValueScale unit_scale(const AnalyzeContext& context, const std::string& label) {
@@ -110,11 +129,9 @@ Loaded load_inputs(const AnalyzeContext& context) {
     }
     if (used != seed_text.size() || seed_text.find('-') != std::string::npos)
       throw std::invalid_argument("--glyph-seed expects a non-negative integer, got '" + excerpt(seed_text) + "'");
-    GlyphSample sample = make_glyph_sample(seed);
-    rgb = to_rgb_image(sample.rgb);
-    cv::Mat mask_rgb;
-    cv::cvtColor(sample.mask, mask_rgb, cv::COLOR_GRAY2RGB);
-    mask = to_rgb_image(mask_rgb);
+    GlyphImages sample = glyph_sample_images(seed);
+    rgb = sample.rgb;
+    mask = sample.mask;
   } else {
     rgb = load_image_rgb(state.image, state.max_pixels);
     const std::string mask_path = context.line.flags.at("object-mask");
@@ -129,11 +146,8 @@ Loaded load_inputs(const AnalyzeContext& context) {
   loaded.prepared = prepare_model_input(rgb, state.input_settings(), loaded.model);
   // Mean ablation's means before any forward (the gradient methods run the model themselves).
   prepare_head_ablation(loaded.model, state.attention, loaded.prepared.rows, loaded.prepared.cols);
-  if (!mask.empty()) {
-    cv::Mat gray;
-    cv::cvtColor(to_mat(prepare_model_input(mask, state.input_settings(), loaded.model)), gray, cv::COLOR_RGB2GRAY);
-    loaded.object_mask = gray > 127;
-  }
+  if (!mask.empty())
+    loaded.object_mask = object_pixels(prepare_model_input(mask, state.input_settings(), loaded.model));
   return loaded;
 }
 

@@ -6,7 +6,6 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
-#include <opencv2/core.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -14,6 +13,7 @@
 #include "analysis/attribution_target.h"
 #include "core/output_files.h"
 #include "core/value_scale.h"
+#include "figures/bundle.h"
 #include "models/model_loader.h"
 #include "session/command_line.h"
 
@@ -46,7 +46,7 @@ struct AnalyzeContext {
 struct Loaded {
   LoadedModel model;
   RgbImage prepared;
-  cv::Mat object_mask;  // CV_8UC1 at the prepared size, empty when none
+  torch::Tensor object_mask;  // uint8 [rows, cols] at the prepared size, 1 on the object; undefined when none
 };
 
 // `analyze` flags that several analyses read (declared by each in its registry entry).
@@ -67,8 +67,11 @@ void write_summary(const AnalyzeContext& context, const std::string& kind, const
 void write_csv(const AnalyzeContext& context, const std::string& name, const std::string& header,
                const std::vector<std::vector<double>>& rows);
 // A map over the model's input image in the session's colour map, opacity and alpha mode, on `scale`.
-cv::Mat overlay_in_colours(const AnalyzeContext& context, const RgbImage& rgb, const torch::Tensor& map,
-                           const ValueScale& scale);
+RgbImage overlay_in_colours(const AnalyzeContext& context, const RgbImage& rgb, const torch::Tensor& map,
+                            const ValueScale& scale);
+// Where the build draws no figures (the engine-only build has no cairo), a warning that `exported`'s
+// figure was not drawn and where its numbers are.
+void warn_if_undrawn(const AnalyzeContext& context, const ExportedFigure& exported);
 // The session's colour map over [0, 1], labelled.
 ValueScale unit_scale(const AnalyzeContext& context, const std::string& label);
 std::vector<std::string> split_list(const std::string& text);

@@ -10,7 +10,6 @@
 #include <sstream>
 
 #include "analysis/dino_masks.h"
-#include "core/cv_image.h"
 #include "core/excerpt.h"
 #include "models/inference.h"
 #include "views/analysis_options.h"
@@ -49,8 +48,17 @@ float dino_head_value(int head, int heads) { return float(heads + head + 1); }
 
 // Each patch in the colour of the head that gives it the largest share among the heads whose mask
 // holds it; 0 where no mask does.
-cv::Mat dino_every_head_values(const DinoMasks& masks) {
-  cv::Mat values(masks.grid_h, masks.grid_w, CV_32FC1, cv::Scalar(0));
+// A map of zeros over the masks' grid.
+GridMap zero_map(const DinoMasks& masks) {
+  GridMap map;
+  map.grid_h = masks.grid_h;
+  map.grid_w = masks.grid_w;
+  map.values.assign(size_t(masks.grid_h) * size_t(masks.grid_w), 0.0f);
+  return map;
+}
+
+GridMap dino_every_head_values(const DinoMasks& masks) {
+  GridMap values = zero_map(masks);
   const torch::Tensor share = masks.attention.contiguous(), kept = masks.masks.contiguous();
   for (int r = 0; r < masks.grid_h; ++r)
     for (int c = 0; c < masks.grid_w; ++c) {
@@ -59,19 +67,20 @@ cv::Mat dino_every_head_values(const DinoMasks& masks) {
         const double weight = share[h][r][c].item<double>();
         if (kept[h][r][c].item<uint8_t>() && weight > best) {
           best = weight;
-          values.at<float>(r, c) = dino_head_value(h, masks.heads);
+          values.values[size_t(r) * size_t(masks.grid_w) + size_t(c)] = dino_head_value(h, masks.heads);
         }
       }
     }
   return values;
 }
 
-cv::Mat dino_one_head_values(const DinoMasks& masks, int head) {
-  cv::Mat values(masks.grid_h, masks.grid_w, CV_32FC1, cv::Scalar(0));
+GridMap dino_one_head_values(const DinoMasks& masks, int head) {
+  GridMap values = zero_map(masks);
   const torch::Tensor kept = masks.masks[head].contiguous();
   for (int r = 0; r < masks.grid_h; ++r)
     for (int c = 0; c < masks.grid_w; ++c)
-      if (kept[r][c].item<uint8_t>()) values.at<float>(r, c) = dino_head_value(head, masks.heads);
+      if (kept[r][c].item<uint8_t>())
+        values.values[size_t(r) * size_t(masks.grid_w) + size_t(c)] = dino_head_value(head, masks.heads);
   return values;
 }
 
@@ -87,7 +96,7 @@ Figure dino_masks_figure(const InferenceOutcome& outcome, const AppState& state)
   const int cols = std::min(4, masks.heads + 1);
   const int rows = (masks.heads + 1 + cols - 1) / cols;
   Figure figure(rows, cols);
-  auto overlay = [&](cv::Mat values) {
+  auto overlay = [&](GridMap values) {
     HeatmapPanel heatmap;
     heatmap.values = std::move(values);
     heatmap.background = outcome.input_rgb;
@@ -128,8 +137,9 @@ int analyze_dino_masks(const AnalyzeContext& context) {
   view->layer_name = capture.placement.name;
   context.files->add_npy("dino_masks.npy", view->masks.masks);
   context.files->add_npy("dino_attention.npy", view->masks.attention.to(torch::kFloat));
-  const cv::Mat image = to_mat(loaded.prepared);
-  add_analyze_figure(context, analyze_figure(*find_analysis("dino-masks"), view, image, state), image, "dino_masks");
+  const RgbImage& image = loaded.prepared;
+  const std::string figure = add_analyze_figure(
+      context, analyze_figure(*find_analysis("dino-masks"), view, image, state), image, "dino_masks");
   json summary = common_summary(context, "dino-masks", capture.layout, loaded);
   summary["layer"] = {{"index", layer}, {"name", capture.placement.name}};
   summary["mass"] = view->mass;
@@ -141,16 +151,13 @@ int analyze_dino_masks(const AnalyzeContext& context) {
   json patches = json::array();
   for (int h = 0; h < view->masks.heads; ++h) patches.push_back(view->masks.masks[h].sum().item<int64_t>());
   summary["patches_per_head"] = patches;
-  if (!loaded.object_mask.empty()) {
-    const torch::Tensor object =
-        torch::from_blob(loaded.object_mask.data, {loaded.object_mask.rows, loaded.object_mask.cols}, torch::kUInt8)
-            .clone();
-    summary["jaccard_per_head"] = mask_jaccard(view->masks, object);
+  if (loaded.object_mask.defined()) {
+    summary["jaccard_per_head"] = mask_jaccard(view->masks, loaded.object_mask);
   }
   write_summary(context, "analyze-dino-masks", summary);
   context.print() << "attnscope analyze dino-masks: " << capture.placement.name << ", " << view->masks.heads
                   << " heads, mass " << view->mass << "\nwrote " << context.out.string()
-                  << "/{dino_masks.npy, dino_attention.npy, dino_masks.png, summary.json}\n";
+                  << "/{dino_masks.npy, dino_attention.npy, " << figure << ", summary.json}\n";
   return 0;
 }
 

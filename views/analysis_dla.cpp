@@ -113,7 +113,7 @@ Figure dla_figure(const InferenceOutcome& outcome, const AppState&) {
   const LogitAttribution& dla = view->report->attribution;
   const torch::Tensor values = dla.heads.to(torch::kFloat).contiguous();
   HeatmapPanel heatmap;
-  heatmap.values = cv::Mat(int(values.size(0)), int(values.size(1)), CV_32FC1, values.data_ptr<float>()).clone();
+  heatmap.values = to_grid_map(values);
   heatmap.y_label = "layer";
   heatmap.x_label = "head";
   heatmap.colour_bar = true;

@@ -100,7 +100,7 @@ int analyze_erf(const AnalyzeContext& context) {
                    "analyze_erf.py's get_rectangle on log10(map + 1): the first centred square of side "
                    "2i + 1 holding more than the threshold; nan where none does"},
                   {"models", json::array()}};
-  const cv::Mat first_image = for_each_analyze_model(
+  const RgbImage first_image = for_each_analyze_model(
       context, run, [&](size_t m, LoadedModel& model, const AttentionSettings& settings, const std::string& label) {
         // --layer on --model; the compare model takes its last where it has fewer blocks.
         const int depth = model.backbone->attention_layers();
@@ -134,12 +134,13 @@ int analyze_erf(const AnalyzeContext& context) {
         summary["models"].push_back(entry);
         view->models.push_back(std::move(erf));
       });
-  add_analyze_figure(context, analyze_figure(*find_analysis("erf"), view, first_image, state), first_image, "erf");
+  const std::string figure =
+      add_analyze_figure(context, analyze_figure(*find_analysis("erf"), view, first_image, state), first_image, "erf");
   summary.update(folder_images_json(run));
   write_summary(context, "analyze-erf", summary);
   context.print() << "wrote " << context.out.string() << "/{erf.npy, erf_ratios.csv"
-                  << (run.models.size() > 1 ? ", erf_compare.npy, erf_ratios_compare.csv" : "")
-                  << ", erf.png, summary.json}\n";
+                  << (run.models.size() > 1 ? ", erf_compare.npy, erf_ratios_compare.csv" : "") << ", " << figure
+                  << ", summary.json}\n";
   return 0;
 }
 
@@ -187,7 +188,7 @@ Figure erf_figure(const InferenceOutcome& outcome, const AppState& state) {
     if (peak > 0) shown = shown / peak;
     shown = shown.to(torch::kFloat).contiguous();
     HeatmapPanel heatmap;
-    heatmap.values = cv::Mat(int(shown.size(0)), int(shown.size(1)), CV_32FC1, shown.data_ptr<float>()).clone();
+    heatmap.values = to_grid_map(shown);
     notes += kTitleBreak + erf.label + " at " + erf.block + ", area ratios " + areas_text(erf.areas);
     panel.data_name = "erf_" + std::to_string(m);
     panel.content = heatmap;

@@ -95,7 +95,7 @@ Figure gradcam_figure(const InferenceOutcome& outcome, const AppState& state) {
   if (!shown) return figure;
   const GradCamView& view = *shown;
   HeatmapPanel heatmap;
-  heatmap.values = grid_map_mat(view.map);
+  heatmap.values = view.map;
   heatmap.background = outcome.input_rgb;
   heatmap.opacity = float(state.opacity);
   heatmap.alpha = state.alpha;

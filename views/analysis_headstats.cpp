@@ -113,7 +113,7 @@ int analyze_head_stats(const AnalyzeContext& context) {
                    "nats: -sum_k A ln A over every key, mean over every query (prefix tokens included), "
                    "then over images"},
                   {"models", json::array()}};
-  const cv::Mat first_image = for_each_analyze_model(
+  const RgbImage first_image = for_each_analyze_model(
       context, run, [&](size_t m, LoadedModel& model, const AttentionSettings& settings, const std::string& label) {
         HeadStatsModel stats;
         stats.label = label;
@@ -145,12 +145,12 @@ int analyze_head_stats(const AnalyzeContext& context) {
                                      {"layers", layers}});
         view->models.push_back(std::move(stats));
       });
-  add_analyze_figure(context, analyze_figure(*find_analysis("headstats"), view, first_image, state), first_image,
-                     "headstats");
+  const std::string figure = add_analyze_figure(
+      context, analyze_figure(*find_analysis("headstats"), view, first_image, state), first_image, "headstats");
   summary.update(folder_images_json(run));
   write_summary(context, "analyze-headstats", summary);
   context.print() << "wrote " << context.out.string() << "/{head_stats.csv"
-                  << (run.models.size() > 1 ? ", head_stats_compare.csv" : "") << ", headstats.png, summary.json}\n";
+                  << (run.models.size() > 1 ? ", head_stats_compare.csv" : "") << ", " << figure << ", summary.json}\n";
   return 0;
 }
 

@@ -94,13 +94,13 @@ Figure lens_figure(const InferenceOutcome& outcome, const AppState& state) {
   const torch::Tensor predicted =
       patches.select(1, report.predicted).reshape({layout.grid_h, layout.grid_w}).contiguous();
   HeatmapPanel classes;
-  classes.values = cv::Mat(layout.grid_h, layout.grid_w, CV_32FC1, top.data_ptr<float>()).clone();
+  classes.values = to_grid_map(top);
   classes.background = outcome.input_rgb;
   classes.opacity = float(state.opacity);
   classes.colour_bar = true;
   classes.scale = 0;
   HeatmapPanel logit;
-  logit.values = cv::Mat(layout.grid_h, layout.grid_w, CV_32FC1, predicted.data_ptr<float>()).clone();
+  logit.values = to_grid_map(predicted);
   logit.background = outcome.input_rgb;
   logit.opacity = float(state.opacity);
   logit.colour_bar = true;

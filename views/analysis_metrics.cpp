@@ -35,12 +35,7 @@ int analyze_metrics(const AnalyzeContext& context) {
     query = resolve_query(state.query, layout);
     const torch::Tensor box = state.box.empty() ? torch::Tensor() : box_coverage(parse_patch_box(state.box), keys);
     const torch::Tensor object =
-        loaded.object_mask.empty()
-            ? torch::Tensor()
-            : patch_coverage(torch::from_blob(loaded.object_mask.data,
-                                              {loaded.object_mask.rows, loaded.object_mask.cols}, torch::kUInt8)
-                                 .clone(),
-                             keys);
+        loaded.object_mask.defined() ? patch_coverage(loaded.object_mask, keys) : torch::Tensor();
     json heads = json::array();
     torch::NoGradGuard no_grad;
     for (int head = 0; head < capture.heads; ++head) {

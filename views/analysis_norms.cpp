@@ -197,7 +197,7 @@ int analyze_norms(const AnalyzeContext& context) {
 struct NormsViewData : AnalysisViewData {
   std::shared_ptr<const NormsReport> report;
   int layer = 0;
-  cv::Mat image;
+  RgbImage image;
   double milliseconds = 0.0;
 };
 
@@ -234,8 +234,8 @@ Figure norms_figure(const InferenceOutcome& outcome, const AppState& state) {
   heatmap.background = view->image;
   heatmap.opacity = float(state.opacity);
   heatmap.alpha = state.alpha;
-  double low = 0, high = 0;
-  cv::minMaxLoc(heatmap.values, &low, &high);
+  const auto [lowest, highest] = std::minmax_element(heatmap.values.values.begin(), heatmap.values.values.end());
+  const double low = *lowest, high = *highest;
   figure.at(0, 0) = {"patch norms, layer " + std::to_string(layer), "norms_layer" + std::to_string(layer), heatmap};
 
   PlotPanel depth;

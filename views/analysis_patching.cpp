@@ -142,11 +142,6 @@ void compute_patching_view(const AnalysisViewInput& input, InferenceOutcome& out
       });
 }
 
-cv::Mat as_mat(const torch::Tensor& values) {
-  const torch::Tensor floats = values.to(torch::kFloat).contiguous();
-  return cv::Mat(int(floats.size(0)), int(floats.size(1)), CV_32FC1, floats.data_ptr<float>()).clone();
-}
-
 Figure patching_figure(const InferenceOutcome& outcome, const AppState& state) {
   const auto* view = dynamic_cast<const PatchingView*>(outcome.analysis_view.get());
   Figure figure(1, 2);
@@ -158,7 +153,7 @@ Figure patching_figure(const InferenceOutcome& outcome, const AppState& state) {
   const PatchingReport& report = *view->report;
   const TokenLayout& layout = report.layout;
   HeatmapPanel heads;
-  heads.values = as_mat(report.patching.heads);
+  heads.values = to_grid_map(report.patching.heads);
   heads.x_label = "head";
   heads.y_label = "layer";
   // The block inputs of the layer slider's block, patch by patch over the clean image.
@@ -166,7 +161,7 @@ Figure patching_figure(const InferenceOutcome& outcome, const AppState& state) {
   const torch::Tensor row = report.patching.residual[block];
   HeatmapPanel patches;
   patches.values =
-      as_mat(row.narrow(0, layout.prefix_tokens(), layout.patch_tokens()).reshape({layout.grid_h, layout.grid_w}));
+      to_grid_map(row.narrow(0, layout.prefix_tokens(), layout.patch_tokens()).reshape({layout.grid_h, layout.grid_w}));
   patches.background = outcome.input_rgb;
   patches.opacity = float(state.opacity);
   figure.at(0, 0) = {"each head's z patched", "patching_heads", heads};

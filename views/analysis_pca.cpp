@@ -8,10 +8,8 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <opencv2/imgproc.hpp>
 
 #include "analysis/feature_pca.h"
-#include "core/cv_image.h"
 #include "core/excerpt.h"
 #include "views/analysis_options.h"
 #include "views/panel_maps.h"
@@ -99,14 +97,12 @@ torch::Tensor on_grid(const torch::Tensor& rows, const TokenLayout& layout) {
 }
 
 // The colours over the image: each patch's RGB blended over its pixels with `opacity`.
-cv::Mat colours_over_image(const torch::Tensor& rgb, const TokenLayout& layout, const cv::Mat& image, double opacity) {
+RgbImage colours_over_image(const torch::Tensor& rgb, const TokenLayout& layout, const RgbImage& image,
+                            double opacity) {
   const torch::Tensor bytes = (on_grid(rgb, layout) * 255.0).round().clamp(0, 255).to(torch::kUInt8).contiguous();
-  const cv::Mat grid(layout.grid_h, layout.grid_w, CV_8UC3, const_cast<uint8_t*>(bytes.data_ptr<uint8_t>()));
-  cv::Mat colours;
-  cv::resize(grid, colours, image.size(), 0, 0, cv::INTER_NEAREST);
-  cv::Mat blended;
-  cv::addWeighted(image, 1.0 - opacity, colours, opacity, 0.0, blended);
-  return blended;
+  RgbImage cells(layout.grid_h, layout.grid_w);
+  std::copy(bytes.data_ptr<uint8_t>(), bytes.data_ptr<uint8_t>() + cells.bytes(), cells.data());
+  return overlay_cells(image, cells, opacity);
 }
 
 void write_explained(const AnalyzeContext& context, const std::string& name, const torch::Tensor& explained) {
@@ -162,7 +158,7 @@ int analyze_pca(const AnalyzeContext& context) {
                               "threshold; the background is 0 (dinov2 issue #23)"}};
     written += ", pca_foreground.npy, pca_foreground_scores.npy, pca_foreground_mask.npy, pca_foreground_explained.csv";
   }
-  context.files->add_png("pca_overlay.png", colours_over_image(shown, layout, to_mat(loaded.prepared), state.opacity));
+  context.files->add_png("pca_overlay.png", colours_over_image(shown, layout, loaded.prepared, state.opacity));
   write_summary(context, "analyze-pca", summary);
   context.print() << "attnscope analyze pca: " << features.point << " (" << layout.patch_tokens() << " patches x "
                   << features.rows.size(1) << "), explained " << pca.basis.explained[0].item<double>() << ", "
@@ -176,7 +172,7 @@ int analyze_pca(const AnalyzeContext& context) {
 struct PanelPca {
   std::string title, point, note, error;
   TokenLayout layout;
-  cv::Mat image;      // the image as the model saw it
+  RgbImage image;     // the image as the model saw it
   torch::Tensor rgb;  // [N, 3] float32 in [0, 1] (the foreground pass's when it is on)
   std::vector<double> explained;
   bool foreground = false, frozen = false;

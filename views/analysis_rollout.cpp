@@ -113,7 +113,7 @@ Figure rollout_figure(const InferenceOutcome& outcome, const AppState& state) {
                 view->milliseconds);
   figure.title = heading + (view->note.empty() ? std::string() : "\n" + view->note);
   HeatmapPanel heatmap;
-  heatmap.values = grid_map_mat(view->map);
+  heatmap.values = view->map;
   heatmap.background = outcome.input_rgb;
   heatmap.opacity = float(state.opacity);
   heatmap.alpha = state.alpha;

@@ -10,8 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/patch_similarity.h"
-#include "core/cv_image.h"
-#include "core/value_scale_image.h"
+#include "core/value_overlay.h"
 #include "figures/render.h"
 #include "views/analysis_options.h"
 #include "views/panel_maps.h"
@@ -36,7 +35,7 @@ using nlohmann::json;
 struct SimilarityMap {
   std::string title;
   GridMap map;
-  cv::Mat background;  // the image as the model saw it
+  RgbImage background;  // the image as the model saw it
   int marked_row = -1, marked_col = -1;
   std::string error;  // why this panel has no map (the others still show)
 };
@@ -63,7 +62,7 @@ GridMap cross_similarity_map(const TokenRows& first, int query, const TokenRows&
   return to_grid_map(values.reshape({second.layout.grid_h, second.layout.grid_w}));
 }
 
-SimilarityMap shown_map(const std::string& title, GridMap map, const cv::Mat& background, const TokenLayout& layout,
+SimilarityMap shown_map(const std::string& title, GridMap map, const RgbImage& background, const TokenLayout& layout,
                         int query) {
   SimilarityMap shown;
   shown.title = title;
@@ -110,7 +109,7 @@ int analyze_similarity(const AnalyzeContext& context) {
   SimilarityViewData view;
   view.grid = layout;
   view.maps.push_back(
-      shown_map("image", similarity_map(descriptors, query.token), to_mat(loaded.prepared), layout, query.token));
+      shown_map("image", similarity_map(descriptors, query.token), loaded.prepared, layout, query.token));
   context.files->add_npy("similarity.npy",
                          torch::tensor(view.maps[0].map.values).reshape({layout.grid_h, layout.grid_w}));
   json summary = common_summary(context, "similarity", layout, loaded);
@@ -129,7 +128,7 @@ int analyze_similarity(const AnalyzeContext& context) {
     const TokenRows descriptors2 =
         layer_descriptors(model, model_input(loaded.model, rgb2), state.attention, layer, facet);
     view.grid2 = descriptors2.layout;
-    view.maps.push_back(shown_map("image 2", cross_similarity_map(descriptors, query.token, descriptors2), to_mat(rgb2),
+    view.maps.push_back(shown_map("image 2", cross_similarity_map(descriptors, query.token, descriptors2), rgb2,
                                   descriptors2.layout, -1));
     view.image2_map = 1;
     view.buddies = best_buddies(descriptors.patches(), descriptors2.patches());
@@ -142,7 +141,8 @@ int analyze_similarity(const AnalyzeContext& context) {
     write_csv(context, "best_buddies.csv", "r1,c1,r2,c2", rows);
     summary["image2"] = {
         {"path", image2}, {"grid", {view.grid2.grid_h, view.grid2.grid_w}}, {"best_buddies", view.buddies.size()}};
-    written += ", similarity_image2.npy, best_buddies.csv, best_buddies.png";
+    written +=
+        std::string(", similarity_image2.npy, best_buddies.csv") + (figures_are_drawn() ? ", best_buddies.png" : "");
   }
   finish_scale(view);
   view.heading = facet_heading(facet, descriptors.point, layout.token_name(query.token));
@@ -150,16 +150,18 @@ int analyze_similarity(const AnalyzeContext& context) {
   scale.colormap = state.colormap;
   scale.vmin = view.vmin;
   scale.vmax = 1.0;
-  context.files->add_png(
-      "similarity_overlay.png",
-      overlay_values(to_mat(loaded.prepared), grid_map_mat(view.maps[0].map), scale, state.opacity, state.alpha));
-  if (!image2.empty()) {
+  context.files->add_png("similarity_overlay.png",
+                         overlay_values(loaded.prepared, view.maps[0].map.view(), scale, state.opacity, state.alpha));
+  if (!image2.empty() && figures_are_drawn()) {
     InferenceOutcome outcome;
     outcome.analysis_view = std::make_shared<SimilarityViewData>(view);
     FigureStyle style;
     style.panel_width = 200;
     context.files->add_bytes("best_buddies.png",
                              render_figure(similarity_figure(outcome, state), style, FigureFormat::Png));
+  } else if (!image2.empty()) {
+    context.warnings.push_back(std::string("best_buddies.png not drawn: ") + kNoFigures +
+                               "; the pairs are in best_buddies.csv");
   }
   write_summary(context, "analyze-similarity", summary);
   context.print() << "attnscope analyze similarity: " << enum_name(facet) << " of " << descriptors.point << ", query "
@@ -234,8 +236,8 @@ void compute_similarity_view(const AnalysisViewInput& input, InferenceOutcome& o
       view->buddies = *buddies;
       view->maps.insert(view->maps.begin() + 1,
                         shown_map(std::filesystem::path(path).filename().string(),
-                                  cross_similarity_map(*first, panel.query_token, second->descriptors),
-                                  to_mat(second->rgb), second->descriptors.layout, -1));
+                                  cross_similarity_map(*first, panel.query_token, second->descriptors), second->rgb,
+                                  second->descriptors.layout, -1));
       view->image2_map = 1;
     } catch (const std::exception& e) {
       view->note += (view->note.empty() ? "" : "; ") + std::string("image 2: ") + e.what();
@@ -259,7 +261,7 @@ Figure similarity_figure(const InferenceOutcome& outcome, const AppState& state)
       continue;
     }
     HeatmapPanel heatmap;
-    heatmap.values = grid_map_mat(shown.map);
+    heatmap.values = shown.map;
     heatmap.background = shown.background;
     heatmap.opacity = float(state.opacity);
     heatmap.alpha = state.alpha;

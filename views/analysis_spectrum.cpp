@@ -9,7 +9,7 @@
 
 #include "analysis/spectrum.h"
 #include "core/output_files.h"
-#include "core/value_scale_image.h"
+#include "core/value_overlay.h"
 #include "figures/plots.h"
 #include "views/analysis_registry.h"
 #include "views/panel_maps.h"
@@ -54,14 +54,13 @@ int analyze_spectrum(const AnalyzeContext& context) {
       const torch::Tensor matrix = capture.equivalent_matrix(0, state.head).to(torch::kCPU, torch::kFloat).contiguous();
       // Keep files of a reasonable size: the matrix as NPY up to 2048 tokens, the picture always.
       if (matrix.size(0) <= 2048) context.files->add_npy(("matrix_" + name + ".npy"), matrix);
-      const cv::Mat values(int(matrix.size(0)), int(matrix.size(1)), CV_32F,
-                           const_cast<float*>(matrix.data_ptr<float>()));
       ValueRange range;
       range.include(matrix.data_ptr<float>(), size_t(matrix.numel()));
       ScaleSpec spec = state.scale;
       if (spec.mode == ScaleMode::Uniform) spec.mode = ScaleMode::ZeroMax;  // the PNG shows the NPY's weights
       context.files->add_png("matrix_" + name + ".png",
-                             colour_values(values, resolve_value_scale(spec, state.colormap, range)));
+                             colour_values({matrix.data_ptr<float>(), int(matrix.size(0)), int(matrix.size(1))},
+                                           resolve_value_scale(spec, state.colormap, range)));
     }
 
     json entry = {{"variant", name}, {"attention", capture.attention.describe()}, {"head_dim", capture.head_dim}};
@@ -172,7 +171,7 @@ Figure spectrum_figure(const InferenceOutcome& outcome, const AppState& state) {
     const PanelMatrix& view = (*views)[index];
     if (view.matrix.empty()) continue;
     HeatmapPanel heatmap;
-    heatmap.values = cv::Mat(view.rows, view.cols, CV_32FC1, const_cast<float*>(view.matrix.data())).clone();
+    heatmap.values = {view.rows, view.cols, view.matrix};
     heatmap.scale = int(figure.scales.size());
     heatmap.colour_bar = true;
     heatmap.marked_row = panel.query_token / view.block;

@@ -1,5 +1,4 @@
-// Every option: the session's and each analysis's (the analysis registry). The engine-only build
-// has no analyses and takes app/app_options_engine.cpp instead.
+// Every option: the session's and each analysis's (the analysis registry).
 #include "views/analysis_registry.h"
 #include "views/option_catalog.h"
 

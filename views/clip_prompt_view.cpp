@@ -171,7 +171,7 @@ Figure clip_prompt_figure(const InferenceOutcome& outcome, const AppState& state
           kTitleBreak + number + ": zero-shot top '" + prompt_excerpt(view.top_prompt) + "' (" + probability + ")";
     }
     HeatmapPanel heatmap;
-    heatmap.values = grid_map_mat(view.map);
+    heatmap.values = view.map;
     heatmap.background = outcome.panels[index].input_rgb;
     heatmap.opacity = float(state.opacity);
     heatmap.alpha = state.alpha;

@@ -1,5 +1,4 @@
 #include "views/folder_statistics.h"
-#include "core/cv_image.h"
 
 #include "views/analysis_options.h"
 #include "views/option_catalog.h"
@@ -103,14 +102,14 @@ LoadedModel load_analyze_model(const AnalyzeContext& context, const std::string&
   return model;
 }
 
-cv::Mat for_each_analyze_model(
+RgbImage for_each_analyze_model(
     const AnalyzeContext& context, const AnalyzeFolder& run,
     const std::function<void(size_t, LoadedModel&, const AttentionSettings&, const std::string&)>& each) {
   const AppState& state = context.state;
   std::vector<LoadedModel> models;  // every model loaded before the first pass: a broken one fails first
   for (const std::string& path : run.models) models.push_back(load_analyze_model(context, path));
-  const cv::Mat first_image =
-      to_mat(prepare_image_file(models.front(), state.input_settings(), run.images.front(), state.max_pixels).rgb);
+  const RgbImage first_image =
+      prepare_image_file(models.front(), state.input_settings(), run.images.front(), state.max_pixels).rgb;
   for (size_t m = 0; m < run.models.size(); ++m)
     each(m, models[m], run.settings[m], model_label(run.models[m], run.settings[m]));
   return first_image;
@@ -208,7 +207,7 @@ std::string images_heading(int images, const std::string& folder) {
   return std::to_string(images) + (images == 1 ? " image of " : " images of ") + fs::path(folder).filename().string();
 }
 
-Figure analyze_figure(const AnalysisEntry& entry, std::shared_ptr<const AnalysisViewData> data, const cv::Mat& image,
+Figure analyze_figure(const AnalysisEntry& entry, std::shared_ptr<const AnalysisViewData> data, const RgbImage& image,
                       const AppState& state) {
   InferenceOutcome outcome;
   outcome.analysis_view = std::move(data);
@@ -216,11 +215,14 @@ Figure analyze_figure(const AnalysisEntry& entry, std::shared_ptr<const Analysis
   return entry.figure(outcome, state);
 }
 
-void add_analyze_figure(const AnalyzeContext& context, const Figure& figure, const cv::Mat& image,
-                        const std::string& stem) {
+std::string add_analyze_figure(const AnalyzeContext& context, const Figure& figure, const RgbImage& image,
+                               const std::string& stem) {
   FigureOutput output = figure_output(context.state);
   output.format = FigureFormat::Png;
-  add_figure_bundle(*context.files, figure, output, to_json(context.state), image, context.out.string(), stem);
+  const ExportedFigure exported =
+      add_figure_bundle(*context.files, figure, output, to_json(context.state), image, context.out.string(), stem);
+  warn_if_undrawn(context, exported);
+  return exported.figure_path.empty() ? stem + "_data/" : stem + ".png";
 }
 
 }  // namespace attnscope

@@ -41,7 +41,7 @@ AnalyzeFolder analyze_folder(const AnalyzeContext& context);
 nlohmann::json folder_images_json(const AnalyzeFolder& run);
 // each(m, model, settings, label) for the run's models, all loaded first with the session's input
 // settings. Returns the first image as --model takes it (the figures' background).
-cv::Mat for_each_analyze_model(
+RgbImage for_each_analyze_model(
     const AnalyzeContext& context, const AnalyzeFolder& run,
     const std::function<void(size_t, LoadedModel&, const AttentionSettings&, const std::string&)>& each);
 // The file of model m: "erf.npy" for --model, "erf_compare.npy" for --compare-model.
@@ -153,10 +153,12 @@ std::shared_ptr<const T> folder_pass(AnalysisCache* cache, const std::string& ke
 std::string images_heading(int images, const std::string& folder);
 
 // The view's outcome-only figure drawn for `analyze`: what the workbench would show for these data.
-Figure analyze_figure(const AnalysisEntry& entry, std::shared_ptr<const AnalysisViewData> data, const cv::Mat& image,
+Figure analyze_figure(const AnalysisEntry& entry, std::shared_ptr<const AnalysisViewData> data, const RgbImage& image,
                       const AppState& state);
-// Adds the figure to the outputs as `<stem>.png` with its data folder.
-void add_analyze_figure(const AnalyzeContext& context, const Figure& figure, const cv::Mat& image,
-                        const std::string& stem);
+// Adds the figure to the outputs as `<stem>.png` with its data folder (its data folder alone, and a
+// warning, where the build draws no figures). Returns what the report lists: "<stem>.png", or
+// "<stem>_data/" where it was not drawn.
+std::string add_analyze_figure(const AnalyzeContext& context, const Figure& figure, const RgbImage& image,
+                               const std::string& stem);
 
 }  // namespace attnscope

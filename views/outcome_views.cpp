@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include "core/cv_image.h"
 #include "core/excerpt.h"
 #include "models/model_loader.h"
 #include "views/panel_maps.h"
@@ -97,7 +96,7 @@ PanelMaps panel_maps(const InferenceRequest& request, const PanelForward& forwar
   maps.preprocessing = forward.preprocessing;
   maps.top = forward.result->top;
   maps.forward_ms = forward.result->milliseconds;
-  maps.input_rgb = to_mat(forward.result->input_rgb);
+  maps.input_rgb = forward.result->input_rgb;
   maps.depth = info.depth;
   maps.layer = info.layer;
   maps.heads = capture.heads;
@@ -148,7 +147,7 @@ void run_request(const InferenceRequest& request, RunCache& cache, const std::fu
     outcome.computes_attention = !model.is_scripted();
     outcome.window = model.backbone->window_support();
     outcome.device = model.device.str();
-    outcome.input_rgb = to_mat(forwards.front().result->input_rgb);
+    outcome.input_rgb = forwards.front().result->input_rgb;
     build_views(request, forwards, cache, cancelled, outcome, progress);
   } catch (const Cancelled&) {
     throw;

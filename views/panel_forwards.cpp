@@ -9,7 +9,6 @@
 #include <chrono>
 
 #include "analysis/residual_stream.h"
-#include "core/cv_image.h"
 #include "core/excerpt.h"
 #include "models/finite_checks.h"
 #include "models/head_ablation.h"
@@ -55,7 +54,7 @@ const RgbImage& source_image(const InferenceRequest& request, RunCache& cache) {
     cache.image_key.clear();
     cache.prepared.clear();
     if (request.frame)
-      cache.image_rgb = to_rgb_image(*request.frame);
+      cache.image_rgb = *request.frame;
     else if (request.image.empty())
       throw std::runtime_error("no image is open");
     else

@@ -10,14 +10,6 @@
 
 namespace attnscope {
 
-GridMap to_grid_map(const torch::Tensor& grid) {
-  GridMap map;
-  map.grid_h = int(grid.size(0));
-  map.grid_w = int(grid.size(1));
-  map.values = float_values(grid);
-  return map;
-}
-
 std::vector<int> query_window_cells(const AttentionCapture& whole, int query_token, int head) {
   int64_t local_head = head;
   const AttentionCapture& capture = whole.branches.empty() ? whole : whole.for_head(local_head);
@@ -188,10 +180,6 @@ PanelMatrix panel_matrix(const std::shared_ptr<const InferenceResult>& capture_o
                                   [&] { return head_spectrum(capture, each, ranks, progress); }));
   }
   return view;
-}
-
-cv::Mat grid_map_mat(const GridMap& map) {
-  return cv::Mat(map.grid_h, map.grid_w, CV_32FC1, const_cast<float*>(map.values.data())).clone();
 }
 
 }  // namespace attnscope

@@ -83,9 +83,6 @@ PanelMatrix panel_matrix(const std::shared_ptr<const InferenceResult>& capture_o
 // The grid the panels' maps lie on: the key grid for a row, the query grid for a column.
 const TokenLayout& map_grid(const AttentionCapture& capture, bool incoming);
 
-GridMap to_grid_map(const torch::Tensor& grid);  // [h, w] -> GridMap
-cv::Mat grid_map_mat(const GridMap& map);        // GridMap -> CV_32FC1 [h, w] (a copy)
-
 // The key-grid cells (row-major over the key grid) of the group `query_token` attends within in
 // `head`: its (shifted) window, or CSwin's stripe of the head's branch; empty for global layers.
 std::vector<int> query_window_cells(const AttentionCapture& capture, int query_token, int head);

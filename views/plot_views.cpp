@@ -68,8 +68,4 @@ FigureStyle screen_figure_style(const Figure& figure, int width) {
   return style_for_width(figure, style, std::max(60, width) / kScreenPixelsPerPoint);
 }
 
-cv::Mat render_plot_image(const Figure& figure, int width) {
-  return render_figure_image(figure, screen_figure_style(figure, width));
-}
-
 }  // namespace attnscope

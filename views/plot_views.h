@@ -1,9 +1,8 @@
 // The analysis column's plots as Figures, drawn by the same cairo code as the exported figures
-// (figures/plots.h builds them, figures/render.h draws them), so a plot on screen and in the paper
+// (figures/plots.h builds them, figures/render.h draws them; the workbench draws them with
+// render_figure_image in screen_figure_style), so a plot on screen and in the paper
 // are one drawing. No GL or ImGui here: the workbench uploads the images.
 #pragma once
-
-#include <opencv2/core.hpp>
 
 #include "figures/figure.h"
 #include "figures/render.h"
@@ -24,8 +23,5 @@ Figure focus_view_figure(const FocusView& focus);
 // How the workbench draws a figure `width` pixels wide: text at about 13 pixels (8 points at
 // 1.6 px/pt). layout_figure with it gives where each panel lands in the image.
 FigureStyle screen_figure_style(const Figure& figure, int width);
-
-// `figure` as an RGB image `width` pixels wide, in screen_figure_style.
-cv::Mat render_plot_image(const Figure& figure, int width);
 
 }  // namespace attnscope

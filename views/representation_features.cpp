@@ -47,10 +47,9 @@ std::shared_ptr<const TokenRows> panel_descriptors(const AnalysisViewInput& inpu
   return rows;
 }
 
-cv::Mat patch_grid_values(const torch::Tensor& patch_values, const TokenLayout& layout, int channel) {
+GridMap patch_grid_values(const torch::Tensor& patch_values, const TokenLayout& layout, int channel) {
   const torch::Tensor values = channel >= 0 ? patch_values.select(1, channel) : patch_values;
-  const torch::Tensor grid = values.to(torch::kCPU, torch::kFloat).reshape({layout.grid_h, layout.grid_w}).contiguous();
-  return cv::Mat(layout.grid_h, layout.grid_w, CV_32FC1, const_cast<float*>(grid.data_ptr<float>())).clone();
+  return to_grid_map(values.reshape({layout.grid_h, layout.grid_w}));
 }
 
 }  // namespace attnscope

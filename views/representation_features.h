@@ -38,6 +38,6 @@ std::shared_ptr<const TokenRows> panel_descriptors(const AnalysisViewInput& inpu
 
 // Patch values [N] (or channel `channel` of [N, k]), row-major over `layout`'s grid, as a figure's
 // values [grid_h, grid_w]. Prefix tokens are the caller's to drop.
-cv::Mat patch_grid_values(const torch::Tensor& patch_values, const TokenLayout& layout, int channel = -1);
+GridMap patch_grid_values(const torch::Tensor& patch_values, const TokenLayout& layout, int channel = -1);
 
 }  // namespace attnscope

@@ -12,12 +12,11 @@
 #include <string>
 #include <vector>
 
-#include <opencv2/core.hpp>
-
 #include "analysis/attribution_method.h"
 #include "analysis/focus_projection.h"
 #include "analysis/head_fusion.h"
 #include "analysis/head_spectrum.h"
+#include "core/grid_map.h"
 #include "core/image.h"
 #include "models/attention_settings.h"
 #include "models/inference.h"
@@ -35,22 +34,15 @@ struct PanelRequest {
 // What the workbench asks of the worker: the session's input, view and analysis parts as they
 // are (embedded, not copied field by field), the live frame, and one forward pass per panel.
 struct InferenceRequest : InputSelection, ViewSelection, AnalysisSettings {
-  std::shared_ptr<const cv::Mat> frame;  // a live frame (RGB) instead of the image file
-  uint64_t frame_number = 0;             // identifies `frame`
-  std::vector<PanelRequest> panels;      // one forward pass per panel, each on its own model
+  std::shared_ptr<const RgbImage> frame;  // a live frame instead of the image file
+  uint64_t frame_number = 0;              // identifies `frame`
+  std::vector<PanelRequest> panels;       // one forward pass per panel, each on its own model
 
   // What the forward passes depend on; requests with the same one re-use them.
   std::string forward_key() const;
   // forward_key and what the views read: the view selection and the options the active analysis
   // reads (views/analysis_registry.h), so changing another analysis's option re-uses the result.
   std::string key() const;
-};
-
-// A scalar map over a grid of patches, row-major.
-struct GridMap {
-  int grid_h = 0, grid_w = 0;
-  std::vector<float> values;
-  float at(int row, int col) const { return values[size_t(row) * size_t(grid_w) + size_t(col)]; }
 };
 
 // The base of an analysis view's data: what the analysis's `compute` leaves in the outcome
@@ -127,8 +119,8 @@ struct PanelMaps {
   LayerPlacement placement;
   TokenLayout layout, key_layout;
   int query_token = 0;
-  std::string note;   // fallbacks taken for this panel (another layer, head or query than asked)
-  cv::Mat input_rgb;  // the image exactly as this panel's model saw it
+  std::string note;    // fallbacks taken for this panel (another layer, head or query than asked)
+  RgbImage input_rgb;  // the image exactly as this panel's model saw it
   // Per head: the query's row over the key grid (direction out) or its column over the query grid
   // (in); and their mean.
   std::vector<GridMap> head_maps;
@@ -164,7 +156,7 @@ struct InferenceOutcome {
   WindowSupport window;  // what the window option does on this model
   // The LCM option on the selected layer: what the maps show, or why the option does not apply.
   std::string lcm_note;
-  cv::Mat input_rgb;  // the image exactly as the model saw it
+  RgbImage input_rgb;  // the image exactly as the model saw it
   std::vector<PanelMaps> panels;
   // The open analysis view's data (views/analysis_*.cpp): what its figure or panel is drawn from,
   // on screen and in an export alike.

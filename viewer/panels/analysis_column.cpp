@@ -78,12 +78,8 @@ void report_figure_numbers(const Figure& figure, nlohmann::json& shown_numbers) 
   int index = 0;
   for (const Panel& panel : figure.panels)
     if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) {
-      const cv::Mat values = heatmap->values.isContinuous() ? heatmap->values : heatmap->values.clone();
       shown_numbers.push_back(
-          {{"kind", "figure"},
-           {"index", index++},
-           {"data_name", panel.data_name},
-           {"values", std::vector<float>(values.ptr<float>(), values.ptr<float>() + values.total())}});
+          {{"kind", "figure"}, {"index", index++}, {"data_name", panel.data_name}, {"values", heatmap->values.values}});
     } else if (const auto* plot = std::get_if<PlotPanel>(&panel.content)) {
       nlohmann::json series = nlohmann::json::array();
       for (const Series& one : plot->series) series.push_back({{"label", one.label}, {"x", one.x}, {"y", one.y}});

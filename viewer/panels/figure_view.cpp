@@ -52,16 +52,16 @@ void FigureView::draw(Workbench& bench, const AnalysisEntry& entry) {
     const float width_px = float(box.width * scale), height_px = float(box.height * scale);
     // Figure views report their heatmaps as views -2, -3, ... in figure order.
     bench.drawn.views.push_back(
-        {-2 - heatmaps++, -1, x, y, width_px, height_px, heatmap->values.rows, heatmap->values.cols});
+        {-2 - heatmaps++, -1, x, y, width_px, height_px, heatmap->values.grid_h, heatmap->values.grid_w});
     const ImVec2 mouse = ImGui::GetIO().MousePos;
     if (!hovered || mouse.x < x || mouse.y < y || mouse.x >= x + width_px || mouse.y >= y + height_px) continue;
-    const int row = std::clamp(int((mouse.y - y) / height_px * heatmap->values.rows), 0, heatmap->values.rows - 1);
-    const int col = std::clamp(int((mouse.x - x) / width_px * heatmap->values.cols), 0, heatmap->values.cols - 1);
+    const int row = std::clamp(int((mouse.y - y) / height_px * heatmap->values.grid_h), 0, heatmap->values.grid_h - 1);
+    const int col = std::clamp(int((mouse.x - x) / width_px * heatmap->values.grid_w), 0, heatmap->values.grid_w - 1);
     hovered_cell = {int(index), row, col};
-    ImGui::SetTooltip("(%d, %d): %.5f", row, col, double(heatmap->values.at<float>(row, col)));
+    ImGui::SetTooltip("(%d, %d): %.5f", row, col, double(heatmap->values.at(row, col)));
     // A heatmap on the selected layer's patch grid picks the query where it is clicked.
-    if (ImGui::IsMouseClicked(ImGuiMouseButton_Left) && heatmap->values.rows == outcome->layout.grid_h &&
-        heatmap->values.cols == outcome->layout.grid_w)
+    if (ImGui::IsMouseClicked(ImGuiMouseButton_Left) && heatmap->values.grid_h == outcome->layout.grid_h &&
+        heatmap->values.grid_w == outcome->layout.grid_w)
       bench.pick_query(row, col, outcome->layout);
   }
 }

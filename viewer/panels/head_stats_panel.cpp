@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "figures/render_image.h"
 #include "viewer/panels/panel.h"
 #include "viewer/workbench.h"
 #include "views/analysis_registry.h"
@@ -23,13 +24,12 @@ namespace {
 // The mean map around the query as an image: the colour map over 0..its max, each cell a block of
 // pixels about `side` wide in all.
 cv::Mat offset_map_image(const OffsetMap& map, Colormap colormap, int side) {
-  cv::Mat values(map.rows, map.cols, CV_32FC1);
-  for (int r = 0; r < map.rows; ++r)
-    for (int c = 0; c < map.cols; ++c) values.at<float>(r, c) = float(map.values[size_t(r * map.cols + c)]);
-  double peak = 0;
-  cv::minMaxLoc(values, nullptr, &peak);
   HeatmapPanel heatmap;
-  heatmap.values = values;
+  heatmap.values.grid_h = map.rows;
+  heatmap.values.grid_w = map.cols;
+  heatmap.values.values.assign(map.values.begin(), map.values.end());
+  const auto& values = heatmap.values.values;
+  const float peak = values.empty() ? 0.0f : *std::max_element(values.begin(), values.end());
   ColorScale scale;
   scale.colormap = colormap;
   scale.vmax = peak > 0 ? float(peak) : 1.0f;
@@ -76,7 +76,7 @@ struct HeadStatsPanel : AnalysisPanel {
     picture.key = key;
     shown = analysis_view_figure(outcome, bench.state);
     geometry = layout_figure(shown, screen_figure_style(shown, width));
-    const cv::Mat image = render_plot_image(shown, width);
+    const cv::Mat image = render_figure_image(shown, screen_figure_style(shown, width));
     picture.texture.upload_rgb(image);
     picture.width = image.cols;
     picture.height = image.rows;
