@@ -108,19 +108,27 @@ fi
 # `run` and analyses as a researcher calls them (the bundled demo model and image) on the device and,
 # beside it on the GPU, on the CPU: their files under run_<device>/ and analyze_<analysis>_<device>/,
 # and how far the device's arrays are from the CPU's. The engine-only build draws no figures: the
-# folder-statistics analyses write their numbers and say so.
+# figures' analyses write their numbers and say so. The CLIP analyses run on the bundled CLIP demo
+# model with a text prompt (analyze_clip_*).
 analyses=(gradcam gradcam++ relevance rollout spectrum fp logit-lens dla pca dino-masks)
+clip_analyses=(zero-shot chefer-clip legrad textspan gradcam)
+clip=(--model assets/models/clip.safetensors --image assets/images/sign_4.png --prompt "a photo of a sign"
+      --target "text:a photo of a sign")
+analyze_on() {  # analyze_on WHERE NAME ARGS...: into analyze_NAME_WHERE/, its report beside it
+  local where=$1 name=$2
+  shift 2
+  build-engine/attnscope analyze "$@" --device "$where" --out "$OUT/analyze_${name}_$where" --overwrite \
+    > "$OUT/analyze_${name}_$where.txt" 2>&1 ||
+    { cat "$OUT/analyze_${name}_$where.txt"; echo "device_check: analyze $name --device $where failed" >&2; status=1; }
+}
 for where in $(printf '%s\n' "$device" cpu | sort -u); do
   build-engine/attnscope run --device "$where" --out "$OUT/run_$where" --overwrite ||
     { echo "device_check: run --device $where failed" >&2; status=1; }
-  for analysis in "${analyses[@]}"; do
-    build-engine/attnscope analyze --analysis "$analysis" --device "$where" --out "$OUT/analyze_${analysis}_$where" \
-      --overwrite > "$OUT/analyze_${analysis}_$where.txt" 2>&1 ||
-      { cat "$OUT/analyze_${analysis}_$where.txt"; echo "device_check: analyze $analysis --device $where failed" >&2
-        status=1; }
-  done
+  for analysis in "${analyses[@]}"; do analyze_on "$where" "$analysis" --analysis "$analysis"; done
+  for analysis in "${clip_analyses[@]}"; do analyze_on "$where" "clip_$analysis" --analysis "$analysis" "${clip[@]}"; done
 done
-echo "device_check: run and analyze (${analyses[*]}) on $(printf '%s\n' "$device" cpu | sort -u | paste -sd' ')"
+echo "device_check: run and analyze (${analyses[*]}; CLIP: ${clip_analyses[*]}) on" \
+  "$(printf '%s\n' "$device" cpu | sort -u | paste -sd' ')"
 if [ $rehearse = 0 ]; then
   "$python" - "$OUT" "$device" <<'PY' || status=1
 import array, ast, glob, os, sys
