@@ -15,6 +15,7 @@
 
 #include "analysis/attention_map.h"
 #include "app/bench_tools.h"
+#include "core/assets.h"
 #include "core/image.h"
 #include "core/image_encode.h"
 #include "core/npy.h"
@@ -66,8 +67,8 @@ ProcessRun run_process(const std::string& command) {
 
 }  // namespace
 
-void bench_scale(const std::string& python, const std::string& source_dir, const std::filesystem::path& folder) {
-  const std::string script = source_dir + "/bench/pytorch_scale.py";
+void bench_scale(const std::string& python, const std::filesystem::path& folder) {
+  const std::string script = source_path("bench/pytorch_scale.py");
   const std::string model_path = (folder / "dinov2_s14_reg4.safetensors").string();
   if (python.empty())
     throw std::invalid_argument("bench --scale needs the Python with torch (--python): it writes the weights");

@@ -7,8 +7,8 @@
 
 namespace attnscope {
 
-// `python` runs bench/pytorch_scale.py under `source_dir` (empty: no eager column); `folder`
+// `python` runs the checkout's bench/pytorch_scale.py (it writes the weights: required); `folder`
 // holds the model, images and run outputs.
-void bench_scale(const std::string& python, const std::string& source_dir, const std::filesystem::path& folder);
+void bench_scale(const std::string& python, const std::filesystem::path& folder);
 
 }  // namespace attnscope

@@ -83,7 +83,7 @@ double pytorch_median_ms(const std::string& python, const std::string& model_pat
                          const AttentionSettings& settings, torch::Device device, int warmup, int runs,
                          std::string& error) {
   std::ostringstream command;
-  command << "'" << python << "' '" << ATTNSCOPE_SOURCE_DIR << "/bench/pytorch_forward.py' --model '" << model_path
+  command << "'" << python << "' '" << source_path("bench/pytorch_forward.py") << "' --model '" << model_path
           << "' --heads " << shape.heads << " --size " << shape.side << " --threads " << torch::get_num_threads()
           << " --runs " << runs << " --warmup " << warmup << " --variant " << to_string(settings.variant) << " --p "
           << settings.p << " --window " << settings.window << " --anchors " << settings.anchors << " --device "
@@ -135,7 +135,7 @@ void bench_gradcam(const std::vector<VitShape>& shapes, const std::filesystem::p
       }));
       if (python.empty()) continue;
       std::ostringstream command;
-      command << "'" << python << "' '" << ATTNSCOPE_SOURCE_DIR << "/bench/pytorch_gradcam.py' --model '" << path
+      command << "'" << python << "' '" << source_path("bench/pytorch_gradcam.py") << "' --model '" << path
               << "' --heads " << shape.heads << " --threads " << torch::get_num_threads() << " --runs " << runs
               << " --warmup " << warmup << " --device " << device.str();
       const auto json = run_python_json(command.str(), error);
@@ -186,7 +186,7 @@ void bench_attribution(const std::vector<VitShape>& shapes, const std::filesyste
       }));
       if (python.empty()) continue;
       std::ostringstream command;
-      command << "'" << python << "' '" << ATTNSCOPE_SOURCE_DIR << "/bench/pytorch_attribution.py' --model '" << path
+      command << "'" << python << "' '" << source_path("bench/pytorch_attribution.py") << "' --model '" << path
               << "' --heads " << shape.heads << " --threads " << torch::get_num_threads() << " --runs " << runs
               << " --warmup " << warmup << " --score-runs " << score_runs << " --device " << device.str();
       const auto json = run_python_json(command.str(), error);
@@ -295,7 +295,7 @@ void bench_textspan_prompt(const std::filesystem::path& folder, const std::strin
   }
   const std::string path = (folder / "clip_b16.safetensors").string();
   std::string error;
-  run_python_json("'" + python + "' '" + ATTNSCOPE_SOURCE_DIR + "/bench/random_clip.py' --out '" + path + "'", error);
+  run_python_json("'" + python + "' '" + source_path("bench/random_clip.py") + "' --out '" + path + "'", error);
   if (!error.empty()) {
     std::cout << "  skipped: " << error << "\n";
     return;
@@ -351,7 +351,7 @@ std::string linear_backend_line() {
 void bench_family(const std::string& family, const std::filesystem::path& folder, const std::string& python,
                   torch::Device device, int warmup, int runs, int rounds) {
   if (python.empty()) throw std::invalid_argument("--family needs the Python reference to write the weights");
-  const std::string script = std::string(ATTNSCOPE_SOURCE_DIR) + "/bench/pytorch_hierarchical.py";
+  const std::string script = source_path("bench/pytorch_hierarchical.py");
   std::string error;
   // The families are the eager baseline's: a family is benched where the script can build it.
   const nlohmann::json listed = run_python_json("'" + python + "' '" + script + "' --families", error);
@@ -423,7 +423,7 @@ CommandSyntax bench_syntax() {
       {"runs", "N", "timed runs per measurement", "20"},
       {"warmup", "N", "untimed runs first", "3"},
       {"rounds", "N", "alternating rounds of C++ and PyTorch measurements", "3"},
-      {"python", "EXE", "Python with torch for the eager reference ('none' to skip)", ATTNSCOPE_PYTHON},
+      {"python", "EXE", "Python with torch for the eager reference ('none' to skip)", configured_python()},
       {"analysis", "",
        "bench the analyses instead: Grad-CAM, attention relevance and Score-CAM vs eager, spectrum factors vs full "
        "SVD, a head ablation's resumed forward vs the whole forward, the textspan view's cost of a new prompt "
@@ -460,7 +460,7 @@ int bench_command(const Args& args) {
   std::filesystem::create_directories(folder);
 
   if (!line.flags["scale"].empty()) {
-    bench_scale(python, ATTNSCOPE_SOURCE_DIR, folder);
+    bench_scale(python, folder);
     std::filesystem::remove_all(folder);
     return 0;
   }

@@ -30,6 +30,7 @@
 #include "app/bench_tools.h"
 #include "app/cli.h"
 #include "app/commands.h"
+#include "core/assets.h"
 #include "core/atomic_file.h"
 #include "core/excerpt.h"
 #include "core/image.h"
@@ -356,7 +357,7 @@ CommandSyntax device_check_syntax() {
           {"device"},
           {{"models", "DIR", "the models of the parity table: every file or folder in DIR", ""},
            {"python", "EXE", "Python with torch for the eager side of the bench table ('none': no bench table)",
-            ATTNSCOPE_PYTHON},
+            configured_python()},
            {"runs", "N", "timed runs per bench measurement", "10"},
            {"warmup", "N", "untimed runs first", "3"},
            {"sides", "LIST", "DINOv2 input sides of the bench table", "518,1036"},
@@ -396,7 +397,7 @@ int device_check_command(const Args& args) {
   if (line.flags["python"] != "none") {
     BenchContext bench;
     bench.python = line.flags["python"];
-    bench.scripts = std::string(ATTNSCOPE_SOURCE_DIR) + "/bench";
+    bench.scripts = source_path("bench");
     bench.device = device;
     bench.runs = std::max(1, line.flag_int("runs"));
     bench.warmup = std::max(0, line.flag_int("warmup"));

@@ -56,7 +56,7 @@ target_include_directories(attnscope PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(attnscope PRIVATE attnscope_torch attnscope_json attnscope_yaml attnscope_utf8proc attnscope_zlib
                                         attnscope_png attnscope_jpeg Threads::Threads ${OpenMP_CXX_LIBRARIES})
 target_compile_options(attnscope PRIVATE ${ATTNSCOPE_WARNINGS})
-set_source_files_properties(core/assets.cpp app/command_device_check.cpp app/command_bench.cpp PROPERTIES COMPILE_DEFINITIONS
+set_source_files_properties(core/assets.cpp PROPERTIES COMPILE_DEFINITIONS
   "ATTNSCOPE_SOURCE_DIR=\"${CMAKE_CURRENT_SOURCE_DIR}\";ATTNSCOPE_PYTHON=\"${ATTNSCOPE_PYTHON}\""
   SKIP_UNITY_BUILD_INCLUSION ON)
 set_source_files_properties(core/yaml_checked.cpp PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)

@@ -7,6 +7,12 @@
 
 namespace attnscope {
 
+std::string source_path(const std::string& relative) {
+  return (std::filesystem::path(ATTNSCOPE_SOURCE_DIR) / relative).string();
+}
+
+std::string configured_python() { return ATTNSCOPE_PYTHON; }
+
 std::string asset_path(const std::string& relative) {
   std::vector<std::filesystem::path> roots;
   if (const char* env = std::getenv("ATTNSCOPE_ASSETS")) roots.emplace_back(env);

@@ -21,4 +21,10 @@ std::string default_image_path();
 // One class name per line; a line "synset<TAB>names" keeps the names.
 std::vector<std::string> read_class_names(const std::string& path);
 
+// A file of the checkout attnscope was built from ("bench/pytorch_forward.py"), and the Python with
+// torch its configure found: compiled into core/assets.cpp alone, so every other object is the same
+// in every checkout (and shared through ccache).
+std::string source_path(const std::string& relative);
+std::string configured_python();
+
 }  // namespace attnscope
