@@ -42,7 +42,7 @@ file(GLOB ATTNSCOPE_ENGINE_SOURCES CONFIGURE_DEPENDS core/*.cpp models/*.cpp ana
      figures/*.cpp datasets/*.cpp)
 # What reads, draws or encodes with OpenCV or cairo (the engine's own versions stay: *_engine.cpp), and the
 # trainer (its glyph task is drawn with OpenCV).
-foreach(drawing core/cv_image.cpp core/image_decode_opencv.cpp core/colormap_image.cpp core/value_scale_image.cpp
+foreach(drawing core/cv_image.cpp core/image_decode_opencv.cpp core/colormap_image.cpp
                 core/output_files_png.cpp models/trainer.cpp datasets/glyph_task.cpp figures/render.cpp
                 figures/cairo_text.cpp figures/plot.cpp views/plot_hover.cpp)
   list(REMOVE_ITEM ATTNSCOPE_ENGINE_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/${drawing})

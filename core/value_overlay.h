@@ -1,6 +1,6 @@
 // Values coloured through a ValueScale and blended over an image, on the engine's RgbImage: the one
-// implementation the workbench's exports (core/value_scale_image.h wraps it for cv::Mat), `run`
-// and the engine-only build draw with.
+// implementation the figures, the workbench's exports, `run`, `analyze` and the engine-only build
+// draw with.
 #pragma once
 
 #include "core/rgb_image.h"

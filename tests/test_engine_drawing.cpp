@@ -1,5 +1,5 @@
-// What the engine draws without OpenCV (the engine-only build's `run`, and every export through the
-// cv::Mat wrappers) against OpenCV itself: the colour tables against applyColorMap, the overlay
+// What the engine draws without OpenCV (`run`, `analyze`, the figures and exports, in both builds)
+// against OpenCV itself: the colour tables against applyColorMap, the overlay
 // against cv::resize's nearest neighbour and saturate_cast (and addWeighted), the PNG encoder against
 // imencode.
 #include <gtest/gtest.h>

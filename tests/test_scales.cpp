@@ -6,8 +6,9 @@
 #include <cmath>
 
 #include "core/colormap_image.h"
+#include "core/cv_image.h"
+#include "core/value_overlay.h"
 #include "core/value_scale.h"
-#include "core/value_scale_image.h"
 #include "figures/plots.h"
 #include "figures/render.h"
 #include "figures/ticks.h"
@@ -122,10 +123,10 @@ TEST(ValueScale, NegativeValuesGetADivergingMapCentredAtZero) {
 // Low weights leave the image visible: the overlay's colour weight follows the value.
 TEST(ValueScale, OverlayOpacityFollowsTheValue) {
   const ValueScale scale = resolve_value_scale(parse_scale_spec("zero-max"), Colormap::Gray, range_of({0.0f, 1.0f}));
-  cv::Mat image(2, 2, CV_8UC3, cv::Scalar(0, 200, 0));  // a green photo
-  cv::Mat values = (cv::Mat_<float>(1, 2) << 0.0f, 1.0f);
-  const cv::Mat following = overlay_values(image, values, scale, 0.6, OverlayAlpha::Value);
-  const cv::Mat constant = overlay_values(image, values, scale, 0.6, OverlayAlpha::Constant);
+  const RgbImage image = to_rgb_image(cv::Mat(2, 2, CV_8UC3, cv::Scalar(0, 200, 0)));  // a green photo
+  const float values[] = {0.0f, 1.0f};
+  const cv::Mat following = to_mat(overlay_values(image, {values, 1, 2}, scale, 0.6, OverlayAlpha::Value));
+  const cv::Mat constant = to_mat(overlay_values(image, {values, 1, 2}, scale, 0.6, OverlayAlpha::Constant));
   EXPECT_EQ(following.at<cv::Vec3b>(0, 0), cv::Vec3b(0, 200, 0));      // weight 0: the photo as it is
   EXPECT_EQ(following.at<cv::Vec3b>(0, 1), cv::Vec3b(153, 233, 153));  // weight 1: 0.6 of white
   EXPECT_EQ(constant.at<cv::Vec3b>(0, 0), cv::Vec3b(0, 80, 0));        // the old wash: 0.6 of black
