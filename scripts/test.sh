@@ -17,7 +17,7 @@ if [ "${1:-}" = "--kernels" ]; then
     for linear in blas onednn; do
       echo "== OPENBLAS_CORETYPE=$core ATTNSCOPE_LINEAR=$linear"
       OPENBLAS_CORETYPE=$core ATTNSCOPE_LINEAR=$linear \
-        ctest --test-dir build --output-on-failure --parallel 2 -E '^fuzz_replay' || failed+=("$core/$linear")
+        ctest --test-dir build --output-on-failure --parallel 2 -E '^FuzzReplay$' || failed+=("$core/$linear")
     done
   done
   if [ ${#failed[@]} -gt 0 ]; then

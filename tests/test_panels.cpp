@@ -106,10 +106,10 @@ TEST(PanelSpec, ExportVariantsNameTheirModel) {
 }
 
 TEST(ExportFolder, BesideTheSessionElsePerUserNeverTheSourceTree) {
-  const std::string session = testing::TempDir() + "/attnscope_export_folder_session.json";
+  const std::string session = ::testing::TempDir() + "/attnscope_export_folder_session.json";
   std::ofstream(session) << "{}";
   EXPECT_EQ(default_export_folder(session),
-            (std::filesystem::path(testing::TempDir()) / "figures").lexically_normal().string());
+            (std::filesystem::path(::testing::TempDir()) / "figures").lexically_normal().string());
   ::setenv("XDG_DATA_HOME", "/tmp/attnscope-xdg", 1);
   EXPECT_EQ(default_export_folder(""), "/tmp/attnscope-xdg/attnscope/figures");
   ::unsetenv("XDG_DATA_HOME");

@@ -19,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     std::map<std::string, std::string> storages;
     for (int key = 0; key < 32; ++key) storages[std::to_string(key)] = std::string(1024, '\x01');
-    archive = testing::zip_bytes(testing::torch_archive(bytes, storages));
+    archive = attnscope::testing::zip_bytes(attnscope::testing::torch_archive(bytes, storages));
   }
   const std::string path = fuzz::input_file("checkpoint_zip", archive.data(), archive.size());
   try {
