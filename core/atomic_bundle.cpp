@@ -25,6 +25,7 @@
 #include <map>
 #include <random>
 #include <stdexcept>
+#include <utility>
 
 #include "core/excerpt.h"
 
