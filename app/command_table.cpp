@@ -18,6 +18,8 @@ const std::vector<Command>& commands() {
       {"gui", "the live attention workbench (also what `attnscope` alone opens)", gui_command, gui_syntax},
       {"device-check", "parity of a device (cuda) against the CPU and its speed against eager PyTorch",
        device_check_command, device_check_syntax},
+      {"fork-server", "run command lines read from stdin, each in a child forked from one loaded process",
+       fork_server_command, fork_server_syntax},
       {"reference", "print the command reference as Markdown (docs/commands.md)", reference_command, reference_syntax},
   };
   return list;

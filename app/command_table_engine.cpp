@@ -14,6 +14,8 @@ const std::vector<Command>& commands() {
       {"bench", "forward latency per variant against PyTorch eager on this machine", bench_command, bench_syntax},
       {"device-check", "parity of a device (cuda) against the CPU and its speed against eager PyTorch",
        device_check_command, device_check_syntax},
+      {"fork-server", "run command lines read from stdin, each in a child forked from one loaded process",
+       fork_server_command, fork_server_syntax},
   };
   return list;
 }

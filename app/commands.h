@@ -37,6 +37,7 @@ int export_command(const Args& args);        // paper figures (PNG, SVG, PDF) wi
 int gui_command(const Args& args);           // the live attention workbench
 int reference_command(const Args& args);     // the command reference as Markdown (docs/commands.md)
 int device_check_command(const Args& args);  // parity and speed of a device against the CPU and eager PyTorch
+int fork_server_command(const Args& args);   // command lines from stdin, each in a forked child
 
 CommandSyntax run_syntax();
 CommandSyntax info_syntax();
@@ -49,6 +50,7 @@ CommandSyntax export_syntax();
 CommandSyntax gui_syntax();
 CommandSyntax reference_syntax();
 CommandSyntax device_check_syntax();
+CommandSyntax fork_server_syntax();
 
 struct Command {
   const char* name;
@@ -60,5 +62,12 @@ struct Command {
 // Every command of this build, in the order `attnscope --help` lists them (app/command_table.cpp;
 // the engine-only build's are in app/command_table_engine.cpp).
 const std::vector<Command>& commands();
+
+// What `attnscope ARGS...` runs once loaded (app/main.cpp): the command args[0] with the rest, the
+// workbench when args is empty or starts with an option, the usage on --help. Its exit code.
+int run_command_line(std::vector<std::string> args);
+
+// Ends the process with `status`, its streams flushed and no static destructor run (app/main.cpp says why).
+[[noreturn]] void end_process(int status);
 
 }  // namespace attnscope

@@ -50,18 +50,6 @@ int dispatch_command(const std::string& name, const Args& args) {
   return 2;
 }
 
-// Ends the process without static destructors. LibTorch tears its CUDA state down in static
-// destructors whose order can crash once the work is done (pytorch/pytorch#36408, #17658: handle
-// pools and cuDNN destroyed after the driver unloaded); on an H200 with LibTorch 2.11 device-check
-// died so, after its last table was written. Every command has written and closed its files before
-// it returns, so nothing is lost by skipping them: the streams are flushed here.
-[[noreturn]] void end_process(int status) {
-  std::cout.flush();
-  std::cerr.flush();
-  std::fflush(nullptr);
-  std::_Exit(status);
-}
-
 // LibTorch's and OpenBLAS's OpenMP threads spin while they wait; whenever another process or
 // thread wants a core, small matrix products then run up to 100x slower. libgomp reads
 // OMP_WAIT_POLICY once, in its constructor, from the environment the process started with (a
@@ -87,12 +75,8 @@ void passive_openmp_wait(int, char** argv, char** envp) {
 __attribute__((section(".preinit_array"), used)) void (*kPassiveOpenmpWait)(int, char**, char**) = passive_openmp_wait;
 
 }  // namespace
-}  // namespace attnscope
 
-int main(int argc, char** argv) {
-  using namespace attnscope;
-  install_fatal_signal_report();
-  std::vector<std::string> args(argv + 1, argv + argc);
+int run_command_line(std::vector<std::string> args) {
   // No command (nothing, or options only): the workbench, on the default model and image unless
   // the options say otherwise.
   const bool options_only = !args.empty() && args[0].rfind("--", 0) == 0 && args[0] != "--help";
@@ -103,5 +87,24 @@ int main(int argc, char** argv) {
   }
   const std::string name = args[0];
   args.erase(args.begin());
-  end_process(dispatch_command(name, args));
+  return dispatch_command(name, args);
+}
+
+// Ends the process without static destructors. LibTorch tears its CUDA state down in static
+// destructors whose order can crash once the work is done (pytorch/pytorch#36408, #17658: handle
+// pools and cuDNN destroyed after the driver unloaded); on an H200 with LibTorch 2.11 device-check
+// died so, after its last table was written. Every command has written and closed its files before
+// it returns, so nothing is lost by skipping them: the streams are flushed here.
+[[noreturn]] void end_process(int status) {
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  std::_Exit(status);
+}
+
+}  // namespace attnscope
+
+int main(int argc, char** argv) {
+  attnscope::install_fatal_signal_report();
+  attnscope::end_process(attnscope::run_command_line(std::vector<std::string>(argv + 1, argv + argc)));
 }

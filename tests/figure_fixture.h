@@ -34,7 +34,7 @@ class FigureTest : public ::testing::Test {
 };
 
 inline int shell(const std::string& command) {
-  const int status = std::system(command.c_str());
+  const int status = testing::cli_system(command);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 

@@ -48,7 +48,7 @@ class GuiTest : public ::testing::Test {
                                 " gui --session '" + session_path + "' --frames " + std::to_string(frames) +
                                 " --screenshot '" + shot() + "' " + extra + " > '" + (folder_ / "log.txt").string() +
                                 "' 2>&1";
-    const int status = std::system(command.c_str());
+    const int status = testing::cli_system(command);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
   std::string shot() const { return (folder_ / "shot.png").string(); }

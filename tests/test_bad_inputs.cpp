@@ -21,6 +21,7 @@
 #include "core/json_checked.h"
 #include "models/inference.h"
 #include "session/app_state.h"
+#include "tests/cli_process.h"
 #include "untrusted_files.h"
 #include "views/option_catalog.h"
 
@@ -136,14 +137,12 @@ Outcome in_child(const std::string& stderr_path, Body body) {
 }
 
 Outcome run_cli(const std::string& stderr_path, std::vector<std::string> args) {
-  args.insert(args.begin(), ATTNSCOPE_CLI);
-  return in_child(stderr_path, [&] {
-    std::vector<char*> argv;
-    for (auto& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    return 127;
-  });
+  const testing::CliOutcome run = testing::run_cli_process({std::move(args), "/dev/null", stderr_path});
+  Outcome outcome;
+  outcome.exit_code = run.signal ? 128 + run.signal : run.exit_code;
+  outcome.peak_megabytes = run.peak_kilobytes / 1024;
+  outcome.message = testing::read_file_bytes(stderr_path);
+  return outcome;
 }
 
 class BadInputs : public ::testing::TestWithParam<BadInput> {

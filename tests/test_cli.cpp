@@ -152,9 +152,9 @@ TEST_F(CliTest, BothLinearBackendsGiveTheSameLogits) {
     for (const std::string backend : {"onednn", "blas"}) {
       const std::string out = (folder_ / ("backend_" + backend)).string();
       std::filesystem::remove_all(out);
-      const std::string command = "ATTNSCOPE_LINEAR=" + backend + " " + std::string(ATTNSCOPE_CLI) + " run --model '" +
-                                  model + "' --resize fit --device cpu --out '" + out + "' > /dev/null";
-      ASSERT_EQ(std::system(command.c_str()), 0) << command;
+      testing::CliRequest request{{"run", "--model", model, "--resize", "fit", "--device", "cpu", "--out", out}};
+      request.environment = {"ATTNSCOPE_LINEAR=" + backend};
+      ASSERT_EQ(testing::run_cli_process(request).exit_code, 0) << backend;
       std::ifstream in(out + "/summary.json");
       EXPECT_EQ(nlohmann::json::parse(in).at("linear_backend"), backend);
       logits[backend] = read_npy(out + "/logits.npy");

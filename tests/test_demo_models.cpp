@@ -13,6 +13,7 @@
 #include "models/demo_models.h"
 #include "models/model_loader.h"
 #include "models/trainer.h"
+#include "tests/cli_process.h"
 
 namespace attnscope {
 namespace test_demo_models {
@@ -37,7 +38,7 @@ CardAccuracy read_card_accuracy(const std::string& card_path) {
   return card;
 }
 
-class ShippedDemoModel : public testing::TestWithParam<std::string> {};
+class ShippedDemoModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ShippedDemoModel, LoadsNativelyAndReachesItsCardAccuracy) {
   const DemoRecipe& recipe = demo_recipe(GetParam());
@@ -88,7 +89,7 @@ TEST(EvalCommand, ReportsAccuracyAndFocusOfAShippedModel) {
   const int samples = 30;
   const std::string command = std::string(ATTNSCOPE_CLI) + " eval --models '" + model_path + "' --samples " +
                               std::to_string(samples) + " --device cpu --out '" + out.string() + "' > /dev/null";
-  ASSERT_EQ(std::system(command.c_str()), 0);
+  ASSERT_EQ(testing::cli_system(command), 0);
   std::ifstream in(out / "eval.json");
   const nlohmann::json report = nlohmann::json::parse(in);
   ASSERT_EQ(report["models"].size(), 1u);
@@ -119,9 +120,9 @@ TEST(EvalCommand, ReportsAccuracyAndFocusOfAShippedModel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, ShippedDemoModel,
-                         testing::Values("softmax", "linear", "focused", "flatten", "l2vit", "anchor", "flatten_swin",
-                                         "l2vit_hierarchical"),
-                         [](const testing::TestParamInfo<std::string>& info) { return info.param; });
+                         ::testing::Values("softmax", "linear", "focused", "flatten", "l2vit", "anchor", "flatten_swin",
+                                           "l2vit_hierarchical"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace test_demo_models
 }  // namespace attnscope

@@ -328,8 +328,8 @@ TEST_F(ExportScreenTest, ClipPromptViews) {
   const std::string cli = std::string(ATTNSCOPE_CLI) + " analyze --model '" + asset_path("models/clip.safetensors") +
                           "' --image '" + asset_path("images/sign_4.png") + "' --prompts '" + prompts + "' --out '";
   const fs::path textspan = folder_ / "textspan", zero_shot = folder_ / "zero_shot";
-  ASSERT_EQ(std::system((cli + textspan.string() + "' --analysis textspan > /dev/null").c_str()), 0);
-  ASSERT_EQ(std::system((cli + zero_shot.string() + "' --analysis zero-shot > /dev/null").c_str()), 0);
+  ASSERT_EQ(testing::cli_system(cli + textspan.string() + "' --analysis textspan > /dev/null"), 0);
+  ASSERT_EQ(testing::cli_system(cli + zero_shot.string() + "' --analysis zero-shot > /dev/null"), 0);
   const torch::Tensor row = read_npy((textspan / "textspan.npy").string())[1].to(torch::kDouble);
   const torch::Tensor expected = ((row - row.min()) / (row.max() - row.min())).reshape({-1});
   const std::vector<nlohmann::json> shown = shown_of(info, "figure");

@@ -15,7 +15,7 @@ TEST(FatalSignal, ASegfaultIsNamedWithABacktraceAndStillKillsTheProcess) {
         install_fatal_signal_report();
         std::raise(SIGSEGV);
       },
-      testing::KilledBySignal(SIGSEGV), "attnscope: fatal signal: SIGSEGV\n.*\\[0x[0-9a-f]+\\]");
+      ::testing::KilledBySignal(SIGSEGV), "attnscope: fatal signal: SIGSEGV\n.*\\[0x[0-9a-f]+\\]");
 }
 
 TEST(FatalSignal, AnAbortIsNamedToo) {
@@ -25,7 +25,7 @@ TEST(FatalSignal, AnAbortIsNamedToo) {
         install_fatal_signal_report();
         std::abort();
       },
-      testing::KilledBySignal(SIGABRT), "attnscope: fatal signal: SIGABRT");
+      ::testing::KilledBySignal(SIGABRT), "attnscope: fatal signal: SIGABRT");
 }
 
 }  // namespace

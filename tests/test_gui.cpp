@@ -144,7 +144,7 @@ TEST_F(GuiTest, StartsOnTheBundledDefault) {
   const std::string command = "xvfb-run -a -s '-screen 0 1600x1000x24' " + std::string(ATTNSCOPE_CLI) +
                               " --colormap gray --opacity 1 --frames 4 --screenshot '" + shot() + "' > '" +
                               (folder_ / "log.txt").string() + "' 2>&1";
-  ASSERT_EQ(std::system(command.c_str()), 0) << log();
+  ASSERT_EQ(testing::cli_system(command), 0) << log();
   const nlohmann::json info = shot_info();
   EXPECT_EQ(info["error"], "");
   EXPECT_EQ(info["model"], default_model_path());
@@ -335,7 +335,7 @@ TEST_F(GuiTest, SessionWithWorkbenchKeysDrivesTheHeadlessRun) {
   const std::string session_path = (folder_ / "session.json").string();
   std::ofstream(session_path) << session.dump(2);
   const std::string command = std::string(ATTNSCOPE_CLI) + " run --session '" + session_path + "' > /dev/null 2>&1";
-  ASSERT_EQ(std::system(command.c_str()), 0);
+  ASSERT_EQ(testing::cli_system(command), 0);
   std::ifstream in(folder_ / "run" / "summary.json");
   const nlohmann::json summary = nlohmann::json::parse(in);
   EXPECT_EQ(summary["variant"], "window");

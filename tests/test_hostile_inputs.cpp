@@ -19,6 +19,7 @@
 #include "analysis/token_norms.h"
 #include "core/npy.h"
 #include "core/yaml_checked.h"
+#include "tests/cli_process.h"
 #include "untrusted_files.h"
 
 namespace attnscope {
@@ -41,28 +42,13 @@ struct Outcome {
 // Runs the CLI with `args` in a child under kAddressSpaceBytes and reports its exit code, peak memory
 // and output.
 Outcome run_cli(const fs::path& folder, std::vector<std::string> args) {
-  args.insert(args.begin(), ATTNSCOPE_CLI);
   const std::string output_path = (folder / "output.txt").string();
-  std::cout.flush();
-  const pid_t child = ::fork();
-  if (child == 0) {
-    const rlimit bound{kAddressSpaceBytes, kAddressSpaceBytes};
-    ::setrlimit(RLIMIT_AS, &bound);
-    const int fd = ::open(output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, STDERR_FILENO);
-    ::dup2(fd, STDOUT_FILENO);
-    std::vector<char*> argv;
-    for (auto& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  rusage usage{};
-  ::wait4(child, &status, 0, &usage);
+  testing::CliRequest request{std::move(args), output_path, output_path};
+  request.address_space_bytes = kAddressSpaceBytes;
+  const testing::CliOutcome run = testing::run_cli_process(request);
   Outcome outcome;
-  outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  outcome.peak_megabytes = usage.ru_maxrss / 1024;
+  outcome.exit_code = run.signal ? 128 + run.signal : run.exit_code;
+  outcome.peak_megabytes = run.peak_kilobytes / 1024;
   outcome.output = testing::read_file_bytes(output_path);
   return outcome;
 }

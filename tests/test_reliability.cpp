@@ -566,7 +566,7 @@ TEST(Reliability, ConcurrentCliExportsLeaveOneRunsBundle) {
            out + " > /dev/null 2>&1";
   };
   const std::vector<int> ps = {2, 3, 4, 5};
-  for (int p : ps) ASSERT_EQ(std::system(command(p, scratch.file("ref" + std::to_string(p))).c_str()), 0);
+  for (int p : ps) ASSERT_EQ(testing::cli_system(command(p, scratch.file("ref" + std::to_string(p)))), 0);
   const std::string out = scratch.file("out");
   for (int round = 0; round < 2; ++round) {
     std::string all;

@@ -66,7 +66,7 @@ class RepresentationCli : public ::testing::Test {
   int run(const std::string& arguments, std::string* error = nullptr) {
     const fs::path err = folder_ / "stderr.txt";
     const std::string command = std::string(ATTNSCOPE_CLI) + " " + arguments + " > /dev/null 2> '" + err.string() + "'";
-    const int status = std::system(command.c_str());
+    const int status = testing::cli_system(command);
     std::ifstream in(err);
     std::stringstream text;
     text << in.rdbuf();

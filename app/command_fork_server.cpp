@@ -1,0 +1,152 @@
+// `attnscope fork-server`: command lines read from standard input, each run in a child forked from
+// this process. Loading LibTorch and its 280 libraries costs about a second of CPU per process
+// before `main`; a caller that runs hundreds of commands (the test suite does some 400) pays it once
+// here instead of once per command. The child runs exactly what `attnscope ARGS...` runs after
+// loading (run_command_line), with its own working directory, environment, output files and limits.
+//
+// Protocol: one JSON object per line in, one per line out, in order.
+//   in:  {"args": ["run", "--model", "m.pth"], "cwd": "/dir", "env": ["NAME=value", ...],
+//         "stdout": "out.txt", "stderr": "err.txt", "address_space_bytes": 6442450944}
+//        Only "args" is required. "env" replaces the environment but for DISPLAY and XAUTHORITY
+//        (the X server this process runs under, if any); LibTorch's and OpenMP's own variables
+//        were read when this process started, so those keep their values at that time;
+//        stdout and stderr default to /dev/null and may name one file; stdin is /dev/null.
+//   out: {"exit_code": 0, "peak_kilobytes": 201312} or {"signal": 11, "peak_kilobytes": ...},
+//        or {"error": "..."} for a request it could not run.
+// It ends at the end of its input. This process itself computes nothing: OpenMP's threads must not
+// exist when it forks (a child would wait on them forever).
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "app/cli.h"
+#include "app/commands.h"
+
+namespace attnscope {
+
+namespace {
+
+struct ForkRequest {
+  std::vector<std::string> args;
+  std::string cwd, stdout_path = "/dev/null", stderr_path;
+  std::vector<std::string> env;
+  bool replace_env = false;
+  rlim_t address_space_bytes = RLIM_INFINITY;
+};
+
+ForkRequest parse_request(const std::string& line) {
+  const nlohmann::json request = nlohmann::json::parse(line);
+  if (!request.is_object() || !request.contains("args") || !request.at("args").is_array())
+    throw std::invalid_argument("a request is an object with \"args\", an array of strings");
+  ForkRequest parsed;
+  parsed.args = request.at("args").get<std::vector<std::string>>();
+  parsed.cwd = request.value("cwd", std::string());
+  parsed.stdout_path = request.value("stdout", std::string("/dev/null"));
+  parsed.stderr_path = request.value("stderr", std::string());
+  if (request.contains("env")) {
+    parsed.env = request.at("env").get<std::vector<std::string>>();
+    parsed.replace_env = true;
+  }
+  if (request.contains("address_space_bytes"))
+    parsed.address_space_bytes = request.at("address_space_bytes").get<rlim_t>();
+  return parsed;
+}
+
+// Points `target` (1 or 2) at `path`, truncated; the same path for both shares one open file, as
+// `> f 2>&1` does. False when it cannot be opened.
+bool redirect(int target, const std::string& path, const std::string& other_path) {
+  if (target == STDERR_FILENO && path == other_path) return ::dup2(STDOUT_FILENO, STDERR_FILENO) >= 0;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  const bool ok = ::dup2(fd, target) >= 0;
+  ::close(fd);
+  return ok;
+}
+
+// In the child: everything the request sets, then the command. Never returns.
+[[noreturn]] void run_child(ForkRequest& request) {
+  const int null = ::open("/dev/null", O_RDONLY);
+  ::dup2(null, STDIN_FILENO);
+  if (!redirect(STDOUT_FILENO, request.stdout_path, {}) ||
+      (!request.stderr_path.empty() && !redirect(STDERR_FILENO, request.stderr_path, request.stdout_path))) {
+    std::cerr << "attnscope fork-server: cannot open the output files: " << std::strerror(errno) << "\n";
+    std::_Exit(127);
+  }
+  if (!request.cwd.empty() && ::chdir(request.cwd.c_str()) != 0) {
+    std::cerr << "attnscope fork-server: cannot enter '" << request.cwd << "': " << std::strerror(errno) << "\n";
+    std::_Exit(127);
+  }
+  // The X server this process runs under (xvfb-run's, for the workbench's tests) stays the child's;
+  // putenv keeps pointers, so the strings live as long as the child.
+  std::vector<std::string> display;
+  if (request.replace_env) {
+    for (const char* name : {"DISPLAY", "XAUTHORITY"})
+      if (const char* value = std::getenv(name)) display.push_back(std::string(name) + "=" + value);
+    ::clearenv();
+    for (std::string& variable : request.env) ::putenv(variable.data());  // the strings outlive the child
+    for (std::string& variable : display) ::putenv(variable.data());
+  }
+  if (request.address_space_bytes != RLIM_INFINITY) {
+    const rlimit bound{request.address_space_bytes, request.address_space_bytes};
+    ::setrlimit(RLIMIT_AS, &bound);
+  }
+  end_process(run_command_line(request.args));
+}
+
+nlohmann::json run_forked(ForkRequest& request) {
+  std::cout.flush();  // nothing buffered may be written twice
+  std::cerr.flush();
+  const pid_t child = ::fork();
+  if (child < 0) return {{"error", std::string("fork failed: ") + std::strerror(errno)}};
+  if (child == 0) run_child(request);
+  int status = 0;
+  rusage usage{};
+  while (::wait4(child, &status, 0, &usage) < 0 && errno == EINTR) {
+  }
+  nlohmann::json reply = {{"peak_kilobytes", usage.ru_maxrss}};
+  if (WIFSIGNALED(status))
+    reply["signal"] = WTERMSIG(status);
+  else
+    reply["exit_code"] = WEXITSTATUS(status);
+  return reply;
+}
+
+}  // namespace
+
+CommandSyntax fork_server_syntax() {
+  return {
+      "attnscope fork-server < requests.jsonl",
+      {},
+      {},
+      "Reads one JSON request per line, {\"args\": [COMMAND, ARG...], \"cwd\": DIR, \"env\": [\"NAME=value\", ...], "
+      "\"stdout\": FILE, \"stderr\": FILE, \"address_space_bytes\": N} (only args required), runs each in a child "
+      "forked from this process, and answers a line each: {\"exit_code\": N, \"peak_kilobytes\": K} or "
+      "{\"signal\": S, ...}. LibTorch is loaded once, not once per command (about a second of CPU each); "
+      "OpenMP's and LibTorch's environment variables keep the values this process started with."};
+}
+
+int fork_server_command(const Args& args) {
+  const auto parsed = parse_or_print_help(args, fork_server_syntax());
+  if (!parsed) return 0;
+  for (std::string line; std::getline(std::cin, line);) {
+    if (line.empty()) continue;
+    nlohmann::json reply;
+    try {
+      ForkRequest request = parse_request(line);
+      reply = run_forked(request);
+    } catch (const std::exception& e) {
+      reply = {{"error", e.what()}};
+    }
+    std::cout << reply.dump() << "\n" << std::flush;
+  }
+  return 0;
+}
+
+}  // namespace attnscope
