@@ -70,17 +70,18 @@ bool redirect(int target, const std::string& path, const std::string& other_path
   return ok;
 }
 
-// In the child: everything the request sets, then the command. Never returns.
+// In the child: everything the request sets, then the command. Never returns. The working
+// directory first, so that relative output paths are relative to it, as for `cd DIR && cmd > FILE`.
 [[noreturn]] void run_child(ForkRequest& request) {
+  if (!request.cwd.empty() && ::chdir(request.cwd.c_str()) != 0) {
+    std::cerr << "attnscope fork-server: cannot enter '" << request.cwd << "': " << std::strerror(errno) << "\n";
+    std::_Exit(127);
+  }
   const int null = ::open("/dev/null", O_RDONLY);
   ::dup2(null, STDIN_FILENO);
   if (!redirect(STDOUT_FILENO, request.stdout_path, {}) ||
       (!request.stderr_path.empty() && !redirect(STDERR_FILENO, request.stderr_path, request.stdout_path))) {
     std::cerr << "attnscope fork-server: cannot open the output files: " << std::strerror(errno) << "\n";
-    std::_Exit(127);
-  }
-  if (!request.cwd.empty() && ::chdir(request.cwd.c_str()) != 0) {
-    std::cerr << "attnscope fork-server: cannot enter '" << request.cwd << "': " << std::strerror(errno) << "\n";
     std::_Exit(127);
   }
   // The X server this process runs under (xvfb-run's, for the workbench's tests) stays the child's;

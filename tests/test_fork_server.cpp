@@ -30,7 +30,9 @@ TEST(ForkServer, AnswersEachRequestInOrderAndGoesOnAfterABadOne) {
   const std::vector<std::string> requests = {
       nlohmann::json{{"args", {"info", "--model", scratch.file("absent.pth")}}, {"stderr", err}}.dump(),
       "not a request",
-      nlohmann::json{{"args", {"glyphs", "--out", "glyphs", "--count", "1"}}, {"cwd", folder.string()}}.dump(),
+      nlohmann::json{
+          {"args", {"glyphs", "--out", "glyphs", "--count", "1"}}, {"cwd", folder.string()}, {"stdout", "said.txt"}}
+          .dump(),
       nlohmann::json{{"args", {"no-such-command"}}}.dump(),
       nlohmann::json{{"args", "info"}}.dump(),
       nlohmann::json{{"args", {"--help"}}, {"stdout", both}, {"stderr", both}}.dump(),
@@ -52,6 +54,7 @@ TEST(ForkServer, AnswersEachRequestInOrderAndGoesOnAfterABadOne) {
   EXPECT_NE(replies[1].value("error", std::string()).find("parse error"), std::string::npos) << replies[1];
   EXPECT_EQ(replies[2].value("exit_code", -1), 0) << replies[2];
   EXPECT_TRUE(fs::exists(folder / "glyphs" / "glyph_0.png")) << "the relative --out is under the request's cwd";
+  EXPECT_EQ(read_file_contents(folder / "said.txt").rfind("wrote 1 glyph", 0), 0u) << "and so is its stdout";
   EXPECT_EQ(replies[3].value("exit_code", -1), 2) << replies[3];
   EXPECT_NE(replies[4].value("error", std::string()).find("\"args\""), std::string::npos) << replies[4];
   EXPECT_EQ(replies[5].value("exit_code", -1), 0) << replies[5];
