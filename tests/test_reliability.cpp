@@ -629,19 +629,21 @@ TEST(Reliability, DamagedArchivesKeepMemoryFlat) {
   const std::vector<std::string> files = damaged_archives(scratch);
   for (const std::string& file : files)
     EXPECT_CONTAINS(message_of([&] { load_model(file, {}, torch::kCPU); }), "not a usable zip archive");
+  // With the leak back (PyTorchStreamReader built on each file unchecked), resident memory grew by
+  // 100 MB over the 300 opens after the 100th; the bound is 4 MB.
   std::map<int, int64_t> resident;
-  for (int opened = 1; opened <= 1000; ++opened) {
+  for (int opened = 1; opened <= 400; ++opened) {
     try {
       load_model(files[size_t(opened) % files.size()], {}, torch::kCPU);  // the workbench worker's loader
     } catch (const CheckpointError&) {
     }
-    if (opened == 10 || opened == 100 || opened == 1000) resident[opened] = resident_bytes();
+    if (opened == 10 || opened == 100 || opened == 400) resident[opened] = resident_bytes();
   }
-  std::cout << "resident memory after 10, 100, 1000 damaged archives: " << resident[10] / 1024 << ", "
-            << resident[100] / 1024 << ", " << resident[1000] / 1024 << " KB\n";
+  std::cout << "resident memory after 10, 100, 400 damaged archives: " << resident[10] / 1024 << ", "
+            << resident[100] / 1024 << ", " << resident[400] / 1024 << " KB\n";
   // ASan keeps freed memory in its quarantine; there LeakSanitizer, at exit, is the leak check.
   if (kSanitizerSlowdown == 1) {
-    EXPECT_LT(resident[1000] - resident[100], int64_t(4) << 20);
+    EXPECT_LT(resident[400] - resident[100], int64_t(4) << 20);
   }
 }
 
