@@ -1,5 +1,5 @@
 // `attnscope fork-server`: command lines read from standard input, each run in a child forked from
-// this process. Loading LibTorch and its 280 libraries costs about a second of CPU per process
+// this process. Loading LibTorch and its 290 libraries costs about a second of CPU per process
 // before `main`; a caller that runs hundreds of commands (the test suite does some 400) pays it once
 // here instead of once per command. The child runs exactly what `attnscope ARGS...` runs after
 // loading (run_command_line), with its own working directory, environment, output files and limits.
@@ -10,7 +10,8 @@
 //        Only "args" is required. "env" replaces the environment but for DISPLAY and XAUTHORITY
 //        (the X server this process runs under, if any); LibTorch's and OpenMP's own variables
 //        were read when this process started, so those keep their values at that time;
-//        stdout and stderr default to /dev/null and may name one file; stdin is /dev/null.
+//        stdout defaults to /dev/null, stderr to this process's, and both may name one file;
+//        stdin is /dev/null.
 //   out: {"exit_code": 0, "peak_kilobytes": 201312} or {"signal": 11, "peak_kilobytes": ...},
 //        or {"error": "..."} for a request it could not run.
 // It ends at the end of its input. This process itself computes nothing: OpenMP's threads must not
