@@ -35,6 +35,8 @@ struct CliOutcome {
   int exit_code = -1;  // -1 when a signal ended it
   int signal = 0;
   long peak_kilobytes = 0;  // the child's peak resident memory
+  // As a shell reports it: the exit code, or 128 + the signal.
+  int shell_code() const { return signal ? 128 + signal : exit_code; }
 };
 
 // Runs the command in the tests' working directory and current environment and waits for it.

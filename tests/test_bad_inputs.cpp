@@ -139,7 +139,7 @@ Outcome in_child(const std::string& stderr_path, Body body) {
 Outcome run_cli(const std::string& stderr_path, std::vector<std::string> args) {
   const testing::CliOutcome run = testing::run_cli_process({std::move(args), "/dev/null", stderr_path});
   Outcome outcome;
-  outcome.exit_code = run.signal ? 128 + run.signal : run.exit_code;
+  outcome.exit_code = run.shell_code();
   outcome.peak_megabytes = run.peak_kilobytes / 1024;
   outcome.message = testing::read_file_bytes(stderr_path);
   return outcome;

@@ -88,21 +88,14 @@ struct CommandRun {
 };
 
 // `attnscope ARGUMENTS` (quoted by the caller as for the shell), its stdout and stderr kept in files
-// of `folder`. Plain words and quotes go to the fork server (tests/cli_process.h); anything else
-// through the shell.
+// of `folder`; through the fork server where the arguments are plain words (testing::cli_system).
 inline CommandRun run_attnscope(const std::string& arguments, const std::filesystem::path& folder) {
   const std::string out = (folder / "stdout.txt").string(), err = (folder / "stderr.txt").string();
+  const int status =
+      testing::cli_system(std::string(ATTNSCOPE_CLI) + " " + arguments + " > '" + out + "' 2> '" + err + "'");
   CommandRun run;
-  if (const auto words = testing::plain_shell_words(arguments)) {
-    const testing::CliOutcome outcome = testing::run_cli_process({*words, out, err});
-    run.crashed = outcome.signal != 0;
-    run.exit_code = outcome.exit_code;
-  } else {
-    const int status =
-        std::system((std::string(ATTNSCOPE_CLI) + " " + arguments + " > '" + out + "' 2> '" + err + "'").c_str());
-    run.crashed = WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) > 128);
-    run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
+  run.crashed = WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) > 128);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   run.out = read_file_contents(out);
   run.err = read_file_contents(err);
   return run;

@@ -47,7 +47,7 @@ Outcome run_cli(const fs::path& folder, std::vector<std::string> args) {
   request.address_space_bytes = kAddressSpaceBytes;
   const testing::CliOutcome run = testing::run_cli_process(request);
   Outcome outcome;
-  outcome.exit_code = run.signal ? 128 + run.signal : run.exit_code;
+  outcome.exit_code = run.shell_code();
   outcome.peak_megabytes = run.peak_kilobytes / 1024;
   outcome.output = testing::read_file_bytes(output_path);
   return outcome;
