@@ -98,7 +98,8 @@ std::string machine_line() {
 }
 
 nlohmann::json run_python_json(const std::string& command, std::string& error) {
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  // In a subshell, so that the error output of every part of a compound command comes back.
+  FILE* pipe = popen(("(" + command + ") 2>&1").c_str(), "r");
   if (!pipe) {
     error = "cannot start the Python reference";
     return {};
@@ -107,7 +108,9 @@ nlohmann::json run_python_json(const std::string& command, std::string& error) {
   char buffer[4096];
   while (fgets(buffer, sizeof buffer, pipe)) output += buffer;
   const int status = pclose(pipe);
-  const auto start = output.rfind('{');
+  // The last line that opens an object (warnings may come before it; the object may nest others).
+  auto start = output.rfind("\n{");
+  start = start == std::string::npos ? (output.rfind('{', 0) == 0 ? 0 : std::string::npos) : start + 1;
   auto json =
       start == std::string::npos ? nlohmann::json() : nlohmann::json::parse(output.substr(start), nullptr, false);
   if (status != 0 || !json.is_object()) {

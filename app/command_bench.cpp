@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -44,7 +45,9 @@ std::string every_swap() {
   return list;
 }
 
-// A plain ViT's shape and input side: DeiT-T/S, and the ViT-B/16 and ViT-L/14 of CLIP and DINOv2.
+// A plain ViT's shape and input side: DeiT-T/S, the ViT-B/16 and ViT-L/14 of CLIP and DINOv2, and
+// DINOv2-S/14's at high resolution (without its registers and LayerScale, so that every variant has
+// its eager row; `bench --scale` runs the model itself, softmax).
 struct VitShape {
   std::string name;
   int dim, depth, heads;
@@ -53,9 +56,14 @@ struct VitShape {
 };
 
 const std::vector<VitShape>& known_shapes() {
-  static const std::vector<VitShape> shapes = {{"tiny", 192, 12, 3},          {"small", 384, 12, 6},
-                                               {"vit-b16", 768, 12, 12},      {"vit-b16-384", 768, 12, 12, 16, 384},
-                                               {"vit-l14", 1024, 24, 16, 14}, {"vit-l14-518", 1024, 24, 16, 14, 518}};
+  static const std::vector<VitShape> shapes = {{"tiny", 192, 12, 3},
+                                               {"small", 384, 12, 6},
+                                               {"vit-b16", 768, 12, 12},
+                                               {"vit-b16-384", 768, 12, 12, 16, 384},
+                                               {"vit-l14", 1024, 24, 16, 14},
+                                               {"vit-l14-518", 1024, 24, 16, 14, 518},
+                                               {"vit-s14-518", 384, 12, 6, 14, 518},
+                                               {"vit-s14-1036", 384, 12, 6, 14, 1036}};
   return shapes;
 }
 
@@ -345,26 +353,38 @@ std::string linear_backend_line() {
   return line.str();
 }
 
-// Swin-T or PVT-v2-b2 shapes at 224 (random weights written by the Python side, so that both
-// run the same file) with capture, per variant, against the eager references of
-// tests/python/reference_hier.py on the same weights and threads, in alternating rounds.
-void bench_family(const std::string& family, const std::filesystem::path& folder, const std::string& python,
-                  torch::Device device, int warmup, int runs, int rounds) {
-  if (python.empty()) throw std::invalid_argument("--family needs the Python reference to write the weights");
-  const std::string script = source_path("bench/pytorch_hierarchical.py");
-  std::string error;
-  // The families are the eager baseline's: a family is benched where the script can build it.
-  const nlohmann::json listed = run_python_json("'" + python + "' '" + script + "' --families", error);
-  if (!error.empty()) throw std::runtime_error(error);
-  const std::vector<std::string> families = listed.at("families").get<std::vector<std::string>>();
-  if (std::find(families.begin(), families.end(), family) == families.end()) {
-    std::string names;
-    for (const std::string& name : families) names += (names.empty() ? "" : " or ") + name;
-    throw std::invalid_argument("--family expects " + names + " (the families bench/pytorch_hierarchical.py has)");
+// The eager reference's name for a variant's kernel, where tests/python/reference_hier.py swaps it
+// into every block as attnscope does; empty where it has none (window sizes, anchors).
+std::string eager_hierarchical_kernel(Variant variant) {
+  switch (variant) {
+    case Variant::Native:
+    case Variant::Softmax:
+    case Variant::Linear:
+    case Variant::Focused:
+    case Variant::Enhanced:
+      return to_string(variant);
+    case Variant::Window:
+    case Variant::Anchor:
+      return "";
   }
+  return "";
+}
+
+// Swin-T or PVT-v2-b2 shapes at 224 (random weights written by the Python side, so that both
+// run the same file) with capture, native and each of `variants`, against the eager references of
+// tests/python/reference_hier.py with the same kernel swapped in, on the same weights and threads,
+// in alternating rounds (one Python process a round times every kernel).
+void bench_family(const std::string& family, const std::vector<Variant>& variants, const std::filesystem::path& folder,
+                  const std::string& python, torch::Device device, int warmup, int runs, int rounds) {
+  if (python.empty()) throw std::invalid_argument("--family needs the Python reference to write the weights");
+  const std::string script = shell_quoted(source_path("bench/pytorch_hierarchical.py"));
+  std::string error;
+  // The script refuses a family it cannot build, naming the ones it can.
   const std::string path = (folder / (family + ".safetensors")).string();
-  run_python_json("'" + python + "' '" + script + "' --make " + family + " '" + path + "' && echo '{}'", error);
-  if (!error.empty()) throw std::runtime_error(error);
+  run_python_json(shell_quoted(python) + " " + script + " --make " + shell_quoted(family) + " " + shell_quoted(path) +
+                      " && echo '{}'",
+                  error);
+  if (!error.empty()) throw std::invalid_argument("--family " + family + ": " + error);
   LoadedModel model = load_model(path, {}, device);
   torch::manual_seed(1);
   const auto input = torch::randn({1, 3, 224, 224}).to(device);
@@ -378,38 +398,60 @@ void bench_family(const std::string& family, const std::filesystem::path& folder
             << machine_line() << "\n"
             << gemm_limit_text(gflops, device) << "\n"
             << linear_backend_line();
-  std::cout << std::left << std::setw(10) << "variant" << std::right << std::setw(12) << "capture" << std::setw(12)
-            << "pytorch" << std::setw(9) << "ratio" << std::setw(10) << "GEMM lim\n";
-  std::cout << std::fixed << std::setprecision(2);
-  for (const Variant variant : {Variant::Native, Variant::Linear, Variant::Focused, Variant::Anchor}) {
-    AttentionSettings settings;
-    settings.variant = variant;
-    const bool native = variant == Variant::Native;
-    std::vector<double> ours, eager;
-    double gemm_gflop = 0;  // the native forward's matrix products, counted by the eager side as it runs
-    for (int round = 0; round < rounds; ++round) {
-      ours.push_back(time_forward(model, input, settings, true, warmup, runs));
-      if (!native) continue;  // the eager reference runs the model's own attention
-      std::ostringstream command;
-      command << "'" << python << "' '" << script << "' --model '" << path << "' --threads " << torch::get_num_threads()
-              << " --runs " << runs << " --warmup " << warmup << " --device " << device.str();
-      const nlohmann::json result = run_python_json(command.str(), error);
-      if (result.contains("median_ms")) eager.push_back(result["median_ms"].get<double>());
-      gemm_gflop = result.value("gemm_gflop", 0.0);
+
+  std::vector<Variant> rows{Variant::Native};
+  for (const Variant variant : variants)
+    if (std::find(rows.begin(), rows.end(), variant) == rows.end()) rows.push_back(variant);
+  std::string kernels;
+  for (const Variant variant : rows) {
+    const std::string kernel = eager_hierarchical_kernel(variant);
+    if (!kernel.empty()) kernels += (kernels.empty() ? "" : ",") + kernel;
+  }
+  std::map<Variant, std::vector<double>> ours, eager;
+  std::map<Variant, double> gemm_gflop;  // each forward's matrix products, counted by the eager side as it runs
+  for (int round = 0; round < rounds; ++round) {
+    for (const Variant variant : rows) {
+      AttentionSettings settings;
+      settings.variant = variant;
+      ours[variant].push_back(time_forward(model, input, settings, true, warmup, runs));
     }
-    const double ours_ms = median_ms(ours);
-    std::cout << std::left << std::setw(10) << to_string(variant) << std::right << std::setw(10) << ours_ms << "ms";
-    if (!eager.empty()) {
-      const double eager_ms = median_ms(eager);
+    std::ostringstream command;
+    command << shell_quoted(python) << " " << script << " --model " << shell_quoted(path) << " --kernels " << kernels
+            << " --threads " << torch::get_num_threads() << " --runs " << runs << " --warmup " << warmup << " --device "
+            << device.str();
+    const nlohmann::json result = run_python_json(command.str(), error);
+    for (const Variant variant : rows) {
+      const std::string kernel = eager_hierarchical_kernel(variant);
+      if (kernel.empty() || !result.contains("kernels") || !result["kernels"].contains(kernel)) continue;
+      eager[variant].push_back(result["kernels"][kernel]["median_ms"].get<double>());
+      gemm_gflop[variant] = result["kernels"][kernel]["gemm_gflop"].get<double>();
+    }
+  }
+
+  std::cout << std::left << std::setw(10) << "variant" << std::right << std::setw(12) << "capture" << std::setw(12)
+            << "pytorch" << std::setw(9) << "ratio" << std::setw(10) << "GEMM lim" << std::setw(10) << "GFLOP"
+            << "\n";
+  for (const Variant variant : rows) {
+    const double ours_ms = median_ms(ours[variant]);
+    std::cout << std::left << std::setw(10) << to_string(variant) << std::right << std::fixed << std::setprecision(2)
+              << std::setw(10) << ours_ms << "ms";
+    if (!eager[variant].empty()) {
+      const double eager_ms = median_ms(eager[variant]);
       std::cout << std::setw(10) << eager_ms << "ms" << std::setw(8) << ours_ms / eager_ms << "x";
-      if (gemm_gflop > 0) std::cout << std::setw(9) << ours_ms / (gemm_gflop / gflops * 1000.0) << "x";
-    } else if (native) {
+      const double work = gemm_gflop[variant];
+      if (work > 0)
+        std::cout << std::setw(9) << ours_ms / (work / gflops * 1000.0) << "x" << std::setw(10) << std::setprecision(4)
+                  << work;
+    } else if (eager_hierarchical_kernel(variant).empty()) {
+      std::cout << "  (no eager reference: bench/pytorch_hierarchical.py swaps native, softmax, linear, focused, "
+                   "enhanced)";
+    } else {
       std::cout << "  (no PyTorch reference: " << error << ")";
     }
     std::cout << "\n" << std::flush;
   }
-  std::cout << "GEMM lim: the native forward with capture over the time its matrix products (counted by the eager "
-               "side as it runs) take at the GEMM limit\n";
+  std::cout << "GEMM lim: the forward with capture over the time its matrix products take at the GEMM limit; "
+               "GFLOP: those products, counted by the eager side as it runs\n";
 }
 
 }  // namespace
@@ -417,7 +459,9 @@ void bench_family(const std::string& family, const std::filesystem::path& folder
 CommandSyntax bench_syntax() {
   const std::vector<std::string> options = {"device"};
   const std::vector<CommandFlag> flags = {
-      {"sizes", "LIST", "ViT shapes: tiny, small (DeiT at 224), vit-b16, vit-b16-384, vit-l14, vit-l14-518",
+      {"sizes", "LIST",
+       "ViT shapes: tiny, small (DeiT at 224), vit-b16, vit-b16-384, vit-l14, vit-l14-518, vit-s14-518, vit-s14-1036 "
+       "(DINOv2-S/14's width and depth at 1,370 and 5,477 tokens)",
        "tiny,small"},
       {"variants", "LIST", "variants to time", every_swap()},
       {"runs", "N", "timed runs per measurement", "20"},
@@ -429,7 +473,10 @@ CommandSyntax bench_syntax() {
        "SVD, a head ablation's resumed forward vs the whole forward, the textspan view's cost of a new prompt "
        "(ViT-B/16-shaped CLIP, 197 tokens)",
        ""},
-      {"family", "swin|pvt", "bench a hierarchical family instead: Swin-T or PVT-v2-b2 shapes at 224", ""},
+      {"family", "swin|pvt",
+       "bench a hierarchical family instead: Swin-T or PVT-v2-b2 shapes at 224, native and --variants, each against "
+       "the eager reference with the same kernel swapped in where it has one",
+       ""},
       {"scale", "",
        "bench high resolution instead: DINOv2-S/14-reg4 shapes at 518 and 1036 px, forward, whole run, peak "
        "memory and view latency against eager",
@@ -465,7 +512,9 @@ int bench_command(const Args& args) {
     return 0;
   }
   if (!line.flags["family"].empty()) {
-    bench_family(line.flags["family"], folder, python, device, warmup, runs, rounds);
+    std::vector<Variant> variants;
+    for (const auto& name : split(line.flags["variants"])) variants.push_back(parse_variant(name));
+    bench_family(line.flags["family"], variants, folder, python, device, warmup, runs, rounds);
     std::filesystem::remove_all(folder);
     return 0;
   }

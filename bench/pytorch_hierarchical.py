@@ -11,9 +11,13 @@ Usage:
   bench/pytorch_hierarchical.py --make swin|pvt OUT.safetensors [--seed S]
       writes random-init Swin-T (96, depths 2-2-6-2, heads 3-6-12-24, window 7) or PVT-v2-b2 (64-128-320-512,
       depths 3-4-6-3, heads 1-2-5-8, sr 8-4-2-1) weights in timm's layout, with attnscope_arch metadata.
-  bench/pytorch_hierarchical.py --model FILE.safetensors [--threads N] [--runs R] [--warmup W] [--size S]
-      prints one JSON line: {"median_ms", "min_ms", "runs", "threads", "family", "gemm_gflop"} (gemm_gflop:
-      the matrix-product work of one forward, counted as it runs: eager_baseline.GemmCounter)
+  bench/pytorch_hierarchical.py --model FILE.safetensors [--kernels native,linear,...] [--threads N] [--runs R]
+                                [--warmup W] [--size S]
+      times the forward with each attention kernel (reference_hier.KERNELS: the model's own, or swapped
+      into every block as attnscope's variants swap it) and prints one JSON line: {"kernels": {kernel:
+      {"median_ms", "min_ms", "gemm_gflop"}}, "runs", "threads", "family"}, with the first kernel's three
+      numbers at the top level too (gemm_gflop: the matrix-product work of one forward, counted as it
+      runs: eager_baseline.GemmCounter)
 """
 
 import argparse
@@ -103,6 +107,8 @@ def main():
     parser.add_argument("--families", action="store_true", help="print the families this baseline has, as JSON")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model")
+    parser.add_argument("--kernels", default="native",
+                        help="comma-separated attention kernels to time: " + ", ".join(reference_hier.KERNELS))
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
@@ -116,31 +122,39 @@ def main():
     if args.make:
         family, out = args.make
         if family not in makers:
-            parser.error("no eager baseline for family %r (have: %s)" % (family, ", ".join(sorted(makers))))
+            sys.exit("no eager baseline for family %r (have: %s)" % (family, ", ".join(sorted(makers))))
         torch.manual_seed(args.seed)
         sd, arch = makers[family]()
         safetensors_io.save_file(sd, out, metadata={"format": "pt", "attnscope_arch": json.dumps(arch)})
         return 0
     if not args.model:
         parser.error("--model or --make is required")
+    kernels = [k for k in args.kernels.split(",") if k]
+    unknown = [k for k in kernels if k not in reference_hier.KERNELS]
+    if unknown or not kernels:
+        sys.exit("no eager kernel %r (have: %s)" % (",".join(unknown), ", ".join(reference_hier.KERNELS)))
     torch.set_num_threads(args.threads)
     device = eager_baseline.use_device(args.device)
     sd, metadata = safetensors_io.load_file(args.model, with_metadata=True)
     arch = json.loads(metadata["attnscope_arch"])
     model = reference_hier.build(eager_baseline.on_device(sd, device), arch, dtype=torch.float32)
     image = eager_baseline.fixed_input(args.size, seed=1).to(device)
-    samples = []
-    with torch.no_grad():
-        for i in range(args.warmup + args.runs):
-            start = time.perf_counter()
-            model.forward(image)
-            eager_baseline.synchronize(device)
-            elapsed = (time.perf_counter() - start) * 1000.0
-            if i >= args.warmup:
-                samples.append(elapsed)
-    gflop = eager_baseline.gemm_gflop(lambda: model.forward(image))
-    print(json.dumps({"median_ms": statistics.median(samples), "min_ms": min(samples), "runs": args.runs,
-                      "threads": args.threads, "family": arch["family"], "gemm_gflop": gflop}))
+    timed = {}
+    for kernel in kernels:
+        variant = reference_hier.Variant(kernel=kernel)
+        samples = []
+        with torch.no_grad():
+            for i in range(args.warmup + args.runs):
+                start = time.perf_counter()
+                model.forward(image, variant)
+                eager_baseline.synchronize(device)
+                elapsed = (time.perf_counter() - start) * 1000.0
+                if i >= args.warmup:
+                    samples.append(elapsed)
+        timed[kernel] = {"median_ms": statistics.median(samples), "min_ms": min(samples),
+                         "gemm_gflop": eager_baseline.gemm_gflop(lambda: model.forward(image, variant))}
+    print(json.dumps({**timed[kernels[0]], "kernels": timed, "runs": args.runs, "threads": args.threads,
+                      "family": arch["family"]}))
     return 0
 
 

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "app/bench_tools.h"
 #include "tests/test_folder.h"
@@ -61,7 +63,8 @@ TEST(Bench, ForwardWorkCountsEachVariantsAttentionProducts) {
 
 // The eager side counts the matrix products of the forward it runs (bench/eager_baseline.py's
 // GemmCounter); for Swin-T and PVT-v2-b2 at 224 that count equals the closed form by stage, and the
-// native row of `bench --family` carries its ratio to the GEMM limit.
+// native row of `bench --family` and a swapped kernel's carry their ratios to eager and to the GEMM
+// limit; a variant the eager side cannot swap says so.
 TEST(Bench, HierarchicalFamiliesCountTheirMatrixProductsAsTheClosedFormDoes) {
   // Swin-T: patch embedding, then per stage (dims 96-384-768 doubling, depths 2-2-6-2, 7 x 7
   // windows): patch merging 4C -> 2C, and per block 12 N C^2 (qkv, proj, MLP) + 2 x 49 N C.
@@ -84,28 +87,42 @@ TEST(Bench, HierarchicalFamiliesCountTheirMatrixProductsAsTheClosedFormDoes) {
     pvt +=
         depths[s] * (2 * n * c * c + reduction + 2 * reduced * c * c + 2 * n * reduced * c + 2 * n * c * ratios[s] * c);
   }
+  // Each family with a swapped kernel the eager side has and one it has not.
+  const std::vector<std::tuple<std::string, double, std::string>> benches{{"swin", swin, "linear"},
+                                                                          {"pvt", pvt, "focused"}};
   TestFolder folder("bench-family");
-  const std::string script = std::string(ATTNSCOPE_SOURCE_DIR) + "/bench/pytorch_hierarchical.py";
-  for (const auto& [family, multiply_adds] : {std::pair<std::string, double>{"swin", swin}, {"pvt", pvt}}) {
-    const std::string path = (folder.path() / (family + ".safetensors")).string();
-    std::string error;
-    run_python_json("'" ATTNSCOPE_PYTHON "' '" + script + "' --make " + family + " '" + path + "' && echo '{}'", error);
-    ASSERT_TRUE(error.empty()) << error;
-    const nlohmann::json result = run_python_json(
-        "'" ATTNSCOPE_PYTHON "' '" + script + "' --model '" + path + "' --runs 1 --warmup 0 --threads 1", error);
-    ASSERT_TRUE(result.contains("gemm_gflop")) << error << result.dump();
-    EXPECT_NEAR(result["gemm_gflop"].get<double>(), 2 * multiply_adds / 1e9, 1e-9) << family;
+  for (const auto& [family, multiply_adds, swapped] : benches) {
+    SCOPED_TRACE(family);
+    const CommandRun run =
+        run_attnscope("bench --family " + family + " --variants " + swapped + ",anchor --runs 1 --warmup 0 --rounds 1",
+                      folder.path());
+    ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+    // variant, capture, pytorch, ratio, GEMM lim, GFLOP
+    auto row_fields = [&](const std::string& variant) {
+      // A row starts with the variant's name in a column of 10 ("linear layers: ..." is no row).
+      const auto row = run.out.find("\n" + variant + std::string(10 - variant.size(), ' '));
+      EXPECT_NE(row, std::string::npos) << variant << ":\n" << run.out;
+      std::vector<std::string> fields;
+      if (row == std::string::npos) return fields;
+      std::istringstream line(run.out.substr(row + 1, run.out.find('\n', row + 1) - row - 1));
+      for (std::string field; line >> field;) fields.push_back(field);
+      return fields;
+    };
+    for (const std::string& variant : {std::string("native"), swapped}) {
+      const std::vector<std::string> fields = row_fields(variant);
+      ASSERT_EQ(fields.size(), 6u) << variant << ":\n" << run.out;
+      EXPECT_NE(fields[2].find("ms"), std::string::npos) << run.out;  // eager ran this kernel
+      EXPECT_GT(std::stod(fields[4]), 0.5) << run.out;
+      // The eager side's count, printed to 4 decimals: a missing classifier head (0.0015) shows.
+      EXPECT_NEAR(std::stod(fields[5]), 2 * multiply_adds / 1e9, 1e-4) << variant << ":\n" << run.out;
+    }
+    const std::vector<std::string> anchor = row_fields("anchor");
+    ASSERT_GE(anchor.size(), 5u) << run.out;
+    EXPECT_EQ(anchor[2] + " " + anchor[3] + " " + anchor[4], "(no eager reference:") << run.out;
   }
-  const CommandRun run = run_attnscope("bench --family swin --runs 1 --warmup 0 --rounds 1", folder.path());
-  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-  const auto row = run.out.find("\nnative");
-  ASSERT_NE(row, std::string::npos) << run.out;
-  // variant, capture, pytorch, ratio, GEMM lim
-  std::istringstream fields(run.out.substr(row + 1, run.out.find('\n', row + 1) - row - 1));
-  std::string variant, capture, eager, ratio, gemm;
-  fields >> variant >> capture >> eager >> ratio >> gemm;
-  ASSERT_FALSE(gemm.empty()) << run.out;
-  EXPECT_GT(std::stod(gemm), 0.5) << run.out;
+  const CommandRun unknown = run_attnscope("bench --family vit --runs 1 --warmup 0 --rounds 1", folder.path());
+  EXPECT_NE(unknown.exit_code, 0);
+  EXPECT_NE(unknown.err.find("have: pvt, swin"), std::string::npos) << unknown.err;
 }
 
 }  // namespace
