@@ -2,9 +2,11 @@
 # suite. Every process of the test binary spends about 0.8 s loading LibTorch and its 280
 # libraries before the first test; paid per suite (about 100) instead of per test (about 450),
 # that is some five minutes of CPU less on a 2-core machine. `ctest -R Suite` selects a suite;
-# `attnscope_tests --gtest_filter=Suite.Name` runs one test.
-# Set by the including file: ATTNSCOPE_TEST_BINARY, ATTNSCOPE_TEST_WORKING_DIR,
-# ATTNSCOPE_TEST_PROPERTIES.
+# `attnscope_tests --gtest_filter=Suite.Name` runs one test. Each suite runs through the suite
+# client, as a child of the suite server (tests/suite_server.cpp), which loads LibTorch once for
+# all of them, or as a process of its own when no server answers.
+# Set by the including file: ATTNSCOPE_TEST_BINARY, ATTNSCOPE_SUITE_CLIENT, ATTNSCOPE_SUITE_SOCKET,
+# ATTNSCOPE_TEST_WORKING_DIR, ATTNSCOPE_TEST_FIXTURES (a list), ATTNSCOPE_TEST_PROPERTIES.
 if(NOT EXISTS "${ATTNSCOPE_TEST_BINARY}")
   add_test(attnscope_tests_NOT_BUILT attnscope_tests_NOT_BUILT)
   return()
@@ -30,8 +32,10 @@ set(suite_count 0)
 foreach(line IN LISTS lines)
   if(line MATCHES "^([A-Za-z_][A-Za-z0-9_/]*)\\.")
     set(suite "${CMAKE_MATCH_1}")
-    add_test("${suite}" "${ATTNSCOPE_TEST_BINARY}" "--gtest_filter=${suite}.*")
+    add_test("${suite}" "${ATTNSCOPE_SUITE_CLIENT}" "${ATTNSCOPE_SUITE_SOCKET}" "${ATTNSCOPE_TEST_BINARY}"
+             "--gtest_filter=${suite}.*")
     set_tests_properties("${suite}" PROPERTIES WORKING_DIRECTORY "${ATTNSCOPE_TEST_WORKING_DIR}"
+                                               FIXTURES_REQUIRED "${ATTNSCOPE_TEST_FIXTURES}"
                                                ${ATTNSCOPE_TEST_PROPERTIES})
     set(tests_in_${suite} 0)
     math(EXPR suite_count "${suite_count} + 1")

@@ -1,0 +1,112 @@
+// attnscope_suite_client SOCKET BINARY [ARGS...]: runs `BINARY ARGS...` as a child of the test
+// binary's suite server listening on SOCKET (tests/suite_server.cpp says why and how), with this
+// process's working directory, environment and standard streams, and ends as that child ended.
+// Where no server answers, or ATTNSCOPE_TESTS_EXEC_EACH=1, it becomes `BINARY ARGS...` itself.
+// `attnscope_suite_client SOCKET --shutdown` ends the server. Links nothing but libc: its own start
+// is what the server saves.
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+int connect_to(const char* path) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (std::strlen(path) >= sizeof address.sun_path) return -1;
+  std::strcpy(address.sun_path, path);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool send_request(int fd, const std::vector<std::string>& args) {
+  char cwd[PATH_MAX];
+  if (!::getcwd(cwd, sizeof cwd)) return false;
+  std::string body;
+  const auto add = [&](const std::string& text) { body.append(text).push_back('\0'); };
+  add(cwd);
+  add(std::to_string(args.size()));
+  for (const std::string& arg : args) add(arg);
+  for (char** entry = environ; *entry; ++entry) add(*entry);
+
+  uint32_t size = uint32_t(body.size());
+  char control[CMSG_SPACE(3 * sizeof(int))] = {};
+  iovec vector{&size, sizeof size};
+  msghdr message{};
+  message.msg_iov = &vector;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(3 * sizeof(int));
+  const int streams[3] = {0, 1, 2};
+  std::memcpy(CMSG_DATA(header), streams, sizeof streams);
+  if (::sendmsg(fd, &message, 0) != ssize_t(sizeof size)) return false;
+  for (size_t sent = 0; sent < body.size();) {
+    const ssize_t wrote = ::write(fd, body.data() + sent, body.size() - sent);
+    if (wrote < 0 && errno == EINTR) continue;
+    if (wrote <= 0) return false;
+    sent += size_t(wrote);
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s SOCKET BINARY [ARGS...] | SOCKET --shutdown\n", argv[0]);
+    return 2;
+  }
+  ::signal(SIGPIPE, SIG_IGN);
+  const bool shutdown = std::strcmp(argv[2], "--shutdown") == 0;
+  const char* exec_each = std::getenv("ATTNSCOPE_TESTS_EXEC_EACH");
+  const bool fresh = exec_each && std::strcmp(exec_each, "1") == 0;
+  const int fd = fresh ? -1 : connect_to(argv[1]);
+  std::vector<std::string> args(argv + 2, argv + argc);
+  if (shutdown) args.insert(args.begin(), argv[0]);
+  if (fd < 0 || !send_request(fd, args)) {
+    if (shutdown) return 0;  // no server to end
+    ::signal(SIGPIPE, SIG_DFL);
+    ::execv(argv[2], argv + 2);
+    std::fprintf(stderr, "%s: cannot run %s: %s\n", argv[0], argv[2], std::strerror(errno));
+    return 127;
+  }
+  std::string answer;
+  char byte;
+  for (;;) {
+    const ssize_t got = ::read(fd, &byte, 1);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0 || byte == '\n') break;
+    answer.push_back(byte);
+  }
+  int number = 0;
+  if (std::sscanf(answer.c_str(), "exit %d", &number) == 1) return number;
+  if (std::sscanf(answer.c_str(), "signal %d", &number) == 1) {
+    std::fprintf(stderr, "%s: the suite's process ended by signal %d (%s)\n", argv[0], number, strsignal(number));
+    ::signal(number, SIG_DFL);
+    ::raise(number);
+    return 128 + number;
+  }
+  std::fprintf(stderr, "%s: the suite server (%s) ended without an answer\n", argv[0], argv[1]);
+  return 1;
+}
