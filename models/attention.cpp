@@ -105,8 +105,13 @@ torch::Tensor AttentionImpl::explicit_probabilities(const MixInputs& inputs) con
 torch::Tensor AttentionImpl::attend_values(const MixInputs& inputs, const KernelFeatures& features,
                                            const torch::Tensor& v, const torch::Tensor& probabilities,
                                            const torch::Tensor& dwc_bias, const TokenLayout& layout) const {
-  torch::Tensor out = probabilities.defined() ? torch::matmul(probabilities, v)
-                                              : attend(inputs.resolved.kernel, features, v, inputs.allowed);
+  torch::Tensor out;
+  if (probabilities.defined())
+    out = torch::matmul(probabilities, v);
+  else if (inputs.allowed.defined() && cpu_inference(v) && window_keys_pay(layout, inputs.resolved.window))
+    out = attend_in_windows(inputs.resolved.kernel, features, v, layout, inputs.resolved.window);
+  else
+    out = attend(inputs.resolved.kernel, features, v, inputs.allowed);
   if (inputs.resolved.dwc) out = out + depthwise_conv_on_values(v, dwc->weight, dwc_bias, layout);
   return out;
 }

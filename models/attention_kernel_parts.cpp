@@ -5,6 +5,9 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <vector>
+
+#include "models/cpu_threads.h"
 
 namespace attnscope {
 
@@ -29,6 +32,40 @@ torch::Tensor window_mask(const TokenLayout& layout, int window, torch::Device d
   auto key_ids = window_id.unsqueeze(0);
   auto allowed = (query_ids == key_ids) | (query_ids < 0) | (key_ids < 0);
   return allowed.to(device);
+}
+
+torch::Tensor attend_in_windows(Kernel kernel, const KernelFeatures& features, const torch::Tensor& v,
+                                const TokenLayout& layout, int window) {
+  const auto long_options = torch::TensorOptions().dtype(torch::kLong);
+  const int prefix = layout.prefix_tokens();
+  const int windows_per_row = (layout.grid_w + window - 1) / window;
+  const int windows = windows_per_row * ((layout.grid_h + window - 1) / window);
+  // Each window's tokens: the prefix first (keys only), then its patches in token order.
+  std::vector<int64_t> prefix_tokens(static_cast<size_t>(prefix));
+  for (int token = 0; token < prefix; ++token) prefix_tokens[size_t(token)] = token;
+  std::vector<std::vector<int64_t>> members(static_cast<size_t>(windows), prefix_tokens);
+  for (int row = 0; row < layout.grid_h; ++row)
+    for (int col = 0; col < layout.grid_w; ++col)
+      members[size_t((row / window) * windows_per_row + col / window)].push_back(layout.patch_token(row, col));
+
+  auto out = torch::empty({v.size(0), v.size(1), features.q.size(2), v.size(3)}, v.options());
+  if (prefix > 0) {
+    const auto prefix_queries = torch::arange(prefix, long_options);
+    out.narrow(2, 0, prefix).copy_(torch::matmul(equivalent_rows(kernel, features, prefix_queries, {}), v));
+  }
+  for_each_row_chunk(windows, [&](int64_t first, int64_t last) {
+    for (int64_t w = first; w < last; ++w) {
+      const std::vector<int64_t>& tokens = members[size_t(w)];
+      const auto keys = torch::from_blob(const_cast<int64_t*>(tokens.data()), {int64_t(tokens.size())}, long_options);
+      const auto patches = keys.narrow(0, prefix, keys.size(0) - prefix);
+      KernelFeatures local = features;
+      local.q = features.q.index_select(2, keys);
+      local.k = features.k.index_select(2, keys);
+      const auto rows = equivalent_rows(kernel, local, torch::arange(prefix, keys.size(0), long_options), {});
+      out.index_copy_(2, patches, torch::matmul(rows, v.index_select(2, keys)));
+    }
+  });
+  return out;
 }
 
 torch::Tensor focus(const torch::Tensor& x, double p, FocusNorm norm) {

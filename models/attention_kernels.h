@@ -88,6 +88,21 @@ torch::Tensor split_heads(const torch::Tensor& x, int64_t heads);
 // queries and keys stay global. Returns an undefined tensor when w is 0 or covers the grid.
 torch::Tensor window_mask(const TokenLayout& layout, int window, torch::Device device);
 
+// attend(kernel, features, v, window_mask(layout, window)) without autograd on the CPU, window by
+// window: each window's patch queries against its own patches and the prefix tokens only, the
+// prefix queries against every key. O(T w^2) instead of the mask's O(T^2) (at 5,477 tokens and
+// 7 x 7 windows: 53 keys a query instead of 5,477); the masked keys' weights were exact zeros, so
+// the rows are the mask's up to summation order. Kernels over all keys only (anchors) have no
+// windows.
+torch::Tensor attend_in_windows(Kernel kernel, const KernelFeatures& features, const torch::Tensor& v,
+                                const TokenLayout& layout, int window);
+// Whether attend_in_windows is worth its per-window calls: when a query's keys there (w^2 + the
+// prefix) are at most a quarter of the mask's (all T). DeiT at 224 in 7 x 7 windows (197 tokens, 4
+// windows) stays with the mask; at 577 tokens and more the windows win.
+inline bool window_keys_pay(const TokenLayout& layout, int window) {
+  return window > 0 && 4 * (window * window + layout.prefix_tokens()) <= layout.total_tokens();
+}
+
 // FLatten's f_p on non-negative features [B, h, T, d]: (x^p / ||x^p||) * ||x||, with norms
 // over all heads' channels of a token or over each head's own.
 torch::Tensor focus(const torch::Tensor& x, double p, FocusNorm norm);

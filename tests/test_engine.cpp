@@ -162,6 +162,43 @@ TEST(Engine, BlockedSoftmaxOverManyTokensEqualsThePlainGraph) {
     }
 }
 
+// Windowed attention without autograd runs window by window (each query against its window and
+// the class token), the plain graph through the T x T mask: on a 23 x 23 grid in 7 x 7 windows
+// (edge windows of 2) every kernel that takes windows gives the mask's logits and rows.
+TEST(Engine, WindowByWindowAttentionEqualsTheMask) {
+  configure_threads(2);
+  VisionTransformer model = random_vit(/*grid=*/23, /*seed=*/5);
+  torch::manual_seed(13);
+  const auto image = torch::randn({1, 3, 184, 184});
+  for (const Variant variant : {Variant::Window, Variant::Linear, Variant::Focused, Variant::Enhanced}) {
+    SCOPED_TRACE(to_string(variant));
+    AttentionSettings settings;
+    settings.variant = variant;
+    settings.window = 7;
+    ForwardOutput plain;
+    {
+      torch::AutoGradMode with_graph(true);
+      plain = model->forward(image, settings);
+    }
+    ForwardOutput windowed;
+    {
+      c10::InferenceMode inference_mode;
+      windowed = model->forward(image, settings);
+    }
+    ASSERT_EQ(windowed.layout.total_tokens(), 530);
+    // The same terms but for the masked keys' exact zeros, summed in another order.
+    const double scale = plain.logits.abs().max().item<double>();
+    EXPECT_LT((windowed.logits - plain.logits.detach()).abs().max().item<double>(), 1e-5 * (1 + scale));
+    for (size_t layer = 0; layer < windowed.layers.size(); ++layer) {
+      // The next layer's input carries this layer's attention output.
+      EXPECT_LT(
+          (windowed.layers[layer].normed_input - plain.layers[layer].normed_input.detach()).abs().max().item<double>(),
+          1e-4)
+          << "layer " << layer;
+    }
+  }
+}
+
 TEST(Engine, RowChunksCoverEveryRowOnceWithTheCallersModes) {
   configure_threads(2);
   c10::InferenceMode inference_mode;
