@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <optional>
 
 namespace attnscope {
 
@@ -71,6 +72,18 @@ torch::Tensor AttentionImpl::project_output(const torch::Tensor& merged) {
   return token_linear(arch_.native == NativeAttention::Anchor ? to_out_linear : proj, merged);
 }
 
+namespace {
+
+// Under cpu_inference the forward runs its small ops on one core (models/cpu_threads.h); a layer's
+// kernel features and attention over this many values or more run on all: FLatten's f_p (powers
+// and norms over T x C) at 5,477 tokens took about a second of a 3.5 s forward on one core, where a
+// wake-up of the other costs about a layer norm of DeiT's size.
+constexpr int64_t kAllCoresValues = int64_t(1) << 18;
+
+bool large_inference(const torch::Tensor& x) { return cpu_inference(x) && x.numel() >= kAllCoresValues; }
+
+}  // namespace
+
 AttentionImpl::MixInputs AttentionImpl::prepare_mix(const torch::Tensor& projected, const TokenLayout& layout,
                                                     const AttentionSettings& settings, bool capture) const {
   const int heads = arch_.heads;
@@ -90,6 +103,8 @@ AttentionImpl::MixInputs AttentionImpl::prepare_mix(const torch::Tensor& project
     inputs.v = split[2];
   }
   inputs.resolved = resolve(settings, layout);
+  std::optional<ScopedThreads> all_cores;
+  if (large_inference(projected)) all_cores.emplace(configured_threads());
   inputs.features = kernel_features(inputs.resolved, inputs.q, inputs.k, kernel_parameters(), layout);
   inputs.allowed = window_mask(layout, inputs.resolved.window, projected.device());
   // Kernels that normalise rows by a log-sum-exp (softmax) leave it here; the others leave it undefined.
@@ -105,6 +120,8 @@ torch::Tensor AttentionImpl::explicit_probabilities(const MixInputs& inputs) con
 torch::Tensor AttentionImpl::attend_values(const MixInputs& inputs, const KernelFeatures& features,
                                            const torch::Tensor& v, const torch::Tensor& probabilities,
                                            const torch::Tensor& dwc_bias, const TokenLayout& layout) const {
+  std::optional<ScopedThreads> all_cores;
+  if (large_inference(v)) all_cores.emplace(configured_threads());
   torch::Tensor out;
   if (probabilities.defined())
     out = torch::matmul(probabilities, v);
