@@ -33,6 +33,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/suite_client/suite_protocol.h"
+
 namespace {
 
 constexpr int kIdleSeconds = 900;
@@ -59,22 +61,17 @@ bool read_exactly(int fd, void* data, size_t size) {
 
 // The request on `connection`, or false for a malformed one (the handler then just closes it).
 bool receive_request(int connection, SuiteRequest& request) {
-  uint32_t size = 0;
-  char control[CMSG_SPACE(3 * sizeof(int))] = {};
-  iovec vector{&size, sizeof size};
-  msghdr message{};
-  message.msg_iov = &vector;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof control;
+  attnscope::StreamsMessage header;
   ssize_t got;
-  do got = ::recvmsg(connection, &message, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+  do got = ::recvmsg(connection, &header.message, MSG_CMSG_CLOEXEC | MSG_WAITALL);
   while (got < 0 && errno == EINTR);
-  const cmsghdr* header = CMSG_FIRSTHDR(&message);
-  if (got != ssize_t(sizeof size) || !header || header->cmsg_type != SCM_RIGHTS ||
-      header->cmsg_len != CMSG_LEN(3 * sizeof(int)) || size == 0 || size > kMaxRequestBytes)
+  const cmsghdr* streams = CMSG_FIRSTHDR(&header.message);
+  const uint32_t size = header.size;
+  if (got != ssize_t(sizeof size) || !streams || streams->cmsg_type != SCM_RIGHTS ||
+      streams->cmsg_len != CMSG_LEN(attnscope::StreamsMessage::kStreams * sizeof(int)) || size == 0 ||
+      size > kMaxRequestBytes)
     return false;
-  std::memcpy(request.fds, CMSG_DATA(header), sizeof request.fds);
+  std::memcpy(request.fds, CMSG_DATA(streams), sizeof request.fds);
   std::string body(size, '\0');
   if (!read_exactly(connection, body.data(), size) || body.back() != '\0') return false;
   std::vector<std::string> strings;

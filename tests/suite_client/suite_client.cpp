@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "suite_protocol.h"
+
 extern char** environ;
 
 namespace {
@@ -46,21 +48,15 @@ bool send_request(int fd, const std::vector<std::string>& args) {
   for (const std::string& arg : args) add(arg);
   for (char** entry = environ; *entry; ++entry) add(*entry);
 
-  uint32_t size = uint32_t(body.size());
-  char control[CMSG_SPACE(3 * sizeof(int))] = {};
-  iovec vector{&size, sizeof size};
-  msghdr message{};
-  message.msg_iov = &vector;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof control;
-  cmsghdr* header = CMSG_FIRSTHDR(&message);
-  header->cmsg_level = SOL_SOCKET;
-  header->cmsg_type = SCM_RIGHTS;
-  header->cmsg_len = CMSG_LEN(3 * sizeof(int));
-  const int streams[3] = {0, 1, 2};
-  std::memcpy(CMSG_DATA(header), streams, sizeof streams);
-  if (::sendmsg(fd, &message, 0) != ssize_t(sizeof size)) return false;
+  attnscope::StreamsMessage header;
+  header.size = uint32_t(body.size());
+  cmsghdr* streams = CMSG_FIRSTHDR(&header.message);
+  streams->cmsg_level = SOL_SOCKET;
+  streams->cmsg_type = SCM_RIGHTS;
+  streams->cmsg_len = CMSG_LEN(attnscope::StreamsMessage::kStreams * sizeof(int));
+  const int standard_streams[attnscope::StreamsMessage::kStreams] = {0, 1, 2};
+  std::memcpy(CMSG_DATA(streams), standard_streams, sizeof standard_streams);
+  if (::sendmsg(fd, &header.message, 0) != ssize_t(sizeof header.size)) return false;
   for (size_t sent = 0; sent < body.size();) {
     const ssize_t wrote = ::write(fd, body.data() + sent, body.size() - sent);
     if (wrote < 0 && errno == EINTR) continue;
