@@ -85,7 +85,8 @@ bool large_inference(const torch::Tensor& x) { return cpu_inference(x) && x.nume
 }  // namespace
 
 AttentionImpl::MixInputs AttentionImpl::prepare_mix(const torch::Tensor& projected, const TokenLayout& layout,
-                                                    const AttentionSettings& settings, bool capture) const {
+                                                    const AttentionSettings& settings, bool capture,
+                                                    bool explicit_matrix) const {
   const int heads = arch_.heads;
   const int64_t parts = arch_.native == NativeAttention::Anchor ? 2 : 3;
   MixInputs inputs;
@@ -106,9 +107,12 @@ AttentionImpl::MixInputs AttentionImpl::prepare_mix(const torch::Tensor& project
   std::optional<ScopedThreads> all_cores;
   if (large_inference(projected)) all_cores.emplace(configured_threads());
   inputs.features = kernel_features(inputs.resolved, inputs.q, inputs.k, kernel_parameters(), layout);
-  inputs.allowed = window_mask(layout, inputs.resolved.window, projected.device());
-  // Kernels that normalise rows by a log-sum-exp (softmax) leave it here; the others leave it undefined.
-  if (capture && !inputs.allowed.defined()) inputs.features.row_log_normalizer = std::make_shared<torch::Tensor>();
+  // Window by window needs no T x T mask (at 5,477 tokens building it took 180 ms a layer).
+  inputs.by_windows = !explicit_matrix && cpu_inference(projected) && window_keys_pay(layout, inputs.resolved.window);
+  if (!inputs.by_windows) inputs.allowed = window_mask(layout, inputs.resolved.window, projected.device());
+  // Kernels that normalise rows by a log-sum-exp (softmax) over all keys leave it here; the others
+  // leave it undefined.
+  if (capture && inputs.resolved.window <= 0) inputs.features.row_log_normalizer = std::make_shared<torch::Tensor>();
   return inputs;
 }
 
@@ -125,7 +129,7 @@ torch::Tensor AttentionImpl::attend_values(const MixInputs& inputs, const Kernel
   torch::Tensor out;
   if (probabilities.defined())
     out = torch::matmul(probabilities, v);
-  else if (inputs.allowed.defined() && cpu_inference(v) && window_keys_pay(layout, inputs.resolved.window))
+  else if (inputs.by_windows)
     out = attend_in_windows(inputs.resolved.kernel, features, v, layout, inputs.resolved.window);
   else
     out = attend(inputs.resolved.kernel, features, v, inputs.allowed);
@@ -151,7 +155,7 @@ void AttentionImpl::fill_capture(const MixInputs& inputs, const TokenLayout& lay
 torch::Tensor AttentionImpl::mix(const torch::Tensor& projected, const TokenLayout& layout,
                                  const AttentionSettings& settings, AttentionCapture* capture,
                                  const std::function<void(torch::Tensor&)>& probabilities_hook) {
-  const MixInputs inputs = prepare_mix(projected, layout, settings, capture != nullptr);
+  const MixInputs inputs = prepare_mix(projected, layout, settings, capture != nullptr, bool(probabilities_hook));
   torch::Tensor probabilities;
   if (probabilities_hook) {
     // The explicit matrix, so that the hook sees (and autograd differentiates) what the output uses.
@@ -169,7 +173,8 @@ torch::Tensor AttentionImpl::forward_with_heads(const torch::Tensor& x, const To
                                                 const AttentionSettings& settings, AttentionCapture* capture,
                                                 HeadStreams& streams,
                                                 const std::function<void(torch::Tensor&)>& probabilities_hook) {
-  const MixInputs inputs = prepare_mix(project_input(x), layout, settings, capture != nullptr);
+  const MixInputs inputs =
+      prepare_mix(project_input(x), layout, settings, capture != nullptr, bool(probabilities_hook));
   torch::Tensor probabilities;
   if (probabilities_hook) {
     probabilities = explicit_probabilities(inputs);
@@ -265,8 +270,7 @@ torch::Tensor AttentionCapture::rows(int64_t batch, int64_t head, const std::vec
   auto device = features.q.device();
   auto query_index = torch::tensor(queries, torch::TensorOptions().dtype(torch::kLong)).to(device);
   if (!query_slots.defined()) {
-    auto allowed = window_mask(layout, attention.window, device);
-    if (allowed.defined()) allowed = allowed.index_select(0, query_index);
+    const auto allowed = window_mask(layout, attention.window, device, query_index);
     auto result =
         equivalent_rows(attention.kernel, one_head_features(features, batch, head), query_index, allowed)[0][0];
     return result;

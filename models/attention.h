@@ -181,11 +181,13 @@ class AttentionImpl : public torch::nn::Module {
     torch::Tensor q, k, v;
     ResolvedAttention resolved;
     KernelFeatures features;
-    torch::Tensor allowed;  // the window mask, undefined when global
+    torch::Tensor allowed;    // the window mask; undefined when global or attended window by window
+    bool by_windows = false;  // attend_in_windows, without the mask (no autograd, no explicit matrix)
     int64_t batch = 0, tokens = 0, dim = 0, head_dim = 0;
   };
+  // explicit_matrix: a probabilities hook will ask for the layer's explicit matrix (and its mask).
   MixInputs prepare_mix(const torch::Tensor& projected, const TokenLayout& layout, const AttentionSettings& settings,
-                        bool capture) const;
+                        bool capture, bool explicit_matrix) const;
   // The per-head output [B, h, T, d] from values `v` (the kernel's attend, or the explicit matrix
   // when `probabilities` is defined), plus the DWC term with `dwc_bias` where it runs.
   torch::Tensor attend_values(const MixInputs& inputs, const KernelFeatures& features, const torch::Tensor& v,

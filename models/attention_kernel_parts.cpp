@@ -18,19 +18,27 @@ torch::Tensor split_heads(const torch::Tensor& x, int64_t heads) {
   return x.reshape({x.size(0), x.size(1), heads, x.size(2) / heads}).permute({0, 2, 1, 3});
 }
 
-torch::Tensor window_mask(const TokenLayout& layout, int window, torch::Device device) {
-  if (window <= 0 || (window >= layout.grid_h && window >= layout.grid_w)) return {};
-  const int64_t total = layout.total_tokens();
+namespace {
+
+// Window index per token, windows tiling the grid from the top-left row by row; -1 for prefix tokens.
+std::vector<int64_t> window_ids(const TokenLayout& layout, int window) {
   const int windows_per_row = (layout.grid_w + window - 1) / window;
-  // Window id per token; -1 marks prefix tokens, which see and are seen by everything.
-  auto window_id = torch::full({total}, -1, torch::kLong);
-  auto ids = window_id.accessor<int64_t, 1>();
+  std::vector<int64_t> ids(size_t(layout.total_tokens()), -1);
   for (int row = 0; row < layout.grid_h; ++row)
     for (int col = 0; col < layout.grid_w; ++col)
-      ids[layout.patch_token(row, col)] = (row / window) * windows_per_row + col / window;
-  auto query_ids = window_id.unsqueeze(1);
-  auto key_ids = window_id.unsqueeze(0);
-  auto allowed = (query_ids == key_ids) | (query_ids < 0) | (key_ids < 0);
+      ids[size_t(layout.patch_token(row, col))] = (row / window) * windows_per_row + col / window;
+  return ids;
+}
+
+}  // namespace
+
+torch::Tensor window_mask(const TokenLayout& layout, int window, torch::Device device, const torch::Tensor& queries) {
+  if (window <= 0 || (window >= layout.grid_h && window >= layout.grid_w)) return {};
+  std::vector<int64_t> ids = window_ids(layout, window);
+  const auto key_ids = torch::from_blob(ids.data(), {int64_t(ids.size())}, torch::kLong);
+  const auto query_ids = queries.defined() ? key_ids.index_select(0, queries.to(torch::kCPU)) : key_ids;
+  auto allowed =
+      (query_ids.unsqueeze(1) == key_ids.unsqueeze(0)) | (query_ids.unsqueeze(1) < 0) | (key_ids.unsqueeze(0) < 0);
   return allowed.to(device);
 }
 
@@ -38,15 +46,17 @@ torch::Tensor attend_in_windows(Kernel kernel, const KernelFeatures& features, c
                                 const TokenLayout& layout, int window) {
   const auto long_options = torch::TensorOptions().dtype(torch::kLong);
   const int prefix = layout.prefix_tokens();
-  const int windows_per_row = (layout.grid_w + window - 1) / window;
-  const int windows = windows_per_row * ((layout.grid_h + window - 1) / window);
   // Each window's tokens: the prefix first (keys only), then its patches in token order.
   std::vector<int64_t> prefix_tokens(static_cast<size_t>(prefix));
   for (int token = 0; token < prefix; ++token) prefix_tokens[size_t(token)] = token;
-  std::vector<std::vector<int64_t>> members(static_cast<size_t>(windows), prefix_tokens);
-  for (int row = 0; row < layout.grid_h; ++row)
-    for (int col = 0; col < layout.grid_w; ++col)
-      members[size_t((row / window) * windows_per_row + col / window)].push_back(layout.patch_token(row, col));
+  std::vector<std::vector<int64_t>> members;
+  const std::vector<int64_t> ids = window_ids(layout, window);
+  for (int64_t token = prefix; token < int64_t(ids.size()); ++token) {
+    const size_t id = size_t(ids[size_t(token)]);
+    if (id >= members.size()) members.resize(id + 1, prefix_tokens);
+    members[id].push_back(token);
+  }
+  const int64_t windows = int64_t(members.size());
 
   auto out = torch::empty({v.size(0), v.size(1), features.q.size(2), v.size(3)}, v.options());
   if (prefix > 0) {

@@ -84,9 +84,11 @@ KernelFeatures kernel_features(const ResolvedAttention& resolved, const torch::T
 // [B, L, C] with heads side by side in C -> [B, h, L, d], the per-head layout of q, k and v.
 torch::Tensor split_heads(const torch::Tensor& x, int64_t heads);
 
-// Which keys each query may see under a w x w window restriction: [T, T] bool. Prefix-token
-// queries and keys stay global. Returns an undefined tensor when w is 0 or covers the grid.
-torch::Tensor window_mask(const TokenLayout& layout, int window, torch::Device device);
+// Which keys each query may see under a w x w window restriction: [T, T] bool, or [Q, T] for the
+// query tokens `queries` when defined. Prefix-token queries and keys stay global. Returns an
+// undefined tensor when w is 0 or covers the grid.
+torch::Tensor window_mask(const TokenLayout& layout, int window, torch::Device device,
+                          const torch::Tensor& queries = {});
 
 // attend(kernel, features, v, window_mask(layout, window)) without autograd on the CPU, window by
 // window: each window's patch queries against its own patches and the prefix tokens only, the
