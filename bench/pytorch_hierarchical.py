@@ -7,7 +7,6 @@ code: timm's swin_transformer.py and pvt_v2.py), run in float32 under torch.no_g
 attention probabilities, as timm's non-fused attention computes them.
 
 Usage:
-  bench/pytorch_hierarchical.py --families   (the families below, as JSON)
   bench/pytorch_hierarchical.py --make swin|pvt OUT.safetensors [--seed S]
       writes random-init Swin-T (96, depths 2-2-6-2, heads 3-6-12-24, window 7) or PVT-v2-b2 (64-128-320-512,
       depths 3-4-6-3, heads 1-2-5-8, sr 8-4-2-1) weights in timm's layout, with attnscope_arch metadata.
@@ -104,7 +103,6 @@ def make_pvt(classes=1000):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--make", nargs=2, metavar=("FAMILY", "OUT"))
-    parser.add_argument("--families", action="store_true", help="print the families this baseline has, as JSON")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model")
     parser.add_argument("--kernels", default="native",
@@ -116,9 +114,6 @@ def main():
     eager_baseline.add_device_argument(parser)
     args = parser.parse_args()
     makers = {"swin": make_swin, "pvt": make_pvt}
-    if args.families:
-        print(json.dumps({"families": sorted(makers)}))
-        return 0
     if args.make:
         family, out = args.make
         if family not in makers:
