@@ -1,10 +1,10 @@
 // PVT v2 and FLatten-PVT v2 checkpoints: the original (whai362, FLatten) layout renamed to timm's
 // keys, the architecture (stages, spatial reduction, -li, focused blocks) read from the keys, and
 // the family's registry entry.
-#include <regex>
-
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -20,6 +20,28 @@ std::string pvt_block_prefix(int stage, int block) {
   return "stages." + std::to_string(stage) + ".blocks." + std::to_string(block) + ".";
 }
 
+// "<word><digits>." at `from` in `key` (the original layout's "block2.", "norm4."): the number and
+// where the rest of the key begins. At most 9 digits, so the number fits an int.
+struct NumberedPrefix {
+  std::string digits;
+  int number = 0;
+  size_t rest = 0;
+};
+std::optional<NumberedPrefix> numbered_prefix(const std::string& key, size_t from, const std::string& word) {
+  if (key.compare(from, word.size(), word) != 0) return std::nullopt;
+  size_t end = from + word.size();
+  NumberedPrefix prefix;
+  while (end < key.size() && end - from - word.size() < 9 && std::isdigit(static_cast<unsigned char>(key[end])))
+    prefix.number = prefix.number * 10 + (key[end++] - '0');
+  prefix.digits = key.substr(from + word.size(), end - from - word.size());
+  if (end == from + word.size() || end >= key.size() || key[end] != '.') return std::nullopt;
+  prefix.rest = end + 1;
+  return prefix;
+}
+
+// The original layout counts stages from 1, timm's from 0.
+std::string stage_prefix(const NumberedPrefix& stage) { return "stages." + std::to_string(stage.number - 1); }
+
 bool looks_like_pvt(const Checkpoint& checkpoint) {
   return checkpoint.tensors.count("patch_embed1.proj.weight") ||
          checkpoint.tensors.count("stages.0.blocks.0.attn.q.weight");
@@ -31,21 +53,17 @@ bool looks_like_pvt(const Checkpoint& checkpoint) {
 CheckpointLayout adopt_pvt_layout(FamilyInput& input, ShapeReader& shapes) {
   Checkpoint& checkpoint = input.checkpoint;
   if (!checkpoint.tensors.count("patch_embed1.proj.weight")) return CheckpointLayout::Timm;
-  static const std::regex block(R"(^block(\d+)\.(\d+)\.)"), stage_norm(R"(^norm(\d+)\.)"),
-      embed(R"(^patch_embed(\d+)\.)");
-  auto stage_of = [](const std::smatch& match) { return std::to_string(std::stoi(match[1].str()) - 1); };
   std::map<std::string, torch::Tensor> converted;
   for (auto& [key, tensor] : checkpoint.tensors) {
     std::string name = key;
-    std::smatch match;
-    if (key.size() < 200 && std::regex_search(key, match, embed)) {
-      const std::string stage = match[1].str();
-      name = (stage == "1" ? std::string("patch_embed.") : "stages." + stage_of(match) + ".downsample.") +
-             key.substr(size_t(match.length(0)));
-    } else if (key.size() < 200 && std::regex_search(key, match, block)) {
-      name = "stages." + stage_of(match) + ".blocks." + match[2].str() + "." + key.substr(size_t(match.length(0)));
-    } else if (key.size() < 200 && std::regex_search(key, match, stage_norm)) {
-      name = "stages." + stage_of(match) + ".norm." + key.substr(size_t(match.length(0)));
+    if (auto embed = numbered_prefix(key, 0, "patch_embed")) {
+      name = (embed->digits == "1" ? std::string("patch_embed.") : stage_prefix(*embed) + ".downsample.") +
+             key.substr(embed->rest);
+    } else if (auto stage = numbered_prefix(key, 0, "block")) {
+      if (auto block = numbered_prefix(key, stage->rest, ""))
+        name = stage_prefix(*stage) + ".blocks." + block->digits + "." + key.substr(block->rest);
+    } else if (auto norm = numbered_prefix(key, 0, "norm")) {
+      name = stage_prefix(*norm) + ".norm." + key.substr(norm->rest);
     }
     const size_t dwconv = name.find("dwconv.dwconv");
     if (dwconv != std::string::npos) name.replace(dwconv, 13, "dwconv");
