@@ -38,6 +38,11 @@ namespace attnscope {
 
 namespace {
 
+// Why a row has no eager time: the Python side's error, or --python none.
+std::string no_reference(const std::string& error) {
+  return "  (no PyTorch reference: " + (error.empty() ? std::string("--python none") : error) + ")";
+}
+
 // Every swap of the variant table, as --variants lists them.
 std::string every_swap() {
   std::string list;
@@ -159,7 +164,7 @@ void bench_gradcam(const std::vector<VitShape>& shapes, const std::filesystem::p
       std::cout << std::setw(12) << library_ms << "ms" << std::setw(9) << ours_ms / library_ms << "x" << std::setw(12)
                 << lean_ms << "ms" << std::setw(9) << ours_ms / lean_ms << "x";
     } else {
-      std::cout << "  (no PyTorch reference: " << error << ")";
+      std::cout << no_reference(error);
     }
     std::cout << "\n" << std::flush;
   }
@@ -214,7 +219,7 @@ void bench_attribution(const std::vector<VitShape>& shapes, const std::filesyste
         if (!lean.empty())
           std::cout << std::setw(12) << median_ms(lean) << "ms" << std::setw(9) << ours_ms / median_ms(lean) << "x";
       } else {
-        std::cout << "  (no PyTorch reference: " << error << ")";
+        std::cout << no_reference(error);
       }
       std::cout << "\n" << std::flush;
     };
@@ -446,7 +451,7 @@ void bench_family(const std::string& family, const std::vector<Variant>& variant
       std::cout << "  (no eager reference: bench/pytorch_hierarchical.py swaps native, softmax, linear, focused, "
                    "enhanced)";
     } else {
-      std::cout << "  (no PyTorch reference: " << error << ")";
+      std::cout << no_reference(error);
     }
     std::cout << "\n" << std::flush;
   }
@@ -589,7 +594,7 @@ int bench_command(const Args& args) {
         const double eager_ms = median_ms(eager);
         std::cout << std::setw(10) << eager_ms << "ms" << std::setw(15) << captured_ms / eager_ms << "x";
       } else {
-        std::cout << "  (no PyTorch reference: " << error << ")";
+        std::cout << no_reference(error);
       }
       std::cout << std::setw(9) << captured_ms / limit_ms << "x\n" << std::flush;
     }
