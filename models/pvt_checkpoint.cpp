@@ -20,19 +20,17 @@ std::string pvt_block_prefix(int stage, int block) {
   return "stages." + std::to_string(stage) + ".blocks." + std::to_string(block) + ".";
 }
 
-// "<word><digits>." at `from` in `key` (the original layout's "block2.", "norm4."): the number and
-// where the rest of the key begins. At most 9 digits, so the number fits an int.
+// "<word><digits>." at `from` in `key` (the original layout's "block2.", "norm4."): the digits and
+// where the rest of the key begins. At most 9 digits, so that they fit an int.
 struct NumberedPrefix {
   std::string digits;
-  int number = 0;
   size_t rest = 0;
 };
 std::optional<NumberedPrefix> numbered_prefix(const std::string& key, size_t from, const std::string& word) {
   if (key.compare(from, word.size(), word) != 0) return std::nullopt;
   size_t end = from + word.size();
   NumberedPrefix prefix;
-  while (end < key.size() && end - from - word.size() < 9 && std::isdigit(static_cast<unsigned char>(key[end])))
-    prefix.number = prefix.number * 10 + (key[end++] - '0');
+  while (end < key.size() && end - from - word.size() < 9 && std::isdigit(static_cast<unsigned char>(key[end]))) ++end;
   prefix.digits = key.substr(from + word.size(), end - from - word.size());
   if (end == from + word.size() || end >= key.size() || key[end] != '.') return std::nullopt;
   prefix.rest = end + 1;
@@ -40,7 +38,9 @@ std::optional<NumberedPrefix> numbered_prefix(const std::string& key, size_t fro
 }
 
 // The original layout counts stages from 1, timm's from 0.
-std::string stage_prefix(const NumberedPrefix& stage) { return "stages." + std::to_string(stage.number - 1); }
+std::string stage_prefix(const NumberedPrefix& stage) {
+  return "stages." + std::to_string(std::stoi(stage.digits) - 1);
+}
 
 bool looks_like_pvt(const Checkpoint& checkpoint) {
   return checkpoint.tensors.count("patch_embed1.proj.weight") ||
