@@ -7,9 +7,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iomanip>
+#include <sstream>
 
 #include <c10/core/InferenceMode.h>
 #include <torch/cuda.h>
+
+#include "models/token_linear.h"
 
 namespace attnscope {
 
@@ -124,6 +128,21 @@ std::string shell_quoted(const std::string& text) {
   std::string quoted = "'";
   for (const char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return quoted + "'";
+}
+
+std::string linear_backend_line() {
+  const LinearBackendChoice& choice = linear_backend();
+  std::ostringstream line;
+  line << "linear layers: " << (choice.onednn ? "oneDNN" : "BLAS") << " (" << choice.reason;
+  if (choice.measured)
+    line << std::fixed << std::setprecision(2) << ": oneDNN " << choice.onednn_ms << " ms, BLAS " << choice.blas_ms
+         << " ms on one core";
+  line << ")\n";
+  return line.str();
+}
+
+std::string no_reference(const std::string& error) {
+  return "  (no PyTorch reference: " + (error.empty() ? std::string("--python none") : error) + ")";
 }
 
 }  // namespace attnscope

@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -21,6 +20,7 @@
 #include "analysis/relevance.h"
 #include "analysis/residual_stream.h"
 #include "analysis/spectrum.h"
+#include "app/bench_family.h"
 #include "app/bench_scale.h"
 #include "app/bench_tools.h"
 #include "app/cli.h"
@@ -31,17 +31,11 @@
 #include "models/demo_models.h"
 #include "models/inference.h"
 #include "models/model_loader.h"
-#include "models/token_linear.h"
 #include "views/clip_prompts.h"
 
 namespace attnscope {
 
 namespace {
-
-// Why a row has no eager time: the Python side's error, or --python none.
-std::string no_reference(const std::string& error) {
-  return "  (no PyTorch reference: " + (error.empty() ? std::string("--python none") : error) + ")";
-}
 
 // Every swap of the variant table, as --variants lists them.
 std::string every_swap() {
@@ -344,119 +338,6 @@ void bench_textspan_prompt(const std::filesystem::path& folder, const std::strin
   std::cout << "  decomposition (once per image) " << decomposition_ms << " ms, vocabulary read (once) "
             << vocabulary_ms << " ms; a new prompt " << prompt_ms << " ms (target 100 ms)\n"
             << std::flush;
-}
-
-// The linear layers' GEMM (models/token_linear.h), chosen before anything is timed.
-std::string linear_backend_line() {
-  const LinearBackendChoice& choice = linear_backend();
-  std::ostringstream line;
-  line << "linear layers: " << (choice.onednn ? "oneDNN" : "BLAS") << " (" << choice.reason;
-  if (choice.measured)
-    line << std::fixed << std::setprecision(2) << ": oneDNN " << choice.onednn_ms << " ms, BLAS " << choice.blas_ms
-         << " ms on one core";
-  line << ")\n";
-  return line.str();
-}
-
-// The eager reference's name for a variant's kernel, where tests/python/reference_hier.py swaps it
-// into every block as attnscope does; empty where it has none (window sizes, anchors).
-std::string eager_hierarchical_kernel(Variant variant) {
-  switch (variant) {
-    case Variant::Native:
-    case Variant::Softmax:
-    case Variant::Linear:
-    case Variant::Focused:
-    case Variant::Enhanced:
-      return to_string(variant);
-    case Variant::Window:
-    case Variant::Anchor:
-      return "";
-  }
-  return "";
-}
-
-// Swin-T or PVT-v2-b2 shapes at 224 (random weights written by the Python side, so that both
-// run the same file) with capture, native and each of `variants`, against the eager references of
-// tests/python/reference_hier.py with the same kernel swapped in, on the same weights and threads,
-// in alternating rounds (one Python process a round times every kernel).
-void bench_family(const std::string& family, const std::vector<Variant>& variants, const std::filesystem::path& folder,
-                  const std::string& python, torch::Device device, int warmup, int runs, int rounds) {
-  if (python.empty()) throw std::invalid_argument("--family needs the Python reference to write the weights");
-  const std::string script = shell_quoted(source_path("bench/pytorch_hierarchical.py"));
-  std::string error;
-  // The script refuses a family it cannot build, naming the ones it can.
-  const std::string path = (folder / (family + ".safetensors")).string();
-  run_python_json(shell_quoted(python) + " " + script + " --make " + shell_quoted(family) + " " + shell_quoted(path) +
-                      " && echo '{}'",
-                  error);
-  if (!error.empty()) throw std::invalid_argument("--family " + family + ": " + error);
-  LoadedModel model = load_model(path, {}, device);
-  torch::manual_seed(1);
-  const auto input = torch::randn({1, 3, 224, 224}).to(device);
-  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
-  const double gflops = gemm_gflops(device);
-  std::cout << "attnscope bench --family " << family << ": " << model.family() << ", " << model.parameter_count
-            << " parameters, " << torch::get_num_threads()
-            << " threads (OMP_WAIT_POLICY=" << (wait_policy ? wait_policy : "unset") << ", PyTorch gets the same), "
-            << "device " << device.str() << ", input 1x3x224x224, median over " << rounds
-            << " alternating rounds of the median of " << runs << " runs\n"
-            << machine_line() << "\n"
-            << gemm_limit_text(gflops, device) << "\n"
-            << linear_backend_line();
-
-  std::vector<Variant> rows{Variant::Native};
-  for (const Variant variant : variants)
-    if (std::find(rows.begin(), rows.end(), variant) == rows.end()) rows.push_back(variant);
-  std::string kernels;
-  for (const Variant variant : rows) {
-    const std::string kernel = eager_hierarchical_kernel(variant);
-    if (!kernel.empty()) kernels += (kernels.empty() ? "" : ",") + kernel;
-  }
-  std::map<Variant, std::vector<double>> ours, eager;
-  std::map<Variant, double> gemm_gflop;  // each forward's matrix products, counted by the eager side as it runs
-  for (int round = 0; round < rounds; ++round) {
-    for (const Variant variant : rows) {
-      AttentionSettings settings;
-      settings.variant = variant;
-      ours[variant].push_back(time_forward(model, input, settings, true, warmup, runs));
-    }
-    std::ostringstream command;
-    command << shell_quoted(python) << " " << script << " --model " << shell_quoted(path) << " --kernels " << kernels
-            << " --threads " << torch::get_num_threads() << " --runs " << runs << " --warmup " << warmup << " --device "
-            << device.str();
-    const nlohmann::json result = run_python_json(command.str(), error);
-    for (const Variant variant : rows) {
-      const std::string kernel = eager_hierarchical_kernel(variant);
-      if (kernel.empty() || !result.contains("kernels") || !result["kernels"].contains(kernel)) continue;
-      eager[variant].push_back(result["kernels"][kernel]["median_ms"].get<double>());
-      gemm_gflop[variant] = result["kernels"][kernel]["gemm_gflop"].get<double>();
-    }
-  }
-
-  std::cout << std::left << std::setw(10) << "variant" << std::right << std::setw(12) << "capture" << std::setw(12)
-            << "pytorch" << std::setw(9) << "ratio" << std::setw(10) << "GEMM lim" << std::setw(10) << "GFLOP"
-            << "\n";
-  for (const Variant variant : rows) {
-    const double ours_ms = median_ms(ours[variant]);
-    std::cout << std::left << std::setw(10) << to_string(variant) << std::right << std::fixed << std::setprecision(2)
-              << std::setw(10) << ours_ms << "ms";
-    if (!eager[variant].empty()) {
-      const double eager_ms = median_ms(eager[variant]);
-      std::cout << std::setw(10) << eager_ms << "ms" << std::setw(8) << ours_ms / eager_ms << "x";
-      const double work = gemm_gflop[variant];
-      if (work > 0)
-        std::cout << std::setw(9) << ours_ms / (work / gflops * 1000.0) << "x" << std::setw(10) << std::setprecision(4)
-                  << work;
-    } else if (eager_hierarchical_kernel(variant).empty()) {
-      std::cout << "  (no eager reference: bench/pytorch_hierarchical.py swaps native, softmax, linear, focused, "
-                   "enhanced)";
-    } else {
-      std::cout << no_reference(error);
-    }
-    std::cout << "\n" << std::flush;
-  }
-  std::cout << "GEMM lim: the forward with capture over the time its matrix products take at the GEMM limit; "
-               "GFLOP: those products, counted by the eager side as it runs\n";
 }
 
 }  // namespace

@@ -49,7 +49,7 @@ foreach(drawing core/cv_image.cpp core/image_decode_opencv.cpp core/colormap_ima
 endforeach()
 list(APPEND ATTNSCOPE_ENGINE_SOURCES app/main.cpp app/cli.cpp app/command_info.cpp app/command_run.cpp
      app/command_analyze.cpp app/run_summary.cpp app/command_device_check.cpp app/bench_tools.cpp
-     app/command_table_engine.cpp app/command_bench.cpp app/bench_scale.cpp app/command_fork_server.cpp)
+     app/command_table_engine.cpp app/command_bench.cpp app/bench_family.cpp app/bench_scale.cpp app/command_fork_server.cpp)
 
 add_executable(attnscope ${ATTNSCOPE_ENGINE_SOURCES})
 target_include_directories(attnscope PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})

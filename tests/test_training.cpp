@@ -29,8 +29,9 @@ TEST(Training, EveryRecipeLowersTheLossOnOneBatch) {
     SCOPED_TRACE(recipe.name);
     TrainOptions options;
     options.recipe = recipe.name;
-    options.steps = 25;
-    options.batch = 8;
+    // 15 steps of 4 images: the worst recipe ends at 0.28 of its first loss (l2vit), the best at 0.015.
+    options.steps = 15;
+    options.batch = 4;
     options.learning_rate = 2e-3;
     options.warmup_steps = 3;
     options.eval_samples = 0;
@@ -38,7 +39,7 @@ TEST(Training, EveryRecipeLowersTheLossOnOneBatch) {
     options.device = "cpu";
     options.out = (folder / (recipe.name + ".safetensors")).string();
     const TrainResult result = train_demo_model(options, nullptr);
-    EXPECT_EQ(result.steps, 25);
+    EXPECT_EQ(result.steps, options.steps);
     EXPECT_LT(result.last_loss, 0.5 * result.first_loss)
         << "first " << result.first_loss << " last " << result.last_loss;
     // What it wrote loads back as the same architecture, natively as its variant.
