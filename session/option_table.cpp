@@ -26,7 +26,7 @@ auto with_option_name(const std::string& name, Parse parse) {
 // An option whose values are an enum's name table (core/enum_names.h): parsing, help and the
 // session file all read the table.
 template <typename E, typename Part>
-void enum_option(std::vector<OptionSpec>& options, const char* name, const std::string& help, E Part::*field) {
+void add_enum_option(std::vector<OptionSpec>& options, const char* name, const std::string& help, E Part::*field) {
   options.push_back({name, enum_choices_bar<E>(), help,
                      [name, field](AppState& s, const std::string& v) { s.*field = parse_enum<E>(name, v); },
                      [field](const AppState& s) { return enum_name(s.*field); }});
@@ -220,12 +220,13 @@ std::vector<OptionSpec> make_options() {
   compare.panels = [](const AppState& s) -> const std::vector<PanelSpec>& { return s.compare; };
   compare.set_panels = set_compare;
   options.push_back(compare);
-  enum_option<HeadView>(options, "view", "the selected head, the mean over heads, or a grid of all heads",
-                        &AppState::view);
-  enum_option<MapDirection>(options, "direction",
-                            "maps show the query's row (out: where it looks) or its column (in: how much each patch "
-                            "looks at it)",
-                            &AppState::direction);
+  add_enum_option<HeadView>(options, "view", "the selected head, the mean over heads, or a grid of all heads",
+                            &AppState::view);
+  add_enum_option<MapDirection>(
+      options, "direction",
+      "maps show the query's row (out: where it looks) or its column (in: how much each patch "
+      "looks at it)",
+      &AppState::direction);
   options.push_back({"windows", "on|off", "outline the layer's attention windows and the query's own window",
                      [](AppState& s, const std::string& v) {
                        if (v != "on" && v != "off")
@@ -233,7 +234,7 @@ std::vector<OptionSpec> make_options() {
                        s.windows = v == "on";
                      },
                      [](const AppState& s) { return std::string(s.windows ? "on" : "off"); }, "on"});
-  enum_option<RankMode>(
+  add_enum_option<RankMode>(
       options, "ranks",
       "singular spectra of run, analyze spectrum (auto is exact there; none is refused) and the matrix view: auto "
       "(run: every layer's exact ranks when every layer has at "
@@ -243,14 +244,15 @@ std::vector<OptionSpec> make_options() {
       "with a progress bar; the workbench's cancel stops it), leading (the selected layer's 32 leading singular "
       "values by randomised subspace iteration, O(T^2 k), with bounds; ranks as ranges) or none",
       &AppState::ranks);
-  enum_option<MatrixFile>(options, "matrix",
-                          "run's matrix_*.npy (the selected head's T x T matrix): auto writes it up to 400 tokens, on "
-                          "always, off never",
-                          &AppState::matrix);
-  enum_option<LcmView>(options, "lcm",
-                       "L2ViT global layers: the map before or after the LCM's spatial mixing (C_conv A, BatchNorm "
-                       "folded, GELU at slope 1/2); other layers have no LCM",
-                       &AppState::lcm);
+  add_enum_option<MatrixFile>(
+      options, "matrix",
+      "run's matrix_*.npy (the selected head's T x T matrix): auto writes it up to 400 tokens, on "
+      "always, off never",
+      &AppState::matrix);
+  add_enum_option<LcmView>(options, "lcm",
+                           "L2ViT global layers: the map before or after the LCM's spatial mixing (C_conv A, BatchNorm "
+                           "folded, GELU at slope 1/2); other layers have no LCM",
+                           &AppState::lcm);
   // --class C is --target class:C. Sessions save both; "class" is read before "target" (a
   // session's keys are applied in name order), so a saved text or image target survives it.
   options.push_back({"class", "C",
@@ -303,9 +305,9 @@ std::vector<OptionSpec> make_options() {
                        s.box = v;
                      },
                      [](const AppState& s) { return s.box; }});
-  enum_option<FocusVectors>(options, "fp-vectors", "f_p view and fp-vectors figure: a head's keys or queries",
-                            &AppState::fp_vectors);
-  enum_option<FocusProjectionKind>(
+  add_enum_option<FocusVectors>(options, "fp-vectors", "f_p view and fp-vectors figure: a head's keys or queries",
+                                &AppState::fp_vectors);
+  add_enum_option<FocusProjectionKind>(
       options, "fp-projection",
       "f_p view and fp-vectors figure: the two largest channels or the first two principal axes",
       &AppState::fp_projection);
