@@ -44,7 +44,7 @@ void check_image(const torch::Tensor& image, const std::string& what) {
 // it), or the patch tokens of a pooled model.
 std::vector<int64_t> readout_tokens(const VisionTransformerImpl& model, const TokenLayout& layout) {
   const VitArch& arch = model.arch();
-  if (arch.class_token) {
+  if (arch.pool == GlobalPool::Token) {
     if (!model.head_dist.is_empty()) return {0, 1};
     return {0};
   }
@@ -58,6 +58,9 @@ std::vector<int64_t> readout_tokens(const VisionTransformerImpl& model, const To
 std::string nonlinear_readout(const VisionTransformerImpl& model) {
   if (!model.pooler.is_empty())
     return "its output is the Hugging Face pooler's tanh(dense(class token)), which is not linear in the residual";
+  if (!model.attn_pool.is_empty())
+    return "its features come from an attention-pool head (attn_pool: a softmax over the tokens, then an MLP), "
+           "which is not linear in the residual";
   if (!model.norm.is_empty() && !model.fc_norm.is_empty())
     return "it has two LayerNorms in sequence (norm, then fc_norm on the pooled features)";
   if (model.norm.is_empty() && model.fc_norm.is_empty())

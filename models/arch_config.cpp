@@ -10,6 +10,7 @@
 #include "core/yaml_checked.h"
 #include "models/checkpoint_layouts.h"
 #include "models/model_families.h"
+#include "models/vit.h"
 
 namespace attnscope {
 
@@ -80,6 +81,11 @@ nlohmann::json normalised(const ArchKey& key, nlohmann::json value, const std::s
     case ArchKey::Text:
       if (!value.is_string()) throw refuse("text");
       return value;
+    case ArchKey::Flag:
+      if (value.is_boolean()) return value;
+      if (value.is_number_integer() && (value.get<int64_t>() == 0 || value.get<int64_t>() == 1))
+        return nlohmann::json(value.get<int64_t>() == 1);
+      throw refuse("true or false");
   }
   return value;
 }
@@ -246,6 +252,10 @@ ArchOverrides ArchOverrides::parse(const std::string& arch, const std::string& c
     nlohmann::json value;
     if (key->kind == ArchKey::Text) {
       value = text;
+    } else if (key->kind == ArchKey::Flag) {
+      if (text != "true" && text != "false" && text != "1" && text != "0")
+        throw std::invalid_argument("--arch " + excerpt(name + "=" + text) + " is not true or false (1 or 0)");
+      value = text == "true" || text == "1";
     } else if (key->kind == ArchKey::Counts && text.find('/') != std::string::npos) {
       value = nlohmann::json::array();
       for (size_t begin = 0;;) {  // every piece, the empty ones too ("7/" is refused)
@@ -257,15 +267,14 @@ ArchOverrides ArchOverrides::parse(const std::string& arch, const std::string& c
     } else {
       value = number(text);
     }
-    if (key->kind != ArchKey::Text)
+    if (key->kind != ArchKey::Text && key->kind != ArchKey::Flag)
       for (const auto& one : value.is_array() ? value : nlohmann::json::array({value}))
         if (key->kind != ArchKey::Number && (one.get<int64_t>() < 1 || one.get<int64_t>() > 4096))
           throw std::invalid_argument(std::string("--arch ") + key->key + " must be from 1 to 4096");
     if (std::string(key->key) == "eps" && !(value.get<double>() > 0 && value.get<double>() < 1))
       throw std::invalid_argument("--arch eps must be a number from 0 (exclusive) to 1, e.g. 1e-6");
-    if (std::string(key->key) == "act" && text != "gelu" && text != "quick_gelu")
-      throw std::invalid_argument("--arch act must be gelu or quick_gelu, got '" + excerpt(text) + "'");
-    if (overrides.values.contains(key->key))  // heads=3,heads=4: which was meant is not guessed
+    if (std::string(key->key) == "act") parse_mlp_activation(text);  // throws naming the ones it runs
+    if (overrides.values.contains(key->key))                         // heads=3,heads=4: which was meant is not guessed
       throw std::invalid_argument(std::string("--arch gives ") + key->key + " twice: give it once");
     overrides.values[key->key] = value;
   }
@@ -354,14 +363,19 @@ ArchConfig gather_arch_config(const BackboneFamily& family, const Checkpoint& ch
     config.architecture = own["architecture"].get<std::string>();
 
   std::vector<std::string> ignored;
+  nlohmann::json registered_args;
   if (!config.architecture.empty()) {
     const BackboneFamily* owner = nullptr;
     if (const ReleasedArch* released = find_released(config.architecture, &owner)) {
       if (owner != &family)
         throw CheckpointError("the config names architecture '" + excerpt(config.architecture) + "', a " + owner->runs +
                               " model, but the weights are " + family.runs + "'s: the config belongs to another file");
-      lay_over(config, in_attnscope_keys(nlohmann::json::parse(released->model_args), "", nullptr),
-               "the released " + config.architecture);
+      nlohmann::json registered = nlohmann::json::parse(released->model_args);
+      lay_over(config, in_attnscope_keys(registered, "", nullptr), "the released " + config.architecture);
+      // timm's create_model(name, **model_args): the config's arguments replace the name's.
+      for (const nlohmann::json* args : {&yaml.args, &hub.args, &given.args})
+        if (args->is_object()) registered.update(*args);
+      registered_args = registered;
     } else {
       config.notes.push_back("architecture '" + excerpt(config.architecture) +
                              "' is not in attnscope's table of released models: the keys and the configs decide");
@@ -373,6 +387,10 @@ ArchConfig gather_arch_config(const BackboneFamily& family, const Checkpoint& ch
   lay_over(config, in_attnscope_keys(own, "the file's arch metadata", nullptr), "the file's arch metadata");
   lay_over(config, in_attnscope_keys(given.args, "--config", &ignored), "--config");
   lay_over(config, overrides.values, "--arch");
+  if (!registered_args.is_null()) {
+    config.values["registered_args"] = registered_args;
+    config.values["architecture"] = config.architecture;
+  }
   if (!ignored.empty()) {
     std::sort(ignored.begin(), ignored.end());
     ignored.erase(std::unique(ignored.begin(), ignored.end()), ignored.end());

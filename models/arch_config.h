@@ -35,7 +35,8 @@ struct ArchKey {
   const char* key;      // attnscope's: "heads"
   const char* authors;  // the constructors' keyword: "num_heads"
   const char* meaning;
-  enum Kind { Count, Counts, Number, Text } kind;  // Counts: one whole number per stage (or one for all)
+  // Counts: one whole number per stage (or one for all); Flag: true or false (1 or 0 after --arch).
+  enum Kind { Count, Counts, Number, Text, Flag } kind;
 };
 // Every key: heads and img_size, which every family reads, then each family's own
 // (BackboneFamily::config_keys, models/model_families.h).
@@ -76,6 +77,9 @@ struct ReleasedArch {
 
 // Every source's values in attnscope's keys, merged in the order above, and where each came from.
 struct ArchConfig {
+  // When a registered name was found, values["registered_args"] holds its constructor's keyword
+  // arguments with the configs' model_args laid over them in the authors' names (what the family
+  // builds, checked against the weights' shapes).
   nlohmann::json values = nlohmann::json::object();
   std::map<std::string, std::string> sources;  // key -> "config.json model_args", "--arch", ...
   std::string architecture;                    // the registered name a source gave; empty: none

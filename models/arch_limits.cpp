@@ -51,10 +51,15 @@ ArchEstimate vit_arch_estimate(const VitArch& arch) {
   add("position grid width", "pos_embed", arch.pos_grid_w, kGridRange);
   add("class count", "head.weight", arch.num_classes, kClassRange);
   add("register token count", "reg_token", arch.register_tokens, or_none(kGridRange));
+  if (arch.pool == GlobalPool::AttentionPool) {
+    add("attention-pool head count", "attn_pool_num_heads", arch.attn_pool.heads, kHeadRange);
+    add("attention-pool MLP hidden size", "attn_pool.mlp.fc1.weight", arch.attn_pool.mlp_hidden, kHiddenRange);
+  }
   for (size_t i = 0; i < arch.blocks.size(); ++i) {
     const BlockArch& block = arch.blocks[i];
     const std::string prefix = "blocks." + std::to_string(i) + ".";
-    add("MLP hidden size", prefix + "mlp.fc1.weight", block.mlp_hidden, kHiddenRange);
+    add("MLP hidden size", prefix + (block.gate == MlpGate::Separate ? "mlp.fc1_x.weight" : "mlp.fc1.weight"),
+        block.mlp_hidden, kHiddenRange);
     add("anchor count", prefix + "attn.dist_anchor_B.weight", block.attention.anchors, SizeRange{0, 65536});
     add("depthwise kernel size", prefix + "attn.dwc.weight", block.attention.dwc_kernel, or_none(kKernelRange));
     add("positional encoding length", prefix + "attn.positional_encoding", block.attention.positional_encoding_tokens,
@@ -68,7 +73,9 @@ ArchEstimate vit_arch_estimate(const VitArch& arch) {
   double widest = width;
   for (const BlockArch& block : arch.blocks) {
     const AttentionArch& attention = block.attention;
-    parameters += 4 * width * width + 2 * width * block.mlp_hidden + 12 * width;  // qkv, proj, MLP, norms
+    const double mlp_inputs = block.gate == MlpGate::None ? 1 : 2;  // a gated MLP has two input projections
+    parameters +=
+        4 * width * width + (1 + mlp_inputs) * width * block.mlp_hidden + 12 * width;  // qkv, proj, MLP, norms
     parameters += double(attention.anchors) * width + double(attention.dwc_kernel) * attention.dwc_kernel * width +
                   double(attention.positional_encoding_tokens) * width;
     if (block.local_concentration) parameters += 2 * 49 * width;
@@ -76,6 +83,7 @@ ArchEstimate vit_arch_estimate(const VitArch& arch) {
   }
   const double heads_of_classes = arch.dist_token && arch.dist_head ? 2 : 1;
   parameters += heads_of_classes * double(arch.num_classes) * (width + 1) + (arch.pooler ? width * width : 0);
+  if (arch.pool == GlobalPool::AttentionPool) parameters += 4 * width * width + 2 * width * arch.attn_pool.mlp_hidden;
   estimate.parameter_bytes = 4 * parameters;
   // Captures keep about six [T, C] tensors per block; one block's MLP activations and every head's
   // T x T matrix of one layer exist at a time.

@@ -22,7 +22,29 @@ AttentionImpl::AttentionImpl(const AttentionArch& arch) : arch_(arch) {
     to_out = register_module("to_out", torch::nn::Sequential(to_out_linear));
     return;
   }
-  qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(dim, 3 * dim).bias(arch.qkv_bias)));
+  switch (arch.qkv_layout) {
+    case QkvLayout::Fused:
+      qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(dim, 3 * dim).bias(arch.qkv_bias)));
+      break;
+    case QkvLayout::FusedQvBias:
+      qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(dim, 3 * dim).bias(false)));
+      q_bias = register_parameter("q_bias", torch::zeros({dim}));
+      v_bias = register_parameter("v_bias", torch::zeros({dim}));
+      break;
+    case QkvLayout::Separate:
+      q_proj = register_module("q_proj", torch::nn::Linear(torch::nn::LinearOptions(dim, dim).bias(arch.qkv_bias)));
+      k_proj = register_module("k_proj", torch::nn::Linear(torch::nn::LinearOptions(dim, dim).bias(arch.k_bias)));
+      v_proj = register_module("v_proj", torch::nn::Linear(torch::nn::LinearOptions(dim, dim).bias(arch.qkv_bias)));
+      break;
+  }
+  if (arch.qk_norm) {
+    q_norm =
+        register_module("q_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({head_dim}).eps(arch.norm_eps)));
+    k_norm =
+        register_module("k_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({head_dim}).eps(arch.norm_eps)));
+  }
+  if (arch.inner_norm)
+    norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(arch.norm_eps)));
   proj = register_module("proj", torch::nn::Linear(dim, dim));
   if (arch.native == NativeAttention::Focused) {
     if (arch.dwc_kernel > 0)
@@ -65,11 +87,22 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const TokenLayout& 
 }
 
 torch::Tensor AttentionImpl::project_input(const torch::Tensor& x) {
-  return token_linear(arch_.native == NativeAttention::Anchor ? x_to_emb : qkv, x);
+  if (arch_.native == NativeAttention::Anchor) return token_linear(x_to_emb, x);
+  switch (arch_.qkv_layout) {
+    case QkvLayout::Fused:
+      break;
+    case QkvLayout::FusedQvBias:
+      // EVA: F.linear(x, qkv.weight, cat(q_bias, 0, v_bias)).
+      return torch::nn::functional::linear(x, qkv->weight, torch::cat({q_bias, torch::zeros_like(q_bias), v_bias}));
+    case QkvLayout::Separate:
+      return torch::cat({token_linear(q_proj, x), token_linear(k_proj, x), token_linear(v_proj, x)}, -1);
+  }
+  return token_linear(qkv, x);
 }
 
 torch::Tensor AttentionImpl::project_output(const torch::Tensor& merged) {
-  return token_linear(arch_.native == NativeAttention::Anchor ? to_out_linear : proj, merged);
+  if (arch_.native == NativeAttention::Anchor) return token_linear(to_out_linear, merged);
+  return token_linear(proj, norm.is_empty() ? merged : norm(merged));
 }
 
 namespace {
@@ -102,6 +135,17 @@ AttentionImpl::MixInputs AttentionImpl::prepare_mix(const torch::Tensor& project
   } else {
     inputs.k = split[1];
     inputs.v = split[2];
+  }
+  if (!q_norm.is_empty()) {
+    inputs.q = torch::layer_norm(inputs.q, {inputs.head_dim}, q_norm->weight, q_norm->bias, arch_.norm_eps);
+    inputs.k = torch::layer_norm(inputs.k, {inputs.head_dim}, k_norm->weight, k_norm->bias, arch_.norm_eps);
+  }
+  if (arch_.rope.enabled()) {
+    // The model's own positions, before any kernel sees q and k: a swapped kernel acts on the
+    // rotated queries and keys, as the model's softmax does.
+    const auto table = rotary_table(arch_.rope, layout.grid_h, layout.grid_w, inputs.head_dim, projected.device());
+    inputs.q = apply_rotary(inputs.q, table, layout.prefix_tokens(), arch_.rope.rotate_half);
+    inputs.k = apply_rotary(inputs.k, table, layout.prefix_tokens(), arch_.rope.rotate_half);
   }
   inputs.resolved = resolve(settings, layout);
   std::optional<ScopedThreads> all_cores;
@@ -208,15 +252,24 @@ torch::Tensor AttentionImpl::forward_with_heads(const torch::Tensor& x, const To
 torch::Tensor AttentionImpl::value_weight() const {
   const int64_t dim = arch_.dim;
   if (arch_.native == NativeAttention::Anchor) return x_to_emb->weight.narrow(0, dim, dim);
+  if (!v_proj.is_empty()) return v_proj->weight;
   return qkv->weight.narrow(0, 2 * dim, dim);
 }
 
 torch::Tensor AttentionImpl::value_projection_bias() const {
-  if (arch_.native == NativeAttention::Anchor || !qkv->bias.defined()) return {};
+  if (arch_.native == NativeAttention::Anchor) return {};
+  if (!v_proj.is_empty()) return v_proj->bias;
+  if (v_bias.defined()) return v_bias;
+  if (!qkv->bias.defined()) return {};
   return qkv->bias.narrow(0, 2 * int64_t(arch_.dim), arch_.dim);
 }
 
 torch::Tensor AttentionImpl::output_weight() const {
+  if (!norm.is_empty())
+    throw std::invalid_argument(
+        "the attention normalises all heads together before its output projection (attn.norm, EVA's "
+        "scale_attn_inner): its output is not a sum of one term per head, so per-head contributions are not "
+        "defined for this model");
   return arch_.native == NativeAttention::Anchor ? to_out_linear->weight : proj->weight;
 }
 

@@ -12,6 +12,7 @@
 
 #include "models/attention_kernels.h"
 #include "models/attention_settings.h"
+#include "models/rotary.h"
 #include "models/token_layout.h"
 
 namespace attnscope {
@@ -21,10 +22,21 @@ namespace attnscope {
 // of the kernel table like any other, so a kernel that models are trained with needs no second list.
 using NativeAttention = Kernel;
 
+// How a block keeps its query, key and value projections: timm's one `qkv` (its bias, if any, in
+// the Linear), EVA's `qkv` without bias beside `q_bias` and `v_bias` (the key has none), or three
+// Linears `q_proj`, `k_proj`, `v_proj` (EVA-02 B/L, qkv_fused=False).
+enum class QkvLayout { Fused, FusedQvBias, Separate };
+
 struct AttentionArch {
   int dim = 0;
   int heads = 0;
-  bool qkv_bias = true;
+  bool qkv_bias = true;  // Fused: qkv.bias; Separate: q_proj.bias and v_proj.bias
+  QkvLayout qkv_layout = QkvLayout::Fused;
+  bool k_bias = false;      // Separate: k_proj.bias (timm's AttentionRope has one, EVA's attention not)
+  bool qk_norm = false;     // q_norm / k_norm: a LayerNorm over each head's queries and keys
+  bool inner_norm = false;  // norm: a LayerNorm over the heads' merged output before proj (EVA's scale_attn_inner)
+  double norm_eps = 1e-6;   // of q_norm, k_norm and norm
+  RotaryArch rope;          // rotates queries and keys of the patch tokens after q_norm / k_norm
   NativeAttention native = NativeAttention::Softmax;
   int dwc_kernel = 0;                  // focused: depthwise conv size, 0 when absent
   bool has_scale = false;              // focused: softplus scale [1, 1, C]
@@ -159,7 +171,9 @@ class AttentionImpl : public torch::nn::Module {
                                    AttentionCapture* capture, HeadStreams& streams,
                                    const std::function<void(torch::Tensor&)>& probabilities_hook = {});
   // The value projection's weight [C, C] and bias [C] (undefined when it has none), and the output
-  // projection's weight [C, C] whose input channels are the heads side by side.
+  // projection's weight [C, C] whose input channels are the heads side by side. output_weight
+  // throws std::invalid_argument when a norm over all heads (`norm`) sits before it: the output is
+  // then not a sum of one term per head.
   torch::Tensor value_weight() const;
   torch::Tensor value_projection_bias() const;
   torch::Tensor output_weight() const;
@@ -169,6 +183,9 @@ class AttentionImpl : public torch::nn::Module {
 
   // Registered with the names of the checkpoints that carry them; unused ones stay null.
   torch::nn::Linear qkv{nullptr}, proj{nullptr};
+  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr};
+  torch::Tensor q_bias, v_bias;
+  torch::nn::LayerNorm q_norm{nullptr}, k_norm{nullptr}, norm{nullptr};
   torch::nn::Linear x_to_emb{nullptr}, dist_anchor_B{nullptr};
   torch::nn::Sequential to_out{nullptr};     // AnchorFormer's to_out.0
   torch::nn::Linear to_out_linear{nullptr};  // the same layer, held directly

@@ -93,8 +93,8 @@ ForwardOutput StagedBackbone::forward(const torch::Tensor& images, const Attenti
   // Inference on the CPU: small ops on one core, the big ones on all (a family's row chunks,
   // attention, convolutions). With autograd (training, Grad-CAM's tail) every op keeps all cores.
   ScopedThreads small_ops(cpu_inference(images) ? 1 : configured_threads());
-  const StagedPass pass{images, settings, options, design_.format};
   ForwardOutput output;
+  const StagedPass pass{images, settings, options, design_.format, options.capture ? &output.pool_attention : nullptr};
   if (options.capture) output.layers.reserve(size_t(attention_layers()));
   StageTokens tokens;
   TokenLayout first_layout;  // stage 0's grid: the output layout without captures

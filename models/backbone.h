@@ -65,6 +65,9 @@ struct ForwardOutput {
   torch::Tensor logits;                  // [B, classes] (or the embedding / pooled features)
   TokenLayout layout;                    // the token layout of the first attention layer
   std::vector<AttentionCapture> layers;  // one per attention layer, in the order they ran; empty unless captured
+  // [B, heads, N]: where an attention-pool head (SigLIP's MAP, PE's) pools from, over the N tokens
+  // it reads; undefined for other heads or without capture.
+  torch::Tensor pool_attention;
 };
 
 // The input sizes a model takes: its training size, and the multiple both sides must be.
@@ -204,6 +207,7 @@ struct StagedPass {
   const AttentionSettings& settings;
   const ForwardOptions& options;
   HookPoint::Format format;
+  torch::Tensor* pool_attention = nullptr;  // the output's, when the pass captures
   // CPU inference without a hook: a family may run its blocks by row chunks, one core each.
   bool row_chunked() const;
   // Calls the pass's hook (if any) at `name` with a tensor on `layout`'s grid.

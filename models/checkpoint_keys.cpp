@@ -15,7 +15,10 @@ const std::vector<EnumEntry<CheckpointLayout>>& EnumTable<CheckpointLayout>::ent
                                                                  {CheckpointLayout::Dinov2, "dinov2"},
                                                                  {CheckpointLayout::Microsoft, "microsoft"},
                                                                  {CheckpointLayout::Original, "original"},
-                                                                 {CheckpointLayout::TorchScript, "torchscript"}};
+                                                                 {CheckpointLayout::TorchScript, "torchscript"},
+                                                                 {CheckpointLayout::HfDinov3, "hf-dinov3"},
+                                                                 {CheckpointLayout::HfSiglip, "hf-siglip"},
+                                                                 {CheckpointLayout::Dinov3, "dinov3"}};
   return table;
 }
 

@@ -10,9 +10,23 @@
 namespace attnscope {
 
 // The key layout a checkpoint came in, before its family renamed it to its own (timm's) keys:
-// Hugging Face's ViT, DeiT and CLIP, OpenAI CLIP's visual tower, DINOv2's hub files, Microsoft's Swin,
+// Hugging Face's ViT, DeiT, CLIP, DINOv3 and SigLIP, OpenAI CLIP's visual tower, DINOv2's hub files,
+// Meta's DINOv3 files, Microsoft's Swin,
 // the original PVT v2, or an attnscope TorchScript export.
-enum class CheckpointLayout { Timm, HfVit, HfDeit, HfClip, OpenAiClip, Dinov2, Microsoft, Original, TorchScript };
+enum class CheckpointLayout {
+  Timm,
+  HfVit,
+  HfDeit,
+  HfClip,
+  OpenAiClip,
+  Dinov2,
+  Microsoft,
+  Original,
+  TorchScript,
+  HfDinov3,  // transformers' DINOv3ViTModel folder
+  HfSiglip,  // transformers' SiglipModel / SiglipVisionModel folder
+  Dinov3,    // Meta's DINOv3 .pth (facebookresearch/dinov3)
+};
 template <>
 struct EnumTable<CheckpointLayout> {
   static const std::vector<EnumEntry<CheckpointLayout>>& entries();

@@ -1,5 +1,7 @@
 #include "models/checkpoint_layouts.h"
 
+#include "models/checkpoint_layout_tools.h"
+
 #include "core/excerpt.h"
 #include "core/json_checked.h"
 
@@ -14,7 +16,7 @@ namespace attnscope {
 
 namespace fs = std::filesystem;
 
-namespace {
+namespace layouts {
 
 bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
 
@@ -76,9 +78,13 @@ std::string block_key(const std::string& key, const std::string& blocks, const N
   return {};
 }
 
-// ---- Hugging Face transformers ViT / DeiT (transformers' convert_vit_timm_to_pytorch.py, reversed).
+}  // namespace layouts
 
-void read_hf_preprocessor(const fs::path& folder, LayoutFacts& facts);
+namespace {
+
+using namespace layouts;
+
+// ---- Hugging Face transformers ViT / DeiT (transformers' convert_vit_timm_to_pytorch.py, reversed).
 
 void read_hf_configs(const fs::path& folder, const std::string& model_type, LayoutFacts& facts) {
   const auto config = read_json_beside(folder, "config.json");
@@ -125,8 +131,10 @@ void read_hf_configs(const fs::path& folder, const std::string& model_type, Layo
   read_hf_preprocessor(folder, facts);
 }
 
+}  // namespace
+
 // A Hugging Face image processor's preprocessor_config.json: mean, std, resize, crop and filter.
-void read_hf_preprocessor(const fs::path& folder, LayoutFacts& facts) {
+void layouts::read_hf_preprocessor(const fs::path& folder, LayoutFacts& facts) {
   const auto preprocessor = read_json_beside(folder, "preprocessor_config.json");
   if (preprocessor.is_null()) return;
   if (preprocessor.contains("image_mean")) facts.mean = three_floats(preprocessor["image_mean"], "image_mean");
@@ -159,6 +167,8 @@ void read_hf_preprocessor(const fs::path& folder, LayoutFacts& facts) {
                               : "resize the whole image to the input size, no crop (--resize fit)") +
                         ", " + filter);
 }
+
+namespace {
 
 // timm's pretrained_cfg (mean, std, crop_pct, interpolation, crop_mode), from the safetensors
 // metadata key "pretrained_cfg" (a JSON string) or a timm hub config.json beside the weights.
@@ -488,10 +498,19 @@ void convert_dinov2(Checkpoint& checkpoint, LayoutFacts& facts) {
     tensors["reg_token"] = tensors.at("register_tokens");
     tensors.erase("register_tokens");
   }
-  if (any_key_starts_with(checkpoint, "blocks.0.mlp.w12"))
-    throw CheckpointError(
-        "DINOv2 with the SwiGLU MLP (ViT-g/14: mlp.w12, mlp.w3) is not supported; the ViT-S/B/L "
-        "models are");
+  if (any_key_starts_with(checkpoint, "blocks.0.mlp.w12")) {
+    // ViT-g/14's SwiGLUFFNFused: w12 holds the gate and the value (silu(x1) * x2), as timm's packed fc1.
+    std::map<std::string, torch::Tensor> renamed;
+    for (auto& [key, tensor] : tensors) {
+      std::string name = key;
+      for (const auto& [from, to] :
+           {std::pair<std::string, std::string>{".mlp.w12.", ".mlp.fc1."}, {".mlp.w3.", ".mlp.fc2."}})
+        if (const auto at = name.find(from); at != std::string::npos) name.replace(at, from.size(), to);
+      renamed[name] = tensor;
+    }
+    tensors.swap(renamed);
+    facts.notes.push_back("DINOv2's SwiGLU MLP (mlp.w12, mlp.w3) read as timm's packed SwiGLU (mlp.fc1, mlp.fc2)");
+  }
   // block_chunks > 0 stores blocks as blocks.<chunk>.<index>: indices are global, drop the chunk.
   if (any_key_starts_with(checkpoint, "blocks.0.0.")) {
     std::map<std::string, torch::Tensor> renamed;
@@ -533,7 +552,8 @@ void LayoutFacts::apply_to(VitArch& arch) const {
   if (layer_norm_eps > 0) arch.layer_norm_eps = layer_norm_eps;
   arch.pooler = pooler;
   arch.pos_interpolation = pos_interpolation;
-  for (auto& block : arch.blocks) block.activation = activation;
+  for (auto& block : arch.blocks)
+    if (block.gate == MlpGate::None) block.activation = activation;  // a gated MLP's is its own (SiLU)
   arch.output_kind = output_kind ? *output_kind : arch.num_classes > 0 ? OutputKind::Logits : OutputKind::Features;
 }
 
@@ -547,11 +567,41 @@ std::string resolve_weights_file(const std::string& path) {
                         "holds one of them beside config.json)");
 }
 
+namespace {
+
+// timm's Eva keeps its layer scale as parameters of the block (gamma_1, gamma_2), its ViT in a
+// module (ls1.gamma, ls2.gamma): the same values under the ViT's names.
+void rename_eva_layer_scale(Checkpoint& checkpoint, LayoutFacts& facts) {
+  std::vector<std::pair<std::string, std::string>> renames;
+  for (const auto& [key, tensor] : checkpoint.tensors) {
+    if (!starts_with(key, "blocks.")) continue;
+    for (const auto& [eva, vit] :
+         {std::pair<std::string, std::string>{".gamma_1", ".ls1.gamma"}, {".gamma_2", ".ls2.gamma"}})
+      if (key.size() > eva.size() && key.compare(key.size() - eva.size(), eva.size(), eva) == 0)
+        renames.emplace_back(key, key.substr(0, key.size() - eva.size()) + vit);
+  }
+  if (renames.empty()) return;
+  for (const auto& [from, to] : renames) {
+    checkpoint.tensors[to] = checkpoint.tensors[from];
+    checkpoint.tensors.erase(from);
+  }
+  facts.eva_layer_scale = true;
+  facts.notes.push_back("timm's EVA layer scale (blocks.N.gamma_1, gamma_2) read as ls1.gamma, ls2.gamma");
+}
+
+}  // namespace
+
 LayoutFacts adopt_known_layout(Checkpoint& checkpoint, const std::string& path) {
   LayoutFacts facts;
   const auto& tensors = checkpoint.tensors;
-  if (any_key_starts_with(checkpoint, "vit.embeddings.") || any_key_starts_with(checkpoint, "deit.embeddings.") ||
-      tensors.count("embeddings.patch_embeddings.projection.weight"))
+  if (is_hf_dinov3(checkpoint))
+    convert_hf_dinov3(checkpoint, path, facts);
+  else if (is_hf_siglip(checkpoint))
+    convert_hf_siglip(checkpoint, path, facts);
+  else if (is_meta_dinov3(checkpoint))
+    convert_meta_dinov3(checkpoint, facts);
+  else if (any_key_starts_with(checkpoint, "vit.embeddings.") || any_key_starts_with(checkpoint, "deit.embeddings.") ||
+           tensors.count("embeddings.patch_embeddings.projection.weight"))
     convert_hugging_face(checkpoint, path, facts);
   else if (any_key_starts_with(checkpoint, "vision_model.embeddings."))
     convert_hugging_face_clip(checkpoint, path, facts);
@@ -563,6 +613,7 @@ LayoutFacts adopt_known_layout(Checkpoint& checkpoint, const std::string& path) 
     convert_dinov2(checkpoint, facts);
   else
     read_timm_pretrained_cfg(checkpoint, path, facts);
+  rename_eva_layer_scale(checkpoint, facts);
   return facts;
 }
 

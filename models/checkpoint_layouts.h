@@ -1,9 +1,10 @@
 // ViT checkpoints in the layouts researchers download, renamed to timm's keys the way timm's and
-// transformers' own converters map them: Hugging Face transformers ViT/DeiT and CLIP's vision
-// tower (with config.json and preprocessor_config.json beside the weights), OpenAI CLIP's visual
-// tower and DINOv2's hub files. What such a layout fixes and shapes cannot tell (head count,
-// LayerNorm eps, activation, position interpolation, normalisation, class names) comes back as
-// LayoutFacts; what the keys show (patch bias, norm_pre, head bias) infer_arch reads from the keys.
+// transformers' own converters map them: Hugging Face transformers ViT/DeiT, CLIP's vision tower,
+// DINOv3 and SigLIP (with config.json and preprocessor_config.json beside the weights), OpenAI CLIP's
+// visual tower, DINOv2's hub files and Meta's DINOv3 files (models/checkpoint_layouts_2026.cpp). What such a layout
+// fixes and shapes cannot tell (head count, LayerNorm eps, activation, position interpolation, normalisation, class
+// names) comes back as LayoutFacts; what the keys show (patch bias, norm_pre, head bias) infer_arch reads from the
+// keys.
 #pragma once
 
 #include <array>
@@ -15,6 +16,7 @@
 
 #include "core/checkpoint.h"
 #include "core/image.h"
+#include "models/arch_config.h"
 #include "models/checkpoint_layout.h"
 #include "models/vit.h"
 
@@ -29,6 +31,12 @@ struct LayoutFacts {
   int pos_embed_prefix_tokens = -2;  // -2: infer from pos_embed's length
   PositionInterpolation pos_interpolation;
   std::optional<OutputKind> output_kind;  // none: logits when there is a head, else features
+  bool eva_layer_scale = false;           // timm's Eva keys gamma_1 / gamma_2, renamed to ls1.gamma / ls2.gamma
+  std::optional<RotaryArch> rope;         // the layout's rotary positions (DINOv3's); none: the configs decide
+  std::optional<GlobalPool> pool;         // the features the layout's model outputs; none: the keys decide
+  // What the layout's files do not record and the layout takes from its released models (listed
+  // as assumed unless a config or --arch gives the key).
+  std::vector<ArchAssumption> assumed;
 
   // Preprocessing the checkpoint declares; `normalization_source` empty: ImageNet's (timm's default).
   std::array<float, 3> mean{0.485f, 0.456f, 0.406f};
@@ -50,6 +58,14 @@ struct LayoutFacts {
 // gave (Hugging Face configs are read from beside it). Throws CheckpointError with a message that
 // names the layout and what is wrong.
 LayoutFacts adopt_known_layout(Checkpoint& checkpoint, const std::string& path);
+
+// The layouts of 2026 (models/checkpoint_layouts_2026.cpp): each recognises its keys and renames them.
+bool is_hf_dinov3(const Checkpoint& checkpoint);
+void convert_hf_dinov3(Checkpoint& checkpoint, const std::string& path, LayoutFacts& facts);
+bool is_hf_siglip(const Checkpoint& checkpoint);
+void convert_hf_siglip(Checkpoint& checkpoint, const std::string& path, LayoutFacts& facts);
+bool is_meta_dinov3(const Checkpoint& checkpoint);
+void convert_meta_dinov3(Checkpoint& checkpoint, LayoutFacts& facts);
 
 // A JSON object file `name` in `folder` (a config beside the weights), or null when there is none;
 // one that is broken or not an object throws CheckpointError ("... : fix or remove it").

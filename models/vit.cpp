@@ -46,7 +46,46 @@ std::string VitArch::family() const {
   if (source_layout == CheckpointLayout::TorchScript) return to_string(source_layout);
   std::string name = dist_token ? "deit-distilled" : (class_token ? "vit-cls" : "vit-gap");
   if (register_tokens > 0) name += "-reg" + std::to_string(register_tokens);
+  if (rope.enabled()) name += "-rope";
+  if (pool == GlobalPool::AttentionPool) name += "-map";
   return name_with_layout(name, source_layout);
+}
+
+std::string to_string(MlpActivation activation) {
+  switch (activation) {
+    case MlpActivation::Gelu:
+      return "gelu";
+    case MlpActivation::QuickGelu:
+      return "quick_gelu";
+    case MlpActivation::GeluTanh:
+      return "gelu_tanh";
+    case MlpActivation::Silu:
+      return "silu";
+  }
+  return "gelu";
+}
+
+MlpActivation parse_mlp_activation(const std::string& name) {
+  for (MlpActivation activation :
+       {MlpActivation::Gelu, MlpActivation::QuickGelu, MlpActivation::GeluTanh, MlpActivation::Silu})
+    if (name == to_string(activation)) return activation;
+  // timm's and transformers' other names of the same functions.
+  if (name == "gelu_pytorch_tanh" || name == "gelu_new") return MlpActivation::GeluTanh;
+  if (name == "swish") return MlpActivation::Silu;
+  throw std::invalid_argument("activation '" + name.substr(0, 40) +
+                              "' is not one attnscope runs (gelu, quick_gelu, gelu_tanh, silu)");
+}
+
+std::string to_string(GlobalPool pool) {
+  switch (pool) {
+    case GlobalPool::Token:
+      return "token";
+    case GlobalPool::Average:
+      return "avg";
+    case GlobalPool::AttentionPool:
+      return "map";
+  }
+  return "token";
 }
 
 void to_json(nlohmann::json& j, const VitArch& arch) {
@@ -61,7 +100,13 @@ void to_json(nlohmann::json& j, const VitArch& arch) {
     if (block.attention.anchors) b["anchors"] = block.attention.anchors;
     if (block.layer_scale) b["layer_scale"] = true;
     if (block.local_concentration) b["local_concentration"] = true;
-    if (block.activation == MlpActivation::QuickGelu) b["activation"] = "quick_gelu";
+    if (block.activation != MlpActivation::Gelu) b["activation"] = to_string(block.activation);
+    if (block.gate != MlpGate::None) b["mlp_gate"] = block.gate == MlpGate::Packed ? "packed" : "separate";
+    if (block.mlp_norm) b["mlp_norm"] = true;
+    if (block.attention.qkv_layout == QkvLayout::FusedQvBias) b["qkv"] = "qkv + q_bias, v_bias";
+    if (block.attention.qkv_layout == QkvLayout::Separate) b["qkv"] = "q_proj, k_proj, v_proj";
+    if (block.attention.qk_norm) b["qk_norm"] = true;
+    if (block.attention.inner_norm) b["attn_norm"] = true;
     blocks.push_back(b);
   }
   j = nlohmann::json{{"family", arch.family()},
@@ -75,6 +120,9 @@ void to_json(nlohmann::json& j, const VitArch& arch) {
                      {"class_token", arch.class_token},
                      {"dist_token", arch.dist_token},
                      {"register_tokens", arch.register_tokens},
+                     {"abs_pos_embed", arch.abs_pos_embed},
+                     {"rope", arch.rope},
+                     {"global_pool", to_string(arch.pool)},
                      {"pos_embed_prefix_tokens", arch.positioned_prefix_tokens()},
                      {"pos_interpolation",
                       {{"antialias", arch.pos_interpolation.antialias}, {"offset", arch.pos_interpolation.offset}}},
@@ -86,6 +134,11 @@ void to_json(nlohmann::json& j, const VitArch& arch) {
                      {"fc_norm", arch.fc_norm},
                      {"layer_norm_eps", arch.layer_norm_eps},
                      {"blocks", blocks}};
+  if (arch.pool == GlobalPool::AttentionPool)
+    j["attn_pool"] = {{"heads", arch.attn_pool.heads},
+                      {"mlp_hidden", arch.attn_pool.mlp_hidden},
+                      {"activation", to_string(arch.attn_pool.activation)},
+                      {"include_prefix", arch.attn_pool.include_prefix}};
 }
 
 std::vector<std::string> VisionTransformerImpl::summary_lines() const {
@@ -119,15 +172,69 @@ VitArch plain_vit_arch(int embed_dim, int depth, int heads, int patch_size, int 
   return arch;
 }
 
-MlpImpl::MlpImpl(int dim, int hidden, MlpActivation activation) : activation(activation) {
-  fc1 = register_module("fc1", torch::nn::Linear(dim, hidden));
+torch::Tensor activate(const torch::Tensor& x, MlpActivation activation) {
+  switch (activation) {
+    case MlpActivation::Gelu:
+      break;
+    case MlpActivation::QuickGelu:
+      return x * torch::sigmoid(1.702 * x);
+    case MlpActivation::GeluTanh:
+      return torch::gelu(x, "tanh");
+    case MlpActivation::Silu:
+      return torch::silu(x);
+  }
+  return torch::gelu(x);
+}
+
+MlpImpl::MlpImpl(int dim, int hidden, MlpActivation activation, MlpGate gate, bool with_norm, double eps)
+    : activation(activation), gate(gate) {
+  if (gate == MlpGate::Separate) {
+    fc1_g = register_module("fc1_g", torch::nn::Linear(dim, hidden));
+    fc1_x = register_module("fc1_x", torch::nn::Linear(dim, hidden));
+  } else {
+    fc1 = register_module("fc1", torch::nn::Linear(dim, gate == MlpGate::Packed ? 2 * hidden : hidden));
+  }
+  if (with_norm) norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden}).eps(eps)));
   fc2 = register_module("fc2", torch::nn::Linear(hidden, dim));
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  auto hidden = token_linear(fc1, x);
-  hidden = activation == MlpActivation::QuickGelu ? hidden * torch::sigmoid(1.702 * hidden) : torch::gelu(hidden);
+  torch::Tensor hidden;
+  if (gate == MlpGate::Separate) {
+    hidden = activate(token_linear(fc1_g, x), activation) * token_linear(fc1_x, x);
+  } else if (gate == MlpGate::Packed) {
+    auto halves = token_linear(fc1, x).chunk(2, -1);
+    hidden = activate(halves[0], activation) * halves[1];
+  } else {
+    hidden = activate(token_linear(fc1, x), activation);
+  }
+  if (!norm.is_empty()) hidden = norm(hidden);
   return token_linear(fc2, hidden);
+}
+
+AttentionPoolImpl::AttentionPoolImpl(int dim, const AttentionPoolArch& arch, double eps) : heads(arch.heads) {
+  latent = register_parameter("latent", torch::zeros({1, 1, dim}));
+  q = register_module("q", torch::nn::Linear(dim, dim));
+  kv = register_module("kv", torch::nn::Linear(dim, 2 * dim));
+  proj = register_module("proj", torch::nn::Linear(dim, dim));
+  norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(eps)));
+  mlp = register_module("mlp", Mlp(dim, arch.mlp_hidden, arch.activation));
+}
+
+torch::Tensor AttentionPoolImpl::forward(const torch::Tensor& tokens, torch::Tensor* probabilities) {
+  const int64_t batch = tokens.size(0), count = tokens.size(1), dim = tokens.size(2), head_dim = dim / heads;
+  auto query = torch::nn::functional::linear(latent, q->weight, q->bias)
+                   .expand({batch, 1, dim})
+                   .reshape({batch, 1, heads, head_dim})
+                   .transpose(1, 2);  // [B, h, 1, d]
+  auto keys_values = token_linear(kv, tokens).reshape({batch, count, 2, heads, head_dim}).permute({2, 0, 3, 1, 4});
+  auto scores = torch::matmul(query * (1.0 / std::sqrt(double(head_dim))), keys_values[0].transpose(-2, -1));
+  auto weights = torch::softmax(scores, -1);  // [B, h, 1, N]
+  if (probabilities) *probabilities = weights.squeeze(2);
+  auto pooled = torch::matmul(weights, keys_values[1]).transpose(1, 2).reshape({batch, 1, dim});
+  pooled = proj(pooled);
+  pooled = pooled + mlp(norm(pooled));
+  return pooled.select(1, 0);
 }
 
 LocalConcentrationImpl::LocalConcentrationImpl(int dim) {
@@ -151,14 +258,16 @@ BlockImpl::BlockImpl(const BlockArch& arch, double eps) {
   const int dim = arch.attention.dim;
   auto norm_options = torch::nn::LayerNormOptions({dim}).eps(eps);
   norm1 = register_module("norm1", torch::nn::LayerNorm(norm_options));
-  attn = register_module("attn", Attention(arch.attention));
+  AttentionArch attention = arch.attention;
+  attention.norm_eps = eps;
+  attn = register_module("attn", Attention(attention));
   if (arch.layer_scale) ls1 = register_module("ls1", LayerScale(dim));
   if (arch.local_concentration) {
     norm3 = register_module("norm3", torch::nn::LayerNorm(norm_options));
     local_mp = register_module("local_mp", LocalConcentration(dim));
   }
   norm2 = register_module("norm2", torch::nn::LayerNorm(norm_options));
-  mlp = register_module("mlp", Mlp(dim, arch.mlp_hidden, arch.activation));
+  mlp = register_module("mlp", Mlp(dim, arch.mlp_hidden, arch.activation, arch.gate, arch.mlp_norm, eps));
   if (arch.layer_scale) ls2 = register_module("ls2", LayerScale(dim));
 }
 
@@ -307,7 +416,7 @@ VisionTransformerImpl::VisionTransformerImpl(const VitArch& arch) : StagedBackbo
   if (arch.register_tokens > 0)
     reg_token = register_parameter("reg_token", torch::zeros({1, arch.register_tokens, dim}));
   const int positions = arch.pos_grid_h * arch.pos_grid_w + arch.positioned_prefix_tokens();
-  pos_embed = register_parameter("pos_embed", torch::zeros({1, positions, dim}));
+  if (arch.abs_pos_embed) pos_embed = register_parameter("pos_embed", torch::zeros({1, positions, dim}));
   auto norm_options = torch::nn::LayerNormOptions({dim}).eps(arch.layer_norm_eps);
   if (arch.norm_pre) norm_pre = register_module("norm_pre", torch::nn::LayerNorm(norm_options));
   blocks = register_module("blocks", torch::nn::ModuleList());
@@ -320,6 +429,8 @@ VisionTransformerImpl::VisionTransformerImpl(const VitArch& arch) : StagedBackbo
     if (arch.dist_token && arch.dist_head) head_dist = register_module("head_dist", torch::nn::Linear(head_options));
   }
   if (arch.pooler) pooler = register_module("pooler", torch::nn::Sequential(torch::nn::Linear(dim, dim)));
+  if (arch.pool == GlobalPool::AttentionPool)
+    attn_pool = register_module("attn_pool", AttentionPool(dim, arch.attn_pool, arch.layer_norm_eps));
 }
 
 torch::Tensor VisionTransformerImpl::embed_tokens(const torch::Tensor& images, const TokenLayout& layout) {
@@ -329,6 +440,11 @@ torch::Tensor VisionTransformerImpl::embed_tokens(const torch::Tensor& images, c
   if (cls_token.defined()) prefix.push_back(cls_token.expand({batch, -1, -1}));
   if (dist_token.defined()) prefix.push_back(dist_token.expand({batch, -1, -1}));
   if (reg_token.defined()) prefix.push_back(reg_token.expand({batch, -1, -1}));
+  if (!pos_embed.defined()) {  // positions enter every block's attention as rotations instead
+    prefix.push_back(patches);
+    auto x = torch::cat(prefix, 1);
+    return norm_pre.is_empty() ? x : norm_pre(x);
+  }
   const int64_t prefix_positions = arch_.positioned_prefix_tokens();
   auto patch_positions =
       resize_patch_positions(pos_embed.index({Slice(), Slice(prefix_positions)}), arch_.pos_grid_h, arch_.pos_grid_w,
@@ -344,23 +460,33 @@ torch::Tensor VisionTransformerImpl::embed_tokens(const torch::Tensor& images, c
 }
 
 torch::Tensor VisionTransformerImpl::pool_and_classify(const torch::Tensor& tokens, const TokenLayout& layout,
-                                                       const ForwardHook& hook) {
+                                                       const ForwardHook& hook, torch::Tensor* pool_attention) {
   auto x = tokens;
   if (!norm.is_empty()) {
     x = norm(tokens);
     if (hook) hook({"norm", layout, HookPoint::Format::Tokens}, x);
   }
-  if (arch_.class_token) {
-    auto class_features = x.select(1, 0);
-    if (!fc_norm.is_empty()) class_features = fc_norm(class_features);
-    if (!pooler.is_empty()) return torch::tanh(pooler->forward(class_features));
-    if (head.is_empty()) return class_features;
-    if (!head_dist.is_empty()) return (head(class_features) + head_dist(x.select(1, 1))) / 2;
-    return head(class_features);
-  }
-  auto pooled = x.index({Slice(), Slice(layout.prefix_tokens())}).mean(1);
+  auto pooled = pool(x, layout, pool_attention);
+  if (pool_attention && pool_attention->defined()) *pool_attention = pool_attention->detach();
   if (!fc_norm.is_empty()) pooled = fc_norm(pooled);
-  return head.is_empty() ? pooled : head(pooled);
+  if (!pooler.is_empty()) return torch::tanh(pooler->forward(pooled));
+  if (head.is_empty()) return pooled;
+  if (!head_dist.is_empty()) return (head(pooled) + head_dist(x.select(1, 1))) / 2;
+  return head(pooled);
+}
+
+torch::Tensor VisionTransformerImpl::pool(const torch::Tensor& normed, const TokenLayout& layout,
+                                          torch::Tensor* pool_probabilities) {
+  switch (arch_.pool) {
+    case GlobalPool::Token:
+      break;
+    case GlobalPool::Average:
+      return normed.index({Slice(), Slice(layout.prefix_tokens())}).mean(1);
+    case GlobalPool::AttentionPool:
+      return attn_pool(arch_.attn_pool.include_prefix ? normed : normed.index({Slice(), Slice(layout.prefix_tokens())}),
+                       pool_probabilities);
+  }
+  return normed.select(1, 0);
 }
 
 StageTokens VisionTransformerImpl::enter_stage(int, const StageTokens&, const StagedPass& pass) {
@@ -547,12 +673,11 @@ ForwardOutput VisionTransformerImpl::forward_from_block(int first, const torch::
     if (!norm.is_empty()) record->final_scale = layer_norm_scale(x, arch_.layer_norm_eps);
     if (!fc_norm.is_empty()) {
       const torch::Tensor normed = norm.is_empty() ? x : norm(x);
-      const torch::Tensor pooled =
-          arch_.class_token ? normed.select(1, 0) : normed.index({Slice(), Slice(layout.prefix_tokens())}).mean(1);
+      const torch::Tensor pooled = pool(normed, layout);
       record->pooled_scale = layer_norm_scale(pooled, arch_.layer_norm_eps);
     }
   }
-  output.logits = pool_and_classify(x, layout, options.hook);
+  output.logits = pool_and_classify(x, layout, options.hook, options.capture ? &output.pool_attention : nullptr);
   output.layout = layout;
   return output;
 }
@@ -628,7 +753,7 @@ double record_bytes(const StreamRecording& recording, int64_t batch, int64_t tok
 }
 
 torch::Tensor VisionTransformerImpl::classify(const StageTokens& tokens, const StagedPass& pass) {
-  return pool_and_classify(tokens.x, tokens.layout, pass.options.hook);
+  return pool_and_classify(tokens.x, tokens.layout, pass.options.hook, pass.pool_attention);
 }
 
 }  // namespace attnscope

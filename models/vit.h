@@ -15,15 +15,39 @@
 
 namespace attnscope {
 
-// The MLP's activation: timm/HF ViT use exact GELU, OpenAI CLIP x * sigmoid(1.702 x).
-enum class MlpActivation { Gelu, QuickGelu };
+// The MLP's activation: timm/HF ViT use exact GELU, OpenAI CLIP x * sigmoid(1.702 x), timm's
+// gelu_tanh the tanh approximation, SwiGLU SiLU.
+enum class MlpActivation { Gelu, QuickGelu, GeluTanh, Silu };
+// "gelu", "quick_gelu", "gelu_tanh", "silu" (timm's act_layer names); parse throws
+// std::invalid_argument listing them.
+std::string to_string(MlpActivation activation);
+MlpActivation parse_mlp_activation(const std::string& name);
+
+// A gated MLP (GLU) keeps its two input projections packed in fc1 (timm's GluMlp: the first half is
+// gated, act(x1) * x2) or apart as fc1_g and fc1_x (timm's SwiGLU: act(g) * x); None: plain fc1.
+enum class MlpGate { None, Packed, Separate };
 
 struct BlockArch {
   AttentionArch attention;
+  int mlp_hidden = 0;  // the width fc2 reads
+  MlpActivation activation = MlpActivation::Gelu;
+  MlpGate gate = MlpGate::None;
+  bool mlp_norm = false;             // mlp.norm over the hidden width before fc2 (timm scale_mlp)
+  bool layer_scale = false;          // timm ls1.gamma / ls2.gamma (EVA's gamma_1 / gamma_2 renamed)
+  bool local_concentration = false;  // L2ViT's LCM: norm3 + local_mp
+};
+
+// What the final features are read from: the class token, the mean of the patch tokens, or an
+// attention-pool head (`attn_pool`, SigLIP's MAP and PE's: a learned query attending over the
+// tokens, then its own MLP).
+enum class GlobalPool { Token, Average, AttentionPool };
+std::string to_string(GlobalPool pool);  // "token", "avg", "map" (timm's global_pool)
+
+struct AttentionPoolArch {
+  int heads = 0;
   int mlp_hidden = 0;
   MlpActivation activation = MlpActivation::Gelu;
-  bool layer_scale = false;          // timm ls1.gamma / ls2.gamma
-  bool local_concentration = false;  // L2ViT's LCM: norm3 + local_mp
+  bool include_prefix = false;  // EVA's pool attends over the class token too; timm's ViT drops it
 };
 
 // How the patch part of pos_embed follows another input grid: bicubic, align_corners=False, to the
@@ -45,6 +69,10 @@ struct VitArch {
   bool class_token = true;
   bool dist_token = false;
   int register_tokens = 0;
+  bool abs_pos_embed = true;  // pos_embed; DINOv3 has none (its positions are rotary)
+  RotaryArch rope;            // rotary positions of every block's queries and keys
+  GlobalPool pool = GlobalPool::Token;
+  AttentionPoolArch attn_pool;  // when pool is AttentionPool
   // Leading prefix tokens that pos_embed covers: -1 all of them (timm's default), 0 (timm's
   // no_embed_class) or 1, the class token alone (DINOv2: its registers get no position).
   int pos_embed_prefix_tokens = -1;
@@ -88,12 +116,31 @@ struct LayerScaleImpl : torch::nn::Module {
 TORCH_MODULE(LayerScale);
 
 struct MlpImpl : torch::nn::Module {
-  MlpImpl(int dim, int hidden, MlpActivation activation = MlpActivation::Gelu);
+  MlpImpl(int dim, int hidden, MlpActivation activation = MlpActivation::Gelu, MlpGate gate = MlpGate::None,
+          bool norm = false, double eps = 1e-6);
   torch::Tensor forward(const torch::Tensor& x);
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  torch::nn::Linear fc1{nullptr}, fc1_g{nullptr}, fc1_x{nullptr}, fc2{nullptr};
+  torch::nn::LayerNorm norm{nullptr};
   MlpActivation activation;
+  MlpGate gate;
 };
 TORCH_MODULE(Mlp);
+
+// `x` through an MLP activation.
+torch::Tensor activate(const torch::Tensor& x, MlpActivation activation);
+
+// timm's AttentionPoolLatent with one latent query: the pooled features [B, C] of tokens [B, N, C].
+struct AttentionPoolImpl : torch::nn::Module {
+  AttentionPoolImpl(int dim, const AttentionPoolArch& arch, double eps);
+  // `probabilities` (may be null) receives the pool's attention [B, heads, N].
+  torch::Tensor forward(const torch::Tensor& tokens, torch::Tensor* probabilities = nullptr);
+  torch::Tensor latent;
+  torch::nn::Linear q{nullptr}, kv{nullptr}, proj{nullptr};
+  torch::nn::LayerNorm norm{nullptr};
+  Mlp mlp{nullptr};
+  int heads;
+};
+TORCH_MODULE(AttentionPool);
 
 // L2ViT's local concentration module on the patch grid: DW7x7 -> GELU -> BN -> DW7x7.
 struct LocalConcentrationImpl : torch::nn::Module {
@@ -193,6 +240,12 @@ class VisionTransformerImpl : public StagedBackbone {
   torch::nn::LayerNorm norm_pre{nullptr}, norm{nullptr}, fc_norm{nullptr};
   torch::nn::Linear head{nullptr}, head_dist{nullptr};
   torch::nn::Sequential pooler{nullptr};  // Hugging Face ViTModel: pooler.dense
+  AttentionPool attn_pool{nullptr};
+
+  // The pooled features of the final tokens after `norm` ([B, T, C] -> [B, C]) as arch().pool
+  // says; `pool_probabilities` (may be null) receives the attention-pool head's attention.
+  torch::Tensor pool(const torch::Tensor& normed, const TokenLayout& layout,
+                     torch::Tensor* pool_probabilities = nullptr);
 
  protected:
   nlohmann::json describe_architecture() const override { return arch_; }
@@ -205,7 +258,8 @@ class VisionTransformerImpl : public StagedBackbone {
   StreamEdits with_session_ablation(const StreamEdits& edits, const AttentionSettings& settings, int first,
                                     int64_t tokens) const;
   torch::Tensor embed_tokens(const torch::Tensor& images, const TokenLayout& layout);
-  torch::Tensor pool_and_classify(const torch::Tensor& tokens, const TokenLayout& layout, const ForwardHook& hook);
+  torch::Tensor pool_and_classify(const torch::Tensor& tokens, const TokenLayout& layout, const ForwardHook& hook,
+                                  torch::Tensor* pool_attention = nullptr);
   VitArch arch_;
   std::shared_ptr<const HeadMeanOutputs> head_means_;
 };

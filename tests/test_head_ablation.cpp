@@ -30,7 +30,7 @@
 #include "views/option_catalog.h"
 
 namespace attnscope {
-namespace {
+namespace test_head_ablation {
 
 constexpr double kOutputTolerance = 1e-4;
 
@@ -288,5 +288,5 @@ TEST(HeadAblation, TheCommandsWriteTheAblatedModelsOutputsAndTheResidualStreamAn
   EXPECT_FALSE(std::filesystem::exists(test.path() / "same" / "summary.json"));
 }
 
-}  // namespace
+}  // namespace test_head_ablation
 }  // namespace attnscope

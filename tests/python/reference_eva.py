@@ -1,0 +1,232 @@
+"""Independent float64 reference of timm's VisionTransformer and Eva classes with the switches the 2026
+backbones use: DINOv3 (rotary positions 'dinov3', storage tokens, layer scale, SwiGLU), EVA-02 (axial
+rotary positions rescaled to the pretraining grid, q_bias / v_bias or q_proj / k_proj / v_proj, packed or
+separate SwiGLU with its inner norm), Perception Encoder (axial rotary with offset and xy order, norm_pre,
+attention-pool head over every token), SigLIP (no class token, attention-pool head over the patches) and
+timm's CLIP towers (their registered LayerNorm eps).
+
+Written from timm's code (huggingface/pytorch-image-models, read with the search tool), NOT from
+attnscope's C++ sources:
+  * timm/models/eva.py: EvaAttention.forward (q_bias, zero k bias, v_bias; q_proj/k_proj/v_proj; q_norm,
+    k_norm; rope on tokens past num_prefix_tokens; attn.norm before proj), EvaBlock.forward (gamma_1,
+    gamma_2), Eva.__init__ (activate_fc_norm = global_pool == 'avg' unless use_fc_norm; post norm = not
+    fc_norm), Eva._pos_embed, Eva.pool (the attention pool sees every token), Eva.forward_head;
+  * timm/layers/attention.py AttentionRope (PE: qkv with its own bias);
+  * timm/models/vision_transformer.py: VisionTransformer.pool (the attention pool sees the patches only),
+    the norm / fc_norm rules, forward_head;
+  * timm/layers/pos_embed_sincos.py: freq_bands, build_fourier_pos_embed (in_pixels=False, ref_feat_shape
+    rescale t / f * r, grid_indexing 'xy' swaps the shapes), build_rotary_pos_embed (repeat_interleave),
+    rot / rope_rotate_half / apply_rot_embed_cat, make_coords_dinov3 and RotaryEmbeddingDinoV3 (periods
+    base ** (2 i / (d / 2)), angles 2 pi c / period, tiled);
+  * timm/layers/mlp.py: Mlp (norm after the activation), GluMlp (fc1 chunked, act(x1) * x2), SwiGLU
+    (act(fc1_g) * fc1_x, norm, fc2); timm/layers/attention_pool.py AttentionPoolLatent (one latent, q, kv,
+    softmax, proj, x + mlp(norm(x)), token 0).
+
+Every forward computes in float64 from float64 copies of the state dict and returns (output [B, out],
+[per-layer attention probabilities [B, heads, T, T]]), tokens ordered class, registers, patches row-major.
+"""
+
+import math
+
+import torch
+
+import reference_hub_vit as hub
+
+
+def f64(sd):
+    return {k: v.detach().to(torch.float64) for k, v in sd.items()}
+
+
+# ------------------------------------------------------------------------------------------------
+# Rotary tables, [grid_h * grid_w, 2 * head_dim]: sin then cos
+# ------------------------------------------------------------------------------------------------
+def axial_rope_table(grid, head_dim, temperature=10000.0, grid_offset=0.0, xy=False, ref=None):
+    """timm RotaryEmbeddingCat with in_pixels=False (EVA-02, PE)."""
+    num_bands = head_dim // 4
+    bands = 1.0 / (temperature ** (torch.arange(num_bands, dtype=torch.float64) / num_bands))
+    shape = [grid[0], grid[1]]
+    ref_shape = None if ref is None else [ref[0], ref[1]]
+    if xy:
+        shape = [shape[1], shape[0]]
+        ref_shape = None if ref_shape is None else [ref_shape[1], ref_shape[0]]
+    axes = [torch.arange(s, dtype=torch.float64) + grid_offset for s in shape]
+    if ref_shape is not None:
+        axes = [t / s * r for t, s, r in zip(axes, shape, ref_shape)]
+    grid_t = torch.stack(torch.meshgrid(axes[0], axes[1], indexing="xy" if xy else "ij"), dim=-1)
+    pos = grid_t.unsqueeze(-1) * bands  # [H, W, 2, bands]
+    n = grid[0] * grid[1]
+    sin = pos.sin().reshape(n, -1).repeat_interleave(2, -1)
+    cos = pos.cos().reshape(n, -1).repeat_interleave(2, -1)
+    return torch.cat([sin, cos], -1)
+
+
+def dinov3_rope_table(grid, head_dim, temperature=100.0):
+    """timm RotaryEmbeddingDinoV3 ('separate' normalisation, no augmentation, tiled layout)."""
+    num_bands = head_dim // 4
+    periods = temperature ** (2.0 * torch.arange(num_bands, dtype=torch.float64) / (head_dim // 2))
+    H, W = grid
+    ch = torch.arange(0.5, H, dtype=torch.float64) / H
+    cw = torch.arange(0.5, W, dtype=torch.float64) / W
+    coords = torch.stack(torch.meshgrid(ch, cw, indexing="ij"), dim=-1).flatten(0, 1)
+    coords = 2.0 * coords - 1.0
+    angles = (2 * math.pi * coords[:, :, None] / periods[None, None, :]).flatten(1)
+    angles = angles.tile(2)
+    return torch.cat([angles.sin(), angles.cos()], -1)
+
+
+def rotate_pairs(x):
+    return torch.stack([-x[..., 1::2], x[..., ::2]], -1).reshape(x.shape)
+
+
+def rotate_halves(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([-x2, x1], dim=-1)
+
+
+def apply_rope(x, table, half):
+    sin, cos = table.chunk(2, -1)
+    return x * cos + (rotate_halves(x) if half else rotate_pairs(x)) * sin
+
+
+# ------------------------------------------------------------------------------------------------
+# Blocks
+# ------------------------------------------------------------------------------------------------
+def activation(name):
+    return {"gelu": hub.gelu_erf, "gelu_tanh": hub.gelu_tanh, "quick_gelu": hub.quick_gelu,
+            "silu": lambda t: t * torch.sigmoid(t)}[name]
+
+
+def attention(x, p, pre, heads, eps, rope, prefix, rope_half):
+    B, T, C = x.shape
+    d = C // heads
+    if pre + "qkv.weight" in p:
+        bias = p.get(pre + "qkv.bias")
+        if pre + "q_bias" in p:
+            bias = torch.cat([p[pre + "q_bias"], torch.zeros_like(p[pre + "q_bias"]), p[pre + "v_bias"]])
+        qkv = hub.linear(x, p[pre + "qkv.weight"], bias)
+        q, k, v = qkv.reshape(B, T, 3, heads, d).permute(2, 0, 3, 1, 4).unbind(0)
+    else:
+        def proj(name):
+            return hub.linear(x, p[pre + name + ".weight"], p.get(pre + name + ".bias"))
+        q, k, v = (proj(n).reshape(B, T, heads, d).transpose(1, 2) for n in ("q_proj", "k_proj", "v_proj"))
+    if pre + "q_norm.weight" in p:
+        q = hub.layer_norm(q, p[pre + "q_norm.weight"], p[pre + "q_norm.bias"], eps)
+        k = hub.layer_norm(k, p[pre + "k_norm.weight"], p[pre + "k_norm.bias"], eps)
+    if rope is not None:
+        q = torch.cat([q[:, :, :prefix], apply_rope(q[:, :, prefix:], rope, rope_half)], dim=2)
+        k = torch.cat([k[:, :, :prefix], apply_rope(k[:, :, prefix:], rope, rope_half)], dim=2)
+    probs = hub.softmax((q * d ** -0.5) @ k.transpose(-2, -1))
+    out = (probs @ v).transpose(1, 2).reshape(B, T, C)
+    if pre + "norm.weight" in p:
+        out = hub.layer_norm(out, p[pre + "norm.weight"], p[pre + "norm.bias"], eps)
+    return hub.linear(out, p[pre + "proj.weight"], p[pre + "proj.bias"]), probs
+
+
+def mlp(x, p, pre, act, eps):
+    if pre + "fc1_g.weight" in p:  # SwiGLU
+        h = activation("silu")(hub.linear(x, p[pre + "fc1_g.weight"], p[pre + "fc1_g.bias"])) * \
+            hub.linear(x, p[pre + "fc1_x.weight"], p[pre + "fc1_x.bias"])
+    else:
+        h = hub.linear(x, p[pre + "fc1.weight"], p[pre + "fc1.bias"])
+        if h.shape[-1] == 2 * p[pre + "fc2.weight"].shape[1]:  # GluMlp, gate first
+            x1, x2 = h.chunk(2, dim=-1)
+            h = activation("silu")(x1) * x2
+        else:
+            h = activation(act)(h)
+    if pre + "norm.weight" in p:
+        h = hub.layer_norm(h, p[pre + "norm.weight"], p[pre + "norm.bias"], eps)
+    return hub.linear(h, p[pre + "fc2.weight"], p[pre + "fc2.bias"])
+
+
+def layer_scale(p, key):
+    return p.get(key)
+
+
+def attention_pool(x, p, heads, eps, act):
+    """timm AttentionPoolLatent, latent_len 1, pool 'token'."""
+    B, N, C = x.shape
+    d = C // heads
+    q = hub.linear(p["attn_pool.latent"].expand(B, -1, -1), p["attn_pool.q.weight"], p["attn_pool.q.bias"])
+    q = q.reshape(B, 1, heads, d).transpose(1, 2)
+    kv = hub.linear(x, p["attn_pool.kv.weight"], p["attn_pool.kv.bias"]).reshape(B, N, 2, heads, d)
+    k, v = kv.permute(2, 0, 3, 1, 4).unbind(0)
+    probs = hub.softmax((q * d ** -0.5) @ k.transpose(-2, -1))
+    out = (probs @ v).transpose(1, 2).reshape(B, 1, C)
+    out = hub.linear(out, p["attn_pool.proj.weight"], p["attn_pool.proj.bias"])
+    normed = hub.layer_norm(out, p["attn_pool.norm.weight"], p["attn_pool.norm.bias"], eps)
+    h = activation(act)(hub.linear(normed, p["attn_pool.mlp.fc1.weight"], p["attn_pool.mlp.fc1.bias"]))
+    out = out + hub.linear(h, p["attn_pool.mlp.fc2.weight"], p["attn_pool.mlp.fc2.bias"])
+    return out[:, 0], probs[:, :, 0]
+
+
+# ------------------------------------------------------------------------------------------------
+# The model
+# ------------------------------------------------------------------------------------------------
+def forward(sd, img, cfg):
+    """cfg: patch, heads, eps, act, timm_class ('Eva' | 'VisionTransformer'), global_pool ('token' | 'avg' |
+    'map'), pos_grid (trained pos_embed grid), rope None or {kind 'axial' | 'dinov3', temperature,
+    grid_offset, xy, ref, half}, attn_pool_heads. Returns (output, probabilities per layer, pool probs)."""
+    p = f64(sd)
+    eps, heads, act = cfg["eps"], cfg["heads"], cfg["act"]
+    x, gh, gw = hub.patch_tokens(img.to(torch.float64), p["patch_embed.proj.weight"], p.get("patch_embed.proj.bias"),
+                                 cfg["patch"])
+    B, _, C = x.shape
+    prefix = []
+    if "cls_token" in p:
+        prefix.append(p["cls_token"].expand(B, -1, -1))
+    if "reg_token" in p:
+        prefix.append(p["reg_token"].expand(B, -1, -1))
+    n_prefix = sum(t.shape[1] for t in prefix)
+    if "pos_embed" in p:
+        pos = p["pos_embed"][0]
+        pos_prefix = pos.shape[0] - cfg["pos_grid"][0] * cfg["pos_grid"][1]
+        patch_pos = pos[pos_prefix:]
+        if (gh, gw) != tuple(cfg["pos_grid"]):  # timm resample_abs_pos_embed: bicubic, antialiased
+            patch_pos = hub.resize_patch_pos(patch_pos, cfg["pos_grid"], size=(gh, gw), antialias=True)
+        if pos_prefix == 0:
+            x = torch.cat(prefix + [x + patch_pos], dim=1)
+        else:
+            x = torch.cat(prefix + [x], dim=1) + torch.cat([pos[:pos_prefix], patch_pos])
+    else:
+        x = torch.cat(prefix + [x], dim=1)
+    if "norm_pre.weight" in p:
+        x = hub.layer_norm(x, p["norm_pre.weight"], p["norm_pre.bias"], eps)
+    rope, half = None, False
+    if cfg.get("rope"):
+        r = cfg["rope"]
+        d = C // heads
+        if r["kind"] == "dinov3":
+            rope = dinov3_rope_table((gh, gw), d, r["temperature"])
+        else:
+            rope = axial_rope_table((gh, gw), d, r["temperature"], r["grid_offset"], r["xy"], r.get("ref"))
+        half = r["half"]
+    probs_all = []
+    depth = 0
+    while f"blocks.{depth}.norm1.weight" in p:
+        depth += 1
+    for i in range(depth):
+        pre = f"blocks.{i}."
+        a, probs = attention(hub.layer_norm(x, p[pre + "norm1.weight"], p[pre + "norm1.bias"], eps), p, pre + "attn.",
+                             heads, eps, rope, n_prefix, half)
+        probs_all.append(probs)
+        g1 = p.get(pre + "gamma_1", p.get(pre + "ls1.gamma"))
+        x = x + (a if g1 is None else g1 * a)
+        m = mlp(hub.layer_norm(x, p[pre + "norm2.weight"], p[pre + "norm2.bias"], eps), p, pre + "mlp.", act, eps)
+        g2 = p.get(pre + "gamma_2", p.get(pre + "ls2.gamma"))
+        x = x + (m if g2 is None else g2 * m)
+    if "norm.weight" in p:
+        x = hub.layer_norm(x, p["norm.weight"], p["norm.bias"], eps)
+    pool_probs = None
+    if cfg["global_pool"] == "map":
+        tokens = x if cfg["timm_class"] == "Eva" else x[:, n_prefix:]
+        pool_act = "gelu" if cfg["timm_class"] == "Eva" else act
+        x, pool_probs = attention_pool(tokens, p, cfg["attn_pool_heads"], eps, pool_act)
+    elif cfg["global_pool"] == "avg":
+        x = x[:, n_prefix:].mean(1)
+    else:
+        x = x[:, 0]
+    if "fc_norm.weight" in p:
+        x = hub.layer_norm(x, p["fc_norm.weight"], p["fc_norm.bias"], eps)
+    if "head.weight" in p:
+        x = hub.linear(x, p["head.weight"], p.get("head.bias"))
+    return x, probs_all, pool_probs

@@ -1,0 +1,180 @@
+// The backbones researchers download in 2026, as timm hub folders (DINOv3 S and S+, EVA-02 S and B,
+// Perception Encoder core, SigLIP 2, timm's CLIP) against an independent float64 reference written from
+// timm's code: tests/python/reference_eva.py, tests/python/make_eva_cases.py.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "analysis/residual_stream.h"
+#include "core/npy.h"
+#include "models/arch_config.h"
+#include "models/model_loader.h"
+#include "models/rotary.h"
+#include "tests/numeric_bounds.h"
+
+namespace attnscope {
+namespace test_backbones_2026 {
+
+const std::string kFolder = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/eva_cases/";
+
+nlohmann::json read_cases() {
+  std::ifstream in(kFolder + "cases.json");
+  if (!in) throw std::runtime_error("missing " + kFolder + "cases.json (tests/python/make_eva_cases.py)");
+  return nlohmann::json::parse(in);
+}
+
+double largest(const torch::Tensor& t) { return t.abs().max().item<double>(); }
+
+TEST(Backbones2026, EveryRegisteredFamilyMatchesTimm) {
+  configure_threads(2);
+  const auto cases = read_cases();
+  ASSERT_GE(cases.size(), 12u);
+  std::set<std::string> ropes, pools;
+  for (const auto& c : cases) {
+    SCOPED_TRACE("case " + c.at("name").get<std::string>());
+    LoadedModel model = load_model(kFolder + c.at("model").get<std::string>(), {}, torch::kCPU);
+    const VitArch& arch = model.vit_arch();
+    EXPECT_EQ(arch.heads, c.at("heads").get<int>());
+    EXPECT_EQ(to_string(arch.rope.kind), c.at("rope").get<std::string>());
+    EXPECT_EQ(to_string(arch.pool), c.at("global_pool").get<std::string>());
+    EXPECT_DOUBLE_EQ(arch.layer_norm_eps, c.at("eps").get<double>()) << "the registered name's LayerNorm eps";
+    if (c.at("architecture").is_string()) {
+      EXPECT_EQ(model.architecture, c.at("architecture").get<std::string>());
+    }
+    ropes.insert(to_string(arch.rope.kind));
+    pools.insert(to_string(arch.pool));
+
+    const auto input = read_npy(kFolder + c.at("input").get<std::string>());
+    c10::InferenceMode inference_mode;
+    const ForwardOutput output = model.forward(input, AttentionSettings{});
+    EXPECT_EQ(output.layout.grid_h, c["grid"][0].get<int>());
+    EXPECT_EQ(output.layout.grid_w, c["grid"][1].get<int>());
+    EXPECT_EQ(output.layout.prefix_tokens(), c["prefix"].get<int>());
+    const auto expected = read_npy(kFolder + c.at("output").get<std::string>());
+    ASSERT_EQ(output.logits.sizes(), expected.sizes());
+    // float32 against float64 through two blocks of width 64: the bound, 1e-5 of the largest value.
+    EXPECT_LT(max_abs_difference(output.logits, expected), 1e-5 * largest(expected)) << "output";
+    const auto rows = read_npy(kFolder + c.at("rows").get<std::string>());
+    const auto queries = c.at("queries").get<std::vector<int64_t>>();
+    ASSERT_EQ(rows.size(0), int64_t(output.layers.size()));
+    for (int64_t layer = 0; layer < rows.size(0); ++layer)
+      for (int64_t head = 0; head < rows.size(1); ++head)
+        EXPECT_LT(max_abs_difference(output.layers[size_t(layer)].rows(0, head, queries), rows[layer][head]), 2e-5)
+            << "rows of layer " << layer << " head " << head;
+    if (c.at("pool").is_string()) {
+      const auto pool = read_npy(kFolder + c.at("pool").get<std::string>());
+      ASSERT_TRUE(output.pool_attention.defined()) << "where the attention-pool head pools from";
+      EXPECT_EQ(output.pool_attention.size(2), c.at("pool_tokens").get<int64_t>());
+      EXPECT_LT(max_abs_difference(output.pool_attention[0], pool), 2e-5) << "attention-pool rows";
+    } else {
+      EXPECT_FALSE(output.pool_attention.defined());
+    }
+  }
+  EXPECT_EQ(ropes, (std::set<std::string>{"none", "axial", "dinov3"}));
+  EXPECT_EQ(pools, (std::set<std::string>{"token", "avg", "map"}));
+}
+
+TEST(Backbones2026, WhatTheBareFileCannotShowIsSaid) {
+  LoadedModel model = load_model(kFolder + "dinov3_s16_bare", {}, torch::kCPU);
+  std::set<std::string> assumed;
+  for (const ArchAssumption& one : model.report.assumed) assumed.insert(one.key);
+  EXPECT_TRUE(assumed.count("rope_type")) << "DINOv3's rotary settings, taken from its keys' shape";
+  EXPECT_TRUE(assumed.count("img_size")) << "no pos_embed shows the training grid";
+  EXPECT_EQ(model.vit_arch().rope.kind, RotaryKind::DinoV3);
+  EXPECT_DOUBLE_EQ(model.vit_arch().rope.temperature, 100.0);
+}
+
+TEST(Backbones2026, ARegisteredNameThatDisagreesWithTheWeightsIsRefused) {
+  const std::filesystem::path scratch = std::filesystem::temp_directory_path() / "attnscope_backbones_2026";
+  std::filesystem::remove_all(scratch);
+  std::filesystem::create_directories(scratch);
+  std::filesystem::copy_file(kFolder + "dinov3_s16/model.safetensors", scratch / "model.safetensors");
+  auto write_config = [&](const nlohmann::json& config) { std::ofstream(scratch / "config.json") << config.dump(); };
+  // The released S/16 is 384 wide; these weights are 64: the name is another model's.
+  write_config({{"architecture", "vit_small_patch16_dinov3"}});
+  try {
+    load_model(scratch.string(), {}, torch::kCPU);
+    ADD_FAILURE() << "loaded";
+  } catch (const CheckpointError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("embed_dim 384"), std::string::npos) << message;
+    EXPECT_NE(message.find("embed_dim 64"), std::string::npos) << message;
+  }
+  // A rotary kind attnscope does not compute is named, not run as another.
+  write_config({{"architecture", "vit_small_patch16_dinov3"},
+                {"model_args", {{"embed_dim", 64}, {"depth", 2}, {"num_heads", 4}, {"rope_type", "mixed"}}}});
+  EXPECT_THROW(load_model(scratch.string(), {}, torch::kCPU), CheckpointError);
+  // global_pool map without the attention-pool head's weights.
+  write_config({{"architecture", "vit_small_patch16_dinov3"},
+                {"model_args", {{"embed_dim", 64}, {"depth", 2}, {"num_heads", 4}, {"global_pool", "map"}}}});
+  try {
+    load_model(scratch.string(), {}, torch::kCPU);
+    ADD_FAILURE() << "loaded";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("attn_pool"), std::string::npos) << e.what();
+  }
+  // --arch global_pool=token reads the class token, as DINOv3's own code does: another output.
+  write_config({{"architecture", "vit_small_patch16_dinov3"},
+                {"model_args", {{"embed_dim", 64}, {"depth", 2}, {"num_heads", 4}}}});
+  LoadedModel averaged = load_model(scratch.string(), {}, torch::kCPU);
+  LoadedModel token = load_model(scratch.string(), ArchOverrides::parse("global_pool=token"), torch::kCPU);
+  EXPECT_EQ(token.vit_arch().pool, GlobalPool::Token);
+  const auto input = torch::randn({1, 3, 32, 48});
+  c10::InferenceMode inference_mode;
+  EXPECT_GT(max_abs_difference(averaged.forward(input, {}).logits, token.forward(input, {}).logits), 1e-3);
+  std::filesystem::remove_all(scratch);
+}
+
+TEST(Backbones2026, KernelSwapsActOnRotatedQueriesAndKeys) {
+  LoadedModel model = load_model(kFolder + "eva02_s14", {}, torch::kCPU);
+  const auto input = read_npy(kFolder + "eva02_s14.70x42.input.npy");
+  c10::InferenceMode inference_mode;
+  AttentionSettings linear;
+  linear.variant = Variant::Linear;
+  const ForwardOutput swapped = model.forward(input, linear);
+  const ForwardOutput native = model.forward(input, AttentionSettings{});
+  ASSERT_EQ(swapped.layers.size(), native.layers.size());
+  // The captured q is the rotated one: rotating the model's own q of a patch again by the table
+  // would change it, and the swapped layer's q equals the native layer's (the kernel changes later).
+  EXPECT_LT(max_abs_difference(swapped.layers[0].q, native.layers[0].q), 1e-6);
+  const torch::Tensor row = swapped.layers[1].rows(0, 0, {5})[0];
+  EXPECT_NEAR(row.sum().item<double>(), 1.0, 1e-4) << "a linear kernel's normalised row";
+  EXPECT_GT(max_abs_difference(swapped.logits, native.logits), 1e-4);
+}
+
+TEST(Backbones2026, RotaryTablesFollowTheirKinds) {
+  RotaryArch dinov3;
+  dinov3.kind = RotaryKind::DinoV3;
+  dinov3.temperature = 100.0;
+  const auto table = rotary_table(dinov3, 2, 3, 8, torch::kCPU);
+  ASSERT_EQ(table.sizes(), (std::vector<int64_t>{6, 16}));
+  // Cell (0, 0) sits at (-1/2, -2/3) on [-1, 1]; the first band's period is 1.
+  EXPECT_NEAR(table[0][0].item<double>(), std::sin(2 * M_PI * -0.5), 1e-6);
+  EXPECT_NEAR(table[0][2].item<double>(), std::sin(2 * M_PI * (-2.0 / 3.0)), 1e-6);
+  EXPECT_NEAR(table[0][4].item<double>(), table[0][0].item<double>(), 1e-7) << "the half layout tiles";
+  EXPECT_THROW(rotary_table(dinov3, 2, 3, 6, torch::kCPU), std::invalid_argument);
+}
+
+TEST(Backbones2026, DirectLogitAttributionIsRefusedThroughAnAttentionPool) {
+  LoadedModel siglip = load_model(kFolder + "siglip2_b16", {}, torch::kCPU);
+  LoadedModel dinov3 = load_model(kFolder + "dinov3_s16", {}, torch::kCPU);
+  const auto image = torch::randn({1, 3, 64, 64});
+  auto attribution = [&](LoadedModel& model) {
+    auto& vit = *std::dynamic_pointer_cast<VisionTransformerImpl>(model.backbone);
+    const TokenLayout layout = vit.arch().layout_for(64, 64);
+    const ResidualRun run = record_residual_stream(vit, image, AttentionSettings{}, readout_recording(vit, layout));
+    return direct_logit_attribution(vit, run, ReadoutTarget::output_norm());
+  };
+  try {
+    attribution(siglip);
+    ADD_FAILURE() << "attributed through an attention pool";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("attention-pool"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(attribution(dinov3)) << "an average of the normed patches reads linearly";
+}
+
+}  // namespace test_backbones_2026
+}  // namespace attnscope
