@@ -35,6 +35,10 @@ Checkpoint load_checkpoint(const std::string& path, const std::string& container
 bool is_torchscript_archive(const std::string& path);
 
 Checkpoint load_safetensors(const std::string& path);
+// model.safetensors.index.json: every shard its weight_map names must be a file beside it (checked
+// before any is read); the shards' tensors merged. Throws CheckpointError naming the index and shard.
+Checkpoint load_sharded_safetensors(const std::string& index_path);
+bool is_shard_index(const std::string& path);  // the name ends in .safetensors.index.json
 Checkpoint load_pytorch_zip(const std::string& path, const std::string& container = "");
 
 // Writes F32/F16/BF16/I64 tensors (contiguous CPU copies are made as needed) atomically:

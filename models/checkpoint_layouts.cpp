@@ -560,11 +560,12 @@ void LayoutFacts::apply_to(VitArch& arch) const {
 std::string resolve_weights_file(const std::string& path) {
   std::error_code error;
   if (!fs::is_directory(path, error)) return path;
-  for (const char* name : {"model.safetensors", "pytorch_model.bin"})
+  for (const char* name : {"model.safetensors", "model.safetensors.index.json", "open_clip_model.safetensors",
+                           "pytorch_model.bin", "open_clip_pytorch_model.bin"})
     if (fs::is_regular_file(fs::path(path) / name, error)) return (fs::path(path) / name).string();
   throw CheckpointError(path +
-                        " is a folder without model.safetensors or pytorch_model.bin (a Hugging Face model folder "
-                        "holds one of them beside config.json)");
+                        " is a folder without model.safetensors, model.safetensors.index.json (shards) or "
+                        "pytorch_model.bin (a Hugging Face model folder holds one of them beside config.json)");
 }
 
 namespace {

@@ -280,6 +280,16 @@ void convert_meta_dinov3(Checkpoint& checkpoint, LayoutFacts& facts) {
       if (!(period > 0) || !std::isfinite(period))
         throw CheckpointError("rope_embed.periods holds " + std::to_string(period) +
                               ": a rotary period must be a positive number");
+    // One period per quarter of a head: the file shows the head width, and so the head count.
+    const auto patch = tensors.find("patch_embed.proj.weight");
+    const int64_t head_width = 4 * int64_t(rope.periods.size());
+    if (patch != tensors.end() && patch->second.dim() == 4 && head_width > 0 &&
+        patch->second.size(0) % head_width == 0) {
+      facts.heads = int(patch->second.size(0) / head_width);
+      facts.notes.push_back(std::to_string(facts.heads) + " heads: rope_embed.periods has " +
+                            std::to_string(rope.periods.size()) + " periods, a quarter of the head width " +
+                            std::to_string(head_width));
+    }
     tensors.erase(it);
   }
   if (auto it = tensors.find("storage_tokens"); it != tensors.end()) {

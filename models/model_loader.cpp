@@ -68,6 +68,7 @@ namespace {
 // A TorchScript archive without attnscope's metadata can still hold weights attnscope runs
 // natively (OpenAI's released CLIP files): its parameters are read, its forward never runs.
 Checkpoint read_weights(const std::string& file) {
+  if (is_shard_index(file)) return load_sharded_safetensors(file);
   if (!is_torchscript_archive(file)) return load_checkpoint(file);
   Checkpoint checkpoint;
   checkpoint.format = "torchscript-weights";

@@ -76,6 +76,80 @@ TEST(Backbones2026, EveryRegisteredFamilyMatchesTimm) {
   EXPECT_EQ(pools, (std::set<std::string>{"token", "avg", "map"}));
 }
 
+// The same kinds of model in their authors' own layouts: transformers' DINOv3 (one file, and a gated
+// MLP in bfloat16 split into two shards by an index), Meta's DINOv3 .pth (k-masked qkv bias, the file's
+// rotary periods, SwiGLU w1/w2/w3), transformers' SiglipModel, DINOv2's fused SwiGLU (w12, w3).
+TEST(Backbones2026, EveryLayoutMatchesItsAuthorsForward) {
+  configure_threads(2);
+  std::ifstream in(kFolder + "layout_cases.json");
+  ASSERT_TRUE(in) << "missing layout_cases.json";
+  const auto cases = nlohmann::json::parse(in);
+  ASSERT_GE(cases.size(), 6u);
+  std::set<std::string> layouts;
+  for (const auto& c : cases) {
+    SCOPED_TRACE("case " + c.at("name").get<std::string>());
+    LoadedModel model = load_model(kFolder + c.at("model").get<std::string>(), {}, torch::kCPU);
+    EXPECT_EQ(to_string(model.vit_arch().source_layout), c.at("layout").get<std::string>());
+    layouts.insert(to_string(model.vit_arch().source_layout));
+    EXPECT_EQ(model.vit_arch().heads, c.at("heads").get<int>());
+    const auto input = read_npy(kFolder + c.at("input").get<std::string>());
+    c10::InferenceMode inference_mode;
+    const ForwardOutput output = model.forward(input, AttentionSettings{});
+    EXPECT_EQ(output.layout.prefix_tokens(), c["prefix"].get<int>());
+    const auto expected = read_npy(kFolder + c.at("output").get<std::string>());
+    ASSERT_EQ(output.logits.sizes(), expected.sizes());
+    EXPECT_LT(max_abs_difference(output.logits, expected), 1e-5 * largest(expected)) << "output";
+    const auto rows = read_npy(kFolder + c.at("rows").get<std::string>());
+    const auto queries = c.at("queries").get<std::vector<int64_t>>();
+    ASSERT_EQ(rows.size(0), int64_t(output.layers.size()));
+    for (int64_t layer = 0; layer < rows.size(0); ++layer)
+      for (int64_t head = 0; head < rows.size(1); ++head)
+        EXPECT_LT(max_abs_difference(output.layers[size_t(layer)].rows(0, head, queries), rows[layer][head]), 2e-5)
+            << "rows of layer " << layer << " head " << head;
+    if (c.at("pool").is_string()) {
+      ASSERT_TRUE(output.pool_attention.defined());
+      EXPECT_LT(max_abs_difference(output.pool_attention[0], read_npy(kFolder + c.at("pool").get<std::string>())),
+                2e-5);
+    }
+  }
+  EXPECT_EQ(layouts, (std::set<std::string>{"hf-dinov3", "dinov3", "hf-siglip", "dinov2"}));
+}
+
+TEST(Backbones2026, ShardIndicesAreCheckedBeforeAnythingIsRead) {
+  const std::filesystem::path scratch = std::filesystem::temp_directory_path() / "attnscope_shards";
+  std::filesystem::remove_all(scratch);
+  std::filesystem::create_directories(scratch);
+  for (const auto& entry : std::filesystem::directory_iterator(kFolder + "hf_dinov3_sharded"))
+    std::filesystem::copy_file(entry.path(), scratch / entry.path().filename());
+  const std::string index = (scratch / "model.safetensors.index.json").string();
+  nlohmann::json map;
+  std::ifstream(index) >> map;
+  auto expect_refusal = [&](const nlohmann::json& changed, const std::string& words) {
+    std::ofstream(index) << changed.dump();
+    try {
+      load_model(scratch.string(), {}, torch::kCPU);
+      ADD_FAILURE() << "loaded with " << words;
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  nlohmann::json outside = map;
+  outside["weight_map"]["norm.weight"] = "../model-00001-of-00002.safetensors";
+  expect_refusal(outside, "outside the folder");
+  nlohmann::json missing = map;
+  missing["weight_map"]["norm.weight"] = "model-00003-of-00003.safetensors";
+  expect_refusal(missing, "is missing beside it");
+  nlohmann::json wrong = map;
+  const std::string moved = wrong["weight_map"]["norm.weight"] == "model-00001-of-00002.safetensors"
+                                ? "model-00002-of-00002.safetensors"
+                                : "model-00001-of-00002.safetensors";
+  wrong["weight_map"]["norm.weight"] = moved;
+  expect_refusal(wrong, "is not in its shard");
+  std::ofstream(index) << "{\"weight_map\": 3}";
+  EXPECT_THROW(load_model(scratch.string(), {}, torch::kCPU), CheckpointError);
+  std::filesystem::remove_all(scratch);
+}
+
 TEST(Backbones2026, WhatTheBareFileCannotShowIsSaid) {
   LoadedModel model = load_model(kFolder + "dinov3_s16_bare", {}, torch::kCPU);
   std::set<std::string> assumed;
@@ -84,6 +158,14 @@ TEST(Backbones2026, WhatTheBareFileCannotShowIsSaid) {
   EXPECT_TRUE(assumed.count("img_size")) << "no pos_embed shows the training grid";
   EXPECT_EQ(model.vit_arch().rope.kind, RotaryKind::DinoV3);
   EXPECT_DOUBLE_EQ(model.vit_arch().rope.temperature, 100.0);
+  // Meta's files do not record their LayerNorm eps either: the released models' is taken, and said.
+  LoadedModel meta = load_model(kFolder + "meta_dinov3.pth", {}, torch::kCPU);
+  bool eps_assumed = false;
+  for (const ArchAssumption& one : meta.report.assumed) eps_assumed = eps_assumed || one.key == "eps";
+  EXPECT_TRUE(eps_assumed);
+  EXPECT_FALSE(meta.vit_arch().rope.periods.empty()) << "the file's own rotary periods";
+  LoadedModel given = load_model(kFolder + "meta_dinov3.pth", ArchOverrides::parse("eps=1e-6"), torch::kCPU);
+  for (const ArchAssumption& one : given.report.assumed) EXPECT_NE(one.key, "eps") << "given, so not assumed";
 }
 
 TEST(Backbones2026, ARegisteredNameThatDisagreesWithTheWeightsIsRefused) {

@@ -163,6 +163,223 @@ CASES = [
 ]
 
 
+# ------------------------------------------------------------------------------------------------
+# The same kinds of model in their authors' own layouts (keys as each author's converter writes them)
+# ------------------------------------------------------------------------------------------------
+def hf_dinov3_keys(sd):
+    """timm keys -> transformers' DINOv3ViTModel keys (convert_dinov3_vit_to_hf.py and the modeling file)."""
+    C = WIDTH
+    out = {"embeddings.cls_token": sd["cls_token"], "embeddings.register_tokens": sd["reg_token"],
+           "embeddings.mask_token": torch.zeros(1, 1, C),
+           "embeddings.patch_embeddings.weight": sd["patch_embed.proj.weight"],
+           "embeddings.patch_embeddings.bias": sd["patch_embed.proj.bias"],
+           "norm.weight": sd["norm.weight"], "norm.bias": sd["norm.bias"]}
+    for i in range(DEPTH):
+        b, l = f"blocks.{i}.", f"layer.{i}."
+        w, bias = sd[b + "attn.qkv.weight"].chunk(3), sd[b + "attn.qkv.bias"].chunk(3)
+        out.update({l + "attention.q_proj.weight": w[0], l + "attention.q_proj.bias": bias[0],
+                    l + "attention.k_proj.weight": w[1],
+                    l + "attention.v_proj.weight": w[2], l + "attention.v_proj.bias": bias[2],
+                    l + "attention.o_proj.weight": sd[b + "attn.proj.weight"],
+                    l + "attention.o_proj.bias": sd[b + "attn.proj.bias"],
+                    l + "layer_scale1.lambda1": sd[b + "gamma_1"], l + "layer_scale2.lambda1": sd[b + "gamma_2"]})
+        for n in ("norm1", "norm2"):
+            out[l + n + ".weight"], out[l + n + ".bias"] = sd[b + n + ".weight"], sd[b + n + ".bias"]
+        names = {"fc1_g": "gate_proj", "fc1_x": "up_proj", "fc1": "up_proj", "fc2": "down_proj"}
+        for timm_name, hf_name in names.items():
+            if b + "mlp." + timm_name + ".weight" in sd:
+                out[l + "mlp." + hf_name + ".weight"] = sd[b + "mlp." + timm_name + ".weight"]
+                out[l + "mlp." + hf_name + ".bias"] = sd[b + "mlp." + timm_name + ".bias"]
+    return out
+
+
+def meta_dinov3_keys(sd, r):
+    """timm keys -> facebookresearch/dinov3's (the reverse of timm's checkpoint_filter_fn): storage_tokens,
+    mask_token, qkv.bias with its bias_mask (its key part set to noise: the mask must remove it), rope_embed.periods
+    as the released files hold them (bfloat16), SwiGLUFFN w1/w2/w3."""
+    C, d = WIDTH, WIDTH // HEADS
+    out = {"cls_token": sd["cls_token"], "storage_tokens": sd["reg_token"], "mask_token": torch.zeros(1, C),
+           "patch_embed.proj.weight": sd["patch_embed.proj.weight"], "patch_embed.proj.bias": sd["patch_embed.proj.bias"],
+           "norm.weight": sd["norm.weight"], "norm.bias": sd["norm.bias"],
+           "rope_embed.periods": (100.0 ** (2 * torch.arange(d // 4, dtype=torch.float32) / (d // 2))).to(torch.bfloat16)}
+    for i in range(DEPTH):
+        b = f"blocks.{i}."
+        bias = sd[b + "attn.qkv.bias"].clone()
+        bias[C:2 * C] = r.normal([C], 0.5)
+        mask = torch.ones(3 * C)
+        mask[C:2 * C] = 0
+        out.update({b + "attn.qkv.weight": sd[b + "attn.qkv.weight"], b + "attn.qkv.bias": bias,
+                    b + "attn.qkv.bias_mask": mask,
+                    b + "attn.proj.weight": sd[b + "attn.proj.weight"], b + "attn.proj.bias": sd[b + "attn.proj.bias"],
+                    b + "ls1.gamma": sd[b + "gamma_1"], b + "ls2.gamma": sd[b + "gamma_2"]})
+        for n in ("norm1", "norm2"):
+            out[b + n + ".weight"], out[b + n + ".bias"] = sd[b + n + ".weight"], sd[b + n + ".bias"]
+        for timm_name, meta_name in {"fc1_g": "w1", "fc1_x": "w2", "fc1": "fc1", "fc2": "fc2"}.items():
+            if b + "mlp." + timm_name + ".weight" in sd:
+                name = "w3" if (timm_name == "fc2" and b + "mlp.fc1_g.weight" in sd) else meta_name
+                out[b + "mlp." + name + ".weight"] = sd[b + "mlp." + timm_name + ".weight"]
+                out[b + "mlp." + name + ".bias"] = sd[b + "mlp." + timm_name + ".bias"]
+    return out
+
+
+def hf_siglip_keys(sd, r):
+    """timm keys -> transformers' SiglipModel keys (vision_model.*; a small text tower and the similarity's
+    logit_scale / logit_bias beside it, as SiglipModel files have them)."""
+    C = WIDTH
+    v = "vision_model."
+    out = {v + "embeddings.patch_embedding.weight": sd["patch_embed.proj.weight"],
+           v + "embeddings.patch_embedding.bias": sd["patch_embed.proj.bias"],
+           v + "embeddings.position_embedding.weight": sd["pos_embed"][0],
+           v + "post_layernorm.weight": sd["norm.weight"], v + "post_layernorm.bias": sd["norm.bias"],
+           v + "head.probe": sd["attn_pool.latent"],
+           v + "head.attention.in_proj_weight": torch.cat([sd["attn_pool.q.weight"], sd["attn_pool.kv.weight"]]),
+           v + "head.attention.in_proj_bias": torch.cat([sd["attn_pool.q.bias"], sd["attn_pool.kv.bias"]]),
+           v + "head.attention.out_proj.weight": sd["attn_pool.proj.weight"],
+           v + "head.attention.out_proj.bias": sd["attn_pool.proj.bias"],
+           v + "head.layernorm.weight": sd["attn_pool.norm.weight"], v + "head.layernorm.bias": sd["attn_pool.norm.bias"],
+           "text_model.embeddings.token_embedding.weight": r.normal([32, C], 0.02),
+           "text_model.final_layer_norm.weight": torch.ones(C), "logit_scale": torch.tensor([2.3]),
+           "logit_bias": torch.tensor([-10.0])}
+    for n in ("fc1", "fc2"):
+        out[v + "head.mlp." + n + ".weight"] = sd["attn_pool.mlp." + n + ".weight"]
+        out[v + "head.mlp." + n + ".bias"] = sd["attn_pool.mlp." + n + ".bias"]
+    for i in range(DEPTH):
+        b, l = f"blocks.{i}.", f"{v}encoder.layers.{i}."
+        w, bias = sd[b + "attn.qkv.weight"].chunk(3), sd[b + "attn.qkv.bias"].chunk(3)
+        for j, n in enumerate(("q_proj", "k_proj", "v_proj")):
+            out[l + "self_attn." + n + ".weight"], out[l + "self_attn." + n + ".bias"] = w[j], bias[j]
+        out[l + "self_attn.out_proj.weight"], out[l + "self_attn.out_proj.bias"] = sd[b + "attn.proj.weight"], \
+            sd[b + "attn.proj.bias"]
+        for timm_name, hf_name in (("norm1", "layer_norm1"), ("norm2", "layer_norm2"), ("mlp.fc1", "mlp.fc1"),
+                                   ("mlp.fc2", "mlp.fc2")):
+            out[l + hf_name + ".weight"], out[l + hf_name + ".bias"] = sd[b + timm_name + ".weight"], \
+                sd[b + timm_name + ".bias"]
+    return out
+
+
+def dinov2_swiglu_keys(sd):
+    """timm keys -> DINOv2's hub layout with ViT-g's SwiGLUFFNFused (mlp.w12 = [gate; value], mlp.w3)."""
+    out = {}
+    for k, t in sd.items():
+        k = k.replace("gamma_1", "ls1.gamma").replace("gamma_2", "ls2.gamma")
+        k = k.replace("mlp.fc1.", "mlp.w12.").replace("mlp.fc2.", "mlp.w3.")
+        out[k] = t
+    out["mask_token"] = torch.zeros(1, WIDTH)
+    return out
+
+
+def bf16_rounded(sd):
+    return {k: v.to(torch.bfloat16).to(torch.float32) for k, v in sd.items()}
+
+
+def write_shards(tensors, folder, count, dtype):
+    """model-0000i-of-0000n.safetensors and model.safetensors.index.json, as save_pretrained splits them."""
+    names = sorted(tensors)
+    weight_map = {}
+    for i in range(count):
+        shard = f"model-{i + 1:05d}-of-{count:05d}.safetensors"
+        part = {n: tensors[n] for n in names[i::count]}
+        safetensors_io.save_file(part, os.path.join(folder, shard), metadata={"format": "pt"}, dtype=dtype)
+        weight_map.update({n: shard for n in part})
+    with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f, indent=1)
+
+
+def layout_cases(out, started_index):
+    """Cases of the authors' own layouts: {name, layout, model, ...} as the timm cases, plus `layout`."""
+    cases = []
+    swiglu = dict(patch=16, reg=4, gamma=True, qkv_bias=True, mlp="swiglu", hidden=4 * WIDTH)
+    plain = dict(patch=16, reg=4, gamma=True, qkv_bias=True, hidden=4 * WIDTH)
+
+    def add(name, layout, folder, output, probs, img, heads, prefix, pool=None):
+        tag = f"{name}.{img.shape[2]}x{img.shape[3]}"
+        gh, gw = img.shape[2] // 16 if layout != "dinov2" else img.shape[2] // 14, \
+            img.shape[3] // 16 if layout != "dinov2" else img.shape[3] // 14
+        tokens = prefix + gh * gw
+        queries = list(range(prefix)) + [prefix, prefix + (gh * gw) // 2, tokens - 1]
+        np.save(os.path.join(out, tag + ".input.npy"), img.numpy())
+        np.save(os.path.join(out, tag + ".output.npy"), output.to(torch.float32).numpy())
+        np.save(os.path.join(out, tag + ".rows.npy"),
+                torch.stack([p[0][:, queries, :] for p in probs]).to(torch.float32).numpy())
+        pool_file = None
+        if pool is not None:
+            pool_file = tag + ".pool.npy"
+            np.save(os.path.join(out, pool_file), pool[0].to(torch.float32).numpy())
+        cases.append({"name": tag, "layout": layout, "model": folder, "input": tag + ".input.npy",
+                      "output": tag + ".output.npy", "rows": tag + ".rows.npy", "queries": queries, "grid": [gh, gw],
+                      "prefix": prefix, "tokens": tokens, "heads": heads, "pool": pool_file,
+                      "pool_tokens": None if pool is None else int(pool.shape[-1])})
+
+    # transformers' DINOv3, plain MLP, one file.
+    sd = hf_dinov3_keys(make_state(started_index, plain))
+    folder = os.path.join(out, "hf_dinov3")
+    os.makedirs(folder, exist_ok=True)
+    safetensors_io.save_file(sd, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+    hf_config = {"model_type": "dinov3_vit", "hidden_size": WIDTH, "num_hidden_layers": DEPTH,
+                 "num_attention_heads": HEADS, "intermediate_size": 4 * WIDTH, "hidden_act": "gelu",
+                 "layer_norm_eps": 1e-5, "rope_theta": 100.0, "num_register_tokens": 4, "patch_size": 16,
+                 "image_size": 64, "use_gated_mlp": False, "query_bias": True, "key_bias": False,
+                 "value_bias": True, "proj_bias": True, "mlp_bias": True}
+    json.dump(hf_config, open(os.path.join(folder, "config.json"), "w"), indent=1)
+    json.dump({"image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225], "resample": 2,
+               "size": {"height": 64, "width": 64}, "do_resize": True},
+              open(os.path.join(folder, "preprocessor_config.json"), "w"))
+    img = smooth_image(501, 48, 80)
+    output, probs = ref.forward_hf_dinov3(sd, img, HEADS, 1e-5)
+    add("hf_dinov3", "hf-dinov3", "hf_dinov3", output, probs, img, HEADS, 5)
+
+    # transformers' DINOv3 S+ (gated MLP) in bfloat16, split in two shards by an index.
+    sd = bf16_rounded(hf_dinov3_keys(make_state(started_index + 1, swiglu)))
+    folder = os.path.join(out, "hf_dinov3_sharded")
+    os.makedirs(folder, exist_ok=True)
+    write_shards(sd, folder, 2, torch.bfloat16)
+    json.dump(dict(hf_config, hidden_act="silu", use_gated_mlp=True),
+              open(os.path.join(folder, "config.json"), "w"), indent=1)
+    img = smooth_image(502, 64, 48)
+    output, probs = ref.forward_hf_dinov3(sd, img, HEADS, 1e-5, act="silu")
+    add("hf_dinov3_sharded", "hf-dinov3", "hf_dinov3_sharded", output, probs, img, HEADS, 5)
+
+    # Meta's DINOv3 .pth (torch.save of the state dict), plain MLP and SwiGLU.
+    for offset, (name, spec) in enumerate((("meta_dinov3", plain), ("meta_dinov3_splus", swiglu))):
+        r = Init(started_index + 10 + offset)
+        sd = meta_dinov3_keys(make_state(started_index + 2 + offset, spec), r)
+        torch.save(sd, os.path.join(out, name + ".pth"))
+        img = smooth_image(503 + offset, 64, 64)
+        output, probs = ref.forward_meta_dinov3(sd, img, HEADS)
+        add(name, "dinov3", name + ".pth", output, probs, img, HEADS, 5)
+
+    # transformers' SiglipModel (vision and text towers).
+    siglip_spec = dict(patch=16, cls=False, pos_grid=4, hidden=4 * WIDTH, map=True)
+    sd = hf_siglip_keys(make_state(started_index + 4, siglip_spec), Init(started_index + 20))
+    folder = os.path.join(out, "hf_siglip")
+    os.makedirs(folder, exist_ok=True)
+    safetensors_io.save_file(sd, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+    json.dump({"model_type": "siglip", "vision_config": {"hidden_size": WIDTH, "num_hidden_layers": DEPTH,
+                                                         "num_attention_heads": HEADS, "intermediate_size": 4 * WIDTH,
+                                                         "image_size": 64, "patch_size": 16,
+                                                         "layer_norm_eps": 1e-6, "hidden_act": "gelu_pytorch_tanh"},
+               "text_config": {"hidden_size": WIDTH, "vocab_size": 32}},
+              open(os.path.join(folder, "config.json"), "w"), indent=1)
+    json.dump({"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "resample": 2,
+               "size": {"height": 64, "width": 64}, "do_resize": True},
+              open(os.path.join(folder, "preprocessor_config.json"), "w"))
+    img = smooth_image(505, 64, 64)
+    output, probs, pool = ref.forward_hf_siglip(sd, img, HEADS, 1e-6)
+    add("hf_siglip", "hf-siglip", "hf_siglip", output, probs, img, HEADS, 0, pool)
+
+    # DINOv2's hub layout with ViT-g's fused SwiGLU (w12, w3), at its trained size.
+    spec = dict(patch=14, pos_grid=4, gamma=True, mlp="packed", hidden=2 * WIDTH)
+    timm_sd = make_state(started_index + 5, spec)
+    sd = dinov2_swiglu_keys(timm_sd)
+    torch.save(sd, os.path.join(out, "dinov2_swiglu.pth"))
+    img = smooth_image(506, 56, 56)
+    cfg = {"patch": 14, "heads": 1, "eps": 1e-6, "act": "gelu", "timm_class": "VisionTransformer",
+           "global_pool": "token", "pos_grid": (4, 4), "rope": None}
+    output, probs, _ = ref.forward(timm_sd, img, cfg)
+    add("dinov2_swiglu", "dinov2", "dinov2_swiglu.pth", output, probs, img, 1, 1)
+    return cases
+
+
 def config_json(spec):
     args = {"embed_dim": WIDTH, "depth": DEPTH, "num_heads": HEADS}
     if spec.get("img_size"):
@@ -217,6 +434,8 @@ def main(argv):
                           "pool": pool_file, "pool_tokens": None if pool is None else int(pool.shape[-1]),
                           "rope": spec["rope"]["kind"] if spec["rope"] else "none",
                           "global_pool": spec["global_pool"], "eps": spec["eps"]})
+    with open(os.path.join(out, "layout_cases.json"), "w") as f:
+        json.dump(layout_cases(out, 2000), f, indent=1)
     return write_cases(out, cases, started)
 
 

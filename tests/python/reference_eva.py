@@ -230,3 +230,145 @@ def forward(sd, img, cfg):
     if "head.weight" in p:
         x = hub.linear(x, p["head.weight"], p.get("head.bias"))
     return x, probs_all, pool_probs
+
+
+# ------------------------------------------------------------------------------------------------
+# The same models in their authors' own layouts, each written from that code
+# ------------------------------------------------------------------------------------------------
+def forward_hf_dinov3(sd, img, heads, eps, act="gelu", theta=100.0):
+    """transformers models/dinov3_vit/modeling_dinov3_vit.py DINOv3ViTModel: pooler_output (the normed class
+    token). Rope: inv_freq = 1 / theta ** arange(0, 1, 4 / head_dim), angles 2 pi c * inv_freq, tiled, halves
+    rotated; q/k/v_proj (no key bias), o_proj, layer_scale{1,2}.lambda1, mlp up/down or gate/up/down."""
+    p = f64(sd)
+    w = p["embeddings.patch_embeddings.weight"]
+    x, gh, gw = hub.patch_tokens(img.to(torch.float64), w, p.get("embeddings.patch_embeddings.bias"), w.shape[-1])
+    B, _, C = x.shape
+    x = torch.cat([p["embeddings.cls_token"].expand(B, -1, -1), p["embeddings.register_tokens"].expand(B, -1, -1), x],
+                  dim=1)
+    d = C // heads
+    inv_freq = 1 / theta ** torch.arange(0, 1, 4 / d, dtype=torch.float64)
+    ch = torch.arange(0.5, gh, dtype=torch.float64) / gh
+    cw = torch.arange(0.5, gw, dtype=torch.float64) / gw
+    coords = 2.0 * torch.stack(torch.meshgrid(ch, cw, indexing="ij"), dim=-1).flatten(0, 1) - 1.0
+    angles = (2 * math.pi * coords[:, :, None] * inv_freq[None, None, :]).flatten(1, 2).tile(2)
+    cos, sin = angles.cos(), angles.sin()
+    n_patches = gh * gw
+    probs_all = []
+    i = 0
+    while f"layer.{i}.norm1.weight" in p:
+        pre = f"layer.{i}."
+        h = hub.layer_norm(x, p[pre + "norm1.weight"], p[pre + "norm1.bias"], eps)
+
+        def proj(name):
+            return hub.linear(h, p[pre + "attention." + name + ".weight"], p.get(pre + "attention." + name + ".bias"))
+        T = h.shape[1]
+        q, k, v = (proj(n).view(B, T, heads, d).transpose(1, 2) for n in ("q_proj", "k_proj", "v_proj"))
+        pre_n = T - n_patches
+        q = torch.cat([q[:, :, :pre_n], q[:, :, pre_n:] * cos + rotate_halves(q[:, :, pre_n:]) * sin], dim=2)
+        k = torch.cat([k[:, :, :pre_n], k[:, :, pre_n:] * cos + rotate_halves(k[:, :, pre_n:]) * sin], dim=2)
+        probs = hub.softmax((q @ k.transpose(-1, -2)) * d ** -0.5)
+        probs_all.append(probs)
+        a = (probs @ v).transpose(1, 2).reshape(B, T, C)
+        a = hub.linear(a, p[pre + "attention.o_proj.weight"], p[pre + "attention.o_proj.bias"])
+        x = x + a * p[pre + "layer_scale1.lambda1"]
+        h = hub.layer_norm(x, p[pre + "norm2.weight"], p[pre + "norm2.bias"], eps)
+        if pre + "mlp.gate_proj.weight" in p:
+            g = hub.linear(h, p[pre + "mlp.gate_proj.weight"], p[pre + "mlp.gate_proj.bias"])
+            u = hub.linear(h, p[pre + "mlp.up_proj.weight"], p[pre + "mlp.up_proj.bias"])
+            m = activation(act)(g) * u
+        else:
+            m = activation(act)(hub.linear(h, p[pre + "mlp.up_proj.weight"], p[pre + "mlp.up_proj.bias"]))
+        m = hub.linear(m, p[pre + "mlp.down_proj.weight"], p[pre + "mlp.down_proj.bias"])
+        x = x + m * p[pre + "layer_scale2.lambda1"]
+        i += 1
+    x = hub.layer_norm(x, p["norm.weight"], p["norm.bias"], eps)
+    return x[:, 0], probs_all
+
+
+def forward_hf_siglip(sd, img, heads, eps, act="gelu_tanh"):
+    """transformers models/siglip/modeling_siglip.py SiglipVisionTransformer: pooler_output = head(post_layernorm(
+    encoder(patch_embedding + position_embedding))); the head is nn.MultiheadAttention(probe, x, x), then
+    x + mlp(layernorm(x)), token 0. No class token."""
+    p = f64({k: v for k, v in sd.items() if k.startswith("vision_model.")})
+    p = {k[len("vision_model."):]: v for k, v in p.items()}
+    w = p["embeddings.patch_embedding.weight"]
+    x, gh, gw = hub.patch_tokens(img.to(torch.float64), w, p["embeddings.patch_embedding.bias"], w.shape[-1])
+    B, T, C = x.shape
+    x = x + p["embeddings.position_embedding.weight"]
+    d = C // heads
+    probs_all = []
+    i = 0
+    while f"encoder.layers.{i}.layer_norm1.weight" in p:
+        pre = f"encoder.layers.{i}."
+        h = hub.layer_norm(x, p[pre + "layer_norm1.weight"], p[pre + "layer_norm1.bias"], eps)
+        a, probs = hub.attention(h, p[pre + "self_attn.q_proj.weight"], p[pre + "self_attn.q_proj.bias"],
+                                 p[pre + "self_attn.k_proj.weight"], p[pre + "self_attn.k_proj.bias"],
+                                 p[pre + "self_attn.v_proj.weight"], p[pre + "self_attn.v_proj.bias"],
+                                 p[pre + "self_attn.out_proj.weight"], p[pre + "self_attn.out_proj.bias"], heads)
+        probs_all.append(probs)
+        x = x + a
+        h = hub.layer_norm(x, p[pre + "layer_norm2.weight"], p[pre + "layer_norm2.bias"], eps)
+        h = activation(act)(hub.linear(h, p[pre + "mlp.fc1.weight"], p[pre + "mlp.fc1.bias"]))
+        x = x + hub.linear(h, p[pre + "mlp.fc2.weight"], p[pre + "mlp.fc2.bias"])
+        i += 1
+    x = hub.layer_norm(x, p["post_layernorm.weight"], p["post_layernorm.bias"], eps)
+    w_in, b_in = p["head.attention.in_proj_weight"], p["head.attention.in_proj_bias"]
+    probe = p["head.probe"].expand(B, -1, -1)
+    q = hub.linear(probe, w_in[:C], b_in[:C]).view(B, 1, heads, d).transpose(1, 2)
+    k = hub.linear(x, w_in[C:2 * C], b_in[C:2 * C]).view(B, T, heads, d).transpose(1, 2)
+    v = hub.linear(x, w_in[2 * C:], b_in[2 * C:]).view(B, T, heads, d).transpose(1, 2)
+    pool = hub.softmax((q @ k.transpose(-1, -2)) * d ** -0.5)
+    out = (pool @ v).transpose(1, 2).reshape(B, 1, C)
+    out = hub.linear(out, p["head.attention.out_proj.weight"], p["head.attention.out_proj.bias"])
+    h = hub.layer_norm(out, p["head.layernorm.weight"], p["head.layernorm.bias"], eps)
+    h = activation(act)(hub.linear(h, p["head.mlp.fc1.weight"], p["head.mlp.fc1.bias"]))
+    out = out + hub.linear(h, p["head.mlp.fc2.weight"], p["head.mlp.fc2.bias"])
+    return out[:, 0], probs_all, pool[:, :, 0]
+
+
+def forward_meta_dinov3(sd, img, heads, eps=1e-5):
+    """facebookresearch/dinov3 DinoVisionTransformer.forward (is_training=False): head(x_norm_clstoken), head an
+    Identity. RopePositionEmbedding with the loaded `periods` buffer (in the dtype the file has, computed in
+    float32 as the hub's pos_embed_rope_dtype fp32), LinearKMaskedBias (bias * bias_mask), SwiGLUFFN (w1, w2, w3)
+    or Mlp (fc1, fc2), LayerScale ls1/ls2.gamma."""
+    p = f64({k: v for k, v in sd.items()})
+    periods = p["rope_embed.periods"]
+    w = p["patch_embed.proj.weight"]
+    x, gh, gw = hub.patch_tokens(img.to(torch.float64), w, p["patch_embed.proj.bias"], w.shape[-1])
+    B, _, C = x.shape
+    x = torch.cat([p["cls_token"].expand(B, -1, -1), p["storage_tokens"].expand(B, -1, -1), x], dim=1)
+    d = C // heads
+    ch = torch.arange(0.5, gh, dtype=torch.float64) / gh
+    cw = torch.arange(0.5, gw, dtype=torch.float64) / gw
+    coords = 2.0 * torch.stack(torch.meshgrid(ch, cw, indexing="ij"), dim=-1).flatten(0, 1) - 1.0
+    angles = (2 * math.pi * coords[:, :, None] / periods[None, None, :]).flatten(1, 2).tile(2)
+    cos, sin = angles.cos(), angles.sin()
+    probs_all = []
+    i = 0
+    while f"blocks.{i}.norm1.weight" in p:
+        pre = f"blocks.{i}."
+        h = hub.layer_norm(x, p[pre + "norm1.weight"], p[pre + "norm1.bias"], eps)
+        bias = p[pre + "attn.qkv.bias"] * p[pre + "attn.qkv.bias_mask"]
+        T = h.shape[1]
+        q, k, v = hub.linear(h, p[pre + "attn.qkv.weight"], bias).reshape(B, T, 3, heads, d).unbind(2)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        n = T - gh * gw
+        q = torch.cat([q[:, :, :n], q[:, :, n:] * cos + rotate_halves(q[:, :, n:]) * sin], dim=2)
+        k = torch.cat([k[:, :, :n], k[:, :, n:] * cos + rotate_halves(k[:, :, n:]) * sin], dim=2)
+        probs = hub.softmax((q @ k.transpose(-1, -2)) * d ** -0.5)
+        probs_all.append(probs)
+        a = hub.linear((probs @ v).transpose(1, 2).reshape(B, T, C), p[pre + "attn.proj.weight"],
+                       p[pre + "attn.proj.bias"])
+        x = x + a * p[pre + "ls1.gamma"]
+        h = hub.layer_norm(x, p[pre + "norm2.weight"], p[pre + "norm2.bias"], eps)
+        if pre + "mlp.w1.weight" in p:
+            m = activation("silu")(hub.linear(h, p[pre + "mlp.w1.weight"], p[pre + "mlp.w1.bias"])) * \
+                hub.linear(h, p[pre + "mlp.w2.weight"], p[pre + "mlp.w2.bias"])
+            m = hub.linear(m, p[pre + "mlp.w3.weight"], p[pre + "mlp.w3.bias"])
+        else:
+            m = hub.linear(hub.gelu_erf(hub.linear(h, p[pre + "mlp.fc1.weight"], p[pre + "mlp.fc1.bias"])),
+                           p[pre + "mlp.fc2.weight"], p[pre + "mlp.fc2.bias"])
+        x = x + m * p[pre + "ls2.gamma"]
+        i += 1
+    x = hub.layer_norm(x, p["norm.weight"], p["norm.bias"], eps)
+    return x[:, 0], probs_all
