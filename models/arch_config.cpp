@@ -339,6 +339,20 @@ ArchConfig gather_arch_config(const BackboneFamily& family, const Checkpoint& ch
     hub = config_from_json(json, weights.parent_path() / "config.json");
     config.notes.push_back("read config.json beside the weights");
   }
+  // open_clip's timm trunks name their timm model and pooling in open_clip_config.json.
+  ConfigFile open_clip;
+  if (const nlohmann::json json = read_json_beside(weights.parent_path(), "open_clip_config.json"); json.is_object()) {
+    const nlohmann::json* vision = at_path(json, {"model_cfg", "vision_cfg"});
+    if (vision && vision->is_object() && vision->contains("timm_model_name") &&
+        (*vision)["timm_model_name"].is_string()) {
+      open_clip.architecture = (*vision)["timm_model_name"].get<std::string>();
+      if (vision->contains("timm_pool") && (*vision)["timm_pool"].is_string() &&
+          !(*vision)["timm_pool"].get<std::string>().empty())
+        open_clip.args["global_pool"] = (*vision)["timm_pool"];
+      config.notes.push_back("read open_clip_config.json beside the weights: timm_model_name " +
+                             excerpt(open_clip.architecture));
+    }
+  }
   // A yaml beside the weights may be anything (a conda environment): read as a training config only
   // when it has a MODEL section, and one that cannot be parsed is said, not fatal (--config is).
   ConfigFile yaml;
@@ -357,7 +371,7 @@ ArchConfig gather_arch_config(const BackboneFamily& family, const Checkpoint& ch
     }
   }
 
-  for (const std::string* name : {&given.architecture, &hub.architecture, &yaml.architecture})
+  for (const std::string* name : {&given.architecture, &hub.architecture, &yaml.architecture, &open_clip.architecture})
     if (config.architecture.empty() && !name->empty()) config.architecture = *name;
   if (own.is_object() && own.contains("architecture") && own["architecture"].is_string() && config.architecture.empty())
     config.architecture = own["architecture"].get<std::string>();
@@ -373,7 +387,7 @@ ArchConfig gather_arch_config(const BackboneFamily& family, const Checkpoint& ch
       nlohmann::json registered = nlohmann::json::parse(released->model_args);
       lay_over(config, in_attnscope_keys(registered, "", nullptr), "the released " + config.architecture);
       // timm's create_model(name, **model_args): the config's arguments replace the name's.
-      for (const nlohmann::json* args : {&yaml.args, &hub.args, &given.args})
+      for (const nlohmann::json* args : {&open_clip.args, &yaml.args, &hub.args, &given.args})
         if (args->is_object()) registered.update(*args);
       registered_args = registered;
     } else {
@@ -381,6 +395,7 @@ ArchConfig gather_arch_config(const BackboneFamily& family, const Checkpoint& ch
                              "' is not in attnscope's table of released models: the keys and the configs decide");
     }
   }
+  lay_over(config, in_attnscope_keys(open_clip.args, "open_clip_config.json", nullptr), "open_clip_config.json");
   lay_over(config, in_attnscope_keys(yaml.args, "the yaml beside the weights", &ignored),
            "the yaml beside the weights");
   lay_over(config, in_attnscope_keys(hub.args, "config.json model_args", &ignored), "config.json model_args");

@@ -18,7 +18,8 @@ const std::vector<EnumEntry<CheckpointLayout>>& EnumTable<CheckpointLayout>::ent
                                                                  {CheckpointLayout::TorchScript, "torchscript"},
                                                                  {CheckpointLayout::HfDinov3, "hf-dinov3"},
                                                                  {CheckpointLayout::HfSiglip, "hf-siglip"},
-                                                                 {CheckpointLayout::Dinov3, "dinov3"}};
+                                                                 {CheckpointLayout::Dinov3, "dinov3"},
+                                                                 {CheckpointLayout::OpenClip, "open-clip"}};
   return table;
 }
 

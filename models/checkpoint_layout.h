@@ -26,6 +26,7 @@ enum class CheckpointLayout {
   HfDinov3,  // transformers' DINOv3ViTModel folder
   HfSiglip,  // transformers' SiglipModel / SiglipVisionModel folder
   Dinov3,    // Meta's DINOv3 .pth (facebookresearch/dinov3)
+  OpenClip,  // an open_clip folder (open_clip_config.json)
 };
 template <>
 struct EnumTable<CheckpointLayout> {

@@ -280,6 +280,8 @@ void convert_hugging_face(Checkpoint& checkpoint, const std::string& path, Layou
 
 // ---- OpenAI CLIP's visual tower (openai/CLIP model.py VisionTransformer; timm's _convert_openai_clip).
 
+}  // namespace
+
 void convert_openai_clip(Checkpoint& checkpoint, LayoutFacts& facts) {
   auto& tensors = checkpoint.tensors;
   if (tensors.count("visual.conv1.weight") || any_key_starts_with(checkpoint, "visual.")) {
@@ -327,7 +329,9 @@ void convert_openai_clip(Checkpoint& checkpoint, LayoutFacts& facts) {
                               {"attn.out_proj.", "attn.proj."},
                               {"ln_2.", "norm2."},
                               {"mlp.c_fc.", "mlp.fc1."},
-                              {"mlp.c_proj.", "mlp.fc2."}};
+                              {"mlp.c_proj.", "mlp.fc2."},
+                              {"ls_1.gamma", "ls1.gamma"},  // open_clip's layer scale
+                              {"ls_2.gamma", "ls2.gamma"}};
   std::map<std::string, torch::Tensor> renamed;
   for (auto& [key, tensor] : tensors) {
     std::string name = block_key(key, "transformer.resblocks.", block_names);
@@ -359,6 +363,8 @@ void convert_openai_clip(Checkpoint& checkpoint, LayoutFacts& facts) {
   facts.notes.push_back("OpenAI CLIP visual tower: " + std::to_string(facts.heads) +
                         " heads (width / 64), QuickGELU, output: the image embedding (ln_post(class) @ proj)");
 }
+
+namespace {
 
 // ---- Hugging Face transformers CLIP's vision tower (modeling_clip.py CLIPVisionTransformer; timm's
 // CLIP converter's names): CLIPModel, CLIPVisionModelWithProjection or CLIPVisionModel.
@@ -595,7 +601,9 @@ void rename_eva_layer_scale(Checkpoint& checkpoint, LayoutFacts& facts) {
 LayoutFacts adopt_known_layout(Checkpoint& checkpoint, const std::string& path) {
   LayoutFacts facts;
   const auto& tensors = checkpoint.tensors;
-  if (is_hf_dinov3(checkpoint))
+  if (const nlohmann::json open_clip = read_open_clip_config(path); is_open_clip(checkpoint, open_clip))
+    convert_open_clip(checkpoint, open_clip, facts);
+  else if (is_hf_dinov3(checkpoint))
     convert_hf_dinov3(checkpoint, path, facts);
   else if (is_hf_siglip(checkpoint))
     convert_hf_siglip(checkpoint, path, facts);

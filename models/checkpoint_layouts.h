@@ -66,6 +66,12 @@ bool is_hf_siglip(const Checkpoint& checkpoint);
 void convert_hf_siglip(Checkpoint& checkpoint, const std::string& path, LayoutFacts& facts);
 bool is_meta_dinov3(const Checkpoint& checkpoint);
 void convert_meta_dinov3(Checkpoint& checkpoint, LayoutFacts& facts);
+// open_clip_config.json beside `path` (null when there is none); a folder of it with visual.* keys.
+nlohmann::json read_open_clip_config(const std::string& path);
+bool is_open_clip(const Checkpoint& checkpoint, const nlohmann::json& config);
+void convert_open_clip(Checkpoint& checkpoint, const nlohmann::json& config, LayoutFacts& facts);
+// OpenAI CLIP's visual tower renamed to timm's keys (models/checkpoint_layouts.cpp).
+void convert_openai_clip(Checkpoint& checkpoint, LayoutFacts& facts);
 
 // A JSON object file `name` in `folder` (a config beside the weights), or null when there is none;
 // one that is broken or not an object throws CheckpointError ("... : fix or remove it").

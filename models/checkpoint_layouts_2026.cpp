@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <cmath>
 
 namespace attnscope {
@@ -330,6 +331,94 @@ void convert_meta_dinov3(Checkpoint& checkpoint, LayoutFacts& facts) {
   facts.notes.push_back(std::string("Meta's DINOv3 layout: storage tokens as registers, the k-masked qkv bias, ") +
                         (rope.periods.empty() ? "rotary base 100" : "the file's rotary periods") +
                         ", LayerNorm eps 1e-5 (the released models' layernormbf16); output: the normed class token");
+}
+
+// ---- open_clip folders (open_clip_config.json beside open_clip_model.safetensors / _pytorch_model.bin):
+// its ViT towers in OpenAI CLIP's keys, or a timm trunk (visual.trunk.*) with a projection head.
+
+nlohmann::json read_open_clip_config(const std::string& path) {
+  return read_json_beside(folder_of(path), "open_clip_config.json");
+}
+
+namespace {
+
+// The model_cfg's vision_cfg, or an empty object.
+nlohmann::json open_clip_vision(const nlohmann::json& config) {
+  if (!config.is_object() || !config.contains("model_cfg") || !config["model_cfg"].is_object()) return {};
+  const auto& model = config["model_cfg"];
+  return model.contains("vision_cfg") && model["vision_cfg"].is_object() ? model["vision_cfg"] : nlohmann::json();
+}
+
+void read_open_clip_preprocess(const nlohmann::json& config, LayoutFacts& facts) {
+  if (!config.contains("preprocess_cfg") || !config["preprocess_cfg"].is_object()) return;
+  const auto& cfg = config["preprocess_cfg"];
+  auto three = [&](const char* key, std::array<float, 3>& out) {
+    if (!cfg.contains(key)) return false;
+    if (!cfg[key].is_array() || cfg[key].size() != 3)
+      throw CheckpointError(std::string("open_clip_config.json preprocess_cfg.") + key + " must be 3 numbers");
+    for (size_t i = 0; i < 3; ++i) {
+      if (!cfg[key][i].is_number())
+        throw CheckpointError(std::string("open_clip_config.json preprocess_cfg.") + key + " must be 3 numbers");
+      out[i] = cfg[key][i].get<float>();
+    }
+    return true;
+  };
+  if (three("mean", facts.mean) | three("std", facts.std))
+    facts.normalization_source = "open_clip_config.json preprocess_cfg";
+}
+
+}  // namespace
+
+bool is_open_clip(const Checkpoint& checkpoint, const nlohmann::json& config) {
+  return config.is_object() && config.contains("model_cfg") && any_key_starts_with(checkpoint, "visual.");
+}
+
+void convert_open_clip(Checkpoint& checkpoint, const nlohmann::json& config, LayoutFacts& facts) {
+  const nlohmann::json vision = open_clip_vision(config);
+  auto& tensors = checkpoint.tensors;
+  if (any_key_starts_with(checkpoint, "visual.trunk.")) {
+    // A timm model: its keys under visual.trunk., its registered name in timm_model_name (read by
+    // gather_arch_config as the architecture), then open_clip's head: proj (a Linear) or none.
+    if (any_key_starts_with(checkpoint, "visual.head.mlp."))
+      throw CheckpointError(
+          "open_clip's MLP projection head (timm_proj mlp) is not read; the linear and no "
+          "projection are");
+    std::map<std::string, torch::Tensor> visual;
+    size_t other = 0;
+    for (auto& [key, tensor] : tensors) {
+      if (starts_with(key, "visual.trunk."))
+        visual[key.substr(13)] = tensor;
+      else if (starts_with(key, "visual.head.proj."))
+        visual["head." + key.substr(17)] = tensor;
+      else
+        ++other;
+    }
+    tensors.swap(visual);
+    if (tensors.count("head.weight")) facts.output_kind = OutputKind::Embedding;
+    facts.layout = CheckpointLayout::OpenClip;
+    read_open_clip_preprocess(config, facts);
+    facts.notes.push_back("open_clip with a timm trunk (" +
+                          (vision.contains("timm_model_name") ? excerpt(vision["timm_model_name"].dump()) : "unnamed") +
+                          "): visual.trunk.* read as timm's keys" +
+                          (tensors.count("head.weight") ? ", visual.head.proj as the projection" : "") +
+                          (other ? "; " + std::to_string(other) + " text-tower tensors left aside" : ""));
+    return;
+  }
+  // open_clip's own VisionTransformer has OpenAI CLIP's keys (and ls_1 / ls_2 layer scale).
+  convert_openai_clip(checkpoint, facts);
+  facts.layout = CheckpointLayout::OpenClip;
+  const bool quick_gelu = config["model_cfg"].value("quick_gelu", false);
+  facts.activation = quick_gelu ? MlpActivation::QuickGelu : MlpActivation::Gelu;
+  const int head_width = config_count(vision, "head_width", 64, "open_clip_config.json vision_cfg");
+  const int width = int(tensors.at("patch_embed.proj.weight").size(0));
+  if (width % head_width != 0)
+    throw CheckpointError("open_clip_config.json vision_cfg.head_width " + std::to_string(head_width) +
+                          " does not divide the width " + std::to_string(width));
+  facts.heads = width / head_width;
+  read_open_clip_preprocess(config, facts);
+  facts.notes.push_back("open_clip ViT: " + std::to_string(facts.heads) + " heads (width / head_width " +
+                        std::to_string(head_width) + "), " + (quick_gelu ? "QuickGELU" : "GELU") +
+                        " (model_cfg.quick_gelu " + (quick_gelu ? "true" : "false") + ")");
 }
 
 }  // namespace attnscope

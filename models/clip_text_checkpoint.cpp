@@ -353,7 +353,23 @@ ClipTextLoad load_clip_text_tower(ClipTextSource source, const std::string& path
   }
   bool float16 = false;
   for (const auto& [key, tensor] : checkpoint.tensors) float16 = float16 || tensor.scalar_type() == torch::kHalf;
-  const ClipTextArch arch = infer_clip_text_arch(checkpoint, source.layout, text_config, file_keys, load);
+  ClipTextArch arch = infer_clip_text_arch(checkpoint, source.layout, text_config, file_keys, load);
+  if (const nlohmann::json open_clip = hugging_face ? nlohmann::json() : read_open_clip_config(path);
+      open_clip.is_object() && open_clip.contains("model_cfg") && open_clip["model_cfg"].is_object()) {
+    // open_clip's text towers: its model_cfg says the activation (LAION's are GELU) and the heads.
+    const auto& model = open_clip["model_cfg"];
+    arch.activation = model.value("quick_gelu", false) ? MlpActivation::QuickGelu : MlpActivation::Gelu;
+    const nlohmann::json text =
+        model.contains("text_cfg") && model["text_cfg"].is_object() ? model["text_cfg"] : nlohmann::json::object();
+    const int heads = text.contains("heads") && text["heads"].is_number_integer() ? text["heads"].get<int>() : 8;
+    if (heads < 1 || arch.width % heads != 0)
+      throw CheckpointError("open_clip_config.json text_cfg.heads " + std::to_string(heads) +
+                            " does not divide the text width " + std::to_string(arch.width));
+    arch.heads = heads;
+    load.notes.push_back("open_clip text tower: " + std::to_string(heads) + " heads, " +
+                         (arch.activation == MlpActivation::QuickGelu ? "QuickGELU" : "GELU") +
+                         " (open_clip_config.json)");
+  }
   if (image_embed_dim > 0 && arch.embed_dim != image_embed_dim)
     throw CheckpointError(
         "'" + (hugging_face ? std::string("text_projection.weight") : std::string("text_projection")) +

@@ -78,13 +78,14 @@ TEST(Backbones2026, EveryRegisteredFamilyMatchesTimm) {
 
 // The same kinds of model in their authors' own layouts: transformers' DINOv3 (one file, and a gated
 // MLP in bfloat16 split into two shards by an index), Meta's DINOv3 .pth (k-masked qkv bias, the file's
-// rotary periods, SwiGLU w1/w2/w3), transformers' SiglipModel, DINOv2's fused SwiGLU (w12, w3).
+// rotary periods, SwiGLU w1/w2/w3), transformers' SiglipModel, DINOv2's fused SwiGLU (w12, w3), open_clip
+// folders (its own ViT in OpenAI's keys with GELU and head_width; a timm trunk named in its config).
 TEST(Backbones2026, EveryLayoutMatchesItsAuthorsForward) {
   configure_threads(2);
   std::ifstream in(kFolder + "layout_cases.json");
   ASSERT_TRUE(in) << "missing layout_cases.json";
   const auto cases = nlohmann::json::parse(in);
-  ASSERT_GE(cases.size(), 6u);
+  ASSERT_GE(cases.size(), 8u);
   std::set<std::string> layouts;
   for (const auto& c : cases) {
     SCOPED_TRACE("case " + c.at("name").get<std::string>());
@@ -112,7 +113,7 @@ TEST(Backbones2026, EveryLayoutMatchesItsAuthorsForward) {
                 2e-5);
     }
   }
-  EXPECT_EQ(layouts, (std::set<std::string>{"hf-dinov3", "dinov3", "hf-siglip", "dinov2"}));
+  EXPECT_EQ(layouts, (std::set<std::string>{"hf-dinov3", "dinov3", "hf-siglip", "dinov2", "open-clip"}));
 }
 
 TEST(Backbones2026, ShardIndicesAreCheckedBeforeAnythingIsRead) {

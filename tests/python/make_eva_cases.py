@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 import reference_eva as ref
+import reference_hub_vit as hub
 import safetensors_io
 from fixture_tools import Init, output_folder, write_cases
 from make_hub_cases import smooth_image, position_values
@@ -44,8 +45,7 @@ def norm(r, sd, name, width):
     sd[name + ".bias"] = r.normal([width], 0.05)
 
 
-def qk_gain_qkv(r, sd, name, bias):
-    C = WIDTH
+def qk_gain_qkv(r, sd, name, bias, C):
     sd[name + ".weight"] = torch.cat([r.normal([C, C], 1.8 / math.sqrt(C)), r.normal([C, C], 1.8 / math.sqrt(C)),
                                       r.normal([C, C], 1.0 / math.sqrt(C))])
     if bias:
@@ -56,7 +56,7 @@ def make_state(seed, spec):
     """A state dict in timm's keys for `spec` (see CASES)."""
     r = Init(seed)
     sd = {}
-    C, P = WIDTH, spec["patch"]
+    C, P = spec.get("width", WIDTH), spec["patch"]
     sd["patch_embed.proj.weight"] = r.normal([C, 3, P, P], 1.0 / math.sqrt(3 * P * P))
     if spec.get("patch_bias", True):
         sd["patch_embed.proj.bias"] = r.normal([C], 0.02)
@@ -72,14 +72,14 @@ def make_state(seed, spec):
         sd["pos_embed"] = position_values(r, n_prefix if spec.get("pos_prefix", True) else 0, g, C).unsqueeze(0)
     if spec.get("norm_pre"):
         norm(r, sd, "norm_pre", C)
-    for i in range(DEPTH):
+    for i in range(spec.get("depth", DEPTH)):
         b = f"blocks.{i}."
         norm(r, sd, b + "norm1", C)
         qkv = spec.get("qkv", "fused")
         if qkv == "fused":
-            qk_gain_qkv(r, sd, b + "attn.qkv", spec.get("qkv_bias", True))
+            qk_gain_qkv(r, sd, b + "attn.qkv", spec.get("qkv_bias", True), C)
         elif qkv == "qv_bias":
-            qk_gain_qkv(r, sd, b + "attn.qkv", False)
+            qk_gain_qkv(r, sd, b + "attn.qkv", False, C)
             sd[b + "attn.q_bias"] = r.normal([C], 0.05)
             sd[b + "attn.v_bias"] = r.normal([C], 0.05)
         else:
@@ -377,7 +377,74 @@ def layout_cases(out, started_index):
            "global_pool": "token", "pos_grid": (4, 4), "rope": None}
     output, probs, _ = ref.forward(timm_sd, img, cfg)
     add("dinov2_swiglu", "dinov2", "dinov2_swiglu.pth", output, probs, img, 1, 1)
+    cases += open_clip_cases(out, started_index + 30, add)
     return cases
+
+
+def open_clip_visual_keys(sd):
+    """timm keys -> open_clip's VisionTransformer (OpenAI CLIP's keys; ls_1 / ls_2 its layer scale)."""
+    v = {"visual.conv1.weight": sd["patch_embed.proj.weight"], "visual.class_embedding": sd["cls_token"][0, 0],
+         "visual.positional_embedding": sd["pos_embed"][0], "visual.ln_pre.weight": sd["norm_pre.weight"],
+         "visual.ln_pre.bias": sd["norm_pre.bias"], "visual.ln_post.weight": sd["norm.weight"],
+         "visual.ln_post.bias": sd["norm.bias"], "visual.proj": sd["head.weight"].t().contiguous()}
+    i = 0
+    while f"blocks.{i}.norm1.weight" in sd:
+        b, o = f"blocks.{i}.", f"visual.transformer.resblocks.{i}."
+        pairs = {"norm1": "ln_1", "norm2": "ln_2", "attn.proj": "attn.out_proj", "mlp.fc1": "mlp.c_fc",
+                 "mlp.fc2": "mlp.c_proj"}
+        for timm_name, clip_name in pairs.items():
+            v[o + clip_name + ".weight"], v[o + clip_name + ".bias"] = sd[b + timm_name + ".weight"], \
+                sd[b + timm_name + ".bias"]
+        v[o + "attn.in_proj_weight"], v[o + "attn.in_proj_bias"] = sd[b + "attn.qkv.weight"], sd[b + "attn.qkv.bias"]
+        v[o + "ls_1.gamma"], v[o + "ls_2.gamma"] = sd[b + "gamma_1"], sd[b + "gamma_2"]
+        i += 1
+    return v
+
+
+def open_clip_cases(out, seed, add):
+    """open_clip folders: its own ViT (OpenAI keys, GELU as LAION's towers, head_width 32) and a timm trunk
+    (vit_tiny_patch16_224, timm_pool avg, a linear projection) in float16."""
+    # open_clip's VisionTransformer.
+    spec = dict(patch=16, pos_grid=4, norm_pre=True, patch_bias=False, gamma=True, hidden=4 * WIDTH, classes=32)
+    timm_sd = make_state(seed, spec)
+    timm_sd.pop("head.bias")
+    folder = os.path.join(out, "open_clip_vit")
+    os.makedirs(folder, exist_ok=True)
+    sd = open_clip_visual_keys(timm_sd)
+    safetensors_io.save_file(sd, os.path.join(folder, "open_clip_model.safetensors"))
+    json.dump({"model_cfg": {"embed_dim": 32, "quick_gelu": False,
+                             "vision_cfg": {"image_size": 64, "layers": DEPTH, "width": WIDTH, "head_width": 32,
+                                            "patch_size": 16},
+                             "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64, "heads": 2,
+                                          "layers": 2}},
+               "preprocess_cfg": {"mean": [0.48145466, 0.4578275, 0.40821073],
+                                  "std": [0.26862954, 0.26130258, 0.27577711]}},
+              open(os.path.join(folder, "open_clip_config.json"), "w"), indent=1)
+    img = smooth_image(601, 64, 64)
+    output, probs = hub.clip_forward(sd, img, heads=2, act=hub.gelu_erf)
+    add("open_clip_vit", "open-clip", "open_clip_vit", output, probs, img, 2, 1)
+
+    # A timm trunk: the registered vit_tiny_patch16_224 (192 wide, 12 blocks, 3 heads), avg pooling.
+    spec = dict(patch=16, pos_grid=14, width=192, depth=12, hidden=768, final_norm=False, fc_norm=True)
+    timm_sd = {k: v.to(torch.float16).to(torch.float32) for k, v in make_state(seed + 1, spec).items()}
+    head = Init(seed + 2).normal([32, 192], 1.0 / math.sqrt(192)).to(torch.float16).to(torch.float32)
+    folder = os.path.join(out, "open_clip_timm")
+    os.makedirs(folder, exist_ok=True)
+    sd = {"visual.trunk." + k: v for k, v in timm_sd.items()}
+    sd["visual.head.proj.weight"] = head
+    sd["text.token_embedding.weight"] = torch.zeros(8, 16)
+    safetensors_io.save_file(sd, os.path.join(folder, "open_clip_model.safetensors"), dtype=torch.float16)
+    json.dump({"model_cfg": {"embed_dim": 32,
+                             "vision_cfg": {"timm_model_name": "vit_tiny_patch16_224", "timm_model_pretrained": False,
+                                            "timm_pool": "avg", "timm_proj": "linear", "image_size": 224}},
+               "preprocess_cfg": {"mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5]}},
+              open(os.path.join(folder, "open_clip_config.json"), "w"), indent=1)
+    img = smooth_image(602, 224, 224)
+    cfg = {"patch": 16, "heads": 3, "eps": 1e-6, "act": "gelu", "timm_class": "VisionTransformer",
+           "global_pool": "avg", "pos_grid": (14, 14), "rope": None}
+    output, probs, _ = ref.forward(dict(timm_sd, **{"head.weight": head}), img, cfg)
+    add("open_clip_timm", "open-clip", "open_clip_timm", output, probs, img, 3, 1)
+    return []
 
 
 def config_json(spec):

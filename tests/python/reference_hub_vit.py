@@ -356,11 +356,13 @@ def clip_position_embeddings(pos, gh, gw, antialias=True):
     return torch.cat([pos[:1], patch_pos], dim=0)
 
 
-def clip_forward(sd, img, heads=None, pos_antialias=True):
+def clip_forward(sd, img, heads=None, pos_antialias=True, act=None):
     """OpenAI CLIP VisionTransformer.forward: ln_post(x[:, 0]) @ proj. heads default width // 64 (build_model).
 
     pos_antialias: leave True (open_clip's default); False only to check that the fixtures tell them apart.
+    act: QuickGELU (OpenAI's) by default; open_clip's towers without quick_gelu in their config run nn.GELU.
     """
+    act = act or quick_gelu
     v = clip_visual_state(sd)
     g = lambda k: _f64(v[k]) if k in v else None  # noqa: E731
     conv = g("conv1.weight")
@@ -384,8 +386,10 @@ def clip_forward(sd, img, heads=None, pos_antialias=True):
             "ln2_w": g(bp + "ln_2.weight"), "ln2_b": g(bp + "ln_2.bias"),
             "fc1_w": g(bp + "mlp.c_fc.weight"), "fc1_b": g(bp + "mlp.c_fc.bias"),
             "fc2_w": g(bp + "mlp.c_proj.weight"), "fc2_b": g(bp + "mlp.c_proj.bias"),
+            # open_clip's ResidualAttentionBlock: x + ls_1(attn(ln_1(x))), x + ls_2(mlp(ln_2(x)))
+            "ls1": g(bp + "ls_1.gamma"), "ls2": g(bp + "ls_2.gamma"),
         }
-        x, probs = pre_norm_block(x, p, heads, LN_EPS_CLIP, quick_gelu)
+        x, probs = pre_norm_block(x, p, heads, LN_EPS_CLIP, act)
         probs_all.append(probs)
     out = layer_norm(x[:, 0], g("ln_post.weight"), g("ln_post.bias"), LN_EPS_CLIP)
     if "proj" in v:
