@@ -203,7 +203,8 @@ void convert_hf_siglip(Checkpoint& checkpoint, const std::string& path, LayoutFa
     }
   if (text > 0)
     facts.notes.push_back("the file's text tower, logit_scale and logit_bias (" + std::to_string(text) +
-                          " tensors) are not read: SigLIP's zero-shot and text targets are not available yet");
+                          " tensor(s) beside the vision tower) are not read: SigLIP's zero-shot and text targets are "
+                          "not available yet");
   rename_prefix(checkpoint, "vision_model.", "");
   for (int layer = 0; tensors.count("encoder.layers." + std::to_string(layer) + ".layer_norm1.weight"); ++layer) {
     const std::string prefix = "encoder.layers." + std::to_string(layer) + ".self_attn.";

@@ -151,7 +151,15 @@ std::vector<std::string> VisionTransformerImpl::summary_lines() const {
           "patch         " + std::to_string(arch_.patch_size) + " (" + std::to_string(arch_.pos_grid_h) + "x" +
               std::to_string(arch_.pos_grid_w) + " patches, " + std::to_string(arch_.prefix_tokens()) +
               " prefix tokens)",
-          "attention     " + attention};
+          "attention     " + attention,
+          "positions     " + std::string(arch_.abs_pos_embed ? "pos_embed" : "") +
+              (arch_.abs_pos_embed && arch_.rope.enabled() ? " + " : "") +
+              (arch_.rope.enabled() ? "rotary " + arch_.rope.describe() : "") +
+              (!arch_.abs_pos_embed && !arch_.rope.enabled() ? "none" : ""),
+          "features      " + to_string(arch_.pool) +
+              (arch_.pool == GlobalPool::AttentionPool
+                   ? " (attention-pool head, " + std::to_string(arch_.attn_pool.heads) + " heads)"
+                   : "")};
 }
 
 VitArch plain_vit_arch(int embed_dim, int depth, int heads, int patch_size, int grid, int num_classes) {

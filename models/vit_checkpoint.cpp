@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/excerpt.h"
+#include "core/number_text.h"
 #include "models/checkpoint_keys.h"
 #include "models/checkpoint_layouts.h"
 #include "models/model_families.h"
@@ -502,7 +503,7 @@ VitArch infer_arch(const Checkpoint& checkpoint, const nlohmann::json& meta, Loa
         "reads the class token, as DINOv3's own code does)");
   if (config.given("architecture") && config.get("architecture").is_string())
     note("settings of timm's registered " + excerpt(config.get("architecture").get<std::string>()) + ": eps " +
-         std::to_string(arch.layer_norm_eps) + ", activation " + to_string(arch.blocks.front().activation) +
+         format_double(arch.layer_norm_eps) + ", activation " + to_string(arch.blocks.front().activation) +
          ", rotary " + arch.rope.describe() + ", global_pool " + to_string(arch.pool));
   check_arch_limits(vit_arch_estimate(arch));
   return arch;
