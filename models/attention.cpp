@@ -45,6 +45,11 @@ AttentionImpl::AttentionImpl(const AttentionArch& arch) : arch_(arch) {
   }
   if (arch.inner_norm)
     norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(arch.norm_eps)));
+  if (arch.relative_bias_grid_h > 0) {
+    const int64_t distances = int64_t(2 * arch.relative_bias_grid_h - 1) * (2 * arch.relative_bias_grid_w - 1) + 3;
+    relative_position_bias_table =
+        register_parameter("relative_position_bias_table", torch::zeros({distances, int64_t(arch.heads)}));
+  }
   proj = register_module("proj", torch::nn::Linear(dim, dim));
   if (arch.native == NativeAttention::Focused) {
     if (arch.dwc_kernel > 0)
@@ -152,7 +157,10 @@ AttentionImpl::MixInputs AttentionImpl::prepare_mix(const torch::Tensor& project
   if (large_inference(projected)) all_cores.emplace(configured_threads());
   inputs.features = kernel_features(inputs.resolved, inputs.q, inputs.k, kernel_parameters(), layout);
   // Window by window needs no T x T mask (at 5,477 tokens building it took 180 ms a layer).
-  inputs.by_windows = !explicit_matrix && cpu_inference(projected) && window_keys_pay(layout, inputs.resolved.window);
+  if (relative_position_bias_table.defined() && kernel_spec(inputs.resolved.kernel).takes_additive)
+    inputs.additive = relative_position_bias(layout);
+  inputs.by_windows = !inputs.additive.defined() && !explicit_matrix && cpu_inference(projected) &&
+                      window_keys_pay(layout, inputs.resolved.window);
   if (!inputs.by_windows) inputs.allowed = window_mask(layout, inputs.resolved.window, projected.device());
   // Kernels that normalise rows by a log-sum-exp (softmax) over all keys leave it here; the others
   // leave it undefined.
@@ -162,7 +170,7 @@ AttentionImpl::MixInputs AttentionImpl::prepare_mix(const torch::Tensor& project
 
 torch::Tensor AttentionImpl::explicit_probabilities(const MixInputs& inputs) const {
   auto all_queries = torch::arange(inputs.tokens, torch::TensorOptions().dtype(torch::kLong).device(inputs.q.device()));
-  return equivalent_rows(inputs.resolved.kernel, inputs.features, all_queries, inputs.allowed);
+  return equivalent_rows(inputs.resolved.kernel, inputs.features, all_queries, inputs.allowed, inputs.additive);
 }
 
 torch::Tensor AttentionImpl::attend_values(const MixInputs& inputs, const KernelFeatures& features,
@@ -176,7 +184,7 @@ torch::Tensor AttentionImpl::attend_values(const MixInputs& inputs, const Kernel
   else if (inputs.by_windows)
     out = attend_in_windows(inputs.resolved.kernel, features, v, layout, inputs.resolved.window);
   else
-    out = attend(inputs.resolved.kernel, features, v, inputs.allowed);
+    out = attend(inputs.resolved.kernel, features, v, inputs.allowed, inputs.additive);
   if (inputs.resolved.dwc) out = out + depthwise_conv_on_values(v, dwc->weight, dwc_bias, layout);
   return out;
 }
@@ -194,6 +202,41 @@ void AttentionImpl::fill_capture(const MixInputs& inputs, const TokenLayout& lay
   if (inputs.features.row_log_normalizer && inputs.features.row_log_normalizer->defined())
     capture.row_log_normalizer = inputs.features.row_log_normalizer->view({inputs.batch, arch_.heads, inputs.tokens});
   if (inputs.resolved.dwc) capture.dwc_weight = dwc->weight.detach();
+  if (inputs.additive.defined()) capture.additive = inputs.additive.detach();
+}
+
+torch::Tensor AttentionImpl::relative_position_bias(const TokenLayout& layout) const {
+  const int grid_h = arch_.relative_bias_grid_h, grid_w = arch_.relative_bias_grid_w;
+  if (layout.grid_h != grid_h || layout.grid_w != grid_w || layout.prefix_tokens() != 1)
+    throw std::invalid_argument("BEiT's relative position bias was trained for a " + std::to_string(grid_h) + "x" +
+                                std::to_string(grid_w) + " grid with one class token; this input gives " +
+                                std::to_string(layout.grid_h) + "x" + std::to_string(layout.grid_w) +
+                                ": give the model its trained size (" + std::to_string(grid_h * layout.patch_size) +
+                                "x" + std::to_string(grid_w * layout.patch_size) + ")");
+  // timm's gen_relative_position_index: (dr + h - 1) * (2w - 1) + (dc + w - 1) between patches;
+  // the last three entries for class to token, token to class and class to class.
+  const int64_t area = int64_t(grid_h) * grid_w, distances = int64_t(2 * grid_h - 1) * (2 * grid_w - 1) + 3;
+  auto index = torch::empty({area + 1, area + 1}, torch::kLong);
+  auto* cell = index.data_ptr<int64_t>();
+  for (int64_t i = 0; i <= area; ++i)
+    for (int64_t j = 0; j <= area; ++j) {
+      int64_t value;
+      if (i == 0 && j == 0)
+        value = distances - 1;
+      else if (i == 0)
+        value = distances - 3;
+      else if (j == 0)
+        value = distances - 2;
+      else
+        value = ((i - 1) / grid_w - (j - 1) / grid_w + grid_h - 1) * (2 * grid_w - 1) +
+                ((i - 1) % grid_w - (j - 1) % grid_w + grid_w - 1);
+      cell[i * (area + 1) + j] = value;
+    }
+  const auto& table = relative_position_bias_table;
+  return table.index_select(0, index.view(-1).to(table.device()))
+      .view({area + 1, area + 1, -1})
+      .permute({2, 0, 1})
+      .unsqueeze(0);
 }
 
 torch::Tensor AttentionImpl::mix(const torch::Tensor& projected, const TokenLayout& layout,
@@ -324,8 +367,11 @@ torch::Tensor AttentionCapture::rows(int64_t batch, int64_t head, const std::vec
   auto query_index = torch::tensor(queries, torch::TensorOptions().dtype(torch::kLong)).to(device);
   if (!query_slots.defined()) {
     const auto allowed = window_mask(layout, attention.window, device, query_index);
+    torch::Tensor bias;  // BEiT's relative position bias, for the kernels that take it
+    if (additive.defined() && kernel_spec(attention.kernel).takes_additive)
+      bias = broadcast_select(broadcast_select(additive, 0), head).index_select(0, query_index);
     auto result =
-        equivalent_rows(attention.kernel, one_head_features(features, batch, head), query_index, allowed)[0][0];
+        equivalent_rows(attention.kernel, one_head_features(features, batch, head), query_index, allowed, bias)[0][0];
     return result;
   }
 

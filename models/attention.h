@@ -37,6 +37,9 @@ struct AttentionArch {
   bool inner_norm = false;  // norm: a LayerNorm over the heads' merged output before proj (EVA's scale_attn_inner)
   double norm_eps = 1e-6;   // of q_norm, k_norm and norm
   RotaryArch rope;          // rotates queries and keys of the patch tokens after q_norm / k_norm
+  // BEiT's relative position bias: a table [(2h-1)(2w-1)+3, heads] for the h x w grid it was trained
+  // on (the 3: class to token, token to class, class to class); 0: none.
+  int relative_bias_grid_h = 0, relative_bias_grid_w = 0;
   NativeAttention native = NativeAttention::Softmax;
   int dwc_kernel = 0;                  // focused: depthwise conv size, 0 when absent
   bool has_scale = false;              // focused: softplus scale [1, 1, C]
@@ -191,6 +194,7 @@ class AttentionImpl : public torch::nn::Module {
   torch::nn::Linear to_out_linear{nullptr};  // the same layer, held directly
   torch::nn::Conv2d dwc{nullptr};
   torch::Tensor scale, positional_encoding, temperature;
+  torch::Tensor relative_position_bias_table;  // BEiT
 
  private:
   // What mix computes before it attends: per-head q, k, v, the resolved kernel and its features.
@@ -199,6 +203,7 @@ class AttentionImpl : public torch::nn::Module {
     ResolvedAttention resolved;
     KernelFeatures features;
     torch::Tensor allowed;    // the window mask; undefined when global or attended window by window
+    torch::Tensor additive;   // BEiT's relative position bias [1, h, T, T] for kernels that take it
     bool by_windows = false;  // attend_in_windows, without the mask (no autograd, no explicit matrix)
     int64_t batch = 0, tokens = 0, dim = 0, head_dim = 0;
   };
@@ -213,6 +218,9 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor explicit_probabilities(const MixInputs& inputs) const;
   void fill_capture(const MixInputs& inputs, const TokenLayout& layout, AttentionCapture& capture) const;
   KernelParameters kernel_parameters() const;
+  // BEiT's bias [1, h, T, T] for `layout`, from the table; throws std::invalid_argument for another
+  // grid or prefix than the table's (timm's BEiT runs at its trained size only).
+  torch::Tensor relative_position_bias(const TokenLayout& layout) const;
   AttentionArch arch_;
 };
 TORCH_MODULE(Attention);

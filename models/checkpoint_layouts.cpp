@@ -623,6 +623,19 @@ LayoutFacts adopt_known_layout(Checkpoint& checkpoint, const std::string& path) 
   else
     read_timm_pretrained_cfg(checkpoint, path, facts);
   rename_eva_layer_scale(checkpoint, facts);
+  // BEiT's (and Microsoft's) files may store the index of their relative position bias: it is rebuilt.
+  size_t indices = 0;
+  for (auto it = checkpoint.tensors.begin(); it != checkpoint.tensors.end();)
+    if (starts_with(it->first, "blocks.") && it->first.size() > 29 &&
+        it->first.compare(it->first.size() - 29, 29, ".attn.relative_position_index") == 0) {
+      it = checkpoint.tensors.erase(it);
+      ++indices;
+    } else {
+      ++it;
+    }
+  if (indices > 0)
+    facts.notes.push_back("the file's relative_position_index (" + std::to_string(indices) +
+                          " blocks) skipped: rebuilt as timm builds it");
   return facts;
 }
 

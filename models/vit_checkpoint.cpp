@@ -146,12 +146,12 @@ struct ConfigReader {
 // The rotary positions the configs describe; none when they name no rotary model. A file without
 // pos_embed and without a config is read as DINOv3 (the released models without any position
 // embedding), and that is said.
-RotaryArch read_rope(const ConfigReader& config, const LayoutFacts& facts, bool has_pos_embed, bool eva_keys,
+RotaryArch read_rope(const ConfigReader& config, const LayoutFacts& facts, bool has_positions, bool eva_keys,
                      LoadReport* report) {
   if (facts.rope && !config.given("use_rot_pos_emb")) return *facts.rope;
   RotaryArch rope;
   bool enabled = config.given("use_rot_pos_emb") && config.get("use_rot_pos_emb").get<bool>();
-  const bool assumed_dinov3 = !config.given("use_rot_pos_emb") && !has_pos_embed;
+  const bool assumed_dinov3 = !config.given("use_rot_pos_emb") && !has_positions;
   if (assumed_dinov3) {
     enabled = true;
     if (report)
@@ -325,7 +325,9 @@ VitArch infer_arch(const Checkpoint& checkpoint, const nlohmann::json& meta, Loa
   if (keys.has("head.weight")) arch.num_classes = int(keys.size("head.weight", 0, 2));
   arch.dist_head = arch.dist_token && keys.has("head_dist.weight");
   const bool eva_keys = has_eva_keys(keys, facts);
-  const bool eva_class = config.given("timm_class") ? config.get("timm_class") == "Eva" : eva_keys;
+  // timm's Eva and Beit pool the mean of the patches unless told otherwise; their keys show them.
+  const bool eva_class =
+      config.given("timm_class") ? (config.get("timm_class") == "Eva" || config.get("timm_class") == "Beit") : eva_keys;
   const double layer_norm_eps = config.given("eps") ? config.get("eps").get<double>() : 0.0;
   if (layer_norm_eps > 0) arch.layer_norm_eps = layer_norm_eps;
   const std::string activation = config.given("act") ? config.get("act").get<std::string>() : "";
@@ -337,7 +339,23 @@ VitArch infer_arch(const Checkpoint& checkpoint, const nlohmann::json& meta, Loa
 
   const int prefix = arch.prefix_tokens();
   arch.abs_pos_embed = keys.has("pos_embed");
-  if (!arch.abs_pos_embed) {
+  // BEiT's relative position bias tables show the grid they were trained on: (2g - 1)^2 + 3 rows.
+  int relative_bias_grid = 0;
+  if (keys.has("blocks.0.attn.relative_position_bias_table")) {
+    const int64_t rows = keys.size("blocks.0.attn.relative_position_bias_table", 0, 2);
+    const int root = perfect_square_root(rows - 3);
+    if (root == 0 || root % 2 == 0)
+      throw CheckpointError("blocks.0.attn.relative_position_bias_table has " + std::to_string(rows) +
+                            " rows: not (2g - 1)^2 + 3 for a square grid g (BEiT's relative position bias)");
+    relative_bias_grid = (root + 1) / 2;
+  }
+  if (keys.has("rel_pos_bias.relative_position_bias_table"))
+    throw CheckpointError(
+        "one relative position bias shared by every block (rel_pos_bias.*, BEiT's pretraining "
+        "use_shared_rel_pos_bias) is not read; BEiT's fine-tuned files with a table per block are");
+  if (!arch.abs_pos_embed && relative_bias_grid > 0) {
+    arch.pos_grid_h = arch.pos_grid_w = relative_bias_grid;
+  } else if (!arch.abs_pos_embed) {
     // Positions are rotary: the grid is only the training input's, for the default input size.
     const int side = config.given("img_size") ? config.get("img_size").get<int>() : 224;
     if (!config.given("img_size") && report)
@@ -425,7 +443,7 @@ VitArch infer_arch(const Checkpoint& checkpoint, const nlohmann::json& meta, Loa
                               "heads");
   arch.heads = heads;
   note(std::to_string(heads) + " heads from " + heads_source);
-  arch.rope = read_rope(config, facts, arch.abs_pos_embed, eva_keys, report);
+  arch.rope = read_rope(config, facts, arch.abs_pos_embed || relative_bias_grid > 0, eva_keys, report);
   if (arch.rope.enabled() && (dim / heads) % 4 != 0)
     throw CheckpointError("rotary positions need a head width that is a multiple of 4; " + std::to_string(heads) +
                           " heads (from " + heads_source + ") of width " + std::to_string(dim) + " give " +
@@ -443,6 +461,16 @@ VitArch infer_arch(const Checkpoint& checkpoint, const nlohmann::json& meta, Loa
     b.attention.dim = dim;
     b.attention.heads = heads;
     b.attention.rope = arch.rope;
+    if (keys.has(attn + "relative_position_bias_table")) {
+      if (keys.size(attn + "relative_position_bias_table", 0, 2) !=
+              keys.size("blocks.0.attn.relative_position_bias_table", 0, 2) ||
+          keys.size(attn + "relative_position_bias_table", 1, 2) != heads)
+        throw CheckpointError("'" + attn + "relative_position_bias_table' has shape " +
+                              shape_text(keys.get(attn + "relative_position_bias_table").sizes()) + ", not [" +
+                              std::to_string(keys.size("blocks.0.attn.relative_position_bias_table", 0, 2)) + ", " +
+                              std::to_string(heads) + "] (the distances of the first block, one column per head)");
+      b.attention.relative_bias_grid_h = b.attention.relative_bias_grid_w = relative_bias_grid;
+    }
     if (keys.has(attn + "x_to_emb.weight")) {
       b.attention.native = NativeAttention::Anchor;
       b.attention.anchors = int(keys.size(attn + "dist_anchor_B.weight", 0, 2));

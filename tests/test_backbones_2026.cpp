@@ -227,6 +227,27 @@ TEST(Backbones2026, KernelSwapsActOnRotatedQueriesAndKeys) {
   EXPECT_GT(max_abs_difference(swapped.logits, native.logits), 1e-4);
 }
 
+TEST(Backbones2026, BeitsRelativeBiasRunsAtItsTrainedGridAndSaysSoElsewhere) {
+  LoadedModel model = load_model(kFolder + "beitv2_b16", {}, torch::kCPU);
+  ASSERT_EQ(model.vit_arch().blocks.front().attention.relative_bias_grid_h, 4);
+  c10::InferenceMode inference_mode;
+  try {
+    model.forward(torch::randn({1, 3, 80, 64}), AttentionSettings{});
+    ADD_FAILURE() << "ran BEiT's 4x4 bias table on a 5x4 grid";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("64x64"), std::string::npos) << e.what();
+  }
+  // A kernel without scores to bias (linear) runs without it; softmax rows carry it.
+  AttentionSettings linear;
+  linear.variant = Variant::Linear;
+  const auto input = torch::randn({1, 3, 64, 64});
+  const ForwardOutput swapped = model.forward(input, linear);
+  const ForwardOutput native = model.forward(input, AttentionSettings{});
+  EXPECT_FALSE(swapped.layers[0].additive.defined());
+  ASSERT_TRUE(native.layers[0].additive.defined());
+  EXPECT_NEAR(native.layers[0].rows(0, 1, {0})[0].sum().item<double>(), 1.0, 1e-5);
+}
+
 TEST(Backbones2026, RotaryTablesFollowTheirKinds) {
   RotaryArch dinov3;
   dinov3.kind = RotaryKind::DinoV3;

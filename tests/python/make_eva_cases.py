@@ -2,7 +2,7 @@
 """Generate attnscope's parity cases for the backbones researchers download in 2026, as timm hub folders
 (model.safetensors + config.json as timm's save_for_hf writes them: the registered `architecture` and
 `model_args` that reduce its size): DINOv3 S/16 and S+/16, EVA-02 S/14 and B/14, Perception Encoder core
-S/16, SigLIP 2 B/16 and timm's CLIP B/16, random weights at reduced widths; one DINOv3 file without any
+S/16, SigLIP 2 B/16, timm's CLIP B/16 and BEiT v2 B/16, random weights at reduced widths; one DINOv3 file without any
 config (read from its keys alone: one head of timm's width 64, DINOv3's rotary positions, assumed). The reference is reference_eva.py (float64, written from timm's code).
 
 Usage: /usr/bin/python3 tests/python/make_eva_cases.py OUTDIR
@@ -105,6 +105,10 @@ def make_state(seed, spec):
         if spec.get("gamma"):
             sd[b + "gamma_1"] = r.uniform([C], 0.3, 1.0)
             sd[b + "gamma_2"] = r.uniform([C], 0.3, 1.0)
+        if spec.get("rel_bias"):
+            g = spec["rel_bias"]
+            sd[b + "attn.relative_position_bias_table"] = r.normal([(2 * g - 1) ** 2 + 3, spec.get("heads", HEADS)], 1.0)
+            sd[b + "attn.relative_position_index"] = ref.beit_relative_position_index(g)
     if spec.get("final_norm", True):
         norm(r, sd, "norm", C)
     if spec.get("fc_norm"):
@@ -156,6 +160,9 @@ CASES = [
     dict(name="clip_b16_timm", architecture="vit_base_patch16_clip_224", patch=16, pos_grid=4, norm_pre=True,
          patch_bias=False, hidden=4 * WIDTH, classes=10, eps=1e-5, act="gelu", timm_class="VisionTransformer",
          global_pool="token", img_size=64, rope=None, sizes=[(64, 64)], num_classes=10),
+    dict(name="beitv2_b16", architecture="beitv2_base_patch16_224", patch=16, qkv="qv_bias", gamma=True,
+         rel_bias=4, hidden=4 * WIDTH, final_norm=False, fc_norm=True, classes=10, eps=1e-6, act="gelu",
+         timm_class="Beit", global_pool="avg", img_size=64, rope=None, sizes=[(64, 64)], num_classes=10),
     # DINOv3's file alone: its keys, no config (rotary settings and the input size are assumed, and said).
     dict(name="dinov3_s16_bare", architecture=None, patch=16, reg=4, gamma=True, qkv_bias=False, heads=1,
          hidden=4 * WIDTH, eps=1e-6, act="gelu", timm_class="Eva", global_pool="avg", rope=DINOV3_ROPE,

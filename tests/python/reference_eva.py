@@ -3,7 +3,7 @@ backbones use: DINOv3 (rotary positions 'dinov3', storage tokens, layer scale, S
 rotary positions rescaled to the pretraining grid, q_bias / v_bias or q_proj / k_proj / v_proj, packed or
 separate SwiGLU with its inner norm), Perception Encoder (axial rotary with offset and xy order, norm_pre,
 attention-pool head over every token), SigLIP (no class token, attention-pool head over the patches) and
-timm's CLIP towers (their registered LayerNorm eps).
+timm's CLIP towers (their registered LayerNorm eps), BEiT (a relative position bias per block).
 
 Written from timm's code (huggingface/pytorch-image-models, read with the search tool), NOT from
 attnscope's C++ sources:
@@ -12,6 +12,8 @@ attnscope's C++ sources:
     gamma_2), Eva.__init__ (activate_fc_norm = global_pool == 'avg' unless use_fc_norm; post norm = not
     fc_norm), Eva._pos_embed, Eva.pool (the attention pool sees every token), Eva.forward_head;
   * timm/layers/attention.py AttentionRope (PE: qkv with its own bias);
+  * timm/models/beit.py: gen_relative_position_index, Attention._get_rel_pos_bias (the table indexed, added
+    to the scaled scores), Beit.forward_head (avg of the patches, fc_norm);
   * timm/models/vision_transformer.py: VisionTransformer.pool (the attention pool sees the patches only),
     the norm / fc_norm rules, forward_head;
   * timm/layers/pos_embed_sincos.py: freq_bands, build_fourier_pos_embed (in_pixels=False, ref_feat_shape
@@ -96,6 +98,23 @@ def activation(name):
             "silu": lambda t: t * torch.sigmoid(t)}[name]
 
 
+def beit_relative_position_index(grid):
+    """timm beit.py gen_relative_position_index, for a square grid: [(g*g + 1), (g*g + 1)]."""
+    g = grid
+    distances = (2 * g - 1) * (2 * g - 1) + 3
+    coords = torch.stack(torch.meshgrid(torch.arange(g), torch.arange(g), indexing="ij")).flatten(1)
+    relative = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0).contiguous()
+    relative[:, :, 0] += g - 1
+    relative[:, :, 1] += g - 1
+    relative[:, :, 0] *= 2 * g - 1
+    index = torch.zeros((g * g + 1,) * 2, dtype=torch.long)
+    index[1:, 1:] = relative.sum(-1)
+    index[0, 0:] = distances - 3
+    index[0:, 0] = distances - 2
+    index[0, 0] = distances - 1
+    return index
+
+
 def attention(x, p, pre, heads, eps, rope, prefix, rope_half):
     B, T, C = x.shape
     d = C // heads
@@ -115,7 +134,13 @@ def attention(x, p, pre, heads, eps, rope, prefix, rope_half):
     if rope is not None:
         q = torch.cat([q[:, :, :prefix], apply_rope(q[:, :, prefix:], rope, rope_half)], dim=2)
         k = torch.cat([k[:, :, :prefix], apply_rope(k[:, :, prefix:], rope, rope_half)], dim=2)
-    probs = hub.softmax((q * d ** -0.5) @ k.transpose(-2, -1))
+    scores = (q * d ** -0.5) @ k.transpose(-2, -1)
+    if pre + "relative_position_bias_table" in p:  # BEiT: Attention._get_rel_pos_bias
+        table = p[pre + "relative_position_bias_table"]
+        grid = int(round(((table.shape[0] - 3) ** 0.5 + 1) / 2))
+        index = beit_relative_position_index(grid)
+        scores = scores + table[index.view(-1)].view(T, T, -1).permute(2, 0, 1).unsqueeze(0)
+    probs = hub.softmax(scores)
     out = (probs @ v).transpose(1, 2).reshape(B, T, C)
     if pre + "norm.weight" in p:
         out = hub.layer_norm(out, p[pre + "norm.weight"], p[pre + "norm.bias"], eps)
