@@ -47,6 +47,7 @@ std::string VitArch::family() const {
   std::string name = dist_token ? "deit-distilled" : (class_token ? "vit-cls" : "vit-gap");
   if (register_tokens > 0) name += "-reg" + std::to_string(register_tokens);
   if (rope.enabled()) name += "-rope";
+  if (!blocks.empty() && blocks.front().attention.relative_bias_grid_h > 0) name += "-relpos";  // BEiT
   if (pool == GlobalPool::AttentionPool) name += "-map";
   return name_with_layout(name, source_layout);
 }
@@ -107,6 +108,8 @@ void to_json(nlohmann::json& j, const VitArch& arch) {
     if (block.attention.qkv_layout == QkvLayout::Separate) b["qkv"] = "q_proj, k_proj, v_proj";
     if (block.attention.qk_norm) b["qk_norm"] = true;
     if (block.attention.inner_norm) b["attn_norm"] = true;
+    if (block.attention.relative_bias_grid_h > 0)
+      b["relative_bias_grid"] = {block.attention.relative_bias_grid_h, block.attention.relative_bias_grid_w};
     blocks.push_back(b);
   }
   j = nlohmann::json{{"family", arch.family()},
