@@ -29,9 +29,19 @@ StagedDesign swin_design(const SwinArch& arch) {
 }  // namespace
 
 SwinAttentionImpl::SwinAttentionImpl(int dim, const SwinBlockArch& arch) : arch(arch), dim(dim) {
-  qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(dim, 3 * dim).bias(arch.qkv_bias)));
+  qkv =
+      register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(dim, 3 * dim).bias(arch.qkv_bias && !arch.v2)));
   proj = register_module("proj", torch::nn::Linear(dim, dim));
-  if (arch.native == NativeAttention::Softmax) {
+  if (arch.v2) {
+    if (arch.qkv_bias) {
+      q_bias = register_parameter("q_bias", torch::zeros({dim}));
+      v_bias = register_parameter("v_bias", torch::zeros({dim}));
+    }
+    logit_scale = register_parameter("logit_scale", torch::zeros({arch.heads, 1, 1}));
+    cpb_mlp = register_module(
+        "cpb_mlp", torch::nn::Sequential(torch::nn::Linear(2, 512), torch::nn::ReLU(),
+                                         torch::nn::Linear(torch::nn::LinearOptions(512, arch.heads).bias(false))));
+  } else if (arch.native == NativeAttention::Softmax) {
     const int side = 2 * arch.table_window - 1;
     relative_position_bias_table =
         register_parameter("relative_position_bias_table", torch::zeros({int64_t(side) * side, arch.heads}));
@@ -53,7 +63,45 @@ KernelParameters SwinAttentionImpl::kernel_parameters() const {
   return parameters;
 }
 
+torch::Tensor SwinAttentionImpl::project_input(const torch::Tensor& x) {
+  if (!q_bias.defined()) return token_linear(qkv, x);
+  return torch::nn::functional::linear(x, qkv->weight, torch::cat({q_bias, torch::zeros_like(q_bias), v_bias}));
+}
+
+namespace {
+
+// timm's SwinV2 WindowAttention._make_pair_wise_relative_positions: offsets -(w-1)..(w-1) per axis,
+// divided by (pretrained window - 1) (or window - 1), times 8, then sign * log2(|x| + 1) / log2(8).
+torch::Tensor log_spaced_coordinates(int window_h, int window_w, int pretrained) {
+  const auto options = torch::TensorOptions().dtype(torch::kFloat32);
+  auto rows = torch::arange(-(window_h - 1), window_h, options),
+       cols = torch::arange(-(window_w - 1), window_w, options);
+  auto grid = torch::meshgrid({rows, cols}, "ij");
+  auto table = torch::stack({grid[0], grid[1]}, -1);  // [2h-1, 2w-1, 2]
+  const double divide_h = pretrained > 0 ? pretrained - 1 : window_h - 1;
+  const double divide_w = pretrained > 0 ? pretrained - 1 : window_w - 1;
+  table = table / torch::tensor({std::max(divide_h, 1.0), std::max(divide_w, 1.0)}, options) * 8.0;
+  return torch::sign(table) * torch::log2(table.abs() + 1.0) / std::log2(8.0);
+}
+
+}  // namespace
+
 torch::Tensor SwinAttentionImpl::relative_bias(int window_h, int window_w) {
+  if (arch.v2) {
+    // The bias is a function of the window (16 sigmoid(cpb_mlp(coordinates))), kept per window
+    // when the weights cannot change.
+    const bool keep = !c10::GradMode::is_enabled();
+    auto& kept = resized_tables_[{window_h, window_w}];
+    torch::Tensor table = keep && kept.defined() && kept.device() == logit_scale.device() ? kept : torch::Tensor();
+    if (!table.defined()) {
+      auto coordinates = log_spaced_coordinates(window_h, window_w, arch.pretrained_window).to(logit_scale.device());
+      table = cpb_mlp->forward(coordinates).view({-1, arch.heads});
+      if (keep) kept = table;
+    }
+    const int area = window_h * window_w;
+    auto index = relative_position_index(window_h, window_w).to(table.device()).view({-1});
+    return 16.0 * torch::sigmoid(table.index_select(0, index).view({area, area, -1}).permute({2, 0, 1}));
+  }
   torch::Tensor table = relative_position_bias_table;
   if (window_h != arch.table_window || window_w != arch.table_window) {
     // Another window than the table's: timm's resize, once per window (weights do not change).
@@ -133,7 +181,16 @@ torch::Tensor SwinAttentionImpl::attend_groups(const torch::Tensor& projected, c
                                                AttentionCapture* capture) {
   const int64_t groups = projected.size(0), area = projected.size(1), heads = arch.heads, head_dim = dim / heads;
   auto parts = projected.view({groups, area, 3, heads, head_dim}).permute({2, 0, 3, 1, 4});  // q, k, v
-  auto out = attend_grouped(step, parts[0], parts[1], parts[2], capture);                    // [N', h, S, d]
+  torch::Tensor q = parts[0], k = parts[1];
+  if (arch.v2) {
+    // Cosine attention: unit q and k, scaled by exp(min(logit_scale, ln 100)); the kernel's own d^-0.5
+    // is undone so that the softmax scores are V2's.
+    namespace F = torch::nn::functional;
+    const auto scale = torch::clamp_max(logit_scale, std::log(100.0)).exp().unsqueeze(0) * std::sqrt(double(head_dim));
+    q = F::normalize(q, F::NormalizeFuncOptions().dim(-1)) * scale;
+    k = F::normalize(k, F::NormalizeFuncOptions().dim(-1));
+  }
+  auto out = attend_grouped(step, q, k, parts[2], capture);  // [N', h, S, d]
   return out.transpose(1, 2).reshape({groups, area, dim});
 }
 
@@ -143,14 +200,14 @@ torch::Tensor SwinAttentionImpl::forward(const torch::Tensor& x, const WindowPla
   const GroupedAttention step = attention_step(plan, settings, x, capture != nullptr);
   if (kernel_spec(step.resolved.kernel).global_only) {
     auto tokens = x.reshape({batch, int64_t(plan.grid_h) * plan.grid_w, dim});
-    return token_linear(proj, attend_groups(token_linear(qkv, tokens), step, capture))
+    return token_linear(proj, attend_groups(project_input(tokens), step, capture))
         .view({batch, plan.grid_h, plan.grid_w, dim});
   }
-  return from_windows(token_linear(proj, attend_groups(token_linear(qkv, to_windows(x, plan)), step, capture)), plan,
+  return from_windows(token_linear(proj, attend_groups(project_input(to_windows(x, plan)), step, capture)), plan,
                       batch);
 }
 
-SwinBlockImpl::SwinBlockImpl(int dim, const SwinBlockArch& arch, double eps) {
+SwinBlockImpl::SwinBlockImpl(int dim, const SwinBlockArch& arch, double eps) : post_norm(arch.v2) {
   norm1 = register_module("norm1", torch::nn::LayerNorm(swin_norm_options(dim, eps)));
   attn = register_module("attn", SwinAttention(dim, arch));
   norm2 = register_module("norm2", torch::nn::LayerNorm(swin_norm_options(dim, eps)));
@@ -170,17 +227,23 @@ torch::Tensor SwinBlockImpl::forward_by_window_chunks(const torch::Tensor& x, co
   torch::Tensor normed = capture ? torch::empty_like(x_rows) : torch::Tensor();
   auto projected = torch::empty({rows, attn->qkv->weight.size(0)}, x.options());
   for_each_row_tile(rows, [&](int64_t begin, int64_t end) {
-    auto chunk = norm1(x_rows.narrow(0, begin, end - begin));
+    auto chunk = post_norm ? x_rows.narrow(0, begin, end - begin).clone() : norm1(x_rows.narrow(0, begin, end - begin));
     if (padding.defined()) chunk.masked_fill_(padding.narrow(0, begin, end - begin).unsqueeze(1), 0.0);
     if (capture) normed.narrow(0, begin, end - begin).copy_(chunk);
     torch::Tensor out = projected.narrow(0, begin, end - begin);
     rows_linear_into(out, attn->qkv, chunk);
+    if (attn->q_bias.defined()) out.add_(torch::cat({attn->q_bias, torch::zeros_like(attn->q_bias), attn->v_bias}));
   });
   auto merged = attn->attend_groups(projected.view({groups, area, -1}), step, capture).view({rows, dim});
   auto result = torch::empty_like(x_rows);
   for_each_row_tile(rows, [&](int64_t begin, int64_t end) {
     torch::Tensor out = result.narrow(0, begin, end - begin);
     rows_linear_into(out, attn->proj, merged.narrow(0, begin, end - begin));
+    if (post_norm) {  // Swin V2: x + norm1(attn(x)), then x + norm2(mlp(x))
+      out.copy_(norm1(out)).add_(x_rows.narrow(0, begin, end - begin));
+      out.add_(norm2(rows_linear(mlp->fc2, torch::gelu(rows_linear(mlp->fc1, out)))));
+      return;
+    }
     out.add_(x_rows.narrow(0, begin, end - begin));
     auto hidden = torch::gelu(rows_linear(mlp->fc1, norm2(out)));
     out.add_(rows_linear(mlp->fc2, hidden));
@@ -189,8 +252,8 @@ torch::Tensor SwinBlockImpl::forward_by_window_chunks(const torch::Tensor& x, co
   return result.index_select(0, frame.from_frame).view(x.sizes());
 }
 
-PatchMergingImpl::PatchMergingImpl(int dim, int out_dim, double eps) {
-  norm = register_module("norm", torch::nn::LayerNorm(swin_norm_options(4 * dim, eps)));
+PatchMergingImpl::PatchMergingImpl(int dim, int out_dim, double eps, bool norm_after) : norm_after(norm_after) {
+  norm = register_module("norm", torch::nn::LayerNorm(swin_norm_options(norm_after ? out_dim : 4 * dim, eps)));
   reduction = register_module("reduction", torch::nn::Linear(torch::nn::LinearOptions(4 * dim, out_dim).bias(false)));
 }
 
@@ -202,6 +265,7 @@ torch::Tensor PatchMergingImpl::forward(const torch::Tensor& x) {
   const int64_t height = padded.size(1) / 2, width = padded.size(2) / 2;
   // Each 2 x 2 cell's tokens in the order (0,0), (1,0), (0,1), (1,1): row offset first.
   auto merged = padded.reshape({batch, height, 2, width, 2, channels}).permute({0, 1, 3, 4, 2, 5}).flatten(3);
+  if (norm_after) return norm(token_linear(reduction, merged));
   if (!cpu_inference(x)) return token_linear(reduction, norm(merged));
   const int64_t rows = batch * height * width;
   auto merged_rows = merged.reshape({rows, 4 * channels});
@@ -214,7 +278,8 @@ torch::Tensor PatchMergingImpl::forward(const torch::Tensor& x) {
 }
 
 SwinStageImpl::SwinStageImpl(int in_dim, const SwinStageArch& arch, double eps) {
-  if (arch.downsample) downsample = register_module("downsample", PatchMerging(in_dim, arch.dim, eps));
+  if (arch.downsample)
+    downsample = register_module("downsample", PatchMerging(in_dim, arch.dim, eps, arch.merge_norm_after));
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (const auto& block : arch.blocks) blocks->push_back(SwinBlock(arch.dim, block, eps));
 }
@@ -242,7 +307,8 @@ SwinTransformerImpl::SwinTransformerImpl(const SwinArch& arch) : StagedBackbone(
 }
 
 std::string SwinTransformerImpl::family() const {
-  const std::string name = arch_.attn_type.empty() ? "swin" : "flatten-swin";
+  const bool v2 = !arch_.stages.empty() && arch_.stages.front().blocks.front().v2;
+  const std::string name = arch_.attn_type.empty() ? (v2 ? "swin-v2" : "swin") : "flatten-swin";
   return name_with_layout(name, arch_.source_layout);
 }
 
@@ -333,11 +399,20 @@ torch::Tensor SwinTransformerImpl::run_block(const BlockSite& site, const torch:
   if (by_window_chunks && !kernel_spec(step.resolved.kernel).global_only) {
     x = block.forward_by_window_chunks(input, plan, step, capture, normed);
   } else {
-    normed = block.norm1(input);
-    pass.hook(site.name + ".norm1", site.layout, normed);
-    x = input + block.attn(normed, plan, pass.settings, capture);
+    if (block.post_norm) {  // Swin V2: the attention reads the block's input; norms follow attention and MLP
+      normed = input;
+      // Hooked at norm1's output as a forward hook on timm's module would be (pytorch-grad-cam's
+      // target layer for Swin), here the normed attention output.
+      auto attended = block.norm1(block.attn(input, plan, pass.settings, capture));
+      pass.hook(site.name + ".norm1", site.layout, attended);
+      x = input + attended;
+    } else {
+      normed = block.norm1(input);
+      pass.hook(site.name + ".norm1", site.layout, normed);
+      x = input + block.attn(normed, plan, pass.settings, capture);
+    }
     auto flat = x.reshape({batch, int64_t(grid_h) * grid_w, x.size(3)});
-    flat = flat + block.mlp(block.norm2(flat));
+    flat = block.post_norm ? flat + block.norm2(block.mlp(flat)) : flat + block.mlp(block.norm2(flat));
     x = flat.view({batch, grid_h, grid_w, -1});
     pass.hook(site.name, site.layout, x);
   }

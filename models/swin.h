@@ -27,11 +27,17 @@ struct SwinBlockArch {
   int encoding_side = 0;  // focused: the positional encoding's trained window side
   bool qkv_bias = true;
   int mlp_hidden = 0;
+  // Swin V2: cosine attention with a learned logit scale per head, the bias from a small MLP over
+  // log-spaced relative coordinates (cpb_mlp, normalised by the pretraining window when it is not
+  // 0), q_bias / v_bias beside a bias-free qkv, and the norms after attention and MLP (post-norm).
+  bool v2 = false;
+  int pretrained_window = 0;
 };
 
 struct SwinStageArch {
   int dim = 0;
-  bool downsample = false;  // patch merging at the start of the stage (timm's layout)
+  bool downsample = false;        // patch merging at the start of the stage (timm's layout)
+  bool merge_norm_after = false;  // Swin V2's merging: reduction, then norm
   std::vector<SwinBlockArch> blocks;
 };
 
@@ -64,8 +70,13 @@ struct SwinAttentionImpl : torch::nn::Module {
   // The relative position bias [h, S, S] for a window (the table resized when it differs).
   torch::Tensor relative_bias(int window_h, int window_w);
 
+  // The stacked q, k, v of tokens [..., C] -> [..., 3C] (V2: with its q and v biases).
+  torch::Tensor project_input(const torch::Tensor& x);
+
   torch::nn::Linear qkv{nullptr}, proj{nullptr};
   torch::Tensor relative_position_bias_table;
+  torch::Tensor q_bias, v_bias, logit_scale;  // Swin V2
+  torch::nn::Sequential cpb_mlp{nullptr};     // Swin V2: Linear(2, 512), ReLU, Linear(512, heads)
   torch::nn::Conv2d dwc{nullptr};
   torch::Tensor scale, positional_encoding;
   SwinBlockArch arch;
@@ -96,11 +107,14 @@ struct SwinBlockImpl : torch::nn::Module {
   torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
   SwinAttention attn{nullptr};
   Mlp mlp{nullptr};
+  bool post_norm = false;  // Swin V2
 };
 TORCH_MODULE(SwinBlock);
 
 struct PatchMergingImpl : torch::nn::Module {
-  PatchMergingImpl(int dim, int out_dim, double eps);
+  // V1 normalises the 4 merged cells, then reduces; V2 reduces, then normalises (norm_after).
+  PatchMergingImpl(int dim, int out_dim, double eps, bool norm_after = false);
+  bool norm_after = false;
   torch::Tensor forward(const torch::Tensor& x);  // [B, H, W, C] -> [B, ceil(H/2), ceil(W/2), out]
   torch::nn::LayerNorm norm{nullptr};
   torch::nn::Linear reduction{nullptr};

@@ -1,6 +1,7 @@
 // Swin and FLatten-Swin checkpoints: Microsoft's and FLatten's layout renamed to timm's (as timm's
 // checkpoint_filter_fn does), the architecture read from key names and shapes, and the family's
 // registry entry.
+#include <algorithm>
 #include <cmath>
 
 #include <nlohmann/json.hpp>
@@ -40,7 +41,8 @@ CheckpointLayout adopt_swin_layout(FamilyInput& input, ShapeReader& shapes) {
       checkpoint.tensors.count("layers.0.downsample.reduction.weight") || checkpoint.tensors.count("head.weight");
   std::map<std::string, torch::Tensor> renamed;
   for (auto& [key, tensor] : checkpoint.tensors) {
-    if (key.find("relative_position_index") != std::string::npos || key.find("attn_mask") != std::string::npos) {
+    if (key.find("relative_position_index") != std::string::npos || key.find("attn_mask") != std::string::npos ||
+        key.find("relative_coords_table") != std::string::npos) {
       microsoft = true;
       continue;
     }
@@ -90,6 +92,11 @@ SwinArch infer_swin_arch(ShapeReader& shapes, const nlohmann::json& meta, Checkp
     stage_arch.dim = shapes.size(swin_block_prefix(stage, 0) + "norm1.weight", 1, 0, "width", kWidthRange);
     const std::string merge = "layers." + std::to_string(stage) + ".downsample.reduction.weight";
     stage_arch.downsample = shapes.has(merge);
+    // Swin V2 reduces, then normalises the reduced width; V1 normalises the 4 cells first.
+    const std::string merge_norm = "layers." + std::to_string(stage) + ".downsample.norm.weight";
+    stage_arch.merge_norm_after = stage_arch.downsample && shapes.has(merge_norm) &&
+                                  shapes.tensor(merge_norm, 1).size(0) == stage_arch.dim &&
+                                  stage_arch.dim != 4 * in_dim;
     if (stage_arch.downsample && shapes.tensor(merge, 2).size(1) != 4 * in_dim)
       throw shapes.error(merge, "does not merge 2x2 cells of width " + std::to_string(in_dim));
     if (!stage_arch.downsample && stage_arch.dim != in_dim)
@@ -102,7 +109,13 @@ SwinArch infer_swin_arch(ShapeReader& shapes, const nlohmann::json& meta, Checkp
       SwinBlockArch b;
       b.qkv_bias = shapes.has(attn + "qkv.bias");
       b.mlp_hidden = shapes.size(prefix + "mlp.fc1.weight", 2, 0, "MLP hidden size", kHiddenRange);
-      if (shapes.has(attn + "relative_position_bias_table")) {
+      if (shapes.has(attn + "logit_scale")) {
+        // Swin V2: the window is not in the keys (the bias comes from an MLP over coordinates).
+        b.v2 = true;
+        b.heads = shapes.size(attn + "logit_scale", 3, 0, "head count", kHeadRange);
+        b.qkv_bias = shapes.has(attn + "q_bias");
+        b.window = b.table_window = 0;
+      } else if (shapes.has(attn + "relative_position_bias_table")) {
         const std::string table = attn + "relative_position_bias_table";
         b.heads = shapes.size(table, 2, 1, "head count", kHeadRange);
         const int side =
@@ -154,9 +167,26 @@ SwinArch infer_swin_arch(ShapeReader& shapes, const nlohmann::json& meta, Checkp
                             " heads, the weights of '" + swin_block_prefix(int(s), 0) + "attn' have " +
                             std::to_string(arch.stages[s].blocks.front().heads) + ": the config is not this model's");
   const bool flatten = focused_anywhere;
+  const bool v2 = arch.stages.front().blocks.front().v2;
+  if (v2) {
+    // No key shows V2's window; the name or the config does (swinv2_*_window8_256, window16 ...).
+    std::vector<int> given = stage_counts(meta, "window", arch.stages.size());
+    if (given.empty()) {
+      given.assign(arch.stages.size(), 8);
+      assumed.push_back({"window", 8, "Swin V2's keys do not show its window: the released window8 models'"});
+    }
+    const std::vector<int> pretrained = stage_counts(meta, "pretrained_window", arch.stages.size());
+    for (size_t s = 0; s < arch.stages.size(); ++s)
+      for (auto& block : arch.stages[s].blocks) {
+        if (!block.v2) throw CheckpointError("a Swin checkpoint mixing V2 blocks (attn.logit_scale) with V1 blocks");
+        block.window = block.table_window = shapes.bounded("window", "arch window", given[s], kGridRange);
+        block.pretrained_window = pretrained.empty() ? 0 : pretrained[s];
+      }
+    softmax_window = *std::max_element(given.begin(), given.end());
+  }
   const std::vector<int> windows = stage_counts(meta, "window", arch.stages.size());
   const std::vector<int> softmax_windows = stage_counts(meta, flatten ? "window_s" : "window", arch.stages.size());
-  for (size_t s = 0; s < arch.stages.size(); ++s)
+  for (size_t s = 0; s < arch.stages.size() && !v2; ++s)
     for (auto& block : arch.stages[s].blocks) {
       const bool focused = block.native == NativeAttention::Focused;
       const std::vector<int>& given = focused ? windows : softmax_windows;
@@ -231,6 +261,31 @@ const std::vector<ReleasedArch>& swin_released() {
        R"({"patch_size":4,"window_size":[14,14,14,7],"embed_dim":96,"depths":[2,2,18,2],"num_heads":[3,6,12,24],"img_size":224})"},
       {"swin_s3_base_224",
        R"({"patch_size":4,"window_size":[7,7,14,7],"embed_dim":96,"depths":[2,2,30,2],"num_heads":[3,6,12,24],"img_size":224})"},
+      // timm's Swin V2 (timm/models/swin_transformer_v2.py), listed by scripts/timm_registry.py's reader.
+      {"swinv2_tiny_window16_256",
+       R"({"patch_size":4,"window_size":16,"embed_dim":96,"depths":[2,2,6,2],"num_heads":[3,6,12,24],"img_size":256})"},
+      {"swinv2_tiny_window8_256",
+       R"({"patch_size":4,"window_size":8,"embed_dim":96,"depths":[2,2,6,2],"num_heads":[3,6,12,24],"img_size":256})"},
+      {"swinv2_small_window16_256",
+       R"({"patch_size":4,"window_size":16,"embed_dim":96,"depths":[2,2,18,2],"num_heads":[3,6,12,24],"img_size":256})"},
+      {"swinv2_small_window8_256",
+       R"({"patch_size":4,"window_size":8,"embed_dim":96,"depths":[2,2,18,2],"num_heads":[3,6,12,24],"img_size":256})"},
+      {"swinv2_base_window16_256",
+       R"({"patch_size":4,"window_size":16,"embed_dim":128,"depths":[2,2,18,2],"num_heads":[4,8,16,32],"img_size":256})"},
+      {"swinv2_base_window8_256",
+       R"({"patch_size":4,"window_size":8,"embed_dim":128,"depths":[2,2,18,2],"num_heads":[4,8,16,32],"img_size":256})"},
+      {"swinv2_base_window12_192",
+       R"({"patch_size":4,"window_size":12,"embed_dim":128,"depths":[2,2,18,2],"num_heads":[4,8,16,32],"img_size":192})"},
+      {"swinv2_base_window12to16_192to256",
+       R"({"patch_size":4,"window_size":16,"embed_dim":128,"depths":[2,2,18,2],"num_heads":[4,8,16,32],"pretrained_window_sizes":[12,12,12,6],"img_size":256})"},
+      {"swinv2_base_window12to24_192to384",
+       R"({"patch_size":4,"window_size":24,"embed_dim":128,"depths":[2,2,18,2],"num_heads":[4,8,16,32],"pretrained_window_sizes":[12,12,12,6],"img_size":384})"},
+      {"swinv2_large_window12_192",
+       R"({"patch_size":4,"window_size":12,"embed_dim":192,"depths":[2,2,18,2],"num_heads":[6,12,24,48],"img_size":192})"},
+      {"swinv2_large_window12to16_192to256",
+       R"({"patch_size":4,"window_size":16,"embed_dim":192,"depths":[2,2,18,2],"num_heads":[6,12,24,48],"pretrained_window_sizes":[12,12,12,6],"img_size":256})"},
+      {"swinv2_large_window12to24_192to384",
+       R"({"patch_size":4,"window_size":24,"embed_dim":192,"depths":[2,2,18,2],"num_heads":[6,12,24,48],"pretrained_window_sizes":[12,12,12,6],"img_size":384})"},
       {"flatten_swin",
        R"({"patch_size":4,"embed_dim":96,"depths":[2,2,6,2],"num_heads":[3,6,12,24],"window_size":7,"img_size":224,"focusing_factor":3,"attn_type":"LLLL"})"},
   };
@@ -249,7 +304,10 @@ const BackboneFamily& swin_family() {
         ArchKey::Counts},
        {"window_s", "", "FLatten-Swin's window of its softmax blocks", ArchKey::Counts},
        {"attn_type", "attn_type", "FLatten's block kinds per stage (L focused, S softmax)", ArchKey::Text},
-       {"focusing_factor", "focusing_factor", "FLatten's p of f_p it was trained with", ArchKey::Number}},
+       {"focusing_factor", "focusing_factor", "FLatten's p of f_p it was trained with", ArchKey::Number},
+       {"pretrained_window", "pretrained_window_sizes",
+        "Swin V2: the window its coordinates were normalised by in pretraining, per stage (0: its own)",
+        ArchKey::Counts}},
       {{{"MODEL", "SWIN", "NUM_HEADS"}, "num_heads"},
        {{"MODEL", "SWIN", "WINDOW_SIZE"}, "window_size"},
        {{"MODEL", "LA", "ATTN_TYPE"}, "attn_type"},

@@ -85,9 +85,10 @@ TEST(Backbones2026, EveryLayoutMatchesItsAuthorsForward) {
   std::ifstream in(kFolder + "layout_cases.json");
   ASSERT_TRUE(in) << "missing layout_cases.json";
   const auto cases = nlohmann::json::parse(in);
-  ASSERT_GE(cases.size(), 8u);
+  ASSERT_GE(cases.size(), 10u);
   std::set<std::string> layouts;
   for (const auto& c : cases) {
+    if (c.value("swin", false)) continue;  // Swin V2: its own test below
     SCOPED_TRACE("case " + c.at("name").get<std::string>());
     LoadedModel model = load_model(kFolder + c.at("model").get<std::string>(), {}, torch::kCPU);
     EXPECT_EQ(to_string(model.vit_arch().source_layout), c.at("layout").get<std::string>());
@@ -114,6 +115,59 @@ TEST(Backbones2026, EveryLayoutMatchesItsAuthorsForward) {
     }
   }
   EXPECT_EQ(layouts, (std::set<std::string>{"hf-dinov3", "dinov3", "hf-siglip", "dinov2", "open-clip"}));
+}
+
+// Swin V2 (cosine attention, the continuous position bias, post-norm, merging then norm) against a
+// reference written from timm's swin_transformer_v2.py: the output, and in every block the first
+// window's rows of its first, middle and last query over the window's keys.
+TEST(Backbones2026, SwinV2MatchesTimm) {
+  configure_threads(2);
+  std::ifstream in(kFolder + "layout_cases.json");
+  const auto cases = nlohmann::json::parse(in);
+  int seen = 0;
+  for (const auto& c : cases) {
+    if (!c.value("swin", false)) continue;
+    ++seen;
+    SCOPED_TRACE("case " + c.at("name").get<std::string>());
+    LoadedModel model = load_model(kFolder + c.at("model").get<std::string>(), {}, torch::kCPU);
+    EXPECT_EQ(model.backbone->family(), "swin-v2");
+    const auto input = read_npy(kFolder + c.at("input").get<std::string>());
+    c10::InferenceMode inference_mode;
+    const ForwardOutput output = model.forward(input, AttentionSettings{});
+    const auto expected = read_npy(kFolder + c.at("output").get<std::string>());
+    ASSERT_EQ(output.logits.sizes(), expected.sizes());
+    EXPECT_LT(max_abs_difference(output.logits, expected), 1e-5 * largest(expected)) << "output";
+    // With a hook the blocks run whole instead of by window chunks (the path gradients take).
+    ForwardOptions hooked;
+    int norms_seen = 0;
+    hooked.hook = [&](const HookPoint& point, torch::Tensor&) { norms_seen += point.name == "norm"; };
+    EXPECT_LT(max_abs_difference(model.forward(input, AttentionSettings{}, hooked).logits, expected),
+              1e-5 * largest(expected))
+        << "output, whole blocks";
+    EXPECT_EQ(norms_seen, 1);
+    ASSERT_EQ(int64_t(output.layers.size()), c.at("blocks").get<int64_t>());
+    int stage_block = 0, last_grid = 0;
+    for (size_t b = 0; b < output.layers.size(); ++b) {
+      const AttentionCapture& layer = output.layers[b];
+      const int grid = layer.layout.grid_h, window = std::min(grid, 8);
+      stage_block = grid == last_grid ? stage_block + 1 : 0;
+      last_grid = grid;
+      const int shift = stage_block % 2 == 1 && grid > 8 ? 4 : 0;
+      // Window 0 of the rolled frame: slot (i, j) is token ((i + shift) % H, (j + shift) % W).
+      std::vector<int64_t> tokens;
+      for (int i = 0; i < window; ++i)
+        for (int j = 0; j < window; ++j) tokens.push_back(int64_t((i + shift) % grid) * grid + (j + shift) % grid);
+      const int64_t area = int64_t(tokens.size());
+      const std::vector<int64_t> queries{tokens[0], tokens[size_t(area / 2)], tokens[size_t(area - 1)]};
+      const auto reference = read_npy(kFolder + c.at("window_rows").get<std::string>() + std::to_string(b) + ".npy");
+      const auto key_index = torch::tensor(tokens);
+      for (int64_t head = 0; head < reference.size(0); ++head) {
+        const torch::Tensor rows = layer.rows(0, head, queries).index_select(1, key_index);
+        EXPECT_LT(max_abs_difference(rows, reference[head]), 2e-5) << "block " << b << " head " << head;
+      }
+    }
+  }
+  EXPECT_EQ(seen, 2);
 }
 
 TEST(Backbones2026, ShardIndicesAreCheckedBeforeAnythingIsRead) {

@@ -385,7 +385,71 @@ def layout_cases(out, started_index):
     output, probs, _ = ref.forward(timm_sd, img, cfg)
     add("dinov2_swiglu", "dinov2", "dinov2_swiglu.pth", output, probs, img, 1, 1)
     cases += open_clip_cases(out, started_index + 30, add)
+    swinv2_cases(out, started_index + 40, cases)
     return cases
+
+
+def swinv2_state(seed, embed, depths, heads, classes=10):
+    """timm's SwinTransformerV2 keys at reduced widths (cpb_mlp, logit_scale, q_bias / v_bias; merging with the
+    norm over the reduced width)."""
+    r = Init(seed)
+    sd = {}
+    linear(r, sd, "patch_embed.proj", 48, embed)
+    sd["patch_embed.proj.weight"] = sd["patch_embed.proj.weight"].view(embed, 3, 4, 4)
+    norm(r, sd, "patch_embed.norm", embed)
+    dim = embed
+    for s, (depth, h) in enumerate(zip(depths, heads)):
+        if s > 0:
+            sd[f"layers.{s}.downsample.reduction.weight"] = r.normal([2 * dim, 4 * dim], 1.0 / math.sqrt(4 * dim))
+            dim *= 2
+            norm(r, sd, f"layers.{s}.downsample.norm", dim)
+        for b in range(depth):
+            bp = f"layers.{s}.blocks.{b}."
+            sd[bp + "attn.qkv.weight"] = r.normal([3 * dim, dim], 1.0 / math.sqrt(dim))
+            sd[bp + "attn.q_bias"] = r.normal([dim], 0.1)
+            sd[bp + "attn.v_bias"] = r.normal([dim], 0.1)
+            sd[bp + "attn.logit_scale"] = r.uniform([h, 1, 1], 1.0, 2.5)
+            linear(r, sd, bp + "attn.cpb_mlp.0", 2, 512)
+            sd[bp + "attn.cpb_mlp.2.weight"] = r.normal([h, 512], 1.0 / math.sqrt(512))
+            linear(r, sd, bp + "attn.proj", dim, dim, True, 0.6)
+            norm(r, sd, bp + "norm1", dim)
+            linear(r, sd, bp + "mlp.fc1", dim, 4 * dim)
+            linear(r, sd, bp + "mlp.fc2", 4 * dim, dim, True, 0.5)
+            norm(r, sd, bp + "norm2", dim)
+    norm(r, sd, "norm", dim)
+    linear(r, sd, "head.fc", dim, classes)
+    return {k: v.to(torch.float32).contiguous() for k, v in sd.items()}
+
+
+def swinv2_cases(out, seed, cases):
+    """Swin V2 T-shaped (4 stages, window 8) at 128 px: stage grids 32, 16, 8, 4 (shifted windows with the
+    mask in the first two, one window in the third, the window clamped in the last); with and without
+    pretrained windows. The rows are those of query windows: [blocks, heads, queries, window area]."""
+    import reference_swinv2 as v2
+    depths, heads = [2, 2, 2, 1], [1, 2, 2, 4]
+    for index, (name, pretrained) in enumerate((("swinv2_t", [0, 0, 0, 0]), ("swinv2_pretrained_w", [6, 6, 6, 3]))):
+        sd = swinv2_state(seed + index, 16, depths, heads)
+        folder = os.path.join(out, name)
+        os.makedirs(folder, exist_ok=True)
+        safetensors_io.save_file(sd, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+        args = {"embed_dim": 16, "depths": depths, "num_heads": heads, "img_size": 128, "num_classes": 10}
+        if any(pretrained):
+            args["pretrained_window_sizes"] = pretrained
+        json.dump({"architecture": "swinv2_tiny_window8_256", "num_classes": 10, "model_args": args},
+                  open(os.path.join(folder, "config.json"), "w"), indent=1)
+        img = smooth_image(700 + index, 128, 128)
+        output, probs = v2.forward(sd, img, {"patch": 4, "window": 8, "heads": heads,
+                                             "pretrained_windows": pretrained, "eps": 1e-5})
+        tag = f"{name}.128x128"
+        np.save(os.path.join(out, tag + ".input.npy"), img.numpy())
+        np.save(os.path.join(out, tag + ".output.npy"), output.to(torch.float32).numpy())
+        # Per block: the first window's rows of its first, middle and last query.
+        rows = [pr[0][:, [0, pr.shape[-1] // 2, pr.shape[-1] - 1], :] for pr in probs]
+        for i, r in enumerate(rows):
+            np.save(os.path.join(out, f"{tag}.rows_b{i}.npy"), r.to(torch.float32).numpy())
+        cases.append({"name": tag, "layout": "timm", "model": name, "input": tag + ".input.npy",
+                      "output": tag + ".output.npy", "swin": True, "blocks": len(rows), "window_rows": f"{tag}.rows_b",
+                      "heads": heads})
 
 
 def open_clip_visual_keys(sd):
