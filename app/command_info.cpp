@@ -31,6 +31,7 @@ int info_command(const Args& args) {
                              {"std", model.normalization.std},
                              {"source", model.normalization_source}}},
                            {"registered_name", model.architecture},
+                           {"model_source", model.source.to_json()},
                            {"assumed", assumed_json(model.report.assumed)},
                            {"notes", model.report.notes},
                            {"warnings", model.report.warnings}};
@@ -55,6 +56,9 @@ int info_command(const Args& args) {
   for (const auto& line : backbone.summary_lines()) std::cout << "  " << line << "\n";
   std::cout << "  parameters    " << model.parameter_count << "\n";
   if (!model.architecture.empty()) std::cout << "  registered    " << model.architecture << "\n";
+  if (model.source.kind == "hf-hub")
+    std::cout << "  source        hf-hub " << model.source.repo << " @ " << model.source.revision << " = "
+              << model.source.commit << "\n";
   for (const auto& assumed : model.report.assumed) std::cout << "  assumed: " << assumed.describe() << "\n";
   for (const auto& note : model.report.notes) std::cout << "  note: " << note << "\n";
   print_warnings("info", model.report.warnings);

@@ -149,6 +149,7 @@ nlohmann::json run_summary(const RunSummaryInputs& in) {
                               : "attention_l*_h*.npy: the query's row over all tokens, prefix tokens first";
   summary["assumed"] = assumed_json(model.report.assumed);
   if (!model.architecture.empty()) summary["registered_name"] = model.architecture;
+  summary["model_source"] = model.source.to_json();  // which files, which revision made these outputs
   if (!model.report.notes.empty()) summary["notes"] = model.report.notes;
   if (!model.report.warnings.empty()) summary["warnings"] = model.report.warnings;
   return with_schema(summary, "run");

@@ -8,6 +8,7 @@
 #include "models/clip_text_checkpoint.h"
 #include "models/finite_checks.h"
 #include "models/model_families.h"
+#include "models/model_source.h"
 
 #include <nlohmann/json.hpp>
 
@@ -217,9 +218,16 @@ void attach_text_tower(ClipTextSource source, const std::string& path, LoadedMod
 
 }  // namespace
 
-LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, torch::Device device) {
+LoadedModel load_model(const std::string& given, const ArchOverrides& overrides, torch::Device device) {
+  // hf-hub:, local-dir: and the caches' bare names become the snapshot or file they name.
+  const ModelSource source = resolve_model_source(given);
+  const std::string& path = source.path;
   const std::string file = resolve_weights_file(path);
-  if (is_torchscript_archive(file) && has_attnscope_metadata(file)) return load_scripted_model(path, file, device);
+  if (is_torchscript_archive(file) && has_attnscope_metadata(file)) {
+    LoadedModel scripted = load_scripted_model(path, file, device);
+    scripted.source = source;
+    return scripted;
+  }
   Checkpoint checkpoint = read_weights(file);
   const std::vector<std::string> container_notes = adopt_preferred_container(checkpoint, file);
   ClipTextSource text = take_clip_text_tensors(checkpoint);
@@ -229,11 +237,13 @@ LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, 
                           "the full CLIP file)");
   LoadedModel loaded;
   loaded.path = path;
+  loaded.source = source;
   loaded.format = checkpoint.format;
   loaded.container_key = checkpoint.container_key;
   loaded.metadata = checkpoint.metadata;
   const LayoutFacts layout = adopt_known_layout(checkpoint, path);
-  loaded.report.notes = layout.notes;
+  loaded.report.notes = source.notes;
+  loaded.report.notes.insert(loaded.report.notes.end(), layout.notes.begin(), layout.notes.end());
   loaded.report.notes.insert(loaded.report.notes.end(), container_notes.begin(), container_notes.end());
   const BackboneFamily& family = family_for(checkpoint);
   const ArchConfig config = gather_arch_config(family, checkpoint, file, overrides);

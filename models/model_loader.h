@@ -11,6 +11,7 @@
 #include "models/backbone.h"
 #include "models/clip_text.h"
 #include "models/cpu_threads.h"
+#include "models/model_source.h"
 #include "models/scripted_model.h"
 #include "models/vit.h"
 #include "models/vit_checkpoint.h"
@@ -37,7 +38,8 @@ struct LoadedModel {
   std::string path;
   std::string format;
   std::string container_key;
-  std::string architecture;                     // the registered name a config gave (config.json, yaml); empty: none
+  std::string architecture;  // the registered name a config gave (config.json, yaml); empty: none
+  ModelSource source;        // what --model named and what it resolved to (hf-hub: repo, revision, commit, files)
   std::map<std::string, std::string> metadata;  // safetensors __metadata__ (e.g. class_names)
   std::vector<std::string> class_names;         // empty when unknown
   // What the checkpoint declares about its input, and the normalisation in use (the declared one
@@ -78,7 +80,8 @@ struct LoadedModel {
 };
 
 // Loads, validates strictly (a report with problems throws CheckpointError listing them), moves the
-// model to `device` and puts it in eval mode.
+// model to `device` and puts it in eval mode. `path` may name a cache entry (models/model_source.h:
+// hf-hub:ORG/NAME[@REV], local-dir:PATH, a bare ORG/NAME or NAME.pth of the caches).
 LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, torch::Device device);
 
 // Class names for the model's outputs: a JSON list in the metadata key "class_names", else the

@@ -1,0 +1,44 @@
+// Where a --model string points, resolved offline as huggingface_hub and torch.hub find their files:
+// a path; `local-dir:PATH`; `hf-hub:ORG/NAME[@REVISION]` in the Hugging Face cache (a branch or tag
+// under refs/, or a commit); a bare `ORG/NAME` when no such path exists (the hub, with a note); a bare
+// `NAME.pth` in torch.hub's checkpoints. Never a network access: what the caches lack is refused
+// naming where it looked. What was resolved is the model's provenance in every output.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace attnscope {
+
+struct ModelSource {
+  std::string given;  // as the user wrote it
+  std::string kind;   // "path", "local-dir", "hf-hub", "torch-hub"
+  std::string path;   // the file or folder read
+  // hf-hub: the repo (ORG/NAME), the revision asked for, the commit it named, the cache's root.
+  std::string repo, revision, commit, cache;
+  struct File {
+    std::string name;
+    std::uintmax_t size = 0;
+    std::string blob;  // the blob a snapshot's link points to (the LFS sha256 of weights); empty for copies
+  };
+  std::vector<File> files;  // hf-hub: the snapshot's files
+  std::vector<std::string> notes;
+
+  nlohmann::json to_json() const;
+};
+
+// The Hugging Face cache's root, in huggingface_hub's order: HF_HUB_CACHE, HUGGINGFACE_HUB_CACHE,
+// $HF_HOME/hub, $XDG_CACHE_HOME/huggingface/hub, ~/.cache/huggingface/hub.
+std::string hf_hub_cache_root();
+// torch.hub's checkpoints folder: $TORCH_HOME/hub/checkpoints, TORCH_HOME defaulting to
+// $XDG_CACHE_HOME/torch or ~/.cache/torch.
+std::string torch_hub_checkpoints();
+
+// Throws CheckpointError (a clear refusal naming the repo and where it looked) for a name the
+// caches do not hold, a revision that is neither a ref nor a commit, a ref naming a missing
+// snapshot, a broken link, or a name that climbs out of the cache ("..").
+ModelSource resolve_model_source(const std::string& given);
+
+}  // namespace attnscope

@@ -1,0 +1,164 @@
+// Models named as researchers name them, resolved offline in the caches they already have
+// (models/model_source.h): Hugging Face caches built here in both layouts (snapshot links into
+// blobs/, and copies), several revisions, torch.hub's checkpoints, and the refusals.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/npy.h"
+#include "models/model_loader.h"
+#include "models/model_source.h"
+#include "tests/cli_process.h"
+#include "tests/numeric_bounds.h"
+
+namespace attnscope {
+namespace test_model_source {
+
+namespace fs = std::filesystem;
+
+const std::string kCases = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/eva_cases/";
+const std::string kMain = "1111111111111111111111111111111111111111";
+const std::string kV1 = "2222222222222222222222222222222222222222";
+
+// A Hugging Face cache: models--timm--tiny_dinov3 with refs/main (DINOv3 S) and refs/v1 (DINOv3 S+),
+// snapshots linked into blobs/ (`links`) or holding copies.
+struct HubCache {
+  fs::path root;
+  explicit HubCache(bool links) {
+    root = fs::temp_directory_path() / (links ? "attnscope_hub_links" : "attnscope_hub_copies");
+    fs::remove_all(root);
+    const fs::path repo = root / "models--timm--tiny_dinov3";
+    fs::create_directories(repo / "refs");
+    fs::create_directories(repo / "blobs");
+    add_snapshot(repo, kMain, kCases + "dinov3_s16", links);
+    add_snapshot(repo, kV1, kCases + "dinov3_splus16", links);
+    std::ofstream(repo / "refs" / "main") << kMain;
+    std::ofstream(repo / "refs" / "v1") << kV1 << "\n";
+  }
+  ~HubCache() { fs::remove_all(root); }
+  static void add_snapshot(const fs::path& repo, const std::string& commit, const std::string& from, bool links) {
+    const fs::path snapshot = repo / "snapshots" / commit;
+    fs::create_directories(snapshot);
+    for (const char* name : {"model.safetensors", "config.json"}) {
+      if (!links) {
+        fs::copy_file(fs::path(from) / name, snapshot / name);
+        continue;
+      }
+      const std::string blob =
+          commit.substr(0, 8) + std::string(name == std::string("config.json") ? "c" : "w") + std::string(56, 'a');
+      fs::copy_file(fs::path(from) / name, repo / "blobs" / blob);
+      fs::create_symlink(fs::path("..") / ".." / "blobs" / blob, snapshot / name);
+    }
+  }
+};
+
+// HF_HUB_CACHE for the length of a scope.
+struct ScopedEnvironment {
+  std::string name;
+  ScopedEnvironment(const std::string& key, const std::string& value) : name(key) {
+    setenv(key.c_str(), value.c_str(), 1);
+  }
+  ~ScopedEnvironment() { unsetenv(name.c_str()); }
+};
+
+torch::Tensor output_of(LoadedModel& model) {
+  c10::InferenceMode inference_mode;
+  torch::manual_seed(3);
+  return model.forward(torch::randn({1, 3, 48, 64}), AttentionSettings{}).logits;
+}
+
+TEST(ModelSource, HubNamesResolveToTheSnapshotTheirRevisionNames) {
+  for (const bool links : {true, false}) {
+    SCOPED_TRACE(links ? "linked snapshots" : "copied snapshots");
+    HubCache cache(links);
+    ScopedEnvironment hub("HF_HUB_CACHE", cache.root.string());
+    LoadedModel by_path = load_model(kCases + "dinov3_s16", {}, torch::kCPU);
+    LoadedModel main = load_model("hf-hub:timm/tiny_dinov3", {}, torch::kCPU);
+    EXPECT_EQ(max_abs_difference(output_of(main), output_of(by_path)), 0.0) << "the same file, the same output";
+    EXPECT_EQ(main.source.commit, kMain);
+    EXPECT_EQ(main.source.revision, "main");
+    EXPECT_EQ(main.source.repo, "timm/tiny_dinov3");
+    EXPECT_EQ(main.architecture, "vit_small_patch16_dinov3") << "config.json beside the snapshot's weights";
+    ASSERT_EQ(main.source.files.size(), 2u);
+    for (const auto& file : main.source.files) {
+      EXPECT_GT(file.size, 0u);
+      EXPECT_EQ(file.blob.empty(), !links) << file.name;
+    }
+    LoadedModel splus = load_model("hf-hub:timm/tiny_dinov3@v1", {}, torch::kCPU);
+    EXPECT_EQ(splus.source.commit, kV1);
+    EXPECT_EQ(splus.vit_arch().blocks.front().gate, MlpGate::Separate) << "v1 is the S+ snapshot";
+    LoadedModel by_commit = load_model("hf-hub:timm/tiny_dinov3@" + kV1, {}, torch::kCPU);
+    EXPECT_EQ(max_abs_difference(output_of(by_commit), output_of(splus)), 0.0);
+    LoadedModel bare = load_model("timm/tiny_dinov3", {}, torch::kCPU);
+    EXPECT_EQ(bare.source.kind, "hf-hub");
+    bool said = false;
+    for (const auto& note : bare.report.notes) said = said || note.find("is no path here") != std::string::npos;
+    EXPECT_TRUE(said) << "a bare ORG/NAME read from the cache is said";
+    LoadedModel local = load_model("local-dir:" + kCases + "dinov3_s16", {}, torch::kCPU);
+    EXPECT_EQ(local.source.kind, "local-dir");
+    EXPECT_EQ(max_abs_difference(output_of(local), output_of(by_path)), 0.0);
+  }
+}
+
+void expect_refusal(const std::string& name, const std::string& words) {
+  try {
+    load_model(name, {}, torch::kCPU);
+    ADD_FAILURE() << name << " loaded";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << name << ": " << e.what();
+  }
+}
+
+TEST(ModelSource, WhatTheCacheLacksIsRefusedNamingWhereItLooked) {
+  HubCache cache(true);
+  ScopedEnvironment hub("HF_HUB_CACHE", cache.root.string());
+  expect_refusal("hf-hub:timm/absent_model", cache.root.string());
+  expect_refusal("hf-hub:timm/tiny_dinov3@v9", "neither a ref");
+  expect_refusal("hf-hub:timm/../tiny_dinov3", "not a Hugging Face repo id");
+  expect_refusal("hf-hub:timm/tiny_dinov3@../../x", "revision");
+  const fs::path repo = cache.root / "models--timm--tiny_dinov3";
+  std::ofstream(repo / "refs" / "gone") << std::string(40, '3');
+  expect_refusal("hf-hub:timm/tiny_dinov3@gone", "is not in the cache");
+  // A link whose blob is missing: an incomplete download.
+  for (const auto& entry : fs::directory_iterator(repo / "blobs"))
+    if (entry.path().filename().string().rfind(kMain.substr(0, 8) + "w", 0) == 0) fs::remove(entry.path());
+  expect_refusal("hf-hub:timm/tiny_dinov3", "broken link");
+}
+
+TEST(ModelSource, TorchHubCheckpointsAreFoundByName) {
+  const fs::path home = fs::temp_directory_path() / "attnscope_torch_home";
+  fs::remove_all(home);
+  fs::create_directories(home / "hub" / "checkpoints");
+  fs::copy_file(kCases + "meta_dinov3.pth", home / "hub" / "checkpoints" / "dinov3_tiny_pretrain.pth");
+  {
+    ScopedEnvironment torch_home("TORCH_HOME", home.string());
+    LoadedModel model = load_model("dinov3_tiny_pretrain.pth", {}, torch::kCPU);
+    EXPECT_EQ(model.source.kind, "torch-hub");
+    EXPECT_EQ(to_string(model.vit_arch().source_layout), "dinov3");
+  }
+  fs::remove_all(home);
+}
+
+TEST(ModelSource, RunRecordsTheRevisionThatMadeItsOutputs) {
+  HubCache cache(true);
+  const fs::path out = fs::temp_directory_path() / "attnscope_source_run";
+  fs::remove_all(out);
+  testing::CliRequest request({"run", "--model", "hf-hub:timm/tiny_dinov3@v1", "--image",
+                               std::string(ATTNSCOPE_SOURCE_DIR) + "/assets/images/sign_4.png", "--out", out.string()});
+  request.environment = {"HF_HUB_CACHE=" + cache.root.string()};
+  ASSERT_EQ(testing::run_cli_process(request).exit_code, 0);
+  std::ifstream in(out / "summary.json");
+  const auto summary = nlohmann::json::parse(in);
+  const auto& source = summary.at("model_source");
+  EXPECT_EQ(source.at("given"), "hf-hub:timm/tiny_dinov3@v1");
+  EXPECT_EQ(source.at("commit"), kV1);
+  EXPECT_EQ(source.at("files").size(), 2u);
+  EXPECT_EQ(summary.at("model"), "hf-hub:timm/tiny_dinov3@v1");
+  fs::remove_all(out);
+}
+
+}  // namespace test_model_source
+}  // namespace attnscope
