@@ -9,6 +9,8 @@ const std::vector<Command>& commands() {
       {"analyze", "one analysis of one image (attribution, spectrum, f_p, representations, folder statistics, ...)",
        analyze_command, analyze_syntax},
       {"info", "print the architecture attnscope infers from a checkpoint", info_command, info_syntax},
+      {"models", "list what the model caches on this machine hold and whether attnscope opens each", models_command,
+       models_syntax},
       {"train", "train a demo model on the generated glyph task", train_command, train_syntax},
       {"eval", "accuracy, attention focus and rank of demo models on held-out glyph images", eval_command, eval_syntax},
       {"export", "paper figures (PNG, SVG, PDF) with the data behind them, for an image or a folder", export_command,

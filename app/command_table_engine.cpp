@@ -7,6 +7,8 @@ namespace attnscope {
 const std::vector<Command>& commands() {
   static const std::vector<Command> list = {
       {"info", "print the architecture attnscope infers from a checkpoint", info_command, info_syntax},
+      {"models", "list what the model caches on this machine hold and whether attnscope opens each", models_command,
+       models_syntax},
       {"run", "run one image through a model and write attention, matrices, overlays and a summary", run_command,
        run_syntax},
       {"analyze", "one analysis of one image (attribution, spectrum, f_p, representations, folder statistics, ...)",

@@ -28,6 +28,7 @@ struct CommandSyntax {
 
 int run_command(const Args& args);           // one image through a model, outputs to a folder
 int info_command(const Args& args);          // architecture and parameter count of a checkpoint
+int models_command(const Args& args);        // what the model caches hold, and what attnscope opens
 int bench_command(const Args& args);         // forward latency per variant against PyTorch eager
 int analyze_command(const Args& args);       // Grad-CAM, rollout, spectrum, f_p, focus metrics of one image
 int train_command(const Args& args);         // trains a demo model on the generated glyph task
@@ -41,6 +42,7 @@ int fork_server_command(const Args& args);   // command lines from stdin, each i
 
 CommandSyntax run_syntax();
 CommandSyntax info_syntax();
+CommandSyntax models_syntax();
 CommandSyntax bench_syntax();
 CommandSyntax analyze_syntax();
 CommandSyntax train_syntax();

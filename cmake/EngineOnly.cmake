@@ -47,7 +47,7 @@ foreach(drawing core/cv_image.cpp core/image_decode_opencv.cpp core/colormap_ima
                 figures/cairo_text.cpp figures/plot.cpp views/plot_hover.cpp)
   list(REMOVE_ITEM ATTNSCOPE_ENGINE_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/${drawing})
 endforeach()
-list(APPEND ATTNSCOPE_ENGINE_SOURCES app/main.cpp app/cli.cpp app/command_info.cpp app/command_run.cpp
+list(APPEND ATTNSCOPE_ENGINE_SOURCES app/main.cpp app/cli.cpp app/command_info.cpp app/command_models.cpp app/command_run.cpp
      app/command_analyze.cpp app/run_summary.cpp app/command_device_check.cpp app/bench_tools.cpp
      app/command_table_engine.cpp app/command_bench.cpp app/bench_family.cpp app/bench_scale.cpp app/command_fork_server.cpp)
 

@@ -35,6 +35,9 @@ Checkpoint load_checkpoint(const std::string& path, const std::string& container
 bool is_torchscript_archive(const std::string& path);
 
 Checkpoint load_safetensors(const std::string& path);
+// The header alone: every tensor's name, dtype and shape on the meta device (nothing read or
+// allocated of the data), with the same checks of the header as load_safetensors.
+Checkpoint read_safetensors_shapes(const std::string& path);
 // model.safetensors.index.json: every shard its weight_map names must be a file beside it (checked
 // before any is read); the shards' tensors merged. Throws CheckpointError naming the index and shard.
 Checkpoint load_sharded_safetensors(const std::string& index_path);

@@ -132,7 +132,7 @@ void check_layout(const std::string& path, std::vector<SafetensorsEntry>& entrie
   }
 }
 
-Checkpoint read_safetensors(const std::string& path) {
+Checkpoint read_safetensors(const std::string& path, bool shapes_only) {
   std::ifstream in = open_checkpoint_file(path);
   in.seekg(0, std::ios::end);
   const auto file_size = static_cast<uint64_t>(in.tellg());
@@ -182,6 +182,11 @@ Checkpoint read_safetensors(const std::string& path) {
   }
   check_layout(path, entries, data_size);
 
+  if (shapes_only) {  // names, dtypes and shapes on the meta device: nothing of the data is read or allocated
+    for (const auto& e : entries)
+      ckpt.tensors[e.name] = torch::empty(e.shape, torch::TensorOptions().dtype(e.dtype).device(torch::kMeta));
+    return ckpt;
+  }
   // Entries are sorted by offset and contiguous, so the data is read front to back.
   for (const auto& e : entries) {
     torch::Tensor t = torch::empty(e.shape, torch::TensorOptions().dtype(e.dtype));
@@ -197,7 +202,11 @@ Checkpoint read_safetensors(const std::string& path) {
 }  // namespace
 
 Checkpoint load_safetensors(const std::string& path) {
-  return guarded_checkpoint_call(path, "", [&] { return read_safetensors(path); });
+  return guarded_checkpoint_call(path, "", [&] { return read_safetensors(path, false); });
+}
+
+Checkpoint read_safetensors_shapes(const std::string& path) {
+  return guarded_checkpoint_call(path, "", [&] { return read_safetensors(path, true); });
 }
 
 void save_safetensors(const std::string& path, const std::map<std::string, torch::Tensor>& tensors,

@@ -160,5 +160,44 @@ TEST(ModelSource, RunRecordsTheRevisionThatMadeItsOutputs) {
   fs::remove_all(out);
 }
 
+TEST(ModelSource, ModelsListsTheCachesAndWhatEachOpensAs) {
+  HubCache cache(true);
+  const fs::path repo = cache.root / "models--someone--not_a_vit";
+  fs::create_directories(repo / "refs");
+  fs::create_directories(repo / "snapshots" / kMain);
+  save_safetensors((repo / "snapshots" / kMain / "model.safetensors").string(), {{"weight", torch::zeros({2, 2})}});
+  std::ofstream(repo / "refs" / "main") << kMain;
+  const fs::path orphan = cache.root / "models--someone--no_snapshot";
+  fs::create_directories(orphan / "refs");
+  std::ofstream(orphan / "refs" / "main") << kV1;
+  const fs::path home = fs::temp_directory_path() / "attnscope_models_torch_home";
+  fs::remove_all(home);
+  fs::create_directories(home / "hub" / "checkpoints");
+  fs::copy_file(kCases + "meta_dinov3.pth", home / "hub" / "checkpoints" / "dinov3_tiny.pth");
+  const fs::path out = fs::temp_directory_path() / "attnscope_models.json";
+  testing::CliRequest request({"models", "--json"}, out.string());
+  request.environment = {"HF_HUB_CACHE=" + cache.root.string(), "TORCH_HOME=" + home.string()};
+  ASSERT_EQ(testing::run_cli_process(request).exit_code, 0);
+  std::ifstream in(out);
+  const auto listed = nlohmann::json::parse(in);
+  std::map<std::string, nlohmann::json> by_name;
+  for (const auto& model : listed.at("models")) by_name[model.at("name")] = model;
+  ASSERT_EQ(by_name.size(), 4u);
+  const auto& dinov3 = by_name.at("hf-hub:timm/tiny_dinov3");
+  EXPECT_EQ(dinov3.at("refs").at("v1"), kV1);
+  EXPECT_EQ(dinov3.at("snapshots").size(), 2u);
+  EXPECT_NE(dinov3.at("opens").get<std::string>().find("vit_small_patch16_dinov3"), std::string::npos);
+  EXPECT_GT(dinov3.at("bytes").get<int64_t>(), 0);
+  EXPECT_TRUE(by_name.at("hf-hub:someone/not_a_vit").at("opens").is_null());
+  EXPECT_NE(by_name.at("hf-hub:someone/not_a_vit").at("why_not").get<std::string>().find("unsupported"),
+            std::string::npos)
+      << by_name.at("hf-hub:someone/not_a_vit").dump();
+  EXPECT_NE(by_name.at("hf-hub:someone/no_snapshot").at("why_not").get<std::string>().find("no snapshot"),
+            std::string::npos);
+  EXPECT_EQ(by_name.at("dinov3_tiny.pth").at("kind"), "torch-hub");
+  fs::remove_all(home);
+  fs::remove(out);
+}
+
 }  // namespace test_model_source
 }  // namespace attnscope
