@@ -221,14 +221,37 @@ int run_command(const Args& args) {
                            {"ablated_forward_ms", result.milliseconds}};
   }
   // Paths are bytes: a name that is not UTF-8 is written with replacement characters, never fails.
-  const std::string summary_text = summary.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
   // Every output is checked before the first is written: existing ones are refused unless --overwrite.
   files.add_npy("logits.npy", logits);
   if (unablated_logits.defined()) files.add_npy("logits_unablated.npy", unablated_logits);
   files.add_npy("attention" + suffix + ".npy", model.backbone->hierarchical() ? grid : row);
   if (write_matrix) files.add_streamed("matrix" + suffix + ".npy", matrix_writer);
   files.add_png("overlay" + suffix + ".png", overlay);
-  files.add_text("summary.json", summary_text + "\n");
+  // An attention-pool head (SigLIP's MAP, PE's): where the pooled features come from, a layer of its own.
+  const torch::Tensor& pool = result.forward.pool_attention;
+  if (pool.defined()) {
+    const torch::Tensor heads = pool[0].to(torch::kCPU, torch::kFloat).contiguous();  // [h, N]
+    const TokenLayout& layout = capture.layout;
+    const int64_t patches = int64_t(layout.grid_h) * layout.grid_w, prefix = heads.size(1) - patches;
+    files.add_npy("pool_attention.npy", heads);
+    nlohmann::json pool_summary = {{"file", "pool_attention.npy"},
+                                   {"shape", {heads.size(0), heads.size(1)}},
+                                   {"prefix_tokens_read", prefix},
+                                   {"overlay", "pool_overlay.png"},
+                                   {"overlay_values", "the heads' mean over the patches"}};
+    if (prefix >= 0) {
+      const torch::Tensor mean =
+          heads.narrow(1, prefix, patches).mean(0).view({layout.grid_h, layout.grid_w}).contiguous();
+      ValueRange pool_range;
+      pool_range.include(mean.data_ptr<float>(), size_t(mean.numel()));
+      const ValueScale pool_scale = resolve_value_scale(state.scale, state.colormap, pool_range);
+      files.add_png("pool_overlay.png",
+                    overlay_values(result.input_rgb, {mean.data_ptr<float>(), layout.grid_h, layout.grid_w}, pool_scale,
+                                   state.opacity, state.alpha));
+      summary["pool_attention"] = pool_summary;
+    }
+  }
+  files.add_text("summary.json", summary.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   files.write();
 
   std::cout << "attnscope run: " << model.family() << " on " << result.device << ", " << capture.attention.describe()
@@ -244,7 +267,8 @@ int run_command(const Args& args) {
               << " ms, the unablated one " << ablated.unablated_milliseconds << " ms\n";
   std::cout << "wrote " << out.string() << "/{summary.json, logits.npy, "
             << (unablated_logits.defined() ? "logits_unablated.npy, " : "") << "attention" << suffix << ".npy, "
-            << (write_matrix ? "matrix" + suffix + ".npy, " : "") << "overlay" << suffix << ".png}\n";
+            << (write_matrix ? "matrix" + suffix + ".npy, " : "") << "overlay" << suffix << ".png"
+            << (pool.defined() ? ", pool_attention.npy, pool_overlay.png" : "") << "}\n";
   return 0;
 }
 

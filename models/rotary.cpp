@@ -45,12 +45,13 @@ void to_json(nlohmann::json& j, const RotaryArch& rope) {
 
 namespace {
 
-const auto kFloat = torch::TensorOptions().dtype(torch::kFloat32);
+const auto kRotaryFloat = torch::TensorOptions().dtype(torch::kFloat32);
 
 // timm build_fourier_pos_embed(in_pixels=False) + build_rotary_pos_embed: per axis the coordinates
 // arange(s) + offset (rescaled by ref / s), times bands 1 / T^(i / n); each angle twice in a row.
 torch::Tensor axial_angles(const RotaryArch& rope, int grid_h, int grid_w, int64_t bands_per_axis) {
-  const auto bands = 1.0 / torch::pow(rope.temperature, torch::arange(bands_per_axis, kFloat) / double(bands_per_axis));
+  const auto bands =
+      1.0 / torch::pow(rope.temperature, torch::arange(bands_per_axis, kRotaryFloat) / double(bands_per_axis));
   int64_t first = grid_h, second = grid_w;
   int64_t ref_first = rope.ref_grid_h, ref_second = rope.ref_grid_w;
   if (rope.xy_indexing) {
@@ -58,7 +59,7 @@ torch::Tensor axial_angles(const RotaryArch& rope, int grid_h, int grid_w, int64
     std::swap(ref_first, ref_second);
   }
   auto axis = [&](int64_t size, int64_t ref) {
-    auto t = torch::arange(size, kFloat) + rope.grid_offset;
+    auto t = torch::arange(size, kRotaryFloat) + rope.grid_offset;
     return ref > 0 ? t / double(size) * double(ref) : t;
   };
   // meshgrid 'ij' over (first, second), or 'xy' (its output transposed back to rows x columns).
@@ -77,12 +78,12 @@ torch::Tensor dinov3_angles(const RotaryArch& rope, int grid_h, int grid_w, int6
       throw std::invalid_argument("the file's " + std::to_string(rope.periods.size()) +
                                   " rotary periods do not fit a head width of " + std::to_string(head_dim) + " (" +
                                   std::to_string(bands_per_axis) + " expected)");
-    periods = torch::tensor(rope.periods, kFloat);
+    periods = torch::tensor(rope.periods, kRotaryFloat);
   } else {
-    periods = torch::pow(rope.temperature, 2.0 * torch::arange(bands_per_axis, kFloat) / double(head_dim / 2));
+    periods = torch::pow(rope.temperature, 2.0 * torch::arange(bands_per_axis, kRotaryFloat) / double(head_dim / 2));
   }
-  auto coords_h = (torch::arange(0.5, double(grid_h), 1.0, kFloat) + rope.grid_offset) / double(grid_h);
-  auto coords_w = (torch::arange(0.5, double(grid_w), 1.0, kFloat) + rope.grid_offset) / double(grid_w);
+  auto coords_h = (torch::arange(0.5, double(grid_h), 1.0, kRotaryFloat) + rope.grid_offset) / double(grid_h);
+  auto coords_w = (torch::arange(0.5, double(grid_w), 1.0, kRotaryFloat) + rope.grid_offset) / double(grid_w);
   auto grid = torch::meshgrid({coords_h, coords_w}, "ij");
   auto coords = 2.0 * torch::stack({grid[0], grid[1]}, -1).reshape({int64_t(grid_h) * grid_w, 2}) - 1.0;
   auto angles = (2.0 * M_PI * coords.unsqueeze(-1) / periods).flatten(1);  // [HW, 2 * bands]

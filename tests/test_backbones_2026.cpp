@@ -12,6 +12,7 @@
 #include "models/arch_config.h"
 #include "models/model_loader.h"
 #include "models/rotary.h"
+#include "tests/cli_process.h"
 #include "tests/numeric_bounds.h"
 
 namespace attnscope {
@@ -300,6 +301,21 @@ TEST(Backbones2026, BeitsRelativeBiasRunsAtItsTrainedGridAndSaysSoElsewhere) {
   EXPECT_FALSE(swapped.layers[0].additive.defined());
   ASSERT_TRUE(native.layers[0].additive.defined());
   EXPECT_NEAR(native.layers[0].rows(0, 1, {0})[0].sum().item<double>(), 1.0, 1e-5);
+}
+
+TEST(Backbones2026, RunWritesWhereTheAttentionPoolLooks) {
+  const std::filesystem::path out = std::filesystem::temp_directory_path() / "attnscope_pool_run";
+  std::filesystem::remove_all(out);
+  testing::CliRequest request({"run", "--model", kFolder + "pe_core_s16", "--image",
+                               std::string(ATTNSCOPE_SOURCE_DIR) + "/assets/images/sign_4.png", "--out", out.string()});
+  ASSERT_EQ(testing::run_cli_process(request).exit_code, 0);
+  const torch::Tensor pool = read_npy((out / "pool_attention.npy").string());
+  ASSERT_EQ(pool.sizes(), (std::vector<int64_t>{8, 17})) << "PE's 8 pool heads over its class token and 16 patches";
+  EXPECT_LT(max_abs_difference(pool.sum(1), torch::ones({8})), 1e-5);
+  EXPECT_TRUE(std::filesystem::exists(out / "pool_overlay.png"));
+  std::ifstream in(out / "summary.json");
+  EXPECT_EQ(nlohmann::json::parse(in).at("pool_attention").at("prefix_tokens_read"), 1);
+  std::filesystem::remove_all(out);
 }
 
 TEST(Backbones2026, RotaryTablesFollowTheirKinds) {
