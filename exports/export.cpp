@@ -29,7 +29,7 @@ ExportedFigure export_figure(const AppState& state, LoadedModel& model, const st
   session.image = fs::absolute(image_path).string();
   if (!session.model.empty()) session.model = fs::absolute(session.model).string();
   session.out = fs::absolute(out_dir).string();
-  return write_figure_bundle(figure, request, to_json(session), prepared, out_dir,
+  return write_figure_bundle(figure, request, to_session_file_json(session), prepared, out_dir,
                              figure_stem(image_path, request.layout));
 }
 

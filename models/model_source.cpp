@@ -198,4 +198,12 @@ ModelSource resolve_model_source(const std::string& given) {
   return source;  // the reader says what is missing, as for any path
 }
 
+std::string pinned_model_name(const std::string& given) {
+  try {
+    return resolve_model_source(given).pinned();
+  } catch (const CheckpointError&) {
+    return given;  // opening it says what is wrong
+  }
+}
+
 }  // namespace attnscope

@@ -27,6 +27,8 @@ struct ModelSource {
   std::vector<std::string> notes;
 
   nlohmann::json to_json() const;
+  // The name that reopens these very files: hf-hub:ORG/NAME@COMMIT for a hub name, else `given`.
+  std::string pinned() const { return kind == "hf-hub" ? "hf-hub:" + repo + "@" + commit : given; }
 };
 
 // The Hugging Face cache's root, in huggingface_hub's order: HF_HUB_CACHE, HUGGINGFACE_HUB_CACHE,
@@ -40,5 +42,9 @@ std::string torch_hub_checkpoints();
 // caches do not hold, a revision that is neither a ref nor a commit, a ref naming a missing
 // snapshot, a broken link, or a name that climbs out of the cache ("..").
 ModelSource resolve_model_source(const std::string& given);
+
+// `given` pinned to the commit it names now (ModelSource::pinned), for what is written to be reopened
+// later (sessions, figure bundles); `given` itself when it is no hub name or cannot be resolved.
+std::string pinned_model_name(const std::string& given);
 
 }  // namespace attnscope

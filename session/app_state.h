@@ -299,6 +299,9 @@ std::vector<VariantChoice> variant_rows(const std::vector<PanelSpec>& specs, con
 std::string index_list_text(const std::vector<int>& indices);
 
 nlohmann::json to_json(const AppState& state);
+// The session as written to a file: to_json with a hub model name pinned to its commit
+// (hf-hub:ORG/NAME@COMMIT), so that reopening it reads the same weights.
+nlohmann::json to_session_file_json(const AppState& state);
 void apply_json(AppState& state, const nlohmann::json& json);  // unknown keys are an error
 
 // A query spec resolved against a token layout: "cls" -> 0 (or the centre patch when the model

@@ -11,8 +11,10 @@
 #include "core/npy.h"
 #include "models/model_loader.h"
 #include "models/model_source.h"
+#include "session/app_state.h"
 #include "tests/cli_process.h"
 #include "tests/numeric_bounds.h"
+#include "views/option_catalog.h"
 
 namespace attnscope {
 namespace test_model_source {
@@ -158,6 +160,25 @@ TEST(ModelSource, RunRecordsTheRevisionThatMadeItsOutputs) {
   EXPECT_EQ(source.at("files").size(), 2u);
   EXPECT_EQ(summary.at("model"), "hf-hub:timm/tiny_dinov3@v1");
   fs::remove_all(out);
+}
+
+TEST(ModelSource, SessionsAndFiguresPinTheCommitTheyWereMadeWith) {
+  HubCache cache(true);
+  ScopedEnvironment hub("HF_HUB_CACHE", cache.root.string());
+  AppState state;
+  set_option(state, "model", "hf-hub:timm/tiny_dinov3");
+  const nlohmann::json written = to_session_file_json(state);
+  EXPECT_EQ(written.at("model"), "hf-hub:timm/tiny_dinov3@" + kMain);
+  EXPECT_EQ(to_json(state).at("model"), "hf-hub:timm/tiny_dinov3") << "the state itself keeps what was given";
+  // refs/main moves on; the session still opens the commit it was written with.
+  std::ofstream(cache.root / "models--timm--tiny_dinov3" / "refs" / "main") << kV1;
+  AppState reopened;
+  apply_json(reopened, written);
+  EXPECT_EQ(load_model(reopened.model, {}, torch::kCPU).source.commit, kMain);
+  EXPECT_EQ(load_model("hf-hub:timm/tiny_dinov3", {}, torch::kCPU).source.commit, kV1);
+  AppState local;
+  set_option(local, "model", kCases + "dinov3_s16");
+  EXPECT_EQ(to_session_file_json(local).at("model"), kCases + "dinov3_s16") << "a path stays as given";
 }
 
 TEST(ModelSource, ModelsListsTheCachesAndWhatEachOpensAs) {

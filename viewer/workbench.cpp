@@ -323,7 +323,7 @@ void Workbench::stop_video() {
 
 void Workbench::save_session(const std::string& path) {
   try {
-    const nlohmann::json json = to_json(state);
+    const nlohmann::json json = to_session_file_json(state);
     write_file_atomically(path, [&](std::ostream& out) { out << json.dump(2) << "\n"; });
     options.session_path = path;
     messages.info = "saved session " + path;

@@ -1,5 +1,7 @@
 #include "views/option_catalog.h"
 
+#include "models/model_source.h"
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
@@ -41,6 +43,13 @@ nlohmann::json to_json(const AppState& state) {
     json[option.name] = nlohmann::json::array();
     for (const PanelSpec& spec : option.panels(state)) json[option.name].push_back(to_json(spec));
   }
+  return json;
+}
+
+nlohmann::json to_session_file_json(const AppState& state) {
+  nlohmann::json json = to_json(state);
+  if (json.contains("model") && json["model"].is_string())
+    json["model"] = pinned_model_name(json["model"].get<std::string>());
   return json;
 }
 
