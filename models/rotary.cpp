@@ -9,16 +9,10 @@ namespace attnscope {
 
 using torch::indexing::Slice;
 
-std::string to_string(RotaryKind kind) {
-  switch (kind) {
-    case RotaryKind::None:
-      return "none";
-    case RotaryKind::Axial:
-      return "axial";
-    case RotaryKind::DinoV3:
-      return "dinov3";
-  }
-  return "none";
+const std::vector<EnumEntry<RotaryKind>>& EnumTable<RotaryKind>::entries() {
+  static const std::vector<EnumEntry<RotaryKind>> table = {
+      {RotaryKind::None, "none"}, {RotaryKind::Axial, "axial"}, {RotaryKind::DinoV3, "dinov3"}};
+  return table;
 }
 
 std::string RotaryArch::describe() const {

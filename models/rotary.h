@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/enum_names.h"
+
 namespace attnscope {
 
 enum class RotaryKind {
@@ -18,6 +20,11 @@ enum class RotaryKind {
   Axial,   // timm RotaryEmbeddingCat (rope_type 'cat'): EVA-02, PE
   DinoV3,  // timm RotaryEmbeddingDinoV3 (rope_type 'dinov3')
 };
+template <>
+struct EnumTable<RotaryKind> {
+  static const std::vector<EnumEntry<RotaryKind>>& entries();
+};
+inline std::string to_string(RotaryKind kind) { return enum_name(kind); }  // "none", "axial", "dinov3"
 
 struct RotaryArch {
   RotaryKind kind = RotaryKind::None;
@@ -39,7 +46,6 @@ struct RotaryArch {
 };
 
 void to_json(nlohmann::json& j, const RotaryArch& rope);
-std::string to_string(RotaryKind kind);  // "none", "axial", "dinov3"
 
 // [grid_h * grid_w, 2 * head_dim]: sin then cos for each patch in row-major order, float32 as timm
 // builds it. Throws std::invalid_argument when head_dim is not a multiple of 4 (two axes, each in

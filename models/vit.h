@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "core/enum_names.h"
 #include "models/attention.h"
 #include "models/backbone.h"
 #include "models/checkpoint_layout.h"
@@ -18,9 +19,14 @@ namespace attnscope {
 // The MLP's activation: timm/HF ViT use exact GELU, OpenAI CLIP x * sigmoid(1.702 x), timm's
 // gelu_tanh the tanh approximation, SwiGLU SiLU.
 enum class MlpActivation { Gelu, QuickGelu, GeluTanh, Silu };
-// "gelu", "quick_gelu", "gelu_tanh", "silu" (timm's act_layer names); parse throws
-// std::invalid_argument listing them.
-std::string to_string(MlpActivation activation);
+template <>
+struct EnumTable<MlpActivation> {
+  static const std::vector<EnumEntry<MlpActivation>>& entries();
+};
+// "gelu", "quick_gelu", "gelu_tanh", "silu" (timm's act_layer names); parse also takes
+// transformers' and timm's other names of the same functions and throws std::invalid_argument
+// listing them.
+inline std::string to_string(MlpActivation activation) { return enum_name(activation); }
 MlpActivation parse_mlp_activation(const std::string& name);
 
 // A gated MLP (GLU) keeps its two input projections packed in fc1 (timm's GluMlp: the first half is
@@ -41,7 +47,11 @@ struct BlockArch {
 // attention-pool head (`attn_pool`, SigLIP's MAP and PE's: a learned query attending over the
 // tokens, then its own MLP).
 enum class GlobalPool { Token, Average, AttentionPool };
-std::string to_string(GlobalPool pool);  // "token", "avg", "map" (timm's global_pool)
+template <>
+struct EnumTable<GlobalPool> {
+  static const std::vector<EnumEntry<GlobalPool>>& entries();
+};
+inline std::string to_string(GlobalPool pool) { return enum_name(pool); }  // "token", "avg", "map" (timm's)
 
 struct AttentionPoolArch {
   int heads = 0;
