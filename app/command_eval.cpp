@@ -123,7 +123,10 @@ int eval_command(const Args& args) {
                         : "outputs " + to_string(model.output_kind()) + " without classes")
                 << ", the task " << task_classes << " |\n"
                 << std::flush;
-      report.push_back({{"model", path}, {"fits_task", false}, {"classes", model.num_classes()}});
+      report.push_back({{"model", path},
+                        {"model_commit", model.source.commit},
+                        {"fits_task", false},
+                        {"classes", model.num_classes()}});
       continue;
     }
     const int depth = model.backbone->attention_layers();
@@ -205,10 +208,13 @@ int eval_command(const Args& args) {
               << " | " << gradcam_focus.hits << " | " << std::setprecision(1) << rank;
     if (rank_without_dwc >= 0) std::cout << " (" << rank_without_dwc << " without DWC)";
     std::cout << " |\n" << std::flush;
-    nlohmann::json entry = {
-        {"model", path},    {"accuracy", accuracy},
-        {"layers", layers}, {"gradcam", {{"mass_inside", gradcam_focus.mass}, {"pointing", gradcam_focus.hits}}},
-        {"rank", rank},     {"rank_layer", kRankLayer}};
+    nlohmann::json entry = {{"model", path},
+                            {"model_commit", model.source.commit},
+                            {"accuracy", accuracy},
+                            {"layers", layers},
+                            {"gradcam", {{"mass_inside", gradcam_focus.mass}, {"pointing", gradcam_focus.hits}}},
+                            {"rank", rank},
+                            {"rank_layer", kRankLayer}};
     if (rank_without_dwc >= 0) entry["rank_without_dwc"] = rank_without_dwc;
     report.push_back(entry);
   }

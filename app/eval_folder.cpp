@@ -220,6 +220,7 @@ int eval_dino_masks(const CommandLine& line, const std::vector<std::string>& ima
                        " (no patch is needed to hold that share): their Jaccard counts 0");
   print_warnings("eval", warnings);
   const nlohmann::json report = {{"model", state.model},
+                                 {"model_source", model.source.to_json()},
                                  {"images", scored},
                                  {"folder", line.flags.at("images")},
                                  {"objects", "masks " + masks_dir},
@@ -400,6 +401,7 @@ int eval_folder(const CommandLine& line) {
             << " steps, probability of the " << (use_labels ? "labelled" : "top-1") << " class\n";
   nlohmann::json report = {
       {"model", state.model},
+      {"model_source", model.source.to_json()},
       {"images", images.size()},
       {"folder", images_dir},
       {"objects", masks_dir.empty() ? "boxes " + boxes_path : "masks " + masks_dir},
