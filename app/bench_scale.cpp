@@ -67,20 +67,27 @@ ProcessRun run_process(const std::string& command) {
 
 }  // namespace
 
-void bench_scale(const std::string& python, const std::filesystem::path& folder) {
+void bench_scale(const std::string& python, const std::filesystem::path& folder, const std::string& model_name) {
+  const bool dinov3 = model_name == "dinov3";
+  if (!dinov3 && model_name != "dinov2")
+    throw std::invalid_argument("--scale-model '" + model_name + "' is neither dinov2 nor dinov3");
   const std::string script = source_path("bench/pytorch_scale.py");
-  const std::string model_path = (folder / "dinov2_s14_reg4.safetensors").string();
+  const std::string family = " --family " + model_name + " ";
+  // DINOv3's is a folder: its config.json names the registered architecture whose settings both sides run.
+  const std::string model_path = (folder / (dinov3 ? "dinov3_s16" : "dinov2_s14_reg4.safetensors")).string();
   if (python.empty())
     throw std::invalid_argument("bench --scale needs the Python with torch (--python): it writes the weights");
-  if (run_process("'" + python + "' '" + script + "' --make '" + model_path + "'").output.find("Error") !=
+  if (run_process("'" + python + "' '" + script + "'" + family + "--make '" + model_path + "'").output.find("Error") !=
       std::string::npos)
     throw std::runtime_error("bench/pytorch_scale.py could not write the model");
   char self[4096] = {0};
   const ssize_t length = readlink("/proc/self/exe", self, sizeof self - 1);
   const std::string attnscope = length > 0 ? std::string(self, size_t(length)) : "attnscope";
   const double gflops = gemm_gflops();
-  std::cout << "attnscope bench --scale: DINOv2-S/14 with 4 registers (timm layout, random weights), "
-            << torch::get_num_threads() << " threads, " << gemm_limit_text(gflops) << "\n"
+  std::cout << "attnscope bench --scale: "
+            << (dinov3 ? "DINOv3-S/16 (timm's vit_small_patch16_dinov3: rotary positions, 4 storage tokens"
+                       : "DINOv2-S/14 with 4 registers (timm layout")
+            << ", random weights), " << torch::get_num_threads() << " threads, " << gemm_limit_text(gflops) << "\n"
             << machine_line() << "\n";
   std::cout << std::left << std::setw(11) << "input" << std::right << std::setw(8) << "tokens" << std::setw(12)
             << "forward" << std::setw(12) << "eager" << std::setw(8) << "ratio" << std::setw(11) << "GEMM lim"
@@ -88,7 +95,8 @@ void bench_scale(const std::string& python, const std::filesystem::path& folder)
             << "max diff" << std::setw(10) << "click" << std::setw(10) << "layer"
             << "\n";
   LoadedModel model = load_model(model_path, {}, torch::kCPU);
-  for (const int side : {518, 1036}) {
+  const std::vector<int> sides = dinov3 ? std::vector<int>{512, 1024} : std::vector<int>{518, 1036};
+  for (const int side : sides) {
     const std::string image = (folder / ("noise" + std::to_string(side) + ".png")).string();
     RgbImage noise(side, side);
     std::mt19937 random{unsigned(side)};
@@ -126,7 +134,7 @@ void bench_scale(const std::string& python, const std::filesystem::path& folder)
     attention_map(layers[layers.size() / 2], selection);
     const double layer_ms = elapsed_ms(start);
     const ProcessRun eager =
-        run_process("'" + python + "' '" + script + "' --model '" + model_path + "' --image '" + image +
+        run_process("'" + python + "' '" + script + "'" + family + "--model '" + model_path + "' --image '" + image +
                     "' --threads " + std::to_string(torch::get_num_threads()) + " --runs " + std::to_string(runs) +
                     " --compare '" + (out / "logits.npy").string() + "'");
     const double tokens = double(last.layout.total_tokens());
@@ -147,10 +155,11 @@ void bench_scale(const std::string& python, const std::filesystem::path& folder)
     row << std::setprecision(1) << std::setw(7) << click_ms << " ms" << std::setw(7) << layer_ms << " ms";
     std::cout << row.str() << "\n" << std::flush;
   }
-  std::cout << "forward: attnscope's with capture (median of 3, 1 at 1036); eager: bench/pytorch_scale.py, the same "
-               "weights and threads; GEMM lim: forward / the GEMM work at the 2048^3 rate; run: the whole `attnscope "
-               "run --resize none` process and its peak memory; max diff: its output against eager; click / layer: a "
-               "new query's map in the last layer / the map of the middle layer, from the captured q, k, no forward\n";
+  std::cout
+      << "forward: attnscope's with capture (median of 3, 1 above 600 px); eager: bench/pytorch_scale.py, the same "
+         "weights and threads; GEMM lim: forward / the GEMM work at the 2048^3 rate; run: the whole `attnscope "
+         "run --resize none` process and its peak memory; max diff: its output against eager; click / layer: a "
+         "new query's map in the last layer / the map of the middle layer, from the captured q, k, no forward\n";
 }
 
 }  // namespace attnscope

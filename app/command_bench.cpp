@@ -367,6 +367,10 @@ CommandSyntax bench_syntax() {
        "bench high resolution instead: DINOv2-S/14-reg4 shapes at 518 and 1036 px, forward, whole run, peak "
        "memory and view latency against eager",
        ""},
+      {"scale-model", "dinov2|dinov3",
+       "with --scale: dinov3 benches DINOv3-S/16 in timm's registered settings (rotary positions, storage tokens) "
+       "at 512 and 1024 px (1,029 and 4,101 tokens) instead",
+       "dinov2"},
   };
   return {"attnscope bench [--sizes tiny,small] [--runs N]", options, flags};
 }
@@ -393,7 +397,7 @@ int bench_command(const Args& args) {
   std::filesystem::create_directories(folder);
 
   if (!line.flags["scale"].empty()) {
-    bench_scale(python, folder);
+    bench_scale(python, folder, line.flags["scale-model"]);
     std::filesystem::remove_all(folder);
     return 0;
   }

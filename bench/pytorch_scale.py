@@ -4,8 +4,11 @@ timm's layout (reg_token, pos_embed of 37 x 37 patches without the class positio
 random weights, run on an image as timm's eager Attention computes it (q*scale @ k^T, softmax, @ v)
 in float32 under torch.no_grad(), with the position embedding resized bicubic with antialias.
 
+With --family dinov3: a DINOv3-S/16 in timm's registered settings (rotary positions, storage tokens, no
+pos_embed), as timm's Eva computes it eagerly.
+
 Usage:
-  bench/pytorch_scale.py --make OUT.safetensors [--seed S]
+  bench/pytorch_scale.py [--family dinov2|dinov3] --make OUT.safetensors|OUT_FOLDER [--seed S]
       writes the random weights (metadata num_heads=6) that both sides run
   bench/pytorch_scale.py --model FILE --image PNG --threads N --runs R [--compare OUTPUT.npy]
       prints one JSON line: {"median_ms", "runs", "threads", "max_abs_diff" (against --compare)}
@@ -14,6 +17,7 @@ Usage:
 """
 import argparse
 import json
+import math
 import statistics
 import sys
 import time
@@ -27,6 +31,10 @@ from PIL import Image
 
 DIM, DEPTH, HEADS, PATCH, GRID, REGISTERS = 384, 12, 6, 14, 37, 4
 MEAN, STD = np.array([0.485, 0.456, 0.406], np.float32), np.array([0.229, 0.224, 0.225], np.float32)
+# DINOv3-S/16 as timm registers it (vit_small_patch16_dinov3): patch 16, no pos_embed, rotary
+# positions 'dinov3' (base 100, halves rotated), 4 storage tokens, qkv without bias, LayerScale,
+# LayerNorm eps 1e-5, the mean of the normed patches.
+DINOV3_PATCH, DINOV3_EPS, DINOV3_ARCHITECTURE = 16, 1e-5, "vit_small_patch16_dinov3"
 
 
 def make(path, seed):
@@ -45,6 +53,70 @@ def make(path, seed):
                    p + "mlp.fc1.weight": tn(4 * DIM, DIM), p + "mlp.fc1.bias": torch.zeros(4 * DIM),
                    p + "mlp.fc2.weight": tn(DIM, 4 * DIM), p + "mlp.fc2.bias": torch.zeros(DIM)})
     safetensors_io.save_file(sd, path, metadata={"format": "pt", "num_heads": str(HEADS)})
+
+
+def make_dinov3(folder, seed):
+    """model.safetensors and the config.json timm's save_for_hf writes (its registered name)."""
+    import os
+    torch.manual_seed(seed)
+    tn = lambda *shape: torch.nn.init.trunc_normal_(torch.empty(*shape), std=0.02, a=-0.04, b=0.04)
+    sd = {"cls_token": tn(1, 1, DIM), "reg_token": tn(1, REGISTERS, DIM),
+          "patch_embed.proj.weight": tn(DIM, 3, DINOV3_PATCH, DINOV3_PATCH), "patch_embed.proj.bias": torch.zeros(DIM),
+          "norm.weight": torch.ones(DIM), "norm.bias": torch.zeros(DIM)}
+    for b in range(DEPTH):
+        p = f"blocks.{b}."
+        sd.update({p + "norm1.weight": torch.ones(DIM), p + "norm1.bias": torch.zeros(DIM),
+                   p + "attn.qkv.weight": tn(3 * DIM, DIM),
+                   p + "attn.proj.weight": tn(DIM, DIM), p + "attn.proj.bias": torch.zeros(DIM),
+                   p + "gamma_1": torch.full((DIM,), 0.1), p + "gamma_2": torch.full((DIM,), 0.1),
+                   p + "norm2.weight": torch.ones(DIM), p + "norm2.bias": torch.zeros(DIM),
+                   p + "mlp.fc1.weight": tn(4 * DIM, DIM), p + "mlp.fc1.bias": torch.zeros(4 * DIM),
+                   p + "mlp.fc2.weight": tn(DIM, 4 * DIM), p + "mlp.fc2.bias": torch.zeros(DIM)})
+    os.makedirs(folder, exist_ok=True)
+    safetensors_io.save_file(sd, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump({"architecture": DINOV3_ARCHITECTURE, "num_classes": 0}, f)
+
+
+def dinov3_rope(h, w, d):
+    """timm's RotaryEmbeddingDinoV3.get_embed(shape) in float32, as its dynamic-size forward builds it."""
+    periods = 100.0 ** (2 * torch.arange(d // 4, dtype=torch.float32) / (d // 2))
+    ch = torch.arange(0.5, h, dtype=torch.float32) / h
+    cw = torch.arange(0.5, w, dtype=torch.float32) / w
+    coords = 2.0 * torch.stack(torch.meshgrid(ch, cw, indexing="ij"), dim=-1).flatten(0, 1) - 1.0
+    angles = (2 * math.pi * coords[:, :, None] / periods[None, None, :]).flatten(1).tile(2)
+    return angles.sin(), angles.cos()
+
+
+def rotate(t, sin, cos):  # timm apply_rot_embed_cat(half=True) on the patch tokens
+    t1, t2 = t.chunk(2, dim=-1)
+    return t * cos + torch.cat([-t2, t1], dim=-1) * sin
+
+
+def forward_dinov3(sd, x):
+    """timm's Eva forward (fused attention off: q*scale @ k^T, softmax, @ v), float32, no_grad."""
+    x = F.conv2d(x, sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"], stride=DINOV3_PATCH)
+    B, _, H, W = x.shape
+    x = x.flatten(2).transpose(1, 2)
+    x = torch.cat([sd["cls_token"].expand(B, -1, -1), sd["reg_token"].expand(B, -1, -1), x], 1)
+    d = DIM // HEADS
+    sin, cos = dinov3_rope(H, W, d)
+    n = 1 + REGISTERS
+    for b in range(DEPTH):
+        p = f"blocks.{b}."
+        h = F.layer_norm(x, (DIM,), sd[p + "norm1.weight"], sd[p + "norm1.bias"], DINOV3_EPS)
+        q, k, v = F.linear(h, sd[p + "attn.qkv.weight"]).reshape(B, -1, 3, HEADS, d).permute(2, 0, 3, 1, 4)
+        q = torch.cat([q[:, :, :n], rotate(q[:, :, n:], sin, cos)], dim=2)
+        k = torch.cat([k[:, :, :n], rotate(k[:, :, n:], sin, cos)], dim=2)
+        o = ((q * d ** -0.5) @ k.transpose(-2, -1)).softmax(-1) @ v
+        x = x + sd[p + "gamma_1"] * F.linear(o.transpose(1, 2).reshape(B, -1, DIM), sd[p + "attn.proj.weight"],
+                                             sd[p + "attn.proj.bias"])
+        h = F.layer_norm(x, (DIM,), sd[p + "norm2.weight"], sd[p + "norm2.bias"], DINOV3_EPS)
+        h = F.linear(F.gelu(F.linear(h, sd[p + "mlp.fc1.weight"], sd[p + "mlp.fc1.bias"])), sd[p + "mlp.fc2.weight"],
+                     sd[p + "mlp.fc2.bias"])
+        x = x + sd[p + "gamma_2"] * h
+    x = F.layer_norm(x, (DIM,), sd["norm.weight"], sd["norm.bias"], DINOV3_EPS)
+    return x[:, n:].mean(1)
 
 
 def forward(sd, x):
@@ -75,6 +147,8 @@ def forward(sd, x):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--make")
+    parser.add_argument("--family", default="dinov2", choices=["dinov2", "dinov3"],
+                        help="dinov3: --make writes a folder (model.safetensors, config.json); --model is that folder")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model")
     parser.add_argument("--image")
@@ -86,11 +160,13 @@ def main():
     eager_baseline.add_device_argument(parser)
     args = parser.parse_args()
     if args.make:
-        make(args.make, args.seed)
+        (make_dinov3 if args.family == "dinov3" else make)(args.make, args.seed)
         return 0
     torch.set_num_threads(args.threads)
     device = eager_baseline.use_device(args.device)
-    sd = eager_baseline.on_device(safetensors_io.load_file(args.model), device)
+    weights = args.model + "/model.safetensors" if args.family == "dinov3" else args.model
+    sd = eager_baseline.on_device(safetensors_io.load_file(weights), device)
+    run_forward = forward_dinov3 if args.family == "dinov3" else forward
     if args.size:
         x = eager_baseline.fixed_input(args.size, seed=1)
     else:
@@ -101,7 +177,7 @@ def main():
     with torch.no_grad():
         for i in range(args.warmup + args.runs):
             start = time.perf_counter()
-            out = forward(sd, x)
+            out = run_forward(sd, x)
             eager_baseline.synchronize(device)
             if i >= args.warmup:
                 times.append(1000 * (time.perf_counter() - start))
