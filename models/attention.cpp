@@ -1,5 +1,6 @@
 #include "models/attention.h"
 
+#include "models/local_attention.h"
 #include "models/token_linear.h"
 
 #include <nlohmann/json.hpp>
@@ -213,25 +214,14 @@ torch::Tensor AttentionImpl::relative_position_bias(const TokenLayout& layout) c
                                 std::to_string(layout.grid_h) + "x" + std::to_string(layout.grid_w) +
                                 ": give the model its trained size (" + std::to_string(grid_h * layout.patch_size) +
                                 "x" + std::to_string(grid_w * layout.patch_size) + ")");
-  // timm's gen_relative_position_index: (dr + h - 1) * (2w - 1) + (dc + w - 1) between patches;
-  // the last three entries for class to token, token to class and class to class.
+  // timm's gen_relative_position_index: Swin's index between patches, then three entries for
+  // class to token, token to class and class to class.
   const int64_t area = int64_t(grid_h) * grid_w, distances = int64_t(2 * grid_h - 1) * (2 * grid_w - 1) + 3;
   auto index = torch::empty({area + 1, area + 1}, torch::kLong);
-  auto* cell = index.data_ptr<int64_t>();
-  for (int64_t i = 0; i <= area; ++i)
-    for (int64_t j = 0; j <= area; ++j) {
-      int64_t value;
-      if (i == 0 && j == 0)
-        value = distances - 1;
-      else if (i == 0)
-        value = distances - 3;
-      else if (j == 0)
-        value = distances - 2;
-      else
-        value = ((i - 1) / grid_w - (j - 1) / grid_w + grid_h - 1) * (2 * grid_w - 1) +
-                ((i - 1) % grid_w - (j - 1) % grid_w + grid_w - 1);
-      cell[i * (area + 1) + j] = value;
-    }
+  index.index_put_({Slice(1), Slice(1)}, relative_position_index(grid_h, grid_w));
+  index.index_put_({0, Slice()}, distances - 3);
+  index.index_put_({Slice(), 0}, distances - 2);
+  index.index_put_({0, 0}, distances - 1);
   const auto& table = relative_position_bias_table;
   return table.index_select(0, index.view(-1).to(table.device()))
       .view({area + 1, area + 1, -1})
