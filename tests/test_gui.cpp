@@ -325,6 +325,26 @@ TEST_F(GuiTest, BadModelShowsAnErrorAndKeepsRunning) {
   EXPECT_FALSE(cv::imread(shot()).empty());
 }
 
+// A model named as the hub names it opens in the workbench from the Hugging Face cache.
+TEST_F(GuiTest, HubNamedModelOpensFromTheCache) {
+  const std::filesystem::path cache = folder_ / "hub";
+  const std::string commit(40, '7');
+  const std::filesystem::path snapshot = cache / "models--attnscope--demo" / "snapshots" / commit;
+  std::filesystem::create_directories(snapshot);
+  std::filesystem::create_directories(cache / "models--attnscope--demo" / "refs");
+  std::ofstream(cache / "models--attnscope--demo" / "refs" / "main") << commit;
+  std::filesystem::copy_file(kModel, snapshot / "model.safetensors");
+  setenv("HF_HUB_CACHE", cache.string().c_str(), 1);
+  nlohmann::json session = base_session();
+  session["model"] = "hf-hub:attnscope/demo";
+  const int code = run_gui(session, 4);
+  unsetenv("HF_HUB_CACHE");
+  ASSERT_EQ(code, 0) << log();
+  const nlohmann::json info = shot_info();
+  EXPECT_EQ(info.value("error", std::string()), "") << info.dump();
+  EXPECT_GE(info["results"].get<int>(), 1) << info.dump();
+}
+
 TEST_F(GuiTest, SessionWithWorkbenchKeysDrivesTheHeadlessRun) {
   nlohmann::json session = base_session();
   session["variant"] = "window";

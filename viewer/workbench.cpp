@@ -1,5 +1,7 @@
 #include "viewer/workbench.h"
 
+#include "models/model_source.h"
+
 #include "core/json_checked.h"
 
 #include <GLFW/glfw3.h>
@@ -265,6 +267,19 @@ void Workbench::open_file(FileKind kind, const std::string& path) {
   if (path.empty()) return;
   if (kind == FileKind::Video) {
     open_video_source(path);
+    return;
+  }
+  if (kind == FileKind::Model) {
+    // A model may be a cache's name (hf-hub:ORG/NAME, local-dir:, a bare ORG/NAME or NAME.pth):
+    // resolved offline here, so that a name the caches lack is refused at once, naming where it looked.
+    try {
+      const ModelSource source = resolve_model_source(path);
+      if (source.kind == "path" && !std::filesystem::exists(path)) throw std::runtime_error("no such file: " + path);
+    } catch (const std::exception& e) {
+      report_error(e.what());
+      return;
+    }
+    state.model = path;
     return;
   }
   if (!std::filesystem::exists(path)) {
