@@ -40,8 +40,8 @@ int info_command(const Args& args) {
   }
   const Backbone& backbone = *model.backbone;
   const InputGeometry geometry = backbone.input_geometry();
-  std::cout << model.path << " (" << model.format
-            << (model.container_key.empty() ? "" : ", under '" + model.container_key + "'") << ")\n"
+  std::cout << (model.source.kind == "path" || model.source.given.empty() ? model.path : model.source.given) << " ("
+            << model.format << (model.container_key.empty() ? "" : ", under '" + model.container_key + "'") << ")\n"
             << "  family        " << backbone.family() << "\n"
             << "  input         " << geometry.native_height << "x" << geometry.native_width << " native"
             << (geometry.fixed ? ", that size only" : ", sides multiples of " + std::to_string(geometry.multiple))

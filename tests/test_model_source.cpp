@@ -179,6 +179,11 @@ TEST(ModelSource, SessionsAndFiguresPinTheCommitTheyWereMadeWith) {
   AppState local;
   set_option(local, "model", kCases + "dinov3_s16");
   EXPECT_EQ(to_session_file_json(local).at("model"), kCases + "dinov3_s16") << "a path stays as given";
+  // A panel's own model is pinned as the session's is.
+  apply_json(local, {{"compare", {{{"model", "hf-hub:timm/tiny_dinov3@v1"}, {"variant", "softmax"}}}}});
+  const nlohmann::json panels = to_session_file_json(local).at("compare");
+  ASSERT_EQ(panels.size(), 1u);
+  EXPECT_EQ(panels[0].at("model"), "hf-hub:timm/tiny_dinov3@" + kV1);
 }
 
 TEST(ModelSource, ModelsListsTheCachesAndWhatEachOpensAs) {

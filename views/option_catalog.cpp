@@ -50,6 +50,12 @@ nlohmann::json to_session_file_json(const AppState& state) {
   nlohmann::json json = to_json(state);
   if (json.contains("model") && json["model"].is_string())
     json["model"] = pinned_model_name(json["model"].get<std::string>());
+  // Each panel's own model too (panel lists are written as objects).
+  for (auto& [key, value] : json.items())
+    if (value.is_array())
+      for (auto& panel : value)
+        if (panel.is_object() && panel.contains("model") && panel["model"].is_string())
+          panel["model"] = pinned_model_name(panel["model"].get<std::string>());
   return json;
 }
 
