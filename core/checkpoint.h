@@ -42,6 +42,8 @@ Checkpoint read_safetensors_shapes(const std::string& path);
 // before any is read); the shards' tensors merged. Throws CheckpointError naming the index and shard.
 Checkpoint load_sharded_safetensors(const std::string& index_path);
 bool is_shard_index(const std::string& path);  // the name ends in .safetensors.index.json
+// The same checks of the index and the shards, with each shard's header alone (read_safetensors_shapes).
+Checkpoint read_sharded_safetensors_shapes(const std::string& index_path);
 Checkpoint load_pytorch_zip(const std::string& path, const std::string& container = "");
 
 // Writes F32/F16/BF16/I64 tensors (contiguous CPU copies are made as needed) atomically:

@@ -30,7 +30,9 @@ bool is_shard_index(const std::string& path) {
   return path.size() > suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-Checkpoint load_sharded_safetensors(const std::string& index_path) {
+namespace {
+
+Checkpoint read_shards(const std::string& index_path, bool shapes_only) {
   nlohmann::json index;
   try {
     index = read_json_file(index_path, "the shard index " + index_path, kMaxIndexBytes);
@@ -58,7 +60,8 @@ Checkpoint load_sharded_safetensors(const std::string& index_path) {
   Checkpoint merged;
   merged.format = "safetensors (" + std::to_string(names_by_shard.size()) + " shards)";
   for (const auto& [shard, names] : names_by_shard) {
-    Checkpoint part = load_safetensors((folder / shard).string());
+    const std::string path = (folder / shard).string();
+    Checkpoint part = shapes_only ? read_safetensors_shapes(path) : load_safetensors(path);
     for (const std::string& name : names) {
       auto it = part.tensors.find(name);
       if (it == part.tensors.end())
@@ -70,5 +73,11 @@ Checkpoint load_sharded_safetensors(const std::string& index_path) {
   }
   return merged;
 }
+
+}  // namespace
+
+Checkpoint load_sharded_safetensors(const std::string& index_path) { return read_shards(index_path, false); }
+
+Checkpoint read_sharded_safetensors_shapes(const std::string& index_path) { return read_shards(index_path, true); }
 
 }  // namespace attnscope

@@ -27,6 +27,10 @@ using NameTable = std::vector<std::pair<std::string, std::string>>;
 // "<blocks>N.<rest>" as timm's "blocks.N.<rest renamed by the first matching prefix pair>", or
 // empty when `key` is not under `blocks` or no pair matches.
 std::string block_key(const std::string& key, const std::string& blocks, const NameTable& table);
+// Every key under `blocks` renamed by block_key (the others kept).
+void rename_blocks(Checkpoint& checkpoint, const std::string& blocks, const NameTable& table);
+// In every key, each `from` of the table (its first occurrence) replaced by its `to`.
+void replace_in_keys(Checkpoint& checkpoint, const NameTable& table);
 // A Hugging Face image processor's preprocessor_config.json: mean, std, resize, crop and filter.
 void read_hf_preprocessor(const std::filesystem::path& folder, LayoutFacts& facts);
 

@@ -78,6 +78,26 @@ std::string block_key(const std::string& key, const std::string& blocks, const N
   return {};
 }
 
+void rename_blocks(Checkpoint& checkpoint, const std::string& blocks, const NameTable& table) {
+  std::map<std::string, torch::Tensor> renamed;
+  for (auto& [key, tensor] : checkpoint.tensors) {
+    const std::string block = block_key(key, blocks, table);
+    renamed[block.empty() ? key : block] = tensor;
+  }
+  checkpoint.tensors.swap(renamed);
+}
+
+void replace_in_keys(Checkpoint& checkpoint, const NameTable& table) {
+  std::map<std::string, torch::Tensor> renamed;
+  for (auto& [key, tensor] : checkpoint.tensors) {
+    std::string name = key;
+    for (const auto& [from, to] : table)
+      if (const auto at = name.find(from); at != std::string::npos) name.replace(at, from.size(), to);
+    renamed[name] = tensor;
+  }
+  checkpoint.tensors.swap(renamed);
+}
+
 }  // namespace layouts
 
 namespace {
@@ -253,12 +273,7 @@ void convert_hugging_face(Checkpoint& checkpoint, const std::string& path, Layou
                               {"layernorm_after.", "norm2."},
                               {"intermediate.dense.", "mlp.fc1."},
                               {"output.dense.", "mlp.fc2."}};
-  std::map<std::string, torch::Tensor> renamed;
-  for (auto& [key, tensor] : tensors) {
-    const std::string block = block_key(key, base + "encoder.layer.", block_names);
-    renamed[block.empty() ? key : block] = tensor;
-  }
-  tensors.swap(renamed);
+  rename_blocks(checkpoint, base + "encoder.layer.", block_names);
   rename_keys(checkpoint, {{base + "embeddings.cls_token", "cls_token"},
                            {base + "embeddings.distillation_token", "dist_token"},
                            {base + "embeddings.position_embeddings", "pos_embed"},
@@ -506,15 +521,7 @@ void convert_dinov2(Checkpoint& checkpoint, LayoutFacts& facts) {
   }
   if (any_key_starts_with(checkpoint, "blocks.0.mlp.w12")) {
     // ViT-g/14's SwiGLUFFNFused: w12 holds the gate and the value (silu(x1) * x2), as timm's packed fc1.
-    std::map<std::string, torch::Tensor> renamed;
-    for (auto& [key, tensor] : tensors) {
-      std::string name = key;
-      for (const auto& [from, to] :
-           {std::pair<std::string, std::string>{".mlp.w12.", ".mlp.fc1."}, {".mlp.w3.", ".mlp.fc2."}})
-        if (const auto at = name.find(from); at != std::string::npos) name.replace(at, from.size(), to);
-      renamed[name] = tensor;
-    }
-    tensors.swap(renamed);
+    replace_in_keys(checkpoint, {{".mlp.w12.", ".mlp.fc1."}, {".mlp.w3.", ".mlp.fc2."}});
     facts.notes.push_back("DINOv2's SwiGLU MLP (mlp.w12, mlp.w3) read as timm's packed SwiGLU (mlp.fc1, mlp.fc2)");
   }
   // block_chunks > 0 stores blocks as blocks.<chunk>.<index>: indices are global, drop the chunk.

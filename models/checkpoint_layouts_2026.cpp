@@ -135,12 +135,7 @@ void convert_hf_dinov3(Checkpoint& checkpoint, const std::string& path, LayoutFa
                               {"mlp.gate_proj.", "mlp.fc1_g."},
                               {"mlp.up_proj.", gated ? "mlp.fc1_x." : "mlp.fc1."},
                               {"mlp.down_proj.", "mlp.fc2."}};
-  std::map<std::string, torch::Tensor> renamed;
-  for (auto& [key, tensor] : tensors) {
-    const std::string block = block_key(key, "layer.", block_names);
-    renamed[block.empty() ? key : block] = tensor;
-  }
-  tensors.swap(renamed);
+  rename_blocks(checkpoint, "layer.", block_names);
   rename_keys(checkpoint, {{"embeddings.cls_token", "cls_token"},
                            {"embeddings.register_tokens", "reg_token"},
                            {"embeddings.patch_embeddings.", "patch_embed.proj."}});
@@ -215,12 +210,7 @@ void convert_hf_siglip(Checkpoint& checkpoint, const std::string& path, LayoutFa
                               {"self_attn.out_proj.", "attn.proj."},
                               {"mlp.fc1.", "mlp.fc1."},
                               {"mlp.fc2.", "mlp.fc2."}};
-  std::map<std::string, torch::Tensor> renamed;
-  for (auto& [key, tensor] : tensors) {
-    const std::string block = block_key(key, "encoder.layers.", block_names);
-    renamed[block.empty() ? key : block] = tensor;
-  }
-  tensors.swap(renamed);
+  rename_blocks(checkpoint, "encoder.layers.", block_names);
   // nn.MultiheadAttention's in_proj rows are [q; k; v]: the latent's query, then the tokens' kv.
   for (const std::string kind : {"weight", "bias"}) {
     auto it = tensors.find("head.attention.in_proj_" + kind);
@@ -315,15 +305,7 @@ void convert_meta_dinov3(Checkpoint& checkpoint, LayoutFacts& facts) {
     tensors.erase(mask);
   }
   // SwiGLUFFN: w1 gates, w2 is the value, w3 projects back (timm's fc1_g, fc1_x, fc2).
-  std::map<std::string, torch::Tensor> renamed;
-  for (auto& [key, tensor] : tensors) {
-    std::string name = key;
-    for (const auto& [from, to] :
-         NameTable{{".mlp.w1.", ".mlp.fc1_g."}, {".mlp.w2.", ".mlp.fc1_x."}, {".mlp.w3.", ".mlp.fc2."}})
-      if (const auto at = name.find(from); at != std::string::npos) name.replace(at, from.size(), to);
-    renamed[name] = tensor;
-  }
-  tensors.swap(renamed);
+  replace_in_keys(checkpoint, {{".mlp.w1.", ".mlp.fc1_g."}, {".mlp.w2.", ".mlp.fc1_x."}, {".mlp.w3.", ".mlp.fc2."}});
   facts.rope = rope;
   facts.pool = GlobalPool::Token;  // forward(): head(x_norm_clstoken), the head an Identity
   facts.output_kind = OutputKind::Features;

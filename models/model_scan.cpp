@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <sstream>
 
 #include "core/checkpoint.h"
@@ -27,14 +26,6 @@ std::uintmax_t folder_bytes(const fs::path& folder) {
   return total;
 }
 
-std::string read_commit(const fs::path& file) {
-  std::ifstream in(file);
-  std::string commit;
-  std::getline(in, commit);
-  while (!commit.empty() && std::isspace(static_cast<unsigned char>(commit.back()))) commit.pop_back();
-  return commit.substr(0, 64);
-}
-
 // What the snapshot opens as, from its safetensors headers and configs: the family and layout the
 // loader would take, its registered name and parameter count, or why it would refuse.
 void judge(const std::string& folder, CachedModel& model) {
@@ -42,17 +33,7 @@ void judge(const std::string& folder, CachedModel& model) {
     const std::string file = resolve_weights_file(folder);
     Checkpoint checkpoint;
     if (is_shard_index(file)) {
-      const nlohmann::json index = read_json_beside(fs::path(file).parent_path(), fs::path(file).filename().string());
-      std::set<std::string> shards;
-      if (index.contains("weight_map") && index["weight_map"].is_object())
-        for (const auto& [name, shard] : index["weight_map"].items())
-          if (shard.is_string()) shards.insert(shard.get<std::string>());
-      for (const std::string& shard : shards) {
-        if (shard.find('/') != std::string::npos) throw CheckpointError("a shard outside the snapshot: " + shard);
-        Checkpoint part = read_safetensors_shapes((fs::path(file).parent_path() / shard).string());
-        checkpoint.tensors.insert(part.tensors.begin(), part.tensors.end());
-        if (checkpoint.metadata.empty()) checkpoint.metadata = part.metadata;
-      }
+      checkpoint = read_sharded_safetensors_shapes(file);
     } else if (file.size() > 12 && file.compare(file.size() - 12, 12, ".safetensors") == 0) {
       checkpoint = read_safetensors_shapes(file);
     } else {
@@ -113,7 +94,7 @@ std::vector<CachedModel> scan_model_caches(size_t limit, size_t* left_out) {
     for (fs::recursive_directory_iterator ref(it->path() / "refs", inner), refs_end; !inner && ref != refs_end;
          ref.increment(inner))
       if (ref->is_regular_file(inner))
-        model.refs[fs::relative(ref->path(), it->path() / "refs", inner).string()] = read_commit(ref->path());
+        model.refs[fs::relative(ref->path(), it->path() / "refs", inner).string()] = read_hf_ref(ref->path().string());
     for (fs::directory_iterator snapshot(it->path() / "snapshots", inner), snapshots_end;
          !inner && snapshot != snapshots_end; snapshot.increment(inner))
       if (snapshot->is_directory(inner)) model.snapshots.push_back(snapshot->path().filename().string());

@@ -44,13 +44,20 @@ bool is_commit(const std::string& text) {
   return true;
 }
 
-std::string read_ref(const fs::path& file) {
+}  // namespace
+
+std::string read_hf_ref(const std::string& file) {
+  // At most 64 characters: a commit is 40, and a ref file is never read whole.
   std::ifstream in(file);
-  std::string commit;
-  std::getline(in, commit, '\n');
+  std::string commit(64, '\0');
+  in.read(commit.data(), std::streamsize(commit.size()));
+  commit.resize(size_t(in.gcount()));
+  commit = commit.substr(0, commit.find('\n'));
   while (!commit.empty() && std::isspace(static_cast<unsigned char>(commit.back()))) commit.pop_back();
   return commit;
 }
+
+namespace {
 
 std::string list_refs(const fs::path& repo) {
   std::string refs;
@@ -90,7 +97,7 @@ ModelSource from_hf_cache(const std::string& given, const std::string& id, bool 
                           " (attnscope never downloads: fetch it first with huggingface_hub, timm or transformers, or "
                           "set HF_HUB_CACHE / HF_HOME to the cache that holds it)");
   if (fs::is_regular_file(folder / "refs" / revision, error)) {
-    source.commit = read_ref(folder / "refs" / revision);
+    source.commit = read_hf_ref((folder / "refs" / revision).string());
     if (!is_commit(source.commit))
       throw CheckpointError(given + ": " + (folder / "refs" / revision).string() + " does not hold a commit hash");
   } else if (is_commit(revision)) {

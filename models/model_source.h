@@ -34,6 +34,9 @@ struct ModelSource {
 // The Hugging Face cache's root, in huggingface_hub's order: HF_HUB_CACHE, HUGGINGFACE_HUB_CACHE,
 // $HF_HOME/hub, $XDG_CACHE_HOME/huggingface/hub, ~/.cache/huggingface/hub.
 std::string hf_hub_cache_root();
+// The commit a Hugging Face cache ref file (refs/<revision>) holds: its first line (of its first 64
+// characters), trailing whitespace removed.
+std::string read_hf_ref(const std::string& file);
 // torch.hub's checkpoints folder: $TORCH_HOME/hub/checkpoints, TORCH_HOME defaulting to
 // $XDG_CACHE_HOME/torch or ~/.cache/torch.
 std::string torch_hub_checkpoints();
