@@ -58,6 +58,9 @@ std::vector<int64_t> readout_tokens(const VisionTransformerImpl& model, const To
 std::string nonlinear_readout(const VisionTransformerImpl& model) {
   if (!model.pooler.is_empty())
     return "its output is the Hugging Face pooler's tanh(dense(class token)), which is not linear in the residual";
+  if (!model.blocks_token_only->is_empty())
+    return "its class token is computed after the blocks by class-attention blocks (CaiT's blocks_token_only: a "
+           "softmax over the tokens, then an MLP), which are not linear in the residual";
   if (!model.attn_pool.is_empty())
     return "its features come from an attention-pool head (attn_pool: a softmax over the tokens, then an MLP), "
            "which is not linear in the residual";

@@ -227,18 +227,31 @@ int run_command(const Args& args) {
   files.add_npy("attention" + suffix + ".npy", model.backbone->hierarchical() ? grid : row);
   if (write_matrix) files.add_streamed("matrix" + suffix + ".npy", matrix_writer);
   files.add_png("overlay" + suffix + ".png", overlay);
-  // An attention-pool head (SigLIP's MAP, PE's): where the pooled features come from, a layer of its own.
-  const torch::Tensor& pool = result.forward.pool_attention;
-  if (pool.defined()) {
-    const torch::Tensor heads = pool[0].to(torch::kCPU, torch::kFloat).contiguous();  // [h, N]
+  // A pooling head's attention (SigLIP's MAP, PE's, CaiT's class-attention blocks): where the
+  // pooled features come from, a layer of its own; the last one is the features' own read.
+  const std::vector<PoolAttention>& pools = result.forward.pool_attention;
+  if (!pools.empty()) {
+    const torch::Tensor heads = pools.back().probabilities[0].to(torch::kCPU, torch::kFloat).contiguous();  // [h, N]
     const TokenLayout& layout = capture.layout;
     const int64_t patches = int64_t(layout.grid_h) * layout.grid_w, prefix = heads.size(1) - patches;
     files.add_npy("pool_attention.npy", heads);
+    nlohmann::json layers = nlohmann::json::array();
+    for (const PoolAttention& pool : pools) layers.push_back(pool.name);
     nlohmann::json pool_summary = {{"file", "pool_attention.npy"},
+                                   {"layer", pools.back().name},
                                    {"shape", {heads.size(0), heads.size(1)}},
                                    {"prefix_tokens_read", prefix},
                                    {"overlay", "pool_overlay.png"},
                                    {"overlay_values", "the heads' mean over the patches"}};
+    if (pools.size() > 1) {  // CaiT: every class-attention block's, [blocks, h, N]
+      std::vector<torch::Tensor> all;
+      for (const PoolAttention& pool : pools) all.push_back(pool.probabilities[0].to(torch::kCPU, torch::kFloat));
+      const torch::Tensor stacked = torch::stack(all).contiguous();
+      files.add_npy("class_attention.npy", stacked);
+      pool_summary["all_layers"] = {{"file", "class_attention.npy"},
+                                    {"layers", layers},
+                                    {"shape", {stacked.size(0), stacked.size(1), stacked.size(2)}}};
+    }
     if (prefix >= 0) {
       const torch::Tensor mean =
           heads.narrow(1, prefix, patches).mean(0).view({layout.grid_h, layout.grid_w}).contiguous();
@@ -268,7 +281,8 @@ int run_command(const Args& args) {
   std::cout << "wrote " << out.string() << "/{summary.json, logits.npy, "
             << (unablated_logits.defined() ? "logits_unablated.npy, " : "") << "attention" << suffix << ".npy, "
             << (write_matrix ? "matrix" + suffix + ".npy, " : "") << "overlay" << suffix << ".png"
-            << (pool.defined() ? ", pool_attention.npy, pool_overlay.png" : "") << "}\n";
+            << (pools.empty() ? "" : ", pool_attention.npy, pool_overlay.png")
+            << (pools.size() > 1 ? ", class_attention.npy" : "") << "}\n";
   return 0;
 }
 

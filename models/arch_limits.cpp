@@ -66,6 +66,10 @@ ArchEstimate vit_arch_estimate(const VitArch& arch) {
         or_none(kEncodingRange));
   }
 
+  for (size_t i = 0; i < arch.class_blocks.size(); ++i)
+    add("MLP hidden size", "blocks_token_only." + std::to_string(i) + ".mlp.fc1.weight",
+        arch.class_blocks[i].mlp_hidden, kHiddenRange);
+
   // Counted in doubles: no product of these can overflow, and a rough figure is all a bound needs.
   const double width = arch.embed_dim,
                tokens = double(arch.prefix_tokens()) + double(arch.pos_grid_h) * arch.pos_grid_w;
@@ -81,6 +85,8 @@ ArchEstimate vit_arch_estimate(const VitArch& arch) {
     if (block.local_concentration) parameters += 2 * 49 * width;
     widest = std::max(widest, double(block.mlp_hidden));
   }
+  for (const ClassAttentionArch& block : arch.class_blocks)
+    parameters += 4 * width * width + 2 * width * block.mlp_hidden + 8 * width;
   const double heads_of_classes = arch.dist_token && arch.dist_head ? 2 : 1;
   parameters += heads_of_classes * double(arch.num_classes) * (width + 1) + (arch.pooler ? width * width : 0);
   if (arch.pool == GlobalPool::AttentionPool) parameters += 4 * width * width + 2 * width * arch.attn_pool.mlp_hidden;

@@ -52,6 +52,10 @@ AttentionImpl::AttentionImpl(const AttentionArch& arch) : arch_(arch) {
         register_parameter("relative_position_bias_table", torch::zeros({distances, int64_t(arch.heads)}));
   }
   proj = register_module("proj", torch::nn::Linear(dim, dim));
+  if (arch.talking_heads) {
+    proj_l = register_module("proj_l", torch::nn::Linear(arch.heads, arch.heads));
+    proj_w = register_module("proj_w", torch::nn::Linear(arch.heads, arch.heads));
+  }
   if (arch.native == NativeAttention::Focused) {
     if (arch.dwc_kernel > 0)
       dwc = register_module("dwc", torch::nn::Conv2d(torch::nn::Conv2dOptions(head_dim, head_dim, arch.dwc_kernel)
@@ -154,22 +158,40 @@ AttentionImpl::MixInputs AttentionImpl::prepare_mix(const torch::Tensor& project
     inputs.k = apply_rotary(inputs.k, table, layout.prefix_tokens(), arch_.rope.rotate_half);
   }
   inputs.resolved = resolve(settings, layout);
+  if (arch_.talking_heads && (inputs.resolved.kernel != Kernel::Softmax || inputs.resolved.window > 0))
+    throw std::invalid_argument(
+        "CaiT's talking heads mix every head's softmax scores over all tokens (proj_l before the softmax, proj_w "
+        "after it): another kernel or a window has no such scores to mix; run its native attention");
   std::optional<ScopedThreads> all_cores;
   if (large_inference(projected)) all_cores.emplace(configured_threads());
   inputs.features = kernel_features(inputs.resolved, inputs.q, inputs.k, kernel_parameters(), layout);
   // Window by window needs no T x T mask (at 5,477 tokens building it took 180 ms a layer).
   if (relative_position_bias_table.defined() && kernel_spec(inputs.resolved.kernel).takes_additive)
     inputs.additive = relative_position_bias(layout);
-  inputs.by_windows = !inputs.additive.defined() && !explicit_matrix && cpu_inference(projected) &&
-                      window_keys_pay(layout, inputs.resolved.window);
+  inputs.by_windows = !inputs.additive.defined() && !explicit_matrix && !arch_.talking_heads &&
+                      cpu_inference(projected) && window_keys_pay(layout, inputs.resolved.window);
   if (!inputs.by_windows) inputs.allowed = window_mask(layout, inputs.resolved.window, projected.device());
   // Kernels that normalise rows by a log-sum-exp (softmax) over all keys leave it here; the others
   // leave it undefined.
-  if (capture && inputs.resolved.window <= 0) inputs.features.row_log_normalizer = std::make_shared<torch::Tensor>();
+  if (capture && inputs.resolved.window <= 0 && !arch_.talking_heads)
+    inputs.features.row_log_normalizer = std::make_shared<torch::Tensor>();
   return inputs;
 }
 
+torch::Tensor TalkingHeads::probabilities(const torch::Tensor& q, const torch::Tensor& k) const {
+  auto scores = torch::matmul(q * (1.0 / std::sqrt(double(q.size(-1)))), k.transpose(-2, -1));  // [B, h, Q, T]
+  auto mixed = torch::nn::functional::linear(scores.permute({0, 2, 3, 1}), pre_weight, pre_bias);
+  auto weights = torch::softmax(mixed, 2);  // over the keys: [B, Q, T, h]
+  return torch::nn::functional::linear(weights, post_weight, post_bias).permute({0, 3, 1, 2});
+}
+
+TalkingHeads AttentionImpl::talking_heads() const {
+  if (!arch_.talking_heads) return {};
+  return {proj_l->weight, proj_l->bias, proj_w->weight, proj_w->bias};
+}
+
 torch::Tensor AttentionImpl::explicit_probabilities(const MixInputs& inputs) const {
+  if (arch_.talking_heads) return talking_heads().probabilities(inputs.q, inputs.k);
   auto all_queries = torch::arange(inputs.tokens, torch::TensorOptions().dtype(torch::kLong).device(inputs.q.device()));
   return equivalent_rows(inputs.resolved.kernel, inputs.features, all_queries, inputs.allowed, inputs.additive);
 }
@@ -204,6 +226,11 @@ void AttentionImpl::fill_capture(const MixInputs& inputs, const TokenLayout& lay
     capture.row_log_normalizer = inputs.features.row_log_normalizer->view({inputs.batch, arch_.heads, inputs.tokens});
   if (inputs.resolved.dwc) capture.dwc_weight = dwc->weight.detach();
   if (inputs.additive.defined()) capture.additive = inputs.additive.detach();
+  if (arch_.talking_heads) {
+    const TalkingHeads mixes = talking_heads();
+    capture.talking_heads = {mixes.pre_weight.detach(), mixes.pre_bias.detach(), mixes.post_weight.detach(),
+                             mixes.post_bias.detach()};
+  }
 }
 
 torch::Tensor AttentionImpl::relative_position_bias(const TokenLayout& layout) const {
@@ -234,10 +261,10 @@ torch::Tensor AttentionImpl::mix(const torch::Tensor& projected, const TokenLayo
                                  const std::function<void(torch::Tensor&)>& probabilities_hook) {
   const MixInputs inputs = prepare_mix(projected, layout, settings, capture != nullptr, bool(probabilities_hook));
   torch::Tensor probabilities;
-  if (probabilities_hook) {
+  if (probabilities_hook || arch_.talking_heads) {
     // The explicit matrix, so that the hook sees (and autograd differentiates) what the output uses.
     probabilities = explicit_probabilities(inputs);
-    probabilities_hook(probabilities);
+    if (probabilities_hook) probabilities_hook(probabilities);
   }
   const torch::Tensor dwc_bias = inputs.resolved.dwc ? dwc->bias : torch::Tensor();
   auto out = attend_values(inputs, inputs.features, inputs.v, probabilities, dwc_bias, layout);
@@ -253,9 +280,9 @@ torch::Tensor AttentionImpl::forward_with_heads(const torch::Tensor& x, const To
   const MixInputs inputs =
       prepare_mix(project_input(x), layout, settings, capture != nullptr, bool(probabilities_hook));
   torch::Tensor probabilities;
-  if (probabilities_hook) {
+  if (probabilities_hook || arch_.talking_heads) {
     probabilities = explicit_probabilities(inputs);
-    probabilities_hook(probabilities);
+    if (probabilities_hook) probabilities_hook(probabilities);
   }
   const torch::Tensor dwc_bias = inputs.resolved.dwc ? dwc->bias : torch::Tensor();
   // The layer's own output first, exactly as mix computes it.
@@ -353,6 +380,11 @@ torch::Tensor AttentionCapture::rows(int64_t batch, int64_t head, const std::vec
   if (head < 0 || head >= heads) throw std::out_of_range("head " + std::to_string(head) + " does not exist");
   if (probabilities.defined())
     return probabilities[batch][head].index_select(0, torch::tensor(queries).to(probabilities.device()));
+  if (talking_heads.defined()) {  // every head's scores of these queries, mixed as the forward mixes them
+    auto query_index = torch::tensor(queries, torch::TensorOptions().dtype(torch::kLong)).to(q.device());
+    return talking_heads.probabilities(q[batch].index_select(1, query_index).unsqueeze(0),
+                                       k[batch].unsqueeze(0))[0][head];
+  }
   auto device = features.q.device();
   auto query_index = torch::tensor(queries, torch::TensorOptions().dtype(torch::kLong)).to(device);
   if (!query_slots.defined()) {

@@ -40,6 +40,9 @@ struct AttentionArch {
   // BEiT's relative position bias: a table [(2h-1)(2w-1)+3, heads] for the h x w grid it was trained
   // on (the 3: class to token, token to class, class to class); 0: none.
   int relative_bias_grid_h = 0, relative_bias_grid_w = 0;
+  // CaiT's talking heads: proj_l mixes the heads' scores before the softmax, proj_w the heads'
+  // probabilities after it (both Linear(heads, heads) with bias). Softmax over all tokens only.
+  bool talking_heads = false;
   NativeAttention native = NativeAttention::Softmax;
   int dwc_kernel = 0;                  // focused: depthwise conv size, 0 when absent
   bool has_scale = false;              // focused: softplus scale [1, 1, C]
@@ -52,6 +55,17 @@ struct ChannelPart {
   std::string name;
   int begin = 0, end = 0;
   bool attention = false;  // the part the layer's attention maps are of
+};
+
+// CaiT's talking heads as a capture keeps them: the mixes of heads before and after the softmax
+// ([h, h] weights and [h] biases of proj_l and proj_w).
+struct TalkingHeads {
+  torch::Tensor pre_weight, pre_bias, post_weight, post_bias;
+  bool defined() const { return pre_weight.defined(); }
+  // The matrices [B, h, Q, T] that multiply the values, from queries [B, h, Q, d] and keys
+  // [B, h, T, d]: proj_w(softmax(proj_l(q k^T / sqrt(d)))), the heads mixed on the last axis as
+  // timm's TalkingHeadAttn permutes them. Rows need not sum to one, nor be positive.
+  torch::Tensor probabilities(const torch::Tensor& q, const torch::Tensor& k) const;
 };
 
 // Where a layer sits in its model and how its queries reach keys (summary.json, info, the views).
@@ -81,6 +95,8 @@ struct AttentionCapture {
   // [B, h, T, T]: probabilities a model reported itself (TorchScript files); q, k, v and the
   // features are then empty, and rows are read from here.
   torch::Tensor probabilities;
+  // CaiT's talking heads: rows mix every head's scores of the query (q, k are kept); undefined elsewhere.
+  TalkingHeads talking_heads;
   // Softmax over all keys (no window, mask or bias): each query's log-sum-exp of its scaled scores
   // [B, h, T], from the forward (KernelFeatures::row_log_normalizer); undefined elsewhere.
   torch::Tensor row_log_normalizer;
@@ -194,7 +210,8 @@ class AttentionImpl : public torch::nn::Module {
   torch::nn::Linear to_out_linear{nullptr};  // the same layer, held directly
   torch::nn::Conv2d dwc{nullptr};
   torch::Tensor scale, positional_encoding, temperature;
-  torch::Tensor relative_position_bias_table;  // BEiT
+  torch::Tensor relative_position_bias_table;          // BEiT
+  torch::nn::Linear proj_l{nullptr}, proj_w{nullptr};  // CaiT's talking heads
 
  private:
   // What mix computes before it attends: per-head q, k, v, the resolved kernel and its features.
@@ -218,6 +235,7 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor explicit_probabilities(const MixInputs& inputs) const;
   void fill_capture(const MixInputs& inputs, const TokenLayout& layout, AttentionCapture& capture) const;
   KernelParameters kernel_parameters() const;
+  TalkingHeads talking_heads() const;  // undefined without them
   // BEiT's bias [1, h, T, T] for `layout`, from the table; throws std::invalid_argument for another
   // grid or prefix than the table's (timm's BEiT runs at its trained size only).
   torch::Tensor relative_position_bias(const TokenLayout& layout) const;

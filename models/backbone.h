@@ -61,13 +61,21 @@ struct ForwardOptions {
   AttentionHook attention_hook;     // empty: no explicit matrices, no cost
 };
 
+// One attention of a pooling head: a query of its own (a learned latent, CaiT's class token) over
+// the tokens it reads.
+struct PoolAttention {
+  std::string name;             // its module: "attn_pool", "blocks_token_only.1.attn"
+  torch::Tensor probabilities;  // [B, heads, N] over the N tokens it reads, the patch grid last
+};
+
 struct ForwardOutput {
   torch::Tensor logits;                  // [B, classes] (or the embedding / pooled features)
   TokenLayout layout;                    // the token layout of the first attention layer
   std::vector<AttentionCapture> layers;  // one per attention layer, in the order they ran; empty unless captured
-  // [B, heads, N]: where an attention-pool head (SigLIP's MAP, PE's) pools from, over the N tokens
-  // it reads; undefined for other heads or without capture.
-  torch::Tensor pool_attention;
+  // Where a pooling head reads the features from, one entry per attention it runs, in order: an
+  // attention-pool head's ("attn_pool": SigLIP's MAP, PE's) or CaiT's class-attention blocks'
+  // ("blocks_token_only.0.attn", ...). Empty for other heads or without capture.
+  std::vector<PoolAttention> pool_attention;
 };
 
 // The input sizes a model takes: its training size, and the multiple both sides must be.
@@ -207,7 +215,7 @@ struct StagedPass {
   const AttentionSettings& settings;
   const ForwardOptions& options;
   HookPoint::Format format;
-  torch::Tensor* pool_attention = nullptr;  // the output's, when the pass captures
+  std::vector<PoolAttention>* pool_attention = nullptr;  // the output's, when the pass captures
   // CPU inference without a hook: a family may run its blocks by row chunks, one core each.
   bool row_chunked() const;
   // Calls the pass's hook (if any) at `name` with a tensor on `layout`'s grid.

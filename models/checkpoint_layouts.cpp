@@ -583,12 +583,14 @@ std::string resolve_weights_file(const std::string& path) {
 
 namespace {
 
-// timm's Eva keeps its layer scale as parameters of the block (gamma_1, gamma_2), its ViT in a
-// module (ls1.gamma, ls2.gamma): the same values under the ViT's names.
+// timm's Eva and CaiT keep their layer scale as parameters of the block (gamma_1, gamma_2), its ViT
+// in a module (ls1.gamma, ls2.gamma): the same values under the ViT's names.
 void rename_eva_layer_scale(Checkpoint& checkpoint, LayoutFacts& facts) {
   std::vector<std::pair<std::string, std::string>> renames;
+  bool class_attention = false;  // CaiT names its layer scale so too, in both kinds of block
   for (const auto& [key, tensor] : checkpoint.tensors) {
-    if (!starts_with(key, "blocks.")) continue;
+    class_attention = class_attention || starts_with(key, "blocks_token_only.");
+    if (!starts_with(key, "blocks.") && !starts_with(key, "blocks_token_only.")) continue;
     for (const auto& [eva, vit] :
          {std::pair<std::string, std::string>{".gamma_1", ".ls1.gamma"}, {".gamma_2", ".ls2.gamma"}})
       if (key.size() > eva.size() && key.compare(key.size() - eva.size(), eva.size(), eva) == 0)
@@ -599,8 +601,9 @@ void rename_eva_layer_scale(Checkpoint& checkpoint, LayoutFacts& facts) {
     checkpoint.tensors[to] = checkpoint.tensors[from];
     checkpoint.tensors.erase(from);
   }
-  facts.eva_layer_scale = true;
-  facts.notes.push_back("timm's EVA layer scale (blocks.N.gamma_1, gamma_2) read as ls1.gamma, ls2.gamma");
+  facts.eva_layer_scale = !class_attention;
+  facts.notes.push_back(std::string("timm's ") + (class_attention ? "CaiT" : "EVA") +
+                        " layer scale (gamma_1, gamma_2) read as ls1.gamma, ls2.gamma");
 }
 
 }  // namespace

@@ -46,10 +46,15 @@ TokenLayout VitArch::layout_for(int height, int width) const {
 
 std::string VitArch::family() const {
   if (source_layout == CheckpointLayout::TorchScript) return to_string(source_layout);
-  std::string name = dist_token ? "deit-distilled" : (class_token ? "vit-cls" : "vit-gap");
+  // CaiT: class-attention blocks after the blocks (talking heads in them are its own, not said).
+  std::string name = !class_blocks.empty() ? "cait"
+                     : dist_token          ? "deit-distilled"
+                     : class_token         ? "vit-cls"
+                                           : "vit-gap";
   if (register_tokens > 0) name += "-reg" + std::to_string(register_tokens);
   if (rope.enabled()) name += "-rope";
   if (!blocks.empty() && blocks.front().attention.relative_bias_grid_h > 0) name += "-relpos";  // BEiT
+  if (!blocks.empty() && blocks.front().attention.talking_heads && class_blocks.empty()) name += "-talking-heads";
   if (pool == GlobalPool::AttentionPool) name += "-map";
   return name_with_layout(name, source_layout);
 }
@@ -75,8 +80,12 @@ void to_json(nlohmann::json& j, const VitArch& arch) {
     if (block.attention.inner_norm) b["attn_norm"] = true;
     if (block.attention.relative_bias_grid_h > 0)
       b["relative_bias_grid"] = {block.attention.relative_bias_grid_h, block.attention.relative_bias_grid_w};
+    if (block.attention.talking_heads) b["talking_heads"] = true;
     blocks.push_back(b);
   }
+  nlohmann::json class_blocks = nlohmann::json::array();
+  for (const auto& block : arch.class_blocks)
+    class_blocks.push_back({{"mlp_hidden", block.mlp_hidden}, {"qkv_bias", block.qkv_bias}});
   j = nlohmann::json{{"family", arch.family()},
                      {"embed_dim", arch.embed_dim},
                      {"depth", arch.depth},
@@ -102,6 +111,7 @@ void to_json(nlohmann::json& j, const VitArch& arch) {
                      {"fc_norm", arch.fc_norm},
                      {"layer_norm_eps", arch.layer_norm_eps},
                      {"blocks", blocks}};
+  if (!arch.class_blocks.empty()) j["class_attention_blocks"] = class_blocks;
   if (arch.pool == GlobalPool::AttentionPool)
     j["attn_pool"] = {{"heads", arch.attn_pool.heads},
                       {"mlp_hidden", arch.attn_pool.mlp_hidden},
@@ -119,7 +129,10 @@ std::vector<std::string> VisionTransformerImpl::summary_lines() const {
           "patch         " + std::to_string(arch_.patch_size) + " (" + std::to_string(arch_.pos_grid_h) + "x" +
               std::to_string(arch_.pos_grid_w) + " patches, " + std::to_string(arch_.prefix_tokens()) +
               " prefix tokens)",
-          "attention     " + attention,
+          "attention     " + attention +
+              (!arch_.blocks.empty() && arch_.blocks.front().attention.talking_heads
+                   ? "(talking heads: proj_l mixes the heads' scores, proj_w their probabilities)"
+                   : ""),
           "positions     " + std::string(arch_.abs_pos_embed ? "pos_embed" : "") +
               (arch_.abs_pos_embed && arch_.rope.enabled() ? " + " : "") +
               (arch_.rope.enabled() ? "rotary " + arch_.rope.describe() : "") +
@@ -127,6 +140,8 @@ std::vector<std::string> VisionTransformerImpl::summary_lines() const {
           "features      " + to_string(arch_.pool) +
               (arch_.pool == GlobalPool::AttentionPool
                    ? " (attention-pool head, " + std::to_string(arch_.attn_pool.heads) + " heads)"
+               : !arch_.class_blocks.empty()
+                   ? " (the class token of " + std::to_string(arch_.class_blocks.size()) + " class-attention blocks)"
                    : "")};
 }
 
@@ -151,7 +166,8 @@ VitArch plain_vit_arch(int embed_dim, int depth, int heads, int patch_size, int 
 VisionTransformerImpl::VisionTransformerImpl(const VitArch& arch) : StagedBackbone(vit_design(arch)), arch_(arch) {
   const int dim = arch.embed_dim;
   patch_embed = register_module("patch_embed", PatchEmbed(arch.in_chans, dim, arch.patch_size, arch.patch_bias));
-  if (arch.class_token) cls_token = register_parameter("cls_token", torch::zeros({1, 1, dim}));
+  if (arch.class_token || !arch.class_blocks.empty())
+    cls_token = register_parameter("cls_token", torch::zeros({1, 1, dim}));
   if (arch.dist_token) dist_token = register_parameter("dist_token", torch::zeros({1, 1, dim}));
   if (arch.register_tokens > 0)
     reg_token = register_parameter("reg_token", torch::zeros({1, arch.register_tokens, dim}));
@@ -161,6 +177,13 @@ VisionTransformerImpl::VisionTransformerImpl(const VitArch& arch) : StagedBackbo
   if (arch.norm_pre) norm_pre = register_module("norm_pre", torch::nn::LayerNorm(norm_options));
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (const auto& block : arch.blocks) blocks->push_back(Block(block, arch.layer_norm_eps));
+  blocks_token_only = torch::nn::ModuleList();
+  if (!arch.class_blocks.empty()) {
+    register_module("blocks_token_only", blocks_token_only);
+    const MlpActivation activation = arch.blocks.empty() ? MlpActivation::Gelu : arch.blocks.front().activation;
+    for (const auto& block : arch.class_blocks)
+      blocks_token_only->push_back(ClassAttentionBlock(dim, arch.heads, block, activation, arch.layer_norm_eps));
+  }
   if (arch.final_norm) norm = register_module("norm", torch::nn::LayerNorm(norm_options));
   if (arch.fc_norm) fc_norm = register_module("fc_norm", torch::nn::LayerNorm(norm_options));
   if (arch.num_classes > 0) {
@@ -177,7 +200,7 @@ torch::Tensor VisionTransformerImpl::embed_tokens(const torch::Tensor& images, c
   auto patches = patch_embed->proj(images).flatten(2).transpose(1, 2);  // [B, N, C]
   const int64_t batch = images.size(0);
   std::vector<torch::Tensor> prefix;
-  if (cls_token.defined()) prefix.push_back(cls_token.expand({batch, -1, -1}));
+  if (arch_.class_token) prefix.push_back(cls_token.expand({batch, -1, -1}));
   if (dist_token.defined()) prefix.push_back(dist_token.expand({batch, -1, -1}));
   if (reg_token.defined()) prefix.push_back(reg_token.expand({batch, -1, -1}));
   if (!pos_embed.defined()) {  // positions enter every block's attention as rotations instead
@@ -200,14 +223,17 @@ torch::Tensor VisionTransformerImpl::embed_tokens(const torch::Tensor& images, c
 }
 
 torch::Tensor VisionTransformerImpl::pool_and_classify(const torch::Tensor& tokens, const TokenLayout& layout,
-                                                       const ForwardHook& hook, torch::Tensor* pool_attention) {
-  auto x = tokens;
+                                                       const ForwardHook& hook,
+                                                       std::vector<PoolAttention>* pool_attention) {
+  const TokenLayout read_layout = readout_layout(layout);
+  auto x = blocks_token_only->is_empty() ? tokens : attend_from_class_token(tokens, pool_attention);
   if (!norm.is_empty()) {
-    x = norm(tokens);
-    if (hook) hook({"norm", layout, HookPoint::Format::Tokens}, x);
+    x = norm(x);
+    if (hook) hook({"norm", read_layout, HookPoint::Format::Tokens}, x);
   }
-  auto pooled = pool(x, layout, pool_attention);
-  if (pool_attention && pool_attention->defined()) *pool_attention = pool_attention->detach();
+  auto pooled = pool(x, read_layout, pool_attention);
+  if (pool_attention)
+    for (PoolAttention& attention : *pool_attention) attention.probabilities = attention.probabilities.detach();
   if (!fc_norm.is_empty()) pooled = fc_norm(pooled);
   if (!pooler.is_empty()) return torch::tanh(pooler->forward(pooled));
   if (head.is_empty()) return pooled;
@@ -215,16 +241,39 @@ torch::Tensor VisionTransformerImpl::pool_and_classify(const torch::Tensor& toke
   return head(pooled);
 }
 
+TokenLayout VisionTransformerImpl::readout_layout(const TokenLayout& blocks_layout) const {
+  TokenLayout layout = blocks_layout;
+  if (!arch_.class_blocks.empty()) layout.has_class_token = true;
+  return layout;
+}
+
+torch::Tensor VisionTransformerImpl::attend_from_class_token(const torch::Tensor& patches,
+                                                             std::vector<PoolAttention>* probabilities) {
+  auto cls = cls_token.expand({patches.size(0), -1, -1});
+  for (size_t i = 0; i < blocks_token_only->size(); ++i) {
+    torch::Tensor attention;
+    cls = blocks_token_only[i]->as<ClassAttentionBlockImpl>()->forward(patches, cls,
+                                                                       probabilities ? &attention : nullptr);
+    if (probabilities) probabilities->push_back({"blocks_token_only." + std::to_string(i) + ".attn", attention});
+  }
+  return torch::cat({cls, patches}, 1);
+}
+
 torch::Tensor VisionTransformerImpl::pool(const torch::Tensor& normed, const TokenLayout& layout,
-                                          torch::Tensor* pool_probabilities) {
+                                          std::vector<PoolAttention>* pool_probabilities) {
   switch (arch_.pool) {
     case GlobalPool::Token:
       break;
     case GlobalPool::Average:
       return normed.index({Slice(), Slice(layout.prefix_tokens())}).mean(1);
-    case GlobalPool::AttentionPool:
-      return attn_pool(arch_.attn_pool.include_prefix ? normed : normed.index({Slice(), Slice(layout.prefix_tokens())}),
-                       pool_probabilities);
+    case GlobalPool::AttentionPool: {
+      torch::Tensor attention;
+      auto pooled =
+          attn_pool(arch_.attn_pool.include_prefix ? normed : normed.index({Slice(), Slice(layout.prefix_tokens())}),
+                    pool_probabilities ? &attention : nullptr);
+      if (pool_probabilities) pool_probabilities->push_back({"attn_pool", attention});
+      return pooled;
+    }
   }
   return normed.select(1, 0);
 }

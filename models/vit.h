@@ -60,6 +60,13 @@ struct AttentionPoolArch {
   bool include_prefix = false;  // EVA's pool attends over the class token too; timm's ViT drops it
 };
 
+// CaiT's class-attention blocks (blocks_token_only.N): after the blocks, the class token alone
+// queries itself and the patch tokens, which they leave unchanged.
+struct ClassAttentionArch {
+  int mlp_hidden = 0;
+  bool qkv_bias = true;
+};
+
 // How the patch part of pos_embed follows another input grid: bicubic, align_corners=False, to the
 // grid's size (timm antialiased, Hugging Face not), or, with an offset, by the scale factor
 // (grid + offset) / trained grid as DINOv2 does.
@@ -101,6 +108,9 @@ struct VitArch {
   OutputKind output_kind = OutputKind::Logits;
   CheckpointLayout source_layout = CheckpointLayout::Timm;  // the layout the weights came in
   std::vector<BlockArch> blocks;
+  // CaiT: class-attention blocks after `blocks`. The class token (cls_token) then joins only there:
+  // `class_token` is false, the blocks' stream holds the patches alone.
+  std::vector<ClassAttentionArch> class_blocks;
 
   int prefix_tokens() const { return int(class_token) + int(dist_token) + register_tokens; }
   int positioned_prefix_tokens() const {
@@ -151,6 +161,29 @@ struct AttentionPoolImpl : torch::nn::Module {
   int heads;
 };
 TORCH_MODULE(AttentionPool);
+
+// timm's ClassAttn: the class token's query over every token.
+struct ClassAttentionImpl : torch::nn::Module {
+  ClassAttentionImpl(int dim, int heads, bool qkv_bias);
+  // tokens [B, N, C], the class token first -> its update [B, 1, C]; `probabilities` (may be null)
+  // receives the class token's attention [B, heads, N].
+  torch::Tensor forward(const torch::Tensor& tokens, torch::Tensor* probabilities = nullptr);
+  torch::nn::Linear q{nullptr}, k{nullptr}, v{nullptr}, proj{nullptr};
+  int heads;
+};
+TORCH_MODULE(ClassAttention);
+
+// timm's LayerScaleBlockClassAttn (its gamma_1, gamma_2 read as ls1.gamma, ls2.gamma).
+struct ClassAttentionBlockImpl : torch::nn::Module {
+  ClassAttentionBlockImpl(int dim, int heads, const ClassAttentionArch& arch, MlpActivation activation, double eps);
+  // The class token [B, 1, C] after the block, from the patch tokens [B, N, C] and its value before.
+  torch::Tensor forward(const torch::Tensor& patches, const torch::Tensor& cls, torch::Tensor* probabilities = nullptr);
+  torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
+  ClassAttention attn{nullptr};
+  Mlp mlp{nullptr};
+  LayerScale ls1{nullptr}, ls2{nullptr};
+};
+TORCH_MODULE(ClassAttentionBlock);
 
 // L2ViT's local concentration module on the patch grid: DW7x7 -> GELU -> BN -> DW7x7.
 struct LocalConcentrationImpl : torch::nn::Module {
@@ -247,6 +280,7 @@ class VisionTransformerImpl : public StagedBackbone {
   PatchEmbed patch_embed{nullptr};
   torch::Tensor cls_token, dist_token, reg_token, pos_embed;
   torch::nn::ModuleList blocks{nullptr};
+  torch::nn::ModuleList blocks_token_only{nullptr};  // CaiT's class-attention blocks
   torch::nn::LayerNorm norm_pre{nullptr}, norm{nullptr}, fc_norm{nullptr};
   torch::nn::Linear head{nullptr}, head_dist{nullptr};
   torch::nn::Sequential pooler{nullptr};  // Hugging Face ViTModel: pooler.dense
@@ -255,7 +289,13 @@ class VisionTransformerImpl : public StagedBackbone {
   // The pooled features of the final tokens after `norm` ([B, T, C] -> [B, C]) as arch().pool
   // says; `pool_probabilities` (may be null) receives the attention-pool head's attention.
   torch::Tensor pool(const torch::Tensor& normed, const TokenLayout& layout,
-                     torch::Tensor* pool_probabilities = nullptr);
+                     std::vector<PoolAttention>* pool_probabilities = nullptr);
+  // CaiT: the blocks' output [B, N, C] with the class token the class-attention blocks compute put
+  // first ([B, 1 + N, C], on the layout `with_class_token` gives), their attention appended to
+  // `probabilities` (may be null).
+  torch::Tensor attend_from_class_token(const torch::Tensor& patches, std::vector<PoolAttention>* probabilities);
+  // The layout the final norm and the pooling read: CaiT's with its class token joined.
+  TokenLayout readout_layout(const TokenLayout& blocks_layout) const;
 
  protected:
   nlohmann::json describe_architecture() const override { return arch_; }
@@ -269,7 +309,7 @@ class VisionTransformerImpl : public StagedBackbone {
                                     int64_t tokens) const;
   torch::Tensor embed_tokens(const torch::Tensor& images, const TokenLayout& layout);
   torch::Tensor pool_and_classify(const torch::Tensor& tokens, const TokenLayout& layout, const ForwardHook& hook,
-                                  torch::Tensor* pool_attention = nullptr);
+                                  std::vector<PoolAttention>* pool_attention = nullptr);
   VitArch arch_;
   std::shared_ptr<const HeadMeanOutputs> head_means_;
 };

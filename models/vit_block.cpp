@@ -100,6 +100,41 @@ torch::Tensor AttentionPoolImpl::forward(const torch::Tensor& tokens, torch::Ten
   return pooled.select(1, 0);
 }
 
+ClassAttentionImpl::ClassAttentionImpl(int dim, int heads, bool qkv_bias) : heads(heads) {
+  auto options = torch::nn::LinearOptions(dim, dim).bias(qkv_bias);
+  q = register_module("q", torch::nn::Linear(options));
+  k = register_module("k", torch::nn::Linear(options));
+  v = register_module("v", torch::nn::Linear(options));
+  proj = register_module("proj", torch::nn::Linear(dim, dim));
+}
+
+torch::Tensor ClassAttentionImpl::forward(const torch::Tensor& tokens, torch::Tensor* probabilities) {
+  const int64_t batch = tokens.size(0), count = tokens.size(1), dim = tokens.size(2), head_dim = dim / heads;
+  auto query = q(tokens.narrow(1, 0, 1)).reshape({batch, 1, heads, head_dim}).transpose(1, 2);  // [B, h, 1, d]
+  auto keys = token_linear(k, tokens).reshape({batch, count, heads, head_dim}).transpose(1, 2);
+  auto values = token_linear(v, tokens).reshape({batch, count, heads, head_dim}).transpose(1, 2);
+  auto weights = torch::softmax(torch::matmul(query * (1.0 / std::sqrt(double(head_dim))), keys.transpose(-2, -1)), -1);
+  if (probabilities) *probabilities = weights.squeeze(2);
+  return proj(torch::matmul(weights, values).transpose(1, 2).reshape({batch, 1, dim}));
+}
+
+ClassAttentionBlockImpl::ClassAttentionBlockImpl(int dim, int heads, const ClassAttentionArch& arch,
+                                                 MlpActivation activation, double eps) {
+  auto norm_options = torch::nn::LayerNormOptions({dim}).eps(eps);
+  norm1 = register_module("norm1", torch::nn::LayerNorm(norm_options));
+  attn = register_module("attn", ClassAttention(dim, heads, arch.qkv_bias));
+  ls1 = register_module("ls1", LayerScale(dim));
+  norm2 = register_module("norm2", torch::nn::LayerNorm(norm_options));
+  mlp = register_module("mlp", Mlp(dim, arch.mlp_hidden, activation));
+  ls2 = register_module("ls2", LayerScale(dim));
+}
+
+torch::Tensor ClassAttentionBlockImpl::forward(const torch::Tensor& patches, const torch::Tensor& cls,
+                                               torch::Tensor* probabilities) {
+  auto attended = cls + ls1(attn(norm1(torch::cat({cls, patches}, 1)), probabilities));
+  return attended + ls2(mlp(norm2(attended)));
+}
+
 LocalConcentrationImpl::LocalConcentrationImpl(int dim) {
   auto depthwise = torch::nn::Conv2dOptions(dim, dim, 7).padding(3).groups(dim);
   conv1 = register_module("conv1", torch::nn::Conv2d(depthwise));

@@ -48,6 +48,7 @@ class KeyReader {
 
 // The head count that attention parameters reveal, or 0 when none does.
 int heads_from_attention(const KeyReader& keys, const std::string& prefix, int dim) {
+  if (keys.has(prefix + "proj_l.weight")) return int(keys.size(prefix + "proj_l.weight", 0, 2));  // CaiT
   if (keys.has(prefix + "temperature")) return int(keys.size(prefix + "temperature", 0, 3));
   if (keys.has(prefix + "dwc.weight")) {
     const int64_t head_dim = keys.size(prefix + "dwc.weight", 0, 4);
@@ -247,9 +248,10 @@ void read_pool(const KeyReader& keys, const ConfigReader& config, const LayoutFa
   std::string pool = config.given("global_pool") ? config.get("global_pool").get<std::string>()
                      : facts.pool                ? to_string(*facts.pool)
                                                  : "";
-  if (pool.empty()) pool = has_pool_head ? "map" : eva_class ? "avg" : arch.class_token ? "token" : "avg";
+  const bool has_class_token = arch.class_token || !arch.class_blocks.empty();
+  if (pool.empty()) pool = has_pool_head ? "map" : eva_class ? "avg" : has_class_token ? "token" : "avg";
   if (pool == "token") {
-    if (!arch.class_token)
+    if (!has_class_token)
       throw CheckpointError("global_pool token (from " + config.source("global_pool") +
                             ") reads the class token, and the weights have no cls_token");
     arch.pool = GlobalPool::Token;
@@ -318,6 +320,14 @@ VitArch infer_arch(const Checkpoint& checkpoint, const nlohmann::json& meta, Loa
   arch.in_chans = int(keys.size("patch_embed.proj.weight", 1, 4));
   arch.patch_size = int(keys.size("patch_embed.proj.weight", 2, 4));
   arch.class_token = keys.has("cls_token");
+  // CaiT: the class token joins after the blocks, at its class-attention blocks.
+  int class_blocks = 0;
+  while (keys.has("blocks_token_only." + std::to_string(class_blocks) + ".norm1.weight")) ++class_blocks;
+  if (class_blocks > 0 && !arch.class_token)
+    throw CheckpointError(
+        "the file has class-attention blocks (blocks_token_only.*, CaiT's) but no cls_token for them to "
+        "update: the checkpoint is incomplete or damaged");
+  if (class_blocks > 0) arch.class_token = false;
   arch.dist_token = keys.has("dist_token");
   if (keys.has("reg_token")) arch.register_tokens = int(keys.size("reg_token", 1, 3));
   arch.final_norm = keys.has("norm.weight");
@@ -502,11 +512,35 @@ VitArch infer_arch(const Checkpoint& checkpoint, const nlohmann::json& meta, Loa
       throw CheckpointError("block " + std::to_string(i) +
                             " has no attention projection (attn.qkv, attn.q_proj or attn.x_to_emb)");
     }
+    b.attention.talking_heads = keys.has(attn + "proj_l.weight") || keys.has(attn + "proj_w.weight");
+    if (b.attention.talking_heads && !(keys.has(attn + "proj_l.weight") && keys.has(attn + "proj_w.weight")))
+      throw CheckpointError("missing tensor '" + attn + (keys.has(attn + "proj_l.weight") ? "proj_w" : "proj_l") +
+                            ".weight' (CaiT's talking heads have both): the checkpoint is incomplete or damaged");
+    if (b.attention.talking_heads && b.attention.qkv_layout != QkvLayout::Fused)
+      throw CheckpointError("block " + std::to_string(i) +
+                            " has talking heads (proj_l, proj_w) beside separate q/k/v projections: CaiT's "
+                            "TalkingHeadAttn has one qkv");
     read_mlp(keys, block, b);
     b.layer_scale = keys.has(block + "ls1.gamma");
     b.local_concentration = keys.has(block + "local_mp.conv1.weight");
     arch.blocks.push_back(b);
   }
+  for (int i = 0; i < class_blocks; ++i) {
+    const std::string block = "blocks_token_only." + std::to_string(i) + ".";
+    for (const char* part : {"attn.q.weight", "attn.k.weight", "attn.v.weight", "ls1.gamma", "ls2.gamma"})
+      if (!keys.has(block + part))
+        throw CheckpointError("missing tensor '" + block + part +
+                              "' (a CaiT class-attention block's; its layer scale may be named gamma_1, gamma_2): "
+                              "the checkpoint is incomplete or damaged");
+    ClassAttentionArch class_block;
+    class_block.qkv_bias = keys.has(block + "attn.q.bias");
+    class_block.mlp_hidden = int(keys.size(block + "mlp.fc1.weight", 0, 2));
+    arch.class_blocks.push_back(class_block);
+  }
+  if (class_blocks > 0)
+    note("CaiT: " + std::to_string(class_blocks) + " class-attention blocks after the " + std::to_string(arch.depth) +
+         " blocks" + (arch.blocks.front().attention.talking_heads ? " (talking heads)" : "") +
+         "; the class token joins there");
   facts.apply_to(arch);
   // What the keys show, whatever the layout (timm's CLIP models carry norm_pre and a bias-free head).
   arch.patch_bias = keys.has("patch_embed.proj.bias");
@@ -564,7 +598,7 @@ const BackboneFamily& vit_family() {
       {{"eps", "", "LayerNorm epsilon (ViT)", ArchKey::Number},
        {"act", "act_layer", "MLP activation: gelu, quick_gelu, gelu_tanh or silu (ViT)", ArchKey::Text},
        {"global_pool", "global_pool", "features read by the head: token, avg or map (ViT)", ArchKey::Text},
-       {"timm_class", "", "timm's class for the name: VisionTransformer or Eva (ViT)", ArchKey::Text},
+       {"timm_class", "", "timm's class for the name: VisionTransformer, Eva, Beit or Cait (ViT)", ArchKey::Text},
        {"use_rot_pos_emb", "use_rot_pos_emb", "rotary positions on queries and keys (ViT)", ArchKey::Flag},
        {"rope_type", "rope_type", "rotary kind: cat (EVA-02, PE) or dinov3 (ViT)", ArchKey::Text},
        {"rope_temperature", "rope_temperature", "rotary frequency base (ViT)", ArchKey::Number},

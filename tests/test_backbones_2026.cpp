@@ -49,14 +49,25 @@ ForwardOutput expect_case_matches(LoadedModel& model, const nlohmann::json& c) {
       EXPECT_LT(max_abs_difference(output.layers[size_t(layer)].rows(0, head, queries), rows[layer][head]), 2e-5)
           << "rows of layer " << layer << " head " << head;
   if (c.at("pool").is_string()) {
-    EXPECT_TRUE(output.pool_attention.defined()) << "where the attention-pool head pools from";
-    if (output.pool_attention.defined()) {
-      EXPECT_EQ(output.pool_attention.size(2), c.at("pool_tokens").get<int64_t>());
-      EXPECT_LT(max_abs_difference(output.pool_attention[0], read_npy(kFolder + c.at("pool").get<std::string>())), 2e-5)
-          << "attention-pool rows";
+    EXPECT_FALSE(output.pool_attention.empty()) << "where the pooling head pools from";
+    if (!output.pool_attention.empty()) {
+      const torch::Tensor& pool = output.pool_attention.back().probabilities;
+      EXPECT_EQ(pool.size(2), c.at("pool_tokens").get<int64_t>());
+      EXPECT_LT(max_abs_difference(pool[0], read_npy(kFolder + c.at("pool").get<std::string>())), 2e-5)
+          << "the pooling head's rows";
     }
   } else {
-    EXPECT_FALSE(output.pool_attention.defined());
+    EXPECT_TRUE(output.pool_attention.empty());
+  }
+  if (c.contains("class_attention")) {  // CaiT: every class-attention block's rows
+    const auto expected = read_npy(kFolder + c.at("class_attention").get<std::string>());
+    EXPECT_EQ(int64_t(output.pool_attention.size()), expected.size(0));
+    for (int64_t block = 0; block < std::min<int64_t>(expected.size(0), int64_t(output.pool_attention.size()));
+         ++block) {
+      EXPECT_EQ(output.pool_attention[size_t(block)].name, "blocks_token_only." + std::to_string(block) + ".attn");
+      EXPECT_LT(max_abs_difference(output.pool_attention[size_t(block)].probabilities[0], expected[block]), 2e-5)
+          << "class attention of block " << block;
+    }
   }
   return output;
 }
@@ -340,6 +351,51 @@ TEST(Backbones2026, DirectLogitAttributionIsRefusedThroughAnAttentionPool) {
     EXPECT_NE(std::string(e.what()).find("attention-pool"), std::string::npos) << e.what();
   }
   EXPECT_NO_THROW(attribution(dinov3)) << "an average of the normed patches reads linearly";
+}
+
+// CaiT: its talking heads run softmax over all tokens only (a swap is refused naming them); the class
+// token that its class-attention blocks compute is no linear read-out of the stream (DLA refused), and
+// `run` writes every class-attention block's attention.
+TEST(Backbones2026, CaitsClassAttentionIsALayerOfItsOwn) {
+  LoadedModel cait = load_model(kFolder + "cait_xxs24", {}, torch::kCPU);
+  EXPECT_EQ(cait.family(), "cait");
+  const auto image = torch::randn({1, 3, 64, 64});
+  AttentionSettings linear;
+  linear.variant = Variant::Linear;
+  try {
+    cait.forward(image, linear);
+    ADD_FAILURE() << "a kernel swap ran through talking heads";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("talking heads"), std::string::npos) << e.what();
+  }
+  auto& vit = *std::dynamic_pointer_cast<VisionTransformerImpl>(cait.backbone);
+  const TokenLayout layout = vit.arch().layout_for(64, 64);
+  EXPECT_EQ(layout.prefix_tokens(), 0) << "the blocks' stream holds the patches alone";
+  const ResidualRun run = record_residual_stream(vit, image, AttentionSettings{}, readout_recording(vit, layout));
+  try {
+    direct_logit_attribution(vit, run, ReadoutTarget::output_norm());
+    ADD_FAILURE() << "attributed through class-attention blocks";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("class-attention"), std::string::npos) << e.what();
+  }
+  // The read-out of the last block's output is the forward's own output.
+  c10::InferenceMode inference_mode;
+  const ForwardOutput output = cait.forward(image, AttentionSettings{});
+  EXPECT_LT(max_abs_difference(vit.read_out(run.record.resid_final, layout), output.logits), 1e-5);
+
+  const std::filesystem::path out = std::filesystem::temp_directory_path() / "attnscope_cait_run";
+  std::filesystem::remove_all(out);
+  testing::CliRequest request({"run", "--model", kFolder + "cait_xxs24", "--image",
+                               std::string(ATTNSCOPE_SOURCE_DIR) + "/assets/images/sign_4.png", "--out", out.string()});
+  ASSERT_EQ(testing::run_cli_process(request).exit_code, 0);
+  const torch::Tensor all = read_npy((out / "class_attention.npy").string());
+  ASSERT_EQ(all.sizes(), (std::vector<int64_t>{2, 4, 17})) << "2 blocks, 4 heads, the class token and 16 patches";
+  EXPECT_LT(max_abs_difference(all[1], read_npy((out / "pool_attention.npy").string())), 1e-7);
+  std::ifstream in(out / "summary.json");
+  const auto summary = nlohmann::json::parse(in);
+  EXPECT_EQ(summary.at("pool_attention").at("layer"), "blocks_token_only.1.attn");
+  EXPECT_EQ(summary.at("pool_attention").at("prefix_tokens_read"), 1);
+  std::filesystem::remove_all(out);
 }
 
 }  // namespace test_backbones_2026

@@ -2,7 +2,7 @@
 """Generate attnscope's parity cases for the backbones researchers download in 2026, as timm hub folders
 (model.safetensors + config.json as timm's save_for_hf writes them: the registered `architecture` and
 `model_args` that reduce its size): DINOv3 S/16 and S+/16, EVA-02 S/14 and B/14, Perception Encoder core
-S/16, SigLIP 2 B/16, timm's CLIP B/16 and BEiT v2 B/16, random weights at reduced widths; one DINOv3 file without any
+S/16, SigLIP 2 B/16, timm's CLIP B/16, BEiT v2 B/16 and CaiT XXS-24, random weights at reduced widths; one DINOv3 file without any
 config (read from its keys alone: one head of timm's width 64, DINOv3's rotary positions, assumed). The reference is reference_eva.py (float64, written from timm's code).
 
 Usage: /usr/bin/python3 tests/python/make_eva_cases.py OUTDIR
@@ -10,9 +10,10 @@ Usage: /usr/bin/python3 tests/python/make_eva_cases.py OUTDIR
 OUTDIR/<case>/model.safetensors, config.json; <case>.<size>.input.npy float32 [1,3,H,W];
 <case>.<size>.output.npy float32 [1, out]; <case>.<size>.rows.npy float32 [L, heads, Q, T] (rows of the
 queries, every layer and head); <case>.<size>.pool.npy float32 [heads, N] (the attention-pool head's
-attention, when it has one). cases.json: list of {name, model, architecture, input, output, rows, queries,
+attention, when it has one; CaiT: its last class-attention block's); <case>.<size>.class_attention.npy
+float32 [blocks, heads, 1 + N] (CaiT: every class-attention block's). cases.json: list of {name, model, architecture, input, output, rows, queries,
 grid [gh, gw], prefix, tokens, heads, pool (file | null), pool_tokens, rope (kind | "none"),
-global_pool, eps}.
+global_pool, eps, class_attention (CaiT)}.
 """
 
 import json
@@ -89,6 +90,12 @@ def make_state(seed, spec):
         if spec.get("attn_norm"):
             norm(r, sd, b + "attn.norm", C)
         linear(r, sd, b + "attn.proj", C, C, True, 0.6)
+        if spec.get("talking"):  # CaiT's talking heads: mixes of the heads, with bias
+            h = spec.get("heads", HEADS)
+            sd[b + "attn.proj_l.weight"] = torch.eye(h) + r.normal([h, h], 0.4)
+            sd[b + "attn.proj_l.bias"] = r.normal([h], 0.3)
+            sd[b + "attn.proj_w.weight"] = torch.eye(h) + r.normal([h, h], 0.4)
+            sd[b + "attn.proj_w.bias"] = r.normal([h], 0.01)
         norm(r, sd, b + "norm2", C)
         hidden = spec["hidden"]
         mlp = spec.get("mlp", "plain")
@@ -109,6 +116,18 @@ def make_state(seed, spec):
             g = spec["rel_bias"]
             sd[b + "attn.relative_position_bias_table"] = r.normal([(2 * g - 1) ** 2 + 3, spec.get("heads", HEADS)], 1.0)
             sd[b + "attn.relative_position_index"] = ref.beit_relative_position_index(g)
+    for i in range(spec.get("class_blocks", 0)):  # CaiT's class-attention blocks
+        b = f"blocks_token_only.{i}."
+        norm(r, sd, b + "norm1", C)
+        linear(r, sd, b + "attn.q", C, C, True, 1.8)
+        linear(r, sd, b + "attn.k", C, C, True, 1.8)
+        linear(r, sd, b + "attn.v", C, C, True)
+        linear(r, sd, b + "attn.proj", C, C, True, 0.6)
+        norm(r, sd, b + "norm2", C)
+        linear(r, sd, b + "mlp.fc1", C, spec["hidden"])
+        linear(r, sd, b + "mlp.fc2", spec["hidden"], C, True, 0.5)
+        sd[b + "gamma_1"] = r.uniform([C], 0.3, 1.0)
+        sd[b + "gamma_2"] = r.uniform([C], 0.3, 1.0)
     if spec.get("final_norm", True):
         norm(r, sd, "norm", C)
     if spec.get("fc_norm"):
@@ -163,6 +182,10 @@ CASES = [
     dict(name="beitv2_b16", architecture="beitv2_base_patch16_224", patch=16, qkv="qv_bias", gamma=True,
          rel_bias=4, hidden=4 * WIDTH, final_norm=False, fc_norm=True, classes=10, eps=1e-6, act="gelu",
          timm_class="Beit", global_pool="avg", img_size=64, rope=None, sizes=[(64, 64)], num_classes=10),
+    # CaiT: talking heads over the patches, the class token joining at two class-attention blocks.
+    dict(name="cait_xxs24", architecture="cait_xxs24_224", patch=16, pos_grid=4, pos_prefix=False, gamma=True,
+         talking=True, class_blocks=2, hidden=4 * WIDTH, classes=10, eps=1e-6, act="gelu", timm_class="Cait",
+         global_pool="token", img_size=64, rope=None, sizes=[(64, 64)], num_classes=10, stream_prefix=0),
     # DINOv3's file alone: its keys, no config (rotary settings and the input size are assumed, and said).
     dict(name="dinov3_s16_bare", architecture=None, patch=16, reg=4, gamma=True, qkv_bias=False, heads=1,
          hidden=4 * WIDTH, eps=1e-6, act="gelu", timm_class="Eva", global_pool="avg", rope=DINOV3_ROPE,
@@ -553,9 +576,14 @@ def main(argv):
         for h, w in spec["sizes"]:
             tag = f"{name}.{h}x{w}"
             img = smooth_image(7 * index + h + w, h, w)
-            output, probs, pool = ref.forward(sd, img, cfg)
+            class_probs = None
+            if spec["timm_class"] == "Cait":
+                output, probs, class_probs = ref.forward_cait(sd, img, cfg)
+                pool = class_probs[-1]
+            else:
+                output, probs, pool = ref.forward(sd, img, cfg)
             gh, gw = h // spec["patch"], w // spec["patch"]
-            prefix = int(spec.get("cls", True)) + spec.get("reg", 0)
+            prefix = spec.get("stream_prefix", int(spec.get("cls", True)) + spec.get("reg", 0))
             tokens = prefix + gh * gw
             queries = list(range(prefix)) + [prefix, prefix + (gh * gw) // 2, tokens - 1]
             rows = torch.stack([p[0][:, queries, :] for p in probs])  # [L, heads, Q, T]
@@ -572,6 +600,10 @@ def main(argv):
                           "pool": pool_file, "pool_tokens": None if pool is None else int(pool.shape[-1]),
                           "rope": spec["rope"]["kind"] if spec["rope"] else "none",
                           "global_pool": spec["global_pool"], "eps": spec["eps"]})
+            if class_probs is not None:
+                np.save(os.path.join(out, tag + ".class_attention.npy"),
+                        torch.stack([c[0] for c in class_probs]).to(torch.float32).numpy())
+                cases[-1]["class_attention"] = tag + ".class_attention.npy"
     with open(os.path.join(out, "layout_cases.json"), "w") as f:
         json.dump(layout_cases(out, 2000), f, indent=1)
     return write_cases(out, cases, started)

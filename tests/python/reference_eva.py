@@ -3,7 +3,8 @@ backbones use: DINOv3 (rotary positions 'dinov3', storage tokens, layer scale, S
 rotary positions rescaled to the pretraining grid, q_bias / v_bias or q_proj / k_proj / v_proj, packed or
 separate SwiGLU with its inner norm), Perception Encoder (axial rotary with offset and xy order, norm_pre,
 attention-pool head over every token), SigLIP (no class token, attention-pool head over the patches) and
-timm's CLIP towers (their registered LayerNorm eps), BEiT (a relative position bias per block).
+timm's CLIP towers (their registered LayerNorm eps), BEiT (a relative position bias per block), CaiT
+(talking heads, then class-attention blocks).
 
 Written from timm's code (huggingface/pytorch-image-models, read with the search tool), NOT from
 attnscope's C++ sources:
@@ -20,6 +21,11 @@ attnscope's C++ sources:
     rescale t / f * r, grid_indexing 'xy' swaps the shapes), build_rotary_pos_embed (repeat_interleave),
     rot / rope_rotate_half / apply_rot_embed_cat, make_coords_dinov3 and RotaryEmbeddingDinoV3 (periods
     base ** (2 i / (d / 2)), angles 2 pi c / period, tiled);
+  * timm/models/cait.py: TalkingHeadAttn.forward (q scaled, proj_l over the heads' scores, softmax,
+    proj_w over the probabilities, both on the permuted head axis), LayerScaleBlock (gamma_1, gamma_2),
+    ClassAttn.forward (q from x[:, 0] only, k and v from every token), LayerScaleBlockClassAttn (u =
+    cat(x_cls, x); only x_cls is updated), Cait.forward_features (x + pos_embed with no class slot, the
+    blocks, cls_token joins at blocks_token_only, cat, norm) and forward_head (x[:, 0] or the patches' mean);
   * timm/layers/mlp.py: Mlp (norm after the activation), GluMlp (fc1 chunked, act(x1) * x2), SwiGLU
     (act(fc1_g) * fc1_x, norm, fc2); timm/layers/attention_pool.py AttentionPoolLatent (one latent, q, kv,
     softmax, proj, x + mlp(norm(x)), token 0).
@@ -397,3 +403,70 @@ def forward_meta_dinov3(sd, img, heads, eps=1e-5):
         i += 1
     x = hub.layer_norm(x, p["norm.weight"], p["norm.bias"], eps)
     return x[:, 0], probs_all
+
+
+# ------------------------------------------------------------------------------------------------
+# CaiT (timm/models/cait.py)
+# ------------------------------------------------------------------------------------------------
+def talking_heads_attention(x, p, pre, heads):
+    B, T, C = x.shape
+    d = C // heads
+    qkv = hub.linear(x, p[pre + "qkv.weight"], p.get(pre + "qkv.bias")).reshape(B, T, 3, heads, d)
+    qkv = qkv.permute(2, 0, 3, 1, 4)
+    q, k, v = qkv[0] * d ** -0.5, qkv[1], qkv[2]
+    attn = q @ k.transpose(-2, -1)
+    attn = hub.linear(attn.permute(0, 2, 3, 1), p[pre + "proj_l.weight"], p[pre + "proj_l.bias"]).permute(0, 3, 1, 2)
+    attn = hub.softmax(attn)
+    attn = hub.linear(attn.permute(0, 2, 3, 1), p[pre + "proj_w.weight"], p[pre + "proj_w.bias"]).permute(0, 3, 1, 2)
+    out = (attn @ v).transpose(1, 2).reshape(B, T, C)
+    return hub.linear(out, p[pre + "proj.weight"], p[pre + "proj.bias"]), attn
+
+
+def class_attention(u, p, pre, heads):
+    B, N, C = u.shape
+    d = C // heads
+    q = hub.linear(u[:, 0], p[pre + "q.weight"], p.get(pre + "q.bias")).reshape(B, 1, heads, d).permute(0, 2, 1, 3)
+    k = hub.linear(u, p[pre + "k.weight"], p.get(pre + "k.bias")).reshape(B, N, heads, d).permute(0, 2, 1, 3)
+    v = hub.linear(u, p[pre + "v.weight"], p.get(pre + "v.bias")).reshape(B, N, heads, d).permute(0, 2, 1, 3)
+    attn = hub.softmax((q * d ** -0.5) @ k.transpose(-2, -1))
+    out = (attn @ v).transpose(1, 2).reshape(B, 1, C)
+    return hub.linear(out, p[pre + "proj.weight"], p[pre + "proj.bias"]), attn[:, :, 0]
+
+
+def forward_cait(sd, img, cfg):
+    """timm's Cait at its trained grid: (output, talking-heads matrices per block [B, h, N, N], the class
+    token's attention per class-attention block [B, h, 1 + N])."""
+    p = f64(sd)
+    eps, heads, act = cfg["eps"], cfg["heads"], cfg["act"]
+    x, gh, gw = hub.patch_tokens(img.to(torch.float64), p["patch_embed.proj.weight"], p.get("patch_embed.proj.bias"),
+                                 cfg["patch"])
+    x = x + p["pos_embed"]
+    probs_all, class_probs = [], []
+    i = 0
+    while f"blocks.{i}.norm1.weight" in p:
+        pre = f"blocks.{i}."
+        a, probs = talking_heads_attention(hub.layer_norm(x, p[pre + "norm1.weight"], p[pre + "norm1.bias"], eps), p,
+                                           pre + "attn.", heads)
+        probs_all.append(probs)
+        x = x + p[pre + "gamma_1"] * a
+        m = mlp(hub.layer_norm(x, p[pre + "norm2.weight"], p[pre + "norm2.bias"], eps), p, pre + "mlp.", act, eps)
+        x = x + p[pre + "gamma_2"] * m
+        i += 1
+    cls = p["cls_token"].expand(x.shape[0], -1, -1)
+    i = 0
+    while f"blocks_token_only.{i}.norm1.weight" in p:
+        pre = f"blocks_token_only.{i}."
+        u = torch.cat((cls, x), dim=1)
+        a, probs = class_attention(hub.layer_norm(u, p[pre + "norm1.weight"], p[pre + "norm1.bias"], eps), p,
+                                   pre + "attn.", heads)
+        class_probs.append(probs)
+        cls = cls + p[pre + "gamma_1"] * a
+        m = mlp(hub.layer_norm(cls, p[pre + "norm2.weight"], p[pre + "norm2.bias"], eps), p, pre + "mlp.", act, eps)
+        cls = cls + p[pre + "gamma_2"] * m
+        i += 1
+    x = torch.cat((cls, x), dim=1)
+    x = hub.layer_norm(x, p["norm.weight"], p["norm.bias"], eps)
+    x = x[:, 1:].mean(1) if cfg["global_pool"] == "avg" else x[:, 0]
+    if "head.weight" in p:
+        x = hub.linear(x, p["head.weight"], p.get("head.bias"))
+    return x, probs_all, class_probs
