@@ -28,6 +28,8 @@ std::string eager_hierarchical_kernel(Variant variant) {
       return to_string(variant);
     case Variant::Window:
     case Variant::Anchor:
+    case Variant::Agent:
+    case Variant::InLine:
       return "";
   }
   return "";

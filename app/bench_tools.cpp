@@ -64,6 +64,7 @@ double vit_forward_gflop(double tokens, double dim, double depth, double heads, 
     case Variant::Linear:
     case Variant::Focused:
     case Variant::Enhanced:
+    case Variant::InLine:
       attention = 2.0 * tokens * dim * head_dim;
       break;
     case Variant::Window: {
@@ -73,6 +74,9 @@ double vit_forward_gflop(double tokens, double dim, double depth, double heads, 
     }
     case Variant::Anchor:
       attention = 4.0 * tokens * (settings.anchors > 0 ? settings.anchors : kDefaultPooledAnchors) * dim;
+      break;
+    case Variant::Agent:  // agents over keys, queries over agents, each with its values
+      attention = 4.0 * tokens * (settings.agents > 0 ? settings.agents : kDefaultAgents) * dim;
       break;
     default:
       attention = 2.0 * tokens * tokens * dim;

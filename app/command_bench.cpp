@@ -93,8 +93,8 @@ double pytorch_median_ms(const std::string& python, const std::string& model_pat
   command << "'" << python << "' '" << source_path("bench/pytorch_forward.py") << "' --model '" << model_path
           << "' --heads " << shape.heads << " --size " << shape.side << " --threads " << torch::get_num_threads()
           << " --runs " << runs << " --warmup " << warmup << " --variant " << to_string(settings.variant) << " --p "
-          << settings.p << " --window " << settings.window << " --anchors " << settings.anchors << " --device "
-          << device.str();
+          << settings.p << " --window " << settings.window << " --anchors " << settings.anchors << " --agents "
+          << settings.agents << " --device " << device.str();
   const nlohmann::json json = run_python_json(command.str(), error);
   if (!json.is_object()) return -1;
   if (!json.contains("median_ms")) {

@@ -66,13 +66,31 @@ AttentionImpl::AttentionImpl(const AttentionArch& arch) : arch_(arch) {
       positional_encoding =
           register_parameter("positional_encoding", torch::zeros({1, arch.positional_encoding_tokens, dim}));
   }
+  if (arch.native == NativeAttention::Agent) {
+    const int64_t heads = arch.heads, agents = arch.agents, side = arch.agent_grid;
+    dwc = register_module("dwc", torch::nn::Conv2d(torch::nn::Conv2dOptions(dim, dim, 3).groups(dim).padding(1)));
+    an_bias = register_parameter("an_bias", torch::zeros({heads, agents, 7, 7}));
+    na_bias = register_parameter("na_bias", torch::zeros({heads, agents, 7, 7}));
+    ah_bias = register_parameter("ah_bias", torch::zeros({1, heads, agents, side, 1}));
+    aw_bias = register_parameter("aw_bias", torch::zeros({1, heads, agents, 1, side}));
+    ha_bias = register_parameter("ha_bias", torch::zeros({1, heads, side, 1, agents}));
+    wa_bias = register_parameter("wa_bias", torch::zeros({1, heads, 1, side, agents}));
+    ac_bias = register_parameter("ac_bias", torch::zeros({1, heads, agents, 1}));
+    ca_bias = register_parameter("ca_bias", torch::zeros({1, heads, 1, agents}));
+  }
+  if (arch.inline_residual) {
+    auto grouped = [&](int64_t out) {
+      return torch::nn::Conv1d(torch::nn::Conv1dOptions(dim, out, 1).groups(arch.heads));
+    };
+    residual = register_module("residual", torch::nn::Sequential(grouped(dim), torch::nn::GELU(), grouped(9 * dim)));
+  }
   if (arch.native == NativeAttention::Enhanced)
     temperature = register_parameter("temperature", torch::full({arch.heads, 1, 1}, 1.0 / std::sqrt(head_dim)));
 }
 
 ResolvedAttention AttentionImpl::resolve(const AttentionSettings& settings, const TokenLayout& layout) const {
-  ResolvedAttention resolved =
-      resolve_for_layer(settings, arch_.native, kernel_parameters(), !dwc.is_empty(), layout.patch_tokens());
+  ResolvedAttention resolved = resolve_for_layer(settings, arch_.native, kernel_parameters(),
+                                                 !dwc.is_empty() || !residual.is_empty(), layout.patch_tokens());
   resolved.window = settings.window;
   if (settings.variant == Variant::Window && resolved.window <= 0) resolved.window = kDefaultWindow;
   if (kernel_spec(resolved.kernel).global_only) resolved.window = 0;  // e.g. anchors
@@ -87,13 +105,36 @@ KernelParameters AttentionImpl::kernel_parameters() const {
   parameters.positional_encoding = positional_encoding;
   parameters.temperature = temperature;
   if (!dist_anchor_B.is_empty()) parameters.anchors = dist_anchor_B->weight;
+  parameters.learned_agents = arch_.native == NativeAttention::Agent ? arch_.agents : 0;
   return parameters;
+}
+
+void AttentionImpl::add_agent_biases(const TokenLayout& layout, KernelParameters& parameters) const {
+  const int64_t heads = arch_.heads, agents = arch_.agents, side = arch_.agent_grid;
+  if (layout.grid_h != side || layout.grid_w != side || layout.prefix_tokens() != 1)
+    throw std::invalid_argument("Agent Attention's position biases were trained for a " + std::to_string(side) + "x" +
+                                std::to_string(side) + " grid with one class token; this input gives " +
+                                std::to_string(layout.grid_h) + "x" + std::to_string(layout.grid_w) +
+                                ": give the model its trained size (" + std::to_string(side * layout.patch_size) +
+                                " px), or --agents with another count to run without them");
+  namespace F = torch::nn::functional;
+  auto resized = [&](const torch::Tensor& bias) {  // bilinear, align_corners=False, as agent_deit resizes
+    return F::interpolate(bias, F::InterpolateFuncOptions()
+                                    .size(std::vector<int64_t>{side, side})
+                                    .mode(torch::kBilinear)
+                                    .align_corners(false))
+        .reshape({1, heads, agents, side * side});
+  };
+  auto keys = resized(an_bias) + (ah_bias + aw_bias).reshape({1, heads, agents, side * side});
+  parameters.agent_key_bias = torch::cat({ac_bias, keys}, -1);  // [1, h, A, 1 + side^2]
+  auto queries = resized(na_bias).permute({0, 1, 3, 2}) + (ha_bias + wa_bias).reshape({1, heads, side * side, agents});
+  parameters.query_agent_bias = torch::cat({ca_bias, queries}, -2);  // [1, h, 1 + side^2, A]
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const TokenLayout& layout,
                                      const AttentionSettings& settings, AttentionCapture* capture,
                                      const std::function<void(torch::Tensor&)>& probabilities_hook) {
-  return project_output(mix(project_input(x), layout, settings, capture, probabilities_hook));
+  return project_output(mix(project_input(x), layout, settings, capture, probabilities_hook, x));
 }
 
 torch::Tensor AttentionImpl::project_input(const torch::Tensor& x) {
@@ -129,7 +170,7 @@ bool large_inference(const torch::Tensor& x) { return cpu_inference(x) && x.nume
 
 AttentionImpl::MixInputs AttentionImpl::prepare_mix(const torch::Tensor& projected, const TokenLayout& layout,
                                                     const AttentionSettings& settings, bool capture,
-                                                    bool explicit_matrix) const {
+                                                    bool explicit_matrix, const torch::Tensor& input) const {
   const int heads = arch_.heads;
   const int64_t parts = arch_.native == NativeAttention::Anchor ? 2 : 3;
   MixInputs inputs;
@@ -164,7 +205,16 @@ AttentionImpl::MixInputs AttentionImpl::prepare_mix(const torch::Tensor& project
         "after it): another kernel or a window has no such scores to mix; run its native attention");
   std::optional<ScopedThreads> all_cores;
   if (large_inference(projected)) all_cores.emplace(configured_threads());
-  inputs.features = kernel_features(inputs.resolved, inputs.q, inputs.k, kernel_parameters(), layout);
+  KernelParameters parameters = kernel_parameters();
+  if (inputs.resolved.learned_agent_bias) add_agent_biases(layout, parameters);
+  inputs.features = kernel_features(inputs.resolved, inputs.q, inputs.k, parameters, layout);
+  if (inputs.resolved.dwc && !residual.is_empty()) {
+    // inline_deit: residual(x.mean(dim=1).unsqueeze(-1)).reshape(b * c, 1, 3, 3).
+    if (!input.defined()) throw std::logic_error("InLine's residual needs the attention's input");
+    torch::nn::Sequential predictor = residual;  // a holder of the same module, callable here
+    inputs.local_kernels =
+        predictor->forward(input.mean(1).unsqueeze(-1)).reshape({inputs.batch * inputs.dim, 1, 3, 3});
+  }
   // Window by window needs no T x T mask (at 5,477 tokens building it took 180 ms a layer).
   if (relative_position_bias_table.defined() && kernel_spec(inputs.resolved.kernel).takes_additive)
     inputs.additive = relative_position_bias(layout);
@@ -208,7 +258,9 @@ torch::Tensor AttentionImpl::attend_values(const MixInputs& inputs, const Kernel
     out = attend_in_windows(inputs.resolved.kernel, features, v, layout, inputs.resolved.window);
   else
     out = attend(inputs.resolved.kernel, features, v, inputs.allowed, inputs.additive);
-  if (inputs.resolved.dwc) out = out + depthwise_conv_on_values(v, dwc->weight, dwc_bias, layout);
+  if (inputs.resolved.dwc)
+    out = out + (inputs.local_kernels.defined() ? depthwise_conv_per_item(v, inputs.local_kernels, layout)
+                                                : depthwise_conv_on_values(v, dwc->weight, dwc_bias, layout));
   return out;
 }
 
@@ -224,7 +276,8 @@ void AttentionImpl::fill_capture(const MixInputs& inputs, const TokenLayout& lay
   capture.features = inputs.features.detached();
   if (inputs.features.row_log_normalizer && inputs.features.row_log_normalizer->defined())
     capture.row_log_normalizer = inputs.features.row_log_normalizer->view({inputs.batch, arch_.heads, inputs.tokens});
-  if (inputs.resolved.dwc) capture.dwc_weight = dwc->weight.detach();
+  if (inputs.resolved.dwc)
+    capture.dwc_weight = inputs.local_kernels.defined() ? inputs.local_kernels.detach() : dwc->weight.detach();
   if (inputs.additive.defined()) capture.additive = inputs.additive.detach();
   if (arch_.talking_heads) {
     const TalkingHeads mixes = talking_heads();
@@ -258,15 +311,17 @@ torch::Tensor AttentionImpl::relative_position_bias(const TokenLayout& layout) c
 
 torch::Tensor AttentionImpl::mix(const torch::Tensor& projected, const TokenLayout& layout,
                                  const AttentionSettings& settings, AttentionCapture* capture,
-                                 const std::function<void(torch::Tensor&)>& probabilities_hook) {
-  const MixInputs inputs = prepare_mix(projected, layout, settings, capture != nullptr, bool(probabilities_hook));
+                                 const std::function<void(torch::Tensor&)>& probabilities_hook,
+                                 const torch::Tensor& input) {
+  const MixInputs inputs =
+      prepare_mix(projected, layout, settings, capture != nullptr, bool(probabilities_hook), input);
   torch::Tensor probabilities;
   if (probabilities_hook || arch_.talking_heads) {
     // The explicit matrix, so that the hook sees (and autograd differentiates) what the output uses.
     probabilities = explicit_probabilities(inputs);
     if (probabilities_hook) probabilities_hook(probabilities);
   }
-  const torch::Tensor dwc_bias = inputs.resolved.dwc ? dwc->bias : torch::Tensor();
+  const torch::Tensor dwc_bias = inputs.resolved.dwc && !dwc.is_empty() ? dwc->bias : torch::Tensor();
   auto out = attend_values(inputs, inputs.features, inputs.v, probabilities, dwc_bias, layout);
   auto merged = out.transpose(1, 2).reshape({inputs.batch, inputs.tokens, inputs.dim});
   if (capture) fill_capture(inputs, layout, *capture);
@@ -278,13 +333,13 @@ torch::Tensor AttentionImpl::forward_with_heads(const torch::Tensor& x, const To
                                                 HeadStreams& streams,
                                                 const std::function<void(torch::Tensor&)>& probabilities_hook) {
   const MixInputs inputs =
-      prepare_mix(project_input(x), layout, settings, capture != nullptr, bool(probabilities_hook));
+      prepare_mix(project_input(x), layout, settings, capture != nullptr, bool(probabilities_hook), x);
   torch::Tensor probabilities;
   if (probabilities_hook || arch_.talking_heads) {
     probabilities = explicit_probabilities(inputs);
     if (probabilities_hook) probabilities_hook(probabilities);
   }
-  const torch::Tensor dwc_bias = inputs.resolved.dwc ? dwc->bias : torch::Tensor();
+  const torch::Tensor dwc_bias = inputs.resolved.dwc && !dwc.is_empty() ? dwc->bias : torch::Tensor();
   // The layer's own output first, exactly as mix computes it.
   auto out = attend_values(inputs, inputs.features, inputs.v, probabilities, dwc_bias, layout);
   // z: the same weights on the bias-free values, the DWC without its bias. For softmax (rows sum to
@@ -348,6 +403,8 @@ KernelFeatures one_head_features(const KernelFeatures& features, int64_t item, i
   one_head.score_scale = features.score_scale;
   if (features.anchor_assignment.defined()) one_head.anchor_assignment = pick(features.anchor_assignment);
   if (features.key_anchor_assignment.defined()) one_head.key_anchor_assignment = pick(features.key_anchor_assignment);
+  if (features.agent_attention.defined()) one_head.agent_attention = pick(features.agent_attention);
+  if (features.query_agent_attention.defined()) one_head.query_agent_attention = pick(features.query_agent_attention);
   if (features.temperature.defined())
     one_head.temperature = features.temperature.numel() == 1 ? features.temperature : pick(features.temperature);
   return one_head;

@@ -48,6 +48,11 @@ struct AttentionArch {
   bool has_scale = false;              // focused: softplus scale [1, 1, C]
   int positional_encoding_tokens = 0;  // focused: tokens of the K positional encoding, 0 when absent
   int anchors = 0;                     // anchor: learned anchors m
+  // agent (agent_deit): the agent count and the grid side its position biases were trained for
+  // (an_bias ... ca_bias beside a depthwise 3 x 3 conv `dwc` over all channels).
+  int agents = 0, agent_grid = 0;
+  // inline (inline_deit): `residual` predicts a 3 x 3 kernel per channel from the tokens' mean.
+  bool inline_residual = false;
 };
 
 // A named range [begin, end) of a block's input channels (CARE's decoupled split).
@@ -179,10 +184,12 @@ class AttentionImpl : public torch::nn::Module {
   // mix looks across tokens.
   torch::Tensor project_input(const torch::Tensor& x);  // [..., C] -> [..., 3C] (anchor: [..., 2C])
   int64_t projected_dim() const { return (arch_.native == NativeAttention::Anchor ? 2 : 3) * int64_t(arch_.dim); }
+  // `input`: the module's input [B, T, C], which mixes_with_input() modules need.
   torch::Tensor mix(const torch::Tensor& projected, const TokenLayout& layout, const AttentionSettings& settings,
                     AttentionCapture* capture = nullptr,
-                    const std::function<void(torch::Tensor&)>& probabilities_hook = {});  // [B, T, 3C] -> [B, T, C]
-  torch::Tensor project_output(const torch::Tensor& merged);                              // [..., C] -> [..., C]
+                    const std::function<void(torch::Tensor&)>& probabilities_hook = {},
+                    const torch::Tensor& input = {});         // [B, T, 3C] -> [B, T, C]
+  torch::Tensor project_output(const torch::Tensor& merged);  // [..., C] -> [..., C]
 
   // forward with each head's z computed without the value bias (HeadStreams), recorded and/or
   // replaced. Without replacements its output is the forward's, bit for bit.
@@ -210,6 +217,10 @@ class AttentionImpl : public torch::nn::Module {
   torch::nn::Linear to_out_linear{nullptr};  // the same layer, held directly
   torch::nn::Conv2d dwc{nullptr};
   torch::Tensor scale, positional_encoding, temperature;
+  torch::Tensor an_bias, na_bias, ah_bias, aw_bias, ha_bias, wa_bias, ac_bias, ca_bias;  // Agent's position biases
+  torch::nn::Sequential residual{nullptr};  // InLine's predictor of its local 3 x 3 kernels
+  // Whether mix needs the module's input itself (InLine's residual reads its mean over the tokens).
+  bool mixes_with_input() const { return !residual.is_empty(); }
   torch::Tensor relative_position_bias_table;          // BEiT
   torch::nn::Linear proj_l{nullptr}, proj_w{nullptr};  // CaiT's talking heads
 
@@ -219,14 +230,15 @@ class AttentionImpl : public torch::nn::Module {
     torch::Tensor q, k, v;
     ResolvedAttention resolved;
     KernelFeatures features;
-    torch::Tensor allowed;    // the window mask; undefined when global or attended window by window
-    torch::Tensor additive;   // BEiT's relative position bias [1, h, T, T] for kernels that take it
-    bool by_windows = false;  // attend_in_windows, without the mask (no autograd, no explicit matrix)
+    torch::Tensor allowed;        // the window mask; undefined when global or attended window by window
+    torch::Tensor additive;       // BEiT's relative position bias [1, h, T, T] for kernels that take it
+    bool by_windows = false;      // attend_in_windows, without the mask (no autograd, no explicit matrix)
+    torch::Tensor local_kernels;  // InLine: its predicted 3 x 3 kernels [B * C, 1, 3, 3]
     int64_t batch = 0, tokens = 0, dim = 0, head_dim = 0;
   };
   // explicit_matrix: a probabilities hook will ask for the layer's explicit matrix (and its mask).
   MixInputs prepare_mix(const torch::Tensor& projected, const TokenLayout& layout, const AttentionSettings& settings,
-                        bool capture, bool explicit_matrix) const;
+                        bool capture, bool explicit_matrix, const torch::Tensor& input) const;
   // The per-head output [B, h, T, d] from values `v` (the kernel's attend, or the explicit matrix
   // when `probabilities` is defined), plus the DWC term with `dwc_bias` where it runs.
   torch::Tensor attend_values(const MixInputs& inputs, const KernelFeatures& features, const torch::Tensor& v,
@@ -235,6 +247,9 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor explicit_probabilities(const MixInputs& inputs) const;
   void fill_capture(const MixInputs& inputs, const TokenLayout& layout, AttentionCapture& capture) const;
   KernelParameters kernel_parameters() const;
+  // Agent's position biases for `layout` (agent_deit's: one class token, the trained grid; throws
+  // std::invalid_argument naming them for another).
+  void add_agent_biases(const TokenLayout& layout, KernelParameters& parameters) const;
   TalkingHeads talking_heads() const;  // undefined without them
   // BEiT's bias [1, h, T, T] for `layout`, from the table; throws std::invalid_argument for another
   // grid or prefix than the table's (timm's BEiT runs at its trained size only).

@@ -119,12 +119,34 @@ torch::Tensor depthwise_conv_on_values(const torch::Tensor& v, const torch::Tens
                                        const TokenLayout& layout) {
   const int64_t batch = v.size(0), heads = v.size(1), dim = v.size(3);
   const int64_t prefix = layout.prefix_tokens();
+  if (weight.size(0) == heads * dim && heads > 1) {  // one kernel per channel over all heads
+    auto channels = v.index({Slice(), Slice(), Slice(prefix)})
+                        .permute({0, 1, 3, 2})
+                        .reshape({batch, heads * dim, layout.grid_h, layout.grid_w});
+    auto conv =
+        F::conv2d(channels, weight, F::Conv2dFuncOptions().bias(bias).padding(weight.size(-1) / 2).groups(heads * dim));
+    auto patches = conv.reshape({batch, heads, dim, layout.patch_tokens()}).permute({0, 1, 3, 2});
+    if (prefix == 0) return patches;
+    return torch::cat({torch::zeros({batch, heads, prefix, dim}, patches.options()), patches}, 2);
+  }
   auto grid = v.index({Slice(), Slice(), Slice(prefix)})
                   .reshape({batch * heads, layout.grid_h, layout.grid_w, dim})
                   .permute({0, 3, 1, 2});
   const int64_t padding = weight.size(-1) / 2;
   auto conv = F::conv2d(grid, weight, F::Conv2dFuncOptions().bias(bias).padding(padding).groups(dim));
   auto patches = conv.permute({0, 2, 3, 1}).reshape({batch, heads, layout.patch_tokens(), dim});
+  if (prefix == 0) return patches;
+  return torch::cat({torch::zeros({batch, heads, prefix, dim}, patches.options()), patches}, 2);
+}
+
+torch::Tensor depthwise_conv_per_item(const torch::Tensor& v, const torch::Tensor& kernels, const TokenLayout& layout) {
+  const int64_t batch = v.size(0), heads = v.size(1), dim = v.size(3), prefix = layout.prefix_tokens();
+  const int64_t channels = batch * heads * dim;
+  auto grid = v.index({Slice(), Slice(), Slice(prefix)})
+                  .permute({0, 1, 3, 2})
+                  .reshape({1, channels, layout.grid_h, layout.grid_w});
+  auto conv = F::conv2d(grid, kernels, F::Conv2dFuncOptions().padding(1).groups(channels));
+  auto patches = conv.reshape({batch, heads, dim, layout.patch_tokens()}).permute({0, 1, 3, 2});
   if (prefix == 0) return patches;
   return torch::cat({torch::zeros({batch, heads, prefix, dim}, patches.options()), patches}, 2);
 }

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/number_text.h"
+#include "models/attention_kernels_successors.h"
 #include "models/cpu_threads.h"
 
 #include <torch/torch.h>
@@ -501,6 +502,32 @@ const std::vector<KernelSpec>& kernel_table() {
        nullptr,
        mean_normalised,
        {}},
+      // Agent Attention: two softmaxes through agent tokens pooled from the queries (rank <= A).
+      {Kernel::Agent,
+       "agent",
+       kReadsAgentBias | kReadsDwc,
+       true,
+       false,
+       successor_kernels::agent_features,
+       successor_kernels::agent_rows,
+       successor_kernels::agent_attend,
+       successor_kernels::agent_factors,
+       successor_kernels::describe_agent,
+       {},
+       {"agents", "dwc"}},
+      // InLine: injective linear attention, no kernel function, rows shifted to sum to one.
+      {Kernel::InLine,
+       "inline",
+       kReadsDwc,
+       true,
+       false,
+       successor_kernels::inline_features,
+       successor_kernels::inline_rows,
+       successor_kernels::inline_attend,
+       successor_kernels::inline_factors,
+       nullptr,
+       {},
+       {"dwc"}},
   };
   return table;
 }
@@ -517,6 +544,9 @@ const std::vector<EnumEntry<Variant>>& EnumTable<Variant>::entries() {
       {Variant::Enhanced, "enhanced", nullptr, "L2ViT linear global attention: ReLU, temperature, clamped denominator"},
       {Variant::Window, "window", nullptr, "softmax within w x w windows of the patch grid"},
       {Variant::Anchor, "anchor", nullptr, "AnchorFormer: attention through m anchors (learned, or pooled from K)"},
+      {Variant::Agent, "agent", nullptr,
+       "Agent Attention: agent tokens pooled from the queries, agents over keys then queries over agents"},
+      {Variant::InLine, "inline", nullptr, "InLine: injective linear attention, q.k shifted by its row mean"},
   };
   return table;
 }
@@ -589,7 +619,29 @@ std::vector<AttentionKnob> make_knobs() {
   anchors.zero_note = "the learned ones, or " + std::to_string(kDefaultPooledAnchors) + " pooled from K";
   knobs.push_back(count_knob(&AttentionSettings::anchors, anchors));
 
-  AttentionKnob dwc{"dwc", "on|off", "FLatten's depthwise conv on V, where the checkpoint has it", "dwc="};
+  AttentionKnob agents{"agents", "N",
+                       "agent tokens of the agent kernel, a square (0: the learned count, or " +
+                           std::to_string(kDefaultAgents) + " pooled from the queries)",
+                       "agents="};
+  agents.control = KnobControl::PatchSlider;
+  agents.control_label = "agents";
+  agents.zero_means = "default";
+  agents.zero_note = "the learned count, or " + std::to_string(kDefaultAgents) + " pooled from the queries";
+  agents = count_knob(&AttentionSettings::agents, agents);
+  agents.set = [](AttentionSettings& settings, const std::string& text) {
+    const int value = parse_int_option("agents", text);
+    if (value < 0) throw std::invalid_argument("--agents must be >= 0");
+    if (value > 0)
+      if (const std::string problem = successor_kernels::agent_count_problem(value, value); !problem.empty())
+        throw std::invalid_argument("--agents: " + problem);
+    settings.agents = value;
+  };
+  knobs.push_back(agents);
+
+  AttentionKnob dwc{"dwc", "on|off",
+                    "the module's local term on V, where the checkpoint has it (FLatten's and Agent's depthwise "
+                    "conv, InLine's residual)",
+                    "dwc="};
   dwc.scope = KnobScope::Panel;
   dwc.control = KnobControl::Switch;
   dwc.control_label = "depthwise conv (DWC)";
@@ -724,6 +776,8 @@ KernelFeatures KernelFeatures::detached() const {
   out.score_scale = score_scale;
   out.k = detach(k);
   out.anchor_assignment = detach(anchor_assignment);
+  out.agent_attention = detach(agent_attention);
+  out.query_agent_attention = detach(query_agent_attention);
   out.key_anchor_assignment = detach(key_anchor_assignment);
   out.temperature = detach(temperature);
   out.q_before_focus = detach(q_before_focus);
@@ -780,6 +834,12 @@ ResolvedAttention resolve_for_layer(const AttentionSettings& settings, Kernel na
     case Variant::Anchor:
       resolved.kernel = Kernel::Anchor;
       break;
+    case Variant::Agent:
+      resolved.kernel = Kernel::Agent;
+      break;
+    case Variant::InLine:
+      resolved.kernel = Kernel::InLine;
+      break;
   }
   resolved.native = resolved.kernel == native;
   if (resolved.kernel == Kernel::Anchor) {
@@ -790,7 +850,20 @@ ResolvedAttention resolve_for_layer(const AttentionSettings& settings, Kernel na
         settings.anchors > 0 ? settings.anchors : (resolved.learned_anchors ? available : kDefaultPooledAnchors);
     resolved.anchors = std::max(1, std::min(requested, available));
   }
-  resolved.dwc = resolved.kernel == Kernel::Focused && settings.dwc && has_dwc;
+  if (resolved.kernel == Kernel::Agent) {
+    // 0 asks for the count the module was trained with, or the authors' 7 x 7 for a swap; the
+    // learned position biases apply at their own count only.
+    resolved.agents = settings.agents > 0             ? settings.agents
+                      : parameters.learned_agents > 0 ? parameters.learned_agents
+                                                      : std::min(kDefaultAgents, patch_tokens);
+    if (const std::string problem = successor_kernels::agent_count_problem(resolved.agents, patch_tokens);
+        !problem.empty())
+      throw std::invalid_argument("--agents: " + problem);
+    resolved.learned_agent_bias = parameters.learned_agents == resolved.agents;
+  }
+  // A module's local term on V (FLatten's DWC, Agent's depthwise conv, InLine's predicted 3 x 3
+  // residual) belongs with the kernel it was trained with.
+  resolved.dwc = resolved.kernel == native && kernel_spec(native).reads & kReadsDwc && settings.dwc && has_dwc;
   resolved.learned_scale = resolved.kernel == Kernel::Focused && parameters.scale.defined();
   resolved.learned_positional_encoding = resolved.kernel == Kernel::Focused && parameters.positional_encoding.defined();
   resolved.learned_temperature = resolved.kernel == Kernel::Enhanced && parameters.temperature.defined();

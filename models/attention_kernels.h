@@ -19,7 +19,7 @@ namespace attnscope {
 
 // The similarity kernel a run uses once `Variant` is resolved against a module; what each one
 // computes is its row in the kernel table below.
-enum class Kernel { Softmax, Linear, Focused, Enhanced, Anchor, EluLinear };
+enum class Kernel { Softmax, Linear, Focused, Enhanced, Anchor, EluLinear, Agent, InLine };
 std::string to_string(Kernel kernel);
 
 // A variant resolved against one attention module: what actually runs and with which values.
@@ -31,6 +31,8 @@ struct ResolvedAttention {
   bool dwc = false;  // the DWC term is computed (enabled and weights exist)
   int anchors = 0;   // anchors in use (anchor kernel)
   bool learned_anchors = false;
+  int agents = 0;                    // agent tokens in use (agent kernel): a square
+  bool learned_agent_bias = false;   // agent: the module's position biases (its trained count and grid)
   bool learned_temperature = false;  // enhanced: the module's own temperature, else d^-0.5
   bool learned_scale = false;        // focused: the module's own scale, else 0 (divisor ln 2)
   bool learned_positional_encoding = false;
@@ -49,6 +51,9 @@ struct KernelFeatures {
   // assignment [B, h, Tk, m]; undefined: the keys are the queries and share A.
   torch::Tensor key_anchor_assignment;
   torch::Tensor temperature;  // enhanced: [1, h, 1, 1] or a scalar tensor
+  // agent: the agents' softmax over the keys [B, h, A, Tk] and the queries' over the agents
+  // [B, h, Tq, A]: the equivalent matrix is their product (rank <= A).
+  torch::Tensor agent_attention, query_agent_attention;
   // focused: the non-negative features f_p was applied to, (ReLU(x) + eps) / softplus(scale),
   // kept so that f_p can be studied at other p without re-running the model.
   torch::Tensor q_before_focus, k_before_focus;
@@ -67,6 +72,10 @@ struct KernelParameters {
   torch::Tensor positional_encoding;  // focused: [1, L, C] added to k, L = T or the patch count
   torch::Tensor temperature;          // enhanced: [h, 1, 1]; else d^-0.5
   torch::Tensor anchors;              // anchor: learned [m, d]; else pooled from K
+  int learned_agents = 0;             // agent: the count the module's position biases were trained for
+  // agent: the module's position biases for this layer's tokens, agents over keys [1, h, A, Tk] and
+  // queries over agents [1, h, Tq, A]; undefined: none (a swap).
+  torch::Tensor agent_key_bias, query_agent_bias;
 };
 
 // The one resolution of a variant against an attention layer that was trained with `native`, has
@@ -137,10 +146,15 @@ struct MatrixFactors {
 std::optional<MatrixFactors> equivalent_factors(Kernel kernel, const KernelFeatures& features, int64_t batch,
                                                 int64_t head);
 
-// The depthwise conv on V (FLatten), patch tokens only: [B, h, T, d] -> [B, h, T, d] with zeros
-// for the prefix tokens.
+// The depthwise conv on V, patch tokens only: [B, h, T, d] -> [B, h, T, d] with zeros for the
+// prefix tokens. `weight` [d, 1, k, k] is shared by the heads (FLatten); [h * d, 1, k, k] is one
+// kernel per channel of the heads side by side (Agent Attention's dwc over all C).
 torch::Tensor depthwise_conv_on_values(const torch::Tensor& v, const torch::Tensor& weight, const torch::Tensor& bias,
                                        const TokenLayout& layout);
+
+// A depthwise 3 x 3 conv with a kernel per batch item and channel (InLine's predicted residual):
+// `kernels` [B * h * d, 1, 3, 3], channel = head * d + i; patch tokens only, no bias, zero padding.
+torch::Tensor depthwise_conv_per_item(const torch::Tensor& v, const torch::Tensor& kernels, const TokenLayout& layout);
 
 // The DWC's contribution to the display matrix for some queries: [Q, T], the channel mean of
 // the kernel at each key's offset from the query (patch tokens only).
@@ -156,6 +170,7 @@ enum KernelRead : unsigned {
   kReadsTemperature = 1u << 2,
   kReadsAnchors = 1u << 3,
   kReadsDwc = 1u << 4,
+  kReadsAgentBias = 1u << 5,
 };
 
 // How a linear kernel (weights phi(q_i) . phi(k_j), normalised per row) normalises, in the three

@@ -22,6 +22,8 @@ enum class Variant {
   Enhanced,  // L2ViT linear global attention: ReLU, per-head temperature, clamped denominator
   Window,    // softmax restricted to w x w windows of the patch grid
   Anchor,    // AnchorFormer: attention through m anchors
+  Agent,     // Agent Attention: agent tokens pooled from the queries, two softmaxes
+  InLine,    // InLine: injective linear attention, q.k shifted by its row mean (rows sum to one)
 };
 
 // Where FLatten's f_p takes its norms: over all C channels (the authors' code) or per head
@@ -62,6 +64,7 @@ struct AttentionSettings {
   double p = 3.0;   // FLatten focusing factor
   int window = 0;   // 0: global; w > 0 restricts patch queries to their w x w window
   int anchors = 0;  // 0: all learned anchors; m > 0: m anchors (pooled from K for swaps)
+  int agents = 0;   // 0: the learned count, or kDefaultAgents; a square count of agent tokens
   bool dwc = true;  // use the depthwise conv on V where the checkpoint has its weights
   FocusNorm norm = FocusNorm::AllChannels;
   HeadAblationSetting ablation;  // heads knocked out of every forward (ViT-shaped models)
@@ -71,6 +74,9 @@ struct AttentionSettings {
 constexpr int kDefaultWindow = 7;
 // Anchors pooled from K when a layer has no learned ones and no count is given (AnchorFormer's m).
 constexpr int kDefaultPooledAnchors = 30;
+// Agent tokens pooled from the queries when a layer has no learned count and none is given (the
+// authors' DeiT-T/S: 7 x 7).
+constexpr int kDefaultAgents = 49;
 
 // The variants and f_p norm modes by name (core/enum_names.h): parsing, to_string, help texts and
 // GUI labels read the tables. The variant table sits beside the kernel table

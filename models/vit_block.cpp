@@ -222,7 +222,7 @@ torch::Tensor BlockImpl::forward(const torch::Tensor& x, const TokenLayout& layo
                                  AttentionCapture* capture,
                                  const std::function<void(const char*, torch::Tensor&)>& hook,
                                  const std::function<void(torch::Tensor&)>& probabilities_hook) {
-  if (!hook && !probabilities_hook && cpu_inference(x) && configured_threads() > 1)
+  if (!hook && !probabilities_hook && cpu_inference(x) && configured_threads() > 1 && !attn->mixes_with_input())
     return forward_by_row_chunks(x, layout, settings, capture);
   auto normed = norm1(x);
   if (hook) hook("norm1", normed);

@@ -5,6 +5,7 @@
 
 #include "core/excerpt.h"
 #include "core/number_text.h"
+#include "models/attention_kernels_successors.h"
 #include "models/checkpoint_keys.h"
 #include "models/checkpoint_layouts.h"
 #include "models/model_families.h"
@@ -49,6 +50,11 @@ class KeyReader {
 // The head count that attention parameters reveal, or 0 when none does.
 int heads_from_attention(const KeyReader& keys, const std::string& prefix, int dim) {
   if (keys.has(prefix + "proj_l.weight")) return int(keys.size(prefix + "proj_l.weight", 0, 2));  // CaiT
+  if (keys.has(prefix + "an_bias")) return int(keys.size(prefix + "an_bias", 0, 4));              // Agent Attention
+  if (keys.has(prefix + "residual.0.weight")) {  // InLine: Conv1d(C, C, 1, groups=heads)
+    const int64_t per_group = keys.size(prefix + "residual.0.weight", 1, 3);
+    if (per_group > 0 && dim % per_group == 0) return int(dim / per_group);
+  }
   if (keys.has(prefix + "temperature")) return int(keys.size(prefix + "temperature", 0, 3));
   if (keys.has(prefix + "dwc.weight")) {
     const int64_t head_dim = keys.size(prefix + "dwc.weight", 0, 4);
@@ -215,6 +221,24 @@ void read_projections(const KeyReader& keys, const std::string& attn, AttentionA
   }
   attention.qk_norm = keys.has(attn + "q_norm.weight");
   attention.inner_norm = keys.has(attn + "norm.weight");
+}
+
+// agent_deit's AgentAttention: the agent count and trained grid from its position biases, which must
+// all be there with the depthwise conv on V.
+void read_agent_attention(const KeyReader& keys, const std::string& attn, AttentionArch& attention) {
+  for (const char* part : {"an_bias", "na_bias", "ah_bias", "aw_bias", "ha_bias", "wa_bias", "ac_bias", "ca_bias",
+                           "dwc.weight", "dwc.bias"})
+    if (!keys.has(attn + part))
+      throw CheckpointError("missing tensor '" + attn + part +
+                            "' (Agent Attention's module has every position bias and its depthwise conv): the "
+                            "checkpoint is incomplete or damaged");
+  attention.native = NativeAttention::Agent;
+  attention.agents = int(keys.size(attn + "an_bias", 1, 4));
+  attention.agent_grid = int(keys.size(attn + "ah_bias", 3, 5));
+  const int64_t grid = attention.agent_grid;
+  if (const std::string problem = successor_kernels::agent_count_problem(attention.agents, int(grid * grid));
+      !problem.empty())
+    throw CheckpointError("'" + attn + "an_bias': " + problem);
 }
 
 // The MLP of block `block`: plain, or gated with its inputs packed in fc1 or apart (fc1_g, fc1_x).
@@ -487,7 +511,16 @@ VitArch infer_arch(const Checkpoint& checkpoint, const nlohmann::json& meta, Loa
     } else if (keys.has(attn + "qkv.weight") || keys.has(attn + "q_proj.weight")) {
       b.attention.qkv_bias = keys.has(attn + "qkv.bias");
       read_projections(keys, attn, b.attention);
-      if (linear_by_metadata) {
+      if (keys.has(attn + "an_bias")) {
+        read_agent_attention(keys, attn, b.attention);
+      } else if (keys.has(attn + "residual.0.weight") || keys.has(attn + "residual.2.weight")) {
+        if (!keys.has(attn + "residual.0.weight") || !keys.has(attn + "residual.2.weight"))
+          throw CheckpointError("missing tensor '" + attn +
+                                (keys.has(attn + "residual.0.weight") ? "residual.2.weight" : "residual.0.weight") +
+                                "' (InLine's residual has both convolutions): the checkpoint is incomplete or damaged");
+        b.attention.native = NativeAttention::InLine;
+        b.attention.inline_residual = true;
+      } else if (linear_by_metadata) {
         b.attention.native = NativeAttention::Linear;
       } else if (keys.has(attn + "temperature")) {
         b.attention.native = NativeAttention::Enhanced;

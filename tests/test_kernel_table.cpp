@@ -32,7 +32,7 @@ TEST(KernelTable, ModeNamesRoundTripAndHelpListsThem) {
     EXPECT_EQ(to_string(spec.value), spec.name);
     EXPECT_NE(variant_choices().find(spec.name), std::string::npos) << spec.name;
   }
-  EXPECT_EQ(variant_choices(), "native, softmax, linear, focused, enhanced, window or anchor");
+  EXPECT_EQ(variant_choices(), "native, softmax, linear, focused, enhanced, window, anchor, agent or inline");
   EXPECT_EQ(variant_names().size(), enum_entries<Variant>().size() - 1) << "every swap, without native";
   for (const auto& spec : enum_entries<FocusNorm>()) {
     EXPECT_EQ(parse_focus_norm(spec.name), spec.value);

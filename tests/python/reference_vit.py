@@ -16,7 +16,7 @@ Attention module kinds (detected from the keys of each block):
   focused  plain + attn.dwc.{weight [d,1,k,k], bias}, attn.scale [1,1,C]?, attn.positional_encoding?
   enhanced plain + attn.temperature [h,1,1] (block may carry norm3 + local_mp = LCM)
   anchor   attn.x_to_emb.weight [2C,C] (qk | v), attn.dist_anchor_B.weight [m,d], attn.to_out.0
-Every module can run every variant (softmax, linear, focused, enhanced, window, anchor) from its own
+Every module can run every variant (softmax, linear, focused, enhanced, window, anchor, agent, inline) from its own
 q, k, v, selected by `Settings`.
 
 Equivalent ("display") attention matrices, per head, T x T (prefix + patch tokens):
@@ -26,6 +26,8 @@ Equivalent ("display") attention matrices, per head, T x T (prefix + patch token
                   between patch tokens)
   enhanced        A_ij = S_ij * temperature / clamp_min(sum_j S_ij, 100)
   anchor          A Delta^-1 A^T
+  agent           softmax(q a^T s) softmax(a k^T s), a = q's patches average-pooled to sqrt(m) x sqrt(m)
+  inline          1/n + (s/n)(q k^T - q k_mean^T)
 
 Choices made where the written spec is silent (the C++ side must make the same ones):
 * pos_embed layout is read from its length L: prefix tokens included when L - num_prefix is a
@@ -50,7 +52,7 @@ BN_EPS = 1e-5
 # When True, every recorded display matrix A is checked against the computed output (A @ v == out)
 # for the variants where that identity holds (all but focused with DWC); used by the case generator.
 CHECK_MATRIX = False
-VARIANTS = ("softmax", "linear", "focused", "enhanced", "window", "anchor")
+VARIANTS = ("softmax", "linear", "focused", "enhanced", "window", "anchor", "agent", "inline")
 DEFAULT_WINDOW = 7
 
 
@@ -72,6 +74,7 @@ class Settings:
     p: float = 3.0
     window: int = 0
     anchors: int = 0
+    agents: int = 0
     dwc: bool = True
     norm: str = "all"
 
@@ -87,6 +90,7 @@ class Settings:
     def from_dict(d):
         return Settings(variant=d.get("variant", "softmax"), p=float(d.get("p", 3.0)),
                         window=int(d.get("window", 0)), anchors=int(d.get("anchors", 0)),
+                        agents=int(d.get("agents", 0)),
                         dwc=bool(d.get("dwc", True)), norm=d.get("norm", "all"))
 
     def to_dict(self):
@@ -94,7 +98,7 @@ class Settings:
 
     def effective_window(self, gh, gw):
         """Window side actually used on a gh x gw grid, or 0 for global attention."""
-        if self.variant == "anchor":
+        if self.variant in ("anchor", "agent", "inline"):  # global by construction
             return 0
         w = self.window
         if self.variant == "window" and w == 0:
@@ -252,7 +256,8 @@ class Attention:
             return F.linear(x, self.proj_w, self.proj_b), None
         q, k, v = self.qkv(x)
         fn = {"softmax": self._softmax, "window": self._softmax, "linear": self._linear,
-              "focused": self._focused, "enhanced": self._enhanced, "anchor": self._anchor}[s.variant]
+              "focused": self._focused, "enhanced": self._enhanced, "anchor": self._anchor, "agent": self._agent,
+              "inline": self._inline}[s.variant]
         out, mat = fn(q, k, v, ctx, want_matrix)
         if CHECK_MATRIX and mat is not None and not (s.variant == "focused" and s.dwc and self.kind == "focused"):
             err = (mat @ v - out).abs().max().item()
@@ -262,6 +267,25 @@ class Attention:
         return F.linear(out, self.proj_w, self.proj_b), mat
 
     # ---- variants: q,k,v [B,h,T,d] -> out [B,h,T,d], matrix [B,h,T,T] | None ----------------
+    def _agent(self, q, k, v, ctx, want):
+        """Agent Attention as agent_deit.py computes it, swapped in: no position biases, no dwc."""
+        B, h, T, d = q.shape
+        m = ctx.settings.agents or min(49, ctx.gh * ctx.gw)
+        side = int(round(m ** 0.5))
+        grid = q[:, :, ctx.num_prefix:].reshape(B * h, ctx.gh, ctx.gw, d).permute(0, 3, 1, 2)
+        agents = F.adaptive_avg_pool2d(grid, (side, side)).reshape(B, h, d, -1).transpose(-1, -2)
+        agent_attn = ((agents * self.scale) @ k.transpose(-2, -1)).softmax(dim=-1)
+        q_attn = ((q * self.scale) @ agents.transpose(-2, -1)).softmax(dim=-1)
+        return q_attn @ (agent_attn @ v), (q_attn @ agent_attn if want else None)
+
+    def _inline(self, q, k, v, ctx, want):
+        """InLine as inline_deit.py computes it, swapped in: no residual."""
+        n, s = k.shape[2], self.scale
+        kv = (k.transpose(-2, -1) * (s / n) ** 0.5) @ (v * (s / n) ** 0.5)
+        k_mean = k.mean(dim=2, keepdim=True).transpose(-2, -1)
+        out = q @ kv + (1 - q @ k_mean * s) * v.mean(dim=2, keepdim=True)
+        return out, (1.0 / n + (s / n) * (q @ k.transpose(-2, -1) - q @ k_mean) if want else None)
+
     def _softmax(self, q, k, v, ctx, want):
         a = (q * self.scale) @ k.transpose(-2, -1)
         if ctx.mask is not None:
