@@ -58,29 +58,11 @@ std::string gemm_limit_text(double gflops, torch::Device device) {
 }
 
 double vit_forward_gflop(double tokens, double dim, double depth, double heads, const AttentionSettings& settings) {
-  const double head_dim = dim / heads;
-  double attention = 0.0;  // multiply-adds of one block's attention products
-  switch (settings.variant) {
-    case Variant::Linear:
-    case Variant::Focused:
-    case Variant::Enhanced:
-    case Variant::InLine:
-      attention = 2.0 * tokens * dim * head_dim;
-      break;
-    case Variant::Window: {
-      const double side = settings.window > 0 ? settings.window : kDefaultWindow;
-      attention = 2.0 * tokens * std::min(tokens, side * side) * dim;
-      break;
-    }
-    case Variant::Anchor:
-      attention = 4.0 * tokens * (settings.anchors > 0 ? settings.anchors : kDefaultPooledAnchors) * dim;
-      break;
-    case Variant::Agent:  // agents over keys, queries over agents, each with its values
-      attention = 4.0 * tokens * (settings.agents > 0 ? settings.agents : kDefaultAgents) * dim;
-      break;
-    default:
-      attention = 2.0 * tokens * tokens * dim;
-  }
+  // Bench models are plain ViTs: their native kernel is softmax.
+  const int window = settings.window > 0 ? settings.window : settings.variant == Variant::Window ? kDefaultWindow : 0;
+  const double keys = window > 0 ? std::min(tokens, double(window) * window) : tokens;
+  const KernelSpec& spec = kernel_spec(swapped_kernel(settings.variant, Kernel::Softmax));
+  const double attention = spec.multiply_adds(settings, tokens, keys, dim, dim / heads);
   return 2.0 * depth * (12.0 * tokens * dim * dim + attention) / 1e9;
 }
 

@@ -94,7 +94,7 @@ double pytorch_median_ms(const std::string& python, const std::string& model_pat
           << "' --heads " << shape.heads << " --size " << shape.side << " --threads " << torch::get_num_threads()
           << " --runs " << runs << " --warmup " << warmup << " --variant " << to_string(settings.variant) << " --p "
           << settings.p << " --window " << settings.window << " --anchors " << settings.anchors << " --agents "
-          << settings.agents << " --device " << device.str();
+          << settings.agents << " --pola-alpha " << settings.alpha << " --device " << device.str();
   const nlohmann::json json = run_python_json(command.str(), error);
   if (!json.is_object()) return -1;
   if (!json.contains("median_ms")) {
@@ -453,7 +453,6 @@ int bench_command(const Args& args) {
     for (const auto& variant_name : split(line.flags["variants"])) {
       AttentionSettings settings;
       settings.variant = parse_variant(variant_name);
-      if (settings.variant == Variant::Anchor) settings.anchors = kDefaultPooledAnchors;
       const double limit_ms =
           vit_forward_gflop(shape.tokens(), shape.dim, shape.depth, shape.heads, settings) / gflops * 1000.0;
       // Large shapes take seconds a forward: fewer runs (about 3 s of forwards per measurement).

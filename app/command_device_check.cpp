@@ -119,7 +119,6 @@ ParityRow compare_devices(LoadedModel& on_cpu, LoadedModel& on_device, const std
   row.variant = to_string(variant);
   AttentionSettings settings;
   settings.variant = variant;
-  if (variant == Variant::Anchor) settings.anchors = kDefaultPooledAnchors;
   const InputGeometry geometry = on_cpu.backbone->input_geometry();
   torch::manual_seed(0);
   const torch::Tensor input = torch::randn({1, 3, geometry.native_height, geometry.native_width});

@@ -226,6 +226,17 @@ int run_command(const Args& args) {
   if (unablated_logits.defined()) files.add_npy("logits_unablated.npy", unablated_logits);
   files.add_npy("attention" + suffix + ".npy", model.backbone->hierarchical() ? grid : row);
   if (write_matrix) files.add_streamed("matrix" + suffix + ".npy", matrix_writer);
+  // A kernel's second matrix (PolaFormer's opposite-sign part, on the second half of each head's
+  // value channels): the query's row of it, beside the first.
+  const KernelSpec& kernel = kernel_spec(capture.attention.kernel);
+  std::string second_file;
+  if (kernel.second_rows && !capture.query_slots.defined() && !capture.probabilities.defined()) {
+    second_file = "second" + suffix + ".npy";
+    const torch::Tensor second = capture.second_rows(0, state.head, {query.token})[0].to(torch::kCPU, torch::kFloat);
+    if (!torch::isfinite(second).all().item<bool>()) throw std::runtime_error(not_finite);
+    files.add_npy(second_file, second);
+    summary["second_matrix"] = {{"name", kernel.second_matrix}, {"file", second_file}};
+  }
   files.add_png("overlay" + suffix + ".png", overlay);
   // A pooling head's attention (SigLIP's MAP, PE's, CaiT's class-attention blocks): where the
   // pooled features come from, a layer of its own; the last one is the features' own read.
@@ -280,8 +291,8 @@ int run_command(const Args& args) {
               << " ms, the unablated one " << ablated.unablated_milliseconds << " ms\n";
   std::cout << "wrote " << out.string() << "/{summary.json, logits.npy, "
             << (unablated_logits.defined() ? "logits_unablated.npy, " : "") << "attention" << suffix << ".npy, "
-            << (write_matrix ? "matrix" + suffix + ".npy, " : "") << "overlay" << suffix << ".png"
-            << (pools.empty() ? "" : ", pool_attention.npy, pool_overlay.png")
+            << (write_matrix ? "matrix" + suffix + ".npy, " : "") << (second_file.empty() ? "" : second_file + ", ")
+            << "overlay" << suffix << ".png" << (pools.empty() ? "" : ", pool_attention.npy, pool_overlay.png")
             << (pools.size() > 1 ? ", class_attention.npy" : "") << "}\n";
   return 0;
 }

@@ -10,8 +10,8 @@ torch.no_grad(), on a fixed [1,3,S,S] input (S = --size, 224 by default).
 
 Usage:
   bench/pytorch_forward.py --model FILE.safetensors [--heads H] [--threads N] [--runs R] [--warmup W]
-                           [--variant softmax|linear|focused|enhanced|window|anchor|agent|inline]
-                           [--p P] [--window W] [--anchors M] [--agents N] [--no-dwc] [--norm all|head] [--size S] [--device D]
+                           [--variant softmax|linear|focused|enhanced|window|anchor|agent|inline|mlla|pola]
+                           [--p P] [--window W] [--anchors M] [--agents N] [--pola-alpha A] [--no-dwc] [--norm all|head] [--size S] [--device D]
       prints one JSON line: {"median_ms", "min_ms", "runs", "threads", "variant", "tokens"}
   bench/pytorch_forward.py --make-deit tiny|small OUT.safetensors [--seed S]
       writes random-init DeiT weights (timm key names, F32) so C++ and Python bench the same file.
@@ -67,6 +67,7 @@ def main():
     ap.add_argument("--window", type=int, default=0, help="window side (0 = global; 'window' uses 7)")
     ap.add_argument("--anchors", type=int, default=0, help="anchor count (anchor)")
     ap.add_argument("--agents", type=int, default=0, help="agent count (agent)")
+    ap.add_argument("--pola-alpha", dest="alpha", type=float, default=4.0, help="power range (pola)")
     ap.add_argument("--no-dwc", action="store_true", help="skip the FLatten DWC of native focused models")
     ap.add_argument("--norm", default="all", choices=("all", "head"), help="f_p norms (focused)")
     ap.add_argument("--make-deit", nargs=2, metavar=("SIZE", "OUT"), help="write random DeiT weights and exit")
@@ -84,7 +85,8 @@ def main():
     eager_baseline.check_counts(ap, args)
 
     settings = reference_vit.Settings(variant=args.variant, p=args.p, window=args.window,
-                                      anchors=args.anchors, agents=args.agents, dwc=not args.no_dwc,
+                                      anchors=args.anchors, agents=args.agents, alpha=args.alpha,
+                                      dwc=not args.no_dwc,
                                       norm=args.norm)
     model, x = eager_baseline.load_vit(args)
     times = []

@@ -205,7 +205,8 @@ AttentionImpl::MixInputs AttentionImpl::prepare_mix(const torch::Tensor& project
         "after it): another kernel or a window has no such scores to mix; run its native attention");
   std::optional<ScopedThreads> all_cores;
   if (large_inference(projected)) all_cores.emplace(configured_threads());
-  KernelParameters parameters = kernel_parameters();
+  KernelParameters& parameters = inputs.parameters;
+  parameters = kernel_parameters();
   if (inputs.resolved.learned_agent_bias) add_agent_biases(layout, parameters);
   inputs.features = kernel_features(inputs.resolved, inputs.q, inputs.k, parameters, layout);
   if (inputs.resolved.dwc && !residual.is_empty()) {
@@ -274,6 +275,7 @@ void AttentionImpl::fill_capture(const MixInputs& inputs, const TokenLayout& lay
   capture.k = inputs.k.detach();
   capture.v = inputs.v.detach();
   capture.features = inputs.features.detached();
+  capture.parameters = inputs.parameters.detached();
   if (inputs.features.row_log_normalizer && inputs.features.row_log_normalizer->defined())
     capture.row_log_normalizer = inputs.features.row_log_normalizer->view({inputs.batch, arch_.heads, inputs.tokens});
   if (inputs.resolved.dwc)
@@ -393,21 +395,11 @@ namespace {
 // One head of one batch item (or group) of captured features; per-head parameters with a batch
 // dimension of 1 (L2ViT's temperature) broadcast.
 KernelFeatures one_head_features(const KernelFeatures& features, int64_t item, int64_t head) {
-  auto pick = [&](const torch::Tensor& t) {
+  return features.transformed([&](const torch::Tensor& t) {
+    if (t.dim() < 4) return t;  // a scalar temperature
     const int64_t index = t.size(0) == 1 ? 0 : item;
     return t.index({Slice(index, index + 1), Slice(head, head + 1)});
-  };
-  KernelFeatures one_head;
-  one_head.q = pick(features.q);
-  one_head.k = pick(features.k);
-  one_head.score_scale = features.score_scale;
-  if (features.anchor_assignment.defined()) one_head.anchor_assignment = pick(features.anchor_assignment);
-  if (features.key_anchor_assignment.defined()) one_head.key_anchor_assignment = pick(features.key_anchor_assignment);
-  if (features.agent_attention.defined()) one_head.agent_attention = pick(features.agent_attention);
-  if (features.query_agent_attention.defined()) one_head.query_agent_attention = pick(features.query_agent_attention);
-  if (features.temperature.defined())
-    one_head.temperature = features.temperature.numel() == 1 ? features.temperature : pick(features.temperature);
-  return one_head;
+  });
 }
 
 // Row `index` of a [1 or n, ...] tensor.
@@ -422,6 +414,24 @@ const AttentionCapture& AttentionCapture::for_head(int64_t& head) const {
   while (branch > 0 && head < branch_first_head[branch]) --branch;
   head -= branch_first_head[branch];
   return branches[branch];
+}
+
+torch::Tensor AttentionCapture::second_rows(int64_t batch, int64_t head, const std::vector<int64_t>& queries) const {
+  if (!branches.empty()) {
+    const AttentionCapture& branch = for_head(head);
+    return branch.second_rows(batch, head, queries);
+  }
+  const KernelSpec& spec = kernel_spec(attention.kernel);
+  if (!spec.second_rows || probabilities.defined() || query_slots.defined())
+    throw std::invalid_argument(std::string("the ") + spec.name + " attention computes one matrix per head");
+  torch::NoGradGuard no_grad;
+  if (head < 0 || head >= heads) throw std::out_of_range("head " + std::to_string(head) + " does not exist");
+  for (int64_t query : queries)
+    if (query < 0 || query >= layout.total_tokens())
+      throw std::out_of_range("query token " + std::to_string(query) + " is outside 0.." +
+                              std::to_string(layout.total_tokens() - 1));
+  auto query_index = torch::tensor(queries, torch::TensorOptions().dtype(torch::kLong)).to(features.q.device());
+  return spec.second_rows(spec, one_head_features(features, batch, head), query_index)[0][0];
 }
 
 torch::Tensor AttentionCapture::rows(int64_t batch, int64_t head, const std::vector<int64_t>& queries) const {

@@ -93,8 +93,11 @@ struct AttentionCapture {
   TokenLayout key_layout;  // the keys' tokens: PVT's reduced grid, otherwise the same as `layout`
   int heads = 0;
   int head_dim = 0;
-  torch::Tensor q, k, v;       // [B, h, T, d] projections (focused: k with its positional encoding)
-  KernelFeatures features;     // what the scores are built from
+  torch::Tensor q, k, v;    // [B, h, T, d] projections (focused: k with its positional encoding)
+  KernelFeatures features;  // what the scores are built from
+  // The module's own parameters the kernel read (detached), so that the kernel can be evaluated
+  // again on other queries (the kernel diagnostics' scaled queries).
+  KernelParameters parameters;
   torch::Tensor dwc_weight;    // [d, 1, k, k] when the DWC term ran
   torch::Tensor normed_input;  // norm1 output [B, T, C]; part of the graph when gradients are on
   // [B, h, T, T]: probabilities a model reported itself (TorchScript files); q, k, v and the
@@ -139,6 +142,9 @@ struct AttentionCapture {
   // Rows of the attention matrix for some queries: [Q, Tk] over the key tokens (zero outside a
   // query's group). For linear kernels, the normalised weights their computation implies.
   torch::Tensor rows(int64_t batch, int64_t head, const std::vector<int64_t>& queries) const;
+  // Rows of the kernel's second matrix (KernelSpec::second_matrix: PolaFormer's opposite-sign
+  // part) for some queries: [Q, Tk]; throws std::invalid_argument when the kernel has none.
+  torch::Tensor second_rows(int64_t batch, int64_t head, const std::vector<int64_t>& queries) const;
   torch::Tensor row(int64_t batch, int64_t head, int64_t query) const;
   torch::Tensor matrix(int64_t batch, int64_t head) const;  // [Tq, Tk]
   // FLatten's equivalent matrix M = A + M_DWC when the DWC ran (the matrix whose rank the DWC
@@ -230,6 +236,7 @@ class AttentionImpl : public torch::nn::Module {
     torch::Tensor q, k, v;
     ResolvedAttention resolved;
     KernelFeatures features;
+    KernelParameters parameters;  // what the kernel read of the module's own
     torch::Tensor allowed;        // the window mask; undefined when global or attended window by window
     torch::Tensor additive;       // BEiT's relative position bias [1, h, T, T] for kernels that take it
     bool by_windows = false;      // attend_in_windows, without the mask (no autograd, no explicit matrix)

@@ -419,6 +419,29 @@ void describe_anchor(const ResolvedAttention& resolved, std::ostream& out) {
 
 }  // namespace
 
+// ---- Work counts (bench) -----------------------------------------------------------------------
+
+// Every query against its keys, then the weights against the values: 2 T keys C.
+double pairwise_work(const AttentionSettings&, double tokens, double keys, double dim, double) {
+  return 2.0 * tokens * keys * dim;
+}
+// K^T V then Q (K^T V) per head: 2 T d C, whatever the window.
+double linear_work(const AttentionSettings&, double tokens, double, double dim, double head_dim) {
+  return 2.0 * tokens * dim * head_dim;
+}
+// PolaFormer's features are 2d wide, and both polarities multiply half of the values: twice linear's.
+double pola_work(const AttentionSettings& settings, double tokens, double keys, double dim, double head_dim) {
+  return 2.0 * linear_work(settings, tokens, keys, dim, head_dim);
+}
+// Through m anchors: assignments and the anchors' values, each 2 T m C.
+double anchor_work(const AttentionSettings& settings, double tokens, double, double dim, double) {
+  return 4.0 * tokens * (settings.anchors > 0 ? settings.anchors : kDefaultPooledAnchors) * dim;
+}
+// Agents over keys and queries over agents, each with its values.
+double agent_work(const AttentionSettings& settings, double tokens, double, double dim, double) {
+  return 4.0 * tokens * (settings.agents > 0 ? settings.agents : kDefaultAgents) * dim;
+}
+
 // ---- The table --------------------------------------------------------------------------------
 
 const std::vector<KernelSpec>& kernel_table() {
@@ -428,7 +451,8 @@ const std::vector<KernelSpec>& kernel_table() {
   static const LinearNormalisation clamped{clamped_rows, clamped_output, clamped_row_scale};
   static const std::vector<KernelSpec> table = {
       // name, learned parameters read, global only, takes additive, features, rows, attend, factors, describe,
-      // linear normalisation, knobs read (windows: every kernel that is not global only)
+      // second matrix and its rows, linear normalisation, knobs read (windows: every kernel that is not
+      // global only), work count, drops negative q.k products
       {Kernel::Softmax,
        "softmax",
        0,
@@ -439,8 +463,12 @@ const std::vector<KernelSpec>& kernel_table() {
        softmax_attend,
        nullptr,
        nullptr,
+       nullptr,
+       nullptr,
        {},
-       {}},
+       {},
+       pairwise_work,
+       false},
       {Kernel::Linear,
        "linear",
        0,
@@ -451,8 +479,12 @@ const std::vector<KernelSpec>& kernel_table() {
        linear_kernel_attend,
        linear_kernel_factors,
        nullptr,
+       nullptr,
+       nullptr,
        relu_sum,
-       {}},
+       {},
+       linear_work,
+       true},
       {Kernel::Focused,
        "focused",
        kReadsScale | kReadsPositionalEncoding | kReadsDwc,
@@ -463,8 +495,12 @@ const std::vector<KernelSpec>& kernel_table() {
        linear_kernel_attend,
        linear_kernel_factors,
        describe_focused,
+       nullptr,
+       nullptr,
        mean_normalised,
-       {"p", "norm", "dwc"}},
+       {"p", "norm", "dwc"},
+       linear_work,
+       true},
       {Kernel::Enhanced,
        "enhanced",
        kReadsTemperature,
@@ -475,8 +511,12 @@ const std::vector<KernelSpec>& kernel_table() {
        linear_kernel_attend,
        linear_kernel_factors,
        describe_enhanced,
+       nullptr,
+       nullptr,
        clamped,
-       {}},
+       {},
+       linear_work,
+       true},
       {Kernel::Anchor,
        "anchor",
        kReadsAnchors,
@@ -487,8 +527,12 @@ const std::vector<KernelSpec>& kernel_table() {
        anchor_attend,
        anchor_factors,
        describe_anchor,
+       nullptr,
+       nullptr,
        {},
-       {"anchors"}},
+       {"anchors"},
+       anchor_work,
+       false},
       // CARE's linear branch: ELU + 1 features normalised as FLatten's, without f_p.
       {Kernel::EluLinear,
        "elu_linear",
@@ -500,8 +544,12 @@ const std::vector<KernelSpec>& kernel_table() {
        linear_kernel_attend,
        linear_kernel_factors,
        nullptr,
+       nullptr,
+       nullptr,
        mean_normalised,
-       {}},
+       {},
+       linear_work,
+       false},
       // Agent Attention: two softmaxes through agent tokens pooled from the queries (rank <= A).
       {Kernel::Agent,
        "agent",
@@ -513,8 +561,12 @@ const std::vector<KernelSpec>& kernel_table() {
        successor_kernels::agent_attend,
        successor_kernels::agent_factors,
        successor_kernels::describe_agent,
+       nullptr,
+       nullptr,
        {},
-       {"agents", "dwc"}},
+       {"agents", "dwc"},
+       agent_work,
+       false},
       // InLine: injective linear attention, no kernel function, rows shifted to sum to one.
       {Kernel::InLine,
        "inline",
@@ -526,8 +578,46 @@ const std::vector<KernelSpec>& kernel_table() {
        successor_kernels::inline_attend,
        successor_kernels::inline_factors,
        nullptr,
+       nullptr,
+       nullptr,
        {},
-       {"dwc"}},
+       {"dwc"},
+       linear_work,
+       false},
+      // MLLA: ELU + 1 features, RoPE on the numerator's q and k, FLatten's normaliser without it.
+      {Kernel::Mlla,
+       "mlla",
+       0,
+       true,
+       false,
+       successor_kernels::mlla_features,
+       successor_kernels::mlla_rows,
+       successor_kernels::mlla_attend,
+       successor_kernels::mlla_factors,
+       successor_kernels::describe_mlla,
+       nullptr,
+       nullptr,
+       {},
+       {},
+       linear_work,
+       false},
+      // PolaFormer: same- and opposite-sign parts of q.k, each with half of the value channels.
+      {Kernel::Pola,
+       "pola",
+       kReadsScale | kReadsPower,
+       true,
+       false,
+       successor_kernels::pola_features,
+       successor_kernels::pola_rows,
+       successor_kernels::pola_attend,
+       successor_kernels::pola_factors,
+       successor_kernels::describe_pola,
+       "opposite-sign",
+       successor_kernels::pola_opposite_rows,
+       {},
+       {"pola-alpha"},
+       pola_work,
+       false},
   };
   return table;
 }
@@ -547,6 +637,9 @@ const std::vector<EnumEntry<Variant>>& EnumTable<Variant>::entries() {
       {Variant::Agent, "agent", nullptr,
        "Agent Attention: agent tokens pooled from the queries, agents over keys then queries over agents"},
       {Variant::InLine, "inline", nullptr, "InLine: injective linear attention, q.k shifted by its row mean"},
+      {Variant::Mlla, "mlla", nullptr, "MLLA: ELU + 1 linear attention with 2-D RoPE on the numerator"},
+      {Variant::Pola, "pola", nullptr,
+       "PolaFormer: same- and opposite-sign q.k parts with a learned power, each on half the value channels"},
   };
   return table;
 }
@@ -637,6 +730,29 @@ std::vector<AttentionKnob> make_knobs() {
     settings.agents = value;
   };
   knobs.push_back(agents);
+
+  // Not "alpha": the overlay's --alpha (value|constant) had that name first.
+  AttentionKnob alpha{"pola-alpha", "A",
+                      "PolaFormer's power range: p = 1 + A sigmoid(power), in [0, " + format_double(kMaxPolaAlpha) +
+                          "] (default " + format_double(kDefaultPolaAlpha) + ", its configs')",
+                      "alpha="};
+  alpha.control_label = "alpha (pola)";
+  alpha.scope = KnobScope::Panel;
+  alpha.slider_min = 0.0;
+  alpha.slider_max = kMaxPolaAlpha;
+  alpha.only_where_read = true;
+  alpha = knob_on<double>(
+      &AttentionSettings::alpha, alpha,
+      [](const std::string& text) {
+        const double value = parse_double_option("pola-alpha", text);
+        if (const std::string problem = successor_kernels::pola_alpha_problem(value); !problem.empty())
+          throw std::invalid_argument("--pola-alpha: " + problem);
+        return value;
+      },
+      [](const double& value) { return format_double(value); });
+  alpha.number = [](const AttentionSettings& settings) { return settings.alpha; };
+  alpha.set_number = [](AttentionSettings& settings, double value) { settings.alpha = value; };
+  knobs.push_back(alpha);
 
   AttentionKnob dwc{"dwc", "on|off",
                     "the module's local term on V, where the checkpoint has it (FLatten's and Agent's depthwise "
@@ -769,20 +885,31 @@ std::string ResolvedAttention::describe() const {
   return out.str();
 }
 
-KernelFeatures KernelFeatures::detached() const {
-  auto detach = [](const torch::Tensor& t) { return t.defined() ? t.detach() : t; };
+KernelFeatures KernelFeatures::transformed(const std::function<torch::Tensor(const torch::Tensor&)>& f) const {
+  auto apply = [&](const torch::Tensor& t) { return t.defined() ? f(t) : t; };
   KernelFeatures out;
-  out.q = detach(q);
   out.score_scale = score_scale;
-  out.k = detach(k);
-  out.anchor_assignment = detach(anchor_assignment);
-  out.agent_attention = detach(agent_attention);
-  out.query_agent_attention = detach(query_agent_attention);
-  out.key_anchor_assignment = detach(key_anchor_assignment);
-  out.temperature = detach(temperature);
-  out.q_before_focus = detach(q_before_focus);
-  out.k_before_focus = detach(k_before_focus);
+  for (auto field :
+       {&KernelFeatures::q, &KernelFeatures::k, &KernelFeatures::anchor_assignment,
+        &KernelFeatures::key_anchor_assignment, &KernelFeatures::temperature, &KernelFeatures::agent_attention,
+        &KernelFeatures::query_agent_attention, &KernelFeatures::q_before_focus, &KernelFeatures::k_before_focus,
+        &KernelFeatures::query_row_factor, &KernelFeatures::q_opposite})
+    out.*field = apply(this->*field);
   return out;
+}
+
+KernelParameters KernelParameters::detached() const {
+  auto detach = [](const torch::Tensor& t) { return t.defined() ? t.detach() : t; };
+  KernelParameters out = *this;
+  for (auto field : {&KernelParameters::scale, &KernelParameters::positional_encoding, &KernelParameters::temperature,
+                     &KernelParameters::anchors, &KernelParameters::agent_key_bias, &KernelParameters::query_agent_bias,
+                     &KernelParameters::power})
+    out.*field = detach(this->*field);
+  return out;
+}
+
+KernelFeatures KernelFeatures::detached() const {
+  return transformed([](const torch::Tensor& t) { return t.detach(); });
 }
 
 KernelFeatures kernel_features(const ResolvedAttention& resolved, const torch::Tensor& q, torch::Tensor& k,
@@ -809,38 +936,39 @@ std::optional<MatrixFactors> equivalent_factors(Kernel kernel, const KernelFeatu
   return spec.factors(spec, features, batch, head);
 }
 
+Kernel swapped_kernel(Variant variant, Kernel native) {
+  switch (variant) {
+    case Variant::Native:
+      return native;
+    case Variant::Softmax:
+    case Variant::Window:  // the caller sets the window (a windowed layer is windowed already)
+      return Kernel::Softmax;
+    case Variant::Linear:
+      return Kernel::Linear;
+    case Variant::Focused:
+      return Kernel::Focused;
+    case Variant::Enhanced:
+      return Kernel::Enhanced;
+    case Variant::Anchor:
+      return Kernel::Anchor;
+    case Variant::Agent:
+      return Kernel::Agent;
+    case Variant::InLine:
+      return Kernel::InLine;
+    case Variant::Mlla:
+      return Kernel::Mlla;
+    case Variant::Pola:
+      return Kernel::Pola;
+  }
+  throw std::logic_error("variant " + std::to_string(int(variant)) + " has no kernel");
+}
+
 ResolvedAttention resolve_for_layer(const AttentionSettings& settings, Kernel native,
                                     const KernelParameters& parameters, bool has_dwc, int patch_tokens) {
   ResolvedAttention resolved;
   resolved.p = settings.p;
   resolved.norm = settings.norm;
-  switch (settings.variant) {
-    case Variant::Native:
-      resolved.kernel = native;
-      break;
-    case Variant::Softmax:
-    case Variant::Window:  // the caller sets the window (a windowed layer is windowed already)
-      resolved.kernel = Kernel::Softmax;
-      break;
-    case Variant::Linear:
-      resolved.kernel = Kernel::Linear;
-      break;
-    case Variant::Focused:
-      resolved.kernel = Kernel::Focused;
-      break;
-    case Variant::Enhanced:
-      resolved.kernel = Kernel::Enhanced;
-      break;
-    case Variant::Anchor:
-      resolved.kernel = Kernel::Anchor;
-      break;
-    case Variant::Agent:
-      resolved.kernel = Kernel::Agent;
-      break;
-    case Variant::InLine:
-      resolved.kernel = Kernel::InLine;
-      break;
-  }
+  resolved.kernel = swapped_kernel(settings.variant, native);
   resolved.native = resolved.kernel == native;
   if (resolved.kernel == Kernel::Anchor) {
     // 0 asks for every learned anchor, or AnchorFormer's default count pooled from K.
@@ -864,7 +992,12 @@ ResolvedAttention resolve_for_layer(const AttentionSettings& settings, Kernel na
   // A module's local term on V (FLatten's DWC, Agent's depthwise conv, InLine's predicted 3 x 3
   // residual) belongs with the kernel it was trained with.
   resolved.dwc = resolved.kernel == native && kernel_spec(native).reads & kReadsDwc && settings.dwc && has_dwc;
-  resolved.learned_scale = resolved.kernel == Kernel::Focused && parameters.scale.defined();
+  // Learned parameters of another kernel's module are not this kernel's (FLatten's scale is not
+  // PolaFormer's): only the kernel a module was trained with reads them.
+  resolved.learned_scale = parameters.scale.defined() &&
+                           (resolved.kernel == Kernel::Focused || (resolved.kernel == Kernel::Pola && resolved.native));
+  resolved.alpha = settings.alpha;
+  resolved.learned_power = resolved.kernel == Kernel::Pola && resolved.native && parameters.power.defined();
   resolved.learned_positional_encoding = resolved.kernel == Kernel::Focused && parameters.positional_encoding.defined();
   resolved.learned_temperature = resolved.kernel == Kernel::Enhanced && parameters.temperature.defined();
   return resolved;

@@ -7,6 +7,7 @@
 
 #include <torch/types.h>
 
+#include <functional>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -19,7 +20,7 @@ namespace attnscope {
 
 // The similarity kernel a run uses once `Variant` is resolved against a module; what each one
 // computes is its row in the kernel table below.
-enum class Kernel { Softmax, Linear, Focused, Enhanced, Anchor, EluLinear, Agent, InLine };
+enum class Kernel { Softmax, Linear, Focused, Enhanced, Anchor, EluLinear, Agent, InLine, Mlla, Pola };
 std::string to_string(Kernel kernel);
 
 // A variant resolved against one attention module: what actually runs and with which values.
@@ -33,6 +34,8 @@ struct ResolvedAttention {
   bool learned_anchors = false;
   int agents = 0;                    // agent tokens in use (agent kernel): a square
   bool learned_agent_bias = false;   // agent: the module's position biases (its trained count and grid)
+  double alpha = kDefaultPolaAlpha;  // pola: the power's range 1 + alpha * sigmoid(.)
+  bool learned_power = false;        // pola: the module's own power, else sigmoid(0) = 1/2
   bool learned_temperature = false;  // enhanced: the module's own temperature, else d^-0.5
   bool learned_scale = false;        // focused: the module's own scale, else 0 (divisor ln 2)
   bool learned_positional_encoding = false;
@@ -57,12 +60,20 @@ struct KernelFeatures {
   // focused: the non-negative features f_p was applied to, (ReLU(x) + eps) / softplus(scale),
   // kept so that f_p can be studied at other p without re-running the model.
   torch::Tensor q_before_focus, k_before_focus;
+  // MLLA: each query's factor of its row, z_i / n with z_i = 1 / (q_i . mean(k) + 1e-6) from the
+  // un-rotated features, [B, h, T, 1] (q and k above are the rotated ones).
+  torch::Tensor query_row_factor;
+  // PolaFormer: the opposite-sign query features [B, h, T, 2d] (q holds the same-sign ones).
+  torch::Tensor q_opposite;
   // Softmax over all keys, when a capture asks for it (non-null): the forward leaves here each
   // query's log-sum-exp of its scaled scores, [B, h, T], so that any entry of the matrix is one
   // dot product later (exp(scale q_i.k_j - lse_i)) without a pass over the row. Left undefined by
   // paths that do not compute it (groups of windows, masks).
   std::shared_ptr<torch::Tensor> row_log_normalizer;
 
+  // The same features with `f` applied to every defined tensor field (the one list of them):
+  // detached() and one head's slice of a capture are this.
+  KernelFeatures transformed(const std::function<torch::Tensor(const torch::Tensor&)>& f) const;
   KernelFeatures detached() const;  // the same tensors out of the graph, for a capture
 };
 
@@ -76,6 +87,8 @@ struct KernelParameters {
   // agent: the module's position biases for this layer's tokens, agents over keys [1, h, A, Tk] and
   // queries over agents [1, h, Tq, A]; undefined: none (a swap).
   torch::Tensor agent_key_bias, query_agent_bias;
+  torch::Tensor power;                // pola: [1, h, 1, d], the power 1 + alpha * sigmoid(power); undefined: 0
+  KernelParameters detached() const;  // the same parameters out of the graph, for a capture
 };
 
 // The one resolution of a variant against an attention layer that was trained with `native`, has
@@ -171,6 +184,7 @@ enum KernelRead : unsigned {
   kReadsAnchors = 1u << 3,
   kReadsDwc = 1u << 4,
   kReadsAgentBias = 1u << 5,
+  kReadsPower = 1u << 6,
 };
 
 // How a linear kernel (weights phi(q_i) . phi(k_j), normalised per row) normalises, in the three
@@ -200,10 +214,24 @@ struct KernelSpec {
   std::optional<MatrixFactors> (*factors)(const KernelSpec& spec, const KernelFeatures& features, int64_t batch,
                                           int64_t head);
   void (*describe)(const ResolvedAttention& resolved, std::ostream& out);  // its own settings; may be null
+  // A second matrix the kernel computes beside the one `rows` gives, and its name (PolaFormer's
+  // opposite-sign part, which weighs the second half of each head's value channels); null: none.
+  const char* second_matrix;
+  torch::Tensor (*second_rows)(const KernelSpec& spec, const KernelFeatures& features,
+                               const torch::Tensor& query_index);
   LinearNormalisation linear{};    // linear kernels: what their shared rows, attend and factors read
   std::vector<std::string> knobs;  // the knobs of the knob table it reads besides the window (p, anchors, ...)
+  // Multiply-adds of one layer's attention products over all heads, for bench's work count:
+  // `tokens` queries seeing `keys` keys each (a window's, or all), width `dim`, heads of `head_dim`;
+  // counts it reads from `settings` at their defaults when 0.
+  double (*multiply_adds)(const AttentionSettings& settings, double tokens, double keys, double dim, double head_dim);
+  // Whether its features are ReLU(q), ReLU(k): the q.k products through a negative channel are
+  // dropped (PolaFormer's argument; the kernel diagnostics measure their share).
+  bool drops_negative_products;
 };
 const std::vector<KernelSpec>& kernel_table();
+// The kernel a variant swaps in, or `native` for Variant::Native.
+Kernel swapped_kernel(Variant variant, Kernel native);
 const KernelSpec& kernel_spec(Kernel kernel);
 // Whether a layer running `spec` reads `knob`: the window restricts every kernel that is not
 // global only; the others are the kernel's own `knobs`.

@@ -2,8 +2,11 @@
 
 #include <torch/torch.h>
 
+#include "core/number_text.h"
+
 #include <cmath>
 #include <ostream>
+#include <stdexcept>
 
 namespace attnscope::successor_kernels {
 
@@ -119,6 +122,153 @@ std::optional<MatrixFactors> inline_factors(const KernelSpec&, const KernelFeatu
   factors.right =
       torch::cat({(k - k.mean(0, true)) * (scale / n), torch::full({k.size(0), 1}, 1.0 / n, k.options())}, 1);
   return factors;
+}
+
+// ---- MLLA -------------------------------------------------------------------------------------
+
+torch::Tensor mlla_rotate(const torch::Tensor& x, const TokenLayout& layout) {
+  const int64_t heads = x.size(1), head_dim = x.size(3), channels = heads * head_dim, prefix = layout.prefix_tokens();
+  if (channels % 4 != 0 || head_dim % 2 != 0)
+    throw std::invalid_argument(
+        "MLLA's RoPE rotates pairs of channels, a quarter of them per grid axis: " + std::to_string(heads) +
+        " heads of " + std::to_string(head_dim) + " channels do not divide so (C a multiple of 4, d even)");
+  // mlla.py's RoPE(shape=(H, W, C)), in float32 as its buffer is: theta_k = 1 / 10000^(k / k_max)
+  // for k < k_max = C / 4; pair p < k_max turns by row * theta_p, the others by column * theta_(p - k_max).
+  const int64_t k_max = channels / 4;
+  auto float32 = torch::TensorOptions().dtype(torch::kFloat);
+  auto theta = 1.0 / torch::pow(10000.0, torch::arange(k_max, float32) / double(k_max));
+  auto rows = torch::arange(layout.grid_h, float32).view({-1, 1, 1}).expand({layout.grid_h, layout.grid_w, 1});
+  auto columns = torch::arange(layout.grid_w, float32).view({1, -1, 1}).expand({layout.grid_h, layout.grid_w, 1});
+  auto angles = torch::cat({rows * theta, columns * theta}, -1).reshape({layout.patch_tokens(), heads, head_dim / 2});
+  angles = torch::cat({torch::zeros({prefix, heads, head_dim / 2}, float32), angles}).permute({1, 0, 2});
+  auto cos = angles.cos().to(x.device(), x.scalar_type()), sin = angles.sin().to(x.device(), x.scalar_type());
+  auto pairs = x.reshape({x.size(0), heads, x.size(2), head_dim / 2, 2});
+  auto real = pairs.select(-1, 0), imaginary = pairs.select(-1, 1);
+  return torch::stack({real * cos - imaginary * sin, real * sin + imaginary * cos}, -1).reshape(x.sizes());
+}
+
+KernelFeatures mlla_features(const ResolvedAttention&, const torch::Tensor& q, torch::Tensor& k,
+                             const KernelParameters&, const TokenLayout& layout) {
+  auto q_feature = torch::elu(q) + 1.0, k_feature = torch::elu(k) + 1.0;
+  const double n = double(k.size(2));
+  KernelFeatures features;
+  features.q = mlla_rotate(q_feature, layout);
+  features.k = mlla_rotate(k_feature, layout);
+  auto z = (torch::matmul(q_feature, k_feature.mean(2, true).transpose(-2, -1)) + 1e-6).reciprocal();
+  features.query_row_factor = z / n;
+  return features;
+}
+
+torch::Tensor mlla_rows(const KernelSpec&, const KernelFeatures& features, const torch::Tensor& query_index,
+                        const torch::Tensor&, const torch::Tensor&) {
+  return torch::matmul(features.q.index_select(2, query_index), features.k.transpose(-2, -1)) *
+         features.query_row_factor.index_select(2, query_index);
+}
+
+torch::Tensor mlla_attend(const KernelSpec&, const KernelFeatures& features, const torch::Tensor& v,
+                          const torch::Tensor&, const torch::Tensor&) {
+  // mlla.py: kv = (k_rope^T n^-0.5) @ (v n^-0.5); x = q_rope @ kv * z.
+  const double n = double(features.k.size(2)), root = 1.0 / std::sqrt(n);
+  auto kv = torch::matmul(features.k.transpose(-2, -1) * root, v * root);
+  return torch::matmul(features.q, kv) * (features.query_row_factor * n);
+}
+
+std::optional<MatrixFactors> mlla_factors(const KernelSpec&, const KernelFeatures& features, int64_t batch,
+                                          int64_t head) {
+  MatrixFactors factors;  // rank <= d
+  factors.left = features.q[batch][head].to(torch::kCPU, torch::kDouble) *
+                 features.query_row_factor[batch][head].to(torch::kCPU, torch::kDouble);
+  factors.right = features.k[batch][head].to(torch::kCPU, torch::kDouble);
+  return factors;
+}
+
+// ---- PolaFormer -------------------------------------------------------------------------------
+
+std::string pola_alpha_problem(double alpha) {
+  if (!std::isfinite(alpha) || alpha < 0 || alpha > kMaxPolaAlpha)
+    return "alpha " + format_double(alpha) + " is outside [0, " + format_double(kMaxPolaAlpha) +
+           "]: PolaFormer's power 1 + alpha sigmoid(.) must stay finite when two powered features multiply";
+  return "";
+}
+
+KernelFeatures pola_features(const ResolvedAttention& resolved, const torch::Tensor& q, torch::Tensor& k,
+                             const KernelParameters& parameters, const TokenLayout&) {
+  const int64_t heads = q.size(1), head_dim = q.size(3);
+  if (head_dim % 2 != 0)
+    throw std::invalid_argument("PolaFormer splits each head's " + std::to_string(head_dim) +
+                                " value channels in two halves: a head needs an even number of channels");
+  if (const std::string problem = pola_alpha_problem(resolved.alpha); !problem.empty())
+    throw std::invalid_argument("--pola-alpha: " + problem);
+  auto divisor = resolved.learned_scale ? split_heads(torch::softplus(parameters.scale), int(heads))
+                                        : torch::full({1}, std::log(2.0), q.options());
+  auto scaled_q = q / divisor, scaled_k = k / divisor;
+  auto power = resolved.learned_power ? 1.0 + resolved.alpha * torch::sigmoid(parameters.power)
+                                      : torch::full({1}, 1.0 + resolved.alpha * 0.5, q.options());
+  auto q_positive = torch::relu(scaled_q).pow(power), q_negative = torch::relu(-scaled_q).pow(power);
+  auto k_positive = torch::relu(scaled_k).pow(power), k_negative = torch::relu(-scaled_k).pow(power);
+  KernelFeatures features;
+  features.q = torch::cat({q_positive, q_negative}, -1);
+  features.q_opposite = torch::cat({q_negative, q_positive}, -1);
+  features.k = torch::cat({k_positive, k_negative}, -1);
+  return features;
+}
+
+namespace {
+
+// Rows of one of PolaFormer's matrices from its query features: (q.k_j / n) / (q.mean(k) + 1e-6).
+torch::Tensor pola_matrix_rows(const torch::Tensor& query_features, const torch::Tensor& k,
+                               const torch::Tensor& query_index) {
+  auto query = query_features.index_select(2, query_index);
+  auto z = (torch::matmul(query, k.mean(2, true).transpose(-2, -1)) + 1e-6).reciprocal();
+  return torch::matmul(query, k.transpose(-2, -1)) / double(k.size(2)) * z;
+}
+
+// pola_pvt.py's order: z = 1 / (q @ mean(k)^T + 1e-6); kv = (k^T n^-0.5) @ (v n^-0.5); x = q @ kv * z.
+torch::Tensor pola_half(const torch::Tensor& query_features, const torch::Tensor& k, const torch::Tensor& v) {
+  const double root = 1.0 / std::sqrt(double(k.size(2)));
+  auto z = (torch::matmul(query_features, k.mean(2, true).transpose(-2, -1)) + 1e-6).reciprocal();
+  return torch::matmul(query_features, torch::matmul(k.transpose(-2, -1) * root, v * root)) * z;
+}
+
+}  // namespace
+
+torch::Tensor pola_rows(const KernelSpec&, const KernelFeatures& features, const torch::Tensor& query_index,
+                        const torch::Tensor&, const torch::Tensor&) {
+  return pola_matrix_rows(features.q, features.k, query_index);
+}
+
+torch::Tensor pola_opposite_rows(const KernelSpec&, const KernelFeatures& features, const torch::Tensor& query_index) {
+  return pola_matrix_rows(features.q_opposite, features.k, query_index);
+}
+
+torch::Tensor pola_attend(const KernelSpec&, const KernelFeatures& features, const torch::Tensor& v,
+                          const torch::Tensor&, const torch::Tensor&) {
+  auto halves = v.chunk(2, -1);
+  return torch::cat(
+      {pola_half(features.q, features.k, halves[0]), pola_half(features.q_opposite, features.k, halves[1])}, -1);
+}
+
+std::optional<MatrixFactors> pola_factors(const KernelSpec&, const KernelFeatures& features, int64_t batch,
+                                          int64_t head) {
+  // The same-sign matrix: rank <= 2d.
+  auto q = features.q[batch][head].to(torch::kCPU, torch::kDouble);
+  auto k = features.k[batch][head].to(torch::kCPU, torch::kDouble);
+  auto z = (torch::matmul(q, k.mean(0).unsqueeze(1)) + 1e-6).reciprocal();
+  MatrixFactors factors;
+  factors.left = q * z / double(k.size(0));
+  factors.right = k;
+  return factors;
+}
+
+void describe_pola(const ResolvedAttention& resolved, std::ostream& out) {
+  out << " alpha=" << format_double(resolved.alpha)
+      << (resolved.learned_power ? " (learned power)" : " power=" + format_double(1.0 + resolved.alpha * 0.5))
+      << (resolved.learned_scale ? "" : " scale=ln2");
+  if (!resolved.native) out << " (no dwc, no gate)";
+}
+
+void describe_mlla(const ResolvedAttention& resolved, std::ostream& out) {
+  if (!resolved.native) out << " (the layer's own v; no LePE, no gates)";
 }
 
 }  // namespace attnscope::successor_kernels

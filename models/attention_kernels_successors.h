@@ -1,7 +1,9 @@
-// The kernels of the FLatten authors' successors, as rows of the kernel table
+// The kernels of the FLatten authors' successors and of PolaFormer, as rows of the kernel table
 // (models/attention_kernels.cpp): Agent Attention (ECCV 2024) and InLine (NeurIPS 2024), each
 // computed as its authors' DeiT module computes it (LeapLabTHU/Agent-Attention agent_deit.py,
-// LeapLabTHU/InLine inline_deit.py). Their local terms (Agent's depthwise conv on V, InLine's
+// LeapLabTHU/InLine inline_deit.py); MLLA (NeurIPS 2024) as LeapLabTHU/MLLA mlla.py's
+// LinearAttention and PolaFormer (ICLR 2025) as ZacharyMeng/PolaFormer pola_pvt.py's
+// PolaLinearAttention compute theirs. Their local terms (Agent's depthwise conv on V, InLine's
 // predicted 3 x 3 residual) belong to the attention module (models/attention.cpp), as FLatten's
 // DWC does.
 #pragma once
@@ -36,6 +38,41 @@ torch::Tensor inline_attend(const KernelSpec& spec, const KernelFeatures& featur
                             const torch::Tensor& allowed, const torch::Tensor& additive);
 std::optional<MatrixFactors> inline_factors(const KernelSpec& spec, const KernelFeatures& features, int64_t batch,
                                             int64_t head);
+
+// MLLA: ELU + 1 features; the numerator's q and k rotated by MLLA's 2-D RoPE over all C channels
+// (row positions in the first half of the rotation pairs, columns in the second; prefix tokens at
+// angle 0), the normaliser z = 1 / (q . mean(k) + 1e-6) from the un-rotated ones:
+// w_ij = rope(q_i).rope(k_j) z_i / n (rows need not sum to one; entries may be negative).
+KernelFeatures mlla_features(const ResolvedAttention& resolved, const torch::Tensor& q, torch::Tensor& k,
+                             const KernelParameters& parameters, const TokenLayout& layout);
+torch::Tensor mlla_rows(const KernelSpec& spec, const KernelFeatures& features, const torch::Tensor& query_index,
+                        const torch::Tensor& allowed, const torch::Tensor& additive);
+torch::Tensor mlla_attend(const KernelSpec& spec, const KernelFeatures& features, const torch::Tensor& v,
+                          const torch::Tensor& allowed, const torch::Tensor& additive);
+std::optional<MatrixFactors> mlla_factors(const KernelSpec& spec, const KernelFeatures& features, int64_t batch,
+                                          int64_t head);
+void describe_mlla(const ResolvedAttention& resolved, std::ostream& out);
+// MLLA's RoPE of per-head x [B, h, T, d] whose heads side by side are the C channels it rotates.
+torch::Tensor mlla_rotate(const torch::Tensor& x, const TokenLayout& layout);
+
+// PolaFormer: q, k divided by softplus(scale) (ln 2 without one), split into ReLU(x)^p and
+// ReLU(-x)^p with p = 1 + alpha sigmoid(power); the same-sign pairs (q+k+, q-k-) weigh the first
+// half of each head's value channels, the opposite-sign pairs (q+k-, q-k+) the second, each
+// normalised as FLatten's by q . mean(k) + 1e-6. `rows` are the same-sign matrix, the second
+// matrix the opposite-sign one.
+KernelFeatures pola_features(const ResolvedAttention& resolved, const torch::Tensor& q, torch::Tensor& k,
+                             const KernelParameters& parameters, const TokenLayout& layout);
+torch::Tensor pola_rows(const KernelSpec& spec, const KernelFeatures& features, const torch::Tensor& query_index,
+                        const torch::Tensor& allowed, const torch::Tensor& additive);
+torch::Tensor pola_opposite_rows(const KernelSpec& spec, const KernelFeatures& features,
+                                 const torch::Tensor& query_index);
+torch::Tensor pola_attend(const KernelSpec& spec, const KernelFeatures& features, const torch::Tensor& v,
+                          const torch::Tensor& allowed, const torch::Tensor& additive);
+std::optional<MatrixFactors> pola_factors(const KernelSpec& spec, const KernelFeatures& features, int64_t batch,
+                                          int64_t head);
+void describe_pola(const ResolvedAttention& resolved, std::ostream& out);
+// Why alpha cannot be used (empty when it can): finite, in [0, kMaxPolaAlpha].
+std::string pola_alpha_problem(double alpha);
 
 // Whether `count` agents can pool from a grid of `patches` patches: a square, at least 1 and at
 // most the patches; else the reason.

@@ -24,6 +24,8 @@ enum class Variant {
   Anchor,    // AnchorFormer: attention through m anchors
   Agent,     // Agent Attention: agent tokens pooled from the queries, two softmaxes
   InLine,    // InLine: injective linear attention, q.k shifted by its row mean (rows sum to one)
+  Mlla,      // MLLA: ELU + 1 linear attention with RoPE on the numerator (Mamba-like linear attention)
+  Pola,      // PolaFormer: same- and opposite-sign parts of q.k, each weighing half of the value channels
 };
 
 // Where FLatten's f_p takes its norms: over all C channels (the authors' code) or per head
@@ -61,11 +63,12 @@ int first_ablated_layer(const HeadAblationSetting& ablation);
 
 struct AttentionSettings {
   Variant variant = Variant::Native;
-  double p = 3.0;   // FLatten focusing factor
-  int window = 0;   // 0: global; w > 0 restricts patch queries to their w x w window
-  int anchors = 0;  // 0: all learned anchors; m > 0: m anchors (pooled from K for swaps)
-  int agents = 0;   // 0: the learned count, or kDefaultAgents; a square count of agent tokens
-  bool dwc = true;  // use the depthwise conv on V where the checkpoint has its weights
+  double p = 3.0;      // FLatten focusing factor
+  int window = 0;      // 0: global; w > 0 restricts patch queries to their w x w window
+  int anchors = 0;     // 0: all learned anchors; m > 0: m anchors (pooled from K for swaps)
+  int agents = 0;      // 0: the learned count, or kDefaultAgents; a square count of agent tokens
+  double alpha = 4.0;  // PolaFormer (kDefaultPolaAlpha): the power is 1 + alpha * sigmoid(learned), in [1, 1 + alpha]
+  bool dwc = true;     // use the depthwise conv on V where the checkpoint has its weights
   FocusNorm norm = FocusNorm::AllChannels;
   HeadAblationSetting ablation;  // heads knocked out of every forward (ViT-shaped models)
 };
@@ -77,6 +80,10 @@ constexpr int kDefaultPooledAnchors = 30;
 // Agent tokens pooled from the queries when a layer has no learned count and none is given (the
 // authors' DeiT-T/S: 7 x 7).
 constexpr int kDefaultAgents = 49;
+// PolaFormer's alpha: its configs' value, and the largest the knob takes: powers up to 1 + alpha
+// = 9 keep a product of two powered features of order 30 finite in float32 (30^18 ~ 4e26).
+constexpr double kDefaultPolaAlpha = 4.0;
+constexpr double kMaxPolaAlpha = 8.0;
 
 // The variants and f_p norm modes by name (core/enum_names.h): parsing, to_string, help texts and
 // GUI labels read the tables. The variant table sits beside the kernel table

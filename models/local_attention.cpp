@@ -232,6 +232,7 @@ torch::Tensor attend_grouped(const GroupedAttention& step, const torch::Tensor& 
     capture->k = k.detach();
     capture->v = v.detach();
     capture->features = features.detached();
+    capture->parameters = step.parameters.detached();
     if (resolved.dwc) capture->dwc_weight = step.dwc_weight.detach();
     capture->query_slots = step.query_slots;
     capture->key_slots = step.key_slots;

@@ -3,6 +3,7 @@
 // session file's keys and the workbench's generated controls all read the whole table.
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "analysis/focus_metrics.h"
@@ -349,6 +350,10 @@ std::vector<OptionSpec> make_options() {
   for (const auto& [group, names] : groups)
     for (OptionSpec& option : options)
       if (std::find(names.begin(), names.end(), option.name) != names.end()) option.group = group;
+  // One name, one option: a knob named like a display option would be set by both parsers at once.
+  std::set<std::string> names;
+  for (const OptionSpec& option : options)
+    if (!names.insert(option.name).second) throw std::logic_error("two options are named --" + option.name);
   return options;
 }
 

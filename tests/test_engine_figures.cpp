@@ -215,7 +215,8 @@ TEST_F(EngineFigureTest, CliReportsBadInputOnOneLine) {
       {out + " --images " + path("empty"), "no images in"},
       {image + out + " --format jpeg", "--format expects png, svg or pdf"},
       {image + out + " --layout pie", "unknown layout 'pie'"},
-      {image + out + " --variants focused:q=1", "is not one of model=, p=, window=, anchors=, agents=, dwc=, norm="},
+      {image + out + " --variants focused:q=1",
+       "is not one of model=, p=, window=, anchors=, agents=, pola-alpha=, dwc=, norm="},
       {image + out + " --layer 9", "layer 9: the model has 2 blocks"},
       {image + out + " --layout grid-heads --heads 0,5", "head 5: the model has 2 heads"},
   };

@@ -32,7 +32,8 @@ TEST(KernelTable, ModeNamesRoundTripAndHelpListsThem) {
     EXPECT_EQ(to_string(spec.value), spec.name);
     EXPECT_NE(variant_choices().find(spec.name), std::string::npos) << spec.name;
   }
-  EXPECT_EQ(variant_choices(), "native, softmax, linear, focused, enhanced, window, anchor, agent or inline");
+  EXPECT_EQ(variant_choices(),
+            "native, softmax, linear, focused, enhanced, window, anchor, agent, inline, mlla or pola");
   EXPECT_EQ(variant_names().size(), enum_entries<Variant>().size() - 1) << "every swap, without native";
   for (const auto& spec : enum_entries<FocusNorm>()) {
     EXPECT_EQ(parse_focus_norm(spec.name), spec.value);
@@ -119,12 +120,20 @@ TEST(KernelTable, EveryKernelsOutputRowsAndFactorsAreOneMatrix) {
     const auto all = torch::arange(tokens, torch::kLong);
     const torch::Tensor rows = equivalent_rows(spec.kernel, c.features, all, {});
     ASSERT_EQ(rows.sizes(), torch::IntArrayRef({2, 3, tokens, tokens}));
-    EXPECT_TRUE(torch::allclose(attend(spec.kernel, c.features, c.v, {}), torch::matmul(rows, c.v), 1e-9, 1e-9));
+    // The output from the matrices: one for every value channel, or (a second matrix: PolaFormer)
+    // the first for the first half of each head's channels and the second for the rest.
+    auto through_rows = [&](const torch::Tensor& matrix) {
+      if (!spec.second_rows) return torch::matmul(matrix, c.v);
+      const auto halves = c.v.chunk(2, -1);
+      return torch::cat(
+          {torch::matmul(matrix, halves[0]), torch::matmul(spec.second_rows(spec, c.features, all), halves[1])}, -1);
+    };
+    EXPECT_TRUE(torch::allclose(attend(spec.kernel, c.features, c.v, {}), through_rows(rows), 1e-9, 1e-9));
     // A window mask: the masked rows are the exact computation, and masked keys get nothing
-    // (anchors are global by construction and ignore it).
+    // (kernels global by construction ignore it).
     const auto allowed = window_mask(c.layout, 2, torch::kCPU);
     const torch::Tensor masked = equivalent_rows(spec.kernel, c.features, all, allowed);
-    EXPECT_TRUE(torch::allclose(attend(spec.kernel, c.features, c.v, allowed), torch::matmul(masked, c.v), 1e-9, 1e-9));
+    EXPECT_TRUE(torch::allclose(attend(spec.kernel, c.features, c.v, allowed), through_rows(masked), 1e-9, 1e-9));
     if (!spec.global_only) {
       EXPECT_EQ(masked.masked_select(allowed.logical_not()).abs().max().item<double>(), 0.0);
     }

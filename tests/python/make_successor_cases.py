@@ -2,14 +2,15 @@
 """Generate attnscope's parity cases for the FLatten authors' successors in their DeiT models: agent_deit
 (Agent Attention blocks then softmax blocks, as agent_deit_base's agent_layer makes them) and inline_deit
 (InLine blocks with the predicted residual), at reduced widths with random weights in their authors' keys, and
-the agent and inline kernels swapped into a plain ViT. The reference is reference_successors.py (float64,
+the agent, inline, mlla and pola kernels swapped into a plain ViT. The reference is reference_successors.py (float64,
 written from the authors' code).
 
 Usage: /usr/bin/python3 tests/python/make_successor_cases.py OUTDIR
 
 OUTDIR/<case>.safetensors; <case>.input.npy float32 [1,3,H,W]; <case>.output.npy float32 [1, classes];
-<case>.rows.npy float32 [L, heads, Q, T] (the equivalent matrices' rows of the queries). cases.json: list of
-{name, model, variant, agents, input, output, rows, queries, heads, kernels (per block)}.
+<case>.rows.npy float32 [L, heads, Q, T] (the equivalent matrices' rows of the queries); PolaFormer's also
+<case>.second_rows.npy (its opposite-sign matrices' rows). cases.json: list of {name, model, variant, agents,
+alpha, input, output, rows, [second_rows], queries, heads, kernels (per block)}.
 """
 
 import math
@@ -82,6 +83,9 @@ CASES = [
     dict(name="plain_agent_swap", kinds=["softmax", "softmax"], variant="agent", agents=4),
     dict(name="plain_agent_swap9", kinds=["softmax", "softmax"], variant="agent", agents=9),
     dict(name="plain_inline_swap", kinds=["softmax", "softmax"], variant="inline", agents=0),
+    dict(name="plain_mlla_swap", kinds=["softmax", "softmax"], variant="mlla", agents=0),
+    dict(name="plain_pola_swap", kinds=["softmax", "softmax"], variant="pola", agents=0, alpha=4.0),
+    dict(name="plain_pola_swap_alpha1", kinds=["softmax", "softmax"], variant="pola", agents=0, alpha=1.5),
 ]
 
 
@@ -97,17 +101,26 @@ def main(argv):
         safetensors_io.save_file(sd, os.path.join(out, name + ".safetensors"), metadata={"format": "pt", "num_heads": str(HEADS)})
         img = smooth_image(900 + index, GRID * PATCH, GRID * PATCH)
         swap = None if spec["variant"] == "native" else spec["variant"]
-        output, matrices = ref.forward(sd, img, HEADS, PATCH, swap=swap, agents=spec["agents"])
+        alpha = spec.get("alpha", 4.0)
+        seconds = []
+        output, matrices = ref.forward(sd, img, HEADS, PATCH, swap=swap, agents=spec["agents"], alpha=alpha,
+                                       second_matrices=seconds)
         tokens = 1 + GRID * GRID
         queries = [0, 1, 1 + GRID * GRID // 2, tokens - 1]
         rows = torch.stack([m[0][:, queries, :] for m in matrices])
         np.save(os.path.join(out, name + ".input.npy"), img.numpy())
         np.save(os.path.join(out, name + ".output.npy"), output.to(torch.float32).numpy())
         np.save(os.path.join(out, name + ".rows.npy"), rows.to(torch.float32).numpy())
+        case = {}
+        if seconds:
+            second_rows = torch.stack([m[0][:, queries, :] for m in seconds])
+            np.save(os.path.join(out, name + ".second_rows.npy"), second_rows.to(torch.float32).numpy())
+            case["second_rows"] = name + ".second_rows.npy"
         kernels = [k if swap is None else swap for k in spec["kinds"]]
         cases.append({"name": name, "model": name + ".safetensors", "variant": spec["variant"],
                       "agents": spec["agents"], "input": name + ".input.npy", "output": name + ".output.npy",
-                      "rows": name + ".rows.npy", "queries": queries, "heads": HEADS, "kernels": kernels})
+                      "rows": name + ".rows.npy", "queries": queries, "heads": HEADS, "kernels": kernels,
+                      "alpha": alpha, **case})
     return write_cases(out, cases, started)
 
 

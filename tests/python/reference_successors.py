@@ -14,8 +14,19 @@ from the authors' code (read with the search tool), NOT from attnscope's C++ sou
   * both models: timm 0.4.12's VisionTransformer (cls token, pos_embed with its slot, LayerNorm eps 1e-6, exact
     GELU, head on the normed class token).
 
-As swaps on a plain ViT (attnscope's --variant agent|inline) the same computations run without the learned
-parts a plain module lacks: no position biases and no dwc (Agent), no residual (InLine).
+  * LeapLabTHU/MLLA @ 66b6d29, models/mlla.py: LinearAttention.forward (q, k = elu + 1; RoPE(shape=(H, W, C))
+    with k_max = C / 4, theta_k = 1 / 10000^(k / k_max) in float32, rows in the first k_max complex pairs and
+    columns in the rest, applied to the full C channels before the head split; z = 1 / (q @ mean(k)^T + 1e-6)
+    from the UN-rotated q, k; kv = (k_rope^T n^-0.5) @ (v n^-0.5); x = q_rope @ kv * z);
+  * ZacharyMeng/PolaFormer @ 44cdd39, models/pola_pvt.py: PolaLinearAttention.forward (q, k / softplus(scale);
+    power = 1 + alpha sigmoid(power); q_sim = cat(relu(q)^p, relu(-q)^p), q_opp = cat(relu(-q)^p, relu(q)^p),
+    k = cat(relu(k)^p, relu(-k)^p); v1, v2 = chunk(v, 2, -1); z = 1 / (q @ mean(k)^T + 1e-6); kv = (k^T n^-0.5) @
+    (v_i n^-0.5); x = cat(q_sim @ kv1 * z_sim, q_opp @ kv2 * z_opp)).
+
+As swaps on a plain ViT (attnscope's --variant agent|inline|mlla|pola) the same computations run on the ViT's
+own q, k, v without the learned parts a plain module lacks: no position biases and no dwc (Agent), no residual
+(InLine), no LePE, gates or own value (MLLA: v is the ViT's value, prefix tokens at RoPE angle 0), and
+PolaFormer's scale and power at their initial zeros (softplus(0) = ln 2, sigmoid(0) = 1/2), no dwc or gate.
 
 forward(...) returns (output [B, out], per-layer equivalent matrices [B, h, T, T]): softmax's probabilities,
 Agent's q_attn @ agent_attn, InLine's 1/n + (s/n)(q.k_j - q.k_mean).
@@ -99,6 +110,73 @@ def inline_attention(x, p, pre, heads, learned=True):
     return hub.linear(out, p[pre + "proj.weight"], p[pre + "proj.bias"]), matrix
 
 
+def mlla_rope(x, gh, gw):
+    """mlla.py's RoPE of x [B, gh*gw, C] (patch tokens in grid order), as its module computes it."""
+    b, n, c = x.shape
+    k_max = c // 4
+    theta = 1 / (10000 ** (torch.arange(k_max) / k_max))  # float32, as the buffer
+    grid = torch.meshgrid([torch.arange(gh), torch.arange(gw)], indexing="ij")
+    angles = torch.cat([t.unsqueeze(-1) * theta for t in grid], dim=-1)  # [gh, gw, C/2] float32
+    rotation = torch.complex(torch.cos(angles).to(torch.float64), torch.sin(angles).to(torch.float64))
+    pairs = torch.view_as_complex(x.reshape(b, gh, gw, c // 2, 2).contiguous())
+    return torch.view_as_real(rotation * pairs).reshape(b, n, c)
+
+
+def mlla_kernel(q, k, v, gh, gw, prefix):
+    """MLLA's linear attention on per-head q, k, v [B, h, T, d] (float64): (out, matrix)."""
+    b, heads, n, d = q.shape
+    tokens = lambda t: t.transpose(1, 2).reshape(b, n, heads * d)
+    q, k = F.elu(q) + 1.0, F.elu(k) + 1.0
+    rotate = lambda t: heads_of(torch.cat([tokens(t)[:, :prefix], mlla_rope(tokens(t)[:, prefix:], gh, gw)], 1),
+                                heads)
+    q_rope, k_rope = rotate(q), rotate(k)
+    z = 1 / (q @ k.mean(dim=-2, keepdim=True).transpose(-2, -1) + 1e-6)
+    kv = (k_rope.transpose(-2, -1) * (n ** -0.5)) @ (v * (n ** -0.5))
+    out = q_rope @ kv * z
+    return out, (q_rope @ k_rope.transpose(-2, -1)) * z / n
+
+
+def pola_kernel(q, k, v, alpha):
+    """PolaFormer's linear attention on per-head q, k, v [B, h, T, d] (float64), its scale and power at their
+    initial zeros: (out, same-sign matrix, opposite-sign matrix)."""
+    n = k.shape[2]
+    scale = F.softplus(torch.zeros(1, dtype=q.dtype))
+    power = 1 + alpha * torch.sigmoid(torch.zeros(1, dtype=q.dtype))
+    q, k = q / scale, k / scale
+    q_pos, q_neg = F.relu(q) ** power, F.relu(-q) ** power
+    k_pos, k_neg = F.relu(k) ** power, F.relu(-k) ** power
+    q_sim, q_opp = torch.cat([q_pos, q_neg], dim=-1), torch.cat([q_neg, q_pos], dim=-1)
+    k = torch.cat([k_pos, k_neg], dim=-1)
+    v1, v2 = torch.chunk(v, 2, dim=-1)
+    k_mean = k.mean(dim=-2, keepdim=True).transpose(-2, -1)
+    z = 1 / (q_sim @ k_mean + 1e-6)
+    kv = (k.transpose(-2, -1) * (n ** -0.5)) @ (v1 * (n ** -0.5))
+    x_sim = q_sim @ kv * z
+    z_opp = 1 / (q_opp @ k_mean + 1e-6)
+    kv = (k.transpose(-2, -1) * (n ** -0.5)) @ (v2 * (n ** -0.5))
+    x_opp = q_opp @ kv * z_opp
+    same = (q_sim @ k.transpose(-2, -1)) * z / n
+    opposite = (q_opp @ k.transpose(-2, -1)) * z_opp / n
+    return torch.cat([x_sim, x_opp], dim=-1), same, opposite
+
+
+def swapped_linear_attention(x, p, pre, heads, kernel, alpha=4.0):
+    """MLLA's or PolaFormer's kernel on a plain ViT block's own q, k, v; the matrix is the rows attnscope shows
+    (PolaFormer's: the same-sign one; its opposite-sign one is returned third)."""
+    b, n, c = x.shape
+    prefix = 1
+    gh = gw = int(math.isqrt(n - prefix))
+    qkv = hub.linear(x, p[pre + "qkv.weight"], p.get(pre + "qkv.bias")).reshape(b, n, 3, c).permute(2, 0, 1, 3)
+    q, k, v = heads_of(qkv[0], heads), heads_of(qkv[1], heads), heads_of(qkv[2], heads)
+    second = None
+    if kernel == "mlla":
+        out, matrix = mlla_kernel(q, k, v, gh, gw, prefix)
+    else:
+        out, matrix, second = pola_kernel(q, k, v, alpha)
+    out = out.transpose(1, 2).reshape(b, n, c)
+    return hub.linear(out, p[pre + "proj.weight"], p[pre + "proj.bias"]), matrix, second
+
+
 def softmax_attention(x, p, pre, heads):
     b, n, c = x.shape
     d = c // heads
@@ -108,9 +186,10 @@ def softmax_attention(x, p, pre, heads):
     return hub.linear((attn @ v).transpose(1, 2).reshape(b, n, c), p[pre + "proj.weight"], p[pre + "proj.bias"]), attn
 
 
-def forward(sd, img, heads, patch=16, swap=None, agents=None):
+def forward(sd, img, heads, patch=16, swap=None, agents=None, alpha=4.0, second_matrices=None):
     """A DeiT of agent_deit's / inline_deit's keys (or a plain one), each block's attention as its keys say,
-    or every block as `swap` ('agent' with `agents`, 'inline') without learned parts."""
+    or every block as `swap` ('agent' with `agents`, 'inline', 'mlla', 'pola' with `alpha`) without learned
+    parts. PolaFormer's opposite-sign matrices are appended to `second_matrices` when it is a list."""
     p = f64(sd)
     eps = 1e-6
     x, gh, gw = hub.patch_tokens(img.to(torch.float64), p["patch_embed.proj.weight"], p["patch_embed.proj.bias"], patch)
@@ -124,6 +203,10 @@ def forward(sd, img, heads, patch=16, swap=None, agents=None):
             a, m = agent_attention(normed, p, pre + "attn.", heads, agents=agents, learned=False)
         elif swap == "inline":
             a, m = inline_attention(normed, p, pre + "attn.", heads, learned=False)
+        elif swap in ("mlla", "pola"):
+            a, m, second = swapped_linear_attention(normed, p, pre + "attn.", heads, swap, alpha)
+            if second_matrices is not None and second is not None:
+                second_matrices.append(second)
         elif pre + "attn.an_bias" in p:
             a, m = agent_attention(normed, p, pre + "attn.", heads)
         elif pre + "attn.residual.0.weight" in p:

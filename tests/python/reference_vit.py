@@ -52,8 +52,9 @@ BN_EPS = 1e-5
 # When True, every recorded display matrix A is checked against the computed output (A @ v == out)
 # for the variants where that identity holds (all but focused with DWC); used by the case generator.
 CHECK_MATRIX = False
-VARIANTS = ("softmax", "linear", "focused", "enhanced", "window", "anchor", "agent", "inline")
+VARIANTS = ("softmax", "linear", "focused", "enhanced", "window", "anchor", "agent", "inline", "mlla", "pola")
 DEFAULT_WINDOW = 7
+DEFAULT_POOLED_ANCHORS = 30
 
 
 # --------------------------------------------------------------------------------------------
@@ -64,8 +65,8 @@ class Settings:
     """Runtime attention settings (one per parity case).
 
     variant: one of VARIANTS. p: focusing factor of FLatten. window: window side (0 = global; the
-    variant "window" uses DEFAULT_WINDOW when 0). anchors: anchor count (0 = all learned anchors;
-    for a swap to "anchor" on a module without anchors it must be > 0). dwc: use the FLatten DWC
+    variant "window" uses DEFAULT_WINDOW when 0). anchors: anchor count (0 = all learned anchors,
+    or DEFAULT_POOLED_ANCHORS pooled from K on a module without anchors). dwc: use the FLatten DWC
     when the module has one (only in the focused variant). norm: "all" (f_p norms over all C
     channels, the authors' code) or "head" (over each head's d channels, the paper's formula).
     """
@@ -75,6 +76,7 @@ class Settings:
     window: int = 0
     anchors: int = 0
     agents: int = 0
+    alpha: float = 4.0
     dwc: bool = True
     norm: str = "all"
 
@@ -90,7 +92,7 @@ class Settings:
     def from_dict(d):
         return Settings(variant=d.get("variant", "softmax"), p=float(d.get("p", 3.0)),
                         window=int(d.get("window", 0)), anchors=int(d.get("anchors", 0)),
-                        agents=int(d.get("agents", 0)),
+                        agents=int(d.get("agents", 0)), alpha=float(d.get("alpha", 4.0)),
                         dwc=bool(d.get("dwc", True)), norm=d.get("norm", "all"))
 
     def to_dict(self):
@@ -98,7 +100,7 @@ class Settings:
 
     def effective_window(self, gh, gw):
         """Window side actually used on a gh x gw grid, or 0 for global attention."""
-        if self.variant in ("anchor", "agent", "inline"):  # global by construction
+        if self.variant in ("anchor", "agent", "inline", "mlla", "pola"):  # global by construction
             return 0
         w = self.window
         if self.variant == "window" and w == 0:
@@ -257,9 +259,11 @@ class Attention:
         q, k, v = self.qkv(x)
         fn = {"softmax": self._softmax, "window": self._softmax, "linear": self._linear,
               "focused": self._focused, "enhanced": self._enhanced, "anchor": self._anchor, "agent": self._agent,
-              "inline": self._inline}[s.variant]
+              "inline": self._inline, "mlla": self._mlla, "pola": self._pola}[s.variant]
         out, mat = fn(q, k, v, ctx, want_matrix)
-        if CHECK_MATRIX and mat is not None and not (s.variant == "focused" and s.dwc and self.kind == "focused"):
+        # PolaFormer's matrix weighs half of v: _pola checks both of its matrices itself.
+        if CHECK_MATRIX and mat is not None and s.variant != "pola" and not (
+                s.variant == "focused" and s.dwc and self.kind == "focused"):
             err = (mat @ v - out).abs().max().item()
             if err > 1e-9 * max(1.0, out.abs().max().item()):
                 raise AssertionError(f"display matrix disagrees with output ({s.variant}): {err}")
@@ -285,6 +289,51 @@ class Attention:
         k_mean = k.mean(dim=2, keepdim=True).transpose(-2, -1)
         out = q @ kv + (1 - q @ k_mean * s) * v.mean(dim=2, keepdim=True)
         return out, (1.0 / n + (s / n) * (q @ k.transpose(-2, -1) - q @ k_mean) if want else None)
+
+    def _mlla(self, q, k, v, ctx, want):
+        """MLLA's LinearAttention (mlla.py) on the layer's q, k, v, swapped in: RoPE over all C channels with
+        the prefix tokens at angle 0, the normaliser from the un-rotated features; no LePE, no gates."""
+        B, h, n, d = q.shape
+        q, k = F.elu(q) + 1.0, F.elu(k) + 1.0
+        c = h * d
+        k_max = c // 4
+        theta = 1 / (10000 ** (torch.arange(k_max) / k_max))
+        rows, cols = torch.meshgrid(torch.arange(ctx.gh), torch.arange(ctx.gw), indexing="ij")
+        angles = torch.cat([rows.unsqueeze(-1) * theta, cols.unsqueeze(-1) * theta], -1).reshape(-1, c // 2)
+        angles = torch.cat([torch.zeros(ctx.num_prefix, c // 2), angles]).reshape(n, h, d // 2).transpose(0, 1)
+        cos, sin = torch.cos(angles).to(q.dtype), torch.sin(angles).to(q.dtype)
+
+        def rope(t):
+            re, im = t[..., 0::2], t[..., 1::2]
+            return torch.stack([re * cos - im * sin, re * sin + im * cos], -1).flatten(-2)
+
+        q_rope, k_rope = rope(q), rope(k)
+        z = 1 / (q @ k.mean(dim=-2, keepdim=True).transpose(-2, -1) + 1e-6)
+        kv = (k_rope.transpose(-2, -1) * (n ** -0.5)) @ (v * (n ** -0.5))
+        return q_rope @ kv * z, ((q_rope @ k_rope.transpose(-2, -1)) * z / n if want else None)
+
+    def _pola(self, q, k, v, ctx, want):
+        """PolaFormer's PolaLinearAttention (pola_pvt.py) on the layer's q, k, v, swapped in: scale and power
+        at their initial zeros, no dwc, no gate. The matrix is the same-sign one (the first half of v)."""
+        n = k.shape[2]
+        power = 1 + ctx.settings.alpha * 0.5
+        q, k = q / math.log(2.0), k / math.log(2.0)
+        q_pos, q_neg, k_pos, k_neg = F.relu(q) ** power, F.relu(-q) ** power, F.relu(k) ** power, F.relu(-k) ** power
+        q_sim, q_opp = torch.cat([q_pos, q_neg], -1), torch.cat([q_neg, q_pos], -1)
+        k = torch.cat([k_pos, k_neg], -1)
+        v1, v2 = torch.chunk(v, 2, dim=-1)
+        z = 1 / (q_sim @ k.mean(dim=-2, keepdim=True).transpose(-2, -1) + 1e-6)
+        x_sim = q_sim @ ((k.transpose(-2, -1) * (n ** -0.5)) @ (v1 * (n ** -0.5))) * z
+        z_opp = 1 / (q_opp @ k.mean(dim=-2, keepdim=True).transpose(-2, -1) + 1e-6)
+        x_opp = q_opp @ ((k.transpose(-2, -1) * (n ** -0.5)) @ (v2 * (n ** -0.5))) * z_opp
+        out = torch.cat([x_sim, x_opp], -1)
+        if want and CHECK_MATRIX:  # each half of the output from its own matrix
+            for query, values, half in ((q_sim, v1, x_sim), (q_opp, v2, x_opp)):
+                zq = 1 / (query @ k.mean(dim=-2, keepdim=True).transpose(-2, -1) + 1e-6)
+                err = (((query @ k.transpose(-2, -1)) * zq / n) @ values - half).abs().max().item()
+                if err > 1e-9 * max(1.0, half.abs().max().item()):
+                    raise AssertionError(f"a PolaFormer matrix disagrees with its output: {err}")
+        return out, ((q_sim @ k.transpose(-2, -1)) * z / n if want else None)
 
     def _softmax(self, q, k, v, ctx, want):
         a = (q * self.scale) @ k.transpose(-2, -1)
@@ -396,9 +445,9 @@ class Attention:
                 u = torch.gather(u_full, 2, keep[..., None].expand(B, h, s.anchors, u.shape[-1]))
                 a = ((q @ u.transpose(-2, -1)) * self.scale).softmax(dim=-1)
         else:
-            if s.anchors <= 0:
-                raise ValueError("variant 'anchor' on a module without anchors needs anchors > 0")
-            u = pooled_anchors(k, ctx.num_prefix, ctx.gh, ctx.gw, s.anchors)
+            # 0: AnchorFormer's default count (attnscope's kDefaultPooledAnchors), at most the patches.
+            m = s.anchors if s.anchors > 0 else min(DEFAULT_POOLED_ANCHORS, ctx.gh * ctx.gw)
+            u = pooled_anchors(k, ctx.num_prefix, ctx.gh, ctx.gw, m)
             a = ((q @ u.transpose(-2, -1)) * self.scale).softmax(dim=-1)
         delta = a.sum(dim=-2)  # [B,h,m]
         inv = 1.0 / delta

@@ -246,11 +246,12 @@ struct ControlsPanel : WorkbenchPanel {
       const AttentionSettings settings = spec ? spec->settings(state.attention) : state.attention;
       for (const AttentionKnob& knob : attention_knobs()) {
         if (knob.scope != KnobScope::Panel) continue;
-        // A knob the panel's layer does not read is off where the knob says so, and shows as it
-        // is computed (a DWC switch that is on does nothing on a softmax layer: it shows off).
+        // A knob the panel's layer does not read is off where the knob says so, and a switch shows
+        // as it is computed (a DWC switch that is on does nothing on a softmax layer: it shows off);
+        // a slider keeps its value, greyed (PolaFormer's alpha on another kernel).
         const bool applies = !shown || knob_applies(knob, *shown);
         AttentionSettings edited = settings;
-        if (knob.only_where_read && !applies) knob.set_number(edited, 0.0);
+        if (knob.only_where_read && !applies && knob.control == KnobControl::Switch) knob.set_number(edited, 0.0);
         ImGui::BeginDisabled(knob.only_where_read && shown && !applies);
         if (knob_control(knob, edited, outcome)) {
           if (spec)
