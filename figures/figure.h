@@ -61,6 +61,7 @@ struct PlotPanel {
   std::vector<Guide> x_guides, y_guides;
   double y_lo = 0, y_hi = 0;   // y_hi > y_lo: this y range instead of the data's (rows sharing one axis)
   bool same_xy_range = false;  // x and y cover the same range (a 2-D projection)
+  bool whole_x = false;        // x values are indices (heads, layers): ticks at whole numbers only
 };
 
 struct Panel {

@@ -7,9 +7,9 @@
 namespace attnscope {
 
 namespace {
-constexpr double kSeriesColours[][3] = {{0.122, 0.467, 0.706}, {1.000, 0.498, 0.055}, {0.173, 0.627, 0.173},
-                                        {0.839, 0.153, 0.157}, {0.580, 0.404, 0.741}, {0.549, 0.337, 0.294},
-                                        {0.890, 0.467, 0.761}, {0.498, 0.498, 0.498}};
+constexpr double kSeriesColours[][3] = {
+    {0.122, 0.467, 0.706}, {1.000, 0.498, 0.055}, {0.173, 0.627, 0.173}, {0.839, 0.153, 0.157}, {0.580, 0.404, 0.741},
+    {0.549, 0.337, 0.294}, {0.890, 0.467, 0.761}, {0.498, 0.498, 0.498}, {0.737, 0.741, 0.133}, {0.090, 0.745, 0.812}};
 
 const double* series_colour(const Series& series, size_t index) {
   const size_t count = sizeof kSeriesColours / sizeof kSeriesColours[0];

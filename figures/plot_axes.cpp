@@ -30,10 +30,25 @@ PlotAxes plot_axes(const PlotPanel& plot) {
     x_min = y_min = std::min(x_min, y_min);
     x_max = y_max = std::max(x_max, y_max);
   }
+  if (plot.whole_x) {  // points dodged around whole numbers keep the whole number in range
+    x_min = std::min(x_min, std::round(x_min));
+    x_max = std::max(x_max, std::round(x_max));
+  }
   const double x_pad = x_max > x_min ? 0.03 * (x_max - x_min) : 0.5;
   axes.x_lo = x_min - x_pad;
   axes.x_hi = x_max + x_pad;
   axes.x_ticks = linear_ticks(x_min, x_max, 5);
+  if (plot.whole_x) {  // indices (heads, layers): no tick between two of them
+    std::vector<Tick> whole;
+    for (const Tick& tick : axes.x_ticks)
+      if (tick.value == std::round(tick.value)) whole.push_back({tick.value, std::to_string(int64_t(tick.value)), ""});
+    if (whole.size() < 2 && x_max - x_min < 6) {
+      whole.clear();
+      for (double value = std::ceil(x_min); value <= x_max; ++value)
+        whole.push_back({value, std::to_string(int64_t(value)), ""});
+    }
+    axes.x_ticks = whole;
+  }
   if (plot.y_hi > plot.y_lo && (!plot.log_y || plot.y_lo > 0)) {
     axes.y_lo = plot.y_lo;  // a range shared with other plots
     axes.y_hi = plot.y_hi;
