@@ -1,13 +1,16 @@
 #include "app/bench_scale.h"
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -30,8 +33,9 @@ double elapsed_ms(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-// `command` through the shell: its last line parsed as JSON (null when it is not), wall time and the
-// peak resident memory of the process (and its children) in MB.
+// `argv` run without a shell, its output and errors in `log` (in the bench's private folder): its
+// last line parsed as JSON (null when it is not), wall time and the peak resident memory of the
+// process (and its children) in MB.
 struct ProcessRun {
   nlohmann::json last_json;
   double wall_ms = 0.0;
@@ -39,25 +43,26 @@ struct ProcessRun {
   std::string output;
 };
 
-ProcessRun run_process(const std::string& command) {
+ProcessRun run_process(const std::vector<std::string>& argv, const std::filesystem::path& log) {
   ProcessRun run;
+  std::vector<char*> arguments;
+  for (const std::string& argument : argv) arguments.push_back(const_cast<char*>(argument.c_str()));
+  arguments.push_back(nullptr);
   const auto start = std::chrono::steady_clock::now();
   const pid_t child = fork();
   if (child == 0) {
-    execl("/bin/sh", "sh", "-c", (command + " > /tmp/attnscope-bench-scale.out 2>&1").c_str(), nullptr);
+    const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (out < 0 || ::dup2(out, 1) < 0 || ::dup2(out, 2) < 0) _exit(126);
+    execvp(arguments[0], arguments.data());
     _exit(127);
   }
   int status = 0;
   struct rusage usage {};
   wait4(child, &status, 0, &usage);
   run.wall_ms = elapsed_ms(start);
-  run.peak_mb = double(usage.ru_maxrss) / 1024.0;  // the shell's largest child: the command itself
-  FILE* file = std::fopen("/tmp/attnscope-bench-scale.out", "r");
-  if (file) {
-    char buffer[4096];
-    while (std::fgets(buffer, sizeof buffer, file)) run.output += buffer;
-    std::fclose(file);
-  }
+  run.peak_mb = double(usage.ru_maxrss) / 1024.0;  // the largest child: the command itself
+  std::ifstream file(log);
+  run.output.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
   const auto brace = run.output.rfind('{');
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && brace != std::string::npos)
     run.last_json = nlohmann::json::parse(run.output.substr(brace), nullptr, false);
@@ -72,12 +77,12 @@ void bench_scale(const std::string& python, const std::filesystem::path& folder,
   if (!dinov3 && model_name != "dinov2")
     throw std::invalid_argument("--scale-model '" + model_name + "' is neither dinov2 nor dinov3");
   const std::string script = source_path("bench/pytorch_scale.py");
-  const std::string family = " --family " + model_name + " ";
+  const std::filesystem::path log = folder / "process.out";
   // DINOv3's is a folder: its config.json names the registered architecture whose settings both sides run.
   const std::string model_path = (folder / (dinov3 ? "dinov3_s16" : "dinov2_s14_reg4.safetensors")).string();
   if (python.empty())
     throw std::invalid_argument("bench --scale needs the Python with torch (--python): it writes the weights");
-  if (run_process("'" + python + "' '" + script + "'" + family + "--make '" + model_path + "'").output.find("Error") !=
+  if (run_process({python, script, "--family", model_name, "--make", model_path}, log).output.find("Error") !=
       std::string::npos)
     throw std::runtime_error("bench/pytorch_scale.py could not write the model");
   char self[4096] = {0};
@@ -105,8 +110,8 @@ void bench_scale(const std::string& python, const std::filesystem::path& folder,
     const std::filesystem::path out = folder / ("run" + std::to_string(side));
     std::filesystem::remove_all(out);
     // The whole `run` process: load, forward with capture, the selected layer's summary, files.
-    const ProcessRun run = run_process("'" + attnscope + "' run --resize none --model '" + model_path + "' --image '" +
-                                       image + "' --out '" + out.string() + "'");
+    const ProcessRun run = run_process(
+        {attnscope, "run", "--resize", "none", "--model", model_path, "--image", image, "--out", out.string()}, log);
     // The forward with capture in this process, as the workbench runs it.
     InputSettings input;
     input.resize = ResizeMode::None;
@@ -133,10 +138,10 @@ void bench_scale(const std::string& python, const std::filesystem::path& folder,
     start = std::chrono::steady_clock::now();
     attention_map(layers[layers.size() / 2], selection);
     const double layer_ms = elapsed_ms(start);
-    const ProcessRun eager =
-        run_process("'" + python + "' '" + script + "'" + family + "--model '" + model_path + "' --image '" + image +
-                    "' --threads " + std::to_string(torch::get_num_threads()) + " --runs " + std::to_string(runs) +
-                    " --compare '" + (out / "logits.npy").string() + "'");
+    const ProcessRun eager = run_process({python, script, "--family", model_name, "--model", model_path, "--image",
+                                          image, "--threads", std::to_string(torch::get_num_threads()), "--runs",
+                                          std::to_string(runs), "--compare", (out / "logits.npy").string()},
+                                         log);
     const double tokens = double(last.layout.total_tokens());
     const double limit_ms = vit_forward_gflop(tokens, 384, 12, 6, {}) / gflops * 1000.0;
     std::ostringstream row;

@@ -28,6 +28,7 @@
 #include "core/assets.h"
 #include "core/excerpt.h"
 #include "core/image.h"
+#include "core/scratch_folder.h"
 #include "models/demo_models.h"
 #include "models/inference.h"
 #include "models/model_loader.h"
@@ -393,19 +394,17 @@ int bench_command(const Args& args) {
       if (!item.empty()) items.push_back(item);
     return items;
   };
-  const auto folder = std::filesystem::temp_directory_path() / ("attnscope-bench-" + std::to_string(getpid()));
-  std::filesystem::create_directories(folder);
+  const ScratchFolder scratch("attnscope-bench");
+  const std::filesystem::path& folder = scratch.path();
 
   if (!line.flags["scale"].empty()) {
     bench_scale(python, folder, line.flags["scale-model"]);
-    std::filesystem::remove_all(folder);
     return 0;
   }
   if (!line.flags["family"].empty()) {
     std::vector<Variant> variants;
     for (const auto& name : split(line.flags["variants"])) variants.push_back(parse_variant(name));
     bench_family(line.flags["family"], variants, folder, python, device, warmup, runs, rounds);
-    std::filesystem::remove_all(folder);
     return 0;
   }
   if (!line.flags["analysis"].empty()) {
@@ -425,7 +424,6 @@ int bench_command(const Args& args) {
     bench_spectrum(folder, device, warmup, runs);
     bench_ablation(shapes, folder, device, warmup, runs);
     bench_textspan_prompt(folder, python, device, warmup, runs);
-    std::filesystem::remove_all(folder);
     return 0;
   }
 
@@ -484,7 +482,6 @@ int bench_command(const Args& args) {
     }
   }
   std::cout << "GEMM lim: the forward with capture over the time its matrix products take at the GEMM limit\n";
-  std::filesystem::remove_all(folder);
   return 0;
 }
 

@@ -35,6 +35,7 @@
 #include "core/excerpt.h"
 #include "core/image.h"
 #include "core/number_text.h"
+#include "core/scratch_folder.h"
 #include "models/cpu_threads.h"
 #include "models/model_loader.h"
 
@@ -400,8 +401,8 @@ int device_check_command(const Args& args) {
     bench.device = device;
     bench.runs = std::max(1, line.flag_int("runs"));
     bench.warmup = std::max(0, line.flag_int("warmup"));
-    bench.folder = fs::temp_directory_path() / ("attnscope-device-check-" + std::to_string(getpid()));
-    fs::create_directories(bench.folder);
+    const ScratchFolder scratch("attnscope-device-check");
+    bench.folder = scratch.path();
     std::cout << "\nbench: device " << device.str() << ", median of " << bench.runs << " runs after " << bench.warmup
               << ", eager PyTorch on the same device, weights and threads\n";
     // Each shape on its own: a shape that fails (its eager script, the device's memory) is a row
@@ -426,7 +427,6 @@ int device_check_command(const Args& args) {
       report["bench"] = rows;
       write_report();
     }
-    fs::remove_all(bench.folder);
   }
   // Flushed now: a crash after this line (as on the H200, in LibTorch's CUDA teardown) still shows it.
   std::cout << (failed ? "device-check: a parity row FAILED" : "device-check: every parity row passed") << std::endl;

@@ -3,6 +3,7 @@
 // vision_transformer.py _convert_... for SigLIP), with what each layout fixes that the keys cannot show.
 #include "core/excerpt.h"
 #include "core/number_text.h"
+#include "models/checkpoint_keys.h"
 #include "models/checkpoint_layout_tools.h"
 #include "models/checkpoint_layouts.h"
 

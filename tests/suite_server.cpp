@@ -5,6 +5,11 @@
 // process the suite would have been (the client's working directory, environment, standard
 // streams and arguments), so ctest sees the same output and exit status.
 //
+// The socket sits in a private folder of the user's (mode 0700; suite_protocol.h), and the server
+// answers only connections of its own user (SO_PEERCRED), the client only a server of its own user:
+// no other local user can receive a suite's streams and environment, run code as its user, or
+// answer "passed" for a suite that never ran. A server that cannot listen fails ctest's setup.
+//
 // The server computes nothing, so no OpenMP or LibTorch thread exists when it forks. It detaches
 // (ctest's setup test returns once SOCKET listens), ends at the client's --shutdown (ctest's
 // cleanup test) or after kIdleSeconds without a request, whichever comes first.
@@ -152,28 +157,39 @@ int run_suites(int argc, char** argv) {
   std::_Exit(0);
 }
 
-int serve_suites(const std::string& path) {
+// Serves suites on `name` (tests/suite_client/suite_protocol.h: private_socket_path). Returns 1 with
+// the reason when it cannot listen there (ctest's setup fails loudly, and no suite reports a pass
+// it did not run); 0 without serving under ATTNSCOPE_TESTS_EXEC_EACH=1 (each suite starts a process
+// of its own).
+int serve_suites(const std::string& name) {
+  const char* exec_each = std::getenv("ATTNSCOPE_TESTS_EXEC_EACH");
+  if (exec_each && std::string(exec_each) == "1") return 0;
+  std::string why;
+  const std::string path = attnscope::private_socket_path(name, why);
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
-  if (path.size() >= sizeof address.sun_path) {
-    std::fprintf(stderr, "suite server: socket path too long (%s): the suites start processes of their own\n",
-                 path.c_str());
-    return 0;
+  if (path.empty() || path.size() >= sizeof address.sun_path) {
+    std::fprintf(stderr, "suite server: %s\n", path.empty() ? why.c_str() : ("socket path too long: " + path).c_str());
+    return 1;
   }
   std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
   socket_path = path;
   const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ::unlink(path.c_str());  // a server of an earlier run idles out on its own
+  ::unlink(path.c_str());  // a server of an earlier run (in this private folder) idles out on its own
   if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
       ::listen(listener, 16) != 0) {
-    // Not a failure: ctest would skip every suite; without a server each starts a process of its own.
-    std::fprintf(stderr, "suite server: cannot listen on %s (%s): the suites start processes of their own\n",
+    std::fprintf(stderr,
+                 "suite server: cannot listen on %s (%s): set ATTNSCOPE_TESTS_EXEC_EACH=1 to run each suite in a "
+                 "process of its own\n",
                  path.c_str(), std::strerror(errno));
-    return 0;
+    return 1;
   }
   // Listening before the parent returns: ctest's suites may connect as soon as setup ends.
   const pid_t daemon = ::fork();
-  if (daemon < 0) return 0;  // as above
+  if (daemon < 0) {
+    std::fprintf(stderr, "suite server: cannot fork: %s\n", std::strerror(errno));
+    return 1;
+  }
   if (daemon > 0) return 0;
   ::setsid();
   const int null = ::open("/dev/null", O_RDWR);
@@ -190,6 +206,10 @@ int serve_suites(const std::string& path) {
     }
     const int connection = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
     if (connection < 0) continue;
+    if (attnscope::peer_user(connection) != long(::geteuid())) {  // only its own user's suites
+      ::close(connection);
+      continue;
+    }
     const pid_t handler = ::fork();
     if (handler == 0) {
       ::close(listener);

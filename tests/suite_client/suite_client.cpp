@@ -2,6 +2,8 @@
 // binary's suite server listening on SOCKET (tests/suite_server.cpp says why and how), with this
 // process's working directory, environment and standard streams, and ends as that child ended.
 // Where no server answers, or ATTNSCOPE_TESTS_EXEC_EACH=1, it becomes `BINARY ARGS...` itself.
+// SOCKET is a name in the user's private folder or a path in a private folder (suite_protocol.h);
+// a folder open to others, or a server of another user, is refused.
 // `attnscope_suite_client SOCKET --shutdown` ends the server. Links nothing but libc: its own start
 // is what the server saves.
 #include <signal.h>
@@ -24,11 +26,11 @@ extern char** environ;
 
 namespace {
 
-int connect_to(const char* path) {
+int connect_to(const std::string& path) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
-  if (std::strlen(path) >= sizeof address.sun_path) return -1;
-  std::strcpy(address.sun_path, path);
+  if (path.empty() || path.size() >= sizeof address.sun_path) return -1;
+  std::strcpy(address.sun_path, path.c_str());
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
@@ -77,7 +79,18 @@ int main(int argc, char** argv) {
   const bool shutdown = std::strcmp(argv[2], "--shutdown") == 0;
   const char* exec_each = std::getenv("ATTNSCOPE_TESTS_EXEC_EACH");
   const bool fresh = exec_each && std::strcmp(exec_each, "1") == 0;
-  const int fd = fresh ? -1 : connect_to(argv[1]);
+  std::string why;
+  const std::string path = fresh ? "" : attnscope::private_socket_path(argv[1], why);
+  if (!fresh && path.empty()) {
+    std::fprintf(stderr, "%s: %s\n", argv[0], why.c_str());
+    return 1;
+  }
+  const int fd = fresh ? -1 : connect_to(path);
+  if (fd >= 0 && attnscope::peer_user(fd) != long(::geteuid())) {
+    std::fprintf(stderr, "%s: the suite server on %s is another user's (uid %ld): not sending it a suite\n", argv[0],
+                 path.c_str(), attnscope::peer_user(fd));
+    return 1;
+  }
   std::vector<std::string> args(argv + 2, argv + argc);
   if (shutdown) args.insert(args.begin(), argv[0]);
   if (fd < 0 || !send_request(fd, args)) {
