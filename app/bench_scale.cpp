@@ -116,7 +116,8 @@ void bench_scale(const std::string& python, const std::filesystem::path& folder,
     InputSettings input;
     input.resize = ResizeMode::None;
     configure_input(model, input);
-    const RgbImage prepared = prepare_model_input(load_image_rgb(image), input, model);
+    // Its own noise image: the largest budget there is.
+    const RgbImage prepared = prepare_model_input(load_image_rgb(image, kLargestMaxPixels), input, model);
     const int runs = side > 600 ? 1 : 3;
     std::vector<double> forward_ms;
     InferenceResult result;

@@ -310,7 +310,7 @@ void bench_textspan_prompt(const std::filesystem::path& folder, const std::strin
   }
   LoadedModel model = load_model(path, {}, device);
   const RgbImage prepared =
-      prepare_model_input(load_image_rgb(asset_path("images/chelsea.png")), InputSettings{}, model);
+      prepare_model_input(load_image_rgb(asset_path("images/chelsea.png"), kDefaultMaxPixels), InputSettings{}, model);
   const torch::Tensor image = image_to_tensor(prepared, model.normalization).to(model.device);
   using clock = std::chrono::steady_clock;
   auto since = [](clock::time_point start) {

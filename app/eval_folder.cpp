@@ -92,7 +92,7 @@ CsvTable read_csv(const std::string& path, const std::string& option, const std:
 
 // The object of an image: its mask file, or its boxes drawn filled, at the image's own size.
 cv::Mat object_mask(const std::string& image_path, const cv::Size& size, const std::string& masks_dir,
-                    const std::map<std::string, std::vector<cv::Rect>>& boxes) {
+                    const std::map<std::string, std::vector<cv::Rect>>& boxes, int64_t max_pixels) {
   const fs::path image(image_path);
   if (!masks_dir.empty()) {
     std::vector<fs::path> candidates = {fs::path(masks_dir) / image.filename()};
@@ -100,7 +100,7 @@ cv::Mat object_mask(const std::string& image_path, const cv::Size& size, const s
       candidates.push_back(fs::path(masks_dir) / (image.stem().string() + extension));
     for (const auto& candidate : candidates) {
       if (!fs::is_regular_file(candidate)) continue;
-      cv::Mat rgb = to_mat(load_image_rgb(candidate.string())), gray;
+      cv::Mat rgb = to_mat(load_image_rgb(candidate.string(), max_pixels)), gray;
       if (rgb.size() != size)
         throw std::invalid_argument("mask " + candidate.string() + " is " + std::to_string(rgb.cols) + "x" +
                                     std::to_string(rgb.rows) + ", its image " + std::to_string(size.width) + "x" +
@@ -173,10 +173,11 @@ int eval_dino_masks(const CommandLine& line, const std::vector<std::string>& ima
   ProgressBar bar;
   for (size_t index = 0; index < images.size(); ++index) {
     bar.show(index, images.size(), fs::path(images[index]).filename().string());
-    const RgbImage rgb = load_image_rgb(images[index]);
+    const RgbImage rgb = load_image_rgb(images[index], state.max_pixels);
     const RgbImage prepared = prepare_model_input(rgb, state.input_settings(), model);
-    const torch::Tensor object = prepared_mask(object_mask(images[index], cv::Size(rgb.cols, rgb.rows), masks_dir, {}),
-                                               state.input_settings(), model);
+    const torch::Tensor object =
+        prepared_mask(object_mask(images[index], cv::Size(rgb.cols, rgb.rows), masks_dir, {}, state.max_pixels),
+                      state.input_settings(), model);
     const InferenceResult inference = run_inference(model, prepared, state.attention);
     layer = resolve_layer_index(state.layer, int(inference.forward.layers.size()));
     const AttentionCapture& capture = inference.forward.layers[size_t(layer)];
@@ -306,10 +307,11 @@ int eval_folder(const CommandLine& line) {
   for (size_t index = 0; index < images.size(); ++index) {
     const std::string name = fs::path(images[index]).filename().string();
     bar.show(index, images.size(), name);
-    const RgbImage rgb = load_image_rgb(images[index]);
+    const RgbImage rgb = load_image_rgb(images[index], state.max_pixels);
     const RgbImage prepared = prepare_model_input(rgb, state.input_settings(), model);
-    const torch::Tensor object = prepared_mask(
-        object_mask(images[index], cv::Size(rgb.cols, rgb.rows), masks_dir, boxes), state.input_settings(), model);
+    const torch::Tensor object =
+        prepared_mask(object_mask(images[index], cv::Size(rgb.cols, rgb.rows), masks_dir, boxes, state.max_pixels),
+                      state.input_settings(), model);
     const torch::Tensor input = image_to_tensor(prepared, model.normalization).to(model.device);
     const InferenceResult inference = run_inference(model, prepared, state.attention);
     depth = int(inference.forward.layers.size());

@@ -225,6 +225,13 @@ ResizeMode parse_resize_mode(const std::string& name) { return parse_enum_named<
 
 std::string to_string(ResizeMode mode) { return enum_name(mode); }
 
+std::string pixel_budget_problem(int64_t width, int64_t height, int64_t max_pixels) {
+  if (width <= 0 || height <= 0 || width <= max_pixels / height) return "";
+  return std::to_string(width) + "x" + std::to_string(height) + " pixels, more than --max-pixels " +
+         std::to_string(max_pixels) +
+         " (a guard against decompression bombs, as in Pillow); raise --max-pixels if you trust the file";
+}
+
 RgbImage load_image_rgb(const std::string& path, int64_t max_pixels) {
   auto cannot_read = [&path](const std::string& reason) {
     return ImageError("cannot read image " + path + ": " + reason);
@@ -252,10 +259,8 @@ RgbImage load_image_rgb(const std::string& path, int64_t max_pixels) {
   } catch (const std::runtime_error& e) {
     throw cannot_read(e.what());
   }
-  if (header.width > max_pixels / header.height)
-    throw cannot_read("a " + header.format + " of " + std::to_string(header.width) + "x" +
-                      std::to_string(header.height) + " pixels, more than --max-pixels " + std::to_string(max_pixels) +
-                      " (a guard against decompression bombs, as in Pillow); raise --max-pixels if you trust the file");
+  if (const std::string problem = pixel_budget_problem(header.width, header.height, max_pixels); !problem.empty())
+    throw cannot_read("a " + header.format + " of " + problem);
 
   try {
     return decode_image_pixels(path, header);
@@ -302,7 +307,8 @@ std::array<float, 3> parse_channel_values(const std::string& text, const std::st
 
 bool InputSettings::operator==(const InputSettings& other) const {
   return resize == other.resize && input_size == other.input_size && crop == other.crop &&
-         interpolation == other.interpolation && mean == other.mean && std == other.std;
+         interpolation == other.interpolation && mean == other.mean && std == other.std &&
+         max_pixels == other.max_pixels;
 }
 
 std::string channel_values_text(const std::optional<std::array<float, 3>>& values) {
@@ -317,7 +323,8 @@ std::string to_string(const InputSettings& input) {
   if (input.crop) crop << *input.crop;
   return to_string(input.resize) + " " + input.input_size.text() + " crop=" + crop.str() +
          " interpolation=" + (input.interpolation ? to_string(*input.interpolation) : "") +
-         " mean=" + channel_values_text(input.mean) + " std=" + channel_values_text(input.std);
+         " mean=" + channel_values_text(input.mean) + " std=" + channel_values_text(input.std) +
+         " max_pixels=" + std::to_string(input.max_pixels);
 }
 
 Preprocessing resolve_preprocessing(const InputSettings& input, const DeclaredPreprocessing& declared) {

@@ -58,12 +58,21 @@ struct InputSize {
 
 // How an image becomes a model's input: the resize mode and the input size; the crop fraction,
 // filter, mean and std as given (none: what the checkpoint declares, else timm's ImageNet defaults).
+// Pillow's decompression bomb guard (PIL.Image.MAX_IMAGE_PIXELS): the default of --max-pixels.
+constexpr int64_t kDefaultMaxPixels = 89'478'485;
+constexpr int64_t kLargestMaxPixels = int64_t(1) << 30;  // OpenCV's own limit
+
+// Why a frame of width x height may not be decoded under `max_pixels` ("" when it may): the one
+// guard every decoded picture passes (images, video frames, folder and ablation images).
+std::string pixel_budget_problem(int64_t width, int64_t height, int64_t max_pixels);
+
 struct InputSettings {
   ResizeMode resize = ResizeMode::Auto;
   InputSize input_size;
   std::optional<double> crop;  // timm's crop_pct, in (0, 1]
   std::optional<Interpolation> interpolation;
   std::optional<std::array<float, 3>> mean, std;
+  int64_t max_pixels = kDefaultMaxPixels;  // --max-pixels: every image this model reads is held to it
   bool operator==(const InputSettings& other) const;
 };
 std::string to_string(const InputSettings& input);  // every field, for cache keys
@@ -101,14 +110,10 @@ struct Preprocessing {
 };
 Preprocessing resolve_preprocessing(const InputSettings& input, const DeclaredPreprocessing& declared);
 
-// Pillow's decompression bomb guard (PIL.Image.MAX_IMAGE_PIXELS): the default of --max-pixels.
-constexpr int64_t kDefaultMaxPixels = 89'478'485;
-constexpr int64_t kLargestMaxPixels = int64_t(1) << 30;  // OpenCV's own limit
-
 // Decodes an image into 8-bit RGB (3 channels; gray and alpha are converted): any format OpenCV
 // reads, PNG and JPEG in the engine-only build. The size in its header is checked against
 // `max_pixels` before anything is decoded.
-RgbImage load_image_rgb(const std::string& path, int64_t max_pixels = kDefaultMaxPixels);
+RgbImage load_image_rgb(const std::string& path, int64_t max_pixels);
 
 // PIL's Image.resize(..., BICUBIC or BILINEAR) on 8-bit RGB, bit-exact (antialiased when shrinking).
 RgbImage resize_pil(const RgbImage& rgb, int width, int height, Interpolation filter);

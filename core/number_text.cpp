@@ -1,5 +1,7 @@
 #include "core/number_text.h"
 
+#include <cmath>
+
 #include <sstream>
 #include <stdexcept>
 
@@ -27,10 +29,11 @@ double parse_double_option(const std::string& name, const std::string& value) {
   try {
     size_t used = 0;
     const double parsed = std::stod(value, &used);
-    if (used == value.size()) return parsed;
+    // No option means anything by inf or NaN: every knob and setting is a finite number.
+    if (used == value.size() && std::isfinite(parsed)) return parsed;
   } catch (const std::exception&) {
   }
-  throw std::invalid_argument("--" + name + " expects a number, got '" + excerpt(value) + "'");
+  throw std::invalid_argument("--" + name + " expects a finite number, got '" + excerpt(value) + "'");
 }
 
 }  // namespace attnscope

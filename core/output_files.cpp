@@ -55,7 +55,18 @@ void OutputFiles::add(BundleFile file) {
   files_.push_back(std::move(file));
 }
 
-void OutputFiles::add_npy(const std::string& name, const torch::Tensor& tensor) { add_bytes(name, npy_bytes(tensor)); }
+void OutputFiles::add_npy(const std::string& name, const torch::Tensor& tensor) {
+  // No result is written as success with NaN or Inf in it: the set is refused before anything is
+  // written, naming the quantity (issue 60: all-NaN relevance maps and inf logits had exit 0).
+  if (tensor.defined() && tensor.is_floating_point()) {
+    const int64_t bad = tensor.numel() - torch::isfinite(tensor).sum().item<int64_t>();
+    if (bad > 0)
+      throw std::runtime_error(name + " would hold " + std::to_string(bad) + " of " + std::to_string(tensor.numel()) +
+                               " values that are not finite (NaN or Inf): the computation overflowed or the model's "
+                               "weights are not finite (check its warnings); nothing was written");
+  }
+  add_bytes(name, npy_bytes(tensor));
+}
 
 void OutputFiles::add_png(const std::string& name, const RgbImage& rgb) { add_bytes(name, encode_png(rgb)); }
 

@@ -677,7 +677,8 @@ AttentionKnob count_knob(int AttentionSettings::*field, AttentionKnob row) {
 std::vector<AttentionKnob> make_knobs() {
   std::vector<AttentionKnob> knobs;
 
-  AttentionKnob p{"p", "P", "FLatten focusing factor (default 3)", "p="};
+  AttentionKnob p{"p", "P", "FLatten focusing factor, in (0, " + format_double(kMaxFocusingFactor) + "] (default 3)",
+                  "p="};
   p.control_label = "p (focused)";
   p.scope = KnobScope::Panel;
   p.slider_min = 1.0;
@@ -686,7 +687,10 @@ std::vector<AttentionKnob> make_knobs() {
       &AttentionSettings::p, p,
       [](const std::string& text) {
         const double value = parse_double_option("p", text);
-        if (!(value > 0)) throw std::invalid_argument("--p must be positive");
+        if (!(value > 0) || value > kMaxFocusingFactor)
+          throw std::invalid_argument("--p must be in (0, " + format_double(kMaxFocusingFactor) + "], got " +
+                                      format_double(value) +
+                                      ": above it f_p keeps each vector's largest channel alone and rows go to zero");
         return value;
       },
       [](const double& value) { return format_double(value); });

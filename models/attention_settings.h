@@ -80,6 +80,10 @@ constexpr int kDefaultPooledAnchors = 30;
 // Agent tokens pooled from the queries when a layer has no learned count and none is given (the
 // authors' DeiT-T/S: 7 x 7).
 constexpr int kDefaultAgents = 49;
+// FLatten's focusing factor p: the largest the knob takes. f_p divides by each vector's largest
+// channel before the power, so the other channels' powers underflow float32 past about p = 38 at a
+// ratio of 0.1: the features become one-hot and rows of keys without the query's channel go to zero.
+constexpr double kMaxFocusingFactor = 32.0;
 // PolaFormer's alpha: its configs' value, and the largest the knob takes: powers up to 1 + alpha
 // = 9 keep a product of two powered features of order 30 finite in float32 (30^18 ~ 4e26).
 constexpr double kDefaultPolaAlpha = 4.0;

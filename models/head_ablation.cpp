@@ -78,7 +78,7 @@ void prepare_head_ablation(LoadedModel& model, const AttentionSettings& settings
   c10::InferenceMode normal_tensors(false);
   std::vector<torch::Tensor> images;
   for (const std::string& file : files) {
-    const RgbImage prepared = prepare_model_input(load_image_rgb(file), model.input, model);
+    const RgbImage prepared = prepare_model_input(load_image_rgb(file, model.input.max_pixels), model.input, model);
     if (prepared.rows != height || prepared.cols != width)
       throw std::invalid_argument("--ablation-images: " + file + " is " + std::to_string(prepared.cols) + "x" +
                                   std::to_string(prepared.rows) + " once prepared, the input " + std::to_string(width) +

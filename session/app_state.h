@@ -138,7 +138,7 @@ struct InputSelection {
   std::optional<std::array<float, 3>> mean, std;
   int64_t max_pixels = kDefaultMaxPixels;  // images whose header declares more are refused
 
-  InputSettings input_settings() const { return {resize, input_size, crop, interpolation, mean, std}; }
+  InputSettings input_settings() const { return {resize, input_size, crop, interpolation, mean, std, max_pixels}; }
   ArchOverrides arch_overrides() const { return ArchOverrides::parse(arch, config); }
   std::string key() const;
 };

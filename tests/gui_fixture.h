@@ -67,7 +67,8 @@ class GuiTest : public ::testing::Test {
     apply_json(state, session);
     state.attention.variant = variant;
     LoadedModel model = load_model(kModel, ArchOverrides::parse("heads=2"), torch::kCPU);
-    const RgbImage prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
+    const RgbImage prepared =
+        prepare_model_input(load_image_rgb(state.image, kDefaultMaxPixels), state.input_settings(), model);
     const InferenceResult result = run_inference(model, prepared, state.attention);
     const TokenLayout& layout = result.forward.layout;
     const int token = resolve_query(state.query, layout).token;
@@ -96,7 +97,8 @@ class GuiTest : public ::testing::Test {
     AppState state;
     apply_json(state, session);
     LoadedModel model = load_model(model_path, {}, torch::kCPU);
-    const RgbImage prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
+    const RgbImage prepared =
+        prepare_model_input(load_image_rgb(state.image, kDefaultMaxPixels), state.input_settings(), model);
     const InferenceResult result = run_inference(model, prepared, state.attention);
     return {result.forward.layout, result.forward.layers.back().matrix(0, head)};
   }

@@ -186,8 +186,8 @@ TEST(TargetParity, AnImageTargetWorksOnAnyEmbeddingModel) {
   configure_input(model, whole_image());
   const std::string file = kCases + "image.png";
   const AttributionTarget target = resolve(model, parse_target_spec("image:" + file));
-  const torch::Tensor input =
-      image_to_tensor(prepare_model_input(load_image_rgb(file), whole_image(), model), model.normalization);
+  const torch::Tensor input = image_to_tensor(
+      prepare_model_input(load_image_rgb(file, kDefaultMaxPixels), whole_image(), model), model.normalization);
   CamOptions options;
   options.target = target;
   const CamResult cam = class_activation_map(model.native("test"), input, {}, options);

@@ -113,7 +113,7 @@ TEST_F(BundledClip, LoadsAsAFullClipWithItsTextTowerAndClipsPreprocessing) {
   EXPECT_EQ(model_->normalization.mean[0], 0.48145466f);  // OpenAI CLIP's mean, as training used
   // The signs are at the input size: CLIP's resize and centre crop leave their pixels as they are,
   // which is what scripts/train_demo_clip.py feeds the model.
-  const RgbImage sign = load_image_rgb(asset_path("images/sign_4.png"));
+  const RgbImage sign = load_image_rgb(asset_path("images/sign_4.png"), kDefaultMaxPixels);
   const RgbImage prepared = prepare_model_input(sign, clip_input(), *model_);
   EXPECT_TRUE(prepared.same_pixels(sign));
 }
@@ -132,7 +132,7 @@ TEST_F(BundledClip, ScoresTheBundledSignsAsTheCardSays) {
   for (auto it = std::sregex_iterator(content.begin(), content.end(), entry); it != std::sregex_iterator(); ++it) {
     ++signs;
     const std::string file = (*it)[1];
-    const RgbImage sign = load_image_rgb(asset_path("images/" + file));
+    const RgbImage sign = load_image_rgb(asset_path("images/" + file), kDefaultMaxPixels);
     const ClipZeroShot scores = clip_zero_shot(*model_, input(sign), ids);
     EXPECT_EQ(scores.probabilities.argmax().item<int64_t>(), std::stoi((*it)[2])) << file;
     // The card rounds to 3 decimals; float32 sums in another order move a probability by far less.

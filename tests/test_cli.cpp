@@ -108,7 +108,7 @@ TEST_F(CliTest, RunWritesOutputsConsistentWithTheEngine) {
   ArchOverrides overrides;
   overrides.values["heads"] = 2;
   LoadedModel model = load_model(kModel, overrides, torch::kCPU);
-  const auto prepared = prepare_model_input(load_image_rgb(image_), state.input_settings(), model);
+  const auto prepared = prepare_model_input(load_image_rgb(image_, kDefaultMaxPixels), state.input_settings(), model);
   const auto engine = run_inference(model, prepared, state.attention);
   const auto row = read_npy((out / "attention_l1_h1.npy").string());
   const auto matrix = read_npy((out / "matrix_l1_h1.npy").string());
@@ -207,7 +207,7 @@ TEST_F(CliTest, ReportsBadInputClearly) {
                      "--query expects cls, dist, regN or ROW,COL");
   expect_clear_error("run" + model + " --image " + image_ + " --resize none", "--resize timm or fit");
   expect_clear_error("run" + model + " --image " + image_ + " --size 100", "not a multiple of 16");
-  expect_clear_error("run" + model + " --image " + image_ + " --p -1", "--p must be positive");
+  expect_clear_error("run" + model + " --image " + image_ + " --p -1", "--p must be in (0, 32]");
   expect_clear_error("run" + model + " --image " + image_ + " --bogus 1", "unknown option --bogus");
   expect_clear_error("frobnicate", "unknown command");
   // No output of a failed run is left behind half-written.

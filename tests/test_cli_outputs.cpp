@@ -112,8 +112,8 @@ TEST_F(CliOutputsTest, PreprocessingComesFromTheCheckpointsConfig) {
   LoadedModel model = load_model(with_cfg, {}, torch::kCPU);
   InputSettings input;
   const RgbImage expected_input =
-      prepare_image(load_image_rgb(image), ResizeMode::Timm, 96, 96, 1.0, Interpolation::Bilinear);
-  EXPECT_TRUE(prepare_model_input(load_image_rgb(image), input, model).same_pixels(expected_input));
+      prepare_image(load_image_rgb(image, kDefaultMaxPixels), ResizeMode::Timm, 96, 96, 1.0, Interpolation::Bilinear);
+  EXPECT_TRUE(prepare_model_input(load_image_rgb(image, kDefaultMaxPixels), input, model).same_pixels(expected_input));
   const InferenceResult engine = run_inference(model, expected_input, AttentionSettings{});
   EXPECT_TRUE(torch::allclose(read_npy(path("cfg/logits.npy")), engine.forward.logits[0], 1e-5, 1e-6));
 
@@ -185,7 +185,8 @@ TEST_F(CliOutputsTest, ExportOfTheMeanViewWithACheckpointPerPanel) {
     const auto& panel = manifest["panels"][column];
     LoadedModel model = load_model(column == 0 ? first : other, {}, torch::kCPU);
     const InferenceResult result =
-        run_inference(model, prepare_model_input(load_image_rgb(image), InputSettings{}, model), AttentionSettings{});
+        run_inference(model, prepare_model_input(load_image_rgb(image, kDefaultMaxPixels), InputSettings{}, model),
+                      AttentionSettings{});
     const AttentionCapture& capture = result.forward.layers.back();
     const int token = capture.layout.patch_token(5, 6);
     torch::Tensor mean = torch::zeros({capture.key_layout.total_tokens()});
@@ -260,7 +261,7 @@ namespace test_cli_outputs {
 TEST_F(CliOutputsTest, FocusingOnAHeadsOwnVectorsIsVisibleAndExports) {
   LoadedModel model = load_model(default_model_path(), {}, torch::kCPU);
   const RgbImage prepared =
-      prepare_model_input(load_image_rgb(asset_path("images/sign_4.png")), InputSettings{}, model);
+      prepare_model_input(load_image_rgb(asset_path("images/sign_4.png"), kDefaultMaxPixels), InputSettings{}, model);
   const InferenceResult result = run_inference(model, prepared, AttentionSettings{});
   c10::InferenceMode guard;
   for (FocusProjectionKind kind : {FocusProjectionKind::Channels, FocusProjectionKind::Pca}) {

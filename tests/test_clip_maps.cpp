@@ -9,6 +9,9 @@
 #include <fstream>
 
 #include "analysis/clip_maps.h"
+#include "core/assets.h"
+#include "core/checkpoint.h"
+#include "core/excerpt.h"
 #include "core/npy.h"
 #include "core/prompt_file.h"
 #include "models/clip_zero_shot.h"
@@ -303,6 +306,53 @@ TEST(ClipMapsRefusals, BadPromptFilesNameTheLineAndWriteNothing) {
   expect_refused(*run_cli(c, "--analysis zero-shot"), "needs --prompts FILE");
   expect_refused(*run_cli(c, "--analysis legrad"), "needs --prompt TEXT");
   expect_refused(*run_cli(c, "--analysis chefer-clip --prompt red --start-layer 3"), "--start-layer 3");
+}
+
+// A prompt file's escape sequences reach the terminal as visible escapes, in reports and in errors
+// (issue 60: ESC ] 0 ; ... BEL in a prompt retitled the terminal).
+TEST(ClipMapsRefusals, EscapeSequencesInPromptsNeverReachTheTerminal) {
+  const nlohmann::json& c = folder().cases().at(0);
+  TestFolder temp("clip_escapes");
+  const std::string file = temp.file("escapes.txt");
+  std::ofstream(file, std::ios::binary) << "\x1b]0;owned\x07red\n\x1b[2Jblue\n\xc2\x9b"
+                                        << "31mgreen\n";
+  const auto run = run_cli(c, "--analysis zero-shot --prompts '" + file + "'");
+  ASSERT_EQ(run->command.exit_code, 0) << run->command.err;
+  for (const std::string* stream : {&run->command.out, &run->command.err}) {
+    EXPECT_EQ(stream->find('\x1b'), std::string::npos) << *stream;
+    EXPECT_EQ(stream->find("\xc2\x9b"), std::string::npos) << *stream;
+  }
+  EXPECT_CONTAINS(run->command.out, "\\x1b");
+  std::string long_prompt = "\x1b[2J";
+  for (int i = 0; i < 80; ++i) long_prompt += "dog ";
+  const auto refused = run_cli(c, "--analysis chefer-clip --prompt '" + long_prompt + "'");
+  EXPECT_NE(refused->command.exit_code, 0);
+  EXPECT_CONTAINS(refused->command.err, "\\x1b[2Jdog");
+  EXPECT_EQ(refused->command.err.find('\x1b'), std::string::npos) << refused->command.err;
+  EXPECT_EQ(excerpt("a\x1b[2Jb\x7f"), "a\\x1b[2Jb\\x7f");
+  EXPECT_EQ(one_line("x\r\ny\x1b"), "x  y\\x1b");
+}
+
+// A finite logit_scale whose exponential overflows (100: e^100 > float32's largest) is refused naming
+// it, where zero-shot wrote inf logits and NaN probabilities with exit 0 (issue 60).
+TEST(ClipMapsRefusals, AnOverflowingLogitScaleIsRefused) {
+  TestFolder temp("clip_logit_scale");
+  Checkpoint clip = load_checkpoint(asset_path("models/clip.safetensors"));
+  ASSERT_TRUE(clip.tensors.count("logit_scale"));
+  clip.tensors["logit_scale"] = torch::full_like(clip.tensors["logit_scale"], 100.0);
+  const std::string model = temp.file("clip_scale100.safetensors");
+  save_safetensors(model, clip.tensors, clip.metadata);
+  const std::string prompts = temp.file("prompts.txt");
+  std::ofstream(prompts) << "the digit 4\nthe digit 1\n";
+  const fs::path out = temp.path() / "out";
+  const CommandRun run =
+      run_attnscope("analyze --analysis zero-shot --model '" + model + "' --image '" + asset_path("images/sign_4.png") +
+                        "' --prompts '" + prompts + "' --out '" + out.string() + "'",
+                    temp.path());
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_FALSE(run.crashed);
+  EXPECT_CONTAINS(run.err, "logit_scale 100");
+  EXPECT_FALSE(fs::exists(out / "summary.json"));
 }
 
 TEST(ClipMapsRefusals, AModelWithoutATextTowerIsRefusedNamingWhatIsMissing) {

@@ -257,6 +257,18 @@ TEST(ClipTextParity, ShorterIdsGiveTheSameEmbedding) {
   EXPECT_LT(relative_error(shorter, full), text_path_sum(tower.arch()) * kUnitRoundoff);
 }
 
+// With autograd on (as a gradient method's process runs), encoding prompts keeps no graph: memory does
+// not grow with the prompts (issue 60: 20,000 prompts took 4.8 GB and ended in the allocator).
+TEST(ClipTextParity, EncodingKeepsNoGraphWhateverTheGradMode) {
+  const nlohmann::json& c = case_named("hf_clip");
+  LoadedModel model = load_case(c);
+  ClipTextTowerImpl& tower = model.text("test");
+  torch::AutoGradMode with_gradients(true);
+  const torch::Tensor embedding = tower.encode_text(case_file(c, "ids").slice(0, 0, 3));
+  EXPECT_FALSE(embedding.requires_grad());
+  EXPECT_FALSE(embedding.grad_fn());
+}
+
 // ---- CLIP's scores.
 
 // logits = logit_scale.exp() * cos; the gradient of one with respect to the image embedding is

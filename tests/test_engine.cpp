@@ -313,7 +313,9 @@ TEST(Engine, FocusIsFiniteAndExactAtLargeP) {
   AttentionSettings settings;
   settings.p = 60;
   const InferenceResult result = run_inference(
-      model, prepare_model_input(load_image_rgb(default_image_path()), state.input_settings(), model), settings);
+      model,
+      prepare_model_input(load_image_rgb(default_image_path(), kDefaultMaxPixels), state.input_settings(), model),
+      settings);
   EXPECT_TRUE(torch::isfinite(result.forward.logits).all().item<bool>());
   EXPECT_TRUE(torch::isfinite(result.forward.layers.back().matrix(0, 0)).all().item<bool>());
 }

@@ -82,7 +82,8 @@ TEST_F(EngineFigureTest, GridPanelsHoldTheEnginesAttentionRows) {
   state.head = 1;
   state.query = QuerySpec::parse("2,3");
   const FigureRequest request = FigureRequest::from_state(state);
-  const RgbImage prepared = prepare_model_input(load_image_rgb(image_), state.input_settings(), *model_);
+  const RgbImage prepared =
+      prepare_model_input(load_image_rgb(image_, kDefaultMaxPixels), state.input_settings(), *model_);
   const Figure figure = build_figure(request, *model_, prepared, "input.png");
   ASSERT_EQ(figure.rows, 2);
   ASSERT_EQ(figure.cols, 2);
@@ -115,7 +116,8 @@ TEST_F(EngineFigureTest, MatrixBesideItsSpectrumWithTheRankMarked) {
   AppState state;
   state.figure.layout = "matrix-spectrum";
   state.attention.variant = Variant::Linear;
-  const RgbImage prepared = prepare_model_input(load_image_rgb(image_), state.input_settings(), *model_);
+  const RgbImage prepared =
+      prepare_model_input(load_image_rgb(image_, kDefaultMaxPixels), state.input_settings(), *model_);
   const Figure figure = build_figure(FigureRequest::from_state(state), *model_, prepared, "input.png");
   ASSERT_EQ(figure.rows, 1);
   ASSERT_EQ(figure.cols, 2);
@@ -140,7 +142,8 @@ TEST_F(EngineFigureTest, GradCamBesideAttentionAndRollout) {
   state.figure.variants = parse_panel_list("softmax,window:window=3", "--variants");
   const FigureRequest request = FigureRequest::from_state(state);
   EXPECT_EQ(request.variants[1].label, "window w=3");
-  const RgbImage prepared = prepare_model_input(load_image_rgb(image_), state.input_settings(), *model_);
+  const RgbImage prepared =
+      prepare_model_input(load_image_rgb(image_, kDefaultMaxPixels), state.input_settings(), *model_);
   const Figure figure = build_figure(request, *model_, prepared, "input.png");
   ASSERT_EQ(figure.rows, 2);
   ASSERT_EQ(figure.cols, 3);
@@ -180,7 +183,8 @@ TEST_F(EngineFigureTest, FocusingDemonstrationFromTheAnalyses) {
   state.attention.variant = Variant::Focused;
   state.attention.p = 4;
   state.layer = 0;
-  const RgbImage prepared = prepare_model_input(load_image_rgb(image_), state.input_settings(), *model_);
+  const RgbImage prepared =
+      prepare_model_input(load_image_rgb(image_, kDefaultMaxPixels), state.input_settings(), *model_);
   const Figure figure = build_figure(FigureRequest::from_state(state), *model_, prepared, "input.png");
   ASSERT_EQ(figure.rows, 2);
   ASSERT_EQ(figure.cols, 3);

@@ -381,8 +381,8 @@ TEST_F(ExportScreenTest, L2VitAfterTheLcm) {
   expect_panels_equal_screen(info, figure, out());
   // And it is the map after the LCM, not before it.
   LoadedModel model = load_model(session["model"].get<std::string>(), {}, torch::kCPU);
-  const RgbImage prepared =
-      prepare_model_input(load_image_rgb(session["image"].get<std::string>()), InputSettings{}, model);
+  const RgbImage prepared = prepare_model_input(load_image_rgb(session["image"].get<std::string>(), kDefaultMaxPixels),
+                                                InputSettings{}, model);
   const InferenceResult result = run_inference(model, prepared, AttentionSettings{});
   const AttentionCapture& capture = result.forward.layers[1];
   ASSERT_TRUE(capture.has_lcm());

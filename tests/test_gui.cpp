@@ -77,7 +77,8 @@ TEST_F(GuiTest, SwinShiftedWindowRowAndOutline) {
   AppState state;
   apply_json(state, session);
   LoadedModel model = load_model(model_path, {}, torch::kCPU);
-  const RgbImage prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
+  const RgbImage prepared =
+      prepare_model_input(load_image_rgb(state.image, kDefaultMaxPixels), state.input_settings(), model);
   const InferenceResult result = run_inference(model, prepared, state.attention);
   const AttentionCapture& layer = result.forward.layers[1];
   const int token = layer.layout.patch_token(3, 3);
@@ -156,7 +157,8 @@ TEST_F(GuiTest, StartsOnTheBundledDefault) {
 
   LoadedModel model = load_model(default_model_path(), {}, torch::kCPU);
   AppState state;
-  const RgbImage prepared = prepare_model_input(load_image_rgb(default_image_path()), state.input_settings(), model);
+  const RgbImage prepared =
+      prepare_model_input(load_image_rgb(default_image_path(), kDefaultMaxPixels), state.input_settings(), model);
   const InferenceResult result = run_inference(model, prepared, state.attention);
   const int layer = info["layer"];
   const torch::Tensor row = result.forward.layers[size_t(layer)].row(0, 0, 0).slice(0, 1).contiguous();
@@ -252,7 +254,8 @@ TEST_F(GuiTest, GradCamViewShowsTheEnginesMap) {
   AppState state;
   apply_json(state, session);
   LoadedModel model = load_model(kModel, ArchOverrides::parse("heads=2"), torch::kCPU);
-  const RgbImage prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
+  const RgbImage prepared =
+      prepare_model_input(load_image_rgb(state.image, kDefaultMaxPixels), state.input_settings(), model);
   GradCamOptions options;
   options.target = class_target(3);
   const GradCamResult cam = grad_cam(model.vit(), image_to_tensor(prepared), state.attention, options);
@@ -291,6 +294,27 @@ TEST_F(GuiTest, VideoFramesFlowThroughTheLatestWinsWorker) {
   EXPECT_EQ(info["shown_frame"], frames);
   EXPECT_GE(info["results"].get<int>(), 1);
   EXPECT_EQ(info["views"].size(), 1u);
+}
+
+// Video frames pass --max-pixels as images do (issue 60: a 3.6 MB AVI declaring 16000 x 16000 frames
+// ended the workbench with an uncaught out-of-memory in the video thread): the video is refused
+// naming the budget, and the workbench goes on with the image.
+TEST_F(GuiTest, VideoFramesPassTheMaxPixelsGuard) {
+  const std::string video = (folder_ / "large.avi").string();
+  {
+    cv::VideoWriter writer(video, cv::VideoWriter::fourcc('M', 'J', 'P', 'G'), 30.0, cv::Size(160, 120));
+    ASSERT_TRUE(writer.isOpened());
+    for (int i = 0; i < 4; ++i) writer.write(cv::Mat(120, 160, CV_8UC3, cv::Scalar(40 * i, 20, 20)));
+  }
+  nlohmann::json session = base_session();
+  session["image"] = asset_path("images/sign_4.png");  // 96 x 96: within the budget below
+  session["max-pixels"] = 10000;
+  ASSERT_EQ(run_gui(session, 4, "--video '" + video + "'"), 0) << log();
+  const nlohmann::json info = shot_info();
+  EXPECT_NE(info["input_error"].get<std::string>().find("160x120 pixels, more than --max-pixels 10000"),
+            std::string::npos)
+      << info.dump();
+  EXPECT_GE(info["results"].get<int>(), 1) << "the image was not run";
 }
 
 // A video or camera that cannot be opened says so until the input changes: the inference that
@@ -380,7 +404,8 @@ TEST_F(GuiTest, RolloutViewShowsTheEnginesRollout) {
   AppState state;
   apply_json(state, session);
   LoadedModel model = load_model(kModel, ArchOverrides::parse("heads=2"), torch::kCPU);
-  const RgbImage prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
+  const RgbImage prepared =
+      prepare_model_input(load_image_rgb(state.image, kDefaultMaxPixels), state.input_settings(), model);
   const InferenceResult result = run_inference(model, prepared, state.attention);
   RolloutOptions options;
   options.fusion = HeadFusion::Max;
@@ -409,7 +434,8 @@ void expect_engine_metrics(const nlohmann::json& session, const nlohmann::json& 
   AppState state;
   apply_json(state, session);
   LoadedModel model = load_model(kModel, ArchOverrides::parse("heads=2"), torch::kCPU);
-  const RgbImage prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
+  const RgbImage prepared =
+      prepare_model_input(load_image_rgb(state.image, kDefaultMaxPixels), state.input_settings(), model);
   size_t index = 0;
   for (Variant variant : {Variant::Softmax, Variant::Linear}) {
     state.attention.variant = variant;
@@ -517,7 +543,8 @@ TEST_F(GuiTest, AttributionViewShowsEachPanelsOwnMapWithItsDeletionAuc) {
   AppState state;
   apply_json(state, session);
   LoadedModel model = load_model(kModel, ArchOverrides::parse("heads=2"), torch::kCPU);
-  const RgbImage prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
+  const RgbImage prepared =
+      prepare_model_input(load_image_rgb(state.image, kDefaultMaxPixels), state.input_settings(), model);
   const std::vector<AttentionSettings> panels = state.panel_settings();
   std::vector<std::vector<double>> levels;
   for (size_t p = 0; p < panels.size(); ++p) {

@@ -16,8 +16,8 @@ namespace test_gui_panels {
 std::vector<float> panel_row(const std::string& model_path, const std::string& arch, const AttentionSettings& settings,
                              const std::string& image, const std::string& query, int head, int layer = -1) {
   LoadedModel model = load_model(model_path, ArchOverrides::parse(arch), torch::kCPU);
-  const InferenceResult result =
-      run_inference(model, prepare_model_input(load_image_rgb(image), InputSettings{}, model), settings);
+  const InferenceResult result = run_inference(
+      model, prepare_model_input(load_image_rgb(image, kDefaultMaxPixels), InputSettings{}, model), settings);
   const AttentionCapture& capture =
       result.forward.layers[size_t(resolve_layer_index(layer, int(result.forward.layers.size())))];
   const torch::Tensor row =

@@ -180,7 +180,8 @@ TEST(HeadAblation, MeanAblationPreparesItsFolderAsTheInputAndGradientsSeeIt) {
   const std::filesystem::path images = write_images(test, 3, 80);
   LoadedModel loaded = load_model(default_model_path(), {}, torch::kCPU);
   configure_input(loaded, {});
-  const RgbImage prepared = prepare_model_input(load_image_rgb(asset_path("images/sign_4.png")), {}, loaded);
+  const RgbImage prepared =
+      prepare_model_input(load_image_rgb(asset_path("images/sign_4.png"), kDefaultMaxPixels), {}, loaded);
   AttentionSettings settings;
   settings.ablation.heads = {{1, 0}, {2, 1}};
   settings.ablation.kind = AblationKind::Mean;
@@ -193,7 +194,8 @@ TEST(HeadAblation, MeanAblationPreparesItsFolderAsTheInputAndGradientsSeeIt) {
   // The means are those of the folder's images prepared as the input was, through the unablated model.
   std::vector<torch::Tensor> inputs;
   for (const std::string& file : list_images(images.string()))
-    inputs.push_back(image_to_tensor(prepare_model_input(load_image_rgb(file), {}, loaded), loaded.normalization));
+    inputs.push_back(image_to_tensor(prepare_model_input(load_image_rgb(file, kDefaultMaxPixels), {}, loaded),
+                                     loaded.normalization));
   EXPECT_TRUE(torch::equal(means->z, average_head_outputs(loaded.vit(), inputs, settings)));
   const InferenceResult unablated = run_inference(loaded, prepared, {});
   EXPECT_GT(max_abs_difference(ablated.forward.logits, unablated.forward.logits), 1e-4);
@@ -209,6 +211,20 @@ TEST(HeadAblation, MeanAblationPreparesItsFolderAsTheInputAndGradientsSeeIt) {
   expect_refusal([&] { run_inference(loaded, prepared, settings); }, "holds no images");
 }
 
+// The folder's images pass --max-pixels as the input does (issue 60: --ablation-images ignored it).
+TEST(HeadAblation, TheMeansFolderPassesTheMaxPixelsGuard) {
+  TestFolder test("head_ablation_pixels");
+  const std::filesystem::path images = write_images(test, 2, 200);
+  const std::string out = (test.path() / "run").string();
+  const CommandRun run = run_attnscope("run --ablate 1.0 --ablation mean --ablation-images '" + images.string() +
+                                           "' --max-pixels 20000 --out '" + out + "'",
+                                       test.path());
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_FALSE(run.crashed);
+  EXPECT_NE(run.err.find("200x200 pixels, more than --max-pixels 20000"), std::string::npos) << run.err;
+  EXPECT_FALSE(std::filesystem::exists(out + "/summary.json"));
+}
+
 TEST(HeadAblation, TheCommandsWriteTheAblatedModelsOutputsAndTheResidualStreamAnalyses) {
   TestFolder test("head_ablation_cli");
   const std::string image = asset_path("images/sign_4.png");
@@ -216,7 +232,7 @@ TEST(HeadAblation, TheCommandsWriteTheAblatedModelsOutputsAndTheResidualStreamAn
   ASSERT_EQ(run.exit_code, 0) << run.err;
   LoadedModel loaded = load_model(default_model_path(), {}, torch::kCPU);
   configure_input(loaded, {});
-  const RgbImage prepared = prepare_model_input(load_image_rgb(image), {}, loaded);
+  const RgbImage prepared = prepare_model_input(load_image_rgb(image, kDefaultMaxPixels), {}, loaded);
   AttentionSettings settings;
   settings.ablation.heads = {{1, 0}, {2, 1}};
   const torch::Tensor ablated = run_inference(loaded, prepared, settings).forward.logits[0];

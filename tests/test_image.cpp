@@ -81,7 +81,7 @@ TEST(ResizeMode, ParsesAndPrintsTheThreeNames) {
 TEST(LoadImage, DecodesLikePil) {
   for (const auto& image : fixture_index()["images"]) {
     const std::string file = image["file"];
-    const RgbImage loaded = load_image_rgb(fixture(file));
+    const RgbImage loaded = load_image_rgb(fixture(file), kDefaultMaxPixels);
     expect_identical(loaded, read_rgb_npy(image["decoded"]),
                      file + " (expected from " + image["decoded_by"].get<std::string>() + ")");
   }
@@ -90,7 +90,7 @@ TEST(LoadImage, DecodesLikePil) {
 TEST(LoadImage, ReportsMissingAndUnreadableFiles) {
   auto message_for = [](const std::string& path) -> std::string {
     try {
-      load_image_rgb(path);
+      load_image_rgb(path, kDefaultMaxPixels);
     } catch (const ImageError& e) {
       return e.what();
     }
@@ -195,7 +195,8 @@ TEST(ImageToTensor, MatchesToTensorAndNormalize) {
 }
 
 TEST(ImageToTensor, EndToEndFromAJpegFile) {
-  const RgbImage prepared = prepare_image(load_image_rgb(fixture("photo.jpg")), ResizeMode::Timm, 224, 224);
+  const RgbImage prepared =
+      prepare_image(load_image_rgb(fixture("photo.jpg"), kDefaultMaxPixels), ResizeMode::Timm, 224, 224);
   const torch::Tensor expected = read_npy(fixture("photo.tensor.npy"));
   EXPECT_LE((image_to_tensor(prepared) - expected).abs().max().item<float>(), 1e-6f);
 }

@@ -2,6 +2,8 @@
 // texts read; every kernel's output, rows and factors are one matrix.
 #include <gtest/gtest.h>
 
+#include "core/number_text.h"
+
 #include <set>
 
 #include "models/attention.h"
@@ -143,6 +145,27 @@ TEST(KernelTable, EveryKernelsOutputRowsAndFactorsAreOneMatrix) {
       EXPECT_TRUE(torch::allclose(torch::matmul(factors->left, factors->right.t()), rows[1][2], 1e-9, 1e-9));
     }
   }
+}
+
+// Every numeric knob refuses inf and NaN (the option parser's root: no setting means anything by them),
+// and p beyond the range where f_p keeps more than one channel (issue 60: --p 200, 1e308 or inf gave
+// all-zero matrices with exit 0).
+TEST(KernelTable, KnobsRefuseNonFiniteAndOutOfRangeValues) {
+  for (const AttentionKnob& knob : attention_knobs()) {
+    if (!knob.number || knob.control == KnobControl::Switch || knob.control == KnobControl::Choice) continue;
+    SCOPED_TRACE(knob.name);
+    AttentionSettings settings;
+    for (const char* bad : {"inf", "-inf", "nan", "1e400"})
+      EXPECT_THROW(knob.set(settings, bad), std::invalid_argument) << bad;
+  }
+  AttentionSettings settings;
+  const AttentionKnob* p = find_attention_knob("p");
+  ASSERT_NE(p, nullptr);
+  for (const char* bad : {"200", "1e308", "32.5", "0", "-1"})
+    EXPECT_THROW(p->set(settings, bad), std::invalid_argument) << bad;
+  EXPECT_NO_THROW(p->set(settings, "32"));
+  EXPECT_DOUBLE_EQ(settings.p, 32.0);
+  EXPECT_THROW(parse_double_option("opacity", "inf"), std::invalid_argument);
 }
 
 }  // namespace test_kernel_table

@@ -310,7 +310,7 @@ TEST(Reliability, ImageHeadersGiveTheSizeOpenCvDecodes) {
     const ImageHeader header = read_image_header(path);
     EXPECT_EQ(header.width, decoded.cols);
     EXPECT_EQ(header.height, decoded.rows);
-    const RgbImage loaded = load_image_rgb(path);
+    const RgbImage loaded = load_image_rgb(path, kDefaultMaxPixels);
     EXPECT_EQ(loaded.cols, 97);
     EXPECT_EQ(loaded.rows, 83);
     checked.push_back(header.format);
@@ -328,7 +328,7 @@ TEST(Reliability, HugeImagesInTinyFilesAreRefusedBeforeDecoding) {
                           "\x08\x02\x00\x00\x00"s + "\x00\x00\x00\x00"s + "\x00\x00\x00\x00IDAT"s;
   const std::string path = scratch.write("bomb.png", png);
   const int64_t before = resident_bytes();
-  const std::string message = message_of([&] { load_image_rgb(path); });
+  const std::string message = message_of([&] { load_image_rgb(path, kDefaultMaxPixels); });
   EXPECT_CONTAINS(message, "a PNG of 30000x30000 pixels, more than --max-pixels 89478485");
   EXPECT_LT(resident_bytes() - before, int64_t(50) << 20);
   // The limit is the caller's: a small one refuses a small image; the size in the message is exact.
@@ -336,7 +336,7 @@ TEST(Reliability, HugeImagesInTinyFilesAreRefusedBeforeDecoding) {
   EXPECT_NO_THROW(load_image_rgb(scratch.file("small.png"), 600));
   EXPECT_CONTAINS(message_of([&] { load_image_rgb(scratch.file("small.png"), 599); }), "30x20 pixels");
   // Text is no image.
-  EXPECT_CONTAINS(message_of([&] { load_image_rgb(scratch.write("notes.png", "hello\n")); }),
+  EXPECT_CONTAINS(message_of([&] { load_image_rgb(scratch.write("notes.png", "hello\n"), kDefaultMaxPixels); }),
                   "not a supported image format");
   // The option is shared by every command, session and the workbench.
   AppState state;
@@ -360,7 +360,8 @@ TEST(Reliability, NonFiniteWeightsAreNamedAndNothingIsDrawn) {
   AppState state;
   state.image = scratch.file("image.png");
   cv::imwrite(state.image, cv::Mat(64, 80, CV_8UC3, cv::Scalar(90, 120, 200)));
-  const RgbImage prepared = prepare_model_input(load_image_rgb(state.image), state.input_settings(), model);
+  const RgbImage prepared =
+      prepare_model_input(load_image_rgb(state.image, kDefaultMaxPixels), state.input_settings(), model);
   const std::string message = message_of([&] { run_inference(model, prepared, state.attention); });
   EXPECT_CONTAINS(message, "the model's output is not finite (NaN or Inf) from blocks.1 on");
   EXPECT_CONTAINS(message, "blocks.1.mlp.fc1.weight");

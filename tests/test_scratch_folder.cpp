@@ -4,9 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <torch/torch.h>
+
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
+#include "core/output_files.h"
 #include "core/scratch_folder.h"
 
 namespace attnscope {
@@ -36,6 +40,25 @@ TEST(ScratchFolder, IsFreshPrivateAndRemovedWithItsContents) {
   EXPECT_FALSE(fs::exists(kept));
   EXPECT_TRUE(fs::is_symlink(planted)) << "the planted link was left alone";
   fs::remove(planted);
+}
+
+// An output set with NaN or Inf in an array is refused before anything is written, naming the file.
+TEST(OutputFilesGuard, NonFiniteArraysAreRefusedNamingThem) {
+  const ScratchFolder folder("attnscope-output-guard");
+  OutputFiles files((folder.path() / "out").string(), false);
+  files.add_npy("fine.npy", torch::ones({3}));
+  files.add_npy("integers.npy", torch::arange(4));
+  try {
+    files.add_npy("relevance.npy", torch::tensor({1.0f, NAN, INFINITY}));
+    ADD_FAILURE() << "a NaN map was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("relevance.npy would hold 2 of 3 values that are not finite"),
+              std::string::npos)
+        << e.what();
+  }
+  files.write();
+  EXPECT_TRUE(fs::exists(folder.path() / "out" / "fine.npy"));
+  EXPECT_FALSE(fs::exists(folder.path() / "out" / "relevance.npy"));
 }
 
 }  // namespace test_scratch_folder

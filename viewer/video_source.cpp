@@ -2,6 +2,7 @@
 
 #include "core/cv_image.h"
 #include "core/excerpt.h"
+#include "core/image.h"
 
 #include <chrono>
 #include <opencv2/imgproc.hpp>
@@ -14,8 +15,8 @@ struct VideoCaptureHolder {
   cv::VideoCapture capture;
 };
 
-VideoSource::VideoSource(const std::string& source, std::function<void()> wake)
-    : source_(source), wake_(std::move(wake)), capture_(new VideoCaptureHolder) {
+VideoSource::VideoSource(const std::string& source, int64_t max_pixels, std::function<void()> wake)
+    : source_(source), max_pixels_(max_pixels), wake_(std::move(wake)), capture_(new VideoCaptureHolder) {
   const std::string camera_prefix = "camera:";
   if (source.rfind(camera_prefix, 0) == 0) {
     const std::string number = source.substr(camera_prefix.size());
@@ -31,6 +32,12 @@ VideoSource::VideoSource(const std::string& source, std::function<void()> wake)
     throw std::runtime_error(
         "cannot open video source " + excerpt(source) +
         (source.rfind(camera_prefix, 0) == 0 ? " (no such camera)" : " (not a video OpenCV reads)"));
+  // The size the stream declares decides before a frame is decoded (a 3.6 MB AVI can declare
+  // 16000 x 16000 frames).
+  const auto width = int64_t(capture_->capture.get(cv::CAP_PROP_FRAME_WIDTH));
+  const auto height = int64_t(capture_->capture.get(cv::CAP_PROP_FRAME_HEIGHT));
+  if (const std::string problem = pixel_budget_problem(width, height, max_pixels_); !problem.empty())
+    throw std::runtime_error("video " + excerpt(source) + " declares frames of " + problem);
   thread_ = std::thread([this] { read_loop(); });
 }
 
@@ -40,10 +47,30 @@ VideoSource::~VideoSource() {
 }
 
 void VideoSource::read_loop() {
+  // Nothing a decoder throws leaves this thread (an uncaught exception here ended the workbench):
+  // reading stops, and error() says why.
+  try {
+    read_frames();
+  } catch (const std::exception& e) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    error_ = "reading " + excerpt(source_) + " stopped: " + e.what();
+  }
+  finished_ = true;
+  if (wake_) wake_();
+}
+
+std::string VideoSource::error() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return error_;
+}
+
+void VideoSource::read_frames() {
   auto next = std::chrono::steady_clock::now();
   while (!stopping_) {
     cv::Mat bgr;
     if (!capture_->capture.read(bgr) || bgr.empty()) break;
+    if (const std::string problem = pixel_budget_problem(bgr.cols, bgr.rows, max_pixels_); !problem.empty())
+      throw std::runtime_error("a frame of " + problem);
     cv::Mat rgb;
     if (bgr.channels() == 1)
       cv::cvtColor(bgr, rgb, cv::COLOR_GRAY2RGB);
@@ -62,8 +89,6 @@ void VideoSource::read_loop() {
       std::this_thread::sleep_until(next);
     }
   }
-  finished_ = true;
-  if (wake_) wake_();
 }
 
 std::shared_ptr<const RgbImage> VideoSource::take_newer(uint64_t& seen) {

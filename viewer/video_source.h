@@ -15,9 +15,10 @@ namespace attnscope {
 
 class VideoSource {
  public:
-  // `source`: a file path, or "camera:N". Throws std::runtime_error when it cannot be opened.
+  // `source`: a file path, or "camera:N". Throws std::runtime_error when it cannot be opened, or
+  // when the frame size it declares is over `max_pixels` (--max-pixels, as for images).
   // `wake` is called from the reader thread when a new frame is there.
-  VideoSource(const std::string& source, std::function<void()> wake);
+  VideoSource(const std::string& source, int64_t max_pixels, std::function<void()> wake);
   ~VideoSource();
   VideoSource(const VideoSource&) = delete;
   VideoSource& operator=(const VideoSource&) = delete;
@@ -26,11 +27,17 @@ class VideoSource {
   std::shared_ptr<const RgbImage> take_newer(uint64_t& seen);
   const std::string& source() const { return source_; }
   bool finished() const { return finished_; }
+  // Why reading stopped before the end (a frame over the budget, a decoder that failed or ran out
+  // of memory); empty when it did not. Read once finished().
+  std::string error() const;
 
  private:
   void read_loop();
+  void read_frames();
   std::string source_;
+  int64_t max_pixels_;
   std::function<void()> wake_;
+  std::string error_;  // under mutex_
   mutable std::mutex mutex_;
   std::shared_ptr<const RgbImage> newest_;
   uint64_t newest_number_ = 0;

@@ -124,7 +124,10 @@ void Workbench::update(float width, float height) {
       frame_ = frame;
       frame_number_ = seen;
     }
-    if (video->finished() && !frame_) {
+    if (video->finished() && !video->error().empty()) {
+      messages.input_error = video->error();
+      video.reset();
+    } else if (video->finished() && !frame_) {
       messages.input_error = "no frames from " + video->source() + " (not a video OpenCV can decode?)";
       video.reset();
     }
@@ -324,7 +327,7 @@ void Workbench::open_video_source(const std::string& source) {
   try {
     if (source.rfind("camera:", 0) != 0 && !std::filesystem::is_regular_file(source))
       throw std::runtime_error("no such video file: " + source);
-    video = std::make_unique<VideoSource>(source, wake_main_thread);
+    video = std::make_unique<VideoSource>(source, state.max_pixels, wake_main_thread);
   } catch (const std::exception& e) {
     messages.input_error = e.what();
   }
