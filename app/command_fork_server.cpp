@@ -34,6 +34,27 @@ namespace attnscope {
 
 namespace {
 
+// A request line holds a command line, its environment and paths: 16 MiB is far more than any needs,
+// and a longer line is refused without being held.
+constexpr size_t kMaxRequestBytes = size_t(16) << 20;
+
+// The next line of `in` into `line`, at most `limit` bytes: false at the end of input; `too_long`
+// when the line was longer (its rest is skipped, not kept).
+bool read_bounded_line(std::istream& in, std::string& line, size_t limit, bool& too_long) {
+  line.clear();
+  too_long = false;
+  std::streambuf* buffer = in.rdbuf();
+  for (;;) {
+    const int c = buffer->sbumpc();
+    if (c == std::char_traits<char>::eof()) return !line.empty() || too_long;
+    if (c == '\n') return true;
+    if (line.size() < limit)
+      line.push_back(char(c));
+    else
+      too_long = true;
+  }
+}
+
 struct ForkRequest {
   std::vector<std::string> args;
   std::string cwd, stdout_path = "/dev/null", stderr_path;
@@ -48,6 +69,10 @@ ForkRequest parse_request(const std::string& line) {
     throw std::invalid_argument("a request is an object with \"args\", an array of strings");
   ForkRequest parsed;
   parsed.args = request.at("args").get<std::vector<std::string>>();
+  // A child holds a copy of this process's buffered input: a fork server in it would run the
+  // requests queued behind its own a second time.
+  if (!parsed.args.empty() && parsed.args.front() == "fork-server")
+    throw std::invalid_argument("a fork server does not run another fork server (it would replay the queued requests)");
   parsed.cwd = request.value("cwd", std::string());
   parsed.stdout_path = request.value("stdout", std::string("/dev/null"));
   parsed.stderr_path = request.value("stderr", std::string());
@@ -137,10 +162,15 @@ CommandSyntax fork_server_syntax() {
 int fork_server_command(const Args& args) {
   const auto parsed = parse_or_print_help(args, fork_server_syntax());
   if (!parsed) return 0;
-  for (std::string line; std::getline(std::cin, line);) {
-    if (line.empty()) continue;
+  std::string line;
+  bool too_long = false;
+  while (read_bounded_line(std::cin, line, kMaxRequestBytes, too_long)) {
+    if (line.empty() && !too_long) continue;
     nlohmann::json reply;
     try {
+      if (too_long)
+        throw std::invalid_argument("a request line is at most " + std::to_string(kMaxRequestBytes >> 20) +
+                                    " MiB; this one was longer and was skipped");
       ForkRequest request = parse_request(line);
       reply = run_forked(request);
     } catch (const std::exception& e) {

@@ -61,6 +61,28 @@ TEST(ForkServer, AnswersEachRequestInOrderAndGoesOnAfterABadOne) {
   EXPECT_EQ(read_file_contents(both).rfind("usage: attnscope COMMAND", 0), 0u) << read_file_contents(both);
 }
 
+// A request line longer than 16 MiB is answered with an error without being held, and the server
+// goes on; a nested fork server is refused (it would replay the requests queued behind it) (issue 60).
+TEST(ForkServer, LongLinesAndNestedServersAreRefused) {
+  TestFolder scratch("fork-server-bounds");
+  const fs::path& folder = scratch.path();
+  {
+    std::ofstream requests(folder / "requests.jsonl");
+    requests << "{\"args\": [\"" << std::string((size_t(16) << 20) + 10, 'x') << "\"]}\n";
+    requests << nlohmann::json{{"args", {"fork-server"}}}.dump() << "\n";
+    requests << nlohmann::json{{"args", {"--help"}}}.dump() << "\n";
+  }
+  const std::string command = std::string(ATTNSCOPE_CLI) + " fork-server < '" + scratch.file("requests.jsonl") +
+                              "' > '" + scratch.file("replies.jsonl") + "'";
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  const std::vector<nlohmann::json> replies = reply_lines(read_file_contents(folder / "replies.jsonl"));
+  ASSERT_EQ(replies.size(), 3u);
+  EXPECT_NE(replies[0].value("error", std::string()).find("at most 16 MiB"), std::string::npos) << replies[0];
+  EXPECT_NE(replies[1].value("error", std::string()).find("does not run another fork server"), std::string::npos)
+      << replies[1];
+  EXPECT_EQ(replies[2].value("exit_code", -1), 0) << replies[2];
+}
+
 // What the suite relies on: the same exit code and the same bytes on stdout and stderr as the
 // command run as a process of its own, for a success, a refusal and a usage error.
 TEST(ForkServer, ChildrenAnswerAsFreshProcessesDo) {
