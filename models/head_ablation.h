@@ -26,6 +26,13 @@ torch::Tensor average_head_outputs(VisionTransformerImpl& model, const std::vect
                                    const AttentionSettings& settings,
                                    const std::function<void(int done, int total)>& progress = {},
                                    const std::function<bool()>& cancelled = {});
+// The same over `count` images that `image(i)` makes when their turn comes (decoded from a folder):
+// one image in memory at a time beside the running sum.
+torch::Tensor average_head_outputs(VisionTransformerImpl& model, size_t count,
+                                   const std::function<torch::Tensor(size_t index)>& image,
+                                   const AttentionSettings& settings,
+                                   const std::function<void(int done, int total)>& progress = {},
+                                   const std::function<bool()>& cancelled = {});
 
 // Before a forward with `settings` on an input of `height` x `width`: with mean ablation, makes sure
 // the model holds the heads' means over settings.ablation.images for these settings and this size,

@@ -24,6 +24,7 @@
 #include "models/inference.h"
 #include "models/model_loader.h"
 #include "tests/case_folder.h"
+#include "tests/cli_process.h"
 #include "tests/numeric_bounds.h"
 #include "tests/residual_stream_cases.h"
 #include "tests/test_folder.h"
@@ -209,6 +210,25 @@ TEST(HeadAblation, MeanAblationPreparesItsFolderAsTheInputAndGradientsSeeIt) {
   std::filesystem::create_directories(test.path() / "empty");
   settings.ablation.images = (test.path() / "empty").string();
   expect_refusal([&] { run_inference(loaded, prepared, settings); }, "holds no images");
+}
+
+// The means stream through the folder: a folder 20 times larger costs no more memory (issue 60: every
+// image was decoded and kept first; 5,000 tiny ones took 738 MB).
+TEST(HeadAblation, TheMeansFolderStreamsInBoundedMemory) {
+  TestFolder test("head_ablation_stream");
+  const auto peak_kilobytes = [&](int count) {
+    TestFolder images_folder("head_ablation_stream_" + std::to_string(count));
+    const std::filesystem::path images = write_images(images_folder, count, 96);
+    testing::CliRequest request({"run", "--ablate", "1.0", "--ablation", "mean", "--ablation-images", images.string(),
+                                 "--matrix", "off", "--out", (images_folder.path() / "out").string()});
+    request.fresh_process = true;  // its own peak, not a forked server's
+    const testing::CliOutcome outcome = testing::run_cli_process(request);
+    EXPECT_EQ(outcome.exit_code, 0) << count << " images";
+    return outcome.peak_kilobytes;
+  };
+  const long few = peak_kilobytes(20), many = peak_kilobytes(400);
+  // 380 more 96 x 96 images held as float32 tensors would be 42 MB more.
+  EXPECT_LT(many - few, 15 * 1024) << "peak " << few << " kB with 20 images, " << many << " kB with 400";
 }
 
 // The folder's images pass --max-pixels as the input does (issue 60: --ablation-images ignored it).
