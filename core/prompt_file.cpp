@@ -12,9 +12,13 @@ namespace attnscope {
 
 namespace {
 
+// Nothing but white space as CLIP's cleaning sees it (Python's str.isspace, Unicode's too: a line of
+// no-break or ideographic spaces tokenizes to nothing and is not a prompt). `line` is UTF-8.
 bool blank(const std::string& line) {
-  for (char c : line)
-    if (c != ' ' && c != '\t' && c != '\v' && c != '\f' && c != '\r') return false;
+  const auto code_points = decode_utf8(line);
+  if (!code_points) return false;
+  for (char32_t c : *code_points)
+    if (!python_isspace(c)) return false;
   return true;
 }
 
@@ -28,10 +32,12 @@ std::vector<PromptLine> parse_prompt_text(const std::string& text, const std::st
   std::vector<PromptLine> prompts;
   size_t start = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
   for (size_t line = 1; start < text.size(); ++line) {
-    size_t end = text.find('\n', start);
+    // A line ends at \n, \r\n or a lone \r (old Mac files): each is one line break.
+    size_t end = text.find_first_of("\r\n", start);
     if (end == std::string::npos) end = text.size();
-    std::string content = text.substr(start, end - start);
-    if (!content.empty() && content.back() == '\r') content.pop_back();
+    const std::string content = text.substr(start, end - start);
+    const size_t next =
+        end < text.size() && text[end] == '\r' && end + 1 < text.size() && text[end + 1] == '\n' ? end + 2 : end + 1;
     size_t bad = 0;
     if (!decode_utf8(content, &bad))
       throw std::invalid_argument(source + " line " + std::to_string(line) + " is not UTF-8 (byte " +
@@ -42,7 +48,7 @@ std::vector<PromptLine> parse_prompt_text(const std::string& text, const std::st
                                     " prompts; split it into several files");
       prompts.push_back({content, line});
     }
-    start = end + 1;
+    start = next;
   }
   if (prompts.empty())
     throw std::invalid_argument(source + " holds no prompt (blank lines are ignored): write one prompt a line");

@@ -19,6 +19,7 @@
 #include "tests/case_folder.h"
 #include "tests/numeric_bounds.h"
 #include "tests/test_folder.h"
+#include "views/clip_prompts.h"
 
 #define EXPECT_CONTAINS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
@@ -382,6 +383,27 @@ TEST(ClipPromptFile, LinesBlankLinesLineEndingsAndByteOrderMark) {
   EXPECT_EQ(prompts[2].line, 5u);
   EXPECT_THROW(parse_prompt_text("\n\n", "test"), std::invalid_argument);
   EXPECT_THROW(parse_prompt_text("ok\n\xff\n", "test"), std::invalid_argument);
+  // Old Mac files end lines with a lone \r: three prompts, not one (issue 60).
+  const std::vector<PromptLine> mac = parse_prompt_text("a dog\ra cat\r\ra bird\r", "test");
+  ASSERT_EQ(mac.size(), 3u);
+  EXPECT_EQ(mac[1].text, "a cat");
+  EXPECT_EQ(mac[2].line, 4u);
+  // A line of no-break and ideographic spaces is blank, as CLIP's cleaning sees it (it was scored as
+  // an empty prompt).
+  const std::vector<PromptLine> spaced = parse_prompt_text("\xc2\xa0\xe3\x80\x80\t\na fox\n", "test");
+  ASSERT_EQ(spaced.size(), 1u);
+  EXPECT_EQ(spaced[0].text, "a fox");
+  EXPECT_THROW(parse_prompt_text("\xe2\x80\x83\n", "test"), std::invalid_argument);
+}
+
+// A template fills every {} with the class name (it filled the first alone).
+TEST(ClipPromptFile, TemplatesFillEveryPlaceholder) {
+  LoadedModel model = load_model(asset_path("models/clip.safetensors"), {}, torch::kCPU);
+  AnalysisSettings settings;
+  settings.options.set("prompt-template", std::string("a {}, the digit {}"), "a {}, the digit {}");
+  const PromptList list = workbench_prompt_list(model, settings);
+  ASSERT_FALSE(list.prompts.empty()) << list.missing;
+  EXPECT_EQ(list.prompts[4].text, "a 4, the digit 4");
 }
 
 }  // namespace test_clip_maps

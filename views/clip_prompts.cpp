@@ -25,8 +25,8 @@ const AnalysisOption<std::string>& prompts_option() {
 const AnalysisOption<std::string>& prompt_template_option() {
   static const auto option = text_option(
       "prompt-template", "TEXT",
-      "the workbench's CLIP views without --prompts: the prompt list is this template over the class names, {} "
-      "standing for each (default: the file's prompt_template metadata, else 'a photo of a {}')",
+      "the workbench's CLIP views without --prompts: the prompt list is this template over the class names, every {} "
+      "standing for the name (default: the file's prompt_template metadata, else 'a photo of a {}')",
       [](const std::string& text) {
         if (!text.empty() && text.find("{}") == std::string::npos)
           throw std::invalid_argument("--prompt-template needs {} where the class name goes, got '" +
@@ -79,8 +79,10 @@ PromptList workbench_prompt_list(const LoadedModel& model, const AnalysisSetting
     where = usable ? "the file's template" : "CLIP's template";
   }
   for (size_t index = 0; index < names.size(); ++index) {
+    // Every {} is the class name (a template may name it twice: "a {}, a kind of {}").
     std::string text = pattern;
-    text.replace(text.find("{}"), 2, names[index]);
+    for (size_t at = text.find("{}"); at != std::string::npos; at = text.find("{}", at + names[index].size()))
+      text.replace(at, 2, names[index]);
     list.prompts.push_back({text, index + 1});
   }
   list.source = where + " '" + prompt_excerpt(pattern) + "' over " + std::to_string(names.size()) + " class names";
