@@ -4,6 +4,8 @@
 
 #include <torch/torch.h>
 
+#include <functional>
+
 #include <cmath>
 #include <vector>
 
@@ -115,24 +117,38 @@ torch::Tensor anchor_pooling_matrix(int grid_h, int grid_w, int anchors) {
   return pooling;
 }
 
+namespace {
+
+// Every head's channel of v's patch tokens as one image channel, [images, heads * d, h, w] with
+// channel = head * d + i (`images` 1: every batch item's channels side by side, for kernels per
+// item); `conv` of it back to per-head [B, h, T, d] with zeros for the prefix tokens.
+torch::Tensor convolve_channel_grid(const torch::Tensor& v, const TokenLayout& layout, bool items_as_channels,
+                                    const std::function<torch::Tensor(const torch::Tensor&)>& conv) {
+  const int64_t batch = v.size(0), heads = v.size(1), dim = v.size(3), prefix = layout.prefix_tokens();
+  const int64_t images = items_as_channels ? 1 : batch;
+  auto channels = v.index({Slice(), Slice(), Slice(prefix)})
+                      .permute({0, 1, 3, 2})
+                      .reshape({images, batch / images * heads * dim, layout.grid_h, layout.grid_w});
+  auto patches = conv(channels).reshape({batch, heads, dim, layout.patch_tokens()}).permute({0, 1, 3, 2});
+  if (prefix == 0) return patches;
+  return torch::cat({torch::zeros({batch, heads, prefix, dim}, patches.options()), patches}, 2);
+}
+
+}  // namespace
+
 torch::Tensor depthwise_conv_on_values(const torch::Tensor& v, const torch::Tensor& weight, const torch::Tensor& bias,
                                        const TokenLayout& layout) {
   const int64_t batch = v.size(0), heads = v.size(1), dim = v.size(3);
   const int64_t prefix = layout.prefix_tokens();
-  if (weight.size(0) == heads * dim && heads > 1) {  // one kernel per channel over all heads
-    auto channels = v.index({Slice(), Slice(), Slice(prefix)})
-                        .permute({0, 1, 3, 2})
-                        .reshape({batch, heads * dim, layout.grid_h, layout.grid_w});
-    auto conv =
-        F::conv2d(channels, weight, F::Conv2dFuncOptions().bias(bias).padding(weight.size(-1) / 2).groups(heads * dim));
-    auto patches = conv.reshape({batch, heads, dim, layout.patch_tokens()}).permute({0, 1, 3, 2});
-    if (prefix == 0) return patches;
-    return torch::cat({torch::zeros({batch, heads, prefix, dim}, patches.options()), patches}, 2);
-  }
+  const int64_t padding = weight.size(-1) / 2;
+  if (weight.size(0) == heads * dim && heads > 1)  // one kernel per channel over all heads
+    return convolve_channel_grid(v, layout, false, [&](const torch::Tensor& channels) {
+      return F::conv2d(channels, weight, F::Conv2dFuncOptions().bias(bias).padding(padding).groups(heads * dim));
+    });
+  // One kernel per channel of a head, shared by the heads: the heads are images of d channels.
   auto grid = v.index({Slice(), Slice(), Slice(prefix)})
                   .reshape({batch * heads, layout.grid_h, layout.grid_w, dim})
                   .permute({0, 3, 1, 2});
-  const int64_t padding = weight.size(-1) / 2;
   auto conv = F::conv2d(grid, weight, F::Conv2dFuncOptions().bias(bias).padding(padding).groups(dim));
   auto patches = conv.permute({0, 2, 3, 1}).reshape({batch, heads, layout.patch_tokens(), dim});
   if (prefix == 0) return patches;
@@ -140,15 +156,10 @@ torch::Tensor depthwise_conv_on_values(const torch::Tensor& v, const torch::Tens
 }
 
 torch::Tensor depthwise_conv_per_item(const torch::Tensor& v, const torch::Tensor& kernels, const TokenLayout& layout) {
-  const int64_t batch = v.size(0), heads = v.size(1), dim = v.size(3), prefix = layout.prefix_tokens();
-  const int64_t channels = batch * heads * dim;
-  auto grid = v.index({Slice(), Slice(), Slice(prefix)})
-                  .permute({0, 1, 3, 2})
-                  .reshape({1, channels, layout.grid_h, layout.grid_w});
-  auto conv = F::conv2d(grid, kernels, F::Conv2dFuncOptions().padding(1).groups(channels));
-  auto patches = conv.reshape({batch, heads, dim, layout.patch_tokens()}).permute({0, 1, 3, 2});
-  if (prefix == 0) return patches;
-  return torch::cat({torch::zeros({batch, heads, prefix, dim}, patches.options()), patches}, 2);
+  const int64_t channels = v.size(0) * v.size(1) * v.size(3);
+  return convolve_channel_grid(v, layout, true, [&](const torch::Tensor& grid) {
+    return F::conv2d(grid, kernels, F::Conv2dFuncOptions().padding(1).groups(channels));
+  });
 }
 
 torch::Tensor depthwise_conv_band(const torch::Tensor& weight, const TokenLayout& layout,
