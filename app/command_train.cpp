@@ -34,9 +34,10 @@ void draw_progress_bar(const TrainProgress& p) {
 
 CommandSyntax train_syntax() {
   const std::vector<std::string> state_options = {"device"};
+  std::string recipes;
+  for (const DemoRecipe& recipe : demo_recipes()) recipes += (recipes.empty() ? "" : ", ") + recipe.name;
   const std::vector<CommandFlag> flags = {
-      {"variant", "NAME",
-       "demo recipe: softmax, linear, focused, flatten, l2vit, anchor, flatten_swin, l2vit_hierarchical", "softmax"},
+      {"variant", "NAME", "demo recipe: " + recipes, "softmax"},
       {"steps", "N", "optimiser steps", "3000"},
       {"batch", "N", "images per step", "64"},
       {"lr", "X", "peak learning rate (AdamW, warm-up then cosine)", "0.001"},

@@ -25,6 +25,13 @@ const std::vector<DemoRecipe>& demo_recipes() {
       {"l2vit", "L2ViT enhanced linear attention with its local concentration module", NativeAttention::Enhanced, 0,
        true, 0},
       {"anchor", "AnchorFormer anchor attention, 30 learned anchors", NativeAttention::Anchor, 0, false, 30},
+      {"agent",
+       "Agent Attention (agent_deit's module): 36 agent tokens (6x6, a quarter of the patches as agent_deit_tiny's 49 "
+       "of 196) pooled from the queries, its position biases and 3x3 "
+       "depthwise conv",
+       NativeAttention::Agent, 0, false, 0, DemoFamily::Vit, 36},
+      {"inline", "InLine injective linear attention (inline_deit's module) with its predicted 3x3 residual",
+       NativeAttention::InLine},
       {"flatten_swin",
        "FLatten-Swin: focused linear attention (p = 3, 5x5 DWC) in stage 0, Swin's shifted softmax windows in stages "
        "1-2",
@@ -56,6 +63,11 @@ VitArch demo_arch(const DemoRecipe& recipe) {
       block.attention.positional_encoding_tokens = 1 + arch.pos_grid_h * arch.pos_grid_w;
     }
     block.attention.anchors = recipe.anchors;
+    if (recipe.attention == NativeAttention::Agent) {
+      block.attention.agents = recipe.agents;
+      block.attention.agent_grid = arch.pos_grid_h;
+    }
+    block.attention.inline_residual = recipe.attention == NativeAttention::InLine;
     block.local_concentration = recipe.local_concentration;
   }
   return arch;

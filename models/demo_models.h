@@ -29,6 +29,7 @@ struct DemoRecipe {
   bool local_concentration = false;
   int anchors = 0;
   DemoFamily family = DemoFamily::Vit;
+  int agents = 0;  // agent: agent tokens (a square), pooled from the 12 x 12 grid the biases are trained for
 };
 
 const std::vector<DemoRecipe>& demo_recipes();

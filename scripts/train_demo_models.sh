@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Trains the demo models shipped in assets/models (one after another: the six DeiT-shaped ones take
+# Trains the demo models shipped in assets/models (one after another: the eight DeiT-shaped ones take
 # about 4-10 minutes each on 2 CPU cores, FLatten-Swin about 25, L2ViT about 12, the CLIP about as
 # its card says) and writes a model card beside each.
 # Usage: scripts/train_demo_models.sh [ATTNSCOPE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 attnscope="${1:-build/attnscope}"
-for variant in softmax flatten focused linear l2vit anchor; do
+for variant in softmax flatten focused linear l2vit anchor agent inline; do
   "$attnscope" train --variant "$variant" --steps 700 --batch 64 --lr 0.001 --seed 0 --eval-samples 1000 \
     --out "assets/models/$variant.safetensors"
 done

@@ -68,6 +68,8 @@ TEST_P(ShippedDemoModel, LoadsNativelyAndReachesItsCardAccuracy) {
     EXPECT_EQ(loaded.attention.native, recipe.attention) << "block " << block;
     EXPECT_EQ(loaded.attention.dwc_kernel, recipe.dwc_kernel) << "block " << block;
     EXPECT_EQ(loaded.attention.anchors, recipe.anchors) << "block " << block;
+    EXPECT_EQ(loaded.attention.agents, recipe.agents) << "block " << block;
+    EXPECT_EQ(loaded.attention.inline_residual, recipe.attention == NativeAttention::InLine) << "block " << block;
     EXPECT_EQ(loaded.local_concentration, recipe.local_concentration) << "block " << block;
   }
 
@@ -120,8 +122,8 @@ TEST(EvalCommand, ReportsAccuracyAndFocusOfAShippedModel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, ShippedDemoModel,
-                         ::testing::Values("softmax", "linear", "focused", "flatten", "l2vit", "anchor", "flatten_swin",
-                                           "l2vit_hierarchical"),
+                         ::testing::Values("softmax", "linear", "focused", "flatten", "l2vit", "anchor", "agent",
+                                           "inline", "flatten_swin", "l2vit_hierarchical"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace test_demo_models
