@@ -34,6 +34,7 @@
 #include "core/atomic_file.h"
 #include "core/excerpt.h"
 #include "core/image.h"
+#include "core/json_checked.h"
 #include "core/number_text.h"
 #include "core/scratch_folder.h"
 #include "models/cpu_threads.h"
@@ -391,7 +392,7 @@ int device_check_command(const Args& args) {
   // Written after each table: a bench that never ends still leaves the parity table.
   const auto write_report = [&] {
     if (!line.flags["json"].empty())
-      write_file_atomically(line.flags["json"], [&](std::ostream& out) { out << report.dump(2) << "\n"; });
+      write_file_atomically(line.flags["json"], [&](std::ostream& out) { out << json_text(report) << "\n"; });
   };
   write_report();
   if (line.flags["python"] != "none") {

@@ -14,6 +14,7 @@
 #include "app/eval_folder.h"
 #include "core/assets.h"
 #include "core/atomic_file.h"
+#include "core/json_checked.h"
 #include "core/output_files.h"
 #include "core/output_schemas.h"
 #include "datasets/glyph_task.h"
@@ -227,7 +228,7 @@ int eval_command(const Args& args) {
     std::filesystem::create_directories(line.state.out);
     write_file_atomically((std::filesystem::path(line.state.out) / "eval.json").string(), [&](std::ostream& out) {
       const nlohmann::json file = {{"samples", samples}, {"uniform_mass_inside", baseline}, {"models", report}};
-      out << with_schema(file, "eval-models").dump(2) << "\n";
+      out << json_text(with_schema(file, "eval-models")) << "\n";
     });
   }
   return 0;

@@ -4,6 +4,7 @@
 
 #include "app/cli.h"
 #include "app/commands.h"
+#include "core/json_checked.h"
 #include "models/model_loader.h"
 
 namespace attnscope {
@@ -35,7 +36,7 @@ int info_command(const Args& args) {
                            {"assumed", assumed_json(model.report.assumed)},
                            {"notes", model.report.notes},
                            {"warnings", model.report.warnings}};
-    std::cout << json.dump(2) << "\n";
+    std::cout << json_text(json) << "\n";
     return 0;
   }
   const Backbone& backbone = *model.backbone;

@@ -5,6 +5,7 @@
 
 #include "app/cli.h"
 #include "app/commands.h"
+#include "core/json_checked.h"
 #include "models/model_scan.h"
 #include "models/model_source.h"
 
@@ -48,7 +49,7 @@ int models_command(const Args& args) {
     nlohmann::json out = {
         {"hf_hub_cache", hf_hub_cache_root()}, {"torch_hub_checkpoints", torch_hub_checkpoints()}, {"models", list}};
     if (left_out > 0) out["left_out"] = left_out;
-    std::cout << out.dump(2) << "\n";
+    std::cout << json_text(out) << "\n";
     return 0;
   }
   std::cout << "Hugging Face cache: " << hf_hub_cache_root() << "\ntorch.hub checkpoints: " << torch_hub_checkpoints()

@@ -17,6 +17,7 @@
 #include "core/assets.h"
 #include "core/atomic_file.h"
 #include "core/colormap.h"
+#include "core/json_checked.h"
 #include "core/npy.h"
 #include "core/output_files.h"
 #include "core/progress_bar.h"
@@ -275,7 +276,7 @@ int run_command(const Args& args) {
       summary["pool_attention"] = pool_summary;
     }
   }
-  files.add_text("summary.json", summary.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  files.add_text("summary.json", json_text(summary) + "\n");
   files.write();
 
   std::cout << "attnscope run: " << model.family() << " on " << result.device << ", " << capture.attention.describe()

@@ -22,6 +22,7 @@
 #include "app/eval_folder.h"
 #include "core/atomic_file.h"
 #include "core/cv_image.h"
+#include "core/json_checked.h"
 #include "core/number_text.h"
 #include "core/output_schemas.h"
 #include "core/progress_bar.h"
@@ -235,7 +236,7 @@ int eval_dino_masks(const CommandLine& line, const std::vector<std::string>& ima
   if (!state.out.empty()) {
     fs::create_directories(state.out);
     write_file_atomically((fs::path(state.out) / "eval.json").string(),
-                          [&](std::ostream& out) { out << with_schema(report, "eval-dino-masks").dump(2) << "\n"; });
+                          [&](std::ostream& out) { out << json_text(with_schema(report, "eval-dino-masks")) << "\n"; });
   }
   return 0;
 }
@@ -423,7 +424,7 @@ int eval_folder(const CommandLine& line) {
   if (!state.out.empty()) {
     fs::create_directories(state.out);
     write_file_atomically((fs::path(state.out) / "eval.json").string(),
-                          [&](std::ostream& out) { out << with_schema(report, "eval-images").dump(2) << "\n"; });
+                          [&](std::ostream& out) { out << json_text(with_schema(report, "eval-images")) << "\n"; });
   }
   return 0;
 }

@@ -49,4 +49,8 @@ nlohmann::json read_json_file(const std::string& path, const std::string& what, 
   return parse_json_checked(text.str(), what);
 }
 
+std::string json_text(const nlohmann::json& json) {
+  return json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 }  // namespace attnscope

@@ -17,4 +17,9 @@ nlohmann::json parse_json_checked(const std::string& text, const std::string& wh
 // Reads a regular file of at most `max_bytes` and parses it as above; throws std::invalid_argument.
 nlohmann::json read_json_file(const std::string& path, const std::string& what, size_t max_bytes = size_t(64) << 20);
 
+// JSON as attnscope writes its files and reports, indented by 2: a string that is not UTF-8 (a
+// path's bytes) is written with U+FFFD for its bad bytes instead of failing the whole write (a
+// summary naming a non-UTF-8 input path was refused with nlohmann's raw type error).
+std::string json_text(const nlohmann::json& json);
+
 }  // namespace attnscope

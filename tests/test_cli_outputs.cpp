@@ -20,6 +20,7 @@
 #include "figures/plots.h"
 #include "models/inference.h"
 #include "session/app_state.h"
+#include "tests/cli_process.h"
 #include "tests/test_folder.h"
 
 namespace attnscope {
@@ -82,6 +83,23 @@ TEST_F(CliOutputsTest, RunAndAnalyzeRefuseToOverwriteUnlessAsked) {
   EXPECT_EQ(read(folder_ / "analysis" / "rollout.npy"), before);
   ASSERT_EQ(run(analyze_args + " --discard 0.5 --overwrite"), 0) << err_;
   EXPECT_NE(read(folder_ / "analysis" / "rollout.npy"), before);
+}
+
+// A path that is not UTF-8 (bytes of a Latin-1 file name) is taken by analyze and eval as by run: the
+// summary writes its bad bytes as U+FFFD (issue 60: analyze refused it with nlohmann's raw type error).
+TEST_F(CliOutputsTest, PathsThatAreNotUtf8AreCarriedAsBytes) {
+  const std::string image = path("caf\xe9.png");
+  fs::copy_file(asset_path("images/sign_4.png"), image);
+  // A process of its own: the fork server's requests are JSON, which cannot carry these bytes.
+  for (const std::string command : {"analyze", "run"}) {
+    std::vector<std::string> args = {command, "--image", image, "--out", path("latin1_" + command)};
+    if (command == "analyze") args.insert(args.begin() + 1, {"--analysis", "rollout"});
+    testing::CliRequest request(args, "/dev/null", path("err_" + command + ".txt"));
+    request.fresh_process = true;
+    EXPECT_EQ(testing::run_cli_process(request).exit_code, 0) << read(path("err_" + command + ".txt"));
+  }
+  const nlohmann::json summary = read_json(folder_ / "latin1_analyze" / "summary.json");
+  EXPECT_NE(summary.dump().find("caf\xef\xbf\xbd.png"), std::string::npos) << summary.dump();
 }
 
 // timm's pretrained_cfg in the file's metadata (or a config.json beside it) sets mean, std, crop and

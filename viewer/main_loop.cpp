@@ -16,6 +16,7 @@
 #include "core/atomic_file.h"
 #include "core/colormap.h"
 #include "core/colormap_image.h"
+#include "core/json_checked.h"
 #include "models/model_loader.h"
 #include "viewer/gl/frame.h"
 #include "viewer/gui_benchmark.h"
@@ -121,7 +122,7 @@ void write_screenshot(const Workbench& bench, const std::vector<std::unique_ptr<
   nlohmann::json shown = shown_numbers(bench);
   for (const auto& panel : panels) panel->report(bench, about, shown);
   about["shown"] = shown;
-  write_file_atomically(path + ".json", [&](std::ostream& out) { out << about.dump(2) << "\n"; });
+  write_file_atomically(path + ".json", [&](std::ostream& out) { out << json_text(about) << "\n"; });
 }
 
 }  // namespace

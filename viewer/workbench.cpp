@@ -342,7 +342,7 @@ void Workbench::stop_video() {
 void Workbench::save_session(const std::string& path) {
   try {
     const nlohmann::json json = to_session_file_json(state);
-    write_file_atomically(path, [&](std::ostream& out) { out << json.dump(2) << "\n"; });
+    write_file_atomically(path, [&](std::ostream& out) { out << json_text(json) << "\n"; });
     options.session_path = path;
     messages.info = "saved session " + path;
   } catch (const std::exception& e) {

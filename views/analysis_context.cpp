@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "core/excerpt.h"
+#include "core/json_checked.h"
 #include "core/output_schemas.h"
 #include "datasets/glyph_images.h"
 #include "models/inference.h"
@@ -43,7 +44,7 @@ const CommandFlag kVariantsFlag = {"variants", "LIST",
 const CommandFlag kTopKFlag = {"top-k", "K", "fp, metrics: keys counted by the top-k mass", "10"};
 
 void write_summary(const AnalyzeContext& context, const std::string& kind, const json& summary) {
-  context.files->add_text("summary.json", with_schema(summary, summary_schema(kind)).dump(2) + "\n");
+  context.files->add_text("summary.json", json_text(with_schema(summary, summary_schema(kind))) + "\n");
 }
 
 AttributionTarget session_target(const AnalyzeContext& context, Loaded& loaded) {
