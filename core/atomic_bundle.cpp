@@ -18,7 +18,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -78,10 +80,52 @@ class Lock {
   int fd_ = -1;
 };
 
+// A termination signal (SIGINT, SIGTERM, SIGHUP) that arrives while a bundle is staged is held
+// until the staging folder is gone: the writer stops at its next piece, removes what it staged,
+// and the signal then ends the process as it would have (issue 60: a SIGTERM during a streamed
+// matrix left 300-600 MB in a hidden staging folder).
+volatile std::sig_atomic_t deferred_signal = 0;
+
+extern "C" void defer_signal(int number) { deferred_signal = number; }
+
+struct StoppedBySignal {};
+
+void stop_if_signalled() {
+  if (deferred_signal != 0) throw StoppedBySignal{};
+}
+
+class DeferredSignals {
+ public:
+  DeferredSignals() {
+    struct sigaction action {};
+    action.sa_handler = defer_signal;
+    sigemptyset(&action.sa_mask);
+    for (size_t i = 0; i < kSignals.size(); ++i) {
+      ::sigaction(kSignals[i], nullptr, &previous_[i]);
+      // A signal the process ignores stays ignored.
+      if (previous_[i].sa_handler != SIG_IGN) ::sigaction(kSignals[i], &action, nullptr);
+    }
+  }
+  // Restores the handlers, then delivers a signal that came meanwhile.
+  ~DeferredSignals() {
+    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &previous_[i], nullptr);
+    const int number = deferred_signal;
+    deferred_signal = 0;
+    if (number != 0) ::raise(number);
+  }
+  DeferredSignals(const DeferredSignals&) = delete;
+  DeferredSignals& operator=(const DeferredSignals&) = delete;
+
+ private:
+  static constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGHUP};
+  std::array<struct sigaction, 3> previous_{};
+};
+
 void write_synced(const fs::path& path, const BundleFile& file) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) bundle_failed(path.string(), std::strerror(errno));
   auto write_piece = [&](const std::string& bytes) {
+    stop_if_signalled();
     size_t done = 0;
     while (done < bytes.size()) {
       const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
@@ -208,12 +252,14 @@ std::vector<std::string> write_bundle_atomically(const std::string& out_dir, con
   const std::string unique = std::to_string(::getpid()) + "-" + std::to_string(entropy());
   const fs::path staging = out / (token + kStaging + unique), commit = out / (token + kCommit + unique);
   if (!fs::create_directory(staging, error)) bundle_failed(staging.string(), error ? error.message() : "exists");
+  const DeferredSignals signals;  // declared before the cleanup below runs: a held signal comes after it
   bool approved = false;
   try {
     const Lock alive = Lock::take(staging, true);
     // 1. Everything on disk, in the staging folder.
     std::vector<std::string> order;  // top-level entries, in the order they go into place
     for (const BundleFile& file : files) {
+      stop_if_signalled();
       const fs::path target = staging / file.path;
       fs::create_directories(target.parent_path());
       write_synced(target, file);
@@ -256,6 +302,10 @@ std::vector<std::string> write_bundle_atomically(const std::string& out_dir, con
   } catch (const fs::filesystem_error& e) {
     if (!approved) fs::remove_all(staging, error);  // an approved bundle is finished by the next writer
     bundle_failed(excerpt(e.path1().string()), e.code().message());
+  } catch (const StoppedBySignal&) {
+    fs::remove_all(staging, error);  // then `signals` delivers the signal
+    throw std::runtime_error("stopped by signal " + std::to_string(int(deferred_signal)) + " while writing " + out_dir +
+                             "; nothing was written");
   } catch (...) {
     if (!approved) fs::remove_all(staging, error);
     throw;

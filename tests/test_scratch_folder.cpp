@@ -1,7 +1,9 @@
 // Commands' temporary folders (core/scratch_folder.h): fresh, private, and gone afterwards, even when a
 // guess of their name was planted first (bench's and device-check's folders were once named by PID).
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <torch/torch.h>
@@ -9,7 +11,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
+#include "core/atomic_bundle.h"
 #include "core/output_files.h"
 #include "core/scratch_folder.h"
 
@@ -59,6 +63,35 @@ TEST(OutputFilesGuard, NonFiniteArraysAreRefusedNamingThem) {
   files.write();
   EXPECT_TRUE(fs::exists(folder.path() / "out" / "fine.npy"));
   EXPECT_FALSE(fs::exists(folder.path() / "out" / "relevance.npy"));
+}
+
+// SIGTERM while a bundle streams its files: the staging folder is removed before the signal ends the
+// process (issue 60: a streamed matrix left 300-600 MB in a hidden staging folder).
+TEST(OutputFilesGuard, ASignalWhileStagingLeavesNothingBehind) {
+  const ScratchFolder folder("attnscope-bundle-signal");
+  const fs::path out = folder.path() / "out";
+  const pid_t child = ::fork();
+  if (child == 0) {
+    BundleFile matrix;
+    matrix.path = "matrix.npy";
+    matrix.produce = [](const std::function<void(const std::string&)>& write) {
+      write(std::string(1 << 20, 'a'));
+      ::raise(SIGTERM);  // as `kill` would, between two pieces
+      write(std::string(1 << 20, 'b'));
+    };
+    try {
+      write_bundle_atomically(out.string(), "run", {matrix}, false);
+    } catch (...) {
+      ::_exit(3);  // the signal must end the process, not an error
+    }
+    ::_exit(4);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "exit " << WEXITSTATUS(status);
+  EXPECT_EQ(WTERMSIG(status), SIGTERM);
+  ASSERT_TRUE(fs::exists(out));
+  for (const auto& entry : fs::directory_iterator(out)) ADD_FAILURE() << "left behind: " << entry.path();
 }
 
 }  // namespace test_scratch_folder
