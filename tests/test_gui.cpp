@@ -126,6 +126,18 @@ TEST_F(GuiTest, RegisterQueryShowsTheAttentionPatchesGiveIt) {
 
 // A TorchScript file opens in the workbench with the attention it reports; the hot spot is the
 // recorded row's peak.
+// The kernel comparison on a file that only reports its attention says why it has no numbers,
+// instead of failing to draw an empty figure.
+TEST_F(GuiTest, KernelComparisonOnRecordedAttentionSaysWhy) {
+  nlohmann::json session = base_session();
+  session["model"] = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/torchscript_cases/mixer_vit_reg2.pt";
+  session.erase("arch");
+  session["analysis"] = "kernel-diagnostics";
+  ASSERT_EQ(run_gui(session), 0) << log();
+  const nlohmann::json info = shot_info();
+  EXPECT_NE(info["error"].get<std::string>().find("no q and k"), std::string::npos) << info.dump();
+}
+
 TEST_F(GuiTest, TorchScriptModelShowsItsRecordedAttention) {
   const std::string model_path = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/torchscript_cases/mixer_vit_reg2.pt";
   nlohmann::json session = {{"model", model_path}, {"image", asset_path("images/chelsea.png")},

@@ -65,6 +65,11 @@ KernelDiagnosticsSettings settings_of(const CommandLine& line) {
 Figure comparison_figure(const KernelComparison& comparison) {
   const auto& table = measures();
   Figure figure(2, int(table.size() + 1) / 2);
+  // A panel without numbers is named above the plots rather than missing from them silently (the
+  // view alone on it gives the reason: compute_kernel_view refuses with it when no panel has numbers).
+  for (size_t index = 0; index < comparison.errors.size(); ++index)
+    if (!comparison.errors[index].empty())
+      figure.title += (figure.title.empty() ? "no numbers for panel " : ", ") + std::to_string(index + 1);
   for (size_t m = 0; m < table.size(); ++m) {
     PlotPanel plot;
     plot.x_label = "head";
@@ -189,6 +194,11 @@ void compute_kernel_view(const AnalysisViewInput& input, InferenceOutcome& outco
       comparison.errors.back() = e.what();
     }
   }
+  bool any = false;
+  for (const auto& row : comparison.rows) any = any || row.has_value();
+  if (!any)
+    for (const std::string& error : comparison.errors)
+      if (!error.empty()) throw std::invalid_argument(error);
   outcome.analysis_view = std::make_shared<const AnalysisResult<KernelComparison>>(std::move(comparison));
 }
 
