@@ -100,6 +100,9 @@ const std::vector<BadInput> kTable = {
     {"even_dwc_kernel.safetensors", Kind::Model, "with an odd k"},
     {"session_folder.json", Kind::Session, "is a folder, not a JSON file"},
     {"session_duplicate_key.json", Kind::Session, "has the key 'p' twice"},
+    // issue 60: panel lists in their object form skipped the option cap
+    {"session_3000_variants.json", Kind::Session, "session key 'variants': its panels are"},
+    {"session_panel_ablate_million.json", Kind::Session, "session key 'compare': its panels are"},
     {"text_model.safetensors", Kind::Model, "not a safetensors file"},
     // 14. damaged zips
     {"no_version.pth", Kind::Model, "it has no version record"},
@@ -168,6 +171,14 @@ class BadInputs : public ::testing::TestWithParam<BadInput> {
       fs::create_directories(path);
     } else if (name == "session_duplicate_key.json") {
       std::ofstream(path) << "{\"p\": \"2\", \"p\": \"3\"}";
+    } else if (name == "session_3000_variants.json") {
+      nlohmann::json rows = nlohmann::json::array();
+      for (int i = 0; i < 3000; ++i) rows.push_back({{"variant", "focused"}, {"p", 1 + i % 9}});
+      std::ofstream(path) << nlohmann::json{{"variants", rows}}.dump();
+    } else if (name == "session_panel_ablate_million.json") {
+      std::string heads;
+      for (int i = 0; i < 1'000'000; ++i) heads += (i ? "," : "") + std::to_string(i % 4) + "." + std::to_string(i % 3);
+      std::ofstream(path) << nlohmann::json{{"compare", {{{"variant", "softmax"}, {"ablate", heads}}}}}.dump();
     } else {
       return kBadInputs + name;
     }

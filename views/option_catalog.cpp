@@ -66,6 +66,13 @@ void apply_json(AppState& state, const nlohmann::json& json) {
     std::string text;
     const OptionSpec* option = find_option(item.key());
     if (option && option->panels && value.is_array()) {
+      // The text form's cap holds for the object form too (a session of 3,000 rows, or a panel's
+      // million-entry `ablate`, ran for minutes and took gigabytes).
+      const size_t bytes = value.dump().size();
+      if (bytes > kMaxOptionValueBytes)
+        throw std::invalid_argument("session key '" + item.key() + "': its panels are " + std::to_string(bytes) +
+                                    " bytes as JSON, at most " + std::to_string(kMaxOptionValueBytes) +
+                                    " are accepted, as for --" + item.key());
       // Set whole: paths may hold the text form's separators.
       std::vector<PanelSpec> specs;
       for (const auto& entry : value) specs.push_back(panel_spec_from_json(entry, "--" + item.key()));
