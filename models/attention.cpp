@@ -402,6 +402,15 @@ KernelFeatures one_head_features(const KernelFeatures& features, int64_t item, i
   });
 }
 
+// Refuses a head or a query token the layer does not have (std::out_of_range), before any row is read.
+void check_rows_request(const TokenLayout& layout, int heads, int64_t head, const std::vector<int64_t>& queries) {
+  const int64_t total = layout.total_tokens();
+  for (int64_t query : queries)
+    if (query < 0 || query >= total)
+      throw std::out_of_range("query token " + std::to_string(query) + " is outside 0.." + std::to_string(total - 1));
+  if (head < 0 || head >= heads) throw std::out_of_range("head " + std::to_string(head) + " does not exist");
+}
+
 // Row `index` of a [1 or n, ...] tensor.
 torch::Tensor broadcast_select(const torch::Tensor& t, int64_t index) { return t[t.size(0) == 1 ? 0 : index]; }
 
@@ -425,11 +434,7 @@ torch::Tensor AttentionCapture::second_rows(int64_t batch, int64_t head, const s
   if (!spec.second_rows || probabilities.defined() || query_slots.defined())
     throw std::invalid_argument(std::string("the ") + spec.name + " attention computes one matrix per head");
   torch::NoGradGuard no_grad;
-  if (head < 0 || head >= heads) throw std::out_of_range("head " + std::to_string(head) + " does not exist");
-  for (int64_t query : queries)
-    if (query < 0 || query >= layout.total_tokens())
-      throw std::out_of_range("query token " + std::to_string(query) + " is outside 0.." +
-                              std::to_string(layout.total_tokens() - 1));
+  check_rows_request(layout, heads, head, queries);
   auto query_index = torch::tensor(queries, torch::TensorOptions().dtype(torch::kLong)).to(features.q.device());
   return spec.second_rows(spec, one_head_features(features, batch, head), query_index)[0][0];
 }
@@ -440,11 +445,8 @@ torch::Tensor AttentionCapture::rows(int64_t batch, int64_t head, const std::vec
     return branch.rows(batch, head, queries);
   }
   torch::NoGradGuard no_grad;
+  check_rows_request(layout, heads, head, queries);
   const int64_t total = layout.total_tokens();
-  for (int64_t query : queries)
-    if (query < 0 || query >= total)
-      throw std::out_of_range("query token " + std::to_string(query) + " is outside 0.." + std::to_string(total - 1));
-  if (head < 0 || head >= heads) throw std::out_of_range("head " + std::to_string(head) + " does not exist");
   if (probabilities.defined())
     return probabilities[batch][head].index_select(0, torch::tensor(queries).to(probabilities.device()));
   if (talking_heads.defined()) {  // every head's scores of these queries, mixed as the forward mixes them

@@ -17,6 +17,12 @@ namespace {
 
 double score_scale(const torch::Tensor& q) { return 1.0 / std::sqrt(double(q.size(3))); }
 
+// The normaliser MLLA and PolaFormer share with FLatten's code: 1 / (q . mean(k) + 1e-6) per query,
+// keys on the second-last axis ([.., n, c]; [B, h, n, c] in the forward, [n, c] for one head).
+torch::Tensor mean_normaliser(const torch::Tensor& query_features, const torch::Tensor& key_features) {
+  return (torch::matmul(query_features, key_features.mean(-2, true).transpose(-2, -1)) + 1e-6).reciprocal();
+}
+
 int square_side(int count) {
   int side = int(std::lround(std::sqrt(double(std::max(count, 0)))));
   return side * side == count ? side : 0;
@@ -154,8 +160,7 @@ KernelFeatures mlla_features(const ResolvedAttention&, const torch::Tensor& q, t
   KernelFeatures features;
   features.q = mlla_rotate(q_feature, layout);
   features.k = mlla_rotate(k_feature, layout);
-  auto z = (torch::matmul(q_feature, k_feature.mean(2, true).transpose(-2, -1)) + 1e-6).reciprocal();
-  features.query_row_factor = z / n;
+  features.query_row_factor = mean_normaliser(q_feature, k_feature) / n;
   return features;
 }
 
@@ -219,15 +224,14 @@ namespace {
 torch::Tensor pola_matrix_rows(const torch::Tensor& query_features, const torch::Tensor& k,
                                const torch::Tensor& query_index) {
   auto query = query_features.index_select(2, query_index);
-  auto z = (torch::matmul(query, k.mean(2, true).transpose(-2, -1)) + 1e-6).reciprocal();
-  return torch::matmul(query, k.transpose(-2, -1)) / double(k.size(2)) * z;
+  return torch::matmul(query, k.transpose(-2, -1)) / double(k.size(2)) * mean_normaliser(query, k);
 }
 
 // pola_pvt.py's order: z = 1 / (q @ mean(k)^T + 1e-6); kv = (k^T n^-0.5) @ (v n^-0.5); x = q @ kv * z.
 torch::Tensor pola_half(const torch::Tensor& query_features, const torch::Tensor& k, const torch::Tensor& v) {
   const double root = 1.0 / std::sqrt(double(k.size(2)));
-  auto z = (torch::matmul(query_features, k.mean(2, true).transpose(-2, -1)) + 1e-6).reciprocal();
-  return torch::matmul(query_features, torch::matmul(k.transpose(-2, -1) * root, v * root)) * z;
+  return torch::matmul(query_features, torch::matmul(k.transpose(-2, -1) * root, v * root)) *
+         mean_normaliser(query_features, k);
 }
 
 }  // namespace
@@ -253,9 +257,8 @@ std::optional<MatrixFactors> pola_factors(const KernelSpec&, const KernelFeature
   // The same-sign matrix: rank <= 2d.
   auto q = features.q[batch][head].to(torch::kCPU, torch::kDouble);
   auto k = features.k[batch][head].to(torch::kCPU, torch::kDouble);
-  auto z = (torch::matmul(q, k.mean(0).unsqueeze(1)) + 1e-6).reciprocal();
   MatrixFactors factors;
-  factors.left = q * z / double(k.size(0));
+  factors.left = q * mean_normaliser(q, k) / double(k.size(0));
   factors.right = k;
   return factors;
 }
