@@ -2,6 +2,7 @@
 // executing any pickled code. Everything else in attnscope sees a flat name -> tensor map.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -23,6 +24,9 @@ struct Checkpoint {
   std::string format;                            // "safetensors" or "pytorch-zip"
   std::string container_key;                     // "model", "model_ema", "state_dict", or "" for a flat state_dict
   std::vector<std::string> containers;           // .pth: the top-level entries that hold a dict (other weight sets)
+  // .pth: top-level entries beside the weights that pickle Python objects attnscope does not build,
+  // as "cfg (module.Class)": never run, named so that a reader can say what the file holds.
+  std::vector<std::string> unread_objects;
 };
 
 // Reads a checkpoint, choosing the reader by content (zip magic vs safetensors header), not by
@@ -44,7 +48,8 @@ Checkpoint load_sharded_safetensors(const std::string& index_path);
 bool is_shard_index(const std::string& path);  // the name ends in .safetensors.index.json
 // The same checks of the index and the shards, with each shard's header alone (read_safetensors_shapes).
 Checkpoint read_sharded_safetensors_shapes(const std::string& index_path);
-Checkpoint load_pytorch_zip(const std::string& path, const std::string& container = "");
+// `base`: where torch.save's archive starts in the file (saev's sae.pt has a JSON line first).
+Checkpoint load_pytorch_zip(const std::string& path, const std::string& container = "", uint64_t base = 0);
 
 // Writes F32/F16/BF16/I64 tensors (contiguous CPU copies are made as needed) atomically:
 // a temporary file in the same directory, then rename.

@@ -202,11 +202,11 @@ void strip_data_parallel_prefix(std::map<std::string, torch::Tensor>& tensors) {
   tensors = std::move(stripped);
 }
 
-Checkpoint read_pytorch_zip(const std::string& path, const std::string& container) {
+Checkpoint read_pytorch_zip(const std::string& path, const std::string& container, uint64_t base) {
   open_checkpoint_file(path);  // a clear "cannot open" before miniz reports anything
   ZipDirectory directory;
   auto zip = guarded_checkpoint_call(path, "not a readable PyTorch zip archive",
-                                     [&] { return open_torch_zip(path, &directory); });
+                                     [&] { return open_torch_zip(path, &directory, base); });
   const std::vector<std::string> records =
       guarded_checkpoint_call(path, "corrupt zip archive", [&] { return zip->getAllRecords(); });
   auto has = [&](const std::string& name) { return std::find(records.begin(), records.end(), name) != records.end(); };
@@ -239,6 +239,11 @@ Checkpoint read_pytorch_zip(const std::string& path, const std::string& containe
   const std::string where = ckpt.container_key.empty() ? "state_dict" : "'" + ckpt.container_key + "'";
   StorageReader storages(path, *zip, directory);
   std::unordered_set<const Value*> checked;
+  if (graph.root()->kind == Kind::Dict)
+    for (const auto& [key, value] : graph.root()->entries)
+      if (key->kind == Kind::String && value != &state_dict)
+        if (const Value* refused = find_refused(value, checked))
+          ckpt.unread_objects.push_back(excerpt(key->text, 80) + " (" + excerpt(refused->text, 120) + ")");
   for (const auto& [key, value] : state_dict.entries) {
     if (key->kind != Kind::String) continue;
     const std::string entry = where + " entry '" + excerpt(key->text) + "'";
@@ -258,8 +263,8 @@ Checkpoint read_pytorch_zip(const std::string& path, const std::string& containe
 
 }  // namespace
 
-Checkpoint load_pytorch_zip(const std::string& path, const std::string& container) {
-  return guarded_checkpoint_call(path, "", [&] { return read_pytorch_zip(path, container); });
+Checkpoint load_pytorch_zip(const std::string& path, const std::string& container, uint64_t base) {
+  return guarded_checkpoint_call(path, "", [&] { return read_pytorch_zip(path, container, base); });
 }
 
 }  // namespace attnscope

@@ -39,10 +39,12 @@ std::string lower(std::string text) {
 
 class ZipChecker {
  public:
-  explicit ZipChecker(const std::string& path) : path_(path), in_(path, std::ios::binary) {
+  ZipChecker(const std::string& path, uint64_t base) : path_(path), in_(path, std::ios::binary), base_(base) {
     if (!in_) throw CheckpointError("cannot open " + path);
     in_.seekg(0, std::ios::end);
-    directory_.file_size = static_cast<uint64_t>(in_.tellg());
+    const auto size = static_cast<uint64_t>(in_.tellg());
+    if (base > size) throw CheckpointError(path + ": the archive would start past the end of the file");
+    directory_.file_size = size - base;
   }
 
   ZipDirectory run() {
@@ -91,7 +93,7 @@ class ZipChecker {
     if (offset > directory_.file_size || count > directory_.file_size - offset) fail("it is truncated");
     std::string out(count, '\0');
     in_.clear();
-    in_.seekg(static_cast<std::streamoff>(offset));
+    in_.seekg(static_cast<std::streamoff>(base_ + offset));
     if (!in_.read(out.data(), static_cast<std::streamsize>(count))) fail("read error");
     return out;
   }
@@ -220,7 +222,30 @@ class ZipChecker {
 
   const std::string& path_;
   std::ifstream in_;
+  uint64_t base_ = 0;  // where the archive starts in the file (saev writes a JSON line first)
   ZipDirectory directory_;
+};
+
+// LibTorch's reader on the bytes of a file from `base` on.
+class OffsetFileAdapter : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  OffsetFileAdapter(const std::string& path, uint64_t base, uint64_t size)
+      : in_(path, std::ios::binary), base_(base), size_(size) {
+    if (!in_) throw CheckpointError("cannot open " + path);
+  }
+  size_t size() const override { return size_t(size_); }
+  size_t read(uint64_t pos, void* buf, size_t n, const char*) const override {
+    if (pos >= size_) return 0;
+    n = size_t(std::min<uint64_t>(n, size_ - pos));
+    in_.clear();
+    in_.seekg(static_cast<std::streamoff>(base_ + pos));
+    in_.read(static_cast<char*>(buf), static_cast<std::streamsize>(n));
+    return size_t(in_.gcount());
+  }
+
+ private:
+  mutable std::ifstream in_;
+  uint64_t base_, size_;
 };
 
 }  // namespace
@@ -232,12 +257,14 @@ const ZipRecord* ZipDirectory::find(const std::string& name) const {
   return nullptr;
 }
 
-ZipDirectory read_zip_directory(const std::string& path) { return ZipChecker(path).run(); }
+ZipDirectory read_zip_directory(const std::string& path, uint64_t base) { return ZipChecker(path, base).run(); }
 
-std::unique_ptr<caffe2::serialize::PyTorchStreamReader> open_torch_zip(const std::string& path,
-                                                                       ZipDirectory* directory) {
-  ZipDirectory checked = read_zip_directory(path);
-  auto reader = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
+std::unique_ptr<caffe2::serialize::PyTorchStreamReader> open_torch_zip(const std::string& path, ZipDirectory* directory,
+                                                                       uint64_t base) {
+  ZipDirectory checked = read_zip_directory(path, base);
+  auto reader = base == 0 ? std::make_unique<caffe2::serialize::PyTorchStreamReader>(path)
+                          : std::make_unique<caffe2::serialize::PyTorchStreamReader>(
+                                std::make_shared<OffsetFileAdapter>(path, base, checked.file_size));
   if (directory) *directory = std::move(checked);
   return reader;
 }

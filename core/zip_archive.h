@@ -43,12 +43,14 @@ constexpr uint64_t kMaxDeflateRatio = 1032;
 
 // Reads and checks the end record (zip64 too), every central directory entry and local header, and
 // the version record that LibTorch's reader reads in its constructor. Throws CheckpointError
-// ("PATH: not a usable zip archive: ...").
-ZipDirectory read_zip_directory(const std::string& path);
+// ("PATH: not a usable zip archive: ..."). `base`: where the archive starts in the file (saev's
+// sae.pt writes a JSON line before torch.save's archive); offsets are the archive's own.
+ZipDirectory read_zip_directory(const std::string& path, uint64_t base = 0);
 
 // LibTorch's reader on a file that passed read_zip_directory (its directory is returned when asked).
 std::unique_ptr<caffe2::serialize::PyTorchStreamReader> open_torch_zip(const std::string& path,
-                                                                       ZipDirectory* directory = nullptr);
+                                                                       ZipDirectory* directory = nullptr,
+                                                                       uint64_t base = 0);
 
 // The zip standard's CRC-32 (the one zlib computes).
 uint32_t zip_crc32(const void* data, size_t size);

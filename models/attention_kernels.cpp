@@ -851,6 +851,7 @@ std::vector<AttentionKnob> make_knobs() {
     return a.ablation.images == b.ablation.images;
   };
   knobs.push_back(images);
+  for (AttentionKnob& knob : sae_knobs()) knobs.push_back(std::move(knob));
   return knobs;
 }
 

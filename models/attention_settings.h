@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/enum_names.h"
+#include "models/sae_settings.h"
 
 namespace attnscope {
 
@@ -71,6 +72,7 @@ struct AttentionSettings {
   bool dwc = true;     // use the depthwise conv on V where the checkpoint has its weights
   FocusNorm norm = FocusNorm::AllChannels;
   HeadAblationSetting ablation;  // heads knocked out of every forward (ViT-shaped models)
+  SaeSetting sae;                // a sparse autoencoder's features switched off or added (ViT-shaped models)
 };
 
 // The window the `window` variant uses when none is given (Swin's default).

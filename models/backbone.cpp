@@ -89,6 +89,10 @@ ForwardOutput StagedBackbone::forward(const torch::Tensor& images, const Attenti
     throw std::invalid_argument("--ablate: " + family() +
                                 " has no single residual stream of heads to ablate (head ablation runs on ViT-shaped "
                                 "models: timm, Hugging Face, CLIP, DINOv2)");
+  if (settings.sae.intervenes())
+    throw std::invalid_argument("--sae-off/--sae-add: " + family() +
+                                " has no single residual stream for a sparse autoencoder (SAEs run on ViT-shaped "
+                                "models: timm, Hugging Face, CLIP, DINOv2)");
   check_input(images);
   // Inference on the CPU: small ops on one core, the big ones on all (a family's row chunks,
   // attention, convolutions). With autograd (training, Grad-CAM's tail) every op keeps all cores.

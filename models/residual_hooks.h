@@ -6,6 +6,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,10 +25,41 @@ struct ResidualReplacement {
   torch::Tensor value;  // [C] (every batch item) or [B, C]
 };
 
+// A point of a block's residual stream, as TransformerLens and ViT-Prisma name them
+// (blocks.L.hook_resid_pre, hook_attn_out, hook_resid_mid, hook_mlp_out, hook_resid_post): the
+// block's input, what its attention adds (after LayerScale), the stream between attention (and
+// L2ViT's LCM) and MLP, what its MLP adds, and its output (the next block's input).
+enum class StreamSite { ResidPre, AttnOut, ResidMid, MlpOut, ResidPost };
+struct StreamPoint {
+  int layer = 0;
+  StreamSite site = StreamSite::ResidPost;
+  bool operator==(const StreamPoint& other) const { return layer == other.layer && site == other.site; }
+  bool operator!=(const StreamPoint& other) const { return !(*this == other); }
+  // Whether the point is inside the block (the forward reaches it only through forward_streams).
+  bool inside_block() const {
+    return site == StreamSite::AttnOut || site == StreamSite::ResidMid || site == StreamSite::MlpOut;
+  }
+};
+// "blocks.3.hook_resid_post": TransformerLens's name, the one summaries and sessions write.
+std::string stream_point_name(const StreamPoint& point);
+// TransformerLens's names, and timm's module name "blocks.3" for the block's output; throws
+// std::invalid_argument naming what it takes. The model's depth is checked where the point meets one.
+StreamPoint parse_stream_point(const std::string& text);
+
+// A function of the stream at one point, [B, T, C] -> [B, T, C]: what a sparse autoencoder's
+// intervention puts in place of the activation, or a probe that keeps it and returns it unchanged.
+struct StreamTransform {
+  StreamPoint point;
+  std::function<torch::Tensor(const torch::Tensor& activation)> apply;
+};
+
 struct StreamEdits {
   std::vector<HeadReplacement> heads;
   std::vector<ResidualReplacement> residuals;
-  bool empty() const { return heads.empty() && residuals.empty(); }
+  // Applied in order at their points. A forward resumed at block F takes its input as already
+  // transformed: transforms at blocks.F.hook_resid_pre (and earlier points) are not applied again.
+  std::vector<StreamTransform> transforms;
+  bool empty() const { return heads.empty() && residuals.empty() && transforms.empty(); }
 };
 
 // What a forward keeps. The residual at each block's input is kept whole (the lens and patching read

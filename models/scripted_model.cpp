@@ -200,6 +200,10 @@ ForwardOutput ScriptedModel::forward(const torch::Tensor& images, const Attentio
     throw std::invalid_argument(
         "--ablate: a TorchScript file runs its own forward; ablating a head needs a model attnscope implements "
         "natively (load the checkpoint itself)");
+  if (settings.sae.intervenes())
+    throw std::invalid_argument(
+        "--sae-off/--sae-add: a TorchScript file runs its own forward; an SAE intervention needs a model attnscope "
+        "implements natively (load the checkpoint itself)");
   if (images.dim() != 4 || images.size(2) != arch_.native_height() || images.size(3) != arch_.native_width())
     throw std::invalid_argument("this TorchScript file was traced for " + std::to_string(arch_.native_height()) + "x" +
                                 std::to_string(arch_.native_width()) + " inputs (use --size native)");

@@ -5,6 +5,7 @@
 #include "models/checkpoint_keys.h"
 #include "models/cpu_threads.h"
 #include "models/forward_progress.h"
+#include "models/sparse_autoencoder.h"
 #include "models/token_linear.h"
 
 #include <map>
@@ -365,6 +366,32 @@ std::vector<std::vector<const ResidualReplacement*>> residuals_by_block(const St
   return by_block;
 }
 
+// Transforms grouped by block, checked against the model; those before block `first` acted on the
+// residual the forward resumes from.
+std::vector<std::vector<const StreamTransform*>> transforms_by_block(const StreamEdits& edits, int first, int depth) {
+  std::vector<std::vector<const StreamTransform*>> by_block(static_cast<size_t>(depth));
+  for (const StreamTransform& transform : edits.transforms) {
+    if (transform.point.layer < 0 || transform.point.layer >= depth)
+      throw std::invalid_argument(stream_point_name(transform.point) + ": the model has blocks 0.." +
+                                  std::to_string(depth - 1));
+    if (transform.point.layer >= first) by_block[size_t(transform.point.layer)].push_back(&transform);
+  }
+  return by_block;
+}
+
+torch::Tensor apply_transforms(const std::vector<const StreamTransform*>& transforms, StreamSite site,
+                               torch::Tensor value) {
+  for (const StreamTransform* transform : transforms)
+    if (transform->point.site == site) value = transform->apply(value);
+  return value;
+}
+
+bool any_inside_block(const std::vector<const StreamTransform*>& transforms) {
+  for (const StreamTransform* transform : transforms)
+    if (transform->point.inside_block()) return true;
+  return false;
+}
+
 // sqrt(biased variance + eps) over the last dimension: the scale a LayerNorm divides by.
 torch::Tensor layer_norm_scale(const torch::Tensor& x, double eps) {
   return (x - x.mean(-1, /*keepdim=*/true)).pow(2).mean(-1).add(eps).sqrt();
@@ -386,10 +413,11 @@ ForwardOutput VisionTransformerImpl::forward_from_block(int first, const torch::
                                 std::to_string(tokens) + ", " + std::to_string(width) + "]");
   if (recording.any_block() && !record) throw std::logic_error("a recording without a record to fill");
   const int64_t batch = resid_pre.size(0);
-  const StreamEdits all_edits = with_session_ablation(edits, settings, first, tokens);
+  const StreamEdits all_edits = with_session_edits(edits, settings, first, tokens);
   const auto heads_at =
       heads_by_block(all_edits, first, depth, arch_.heads, batch, tokens, width / std::max(1, arch_.heads));
   const auto residuals_at = residuals_by_block(all_edits, first, depth, batch, tokens, width);
+  const auto transforms_at = transforms_by_block(all_edits, first, depth);
   torch::Tensor kept_tokens;
   if (record) {
     for (int64_t token : recording.tokens)
@@ -420,7 +448,10 @@ ForwardOutput VisionTransformerImpl::forward_from_block(int first, const torch::
       for (const ResidualReplacement* edit : residuals_at[size_t(b)])
         x.select(1, edit->token).copy_(edit->value.to(x.device(), x.dtype()).expand({batch, width}));
     }
+    // Recorded before the transforms at the block's input, as a forward resumed here takes it.
     if (recording.resid_pre) record->resid_pre[size_t(b)] = x;
+    const auto& transforms = transforms_at[size_t(b)];
+    x = apply_transforms(transforms, StreamSite::ResidPre, x);
     const std::string name = "blocks." + std::to_string(b);
     AttentionCapture* capture = nullptr;
     if (options.capture) {
@@ -440,8 +471,9 @@ ForwardOutput VisionTransformerImpl::forward_from_block(int first, const torch::
         options.attention_hook({b, name + ".attn", layout, layout}, probabilities);
       };
     auto* block = blocks[size_t(b)]->as<BlockImpl>();
-    if (heads_at[size_t(b)].empty() && !recording.per_block_streams()) {
+    if (heads_at[size_t(b)].empty() && !recording.per_block_streams() && !any_inside_block(transforms)) {
       x = block->forward(x, layout, settings, capture, block_hook, probabilities_hook);
+      x = apply_transforms(transforms, StreamSite::ResidPost, x);
       continue;
     }
     BlockStreams streams;
@@ -449,7 +481,9 @@ ForwardOutput VisionTransformerImpl::forward_from_block(int first, const torch::
     streams.heads.replacements = heads_at[size_t(b)];
     streams.heads.record = recording.z;
     streams.record_outputs = recording.components;
+    streams.transforms = transforms;
     x = block->forward_streams(x, layout, settings, capture, streams, block_hook, probabilities_hook);
+    x = apply_transforms(transforms, StreamSite::ResidPost, x);
     if (recording.components) {
       record->attn_out[size_t(b)] = keep(streams.attn_out, 1);
       if (streams.local_out.defined()) record->local_out[size_t(b)] = keep(streams.local_out, 1);
@@ -471,11 +505,12 @@ ForwardOutput VisionTransformerImpl::forward_from_block(int first, const torch::
   return output;
 }
 
-StreamEdits VisionTransformerImpl::with_session_ablation(const StreamEdits& edits, const AttentionSettings& settings,
-                                                         int first, int64_t tokens) const {
-  const HeadAblationSetting& ablation = settings.ablation;
-  if (ablation.empty()) return edits;
+StreamEdits VisionTransformerImpl::with_session_edits(const StreamEdits& edits, const AttentionSettings& settings,
+                                                      int first, int64_t tokens) const {
   StreamEdits all = edits;
+  if (settings.sae.intervenes()) all.transforms.push_back(sae_intervention(settings.sae, arch_.depth, arch_.embed_dim));
+  const HeadAblationSetting& ablation = settings.ablation;
+  if (ablation.empty()) return all;
   const HeadMeanOutputs* means = nullptr;
   if (ablation.kind == AblationKind::Mean) {
     if (ablation.images.empty())
@@ -509,7 +544,8 @@ StreamEdits VisionTransformerImpl::with_session_ablation(const StreamEdits& edit
 
 ForwardOutput VisionTransformerImpl::forward(const torch::Tensor& images, const AttentionSettings& settings,
                                              const ForwardOptions& options) {
-  if (settings.ablation.empty()) return StagedBackbone::forward(images, settings, options);
+  if (settings.ablation.empty() && !settings.sae.intervenes())
+    return StagedBackbone::forward(images, settings, options);
   return forward_with_streams(images, settings, options, {}, {}, nullptr);
 }
 

@@ -199,6 +199,8 @@ struct BlockStreams {
   HeadStreams heads;  // its heads' z, recorded and/or replaced
   bool record_outputs = false;
   torch::Tensor attn_out, local_out, mlp_out;  // out: what each part adds to the residual
+  // Transforms at this block's attention output, middle stream and MLP output, in order.
+  std::vector<const StreamTransform*> transforms;
 };
 
 struct BlockImpl : torch::nn::Module {
@@ -304,9 +306,10 @@ class VisionTransformerImpl : public StagedBackbone {
   torch::Tensor classify(const StageTokens& tokens, const StagedPass& pass) override;
 
  private:
-  // `edits` and the heads settings.ablation knocks out from block `first` on.
-  StreamEdits with_session_ablation(const StreamEdits& edits, const AttentionSettings& settings, int first,
-                                    int64_t tokens) const;
+  // `edits` and the session's own from block `first` on: the heads settings.ablation knocks out,
+  // and the sparse autoencoder's intervention (settings.sae).
+  StreamEdits with_session_edits(const StreamEdits& edits, const AttentionSettings& settings, int first,
+                                 int64_t tokens) const;
   torch::Tensor embed_tokens(const torch::Tensor& images, const TokenLayout& layout);
   torch::Tensor pool_and_classify(const torch::Tensor& tokens, const TokenLayout& layout, const ForwardHook& hook,
                                   std::vector<PoolAttention>* pool_attention = nullptr);

@@ -248,18 +248,26 @@ torch::Tensor BlockImpl::forward_streams(const torch::Tensor& x, const TokenLayo
   auto normed = norm1(x);
   if (hook) hook("norm1", normed);
   if (capture) capture->normed_input = normed;
+  auto transformed = [&streams](StreamSite site, torch::Tensor value) {
+    for (const StreamTransform* transform : streams.transforms)
+      if (transform->point.site == site) value = transform->apply(value);
+    return value;
+  };
   auto attended = attn->forward_with_heads(normed, layout, settings, capture, streams.heads, probabilities_hook);
   if (!ls1.is_empty()) attended = ls1(attended);
+  attended = transformed(StreamSite::AttnOut, attended);
   auto out = x + attended;
   torch::Tensor local;
   if (!local_mp.is_empty()) {
     local = local_mp(norm3(out), layout);
     out = out + local;
   }
+  out = transformed(StreamSite::ResidMid, out);
   auto normed_out = norm2(out);
   if (hook) hook("norm2", normed_out);
   auto mlp_out = mlp(normed_out);
   if (!ls2.is_empty()) mlp_out = ls2(mlp_out);
+  mlp_out = transformed(StreamSite::MlpOut, mlp_out);
   auto result = out + mlp_out;
   if (hook) hook("", result);
   if (streams.record_outputs) {
