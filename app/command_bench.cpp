@@ -19,6 +19,7 @@
 #include "analysis/gradcam.h"
 #include "analysis/relevance.h"
 #include "analysis/residual_stream.h"
+#include "analysis/sae_features.h"
 #include "analysis/spectrum.h"
 #include "app/bench_family.h"
 #include "app/bench_scale.h"
@@ -289,6 +290,63 @@ void bench_ablation(const std::vector<VitShape>& shapes, const std::filesystem::
   }
 }
 
+// Sparse-autoencoder features of one image (views/analysis_sae.cpp): the forward that reads the
+// SAE's point (the middle block's output) with every token's features, top features and
+// reconstruction (what the view computes once per image), and one feature's map alone (an SAE
+// whose activation acts on each feature alone reads one encoder column), against the plain
+// forward. Random SAEs of 8x the width and of 65,536 features (TopK, k 32; ReLU for the map).
+void bench_sae(const std::vector<VitShape>& shapes, const std::filesystem::path& folder, torch::Device device,
+               int warmup, int runs) {
+  std::cout << "\nSAE features of one image: the forward at the SAE's point plus the SAE, against the plain forward\n"
+            << std::left << std::setw(8) << "model" << std::right << std::setw(10) << "features" << std::setw(10)
+            << "MB" << std::setw(12) << "forward" << std::setw(12) << "+features" << std::setw(10) << "over"
+            << std::setw(12) << "+one map" << std::setw(10) << "over\n";
+  for (const VitShape& shape : shapes) {
+    BenchModel bench = random_vit_and_input(shape, folder, device);
+    VisionTransformerImpl& model = bench.model.vit();
+    c10::InferenceMode inference_mode;
+    const double forward = median_of_runs(warmup, runs, [&] {
+      model.forward(bench.input, {});
+      if (device.is_cuda()) torch::cuda::synchronize();
+    });
+    const std::string hook = "blocks." + std::to_string(shape.depth / 2) + ".hook_resid_post";
+    for (int64_t features : {int64_t(8) * shape.dim, int64_t(65536)}) {
+      torch::manual_seed(2);
+      SparseAutoencoder sae;
+      sae.activation = SaeActivation::TopK;
+      sae.k = 32;
+      sae.d_in = shape.dim;
+      sae.d_sae = features;
+      sae.W_enc = (torch::randn({shape.dim, features}) * 0.02).to(device);
+      sae.b_enc = torch::zeros({features}, device);
+      sae.W_dec = sae.W_enc.t().contiguous() * 50.0;
+      sae.b_dec = torch::zeros({shape.dim}, device);
+      const double full = median_of_runs(warmup, runs, [&] {
+        sae_image_report(model, sae, hook, bench.input, {});
+        if (device.is_cuda()) torch::cuda::synchronize();
+      });
+      SparseAutoencoder relu = sae;
+      relu.activation = SaeActivation::Relu;
+      const StreamPoint point = parse_stream_point(hook);
+      const double one = median_of_runs(warmup, runs, [&] {
+        StreamEdits probe;
+        torch::Tensor map;
+        probe.transforms.push_back({point, [&](const torch::Tensor& x) {
+                                      map = relu.encode_feature(x[0], 7);
+                                      return x;
+                                    }});
+        model.forward_with_streams(bench.input, {}, {}, probe, {}, nullptr);
+        if (device.is_cuda()) torch::cuda::synchronize();
+      });
+      std::cout << std::left << std::setw(8) << shape.name << std::right << std::setw(10) << features << std::setw(10)
+                << sae.bytes() / 1e6 << std::setw(10) << forward << "ms" << std::setw(10) << full << "ms"
+                << std::setw(9) << 100.0 * (full - forward) / forward << "%" << std::setw(10) << one << "ms"
+                << std::setw(9) << 100.0 * (one - forward) / forward << "%\n"
+                << std::flush;
+    }
+  }
+}
+
 // The workbench's textspan view after a prompt change (views/clip_prompt_view.h): the panel's
 // decomposition and the prompt list's embeddings are kept, so a new prompt costs its tokenization,
 // one text encoding and one product. A random CLIP of ViT-B/16's shape (bench/random_clip.py) on the
@@ -357,9 +415,12 @@ CommandSyntax bench_syntax() {
       {"python", "EXE", "Python with torch for the eager reference ('none' to skip)", configured_python()},
       {"analysis", "",
        "bench the analyses instead: Grad-CAM, attention relevance and Score-CAM vs eager, spectrum factors vs full "
-       "SVD, a head ablation's resumed forward vs the whole forward, the textspan view's cost of a new prompt "
+       "SVD, a head ablation's resumed forward vs the whole forward, an SAE's features of one image vs the forward, "
+       "the textspan view's cost of a new prompt "
        "(ViT-B/16-shaped CLIP, 197 tokens)",
        ""},
+      {"analyses", "LIST", "with --analysis: which (gradcam, attribution, spectrum, ablation, sae, textspan)",
+       "gradcam,attribution,spectrum,ablation,sae,textspan"},
       {"family", "swin|pvt",
        "bench a hierarchical family instead: Swin-T or PVT-v2-b2 shapes at 224, native and --variants, each against "
        "the eager reference with the same kernel swapped in where it has one",
@@ -419,11 +480,19 @@ int bench_command(const Args& args) {
     std::cout << "attnscope bench --analysis: " << torch::get_num_threads() << " threads, device " << device.str()
               << ", medians over " << rounds << " alternating rounds of the median of " << runs << " runs\n";
     std::cout << std::fixed << std::setprecision(2);
-    bench_gradcam(shapes, folder, python, device, warmup, runs, rounds);
-    bench_attribution(shapes, folder, python, device, warmup, runs, rounds);
-    bench_spectrum(folder, device, warmup, runs);
-    bench_ablation(shapes, folder, device, warmup, runs);
-    bench_textspan_prompt(folder, python, device, warmup, runs);
+    const std::vector<std::string> parts = split(line.flags["analyses"]);
+    const std::vector<std::string> known = {"gradcam", "attribution", "spectrum", "ablation", "sae", "textspan"};
+    for (const std::string& part : parts)
+      if (std::find(known.begin(), known.end(), part) == known.end())
+        throw std::invalid_argument("--analyses: '" + excerpt(part) +
+                                    "' is not one of gradcam, attribution, spectrum, ablation, sae, textspan");
+    auto wanted = [&](const char* part) { return std::find(parts.begin(), parts.end(), part) != parts.end(); };
+    if (wanted("gradcam")) bench_gradcam(shapes, folder, python, device, warmup, runs, rounds);
+    if (wanted("attribution")) bench_attribution(shapes, folder, python, device, warmup, runs, rounds);
+    if (wanted("spectrum")) bench_spectrum(folder, device, warmup, runs);
+    if (wanted("ablation")) bench_ablation(shapes, folder, device, warmup, runs);
+    if (wanted("sae")) bench_sae(shapes, folder, device, warmup, runs);
+    if (wanted("textspan")) bench_textspan_prompt(folder, python, device, warmup, runs);
     return 0;
   }
 

@@ -25,6 +25,7 @@
 #include "core/value_scale.h"
 #include "models/forward_progress.h"
 #include "models/inference.h"
+#include "models/sparse_autoencoder.h"
 #include "views/option_catalog.h"
 
 namespace attnscope {
@@ -221,10 +222,35 @@ int run_command(const Args& args) {
                            {"unablated_forward_ms", ablated.unablated_milliseconds},
                            {"ablated_forward_ms", result.milliseconds}};
   }
+  // With SAE features switched off or added, the output without the intervention beside it.
+  torch::Tensor unedited_logits;
+  if (state.attention.sae.intervenes()) {
+    AttentionSettings unedited = state.attention;
+    unedited.sae.off.clear();
+    unedited.sae.add.clear();
+    unedited_logits = run_inference(model, prepared, unedited).forward.logits[0].to(torch::kCPU, torch::kFloat);
+    const auto sae = open_sparse_autoencoder(state.attention.sae.file);
+    const int64_t top = logits.argmax().item<int64_t>();
+    summary["sae_intervention"] = {
+        {"sae", sae->describe()},
+        {"hook", stream_point_name(sae_stream_point(*sae, state.attention.sae.hook, model.vit_arch().depth,
+                                                    model.vit_arch().embed_dim))},
+        {"off", sae_features_text(state.attention.sae.off)},
+        {"add", sae_adds_text(state.attention.sae.add)},
+        {"top_output", top},
+        {"value", logits[top].item<double>()},
+        {"value_without", unedited_logits[top].item<double>()},
+        {"top_output_without", unedited_logits.argmax().item<int64_t>()},
+        {"largest_change", (logits - unedited_logits).abs().max().item<double>()},
+        {"note",
+         "the SAE's reconstruction error stays in the stream: the listed features' decoder directions times "
+         "their change are added where the SAE reads"}};
+  }
   // Paths are bytes: a name that is not UTF-8 is written with replacement characters, never fails.
   // Every output is checked before the first is written: existing ones are refused unless --overwrite.
   files.add_npy("logits.npy", logits);
   if (unablated_logits.defined()) files.add_npy("logits_unablated.npy", unablated_logits);
+  if (unedited_logits.defined()) files.add_npy("logits_without_sae.npy", unedited_logits);
   files.add_npy("attention" + suffix + ".npy", model.backbone->hierarchical() ? grid : row);
   if (write_matrix) files.add_streamed("matrix" + suffix + ".npy", matrix_writer);
   // A kernel's second matrix (PolaFormer's opposite-sign part, on the second half of each head's
@@ -290,8 +316,15 @@ int run_command(const Args& args) {
     std::cout << "ablated " << head_list_text(state.attention.ablation.heads) << ": the forward resumed at block "
               << first_ablated_layer(state.attention.ablation) << " took " << result.milliseconds
               << " ms, the unablated one " << ablated.unablated_milliseconds << " ms\n";
+  if (unedited_logits.defined())
+    std::cout << "SAE features off " << sae_features_text(state.attention.sae.off) << ", added "
+              << sae_adds_text(state.attention.sae.add) << ": output " << summary["sae_intervention"]["top_output"]
+              << " at " << summary["sae_intervention"]["value"]
+              << " (without: " << summary["sae_intervention"]["value_without"] << "), largest change "
+              << summary["sae_intervention"]["largest_change"] << "\n";
   std::cout << "wrote " << out.string() << "/{summary.json, logits.npy, "
-            << (unablated_logits.defined() ? "logits_unablated.npy, " : "") << "attention" << suffix << ".npy, "
+            << (unablated_logits.defined() ? "logits_unablated.npy, " : "")
+            << (unedited_logits.defined() ? "logits_without_sae.npy, " : "") << "attention" << suffix << ".npy, "
             << (write_matrix ? "matrix" + suffix + ".npy, " : "") << (second_file.empty() ? "" : second_file + ", ")
             << "overlay" << suffix << ".png" << (pools.empty() ? "" : ", pool_attention.npy, pool_overlay.png")
             << (pools.size() > 1 ? ", class_attention.npy" : "") << "}\n";

@@ -12,6 +12,8 @@ const std::vector<Command>& commands() {
       {"models", "list what the model caches on this machine hold and whether attnscope opens each", models_command,
        models_syntax},
       {"train", "train a demo model on the generated glyph task", train_command, train_syntax},
+      {"train-sae", "train a sparse autoencoder on a demo model's residual stream over generated sign images",
+       train_sae_command, train_sae_syntax},
       {"eval", "accuracy, attention focus and rank of demo models on held-out glyph images", eval_command, eval_syntax},
       {"export", "paper figures (PNG, SVG, PDF) with the data behind them, for an image or a folder", export_command,
        export_syntax},

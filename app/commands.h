@@ -32,6 +32,7 @@ int models_command(const Args& args);        // what the model caches hold, and 
 int bench_command(const Args& args);         // forward latency per variant against PyTorch eager
 int analyze_command(const Args& args);       // Grad-CAM, rollout, spectrum, f_p, focus metrics of one image
 int train_command(const Args& args);         // trains a demo model on the generated glyph task
+int train_sae_command(const Args& args);     // trains a sparse autoencoder on a demo model's residual stream
 int eval_command(const Args& args);          // focus and rank of the demo models on held-out images
 int glyphs_command(const Args& args);        // writes images of the generated task
 int export_command(const Args& args);        // paper figures (PNG, SVG, PDF) with the data behind them
@@ -46,6 +47,7 @@ CommandSyntax models_syntax();
 CommandSyntax bench_syntax();
 CommandSyntax analyze_syntax();
 CommandSyntax train_syntax();
+CommandSyntax train_sae_syntax();
 CommandSyntax eval_syntax();
 CommandSyntax glyphs_syntax();
 CommandSyntax export_syntax();

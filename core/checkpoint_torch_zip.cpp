@@ -239,10 +239,11 @@ Checkpoint read_pytorch_zip(const std::string& path, const std::string& containe
   const std::string where = ckpt.container_key.empty() ? "state_dict" : "'" + ckpt.container_key + "'";
   StorageReader storages(path, *zip, directory);
   std::unordered_set<const Value*> checked;
-  if (graph.root()->kind == Kind::Dict)
+  std::unordered_set<const Value*> beside;  // apart from `checked`: the state_dict's own walk must see every node
+  if (graph.root()->kind == Kind::Dict && graph.root() != &state_dict)
     for (const auto& [key, value] : graph.root()->entries)
       if (key->kind == Kind::String && value != &state_dict)
-        if (const Value* refused = find_refused(value, checked))
+        if (const Value* refused = find_refused(value, beside))
           ckpt.unread_objects.push_back(excerpt(key->text, 80) + " (" + excerpt(refused->text, 120) + ")");
   for (const auto& [key, value] : state_dict.entries) {
     if (key->kind != Kind::String) continue;

@@ -73,6 +73,17 @@ torch::Tensor top_k_per_token(const torch::Tensor& pre, int k, bool relu) {
   return torch::zeros_like(pre).scatter(-1, indices, relu ? torch::relu(values) : values);
 }
 
+// b + f W for features f [N, F] with few nonzeros (a TopK SAE's k of 65,536): the rows of W they
+// pick, gathered and added up per token, instead of the dense product (the encoder's cost again).
+torch::Tensor sparse_product(const torch::Tensor& f, const torch::Tensor& W, const torch::Tensor& b) {
+  const int64_t rows = f.size(0), width = W.size(1);
+  const torch::Tensor nonzero = f.nonzero();  // [nnz, 2]
+  if (nonzero.size(0) * 8 >= f.numel()) return torch::addmm(b, f, W);
+  const torch::Tensor token = nonzero.select(1, 0), feature = nonzero.select(1, 1);
+  const torch::Tensor values = f.index({token, feature});
+  return b.expand({rows, width}).clone().index_add_(0, token, W.index_select(0, feature) * values.unsqueeze(1));
+}
+
 void check_input(const SparseAutoencoder& sae, const torch::Tensor& x) {
   if (x.dim() != 2 || x.size(1) != sae.d_in)
     throw std::invalid_argument("the SAE reads [tokens, " + std::to_string(sae.d_in) + "] activations, not " +
@@ -108,6 +119,36 @@ torch::Tensor SparseAutoencoder::encode(const torch::Tensor& x) const {
   throw std::logic_error("an SAE activation without a formula");
 }
 
+torch::Tensor SparseAutoencoder::encode_feature(const torch::Tensor& x, int64_t feature) const {
+  check_input(*this, x);
+  if (feature < 0 || feature >= d_sae)
+    throw std::invalid_argument("feature " + std::to_string(feature) + " is outside the SAE's 0.." +
+                                std::to_string(d_sae - 1));
+  if (activation == SaeActivation::TopK) return encode(x).select(1, feature);
+  const Normalised normalised = normalise(*this, x.to(torch::kFloat));
+  const torch::Tensor sae_in = subtract_b_dec ? normalised.x - b_dec : normalised.x;
+  const torch::Tensor column = W_enc.select(1, feature);
+  if (activation == SaeActivation::Gated) {
+    const torch::Tensor gate = torch::mv(sae_in, column) + b_gate[feature] > 0;
+    return gate * torch::relu(torch::mv(sae_in, column * torch::exp(r_mag[feature])) + b_mag[feature]);
+  }
+  torch::Tensor pre = torch::mv(sae_in, column) + b_enc[feature];
+  if (pre_scale.defined()) pre = pre * pre_scale[feature];
+  switch (activation) {
+    case SaeActivation::Relu:
+      return torch::relu(pre);
+    case SaeActivation::TanhRelu:
+      return torch::tanh(torch::relu(pre));
+    case SaeActivation::BatchTopK:
+      return torch::relu(pre) * (pre > threshold);
+    case SaeActivation::JumpRelu:
+      return torch::relu(pre) * (pre > threshold[feature]);
+    default:
+      break;
+  }
+  throw std::logic_error("an SAE activation without a formula");
+}
+
 torch::Tensor SparseAutoencoder::stream_scale(const torch::Tensor& x) const {
   check_input(*this, x);
   return normalise(*this, x.to(torch::kFloat)).scale;
@@ -116,7 +157,7 @@ torch::Tensor SparseAutoencoder::stream_scale(const torch::Tensor& x) const {
 torch::Tensor SparseAutoencoder::decode(const torch::Tensor& features, const torch::Tensor& x) const {
   check_input(*this, x);
   const torch::Tensor read = pre_scale.defined() ? features / pre_scale : features;
-  const torch::Tensor reconstruction = torch::addmm(b_dec, read, W_dec);
+  const torch::Tensor reconstruction = sparse_product(read, W_dec, b_dec);
   const Normalised normalised = normalise(*this, x.to(torch::kFloat));
   const torch::Tensor scaled = reconstruction * normalised.scale;
   return normalised.shift.defined() ? scaled + normalised.shift : scaled;

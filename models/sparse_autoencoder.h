@@ -61,6 +61,10 @@ struct SparseAutoencoder {
 
   // The features of x [N, d_in]: [N, d_sae] (float32 on x's device).
   torch::Tensor encode(const torch::Tensor& x) const;
+  // Feature `feature`'s activation on every token of x [N, d_in]: [N]. One column of the encoder
+  // where the activation acts on each feature alone; the whole encode for TopK, whose k largest
+  // depend on every feature.
+  torch::Tensor encode_feature(const torch::Tensor& x, int64_t feature) const;
   // The reconstruction of x from its features f = encode(x): [N, d_in], in the stream's units.
   torch::Tensor decode(const torch::Tensor& features, const torch::Tensor& x) const;
   // The per-token factor [N, 1] that takes a decoder row to the stream's units (1 without normalisation).

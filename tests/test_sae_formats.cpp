@@ -54,6 +54,10 @@ TEST(SaeFormats, EveryCaseMatchesItsLibrarysEncodeAndDecode) {
     EXPECT_LE(max_abs_difference(features, expected_features), tolerance(expected_features)) << sae.describe();
     EXPECT_LE(max_abs_difference(reconstruction, expected_reconstruction), tolerance(expected_reconstruction))
         << sae.describe();
+    // One feature alone, as the map of a feature is computed, is that feature's column.
+    for (int64_t feature : {int64_t(0), sae.d_sae / 2, sae.d_sae - 1})
+      EXPECT_LE(max_abs_difference(sae.encode_feature(x, feature), features.select(1, feature)),
+                tolerance(expected_features));
     if (!c.at("hook").is_null()) {
       EXPECT_FALSE(sae.hook_text.empty());
     }
