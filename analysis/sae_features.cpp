@@ -77,8 +77,10 @@ void SaeTopImages::add(int64_t image, const torch::Tensor& features, const torch
   const torch::Tensor scored = features.index_select(0, read);  // [R, F]
   const auto [peak, at] = scored.max(0);                        // [F]
   const torch::Tensor fired = scored > 0;
-  image_counts += fired.any(0).to(torch::kLong);
-  token_counts += fired.sum(0).to(torch::kLong);
+  // New tensors, never updated in place: a copy of the pass is a snapshot (the workbench keeps one
+  // when a newer request stops it).
+  image_counts = image_counts + fired.any(0).to(torch::kLong);
+  token_counts = token_counts + fired.sum(0).to(torch::kLong);
   tokens_seen += features.size(0);
   // Merge each feature's new peak into its k kept: one more column, then the k largest.
   const torch::Tensor all_values = torch::cat({values, peak.unsqueeze(1)}, 1);

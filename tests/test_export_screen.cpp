@@ -302,6 +302,31 @@ TEST_F(ExportScreenTest, ResidualStreamViews) {
   expect_figure_view_exported(*this, info, "sign_4_patching-view");
 }
 
+// The SAE view (issue 57): the map drawn and exported is the feature's activation over the patches
+// as the CLI computes it, read before the session's own intervention at the SAE's point, while the
+// panel's forward runs with a feature switched off.
+TEST_F(ExportScreenTest, SaeFeatureView) {
+  nlohmann::json session = {{"model", asset_path("models/flatten.safetensors")},
+                            {"image", asset_path("images/sign_4.png")},
+                            {"analysis", "sae"},
+                            {"sae", std::string(ATTNSCOPE_SOURCE_DIR) + "/assets/sae/demo"},
+                            {"feature", 262},
+                            {"query", "6,2"},
+                            {"sae-off", "55"}};
+  const nlohmann::json info = export_on_screen(session);
+  expect_figure_view_exported(*this, info, "sign_4_sae-view");
+  const std::vector<nlohmann::json> maps = shown_of(info, "figure");
+  ASSERT_GE(maps.size(), 1u);
+  const std::vector<float> drawn = floats(maps.front()["values"]);
+  ASSERT_EQ(drawn.size(), 144u);
+  const fs::path cli = folder_ / "cli";
+  ASSERT_EQ(testing::cli_system(std::string(ATTNSCOPE_CLI) + " analyze --analysis sae --sae '" + ATTNSCOPE_SOURCE_DIR +
+                                "/assets/sae/demo' --feature 262 --query 6,2 --out '" + cli.string() + "' > /dev/null"),
+            0);
+  const torch::Tensor feature = read_npy((cli / "sae_feature_262.npy").string());
+  for (size_t i = 0; i < drawn.size(); ++i) EXPECT_NEAR(drawn[i], feature[int64_t(i) + 1].item<float>(), 1e-5) << i;
+}
+
 // The text-prompted CLIP views (issue 34): panel 1, the bundled CLIP, maps the prompt field's text
 // and heads with its zero-shot top prompt; panel 2, a classifier, says why it has no text target.
 // The map drawn is the map exported, and it is `analyze textspan`'s row of that prompt (min-max);

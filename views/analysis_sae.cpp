@@ -70,6 +70,16 @@ GridMap feature_map(const torch::Tensor& features, const TokenLayout& layout, in
   return patch_grid_values(features.select(1, feature).slice(0, layout.prefix_tokens()), layout);
 }
 
+// One top image of a feature, drawn: the image as the model saw it and the feature over it.
+struct TopImage {
+  RgbImage rgb;
+  GridMap map;
+  std::string name;
+  double value = 0;
+  int64_t token = 0;
+  TokenLayout layout;
+};
+
 // Everything the view and the CLI draw from one image.
 struct SaeViewData : AnalysisViewData {
   std::shared_ptr<const SparseAutoencoder> sae;
@@ -79,6 +89,9 @@ struct SaeViewData : AnalysisViewData {
   int top = 8;
   RgbImage image;
   std::string hook;  // --sae-hook as given
+  // With the images option: the shown feature's top images over the folder (the search by images).
+  std::vector<TopImage> top_images;
+  std::string folder, folder_note;
   std::string error;
   double milliseconds = 0;
 };
@@ -98,7 +111,9 @@ Figure sae_figure(const InferenceOutcome& outcome, const AppState& state) {
   const SaeImageReport& report = *view->report;
   const SparseAutoencoder& sae = *view->sae;
   const TokenLayout& layout = report.layout;
-  Figure figure(1, 2);
+  const int top_shown = std::min<int>(int(view->top_images.size()), 4);
+  // The map and the query's features, then the folder's top images two a row (the column is narrow).
+  Figure figure(1 + (top_shown + 1) / 2, 2);
   HeatmapPanel heatmap;
   heatmap.values = feature_map(report.features, layout, view->feature.index);
   heatmap.background = view->image;
@@ -137,6 +152,22 @@ Figure sae_figure(const InferenceOutcome& outcome, const AppState& state) {
   const std::string query_name = layout.token_name(view->query);
   figure.at(0, 1) = {"strongest at " + query_name + (listed.str().empty() ? ": none fire" : ": " + listed.str()),
                      "sae_query_top", bars};
+  for (int i = 0; i < top_shown; ++i) {
+    const TopImage& image = view->top_images[size_t(i)];
+    HeatmapPanel top_map;
+    top_map.values = image.map;
+    top_map.background = image.rgb;
+    top_map.opacity = float(state.opacity);
+    top_map.alpha = state.alpha;
+    if (image.layout.is_patch(int(image.token))) {
+      top_map.marked_row = image.layout.row_of(int(image.token));
+      top_map.marked_col = image.layout.col_of(int(image.token));
+    }
+    char title[200];
+    std::snprintf(title, sizeof title, "top %d over the folder: %s %.3g", i + 1, image.name.c_str(), image.value);
+    figure.panels[size_t(2 + i)] = {
+        title, "sae_feature_" + std::to_string(view->feature.index) + "_top" + std::to_string(i + 1), top_map};
+  }
   char stats[300];
   std::snprintf(stats, sizeof stats, "normalised MSE %.3g, L0 %.1f, %.0f%% of features silent on this image",
                 report.normalised_mse, report.l0, 100.0 * report.silent_fraction);
@@ -150,26 +181,19 @@ Figure sae_figure(const InferenceOutcome& outcome, const AppState& state) {
     prefix += (prefix.empty() ? "" : ", ") + std::string(value);
   }
   if (!prefix.empty()) figure.title += kTitleBreak + feature_words(view->feature) + " on " + prefix;
+  if (!view->folder_note.empty()) figure.title += kTitleBreak + view->folder_note;
   ColorScale scale;
   scale.colormap = state.colormap;
   scale.vmin = 0;
-  scale.vmax = high > 0 ? high : 1e-6f;
+  float shown_high = high;
+  for (int i = 0; i < top_shown; ++i) shown_high = std::max(shown_high, float(view->top_images[size_t(i)].value));
+  scale.vmax = shown_high > 0 ? shown_high : 1e-6f;
   scale.label = "activation of feature " + std::to_string(view->feature.index);
   figure.scales.push_back(scale);
   return figure;
 }
 
 // ---- The folder pass -----------------------------------------------------------------------
-
-// One top image of a feature, drawn: the image as the model saw it and the feature over it.
-struct TopImage {
-  RgbImage rgb;
-  GridMap map;
-  std::string name;
-  double value = 0;
-  int64_t token = 0;
-  TokenLayout layout;
-};
 
 Figure top_images_figure(const std::vector<TopImage>& images, int feature, const std::string& heading,
                          const AppState& state) {
@@ -414,6 +438,53 @@ int analyze_sae(const AnalyzeContext& context) {
   return images_folder(context.state).empty() ? analyze_sae_image(context) : analyze_sae_folder(context);
 }
 
+// The images option's folder through panel 1's model (the pass kept in the cache, and, when a
+// newer request stops it, what it had done), then the shown feature's top images drawn.
+void search_top_images(const AnalysisViewInput& input, const PanelForwardView& panel, SaeViewData& view) {
+  const ViewFolder folder = view_folder(input.request, "find each feature's top images in");
+  if (!folder.error.empty()) {
+    if (!images_folder(input.request).empty()) view.folder_note = folder.error;
+    return;
+  }
+  LoadedModel& loaded = *panel.model;
+  VisionTransformerImpl& model = residual_stream_model(loaded.native("sparse-autoencoder features"));
+  const SparseAutoencoder& sae = *view.sae;
+  const int k = view.top;
+  SaeFolderPass initial;
+  initial.top.start(sae.d_sae, k);
+  const auto pass = folder_pass(
+      &input.cache, folder_key("sae", input.request, panel, folder.images, std::to_string(k)), folder.images.size(),
+      view_progress(input), initial, [&](SaeFolderPass& state, size_t i) {
+        const PreparedImage image =
+            prepare_image_file(loaded, input.request.input_settings(), folder.images[i], input.request.max_pixels);
+        const SaeImageReport report =
+            sae_image_report(model, sae, panel.settings.sae.hook, image.input, panel.settings, input.cancelled);
+        state.add(int64_t(i), report, sae);
+      });
+  const int feature = view.feature.index;
+  for (int rank = 0; rank < k && rank < 4; ++rank) {
+    const double value = pass->top.values[feature][rank].item<double>();
+    const int64_t index = pass->top.images[feature][rank].item<int64_t>();
+    if (!(value > 0) || index < 0) break;
+    const PreparedImage image = prepare_image_file(loaded, input.request.input_settings(), folder.images[size_t(index)],
+                                                   input.request.max_pixels);
+    const SaeImageReport report =
+        sae_image_report(model, sae, panel.settings.sae.hook, image.input, panel.settings, input.cancelled);
+    TopImage drawn;
+    drawn.rgb = image.rgb;
+    drawn.layout = report.layout;
+    drawn.map = feature_map(report.features, report.layout, feature);
+    drawn.name = fs::path(folder.images[size_t(index)]).filename().string();
+    drawn.value = value;
+    drawn.token = pass->top.tokens[feature][rank].item<int64_t>();
+    view.top_images.push_back(std::move(drawn));
+  }
+  view.folder_note = "feature " + std::to_string(feature) + " fires on " +
+                     std::to_string(pass->top.image_counts[feature].item<int64_t>()) + " of " +
+                     images_heading(int(folder.images.size()), folder.folder) + "; " +
+                     std::to_string(int(std::lround(100.0 * pass->top.dead_fraction()))) + "% of features fire on none";
+}
+
 void compute_sae_view(const AnalysisViewInput& input, InferenceOutcome& outcome) {
   const auto start = std::chrono::steady_clock::now();
   auto view = std::make_shared<SaeViewData>();
@@ -438,6 +509,7 @@ void compute_sae_view(const AnalysisViewInput& input, InferenceOutcome& outcome)
     view->top = top_option()(input.request);
     view->feature = shown_feature(*view->sae, view->report->features, feature_option()(input.request), view->query);
     view->image = outcome.input_rgb;
+    search_top_images(input, panel, *view);
   } catch (const std::invalid_argument& e) {
     view->report.reset();
     view->error = e.what();
