@@ -75,10 +75,37 @@ struct TopImage {
   RgbImage rgb;
   GridMap map;
   std::string name;
+  int64_t index = 0;  // in the folder's order
   double value = 0;
   int64_t token = 0;
   TokenLayout layout;
 };
+
+// Feature `feature`'s first `count` top images of a pass over `images`, each run again for its map.
+std::vector<TopImage> draw_top_images(const LoadedModel& loaded, VisionTransformerImpl& model,
+                                      const SparseAutoencoder& sae, const AttentionSettings& settings,
+                                      const InputSettings& input, int64_t max_pixels,
+                                      const std::vector<std::string>& images, const SaeTopImages& top, int feature,
+                                      int count, const std::function<bool()>& cancelled = {}) {
+  std::vector<TopImage> drawn;
+  for (int rank = 0; rank < count && rank < top.k; ++rank) {
+    const double value = top.values[feature][rank].item<double>();
+    const int64_t index = top.images[feature][rank].item<int64_t>();
+    if (!(value > 0) || index < 0) break;
+    const PreparedImage image = prepare_image_file(loaded, input, images[size_t(index)], max_pixels);
+    const SaeImageReport report = sae_image_report(model, sae, settings.sae.hook, image.input, settings, cancelled);
+    TopImage shown;
+    shown.rgb = image.rgb;
+    shown.layout = report.layout;
+    shown.map = feature_map(report.features, report.layout, feature);
+    shown.name = fs::path(images[size_t(index)]).filename().string();
+    shown.index = index;
+    shown.value = value;
+    shown.token = top.tokens[feature][rank].item<int64_t>();
+    drawn.push_back(std::move(shown));
+  }
+  return drawn;
+}
 
 // Everything the view and the CLI draw from one image.
 struct SaeViewData : AnalysisViewData {
@@ -373,25 +400,14 @@ int analyze_sae_folder(const AnalyzeContext& context) {
         std::vector<TopImage> shown;
         std::ostringstream csv;
         csv << "rank,image,file,activation,token,row,col\n" << std::setprecision(9);
-        for (int rank = 0; rank < k; ++rank) {
-          const double value = top.values[feature][rank].item<double>();
-          const int64_t index = top.images[feature][rank].item<int64_t>();
-          if (!(value > 0) || index < 0) break;
-          const PreparedImage image =
-              prepare_image_file(loaded, state.input_settings(), run.images[size_t(index)], state.max_pixels);
-          const SaeImageReport report = sae_image_report(model, *sae, settings.sae.hook, image.input, settings);
-          TopImage drawn;
-          drawn.rgb = image.rgb;
-          drawn.layout = report.layout;
-          drawn.map = feature_map(report.features, report.layout, feature);
-          drawn.name = fs::path(run.images[size_t(index)]).filename().string();
-          drawn.value = value;
-          drawn.token = top.tokens[feature][rank].item<int64_t>();
-          const int token = int(drawn.token);
-          csv << rank + 1 << "," << index << "," << drawn.name << "," << value << "," << token << ","
-              << (report.layout.is_patch(token) ? report.layout.row_of(token) : -1) << ","
-              << (report.layout.is_patch(token) ? report.layout.col_of(token) : -1) << "\n";
-          shown.push_back(std::move(drawn));
+        shown = draw_top_images(loaded, model, *sae, settings, state.input_settings(), state.max_pixels, run.images,
+                                top, feature, k);
+        for (size_t rank = 0; rank < shown.size(); ++rank) {
+          const int token = int(shown[rank].token);
+          const TokenLayout& layout = shown[rank].layout;
+          csv << rank + 1 << "," << shown[rank].index << "," << shown[rank].name << "," << shown[rank].value << ","
+              << token << "," << (layout.is_patch(token) ? layout.row_of(token) : -1) << ","
+              << (layout.is_patch(token) ? layout.col_of(token) : -1) << "\n";
         }
         const std::string stem = "sae_feature_" + std::to_string(feature) + "_top";
         context.files->add_text(stem + ".csv", csv.str());
@@ -462,23 +478,8 @@ void search_top_images(const AnalysisViewInput& input, const PanelForwardView& p
         state.add(int64_t(i), report, sae);
       });
   const int feature = view.feature.index;
-  for (int rank = 0; rank < k && rank < 4; ++rank) {
-    const double value = pass->top.values[feature][rank].item<double>();
-    const int64_t index = pass->top.images[feature][rank].item<int64_t>();
-    if (!(value > 0) || index < 0) break;
-    const PreparedImage image = prepare_image_file(loaded, input.request.input_settings(), folder.images[size_t(index)],
-                                                   input.request.max_pixels);
-    const SaeImageReport report =
-        sae_image_report(model, sae, panel.settings.sae.hook, image.input, panel.settings, input.cancelled);
-    TopImage drawn;
-    drawn.rgb = image.rgb;
-    drawn.layout = report.layout;
-    drawn.map = feature_map(report.features, report.layout, feature);
-    drawn.name = fs::path(folder.images[size_t(index)]).filename().string();
-    drawn.value = value;
-    drawn.token = pass->top.tokens[feature][rank].item<int64_t>();
-    view.top_images.push_back(std::move(drawn));
-  }
+  view.top_images = draw_top_images(loaded, model, sae, panel.settings, input.request.input_settings(),
+                                    input.request.max_pixels, folder.images, pass->top, feature, 4, input.cancelled);
   view.folder_note = "feature " + std::to_string(feature) + " fires on " +
                      std::to_string(pass->top.image_counts[feature].item<int64_t>()) + " of " +
                      images_heading(int(folder.images.size()), folder.folder) + "; " +
