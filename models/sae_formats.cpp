@@ -187,6 +187,7 @@ SparseAutoencoder read_saev(const fs::path& file) {
 // A point of the stream from a hook name; unset (with the name kept) for one attnscope has not.
 void set_sae_hook(SparseAutoencoder& sae, const std::string& name) {
   sae.hook_text = name;
+  sae.hook_named = true;
   try {
     sae.hook = parse_stream_point(name);
   } catch (const std::invalid_argument&) {

@@ -222,6 +222,10 @@ std::shared_ptr<const SparseAutoencoder> open_sparse_autoencoder(const std::stri
 
 StreamPoint sae_stream_point(const SparseAutoencoder& sae, const std::string& given, int depth, int64_t width) {
   std::optional<StreamPoint> point = sae.hook;
+  if (!point && sae.hook_named)
+    throw std::invalid_argument("the SAE reads " + excerpt(sae.hook_text) +
+                                ", a point attnscope's residual stream does not have (it reads each block's input and "
+                                "output, its attention and MLP outputs, and the stream between them)");
   if (!given.empty()) {
     const StreamPoint asked = parse_stream_point(given);
     if (point && *point != asked)

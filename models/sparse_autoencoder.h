@@ -55,6 +55,7 @@ struct SparseAutoencoder {
   double norm_eps = 1e-5;           // LayerNorm
   std::optional<StreamPoint> hook;  // the point the file names (absent: the file does not say)
   std::string hook_text;            // ... in the file's own words
+  bool hook_named = false;          // hook_text is a hook's name (ViT-Prisma, SAELens), not a description
   bool class_token_only = false;    // trained on the class token alone (ViT-Prisma's cls_token_only)
   std::vector<int64_t> prefixes;    // Matryoshka: the nested prefix sizes (the features' groups)
   std::vector<std::string> notes;   // what the reader assumed, said where the user looks

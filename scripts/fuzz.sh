@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs one fuzz target with libFuzzer: scripts/fuzz.sh TARGET SECONDS
-# TARGET: safetensors, checkpoint_zip, image, session, arch or yaml (tests/fuzz/fuzz_TARGET.cpp).
+# TARGET: safetensors, checkpoint_zip, image, session, arch, yaml, sae or prompt_file (tests/fuzz/fuzz_TARGET.cpp).
 # Builds with clang, ASan and UBSan into build-fuzz/ on first use. Inputs up to 1 MB; one over
 # 2 GB of memory or 10 s is a failure. New inputs go to build-fuzz/corpus/TARGET, crashes to
 # build-fuzz/crashes/TARGET/ (add them to tests/fuzz/corpus/TARGET/ once fixed); the checked-in
@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 1 ] || [ ! -f "tests/fuzz/fuzz_$1.cpp" ]; then
-  echo "usage: scripts/fuzz.sh TARGET [SECONDS]   (TARGET: safetensors checkpoint_zip image session arch yaml)" >&2
+  echo "usage: scripts/fuzz.sh TARGET [SECONDS]   (TARGET: safetensors checkpoint_zip image session arch yaml sae prompt_file)" >&2
   exit 2
 fi
 target=$1

@@ -396,6 +396,28 @@ TEST(ClipPromptFile, LinesBlankLinesLineEndingsAndByteOrderMark) {
   EXPECT_THROW(parse_prompt_text("\xe2\x80\x83\n", "test"), std::invalid_argument);
 }
 
+// A file whose metadata names more classes than a prompt file may hold gives no prompt list, and says
+// why, instead of tokenizing them all (issue 60: 2 M names, 50 s, then out of memory).
+TEST(ClipPromptFile, ClassNamesAreHeldToThePromptLimits) {
+  TestFolder temp("clip_many_names");
+  Checkpoint clip = load_checkpoint(asset_path("models/clip.safetensors"));
+  nlohmann::json names = nlohmann::json::array();
+  for (size_t i = 0; i <= kMaxPrompts; ++i) names.push_back("c" + std::to_string(i));
+  clip.metadata["class_names"] = names.dump();
+  const std::string path = temp.file("clip_names.safetensors");
+  save_safetensors(path, clip.tensors, clip.metadata);
+  LoadedModel model = load_model(path, {}, torch::kCPU);
+  const PromptList list = workbench_prompt_list(model, AnalysisSettings{});
+  EXPECT_TRUE(list.prompts.empty());
+  EXPECT_CONTAINS(list.missing, "more than a prompt list may hold");
+  const CommandRun run = run_attnscope("analyze --analysis zero-shot --model '" + path + "' --image '" +
+                                           asset_path("images/sign_4.png") + "' --out '" + temp.file("out") + "'",
+                                       temp.path());
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_FALSE(run.crashed);
+  EXPECT_CONTAINS(run.err, "more than a prompt list may hold");
+}
+
 // A template fills every {} with the class name (it filled the first alone).
 TEST(ClipPromptFile, TemplatesFillEveryPlaceholder) {
   LoadedModel model = load_model(asset_path("models/clip.safetensors"), {}, torch::kCPU);

@@ -1,7 +1,7 @@
 // Every fuzz target's entry point over its checked-in corpus (tests/fuzz/corpus/TARGET/), compiled
 // into this binary with the project's normal compiler: every input must return. The targets are the
 // libFuzzer sources themselves (scripts/fuzz.sh builds them as fuzzers), each entry point renamed
-// here; in one binary they cost one compilation instead of six executables of their own.
+// here; in one binary they cost one compilation instead of eight executables of their own.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
@@ -33,6 +33,12 @@
 #undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput fuzz_yaml_input
 #include "fuzz/fuzz_yaml.cpp"
+#undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_sae_input
+#include "fuzz/fuzz_sae.cpp"
+#undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_prompt_file_input
+#include "fuzz/fuzz_prompt_file.cpp"
 #undef LLVMFuzzerTestOneInput
 
 namespace {
@@ -76,3 +82,5 @@ TEST(FuzzReplay, Image) { replay_corpus("image", fuzz_image_input); }
 TEST(FuzzReplay, Session) { replay_corpus("session", fuzz_session_input); }
 TEST(FuzzReplay, Arch) { replay_corpus("arch", fuzz_arch_input); }
 TEST(FuzzReplay, Yaml) { replay_corpus("yaml", fuzz_yaml_input); }
+TEST(FuzzReplay, Sae) { replay_corpus("sae", fuzz_sae_input); }
+TEST(FuzzReplay, PromptFile) { replay_corpus("prompt_file", fuzz_prompt_file_input); }

@@ -163,6 +163,20 @@ TEST(SaeFormats, BadFilesAreRefusedFromTheHeader) {
     fs::remove_all(dir);
   }
   EXPECT_NE(refusal(kFolder + "no-such-sae").find("no such SAE"), std::string::npos);
+  {  // A hook the stream has not: refused even with --sae-hook (the file says where it reads).
+    const fs::path dir = edited_copy("saelens_standard", "hook");
+    edit_json(dir / "cfg.json", [](nlohmann::json& c) { c["metadata"]["hook_name"] = "blocks.1.ln2.hook_normalized"; });
+    const SparseAutoencoder sae = load_sparse_autoencoder(dir.string());
+    for (const std::string given : {"", "blocks.1.hook_resid_post"}) {
+      try {
+        sae_stream_point(sae, given, 4, sae.d_in);
+        ADD_FAILURE() << "accepted " << given;
+      } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("does not have"), std::string::npos) << e.what();
+      }
+    }
+    fs::remove_all(dir);
+  }
 }
 
 }  // namespace test_sae_formats

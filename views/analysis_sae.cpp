@@ -358,6 +358,10 @@ int analyze_sae_folder(const AnalyzeContext& context) {
         if (m > 0) return;
         VisionTransformerImpl& model = residual_stream_model(loaded.native("sparse-autoencoder features"));
         const StreamPoint point = sae_stream_point(*sae, settings.sae.hook, model.arch().depth, model.arch().embed_dim);
+        const int option = feature_option()(state);
+        if (option >= sae->d_sae)  // said before the pass, not after it
+          throw std::invalid_argument("--feature " + std::to_string(option) + ": the SAE has features 0.." +
+                                      std::to_string(sae->d_sae - 1));
         SaeFolderPass pass;
         pass.top.start(sae->d_sae, k);
         json key = {{"model", run.models[0]},
@@ -392,10 +396,6 @@ int analyze_sae_folder(const AnalyzeContext& context) {
             "sae_top_values.npy, sae_top_images.npy, sae_top_tokens.npy, sae_feature_image_counts.npy, "
             "sae_feature_token_counts.npy";
         // The feature drawn: --feature, or the one with the largest activation over the folder.
-        const int option = feature_option()(state);
-        if (option >= sae->d_sae)
-          throw std::invalid_argument("--feature " + std::to_string(option) + ": the SAE has features 0.." +
-                                      std::to_string(sae->d_sae - 1));
         const int feature = option >= 0 ? option : int(top.values.select(1, 0).argmax().item<int64_t>());
         std::vector<TopImage> shown;
         std::ostringstream csv;

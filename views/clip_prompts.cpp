@@ -70,6 +70,16 @@ PromptList workbench_prompt_list(const LoadedModel& model, const AnalysisSetting
     list.missing = "no prompt list: give a prompt file (--prompts) or a file with class names";
     return list;
   }
+  // The file's names become prompts: held to what a prompt file may hold (issue 60: two million names
+  // ran for a minute, then out of memory).
+  size_t bytes = 0;
+  for (const std::string& name : names) bytes += name.size() + 1;
+  if (names.size() > kMaxPrompts || bytes > kMaxPromptFileBytes) {
+    list.missing = "the file names " + std::to_string(names.size()) + " classes (" + std::to_string(bytes) +
+                   " bytes), more than a prompt list may hold (" + std::to_string(kMaxPrompts) + " prompts, " +
+                   std::to_string(kMaxPromptFileBytes >> 20) + " MB): give a prompt file (--prompts)";
+    return list;
+  }
   std::string pattern = prompt_template_option()(settings);
   std::string where = "--prompt-template";
   if (pattern.empty()) {
@@ -129,9 +139,8 @@ TokenizedPrompts prompts_from_list(const LoadedModel& model, const AnalysisSetti
   model.text(what);  // a visual-only file is refused first, naming what it lacks
   const PromptList list = workbench_prompt_list(model, settings);
   if (list.prompts.empty())
-    throw std::invalid_argument(what +
-                                " needs --prompts FILE (UTF-8, one prompt a line), or a file with class names for "
-                                "--prompt-template");
+    throw std::invalid_argument(what + " needs --prompts FILE (UTF-8, one prompt a line), or a file with class names " +
+                                "for --prompt-template" + (list.missing.empty() ? "" : ": " + list.missing));
   source = list.source;
   return tokenize_prompts(model, list.prompts, what, !prompts_option()(settings).empty());
 }

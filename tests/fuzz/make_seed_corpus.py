@@ -208,6 +208,43 @@ TRAIN: {BASE_LR: 1e-3, EPOCHS: 300, ENABLED: true}
     write(folder, "documents.yaml", b"--- !!map\n? MODEL\n: {TYPE: \"x\", ~: null}\n...\n--- [1, 2]\n")
 
 
+def saes(folder):
+    """Sparse autoencoders as their libraries write them, tiny (d_in 4, 8 features): saev's sae.pt (a
+    compact JSON line, then torch.save) with each activation, and the configs of SAELens, ViT-Prisma and
+    dictionary_learning on a first line (fuzz_sae reads that line as cfg.json and config.json)."""
+    def saev(activation, extra=None):
+        cfg = {"d_model": 4, "d_sae": 8, "activation": {"cls": activation, "params": {"key": activation.lower(),
+                                                                                       "top_k": 2}},
+               "normalize_w_dec": True}
+        header = json.dumps({"schema": 5, "cfg": cfg, "commit": "unknown", "lib": "0.1.0"},
+                            separators=(",", ":")).encode() + b"\n"
+        sd = {"W_dec": torch.randn(8, 4), "b_dec": torch.zeros(4), "W_enc": torch.randn(4, 8), "b_enc": torch.zeros(8)}
+        sd.update(extra or {})
+        return header + torch_save_bytes(sd, 2)
+    write(folder, "saev_relu.pt", saev("Relu"))
+    write(folder, "saev_topk.pt", saev("TopK"))
+    write(folder, "saev_batchtopk.pt", saev("BatchTopK", {"activation.threshold": torch.tensor(0.1)}))
+    write(folder, "saelens_cfg.json", json.dumps({
+        "d_in": 4, "d_sae": 8, "dtype": "float32", "apply_b_dec_to_input": True, "normalize_activations": "layer_norm",
+        "architecture": "topk", "k": 2, "metadata": {"hook_name": "blocks.0.hook_resid_post"}}).encode())
+    write(folder, "prisma_config.json", json.dumps({
+        "d_in": 4, "expansion_factor": 2, "architecture": "standard", "activation_fn_str": "topk",
+        "activation_fn_kwargs": {"k": 2}, "hook_point_layer": 0, "layer_subtype": "hook_mlp_out"}).encode())
+    write(folder, "dictionary_learning_config.json", json.dumps({
+        "trainer": {"dict_class": "AutoEncoderTopK", "activation_dim": 4, "dict_size": 8, "k": 2, "layer": 0,
+                    "submodule_name": "resid_post_layer_0"}}).encode())
+
+
+def prompt_files(folder):
+    """Prompt files as CLIP users write them, and the line endings and encodings they come in."""
+    write(folder, "digits.txt", "".join("the digit %d\n" % d for d in range(10)).encode())
+    write(folder, "crlf_bom.txt", b"\xef\xbb\xbfa photo of a cat\r\na photo of a dog\r\n\r\n")
+    write(folder, "mac_cr.txt", b"a red R\ra blue B\r")
+    write(folder, "unicode.txt", "un chat \u00e9l\u00e9gant\n\u732b\u306e\u5199\u771f\n\u00a0\u3000\n".encode())
+    write(folder, "escape.txt", b"\x1b]0;title\x07a cat\n\tindented\n")
+    write(folder, "invalid.txt", b"ok\n\xff\xfe bad\n")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpus", nargs="?", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -230,6 +267,8 @@ def main():
     images(os.path.join(out, "image"))
     sessions(os.path.join(out, "session"))
     yamls(os.path.join(out, "yaml"))
+    saes(os.path.join(out, "sae"))
+    prompt_files(os.path.join(out, "prompt_file"))
 
 
 if __name__ == "__main__":
