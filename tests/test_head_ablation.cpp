@@ -310,6 +310,12 @@ TEST(HeadAblation, TheCommandsWriteTheAblatedModelsOutputsAndTheResidualStreamAn
                           (test.path() / "patching").string() + "'",
                       test.path());
   ASSERT_EQ(run.exit_code, 0) << run.err;
+  // Its cost was said before the work: (heads + tokens) x depth partial forwards (issue 60).
+  EXPECT_NE(run.err.find(std::to_string(model.arch().depth * (model.arch().heads + layout.total_tokens())) +
+                         " partial forwards"),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find(" a forward"), std::string::npos) << run.err;
   const torch::Tensor heads = read_npy((test.path() / "patching" / "patching_heads.npy").string());
   EXPECT_EQ(heads.size(0), model.arch().depth);
   EXPECT_EQ(heads.size(1), model.arch().heads);

@@ -3,7 +3,10 @@
 // token, scored by how much of the logit difference logit[C] - logit[C2] it restores. Each patch
 // resumes the forward at the block it changes; the workbench shows the worker's progress and can
 // cancel it.
+#include <chrono>
+#include <cmath>
 #include <iomanip>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -87,12 +90,42 @@ json patching_json(const PatchingReport& report) {
           {"blocks_of_full_forwards", patching.forwards * int64_t(patching.heads.size(0))}};
 }
 
+// What the run will cost, said on stderr before it starts (issue 60: at 448 px it planned 12,556
+// partial forwards, half an hour, in silence): one full forward timed, and the blocks the patches
+// run, each resuming at the block it changes.
+void say_patching_plan(LoadedModel& loaded, const torch::Tensor& clean, const AttentionSettings& settings) {
+  VisionTransformerImpl& model = residual_stream_model(loaded.native("activation patching"));
+  const TokenLayout layout = model.arch().layout_for(int(clean.size(2)), int(clean.size(3)));
+  const int64_t depth = model.arch().depth, per_block = model.arch().heads + layout.total_tokens();
+  const int64_t forwards = depth * per_block, blocks = per_block * depth * (depth + 1) / 2;
+  ForwardOptions plain;
+  plain.capture = false;
+  torch::NoGradGuard no_grad;
+  // The first forward of a process pays its allocations and thread start-up: the second is timed.
+  double forward_ms = 0;
+  for (int run = 0; run < 2; ++run) {
+    const auto start = std::chrono::steady_clock::now();
+    model.forward(clean, settings, plain);
+    forward_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  }
+  const double seconds = forward_ms / 1000.0 * double(blocks) / double(depth);
+  std::ostringstream line;
+  line << std::fixed << std::setprecision(0) << "attnscope analyze patching: " << forwards
+       << " partial forwards (every head and every token of every block), " << blocks << " blocks in all, the work of "
+       << double(blocks) / double(depth) << " forwards: about "
+       << (seconds < 120 ? std::to_string(int(std::ceil(seconds))) + " s"
+                         : std::to_string(int(std::ceil(seconds / 60))) + " min")
+       << " at " << std::setprecision(1) << forward_ms << " ms a forward\n";
+  std::cerr << line.str() << std::flush;
+}
+
 int analyze_patching(const AnalyzeContext& context) {
   Loaded loaded = load_inputs(context);
   const AppState& state = context.state;
   const std::string image2 = image2_option()(state);
   if (image2.empty()) throw std::invalid_argument("patching needs --image2 FILE: the corrupt image");
   const RgbImage corrupt_rgb = prepared_image(image2, state, loaded.model);
+  say_patching_plan(loaded.model, model_input(loaded.model, loaded.prepared), state.attention);
   const PatchingReport report = patching_report(
       loaded.model, model_input(loaded.model, loaded.prepared), model_input(loaded.model, corrupt_rgb), state.attention,
       session_target(context, loaded), class2_option()(state),
