@@ -52,7 +52,9 @@ AttributionTarget resolve_text(const TargetSpec& spec, const TargetContext& cont
   AttributionTarget target;
   try {
     const ClipTokenizer tokenizer = ClipTokenizer::for_model(context.model.path);
-    ids = tokenizer.tokenize_tensor({spec.prompt});
+    // The tower's own context where it is shorter than CLIP's 77, as zero-shot tokenizes (issue 60).
+    ids = tokenizer.tokenize_tensor(
+        {spec.prompt}, size_t(std::min<int64_t>(tower.arch().context_length, int64_t(kClipContextLength))));
     target.tokenizer = tokenizer.vocabulary_source();
   } catch (const ClipTokenizerError& error) {
     throw std::invalid_argument(what + " " + error.what());

@@ -12,6 +12,8 @@
 #include "analysis/faithfulness.h"
 #include "analysis/integrated_gradients.h"
 #include "analysis/relevance.h"
+#include "core/assets.h"
+#include "core/checkpoint.h"
 #include "core/image.h"
 #include "models/inference.h"
 #include "models/model_loader.h"
@@ -215,6 +217,30 @@ TEST(TargetRefusals, NoTextTowerLongPromptsAndUnreadableImagesAreRefusedNamingWh
   const AttributionTarget text = resolve(clip, parse_target_spec("text:a dog"));
   EXPECT_CONTAINS(thrown([&] { resolve_target(*clip.backbone, text, torch::zeros({7})); }),
                   "the CLIP logit of 'a dog': its embedding has 32 values, this model's embedding 7");
+}
+
+// A text tower whose context is shorter than CLIP's 77 (its positional embedding's rows) takes text
+// targets as zero-shot takes its prompts: tokenized to its own context. Under the causal mask the
+// end-of-text row sees only the tokens before it, so the embedding is the full-context tower's.
+TEST(TargetParity, ATextTowerWithAShortContextTakesTextTargets) {
+  TestFolder scratch("target_short_context");
+  Checkpoint clip = load_checkpoint(asset_path("models/clip.safetensors"));
+  ASSERT_TRUE(clip.tensors.count("positional_embedding"));
+  clip.tensors["positional_embedding"] = clip.tensors["positional_embedding"].slice(0, 0, 24).contiguous();
+  const std::string path = scratch.file("clip_context24.safetensors");
+  save_safetensors(path, clip.tensors, clip.metadata);
+  LoadedModel short_context = load_model(path, {}, torch::kCPU);
+  LoadedModel full = load_model(asset_path("models/clip.safetensors"), {}, torch::kCPU);
+  const AttributionTarget shortened = resolve(short_context, parse_target_spec("text:the digit 4"));
+  const AttributionTarget reference = resolve(full, parse_target_spec("text:the digit 4"));
+  EXPECT_LE((shortened.direction - reference.direction).abs().max().item<double>(), 1e-5);
+  // A prompt longer than the shorter context is refused naming it.
+  EXPECT_CONTAINS(thrown([&] {
+                    std::string dogs;
+                    for (int i = 0; i < 30; ++i) dogs += " dog";
+                    resolve(short_context, parse_target_spec("text:" + dogs));
+                  }),
+                  "--target text:");
 }
 
 // The CLI: summary.json records the target; refusals exit non-zero, name the problem, write nothing.
