@@ -168,7 +168,7 @@ SparseAutoencoder read_saev(const fs::path& file) {
                "saev activation '" + excerpt(activation) + "' is not one attnscope reads (Relu, TopK, BatchTopK)");
   }
   sae.kind = activation;
-  sae.k = int(std::min<int64_t>(top_k, sae.d_sae));
+  sae.k = int(top_k);  // saev clamps a k above the width; attnscope refuses it (check_loaded_sae)
   if (sae.activation == SaeActivation::TopK && top_k < 1) refuse_sae(source, "a TopK SAE without top_k");
   check_sae_file_size(source, file);
   const Checkpoint weights = load_pytorch_zip(source, "", base);

@@ -139,6 +139,19 @@ TEST(SaeFormats, BadFilesAreRefusedFromTheHeader) {
     EXPECT_NE(refusal(dir.string()).find("k = "), std::string::npos) << refusal(dir.string());
     fs::remove_all(dir);
   }
+  {  // saev's header with a top_k above the width (saev would clamp it; it is refused).
+    const fs::path dir = edited_copy("saev_topk", "saevk");
+    std::ifstream in(dir / "sae.pt", std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    in.close();
+    const size_t at = bytes.find("\"top_k\":8");
+    ASSERT_NE(at, std::string::npos);
+    bytes.replace(at, std::string("\"top_k\":8").size(), "\"top_k\":99");
+    std::ofstream(dir / "sae.pt", std::ios::binary) << bytes;
+    EXPECT_NE(refusal((dir / "sae.pt").string()).find("k = 99"), std::string::npos)
+        << refusal((dir / "sae.pt").string());
+    fs::remove_all(dir);
+  }
   {  // A config whose sizes do not match the weights.
     const fs::path dir = edited_copy("saelens_standard", "shape");
     edit_json(dir / "cfg.json", [](nlohmann::json& c) { c["d_in"] = c["d_in"].get<int64_t>() + 1; });
