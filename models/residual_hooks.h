@@ -56,8 +56,9 @@ struct StreamTransform {
 struct StreamEdits {
   std::vector<HeadReplacement> heads;
   std::vector<ResidualReplacement> residuals;
-  // Applied in order at their points. A forward resumed at block F takes its input as already
-  // transformed: transforms at blocks.F.hook_resid_pre (and earlier points) are not applied again.
+  // Applied in order at their points. A forward resumed at block F applies those of blocks F and
+  // later (a record keeps each block's input before its hook_resid_pre transforms, as a resumed
+  // forward takes it); those of earlier blocks acted on the residual it resumes from.
   std::vector<StreamTransform> transforms;
   bool empty() const { return heads.empty() && residuals.empty() && transforms.empty(); }
 };
@@ -78,7 +79,7 @@ struct ResidualStreamRecord {
   int first_block = 0;          // a resumed forward records from the block it resumed at
   std::vector<int64_t> tokens;  // what StreamRecording::tokens kept (empty: all)
   // Indexed by block (those before first_block undefined), as recorded.
-  std::vector<torch::Tensor> resid_pre;  // [B, T, C]: the block's input, after any replacement
+  std::vector<torch::Tensor> resid_pre;  // [B, T, C]: the block's input, after any replacement, before transforms
   std::vector<torch::Tensor> attn_out;   // [B, T', C]: what the attention adds (after LayerScale)
   std::vector<torch::Tensor> local_out;  // [B, T', C]: what L2ViT's LCM adds (undefined without one)
   std::vector<torch::Tensor> mlp_out;    // [B, T', C]
