@@ -13,21 +13,27 @@
 
 namespace attnscope {
 
+StreamAtPoint read_stream_point(VisionTransformerImpl& model, const torch::Tensor& images, const StreamPoint& point,
+                                const AttentionSettings& settings, const ForwardOptions& options) {
+  StreamAtPoint read;
+  StreamEdits probe;
+  probe.transforms.push_back({point, [&read](const torch::Tensor& activation) {
+                                read.activation = activation;
+                                return activation;
+                              }});
+  read.output = model.forward_with_streams(images, settings, options, probe, {}, nullptr);
+  return read;
+}
+
 SaeImageReport sae_image_report(VisionTransformerImpl& model, const SparseAutoencoder& sae, const std::string& hook,
                                 const torch::Tensor& image, const AttentionSettings& settings,
                                 const std::function<bool()>& cancelled) {
   c10::InferenceMode inference_mode;
   SaeImageReport report;
   report.point = sae_stream_point(sae, hook, model.arch().depth, model.arch().embed_dim);
-  StreamEdits probe;
-  torch::Tensor seen;
-  probe.transforms.push_back({report.point, [&seen](const torch::Tensor& activation) {
-                                seen = activation;
-                                return activation;
-                              }});
   ForwardOptions options;
   options.cancelled = cancelled;
-  const ForwardOutput output = model.forward_with_streams(image, settings, options, probe, {}, nullptr);
+  const auto [output, seen] = read_stream_point(model, image, report.point, settings, options);
   report.layout = output.layout;
   report.logits = output.logits[0].to(torch::kCPU, torch::kFloat);
   report.activations = seen[0].to(torch::kCPU, torch::kFloat).contiguous();

@@ -18,6 +18,15 @@
 
 namespace attnscope {
 
+// A forward of `images` [B, 3, H, W] that keeps the stream at `point` as it was there (before the
+// session's own edits at that point): its output and that activation [B, T, C].
+struct StreamAtPoint {
+  ForwardOutput output;
+  torch::Tensor activation;
+};
+StreamAtPoint read_stream_point(VisionTransformerImpl& model, const torch::Tensor& images, const StreamPoint& point,
+                                const AttentionSettings& settings, const ForwardOptions& options = {});
+
 // One image through the model, read at the SAE's point (before the session's own intervention
 // there: the features are what the SAE reads; the intervention changes what later blocks see).
 struct SaeImageReport {

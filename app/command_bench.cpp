@@ -329,13 +329,7 @@ void bench_sae(const std::vector<VitShape>& shapes, const std::filesystem::path&
       relu.activation = SaeActivation::Relu;
       const StreamPoint point = parse_stream_point(hook);
       const double one = median_of_runs(warmup, runs, [&] {
-        StreamEdits probe;
-        torch::Tensor map;
-        probe.transforms.push_back({point, [&](const torch::Tensor& x) {
-                                      map = relu.encode_feature(x[0], 7);
-                                      return x;
-                                    }});
-        model.forward_with_streams(bench.input, {}, {}, probe, {}, nullptr);
+        relu.encode_feature(read_stream_point(model, bench.input, point, {}).activation[0], 7);
         if (device.is_cuda()) torch::cuda::synchronize();
       });
       std::cout << std::left << std::setw(8) << shape.name << std::right << std::setw(10) << features << std::setw(10)

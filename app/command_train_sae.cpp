@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "analysis/sae_features.h"
 #include "app/cli.h"
 #include "app/commands.h"
 #include "core/assets.h"
@@ -32,15 +33,9 @@ using nlohmann::json;
 torch::Tensor stream_at(VisionTransformerImpl& model, const StreamPoint& point, const torch::Tensor& images,
                         TokenLayout* layout = nullptr) {
   c10::InferenceMode inference_mode;
-  StreamEdits probe;
-  torch::Tensor seen;
-  probe.transforms.push_back({point, [&seen](const torch::Tensor& activation) {
-                                seen = activation;
-                                return activation;
-                              }});
-  const ForwardOutput output = model.forward_with_streams(images, {}, {}, probe, {}, nullptr);
-  if (layout) *layout = output.layout;
-  return seen.reshape({-1, seen.size(2)}).clone();
+  const StreamAtPoint read = read_stream_point(model, images, point, {});
+  if (layout) *layout = read.output.layout;
+  return read.activation.reshape({-1, read.activation.size(2)}).clone();
 }
 
 // What the card says of the SAE, measured on held-out images.
@@ -148,38 +143,42 @@ std::string features_found(const HeldOut& held, const TokenLayout& layout, json&
     const torch::Tensor masked = torch::where(often, score, torch::full_like(score, -1.0));
     return std::get<1>(masked.topk(count)).contiguous();
   };
-  const torch::Tensor plate = strongest(held.plate_share, 3);
-  out << "- Plate features (share of the activation over patches on the target plate, which covers "
-      << 100 * held.plate_area << "% of the patches):";
-  found["plate"] = json::array();
-  for (int64_t i = 0; i < plate.numel(); ++i) {
-    const int64_t feature = plate[i].item<int64_t>();
-    out << (i ? "," : "") << " feature " << feature << " " << 100 * held.plate_share[feature].item<double>() << "%";
-    found["plate"].push_back({{"feature", feature}, {"share", held.plate_share[feature].item<double>()}});
-  }
-  const torch::Tensor cls = strongest(held.class_share, 3);
-  out << "\n- Class-token features (share of the activation over every token on the class token):";
-  found["class_token"] = json::array();
-  for (int64_t i = 0; i < cls.numel(); ++i) {
-    const int64_t feature = cls[i].item<int64_t>();
-    out << (i ? "," : "") << " feature " << feature << " " << 100 * held.class_share[feature].item<double>() << "%";
-    found["class_token"].push_back({{"feature", feature}, {"share", held.class_share[feature].item<double>()}});
-  }
-  const torch::Tensor position = strongest(held.position_share, 3);
-  out << "\n- Position features (share of the activation over patches on one cell; uniform would be "
-      << 100.0 / layout.patch_tokens() << "%):";
-  found["position"] = json::array();
-  for (int64_t i = 0; i < position.numel(); ++i) {
-    const int64_t feature = position[i].item<int64_t>();
-    const int cell = int(held.busiest_cell[feature].item<int64_t>());
-    out << (i ? "," : "") << " feature " << feature << " " << 100 * held.position_share[feature].item<double>()
-        << "% at row " << cell / layout.grid_w << ", col " << cell % layout.grid_w;
-    found["position"].push_back({{"feature", feature},
-                                 {"share", held.position_share[feature].item<double>()},
-                                 {"row", cell / layout.grid_w},
-                                 {"col", cell % layout.grid_w}});
-  }
-  out << "\n";
+  // The three features that score highest by `share`: listed after `heading`, kept under `key`, each
+  // with what `more` adds (its words and JSON fields).
+  auto list_strongest = [&](const std::string& key, const torch::Tensor& share, const std::string& heading,
+                            const std::function<std::string(int64_t, json&)>& more) {
+    const torch::Tensor listed = strongest(share, 3);
+    out << heading;
+    found[key] = json::array();
+    for (int64_t i = 0; i < listed.numel(); ++i) {
+      const int64_t feature = listed[i].item<int64_t>();
+      json entry = {{"feature", feature}, {"share", share[feature].item<double>()}};
+      out << (i ? "," : "") << " feature " << feature << " " << 100 * share[feature].item<double>() << "%"
+          << (more ? more(feature, entry) : "");
+      found[key].push_back(entry);
+    }
+    out << "\n";
+  };
+  std::ostringstream plate_area;
+  plate_area << std::fixed << std::setprecision(2) << 100 * held.plate_area;
+  list_strongest("plate", held.plate_share,
+                 "- Plate features (share of the activation over patches on the target plate, which covers " +
+                     plate_area.str() + "% of the patches):",
+                 {});
+  list_strongest("class_token", held.class_share,
+                 "- Class-token features (share of the activation over every token on the class token):", {});
+  std::ostringstream uniform;
+  uniform << std::fixed << std::setprecision(2) << 100.0 / layout.patch_tokens();
+  list_strongest("position", held.position_share,
+                 "- Position features (share of the activation over patches on one cell; uniform would be " +
+                     uniform.str() + "%):",
+                 [&](int64_t feature, json& entry) {
+                   const int cell = int(held.busiest_cell[feature].item<int64_t>());
+                   entry["row"] = cell / layout.grid_w;
+                   entry["col"] = cell % layout.grid_w;
+                   return " at row " + std::to_string(cell / layout.grid_w) + ", col " +
+                          std::to_string(cell % layout.grid_w);
+                 });
   return out.str();
 }
 

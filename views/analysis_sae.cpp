@@ -57,10 +57,15 @@ struct ShownFeature {
   int index = 0;
   bool given = false;
 };
-ShownFeature shown_feature(const SparseAutoencoder& sae, const torch::Tensor& features, int option, int query) {
+// --feature within the SAE (-1, the default, is always within it).
+void check_feature_option(const SparseAutoencoder& sae, int option) {
   if (option >= sae.d_sae)
     throw std::invalid_argument("--feature " + std::to_string(option) + ": the SAE has features 0.." +
                                 std::to_string(sae.d_sae - 1));
+}
+
+ShownFeature shown_feature(const SparseAutoencoder& sae, const torch::Tensor& features, int option, int query) {
+  check_feature_option(sae, option);
   if (option >= 0) return {option, true};
   return {int(features[query].argmax().item<int64_t>()), false};
 }
@@ -68,6 +73,21 @@ ShownFeature shown_feature(const SparseAutoencoder& sae, const torch::Tensor& fe
 // A feature's activations over the patch grid.
 GridMap feature_map(const torch::Tensor& features, const TokenLayout& layout, int feature) {
   return patch_grid_values(features.select(1, feature).slice(0, layout.prefix_tokens()), layout);
+}
+
+// A feature's map over its image in the session's opacity and alpha, `marked` outlined where it is a patch.
+HeatmapPanel feature_heatmap(GridMap values, const RgbImage& image, const TokenLayout& layout, int marked,
+                             const AppState& state) {
+  HeatmapPanel heatmap;
+  heatmap.values = std::move(values);
+  heatmap.background = image;
+  heatmap.opacity = float(state.opacity);
+  heatmap.alpha = state.alpha;
+  if (layout.is_patch(marked)) {
+    heatmap.marked_row = layout.row_of(marked);
+    heatmap.marked_col = layout.col_of(marked);
+  }
+  return heatmap;
 }
 
 // One top image of a feature, drawn: the image as the model saw it and the feature over it.
@@ -141,15 +161,8 @@ Figure sae_figure(const InferenceOutcome& outcome, const AppState& state) {
   const int top_shown = std::min<int>(int(view->top_images.size()), 4);
   // The map and the query's features, then the folder's top images two a row (the column is narrow).
   Figure figure(1 + (top_shown + 1) / 2, 2);
-  HeatmapPanel heatmap;
-  heatmap.values = feature_map(report.features, layout, view->feature.index);
-  heatmap.background = view->image;
-  heatmap.opacity = float(state.opacity);
-  heatmap.alpha = state.alpha;
-  if (layout.is_patch(view->query)) {
-    heatmap.marked_row = layout.row_of(view->query);
-    heatmap.marked_col = layout.col_of(view->query);
-  }
+  const HeatmapPanel heatmap = feature_heatmap(feature_map(report.features, layout, view->feature.index), view->image,
+                                               layout, view->query, state);
   const float high = *std::max_element(heatmap.values.values.begin(), heatmap.values.values.end());
   figure.at(0, 0) = {feature_words(view->feature) + " over the patches",
                      "sae_feature_" + std::to_string(view->feature.index), heatmap};
@@ -181,15 +194,7 @@ Figure sae_figure(const InferenceOutcome& outcome, const AppState& state) {
                      "sae_query_top", bars};
   for (int i = 0; i < top_shown; ++i) {
     const TopImage& image = view->top_images[size_t(i)];
-    HeatmapPanel top_map;
-    top_map.values = image.map;
-    top_map.background = image.rgb;
-    top_map.opacity = float(state.opacity);
-    top_map.alpha = state.alpha;
-    if (image.layout.is_patch(int(image.token))) {
-      top_map.marked_row = image.layout.row_of(int(image.token));
-      top_map.marked_col = image.layout.col_of(int(image.token));
-    }
+    const HeatmapPanel top_map = feature_heatmap(image.map, image.rgb, image.layout, int(image.token), state);
     char title[200];
     std::snprintf(title, sizeof title, "top %d over the folder: %s %.3g", i + 1, image.name.c_str(), image.value);
     figure.panels[size_t(2 + i)] = {
@@ -230,15 +235,8 @@ Figure top_images_figure(const std::vector<TopImage>& images, int feature, const
   double high = 1e-6;
   for (const TopImage& image : images) high = std::max(high, image.value);
   for (size_t i = 0; i < images.size(); ++i) {
-    HeatmapPanel heatmap;
-    heatmap.values = images[i].map;
-    heatmap.background = images[i].rgb;
-    heatmap.opacity = float(state.opacity);
-    heatmap.alpha = state.alpha;
-    if (images[i].layout.is_patch(int(images[i].token))) {
-      heatmap.marked_row = images[i].layout.row_of(int(images[i].token));
-      heatmap.marked_col = images[i].layout.col_of(int(images[i].token));
-    }
+    const HeatmapPanel heatmap =
+        feature_heatmap(images[i].map, images[i].rgb, images[i].layout, int(images[i].token), state);
     char title[200];
     std::snprintf(title, sizeof title, "%zu. %s: %.3g", i + 1, images[i].name.c_str(), images[i].value);
     figure.panels[i] = {title, "sae_feature_" + std::to_string(feature) + "_top" + std::to_string(i + 1), heatmap};
@@ -359,9 +357,7 @@ int analyze_sae_folder(const AnalyzeContext& context) {
         VisionTransformerImpl& model = residual_stream_model(loaded.native("sparse-autoencoder features"));
         const StreamPoint point = sae_stream_point(*sae, settings.sae.hook, model.arch().depth, model.arch().embed_dim);
         const int option = feature_option()(state);
-        if (option >= sae->d_sae)  // said before the pass, not after it
-          throw std::invalid_argument("--feature " + std::to_string(option) + ": the SAE has features 0.." +
-                                      std::to_string(sae->d_sae - 1));
+        check_feature_option(*sae, option);  // said before the pass, not after it
         SaeFolderPass pass;
         pass.top.start(sae->d_sae, k);
         json key = {{"model", run.models[0]},
