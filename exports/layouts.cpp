@@ -23,7 +23,11 @@ FigureRequest FigureRequest::from_state(const AppState& state) {
   FigureRequest request;
   const FigureLayoutInfo& layout = figure_layout(state.figure.layout);
   static_cast<FigureOutput&>(request) = figure_output(state);
-  request.variants = variant_rows(state.figure.variants, state.attention);
+  // A session's side-by-side panels are its figure's rows unless it names rows of its own, so that
+  // `export --session` draws the panels the session holds (and writes back), as the workbench does.
+  request.variants = variant_rows(
+      state.figure.variants.empty() && !state.compare.empty() ? state.panels_as_figure_rows() : state.figure.variants,
+      state.attention);
   request.layers = state.figure.layers;
   request.heads = state.figure.heads;
   static_cast<ViewSelection&>(request) = state;

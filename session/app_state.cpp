@@ -164,6 +164,14 @@ std::vector<PanelSpec> AppState::panel_specs() const {
   return specs;
 }
 
+std::vector<PanelSpec> AppState::panels_as_figure_rows() const {
+  std::vector<PanelSpec> rows = panel_specs();
+  rows.front().model.clear();
+  for (PanelSpec& row : rows)
+    if (row.model == model) row.model.clear();
+  return rows;
+}
+
 std::vector<AttentionSettings> AppState::panel_settings() const {
   std::vector<AttentionSettings> panels;
   for (const PanelSpec& spec : panel_specs()) panels.push_back(spec.settings(attention));

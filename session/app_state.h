@@ -226,6 +226,9 @@ struct AppState : InputSelection, ViewSelection, AnalysisSettings, DisplaySettin
   // Every panel: panel 1 is the session's model and attention, the others their specs on top of it.
   std::vector<PanelSpec> panel_specs() const;
   std::vector<AttentionSettings> panel_settings() const;
+  // The panels as a figure's rows: panel 1 without a model (the figure's own), the others with
+  // theirs where it differs, each spec's parameters on top of the session's, as on screen.
+  std::vector<PanelSpec> panels_as_figure_rows() const;
 };
 
 constexpr int kMaxPanels = 4;

@@ -280,5 +280,37 @@ TEST_F(EngineFigureTest, CliBatchReportsBadImagesAndSessionsReproduceFigures) {
   EXPECT_TRUE(temporaries().empty());
 }
 
+// A session's side-by-side panels are its figure's rows, from `export --session` as from the
+// workbench's Export, and the session written beside the figure holds the same panels.
+TEST_F(EngineFigureTest, SessionComparePanelsBecomeTheFiguresRows) {
+  cv::Mat picture(96, 120, CV_8UC3);
+  cv::randu(picture, 0, 255);
+  const std::string image = path("cat.png");
+  cv::imwrite(image, picture);
+  const std::string session = path("compare.session.json");
+  write_file_contents(
+      session,
+      nlohmann::json(
+          {{"model", kModel}, {"arch", "heads=2"}, {"image", image}, {"compare", "focused:p=2"}, {"layers", "0,1"}})
+          .dump());
+  const std::string err = path("stderr.txt");
+  ASSERT_EQ(shell(std::string(ATTNSCOPE_CLI) + " export --session " + session + " --out " + path("out") +
+                  " > /dev/null 2> " + err),
+            0)
+      << read_file_contents(err);
+  // Two rows: panel 1 (the session's variant) and the compare panel with its own p.
+  EXPECT_TRUE(fs::exists(path("out/cat_grid-layers_data/native_l1_h0.npy")));
+  EXPECT_TRUE(fs::exists(path("out/cat_grid-layers_data/focused_p=2_l1_h0.npy")));
+  const nlohmann::json written =
+      nlohmann::json::parse(read_file_contents(path("out/cat_grid-layers.png.session.json")));
+  EXPECT_NE(written.at("compare").dump().find("focused"), std::string::npos) << written.dump();
+  // The written session reproduces the figure, both rows.
+  ASSERT_EQ(shell(std::string(ATTNSCOPE_CLI) + " export --session " + path("out/cat_grid-layers.png.session.json") +
+                  " --out " + path("again") + " > /dev/null 2> " + err),
+            0)
+      << read_file_contents(err);
+  EXPECT_EQ(read_file_contents(path("again/cat_grid-layers.png")), read_file_contents(path("out/cat_grid-layers.png")));
+}
+
 }  // namespace test_figures
 }  // namespace attnscope

@@ -356,17 +356,12 @@ void Workbench::export_figure(const std::string& out_dir, bool what_is_on_screen
     return;
   }
   AppState request = state;
-  // The panels on screen (their models, variants and parameters) become the figure's rows, unless
-  // a paper layout's session names its own.
-  if (what_is_on_screen || (request.figure.variants.empty() && !request.compare.empty())) {
-    std::vector<PanelSpec> specs = request.panel_specs();
-    specs.front().model.clear();  // panel 1 is the export's own model
-    for (PanelSpec& spec : specs)
-      if (spec.model == request.model) spec.model.clear();
-    // Panel 1 carries the session's parameters; the others theirs on top of them, as on screen.
-    request.figure.variants = specs;
+  // The panels on screen become the figure's rows; without this, a session that names its own rows
+  // keeps them (FigureRequest::from_state takes the panels otherwise, as `export --session` does).
+  if (what_is_on_screen) {
+    request.figure.variants = request.panels_as_figure_rows();
+    request.figure.layout = "panels";
   }
-  if (what_is_on_screen) request.figure.layout = "panels";
   messages.info = "exporting a " + request.figure.layout + " figure to " + out_dir + " ...";
   // What is on screen includes the open analysis view, drawn from the outcome on screen.
   worker_->submit_export(request, out_dir, what_is_on_screen ? outcome : nullptr);
