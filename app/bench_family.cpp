@@ -44,12 +44,14 @@ void bench_family(const std::string& family, const std::vector<Variant>& variant
   torch::manual_seed(1);
   const auto input = torch::randn({1, 3, 224, 224}).to(device);
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  const char* spin_count = std::getenv("GOMP_SPINCOUNT");
   const double gflops = gemm_gflops(device);
   std::cout << "attnscope bench --family " << family << ": " << model.family() << ", " << model.parameter_count
             << " parameters, " << torch::get_num_threads()
-            << " threads (OMP_WAIT_POLICY=" << (wait_policy ? wait_policy : "unset") << ", PyTorch gets the same), "
-            << "device " << device.str() << ", input 1x3x224x224, median over " << rounds
-            << " alternating rounds of the median of " << runs << " runs\n"
+            << " threads (OMP_WAIT_POLICY=" << (wait_policy ? wait_policy : "unset")
+            << ", GOMP_SPINCOUNT=" << (spin_count ? spin_count : "unset") << "), device " << device.str()
+            << ", input 1x3x224x224, median over " << rounds << " alternating rounds of the median of " << runs
+            << " runs\n"
             << machine_line() << "\n"
             << gemm_limit_text(gflops, device) << "\n"
             << linear_backend_line();
@@ -62,7 +64,8 @@ void bench_family(const std::string& family, const std::vector<Variant>& variant
     const std::string kernel = eager_hierarchical_kernel(variant);
     if (!kernel.empty()) kernels += (kernels.empty() ? "" : ",") + kernel;
   }
-  std::map<Variant, std::vector<double>> ours, eager;
+  std::map<Variant, std::vector<double>> ours;
+  std::map<Variant, EagerTimes> eager;
   std::map<Variant, double> gemm_gflop;  // each forward's matrix products, counted by the eager side as it runs
   for (int round = 0; round < rounds; ++round) {
     for (const Variant variant : rows) {
@@ -74,39 +77,41 @@ void bench_family(const std::string& family, const std::vector<Variant>& variant
     command << shell_quoted(python) << " " << script << " --model " << shell_quoted(path) << " --kernels " << kernels
             << " --threads " << torch::get_num_threads() << " --runs " << runs << " --warmup " << warmup << " --device "
             << device.str();
-    const nlohmann::json result = run_python_json(command.str(), error);
-    for (const Variant variant : rows) {
-      const std::string kernel = eager_hierarchical_kernel(variant);
-      if (kernel.empty() || !result.contains("kernels") || !result["kernels"].contains(kernel)) continue;
-      eager[variant].push_back(result["kernels"][kernel]["median_ms"].get<double>());
-      gemm_gflop[variant] = result["kernels"][kernel]["gemm_gflop"].get<double>();
+    for (const EagerThreading threading : kEagerThreadings) {
+      const nlohmann::json result = run_eager_json(command.str(), threading, error);
+      for (const Variant variant : rows) {
+        const std::string kernel = eager_hierarchical_kernel(variant);
+        if (kernel.empty() || !result.contains("kernels") || !result["kernels"].contains(kernel)) continue;
+        eager[variant].add(threading, result["kernels"][kernel]["median_ms"].get<double>());
+        gemm_gflop[variant] = result["kernels"][kernel]["gemm_gflop"].get<double>();
+      }
     }
   }
 
-  std::cout << std::left << std::setw(10) << "variant" << std::right << std::setw(12) << "capture" << std::setw(12)
-            << "pytorch" << std::setw(9) << "ratio" << std::setw(10) << "GEMM lim" << std::setw(10) << "GFLOP"
-            << "\n";
+  std::cout << std::left << std::setw(10) << "variant" << std::right << std::setw(12) << "capture" << std::setw(10)
+            << "GEMM lim" << std::setw(10) << "GFLOP" << eager_headers() << "\n";
   for (const Variant variant : rows) {
     const double ours_ms = median_ms(ours[variant]);
     std::cout << std::left << std::setw(10) << to_string(variant) << std::right << std::fixed << std::setprecision(2)
               << std::setw(10) << ours_ms << "ms";
-    if (!eager[variant].empty()) {
-      const double eager_ms = median_ms(eager[variant]);
-      std::cout << std::setw(10) << eager_ms << "ms" << std::setw(8) << ours_ms / eager_ms << "x";
-      const double work = gemm_gflop[variant];
-      if (work > 0)
-        std::cout << std::setw(9) << ours_ms / (work / gflops * 1000.0) << "x" << std::setw(10) << std::setprecision(4)
-                  << work;
-    } else if (eager_hierarchical_kernel(variant).empty()) {
+    const double work = gemm_gflop[variant];
+    if (work > 0)
+      std::cout << std::setw(9) << ours_ms / (work / gflops * 1000.0) << "x" << std::setw(10) << std::setprecision(4)
+                << work << std::setprecision(2);
+    else
+      std::cout << std::setw(20) << "";
+    if (!eager[variant].empty())
+      std::cout << eager_columns(ours_ms, eager[variant]);
+    else if (eager_hierarchical_kernel(variant).empty())
       std::cout << "  (no eager reference: bench/pytorch_hierarchical.py swaps native, softmax, linear, focused, "
                    "enhanced)";
-    } else {
+    else
       std::cout << no_reference(error);
-    }
     std::cout << "\n" << std::flush;
   }
   std::cout << "GEMM lim: the forward with capture over the time its matrix products take at the GEMM limit; "
-               "GFLOP: those products, counted by the eager side as it runs\n";
+               "GFLOP: those products, counted by the eager side as it runs; "
+            << eager_legend() << "\n";
 }
 
 }  // namespace attnscope

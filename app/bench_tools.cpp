@@ -110,6 +110,62 @@ nlohmann::json run_python_json(const std::string& command, std::string& error) {
   return json;
 }
 
+std::vector<std::string> eager_environment(EagerThreading threading) {
+  if (threading == EagerThreading::Attnscope) return {};
+  return {"env", "-u", "OMP_WAIT_POLICY", "-u", "GOMP_SPINCOUNT"};
+}
+
+nlohmann::json run_eager_json(const std::string& command, EagerThreading threading, std::string& error) {
+  std::string line;
+  for (const std::string& word : eager_environment(threading)) line += word + " ";
+  return run_python_json(line + command, error);
+}
+
+double EagerTimes::median(EagerThreading threading) const {
+  const std::vector<double>& samples = samples_[int(threading)];
+  return samples.empty() ? 0.0 : median_ms(samples);
+}
+
+double EagerTimes::faster() const {
+  double best = 0.0;
+  for (const EagerThreading threading : kEagerThreadings) {
+    const double ms = median(threading);
+    if (ms > 0 && (best == 0.0 || ms < best)) best = ms;
+  }
+  return best;
+}
+
+std::string eager_columns(double ours_ms, const EagerTimes& eager) {
+  std::ostringstream columns;
+  columns << std::fixed << std::setprecision(2);
+  for (const EagerThreading threading : kEagerThreadings) {
+    const double ms = eager.median(threading);
+    if (ms > 0)
+      columns << std::setw(10) << ms << "ms";
+    else
+      columns << std::setw(12) << "-";
+  }
+  columns << std::setw(8) << ours_ms / eager.faster() << "x";
+  return columns.str();
+}
+
+std::string eager_headers(const std::string& prefix) {
+  std::ostringstream headers;
+  headers << std::setw(12) << prefix + "eager" << std::setw(12) << prefix + "eager/P" << std::setw(9) << "ratio";
+  return headers.str();
+}
+
+std::string eager_legend() {
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  const char* spin = std::getenv("GOMP_SPINCOUNT");
+  return std::string(
+             "eager: PyTorch eager in a process of its own at its default OpenMP settings (no "
+             "OMP_WAIT_POLICY or GOMP_SPINCOUNT), as users run it; eager/P: the same under attnscope's "
+             "(OMP_WAIT_POLICY=") +
+         (policy ? policy : "unset") + ", GOMP_SPINCOUNT=" + (spin ? spin : "unset") +
+         "); both at attnscope's thread count. ratio: attnscope over the faster of the two";
+}
+
 std::string shell_quoted(const std::string& text) {
   std::string quoted = "'";
   for (const char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);

@@ -61,6 +61,41 @@ std::string no_reference(const std::string& error);
 // Runs a Python script that prints one JSON line last; returns it, or an empty object and `error`.
 nlohmann::json run_python_json(const std::string& command, std::string& error);
 
+// The two OpenMP settings every eager baseline runs under, each in a process of its own: PyTorch's
+// defaults (this environment without OMP_WAIT_POLICY and GOMP_SPINCOUNT: libgomp spins a few
+// milliseconds before it sleeps), as users run it, and attnscope's (this process's environment:
+// PASSIVE unless the user set a policy). A ratio divides by the faster of the two.
+enum class EagerThreading { PyTorchDefaults, Attnscope };
+inline constexpr EagerThreading kEagerThreadings[] = {EagerThreading::PyTorchDefaults, EagerThreading::Attnscope};
+
+// The words that start an eager baseline's command line under `threading` (none for attnscope's).
+std::vector<std::string> eager_environment(EagerThreading threading);
+
+// run_python_json for the eager baseline `command` (a shell line) under `threading`.
+nlohmann::json run_eager_json(const std::string& command, EagerThreading threading, std::string& error);
+
+// One eager quantity's timings under both settings, gathered in alternating rounds.
+class EagerTimes {
+ public:
+  void add(EagerThreading threading, double ms) { samples_[int(threading)].push_back(ms); }
+  bool empty() const { return samples_[0].empty() && samples_[1].empty(); }
+  // The median under `threading`; 0 when it has none.
+  double median(EagerThreading threading) const;
+  // The faster median: what a ratio against eager divides by.
+  double faster() const;
+
+ private:
+  std::vector<double> samples_[2];
+};
+
+// The eager columns of a bench row: "  41.20ms  48.10ms   0.66x", each median and `ours_ms` over the
+// faster (a missing median prints as "-"). eager_headers() are their titles in the same widths.
+std::string eager_columns(double ours_ms, const EagerTimes& eager);
+std::string eager_headers(const std::string& prefix = "");
+
+// What the two eager columns are, for the footnote of every table that has them.
+std::string eager_legend();
+
 // `text` in single quotes for a shell command line (a quote inside is closed, escaped and reopened).
 std::string shell_quoted(const std::string& text);
 

@@ -90,14 +90,14 @@ std::string write_random_vit(const VitShape& shape, const std::filesystem::path&
 // Runs the PyTorch eager reference; returns its median in ms, or a negative value when unavailable.
 double pytorch_median_ms(const std::string& python, const std::string& model_path, const VitShape& shape,
                          const AttentionSettings& settings, torch::Device device, int warmup, int runs,
-                         std::string& error) {
+                         EagerThreading threading, std::string& error) {
   std::ostringstream command;
   command << "'" << python << "' '" << source_path("bench/pytorch_forward.py") << "' --model '" << model_path
           << "' --heads " << shape.heads << " --size " << shape.side << " --threads " << torch::get_num_threads()
           << " --runs " << runs << " --warmup " << warmup << " --variant " << to_string(settings.variant) << " --p "
           << settings.p << " --window " << settings.window << " --anchors " << settings.anchors << " --agents "
           << settings.agents << " --pola-alpha " << settings.alpha << " --device " << device.str();
-  const nlohmann::json json = run_python_json(command.str(), error);
+  const nlohmann::json json = run_eager_json(command.str(), threading, error);
   if (!json.is_object()) return -1;
   if (!json.contains("median_ms")) {
     error = "PyTorch reference failed: " + json.dump().substr(0, 300);
@@ -130,12 +130,12 @@ BenchModel random_vit_and_input(const VitShape& shape, const std::filesystem::pa
 void bench_gradcam(const std::vector<VitShape>& shapes, const std::filesystem::path& folder, const std::string& python,
                    torch::Device device, int warmup, int runs, int rounds) {
   std::cout << "\nGrad-CAM (blocks.-1.norm1, top-1 class, one forward + one backward), input 1x3x224x224\n"
-            << std::left << std::setw(7) << "model" << std::right << std::setw(12) << "attnscope" << std::setw(14)
-            << "eager(lib)" << std::setw(10) << "ratio" << std::setw(14) << "eager(lean)" << std::setw(10) << "ratio"
-            << "\n";
+            << std::left << std::setw(7) << "model" << std::right << std::setw(12) << "attnscope"
+            << eager_headers("lib:") << eager_headers("lean:") << "\n";
   for (const auto& shape : shapes) {
     auto [path, model, input] = random_vit_and_input(shape, folder, device);
-    std::vector<double> ours, library, lean;
+    std::vector<double> ours;
+    EagerTimes library, lean;
     std::string error;
     for (int round = 0; round < rounds; ++round) {
       ours.push_back(median_of_runs(warmup, runs, [&] {
@@ -147,23 +147,23 @@ void bench_gradcam(const std::vector<VitShape>& shapes, const std::filesystem::p
       command << "'" << python << "' '" << source_path("bench/pytorch_gradcam.py") << "' --model '" << path
               << "' --heads " << shape.heads << " --threads " << torch::get_num_threads() << " --runs " << runs
               << " --warmup " << warmup << " --device " << device.str();
-      const auto json = run_python_json(command.str(), error);
-      if (json.contains("library_ms")) {
-        library.push_back(json["library_ms"].get<double>());
-        lean.push_back(json["lean_ms"].get<double>());
+      for (const EagerThreading threading : kEagerThreadings) {
+        const auto json = run_eager_json(command.str(), threading, error);
+        if (!json.contains("library_ms")) continue;
+        library.add(threading, json["library_ms"].get<double>());
+        lean.add(threading, json["lean_ms"].get<double>());
       }
     }
     const double ours_ms = median_ms(ours);
-    std::cout << std::left << std::setw(7) << shape.name << std::right << std::setw(10) << ours_ms << "ms";
-    if (!library.empty()) {
-      const double library_ms = median_ms(library), lean_ms = median_ms(lean);
-      std::cout << std::setw(12) << library_ms << "ms" << std::setw(9) << ours_ms / library_ms << "x" << std::setw(12)
-                << lean_ms << "ms" << std::setw(9) << ours_ms / lean_ms << "x";
-    } else {
-      std::cout << no_reference(error);
-    }
-    std::cout << "\n" << std::flush;
+    std::cout << std::left << std::setw(7) << shape.name << std::right << std::setw(10) << ours_ms << "ms"
+              << (library.empty() ? no_reference(error)
+                                  : eager_columns(ours_ms, library) + eager_columns(ours_ms, lean))
+              << "\n"
+              << std::flush;
   }
+  std::cout << "lib: as pytorch-grad-cam runs it (every weight requires grad); lean: attnscope's trick in eager "
+               "(no weight gradients); "
+            << eager_legend() << "\n";
 }
 
 // Attention relevance (Chefer et al.) and Score-CAM (blocks.-1.norm1) on random DeiT weights at 224 against
@@ -175,12 +175,11 @@ void bench_attribution(const std::vector<VitShape>& shapes, const std::filesyste
   std::cout << "\nAttention relevance (top-1 class, forward + backward to every layer's probabilities) and Score-CAM "
                "(blocks.-1.norm1, C/16 batched forward passes), input 1x3x224x224\n"
             << std::left << std::setw(7) << "model" << std::setw(11) << "method" << std::right << std::setw(12)
-            << "attnscope" << std::setw(14) << "eager(lib)" << std::setw(10) << "ratio" << std::setw(14)
-            << "eager(lean)" << std::setw(10) << "ratio"
-            << "\n";
+            << "attnscope" << eager_headers("lib:") << eager_headers("lean:") << "\n";
   for (const auto& shape : shapes) {
     auto [path, model, input] = random_vit_and_input(shape, folder, device);
-    std::vector<double> relevance, scorecam, eager_relevance, eager_lean, eager_scorecam;
+    std::vector<double> relevance, scorecam;
+    EagerTimes eager_relevance, eager_lean, eager_scorecam;
     std::string error;
     CamOptions score_options;
     score_options.method = CamMethod::ScoreCam;
@@ -198,30 +197,30 @@ void bench_attribution(const std::vector<VitShape>& shapes, const std::filesyste
       command << "'" << python << "' '" << source_path("bench/pytorch_attribution.py") << "' --model '" << path
               << "' --heads " << shape.heads << " --threads " << torch::get_num_threads() << " --runs " << runs
               << " --warmup " << warmup << " --score-runs " << score_runs << " --device " << device.str();
-      const auto json = run_python_json(command.str(), error);
-      if (json.contains("relevance_ms")) {
-        eager_relevance.push_back(json["relevance_ms"].get<double>());
-        eager_lean.push_back(json["relevance_lean_ms"].get<double>());
-        eager_scorecam.push_back(json["scorecam_ms"].get<double>());
+      for (const EagerThreading threading : kEagerThreadings) {
+        const auto json = run_eager_json(command.str(), threading, error);
+        if (!json.contains("relevance_ms")) continue;
+        eager_relevance.add(threading, json["relevance_ms"].get<double>());
+        eager_lean.add(threading, json["relevance_lean_ms"].get<double>());
+        eager_scorecam.add(threading, json["scorecam_ms"].get<double>());
       }
     }
-    const auto row = [&](const char* method, const std::vector<double>& ours, const std::vector<double>& library,
-                         const std::vector<double>& lean) {
+    const auto row = [&](const char* method, const std::vector<double>& ours, const EagerTimes& library,
+                         const EagerTimes* lean) {
       const double ours_ms = median_ms(ours);
       std::cout << std::left << std::setw(7) << shape.name << std::setw(11) << method << std::right << std::setw(10)
                 << ours_ms << "ms";
-      if (!library.empty()) {
-        std::cout << std::setw(12) << median_ms(library) << "ms" << std::setw(9) << ours_ms / median_ms(library) << "x";
-        if (!lean.empty())
-          std::cout << std::setw(12) << median_ms(lean) << "ms" << std::setw(9) << ours_ms / median_ms(lean) << "x";
-      } else {
+      if (!library.empty())
+        std::cout << eager_columns(ours_ms, library) << (lean ? eager_columns(ours_ms, *lean) : "");
+      else
         std::cout << no_reference(error);
-      }
       std::cout << "\n" << std::flush;
     };
-    row("relevance", relevance, eager_relevance, eager_lean);
-    row("scorecam", scorecam, eager_scorecam, {});
+    row("relevance", relevance, eager_relevance, &eager_lean);
+    row("scorecam", scorecam, eager_scorecam, nullptr);
   }
+  std::cout << "lib: as the authors' code runs it (every weight requires grad); lean: no weight gradients; "
+            << eager_legend() << "\n";
 }
 
 // Rank and spectrum of one linear-attention head (DeiT-Tiny weights, d = 64) by the factors against
@@ -491,19 +490,18 @@ int bench_command(const Args& args) {
   }
 
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  const char* spin_count = std::getenv("GOMP_SPINCOUNT");
   const double gflops = gemm_gflops(device);
   std::cout << "attnscope bench: " << torch::get_num_threads()
             << " threads (OMP_WAIT_POLICY=" << (wait_policy ? wait_policy : "unset")
-            << ", PyTorch gets the same), device " << device.str() << ", median over " << rounds
-            << " alternating rounds of the median of up to " << runs << " runs\n"
+            << ", GOMP_SPINCOUNT=" << (spin_count ? spin_count : "unset") << "), device " << device.str()
+            << ", median over " << rounds << " alternating rounds of the median of up to " << runs << " runs\n"
             << machine_line() << "\n"
             << gemm_limit_text(gflops, device) << "\n"
             << linear_backend_line();
   std::cout << std::left << std::setw(13) << "model" << std::setw(10) << "variant" << std::right << std::setw(7)
             << "tokens" << std::setw(6) << "runs" << std::setw(12) << "no-capture" << std::setw(12) << "capture"
-            << std::setw(10) << "overhead" << std::setw(12) << "pytorch" << std::setw(16) << "ratio(capture)"
-            << std::setw(10) << "GEMM lim"
-            << "\n";
+            << std::setw(10) << "overhead" << std::setw(10) << "GEMM lim" << eager_headers() << "\n";
   std::cout << std::fixed << std::setprecision(2);
   for (const auto& size : split(line.flags["sizes"])) {
     const VitShape& shape = find_shape(size);
@@ -520,14 +518,17 @@ int bench_command(const Args& args) {
       const int shape_runs = std::clamp(int(3000.0 / (2.0 * limit_ms)), 1, runs);
       const int shape_warmup = std::min(warmup, shape_runs);
       // Rounds alternate the three measurements so that drift in machine load hits all alike.
-      std::vector<double> plain, captured, eager;
+      std::vector<double> plain, captured;
+      EagerTimes eager;
       std::string error;
       for (int round = 0; round < rounds; ++round) {
         plain.push_back(time_forward(model, input, settings, false, shape_warmup, shape_runs));
         captured.push_back(time_forward(model, input, settings, true, shape_warmup, shape_runs));
-        if (!python.empty()) {
-          const double ms = pytorch_median_ms(python, path, shape, settings, device, shape_warmup, shape_runs, error);
-          if (ms > 0) eager.push_back(ms);
+        if (python.empty()) continue;
+        for (const EagerThreading threading : kEagerThreadings) {
+          const double ms =
+              pytorch_median_ms(python, path, shape, settings, device, shape_warmup, shape_runs, threading, error);
+          if (ms > 0) eager.add(threading, ms);
         }
       }
       const double plain_ms = median_ms(plain), captured_ms = median_ms(captured);
@@ -535,16 +536,12 @@ int bench_command(const Args& args) {
                 << std::setw(7) << shape.tokens() << std::setw(6) << shape_runs << std::setw(10) << plain_ms << "ms"
                 << std::setw(10) << captured_ms << "ms" << std::setw(9) << 100.0 * (captured_ms - plain_ms) / plain_ms
                 << "%";
-      if (!eager.empty()) {
-        const double eager_ms = median_ms(eager);
-        std::cout << std::setw(10) << eager_ms << "ms" << std::setw(15) << captured_ms / eager_ms << "x";
-      } else {
-        std::cout << no_reference(error);
-      }
-      std::cout << std::setw(9) << captured_ms / limit_ms << "x\n" << std::flush;
+      std::cout << std::setw(9) << captured_ms / limit_ms << "x";
+      std::cout << (eager.empty() ? no_reference(error) : eager_columns(captured_ms, eager)) << "\n" << std::flush;
     }
   }
-  std::cout << "GEMM lim: the forward with capture over the time its matrix products take at the GEMM limit\n";
+  std::cout << "GEMM lim: the forward with capture over the time its matrix products take at the GEMM limit; "
+            << eager_legend() << " (the forward with capture)\n";
   return 0;
 }
 

@@ -2,7 +2,9 @@
 // its own input size, and every row carries its token count and its ratio to the GEMM limit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -23,14 +25,21 @@ TEST(Bench, ViTBaseAt384RunsBothSidesAtItsSizeAgainstTheGemmLimit) {
   EXPECT_NE(run.out.find("GEMM limit"), std::string::npos) << run.out;
   const auto row = run.out.find("vit-b16-384");
   ASSERT_NE(row, std::string::npos) << run.out;
-  // model, variant, tokens (24 x 24 patches + class), runs, no-capture, capture, overhead, eager, ratio, GEMM lim
+  // model, variant, tokens (24 x 24 patches + class), runs, no-capture, capture, overhead, GEMM lim, eager at
+  // PyTorch's defaults, eager under attnscope's OpenMP policy, ratio to the faster
   std::istringstream fields(run.out.substr(row, run.out.find('\n', row) - row));
-  std::string model, variant, no_capture, capture, overhead, eager, ratio, gemm;
+  std::string model, variant, no_capture, capture, overhead, gemm, eager, eager_policy, ratio;
   int tokens = 0, runs = 0;
-  fields >> model >> variant >> tokens >> runs >> no_capture >> capture >> overhead >> eager >> ratio >> gemm;
+  fields >> model >> variant >> tokens >> runs >> no_capture >> capture >> overhead >> gemm >> eager >> eager_policy >>
+      ratio;
   EXPECT_EQ(tokens, 577) << run.out;
   EXPECT_EQ(runs, 1) << run.out;
   ASSERT_NE(eager.find("ms"), std::string::npos) << "no eager time: " << run.out;  // PyTorch ran at 384
+  ASSERT_NE(eager_policy.find("ms"), std::string::npos) << "no second eager time: " << run.out;
+  // The ratio divides by the faster eager time.
+  const double faster = std::min(std::stod(eager), std::stod(eager_policy));
+  EXPECT_NEAR(std::stod(ratio), std::stod(capture) / faster, 0.006) << run.out;
+  EXPECT_NE(run.out.find("eager/P: the same under attnscope's"), std::string::npos) << run.out;
   // A forward made of matrix products cannot beat them at the machine's GEMM rate by much.
   EXPECT_GT(std::stod(gemm), 0.5) << run.out;
 }
@@ -97,7 +106,7 @@ TEST(Bench, HierarchicalFamiliesCountTheirMatrixProductsAsTheClosedFormDoes) {
         run_attnscope("bench --family " + family + " --variants " + swapped + ",anchor --runs 1 --warmup 0 --rounds 1",
                       folder.path());
     ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-    // variant, capture, pytorch, ratio, GEMM lim, GFLOP
+    // variant, capture, GEMM lim, GFLOP, eager, eager/P, ratio
     auto row_fields = [&](const std::string& variant) {
       // A row starts with the variant's name in a column of 10 ("linear layers: ..." is no row).
       const auto row = run.out.find("\n" + variant + std::string(10 - variant.size(), ' '));
@@ -110,11 +119,12 @@ TEST(Bench, HierarchicalFamiliesCountTheirMatrixProductsAsTheClosedFormDoes) {
     };
     for (const std::string& variant : {std::string("native"), swapped}) {
       const std::vector<std::string> fields = row_fields(variant);
-      ASSERT_EQ(fields.size(), 6u) << variant << ":\n" << run.out;
-      EXPECT_NE(fields[2].find("ms"), std::string::npos) << run.out;  // eager ran this kernel
-      EXPECT_GT(std::stod(fields[4]), 0.5) << run.out;
+      ASSERT_EQ(fields.size(), 7u) << variant << ":\n" << run.out;
+      EXPECT_NE(fields[4].find("ms"), std::string::npos) << run.out;  // eager ran this kernel, at both settings
+      EXPECT_NE(fields[5].find("ms"), std::string::npos) << run.out;
+      EXPECT_GT(std::stod(fields[2]), 0.5) << run.out;
       // The eager side's count, printed to 4 decimals: a missing classifier head (0.0015) shows.
-      EXPECT_NEAR(std::stod(fields[5]), 2 * multiply_adds / 1e9, 1e-4) << variant << ":\n" << run.out;
+      EXPECT_NEAR(std::stod(fields[3]), 2 * multiply_adds / 1e9, 1e-4) << variant << ":\n" << run.out;
     }
     const std::vector<std::string> anchor = row_fields("anchor");
     ASSERT_GE(anchor.size(), 5u) << run.out;
@@ -123,6 +133,34 @@ TEST(Bench, HierarchicalFamiliesCountTheirMatrixProductsAsTheClosedFormDoes) {
   const CommandRun unknown = run_attnscope("bench --family vit --runs 1 --warmup 0 --rounds 1", folder.path());
   EXPECT_NE(unknown.exit_code, 0);
   EXPECT_NE(unknown.err.find("have: pvt, swin"), std::string::npos) << unknown.err;
+}
+
+// Each eager baseline runs twice: once with the OpenMP wait settings removed from its environment
+// (PyTorch's defaults, as users run it) and once under this process's; a ratio divides by the faster.
+TEST(Bench, EagerBaselinesRunAtPyTorchsDefaultsAndUnderAttnscopesPolicy) {
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  setenv("GOMP_SPINCOUNT", "0", 1);
+  const std::string probe =
+      "python3 -c 'import json, os; print(json.dumps({\"policy\": os.environ.get(\"OMP_WAIT_POLICY\", \"unset\"), "
+      "\"spin\": os.environ.get(\"GOMP_SPINCOUNT\", \"unset\")}))'";
+  std::string error;
+  const nlohmann::json defaults = run_eager_json(probe, EagerThreading::PyTorchDefaults, error);
+  const nlohmann::json ours = run_eager_json(probe, EagerThreading::Attnscope, error);
+  ASSERT_TRUE(error.empty()) << error;
+  EXPECT_EQ(defaults, nlohmann::json({{"policy", "unset"}, {"spin", "unset"}}));
+  EXPECT_EQ(ours, nlohmann::json({{"policy", "PASSIVE"}, {"spin", "0"}}));
+  unsetenv("GOMP_SPINCOUNT");
+
+  EagerTimes times;
+  for (const double ms : {30.0, 20.0, 25.0}) times.add(EagerThreading::PyTorchDefaults, ms);
+  for (const double ms : {40.0, 35.0, 50.0}) times.add(EagerThreading::Attnscope, ms);
+  EXPECT_DOUBLE_EQ(times.median(EagerThreading::PyTorchDefaults), 25.0);
+  EXPECT_DOUBLE_EQ(times.faster(), 25.0);
+  EXPECT_NE(eager_columns(20.0, times).find("0.80x"), std::string::npos) << eager_columns(20.0, times);
+  EagerTimes policy_only;  // a baseline that ran under one setting only still has a ratio
+  policy_only.add(EagerThreading::Attnscope, 10.0);
+  EXPECT_DOUBLE_EQ(policy_only.faster(), 10.0);
+  EXPECT_NE(eager_columns(5.0, policy_only).find("0.50x"), std::string::npos);
 }
 
 }  // namespace
