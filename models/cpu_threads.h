@@ -1,7 +1,8 @@
 // How LibTorch's CPU kernels and OpenBLAS share the cores during a forward pass.
 //
-// With OMP_WAIT_POLICY=PASSIVE every parallel region wakes sleeping threads, which costs about as
-// much as a layer norm on one core. A ViT forward runs ~15 ops per block, so the engine runs the
+// Where OpenMP's threads sleep between regions (OMP_WAIT_POLICY=PASSIVE, or attnscope's bounded spin
+// run out: app/main.cpp) a parallel region wakes them, which costs about as much as a layer norm on
+// one core. A ViT forward runs ~15 ops per block, so the engine runs the
 // small ones on one core (ScopedThreads) and splits the big ones by token rows into one region per
 // stage (for_each_row_chunk), each chunk a whole sequence of ops on one core.
 #pragma once

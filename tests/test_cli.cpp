@@ -59,10 +59,11 @@ class CliTest : public ::testing::Test {
   std::string image_;
 };
 
-// OpenMP threads wait passively unless the caller chose (libgomp reads the policy once, when it
-// starts; app/main.cpp): libgomp starts once, in the process that runs the command, with spinning
-// off (a spin count of 0; unset it is 300000), and a caller's ACTIVE is kept.
-TEST_F(CliTest, OpenMpWaitsPassivelyUnlessTheCallerChose) {
+// OpenMP threads spin briefly, then sleep, unless the caller chose (libgomp reads the policy once,
+// when it starts; app/main.cpp): libgomp starts once, in the process that runs the command, with a
+// spin count of 10000 (unset it is 300000, PASSIVE alone 0), a caller's spin count and a caller's
+// ACTIVE are kept.
+TEST_F(CliTest, OpenMpSpinsBrieflyThenSleepsUnlessTheCallerChose) {
   auto policy_lines = [&](const std::string& environment) {
     const std::string err = (folder_ / "openmp_environment.txt").string();
     const int status = std::system(
@@ -75,7 +76,9 @@ TEST_F(CliTest, OpenMpWaitsPassivelyUnlessTheCallerChose) {
         lines.push_back(line.substr(line.find_first_not_of(' ')));
     return lines;
   };
-  EXPECT_EQ(policy_lines("env -u OMP_WAIT_POLICY"),
+  EXPECT_EQ(policy_lines("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT"),
+            (std::vector<std::string>{"OMP_WAIT_POLICY = 'PASSIVE'", "GOMP_SPINCOUNT = '10000'"}));
+  EXPECT_EQ(policy_lines("env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=0"),
             (std::vector<std::string>{"OMP_WAIT_POLICY = 'PASSIVE'", "GOMP_SPINCOUNT = '0'"}));
   const std::vector<std::string> active = policy_lines("env OMP_WAIT_POLICY=active");
   ASSERT_EQ(active.size(), 2u);
