@@ -185,7 +185,10 @@ torch::Tensor softmax_attend(const KernelSpec& spec, const KernelFeatures& featu
           .add_(additive.narrow(2, begin, end - begin).unsqueeze(0));
     }
     const auto rows_normalizer = normalizer.defined() ? normalizer.narrow(1, begin, end - begin) : normalizer;
-    if (!autograd) return attend_exponentials(scores, v3, rows_normalizer).view({batch, heads, end - begin, value_dim});
+    // On the CPU the in-place exponentials save the probabilities' memory pass; on a GPU LibTorch's
+    // fused softmax is one kernel where they are four (max, exp, sum, divide), each over the scores.
+    if (!autograd && scores.device().is_cpu())
+      return attend_exponentials(scores, v3, rows_normalizer).view({batch, heads, end - begin, value_dim});
     auto probabilities = scores.softmax(-1);
     if (rows_normalizer.defined()) {
       // lse_i = max_j s_ij - log max_j p_ij (the largest score has the largest probability): two
