@@ -262,6 +262,10 @@ RgbImage load_image_rgb(const std::string& path, int64_t max_pixels) {
   if (const std::string problem = pixel_budget_problem(header.width, header.height, max_pixels); !problem.empty())
     throw cannot_read("a " + header.format + " of " + problem);
 
+  if (header.format == "JPEG" && jpeg_ends_early(path))
+    throw cannot_read(
+        "a truncated JPEG: its data ends before the end-of-image marker, so the last rows would be gray (PIL "
+        "refuses it too: 'image file is truncated'); download or save it again");
   try {
     return decode_image_pixels(path, header);
   } catch (const ImageError& e) {

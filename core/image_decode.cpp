@@ -8,8 +8,10 @@
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <jpeglib.h>
 #include <png.h>
@@ -139,6 +141,41 @@ RgbImage decode_jpeg(const std::string& path, const ImageHeader& header) {
   jpeg_finish_decompress(&info);
   jpeg_destroy_decompress(&info);
   return image;
+}
+
+bool jpeg_ends_early(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> buffer(size_t(1) << 16);
+  size_t filled = 0, at = 0;
+  const auto next = [&]() -> int {  // the next byte, -1 at the end of the file
+    if (at == filled) {
+      in.read(buffer.data(), std::streamsize(buffer.size()));
+      filled = size_t(in.gcount());
+      at = 0;
+      if (filled == 0) return -1;
+    }
+    return static_cast<unsigned char>(buffer[at++]);
+  };
+  if (next() != 0xFF || next() != 0xD8) return false;
+  bool in_scan = false;  // after the first SOS: entropy-coded bytes between markers
+  for (int byte = next(); byte >= 0; byte = next()) {
+    if (byte != 0xFF) {
+      if (!in_scan) return false;  // not a marker where one belongs: the decoder names that
+      continue;
+    }
+    int marker = next();
+    while (marker == 0xFF) marker = next();  // fill bytes
+    if (marker < 0) return true;
+    // A stuffed zero, a restart marker or TEM: no length, still the same scan.
+    if (marker == 0x00 || marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) continue;
+    if (marker == 0xD9) return false;
+    const int high = next(), low = next();
+    if (low < 0) return true;
+    for (int skip = high * 256 + low - 2; skip > 0; --skip)
+      if (next() < 0) return true;
+    if (marker == 0xDA) in_scan = true;
+  }
+  return true;
 }
 
 RgbImage decode_png_or_jpeg(const std::string& path, const ImageHeader& header) {

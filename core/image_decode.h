@@ -23,6 +23,13 @@ RgbImage decode_image_pixels(const std::string& path, const ImageHeader& header)
 RgbImage decode_png(const std::string& path, const ImageHeader& header);
 RgbImage decode_jpeg(const std::string& path, const ImageHeader& header);
 
+// Whether a JPEG file ends before its end-of-image marker (a download cut short): libjpeg, in both
+// builds, fills the missing rows with gray and says so only as a warning, where PIL (and so a timm
+// pipeline) refuses the file ("image file is truncated"). Walks the marker segments to the first
+// scan, then the entropy-coded data for the marker, 64 KB at a time; data after the marker is
+// allowed, as PIL allows it. A file that is not a JPEG is not judged (false).
+bool jpeg_ends_early(const std::string& path);
+
 // decode_png or decode_jpeg as the header's format says; any other format is refused with what to
 // do (the engine-only build's decode_image_pixels).
 RgbImage decode_png_or_jpeg(const std::string& path, const ImageHeader& header);

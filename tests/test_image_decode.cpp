@@ -15,6 +15,7 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 
+#include "core/image.h"
 #include "core/image_decode.h"
 #include "core/image_header.h"
 #include "tests/test_folder.h"
@@ -100,7 +101,53 @@ TEST(ImageDecode, OpenCvWrittenVariantsDecodeToOpenCVsPixels) {
     const std::string path = folder.file(name);
     ASSERT_TRUE(cv::imwrite(path, image.first, image.second)) << name;
     expect_same_pixels(path);
+    if (read_image_header(path).format == "JPEG") {
+      EXPECT_FALSE(jpeg_ends_early(path)) << name;
+    }
   }
+}
+
+// A JPEG cut short (a download that stopped) decodes in both builds to an image whose last rows are
+// gray, with only a libjpeg warning; PIL refuses it, and so does attnscope, before either decoder
+// runs. Every whole JPEG (baseline, progressive, restart markers, PIL's, bundled) is accepted, and
+// so are bytes after the end marker, which PIL ignores.
+TEST(ImageDecode, TruncatedJpegsAreRefusedAsPilRefusesThem) {
+  TestFolder folder("image-truncated");
+  cv::Mat smooth(120, 90, CV_8UC3);
+  for (int y = 0; y < smooth.rows; ++y)
+    for (int x = 0; x < smooth.cols; ++x)
+      smooth.at<cv::Vec3b>(y, x) = cv::Vec3b(uchar(2 * x), uchar(2 * y), uchar(x + y));
+  for (const auto& [name, parameters] :
+       std::vector<std::pair<std::string, std::vector<int>>>{{"baseline.jpg", {}},
+                                                             {"progressive.jpg", {cv::IMWRITE_JPEG_PROGRESSIVE, 1}},
+                                                             {"restarts.jpg", {cv::IMWRITE_JPEG_RST_INTERVAL, 2}}}) {
+    SCOPED_TRACE(name);
+    const std::string whole = folder.file(name);
+    ASSERT_TRUE(cv::imwrite(whole, smooth, parameters));
+    const std::string bytes = read_file_contents(whole);
+    EXPECT_FALSE(jpeg_ends_early(whole));
+    EXPECT_NO_THROW(load_image_rgb(whole, kLargestMaxPixels));
+    const std::string trailing = folder.file("trailing_" + name);
+    write_file_contents(trailing, bytes + std::string(100, '\x5a'));
+    EXPECT_FALSE(jpeg_ends_early(trailing));
+    // Cut in the scan data, and just before the end marker: both decoders still return an image.
+    for (const size_t keep : {bytes.size() * 2 / 3, bytes.size() - 2}) {
+      const std::string cut = folder.file("cut_" + std::to_string(keep) + "_" + name);
+      write_file_contents(cut, bytes.substr(0, keep));
+      EXPECT_TRUE(jpeg_ends_early(cut)) << keep;
+      EXPECT_NO_THROW(decode_with_libraries(cut)) << "libjpeg refuses it now: the check may be moot";
+      try {
+        load_image_rgb(cut, kLargestMaxPixels);
+        ADD_FAILURE() << "a JPEG cut at " << keep << " of " << bytes.size() << " bytes was decoded";
+      } catch (const std::exception& e) {
+        EXPECT_NE(std::string(e.what()).find("a truncated JPEG"), std::string::npos) << e.what();
+      }
+    }
+  }
+  for (const std::string& file : png_and_jpeg_files(fs::path(ATTNSCOPE_SOURCE_DIR) / "assets" / "images"))
+    EXPECT_FALSE(jpeg_ends_early(file)) << file;
+  const fs::path fixtures = fs::path(ATTNSCOPE_TEST_DATA_DIR) / "image_fixtures";
+  for (const std::string& file : png_and_jpeg_files(fixtures)) EXPECT_FALSE(jpeg_ends_early(file)) << file;
 }
 
 std::string decoder_error(const std::string& path) {
