@@ -2,6 +2,10 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <sstream>
 #include <stdexcept>
 
 namespace attnscope {
@@ -47,6 +51,18 @@ std::vector<BestBuddy> best_buddies(const torch::Tensor& first, const torch::Ten
   for (int64_t i = 0; i < first.size(0); ++i)
     if (backward[forward[i]] == i) pairs.push_back({int(i), int(forward[i]), values[i][forward[i]]});
   return pairs;
+}
+
+std::string second_image_cost_note(int second_width, int second_height, int64_t first_pixels, double first_seconds) {
+  const double ratio = double(second_width) * second_height / std::max<double>(1.0, double(first_pixels));
+  const double at_least = first_seconds * ratio;
+  if (at_least < 5.0) return "";
+  std::ostringstream line;
+  line << std::fixed << std::setprecision(0) << "--image2 is " << second_width << "x" << second_height << " px, "
+       << std::setprecision(1) << ratio << "x the pixels of the first image (whose forward took "
+       << std::setprecision(2) << first_seconds << " s): its forward takes at least " << std::setprecision(0)
+       << std::ceil(at_least) << " s, more where attention's work (the square of that ratio) dominates";
+  return line.str();
 }
 
 }  // namespace attnscope

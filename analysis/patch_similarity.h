@@ -6,6 +6,7 @@
 
 #include <torch/types.h>
 
+#include <string>
 #include <vector>
 
 namespace attnscope {
@@ -23,5 +24,10 @@ struct BestBuddy {
 
 // The pairs whose members are each other's most similar row, in the order of `first`'s rows.
 std::vector<BestBuddy> best_buddies(const torch::Tensor& first, const torch::Tensor& second);
+
+// What a second image's forward will cost, said before it starts when it is at least 5 s: a lower
+// bound from the first image's forward time and the ratio of their pixels (per-token work grows
+// with it, attention's with its square). Empty below 5 s. `second` and `first` are W x H.
+std::string second_image_cost_note(int second_width, int second_height, int64_t first_pixels, double first_seconds);
 
 }  // namespace attnscope

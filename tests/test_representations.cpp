@@ -264,5 +264,15 @@ TEST(RepresentationMath, BestBuddiesAreMutualNearestNeighbours) {
               1e-6);
 }
 
+// A second image of many times the first one's pixels is announced with a lower bound of its
+// forward's time before it runs (issue 60: a 3 min 37 s silence); a similar one is not.
+TEST(RepresentationMath, ALargeSecondImageIsAnnouncedWithItsCost) {
+  EXPECT_EQ(second_image_cost_note(224, 224, 224 * 224, 0.5), "");
+  EXPECT_EQ(second_image_cost_note(1600, 1600, 224 * 224, 0.1),
+            "--image2 is 1600x1600 px, 51.0x the pixels of the first image (whose forward took 0.10 s): its forward "
+            "takes at least 6 s, more where attention's work (the square of that ratio) dominates");
+  EXPECT_EQ(second_image_cost_note(1600, 1600, 224 * 224, 0.08), "");  // 4.1 s
+}
+
 }  // namespace test_representations
 }  // namespace attnscope

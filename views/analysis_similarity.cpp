@@ -4,10 +4,14 @@
 // query against a second image and the best buddies (mutual nearest neighbours) of the two.
 // In the workbench each panel's model gives its own map; a click moves the query, and only the
 // cosine similarity is redone (the descriptors are kept per forward pass, layer and facet).
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "analysis/patch_similarity.h"
 #include "core/value_overlay.h"
@@ -101,8 +105,10 @@ int analyze_similarity(const AnalyzeContext& context) {
   Backbone& model = loaded.model.native("patch similarity");
   const Facet facet = facet_option()(state);
   const int layer = resolve_layer_index(state.layer, model.attention_layers());
+  const auto start = std::chrono::steady_clock::now();
   const TokenRows descriptors =
       layer_descriptors(model, model_input(loaded.model, loaded.prepared), state.attention, layer, facet);
+  const double first_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const TokenLayout& layout = descriptors.layout;
   const ResolvedQuery query = resolve_query(state.query, layout);
 
@@ -125,6 +131,10 @@ int analyze_similarity(const AnalyzeContext& context) {
   const std::string image2 = image2_option()(state);
   if (!image2.empty()) {
     const RgbImage rgb2 = prepared_image(image2, state, loaded.model);
+    // A large second image (--resize none) can take minutes: said before its forward starts.
+    const std::string cost = second_image_cost_note(
+        rgb2.cols, rgb2.rows, int64_t(loaded.prepared.rows) * loaded.prepared.cols, first_seconds);
+    if (!cost.empty()) std::cerr << "attnscope analyze similarity: " << cost << "\n" << std::flush;
     const TokenRows descriptors2 =
         layer_descriptors(model, model_input(loaded.model, rgb2), state.attention, layer, facet);
     view.grid2 = descriptors2.layout;
