@@ -22,6 +22,7 @@
 #include "tests/case_folder.h"
 #include "tests/numeric_bounds.h"
 #include "tests/test_folder.h"
+#include "views/clip_prompts.h"
 
 #define EXPECT_CONTAINS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
@@ -351,6 +352,14 @@ TEST(ClipTextRefusals, VisualOnlyFilesHaveNoTextTowerAndLoadAsBefore) {
   EXPECT_EQ(full.text("test").arch().context_length, 16);
   EXPECT_EQ(full.text("test").arch().vocab_size, 100);
   EXPECT_EQ(full.text("test").arch().heads, 1);
+  // The bundled vocabulary ends prompts with 49407, this tower's end of text is 99: refused before
+  // any prompt is tokenized, naming both ends (it read "prompt 0 holds a token id outside 0..99").
+  try {
+    tokenize_prompts(full, std::vector<PromptLine>{{"a photo of a sign", 1}}, "zero-shot", false);
+    ADD_FAILURE() << "a vocabulary of another model was used";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_CONTAINS(e.what(), "ends each prompt with id 49407, but this text tower's end of text is id 99");
+  }
   EXPECT_EQ(full.vit_arch().output_kind, visual.vit_arch().output_kind);
   for (const auto& item : visual.backbone->named_parameters())
     EXPECT_TRUE(torch::equal(item.value(), full.backbone->named_parameters()[item.key()])) << item.key();

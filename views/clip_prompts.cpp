@@ -108,6 +108,15 @@ TokenizedPrompts tokenize_prompts(const LoadedModel& model, const std::vector<Pr
 TokenizedPrompts tokenize_prompts(const LoadedModel& model, const ClipTokenizer& tokenizer,
                                   const std::vector<PromptLine>& prompts, const std::string& what, bool from_file) {
   ClipTextTowerImpl& tower = model.text(what);
+  // A vocabulary of another model gives ids the tower would read wrongly; its end token decides
+  // where each prompt's embedding is read, so a mismatch there is named before any prompt is.
+  if (tokenizer.end_token() != tower.arch().end_of_text_id)
+    throw std::invalid_argument(
+        what + ": the vocabulary " + tokenizer.vocabulary_source() + " ends each prompt with id " +
+        std::to_string(tokenizer.end_token()) + ", but this text tower's end of text is id " +
+        std::to_string(tower.arch().end_of_text_id) + " (of " + std::to_string(tower.arch().vocab_size) +
+        " token ids): they belong to different models; put the model's own vocab.json and "
+        "merges.txt beside the checkpoint");
   const size_t context = size_t(std::min<int>(tower.arch().context_length, int(kClipContextLength)));
   std::vector<std::string> texts;
   for (const PromptLine& prompt : prompts) texts.push_back(prompt.text);
