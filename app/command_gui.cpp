@@ -28,6 +28,8 @@ CommandSyntax gui_syntax() {
       {"drag", "X0,Y0,X1,Y1;..", "with --frames: right-button drags at window coordinates, after the clicks", ""},
       {"export-on-screen", "DIR",
        "with --frames: press \"Export what is on screen\" into DIR once the views are settled, wait for it", ""},
+      {"open-model", "FILE",
+       "with --frames: open FILE as the model once the views are settled, as the model field does", ""},
   };
   return {usage, state_options, flags};
 }
@@ -43,6 +45,7 @@ int gui_command(const Args& args) {
   options.bench_changes = parsed->flag_int("bench");
   options.video = parsed->flags.at("video");
   options.export_on_screen = parsed->flags.at("export-on-screen");
+  options.open_model = parsed->flags.at("open-model");
   std::istringstream clicks(parsed->flags.at("click"));
   for (std::string click; std::getline(clicks, click, ';');) {
     float x = 0, y = 0;

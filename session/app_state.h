@@ -267,6 +267,10 @@ struct OptionSpec {
 // The session's own options (session/option_table.cpp): everything but the analyses' (which the
 // analysis registry adds: views/option_catalog.h has the whole table).
 const std::vector<OptionSpec>& session_options();
+// Sets every Attention-group option (the variant, the kernel's knobs, ablations, the SAE and its
+// interventions) back to its default, as a model change does unless the user keeps them: none is
+// known to mean the same on another checkpoint. Returns "name old -> new" for each that changed.
+std::vector<std::string> reset_attention_options(AppState& state);
 // The attribution options (method, methods, steps, replacement, ig-steps, ig-baseline), defined in
 // session/attribution_options.cpp and appended to the session's options.
 void add_attribution_options(std::vector<OptionSpec>& options);

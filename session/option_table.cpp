@@ -364,6 +364,20 @@ const std::vector<OptionSpec>& session_options() {
   return options;
 }
 
+std::vector<std::string> reset_attention_options(AppState& state) {
+  static const AppState defaults;
+  std::vector<std::string> changed;
+  for (const OptionSpec& option : session_options()) {
+    if (option.group != OptionGroup::Attention || option.panels) continue;
+    const std::string was = option.get(state), fresh = option.get(defaults);
+    if (was == fresh) continue;
+    option.set(state, fresh);
+    changed.push_back(option.name + " " + (was.empty() ? "(none)" : excerpt(was)) + " -> " +
+                      (fresh.empty() ? "(none)" : fresh));
+  }
+  return changed;
+}
+
 const OptionSpec* find_session_option(const std::string& name) {
   for (const auto& option : session_options())
     if (option.name == name) return &option;

@@ -219,6 +219,27 @@ TEST_F(GuiTest, SideBySidePanelsShowTheirOwnVariantOnOneScale) {
   EXPECT_GT(differing, 10);
 }
 
+// Opening another model (the model field's Enter, scripted by --open-model) does not carry the last
+// model's kernel swap, knobs or ablations over in silence: they go back to their defaults and the
+// status line names each; the new model's panel shows its own attention.
+TEST_F(GuiTest, AModelChangeResetsTheLastModelsSettingsAndSaysWhich) {
+  const std::string other = (folder_ / "other.safetensors").string();
+  fs::copy_file(kModel, other, fs::copy_options::overwrite_existing);
+  nlohmann::json session = base_session();
+  session["variant"] = "focused";
+  session["p"] = 2;
+  session["ablate"] = "0.1";
+  ASSERT_EQ(run_gui(session, 3, "--open-model '" + other + "'"), 0) << log();
+  const nlohmann::json info = shot_info();
+  EXPECT_EQ(info["model"], other) << info.dump();
+  const std::string note = info["info"];
+  for (const char* change : {"variant focused -> native", "p 2 -> 3", "ablate 0.1 -> none"})
+    EXPECT_NE(note.find(change), std::string::npos) << change << " in: " << note;
+  ASSERT_EQ(info["panels"].size(), 1u) << info.dump();
+  EXPECT_EQ(info["panels"][0]["model"], other) << info.dump();
+  EXPECT_FALSE(info["panels"][0]["swapped"].get<bool>()) << info.dump();
+}
+
 TEST_F(GuiTest, ClickingAPatchMakesItTheQuery) {
   nlohmann::json session = base_session();
   session["variant"] = "softmax";
@@ -594,6 +615,20 @@ namespace test_gui {
 
 // The workbench's fields in the one option registry: a saved session restores exactly, and bad
 // values are refused with the option's name.
+// What a model change resets: every option of the Attention group, each named with its old and new
+// value; the rest of the session (image, layer, colour map) stays.
+TEST(WorkbenchState, AModelChangeResetsTheAttentionOptionsOnly) {
+  AppState state;
+  apply_json(state, {{"variant", "window"}, {"window", 4}, {"ablate", "1.0"}, {"layer", 2}, {"colormap", "magma"}});
+  const std::vector<std::string> changed = reset_attention_options(state);
+  EXPECT_EQ(changed, (std::vector<std::string>{"variant window -> native", "window 4 -> 0", "ablate 1.0 -> none"}));
+  EXPECT_EQ(state.attention.variant, Variant::Native);
+  EXPECT_EQ(state.attention.window, 0);
+  EXPECT_EQ(state.layer, 2);
+  EXPECT_EQ(state.colormap, Colormap::Magma);
+  EXPECT_TRUE(reset_attention_options(state).empty());
+}
+
 TEST(WorkbenchState, SessionRoundTripsAndRejectsBadValues) {
   AppState state;
   apply_json(state, {{"variant", "focused"},

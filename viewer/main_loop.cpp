@@ -190,6 +190,7 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
     }
     size_t next_step = 0;
     bool export_pressed = false;
+    bool model_opened = false;
     const auto started = Clock::now();
     auto last_frame_start = started;
 
@@ -251,6 +252,12 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
 
       if (options.frames > 0) {
+        // A model opened once the views settled (after the pointer steps): the next settle shows it.
+        if (!options.open_model.empty() && !model_opened && next_step == pointer_steps.size() && settled_frames >= 2) {
+          bench.open_file(FileKind::Model, options.open_model);
+          model_opened = true;
+          settled_frames = 0;
+        }
         // The export of what is on screen, pressed once the views settled, counts as a pending result.
         if (!options.export_on_screen.empty() && !export_pressed && settled_frames >= options.frames) {
           bench.export_figure(options.export_on_screen, true);
@@ -260,7 +267,9 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
         settled_frames = bench.settled() && !export_pending ? settled_frames + 1 : 0;
         const bool timed_out = frame_milliseconds_since(started) > 300000.0;
         const bool exported = options.export_on_screen.empty() || (export_pressed && !export_pending);
-        if ((settled_frames >= options.frames && next_step == pointer_steps.size() && exported) || timed_out) {
+        const bool opened = options.open_model.empty() || model_opened;
+        if ((settled_frames >= options.frames && next_step == pointer_steps.size() && exported && opened) ||
+            timed_out) {
           if (!options.screenshot.empty()) write_screenshot(bench, panels, options.screenshot, width, height);
           if (timed_out) {
             std::cerr << "attnscope gui: no result within 300 s\n";

@@ -282,6 +282,15 @@ void Workbench::open_file(FileKind kind, const std::string& path) {
       report_error(e.what());
       return;
     }
+    if (path != state.model && !keep_settings_on_model_change) {
+      // The last model's variant, knobs, ablations and SAE do not carry over unless asked, and
+      // what went back to its default is said.
+      std::string reset;
+      for (const std::string& change : reset_attention_options(state)) reset += (reset.empty() ? "" : ", ") + change;
+      if (!reset.empty())
+        messages.info = "opened " + path + "; the last model's settings went back to the defaults: " + reset +
+                        " (\"keep settings\" carries them to the next model)";
+    }
     state.model = path;
     return;
   }

@@ -37,6 +37,9 @@ struct WorkbenchOptions {
   std::vector<std::array<float, 4>> drags;
   // Headless runs: press "Export what is on screen" into this folder once settled, and wait for it.
   std::string export_on_screen;
+  // Headless runs: open this model (as the model field's Enter does) once settled, after the
+  // clicks and drags, and settle again before the screenshot.
+  std::string open_model;
 };
 
 // Opens the window and runs until it is closed; returns the exit code.
@@ -119,6 +122,9 @@ class Workbench {
 
   // The session (what is asked), how the window was opened, and where the panels go.
   AppState state;
+  // Whether opening another model keeps the variant, knobs, ablations and SAE (the model row's
+  // "keep settings"); off, they go back to their defaults with a note.
+  bool keep_settings_on_model_change = false;
   WorkbenchOptions options;
   ScreenLayout layout;
 

@@ -346,6 +346,11 @@ struct ControlsPanel : WorkbenchPanel {
       ImGui::TextUnformatted("Model");
       if (path_row("model", model_field, state.model, open_browser)) bench.open_file(FileKind::Model, model_field);
       if (open_browser) browse(FileKind::Model, "Open model", state.model, kModelExtensions);
+      ImGui::Checkbox("keep settings", &bench.keep_settings_on_model_change);
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip(
+            "Opening another model keeps the variant, its knobs, ablations and the SAE; off, they go back to\n"
+            "their defaults and the status line says which");
       ImGui::TextUnformatted("Image");
       if (path_row("image", image_field, state.image, open_browser)) bench.open_file(FileKind::Image, image_field);
       if (open_browser) browse(FileKind::Image, "Open image", state.image, kImageExtensions);

@@ -60,18 +60,32 @@ struct StatusPanel : WorkbenchPanel {
         ImGui::SameLine();
       }
     }
+    const ImVec4 red(1.0f, 0.35f, 0.35f, 1.0f);
     if (!bench.messages.input_error.empty()) {
-      ImGui::TextColored(ImVec4(1.0f, 0.35f, 0.35f, 1.0f), "input: %s", bench.messages.input_error.c_str());
+      message(red, "input: " + bench.messages.input_error);
       ImGui::SameLine();
     }
     if (!bench.messages.error.empty()) {
-      ImGui::TextColored(ImVec4(1.0f, 0.35f, 0.35f, 1.0f), "error: %s", bench.messages.error.c_str());
-      ImGui::SameLine();
+      // The button first: a long message runs past the window's edge, the button stays in sight.
       if (ImGui::SmallButton("dismiss")) bench.messages.error.clear();
+      ImGui::SameLine();
+      message(red, "error: " + bench.messages.error);
     } else if (!bench.messages.info.empty()) {
-      ImGui::TextDisabled("%s", bench.messages.info.c_str());
+      message(ImGui::GetStyle().Colors[ImGuiCol_TextDisabled], bench.messages.info);
     }
     ImGui::End();
+  }
+
+  // One line of the status bar; the whole text, wrapped, on hover (a long one is cut at the edge).
+  static void message(const ImVec4& colour, const std::string& text) {
+    ImGui::TextColored(colour, "%s", text.c_str());
+    if (ImGui::IsItemHovered()) {
+      ImGui::BeginTooltip();
+      ImGui::PushTextWrapPos(ImGui::GetFontSize() * 50.0f);
+      ImGui::TextUnformatted(text.c_str());
+      ImGui::PopTextWrapPos();
+      ImGui::EndTooltip();
+    }
   }
 };
 
