@@ -1,6 +1,7 @@
 // `attnscope gui` (also `attnscope` alone): the live attention workbench, optionally driven
 // headlessly to write a screenshot after N frames, or to benchmark slider-to-pixels latency.
 #include <array>
+#include <cctype>
 #include <iostream>
 #include <sstream>
 
@@ -30,6 +31,8 @@ CommandSyntax gui_syntax() {
        "with --frames: press \"Export what is on screen\" into DIR once the views are settled, wait for it", ""},
       {"open-model", "FILE",
        "with --frames: open FILE as the model once the views are settled, as the model field does", ""},
+      {"keys", "CHORD;..",
+       "with --frames: key chords pressed once settled, after --open-model (ctrl+z, ctrl+shift+z, f1)", ""},
   };
   return {usage, state_options, flags};
 }
@@ -46,6 +49,25 @@ int gui_command(const Args& args) {
   options.video = parsed->flags.at("video");
   options.export_on_screen = parsed->flags.at("export-on-screen");
   options.open_model = parsed->flags.at("open-model");
+  std::istringstream chords(parsed->flags.at("keys"));
+  for (std::string text; std::getline(chords, text, ';');) {
+    WorkbenchOptions::KeyChord chord;
+    std::string rest = text;
+    for (const auto& [prefix, flag] : {std::pair<std::string, bool*>{"ctrl+", &chord.ctrl}, {"shift+", &chord.shift}})
+      if (rest.rfind(prefix, 0) == 0) {
+        *flag = true;
+        rest = rest.substr(prefix.size());
+      }
+    if (rest.size() == 1 && std::isalpha(static_cast<unsigned char>(rest[0])))
+      chord.key = std::toupper(static_cast<unsigned char>(rest[0]));  // GLFW's letter codes are ASCII capitals
+    else if (rest.size() >= 2 && rest.size() <= 3 && rest[0] == 'f' &&
+             std::isdigit(static_cast<unsigned char>(rest[1])) && std::stoi(rest.substr(1)) >= 1 &&
+             std::stoi(rest.substr(1)) <= 12)
+      chord.key = 289 + std::stoi(rest.substr(1));  // GLFW_KEY_F1 is 290
+    else
+      throw std::invalid_argument("--keys expects chords like ctrl+z;ctrl+shift+z;f1, got '" + excerpt(text) + "'");
+    options.keys.push_back(chord);
+  }
   std::istringstream clicks(parsed->flags.at("click"));
   for (std::string click; std::getline(clicks, click, ';');) {
     float x = 0, y = 0;

@@ -22,6 +22,7 @@
 #include "core/image.h"
 #include "models/inference.h"
 #include "session/app_state.h"
+#include "session/session_history.h"
 #include "views/option_catalog.h"
 
 #include "gui_fixture.h"
@@ -237,6 +238,33 @@ TEST_F(GuiTest, AModelChangeResetsTheLastModelsSettingsAndSaysWhich) {
     EXPECT_NE(note.find(change), std::string::npos) << change << " in: " << note;
   ASSERT_EQ(info["panels"].size(), 1u) << info.dump();
   EXPECT_EQ(info["panels"][0]["model"], other) << info.dump();
+  EXPECT_FALSE(info["panels"][0]["swapped"].get<bool>()) << info.dump();
+}
+
+// Ctrl+Z after a model change (scripted: --open-model, then --keys) brings the last model back with
+// its kernel swap, knobs and ablations, through the session history; Ctrl+Shift+Z redoes it.
+TEST_F(GuiTest, UndoAndRedoWalkTheSessionHistory) {
+  const std::string other = (folder_ / "other.safetensors").string();
+  fs::copy_file(kModel, other, fs::copy_options::overwrite_existing);
+  nlohmann::json session = base_session();
+  session["variant"] = "focused";
+  session["p"] = 2;
+  session["ablate"] = "0.1";
+  ASSERT_EQ(run_gui(session, 3, "--open-model '" + other + "' --keys ctrl+z"), 0) << log();
+  nlohmann::json info = shot_info();
+  EXPECT_EQ(info["model"], kModel) << info.dump();
+  const std::string note = info["info"];
+  EXPECT_EQ(note.rfind("undo: ", 0), 0u) << note;
+  for (const char* option : {"model", "variant", "p", "ablate"})
+    EXPECT_NE(note.find(option), std::string::npos) << option << " in: " << note;
+  ASSERT_EQ(info["panels"].size(), 1u) << info.dump();
+  EXPECT_EQ(info["panels"][0]["model"], kModel) << info.dump();
+  EXPECT_TRUE(info["panels"][0]["swapped"].get<bool>()) << info.dump();  // focused on a softmax model again
+
+  ASSERT_EQ(run_gui(session, 3, "--open-model '" + other + "' --keys 'ctrl+z;ctrl+shift+z'"), 0) << log();
+  info = shot_info();
+  EXPECT_EQ(info["model"], other) << info.dump();
+  EXPECT_EQ(info["info"].get<std::string>().rfind("redo: ", 0), 0u) << info.dump();
   EXPECT_FALSE(info["panels"][0]["swapped"].get<bool>()) << info.dump();
 }
 
@@ -627,6 +655,29 @@ TEST(WorkbenchState, AModelChangeResetsTheAttentionOptionsOnly) {
   EXPECT_EQ(state.layer, 2);
   EXPECT_EQ(state.colormap, Colormap::Magma);
   EXPECT_TRUE(reset_attention_options(state).empty());
+}
+
+// The history behind undo and redo: equal sessions are one step, a new step after an undo drops the
+// undone ones, and it keeps the last kSteps.
+TEST(WorkbenchState, SessionHistoryUndoesRedoesAndForgetsTheUndoneBranch) {
+  SessionHistory history;
+  EXPECT_FALSE(history.undo());
+  history.record({{"p", "3"}});
+  history.record({{"p", "3"}});
+  EXPECT_FALSE(history.can_undo());
+  history.record({{"p", "2"}});
+  history.record({{"p", "1"}});
+  EXPECT_EQ(history.undo(), nlohmann::json({{"p", "2"}}));
+  EXPECT_EQ(history.undo(), nlohmann::json({{"p", "3"}}));
+  EXPECT_FALSE(history.undo());
+  EXPECT_EQ(history.redo(), nlohmann::json({{"p", "2"}}));
+  history.record({{"p", "5"}});  // a new branch: "1" is gone
+  EXPECT_FALSE(history.can_redo());
+  EXPECT_EQ(history.undo(), nlohmann::json({{"p", "2"}}));
+  for (size_t i = 0; i < SessionHistory::kSteps + 10; ++i) history.record({{"step", i}});
+  size_t undone = 0;
+  while (history.undo()) ++undone;
+  EXPECT_EQ(undone, SessionHistory::kSteps - 1);
 }
 
 TEST(WorkbenchState, SessionRoundTripsAndRejectsBadValues) {

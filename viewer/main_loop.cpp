@@ -191,10 +191,12 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
     size_t next_step = 0;
     bool export_pressed = false;
     bool model_opened = false;
+    size_t next_key = 0;
+    bool key_down = false;
     const auto started = Clock::now();
     auto last_frame_start = started;
 
-    while (!glfwWindowShouldClose(window)) {
+    while (!glfwWindowShouldClose(window) && !bench.quit_requested) {
       if (headless) {
         // Like a display's vsync, at most one frame per 16.7 ms (Xvfb has none), but a finished
         // result wakes the loop at once; a screenshot run sleeps until its result is in.
@@ -238,6 +240,21 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
         io.MouseDown[step.button] = step.down;
         settled_frames = 0;
       }
+      // Key chords after the model change, one per settled state: down for one frame, then up.
+      if (key_down) {
+        const WorkbenchOptions::KeyChord& chord = options.keys[next_key - 1];
+        io.KeysDown[chord.key] = false;
+        io.KeyCtrl = io.KeyShift = false;
+        key_down = false;
+      } else if (options.frames > 0 && next_key < options.keys.size() && next_step == pointer_steps.size() &&
+                 (options.open_model.empty() || model_opened) && settled_frames >= 2) {
+        const WorkbenchOptions::KeyChord& chord = options.keys[next_key++];
+        io.KeysDown[chord.key] = true;
+        io.KeyCtrl = chord.ctrl;
+        io.KeyShift = chord.shift;
+        key_down = true;
+        settled_frames = 0;
+      }
       ImGui::NewFrame();
       const ImVec2 display = ImGui::GetIO().DisplaySize;
       bench.update(display.x, display.y);
@@ -267,7 +284,8 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
         settled_frames = bench.settled() && !export_pending ? settled_frames + 1 : 0;
         const bool timed_out = frame_milliseconds_since(started) > 300000.0;
         const bool exported = options.export_on_screen.empty() || (export_pressed && !export_pending);
-        const bool opened = options.open_model.empty() || model_opened;
+        const bool opened =
+            (options.open_model.empty() || model_opened) && next_key == options.keys.size() && !key_down;
         if ((settled_frames >= options.frames && next_step == pointer_steps.size() && exported && opened) ||
             timed_out) {
           if (!options.screenshot.empty()) write_screenshot(bench, panels, options.screenshot, width, height);

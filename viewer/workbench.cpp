@@ -150,6 +150,8 @@ void Workbench::update(float width, float height) {
     maps_key_.clear();
     follow_query_across_grids();
   }
+  // One undo step per settled interaction: a drag in progress is recorded when it ends.
+  if (!ImGui::IsAnyMouseDown()) history.record(to_json(state));
   const InferenceRequest request = make_request();
   if (!has_last_request_ || request.key() != last_request_.key()) {
     last_request_ = request;
@@ -168,20 +170,23 @@ void Workbench::update(float width, float height) {
   worker.runs_stopped = worker_->runs_stopped();
   refresh_maps();
 
-  // Fixed layout: controls on the left, views in the middle, the analysis view on the right, status below.
+  // Fixed layout below the menu bar: controls on the left, views in the middle, the analysis view on
+  // the right, status below.
+  const float menu_height = ImGui::GetFrameHeight();
   const float status_height = 30.0f, sidebar_width = 370.0f;
+  height -= menu_height;
   // Views of several plots side by side (f_p's four) need more room than the others.
   const AnalysisEntry* analysis = find_analysis(state.analysis);
   const float matrix_width = !analysis             ? 0.0f
                              : analysis->wide_view ? std::min(640.0f, width * 0.4f)
                                                    : std::min(460.0f, width * 0.3f);
-  layout.sidebar_pos = {0, 0};
+  layout.sidebar_pos = {0, menu_height};
   layout.sidebar_size = {sidebar_width, height - status_height};
-  layout.views_pos = {sidebar_width, 0};
+  layout.views_pos = {sidebar_width, menu_height};
   layout.views_size = {width - sidebar_width - matrix_width, height - status_height};
-  layout.analysis_pos = {width - matrix_width, 0};
+  layout.analysis_pos = {width - matrix_width, menu_height};
   layout.analysis_size = {matrix_width, height - status_height};
-  layout.status_pos = {0, height - status_height};
+  layout.status_pos = {0, menu_height + height - status_height};
   layout.status_size = {width, status_height};
 }
 
@@ -374,6 +379,31 @@ void Workbench::export_figure(const std::string& out_dir, bool what_is_on_screen
   messages.info = "exporting a " + request.figure.layout + " figure to " + out_dir + " ...";
   // What is on screen includes the open analysis view, drawn from the outcome on screen.
   worker_->submit_export(request, out_dir, what_is_on_screen ? outcome : nullptr);
+}
+
+void Workbench::undo() {
+  if (auto session = history.undo()) restore_session(*session, "undo");
+}
+
+void Workbench::redo() {
+  if (auto session = history.redo()) restore_session(*session, "redo");
+}
+
+// A step of the history made current; the note names the options it changed.
+void Workbench::restore_session(const nlohmann::json& session, const char* what) {
+  const nlohmann::json before = to_json(state);
+  AppState restored;
+  try {
+    apply_json(restored, session);
+  } catch (const std::exception& e) {
+    report_error(std::string(what) + ": " + e.what());
+    return;
+  }
+  std::string changed;
+  for (const auto& [key, value] : session.items())
+    if (!before.contains(key) || before[key] != value) changed += (changed.empty() ? "" : ", ") + key;
+  state = restored;
+  messages.info = std::string(what) + ": " + (changed.empty() ? "nothing changed" : changed);
 }
 
 void Workbench::load_session(const std::string& path) {

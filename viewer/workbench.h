@@ -15,6 +15,7 @@
 
 #include "figures/render.h"
 #include "session/app_state.h"
+#include "session/session_history.h"
 #include "viewer/gl/overlay_renderer.h"
 #include "viewer/gl/texture.h"
 #include "viewer/inference_worker.h"
@@ -40,6 +41,13 @@ struct WorkbenchOptions {
   // Headless runs: open this model (as the model field's Enter does) once settled, after the
   // clicks and drags, and settle again before the screenshot.
   std::string open_model;
+  // Headless runs: key chords pressed one at a time once settled, after the model above
+  // ("ctrl+z", "ctrl+shift+z", "f1"); each is GLFW's key code with its modifiers.
+  struct KeyChord {
+    int key = 0;
+    bool ctrl = false, shift = false;
+  };
+  std::vector<KeyChord> keys;
 };
 
 // Opens the window and runs until it is closed; returns the exit code.
@@ -125,6 +133,15 @@ class Workbench {
   // Whether opening another model keeps the variant, knobs, ablations and SAE (the model row's
   // "keep settings"); off, they go back to their defaults with a note.
   bool keep_settings_on_model_change = false;
+  // Every step of the session, for undo and redo (Ctrl+Z, Ctrl+Y; the Edit menu): recorded each frame
+  // no mouse button is held, so a slider's drag is one step.
+  SessionHistory history;
+  void undo();
+  void redo();
+  // A file dialog asked for by the menu or a shortcut; the controls panel, which owns the browser,
+  // opens it on its next frame.
+  std::optional<FileKind> browse_request;
+  bool quit_requested = false;  // File > Quit, Ctrl+Q: the main loop closes the window
   WorkbenchOptions options;
   ScreenLayout layout;
 
@@ -174,6 +191,7 @@ class Workbench {
   void refresh_maps();
   void show_analysis_maps(const std::vector<GridMap>& analysis_maps);
   void follow_query_across_grids();
+  void restore_session(const nlohmann::json& session, const char* what);
   std::unique_ptr<InferenceWorker> worker_;
   InferenceRequest last_request_;
   bool has_last_request_ = false;

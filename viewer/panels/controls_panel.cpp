@@ -453,6 +453,15 @@ struct ControlsPanel : WorkbenchPanel {
     }
     ImGui::PopItemWidth();
 
+    // A dialog the menu bar or a shortcut asked for.
+    if (bench.browse_request) {
+      const FileKind kind = *bench.browse_request;
+      bench.browse_request.reset();
+      if (kind == FileKind::Model) browse(kind, "Open model", state.model, kModelExtensions);
+      if (kind == FileKind::Image) browse(kind, "Open image", state.image, kImageExtensions);
+      if (kind == FileKind::Video) browse(kind, "Open video", state.image, kVideoExtensions);
+      if (kind == FileKind::Session) browse(kind, "Session file", session_field, {".json"});
+    }
     std::string chosen;
     if (browser.draw(chosen)) {
       if (browsing == FileKind::Session) {

@@ -9,6 +9,7 @@
 
 namespace attnscope {
 
+std::unique_ptr<WorkbenchPanel> make_menu_bar();
 std::unique_ptr<WorkbenchPanel> make_controls_panel();
 std::unique_ptr<WorkbenchPanel> make_attention_panel();
 std::unique_ptr<WorkbenchPanel> make_analysis_column();
@@ -46,6 +47,7 @@ void draw_analysis_switch(Workbench& bench) {
 
 std::vector<std::unique_ptr<WorkbenchPanel>> make_panels() {
   std::vector<std::unique_ptr<WorkbenchPanel>> panels;
+  panels.push_back(make_menu_bar());
   panels.push_back(make_controls_panel());
   panels.push_back(make_attention_panel());
   panels.push_back(make_analysis_column());
