@@ -278,6 +278,8 @@ TEST_F(ExportScreenTest, ResidualStreamViews) {
   dla["ablate"] = "3.1";
   nlohmann::json info = export_on_screen(dla);
   expect_figure_view_exported(*this, info, "sign_4_dla-view");
+  // The panel's title says the head is ablated (issue 58: no title said so).
+  EXPECT_NE(info["headings"][0][0].get<std::string>().find("ablate 3.1"), std::string::npos) << info["headings"];
   expect_panels_equal_screen(info, manifest("sign_4_panels"), out());
   const std::vector<nlohmann::json> grid = shown_of(info, "figure");
   ASSERT_EQ(grid.size(), 1u);

@@ -268,6 +268,24 @@ TEST_F(GuiTest, UndoAndRedoWalkTheSessionHistory) {
   EXPECT_FALSE(info["panels"][0]["swapped"].get<bool>()) << info.dump();
 }
 
+// At 1280 x 800 the analysis column is narrower than the DLA grid's labels at the smallest font:
+// the figure is drawn smaller instead of refused, its readouts above it, the panel's title naming
+// the ablated head (issue 58).
+TEST_F(GuiTest, DlaViewFitsA1280By800Window) {
+  nlohmann::json session = base_session();
+  session["model"] = asset_path("models/flatten.safetensors");
+  session.erase("arch");
+  session["analysis"] = "dla";
+  session["ablate"] = "3.1";
+  ASSERT_EQ(run_gui(session, 3, "--width 1280 --height 800"), 0) << log();
+  const nlohmann::json info = shot_info();
+  EXPECT_EQ(info["error"], "") << info.dump();
+  bool grid_drawn = false;
+  for (const auto& view : info["views"]) grid_drawn |= view["panel"] == -2 && view["width"].get<double>() > 40;
+  EXPECT_TRUE(grid_drawn) << info["views"];
+  EXPECT_NE(info["headings"][0][0].get<std::string>().find("ablate 3.1"), std::string::npos) << info["headings"];
+}
+
 TEST_F(GuiTest, ClickingAPatchMakesItTheQuery) {
   nlohmann::json session = base_session();
   session["variant"] = "softmax";

@@ -65,7 +65,17 @@ Figure focus_view_figure(const FocusView& focus) {
 FigureStyle screen_figure_style(const Figure& figure, int width) {
   FigureStyle style;
   style.dpi = 72.0 * kScreenPixelsPerPoint;
-  return style_for_width(figure, style, std::max(60, width) / kScreenPixelsPerPoint);
+  width = std::max(60, width);
+  try {
+    return style_for_width(figure, style, width / kScreenPixelsPerPoint);
+  } catch (const std::invalid_argument&) {
+    // Labels wider than the column even at the smallest font (a 12 x 12 head grid at 1280 x 800):
+    // the figure at its natural size, drawn at fewer pixels a point so that it fits the column,
+    // smaller on screen instead of refused.
+    const double natural_pt = layout_figure(figure, style).width;
+    style.dpi = 72.0 * width / std::max(1.0, natural_pt);
+    return style;
+  }
 }
 
 }  // namespace attnscope

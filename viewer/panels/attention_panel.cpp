@@ -72,6 +72,13 @@ PanelHeading heading_of(const Workbench& bench, size_t index, const PanelMaps& p
     return heading;
   }
   heading.title += " \xc2\xb7 " + panel.description;  // U+00B7, in ImGui's default font
+  // What changes the panel's computation besides its kernel, in its title: ablated heads and the
+  // SAE's interventions.
+  for (const char* name : {"ablate", "sae-off", "sae-add"}) {
+    const AttentionKnob* knob = find_attention_knob(name);
+    if (knob && !knob->equal(panel.settings, AttentionSettings{}))
+      heading.title += std::string(" \xc2\xb7 ") + name + " " + knob->text(panel.settings);
+  }
   if (!panel.top.empty()) {
     char text[200];
     std::snprintf(text, sizeof text, "top-1: %s (%.1f %%)", panel.top.front().name.substr(0, 60).c_str(),
