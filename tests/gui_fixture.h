@@ -44,10 +44,11 @@ class GuiTest : public ::testing::Test {
   int run_gui(const nlohmann::json& session, int frames = 4, const std::string& extra = "") {
     const std::string session_path = (folder_ / "session.json").string();
     std::ofstream(session_path) << session.dump(2);
-    const std::string command = "xvfb-run -a -s '-screen 0 1600x1000x24' " + std::string(ATTNSCOPE_CLI) +
-                                " gui --session '" + session_path + "' --frames " + std::to_string(frames) +
-                                " --screenshot '" + shot() + "' " + extra + " > '" + (folder_ / "log.txt").string() +
-                                "' 2>&1";
+    // The workbench's recent-files list goes to the test's folder, not the developer's ~/.config.
+    const std::string command =
+        "XDG_CONFIG_HOME='" + (folder_ / "config").string() + "' xvfb-run -a -s '-screen 0 1600x1000x24' " +
+        std::string(ATTNSCOPE_CLI) + " gui --session '" + session_path + "' --frames " + std::to_string(frames) +
+        " --screenshot '" + shot() + "' " + extra + " > '" + (folder_ / "log.txt").string() + "' 2>&1";
     const int status = testing::cli_system(command);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }

@@ -20,6 +20,7 @@
 #include "analysis/rollout.h"
 #include "core/assets.h"
 #include "core/image.h"
+#include "core/recent_files.h"
 #include "models/inference.h"
 #include "session/app_state.h"
 #include "session/session_history.h"
@@ -266,6 +267,48 @@ TEST_F(GuiTest, UndoAndRedoWalkTheSessionHistory) {
   EXPECT_EQ(info["model"], other) << info.dump();
   EXPECT_EQ(info["info"].get<std::string>().rfind("redo: ", 0), 0u) << info.dump();
   EXPECT_FALSE(info["panels"][0]["swapped"].get<bool>()) << info.dump();
+}
+
+// The models and images the workbench opened are remembered for File > Recent, newest first, in
+// $XDG_CONFIG_HOME/attnscope/recent.json, after their result arrived (a refused model is not).
+TEST_F(GuiTest, OpenedModelsAndImagesBecomeRecentFiles) {
+  const std::string other = (folder_ / "other.safetensors").string();
+  fs::copy_file(kModel, other, fs::copy_options::overwrite_existing);
+  ASSERT_EQ(run_gui(base_session(), 3, "--open-model '" + other + "'"), 0) << log();
+  const nlohmann::json recent =
+      nlohmann::json::parse(read_file_contents(folder_ / "config" / "attnscope" / "recent.json"));
+  EXPECT_EQ(recent["models"], nlohmann::json({other, kModel})) << recent;
+  EXPECT_EQ(recent["images"], nlohmann::json({asset_path("images/chelsea.png")})) << recent;
+  // A refused model does not join the list.
+  const std::string garbage = (folder_ / "garbage.safetensors").string();
+  std::ofstream(garbage) << std::string(300, 'x');
+  ASSERT_EQ(run_gui(base_session(), 3, "--open-model '" + garbage + "'"), 0) << log();
+  const nlohmann::json again =
+      nlohmann::json::parse(read_file_contents(folder_ / "config" / "attnscope" / "recent.json"));
+  EXPECT_EQ(again["models"], nlohmann::json({kModel, other})) << again;
+}
+
+// The list itself: newest first, once each, at most kKept; kept across instances; a damaged file
+// is an empty list, overwritten by the next addition.
+TEST(WorkbenchState, RecentFilesKeepTheNewestOnceEach) {
+  TestFolder folder("recent-files");
+  const std::string path = (folder.path() / "deep" / "recent.json").string();
+  {
+    RecentFiles recent(path);
+    for (int i = 0; i < 12; ++i) recent.add_model("m" + std::to_string(i));
+    recent.add_model("m5");
+    recent.add_image("cat.png");
+    EXPECT_EQ(recent.models().front(), "m5");
+    EXPECT_EQ(recent.models().size(), RecentFiles::kKept);
+  }
+  RecentFiles reread(path);
+  EXPECT_EQ(reread.models(), (std::vector<std::string>{"m5", "m11", "m10", "m9", "m8", "m7", "m6", "m4", "m3", "m2"}));
+  EXPECT_EQ(reread.images(), std::vector<std::string>{"cat.png"});
+  write_file_contents(path, "{\"models\": [1, \"ok\", {\"x\": 2}], \"images\": 7");
+  RecentFiles damaged(path);
+  EXPECT_TRUE(damaged.models().empty());
+  damaged.add_image("dog.png");
+  EXPECT_EQ(RecentFiles(path).images(), std::vector<std::string>{"dog.png"});
 }
 
 // At 1280 x 800 the analysis column is narrower than the DLA grid's labels at the smallest font:

@@ -40,9 +40,9 @@ std::string lower_extension(const std::string& path) {
   return extension;
 }
 
-void wake_main_thread() { glfwPostEmptyEvent(); }  // thread-safe in GLFW
-
 }  // namespace
+
+void wake_main_thread() { glfwPostEmptyEvent(); }  // thread-safe in GLFW
 
 Workbench::Workbench(AppState initial, const WorkbenchOptions& workbench_options)
     : state(std::move(initial)), options(workbench_options) {
@@ -143,7 +143,13 @@ void Workbench::update(float width, float height) {
     outcome = finished;
     worker.last_finished_id = finished->request_id;
     ++worker.results;
-    if (finished->request_id == worker.submitted_id) messages.error.clear();
+    if (finished->request_id == worker.submitted_id) {
+      messages.error.clear();
+      if (!outcome->panels.empty() && outcome->panels.front().error.empty()) {
+        recent.add_model(outcome->request.model);
+        if (!video) recent.add_image(outcome->request.image);
+      }
+    }
     shown.images.resize(std::max<size_t>(1, outcome->panels.size()));
     for (size_t p = 0; p < outcome->panels.size(); ++p)
       if (!outcome->panels[p].input_rgb.empty()) shown.images[p].upload_rgb(to_mat(outcome->panels[p].input_rgb));

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/recent_files.h"
 #include "figures/render.h"
 #include "session/app_state.h"
 #include "session/session_history.h"
@@ -49,6 +50,9 @@ struct WorkbenchOptions {
   };
   std::vector<KeyChord> keys;
 };
+
+// Wakes the main loop from another thread (a worker's result, a video frame, a finished scan).
+void wake_main_thread();
 
 // Opens the window and runs until it is closed; returns the exit code.
 int run_workbench(AppState state, const WorkbenchOptions& options);
@@ -142,6 +146,8 @@ class Workbench {
   // opens it on its next frame.
   std::optional<FileKind> browse_request;
   bool quit_requested = false;  // File > Quit, Ctrl+Q: the main loop closes the window
+  // The models and images opened last (File > Recent), recorded when a result of them arrives.
+  RecentFiles recent;
   WorkbenchOptions options;
   ScreenLayout layout;
 

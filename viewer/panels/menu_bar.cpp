@@ -4,8 +4,12 @@
 // elsewhere also takes, so a menu and its button cannot disagree.
 #include <imgui.h>
 
+#include <chrono>
+#include <future>
 #include <string>
+#include <vector>
 
+#include "models/model_scan.h"
 #include "session/export_folder.h"
 #include "viewer/panels/panel.h"
 #include "viewer/workbench.h"
@@ -44,8 +48,52 @@ std::string session_file(const Workbench& bench) {
   return bench.options.session_path.empty() ? "session.json" : bench.options.session_path;
 }
 
+void recent_menu(Workbench& bench, const char* title, const std::vector<std::string>& names, FileKind kind) {
+  if (!ImGui::BeginMenu(title, !names.empty())) return;
+  for (const std::string& name : names)
+    if (ImGui::MenuItem(name.c_str())) bench.open_file(kind, name);
+  ImGui::EndMenu();
+}
+
 struct MenuBar : WorkbenchPanel {
   bool show_shortcuts = false, show_about = false;
+  // The caches' models (`attnscope models`), scanned off the main thread the first time the menu
+  // opens: headers only, but a large cache takes a while.
+  std::future<std::vector<CachedModel>> scan;
+  std::vector<CachedModel> cached;
+  bool scanned = false;
+
+  void cached_models_menu(Workbench& bench) {
+    if (!ImGui::BeginMenu("Models on this machine")) return;
+    if (!scanned && !scan.valid())
+      scan = std::async(std::launch::async, [] {
+        std::vector<CachedModel> models = scan_model_caches(500);
+        wake_main_thread();  // the open menu redraws with the list
+        return models;
+      });
+    if (!scanned && scan.valid() && scan.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      try {
+        cached = scan.get();
+      } catch (const std::exception& e) {
+        bench.report_error(std::string("scanning the model caches: ") + e.what());
+      }
+      scanned = true;
+    }
+    if (!scanned) {
+      ImGui::TextDisabled("scanning the Hugging Face and torch.hub caches...");
+    } else if (cached.empty()) {
+      ImGui::TextDisabled("none in the Hugging Face or torch.hub caches (attnscope models lists them)");
+    }
+    for (const CachedModel& model : cached) {
+      const std::string label = model.name + "  (" + (model.opens.empty() ? "refused" : model.opens) + ")";
+      if (ImGui::MenuItem(label.c_str(), nullptr, false, !model.opens.empty()))
+        bench.open_file(FileKind::Model, model.name);
+      if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+        ImGui::SetTooltip("%s\n%.1f MiB in %s%s%s", model.name.c_str(), double(model.bytes) / double(1 << 20),
+                          model.path.c_str(), model.why_not.empty() ? "" : "\n", model.why_not.c_str());
+    }
+    ImGui::EndMenu();
+  }
 
   void draw(Workbench& bench) override {
     // Shortcuts, unless a text field has the keyboard (there Ctrl+Z undoes the typing).
@@ -65,6 +113,9 @@ struct MenuBar : WorkbenchPanel {
         if (ImGui::MenuItem("Open image...", "Ctrl+I")) bench.browse_request = FileKind::Image;
         if (ImGui::MenuItem("Open video...")) bench.browse_request = FileKind::Video;
         if (ImGui::MenuItem("Open session...")) bench.browse_request = FileKind::Session;
+        recent_menu(bench, "Recent models", bench.recent.models(), FileKind::Model);
+        recent_menu(bench, "Recent images", bench.recent.images(), FileKind::Image);
+        cached_models_menu(bench);
         if (ImGui::MenuItem("Save session", "Ctrl+S")) bench.save_session(session_file(bench));
         ImGui::Separator();
         if (ImGui::MenuItem("Export what is on screen", "Ctrl+E"))
