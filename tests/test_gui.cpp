@@ -311,6 +311,27 @@ TEST(WorkbenchState, RecentFilesKeepTheNewestOnceEach) {
   EXPECT_EQ(RecentFiles(path).images(), std::vector<std::string>{"dog.png"});
 }
 
+// A window that does not tile the grid (8 on the bundled model's 12 x 12) is computed with narrower
+// edge windows, and the panel says so instead of leaving the slider's 8 to speak for every window.
+TEST_F(GuiTest, AWindowThatDoesNotTileTheGridIsNamedAsAdjusted) {
+  nlohmann::json session = base_session();
+  session["model"] = asset_path("models/flatten.safetensors");
+  session.erase("arch");
+  session["variant"] = "window";
+  session["window"] = 8;
+  ASSERT_EQ(run_gui(session, 3), 0) << log();
+  nlohmann::json info = shot_info();
+  ASSERT_EQ(info["grid"], nlohmann::json({12, 12})) << info.dump();
+  EXPECT_NE(info["panels"][0]["note"].get<std::string>().find(
+                "window 8 does not tile the 12x12 grid: the last windows are 4 rows by 4 columns"),
+            std::string::npos)
+      << info["panels"][0]["note"];
+  session["window"] = 6;  // tiles it: no note
+  ASSERT_EQ(run_gui(session, 3), 0) << log();
+  info = shot_info();
+  EXPECT_EQ(info["panels"][0]["note"].get<std::string>().find("does not tile"), std::string::npos) << info.dump();
+}
+
 // At 1280 x 800 the analysis column is narrower than the DLA grid's labels at the smallest font:
 // the figure is drawn smaller instead of refused, its readouts above it, the panel's title naming
 // the ablated head (issue 58).

@@ -86,6 +86,16 @@ PanelMaps panel_maps(const InferenceRequest& request, const PanelForward& forwar
   selection.query_token = info.query_token;
   selection.incoming = request.direction == MapDirection::In;
   selection.after_lcm = request.lcm == LcmView::After && capture.has_lcm();
+  // A window that does not tile the grid leaves narrower windows at the right and bottom edges:
+  // computed so, and said, where the window slider's value alone would suggest w x w everywhere.
+  const int window = capture.attention.window;
+  const TokenLayout& grid = capture.layout;
+  if (window > 0 && (window < grid.grid_h || window < grid.grid_w) &&
+      (grid.grid_h % window != 0 || grid.grid_w % window != 0))
+    info.note += "window " + std::to_string(window) + " does not tile the " + std::to_string(grid.grid_h) + "x" +
+                 std::to_string(grid.grid_w) + " grid: the last windows are " +
+                 std::to_string(grid.grid_h % window == 0 ? window : grid.grid_h % window) + " rows by " +
+                 std::to_string(grid.grid_w % window == 0 ? window : grid.grid_w % window) + " columns; ";
   if (request.head >= capture.heads)
     info.note +=
         "head " + std::to_string(request.head) + ": this model has " + std::to_string(capture.heads) + " heads; ";
