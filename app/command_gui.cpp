@@ -2,6 +2,7 @@
 // headlessly to write a screenshot after N frames, or to benchmark slider-to-pixels latency.
 #include <array>
 #include <cctype>
+#include <cmath>
 #include <iostream>
 #include <sstream>
 
@@ -26,6 +27,8 @@ CommandSyntax gui_syntax() {
       {"bench", "N", "benchmark: N slider changes, median change-to-pixels vs one forward; frame times", "0"},
       {"video", "FILE|camera:N", "live input from a video file or a camera instead of --image", ""},
       {"click", "X,Y;..", "with --frames: left clicks at window coordinates once the views are settled", ""},
+      {"wheel", "X,Y,N;..",
+       "with --frames: N mouse-wheel notches at window coordinates (N > 0 zooms in), before the clicks", ""},
       {"drag", "X0,Y0,X1,Y1;..", "with --frames: right-button drags at window coordinates, after the clicks", ""},
       {"export-on-screen", "DIR",
        "with --frames: press \"Export what is on screen\" into DIR once the views are settled, wait for it", ""},
@@ -76,6 +79,16 @@ int gui_command(const Args& args) {
     if (!(in >> x >> comma >> y) || comma != ',' || (in >> extra))
       throw std::invalid_argument("--click expects X,Y;X,Y..., got '" + excerpt(click) + "'");
     options.clicks.emplace_back(x, y);
+  }
+  std::istringstream wheels(parsed->flags.at("wheel"));
+  for (std::string wheel; std::getline(wheels, wheel, ';');) {
+    std::array<float, 3> step{};
+    char commas[2] = {}, extra = 0;
+    std::istringstream in(wheel);
+    if (!(in >> step[0] >> commas[0] >> step[1] >> commas[1] >> step[2]) || commas[0] != ',' || commas[1] != ',' ||
+        (in >> extra) || !std::isfinite(step[2]))
+      throw std::invalid_argument("--wheel expects X,Y,N;..., got '" + excerpt(wheel) + "'");
+    options.wheels.push_back(step);
   }
   std::istringstream drags(parsed->flags.at("drag"));
   for (std::string drag; std::getline(drags, drag, ';');) {

@@ -332,6 +332,37 @@ TEST_F(GuiTest, AWindowThatDoesNotTileTheGridIsNamedAsAdjusted) {
   EXPECT_EQ(info["panels"][0]["note"].get<std::string>().find("does not tile"), std::string::npos) << info.dump();
 }
 
+// The image as a canvas: the wheel zooms in whole steps about the cursor (the image point under it
+// stays put), and a click in the zoomed view picks the patch under it, not the one the unzoomed view
+// has there.
+TEST_F(GuiTest, WheelZoomsAboutTheCursorAndClicksPickThePatchUnderIt) {
+  nlohmann::json session = base_session();
+  session["model"] = asset_path("models/flatten.safetensors");
+  session.erase("arch");
+  ASSERT_EQ(run_gui(session, 3), 0) << log();
+  const nlohmann::json plain = shot_info();
+  const auto& view = plain["views"][0];
+  const double x = view["x"], y = view["y"], side = view["width"];
+  const int grid = plain["grid"][0];
+  // Two notches at a quarter of the view (zoom 1 + 2), then a click at its middle.
+  const double wheel_x = x + side / 4, wheel_y = y + side / 4, click_x = x + side / 2 + 7, click_y = y + side / 2 + 7;
+  ASSERT_EQ(run_gui(session, 3,
+                    "--wheel '" + std::to_string(wheel_x) + "," + std::to_string(wheel_y) + ",2' --click '" +
+                        std::to_string(click_x) + "," + std::to_string(click_y) + "'"),
+            0)
+      << log();
+  const nlohmann::json info = shot_info();
+  ASSERT_EQ(info["zoom"], 3) << info.dump();
+  // The point under the wheel stayed: a quarter of the view is still a quarter of the image.
+  const double corner_x = info["zoom_corner"][0], corner_y = info["zoom_corner"][1];
+  EXPECT_NEAR(corner_x + 0.25 / 3, 0.25, 1e-4);
+  EXPECT_NEAR(corner_y + 0.25 / 3, 0.25, 1e-4);
+  const double u = corner_x + (click_x - x) / side / 3, v = corner_y + (click_y - y) / side / 3;
+  const int col = int(u * grid), row = int(v * grid);
+  EXPECT_EQ(info["query_token"], 1 + row * grid + col) << "patch (" << row << ", " << col << "): " << info.dump();
+  EXPECT_NE(info["query_token"], 1 + (grid / 2) * grid + grid / 2);  // where the unzoomed view has the click
+}
+
 // At 1280 x 800 the analysis column is narrower than the DLA grid's labels at the smallest font:
 // the figure is drawn smaller instead of refused, its readouts above it, the panel's title naming
 // the ablated head (issue 58).

@@ -175,10 +175,12 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
     // button; a drag presses the right button, moves with it held, and releases at the end.
     struct PointerStep {
       float x, y;
-      int button;
+      int button;  // -1: a wheel step
       bool down;
+      float wheel = 0;
     };
     std::vector<PointerStep> pointer_steps;
+    for (const auto& wheel : options.wheels) pointer_steps.push_back({wheel[0], wheel[1], -1, false, wheel[2]});
     for (const auto& [x, y] : options.clicks) {
       pointer_steps.push_back({x, y, ImGuiMouseButton_Left, true});
       pointer_steps.push_back({x, y, ImGuiMouseButton_Left, false});
@@ -237,7 +239,10 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       if (options.frames > 0 && next_step < pointer_steps.size() && (mid_gesture || settled_frames >= 2)) {
         const PointerStep& step = pointer_steps[next_step++];
         io.MousePos = ImVec2(step.x, step.y);
-        io.MouseDown[step.button] = step.down;
+        if (step.button >= 0)
+          io.MouseDown[step.button] = step.down;
+        else
+          io.MouseWheel = step.wheel;
         settled_frames = 0;
       }
       // Key chords after the model change, one per settled state: down for one frame, then up.

@@ -35,6 +35,9 @@ struct WorkbenchOptions {
   std::string video;      // live input from the start: a video file or camera:N
   // Left clicks at window coordinates, made once the views have settled (headless runs only).
   std::vector<std::pair<float, float>> clicks;
+  // Mouse wheel steps (x, y, notches; positive zooms in) at window coordinates, made before the
+  // clicks (headless runs only).
+  std::vector<std::array<float, 3>> wheels;
   // Right-button drags (x0, y0, x1, y1) at window coordinates, made after the clicks (headless runs only).
   std::vector<std::array<float, 4>> drags;
   // Headless runs: press "Export what is on screen" into this folder once settled, and wait for it.

@@ -57,10 +57,10 @@ void Texture::upload_scalar(const float* values, int width, int height) {
   glTexImage2D(GL_TEXTURE_2D, 0, GL_R32F, width, height, 0, GL_RED, GL_FLOAT, values);
 }
 
-void opaque_image(ImTextureID texture, ImVec2 size) {
+void opaque_image(ImTextureID texture, ImVec2 size, ImVec2 uv0, ImVec2 uv1) {
   ImDrawList* draw = ImGui::GetWindowDrawList();
   draw->AddCallback([](const ImDrawList*, const ImDrawCmd*) { glDisable(GL_BLEND); }, nullptr);
-  ImGui::Image(texture, size);
+  ImGui::Image(texture, size, uv0, uv1);
   draw->AddCallback(ImDrawCallback_ResetRenderState, nullptr);  // the backend's state, blending on
 }
 

@@ -40,6 +40,7 @@ class Texture {
 
 // ImGui::Image for an opaque texture, drawn with blending off: under a software rasteriser blending
 // reads back every covered pixel, and a panel's map covers most of the window.
-void opaque_image(ImTextureID texture, ImVec2 size);
+// `uv0` and `uv1` select the part shown (the whole texture by default: a zoomed view shows less).
+void opaque_image(ImTextureID texture, ImVec2 size, ImVec2 uv0 = ImVec2(0, 0), ImVec2 uv1 = ImVec2(1, 1));
 
 }  // namespace attnscope::gl

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "analysis/focus_metrics.h"
@@ -113,6 +114,12 @@ struct BoxDrag {
 struct AttentionPanel : WorkbenchPanel {
   std::vector<gl::RenderTarget> targets;  // one per drawn map, reused across frames
   BoxDrag drag;
+  // The canvas: every map shows the same part of its image, `zoom` times magnified (whole steps,
+  // so a patch stays a block of whole pixels), from `corner` (the part's top-left, in fractions of
+  // the map). The wheel zooms about the cursor, a left drag pans, a double click shows it whole.
+  int zoom = 1;
+  ImVec2 corner{0, 0};
+  static constexpr int kMaxZoom = 16;
 
   void draw(Workbench& bench) override {
     const ScreenLayout& layout = bench.layout;
@@ -216,20 +223,30 @@ struct AttentionPanel : WorkbenchPanel {
         bench.renderer->render(target, &bench.shown.images[p], map.texture, bench.shown.scale,
                                float(bench.state.opacity), bench.state.alpha);
         ImGui::SetCursorScreenPos(pos);
-        gl::opaque_image(target.imgui_id(), size);
+        const float shown = 1.0f / float(zoom);
+        gl::opaque_image(target.imgui_id(), size, corner, ImVec2(corner.x + shown, corner.y + shown));
         bench.drawn.views.push_back({map.panel, map.head, pos.x, pos.y, size.x, size.y, tokens.grid_h, tokens.grid_w});
         maps_bottom = std::max(maps_bottom, pos.y + size.y);
+        const bool hovered = ImGui::IsItemHovered();
+        // Where the whole map would lie at this zoom, and its patch size: every overlay and the
+        // mouse go through these, clipped to the view.
+        const float zoomed_cell = cell * float(zoom);
+        const ImVec2 whole(pos.x - corner.x * size.x * float(zoom), pos.y - corner.y * size.y * float(zoom));
         ImDrawList* draw = ImGui::GetWindowDrawList();
+        draw->PushClipRect(pos, ImVec2(pos.x + size.x, pos.y + size.y), true);
         if (tokens.is_patch(query_cell) && panel.layout.is_patch(panel.query_token)) {
-          const ImVec2 a(pos.x + cell * tokens.col_of(query_cell), pos.y + cell * tokens.row_of(query_cell));
-          draw->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(255, 60, 60, 255), 0, 0, 2.0f);
+          const ImVec2 a(whole.x + zoomed_cell * tokens.col_of(query_cell),
+                         whole.y + zoomed_cell * tokens.row_of(query_cell));
+          draw->AddRect(a, ImVec2(a.x + zoomed_cell, a.y + zoomed_cell), IM_COL32(255, 60, 60, 255), 0, 0, 2.0f);
         }
-        if (bench.state.windows) draw_windows(draw, *outcome, tokens, pos, cell);
+        if (bench.state.windows) draw_windows(draw, *outcome, tokens, whole, zoomed_cell);
         if (box)
-          draw->AddRect(ImVec2(pos.x + cell * box->col_begin, pos.y + cell * box->row_begin),
-                        ImVec2(pos.x + cell * box->col_end, pos.y + cell * box->row_end), IM_COL32(60, 200, 255, 255),
-                        0, 0, 2.0f);
-        if (ImGui::IsItemHovered()) hover(bench, map, tokens, pos, cell);
+          draw->AddRect(ImVec2(whole.x + zoomed_cell * box->col_begin, whole.y + zoomed_cell * box->row_begin),
+                        ImVec2(whole.x + zoomed_cell * box->col_end, whole.y + zoomed_cell * box->row_end),
+                        IM_COL32(60, 200, 255, 255), 0, 0, 2.0f);
+        if (hovered) hover(bench, map, tokens, whole, zoomed_cell);
+        draw->PopClipRect();
+        if (hovered) zoom_and_pan(pos, size);
       }
     }
     if (drag.active) update_box_drag(bench);
@@ -239,6 +256,10 @@ struct AttentionPanel : WorkbenchPanel {
     ImGui::TextDisabled("layer %d (%s), query %s, %s", outcome->layer, outcome->placement.name.c_str(),
                         outcome->layout.token_name(outcome->query_token).c_str(),
                         incoming ? "in: the attention patches give it" : "out: where it looks");
+    if (zoom > 1) {
+      ImGui::SameLine();
+      ImGui::TextDisabled("| zoom %dx (wheel; drag to pan; double-click: whole)", zoom);
+    }
     if (!outcome->placement.channels.empty()) {
       // CARE: the map is the linear part's, which sees only its own slice of the channels.
       std::string parts;
@@ -303,11 +324,42 @@ struct AttentionPanel : WorkbenchPanel {
         ImGui::SetTooltip("patch (%d, %d)  %s: %.5f\nclick: make it the query; right drag: draw a box", row, col,
                           what.c_str(), value);
     }
-    const bool shift = ImGui::GetIO().KeyShift;
+    const ImGuiIO& io = ImGui::GetIO();
+    const bool shift = io.KeyShift;
     if (ImGui::IsItemClicked(ImGuiMouseButton_Right) || (shift && ImGui::IsItemClicked(ImGuiMouseButton_Left)))
       drag = {true, pos, cell, row, col, tokens};
-    else if (ImGui::IsItemClicked(ImGuiMouseButton_Left))
+    else if (zoom == 1 ? ImGui::IsItemClicked(ImGuiMouseButton_Left)
+                       // Zoomed, a left drag pans: the query is the patch of a press released in place.
+                       : ImGui::IsMouseReleased(ImGuiMouseButton_Left) && io.MouseDragMaxDistanceSqr[0] < 16.0f)
       bench.pick_query(row, col, tokens);
+  }
+
+  void report(const Workbench&, nlohmann::json& about, nlohmann::json&) const override {
+    about["zoom"] = zoom;
+    about["zoom_corner"] = {corner.x, corner.y};
+  }
+
+  // The wheel zooms in whole steps about the cursor (the image point under it stays there); a left
+  // drag pans a zoomed view; a double click shows the whole map.
+  void zoom_and_pan(ImVec2 pos, ImVec2 size) {
+    const ImGuiIO& io = ImGui::GetIO();
+    const ImVec2 at((io.MousePos.x - pos.x) / size.x, (io.MousePos.y - pos.y) / size.y);  // 0..1 in the view
+    if (io.MouseWheel != 0.0f) {
+      // A notch a step; a trackpad's fraction of one still counts as one.
+      const int notches = io.MouseWheel > 0 ? std::max(1, int(std::lround(io.MouseWheel)))
+                                            : std::min(-1, int(std::lround(io.MouseWheel)));
+      const int next = std::clamp(zoom + notches, 1, kMaxZoom);
+      const ImVec2 point(corner.x + at.x / float(zoom), corner.y + at.y / float(zoom));
+      zoom = next;
+      corner = ImVec2(point.x - at.x / float(zoom), point.y - at.y / float(zoom));
+    }
+    if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) zoom = 1;
+    if (zoom > 1 && !io.KeyShift && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 4.0f)) {
+      corner.x -= io.MouseDelta.x / size.x / float(zoom);
+      corner.y -= io.MouseDelta.y / size.y / float(zoom);
+    }
+    const float largest = 1.0f - 1.0f / float(zoom);
+    corner = ImVec2(std::clamp(corner.x, 0.0f, largest), std::clamp(corner.y, 0.0f, largest));
   }
 
   // The box spans the patches from the drag's start to the one under the mouse, both included.

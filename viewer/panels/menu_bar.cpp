@@ -40,6 +40,8 @@ constexpr Shortcut kShortcuts[] = {
     {"Ctrl+Q", "quit"},
     {"F1", "this list"},
     {"click a patch", "make it the query"},
+    {"mouse wheel", "zoom the image about the cursor (whole steps; double-click: whole image)"},
+    {"left drag", "pan the zoomed image"},
     {"right-drag", "draw the metrics box"},
     {"drop a file", "open a checkpoint, image, video or session (by its extension)"},
 };
