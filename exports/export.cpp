@@ -30,7 +30,7 @@ ExportedFigure export_figure(const AppState& state, LoadedModel& model, const st
   if (!session.model.empty()) session.model = fs::absolute(session.model).string();
   session.out = fs::absolute(out_dir).string();
   return write_figure_bundle(figure, request, to_session_file_json(session), prepared, out_dir,
-                             figure_stem(image_path, request.layout));
+                             figure_stem(image_path, request.layout) + state.figure.stem_suffix);
 }
 
 BatchExport export_figures(const AppState& state, LoadedModel& model, const std::vector<std::string>& images,

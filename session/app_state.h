@@ -42,6 +42,9 @@ struct ExportSettings {
   std::vector<PanelSpec> variants;  // rows of a comparison (softmax, focused:p=2); empty: the state's own
   std::vector<int> layers;          // columns of grid-layers (negative: from the end); empty: all
   std::vector<int> heads;           // columns of grid-heads; empty: all
+  // Appended to every figure's stem: the workbench numbers a repeat export ("_2", "_3") instead of
+  // refusing it when overwrite is off. Not a session key.
+  std::string stem_suffix;
 };
 
 // How a view shows a layer's heads: the selected head, the mean over heads, or every head.

@@ -363,6 +363,23 @@ TEST_F(GuiTest, WheelZoomsAboutTheCursorAndClicksPickThePatchUnderIt) {
   EXPECT_NE(info["query_token"], 1 + (grid / 2) * grid + grid / 2);  // where the unzoomed view has the click
 }
 
+// A second export of the same figure from the workbench is numbered instead of refused (it named
+// the command line's --overwrite, not the checkbox); with "overwrite" ticked it replaces the first.
+TEST_F(GuiTest, RepeatExportsAreNumberedUnlessOverwriteIsTicked) {
+  const std::string out = (folder_ / "figures").string();
+  nlohmann::json session = base_session();
+  for (int run = 0; run < 2; ++run) ASSERT_EQ(run_gui(session, 3, "--export-on-screen '" + out + "'"), 0) << log();
+  EXPECT_TRUE(fs::exists(folder_ / "figures" / "chelsea_panels.png"));
+  EXPECT_TRUE(fs::exists(folder_ / "figures" / "chelsea_panels_2.png"));
+  EXPECT_TRUE(fs::exists(folder_ / "figures" / "chelsea_panels_2.png.session.json"));
+  EXPECT_NE(shot_info()["info"].get<std::string>().find("chelsea_panels_2.png"), std::string::npos)
+      << shot_info()["info"];
+  session["overwrite"] = "on";
+  ASSERT_EQ(run_gui(session, 3, "--export-on-screen '" + out + "'"), 0) << log();
+  EXPECT_FALSE(fs::exists(folder_ / "figures" / "chelsea_panels_3.png"));
+  EXPECT_EQ(shot_info()["error"], "") << shot_info().dump();
+}
+
 // At 1280 x 800 the analysis column is narrower than the DLA grid's labels at the smallest font:
 // the figure is drawn smaller instead of refused, its readouts above it, the panel's title naming
 // the ablated head (issue 58).

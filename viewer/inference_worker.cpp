@@ -4,6 +4,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <filesystem>
+
 #include "core/excerpt.h"
 #include "exports/export.h"
 #include "models/model_loader.h"
@@ -110,10 +112,37 @@ void InferenceWorker::loop() {
   }
 }
 
+namespace {
+
+// With overwrite off, a repeat export gets the first free number ("_2", "_3", ...) instead of being
+// refused: the workbench's user made the figure again on purpose.
+std::string free_stem_suffix(const AppState& state, const std::string& out_dir, bool with_view) {
+  if (state.figure.overwrite) return "";
+  const std::string extension = "." + to_string(state.figure.format);
+  const std::string image = state.image.empty() ? "live" : state.image;
+  const std::string& layout = state.figure.layout;  // "panels" for what is on screen
+  for (int number = 1; number < 10000; ++number) {
+    const std::string suffix = number == 1 ? "" : "_" + std::to_string(number);
+    std::error_code error;
+    const bool taken =
+        std::filesystem::exists(std::filesystem::path(out_dir) / (figure_stem(image, layout) + suffix + extension),
+                                error) ||
+        (with_view && std::filesystem::exists(std::filesystem::path(out_dir) /
+                                                  (figure_stem(image, state.analysis + "-view") + suffix + extension),
+                                              error));
+    if (!taken) return suffix;
+  }
+  return "";  // 9,999 figures of one name: the bundle's own refusal says so
+}
+
+}  // namespace
+
 ExportOutcome InferenceWorker::run_export(const PendingExport& pending) {
-  const AppState& state = pending.state;
+  AppState state = pending.state;
   ExportOutcome exported;
   try {
+    state.figure.stem_suffix =
+        free_stem_suffix(state, pending.out_dir, pending.on_screen && find_analysis(state.analysis));
     if (state.model.empty()) throw std::runtime_error("no model is open");
     if (state.image.empty()) throw std::runtime_error("export needs an image file (not live input)");
     std::shared_ptr<LoadedModel> model = cache_->models.get(state.model, state.arch, state.device, state.config);

@@ -22,8 +22,9 @@ ExportedFigure export_analysis_view(const InferenceOutcome& outcome, const AppSt
   const Figure figure = analysis_view_figure(outcome, state);
   AppState session = state;
   session.figure.layout = "panels";  // what `export --session` can make of it: the attention panels
-  return write_figure_bundle(figure, figure_output(session), to_session_file_json(state), outcome.input_rgb, out_dir,
-                             figure_stem(state.image.empty() ? "live" : state.image, state.analysis + "-view"));
+  return write_figure_bundle(
+      figure, figure_output(session), to_session_file_json(state), outcome.input_rgb, out_dir,
+      figure_stem(state.image.empty() ? "live" : state.image, state.analysis + "-view") + state.figure.stem_suffix);
 }
 
 }  // namespace attnscope
