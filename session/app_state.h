@@ -31,6 +31,9 @@
 namespace attnscope {
 
 // What a figure export produces (figures/export.h): the CLI's `export` and the GUI's Export button.
+// A journal's single and double column, in points (3.25 and 6.75 inches): --width-pt single|double.
+constexpr double kSingleColumnPt = 234.0, kDoubleColumnPt = 486.0;
+
 struct ExportSettings {
   std::string layout = "grid-layers";  // a name from figure_layout_names() (figures/layouts.h)
   FigureFormat format = FigureFormat::Png;

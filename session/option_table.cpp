@@ -74,10 +74,14 @@ void add_export_options(std::vector<OptionSpec>& options) {
                        s.figure.png_width = width;
                      },
                      [](const AppState& s) { return std::to_string(s.figure.png_width); }});
-  options.push_back({"width-pt", "PT",
-                     "figure width in points (1/72 in; 240 fits a two-column paper's column); 0: natural size",
+  options.push_back({"width-pt", "PT|single|double",
+                     "figure width in points (1/72 in), or a journal's column: single (3.25 in, 234 pt) or double "
+                     "(6.75 in, 486 pt); 0: natural size",
                      [](AppState& s, const std::string& v) {
-                       const double width = parse_double_option("width-pt", v);
+                       // The widths journals set figures at (Nature, IEEE, Elsevier: 3.25-3.5 and 6.75-7 in).
+                       const double width = v == "single"   ? kSingleColumnPt
+                                            : v == "double" ? kDoubleColumnPt
+                                                            : parse_double_option("width-pt", v);
                        if (!(width == 0 || (width >= 50 && width <= 5000)))
                          throw std::invalid_argument("--width-pt must be 0 or in [50, 5000]");
                        s.figure.width_pt = width;

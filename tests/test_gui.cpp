@@ -810,6 +810,18 @@ TEST(WorkbenchState, SessionHistoryUndoesRedoesAndForgetsTheUndoneBranch) {
   EXPECT_EQ(undone, SessionHistory::kSteps - 1);
 }
 
+// A journal's columns by name: --width-pt single is 3.25 in, double 6.75 in; a number still works.
+TEST(WorkbenchState, FigureWidthsTakeAJournalsColumnsByName) {
+  AppState state;
+  set_option(state, "width-pt", "single");
+  EXPECT_EQ(state.figure.width_pt, 3.25 * 72);
+  set_option(state, "width-pt", "double");
+  EXPECT_EQ(state.figure.width_pt, 6.75 * 72);
+  set_option(state, "width-pt", "300");
+  EXPECT_EQ(state.figure.width_pt, 300);
+  EXPECT_THROW(set_option(state, "width-pt", "triple"), std::invalid_argument);
+}
+
 TEST(WorkbenchState, SessionRoundTripsAndRejectsBadValues) {
   AppState state;
   apply_json(state, {{"variant", "focused"},

@@ -38,7 +38,11 @@ void draw_export_section(Workbench& bench, ExportFields& fields) {
   float width = float(figure.width_pt);
   if (ImGui::InputFloat("width (pt)", &width, 0, 0, "%.0f", ImGuiInputTextFlags_EnterReturnsTrue))
     figure.width_pt = width <= 0 ? 0.0 : std::clamp(double(width), 50.0, 5000.0);
-  ImGui::TextDisabled("240 pt: one column of a two-column paper; 0: natural");
+  ImGui::SameLine();
+  if (ImGui::SmallButton("single")) figure.width_pt = kSingleColumnPt;
+  ImGui::SameLine();
+  if (ImGui::SmallButton("double")) figure.width_pt = kDoubleColumnPt;
+  ImGui::TextDisabled("a journal's column: single 3.25 in (234 pt), double 6.75 in (486 pt); 0: natural");
   ImGui::Checkbox("overwrite", &figure.overwrite);
   ImGui::SameLine();
   ImGui::Checkbox("transparent", &figure.transparent);
