@@ -380,6 +380,27 @@ TEST_F(GuiTest, RepeatExportsAreNumberedUnlessOverwriteIsTicked) {
   EXPECT_EQ(shot_info()["error"], "") << shot_info().dump();
 }
 
+// A folder job (ERF over a folder) does not hold the panels back: they arrive first, as a result of
+// their own, and the job's view follows with the same request (issue 58: a model change waited
+// 15.6 s for the folder job to re-run).
+TEST_F(GuiTest, AFolderJobsPanelsArriveBeforeTheJob) {
+  const std::string images = (folder_ / "glyphs").string();
+  ASSERT_EQ(std::system((std::string(ATTNSCOPE_CLI) + " glyphs --count 6 --out '" + images + "' > /dev/null").c_str()),
+            0);
+  nlohmann::json session = base_session();
+  session["model"] = asset_path("models/flatten.safetensors");
+  session.erase("arch");
+  session["analysis"] = "erf";
+  session["images"] = images;
+  ASSERT_EQ(run_gui(session, 3), 0) << log();
+  const nlohmann::json with_folder = shot_info();
+  EXPECT_EQ(with_folder["error"], "") << with_folder.dump();
+  EXPECT_EQ(with_folder["results"], 2) << "the panels, then the folder's view: " << with_folder.dump();
+  session["analysis"] = "gradcam";  // no folder: one result
+  ASSERT_EQ(run_gui(session, 3), 0) << log();
+  EXPECT_EQ(shot_info()["results"], 1) << shot_info().dump();
+}
+
 // At 1280 x 800 the analysis column is narrower than the DLA grid's labels at the smallest font:
 // the figure is drawn smaller instead of refused, its readouts above it, the panel's title naming
 // the ablated head (issue 58).

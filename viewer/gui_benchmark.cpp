@@ -118,7 +118,9 @@ void GuiBenchmark::after_frame(Workbench& bench, double frame_ms, double cpu_ms,
     frames_idle_.push_back(frame_ms);
   }
   if (waiting_ && change() == Change::Cancel && cancel_step_ != CancelStep::Click) {
-    const bool spectra_shown = bench.outcome && bench.outcome->request_id == awaited_id_;
+    // The request's panels arrive before its spectra (a long view): only the whole outcome counts.
+    const bool spectra_shown =
+        bench.outcome && bench.outcome->request_id == awaited_id_ && !bench.outcome->analysis_running;
     if (cancel_step_ == CancelStep::Spectra &&
         (spectra_shown || (bench.worker.busy && bench.worker.progress.second > 0))) {
       // The full SVDs are under way (or were done before a frame saw them): cancel, as the button does.

@@ -166,9 +166,22 @@ std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const 
   outcome->request_id = id;
   outcome->request = request;
   progress_done_ = progress_total_ = 0;
-  const auto report = [this](int done, int total) {
+  // A view that reports progress is a long job: when it first does, the panels (already built) go
+  // to the window without it, and the whole outcome follows when the job ends.
+  bool panels_published = false;
+  const auto report = [this, &panels_published, &outcome](int done, int total) {
     progress_total_ = total;
     progress_done_ = done;
+    if (panels_published || total <= 0) return;
+    panels_published = true;
+    auto panels = std::make_shared<InferenceOutcome>(*outcome);
+    panels->analysis_view.reset();
+    panels->analysis_running = true;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      finished_.push_back(std::move(panels));
+    }
+    if (wake_) wake_();
   };
   try {
     run_request(

@@ -161,6 +161,9 @@ struct InferenceOutcome {
   // The open analysis view's data (views/analysis_*.cpp): what its figure or panel is drawn from,
   // on screen and in an export alike.
   std::shared_ptr<const AnalysisViewData> analysis_view;
+  // The panels of a request whose analysis view is a long job (a folder's statistics) still being
+  // computed: published first, so that a model change or a slider is never held up by the job.
+  bool analysis_running = false;
   double total_ms = 0.0;  // from picking the request up to the result being ready
   bool forward_reused = false;
 };
