@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
+#include <sstream>
 
 #include "core/checkpoint.h"
 #include "core/excerpt.h"
@@ -169,6 +171,23 @@ nlohmann::json ModelSource::to_json() const {
     j["files"] = list;
   }
   return j;
+}
+
+std::string ModelSource::describe() const {
+  std::ostringstream text;
+  text << given;
+  if (kind == "hf-hub") {
+    text << "\nthe Hugging Face cache's " << repo << ", revision " << (revision.empty() ? "main" : revision)
+         << ", commit " << commit << "\nin " << cache;
+    for (const File& file : files) {
+      text << "\n  " << file.name << "  " << std::fixed << std::setprecision(1) << double(file.size) / 1e6 << " MB";
+      if (!file.blob.empty()) text << "  blob " << file.blob.substr(0, 16) << "...";
+    }
+  } else if (path != given) {
+    text << "\n" << kind << ": " << path;
+  }
+  for (const std::string& note : notes) text << "\n" << note;
+  return text.str();
 }
 
 ModelSource resolve_model_source(const std::string& given) {

@@ -27,6 +27,9 @@ struct ModelSource {
   std::vector<std::string> notes;
 
   nlohmann::json to_json() const;
+  // A few lines for a person: what was given, what it resolved to (repo, revision, commit) and the
+  // files read with their sizes and blobs; the workbench shows it in a panel's tooltip.
+  std::string describe() const;
   // The name that reopens these very files: hf-hub:ORG/NAME@COMMIT for a hub name, else `given`.
   std::string pinned() const { return kind == "hf-hub" ? "hf-hub:" + repo + "@" + commit : given; }
 };

@@ -579,6 +579,11 @@ TEST_F(GuiTest, HubNamedModelOpensFromTheCache) {
   const nlohmann::json info = shot_info();
   EXPECT_EQ(info.value("error", std::string()), "") << info.dump();
   EXPECT_GE(info["results"].get<int>(), 1) << info.dump();
+  // The panel's provenance (its title's tooltip): the repo, revision, commit and the file read.
+  const std::string provenance = info["panels"][0]["provenance"];
+  for (const std::string& part : {std::string("hf-hub:attnscope/demo"), std::string("attnscope/demo, revision main"),
+                                  "commit " + commit, std::string("model.safetensors")})
+    EXPECT_NE(provenance.find(part), std::string::npos) << part << " in: " << provenance;
 }
 
 TEST_F(GuiTest, SessionWithWorkbenchKeysDrivesTheHeadlessRun) {

@@ -97,6 +97,7 @@ void write_screenshot(const Workbench& bench, const std::vector<std::unique_ptr<
     nlohmann::json panels = nlohmann::json::array();
     for (const PanelMaps& panel : bench.outcome->panels) {
       nlohmann::json entry = {{"model", panel.model_path},
+                              {"provenance", panel.provenance},
                               {"error", panel.error},
                               {"description", panel.description},
                               {"output_kind", to_string(panel.output_kind)},

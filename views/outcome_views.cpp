@@ -133,6 +133,7 @@ void build_views(const InferenceRequest& request, const std::vector<PanelForward
       PanelMaps maps = panel_maps(request, forwards[index], index, cancelled, outcome);
       maps.settings = forwards[index].settings;
       maps.model_path = request.panels[index].model_path;
+      if (forwards[index].model) maps.provenance = forwards[index].model->source.describe();
       outcome.panels.push_back(std::move(maps));
     }
   }

@@ -105,6 +105,7 @@ struct FocusView {
 struct PanelMaps {
   AttentionSettings settings;
   std::string model_path;
+  std::string provenance;  // what the model path resolved to and the files read (ModelSource::describe)
   std::string model_family;
   OutputKind output_kind = OutputKind::Logits;
   std::string error;                // this panel's model could not run (the others still show)

@@ -179,6 +179,8 @@ struct AttentionPanel : WorkbenchPanel {
       ImGui::BeginGroup();  // keeps every heading line at the tile's left edge
       ImGui::PushTextWrapPos(tile_pos.x + text_width - ImGui::GetWindowPos().x);  // ImGui wraps in window space
       ImGui::TextWrapped("%s", headings[p].title.c_str());
+      // Which files made this panel: the name as given, what it resolved to, the commit and blobs.
+      if (ImGui::IsItemHovered() && !panel.provenance.empty()) ImGui::SetTooltip("%s", panel.provenance.c_str());
       if (!headings[p].prediction.empty()) ImGui::TextWrapped("%s", headings[p].prediction.c_str());
       if (!headings[p].note.empty()) {
         ImGui::PushStyleColor(ImGuiCol_Text, kNoteColour);
