@@ -221,16 +221,26 @@ TEST_F(GuiTest, SideBySidePanelsShowTheirOwnVariantOnOneScale) {
   EXPECT_GT(differing, 10);
 }
 
+// A second file of the test model, for a model change; and a session with a kernel swap, a knob
+// and an ablation, the state a model change must not carry over in silence.
+std::string copy_of_the_model(const fs::path& folder) {
+  const std::string other = (folder / "other.safetensors").string();
+  fs::copy_file(kModel, other, fs::copy_options::overwrite_existing);
+  return other;
+}
+nlohmann::json swapped_and_ablated(nlohmann::json session) {
+  session["variant"] = "focused";
+  session["p"] = 2;
+  session["ablate"] = "0.1";
+  return session;
+}
+
 // Opening another model (the model field's Enter, scripted by --open-model) does not carry the last
 // model's kernel swap, knobs or ablations over in silence: they go back to their defaults and the
 // status line names each; the new model's panel shows its own attention.
 TEST_F(GuiTest, AModelChangeResetsTheLastModelsSettingsAndSaysWhich) {
-  const std::string other = (folder_ / "other.safetensors").string();
-  fs::copy_file(kModel, other, fs::copy_options::overwrite_existing);
-  nlohmann::json session = base_session();
-  session["variant"] = "focused";
-  session["p"] = 2;
-  session["ablate"] = "0.1";
+  const std::string other = copy_of_the_model(folder_);
+  const nlohmann::json session = swapped_and_ablated(base_session());
   ASSERT_EQ(run_gui(session, 3, "--open-model '" + other + "'"), 0) << log();
   const nlohmann::json info = shot_info();
   EXPECT_EQ(info["model"], other) << info.dump();
@@ -245,12 +255,8 @@ TEST_F(GuiTest, AModelChangeResetsTheLastModelsSettingsAndSaysWhich) {
 // Ctrl+Z after a model change (scripted: --open-model, then --keys) brings the last model back with
 // its kernel swap, knobs and ablations, through the session history; Ctrl+Shift+Z redoes it.
 TEST_F(GuiTest, UndoAndRedoWalkTheSessionHistory) {
-  const std::string other = (folder_ / "other.safetensors").string();
-  fs::copy_file(kModel, other, fs::copy_options::overwrite_existing);
-  nlohmann::json session = base_session();
-  session["variant"] = "focused";
-  session["p"] = 2;
-  session["ablate"] = "0.1";
+  const std::string other = copy_of_the_model(folder_);
+  const nlohmann::json session = swapped_and_ablated(base_session());
   ASSERT_EQ(run_gui(session, 3, "--open-model '" + other + "' --keys ctrl+z"), 0) << log();
   nlohmann::json info = shot_info();
   EXPECT_EQ(info["model"], kModel) << info.dump();
@@ -272,8 +278,7 @@ TEST_F(GuiTest, UndoAndRedoWalkTheSessionHistory) {
 // The models and images the workbench opened are remembered for File > Recent, newest first, in
 // $XDG_CONFIG_HOME/attnscope/recent.json, after their result arrived (a refused model is not).
 TEST_F(GuiTest, OpenedModelsAndImagesBecomeRecentFiles) {
-  const std::string other = (folder_ / "other.safetensors").string();
-  fs::copy_file(kModel, other, fs::copy_options::overwrite_existing);
+  const std::string other = copy_of_the_model(folder_);
   ASSERT_EQ(run_gui(base_session(), 3, "--open-model '" + other + "'"), 0) << log();
   const nlohmann::json recent =
       nlohmann::json::parse(read_file_contents(folder_ / "config" / "attnscope" / "recent.json"));
