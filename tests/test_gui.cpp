@@ -567,6 +567,20 @@ TEST_F(GuiTest, BadModelShowsAnErrorAndKeepsRunning) {
 }
 
 // A model named as the hub names it opens in the workbench from the Hugging Face cache.
+// A model that fails to open while another is shown: the error names it, and the model field goes
+// back to the model the panels still show (it kept the refused path).
+TEST_F(GuiTest, ARefusedModelLeavesTheFieldOnTheShownModel) {
+  const std::string garbage = (folder_ / "garbage.safetensors").string();
+  std::ofstream(garbage) << std::string(300, 'x');
+  ASSERT_EQ(run_gui(base_session(), 3, "--open-model '" + garbage + "'"), 0) << log();
+  const nlohmann::json info = shot_info();
+  EXPECT_EQ(info["model"], kModel) << info.dump();
+  const std::string error = info["error"];
+  EXPECT_NE(error.find("garbage.safetensors"), std::string::npos) << error;
+  EXPECT_NE(error.find("(still showing " + kModel + ")"), std::string::npos) << error;
+  EXPECT_EQ(info["panels"][0]["model"], kModel) << info.dump();
+}
+
 TEST_F(GuiTest, HubNamedModelOpensFromTheCache) {
   const std::filesystem::path cache = folder_ / "hub";
   const std::string commit(40, '7');

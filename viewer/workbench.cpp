@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include <torch/cuda.h>
 
@@ -136,7 +137,16 @@ void Workbench::update(float width, float height) {
   for (auto& finished : worker_->take_finished()) {
     if (!finished->error.empty()) {
       report_error(finished->error);
-      if (finished->request_id == worker.submitted_id) worker.last_finished_id = finished->request_id;
+      if (finished->request_id == worker.submitted_id) {
+        worker.last_finished_id = finished->request_id;
+        // A model that cannot be opened does not stay in the model field while the panels show the
+        // one before it: the field goes back to what is loaded, and the error says so.
+        if (outcome && finished->request.model != outcome->request.model && state.model == finished->request.model) {
+          state.model = outcome->request.model;
+          messages.error += " (still showing " + state.model + ")";
+          error_after_revert_ = messages.error;  // the shown model's next result does not clear it
+        }
+      }
       continue;
     }
     if (outcome && finished->request_id < outcome->request_id) continue;
@@ -144,7 +154,7 @@ void Workbench::update(float width, float height) {
     worker.last_finished_id = finished->request_id;
     ++worker.results;
     if (finished->request_id == worker.submitted_id) {
-      messages.error.clear();
+      messages.error = std::exchange(error_after_revert_, "");
       if (!outcome->panels.empty() && outcome->panels.front().error.empty()) {
         recent.add_model(outcome->request.model);
         if (!video) recent.add_image(outcome->request.image);

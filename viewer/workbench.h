@@ -204,6 +204,7 @@ class Workbench {
   std::unique_ptr<InferenceWorker> worker_;
   InferenceRequest last_request_;
   bool has_last_request_ = false;
+  std::string error_after_revert_;  // a refused model's error, kept over the shown model's next result
   std::string maps_key_;
   std::shared_ptr<const RgbImage> frame_;
   uint64_t frame_number_ = 0;
