@@ -43,15 +43,11 @@ void bench_family(const std::string& family, const std::vector<Variant>& variant
   LoadedModel model = load_model(path, {}, device);
   torch::manual_seed(1);
   const auto input = torch::randn({1, 3, 224, 224}).to(device);
-  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
-  const char* spin_count = std::getenv("GOMP_SPINCOUNT");
   const double gflops = gemm_gflops(device);
   std::cout << "attnscope bench --family " << family << ": " << model.family() << ", " << model.parameter_count
-            << " parameters, " << torch::get_num_threads()
-            << " threads (OMP_WAIT_POLICY=" << (wait_policy ? wait_policy : "unset")
-            << ", GOMP_SPINCOUNT=" << (spin_count ? spin_count : "unset") << "), device " << device.str()
-            << ", input 1x3x224x224, median over " << rounds << " alternating rounds of the median of " << runs
-            << " runs\n"
+            << " parameters, " << torch::get_num_threads() << " threads (" << openmp_settings_text() << "), device "
+            << device.str() << ", input 1x3x224x224, median over " << rounds << " alternating rounds of the median of "
+            << runs << " runs\n"
             << machine_line() << "\n"
             << gemm_limit_text(gflops, device) << "\n"
             << linear_backend_line();

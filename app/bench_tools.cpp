@@ -155,15 +155,16 @@ std::string eager_headers(const std::string& prefix) {
   return headers.str();
 }
 
-std::string eager_legend() {
+std::string openmp_settings_text() {
   const char* policy = std::getenv("OMP_WAIT_POLICY");
   const char* spin = std::getenv("GOMP_SPINCOUNT");
-  return std::string(
-             "eager: PyTorch eager in a process of its own at its default OpenMP settings (no "
-             "OMP_WAIT_POLICY or GOMP_SPINCOUNT), as users run it; eager/P: the same under attnscope's "
-             "(OMP_WAIT_POLICY=") +
-         (policy ? policy : "unset") + ", GOMP_SPINCOUNT=" + (spin ? spin : "unset") +
-         "); both at attnscope's thread count. ratio: attnscope over the faster of the two";
+  return std::string("OMP_WAIT_POLICY=") + (policy ? policy : "unset") + ", GOMP_SPINCOUNT=" + (spin ? spin : "unset");
+}
+
+std::string eager_legend() {
+  return "eager: PyTorch eager in a process of its own at its default OpenMP settings (no OMP_WAIT_POLICY or "
+         "GOMP_SPINCOUNT), as users run it; eager/P: the same under attnscope's (" +
+         openmp_settings_text() + "); both at attnscope's thread count. ratio: attnscope over the faster of the two";
 }
 
 std::string shell_quoted(const std::string& text) {

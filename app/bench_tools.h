@@ -93,6 +93,10 @@ class EagerTimes {
 std::string eager_columns(double ours_ms, const EagerTimes& eager);
 std::string eager_headers(const std::string& prefix = "");
 
+// "OMP_WAIT_POLICY=PASSIVE, GOMP_SPINCOUNT=10000": this process's OpenMP wait settings, as every
+// bench header and the eager legend state them.
+std::string openmp_settings_text();
+
 // What the two eager columns are, for the footnote of every table that has them.
 std::string eager_legend();
 

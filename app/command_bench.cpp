@@ -489,13 +489,10 @@ int bench_command(const Args& args) {
     return 0;
   }
 
-  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
-  const char* spin_count = std::getenv("GOMP_SPINCOUNT");
   const double gflops = gemm_gflops(device);
-  std::cout << "attnscope bench: " << torch::get_num_threads()
-            << " threads (OMP_WAIT_POLICY=" << (wait_policy ? wait_policy : "unset")
-            << ", GOMP_SPINCOUNT=" << (spin_count ? spin_count : "unset") << "), device " << device.str()
-            << ", median over " << rounds << " alternating rounds of the median of up to " << runs << " runs\n"
+  std::cout << "attnscope bench: " << torch::get_num_threads() << " threads (" << openmp_settings_text() << "), device "
+            << device.str() << ", median over " << rounds << " alternating rounds of the median of up to " << runs
+            << " runs\n"
             << machine_line() << "\n"
             << gemm_limit_text(gflops, device) << "\n"
             << linear_backend_line();
