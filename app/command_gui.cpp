@@ -5,6 +5,8 @@
 #include <cmath>
 #include <iostream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "app/cli.h"
 #include "app/commands.h"
@@ -13,6 +15,31 @@
 #include "views/option_catalog.h"
 
 namespace attnscope {
+
+namespace {
+
+// "a,b;c,d": groups of N finite numbers, separated by ';' (--click, --wheel, --drag).
+template <size_t N>
+std::vector<std::array<float, N>> number_groups(const std::string& text, const char* flag, const char* form) {
+  std::vector<std::array<float, N>> groups;
+  std::istringstream list(text);
+  for (std::string item; std::getline(list, item, ';');) {
+    std::array<float, N> numbers{};
+    std::istringstream in(item);
+    bool good = true;
+    for (size_t i = 0; i < N && good; ++i) {
+      char comma = ',';
+      good = (i == 0 || (in >> comma && comma == ',')) && (in >> numbers[i]) && std::isfinite(numbers[i]);
+    }
+    char extra = 0;
+    if (!good || (in >> extra))
+      throw std::invalid_argument(std::string(flag) + " expects " + form + ", got '" + excerpt(item) + "'");
+    groups.push_back(numbers);
+  }
+  return groups;
+}
+
+}  // namespace
 
 CommandSyntax gui_syntax() {
   const std::string usage = "attnscope gui [--session FILE] [options]";
@@ -71,35 +98,10 @@ int gui_command(const Args& args) {
       throw std::invalid_argument("--keys expects chords like ctrl+z;ctrl+shift+z;f1, got '" + excerpt(text) + "'");
     options.keys.push_back(chord);
   }
-  std::istringstream clicks(parsed->flags.at("click"));
-  for (std::string click; std::getline(clicks, click, ';');) {
-    float x = 0, y = 0;
-    char comma = 0, extra = 0;
-    std::istringstream in(click);
-    if (!(in >> x >> comma >> y) || comma != ',' || (in >> extra))
-      throw std::invalid_argument("--click expects X,Y;X,Y..., got '" + excerpt(click) + "'");
-    options.clicks.emplace_back(x, y);
-  }
-  std::istringstream wheels(parsed->flags.at("wheel"));
-  for (std::string wheel; std::getline(wheels, wheel, ';');) {
-    std::array<float, 3> step{};
-    char commas[2] = {}, extra = 0;
-    std::istringstream in(wheel);
-    if (!(in >> step[0] >> commas[0] >> step[1] >> commas[1] >> step[2]) || commas[0] != ',' || commas[1] != ',' ||
-        (in >> extra) || !std::isfinite(step[2]))
-      throw std::invalid_argument("--wheel expects X,Y,N;..., got '" + excerpt(wheel) + "'");
-    options.wheels.push_back(step);
-  }
-  std::istringstream drags(parsed->flags.at("drag"));
-  for (std::string drag; std::getline(drags, drag, ';');) {
-    std::array<float, 4> ends{};
-    char commas[3] = {}, extra = 0;
-    std::istringstream in(drag);
-    if (!(in >> ends[0] >> commas[0] >> ends[1] >> commas[1] >> ends[2] >> commas[2] >> ends[3]) || commas[0] != ',' ||
-        commas[1] != ',' || commas[2] != ',' || (in >> extra))
-      throw std::invalid_argument("--drag expects X0,Y0,X1,Y1;..., got '" + excerpt(drag) + "'");
-    options.drags.push_back(ends);
-  }
+  for (const auto& click : number_groups<2>(parsed->flags.at("click"), "--click", "X,Y;X,Y..."))
+    options.clicks.emplace_back(click[0], click[1]);
+  options.wheels = number_groups<3>(parsed->flags.at("wheel"), "--wheel", "X,Y,N;...");
+  options.drags = number_groups<4>(parsed->flags.at("drag"), "--drag", "X0,Y0,X1,Y1;...");
   for (size_t i = 0; i + 1 < args.size(); ++i)
     if (args[i] == "--session") options.session_path = args[i + 1];
   if (options.frames < 0 || options.bench_changes < 0) throw std::invalid_argument("--frames and --bench must be >= 0");
