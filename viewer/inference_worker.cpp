@@ -121,16 +121,15 @@ std::string free_stem_suffix(const AppState& state, const std::string& out_dir, 
   const std::string extension = "." + to_string(state.figure.format);
   const std::string image = state.image.empty() ? "live" : state.image;
   const std::string& layout = state.figure.layout;  // "panels" for what is on screen
+  const auto taken = [&](const std::string& stem) {
+    std::error_code error;
+    return std::filesystem::exists(std::filesystem::path(out_dir) / (stem + extension), error);
+  };
   for (int number = 1; number < 10000; ++number) {
     const std::string suffix = number == 1 ? "" : "_" + std::to_string(number);
-    std::error_code error;
-    const bool taken =
-        std::filesystem::exists(std::filesystem::path(out_dir) / (figure_stem(image, layout) + suffix + extension),
-                                error) ||
-        (with_view && std::filesystem::exists(std::filesystem::path(out_dir) /
-                                                  (figure_stem(image, state.analysis + "-view") + suffix + extension),
-                                              error));
-    if (!taken) return suffix;
+    if (!taken(figure_stem(image, layout) + suffix) &&
+        !(with_view && taken(figure_stem(image, state.analysis + "-view") + suffix)))
+      return suffix;
   }
   return "";  // 9,999 figures of one name: the bundle's own refusal says so
 }
