@@ -1,5 +1,6 @@
 #include "models/attention.h"
 
+#include "models/attention_kernels_successors.h"
 #include "models/local_attention.h"
 #include "models/token_linear.h"
 
@@ -109,28 +110,6 @@ KernelParameters AttentionImpl::kernel_parameters() const {
   return parameters;
 }
 
-void AttentionImpl::add_agent_biases(const TokenLayout& layout, KernelParameters& parameters) const {
-  const int64_t heads = arch_.heads, agents = arch_.agents, side = arch_.agent_grid;
-  if (layout.grid_h != side || layout.grid_w != side || layout.prefix_tokens() != 1)
-    throw std::invalid_argument("Agent Attention's position biases were trained for a " + std::to_string(side) + "x" +
-                                std::to_string(side) + " grid with one class token; this input gives " +
-                                std::to_string(layout.grid_h) + "x" + std::to_string(layout.grid_w) +
-                                ": give the model its trained size (" + std::to_string(side * layout.patch_size) +
-                                " px), or --agents with another count to run without them");
-  namespace F = torch::nn::functional;
-  auto resized = [&](const torch::Tensor& bias) {  // bilinear, align_corners=False, as agent_deit resizes
-    return F::interpolate(bias, F::InterpolateFuncOptions()
-                                    .size(std::vector<int64_t>{side, side})
-                                    .mode(torch::kBilinear)
-                                    .align_corners(false))
-        .reshape({1, heads, agents, side * side});
-  };
-  auto keys = resized(an_bias) + (ah_bias + aw_bias).reshape({1, heads, agents, side * side});
-  parameters.agent_key_bias = torch::cat({ac_bias, keys}, -1);  // [1, h, A, 1 + side^2]
-  auto queries = resized(na_bias).permute({0, 1, 3, 2}) + (ha_bias + wa_bias).reshape({1, heads, side * side, agents});
-  parameters.query_agent_bias = torch::cat({ca_bias, queries}, -2);  // [1, h, 1 + side^2, A]
-}
-
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const TokenLayout& layout,
                                      const AttentionSettings& settings, AttentionCapture* capture,
                                      const std::function<void(torch::Tensor&)>& probabilities_hook) {
@@ -207,7 +186,9 @@ AttentionImpl::MixInputs AttentionImpl::prepare_mix(const torch::Tensor& project
   if (large_inference(projected)) all_cores.emplace(configured_threads());
   KernelParameters& parameters = inputs.parameters;
   parameters = kernel_parameters();
-  if (inputs.resolved.learned_agent_bias) add_agent_biases(layout, parameters);
+  if (inputs.resolved.learned_agent_bias)
+    successor_kernels::add_agent_position_biases(
+        {an_bias, na_bias, ah_bias, aw_bias, ha_bias, wa_bias, ac_bias, ca_bias}, layout, parameters);
   inputs.features = kernel_features(inputs.resolved, inputs.q, inputs.k, parameters, layout);
   if (inputs.resolved.dwc && !residual.is_empty()) {
     // inline_deit: residual(x.mean(dim=1).unsqueeze(-1)).reshape(b * c, 1, 3, 3).

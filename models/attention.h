@@ -254,9 +254,6 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor explicit_probabilities(const MixInputs& inputs) const;
   void fill_capture(const MixInputs& inputs, const TokenLayout& layout, AttentionCapture& capture) const;
   KernelParameters kernel_parameters() const;
-  // Agent's position biases for `layout` (agent_deit's: one class token, the trained grid; throws
-  // std::invalid_argument naming them for another).
-  void add_agent_biases(const TokenLayout& layout, KernelParameters& parameters) const;
   TalkingHeads talking_heads() const;  // undefined without them
   // BEiT's bias [1, h, T, T] for `layout`, from the table; throws std::invalid_argument for another
   // grid or prefix than the table's (timm's BEiT runs at its trained size only).

@@ -89,6 +89,30 @@ void describe_agent(const ResolvedAttention& resolved, std::ostream& out) {
       << (resolved.learned_agent_bias ? " (learned position biases)" : " (no position biases)");
 }
 
+void add_agent_position_biases(const AgentPositionBiases& biases, const TokenLayout& layout,
+                               KernelParameters& parameters) {
+  const int64_t heads = biases.an.size(0), agents = biases.an.size(1), side = biases.ah.size(3);
+  const bool class_slot = biases.ac.defined();
+  if (layout.grid_h != side || layout.grid_w != side || layout.prefix_tokens() != (class_slot ? 1 : 0))
+    throw std::invalid_argument(
+        "Agent Attention's position biases were trained for a " + std::to_string(side) + "x" + std::to_string(side) +
+        " grid" + (class_slot ? " with one class token" : "") + "; this input gives " + std::to_string(layout.grid_h) +
+        "x" + std::to_string(layout.grid_w) + " there: give the model its trained input size, or --agents with " +
+        "another count to run without them");
+  auto resized = [&](const torch::Tensor& bias) {
+    return F::interpolate(bias, F::InterpolateFuncOptions()
+                                    .size(std::vector<int64_t>{side, side})
+                                    .mode(torch::kBilinear)
+                                    .align_corners(false))
+        .reshape({1, heads, agents, side * side});
+  };
+  auto keys = resized(biases.an) + (biases.ah + biases.aw).reshape({1, heads, agents, side * side});
+  auto queries =
+      resized(biases.na).permute({0, 1, 3, 2}) + (biases.ha + biases.wa).reshape({1, heads, side * side, agents});
+  parameters.agent_key_bias = class_slot ? torch::cat({biases.ac, keys}, -1) : keys;
+  parameters.query_agent_bias = class_slot ? torch::cat({biases.ca, queries}, -2) : queries;
+}
+
 KernelFeatures inline_features(const ResolvedAttention&, const torch::Tensor& q, torch::Tensor& k,
                                const KernelParameters&, const TokenLayout&) {
   KernelFeatures features;

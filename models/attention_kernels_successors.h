@@ -27,6 +27,16 @@ torch::Tensor agent_attend(const KernelSpec& spec, const KernelFeatures& feature
 std::optional<MatrixFactors> agent_factors(const KernelSpec& spec, const KernelFeatures& features, int64_t batch,
                                            int64_t head);
 void describe_agent(const ResolvedAttention& resolved, std::ostream& out);
+// Agent Attention's learned position biases: an/na [h, A, 7, 7] resized bilinearly to the grid
+// (align_corners=False, as the authors' interpolate), ah/aw/ha/wa [.., side, ..] along its rows and
+// columns, and agent_deit's ac/ca for its class token (undefined in agent_swin's, which has none).
+struct AgentPositionBiases {
+  torch::Tensor an, na, ah, aw, ha, wa, ac, ca;
+};
+// Sets parameters.agent_key_bias [1, h, A, T] and query_agent_bias [1, h, T, A] for `layout`;
+// throws when it is not the grid (and prefix token) the biases were trained for.
+void add_agent_position_biases(const AgentPositionBiases& biases, const TokenLayout& layout,
+                               KernelParameters& parameters);
 
 // InLine: w_ij = 1/n + (d^-0.5 / n) (q_i.k_j - q_i.k_mean) over the n keys, with no kernel function
 // (its DeiT form): rows sum to one by construction and may be negative.

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "core/excerpt.h"
+#include "models/attention_kernels_successors.h"
 
 namespace attnscope {
 
@@ -83,6 +84,58 @@ FocusedShapes read_focused_attention(ShapeReader& shapes, const std::string& pre
   focused.encoding_tokens =
       shapes.size(prefix + "positional_encoding", 3, 1, "positional encoding length", kEncodingRange);
   return focused;
+}
+
+AgentShapes read_agent_attention(ShapeReader& shapes, const std::string& prefix, int dim) {
+  AgentShapes agent;
+  agent.heads = shapes.size(prefix + "an_bias", 4, 0, "head count", kHeadRange);
+  agent.agents = shapes.size(prefix + "an_bias", 4, 1, "agent count", kEncodingRange);
+  agent.side = shapes.size(prefix + "ah_bias", 5, 3, "agent bias grid side", kGridRange);
+  const int64_t h = agent.heads, a = agent.agents, s = agent.side;
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> expected = {
+      {"an_bias", {h, a, 7, 7}},      {"na_bias", {h, a, 7, 7}},    {"ah_bias", {1, h, a, s, 1}},
+      {"aw_bias", {1, h, a, 1, s}},   {"ha_bias", {1, h, s, 1, a}}, {"wa_bias", {1, h, 1, s, a}},
+      {"dwc.weight", {dim, 1, 3, 3}}, {"dwc.bias", {dim}}};
+  for (const auto& [part, sizes] : expected) {
+    if (!shapes.has(prefix + part))
+      throw CheckpointError("missing tensor '" + shapes.file_key(prefix + part) +
+                            "' (Agent Attention's module has every position bias and its depthwise conv): the "
+                            "checkpoint is incomplete or damaged");
+    if (shapes.tensor(prefix + part, int64_t(sizes.size())).sizes() != c10::IntArrayRef(sizes))
+      throw shapes.error(prefix + part, "does not fit " + std::to_string(h) + " heads, " + std::to_string(a) +
+                                            " agents on a " + std::to_string(s) + "x" + std::to_string(s) +
+                                            " grid and width " + std::to_string(dim) + " (from '" +
+                                            shapes.file_key(prefix + "an_bias") + "' and '" +
+                                            shapes.file_key(prefix + "ah_bias") + "')");
+  }
+  if (dim % agent.heads != 0)
+    throw shapes.error(prefix + "an_bias",
+                       "gives " + std::to_string(h) + " heads, which do not divide the width " + std::to_string(dim));
+  if (const std::string problem = successor_kernels::agent_count_problem(agent.agents, agent.side * agent.side);
+      !problem.empty())
+    throw shapes.error(prefix + "an_bias", problem);
+  return agent;
+}
+
+int read_inline_residual(ShapeReader& shapes, const std::string& prefix, int dim) {
+  const std::string first = prefix + "residual.0.", last = prefix + "residual.2.";
+  const int per_group = shapes.size(first + "weight", 3, 1, "head width", kHeadWidthRange);
+  if (dim % per_group != 0)
+    throw shapes.error(first + "weight", "groups channels by " + std::to_string(per_group) +
+                                             ", which does not divide the width " + std::to_string(dim));
+  const int heads = shapes.bounded("head count", first + "weight", dim / per_group, kHeadRange);
+  for (const auto& [conv, rows] : {std::pair{first, int64_t(dim)}, std::pair{last, int64_t(9) * dim}}) {
+    const auto& weight = shapes.tensor(conv + "weight", 3);
+    if (!shapes.has(conv + "bias"))
+      throw CheckpointError("missing tensor '" + shapes.file_key(conv + "bias") +
+                            "' (InLine's residual predictor is two grouped convolutions with biases)");
+    if (weight.size(0) != rows || weight.size(1) != per_group || weight.size(2) != 1 ||
+        shapes.tensor(conv + "bias", 1).size(0) != rows)
+      throw shapes.error(conv + "weight", "does not fit InLine's residual predictor of " + std::to_string(heads) +
+                                              " heads and width " + std::to_string(dim) + ": [" + std::to_string(rows) +
+                                              ", " + std::to_string(per_group) + ", 1]");
+  }
+  return heads;
 }
 
 }  // namespace attnscope

@@ -58,4 +58,15 @@ struct FocusedShapes {
 // Reads them under `prefix` ("layers.0.blocks.1.attn.") for a block of width `dim`.
 FocusedShapes read_focused_attention(ShapeReader& shapes, const std::string& prefix, int dim);
 
+// Agent Attention as agent_swin and agent_pvt store it: `an_bias`, `na_bias` [h, A, 7, 7], `ah_bias`
+// [1, h, A, s, 1], `aw_bias` [1, h, A, 1, s], `ha_bias` [1, h, s, 1, A], `wa_bias` [1, h, 1, s, A] for
+// the s x s grid it was trained on, and its depthwise conv on V `dwc` [C, 1, 3, 3]; every one there.
+struct AgentShapes {
+  int heads = 0, agents = 0, side = 0;
+};
+AgentShapes read_agent_attention(ShapeReader& shapes, const std::string& prefix, int dim);
+// InLine's predictor of its local residual: `residual.0` Conv1d(C, C, 1, groups=h) and `residual.2`
+// Conv1d(C, 9C, 1, groups=h); returns h.
+int read_inline_residual(ShapeReader& shapes, const std::string& prefix, int dim);
+
 }  // namespace attnscope

@@ -223,7 +223,10 @@ torch::Tensor attend_grouped(const GroupedAttention& step, const torch::Tensor& 
   else if (step.forbidden.defined() && !kernel.global_only)
     allowed = step.forbidden.logical_not().unsqueeze(1).repeat({q.size(0) / step.forbidden.size(0), 1, 1, 1});
   auto out = attend(resolved.kernel, features, v, allowed, additive);
-  if (resolved.dwc) out = out + depthwise_conv_on_values(v, step.dwc_weight, step.dwc_bias, step.group_grid);
+  if (resolved.dwc)
+    out = out + (step.local_kernels.defined()
+                     ? depthwise_conv_per_item(v, step.local_kernels, step.group_grid)
+                     : depthwise_conv_on_values(v, step.dwc_weight, step.dwc_bias, step.group_grid));
   if (capture) {
     capture->attention = resolved;
     capture->heads = int(q.size(1));
@@ -233,7 +236,8 @@ torch::Tensor attend_grouped(const GroupedAttention& step, const torch::Tensor& 
     capture->v = v.detach();
     capture->features = features.detached();
     capture->parameters = step.parameters.detached();
-    if (resolved.dwc) capture->dwc_weight = step.dwc_weight.detach();
+    if (resolved.dwc)
+      capture->dwc_weight = (step.local_kernels.defined() ? step.local_kernels : step.dwc_weight).detach();
     capture->query_slots = step.query_slots;
     capture->key_slots = step.key_slots;
     capture->additive = step.capture_additive;

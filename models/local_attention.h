@@ -72,6 +72,7 @@ struct GroupedAttention {
   torch::Tensor additive, forbidden;
   torch::Tensor query_slots, key_slots;  // for the capture; undefined: one group of all tokens
   torch::Tensor dwc_weight, dwc_bias;
+  torch::Tensor local_kernels;     // InLine: its 3 x 3 kernels predicted per group [N' * C, 1, 3, 3]
   torch::Tensor capture_additive;  // what the capture keeps, [G or 1, h or 1, Sq, Sk]
 };
 torch::Tensor attend_grouped(const GroupedAttention& step, const torch::Tensor& q, torch::Tensor k,

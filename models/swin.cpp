@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/attention_kernels_successors.h"
 #include "models/cpu_threads.h"
 #include "models/row_chunked.h"
 #include "models/token_linear.h"
@@ -45,6 +46,22 @@ SwinAttentionImpl::SwinAttentionImpl(int dim, const SwinBlockArch& arch) : arch(
     const int side = 2 * arch.table_window - 1;
     relative_position_bias_table =
         register_parameter("relative_position_bias_table", torch::zeros({int64_t(side) * side, arch.heads}));
+  } else if (arch.native == NativeAttention::Agent) {
+    // agent_swin.py's AgentAttention: a depthwise 3 x 3 on V over all channels, no class slot.
+    const int64_t heads = arch.heads, agents = arch.agents, side = arch.agent_side;
+    dwc = register_module("dwc", torch::nn::Conv2d(torch::nn::Conv2dOptions(dim, dim, 3).groups(dim).padding(1)));
+    an_bias = register_parameter("an_bias", torch::zeros({heads, agents, 7, 7}));
+    na_bias = register_parameter("na_bias", torch::zeros({heads, agents, 7, 7}));
+    ah_bias = register_parameter("ah_bias", torch::zeros({1, heads, agents, side, 1}));
+    aw_bias = register_parameter("aw_bias", torch::zeros({1, heads, agents, 1, side}));
+    ha_bias = register_parameter("ha_bias", torch::zeros({1, heads, side, 1, agents}));
+    wa_bias = register_parameter("wa_bias", torch::zeros({1, heads, 1, side, agents}));
+  } else if (arch.native == NativeAttention::InLine) {
+    // inline_swin.py's InLineAttention: 3 x 3 kernels per channel predicted from the mean token.
+    auto grouped = [&](int64_t out) {
+      return torch::nn::Conv1d(torch::nn::Conv1dOptions(dim, out, 1).groups(arch.heads));
+    };
+    residual = register_module("residual", torch::nn::Sequential(grouped(dim), torch::nn::GELU(), grouped(9 * dim)));
   } else {
     const int head_dim = dim / arch.heads;
     dwc = register_module("dwc", torch::nn::Conv2d(torch::nn::Conv2dOptions(head_dim, head_dim, arch.dwc_kernel)
@@ -60,6 +77,7 @@ KernelParameters SwinAttentionImpl::kernel_parameters() const {
   KernelParameters parameters;
   parameters.scale = scale;
   parameters.positional_encoding = positional_encoding;
+  parameters.learned_agents = arch.agents;
   return parameters;
 }
 
@@ -137,7 +155,8 @@ GroupedAttention SwinAttentionImpl::attention_step(const WindowPlan& plan, const
   const bool focused_block = arch.native == NativeAttention::Focused;
   GroupedAttention step;
   step.parameters = kernel_parameters();
-  step.resolved = resolve_for_layer(settings, arch.native, step.parameters, !dwc.is_empty(), plan.grid_h * plan.grid_w);
+  step.resolved = resolve_for_layer(settings, arch.native, step.parameters, !dwc.is_empty() || !residual.is_empty(),
+                                    plan.grid_h * plan.grid_w);
   if (!dwc.is_empty()) {
     step.dwc_weight = dwc->weight;
     step.dwc_bias = dwc->bias;
@@ -146,6 +165,9 @@ GroupedAttention SwinAttentionImpl::attention_step(const WindowPlan& plan, const
     // Anchors are global by construction: one group of every token, anchors pooled from K.
     step.group_grid.grid_h = plan.grid_h;
     step.group_grid.grid_w = plan.grid_w;
+    if (step.resolved.learned_agent_bias)
+      successor_kernels::add_agent_position_biases({an_bias, na_bias, ah_bias, aw_bias, ha_bias, wa_bias, {}, {}},
+                                                   step.group_grid, step.parameters);
     return step;
   }
   step.group_grid.grid_h = plan.window_h;
@@ -162,7 +184,8 @@ GroupedAttention SwinAttentionImpl::attention_step(const WindowPlan& plan, const
     torch::Tensor additive = keep ? windows.inference_additive : torch::Tensor();
     if (!additive.defined() || additive.scalar_type() != like.scalar_type()) {
       additive = torch::Tensor();
-      if (!focused_block) additive = relative_bias(plan.window_h, plan.window_w).unsqueeze(0);
+      if (arch.v2 || relative_position_bias_table.defined())
+        additive = relative_bias(plan.window_h, plan.window_w).unsqueeze(0);
       if (masked) {
         auto per_window = windows.shift_mask.to(like.dtype()).unsqueeze(1);
         additive = additive.defined() ? additive + per_window : per_window;
@@ -197,9 +220,14 @@ torch::Tensor SwinAttentionImpl::attend_groups(const torch::Tensor& projected, c
 torch::Tensor SwinAttentionImpl::forward(const torch::Tensor& x, const WindowPlan& plan,
                                          const AttentionSettings& settings, AttentionCapture* capture) {
   const int64_t batch = x.size(0);
-  const GroupedAttention step = attention_step(plan, settings, x, capture != nullptr);
+  GroupedAttention step = attention_step(plan, settings, x, capture != nullptr);
   if (kernel_spec(step.resolved.kernel).global_only) {
     auto tokens = x.reshape({batch, int64_t(plan.grid_h) * plan.grid_w, dim});
+    if (step.resolved.dwc && !residual.is_empty()) {
+      // inline_swin: residual(x.mean(dim=1).unsqueeze(-1)).reshape(b * c, 1, 3, 3).
+      torch::nn::Sequential predictor = residual;
+      step.local_kernels = predictor->forward(tokens.mean(1).unsqueeze(-1)).reshape({batch * dim, 1, 3, 3});
+    }
     return token_linear(proj, attend_groups(project_input(tokens), step, capture))
         .view({batch, plan.grid_h, plan.grid_w, dim});
   }
@@ -308,7 +336,15 @@ SwinTransformerImpl::SwinTransformerImpl(const SwinArch& arch) : StagedBackbone(
 
 std::string SwinTransformerImpl::family() const {
   const bool v2 = !arch_.stages.empty() && arch_.stages.front().blocks.front().v2;
-  const std::string name = arch_.attn_type.empty() ? (v2 ? "swin-v2" : "swin") : "flatten-swin";
+  std::string name = v2 ? "swin-v2" : "swin";
+  for (const auto& stage : arch_.stages)
+    for (const auto& block : stage.blocks)
+      if (block.native == NativeAttention::Focused)
+        name = "flatten-swin";
+      else if (block.native == NativeAttention::Agent)
+        name = "agent-swin";
+      else if (block.native == NativeAttention::InLine)
+        name = "inline-swin";
   return name_with_layout(name, arch_.source_layout);
 }
 
@@ -324,7 +360,10 @@ nlohmann::json SwinTransformerImpl::describe_architecture() const {
       if (block.native == NativeAttention::Focused) {
         b["dwc_kernel"] = block.dwc_kernel;
         b["positional_encoding_window"] = block.encoding_side;
-      } else {
+      } else if (block.native == NativeAttention::Agent) {
+        b["agents"] = block.agents;
+        b["agent_bias_grid"] = block.agent_side;
+      } else if (block.native == NativeAttention::Softmax) {
         b["table_window"] = block.table_window;
       }
       blocks.push_back(b);
@@ -351,8 +390,9 @@ std::vector<std::string> SwinTransformerImpl::summary_lines() const {
     std::string kinds;
     for (const auto& block : stage.blocks) {
       const int window = std::min(block.window, std::min(grid_h, grid_w));
-      kinds += (kinds.empty() ? "" : ", ") + std::to_string(layer++) + ":" +
-               (block.native == NativeAttention::Focused ? "focused" : "softmax") + " w" + std::to_string(window);
+      kinds += (kinds.empty() ? "" : ", ") + std::to_string(layer++) + ":" + to_string(block.native) +
+               (block.whole_stage() ? " global" : " w" + std::to_string(window)) +
+               (block.agents > 0 ? " A" + std::to_string(block.agents) : "");
     }
     lines.push_back("stage " + std::to_string(s) + "       " + std::to_string(stage.blocks.size()) + " blocks, dim " +
                     std::to_string(stage.dim) + ", " + std::to_string(stage.blocks.front().heads) + " heads, grid " +
@@ -387,7 +427,9 @@ torch::Tensor SwinTransformerImpl::run_block(const BlockSite& site, const torch:
   const int grid_h = site.layout.grid_h, grid_w = site.layout.grid_w;
   const int window = pass.settings.window > 0 ? pass.settings.window : block_arch.window;
   const WindowPlan plan =
-      plan_windows(grid_h, grid_w, resolution_h, resolution_w, window, window, /*shifted=*/site.block % 2 == 1);
+      pass.settings.window <= 0 && block_arch.whole_stage()
+          ? plan_windows(grid_h, grid_w, grid_h, grid_w, grid_h, grid_w, /*shifted=*/false)
+          : plan_windows(grid_h, grid_w, resolution_h, resolution_w, window, window, /*shifted=*/site.block % 2 == 1);
   AttentionCapture* capture = site.capture;
   // Inference on the CPU runs the block by chunks of its window frame, one core each.
   const bool by_window_chunks = pass.row_chunked();

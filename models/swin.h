@@ -19,12 +19,17 @@
 namespace attnscope {
 
 struct SwinBlockArch {
-  NativeAttention native = NativeAttention::Softmax;  // softmax (window) or focused (FLatten's L blocks)
+  // softmax (window), focused (FLatten's L blocks), agent (Agent-Swin's A blocks) or inline
+  // (InLine-Swin's I blocks); the last two attend over their whole stage, as the authors' window 56
+  // does at every stage of a 224-px input.
+  NativeAttention native = NativeAttention::Softmax;
   int heads = 1;
   int window = 7;         // the window the block asks for (timm clamps it per stage resolution)
   int table_window = 7;   // softmax: the window its relative position table was trained for
   int dwc_kernel = 0;     // focused: the DWC's kernel
   int encoding_side = 0;  // focused: the positional encoding's trained window side
+  int agents = 0;         // agent: the agent count of its position biases
+  int agent_side = 0;     // agent: the grid side its position biases were trained for
   bool qkv_bias = true;
   int mlp_hidden = 0;
   // Swin V2: cosine attention with a learned logit scale per head, the bias from a small MLP over
@@ -32,6 +37,8 @@ struct SwinBlockArch {
   // 0), q_bias / v_bias beside a bias-free qkv, and the norms after attention and MLP (post-norm).
   bool v2 = false;
   int pretrained_window = 0;
+  // Agent and InLine blocks attend over their whole stage at every input size.
+  bool whole_stage() const { return native == NativeAttention::Agent || native == NativeAttention::InLine; }
 };
 
 struct SwinStageArch {
@@ -79,6 +86,8 @@ struct SwinAttentionImpl : torch::nn::Module {
   torch::nn::Sequential cpb_mlp{nullptr};     // Swin V2: Linear(2, 512), ReLU, Linear(512, heads)
   torch::nn::Conv2d dwc{nullptr};
   torch::Tensor scale, positional_encoding;
+  torch::Tensor an_bias, na_bias, ah_bias, aw_bias, ha_bias, wa_bias;  // Agent-Swin's position biases
+  torch::nn::Sequential residual{nullptr};  // InLine-Swin: the predictor of its 3 x 3 local residual
   SwinBlockArch arch;
   int dim = 0;
 

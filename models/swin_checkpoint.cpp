@@ -85,7 +85,6 @@ SwinArch infer_swin_arch(ShapeReader& shapes, const nlohmann::json& meta, Checkp
   if (shapes.has("head.fc.weight")) arch.num_classes = shapes.size("head.fc.weight", 2, 0, "class count", kClassRange);
 
   int in_dim = arch.embed_dim, depth = 0;
-  bool focused_anywhere = false;
   for (int stage = 0; shapes.has(swin_block_prefix(stage, 0) + "norm1.weight"); ++stage) {
     shapes.bounded("stage count", "layers.S", stage + 1, kStageRange);
     SwinStageArch stage_arch;
@@ -123,8 +122,19 @@ SwinArch infer_swin_arch(ShapeReader& shapes, const nlohmann::json& meta, Checkp
         if (side % 2 == 0) throw shapes.error(table, "is not (2w-1)^2 entries");
         b.table_window = (side + 1) / 2;
         b.window = b.table_window;
+      } else if (shapes.has(attn + "an_bias")) {
+        // Agent-Swin's A blocks: the bias grid is the stage's at training (the authors' window 56
+        // clamped to it), their attention global over it.
+        const AgentShapes agent = read_agent_attention(shapes, attn, stage_arch.dim);
+        b.native = NativeAttention::Agent;
+        b.heads = agent.heads;
+        b.agents = agent.agents;
+        b.agent_side = b.window = agent.side;
+      } else if (shapes.has(attn + "residual.0.weight")) {
+        b.native = NativeAttention::InLine;  // InLine-Swin's I blocks: global over the stage
+        b.heads = read_inline_residual(shapes, attn, stage_arch.dim);
+        b.window = 0;  // the stage's grid, set below
       } else if (shapes.has(attn + "dwc.weight")) {
-        focused_anywhere = true;
         b.native = NativeAttention::Focused;
         const FocusedShapes focused = read_focused_attention(shapes, attn, stage_arch.dim);
         b.dwc_kernel = focused.dwc_kernel;
@@ -133,8 +143,8 @@ SwinArch infer_swin_arch(ShapeReader& shapes, const nlohmann::json& meta, Checkp
         b.window = b.encoding_side;
       } else {
         throw CheckpointError("block '" + prefix +
-                              "' has neither attn.relative_position_bias_table (Swin) nor attn.dwc "
-                              "(FLatten's focused attention)");
+                              "' has none of attn.relative_position_bias_table (Swin), attn.dwc (FLatten's focused "
+                              "attention), attn.an_bias (Agent-Swin) or attn.residual (InLine-Swin)");
       }
       if (stage_arch.dim % b.heads != 0)
         throw CheckpointError(std::to_string(b.heads) + " heads do not divide the width " +
@@ -152,21 +162,43 @@ SwinArch infer_swin_arch(ShapeReader& shapes, const nlohmann::json& meta, Checkp
   // training grid, so the largest over the stages is the configured one; the metadata says best.
   int softmax_window = 0, focused_window = 0;
   for (const auto& stage : arch.stages)
+    for (const auto& block : stage.blocks) {
+      if (block.native == NativeAttention::Focused) focused_window = std::max(focused_window, block.window);
+      if (block.native == NativeAttention::Softmax) softmax_window = std::max(softmax_window, block.window);
+    }
+  // The authors' per-stage letters: FLatten's L/S, Agent's A/B, InLine's I/S (the stage's first block).
+  NativeAttention successor = NativeAttention::Softmax;
+  for (const auto& stage : arch.stages)
     for (const auto& block : stage.blocks)
-      (block.native == NativeAttention::Focused ? focused_window : softmax_window) =
-          std::max(block.native == NativeAttention::Focused ? focused_window : softmax_window, block.window);
-  if (focused_anywhere) {
-    arch.attn_type.clear();
+      if (block.native != NativeAttention::Softmax) {
+        if (successor != NativeAttention::Softmax && successor != block.native)
+          throw CheckpointError("a Swin checkpoint mixing " + to_string(successor) + " and " + to_string(block.native) +
+                                " blocks: no released model does, and the letters of its attn_type cannot say it");
+        successor = block.native;
+      }
+  if (successor != NativeAttention::Softmax) {
+    const char* letters = successor == NativeAttention::Focused ? "LS"
+                          : successor == NativeAttention::Agent ? "AB"
+                                                                : "IS";
     for (const auto& stage : arch.stages)
-      arch.attn_type += stage.blocks.front().native == NativeAttention::Focused ? "L" : "S";
+      arch.attn_type += stage.blocks.front().native == successor ? letters[0] : letters[1];
   }
+  const std::vector<int> agent_counts = stage_counts(meta, "agents", arch.stages.size());
+  for (size_t s = 0; s < agent_counts.size(); ++s)
+    for (const auto& block : arch.stages[s].blocks)
+      if (block.native == NativeAttention::Agent && block.agents != agent_counts[s])
+        throw CheckpointError("the config gives stage " + std::to_string(s) + " " + std::to_string(agent_counts[s]) +
+                              " agents, the weights of '" +
+                              shapes.file_key(swin_block_prefix(int(s), 0) + "attn.an_bias") + "' have " +
+                              std::to_string(block.agents) + ": the config is not this model's");
   const std::vector<int> heads = stage_counts(meta, "heads", arch.stages.size());
   for (size_t s = 0; s < heads.size(); ++s)
     if (heads[s] != arch.stages[s].blocks.front().heads)
       throw CheckpointError("the config gives stage " + std::to_string(s) + " " + std::to_string(heads[s]) +
                             " heads, the weights of '" + swin_block_prefix(int(s), 0) + "attn' have " +
                             std::to_string(arch.stages[s].blocks.front().heads) + ": the config is not this model's");
-  const bool flatten = focused_anywhere;
+  // FLatten's, Agent's and InLine's softmax blocks take window_s (the authors': max(7, window // 8)).
+  const bool flatten = successor != NativeAttention::Softmax;
   const bool v2 = arch.stages.front().blocks.front().v2;
   if (v2) {
     // No key shows V2's window; the name or the config does (swinv2_*_window8_256, window16 ...).
@@ -188,6 +220,7 @@ SwinArch infer_swin_arch(ShapeReader& shapes, const nlohmann::json& meta, Checkp
   const std::vector<int> softmax_windows = stage_counts(meta, flatten ? "window_s" : "window", arch.stages.size());
   for (size_t s = 0; s < arch.stages.size() && !v2; ++s)
     for (auto& block : arch.stages[s].blocks) {
+      if (block.whole_stage()) continue;  // their window is the stage's grid
       const bool focused = block.native == NativeAttention::Focused;
       const std::vector<int>& given = focused ? windows : softmax_windows;
       block.window = given.empty() ? (focused ? focused_window : softmax_window)
@@ -202,13 +235,26 @@ SwinArch infer_swin_arch(ShapeReader& shapes, const nlohmann::json& meta, Checkp
   if (native > 0) {
     shapes.bounded("native input size", "arch metadata img_size", native, kInputRange);
   } else {
-    const SwinBlockArch& last = arch.stages.back().blocks.front();
-    const int last_window = last.native == NativeAttention::Focused ? last.encoding_side : last.table_window;
+    // An agent block's bias grid is its stage's grid; InLine's blocks show none.
+    int last_window = 0;
+    for (const auto& block : arch.stages.back().blocks)
+      if (last_window == 0)
+        last_window = block.native == NativeAttention::Focused ? block.encoding_side
+                      : block.native == NativeAttention::Agent ? block.agent_side
+                                                               : block.table_window;
+    if (last_window == 0)
+      throw CheckpointError(
+          "no key shows the training input of this InLine-Swin (its last stage has only InLine "
+          "blocks): give it with --arch img_size=N or a config.json");
     native = shapes.bounded("native input size", "the last stage's window",
                             int64_t(last_window) * arch.patch_size << (arch.stages.size() - 1), kInputRange);
     assumed.push_back({"img_size", native, "the released rule: the last stage's grid is its window"});
   }
   arch.native_height = arch.native_width = native;
+  // Agent and InLine blocks attend over their stage: at the native input, its grid (timm's floor).
+  for (size_t s = 0; s < arch.stages.size(); ++s)
+    for (auto& block : arch.stages[s].blocks)
+      if (block.whole_stage() && block.window == 0) block.window = std::max(1, (native / arch.patch_size) >> s);
   return arch;
 }
 
@@ -222,9 +268,14 @@ StagedMemory swin_memory(const SwinArch& arch) {
       [](const SwinStageArch& stage, const SwinBlockArch& block) {
         const double dim = stage.dim;
         const double table = 2.0 * block.table_window - 1, encoding = double(block.encoding_side) * block.encoding_side;
-        const double attention = block.native == NativeAttention::Focused
-                                     ? (encoding + 1 + double(block.dwc_kernel) * block.dwc_kernel) * dim
-                                     : table * table * block.heads;
+        const double heads = block.heads, agents = block.agents, side = block.agent_side;
+        double attention = table * table * heads;
+        if (block.native == NativeAttention::Focused)
+          attention = (encoding + 1 + double(block.dwc_kernel) * block.dwc_kernel) * dim;
+        else if (block.native == NativeAttention::Agent)
+          attention = 10 * dim + heads * agents * (2 * 49 + 4 * side);
+        else if (block.native == NativeAttention::InLine)
+          attention = 10 * dim * dim / heads + 10 * dim;
         return StagedMemory::Block{4 * dim * dim + 2 * dim * block.mlp_hidden + 10 * dim + attention,
                                    double(block.heads), double(block.mlp_hidden)};
       });
@@ -288,6 +339,26 @@ const std::vector<ReleasedArch>& swin_released() {
        R"({"patch_size":4,"window_size":24,"embed_dim":192,"depths":[2,2,18,2],"num_heads":[6,12,24,48],"pretrained_window_sizes":[12,12,12,6],"img_size":384})"},
       {"flatten_swin",
        R"({"patch_size":4,"embed_dim":96,"depths":[2,2,6,2],"num_heads":[3,6,12,24],"window_size":7,"img_size":224,"focusing_factor":3,"attn_type":"LLLL"})"},
+      // The FLatten authors' successors (Agent-Attention agent_transformer/cfgs/agent_swin_*.yaml, InLine
+      // cfgs/inline_swin_*.yaml): MODEL.NAME with its SWIN and AGENT / INLINE values.
+      {"agent_swin_tiny",
+       R"({"patch_size":4,"embed_dim":96,"depths":[2,2,6,2],"num_heads":[3,6,12,24],"window_size":56,"img_size":224,"attn_type":"AAAB","agent_num":"9-16-49-49"})"},
+      {"agent_swin_small",
+       R"({"patch_size":4,"embed_dim":96,"depths":[2,2,18,2],"num_heads":[3,6,12,24],"window_size":56,"img_size":224,"attn_type":"AABB","agent_num":"9-16-49-49"})"},
+      {"agent_swin_small_288",
+       R"({"patch_size":4,"embed_dim":96,"depths":[2,2,18,2],"num_heads":[3,6,12,24],"window_size":72,"img_size":288,"attn_type":"AABB","agent_num":"9-16-49-49"})"},
+      {"agent_swin_base",
+       R"({"patch_size":4,"embed_dim":128,"depths":[2,2,18,2],"num_heads":[4,8,16,32],"window_size":56,"img_size":224,"attn_type":"AAMB2","agent_num":"9-16-49-49"})"},
+      {"agent_swin_base_384",
+       R"({"patch_size":4,"embed_dim":128,"depths":[2,2,18,2],"num_heads":[4,8,16,32],"window_size":96,"img_size":384,"attn_type":"AAMB2","agent_num":"9-16-49-49"})"},
+      {"inline_swin_tiny",
+       R"({"patch_size":4,"embed_dim":96,"depths":[2,2,6,2],"num_heads":[3,6,12,24],"window_size":56,"img_size":224,"attn_type":"IIIS"})"},
+      {"inline_swin_small",
+       R"({"patch_size":4,"embed_dim":96,"depths":[2,2,18,2],"num_heads":[3,6,12,24],"window_size":56,"img_size":224,"attn_type":"IISS"})"},
+      {"inline_swin_base",
+       R"({"patch_size":4,"embed_dim":128,"depths":[2,2,18,2],"num_heads":[4,8,16,32],"window_size":56,"img_size":224,"attn_type":"IIMS2"})"},
+      {"inline_swin_base_384",
+       R"({"patch_size":4,"embed_dim":128,"depths":[2,2,18,2],"num_heads":[4,8,16,32],"window_size":96,"img_size":384,"attn_type":"IIMS2"})"},
   };
   return table;
 }
@@ -295,7 +366,7 @@ const std::vector<ReleasedArch>& swin_released() {
 const BackboneFamily& swin_family() {
   static const BackboneFamily family{
       "swin",
-      "Swin, FLatten-Swin",
+      "Swin, Swin V2, FLatten-Swin, Agent-Swin, InLine-Swin",
       looks_like_swin,
       infer_swin,
       {},
@@ -303,7 +374,10 @@ const BackboneFamily& swin_family() {
       {{"window", "window_size", "window side (Swin, FLatten-Swin's focused blocks, L2ViT's local blocks)",
         ArchKey::Counts},
        {"window_s", "", "FLatten-Swin's window of its softmax blocks", ArchKey::Counts},
-       {"attn_type", "attn_type", "FLatten's block kinds per stage (L focused, S softmax)", ArchKey::Text},
+       {"attn_type", "attn_type",
+        "the block kinds per stage: FLatten's (L focused, S softmax), Agent's (A agent, B softmax), InLine's (I, S)",
+        ArchKey::Text},
+       {"agents", "agent_num", "Agent-Swin's agent count per stage (its biases' count must agree)", ArchKey::Counts},
        {"focusing_factor", "focusing_factor", "FLatten's p of f_p it was trained with", ArchKey::Number},
        {"pretrained_window", "pretrained_window_sizes",
         "Swin V2: the window its coordinates were normalised by in pretraining, per stage (0: its own)",
@@ -311,7 +385,10 @@ const BackboneFamily& swin_family() {
       {{{"MODEL", "SWIN", "NUM_HEADS"}, "num_heads"},
        {{"MODEL", "SWIN", "WINDOW_SIZE"}, "window_size"},
        {{"MODEL", "LA", "ATTN_TYPE"}, "attn_type"},
-       {{"MODEL", "LA", "FOCUSING_FACTOR"}, "focusing_factor"}}};
+       {{"MODEL", "LA", "FOCUSING_FACTOR"}, "focusing_factor"},
+       {{"MODEL", "AGENT", "ATTN_TYPE"}, "attn_type"},
+       {{"MODEL", "AGENT", "NUM"}, "agent_num"},
+       {{"MODEL", "INLINE", "ATTN_TYPE"}, "attn_type"}}};
   return family;
 }
 
