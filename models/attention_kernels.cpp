@@ -310,21 +310,7 @@ void describe_enhanced(const ResolvedAttention& resolved, std::ostream& out) {
 KernelFeatures focused_features(const ResolvedAttention& resolved, const torch::Tensor& q, torch::Tensor& k,
                                 const KernelParameters& parameters, const TokenLayout& layout) {
   const int64_t heads = q.size(1);
-  if (resolved.learned_positional_encoding) {
-    auto encoding = split_heads(parameters.positional_encoding, int(heads));
-    const int64_t tokens = encoding.size(2);
-    if (tokens == k.size(2)) {
-      k = k + encoding;
-    } else if (tokens == layout.patch_tokens()) {
-      const int64_t prefix = layout.prefix_tokens();
-      k = torch::cat(
-          {k.index({Slice(), Slice(), Slice(0, prefix)}), k.index({Slice(), Slice(), Slice(prefix)}) + encoding}, 2);
-    } else {
-      throw std::runtime_error("focused attention: positional_encoding has " + std::to_string(tokens) +
-                               " tokens but the input has " + std::to_string(k.size(2)) +
-                               " (it only fits the training resolution)");
-    }
-  }
+  add_learned_encoding(resolved, parameters, layout, k);
   auto divisor = resolved.learned_scale ? split_heads(torch::softplus(parameters.scale), int(heads))
                                         : torch::full({1}, std::log(2.0), q.options());
   KernelFeatures features;
@@ -607,7 +593,7 @@ const std::vector<KernelSpec>& kernel_table() {
       // PolaFormer: same- and opposite-sign parts of q.k, each with half of the value channels.
       {Kernel::Pola,
        "pola",
-       kReadsScale | kReadsPower,
+       kReadsScale | kReadsPower | kReadsPositionalEncoding | kReadsDwc,
        true,
        false,
        successor_kernels::pola_features,
@@ -618,7 +604,7 @@ const std::vector<KernelSpec>& kernel_table() {
        "opposite-sign",
        successor_kernels::pola_opposite_rows,
        {},
-       {"pola-alpha"},
+       {"pola-alpha", "dwc"},
        pola_work,
        false},
   };
@@ -920,6 +906,24 @@ KernelFeatures KernelFeatures::detached() const {
   return transformed([](const torch::Tensor& t) { return t.detach(); });
 }
 
+void add_learned_encoding(const ResolvedAttention& resolved, const KernelParameters& parameters,
+                          const TokenLayout& layout, torch::Tensor& k) {
+  if (!resolved.learned_positional_encoding) return;
+  auto encoding = split_heads(parameters.positional_encoding, int(k.size(1)));
+  const int64_t tokens = encoding.size(2);
+  if (tokens == k.size(2)) {
+    k = k + encoding;
+  } else if (tokens == layout.patch_tokens()) {
+    const int64_t prefix = layout.prefix_tokens();
+    k = torch::cat(
+        {k.index({Slice(), Slice(), Slice(0, prefix)}), k.index({Slice(), Slice(), Slice(prefix)}) + encoding}, 2);
+  } else {
+    throw std::runtime_error(std::string(kernel_spec(resolved.kernel).name) + " attention: positional_encoding has " +
+                             std::to_string(tokens) + " tokens but the input has " + std::to_string(k.size(2)) +
+                             " (it only fits the training resolution)");
+  }
+}
+
 KernelFeatures kernel_features(const ResolvedAttention& resolved, const torch::Tensor& q, torch::Tensor& k,
                                const KernelParameters& parameters, const TokenLayout& layout) {
   return kernel_spec(resolved.kernel).features(resolved, q, k, parameters, layout);
@@ -1006,7 +1010,9 @@ ResolvedAttention resolve_for_layer(const AttentionSettings& settings, Kernel na
                            (resolved.kernel == Kernel::Focused || (resolved.kernel == Kernel::Pola && resolved.native));
   resolved.alpha = settings.alpha;
   resolved.learned_power = resolved.kernel == Kernel::Pola && resolved.native && parameters.power.defined();
-  resolved.learned_positional_encoding = resolved.kernel == Kernel::Focused && parameters.positional_encoding.defined();
+  resolved.learned_positional_encoding =
+      (resolved.kernel == Kernel::Focused || (resolved.kernel == Kernel::Pola && resolved.native)) &&
+      parameters.positional_encoding.defined();
   resolved.learned_temperature = resolved.kernel == Kernel::Enhanced && parameters.temperature.defined();
   return resolved;
 }

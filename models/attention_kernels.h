@@ -102,6 +102,10 @@ ResolvedAttention resolve_for_layer(const AttentionSettings& settings, Kernel na
 // positional encoding when one is used. Pooled anchors come from the patch keys of `layout`.
 KernelFeatures kernel_features(const ResolvedAttention& resolved, const torch::Tensor& q, torch::Tensor& k,
                                const KernelParameters& parameters, const TokenLayout& layout);
+// k plus the module's learned positional encoding [1, L, C] when the resolved kernel reads it (FLatten's
+// focused blocks, PolaFormer's native ones): L is every key or the patch keys; throws for another L.
+void add_learned_encoding(const ResolvedAttention& resolved, const KernelParameters& parameters,
+                          const TokenLayout& layout, torch::Tensor& k);
 
 // [B, L, C] with heads side by side in C -> [B, h, L, d], the per-head layout of q, k and v.
 torch::Tensor split_heads(const torch::Tensor& x, int64_t heads);

@@ -221,7 +221,8 @@ std::string pola_alpha_problem(double alpha) {
 }
 
 KernelFeatures pola_features(const ResolvedAttention& resolved, const torch::Tensor& q, torch::Tensor& k,
-                             const KernelParameters& parameters, const TokenLayout&) {
+                             const KernelParameters& parameters, const TokenLayout& layout) {
+  add_learned_encoding(resolved, parameters, layout, k);  // k + positional_encoding, then / scale
   const int64_t heads = q.size(1), head_dim = q.size(3);
   if (head_dim % 2 != 0)
     throw std::invalid_argument("PolaFormer splits each head's " + std::to_string(head_dim) +

@@ -11,6 +11,7 @@ namespace attnscope {
 // whose keys are the loosest, comes last.
 #define ATTNSCOPE_BACKBONE_FAMILIES(FAMILY) \
   FAMILY(swin)                              \
+  FAMILY(pvt_v1)                            \
   FAMILY(pvt)                               \
   FAMILY(cswin)                             \
   FAMILY(l2vit)                             \

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/attention_kernels_successors.h"
 #include "models/cpu_threads.h"
 #include "models/row_chunked.h"
 #include "models/token_linear.h"
@@ -49,7 +50,10 @@ torch::Tensor linear_resampling(int64_t from, int64_t to, const torch::TensorOpt
 }  // namespace
 
 PvtAttentionImpl::PvtAttentionImpl(int dim, const PvtBlockArch& arch, double eps) : arch(arch), dim(dim) {
-  q = register_module("q", torch::nn::Linear(torch::nn::LinearOptions(dim, dim).bias(arch.qkv_bias)));
+  if (arch.native == NativeAttention::Pola)
+    qg = register_module("qg", torch::nn::Linear(torch::nn::LinearOptions(dim, 2 * dim).bias(arch.qkv_bias)));
+  else
+    q = register_module("q", torch::nn::Linear(torch::nn::LinearOptions(dim, dim).bias(arch.qkv_bias)));
   kv = register_module("kv", torch::nn::Linear(torch::nn::LinearOptions(dim, 2 * dim).bias(arch.qkv_bias)));
   proj = register_module("proj", torch::nn::Linear(dim, dim));
   if (arch.pooled || arch.sr_ratio > 1) {
@@ -57,13 +61,31 @@ PvtAttentionImpl::PvtAttentionImpl(int dim, const PvtBlockArch& arch, double eps
     sr = register_module("sr", torch::nn::Conv2d(torch::nn::Conv2dOptions(dim, dim, kernel).stride(kernel)));
     norm = register_module("norm", torch::nn::LayerNorm(pvt_norm_options(dim, eps)));
   }
-  if (arch.native == NativeAttention::Focused) {
+  if (arch.native == NativeAttention::Focused || arch.native == NativeAttention::Pola) {
     const int head_dim = dim / arch.heads;
     dwc = register_module("dwc", torch::nn::Conv2d(torch::nn::Conv2dOptions(head_dim, head_dim, arch.dwc_kernel)
                                                        .groups(head_dim)
                                                        .padding(arch.dwc_kernel / 2)));
+    if (arch.native == NativeAttention::Pola)
+      power = register_parameter("power", torch::zeros({1, int64_t(arch.heads), 1, int64_t(head_dim)}));
     scale = register_parameter("scale", torch::zeros({1, 1, dim}));
     positional_encoding = register_parameter("positional_encoding", torch::zeros({1, arch.encoding_tokens, dim}));
+  }
+  if (arch.native == NativeAttention::Agent) {
+    const int64_t heads = arch.heads, agents = arch.agents, side = arch.agent_side;
+    dwc = register_module("dwc", torch::nn::Conv2d(torch::nn::Conv2dOptions(dim, dim, 3).groups(dim).padding(1)));
+    an_bias = register_parameter("an_bias", torch::zeros({heads, agents, 7, 7}));
+    na_bias = register_parameter("na_bias", torch::zeros({heads, agents, 7, 7}));
+    ah_bias = register_parameter("ah_bias", torch::zeros({1, heads, agents, side, 1}));
+    aw_bias = register_parameter("aw_bias", torch::zeros({1, heads, agents, 1, side}));
+    ha_bias = register_parameter("ha_bias", torch::zeros({1, heads, side, 1, agents}));
+    wa_bias = register_parameter("wa_bias", torch::zeros({1, heads, 1, side, agents}));
+  }
+  if (arch.native == NativeAttention::InLine) {
+    auto grouped = [&](int64_t out) {
+      return torch::nn::Conv1d(torch::nn::Conv1dOptions(dim, out, 1).groups(arch.heads));
+    };
+    residual = register_module("residual", torch::nn::Sequential(grouped(dim), torch::nn::GELU(), grouped(9 * dim)));
   }
 }
 
@@ -93,9 +115,14 @@ torch::Tensor PvtAttentionImpl::mix(const torch::Tensor& queries, const torch::T
   GroupedAttention step;
   step.parameters.scale = scale;
   step.parameters.positional_encoding = positional_encoding;
-  step.resolved =
-      resolve_for_layer(settings, arch.native, step.parameters, !dwc.is_empty(), key_layout.grid_h * key_layout.grid_w);
-  step.group_grid = key_layout;  // pooled anchors come from the keys' grid
+  step.parameters.power = power;
+  step.parameters.learned_agents = arch.agents;
+  step.resolved = resolve_for_layer(settings, arch.native, step.parameters, !dwc.is_empty() || !residual.is_empty(),
+                                    key_layout.grid_h * key_layout.grid_w);
+  step.group_grid = key_layout;          // pooled anchors come from the keys' grid
+  if (step.resolved.learned_agent_bias)  // agent_pvt's blocks keep every token as a key (sr 1)
+    successor_kernels::add_agent_position_biases({an_bias, na_bias, ah_bias, aw_bias, ha_bias, wa_bias, {}, {}},
+                                                 key_layout, step.parameters);
   if (step.resolved.learned_positional_encoding && positional_encoding.size(1) != keys)
     // Trained for another key grid (another input size): resized as timm resizes pos_embed.
     step.parameters.positional_encoding =
@@ -116,10 +143,18 @@ torch::Tensor PvtAttentionImpl::mix(const torch::Tensor& queries, const torch::T
     TokenLayout grid;
     grid.grid_h = height;
     grid.grid_w = width;
-    out = out + depthwise_conv_on_values(full_values, dwc->weight, dwc->bias, grid);
+    torch::Tensor local_kernels;
+    if (!residual.is_empty()) {
+      // inline_pvt: residual(x.mean(dim=1).unsqueeze(-1)).reshape(b * c, 1, 3, 3); its keys are x.
+      torch::nn::Sequential predictor = residual;
+      local_kernels = predictor->forward(reduced.mean(1).unsqueeze(-1)).reshape({batch * dim, 1, 3, 3});
+      out = out + depthwise_conv_per_item(full_values, local_kernels, grid);
+    } else {
+      out = out + depthwise_conv_on_values(full_values, dwc->weight, dwc->bias, grid);
+    }
     if (capture) {
       capture->attention.dwc = true;
-      capture->dwc_weight = dwc->weight.detach();
+      capture->dwc_weight = (local_kernels.defined() ? local_kernels : dwc->weight).detach();
       if (resampling.defined()) capture->value_resampling = resampling;
     }
   }
@@ -130,17 +165,25 @@ torch::Tensor PvtAttentionImpl::forward(const torch::Tensor& x, int height, int 
                                         const AttentionSettings& settings, AttentionCapture* capture,
                                         TokenLayout& key_layout) {
   auto reduced = reduced_keys(x, height, width, key_layout);
+  if (!qg.is_empty()) {
+    // pola_pvt: q, g = qg(x); x = (attention + dwc(v)) * g before proj.
+    auto projected = token_linear(qg, x);
+    auto mixed = mix(projected.narrow(-1, 0, dim).contiguous(), reduced, height, width, settings, capture, key_layout);
+    return token_linear(proj, mixed * projected.narrow(-1, dim, dim));
+  }
   return token_linear(proj, mix(token_linear(q, x), reduced, height, width, settings, capture, key_layout));
 }
 
-PvtMlpImpl::PvtMlpImpl(int dim, int hidden, bool relu) : relu(relu) {
+PvtMlpImpl::PvtMlpImpl(int dim, int hidden, bool relu, bool depthwise) : relu(relu) {
   fc1 = register_module("fc1", torch::nn::Linear(dim, hidden));
-  dwconv = register_module("dwconv",
-                           torch::nn::Conv2d(torch::nn::Conv2dOptions(hidden, hidden, 3).padding(1).groups(hidden)));
+  if (depthwise)
+    dwconv = register_module("dwconv",
+                             torch::nn::Conv2d(torch::nn::Conv2dOptions(hidden, hidden, 3).padding(1).groups(hidden)));
   fc2 = register_module("fc2", torch::nn::Linear(hidden, dim));
 }
 
 torch::Tensor PvtMlpImpl::forward(const torch::Tensor& x, int height, int width) {
+  if (dwconv.is_empty()) return token_linear(fc2, torch::gelu(token_linear(fc1, x)));
   auto hidden = to_image(token_linear(fc1, x), height, width);
   if (relu) hidden = torch::relu(hidden);
   return token_linear(fc2, torch::gelu(to_tokens(dwconv(hidden))));
@@ -150,7 +193,7 @@ PvtBlockImpl::PvtBlockImpl(int dim, const PvtBlockArch& arch, bool linear, doubl
   norm1 = register_module("norm1", torch::nn::LayerNorm(pvt_norm_options(dim, block_eps)));
   attn = register_module("attn", PvtAttention(dim, arch, embed_eps));
   norm2 = register_module("norm2", torch::nn::LayerNorm(pvt_norm_options(dim, block_eps)));
-  mlp = register_module("mlp", PvtMlp(dim, arch.mlp_hidden, linear));
+  mlp = register_module("mlp", PvtMlp(dim, arch.mlp_hidden, linear, arch.mlp_dwconv));
 }
 
 torch::Tensor PvtBlockImpl::forward_by_row_chunks(const torch::Tensor& x, int height, int width,
@@ -183,8 +226,8 @@ torch::Tensor PvtBlockImpl::forward_by_row_chunks(const torch::Tensor& x, int he
     rows_linear_into(expanded, mlp->fc1, norm2(out));
     if (mlp->relu) expanded.relu_();
   });
-  torch::Tensor mixed;
-  {
+  torch::Tensor mixed = hidden;
+  if (!mlp->dwconv.is_empty()) {
     ScopedThreads all_cores(configured_threads());
     mixed = to_tokens(mlp->dwconv(to_image(hidden.view({batch, tokens, hidden_dim}), height, width)))
                 .reshape({rows, hidden_dim});
@@ -198,9 +241,11 @@ torch::Tensor PvtBlockImpl::forward_by_row_chunks(const torch::Tensor& x, int he
   return result.view({batch, tokens, dim});
 }
 
-OverlapPatchEmbedImpl::OverlapPatchEmbedImpl(int in_chans, int dim, int kernel, int stride, double eps) {
+OverlapPatchEmbedImpl::OverlapPatchEmbedImpl(int in_chans, int dim, int kernel, int stride, double eps, int padding) {
   proj = register_module(
-      "proj", torch::nn::Conv2d(torch::nn::Conv2dOptions(in_chans, dim, kernel).stride(stride).padding(kernel / 2)));
+      "proj",
+      torch::nn::Conv2d(
+          torch::nn::Conv2dOptions(in_chans, dim, kernel).stride(stride).padding(padding < 0 ? kernel / 2 : padding)));
   norm = register_module("norm", torch::nn::LayerNorm(pvt_norm_options(dim, eps)));
 }
 

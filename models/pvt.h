@@ -16,14 +16,18 @@
 namespace attnscope {
 
 struct PvtBlockArch {
-  NativeAttention native = NativeAttention::Softmax;  // softmax (spatial reduction) or focused (FLatten)
+  // softmax (spatial reduction), focused (FLatten), or the successors' PVT blocks (models/pvt_v1):
+  // agent (agent_pvt), inline (inline_pvt), pola (pola_pvt)
+  NativeAttention native = NativeAttention::Softmax;
   int heads = 1;
   int sr_ratio = 1;     // keys from a grid reduced by this stride (1: every token)
   bool pooled = false;  // PVT v2-li: keys from the grid average-pooled to 7 x 7
   bool qkv_bias = true;
-  int dwc_kernel = 0;       // focused: the DWC's kernel
-  int encoding_tokens = 0;  // focused: tokens of the positional encoding (the training key grid)
+  int dwc_kernel = 0;              // focused, pola: the DWC's kernel (per head channel); agent: 3 over all C
+  int encoding_tokens = 0;         // focused, pola: tokens of the positional encoding (the training key grid)
+  int agents = 0, agent_side = 0;  // agent: its count and the grid side of its biases
   int mlp_hidden = 0;
+  bool mlp_dwconv = true;  // PVT v2's MLP has a depthwise conv; PVT v1's is fc1, GELU, fc2
 };
 
 struct PvtStageArch {
@@ -57,17 +61,20 @@ struct PvtAttentionImpl : torch::nn::Module {
   torch::Tensor mix(const torch::Tensor& queries, const torch::Tensor& reduced, int height, int width,
                     const AttentionSettings& settings, AttentionCapture* capture, const TokenLayout& key_layout);
   torch::nn::Linear q{nullptr}, kv{nullptr}, proj{nullptr};
+  torch::nn::Linear qg{nullptr};  // pola_pvt: the queries and its gate g, in place of q
   torch::nn::Conv2d sr{nullptr};
   torch::nn::LayerNorm norm{nullptr};
   torch::nn::Conv2d dwc{nullptr};
-  torch::Tensor scale, positional_encoding;
+  torch::Tensor scale, positional_encoding, power;
+  torch::Tensor an_bias, na_bias, ah_bias, aw_bias, ha_bias, wa_bias;  // agent_pvt's position biases
+  torch::nn::Sequential residual{nullptr};                             // inline_pvt's local residual
   PvtBlockArch arch;
   int dim = 0;
 };
 TORCH_MODULE(PvtAttention);
 
 struct PvtMlpImpl : torch::nn::Module {
-  PvtMlpImpl(int dim, int hidden, bool relu);
+  PvtMlpImpl(int dim, int hidden, bool relu, bool depthwise = true);
   torch::Tensor forward(const torch::Tensor& x, int height, int width);
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
   torch::nn::Conv2d dwconv{nullptr};
@@ -89,7 +96,8 @@ struct PvtBlockImpl : torch::nn::Module {
 TORCH_MODULE(PvtBlock);
 
 struct OverlapPatchEmbedImpl : torch::nn::Module {
-  OverlapPatchEmbedImpl(int in_chans, int dim, int kernel, int stride, double eps);
+  // PVT v2's overlapping embedding pads kernel / 2; PVT v1's (kernel = stride) `padding` 0.
+  OverlapPatchEmbedImpl(int in_chans, int dim, int kernel, int stride, double eps, int padding = -1);
   torch::nn::Conv2d proj{nullptr};
   torch::nn::LayerNorm norm{nullptr};
 };

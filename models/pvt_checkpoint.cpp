@@ -43,7 +43,8 @@ std::string stage_prefix(const NumberedPrefix& stage) {
 }
 
 bool looks_like_pvt(const Checkpoint& checkpoint) {
-  return checkpoint.tensors.count("patch_embed1.proj.weight") ||
+  // PVT v1's layout (pos_embed1) is the successors' PVT (models/pvt_v1).
+  return (checkpoint.tensors.count("patch_embed1.proj.weight") && !checkpoint.tensors.count("pos_embed1")) ||
          checkpoint.tensors.count("stages.0.blocks.0.attn.q.weight");
 }
 

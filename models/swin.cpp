@@ -30,8 +30,11 @@ StagedDesign swin_design(const SwinArch& arch) {
 }  // namespace
 
 SwinAttentionImpl::SwinAttentionImpl(int dim, const SwinBlockArch& arch) : arch(arch), dim(dim) {
-  qkv =
-      register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(dim, 3 * dim).bias(arch.qkv_bias && !arch.v2)));
+  if (arch.native == NativeAttention::Pola)
+    qkvg = register_module("qkvg", torch::nn::Linear(torch::nn::LinearOptions(dim, 4 * dim).bias(arch.qkv_bias)));
+  else
+    qkv = register_module("qkv",
+                          torch::nn::Linear(torch::nn::LinearOptions(dim, 3 * dim).bias(arch.qkv_bias && !arch.v2)));
   proj = register_module("proj", torch::nn::Linear(dim, dim));
   if (arch.v2) {
     if (arch.qkv_bias) {
@@ -63,7 +66,11 @@ SwinAttentionImpl::SwinAttentionImpl(int dim, const SwinBlockArch& arch) : arch(
     };
     residual = register_module("residual", torch::nn::Sequential(grouped(dim), torch::nn::GELU(), grouped(9 * dim)));
   } else {
+    // FLatten's focused blocks and PolaFormer's (pola_swin.py: the same DWC, scale and positional
+    // encoding, plus the learned power).
     const int head_dim = dim / arch.heads;
+    if (arch.native == NativeAttention::Pola)
+      power = register_parameter("power", torch::zeros({1, int64_t(arch.heads), 1, int64_t(head_dim)}));
     dwc = register_module("dwc", torch::nn::Conv2d(torch::nn::Conv2dOptions(head_dim, head_dim, arch.dwc_kernel)
                                                        .groups(head_dim)
                                                        .padding(arch.dwc_kernel / 2)));
@@ -78,6 +85,7 @@ KernelParameters SwinAttentionImpl::kernel_parameters() const {
   parameters.scale = scale;
   parameters.positional_encoding = positional_encoding;
   parameters.learned_agents = arch.agents;
+  parameters.power = power;
   return parameters;
 }
 
@@ -152,7 +160,7 @@ SwinAttentionImpl::WindowGeometry& SwinAttentionImpl::geometry(const WindowPlan&
 
 GroupedAttention SwinAttentionImpl::attention_step(const WindowPlan& plan, const AttentionSettings& settings,
                                                    const torch::Tensor& like, bool capture) {
-  const bool focused_block = arch.native == NativeAttention::Focused;
+  const bool focused_block = arch.encoded();  // FLatten's and PolaFormer's
   GroupedAttention step;
   step.parameters = kernel_parameters();
   step.resolved = resolve_for_layer(settings, arch.native, step.parameters, !dwc.is_empty() || !residual.is_empty(),
@@ -168,6 +176,8 @@ GroupedAttention SwinAttentionImpl::attention_step(const WindowPlan& plan, const
     if (step.resolved.learned_agent_bias)
       successor_kernels::add_agent_position_biases({an_bias, na_bias, ah_bias, aw_bias, ha_bias, wa_bias, {}, {}},
                                                    step.group_grid, step.parameters);
+    if (step.resolved.learned_positional_encoding)
+      step.parameters.positional_encoding = resize_grid_encoding(positional_encoding, plan.grid_h, plan.grid_w);
     return step;
   }
   step.group_grid.grid_h = plan.window_h;
@@ -221,18 +231,25 @@ torch::Tensor SwinAttentionImpl::forward(const torch::Tensor& x, const WindowPla
                                          const AttentionSettings& settings, AttentionCapture* capture) {
   const int64_t batch = x.size(0);
   GroupedAttention step = attention_step(plan, settings, x, capture != nullptr);
-  if (kernel_spec(step.resolved.kernel).global_only) {
-    auto tokens = x.reshape({batch, int64_t(plan.grid_h) * plan.grid_w, dim});
-    if (step.resolved.dwc && !residual.is_empty()) {
-      // inline_swin: residual(x.mean(dim=1).unsqueeze(-1)).reshape(b * c, 1, 3, 3).
-      torch::nn::Sequential predictor = residual;
-      step.local_kernels = predictor->forward(tokens.mean(1).unsqueeze(-1)).reshape({batch * dim, 1, 3, 3});
-    }
-    return token_linear(proj, attend_groups(project_input(tokens), step, capture))
-        .view({batch, plan.grid_h, plan.grid_w, dim});
+  const bool whole_grid = kernel_spec(step.resolved.kernel).global_only;
+  // Tokens [N', S, C]: the whole grid per image (global kernels) or the (rolled) windows.
+  auto tokens = whole_grid ? x.reshape({batch, int64_t(plan.grid_h) * plan.grid_w, dim}) : to_windows(x, plan);
+  if (step.resolved.dwc && !residual.is_empty()) {
+    // inline_swin: residual(x.mean(dim=1).unsqueeze(-1)).reshape(b * c, 1, 3, 3), per window.
+    torch::nn::Sequential predictor = residual;
+    step.local_kernels = predictor->forward(tokens.mean(1).unsqueeze(-1)).reshape({tokens.size(0) * dim, 1, 3, 3});
   }
-  return from_windows(token_linear(proj, attend_groups(project_input(to_windows(x, plan)), step, capture)), plan,
-                      batch);
+  torch::Tensor out;
+  if (!qkvg.is_empty()) {
+    // pola_swin: q, k, v and the gate g from one linear; x = (attention + dwc(v)) * g before proj.
+    auto projected = token_linear(qkvg, tokens);
+    out = attend_groups(projected.narrow(-1, 0, 3 * dim).contiguous(), step, capture) *
+          projected.narrow(-1, 3 * dim, dim);
+  } else {
+    out = attend_groups(project_input(tokens), step, capture);
+  }
+  out = token_linear(proj, out);
+  return whole_grid ? out.view({batch, plan.grid_h, plan.grid_w, dim}) : from_windows(out, plan, batch);
 }
 
 SwinBlockImpl::SwinBlockImpl(int dim, const SwinBlockArch& arch, double eps) : post_norm(arch.v2) {
@@ -341,6 +358,8 @@ std::string SwinTransformerImpl::family() const {
     for (const auto& block : stage.blocks)
       if (block.native == NativeAttention::Focused)
         name = "flatten-swin";
+      else if (block.native == NativeAttention::Pola)
+        name = "pola-swin";
       else if (block.native == NativeAttention::Agent)
         name = "agent-swin";
       else if (block.native == NativeAttention::InLine)
@@ -357,7 +376,7 @@ nlohmann::json SwinTransformerImpl::describe_architecture() const {
                        {"heads", block.heads},
                        {"window", block.window},
                        {"mlp_hidden", block.mlp_hidden}};
-      if (block.native == NativeAttention::Focused) {
+      if (block.encoded()) {
         b["dwc_kernel"] = block.dwc_kernel;
         b["positional_encoding_window"] = block.encoding_side;
       } else if (block.native == NativeAttention::Agent) {
@@ -438,7 +457,7 @@ torch::Tensor SwinTransformerImpl::run_block(const BlockSite& site, const torch:
                                     : GroupedAttention{};
   torch::Tensor x, normed;
   const int64_t batch = input.size(0);
-  if (by_window_chunks && !kernel_spec(step.resolved.kernel).global_only) {
+  if (by_window_chunks && !kernel_spec(step.resolved.kernel).global_only && block.attn->qkvg.is_empty()) {
     x = block.forward_by_window_chunks(input, plan, step, capture, normed);
   } else {
     if (block.post_norm) {  // Swin V2: the attention reads the block's input; norms follow attention and MLP

@@ -19,15 +19,15 @@
 namespace attnscope {
 
 struct SwinBlockArch {
-  // softmax (window), focused (FLatten's L blocks), agent (Agent-Swin's A blocks) or inline
-  // (InLine-Swin's I blocks); the last two attend over their whole stage, as the authors' window 56
-  // does at every stage of a 224-px input.
+  // softmax (window), focused (FLatten's L blocks), pola (PolaFormer's L blocks), agent (Agent-Swin's
+  // A blocks) or inline (InLine-Swin's I blocks); the last two attend over their whole stage, as the
+  // authors' window 56 does at every stage of a 224-px input.
   NativeAttention native = NativeAttention::Softmax;
   int heads = 1;
   int window = 7;         // the window the block asks for (timm clamps it per stage resolution)
   int table_window = 7;   // softmax: the window its relative position table was trained for
-  int dwc_kernel = 0;     // focused: the DWC's kernel
-  int encoding_side = 0;  // focused: the positional encoding's trained window side
+  int dwc_kernel = 0;     // focused, pola: the DWC's kernel
+  int encoding_side = 0;  // focused, pola: the positional encoding's trained window side
   int agents = 0;         // agent: the agent count of its position biases
   int agent_side = 0;     // agent: the grid side its position biases were trained for
   bool qkv_bias = true;
@@ -39,6 +39,8 @@ struct SwinBlockArch {
   int pretrained_window = 0;
   // Agent and InLine blocks attend over their whole stage at every input size.
   bool whole_stage() const { return native == NativeAttention::Agent || native == NativeAttention::InLine; }
+  // FLatten's and PolaFormer's blocks: a positional encoding for their trained window, scale and DWC.
+  bool encoded() const { return native == NativeAttention::Focused || native == NativeAttention::Pola; }
 };
 
 struct SwinStageArch {
@@ -81,11 +83,12 @@ struct SwinAttentionImpl : torch::nn::Module {
   torch::Tensor project_input(const torch::Tensor& x);
 
   torch::nn::Linear qkv{nullptr}, proj{nullptr};
+  torch::nn::Linear qkvg{nullptr};  // PolaFormer's blocks: q, k, v and the gate, in place of qkv
   torch::Tensor relative_position_bias_table;
   torch::Tensor q_bias, v_bias, logit_scale;  // Swin V2
   torch::nn::Sequential cpb_mlp{nullptr};     // Swin V2: Linear(2, 512), ReLU, Linear(512, heads)
   torch::nn::Conv2d dwc{nullptr};
-  torch::Tensor scale, positional_encoding;
+  torch::Tensor scale, positional_encoding, power;                     // focused and Pola blocks; power: Pola's
   torch::Tensor an_bias, na_bias, ah_bias, aw_bias, ha_bias, wa_bias;  // Agent-Swin's position biases
   torch::nn::Sequential residual{nullptr};  // InLine-Swin: the predictor of its 3 x 3 local residual
   SwinBlockArch arch;

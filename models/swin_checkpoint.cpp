@@ -122,6 +122,24 @@ SwinArch infer_swin_arch(ShapeReader& shapes, const nlohmann::json& meta, Checkp
         if (side % 2 == 0) throw shapes.error(table, "is not (2w-1)^2 entries");
         b.table_window = (side + 1) / 2;
         b.window = b.table_window;
+      } else if (shapes.has(attn + "qkvg.weight")) {
+        // PolaFormer's L blocks (pola_swin.py): FLatten's DWC, scale and encoding, a learned power
+        // per head and channel, and q, k, v and a gate from one linear.
+        const FocusedShapes focused = read_focused_attention(shapes, attn, stage_arch.dim);
+        b.native = NativeAttention::Pola;
+        b.qkv_bias = shapes.has(attn + "qkvg.bias");
+        b.dwc_kernel = focused.dwc_kernel;
+        b.heads = focused.heads;
+        b.encoding_side = swin_square_side(shapes, attn + "positional_encoding", focused.encoding_tokens);
+        b.window = b.encoding_side;
+        const auto& power = shapes.tensor(attn + "power", 4);
+        if (power.sizes() != c10::IntArrayRef({1, b.heads, 1, stage_arch.dim / b.heads}))
+          throw shapes.error(attn + "power", "is not [1, heads, 1, head width] for the " + std::to_string(b.heads) +
+                                                 " heads its dwc gives");
+        if (shapes.tensor(attn + "qkvg.weight", 2).sizes() != c10::IntArrayRef({4 * stage_arch.dim, stage_arch.dim}))
+          throw shapes.error(attn + "qkvg.weight",
+                             "is not [4C, C] (q, k, v and the gate) for the width " + std::to_string(stage_arch.dim));
+        shapes.tensor(attn + "scale", 3);
       } else if (shapes.has(attn + "an_bias")) {
         // Agent-Swin's A blocks: the bias grid is the stage's at training (the authors' window 56
         // clamped to it), their attention global over it.
@@ -163,7 +181,7 @@ SwinArch infer_swin_arch(ShapeReader& shapes, const nlohmann::json& meta, Checkp
   int softmax_window = 0, focused_window = 0;
   for (const auto& stage : arch.stages)
     for (const auto& block : stage.blocks) {
-      if (block.native == NativeAttention::Focused) focused_window = std::max(focused_window, block.window);
+      if (block.encoded()) focused_window = std::max(focused_window, block.window);
       if (block.native == NativeAttention::Softmax) softmax_window = std::max(softmax_window, block.window);
     }
   // The authors' per-stage letters: FLatten's L/S, Agent's A/B, InLine's I/S (the stage's first block).
@@ -177,9 +195,9 @@ SwinArch infer_swin_arch(ShapeReader& shapes, const nlohmann::json& meta, Checkp
         successor = block.native;
       }
   if (successor != NativeAttention::Softmax) {
-    const char* letters = successor == NativeAttention::Focused ? "LS"
-                          : successor == NativeAttention::Agent ? "AB"
-                                                                : "IS";
+    const char* letters = successor == NativeAttention::Agent    ? "AB"
+                          : successor == NativeAttention::InLine ? "IS"
+                                                                 : "LS";  // FLatten's and PolaFormer's
     for (const auto& stage : arch.stages)
       arch.attn_type += stage.blocks.front().native == successor ? letters[0] : letters[1];
   }
@@ -221,7 +239,7 @@ SwinArch infer_swin_arch(ShapeReader& shapes, const nlohmann::json& meta, Checkp
   for (size_t s = 0; s < arch.stages.size() && !v2; ++s)
     for (auto& block : arch.stages[s].blocks) {
       if (block.whole_stage()) continue;  // their window is the stage's grid
-      const bool focused = block.native == NativeAttention::Focused;
+      const bool focused = block.encoded();
       const std::vector<int>& given = focused ? windows : softmax_windows;
       block.window = given.empty() ? (focused ? focused_window : softmax_window)
                                    : shapes.bounded("window", focused || !flatten ? "arch window" : "arch window_s",
@@ -239,7 +257,7 @@ SwinArch infer_swin_arch(ShapeReader& shapes, const nlohmann::json& meta, Checkp
     int last_window = 0;
     for (const auto& block : arch.stages.back().blocks)
       if (last_window == 0)
-        last_window = block.native == NativeAttention::Focused ? block.encoding_side
+        last_window = block.encoded()                          ? block.encoding_side
                       : block.native == NativeAttention::Agent ? block.agent_side
                                                                : block.table_window;
     if (last_window == 0)
@@ -272,6 +290,8 @@ StagedMemory swin_memory(const SwinArch& arch) {
         double attention = table * table * heads;
         if (block.native == NativeAttention::Focused)
           attention = (encoding + 1 + double(block.dwc_kernel) * block.dwc_kernel) * dim;
+        else if (block.native == NativeAttention::Pola)  // and the gate's quarter of qkvg, the power
+          attention = (encoding + 2 + double(block.dwc_kernel) * block.dwc_kernel) * dim + dim * (dim + 1.0);
         else if (block.native == NativeAttention::Agent)
           attention = 10 * dim + heads * agents * (2 * 49 + 4 * side);
         else if (block.native == NativeAttention::InLine)
@@ -359,6 +379,15 @@ const std::vector<ReleasedArch>& swin_released() {
        R"({"patch_size":4,"embed_dim":128,"depths":[2,2,18,2],"num_heads":[4,8,16,32],"window_size":56,"img_size":224,"attn_type":"IIMS2"})"},
       {"inline_swin_base_384",
        R"({"patch_size":4,"embed_dim":128,"depths":[2,2,18,2],"num_heads":[4,8,16,32],"window_size":96,"img_size":384,"attn_type":"IIMS2"})"},
+      // PolaFormer (ZacharyMeng/PolaFormer cfgs/pola_swin_*.yaml; alpha 4 and DWC kernel 5 in all of them).
+      {"pola_swin_tiny_patch4_224",
+       R"({"patch_size":4,"embed_dim":96,"depths":[2,2,6,2],"num_heads":[3,6,12,24],"window_size":56,"img_size":224,"attn_type":"LLSS"})"},
+      {"pola_swin_small_patch4_224",
+       R"({"patch_size":4,"embed_dim":96,"depths":[2,2,18,2],"num_heads":[3,6,12,24],"window_size":56,"img_size":224,"attn_type":"LLSS"})"},
+      {"pola_swin_base_patch4_224",
+       R"({"patch_size":4,"embed_dim":128,"depths":[2,2,18,2],"num_heads":[4,8,16,32],"window_size":56,"img_size":224,"attn_type":"LLSS"})"},
+      {"pola_swin_base_patch4_384_finetune",
+       R"({"patch_size":4,"embed_dim":128,"depths":[2,2,18,2],"num_heads":[4,8,16,32],"window_size":96,"img_size":384,"attn_type":"LLSS"})"},
   };
   return table;
 }
@@ -366,7 +395,7 @@ const std::vector<ReleasedArch>& swin_released() {
 const BackboneFamily& swin_family() {
   static const BackboneFamily family{
       "swin",
-      "Swin, Swin V2, FLatten-Swin, Agent-Swin, InLine-Swin",
+      "Swin, Swin V2, FLatten-Swin, Agent-Swin, InLine-Swin, PolaFormer-Swin",
       looks_like_swin,
       infer_swin,
       {},

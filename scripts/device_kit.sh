@@ -17,7 +17,9 @@ models=(parity_cases/vit_softmax.safetensors parity_cases/vit_registers.safetens
         part2_cases/l2vit_a.safetensors part2_cases/care_a.safetensors part2_cases/cswin_a.safetensors
         eva_cases/dinov3_s16 eva_cases/eva02_s14 eva_cases/pe_core_s16 eva_cases/siglip2_b16 eva_cases/beitv2_b16 eva_cases/cait_xxs24
         eva_cases/meta_dinov3.pth eva_cases/hf_siglip successor_cases/agent_deit.safetensors
-        successor_swin_cases/agent_swin.pth successor_swin_cases/inline_swin.pth)
+        successor_swin_cases/agent_swin.pth successor_swin_cases/inline_swin.pth
+        successor_swin_cases/pola_swin.pth successor_pvt_cases/agent_pvt successor_pvt_cases/inline_pvt.pth
+        successor_pvt_cases/pola_pvt)
 for model in "${models[@]}"; do
   if [ ! -e "$data/$model" ]; then
     echo "device_kit: $data/$model is missing: run scripts/test.sh first (its Python fixtures write it)" >&2

@@ -3,10 +3,12 @@ random values, a method replaced for the length of a check, and the end of a run
 summary line."""
 
 import contextlib
+import importlib.util
 import json
 import os
 import sys
 import time
+import types
 
 import torch
 
@@ -52,3 +54,17 @@ def write_cases(out_dir, cases, started, what=""):
         json.dump(cases, f, indent=1)
     print(f"{len(cases)} cases{what} in {out_dir} ({time.time() - started:.1f} s)")
     return 0
+
+
+def module_at(path):
+    """The authors' file alone (their models/__init__ registers every model with an older timm). pola_swin.py
+    imports einops' rearrange without calling it: a stand-in serves where einops is not installed."""
+    if "einops" not in sys.modules:
+        try:
+            import einops  # noqa: F401
+        except ImportError:
+            sys.modules["einops"] = types.SimpleNamespace(rearrange=None)
+    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Generate attnscope's parity cases for the FLatten authors' Swin successors: Agent-Swin (agent_swin.py) and
-InLine-Swin (inline_swin.py) at reduced widths with random weights, saved as the authors' training script saves
+"""Generate attnscope's parity cases for the FLatten authors' Swin successors and PolaFormer's: Agent-Swin
+(agent_swin.py), InLine-Swin (inline_swin.py) and PolaFormer-Swin (pola_swin.py) at reduced widths with random weights, saved as the authors' training script saves
 them ({"model": state_dict} in a .pth, buffers included) and as a safetensors file beside a config.json, with a
 stage mixing a global successor block and a shifted softmax window block ('M1'). The reference is
 reference_successor_swin.py (float64, written from the authors' code; check_successor_swin_reference.py compares it
@@ -10,7 +10,7 @@ Usage: /usr/bin/python3 tests/python/make_successor_swin_cases.py OUTDIR
 
 OUTDIR/<name>.pth, <name>/model.safetensors + config.json; <name>.input.npy float32 [1,3,S,S]; <name>.output.npy
 float32 [1, classes]; <name>.rows.npy float32 [blocks, heads, Q, n] (the global blocks' equivalent rows of the
-queries; zeros for window blocks). cases.json: list of {name, kind, model, folder, input, output, rows, queries
+queries; zeros for window blocks); PolaFormer's also <name>.second_rows.npy (its opposite-sign rows). cases.json: list of {name, kind, model, folder, input, output, rows, queries
 (per block, token indices of its stage grid), global_blocks, kernels (per block)}.
 """
 
@@ -34,6 +34,8 @@ MODELS = [
          attn_type="MAB1", agent_num=[16, 9, 4]),
     dict(name="inline_swin", kind="inline", seed=4200, embed=16, depths=[2, 2, 2], heads=[2, 2, 4], img=112,
          window=28, attn_type="MIS1"),
+    dict(name="pola_swin", kind="pola", seed=4300, embed=16, depths=[2, 2, 2], heads=[2, 2, 4], img=112, window=28,
+         attn_type="MLS1"),
 ]
 
 
@@ -60,12 +62,14 @@ def main(argv):
         with open(os.path.join(folder, "config.json"), "w") as f:
             json.dump({"architecture": spec["kind"] + "_swin_tiny", "num_classes": CLASSES, "model_args": model_args}, f)
         img = smooth_image(950 + index, spec["img"], spec["img"])
-        logits, matrices = ref.forward(sd, img, spec["heads"], spec["window"], spec["attn_type"])
+        seconds = []
+        logits, matrices = ref.forward(sd, img, spec["heads"], spec["window"], spec["attn_type"], seconds=seconds)
         types = [t for stage in ref.block_types(spec["attn_type"], spec["depths"]) for t in stage]
         widest = max(m.shape[-1] for m in matrices if m is not None)
         heads = max(spec["heads"])
         queries, global_blocks = [], []
         rows = torch.zeros(len(matrices), heads, 3, widest, dtype=torch.float64)
+        second_rows = torch.zeros_like(rows)
         for b, m in enumerate(matrices):
             if m is None:
                 queries.append([])
@@ -75,14 +79,21 @@ def main(argv):
             queries.append(chosen)
             global_blocks.append(b)
             rows[b, : m.shape[0], :, :n] = m[:, chosen, :]
+            if seconds:
+                opposite = seconds[len(global_blocks) - 1]
+                second_rows[b, : m.shape[0], :, :n] = opposite[:, chosen, :]
+        extra = {}
+        if seconds:
+            np.save(os.path.join(out, name + ".second_rows.npy"), second_rows.to(torch.float32).numpy())
+            extra["second_rows"] = name + ".second_rows.npy"
         np.save(os.path.join(out, name + ".input.npy"), img.numpy())
         np.save(os.path.join(out, name + ".output.npy"), logits.to(torch.float32).numpy())
         np.save(os.path.join(out, name + ".rows.npy"), rows.to(torch.float32).numpy())
-        kernels = [{"A": "agent", "I": "inline"}.get(t, "softmax") for t in types]
+        kernels = [{"A": "agent", "I": "inline", "L": "pola"}.get(t, "softmax") for t in types]
         cases.append({"name": name, "kind": spec["kind"], "model": name + ".pth", "folder": name,
                       "input": name + ".input.npy", "output": name + ".output.npy", "rows": name + ".rows.npy",
                       "queries": queries, "global_blocks": global_blocks, "kernels": kernels,
-                      "heads": spec["heads"], "img": spec["img"]})
+                      "heads": spec["heads"], "img": spec["img"], **extra})
     return write_cases(out, cases, started)
 
 

@@ -10,10 +10,14 @@ written from their code:
   * LeapLabTHU/InLine, models/inline_swin.py: InLineSwin with 'I' blocks (InLineAttention, kernel_func
     identity: kv = (k^T sqrt(s/n)) @ (v sqrt(s/n)); x = q @ kv + (1 - q @ k_mean^T s) v_mean; plus the
     3 x 3 residual predicted from the window's mean token by residual = Conv1d(C, C, 1, groups=h), GELU,
-    Conv1d(C, 9C, 1, groups=h)).
+    Conv1d(C, 9C, 1, groups=h));
+  * ZacharyMeng/PolaFormer, models/pola_swin.py: PolaSwinTransformer with 'L' blocks (PolaLinearAttention:
+    q, k, v, g = qkvg(x); k += positional_encoding; q, k / softplus(scale); p = 1 + alpha sigmoid(power); same-sign
+    features [q+^p, q-^p] with the first half of v, opposite-sign [q-^p, q+^p] with the second, each normalised by
+    q.mean(k) + 1e-6; plus dwc(v) per head; times g) and 'S' windows of 7 (12 above a window of 56).
 forward() returns the logits and, per block, the equivalent attention of the global successor blocks
-([heads, n, n] of the first image: Agent's q_attn @ agent_attn, InLine's (s/n)(q.k_j - q.k_mean) + 1/n) or None
-for window blocks."""
+([heads, n, n] of the first image: Agent's q_attn @ agent_attn, InLine's (s/n)(q.k_j - q.k_mean) + 1/n,
+PolaFormer's same-sign matrix, with its opposite-sign one in `seconds`) or None for window blocks."""
 
 import math
 
@@ -33,9 +37,9 @@ def _lin(x, sd, prefix):
 
 def block_types(attn_type, depths):
     """Per-block letters as BasicLayer makes them: attn_type[i], or for 'M' the first int(rest) blocks the
-    successor's letter (A or I) and the others the softmax letter."""
+    successor's letter (A, I or L) and the others the softmax letter."""
     n = len(depths)
-    letters = "AB" if "A" in attn_type or "B" in attn_type else "IS"
+    letters = "AB" if "A" in attn_type or "B" in attn_type else ("LS" if "L" in attn_type else "IS")
     out = []
     for i in range(n):
         t = attn_type[i] + (attn_type[n:] if attn_type[i] == "M" else "")
@@ -139,7 +143,42 @@ def inline_attention(x, sd, a, heads, ws):
     return _lin(out, sd, a + "proj"), matrix
 
 
-def forward(sd, img, heads, window_size, attn_type, patch=4):
+def pola_attention(x, sd, a, heads, ws, alpha=4.0):
+    B, N, C = x.shape
+    q, k, v, g = _lin(x, sd, a + "qkvg").reshape(B, N, 4, C).permute(2, 0, 1, 3).unbind(0)
+    k = k + sd[a + "positional_encoding"]
+    scale = F.softplus(sd[a + "scale"])
+    power = 1 + alpha * torch.sigmoid(sd[a + "power"])
+    q, k = q / scale, k / scale
+    q, k, v = (t.reshape(B, N, heads, -1).permute(0, 2, 1, 3) for t in (q, k, v))
+    q_pos, q_neg, k_pos, k_neg = F.relu(q) ** power, F.relu(-q) ** power, F.relu(k) ** power, F.relu(-k) ** power
+    q_sim, q_opp, k = torch.cat([q_pos, q_neg], -1), torch.cat([q_neg, q_pos], -1), torch.cat([k_pos, k_neg], -1)
+    v1, v2 = torch.chunk(v, 2, dim=-1)
+    z_sim = 1 / (q_sim @ k.mean(dim=-2, keepdim=True).transpose(-2, -1) + 1e-6)
+    x_sim = q_sim @ ((k.transpose(-2, -1) * N ** -0.5) @ (v1 * N ** -0.5)) * z_sim
+    z_opp = 1 / (q_opp @ k.mean(dim=-2, keepdim=True).transpose(-2, -1) + 1e-6)
+    x_opp = q_opp @ ((k.transpose(-2, -1) * N ** -0.5) @ (v2 * N ** -0.5)) * z_opp
+    out = torch.cat([x_sim, x_opp], -1).transpose(1, 2).reshape(B, N, C)
+    H = W = int(N ** 0.5)
+    vimg = v.reshape(B * heads, H, W, -1).permute(0, 3, 1, 2)
+    w = sd[a + "dwc.weight"]
+    out = out + F.conv2d(vimg, w, sd[a + "dwc.bias"], padding=w.shape[-1] // 2, groups=w.shape[0]).reshape(
+        B, C, N).permute(0, 2, 1)
+    out = out * g
+    same = (q_sim[0] @ k[0].transpose(-2, -1)) / N * z_sim[0]
+    opposite = (q_opp[0] @ k[0].transpose(-2, -1)) / N * z_opp[0]
+    return _lin(out, sd, a + "proj"), same, opposite
+
+
+def block_window(kind, letter, window_size):
+    """The window a block asks for: the successor's blocks the configured one, softmax blocks max(7, w // 8)
+    (Agent, InLine) or 7, 12 above 56 (PolaFormer)."""
+    if letter in "AIL":
+        return window_size
+    return (7 if window_size <= 56 else 12) if kind == "pola" else max(7, window_size // 8)
+
+
+def forward(sd, img, heads, window_size, attn_type, patch=4, seconds=None):
     """Logits [B, classes] and the per-block equivalent matrices (None for window blocks)."""
     sd = {k: v.to(torch.float64) if v.is_floating_point() else v for k, v in sd.items()}
     x = F.conv2d(img.to(torch.float64), sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"], stride=patch)
@@ -157,7 +196,7 @@ def forward(sd, img, heads, window_size, attn_type, patch=4):
         H, W = H0 >> s, W0 >> s
         for bi in range(depth):
             t = types[s][bi]
-            ws = window_size if t in "AI" else max(7, window_size // 8)
+            ws = block_window("pola" if "L" in attn_type else "", t, window_size)
             shift = 0 if bi % 2 == 0 else ws // 2
             if min(H, W) <= ws:
                 shift, ws = 0, min(H, W)
@@ -171,6 +210,10 @@ def forward(sd, img, heads, window_size, attn_type, patch=4):
                 out, matrix = agent_attention(yw, sd, p + "attn.", heads[s], ws)
             elif t == "I":
                 out, matrix = inline_attention(yw, sd, p + "attn.", heads[s], ws)
+            elif t == "L":
+                out, matrix, opposite = pola_attention(yw, sd, p + "attn.", heads[s], ws)
+                if seconds is not None:
+                    seconds.append(opposite)
             else:
                 mask = shift_mask(H, W, ws, shift, yw.dtype) if shift else None
                 out, matrix = window_attention(yw, sd, p + "attn.", heads[s], ws, mask)
@@ -203,7 +246,7 @@ def make_state(r, kind, embed, depths, heads, img, window_size, attn_type, agent
         res, h = grid >> s, heads[s]
         for bi in range(depth):
             t = types[s][bi]
-            ws = window_size if t in "AI" else max(7, window_size // 8)
+            ws = block_window(kind, t, window_size)
             shift = 0 if bi % 2 == 0 else ws // 2
             if res <= ws:
                 shift, ws = 0, res
@@ -215,8 +258,12 @@ def make_state(r, kind, embed, depths, heads, img, window_size, attn_type, agent
             if t == "S" or t == "B":
                 sd[a + "relative_position_bias_table"] = r.normal([(2 * ws - 1) ** 2, h], 0.6)
                 sd[a + "relative_position_index"] = relative_position_index(ws)
-            sd[a + "qkv.weight"] = r.normal([3 * C, C], 1.4 / math.sqrt(C))
-            sd[a + "qkv.bias"] = r.normal([3 * C], 0.05)
+            if t == "L":
+                sd[a + "qkvg.weight"] = r.normal([4 * C, C], 1.4 / math.sqrt(C))
+                sd[a + "qkvg.bias"] = r.normal([4 * C], 0.05)
+            else:
+                sd[a + "qkv.weight"] = r.normal([3 * C, C], 1.4 / math.sqrt(C))
+                sd[a + "qkv.bias"] = r.normal([3 * C], 0.05)
             sd[a + "proj.weight"] = r.normal([C, C], 0.6 / math.sqrt(C))
             sd[a + "proj.bias"] = r.normal([C], 0.02)
             if t == "A":
@@ -229,6 +276,13 @@ def make_state(r, kind, embed, depths, heads, img, window_size, attn_type, agent
                 sd[a + "aw_bias"] = r.normal([1, h, A, 1, ws], 0.3)
                 sd[a + "ha_bias"] = r.normal([1, h, ws, 1, A], 0.3)
                 sd[a + "wa_bias"] = r.normal([1, h, 1, ws, A], 0.3)
+            elif t == "L":
+                d = C // h
+                sd[a + "dwc.weight"] = r.normal([d, 1, 5, 5], 0.2)
+                sd[a + "dwc.bias"] = r.normal([d], 0.05)
+                sd[a + "power"] = r.normal([1, h, 1, d], 0.8)
+                sd[a + "scale"] = r.normal([1, 1, C], 0.5)
+                sd[a + "positional_encoding"] = r.normal([1, ws * ws, C], 0.3)
             elif t == "I":
                 sd[a + "residual.0.weight"] = r.normal([C, C // h, 1], 1.0 / math.sqrt(C // h))
                 sd[a + "residual.0.bias"] = r.normal([C], 0.05)
