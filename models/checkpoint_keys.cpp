@@ -86,7 +86,7 @@ FocusedShapes read_focused_attention(ShapeReader& shapes, const std::string& pre
   return focused;
 }
 
-AgentShapes read_agent_attention(ShapeReader& shapes, const std::string& prefix, int dim) {
+AgentShapes read_agent_attention(ShapeReader& shapes, const std::string& prefix, int dim, bool depthwise_conv) {
   AgentShapes agent;
   agent.heads = shapes.size(prefix + "an_bias", 4, 0, "head count", kHeadRange);
   agent.agents = shapes.size(prefix + "an_bias", 4, 1, "agent count", kEncodingRange);
@@ -97,6 +97,7 @@ AgentShapes read_agent_attention(ShapeReader& shapes, const std::string& prefix,
       {"aw_bias", {1, h, a, 1, s}},   {"ha_bias", {1, h, s, 1, a}}, {"wa_bias", {1, h, 1, s, a}},
       {"dwc.weight", {dim, 1, 3, 3}}, {"dwc.bias", {dim}}};
   for (const auto& [part, sizes] : expected) {
+    if (!depthwise_conv && part.rfind("dwc.", 0) == 0) continue;
     if (!shapes.has(prefix + part))
       throw CheckpointError("missing tensor '" + shapes.file_key(prefix + part) +
                             "' (Agent Attention's module has every position bias and its depthwise conv): the "

@@ -64,7 +64,8 @@ FocusedShapes read_focused_attention(ShapeReader& shapes, const std::string& pre
 struct AgentShapes {
   int heads = 0, agents = 0, side = 0;
 };
-AgentShapes read_agent_attention(ShapeReader& shapes, const std::string& prefix, int dim);
+// agent_cswin's branches have no `dwc` (their LePE is CSwin's own): `depthwise_conv` false.
+AgentShapes read_agent_attention(ShapeReader& shapes, const std::string& prefix, int dim, bool depthwise_conv = true);
 // InLine's predictor of its local residual: `residual.0` Conv1d(C, C, 1, groups=h) and `residual.2`
 // Conv1d(C, 9C, 1, groups=h); returns h.
 int read_inline_residual(ShapeReader& shapes, const std::string& prefix, int dim);

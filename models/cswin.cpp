@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/attention_kernels_successors.h"
 #include "models/cpu_threads.h"
 #include "models/local_attention.h"
 #include "models/token_linear.h"
@@ -126,6 +127,19 @@ torch::Tensor stripe_slots(const StripePlan& plan) {
 CSwinBranchImpl::CSwinBranchImpl(int dim, const CSwinBlockArch& arch)
     : arch(arch), dim(dim), heads(arch.heads / arch.branches) {
   get_v = register_module("get_v", torch::nn::Conv2d(torch::nn::Conv2dOptions(dim, dim, 3).padding(1).groups(dim)));
+  if (arch.native == NativeAttention::Agent) {
+    const int64_t h = heads, agents = arch.agents, side = arch.agent_side;
+    an_bias = register_parameter("an_bias", torch::zeros({h, agents, 7, 7}));
+    na_bias = register_parameter("na_bias", torch::zeros({h, agents, 7, 7}));
+    ah_bias = register_parameter("ah_bias", torch::zeros({1, h, agents, side, 1}));
+    aw_bias = register_parameter("aw_bias", torch::zeros({1, h, agents, 1, side}));
+    ha_bias = register_parameter("ha_bias", torch::zeros({1, h, side, 1, agents}));
+    wa_bias = register_parameter("wa_bias", torch::zeros({1, h, 1, side, agents}));
+  }
+  if (arch.native == NativeAttention::InLine) {
+    auto grouped = [&](int64_t out) { return torch::nn::Conv1d(torch::nn::Conv1dOptions(dim, out, 1).groups(heads)); };
+    residual = register_module("residual", torch::nn::Sequential(grouped(dim), torch::nn::GELU(), grouped(9 * dim)));
+  }
   if (arch.native == NativeAttention::Focused) {
     const int head_dim = dim / heads;
     dwc = register_module("dwc", torch::nn::Conv2d(torch::nn::Conv2dOptions(head_dim, head_dim, arch.dwc_kernel)
@@ -139,7 +153,7 @@ CSwinBranchImpl::CSwinBranchImpl(int dim, const CSwinBlockArch& arch)
 
 torch::Tensor CSwinBranchImpl::forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const StripePlan& plan, const AttentionSettings& settings,
-                                       AttentionCapture* capture) {
+                                       AttentionCapture* capture, const torch::Tensor& input_mean) {
   const int64_t batch = q.size(0);
   // The block's own focused computation (scale, positional encoding, DWC) runs only natively; a
   // swapped kernel, focused included, starts from the raw q, k, v in the same stripes. LePE stays.
@@ -149,14 +163,23 @@ torch::Tensor CSwinBranchImpl::forward(const torch::Tensor& q, const torch::Tens
     step.parameters.scale = scale;
     step.parameters.positional_encoding = positional_encoding;
   }
-  step.resolved = resolve_for_layer(settings, arch.native, step.parameters, own_focused, plan.stripe_area());
+  step.parameters.learned_agents = arch.agents;
+  step.resolved = resolve_for_layer(settings, arch.native, step.parameters, own_focused || !residual.is_empty(),
+                                    plan.stripe_area());
   if (arch.native == NativeAttention::Focused && !own_focused) step.resolved.native = false;
   step.resolved.window = 0;
   step.group_grid.grid_h = plan.stripe_h;
   step.group_grid.grid_w = plan.stripe_w;
   if (step.resolved.learned_positional_encoding)
     step.parameters.positional_encoding = resize_grid_encoding(positional_encoding, plan.stripe_h, plan.stripe_w);
-  if (step.resolved.dwc) {
+  if (step.resolved.learned_agent_bias)  // agent_cswin: one stripe, the whole grid its biases were trained on
+    successor_kernels::add_agent_position_biases({an_bias, na_bias, ah_bias, aw_bias, ha_bias, wa_bias, {}, {}},
+                                                 step.group_grid, step.parameters);
+  if (step.resolved.dwc && !residual.is_empty()) {
+    // inline_cswin: residual(x_mean.unsqueeze(-1)).reshape(b * c, 1, 3, 3) with b the images (one stripe).
+    torch::nn::Sequential predictor = residual;
+    step.local_kernels = predictor->forward(input_mean.unsqueeze(-1)).reshape({batch * dim, 1, 3, 3});
+  } else if (step.resolved.dwc) {
     step.dwc_weight = dwc->weight;
     step.dwc_bias = dwc->bias;
   }
@@ -191,7 +214,7 @@ std::vector<StripePlan> CSwinBlockImpl::plans(int grid_h, int grid_w) const {
 }
 
 torch::Tensor CSwinBlockImpl::attend(const torch::Tensor& x, const AttentionSettings& settings,
-                                     AttentionCapture* capture) {
+                                     AttentionCapture* capture, const torch::Tensor& input) {
   const auto projected = token_linear(qkv, x);  // [B, H, W, 3C]: q, k, v of every channel
   const std::vector<StripePlan> stripe_plans = plans(int(x.size(1)), int(x.size(2)));
   const int64_t width = dim / arch.branches;
@@ -209,7 +232,10 @@ torch::Tensor CSwinBlockImpl::attend(const torch::Tensor& x, const AttentionSett
       if (arch.branches > 1) capture->branch_first_head.push_back(b * (arch.heads / arch.branches));
     }
     auto& branch = *attns[size_t(b)]->as<CSwinBranchImpl>();
-    outputs.push_back(branch.forward(part(0), part(1), part(2), stripe_plans[size_t(b)], settings, branch_capture));
+    const torch::Tensor input_mean =
+        branch.residual.is_empty() ? torch::Tensor() : input.mean({1, 2}).narrow(1, b * width, width);
+    outputs.push_back(
+        branch.forward(part(0), part(1), part(2), stripe_plans[size_t(b)], settings, branch_capture, input_mean));
   }
   return token_linear(proj, arch.branches == 1 ? outputs.front() : torch::cat(outputs, 3));
 }
@@ -245,6 +271,17 @@ CSwinTransformerImpl::CSwinTransformerImpl(const CSwinArch& arch) : StagedBackbo
   if (arch.num_classes > 0) head = register_module("head", torch::nn::Linear(in_dim, arch.num_classes));
 }
 
+std::string CSwinTransformerImpl::family() const {
+  std::string name = "flatten-cswin";  // also a file of softmax blocks alone
+  for (const auto& stage : arch_.stages)
+    for (const auto& block : stage.blocks)
+      if (block.native == NativeAttention::Agent)
+        name = "agent-cswin";
+      else if (block.native == NativeAttention::InLine)
+        name = "inline-cswin";
+  return name;
+}
+
 nlohmann::json CSwinTransformerImpl::describe_architecture() const {
   nlohmann::json stages_json = nlohmann::json::array();
   for (const auto& stage : arch_.stages) {
@@ -258,6 +295,10 @@ nlohmann::json CSwinTransformerImpl::describe_architecture() const {
       if (block.native == NativeAttention::Focused) {
         b["dwc_kernel"] = block.dwc_kernel;
         b["positional_encoding_grid"] = block.encoding_side;
+      }
+      if (block.native == NativeAttention::Agent) {
+        b["agents"] = block.agents;
+        b["agent_bias_grid"] = block.agent_side;
       }
       blocks.push_back(b);
     }
@@ -285,8 +326,8 @@ std::vector<std::string> CSwinTransformerImpl::summary_lines() const {
     if (s > 0) grid_h = (grid_h + 1) / 2, grid_w = (grid_w + 1) / 2;
     std::string kinds;
     for (const auto& block : stage.blocks) {
-      kinds += (kinds.empty() ? "" : ", ") + std::to_string(layer++) + ":" +
-               (block.native == NativeAttention::Focused ? "focused" : "softmax") +
+      kinds += (kinds.empty() ? "" : ", ") + std::to_string(layer++) + ":" + to_string(block.native) +
+               (block.agents > 0 ? " A" + std::to_string(block.agents) : "") +
                (block.branches > 1 ? " stripes " + std::to_string(block.split) : " global");
     }
     lines.push_back("stage " + std::to_string(s) + "       " + std::to_string(stage.blocks.size()) + " blocks, dim " +
@@ -310,7 +351,7 @@ torch::Tensor CSwinTransformerImpl::run_block(const BlockSite& site, const torch
   AttentionCapture* capture = site.capture;
   auto normed = block.norm1(input);
   pass.hook(site.name + ".norm1", site.layout, normed);
-  auto x = input + block.attend(normed, pass.settings, capture);
+  auto x = input + block.attend(normed, pass.settings, capture, input);
   x = x + block.mlp(block.norm2(x));
   pass.hook(site.name, site.layout, x);
   if (!capture) return x;

@@ -18,12 +18,15 @@
 namespace attnscope {
 
 struct CSwinBlockArch {
-  NativeAttention native = NativeAttention::Softmax;  // softmax (S) or focused (L)
-  int heads = 1;                                      // the block's total (each of two branches has half)
-  int branches = 2;                                   // 2: vertical + horizontal stripes; 1: the whole grid
-  int split = 1;                                      // stripe width of a two-branch block
-  int dwc_kernel = 0;                                 // focused: the DWC's kernel
-  int encoding_side = 0;                              // focused: the positional encoding's trained grid side
+  // softmax (S), focused (FLatten's L), agent (Agent-CSwin's A) or inline (InLine-CSwin's I); the last
+  // two as their authors run them: one branch over the whole grid (la_split_size = the grid)
+  NativeAttention native = NativeAttention::Softmax;
+  int heads = 1;                   // the block's total (each of two branches has half)
+  int branches = 2;                // 2: vertical + horizontal stripes; 1: the whole grid
+  int split = 1;                   // stripe width of a two-branch block
+  int dwc_kernel = 0;              // focused: the DWC's kernel
+  int encoding_side = 0;           // focused: the positional encoding's trained grid side
+  int agents = 0, agent_side = 0;  // agent: its count and its biases' grid side
   bool qkv_bias = true;
   int mlp_hidden = 0;
 };
@@ -68,12 +71,15 @@ torch::Tensor stripe_slots(const StripePlan& plan);
 // blocks, FLatten's scale, positional encoding and DWC.
 struct CSwinBranchImpl : torch::nn::Module {
   CSwinBranchImpl(int dim, const CSwinBlockArch& arch);
-  // q, k, v: [B, H, W, Cb] of this branch's channels -> attention x V + LePE (+ DWC), [B, H, W, Cb].
+  // q, k, v: [B, H, W, Cb] of this branch's channels -> attention x V + LePE (+ DWC, or InLine's
+  // residual predicted from `input_mean`, the block input's token mean of these channels [B, Cb]).
   torch::Tensor forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const StripePlan& plan,
-                        const AttentionSettings& settings, AttentionCapture* capture);
+                        const AttentionSettings& settings, AttentionCapture* capture, const torch::Tensor& input_mean);
 
   torch::nn::Conv2d get_v{nullptr}, dwc{nullptr};
   torch::Tensor scale, positional_encoding;
+  torch::Tensor an_bias, na_bias, ah_bias, aw_bias, ha_bias, wa_bias;  // agent_cswin's position biases
+  torch::nn::Sequential residual{nullptr};                             // inline_cswin's local residual
   CSwinBlockArch arch;
   int dim = 0, heads = 0;
 };
@@ -81,8 +87,10 @@ TORCH_MODULE(CSwinBranch);
 
 struct CSwinBlockImpl : torch::nn::Module {
   CSwinBlockImpl(int dim, const CSwinBlockArch& arch, double eps);
-  // x: [B, H, W, C] normed -> the attention output [B, H, W, C] before the residual.
-  torch::Tensor attend(const torch::Tensor& x, const AttentionSettings& settings, AttentionCapture* capture);
+  // x: [B, H, W, C] normed -> the attention output [B, H, W, C] before the residual; `input` is the
+  // block's input before norm1 (InLine predicts its residual from its token mean).
+  torch::Tensor attend(const torch::Tensor& x, const AttentionSettings& settings, AttentionCapture* capture,
+                       const torch::Tensor& input);
   std::vector<StripePlan> plans(int grid_h, int grid_w) const;
 
   torch::nn::Linear qkv{nullptr}, proj{nullptr};
@@ -109,7 +117,7 @@ class CSwinTransformerImpl : public StagedBackbone {
   // Hook points ([B, H, W, C]): "stageS.B.norm1" and "stageS.B" (S from 1, as the authors name
   // them), "blocks.N.norm1" / "blocks.N" with N counting blocks across stages, "stage1_conv_embed",
   // "mergeS" and "norm".
-  std::string family() const override { return "flatten-cswin"; }
+  std::string family() const override;
   std::vector<std::string> summary_lines() const override;
   const CSwinArch& arch() const { return arch_; }
 

@@ -21,8 +21,9 @@ std::string cswin_block_prefix(int stage, int block) {
   return "stage" + std::to_string(stage + 1) + "." + std::to_string(block) + ".";
 }
 
-// The authors' attn_type per block: one letter per stage, L (focused) or S (softmax); an M stage
-// has its first int(attn_type[stages:]) blocks L and the rest S.
+// The authors' attn_type per block: one letter per stage, the successor's (FLatten's L, Agent's A,
+// InLine's I) or softmax's (S; Agent's B); an M stage has its first int(attn_type[stages:]) blocks
+// the successor's and the rest softmax. True marks a successor block.
 std::vector<std::vector<bool>> parse_attn_type(const std::string& attn_type, const std::vector<int>& depths) {
   const size_t stages = depths.size();
   if (attn_type.size() < stages)
@@ -32,7 +33,7 @@ std::vector<std::vector<bool>> parse_attn_type(const std::string& attn_type, con
   for (size_t s = 0; s < stages; ++s) {
     const char letter = attn_type[s];
     int first_focused = 0;
-    if (letter == 'L') {
+    if (letter == 'L' || letter == 'A' || letter == 'I') {
       first_focused = depths[s];
     } else if (letter == 'M') {
       const std::string count = attn_type.substr(stages);
@@ -40,9 +41,9 @@ std::vector<std::vector<bool>> parse_attn_type(const std::string& attn_type, con
         throw CheckpointError("arch metadata attn_type '" + attn_type.substr(0, 40) +
                               "': an M stage needs the count of its focused blocks after the letters");
       first_focused = std::stoi(count);
-    } else if (letter != 'S') {
+    } else if (letter != 'S' && letter != 'B') {
       throw CheckpointError("arch metadata attn_type '" + attn_type.substr(0, 40) + "': stage " + std::to_string(s) +
-                            " is '" + std::string(1, letter) + "', not L, S or M");
+                            " is '" + std::string(1, letter) + "', not L, A, I (the successor's), S, B or M");
     }
     for (int b = 0; b < depths[s]; ++b) focused[s].push_back(b < first_focused);
   }
@@ -110,7 +111,26 @@ CSwinArch infer_cswin_arch(ShapeReader& shapes, const nlohmann::json& meta, std:
       block.mlp_hidden = shapes.size(prefix + "mlp.fc1.weight", 2, 0, "MLP hidden size", kHiddenRange);
       shapes.tensor(prefix + "attns.0.get_v.weight", 4);
       block.branches = shapes.has(prefix + "attns.1.get_v.weight") ? 2 : 1;
-      if (shapes.has(prefix + "attns.0.scale")) {
+      if (shapes.has(prefix + "attns.0.an_bias") || shapes.has(prefix + "attns.0.residual.0.weight")) {
+        // Agent-CSwin's and InLine-CSwin's blocks: one branch over the grid in every released model
+        // (la_split_size is the grid); with two, inline_cswin.py's residual reshape fails.
+        const bool agent = shapes.has(prefix + "attns.0.an_bias");
+        if (block.branches == 2)
+          throw CheckpointError("block '" + prefix + "' is " + (agent ? "an Agent" : "an InLine") +
+                                " block with two stripe branches (la_split_size below the stage grid): no released "
+                                "model has one, and inline_cswin.py cannot run it");
+        if (agent) {
+          const AgentShapes shapes_of_agent =
+              read_agent_attention(shapes, prefix + "attns.0.", stage.dim, /*depthwise_conv=*/false);
+          block.native = NativeAttention::Agent;
+          block.heads = shapes_of_agent.heads;
+          block.agents = shapes_of_agent.agents;
+          block.agent_side = shapes_of_agent.side;
+        } else {
+          block.native = NativeAttention::InLine;
+          block.heads = read_inline_residual(shapes, prefix + "attns.0.", stage.dim);
+        }
+      } else if (shapes.has(prefix + "attns.0.scale")) {
         block.native = NativeAttention::Focused;
         if (block.branches == 2)
           throw CheckpointError("block '" + prefix +
@@ -145,9 +165,12 @@ CSwinArch infer_cswin_arch(ShapeReader& shapes, const nlohmann::json& meta, std:
       CSwinBlockArch& block = arch.stages[s].blocks[b];
       const int dim = arch.stages[s].dim;
       if (!heads.empty()) {
-        if (block.native == NativeAttention::Focused && block.heads != heads[s])
-          throw CheckpointError("tensor '" + cswin_block_prefix(int(s), int(b)) + "attns.0.dwc.weight' implies " +
-                                std::to_string(block.heads) + " heads, the arch metadata says " +
+        if (block.native != NativeAttention::Softmax && block.heads != heads[s])
+          throw CheckpointError("tensor '" + cswin_block_prefix(int(s), int(b)) + "attns.0." +
+                                (block.native == NativeAttention::Focused ? "dwc.weight"
+                                 : block.native == NativeAttention::Agent ? "an_bias"
+                                                                          : "residual.0.weight") +
+                                "' implies " + std::to_string(block.heads) + " heads, the arch metadata says " +
                                 std::to_string(heads[s]));
         block.heads = heads[s];
       } else if (block.native == NativeAttention::Softmax) {
@@ -187,11 +210,14 @@ CSwinArch infer_cswin_arch(ShapeReader& shapes, const nlohmann::json& meta, std:
   }
   for (size_t s = 0; native <= 0 && s < stages; ++s)
     for (const auto& block : arch.stages[s].blocks)
-      if (block.native == NativeAttention::Focused && native <= 0) {
-        native = shapes.bounded("native input size", cswin_block_prefix(int(s), 0) + "attns.0.positional_encoding",
-                                int64_t(block.encoding_side) * 4 << s, kInputRange);
-        notes.push_back("native input " + std::to_string(native) + " from stage " + std::to_string(s) +
-                        "'s positional encoding (no img_size metadata)");
+      if ((block.native == NativeAttention::Focused || block.native == NativeAttention::Agent) && native <= 0) {
+        const bool agent = block.native == NativeAttention::Agent;
+        native =
+            shapes.bounded("native input size",
+                           cswin_block_prefix(int(s), 0) + (agent ? "attns.0.ah_bias" : "attns.0.positional_encoding"),
+                           int64_t(agent ? block.agent_side : block.encoding_side) * 4 << s, kInputRange);
+        notes.push_back("native input " + std::to_string(native) + " from stage " + std::to_string(s) + "'s " +
+                        (agent ? "agent biases" : "positional encoding") + " (no img_size metadata)");
       }
   if (native <= 0) {
     native = 224;
@@ -212,13 +238,13 @@ CSwinArch infer_cswin_arch(ShapeReader& shapes, const nlohmann::json& meta, std:
       bounded_list(shapes, stage_counts(meta, "la_split_size", stages), "la_split_size", "stripe width", kGridRange);
   for (size_t s = 0; s < stages; ++s)
     for (auto& block : arch.stages[s].blocks)
-      block.split = block.native == NativeAttention::Focused && !arch.la_split_size.empty() ? arch.la_split_size[s]
+      block.split = block.native != NativeAttention::Softmax && !arch.la_split_size.empty() ? arch.la_split_size[s]
                                                                                             : arch.split_size[s];
 
   // attn_type: the keys decide; the metadata's must agree with them.
   std::vector<std::vector<bool>> focused(stages);
   for (size_t s = 0; s < stages; ++s)
-    for (const auto& block : arch.stages[s].blocks) focused[s].push_back(block.native == NativeAttention::Focused);
+    for (const auto& block : arch.stages[s].blocks) focused[s].push_back(block.native != NativeAttention::Softmax);
   if (meta.is_object() && meta.contains("attn_type") && meta["attn_type"].is_string()) {
     arch.attn_type = meta["attn_type"].get<std::string>();
     const auto expected = parse_attn_type(arch.attn_type, depths);
@@ -227,20 +253,30 @@ CSwinArch infer_cswin_arch(ShapeReader& shapes, const nlohmann::json& meta, std:
         if (expected[s][b] != focused[s][b])
           throw CheckpointError("arch metadata attn_type '" + arch.attn_type.substr(0, 40) + "' makes block '" +
                                 cswin_block_prefix(int(s), int(b)) + "' " + (expected[s][b] ? "focused" : "softmax") +
-                                " but its keys are " + (focused[s][b] ? "focused (attns.0.scale)" : "softmax"));
+                                " but its keys are " +
+                                (focused[s][b] ? to_string(arch.stages[s].blocks[b].native) : "softmax"));
   } else {
+    // The authors' letters: FLatten's L/S, Agent's A/B, InLine's I/S.
+    const char* successor_letters = "LS";
+    for (const auto& stage : arch.stages)
+      for (const auto& block : stage.blocks)
+        if (block.native == NativeAttention::Agent)
+          successor_letters = "AB";
+        else if (block.native == NativeAttention::InLine)
+          successor_letters = "IS";
     std::string letters, count;
     for (size_t s = 0; s < stages; ++s) {
       size_t leading = 0;
       while (leading < focused[s].size() && focused[s][leading]) ++leading;
       for (size_t b = leading; b < focused[s].size(); ++b)
         if (focused[s][b])
-          throw CheckpointError("block '" + cswin_block_prefix(int(s), int(b)) +
-                                "' is focused after a softmax block of its stage: no attn_type has that order");
+          throw CheckpointError(
+              "block '" + cswin_block_prefix(int(s), int(b)) +
+              "' is the successor's kind after a softmax block of its stage: no attn_type has that order");
       if (leading == focused[s].size()) {
-        letters += 'L';
+        letters += successor_letters[0];
       } else if (leading == 0) {
-        letters += 'S';
+        letters += successor_letters[1];
       } else {
         letters += 'M';
         count = std::to_string(leading);
@@ -292,6 +328,24 @@ const std::vector<ReleasedArch>& cswin_released() {
        R"({"patch_size":4,"embed_dim":96,"depth":[3,6,29,2],"split_size":[1,2,7,7],"num_heads":[4,8,16,32],"mlp_ratio":4.0,"img_size":224})"},
       {"FLatten_CSWin_96_36292_base_384",
        R"({"patch_size":4,"embed_dim":96,"depth":[3,6,29,2],"split_size":[1,2,12,12],"num_heads":[4,8,16,32],"mlp_ratio":4.0,"img_size":384})"},
+      // Agent-CSwin and InLine-CSwin (LeapLabTHU/Agent-Attention agent_cswin.py and cfgs/agent_cswin_*.yaml,
+      // LeapLabTHU/InLine inline_cswin.py and cfgs/inline_cswin_*.yaml).
+      {"Agent_CSWin_64_24181_tiny_224",
+       R"({"patch_size":4,"embed_dim":64,"depth":[2,4,18,1],"split_size":[1,2,7,7],"num_heads":[2,4,8,16],"mlp_ratio":4.0,"img_size":224,"attn_type":"AABB","la_split_size":"56-28-14-7","agent_num":"9-16-49-49"})"},
+      {"Agent_CSWin_64_36292_small_224",
+       R"({"patch_size":4,"embed_dim":64,"depth":[3,6,29,2],"split_size":[1,2,7,7],"num_heads":[2,4,8,16],"mlp_ratio":4.0,"img_size":224,"attn_type":"AABB","la_split_size":"56-28-14-7","agent_num":"9-16-49-49"})"},
+      {"Agent_CSWin_96_36292_base_224",
+       R"({"patch_size":4,"embed_dim":96,"depth":[3,6,29,2],"split_size":[1,2,7,7],"num_heads":[4,8,16,32],"mlp_ratio":4.0,"img_size":224,"attn_type":"AABB","la_split_size":"56-28-14-7","agent_num":"9-16-49-49"})"},
+      {"Agent_CSWin_96_36292_base_384",
+       R"({"patch_size":4,"embed_dim":96,"depth":[3,6,29,2],"split_size":[1,2,12,12],"num_heads":[4,8,16,32],"mlp_ratio":4.0,"img_size":384,"attn_type":"AABB","la_split_size":"96-48-24-12","agent_num":"9-16-49-49"})"},
+      {"inline_cswin_tiny",
+       R"({"patch_size":4,"embed_dim":64,"depth":[2,4,18,1],"split_size":[1,2,7,7],"num_heads":[2,4,8,16],"mlp_ratio":4.0,"img_size":224,"attn_type":"IISS","la_split_size":"56-28-14-7"})"},
+      {"inline_cswin_small",
+       R"({"patch_size":4,"embed_dim":64,"depth":[3,6,29,2],"split_size":[1,2,7,7],"num_heads":[2,4,8,16],"mlp_ratio":4.0,"img_size":224,"attn_type":"IISS","la_split_size":"56-28-14-7"})"},
+      {"inline_cswin_base",
+       R"({"patch_size":4,"embed_dim":96,"depth":[3,6,29,2],"split_size":[1,2,7,7],"num_heads":[4,8,16,32],"mlp_ratio":4.0,"img_size":224,"attn_type":"IISS","la_split_size":"56-28-14-7"})"},
+      {"inline_cswin_base_384",
+       R"({"patch_size":4,"embed_dim":96,"depth":[3,6,29,2],"split_size":[1,2,12,12],"num_heads":[4,8,16,32],"mlp_ratio":4.0,"img_size":384,"attn_type":"IISS","la_split_size":"96-48-24-12"})"},
   };
   return table;
 }
@@ -299,14 +353,18 @@ const std::vector<ReleasedArch>& cswin_released() {
 const BackboneFamily& cswin_family() {
   static const BackboneFamily family{
       "flatten-cswin",
-      "FLatten-CSwin",
+      "FLatten-CSwin, Agent-CSwin, InLine-CSwin",
       looks_like_cswin,
       infer_cswin,
       {},
       cswin_released(),
       {{"split_size", "split_size", "CSwin's stripe width per stage", ArchKey::Counts},
-       {"la_split_size", "la_split_size", "FLatten-CSwin's stripe width of focused blocks per stage", ArchKey::Counts}},
-      {{{"MODEL", "LA", "CSWIN_LA_SPLIT_SIZE"}, "la_split_size"}}};
+       {"la_split_size", "la_split_size",
+        "CSwin's stripe width of the successor's blocks per stage (FLatten's focused, Agent's, InLine's)",
+        ArchKey::Counts}},
+      {{{"MODEL", "LA", "CSWIN_LA_SPLIT_SIZE"}, "la_split_size"},
+       {{"MODEL", "AGENT", "CSWIN_LA_SPLIT_SIZE"}, "la_split_size"},
+       {{"MODEL", "INLINE", "CSWIN_LA_SPLIT_SIZE"}, "la_split_size"}}};
   return family;
 }
 

@@ -40,10 +40,10 @@ void expect_cases_match(const std::string& folder, const std::string& family_suf
     for (const std::string& file : {c.at("model").get<std::string>(), c.at("folder").get<std::string>()}) {
       SCOPED_TRACE(file);
       ArchOverrides overrides;
-      if (file == c.at("model") && c.value("pth_needs_config", false)) {
+      if (file == c.at("model") && c.value("pth_needs_config", false)) {  // what a bare .pth cannot show
         std::string heads;
         for (const auto& h : c.at("heads")) heads += (heads.empty() ? "" : "/") + std::to_string(h.get<int>());
-        overrides = ArchOverrides::parse("heads=" + heads);
+        overrides = ArchOverrides::parse(c.value("arch", "heads=" + heads));
       }
       LoadedModel model = load_model(folder + file, overrides, torch::kCPU);
       EXPECT_EQ(model.backbone->family().rfind(kind + family_suffix, 0), 0u) << model.backbone->family();
@@ -98,6 +98,13 @@ TEST(SuccessorSwin, NativeMatchesTheAuthorsCodeInBothLayouts) {
 // their sr, PolaFormer's first stage too (V resampled to every query before its DWC).
 TEST(SuccessorPvt, NativeMatchesTheAuthorsCodeInBothLayouts) {
   expect_cases_match(kData + "successor_pvt_cases/", "-pvt", 3);
+}
+
+// Agent-CSwin and InLine-CSwin: the successor's blocks one branch over the whole grid with LePE
+// (InLine's residual predicted from the block's input before norm1), softmax blocks in two
+// branches of stripes.
+TEST(SuccessorCswin, NativeMatchesTheAuthorsCodeInBothLayouts) {
+  expect_cases_match(kData + "successor_cswin_cases/", "-cswin", 2);
 }
 
 // No key shows the heads of PVT's softmax stages: without a config the released 1/2/5/8 are
