@@ -16,6 +16,7 @@ namespace attnscope {
   FAMILY(cswin)                             \
   FAMILY(l2vit)                             \
   FAMILY(care)                              \
+  FAMILY(mlla)                              \
   FAMILY(vit)
 
 #define ATTNSCOPE_DECLARE_FAMILY(name) const BackboneFamily& name##_family();

@@ -19,7 +19,8 @@ models=(parity_cases/vit_softmax.safetensors parity_cases/vit_registers.safetens
         eva_cases/meta_dinov3.pth eva_cases/hf_siglip successor_cases/agent_deit.safetensors
         successor_swin_cases/agent_swin.pth successor_swin_cases/inline_swin.pth
         successor_swin_cases/pola_swin.pth successor_pvt_cases/agent_pvt successor_pvt_cases/inline_pvt.pth
-        successor_pvt_cases/pola_pvt successor_cswin_cases/agent_cswin successor_cswin_cases/inline_cswin)
+        successor_pvt_cases/pola_pvt successor_cswin_cases/agent_cswin successor_cswin_cases/inline_cswin
+        mlla_cases/mlla)
 for model in "${models[@]}"; do
   if [ ! -e "$data/$model" ]; then
     echo "device_kit: $data/$model is missing: run scripts/test.sh first (its Python fixtures write it)" >&2

@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -122,7 +125,12 @@ inline ForwardOutput forward_and_check_logits(LoadedModel& model, const std::str
 // Loading `checkpoint` (written as a temporary safetensors file) fails with a CheckpointError
 // whose message names `needle`.
 inline void expect_refusal_naming(const Checkpoint& checkpoint, const std::string& needle) {
-  const std::string path = ::testing::TempDir() + "/refused_checkpoint.safetensors";
+  // One file per process and test: two suites run at once (scripts/test.sh --kernels beside a build's
+  // ctest) share the temporary folder, and a shared name let one read the other's checkpoint.
+  const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string path = ::testing::TempDir() + "/refused_checkpoint_" + std::to_string(::getpid()) + "_" +
+                           (test ? std::string(test->test_suite_name()) + "." + test->name() : std::string("none")) +
+                           ".safetensors";
   save_safetensors(path, checkpoint.tensors, checkpoint.metadata);
   try {
     load_model(path, {}, torch::kCPU);
@@ -130,6 +138,7 @@ inline void expect_refusal_naming(const Checkpoint& checkpoint, const std::strin
   } catch (const CheckpointError& e) {
     EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
   }
+  std::remove(path.c_str());
 }
 
 // Grad-CAM of the top-1 class at hook point `layer` (the model's default when empty).

@@ -3,6 +3,7 @@
 // (written from transformers', OpenAI's and DINOv2's code) and eager PyTorch models exported by
 // scripts/export_torchscript.py (tests/python/make_torchscript_cases.py).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -148,7 +149,8 @@ TEST(HubLayouts, TimmLayoutClipTowerMatchesOpenAIsWithQuickGelu) {
   const std::string openai = kFixtures + "hub_cases/clip_visual.safetensors";
   Checkpoint checkpoint = load_checkpoint(openai);
   ASSERT_EQ(to_string(adopt_known_layout(checkpoint, openai).layout), "openai-clip");
-  const std::string timm_file = ::testing::TempDir() + "/clip_timm_layout.safetensors";
+  const std::string timm_file =
+      ::testing::TempDir() + "/clip_timm_layout_" + std::to_string(::getpid()) + ".safetensors";
   save_safetensors(timm_file, checkpoint.tensors);
   LoadedModel reference = load_model(openai, {}, torch::kCPU);
   LoadedModel plain = load_model(timm_file, {}, torch::kCPU);

@@ -184,5 +184,54 @@ TEST(KernelSuccessors, AlphaAndRopeShapesAreChecked) {
   EXPECT_EQ(output.layers[0].attention.describe(), "pola alpha=2.5 power=2.25 scale=ln2 (no dwc, no gate) [swapped]");
 }
 
+// `analyze --analysis kernel-parts`: the agent demo's agents (each agent's attention over the key
+// patches) weighted by the query's row of q_attn give the query's row of the equivalent matrix (the
+// class key aside); PolaFormer's two files are the query's rows of its two matrices; softmax has no
+// parts and says so.
+TEST(KernelSuccessors, KernelPartsAreTheMatricesFactors) {
+  const std::filesystem::path out = std::filesystem::temp_directory_path() / "attnscope_kernel_parts";
+  std::filesystem::remove_all(out);
+  const std::string model = std::string(ATTNSCOPE_SOURCE_DIR) + "/assets/models/agent.safetensors";
+  const std::string image = std::string(ATTNSCOPE_SOURCE_DIR) + "/assets/images/sign_4.png";
+  testing::CliRequest request({"analyze", "--analysis", "kernel-parts", "--model", model, "--image", image,
+                               "--variants", "native,pola,softmax", "--layer", "1", "--head", "2", "--query", "3,4",
+                               "--out", out.string()});
+  const auto result = testing::run_cli_process(request);
+  ASSERT_EQ(result.exit_code, 0);
+  std::ifstream in(out / "summary.json");
+  const auto summary = nlohmann::json::parse(in);
+  ASSERT_EQ(summary.at("variants").size(), 3u);
+  EXPECT_EQ(summary["variants"][2].at("kernel"), "softmax");
+  EXPECT_NE(summary["variants"][2].at("none").get<std::string>().find("computes no parts"), std::string::npos);
+  const torch::Tensor agents = read_npy((out / "agents_native.npy").string()).to(torch::kDouble);
+  const torch::Tensor weights = read_npy((out / "agent_weights_native.npy").string()).to(torch::kDouble);
+  ASSERT_EQ(agents.sizes(), (std::vector<int64_t>{36, 12, 12}));
+  EXPECT_NEAR(weights.sum().item<double>(), 1.0, 1e-5);
+
+  // `run` writes the same query's row of each matrix over the key patches.
+  auto run_rows = [&](const std::string& variant) {
+    const std::filesystem::path run_out = out / ("run_" + variant);
+    testing::CliRequest run({"run", "--model", model, "--image", image, "--variant", variant, "--layer", "1", "--head",
+                             "2", "--query", "3,4", "--out", run_out.string()});
+    const auto ran = testing::run_cli_process(run);
+    EXPECT_EQ(ran.exit_code, 0);
+    return run_out;
+  };
+  const auto native = run_rows("native");
+  // run's row holds the class key first.
+  const torch::Tensor row =
+      read_npy((native / "attention_l1_h2.npy").string()).reshape({-1}).slice(0, 1).to(torch::kDouble);
+  EXPECT_LT(max_abs_difference(torch::matmul(weights, agents.reshape({36, -1})), row), 1e-5);
+  const auto pola = run_rows("pola");
+  const torch::Tensor same = read_npy((out / "same_sign_pola.npy").string()).reshape({-1});
+  const torch::Tensor opposite = read_npy((out / "opposite_sign_pola.npy").string()).reshape({-1});
+  EXPECT_LT(max_abs_difference(same, read_npy((pola / "attention_l1_h2.npy").string()).reshape({-1}).slice(0, 1)),
+            1e-6);
+  EXPECT_LT(max_abs_difference(opposite, read_npy((pola / "second_l1_h2.npy").string()).reshape({-1}).slice(0, 1)),
+            1e-6);
+  EXPECT_GT(max_abs_difference(same, opposite), 1e-3);
+  EXPECT_TRUE(std::filesystem::exists(out / "kernel_parts_native.png"));
+}
+
 }  // namespace test_kernel_successors
 }  // namespace attnscope

@@ -1,6 +1,7 @@
 // A checkpoint per panel in the session format: panel specs (model, variant, parameters) in text and
 // JSON, today's sessions read as before, the default export folder, and preprocessing options.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -106,7 +107,8 @@ TEST(PanelSpec, ExportVariantsNameTheirModel) {
 }
 
 TEST(ExportFolder, BesideTheSessionElsePerUserNeverTheSourceTree) {
-  const std::string session = ::testing::TempDir() + "/attnscope_export_folder_session.json";
+  const std::string session =
+      ::testing::TempDir() + "/attnscope_export_folder_session_" + std::to_string(::getpid()) + ".json";
   std::ofstream(session) << "{}";
   EXPECT_EQ(default_export_folder(session),
             (std::filesystem::path(::testing::TempDir()) / "figures").lexically_normal().string());

@@ -107,6 +107,10 @@ TEST(SuccessorCswin, NativeMatchesTheAuthorsCodeInBothLayouts) {
   expect_cases_match(kData + "successor_cswin_cases/", "-cswin", 2);
 }
 
+// MLLA (NeurIPS 2024, the FLatten authors): its stem and merges with BatchNorm, blocks whose linear
+// attention (ELU + 1, RoPE, values its input) sits in a gated Mamba-like block with LePE and CPE.
+TEST(Mlla, NativeMatchesTheAuthorsCodeInBothLayouts) { expect_cases_match(kData + "mlla_cases/", "", 1); }
+
 // No key shows the heads of PVT's softmax stages: without a config the released 1/2/5/8 are
 // assumed and said, and here refused because 5 does not divide the width; a config whose heads
 // disagree with a successor stage's weights is refused naming both.
