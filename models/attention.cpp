@@ -70,20 +70,12 @@ AttentionImpl::AttentionImpl(const AttentionArch& arch) : arch_(arch) {
   if (arch.native == NativeAttention::Agent) {
     const int64_t heads = arch.heads, agents = arch.agents, side = arch.agent_grid;
     dwc = register_module("dwc", torch::nn::Conv2d(torch::nn::Conv2dOptions(dim, dim, 3).groups(dim).padding(1)));
-    an_bias = register_parameter("an_bias", torch::zeros({heads, agents, 7, 7}));
-    na_bias = register_parameter("na_bias", torch::zeros({heads, agents, 7, 7}));
-    ah_bias = register_parameter("ah_bias", torch::zeros({1, heads, agents, side, 1}));
-    aw_bias = register_parameter("aw_bias", torch::zeros({1, heads, agents, 1, side}));
-    ha_bias = register_parameter("ha_bias", torch::zeros({1, heads, side, 1, agents}));
-    wa_bias = register_parameter("wa_bias", torch::zeros({1, heads, 1, side, agents}));
-    ac_bias = register_parameter("ac_bias", torch::zeros({1, heads, agents, 1}));
-    ca_bias = register_parameter("ca_bias", torch::zeros({1, heads, 1, agents}));
+    agent_biases = successor_kernels::register_agent_biases(*this, heads, agents, side);
+    agent_biases.ac = register_parameter("ac_bias", torch::zeros({1, heads, agents, 1}));
+    agent_biases.ca = register_parameter("ca_bias", torch::zeros({1, heads, 1, agents}));
   }
   if (arch.inline_residual) {
-    auto grouped = [&](int64_t out) {
-      return torch::nn::Conv1d(torch::nn::Conv1dOptions(dim, out, 1).groups(arch.heads));
-    };
-    residual = register_module("residual", torch::nn::Sequential(grouped(dim), torch::nn::GELU(), grouped(9 * dim)));
+    residual = register_module("residual", successor_kernels::inline_residual_predictor(dim, arch.heads));
   }
   if (arch.native == NativeAttention::Enhanced)
     temperature = register_parameter("temperature", torch::full({arch.heads, 1, 1}, 1.0 / std::sqrt(head_dim)));
@@ -187,8 +179,7 @@ AttentionImpl::MixInputs AttentionImpl::prepare_mix(const torch::Tensor& project
   KernelParameters& parameters = inputs.parameters;
   parameters = kernel_parameters();
   if (inputs.resolved.learned_agent_bias)
-    successor_kernels::add_agent_position_biases(
-        {an_bias, na_bias, ah_bias, aw_bias, ha_bias, wa_bias, ac_bias, ca_bias}, layout, parameters);
+    successor_kernels::add_agent_position_biases(agent_biases, layout, parameters);
   inputs.features = kernel_features(inputs.resolved, inputs.q, inputs.k, parameters, layout);
   if (inputs.resolved.dwc && !residual.is_empty()) {
     // inline_deit: residual(x.mean(dim=1).unsqueeze(-1)).reshape(b * c, 1, 3, 3).

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "models/attention_kernels.h"
+#include "models/attention_kernels_successors.h"
 #include "models/attention_settings.h"
 #include "models/rotary.h"
 #include "models/token_layout.h"
@@ -223,8 +224,8 @@ class AttentionImpl : public torch::nn::Module {
   torch::nn::Linear to_out_linear{nullptr};  // the same layer, held directly
   torch::nn::Conv2d dwc{nullptr};
   torch::Tensor scale, positional_encoding, temperature;
-  torch::Tensor an_bias, na_bias, ah_bias, aw_bias, ha_bias, wa_bias, ac_bias, ca_bias;  // Agent's position biases
-  torch::nn::Sequential residual{nullptr};  // InLine's predictor of its local 3 x 3 kernels
+  successor_kernels::AgentPositionBiases agent_biases;  // Agent's position biases (agent_deit's ac/ca too)
+  torch::nn::Sequential residual{nullptr};              // InLine's predictor of its local 3 x 3 kernels
   // Whether mix needs the module's input itself (InLine's residual reads its mean over the tokens).
   bool mixes_with_input() const { return !residual.is_empty(); }
   torch::Tensor relative_position_bias_table;          // BEiT

@@ -89,6 +89,22 @@ void describe_agent(const ResolvedAttention& resolved, std::ostream& out) {
       << (resolved.learned_agent_bias ? " (learned position biases)" : " (no position biases)");
 }
 
+AgentPositionBiases register_agent_biases(torch::nn::Module& module, int64_t heads, int64_t agents, int64_t side) {
+  AgentPositionBiases biases;
+  biases.an = module.register_parameter("an_bias", torch::zeros({heads, agents, 7, 7}));
+  biases.na = module.register_parameter("na_bias", torch::zeros({heads, agents, 7, 7}));
+  biases.ah = module.register_parameter("ah_bias", torch::zeros({1, heads, agents, side, 1}));
+  biases.aw = module.register_parameter("aw_bias", torch::zeros({1, heads, agents, 1, side}));
+  biases.ha = module.register_parameter("ha_bias", torch::zeros({1, heads, side, 1, agents}));
+  biases.wa = module.register_parameter("wa_bias", torch::zeros({1, heads, 1, side, agents}));
+  return biases;
+}
+
+torch::nn::Sequential inline_residual_predictor(int64_t dim, int64_t heads) {
+  auto grouped = [&](int64_t out) { return torch::nn::Conv1d(torch::nn::Conv1dOptions(dim, out, 1).groups(heads)); };
+  return torch::nn::Sequential(grouped(dim), torch::nn::GELU(), grouped(9 * dim));
+}
+
 void add_agent_position_biases(const AgentPositionBiases& biases, const TokenLayout& layout,
                                KernelParameters& parameters) {
   const int64_t heads = biases.an.size(0), agents = biases.an.size(1), side = biases.ah.size(3);

@@ -33,6 +33,12 @@ void describe_agent(const ResolvedAttention& resolved, std::ostream& out);
 struct AgentPositionBiases {
   torch::Tensor an, na, ah, aw, ha, wa, ac, ca;
 };
+// Registers the six biases every Agent Attention module has on `module` under the authors' names
+// (an_bias, na_bias, ah_bias, aw_bias, ha_bias, wa_bias) for `heads`, `agents` and an s x s grid, zero.
+AgentPositionBiases register_agent_biases(torch::nn::Module& module, int64_t heads, int64_t agents, int64_t side);
+// InLine's predictor of its 3 x 3 local residual as its modules build it: Conv1d(C, C, 1, groups=h),
+// GELU, Conv1d(C, 9C, 1, groups=h).
+torch::nn::Sequential inline_residual_predictor(int64_t dim, int64_t heads);
 // Sets parameters.agent_key_bias [1, h, A, T] and query_agent_bias [1, h, T, A] for `layout`;
 // throws when it is not the grid (and prefix token) the biases were trained for.
 void add_agent_position_biases(const AgentPositionBiases& biases, const TokenLayout& layout,

@@ -129,16 +129,10 @@ CSwinBranchImpl::CSwinBranchImpl(int dim, const CSwinBlockArch& arch)
   get_v = register_module("get_v", torch::nn::Conv2d(torch::nn::Conv2dOptions(dim, dim, 3).padding(1).groups(dim)));
   if (arch.native == NativeAttention::Agent) {
     const int64_t h = heads, agents = arch.agents, side = arch.agent_side;
-    an_bias = register_parameter("an_bias", torch::zeros({h, agents, 7, 7}));
-    na_bias = register_parameter("na_bias", torch::zeros({h, agents, 7, 7}));
-    ah_bias = register_parameter("ah_bias", torch::zeros({1, h, agents, side, 1}));
-    aw_bias = register_parameter("aw_bias", torch::zeros({1, h, agents, 1, side}));
-    ha_bias = register_parameter("ha_bias", torch::zeros({1, h, side, 1, agents}));
-    wa_bias = register_parameter("wa_bias", torch::zeros({1, h, 1, side, agents}));
+    agent_biases = successor_kernels::register_agent_biases(*this, h, agents, side);
   }
   if (arch.native == NativeAttention::InLine) {
-    auto grouped = [&](int64_t out) { return torch::nn::Conv1d(torch::nn::Conv1dOptions(dim, out, 1).groups(heads)); };
-    residual = register_module("residual", torch::nn::Sequential(grouped(dim), torch::nn::GELU(), grouped(9 * dim)));
+    residual = register_module("residual", successor_kernels::inline_residual_predictor(dim, heads));
   }
   if (arch.native == NativeAttention::Focused) {
     const int head_dim = dim / heads;
@@ -173,8 +167,7 @@ torch::Tensor CSwinBranchImpl::forward(const torch::Tensor& q, const torch::Tens
   if (step.resolved.learned_positional_encoding)
     step.parameters.positional_encoding = resize_grid_encoding(positional_encoding, plan.stripe_h, plan.stripe_w);
   if (step.resolved.learned_agent_bias)  // agent_cswin: one stripe, the whole grid its biases were trained on
-    successor_kernels::add_agent_position_biases({an_bias, na_bias, ah_bias, aw_bias, ha_bias, wa_bias, {}, {}},
-                                                 step.group_grid, step.parameters);
+    successor_kernels::add_agent_position_biases(agent_biases, step.group_grid, step.parameters);
   if (step.resolved.dwc && !residual.is_empty()) {
     // inline_cswin: residual(x_mean.unsqueeze(-1)).reshape(b * c, 1, 3, 3) with b the images (one stripe).
     torch::nn::Sequential predictor = residual;

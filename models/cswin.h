@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "models/attention_kernels_successors.h"
 #include "models/backbone.h"
 #include "models/vit.h"
 
@@ -78,8 +79,8 @@ struct CSwinBranchImpl : torch::nn::Module {
 
   torch::nn::Conv2d get_v{nullptr}, dwc{nullptr};
   torch::Tensor scale, positional_encoding;
-  torch::Tensor an_bias, na_bias, ah_bias, aw_bias, ha_bias, wa_bias;  // agent_cswin's position biases
-  torch::nn::Sequential residual{nullptr};                             // inline_cswin's local residual
+  successor_kernels::AgentPositionBiases agent_biases;  // agent_cswin's position biases
+  torch::nn::Sequential residual{nullptr};              // inline_cswin's local residual
   CSwinBlockArch arch;
   int dim = 0, heads = 0;
 };

@@ -74,18 +74,10 @@ PvtAttentionImpl::PvtAttentionImpl(int dim, const PvtBlockArch& arch, double eps
   if (arch.native == NativeAttention::Agent) {
     const int64_t heads = arch.heads, agents = arch.agents, side = arch.agent_side;
     dwc = register_module("dwc", torch::nn::Conv2d(torch::nn::Conv2dOptions(dim, dim, 3).groups(dim).padding(1)));
-    an_bias = register_parameter("an_bias", torch::zeros({heads, agents, 7, 7}));
-    na_bias = register_parameter("na_bias", torch::zeros({heads, agents, 7, 7}));
-    ah_bias = register_parameter("ah_bias", torch::zeros({1, heads, agents, side, 1}));
-    aw_bias = register_parameter("aw_bias", torch::zeros({1, heads, agents, 1, side}));
-    ha_bias = register_parameter("ha_bias", torch::zeros({1, heads, side, 1, agents}));
-    wa_bias = register_parameter("wa_bias", torch::zeros({1, heads, 1, side, agents}));
+    agent_biases = successor_kernels::register_agent_biases(*this, heads, agents, side);
   }
   if (arch.native == NativeAttention::InLine) {
-    auto grouped = [&](int64_t out) {
-      return torch::nn::Conv1d(torch::nn::Conv1dOptions(dim, out, 1).groups(arch.heads));
-    };
-    residual = register_module("residual", torch::nn::Sequential(grouped(dim), torch::nn::GELU(), grouped(9 * dim)));
+    residual = register_module("residual", successor_kernels::inline_residual_predictor(dim, arch.heads));
   }
 }
 
@@ -121,8 +113,7 @@ torch::Tensor PvtAttentionImpl::mix(const torch::Tensor& queries, const torch::T
                                     key_layout.grid_h * key_layout.grid_w);
   step.group_grid = key_layout;          // pooled anchors come from the keys' grid
   if (step.resolved.learned_agent_bias)  // agent_pvt's blocks keep every token as a key (sr 1)
-    successor_kernels::add_agent_position_biases({an_bias, na_bias, ah_bias, aw_bias, ha_bias, wa_bias, {}, {}},
-                                                 key_layout, step.parameters);
+    successor_kernels::add_agent_position_biases(agent_biases, key_layout, step.parameters);
   if (step.resolved.learned_positional_encoding && positional_encoding.size(1) != keys)
     // Trained for another key grid (another input size): resized as timm resizes pos_embed.
     step.parameters.positional_encoding =

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "models/attention_kernels_successors.h"
 #include "models/backbone.h"
 #include "models/checkpoint_layout.h"
 #include "models/local_attention.h"
@@ -66,8 +67,8 @@ struct PvtAttentionImpl : torch::nn::Module {
   torch::nn::LayerNorm norm{nullptr};
   torch::nn::Conv2d dwc{nullptr};
   torch::Tensor scale, positional_encoding, power;
-  torch::Tensor an_bias, na_bias, ah_bias, aw_bias, ha_bias, wa_bias;  // agent_pvt's position biases
-  torch::nn::Sequential residual{nullptr};                             // inline_pvt's local residual
+  successor_kernels::AgentPositionBiases agent_biases;  // agent_pvt's position biases
+  torch::nn::Sequential residual{nullptr};              // inline_pvt's local residual
   PvtBlockArch arch;
   int dim = 0;
 };

@@ -53,18 +53,10 @@ SwinAttentionImpl::SwinAttentionImpl(int dim, const SwinBlockArch& arch) : arch(
     // agent_swin.py's AgentAttention: a depthwise 3 x 3 on V over all channels, no class slot.
     const int64_t heads = arch.heads, agents = arch.agents, side = arch.agent_side;
     dwc = register_module("dwc", torch::nn::Conv2d(torch::nn::Conv2dOptions(dim, dim, 3).groups(dim).padding(1)));
-    an_bias = register_parameter("an_bias", torch::zeros({heads, agents, 7, 7}));
-    na_bias = register_parameter("na_bias", torch::zeros({heads, agents, 7, 7}));
-    ah_bias = register_parameter("ah_bias", torch::zeros({1, heads, agents, side, 1}));
-    aw_bias = register_parameter("aw_bias", torch::zeros({1, heads, agents, 1, side}));
-    ha_bias = register_parameter("ha_bias", torch::zeros({1, heads, side, 1, agents}));
-    wa_bias = register_parameter("wa_bias", torch::zeros({1, heads, 1, side, agents}));
+    agent_biases = successor_kernels::register_agent_biases(*this, heads, agents, side);
   } else if (arch.native == NativeAttention::InLine) {
     // inline_swin.py's InLineAttention: 3 x 3 kernels per channel predicted from the mean token.
-    auto grouped = [&](int64_t out) {
-      return torch::nn::Conv1d(torch::nn::Conv1dOptions(dim, out, 1).groups(arch.heads));
-    };
-    residual = register_module("residual", torch::nn::Sequential(grouped(dim), torch::nn::GELU(), grouped(9 * dim)));
+    residual = register_module("residual", successor_kernels::inline_residual_predictor(dim, arch.heads));
   } else {
     // FLatten's focused blocks and PolaFormer's (pola_swin.py: the same DWC, scale and positional
     // encoding, plus the learned power).
@@ -174,8 +166,7 @@ GroupedAttention SwinAttentionImpl::attention_step(const WindowPlan& plan, const
     step.group_grid.grid_h = plan.grid_h;
     step.group_grid.grid_w = plan.grid_w;
     if (step.resolved.learned_agent_bias)
-      successor_kernels::add_agent_position_biases({an_bias, na_bias, ah_bias, aw_bias, ha_bias, wa_bias, {}, {}},
-                                                   step.group_grid, step.parameters);
+      successor_kernels::add_agent_position_biases(agent_biases, step.group_grid, step.parameters);
     if (step.resolved.learned_positional_encoding)
       step.parameters.positional_encoding = resize_grid_encoding(positional_encoding, plan.grid_h, plan.grid_w);
     return step;

@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "models/attention_kernels_successors.h"
 #include "models/backbone.h"
 #include "models/checkpoint_layout.h"
 #include "models/local_attention.h"
@@ -88,9 +89,9 @@ struct SwinAttentionImpl : torch::nn::Module {
   torch::Tensor q_bias, v_bias, logit_scale;  // Swin V2
   torch::nn::Sequential cpb_mlp{nullptr};     // Swin V2: Linear(2, 512), ReLU, Linear(512, heads)
   torch::nn::Conv2d dwc{nullptr};
-  torch::Tensor scale, positional_encoding, power;                     // focused and Pola blocks; power: Pola's
-  torch::Tensor an_bias, na_bias, ah_bias, aw_bias, ha_bias, wa_bias;  // Agent-Swin's position biases
-  torch::nn::Sequential residual{nullptr};  // InLine-Swin: the predictor of its 3 x 3 local residual
+  torch::Tensor scale, positional_encoding, power;      // focused and Pola blocks; power: Pola's
+  successor_kernels::AgentPositionBiases agent_biases;  // Agent-Swin's position biases
+  torch::nn::Sequential residual{nullptr};              // InLine-Swin: the predictor of its 3 x 3 local residual
   SwinBlockArch arch;
   int dim = 0;
 
