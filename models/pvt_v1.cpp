@@ -30,7 +30,9 @@ StagedDesign pvt_v1_design(const PvtV1Arch& arch) {
   return design;
 }
 
-char stage_letter(const PvtV1Arch& arch, NativeAttention native) {
+// The authors' letter of a stage whose first block runs `native`; softmax stages are Agent's B or
+// InLine's and PolaFormer's S.
+char stage_letter(NativeAttention native, NativeAttention successor) {
   switch (native) {
     case NativeAttention::Agent:
       return 'A';
@@ -39,7 +41,7 @@ char stage_letter(const PvtV1Arch& arch, NativeAttention native) {
     case NativeAttention::Pola:
       return 'L';
     default:
-      return arch.attn_type.find('A') != std::string::npos ? 'B' : 'S';
+      return successor == NativeAttention::Agent ? 'B' : 'S';
   }
 }
 
@@ -324,12 +326,7 @@ PvtV1Arch infer_pvt_v1_arch(ShapeReader& shapes, const nlohmann::json& meta, std
                               " agents, the weights of '" +
                               shapes.file_key("block" + std::to_string(s + 1) + ".0.attn.an_bias") + "' have " +
                               std::to_string(block.agents) + ": the config is not this model's");
-  for (const auto& stage : arch.stages) {
-    const NativeAttention native = stage.blocks.front().native;
-    arch.attn_type += stage_letter(arch, native);
-  }
-  for (auto& letter : arch.attn_type)  // the softmax letter of the successor's pair
-    if (letter == 'S' || letter == 'B') letter = successor == NativeAttention::Agent ? 'B' : 'S';
+  for (const auto& stage : arch.stages) arch.attn_type += stage_letter(stage.blocks.front().native, successor);
   // The training input: the first stage's position grid.
   arch.native_height = arch.native_width = shapes.bounded(
       "native input size", "pos_embed1", int64_t(arch.position_sides.front()) * arch.patch_size, kInputRange);
