@@ -154,6 +154,23 @@ TEST_F(GuiPanelsTest, ACheckpointPerPanel) {
   EXPECT_GT(info["views"][2]["y"].get<double>(), info["views"][0]["y"].get<double>());
 }
 
+// A kernel swapped in runs without the model's DWC (it is the native kernel's): PolaFormer reads a
+// DWC of its own, but on FLatten's model the switch is off for it and its title says so.
+TEST_F(GuiPanelsTest, DwcSwitchIsOffForASwappedKernel) {
+  nlohmann::json session = {{"model", asset_path("models/flatten.safetensors")},
+                            {"image", asset_path("images/sign_4.png")},
+                            {"dwc", "on"},
+                            {"compare", {{{"variant", "pola"}}}}};
+  ASSERT_EQ(run_gui(session), 0) << log();
+  const nlohmann::json info = shot_info();
+  ASSERT_EQ(info["panels"].size(), 2u) << info.dump();
+  EXPECT_TRUE(info["panels"][0]["dwc_switch"].get<bool>());
+  EXPECT_TRUE(info["panels"][1]["dwc_available"].get<bool>());
+  EXPECT_FALSE(info["panels"][1]["dwc_switch"].get<bool>());
+  EXPECT_NE(info["panels"][1]["description"].get<std::string>().find("no dwc"), std::string::npos)
+      << info["panels"][1]["description"];
+}
+
 // The DWC switch shows what the layer computed: on for FLatten's model with its DWC, off (and
 // disabled) for a focused model without DWC weights, as each panel's title says.
 TEST_F(GuiPanelsTest, DwcSwitchAgreesWithThePanelTitle) {

@@ -31,7 +31,9 @@ std::vector<int> query_window_cells(const AttentionCapture& whole, int query_tok
 }
 
 bool dwc_switch_applies(const PanelMaps& panel) {
-  return panel.error.empty() && (kernel_spec(panel.kernel).reads & kReadsDwc) != 0 && panel.dwc_available;
+  // The weights are the native kernel's: a swapped kernel runs without them.
+  return panel.error.empty() && (kernel_spec(panel.kernel).reads & kReadsDwc) != 0 && panel.dwc_available &&
+         !panel.swapped;
 }
 
 const TokenLayout& map_grid(const AttentionCapture& capture, bool incoming) {

@@ -89,10 +89,10 @@ std::string kernels_reading(const AttentionKnob& knob) {
 }
 
 // Whether `knob` does anything on a shown panel: its kernel reads it and its checkpoint has the
-// parameters it needs.
+// parameters it needs, for the kernel it was trained with (a swapped kernel runs without them).
 bool knob_applies(const AttentionKnob& knob, const PanelMaps& shown) {
   if (!shown.error.empty() || !kernel_reads_knob(kernel_spec(shown.kernel), knob)) return false;
-  return (knob.needs & kReadsDwc) == 0 || shown.dwc_available;
+  return (knob.needs & kReadsDwc) == 0 || (shown.dwc_available && !shown.swapped);
 }
 
 // A knob's control over `settings`; true when the user changed it (`settings` then holds the new value).
@@ -263,7 +263,10 @@ struct ControlsPanel : WorkbenchPanel {
         if (knob.only_where_read && shown && !applies) {
           ImGui::SameLine();
           const bool weights = (knob.needs & kReadsDwc) == 0 || shown->dwc_available;
-          ImGui::TextDisabled("(%s)", weights ? (kernels_reading(knob) + " only").c_str() : "no weights for it");
+          const bool own_weights = (knob.needs & kReadsDwc) == 0 || !shown->swapped;
+          ImGui::TextDisabled("(%s)", !weights       ? "no weights for it"
+                                      : !own_weights ? "native kernel only"
+                                                     : (kernels_reading(knob) + " only").c_str());
         }
         if (spec && spec->sets(knob.name) && !knob.only_where_read) {
           ImGui::SameLine();
