@@ -404,6 +404,9 @@ std::optional<MatrixFactors> anchor_factors(const KernelSpec&, const KernelFeatu
 
 void describe_anchor(const ResolvedAttention& resolved, std::ostream& out) {
   out << " anchors=" << resolved.anchors << (resolved.learned_anchors ? " (learned)" : " (pooled from K)");
+  if (resolved.anchors_asked > 0)
+    out << " (" << resolved.anchors_asked << " asked: at most the "
+        << (resolved.learned_anchors ? "learned anchors" : "patches") << ")";
 }
 
 }  // namespace
@@ -989,6 +992,7 @@ ResolvedAttention resolve_for_layer(const AttentionSettings& settings, Kernel na
     const int requested =
         settings.anchors > 0 ? settings.anchors : (resolved.learned_anchors ? available : kDefaultPooledAnchors);
     resolved.anchors = std::max(1, std::min(requested, available));
+    if (settings.anchors > resolved.anchors) resolved.anchors_asked = settings.anchors;
   }
   if (resolved.kernel == Kernel::Agent) {
     // 0 asks for the count the module was trained with, or the authors' 7 x 7 for a swap; the

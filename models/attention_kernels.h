@@ -29,8 +29,9 @@ struct ResolvedAttention {
   int window = 0;  // 0: global
   double p = 3.0;
   FocusNorm norm = FocusNorm::AllChannels;
-  bool dwc = false;  // the DWC term is computed (enabled and weights exist)
-  int anchors = 0;   // anchors in use (anchor kernel)
+  bool dwc = false;       // the DWC term is computed (enabled and weights exist)
+  int anchors = 0;        // anchors in use (anchor kernel)
+  int anchors_asked = 0;  // --anchors when more than there are (learned anchors or patches): said, not kept
   bool learned_anchors = false;
   int agents = 0;                    // agent tokens in use (agent kernel): a square
   bool learned_agent_bias = false;   // agent: the module's position biases (its trained count and grid)

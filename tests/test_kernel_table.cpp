@@ -96,6 +96,15 @@ TEST(KernelTable, AnchorCountResolvesOnceForEveryFamily) {
   EXPECT_EQ(resolve_for_layer(settings, NativeAttention::Softmax, learned, false, 196).anchors, 5);
   settings.anchors = 40;
   EXPECT_EQ(resolve_for_layer(settings, NativeAttention::Softmax, learned, false, 196).anchors, 12);
+  // More than there are is adjusted and said where the attention is described (titles, summary.json).
+  EXPECT_EQ(resolve_for_layer(settings, NativeAttention::Softmax, learned, false, 196).describe(),
+            "anchor anchors=12 (learned) (40 asked: at most the learned anchors) [swapped]");
+  settings.anchors = 500;
+  EXPECT_NE(resolve_for_layer(settings, NativeAttention::Softmax, {}, false, 144)
+                .describe()
+                .find("anchors=144 (pooled from K) (500 asked: at most the patches)"),
+            std::string::npos);
+  settings.anchors = 40;
 
   // A ViT attention module resolves through the same function and adds only its window.
   AttentionArch arch;
