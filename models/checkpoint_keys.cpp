@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "core/excerpt.h"
+#include "models/arch_config.h"
 #include "models/attention_kernels_successors.h"
 
 namespace attnscope {
@@ -116,6 +117,20 @@ AgentShapes read_agent_attention(ShapeReader& shapes, const std::string& prefix,
       !problem.empty())
     throw shapes.error(prefix + "an_bias", problem);
   return agent;
+}
+
+const char* attn_type_letters(Kernel successor) {
+  return successor == Kernel::Agent ? "AB" : successor == Kernel::InLine ? "IS" : "LS";
+}
+
+void check_config_agent_counts(const nlohmann::json& meta, const std::vector<int>& weights_agents,
+                               const std::function<std::string(size_t)>& bias_key) {
+  const std::vector<int> given = stage_counts(meta, "agents", weights_agents.size());
+  for (size_t s = 0; s < given.size(); ++s)
+    if (weights_agents[s] > 0 && weights_agents[s] != given[s])
+      throw CheckpointError("the config gives stage " + std::to_string(s) + " " + std::to_string(given[s]) +
+                            " agents, the weights of '" + bias_key(s) + "' have " + std::to_string(weights_agents[s]) +
+                            ": the config is not this model's");
 }
 
 int read_inline_residual(ShapeReader& shapes, const std::string& prefix, int dim) {

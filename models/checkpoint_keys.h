@@ -3,12 +3,16 @@
 // the tensor as the file calls it, also where the family renamed a layout to its own keys.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "core/checkpoint.h"
 #include "models/arch_limits.h"
+#include "models/attention_kernels.h"
 #include "models/checkpoint_layout.h"
 
 namespace attnscope {
@@ -66,6 +70,14 @@ struct AgentShapes {
 };
 // agent_cswin's branches have no `dwc` (their LePE is CSwin's own): `depthwise_conv` false.
 AgentShapes read_agent_attention(ShapeReader& shapes, const std::string& prefix, int dim, bool depthwise_conv = true);
+// The authors' attn_type letters of a model whose successor blocks run `successor`: its own letter,
+// then its softmax blocks' (Agent's "AB", InLine's "IS", FLatten's and PolaFormer's "LS").
+const char* attn_type_letters(Kernel successor);
+// Refuses a config whose per-stage agent count (`agents`, the authors' agent_num) differs from the
+// weights' (`weights_agents`: per stage, 0 where it has no Agent block); `bias_key(s)` is the file's
+// name of stage s's first an_bias.
+void check_config_agent_counts(const nlohmann::json& meta, const std::vector<int>& weights_agents,
+                               const std::function<std::string(size_t)>& bias_key);
 // InLine's predictor of its local residual: `residual.0` Conv1d(C, C, 1, groups=h) and `residual.2`
 // Conv1d(C, 9C, 1, groups=h); returns h.
 int read_inline_residual(ShapeReader& shapes, const std::string& prefix, int dim);

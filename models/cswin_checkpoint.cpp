@@ -257,13 +257,11 @@ CSwinArch infer_cswin_arch(ShapeReader& shapes, const nlohmann::json& meta, std:
                                 (focused[s][b] ? to_string(arch.stages[s].blocks[b].native) : "softmax"));
   } else {
     // The authors' letters: FLatten's L/S, Agent's A/B, InLine's I/S.
-    const char* successor_letters = "LS";
+    NativeAttention successor = NativeAttention::Focused;
     for (const auto& stage : arch.stages)
       for (const auto& block : stage.blocks)
-        if (block.native == NativeAttention::Agent)
-          successor_letters = "AB";
-        else if (block.native == NativeAttention::InLine)
-          successor_letters = "IS";
+        if (block.native == NativeAttention::Agent || block.native == NativeAttention::InLine) successor = block.native;
+    const char* successor_letters = attn_type_letters(successor);
     std::string letters, count;
     for (size_t s = 0; s < stages; ++s) {
       size_t leading = 0;

@@ -30,21 +30,6 @@ StagedDesign pvt_v1_design(const PvtV1Arch& arch) {
   return design;
 }
 
-// The authors' letter of a stage whose first block runs `native`; softmax stages are Agent's B or
-// InLine's and PolaFormer's S.
-char stage_letter(NativeAttention native, NativeAttention successor) {
-  switch (native) {
-    case NativeAttention::Agent:
-      return 'A';
-    case NativeAttention::InLine:
-      return 'I';
-    case NativeAttention::Pola:
-      return 'L';
-    default:
-      return successor == NativeAttention::Agent ? 'B' : 'S';
-  }
-}
-
 }  // namespace
 
 PvtV1Impl::PvtV1Impl(const PvtV1Arch& arch) : StagedBackbone(pvt_v1_design(arch)), arch_(arch) {
@@ -318,15 +303,14 @@ PvtV1Arch infer_pvt_v1_arch(ShapeReader& shapes, const nlohmann::json& meta, std
     assumed.push_back({"heads", heads_used,
                        "the released models' heads for the softmax stages; no key shows them (give the config, or "
                        "--arch heads=...)"});
-  const std::vector<int> agent_counts = stage_counts(meta, "agents", arch.stages.size());
-  for (size_t s = 0; s < agent_counts.size(); ++s)
-    for (const auto& block : arch.stages[s].blocks)
-      if (block.native == NativeAttention::Agent && block.agents != agent_counts[s])
-        throw CheckpointError("the config gives stage " + std::to_string(s) + " " + std::to_string(agent_counts[s]) +
-                              " agents, the weights of '" +
-                              shapes.file_key("block" + std::to_string(s + 1) + ".0.attn.an_bias") + "' have " +
-                              std::to_string(block.agents) + ": the config is not this model's");
-  for (const auto& stage : arch.stages) arch.attn_type += stage_letter(stage.blocks.front().native, successor);
+  std::vector<int> weights_agents;
+  for (const auto& stage : arch.stages) weights_agents.push_back(stage.blocks.front().agents);
+  check_config_agent_counts(meta, weights_agents, [&](size_t s) {
+    return shapes.file_key("block" + std::to_string(s + 1) + ".0.attn.an_bias");
+  });
+  const char* letters = attn_type_letters(successor);
+  for (const auto& stage : arch.stages)
+    arch.attn_type += stage.blocks.front().native == NativeAttention::Softmax ? letters[1] : letters[0];
   // The training input: the first stage's position grid.
   arch.native_height = arch.native_width = shapes.bounded(
       "native input size", "pos_embed1", int64_t(arch.position_sides.front()) * arch.patch_size, kInputRange);

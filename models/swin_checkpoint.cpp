@@ -195,20 +195,18 @@ SwinArch infer_swin_arch(ShapeReader& shapes, const nlohmann::json& meta, Checkp
         successor = block.native;
       }
   if (successor != NativeAttention::Softmax) {
-    const char* letters = successor == NativeAttention::Agent    ? "AB"
-                          : successor == NativeAttention::InLine ? "IS"
-                                                                 : "LS";  // FLatten's and PolaFormer's
+    const char* letters = attn_type_letters(successor);
     for (const auto& stage : arch.stages)
       arch.attn_type += stage.blocks.front().native == successor ? letters[0] : letters[1];
   }
-  const std::vector<int> agent_counts = stage_counts(meta, "agents", arch.stages.size());
-  for (size_t s = 0; s < agent_counts.size(); ++s)
-    for (const auto& block : arch.stages[s].blocks)
-      if (block.native == NativeAttention::Agent && block.agents != agent_counts[s])
-        throw CheckpointError("the config gives stage " + std::to_string(s) + " " + std::to_string(agent_counts[s]) +
-                              " agents, the weights of '" +
-                              shapes.file_key(swin_block_prefix(int(s), 0) + "attn.an_bias") + "' have " +
-                              std::to_string(block.agents) + ": the config is not this model's");
+  std::vector<int> weights_agents;
+  for (const auto& stage : arch.stages) {
+    int agents = 0;
+    for (const auto& block : stage.blocks) agents = std::max(agents, block.agents);
+    weights_agents.push_back(agents);
+  }
+  check_config_agent_counts(meta, weights_agents,
+                            [&](size_t s) { return shapes.file_key(swin_block_prefix(int(s), 0) + "attn.an_bias"); });
   const std::vector<int> heads = stage_counts(meta, "heads", arch.stages.size());
   for (size_t s = 0; s < heads.size(); ++s)
     if (heads[s] != arch.stages[s].blocks.front().heads)

@@ -262,7 +262,10 @@ TEST(ArchConfig, HigherSourcesWinAndSaySo) {
   // A registered name of another family is refused: the config belongs to another file.
   write_json(scratch.path() / "config.json", {{"architecture", "swin_tiny_patch4_window7_224"}});
   const std::string message = refusal(weights);
-  EXPECT_NE(message.find("'swin_tiny_patch4_window7_224', a Swin, Swin V2, FLatten-Swin, Agent-Swin, InLine-Swin, PolaFormer-Swin model"), std::string::npos) << message;
+  EXPECT_NE(message.find("'swin_tiny_patch4_window7_224', a Swin, Swin V2, FLatten-Swin, Agent-Swin, InLine-Swin, "
+                         "PolaFormer-Swin model"),
+            std::string::npos)
+      << message;
   EXPECT_NE(message.find("PVT v2"), std::string::npos) << message;
 }
 
