@@ -32,6 +32,38 @@ ColorScale figure_scale(const ValueScale& scale, const std::string& label) {
   return out;
 }
 
+Figure stacked_figures(const std::vector<Figure>& figures, const std::vector<std::string>& names) {
+  if (figures.empty() || names.size() != figures.size())
+    throw std::invalid_argument("stacked figures need at least one figure and one name each");
+  int rows = 0, cols = 1;
+  for (const Figure& part : figures) rows += part.rows, cols = std::max(cols, part.cols);
+  Figure stacked(rows, cols);
+  int row_offset = 0;
+  for (size_t f = 0; f < figures.size(); ++f) {
+    const Figure& part = figures[f];
+    const int scale_offset = int(stacked.scales.size());
+    stacked.scales.insert(stacked.scales.end(), part.scales.begin(), part.scales.end());
+    auto moved = [&](int index) { return (row_offset + index / part.cols) * cols + index % part.cols; };
+    for (int r = 0; r < part.rows; ++r) {
+      for (int c = 0; c < part.cols; ++c) {
+        Panel panel = part.at(r, c);
+        if (!std::holds_alternative<std::monostate>(panel.content)) panel.data_name = names[f] + "_" + panel.data_name;
+        if (auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) heatmap->scale += scale_offset;
+        stacked.at(row_offset + r, c) = std::move(panel);
+      }
+      const std::string label = r < int(part.row_labels.size()) ? part.row_labels[size_t(r)] : "";
+      stacked.row_labels.push_back(r == 0 ? names[f] + (label.empty() ? "" : " " + label) : label);
+    }
+    for (CellLink link : part.links) {
+      link.from_panel = moved(link.from_panel);
+      link.to_panel = moved(link.to_panel);
+      stacked.links.push_back(link);
+    }
+    row_offset += part.rows;
+  }
+  return stacked;
+}
+
 void validate_figure(const Figure& figure) {
   if (figure.rows < 1 || figure.cols < 1) invalid("needs at least one row and one column");
   if (figure.panels.size() != size_t(figure.rows * figure.cols))

@@ -93,6 +93,11 @@ struct Figure {
   const Panel& at(int row, int col) const { return panels.at(size_t(row * cols + col)); }
 };
 
+// Figures one below the other, each keeping its panels, scales, links and column span (the grid is as
+// wide as the widest; shorter rows end in empty cells). `names`, one per figure, label each figure's
+// first row and prefix its panels' data names, so that those stay unique. The title is the caller's.
+Figure stacked_figures(const std::vector<Figure>& figures, const std::vector<std::string>& names);
+
 // Throws std::invalid_argument when the figure is inconsistent (panel count, label counts, scale
 // indices, value types, series lengths), so renderers can trust it.
 void validate_figure(const Figure& figure);

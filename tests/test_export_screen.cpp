@@ -153,6 +153,33 @@ TEST_F(ExportScreenTest, Attribution) {
     expect_same_numbers(npy_floats(panel_data(figure, p)), floats(maps[p]["values"]));
 }
 
+// The agents & polarities view draws every panel whose kernel has parts, one below the other: the
+// agent demo's 36 agents (6 rows), then its PolaFormer swap's two rows.
+TEST_F(ExportScreenTest, KernelPartsOfEveryPanel) {
+  const nlohmann::json session = {
+      {"model", asset_path("models/agent.safetensors")},
+      {"image", asset_path("images/sign_4.png")},
+      {"view", "head"},
+      {"query", "3,4"},
+      {"analysis", "kernel-parts"},
+      {"compare", {{{"model", asset_path("models/agent.safetensors")}, {"variant", "pola"}}}}};
+  export_on_screen(session);
+  const nlohmann::json figure = manifest("sign_4_kernel-parts-view");
+  const auto labels = figure["row_labels"].get<std::vector<std::string>>();
+  ASSERT_EQ(labels.size(), 7u) << figure.dump();
+  EXPECT_EQ(labels.front(), "panel1");
+  EXPECT_EQ(labels.back(), "panel2");
+  std::vector<std::string> data;
+  for (const auto& panel : figure["panels"]) data.push_back(panel.value("data", ""));
+  EXPECT_NE(std::find_if(data.begin(), data.end(),
+                         [](const std::string& name) { return name.find("panel1_agent35.npy") != std::string::npos; }),
+            data.end());
+  EXPECT_NE(
+      std::find_if(data.begin(), data.end(),
+                   [](const std::string& name) { return name.find("panel2_opposite_sign.npy") != std::string::npos; }),
+      data.end());
+}
+
 TEST_F(ExportScreenTest, FocusAndMetricsPlots) {
   nlohmann::json session = two_panels("head");
   session["analysis"] = "fp";

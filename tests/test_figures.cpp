@@ -216,6 +216,34 @@ TEST(FigureLayout, InconsistentFiguresAreRejected) {
   EXPECT_THROW(validate_figure(figure), std::invalid_argument);
 }
 
+// Stacking keeps every panel where its figure had it, below the figures before it, with its own
+// scale and links, and names that stay unique.
+TEST(FigureLayout, StackedFiguresKeepTheirPanelsScalesAndLinks) {
+  Figure narrow(1, 2);
+  narrow.scales.push_back({Colormap::Magma, 0.0f, 2.0f, "narrow"});
+  HeatmapPanel map;
+  map.values = random_values(2, 2, 0.0f, 1.0f, 4);
+  narrow.at(0, 1) = {"only", "plain", map};
+  Figure wide = synthetic_figure();
+  wide.links.push_back({0, 1, 1, 1, 2, 2});
+  const Figure stacked = stacked_figures({narrow, wide}, {"top", "bottom"});
+  validate_figure(stacked);
+  ASSERT_EQ(stacked.rows, 3);
+  ASSERT_EQ(stacked.cols, 3);
+  EXPECT_EQ(stacked.row_labels, (std::vector<std::string>{"top", "bottom first row", "second"}));
+  EXPECT_TRUE(std::holds_alternative<std::monostate>(stacked.at(0, 2).content));
+  EXPECT_EQ(stacked.at(0, 1).data_name, "top_plain");
+  EXPECT_EQ(stacked.at(1, 0).data_name, "bottom_plain");  // the same name in both: prefixed apart
+  EXPECT_EQ(std::get<HeatmapPanel>(stacked.at(0, 1).content).scale, 0);
+  const int bottom_scale = std::get<HeatmapPanel>(wide.at(0, 0).content).scale;
+  EXPECT_EQ(std::get<HeatmapPanel>(stacked.at(1, 0).content).scale, 1 + bottom_scale);
+  EXPECT_EQ(stacked.scales.size(), 1 + wide.scales.size());
+  ASSERT_EQ(stacked.links.size(), 1u);
+  EXPECT_EQ(stacked.links[0].from_panel, 1 * 3 + 0);  // the wide figure's panel (0, 0), now in row 1
+  EXPECT_EQ(stacked.links[0].to_panel, 1 * 3 + 1);    // its panel (0, 1), now in row 1
+  EXPECT_THROW(stacked_figures({narrow}, {}), std::invalid_argument);
+}
+
 TEST_F(FigureTest, PngTilesEqualTheColourMappedNpy) {
   const Figure figure = synthetic_figure();
   const FigureRequest request = request_for(FigureFormat::Png);

@@ -230,7 +230,8 @@ TEST(KernelSuccessors, KernelPartsAreTheMatricesFactors) {
   EXPECT_LT(max_abs_difference(opposite, read_npy((pola / "second_l1_h2.npy").string()).reshape({-1}).slice(0, 1)),
             1e-6);
   EXPECT_GT(max_abs_difference(same, opposite), 1e-3);
-  EXPECT_TRUE(std::filesystem::exists(out / "kernel_parts_native.png"));
+  // One figure holds every variant with parts, each its own rows: the agents, then the polarities.
+  EXPECT_TRUE(std::filesystem::exists(out / "kernel_parts.png"));
 }
 
 }  // namespace test_kernel_successors

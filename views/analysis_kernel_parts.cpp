@@ -34,6 +34,12 @@ struct KernelParts {
   std::string none;              // why the kernel has no parts (empty when it has)
 };
 
+// The layers a figure draws and the stems naming their rows and files.
+struct PartsView {
+  std::vector<KernelParts> parts;
+  std::vector<std::string> stems;
+};
+
 torch::Tensor over_key_patches(const torch::Tensor& row, const TokenLayout& keys) {
   return row.index({Slice(keys.prefix_tokens())}).reshape({keys.grid_h, keys.grid_w}).to(torch::kDouble);
 }
@@ -133,6 +139,21 @@ Figure parts_figure(const KernelParts& parts) {
   return figure;
 }
 
+// Every drawn layer's parts, one below the other (one: its figure as it is); `stems` name each's rows
+// and files.
+Figure parts_figures(const std::vector<KernelParts>& all, const std::vector<std::string>& stems) {
+  if (all.size() == 1) return parts_figure(all.front());
+  std::vector<Figure> figures;
+  std::string title;
+  for (const KernelParts& parts : all) {
+    figures.push_back(parts_figure(parts));
+    title += (title.empty() ? "" : kTitleBreak) + figures.back().title;
+  }
+  Figure stacked = stacked_figures(figures, stems);
+  stacked.title = title;
+  return stacked;
+}
+
 json parts_json(const KernelParts& parts) {
   json entry = {{"variant", parts.label},
                 {"attention", parts.attention},
@@ -160,6 +181,8 @@ int analyze_kernel_parts(const AnalyzeContext& context) {
   const AppState& state = context.state;
   json variants = json::array();
   std::string written, drawn;
+  std::vector<KernelParts> with_parts;
+  std::vector<std::string> stems;
   TokenLayout layout;
   for_each_variant_layer(context, loaded, [&](Variant variant, const AttentionCapture& capture, int layer) {
     layout = capture.layout;
@@ -178,14 +201,18 @@ int analyze_kernel_parts(const AnalyzeContext& context) {
       context.files->add_npy("opposite_sign_" + stem + ".npy", parts.opposite.to(torch::kFloat));
       written += ", same_sign_" + stem + ".npy, opposite_sign_" + stem + ".npy";
     }
-    if (parts.none.empty() && drawn.empty()) {
-      auto view = std::make_shared<const AnalysisResult<KernelParts>>(parts);
-      drawn = add_analyze_figure(context, analyze_figure(*find_analysis("kernel-parts"), view, loaded.prepared, state),
-                                 loaded.prepared, "kernel_parts_" + stem);
-      written += ", " + drawn;
-    }
     variants.push_back(parts_json(parts));
+    if (parts.none.empty()) {
+      with_parts.push_back(std::move(parts));
+      stems.push_back(stem);
+    }
   });
+  if (!with_parts.empty()) {
+    auto view = std::make_shared<const AnalysisResult<PartsView>>(PartsView{with_parts, stems});
+    drawn = add_analyze_figure(context, analyze_figure(*find_analysis("kernel-parts"), view, loaded.prepared, state),
+                               loaded.prepared, "kernel_parts");
+    written += ", " + drawn;
+  }
   json summary = common_summary(context, "kernel-parts", layout, loaded);
   summary["variants"] = variants;
   write_summary(context, "analyze-kernel-parts", summary);
@@ -195,10 +222,10 @@ int analyze_kernel_parts(const AnalyzeContext& context) {
   return 0;
 }
 
-// The first panel whose kernel has parts (or panel 1, saying why it has none), at its layer, the
-// requested head and its query.
+// Every panel whose kernel has parts, one below the other, each at its layer, the requested head and
+// its query; none has any: panel 1, saying why.
 void compute_parts_view(const AnalysisViewInput& input, InferenceOutcome& outcome) {
-  std::optional<KernelParts> chosen;
+  PartsView view, without;
   for (size_t index = 0; index < outcome.panels.size() && index < input.panels.size(); ++index) {
     const PanelMaps& panel = outcome.panels[index];
     if (!input.panels[index].result || panel.heads == 0) continue;
@@ -206,15 +233,18 @@ void compute_parts_view(const AnalysisViewInput& input, InferenceOutcome& outcom
     KernelParts parts = kernel_parts(capture, std::clamp(input.request.head, 0, panel.heads - 1), panel.query_token);
     parts.label = "panel " + std::to_string(index + 1) + ": " + kernel_spec(parts.kernel).name;
     parts.layer = panel.layer;
-    if (!chosen || (!chosen->none.empty() && parts.none.empty())) chosen = std::move(parts);
+    PartsView& into = parts.none.empty() ? view : without;
+    into.parts.push_back(std::move(parts));
+    into.stems.push_back("panel" + std::to_string(index + 1));
   }
-  if (!chosen) throw std::invalid_argument("kernel parts: no panel has run");
-  outcome.analysis_view = std::make_shared<const AnalysisResult<KernelParts>>(std::move(*chosen));
+  if (view.parts.empty() && without.parts.empty()) throw std::invalid_argument("kernel parts: no panel has run");
+  if (view.parts.empty()) view = {{without.parts.front()}, {without.stems.front()}};
+  outcome.analysis_view = std::make_shared<const AnalysisResult<PartsView>>(std::move(view));
 }
 
 Figure kernel_parts_figure(const InferenceOutcome& outcome, const AppState&) {
-  const auto* parts = analysis_result<KernelParts>(outcome);
-  return parts ? parts_figure(*parts) : Figure(1, 1);
+  const auto* view = analysis_result<PartsView>(outcome);
+  return view ? parts_figures(view->parts, view->stems) : Figure(1, 1);
 }
 
 }  // namespace
