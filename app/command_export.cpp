@@ -79,6 +79,8 @@ int export_command(const Args& args) {
   for (const auto& failure : batch.failed)
     bar.error("attnscope export: error: " + failure.image + ": " + failure.message);
   if (!batch.written.empty()) print_warnings("export", model.report.warnings);
+  for (const ExportedFigure& figure : batch.written)
+    if (!figure.note.empty()) std::cout << "attnscope export: note: " << figure.stem << ": " << figure.note << "\n";
   std::cout << "attnscope export: " << batch.written.size() << " " << state.figure.layout << " figure"
             << (batch.written.size() == 1 ? "" : "s") << " (" << to_string(state.figure.format) << ") in " << state.out;
   if (!batch.failed.empty()) std::cout << "; " << batch.failed.size() << " of " << images.size() << " images failed";

@@ -83,6 +83,8 @@ nlohmann::json manifest(const Figure& figure, const FigureOutput& request, const
           {"size_pt", {geometry.width, geometry.height}},
           {"png_size_px", {geometry.png_width, geometry.png_height}},
           {"pixels_per_point", geometry.pixels_per_point},
+          {"font_pt", request.style.font_size},
+          {"note", small_text_note(request.style)},
           {"row_labels", figure.row_labels},
           {"col_labels", figure.col_labels},
           {"scales", scales},
@@ -132,6 +134,7 @@ ExportedFigure write_figure_bundle(const Figure& figure, const FigureOutput& req
   if (!figures_are_drawn()) throw std::logic_error(std::string("cannot export a figure: ") + kNoFigures);
   ExportedFigure exported;
   exported.stem = stem;
+  exported.note = small_text_note(request.style);
   const std::vector<BundleFile> files = bundle_files(figure, request, session, input_rgb, stem, exported.geometry);
   // The data folder is shared by every format of a figure: identical existing data is kept.
   const std::vector<std::string> written =
@@ -148,6 +151,7 @@ ExportedFigure add_figure_bundle(OutputFiles& outputs, const Figure& figure, con
   const fs::path out(out_dir);
   ExportedFigure exported;
   exported.stem = stem;
+  exported.note = small_text_note(request.style);
   std::vector<BundleFile> files = bundle_files(figure, request, session, input_rgb, stem, exported.geometry);
   const size_t first_data = figures_are_drawn() ? 1 : 0;
   if (first_data == 1) exported.figure_path = (out / files.front().path).string();

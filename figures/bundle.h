@@ -26,6 +26,7 @@ struct ExportedFigure {
   std::string figure_path;              // empty where the build draws no figures (figures_are_drawn)
   std::vector<std::string> data_paths;  // the other files written (identical ones left in place are not listed)
   FigureGeometry geometry;
+  std::string note;  // what the user should know about the figure (text under 7 pt), else empty
 };
 
 // "photos/cat.jpg" + "grid-layers" -> "cat_grid-layers".

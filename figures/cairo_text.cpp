@@ -1,8 +1,40 @@
 #include "figures/cairo_text.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace attnscope {
+
+namespace {
+thread_local FigureTextLog* open_log = nullptr;
+}  // namespace
+
+FigureTextLog::FigureTextLog() { open_log = this; }
+FigureTextLog::~FigureTextLog() { open_log = nullptr; }
+
+void show_text(cairo_t* cr, const std::string& text) {
+  if (open_log && !text.empty()) {
+    double x = 0, y = 0;
+    cairo_get_current_point(cr, &x, &y);
+    cairo_text_extents_t extents;
+    cairo_text_extents(cr, text.c_str(), &extents);
+    // The ink box's corners in device space (a rotated label's box turns with it).
+    double left = INFINITY, top = INFINITY, right = -INFINITY, bottom = -INFINITY;
+    for (double dx : {extents.x_bearing, extents.x_bearing + extents.width})
+      for (double dy : {extents.y_bearing, extents.y_bearing + extents.height}) {
+        double cx = x + dx, cy = y + dy;
+        cairo_user_to_device(cr, &cx, &cy);
+        left = std::min(left, cx), right = std::max(right, cx), top = std::min(top, cy), bottom = std::max(bottom, cy);
+      }
+    // The size as drawn: the font matrix's scale through the current transformation.
+    cairo_matrix_t font;
+    cairo_get_font_matrix(cr, &font);
+    double ux = font.xx, uy = font.yx;
+    cairo_user_to_device_distance(cr, &ux, &uy);
+    open_log->texts.push_back({text, std::hypot(ux, uy), {left, top, right - left, bottom - top}});
+  }
+  cairo_show_text(cr, text.c_str());
+}
 
 // One font everywhere; render.cpp gives every context unhinted metrics, so layout is scale-free.
 void set_font(cairo_t* cr, double size, bool bold) {
@@ -20,7 +52,7 @@ double tick_label_width(cairo_t* cr, const Metrics& m, const Tick& tick) {
   set_font(cr, m.small);
   double width = text_width(cr, tick.text);
   if (!tick.exponent.empty()) {
-    set_font(cr, m.small * 0.72);
+    set_font(cr, m.exponent);
     width += text_width(cr, tick.exponent);
   }
   return width;
@@ -32,7 +64,7 @@ void draw_text(cairo_t* cr, const std::string& text, double x, double baseline, 
   const double width = text_width(cr, text);
   const double left = align == Align::Left ? x : align == Align::Centre ? x - width / 2 : x - width;
   cairo_move_to(cr, left, baseline);
-  cairo_show_text(cr, text.c_str());
+  show_text(cr, text);
 }
 
 void draw_vertical_text(cairo_t* cr, const std::string& text, double x, double y) {
@@ -49,12 +81,12 @@ void draw_tick_label(cairo_t* cr, const Metrics& m, const Tick& tick, double x, 
   const double baseline = middle ? y + 0.36 * m.small : y + 0.95 * m.small;
   set_font(cr, m.small);
   cairo_move_to(cr, left, baseline);
-  cairo_show_text(cr, tick.text.c_str());
+  show_text(cr, tick.text);
   if (!tick.exponent.empty()) {
     left += text_width(cr, tick.text);
-    set_font(cr, m.small * 0.72);
+    set_font(cr, m.exponent);
     cairo_move_to(cr, left, baseline - 0.42 * m.small);
-    cairo_show_text(cr, tick.exponent.c_str());
+    show_text(cr, tick.exponent);
   }
 }
 
@@ -63,6 +95,19 @@ void stroke_rect(cairo_t* cr, const Rect& r) {
   cairo_set_line_width(cr, kLineWidth);
   ink(cr);
   cairo_stroke(cr);
+}
+
+std::vector<Tick> ticks_that_fit(const std::vector<Tick>& ticks, const std::function<double(const Tick&)>& position,
+                                 const std::function<double(const Tick&)>& extent, double gap) {
+  for (size_t step = 1; step < ticks.size(); ++step) {
+    std::vector<Tick> kept;
+    for (size_t i = 0; i < ticks.size(); i += step) kept.push_back(ticks[i]);
+    bool apart = true;
+    for (size_t i = 1; i < kept.size() && apart; ++i)
+      apart = std::abs(position(kept[i]) - position(kept[i - 1])) >= (extent(kept[i]) + extent(kept[i - 1])) / 2 + gap;
+    if (apart) return kept;
+  }
+  return ticks.empty() ? ticks : std::vector<Tick>{ticks.front()};
 }
 
 }  // namespace attnscope

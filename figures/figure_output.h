@@ -25,6 +25,13 @@ struct FigureStyle {
   bool transparent = false;    // no background fill
 };
 
+// Body text sizes, in points: journals ask for 7 or more; a figure fitted to a width goes down to 6
+// only where its labels leave no other way (tick labels then 5.25, nothing under 5), and says so.
+constexpr double kJournalFont = 7.0;
+constexpr double kSmallestFont = 6.0;
+// What a figure set in `style` tells its user about its text: empty at kJournalFont or more.
+std::string small_text_note(const FigureStyle& style);
+
 // How a figure is written: the layout its manifest names, its format and drawing style, and whether
 // existing files may be replaced.
 struct FigureOutput {

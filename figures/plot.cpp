@@ -16,7 +16,37 @@ const double* series_colour(const Series& series, size_t index) {
   return kSeriesColours[(series.colour >= 0 ? size_t(series.colour) : index) % count];
 }
 
+struct LegendSize {
+  double width = 0, height = 0, line = 0, sample = 0;
+};
+
+// The legend's box for the series that have labels (none unless two or more do).
+LegendSize legend_size(cairo_t* cr, const Metrics& m, const PlotPanel& plot, size_t labelled) {
+  if (labelled < 2) return {};
+  set_font(cr, m.small);
+  double widest_label = 0;
+  for (const auto& series : plot.series) widest_label = std::max(widest_label, text_width(cr, series.label));
+  LegendSize size;
+  size.line = 1.2 * m.small;
+  size.sample = 1.5 * m.font;
+  size.width = size.sample + 0.4 * m.font + widest_label + 0.6 * m.font;
+  size.height = size.line * double(labelled) + 0.4 * m.font;
+  return size;
+}
+
+constexpr double kLegendInset = 0.3;  // ems between the legend and the axes
+
+size_t labelled_series(const PlotPanel& plot) {
+  return size_t(
+      std::count_if(plot.series.begin(), plot.series.end(), [](const Series& s) { return !s.label.empty(); }));
+}
+
 }  // namespace
+
+double legend_min_width(cairo_t* cr, const Metrics& m, const PlotPanel& plot) {
+  const LegendSize size = legend_size(cr, m, plot, labelled_series(plot));
+  return size.width > 0 ? size.width + 2 * kLegendInset * m.font : 0.0;
+}
 
 PlotMargins plot_margins(cairo_t* cr, const Metrics& m, const PlotPanel& plot) {
   const PlotAxes axes = plot_axes(plot);
@@ -39,10 +69,16 @@ void draw_plot(cairo_t* cr, const Metrics& m, const PlotPanel& plot, const Rect&
     return box.y + box.height - t * box.height;
   };
 
-  // Ticks and their labels, outside the box.
+  // Ticks and their labels, outside the box; as many as have room.
+  const std::vector<Tick> x_ticks = ticks_that_fit(
+      axes.x_ticks, [&](const Tick& tick) { return map_x(tick.value); },
+      [&](const Tick& tick) { return tick_label_width(cr, m, tick); }, 0.4 * m.small);
+  const std::vector<Tick> y_ticks = ticks_that_fit(
+      axes.y_ticks, [&](const Tick& tick) { return map_y(tick.value); },
+      [&](const Tick& tick) { return tick.exponent.empty() ? m.small : 1.3 * m.small; }, 0.2 * m.small);
   cairo_set_line_width(cr, kLineWidth);
   ink(cr);
-  for (const auto& tick : axes.x_ticks) {
+  for (const auto& tick : x_ticks) {
     const double x = map_x(tick.value);
     cairo_move_to(cr, x, box.y + box.height);
     cairo_line_to(cr, x, box.y + box.height + m.tick);
@@ -50,7 +86,7 @@ void draw_plot(cairo_t* cr, const Metrics& m, const PlotPanel& plot, const Rect&
     draw_tick_label(cr, m, tick, x, box.y + box.height + m.tick + 0.15 * m.font, Align::Centre, false);
   }
   double widest = 0;
-  for (const auto& tick : axes.y_ticks) {
+  for (const auto& tick : y_ticks) {
     const double y = map_y(tick.value);
     cairo_move_to(cr, box.x, y);
     cairo_line_to(cr, box.x - m.tick, y);
@@ -126,13 +162,11 @@ void draw_plot(cairo_t* cr, const Metrics& m, const PlotPanel& plot, const Rect&
   for (size_t s = 0; s < plot.series.size(); ++s)
     if (!plot.series[s].label.empty()) labelled.push_back(s);
   if (labelled.size() > 1) {
+    const LegendSize size = legend_size(cr, m, plot, labelled.size());
     set_font(cr, m.small);
-    double widest_label = 0;
-    for (size_t s : labelled) widest_label = std::max(widest_label, text_width(cr, plot.series[s].label));
-    const double line = 1.2 * m.small, sample = 1.5 * m.font;
-    const double w = sample + 0.4 * m.font + widest_label + 0.6 * m.font, h = line * labelled.size() + 0.4 * m.font;
+    const double line = size.line, sample = size.sample, w = size.width, h = size.height;
     // The corner that covers the fewest points: top right, top left, bottom right, bottom left.
-    const double inset = 0.3 * m.font;
+    const double inset = kLegendInset * m.font;
     const Rect corners[] = {{box.x + box.width - w - inset, box.y + inset, w, h},
                             {box.x + inset, box.y + inset, w, h},
                             {box.x + box.width - w - inset, box.y + box.height - h - inset, w, h},

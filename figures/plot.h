@@ -15,6 +15,9 @@ struct PlotMargins {
 };
 PlotMargins plot_margins(cairo_t* cr, const Metrics& m, const PlotPanel& plot);
 
+// The narrowest axes box its legend fits in (0 without a legend: fewer than two labelled series).
+double legend_min_width(cairo_t* cr, const Metrics& m, const PlotPanel& plot);
+
 // Ticks, captions, guides, series (clipped to the box) and a legend in the emptiest corner.
 void draw_plot(cairo_t* cr, const Metrics& m, const PlotPanel& plot, const Rect& box);
 

@@ -51,9 +51,12 @@ struct Decorations {
   double left = 0, right = 0, top = 0, bottom = 0;
 };
 
+// A panel title's lines stand this far apart.
+double panel_title_step(const Metrics& m) { return 1.2 * m.small; }
+
+// Everything but the title (whose lines depend on the column's width).
 Decorations decorations(cairo_t* cr, const Metrics& m, const Panel& panel) {
   Decorations d;
-  if (!panel.title.empty()) d.top = m.label_line;
   if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) {
     if (!heatmap->y_label.empty()) d.left = m.label_line;
     if (!heatmap->x_label.empty()) d.bottom = m.label_line;
@@ -69,6 +72,14 @@ Decorations decorations(cairo_t* cr, const Metrics& m, const Panel& panel) {
 double heatmap_aspect(const HeatmapPanel& heatmap) {
   if (heatmap.background.empty()) return double(heatmap.values.grid_h) / heatmap.values.grid_w;
   return double(heatmap.background.rows) / heatmap.background.cols;
+}
+
+// A heatmap's width: the style's panel width, or more where its axis captions need it (the x caption
+// along its width, the y caption along its height).
+double heatmap_width(cairo_t* cr, const Metrics& m, const HeatmapPanel& heatmap, const FigureStyle& style) {
+  set_font(cr, m.font);
+  return std::max({style.panel_width, text_width(cr, heatmap.x_label),
+                   text_width(cr, heatmap.y_label) / heatmap_aspect(heatmap)});
 }
 
 // A colour bar's caption in lines that fit along a bar `length` points long: whole, or split before
@@ -89,27 +100,71 @@ double colour_bar_width(cairo_t* cr, const Metrics& m, const ColorScale& scale, 
   return bar + m.tick + 0.3 * m.font + widest + (lines ? 0.4 * m.font + double(lines) * m.label_line : 0);
 }
 
-// The title in lines no wider than `width`, broken at its " · " separators where it must be.
-std::vector<std::string> title_lines(cairo_t* cr, const Metrics& m, const std::string& title, double width) {
-  if (title.empty()) return {};
-  const std::string separator = "  \u00b7  ";
-  std::vector<std::string> pieces;
+constexpr const char* kSeparator = "  \u00b7  ";
+
+// `text` in lines no wider than `width` with the current font: pieces between " · " separators
+// joined while they fit, a piece too wide broken at its spaces. A single word wider than `width`
+// keeps its own line (widest_word says how wide the figure must then be).
+std::vector<std::string> wrapped_lines(cairo_t* cr, const std::string& text, double width) {
+  if (text.empty()) return {};
+  const std::string separator = kSeparator;
+  std::vector<std::string> lines;
+  auto place = [&](const std::string& piece, const std::string& joiner) {
+    if (!lines.empty() && text_width(cr, lines.back() + joiner + piece) <= width)
+      lines.back() += joiner + piece;
+    else
+      lines.push_back(piece);
+  };
   for (size_t from = 0;;) {
-    const size_t at = title.find(separator, from);
-    pieces.push_back(title.substr(from, at == std::string::npos ? std::string::npos : at - from));
+    const size_t at = text.find(separator, from);
+    const std::string piece = text.substr(from, at == std::string::npos ? std::string::npos : at - from);
+    if (text_width(cr, piece) <= width) {
+      place(piece, separator);
+    } else {
+      bool first = true;
+      for (size_t word_from = 0;;) {
+        const size_t space = piece.find(' ', word_from);
+        const std::string word =
+            piece.substr(word_from, space == std::string::npos ? std::string::npos : space - word_from);
+        if (!word.empty()) {
+          if (first)
+            lines.push_back(word);
+          else
+            place(word, " ");
+          first = false;
+        }
+        if (space == std::string::npos) break;
+        word_from = space + 1;
+      }
+    }
     if (at == std::string::npos) break;
     from = at + separator.size();
   }
-  set_font(cr, m.title, true);
-  std::vector<std::string> lines = {pieces.front()};
-  for (size_t i = 1; i < pieces.size(); ++i) {
-    const std::string joined = lines.back() + separator + pieces[i];
-    if (text_width(cr, joined) <= width)
-      lines.back() = joined;
-    else
-      lines.push_back(pieces[i]);
-  }
   return lines;
+}
+
+// The widest word of `text` with the current font: no wrapping makes a line narrower.
+double widest_word(cairo_t* cr, const std::string& text) {
+  double widest = 0;
+  for (size_t from = 0; from <= text.size();) {
+    size_t space = text.find(' ', from);
+    if (space == std::string::npos) space = text.size();
+    widest = std::max(widest, text_width(cr, text.substr(from, space - from)));
+    from = space + 1;
+  }
+  return widest;
+}
+
+// The figure's title in lines no wider than `width`.
+std::vector<std::string> title_lines(cairo_t* cr, const Metrics& m, const std::string& title, double width) {
+  set_font(cr, m.title, true);
+  return wrapped_lines(cr, title, width);
+}
+
+// A panel's title in lines no wider than its column.
+std::vector<std::string> panel_title_lines(cairo_t* cr, const Metrics& m, const std::string& title, double width) {
+  set_font(cr, m.small);
+  return wrapped_lines(cr, title, width);
 }
 
 // Everything layout decides, including what drawing needs beyond FigureGeometry.
@@ -118,6 +173,9 @@ struct Layout {
   std::vector<std::string> title;  // its lines
   double title_baseline = 0, col_label_baseline = 0, row_label_right = 0;
   std::vector<double> col_centre, row_centre;
+  std::vector<std::vector<std::string>> panel_titles;  // each panel's title lines, as Figure::panels
+  std::vector<std::vector<std::string>> col_labels;    // each column label's lines
+  std::vector<std::vector<std::string>> row_labels;    // each row label's lines
 };
 
 Layout compute_layout(cairo_t* cr, const Figure& figure, const FigureStyle& style) {
@@ -141,29 +199,55 @@ Layout compute_layout(cairo_t* cr, const Figure& figure, const FigureStyle& styl
       row_top[size_t(r)] = std::max(row_top[size_t(r)], d.top);
       row_bottom[size_t(r)] = std::max(row_bottom[size_t(r)], d.bottom);
       if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) {
-        col_w[size_t(c)] = std::max(col_w[size_t(c)], style.panel_width);
-        row_h[size_t(r)] = std::max(row_h[size_t(r)], style.panel_width * heatmap_aspect(*heatmap));
-      } else if (std::holds_alternative<PlotPanel>(panel.content)) {
-        col_w[size_t(c)] = std::max(col_w[size_t(c)], style.panel_width * kPlotAspect);
+        set_font(cr, m.font);
+        const double width = heatmap_width(cr, m, *heatmap, style);
+        col_w[size_t(c)] = std::max(col_w[size_t(c)], width);
+        row_h[size_t(r)] = std::max(row_h[size_t(r)], width * heatmap_aspect(*heatmap));
+      } else if (const auto* plot = std::get_if<PlotPanel>(&panel.content)) {
+        set_font(cr, m.font);
+        col_w[size_t(c)] = std::max({col_w[size_t(c)], style.panel_width * kPlotAspect, legend_min_width(cr, m, *plot),
+                                     text_width(cr, plot->x_label)});
       }
     }
   for (auto& h : row_h)
     if (h == 0) h = style.panel_width;  // a row of plots only (or empty cells)
   for (auto& w : col_w)
     if (w == 0) w = style.panel_width;
-  // A column is at least as wide as its label and its panels' titles, so that neighbours never touch.
+  // A column is at least as wide as its label and its panels' longest title words; the titles wrap to
+  // it, so that neighbours never touch, and their lines make room above the row.
   for (int c = 0; c < cols; ++c) {
     double widest = 0;
     set_font(cr, m.font, true);
-    if (size_t(c) < figure.col_labels.size()) widest = text_width(cr, figure.col_labels[size_t(c)]);
+    if (size_t(c) < figure.col_labels.size()) widest = widest_word(cr, figure.col_labels[size_t(c)]);
     set_font(cr, m.small);
-    for (int r = 0; r < rows; ++r) widest = std::max(widest, text_width(cr, figure.at(r, c).title));
+    for (int r = 0; r < rows; ++r) widest = std::max(widest, widest_word(cr, figure.at(r, c).title));
     col_w[size_t(c)] = std::max(col_w[size_t(c)], widest + 0.6 * m.font);
   }
+  size_t col_label_lines = 0;
+  for (size_t c = 0; c < figure.col_labels.size(); ++c) {
+    set_font(cr, m.font, true);
+    out.col_labels.push_back(wrapped_lines(cr, figure.col_labels[c], col_w[c]));
+    col_label_lines = std::max(col_label_lines, out.col_labels.back().size());
+  }
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const Panel& panel = figure.at(r, c);
+      std::vector<std::string> lines;
+      if (!std::holds_alternative<std::monostate>(panel.content))
+        lines = panel_title_lines(cr, m, panel.title, col_w[size_t(c)]);
+      if (!lines.empty())
+        row_top[size_t(r)] =
+            std::max(row_top[size_t(r)], m.label_line + double(lines.size() - 1) * panel_title_step(m));
+      out.panel_titles.push_back(std::move(lines));
+    }
 
   set_font(cr, m.font, true);
+  // Row labels wrap at six ems (or their longest word), so that a long one does not take the panels' width.
   double row_label_w = 0;
-  for (const auto& label : figure.row_labels) row_label_w = std::max(row_label_w, text_width(cr, label));
+  for (const auto& label : figure.row_labels) {
+    out.row_labels.push_back(wrapped_lines(cr, label, std::max(6.0 * m.font, widest_word(cr, label))));
+    for (const std::string& line : out.row_labels.back()) row_label_w = std::max(row_label_w, text_width(cr, line));
+  }
   if (row_label_w > 0) row_label_w += 0.8 * m.font;
 
   // The grid's height does not depend on what is above it: colour bars (as tall as the grid) need it
@@ -198,9 +282,8 @@ Layout compute_layout(cairo_t* cr, const Figure& figure, const FigureStyle& styl
     g.colour_bars.push_back({x, 0, bar, grid_height});  // y set below
     x += colour_bar_width(cr, m, figure.scales[s], bar, grid_height);
   }
-  // The title wraps at its separators to the grid's width; a piece wider than that widens the figure.
+  // The title wraps to the grid's width; only a word wider than that widens the figure.
   out.title = title_lines(cr, m, figure.title, x - m.margin);
-  set_font(cr, m.title, true);
   for (const std::string& line : out.title) x = std::max(x, m.margin + text_width(cr, line));
 
   double y = m.margin;
@@ -208,11 +291,9 @@ Layout compute_layout(cairo_t* cr, const Figure& figure, const FigureStyle& styl
     out.title_baseline = y + m.title;
     y += m.title * (1.6 + 1.25 * double(out.title.size() - 1));
   }
-  bool any_col_label = false;
-  for (const auto& label : figure.col_labels) any_col_label |= !label.empty();
-  if (any_col_label) {
+  if (col_label_lines > 0) {
     out.col_label_baseline = y + m.font;
-    y += m.font * 1.5;
+    y += m.font * (1.5 + 1.2 * double(col_label_lines - 1));
   }
   std::vector<double> row_y(static_cast<size_t>(rows));
   for (int r = 0; r < rows; ++r) {
@@ -241,7 +322,7 @@ Layout compute_layout(cairo_t* cr, const Figure& figure, const FigureStyle& styl
       panel.content = panel.cell;
       if (const auto* heatmap = std::get_if<HeatmapPanel>(&figure.at(r, c).content)) {
         // Keep the map's aspect; centre it in its slot.
-        double w = std::min(panel.cell.width, style.panel_width), h = w * heatmap_aspect(*heatmap);
+        double w = std::min(panel.cell.width, heatmap_width(cr, m, *heatmap, style)), h = w * heatmap_aspect(*heatmap);
         if (h > panel.cell.height) h = panel.cell.height, w = h / heatmap_aspect(*heatmap);
         panel.content = {panel.cell.x + (panel.cell.width - w) / 2, panel.cell.y + (panel.cell.height - h) / 2, w, h};
       }
@@ -345,8 +426,12 @@ void draw_colour_bar(cairo_t* cr, const Metrics& m, const ColorScale& scale, con
 
   double widest = 0;
   const ValueScale value_scale = scale.value_scale();
-  for (const auto& tick : scale_ticks(value_scale)) {
-    const double y = bar.y + bar.height - value_scale.position(tick.value) * bar.height;
+  auto tick_y = [&](const Tick& tick) { return bar.y + bar.height - value_scale.position(tick.value) * bar.height; };
+  const std::vector<Tick> ticks = ticks_that_fit(
+      scale_ticks(value_scale), tick_y,
+      [&](const Tick& tick) { return tick.exponent.empty() ? m.small : 1.3 * m.small; }, 0.2 * m.small);
+  for (const auto& tick : ticks) {
+    const double y = tick_y(tick);
     ink(cr);
     cairo_set_line_width(cr, kLineWidth);
     cairo_move_to(cr, bar.x + bar.width, y);
@@ -418,18 +503,29 @@ void draw_figure(cairo_t* cr, const Figure& figure, const FigureStyle& style, co
     draw_text(cr, layout.title[line], g.width / 2, layout.title_baseline + double(line) * 1.25 * m.title,
               Align::Centre);
   set_font(cr, m.font, true);
-  for (size_t c = 0; c < figure.col_labels.size(); ++c)
-    draw_text(cr, figure.col_labels[c], layout.col_centre[c], layout.col_label_baseline, Align::Centre);
-  for (size_t r = 0; r < figure.row_labels.size(); ++r)
-    draw_text(cr, figure.row_labels[r], layout.row_label_right, layout.row_centre[r] + 0.36 * m.font, Align::Right);
+  for (size_t c = 0; c < layout.col_labels.size(); ++c)
+    for (size_t line = 0; line < layout.col_labels[c].size(); ++line)
+      draw_text(cr, layout.col_labels[c][line], layout.col_centre[c],
+                layout.col_label_baseline + double(line) * 1.2 * m.font, Align::Centre);
+  for (size_t r = 0; r < layout.row_labels.size(); ++r) {
+    const std::vector<std::string>& lines = layout.row_labels[r];
+    for (size_t line = 0; line < lines.size(); ++line)
+      draw_text(cr, lines[line], layout.row_label_right,
+                layout.row_centre[r] + 0.36 * m.font + (double(line) - 0.5 * double(lines.size() - 1)) * 1.2 * m.font,
+                Align::Right);
+  }
 
   for (size_t i = 0; i < figure.panels.size(); ++i) {
     const Panel& panel = figure.panels[i];
     const Rect& box = g.panels[i].content;
-    if (!panel.title.empty() && !std::holds_alternative<std::monostate>(panel.content)) {
+    const std::vector<std::string>& title = layout.panel_titles[i];
+    if (!title.empty()) {
       ink(cr);
       set_font(cr, m.small);
-      draw_text(cr, panel.title, box.x + box.width / 2, box.y - 0.45 * m.font, Align::Centre);
+      const Rect& cell = g.panels[i].cell;
+      for (size_t line = 0; line < title.size(); ++line)
+        draw_text(cr, title[line], cell.x + cell.width / 2,
+                  box.y - 0.45 * m.font - double(title.size() - 1 - line) * panel_title_step(m), Align::Centre);
     }
     if (const auto* heatmap = std::get_if<HeatmapPanel>(&panel.content)) {
       const ColorScale& scale = figure.scales[size_t(heatmap->scale)];
@@ -473,6 +569,17 @@ FigureGeometry layout_figure(const Figure& figure, const FigureStyle& style) {
   return compute_layout(cr.get(), figure, style).geometry;
 }
 
+std::vector<FigureText> figure_texts(const Figure& figure, const FigureStyle& style) {
+  validate_figure(figure);
+  SurfacePtr scratch(nullptr, &cairo_surface_destroy);
+  ContextPtr cr = measuring_context(scratch);
+  const Layout layout = compute_layout(cr.get(), figure, style);
+  FigureTextLog log;
+  draw_figure(cr.get(), figure, style, layout, true);
+  check(cairo_status(cr.get()), "drawing");
+  return std::move(log.texts);
+}
+
 FigureStyle style_for_width(const Figure& figure, FigureStyle style, double width_pt) {
   validate_figure(figure);
   SurfacePtr scratch(nullptr, &cairo_surface_destroy);
@@ -483,10 +590,12 @@ FigureStyle style_for_width(const Figure& figure, FigureStyle style, double widt
   };
   constexpr double kNarrowest = 16.0;  // points per heatmap: smaller is unreadable anyway
   while (width_at(kNarrowest) > width_pt) {
-    if (style.font_size <= 4.0)
-      throw std::invalid_argument("the figure cannot be " + std::to_string(int(width_pt)) +
-                                  " points wide: its labels alone are wider; use fewer columns or a larger width");
-    style.font_size = std::max(4.0, style.font_size * 0.9);
+    if (style.font_size <= kSmallestFont)
+      throw std::invalid_argument("the figure cannot be " + std::to_string(int(width_pt)) + " points wide with " +
+                                  std::to_string(int(kSmallestFont)) +
+                                  "-point text: its labels alone are wider; use fewer columns or a larger width");
+    // Down to the journals' 7 pt first; below it only where 7 cannot fit.
+    style.font_size = std::max(style.font_size > kJournalFont ? kJournalFont : kSmallestFont, style.font_size * 0.9);
   }
   // The width grows with the panel width (ceil makes it a staircase): bisect for the widest fit.
   double low = kNarrowest, high = std::max(kNarrowest * 2, width_pt);

@@ -39,9 +39,18 @@ inline constexpr const char* kNoFigures = "this engine-only build has no cairo t
 
 FigureGeometry layout_figure(const Figure& figure, const FigureStyle& style);
 
+// One piece of text as the figure draws it: its size and ink box in points (the geometry's frame).
+struct FigureText {
+  std::string text;
+  double size_pt = 0;
+  Rect box;
+};
+// Every text the figure draws (titles, labels, tick labels, legends), for checking sizes and overlap.
+std::vector<FigureText> figure_texts(const Figure& figure, const FigureStyle& style);
+
 // `style` with the panel width (and, where panels alone cannot get there, a smaller font) that
 // makes the figure `width_pt` points wide: a paper column is about 240. Throws
-// std::invalid_argument when even 4-point text does not fit.
+// std::invalid_argument when even kSmallestFont does not fit.
 FigureStyle style_for_width(const Figure& figure, FigureStyle style, double width_pt);
 
 // The file's bytes. PNG output is byte-for-byte deterministic; PDF carries a fixed creation date.

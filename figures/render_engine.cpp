@@ -17,6 +17,8 @@ bool figures_are_drawn() { return false; }
 
 FigureGeometry layout_figure(const Figure&, const FigureStyle&) { no_figures(); }
 
+std::vector<FigureText> figure_texts(const Figure&, const FigureStyle&) { no_figures(); }
+
 FigureStyle style_for_width(const Figure&, FigureStyle, double) { no_figures(); }
 
 std::string render_figure(const Figure&, const FigureStyle&, FigureFormat) { no_figures(); }

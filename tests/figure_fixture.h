@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "figures/render.h"
 #include "tests/test_folder.h"
 
 namespace attnscope {
@@ -32,6 +33,32 @@ class FigureTest : public ::testing::Test {
   TestFolder scratch_{"figures"};
   const fs::path& folder_ = scratch_.path();
 };
+
+// A figure ready for print at `style`: no text under 5 pt, labels and titles at 6-9 pt, every text's
+// ink inside the page and apart from every other's (0.05 pt of slack for the fonts' rounding).
+inline void expect_print_ready(const Figure& figure, const FigureStyle& style) {
+  const FigureGeometry page = layout_figure(figure, style);
+  const std::vector<FigureText> texts = figure_texts(figure, style);
+  ASSERT_FALSE(texts.empty());
+  constexpr double kSlack = 0.05;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const FigureText& a = texts[i];
+    SCOPED_TRACE("'" + a.text + "'");
+    EXPECT_GE(a.size_pt, 5.0 - 1e-9);
+    EXPECT_LE(a.size_pt, 9.0 + 1e-9);
+    EXPECT_GE(a.box.x, -kSlack);
+    EXPECT_GE(a.box.y, -kSlack);
+    EXPECT_LE(a.box.x + a.box.width, page.width + kSlack);
+    EXPECT_LE(a.box.y + a.box.height, page.height + kSlack);
+    for (size_t j = i + 1; j < texts.size(); ++j) {
+      const Rect& p = a.box;
+      const Rect& q = texts[j].box;
+      const bool apart = p.x + p.width <= q.x + kSlack || q.x + q.width <= p.x + kSlack ||
+                         p.y + p.height <= q.y + kSlack || q.y + q.height <= p.y + kSlack;
+      EXPECT_TRUE(apart) << "overlaps '" << texts[j].text << "'";
+    }
+  }
+}
 
 inline int shell(const std::string& command) {
   const int status = testing::cli_system(command);

@@ -112,6 +112,39 @@ TEST_F(EngineFigureTest, GridPanelsHoldTheEnginesAttentionRows) {
   EXPECT_THROW(build_figure(FigureRequest::from_state(state), *model_, prepared, "x"), std::invalid_argument);
 }
 
+// Every layout at a journal's double column (6.75 in) prints with body text at 7 pt or more, nothing
+// under 5 pt and no text over another or off the page; at a single column (3.25 in) the attention
+// grids and the panels fit the same way (text down to 6 pt where they must, said in a note), and a
+// layout that cannot fit is refused saying so.
+TEST_F(EngineFigureTest, EveryLayoutPrintsAtJournalWidths) {
+  AppState state;
+  state.figure.variants = parse_panel_list("softmax,linear", "--variants");
+  state.query = QuerySpec::parse("2,3");
+  set_option(state, "methods", "gradcam,rollout");
+  for (const FigureLayoutInfo& layout : figure_layouts()) {
+    SCOPED_TRACE(layout.name);
+    state.figure.layout = layout.name;
+    const FigureRequest request = FigureRequest::from_state(state);
+    const RgbImage prepared =
+        prepare_model_input(load_image_rgb(image_, kDefaultMaxPixels), state.input_settings(), *model_);
+    const Figure figure = build_figure(request, *model_, prepared, "input.png");
+    const FigureStyle double_column = style_for_width(figure, request.style, 6.75 * 72);
+    EXPECT_GE(double_column.font_size, kJournalFont);
+    EXPECT_EQ(small_text_note(double_column), "");
+    expect_print_ready(figure, double_column);
+    const std::string name = layout.name;
+    const bool must_fit_single = name == "grid-layers" || name == "grid-heads" || name == "panels";
+    try {
+      const FigureStyle single_column = style_for_width(figure, request.style, 3.25 * 72);
+      expect_print_ready(figure, single_column);
+      EXPECT_EQ(small_text_note(single_column).empty(), single_column.font_size >= kJournalFont);
+    } catch (const std::invalid_argument& e) {
+      EXPECT_FALSE(must_fit_single) << e.what();
+      EXPECT_NE(std::string(e.what()).find("cannot be 234 points wide"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST_F(EngineFigureTest, MatrixBesideItsSpectrumWithTheRankMarked) {
   AppState state;
   state.figure.layout = "matrix-spectrum";

@@ -216,6 +216,18 @@ TEST(FigureLayout, InconsistentFiguresAreRejected) {
   EXPECT_THROW(validate_figure(figure), std::invalid_argument);
 }
 
+// At print size no text is under 5 pt and the body text is 7-9 pt; every text's ink stays inside the
+// page and apart from every other text (a tick label's exponent from its base as well).
+TEST(FigureLayout, TextAtPrintSizeIsLegibleInsideThePageAndApart) {
+  const Figure figure = synthetic_figure();
+  expect_print_ready(figure, FigureStyle{});
+  const FigureStyle double_column = style_for_width(figure, FigureStyle{}, 6.75 * 72);
+  EXPECT_GE(double_column.font_size, kJournalFont);
+  expect_print_ready(figure, double_column);
+  // Its three columns, a log plot and two colour bars cannot be a single column even at 6 pt: refused.
+  EXPECT_THROW(style_for_width(figure, FigureStyle{}, 3.25 * 72), std::invalid_argument);
+}
+
 // Stacking keeps every panel where its figure had it, below the figures before it, with its own
 // scale and links, and names that stay unique.
 TEST(FigureLayout, StackedFiguresKeepTheirPanelsScalesAndLinks) {
