@@ -271,7 +271,12 @@ TEST(SaeFeatures, RunWithAFeatureOffWritesTheOutputWithoutIt) {
   const fs::path plain = scratch("plain");
   fs::remove_all(plain);
   ASSERT_EQ(testing::run_cli_process({{"run", "--out", plain.string()}}).exit_code, 0);
-  EXPECT_TRUE(torch::equal(read_npy((plain / "logits.npy").string()), without));
+  // Two processes may pick different GEMM backends (timed at start, models/token_linear.cpp): equal
+  // up to float32 rounding through four blocks, far below what switching the features off moves.
+  const torch::Tensor plain_logits = read_npy((plain / "logits.npy").string());
+  const double rounding = 1e-4 * std::max(1.0, plain_logits.abs().max().item<double>());
+  EXPECT_LE((plain_logits - without).abs().max().item<double>(), rounding);
+  EXPECT_GT((with - without).abs().max().item<double>(), 100 * rounding);
   fs::remove_all(out);
   fs::remove_all(plain);
 }
