@@ -11,7 +11,7 @@ namespace attnscope {
 
 const std::vector<EnumEntry<DemoFamily>>& EnumTable<DemoFamily>::entries() {
   static const std::vector<EnumEntry<DemoFamily>> table = {
-      {DemoFamily::Vit, "vit"}, {DemoFamily::FlattenSwin, "flatten-swin"}, {DemoFamily::L2ViT, "l2vit"}};
+      {DemoFamily::Vit, "vit"}, {DemoFamily::Swin, "swin"}, {DemoFamily::L2ViT, "l2vit"}, {DemoFamily::Mlla, "mlla"}};
   return table;
 }
 
@@ -35,11 +35,19 @@ const std::vector<DemoRecipe>& demo_recipes() {
       {"flatten_swin",
        "FLatten-Swin: focused linear attention (p = 3, 5x5 DWC) in stage 0, Swin's shifted softmax windows in stages "
        "1-2",
-       NativeAttention::Focused, 5, false, 0, DemoFamily::FlattenSwin},
+       NativeAttention::Focused, 5, false, 0, DemoFamily::Swin},
+      {"pola_swin",
+       "PolaFormer-Swin: polarity-aware linear attention (pola_swin.py: alpha 4, learned power, 5x5 DWC, gate) in "
+       "stage 0, Swin's shifted softmax windows in stages 1-2",
+       NativeAttention::Pola, 5, false, 0, DemoFamily::Swin},
       {"l2vit_hierarchical",
        "L2ViT, the whole architecture: local softmax windows (LWA) alternating with enhanced linear attention (LGA) "
        "and its local concentration module, in three stages",
        NativeAttention::Enhanced, 0, true, 0, DemoFamily::L2ViT},
+      {"mlla",
+       "MLLA, the whole architecture: Mamba-like linear attention (ELU+1 kernel, RoPE, LePE) inside its gated block, "
+       "in three stages",
+       NativeAttention::Mlla, 0, false, 0, DemoFamily::Mlla},
   };
   return recipes;
 }
@@ -73,7 +81,7 @@ VitArch demo_arch(const DemoRecipe& recipe) {
   return arch;
 }
 
-SwinArch demo_swin_arch() {
+SwinArch demo_swin_arch(const DemoRecipe& recipe) {
   // Patch 8 as the DeiT demos (a 12x12 first grid): at patch 4 the same widths stay at chance on
   // the sign task for hundreds of steps. Three stages: 12 -> 6 -> 3.
   SwinArch arch;
@@ -93,8 +101,8 @@ SwinArch demo_swin_arch() {
       block.heads = heads[s];
       block.mlp_hidden = 4 * dims[s];
       if (arch.attn_type[size_t(s)] == 'L') {
-        // FLatten's L window (56) covers these grids: global focused attention.
-        block.native = NativeAttention::Focused;
+        // FLatten's and PolaFormer's L window (56) covers these grids: global linear attention.
+        block.native = recipe.attention;
         block.window = 56;
         block.dwc_kernel = 5;
         block.encoding_side = grids[s];
@@ -103,6 +111,23 @@ SwinArch demo_swin_arch() {
       }
       stage.blocks.push_back(block);
     }
+    arch.stages.push_back(stage);
+  }
+  return arch;
+}
+
+MllaArch demo_mlla_arch() {
+  MllaArch arch;
+  arch.embed_dim = 32;
+  arch.num_classes = 10;
+  arch.native_height = arch.native_width = 96;
+  const int dims[] = {32, 64, 128}, heads[] = {1, 2, 4};
+  for (int s = 0; s < 3; ++s) {
+    MllaStageArch stage;
+    stage.dim = dims[s];
+    stage.heads = heads[s];
+    stage.blocks.assign(2, MllaBlockArch{4 * dims[s], true});
+    stage.merge_hidden = s < 2 ? 8 * dims[s] : 0;  // PatchMerging: 2C out, ratio 4
     arch.stages.push_back(stage);
   }
   return arch;
@@ -138,8 +163,11 @@ std::shared_ptr<Backbone> build_demo_model(const DemoRecipe& recipe) {
     case DemoFamily::L2ViT:
       model = std::make_shared<L2ViTImpl>(demo_l2vit_arch());
       break;
-    case DemoFamily::FlattenSwin:
-      model = std::make_shared<SwinTransformerImpl>(demo_swin_arch());
+    case DemoFamily::Swin:
+      model = std::make_shared<SwinTransformerImpl>(demo_swin_arch(recipe));
+      break;
+    case DemoFamily::Mlla:
+      model = std::make_shared<MllaImpl>(demo_mlla_arch());
       break;
     case DemoFamily::Vit:
       model = std::make_shared<VisionTransformerImpl>(demo_arch(recipe));
@@ -154,10 +182,21 @@ std::string demo_architecture_text(const DemoRecipe& recipe) {
     return "L2ViT (the authors' l2vit.py, mix_local_enhanced_vit), conv stem, input 96x96 (grids 24, 12, 6), "
            "widths 32-64-128, heads 1-2-4 (head dim 32), each stage a local block (softmax in windows of 6: 16, 4 "
            "and 1 windows) then a global block (enhanced linear attention and the LCM), 10 classes";
-  if (recipe.family == DemoFamily::FlattenSwin)
-    return "FLatten-Swin, patch 8, input 96x96 (grids 12, 6, 3), widths 64-128-256, 2 blocks per stage, heads 2-4-8 "
-           "(head dim 32), stages LSS: focused global (p = 3, 5x5 DWC) in stage 0, softmax windows of 3 in stages 1-2 "
-           "(shifted by 1 on odd blocks of stage 1; stage 2's 3x3 grid is one window), 10 classes";
+  if (recipe.family == DemoFamily::Mlla)
+    return "MLLA (the authors' mlla.py), conv stem, input 96x96 (grids 24, 12, 6), widths 32-64-128, heads 1-2-4 "
+           "(head dim 32), 2 blocks per stage, merges of ratio 4, 10 classes";
+  if (recipe.family == DemoFamily::Swin) {
+    const std::string kernel = recipe.attention == NativeAttention::Pola
+                                   ? "polarity-aware global (alpha 4, learned power, 5x5 DWC, gate)"
+                                   : "focused global (p = 3, 5x5 DWC)";
+    const std::string name = recipe.attention == NativeAttention::Pola ? "PolaFormer-Swin" : "FLatten-Swin";
+    return name +
+           ", patch 8, input 96x96 (grids 12, 6, 3), widths 64-128-256, 2 blocks per stage, heads 2-4-8 "
+           "(head dim 32), stages LSS: " +
+           kernel +
+           " in stage 0, softmax windows of 3 in stages 1-2 (shifted by 1 on odd blocks of stage 1; stage 2's 3x3 grid "
+           "is one window), 10 classes";
+  }
   const VitArch arch = demo_arch(recipe);
   return "DeiT-shaped, embed " + std::to_string(arch.embed_dim) + ", depth " + std::to_string(arch.depth) + ", " +
          std::to_string(arch.heads) + " heads (head dim " + std::to_string(arch.embed_dim / arch.heads) + "), patch " +
@@ -174,6 +213,11 @@ std::map<std::string, std::string> demo_metadata(const DemoRecipe& recipe,
   nlohmann::json arch;
   if (recipe.family == DemoFamily::L2ViT)
     arch = {{"family", "l2vit"}, {"heads", {1, 2, 4}}, {"window", 6}, {"img_size", 96}};
+  else if (recipe.family == DemoFamily::Mlla)
+    arch = {{"family", "mlla"}, {"heads", {1, 2, 4}}, {"img_size", 96}, {"depths", {2, 2, 2}}};
+  else if (recipe.attention == NativeAttention::Pola)
+    arch = {{"family", "pola_swin"}, {"heads", {2, 4, 8}}, {"window", 56},   {"window_s", 3},
+            {"attn_type", "LSS"},    {"alpha", 4},         {"img_size", 96}, {"depths", {2, 2, 2}}};
   else
     arch = {{"family", "flatten_swin"}, {"heads", {2, 4, 8}},   {"window", 56},   {"window_s", 3},
             {"attn_type", "LSS"},       {"focusing_factor", 3}, {"img_size", 96}, {"depths", {2, 2, 2}}};
@@ -202,8 +246,8 @@ void initialise_weights(torch::nn::Module& model) {
       p.zero_();
     else if ((is_norm && ends_with(".weight")) || is_batch_norm)
       p.fill_(1.0);
-    else if (ends_with("attn.scale") || ends_with("positional_encoding"))
-      p.zero_();  // FLatten initialises both to zero
+    else if (ends_with("attn.scale") || ends_with("positional_encoding") || ends_with("attn.power"))
+      p.zero_();  // FLatten initialises both to zero, PolaFormer its power too
     else if (ends_with("attn.temperature"))
       p.fill_(1.0);  // L2ViT's torch.ones(num_heads, 1, 1)
     else

@@ -1,6 +1,6 @@
 // The demo models attnscope ships: one small DeiT-shaped architecture per attention variant, all
 // sized for the generated glyph task (96 px, patch 8: a 12 x 12 grid, head dim 32 < 145 tokens),
-// and hierarchical ones (a FLatten-Swin and an L2ViT) for the same task.
+// and hierarchical ones (a FLatten-Swin, a PolaFormer-Swin, an L2ViT and an MLLA) for the same task.
 #pragma once
 
 #include <map>
@@ -8,13 +8,14 @@
 #include <vector>
 
 #include "models/l2vit.h"
+#include "models/mlla.h"
 #include "models/swin.h"
 #include "models/vit.h"
 
 namespace attnscope {
 
 // The architectures demo models are built in; the names are the backbone families' (family()).
-enum class DemoFamily { Vit, FlattenSwin, L2ViT };
+enum class DemoFamily { Vit, Swin, L2ViT, Mlla };
 template <>
 struct EnumTable<DemoFamily> {
   static const std::vector<EnumEntry<DemoFamily>>& entries();
@@ -37,12 +38,16 @@ const DemoRecipe& demo_recipe(const std::string& name);  // throws std::invalid_
 
 // The architecture of a ViT demo model (embed 96, depth 4, 3 heads, patch 8, 96 px, 10 classes).
 VitArch demo_arch(const DemoRecipe& recipe);
-// The FLatten-Swin demo: patch 4 (a 24 x 24 grid at 96 px), widths 32-64-128-256, 2 blocks per
-// stage, heads 1-2-4-8, focused global stages 0-1 ("LLSS"), softmax windows of 3 in stages 2-3.
-SwinArch demo_swin_arch();
+// The Swin demos: patch 8 (a 12 x 12 grid at 96 px), widths 64-128-256, 2 blocks per stage, heads
+// 2-4-8, the recipe's linear kernel (FLatten's focused or PolaFormer's) global in stage 0 ("LSS"),
+// softmax windows of 3 in stages 1-2.
+SwinArch demo_swin_arch(const DemoRecipe& recipe);
 // The L2ViT demo: the authors' conv stem (a 24 x 24 grid at 96 px), widths 32-64-128, heads 1-2-4,
 // each stage a local window block (windows of 6) then a global enhanced linear block with its LCM.
 L2ViTArch demo_l2vit_arch();
+// The MLLA demo: the authors' conv stem (a 24 x 24 grid at 96 px), widths 32-64-128, heads 1-2-4
+// (head dim 32), 2 MLLA blocks per stage, merges of ratio 4 as mlla.py's PatchMerging.
+MllaArch demo_mlla_arch();
 
 // A freshly initialised demo model of the recipe's family.
 std::shared_ptr<Backbone> build_demo_model(const DemoRecipe& recipe);

@@ -47,9 +47,9 @@ TEST_P(ShippedDemoModel, LoadsNativelyAndReachesItsCardAccuracy) {
   ASSERT_GT(card.samples, 0) << "no held-out accuracy line in the model card";
 
   LoadedModel model = load_model(model_path, {}, torch::kCPU);
-  if (to_string(recipe.family) != "vit") {
+  if (recipe.family != DemoFamily::Vit) {
     // A hierarchical demo: its family, stages and native attention as the recipe builds them.
-    EXPECT_EQ(model.family(), to_string(recipe.family));
+    EXPECT_EQ(model.family(), build_demo_model(recipe)->family());
     const nlohmann::json described = model.backbone->describe(), built = build_demo_model(recipe)->describe();
     EXPECT_EQ(described.at("stages"), built.at("stages"));
     EXPECT_EQ(described.value("attn_type", ""), built.value("attn_type", ""));
@@ -123,7 +123,7 @@ TEST(EvalCommand, ReportsAccuracyAndFocusOfAShippedModel) {
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, ShippedDemoModel,
                          ::testing::Values("softmax", "linear", "focused", "flatten", "l2vit", "anchor", "agent",
-                                           "inline", "flatten_swin", "l2vit_hierarchical"),
+                                           "inline", "flatten_swin", "pola_swin", "l2vit_hierarchical", "mlla"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace test_demo_models

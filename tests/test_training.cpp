@@ -44,10 +44,10 @@ TEST(Training, EveryRecipeLowersTheLossOnOneBatch) {
         << "first " << result.first_loss << " last " << result.last_loss;
     // What it wrote loads back as the same architecture, natively as its variant.
     LoadedModel model = load_model(options.out, {}, torch::kCPU);
-    if (to_string(recipe.family) == "vit")
+    if (recipe.family == DemoFamily::Vit)
       EXPECT_EQ(model.vit_arch().blocks[0].attention.native, recipe.attention);
     else
-      EXPECT_EQ(model.family(), to_string(recipe.family));
+      EXPECT_EQ(model.family(), build_demo_model(recipe)->family());
     EXPECT_EQ(model.class_names.size(), 10u);
   }
   fs::remove_all(folder);
