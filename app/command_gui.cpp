@@ -61,6 +61,8 @@ CommandSyntax gui_syntax() {
        "with --frames: press \"Export what is on screen\" into DIR once the views are settled, wait for it", ""},
       {"open-model", "FILE",
        "with --frames: open FILE as the model once the views are settled, as the model field does", ""},
+      {"choose-folder", "NAME=DIR",
+       "with --frames: press the folder option NAME's Browse... once settled, after --open-model, and choose DIR", ""},
       {"keys", "CHORD;..",
        "with --frames: key chords pressed once settled, after --open-model (ctrl+z, ctrl+shift+z, f1)", ""},
   };
@@ -79,6 +81,7 @@ int gui_command(const Args& args) {
   options.video = parsed->flags.at("video");
   options.export_on_screen = parsed->flags.at("export-on-screen");
   options.open_model = parsed->flags.at("open-model");
+  options.choose_folder = parsed->flags.at("choose-folder");
   std::istringstream chords(parsed->flags.at("keys"));
   for (std::string text; std::getline(chords, text, ';');) {
     WorkbenchOptions::KeyChord chord;

@@ -208,6 +208,25 @@ TEST_F(ExportScreenTest, FocusAndMetricsPlots) {
   for (size_t h = 0; h < exported.size(); ++h) EXPECT_NEAR(exported[h].second, shown_entropy_panel2[h], 1e-7);
 }
 
+// A folder chosen with the images option's Browse... (the button's request, the browser opened on the
+// folder, "Choose this folder") runs the ERF view over it: the exported figure's session names it.
+TEST_F(ExportScreenTest, AFolderChosenInTheBrowserRunsTheFolderView) {
+  const std::string images = (folder_ / "glyphs").string();
+  const CommandRun glyphs = run_attnscope("glyphs --count 2 --out '" + images + "'", folder_);
+  ASSERT_EQ(glyphs.exit_code, 0) << glyphs.err;
+  nlohmann::json session = two_panels("head");
+  session["analysis"] = "erf";
+  session["format"] = "png";
+  ASSERT_EQ(run_gui(session, 4, "--choose-folder 'images=" + images + "' --export-on-screen '" + out() + "'"), 0)
+      << log();
+  EXPECT_EQ(shot_info()["error"], "") << shot_info().dump();
+  std::ifstream saved(fs::path(out()) / "sign_4_erf-view.png.session.json");
+  ASSERT_TRUE(saved.good()) << log();
+  EXPECT_EQ(nlohmann::json::parse(saved).at("images"), fs::absolute(images).string());
+  // A name that is no option is refused, not ignored.
+  EXPECT_EQ(run_gui(session, 4, "--choose-folder 'nonsense=" + images + "'"), 2) << log();
+}
+
 // The statistics over a folder (issue 26): the ERF of each panel's model side by side, the head
 // scatter and the CKA heatmap, run by the worker over a folder of glyph images, and DINO's masks of the
 // image, export what was drawn.

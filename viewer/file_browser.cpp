@@ -15,6 +15,7 @@ void FileBrowser::open(const std::string& title, const std::string& start_path, 
   title_ = title;
   extensions_ = std::move(extensions);
   saving_ = saving;
+  folders_only_ = false;
   std::error_code error;
   fs::path start = start_path.empty() ? fs::current_path(error) : fs::absolute(start_path, error);
   if (!fs::is_directory(start, error)) {
@@ -26,6 +27,24 @@ void FileBrowser::open(const std::string& title, const std::string& start_path, 
   folder_ = fs::is_directory(start, error) ? start.string() : fs::current_path(error).string();
   list_folder();
   open_requested_ = true;
+}
+
+void FileBrowser::open_folder(const std::string& title, const std::string& start_path) {
+  open(title, start_path, {}, false);
+  folders_only_ = true;
+  // A folder that exists is listed as itself, not as a name typed into its parent.
+  std::error_code error;
+  if (!typed_.empty() && fs::is_directory(fs::path(folder_) / typed_, error)) {
+    folder_ = (fs::path(folder_) / typed_).string();
+    typed_.clear();
+  }
+  list_folder();
+}
+
+std::string FileBrowser::pick() const {
+  if (typed_.empty()) return folder_;
+  const fs::path typed(typed_);
+  return (typed.is_absolute() ? typed : fs::path(folder_) / typed).string();
 }
 
 void FileBrowser::list_folder() {
@@ -42,6 +61,7 @@ void FileBrowser::list_folder() {
       folders_.push_back(name);
       continue;
     }
+    if (folders_only_) continue;
     std::string extension = it->path().extension().string();
     std::transform(extension.begin(), extension.end(), extension.begin(),
                    [](unsigned char c) { return std::tolower(c); });
@@ -83,10 +103,19 @@ bool FileBrowser::draw(std::string& chosen) {
   }
   ImGui::SetNextItemWidth(-1);
   if (ImGui::InputText("##name", &typed_, ImGuiInputTextFlags_EnterReturnsTrue)) picked = true;
-  if (ImGui::Button(saving_ ? "Save" : "Open")) picked = true;
+  if (ImGui::Button(folders_only_ ? "Choose this folder" : saving_ ? "Save" : "Open")) picked = true;
   ImGui::SameLine();
   if (ImGui::Button("Cancel")) ImGui::CloseCurrentPopup();
-  if (picked && !typed_.empty()) {
+  if (picked && folders_only_) {
+    std::error_code error;
+    if (fs::is_directory(pick(), error)) {
+      chosen = pick();
+      ImGui::CloseCurrentPopup();
+    } else {
+      listing_error_ = pick() + " is not a folder";
+      picked = false;
+    }
+  } else if (picked && !typed_.empty()) {
     const fs::path typed(typed_);
     const fs::path path = typed.is_absolute() ? typed : fs::path(folder_) / typed;
     std::error_code error;

@@ -22,6 +22,7 @@
 #include "viewer/gui_benchmark.h"
 #include "viewer/panels/panel.h"
 #include "viewer/workbench.h"
+#include "views/option_catalog.h"
 #include "views/panel_maps.h"
 
 namespace attnscope {
@@ -194,6 +195,7 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
     size_t next_step = 0;
     bool export_pressed = false;
     bool model_opened = false;
+    bool folder_chosen = false;
     size_t next_key = 0;
     bool key_down = false;
     const auto started = Clock::now();
@@ -281,6 +283,20 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
           model_opened = true;
           settled_frames = 0;
         }
+        // A folder chosen through an option's Browse... once the model above is in and settled.
+        if (!options.choose_folder.empty() && !folder_chosen && (options.open_model.empty() || model_opened) &&
+            settled_frames >= 2) {
+          const size_t equals = options.choose_folder.find('=');
+          const OptionSpec* option = find_option(options.choose_folder.substr(0, equals));
+          if (equals == std::string::npos || !option) {
+            std::cerr << "attnscope gui: --choose-folder expects NAME=DIR with a folder option's NAME\n";
+            exit_code = 2;
+            break;
+          }
+          bench.folder_request = Workbench::FolderRequest{*option, options.choose_folder.substr(equals + 1), true};
+          folder_chosen = true;
+          settled_frames = 0;
+        }
         // The export of what is on screen, pressed once the views settled, counts as a pending result.
         if (!options.export_on_screen.empty() && !export_pressed && settled_frames >= options.frames) {
           bench.export_figure(options.export_on_screen, true);
@@ -290,8 +306,9 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
         settled_frames = bench.settled() && !export_pending ? settled_frames + 1 : 0;
         const bool timed_out = frame_milliseconds_since(started) > 300000.0;
         const bool exported = options.export_on_screen.empty() || (export_pressed && !export_pending);
-        const bool opened =
-            (options.open_model.empty() || model_opened) && next_key == options.keys.size() && !key_down;
+        const bool opened = (options.open_model.empty() || model_opened) &&
+                            (options.choose_folder.empty() || folder_chosen) && next_key == options.keys.size() &&
+                            !key_down;
         if ((settled_frames >= options.frames && next_step == pointer_steps.size() && exported && opened) ||
             timed_out) {
           if (!options.screenshot.empty()) write_screenshot(bench, panels, options.screenshot, width, height);

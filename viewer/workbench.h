@@ -45,6 +45,9 @@ struct WorkbenchOptions {
   // Headless runs: open this model (as the model field's Enter does) once settled, after the
   // clicks and drags, and settle again before the screenshot.
   std::string open_model;
+  // Headless runs: "NAME=DIR": press the folder option NAME's Browse... once settled, after the model
+  // above, and choose DIR in the browser; settle again before the screenshot.
+  std::string choose_folder;
   // Headless runs: key chords pressed one at a time once settled, after the model above
   // ("ctrl+z", "ctrl+shift+z", "f1"); each is GLFW's key code with its modifiers.
   struct KeyChord {
@@ -148,6 +151,15 @@ class Workbench {
   // A file dialog asked for by the menu or a shortcut; the controls panel, which owns the browser,
   // opens it on its next frame.
   std::optional<FileKind> browse_request;
+  // A folder option (an analysis's DIR, such as --images) whose Browse... button was pressed: the
+  // controls panel opens the browser on folders at `start` and sets the option to the one chosen
+  // (`choose_at_once`: the folder it opens at, as "Choose this folder" on its first frame).
+  struct FolderRequest {
+    OptionSpec option;
+    std::string start;
+    bool choose_at_once = false;
+  };
+  std::optional<FolderRequest> folder_request;
   bool quit_requested = false;  // File > Quit, Ctrl+Q: the main loop closes the window
   // The models and images opened last (File > Recent), recorded when a result of them arrives.
   RecentFiles recent;

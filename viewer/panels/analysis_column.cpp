@@ -54,6 +54,11 @@ void option_control(Workbench& bench, const OptionSpec& option) {
     std::snprintf(text, sizeof text, "%s", value.c_str());
     ImGui::SetNextItemWidth(220);
     if (ImGui::InputText(option.name.c_str(), text, sizeof text, ImGuiInputTextFlags_EnterReturnsTrue)) apply(text);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", option.help.c_str());
+    if (option.value_name == "DIR") {  // a folder: chosen in the browser as files are
+      ImGui::SameLine();
+      if (ImGui::Button("Browse...")) bench.folder_request = Workbench::FolderRequest{option, value};
+    }
   }
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", option.help.c_str());
   ImGui::PopID();

@@ -16,6 +16,7 @@
 #include "viewer/panels/panel.h"
 #include "viewer/panels/sidebar_sections.h"
 #include "viewer/workbench.h"
+#include "views/option_catalog.h"
 #include "views/panel_maps.h"
 
 namespace attnscope {
@@ -181,7 +182,9 @@ struct ControlsPanel : WorkbenchPanel {
   FileBrowser browser;
   FileKind browsing = FileKind::Image;
   bool browsing_save = false;
-  int browsing_panel = 0;  // the panel whose model the browser opens (0: the session's model)
+  int browsing_panel = 0;        // the panel whose model the browser opens (0: the session's model)
+  bool browsing_folder = false;  // the browser chooses a folder for `folder_option`
+  OptionSpec folder_option;
   std::string model_field, image_field, session_field;
   std::vector<std::string> panel_model_fields = std::vector<std::string>(kMaxPanels - 1);
   ExportFields export_fields;
@@ -191,6 +194,7 @@ struct ControlsPanel : WorkbenchPanel {
   void browse(FileKind kind, const std::string& title, const std::string& start, const std::vector<std::string>& ext,
               bool save = false, int panel = 0) {
     browsing = kind;
+    browsing_folder = false;
     browsing_save = save;
     browsing_panel = panel;
     browser.open(title, start, ext, save);
@@ -285,6 +289,14 @@ struct ControlsPanel : WorkbenchPanel {
       ImGui::BeginDisabled(off);
       knob_control(knob, state.attention, outcome);
       ImGui::EndDisabled();
+      // A folder (mean ablation's images): chosen in the browser as the analyses' folders are.
+      if (const OptionSpec* option = knob.value_name == "DIR" ? find_option(knob.name) : nullptr) {
+        ImGui::SameLine();
+        ImGui::PushID(knob.name.c_str());
+        if (ImGui::Button("...")) bench.folder_request = Workbench::FolderRequest{*option, option->get(state)};
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("Browse for the folder");
+        ImGui::PopID();
+      }
     }
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
     for (const AttentionKnob& knob : attention_knobs()) {
@@ -466,8 +478,27 @@ struct ControlsPanel : WorkbenchPanel {
       if (kind == FileKind::Session) browse(kind, "Session file", session_field, {".json"});
     }
     std::string chosen;
-    if (browser.draw(chosen)) {
-      if (browsing == FileKind::Session) {
+    bool picked = false;
+    if (bench.folder_request) {
+      const Workbench::FolderRequest request = *bench.folder_request;
+      bench.folder_request.reset();
+      folder_option = request.option;
+      browsing_folder = true;
+      browser.open_folder("Choose the folder for " + folder_option.name, request.start);
+      if (request.choose_at_once) {
+        chosen = browser.pick();
+        browser.close();
+        picked = true;
+      }
+    }
+    if (picked || browser.draw(chosen)) {
+      if (browsing_folder) {
+        try {
+          folder_option.set(state, chosen);
+        } catch (const std::exception& e) {
+          bench.report_error(e.what());
+        }
+      } else if (browsing == FileKind::Session) {
         session_field = chosen;
         if (std::filesystem::exists(chosen)) bench.load_session(chosen);
       } else if (browsing == FileKind::Model && browsing_panel > 0) {
