@@ -248,10 +248,14 @@ KernelFeatures pola_features(const ResolvedAttention& resolved, const torch::Ten
   auto divisor = resolved.learned_scale ? split_heads(torch::softplus(parameters.scale), int(heads))
                                         : torch::full({1}, std::log(2.0), q.options());
   auto scaled_q = q / divisor, scaled_k = k / divisor;
-  auto power = resolved.learned_power ? 1.0 + resolved.alpha * torch::sigmoid(parameters.power)
-                                      : torch::full({1}, 1.0 + resolved.alpha * 0.5, q.options());
-  auto q_positive = torch::relu(scaled_q).pow(power), q_negative = torch::relu(-scaled_q).pow(power);
-  auto k_positive = torch::relu(scaled_k).pow(power), k_negative = torch::relu(-scaled_k).pow(power);
+  // Without a learned power it is one number: a scalar exponent (a cube at alpha 4) is several times
+  // faster than pow against a broadcast tensor (the same values up to rounding).
+  auto raise = [&](const torch::Tensor& x) {
+    return resolved.learned_power ? x.pow(1.0 + resolved.alpha * torch::sigmoid(parameters.power))
+                                  : x.pow(1.0 + resolved.alpha * 0.5);
+  };
+  auto q_positive = raise(torch::relu(scaled_q)), q_negative = raise(torch::relu(-scaled_q));
+  auto k_positive = raise(torch::relu(scaled_k)), k_negative = raise(torch::relu(-scaled_k));
   KernelFeatures features;
   features.q = torch::cat({q_positive, q_negative}, -1);
   features.q_opposite = torch::cat({q_negative, q_positive}, -1);
