@@ -27,11 +27,56 @@ std::string eager_hierarchical_kernel(Variant variant) {
   return in_reference.count(variant) ? to_string(variant) : "";
 }
 
+// The FLatten authors' successors, timed against their own modules (bench/pytorch_authors.py): native
+// only, since the authors' modules have no kernel to swap.
+const std::set<std::string> kAuthorsFamilies = {"agent_swin_tiny", "inline_swin_tiny", "pola_swin_tiny", "mlla_tiny"};
+
+void bench_authors_module(const std::string& family, const std::filesystem::path& folder, const std::string& python,
+                          torch::Device device, int warmup, int runs, int rounds) {
+  const std::string script = shell_quoted(source_path("bench/pytorch_authors.py"));
+  std::string error;
+  const std::filesystem::path model_folder = folder / family;
+  run_python_json(shell_quoted(python) + " " + script + " --make " + shell_quoted(family) + " " +
+                      shell_quoted(model_folder.string()) + " && echo '{}'",
+                  error);
+  if (!error.empty()) throw std::invalid_argument("--family " + family + ": " + error);
+  const std::string path = (model_folder / "model.pth").string();
+  LoadedModel model = load_model(path, {}, device);
+  torch::manual_seed(1);
+  const auto input = torch::randn({1, 3, 224, 224}).to(device);
+  std::cout << "attnscope bench --family " << family << ": " << model.family() << ", " << model.parameter_count
+            << " parameters, " << torch::get_num_threads() << " threads (" << openmp_settings_text() << "), device "
+            << device.str() << ", input 1x3x224x224, the authors' own module eagerly on the same weights, median over "
+            << rounds << " alternating rounds of the median of " << runs << " runs\n"
+            << machine_line() << "\n"
+            << linear_backend_line();
+  std::vector<double> ours;
+  EagerTimes eager;
+  for (int round = 0; round < rounds; ++round) {
+    ours.push_back(time_forward(model, input, AttentionSettings{}, true, warmup, runs));
+    std::ostringstream command;
+    command << shell_quoted(python) << " " << script << " --model " << shell_quoted(path) << " --threads "
+            << torch::get_num_threads() << " --runs " << runs << " --warmup " << warmup << " --device " << device.str();
+    for (const EagerThreading threading : kEagerThreadings) {
+      const nlohmann::json result = run_eager_json(command.str(), threading, error);
+      if (result.contains("median_ms")) eager.add(threading, result["median_ms"].get<double>());
+    }
+  }
+  const double ours_ms = median_ms(ours);
+  std::cout << std::left << std::setw(10) << "variant" << std::right << std::setw(12) << "capture" << eager_headers()
+            << "\n"
+            << std::left << std::setw(10) << "native" << std::right << std::fixed << std::setprecision(2)
+            << std::setw(10) << ours_ms << "ms" << (eager.empty() ? no_reference(error) : eager_columns(ours_ms, eager))
+            << "\n"
+            << eager_legend() << "\n";
+}
+
 }  // namespace
 
 void bench_family(const std::string& family, const std::vector<Variant>& variants, const std::filesystem::path& folder,
                   const std::string& python, torch::Device device, int warmup, int runs, int rounds) {
   if (python.empty()) throw std::invalid_argument("--family needs the Python reference to write the weights");
+  if (kAuthorsFamilies.count(family)) return bench_authors_module(family, folder, python, device, warmup, runs, rounds);
   const std::string script = shell_quoted(source_path("bench/pytorch_hierarchical.py"));
   std::string error;
   // The script refuses a family it cannot build, naming the ones it can.

@@ -414,9 +414,11 @@ CommandSyntax bench_syntax() {
        ""},
       {"analyses", "LIST", "with --analysis: which (gradcam, attribution, spectrum, ablation, sae, textspan)",
        "gradcam,attribution,spectrum,ablation,sae,textspan"},
-      {"family", "swin|pvt",
-       "bench a hierarchical family instead: Swin-T or PVT-v2-b2 shapes at 224, native and --variants, each against "
-       "the eager reference with the same kernel swapped in where it has one",
+      {"family", "NAME",
+       "bench a hierarchical family instead: swin or pvt (Swin-T or PVT-v2-b2 shapes at 224, native and --variants, "
+       "each against the eager reference with the same kernel swapped in where it has one), or agent_swin_tiny, "
+       "inline_swin_tiny, pola_swin_tiny, mlla_tiny (native, against the authors' own module: bench/pytorch_authors.py "
+       "with ATTNSCOPE_AUTHORS naming their checkouts)",
        ""},
       {"scale", "",
        "bench high resolution instead: DINOv2-S/14-reg4 shapes at 518 and 1036 px, forward, whole run, peak "
