@@ -110,4 +110,59 @@ std::vector<Tick> ticks_that_fit(const std::vector<Tick>& ticks, const std::func
   return ticks.empty() ? ticks : std::vector<Tick>{ticks.front()};
 }
 
+constexpr const char* kSeparator = "  \u00b7  ";
+
+// `text` in lines no wider than `width` with the current font: pieces between " · " separators
+// joined while they fit, a piece too wide broken at its spaces. A single word wider than `width`
+// keeps its own line (widest_word says how wide the figure must then be).
+std::vector<std::string> wrapped_lines(cairo_t* cr, const std::string& text, double width) {
+  if (text.empty()) return {};
+  const std::string separator = kSeparator;
+  std::vector<std::string> lines;
+  auto place = [&](const std::string& piece, const std::string& joiner) {
+    if (!lines.empty() && text_width(cr, lines.back() + joiner + piece) <= width)
+      lines.back() += joiner + piece;
+    else
+      lines.push_back(piece);
+  };
+  for (size_t from = 0;;) {
+    const size_t at = text.find(separator, from);
+    const std::string piece = text.substr(from, at == std::string::npos ? std::string::npos : at - from);
+    if (text_width(cr, piece) <= width) {
+      place(piece, separator);
+    } else {
+      bool first = true;
+      for (size_t word_from = 0;;) {
+        const size_t space = piece.find(' ', word_from);
+        const std::string word =
+            piece.substr(word_from, space == std::string::npos ? std::string::npos : space - word_from);
+        if (!word.empty()) {
+          if (first)
+            lines.push_back(word);
+          else
+            place(word, " ");
+          first = false;
+        }
+        if (space == std::string::npos) break;
+        word_from = space + 1;
+      }
+    }
+    if (at == std::string::npos) break;
+    from = at + separator.size();
+  }
+  return lines;
+}
+
+// The widest word of `text` with the current font: no wrapping makes a line narrower.
+double widest_word(cairo_t* cr, const std::string& text) {
+  double widest = 0;
+  for (size_t from = 0; from <= text.size();) {
+    size_t space = text.find(' ', from);
+    if (space == std::string::npos) space = text.size();
+    widest = std::max(widest, text_width(cr, text.substr(from, space - from)));
+    from = space + 1;
+  }
+  return widest;
+}
+
 }  // namespace attnscope

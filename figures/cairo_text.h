@@ -61,6 +61,12 @@ void draw_vertical_text(cairo_t* cr, const std::string& text, double x, double y
 void draw_tick_label(cairo_t* cr, const Metrics& m, const Tick& tick, double x, double y, Align align, bool middle);
 void stroke_rect(cairo_t* cr, const Rect& r);
 
+// `text` in lines no wider than `width` with the current font: pieces between " · " separators
+// joined while they fit, a piece too wide broken at its spaces; a word wider than `width` keeps a line.
+std::vector<std::string> wrapped_lines(cairo_t* cr, const std::string& text, double width);
+// The widest word of `text` with the current font: no wrapping makes a line narrower.
+double widest_word(cairo_t* cr, const std::string& text);
+
 // Every k-th tick from the first, for the smallest k whose labels keep `gap` apart along their axis:
 // `position` is a tick's place on it, `extent` its label's length along it (so crowded axes of a
 // narrow figure drop labels instead of overprinting them).
