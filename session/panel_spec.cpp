@@ -82,10 +82,18 @@ bool PanelSpec::operator==(const PanelSpec& other) const {
 PanelSpec parse_panel_spec(const std::string& text, const std::string& option) {
   if (text.empty()) throw std::invalid_argument(option + " has an empty entry");
   PanelSpec spec;
-  std::stringstream parts(text);
-  std::string part;
+  // The parts between ':'; a model name may hold ':' itself (hf-hub:ORG/NAME, local-dir:PATH), so a
+  // part without '=' after model= continues the model's name.
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, ':');) {
+    if (parts.size() > 1 && part.find('=') == std::string::npos && parts.back().rfind("model=", 0) == 0)
+      parts.back() += ":" + part;
+    else
+      parts.push_back(part);
+  }
   bool first = true;
-  while (std::getline(parts, part, ':')) {
+  for (const std::string& part : parts) {
     if (first) {
       try {
         spec.variant = parse_variant(part);

@@ -184,6 +184,12 @@ TEST(ModelSource, SessionsAndFiguresPinTheCommitTheyWereMadeWith) {
   const nlohmann::json panels = to_session_file_json(local).at("compare");
   ASSERT_EQ(panels.size(), 1u);
   EXPECT_EQ(panels[0].at("model"), "hf-hub:timm/tiny_dinov3@" + kV1);
+  // The same in --compare's text form, whose ':' separates keys.
+  set_option(local, "compare", "softmax:model=hf-hub:timm/tiny_dinov3@v1:p=2");
+  const nlohmann::json typed = to_session_file_json(local).at("compare");
+  ASSERT_EQ(typed.size(), 1u);
+  EXPECT_EQ(typed[0].at("model"), "hf-hub:timm/tiny_dinov3@" + kV1);
+  EXPECT_EQ(load_model(local.compare.front().model, {}, torch::kCPU).source.commit, kV1);
 }
 
 TEST(ModelSource, ModelsListsTheCachesAndWhatEachOpensAs) {

@@ -38,6 +38,22 @@ TEST(PanelSpec, TextFormNamesModelVariantAndParameters) {
     EXPECT_THROW(parse_panel_spec(bad, "--compare"), std::invalid_argument) << bad;
 }
 
+// Model names with ':' of their own (hf-hub:, local-dir:) in the text form, before other keys and
+// last, and back to the same text.
+TEST(PanelSpec, TextFormTakesHubAndLocalDirNames) {
+  const PanelSpec hub =
+      parse_panel_spec("softmax:model=hf-hub:timm/deit3_small_patch16_224.fb_in1k@v1:p=2", "--compare");
+  EXPECT_EQ(hub.model, "hf-hub:timm/deit3_small_patch16_224.fb_in1k@v1");
+  EXPECT_EQ(hub.variant, Variant::Softmax);
+  EXPECT_EQ(hub.own_value("p", &AttentionSettings::p), 2.0);
+  EXPECT_EQ(parse_panel_spec(to_string(hub), "--compare"), hub);
+  const std::vector<PanelSpec> list = parse_panel_list("native,linear:model=local-dir:/data/my:model", "--compare");
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[1].model, "local-dir:/data/my:model");
+  // A part without '=' anywhere else is still refused.
+  EXPECT_THROW(parse_panel_spec("focused:p=2:timm/x", "--compare"), std::invalid_argument);
+}
+
 // p = 1 next to p = 8, and softmax.safetensors next to linear.safetensors: the session keeps each
 // panel's model, variant and parameters, written as objects and read back the same.
 TEST(PanelSpec, SessionsKeepAPanelsModelVariantAndParameters) {
