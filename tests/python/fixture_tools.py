@@ -1,6 +1,6 @@
 """What the fixture generators (make_*_cases.py) share: their command line (one OUTDIR), seeded
-random values, a method replaced for the length of a check, and the end of a run: cases.json and its
-summary line."""
+random values, a method replaced for the length of a check, a model written in its authors' two forms,
+a case's arrays, and the end of a run: cases.json and its summary line."""
 
 import contextlib
 import importlib.util
@@ -10,6 +10,8 @@ import sys
 import time
 import types
 
+import numpy as np
+import safetensors_io
 import torch
 
 
@@ -68,3 +70,27 @@ def module_at(path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def write_authors_model(out_dir, name, state, config):
+    """`state` in the two forms the authors' models reach users: OUT/NAME.pth as their training scripts save
+    it ({"model": state_dict, "epoch": 300}) and the folder OUT/NAME with model.safetensors and `config` as its
+    config.json. Returns the case entries that name them."""
+    torch.save({"model": {k: v.clone().contiguous() for k, v in state.items()}, "epoch": 300},
+               os.path.join(out_dir, name + ".pth"))
+    folder = os.path.join(out_dir, name)
+    os.makedirs(folder, exist_ok=True)
+    safetensors_io.save_file({k: v.contiguous() for k, v in state.items()}, os.path.join(folder, "model.safetensors"),
+                             metadata={"format": "pt"})
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f)
+    return {"model": name + ".pth", "folder": name}
+
+
+def write_parity_arrays(out_dir, name, image, logits, rows):
+    """A case's input image, the reference's logits and its attention rows (float32) as OUT/NAME.input.npy,
+    .output.npy and .rows.npy. Returns the case entries that name them."""
+    np.save(os.path.join(out_dir, name + ".input.npy"), image.numpy())
+    np.save(os.path.join(out_dir, name + ".output.npy"), logits.to(torch.float32).numpy())
+    np.save(os.path.join(out_dir, name + ".rows.npy"), rows.to(torch.float32).numpy())
+    return {"input": name + ".input.npy", "output": name + ".output.npy", "rows": name + ".rows.npy"}

@@ -11,18 +11,14 @@ OUTDIR/<name>.pth, <name>/model.safetensors + config.json; <name>.input.npy, <na
 queries (per block), kernels, heads}.
 """
 
-import json
-import os
 import sys
 import time
 
 import debian_torch  # noqa: F401  (first: runs the script under Debian's python3-torch)
-import numpy as np
 import torch
 
 import reference_mlla as ref
-import safetensors_io
-from fixture_tools import Init, output_folder, write_cases
+from fixture_tools import Init, output_folder, write_authors_model, write_cases, write_parity_arrays
 from make_hub_cases import smooth_image
 
 CLASSES = 10
@@ -38,16 +34,10 @@ def main(argv):
     for index, spec in enumerate(MODELS):
         name = spec["name"]
         sd = ref.make_state(Init(spec["seed"]), spec["embed"], spec["depths"], spec["heads"], spec["img"], CLASSES)
-        torch.save({"model": {k: v.clone().contiguous() for k, v in sd.items()}, "epoch": 300},
-                   os.path.join(out, name + ".pth"))
-        folder = os.path.join(out, name)
-        os.makedirs(folder, exist_ok=True)
-        safetensors_io.save_file({k: v.contiguous() for k, v in sd.items()}, os.path.join(folder, "model.safetensors"),
-                                 metadata={"format": "pt"})
-        with open(os.path.join(folder, "config.json"), "w") as f:
-            json.dump({"architecture": "mlla_tiny", "num_classes": CLASSES,
-                       "model_args": {"num_heads": spec["heads"], "embed_dim": spec["embed"],
-                                      "depths": spec["depths"], "img_size": spec["img"]}}, f)
+        written = write_authors_model(out, name, sd, {
+            "architecture": "mlla_tiny", "num_classes": CLASSES,
+            "model_args": {"num_heads": spec["heads"], "embed_dim": spec["embed"], "depths": spec["depths"],
+                           "img_size": spec["img"]}})
         img = smooth_image(990 + index, spec["img"], spec["img"])
         logits, matrices = ref.forward(sd, img, spec["heads"])
         widest = max(m.shape[-1] for m in matrices)
@@ -58,12 +48,9 @@ def main(argv):
             chosen = [0, n // 2 + 1, n - 1]
             queries.append(chosen)
             rows[b, : m.shape[0], :, :n] = m[:, chosen, :]
-        np.save(os.path.join(out, name + ".input.npy"), img.numpy())
-        np.save(os.path.join(out, name + ".output.npy"), logits.to(torch.float32).numpy())
-        np.save(os.path.join(out, name + ".rows.npy"), rows.to(torch.float32).numpy())
-        cases.append({"name": name, "kind": "mlla", "model": name + ".pth", "folder": name, "pth_needs_config": True,
-                      "input": name + ".input.npy", "output": name + ".output.npy", "rows": name + ".rows.npy",
-                      "queries": queries, "kernels": ["mlla"] * len(matrices), "heads": spec["heads"]})
+        written.update(write_parity_arrays(out, name, img, logits, rows))
+        cases.append({"name": name, "kind": "mlla", **written, "pth_needs_config": True, "queries": queries,
+                      "kernels": ["mlla"] * len(matrices), "heads": spec["heads"]})
     return write_cases(out, cases, started)
 
 

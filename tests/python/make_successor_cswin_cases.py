@@ -13,18 +13,14 @@ OUTDIR/<name>.pth, <name>/model.safetensors + config.json; <name>.input.npy, <na
 pth_needs_config, arch (the --arch text the .pth needs), input, output, rows, queries (per block), kernels, heads}.
 """
 
-import json
-import os
 import sys
 import time
 
 import debian_torch  # noqa: F401  (first: runs the script under Debian's python3-torch)
-import numpy as np
 import torch
 
 import reference_successor_cswin as ref
-import safetensors_io
-from fixture_tools import Init, output_folder, write_cases
+from fixture_tools import Init, output_folder, write_authors_model, write_cases, write_parity_arrays
 from make_hub_cases import smooth_image
 
 CLASSES = 10
@@ -54,19 +50,12 @@ def main(argv):
         sd = ref.make_state(Init(spec["seed"]), spec["embed"], spec["depths"], spec["heads"], spec["img"],
                             spec["split_size"], spec["la_split_size"], spec["attn_type"], spec.get("agent_num"),
                             CLASSES)
-        torch.save({"model": {k: v.clone().contiguous() for k, v in sd.items()}, "epoch": 300},
-                   os.path.join(out, name + ".pth"))
-        folder = os.path.join(out, name)
-        os.makedirs(folder, exist_ok=True)
-        safetensors_io.save_file({k: v.contiguous() for k, v in sd.items()}, os.path.join(folder, "model.safetensors"),
-                                 metadata={"format": "pt"})
         model_args = {"num_heads": spec["heads"], "split_size": spec["split_size"],
                       "la_split_size": "-".join(str(s) for s in spec["la_split_size"]), "attn_type": spec["attn_type"],
                       "img_size": spec["img"]}
         if "agent_num" in spec:
             model_args["agent_num"] = "-".join(str(a) for a in spec["agent_num"])
-        with open(os.path.join(folder, "config.json"), "w") as f:
-            json.dump({"num_classes": CLASSES, "model_args": model_args}, f)
+        written = write_authors_model(out, name, sd, {"num_classes": CLASSES, "model_args": model_args})
         img = smooth_image(970 + index, spec["img"], spec["img"])
         logits, matrices = ref.forward(sd, img, spec["heads"], spec["split_size"], spec["la_split_size"],
                                        spec["attn_type"])
@@ -81,15 +70,12 @@ def main(argv):
             chosen = [0, n // 2 + 1, n - 1]
             queries.append(chosen)
             rows[b, : m.shape[0], :, :n] = m[:, chosen, :]
-        np.save(os.path.join(out, name + ".input.npy"), img.numpy())
-        np.save(os.path.join(out, name + ".output.npy"), logits.to(torch.float32).numpy())
-        np.save(os.path.join(out, name + ".rows.npy"), rows.to(torch.float32).numpy())
+        written.update(write_parity_arrays(out, name, img, logits, rows))
         letters = "AB" if spec["kind"] == "agent" else "IS"
         types = [t for stage in ref.block_types(spec["attn_type"], spec["depths"], letters) for t in stage]
         kernels = [{"A": "agent", "I": "inline"}.get(t, "softmax") for t in types]
-        cases.append({"name": name, "kind": spec["kind"], "model": name + ".pth", "folder": name,
-                      "pth_needs_config": True, "arch": arch_text(spec), "input": name + ".input.npy",
-                      "output": name + ".output.npy", "rows": name + ".rows.npy", "queries": queries,
+        cases.append({"name": name, "kind": spec["kind"], **written,
+                      "pth_needs_config": True, "arch": arch_text(spec), "queries": queries,
                       "kernels": kernels, "heads": spec["heads"]})
     return write_cases(out, cases, started)
 

@@ -14,7 +14,6 @@ block); PolaFormer's also <name>.second_rows.npy. cases.json: list of {name, kin
 input, output, rows, [second_rows], queries (per block), kernels (per block), heads}.
 """
 
-import json
 import os
 import sys
 import time
@@ -24,8 +23,7 @@ import numpy as np
 import torch
 
 import reference_successor_pvt as ref
-import safetensors_io
-from fixture_tools import Init, output_folder, write_cases
+from fixture_tools import Init, output_folder, write_authors_model, write_cases, write_parity_arrays
 from make_hub_cases import smooth_image
 
 CLASSES = 10
@@ -50,18 +48,12 @@ def main(argv):
         name = spec["name"]
         sd = ref.make_state(Init(spec["seed"]), spec["dims"], spec["depths"], spec["heads"], spec["img"],
                             spec["attn_type"], spec["sr_ratios"], spec["la_sr_ratios"], spec.get("agent_num"), CLASSES)
-        torch.save({"model": {k: v.clone().contiguous() for k, v in sd.items()}, "epoch": 300},
-                   os.path.join(out, name + ".pth"))
-        folder = os.path.join(out, name)
-        os.makedirs(folder, exist_ok=True)
-        safetensors_io.save_file({k: v.contiguous() for k, v in sd.items()}, os.path.join(folder, "model.safetensors"),
-                                 metadata={"format": "pt"})
         model_args = {"num_heads": spec["heads"], "attn_type": spec["attn_type"], "img_size": spec["img"],
                       "sr_ratios": spec["sr_ratios"], "la_sr_ratios": "".join(str(s) for s in spec["la_sr_ratios"])}
         if "agent_num" in spec:
             model_args["agent_num"] = "-".join(str(a) for a in spec["agent_num"])
-        with open(os.path.join(folder, "config.json"), "w") as f:
-            json.dump({"architecture": spec["kind"] + "_pvt_tiny", "num_classes": CLASSES, "model_args": model_args}, f)
+        config = {"architecture": spec["kind"] + "_pvt_tiny", "num_classes": CLASSES, "model_args": model_args}
+        written = write_authors_model(out, name, sd, config)
         img = smooth_image(960 + index, spec["img"], spec["img"])
         seconds = []
         logits, matrices = ref.forward(sd, img, spec["heads"], spec["attn_type"], spec["sr_ratios"],
@@ -82,13 +74,10 @@ def main(argv):
             np.save(os.path.join(out, name + ".second_rows.npy"), second_rows.to(torch.float32).numpy())
             extra["second_rows"] = name + ".second_rows.npy"
             extra["second_blocks"] = len(seconds)
-        np.save(os.path.join(out, name + ".input.npy"), img.numpy())
-        np.save(os.path.join(out, name + ".output.npy"), logits.to(torch.float32).numpy())
-        np.save(os.path.join(out, name + ".rows.npy"), rows.to(torch.float32).numpy())
+        written.update(write_parity_arrays(out, name, img, logits, rows))
         kernels = [KINDS[spec["attn_type"][s]] for s, depth in enumerate(spec["depths"]) for _ in range(depth)]
-        cases.append({"name": name, "kind": spec["kind"], "model": name + ".pth", "folder": name,
+        cases.append({"name": name, "kind": spec["kind"], **written,
                       "pth_needs_config": any(t in "BS" for t in spec["attn_type"]),
-                      "input": name + ".input.npy", "output": name + ".output.npy", "rows": name + ".rows.npy",
                       "queries": queries, "kernels": kernels, "heads": spec["heads"], **extra})
     return write_cases(out, cases, started)
 

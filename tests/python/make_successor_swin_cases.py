@@ -14,7 +14,6 @@ queries; zeros for window blocks); PolaFormer's also <name>.second_rows.npy (its
 (per block, token indices of its stage grid), global_blocks, kernels (per block)}.
 """
 
-import json
 import os
 import sys
 import time
@@ -24,8 +23,7 @@ import numpy as np
 import torch
 
 import reference_successor_swin as ref
-import safetensors_io
-from fixture_tools import Init, output_folder, write_cases
+from fixture_tools import Init, output_folder, write_authors_model, write_cases, write_parity_arrays
 from make_hub_cases import smooth_image
 
 CLASSES = 10
@@ -49,18 +47,12 @@ def main(argv):
         name = spec["name"]
         sd = ref.make_state(Init(spec["seed"]), spec["kind"], spec["embed"], spec["depths"], spec["heads"],
                             spec["img"], spec["window"], spec["attn_type"], spec.get("agent_num"), CLASSES)
-        torch.save({"model": {k: v.clone().contiguous() for k, v in sd.items()}, "epoch": 300},
-                   os.path.join(out, name + ".pth"))
-        folder = os.path.join(out, name)
-        os.makedirs(folder, exist_ok=True)
-        safetensors_io.save_file({k: v.contiguous() for k, v in sd.items()}, os.path.join(folder, "model.safetensors"),
-                                 metadata={"format": "pt"})
         model_args = {"embed_dim": spec["embed"], "depths": spec["depths"], "num_heads": spec["heads"],
                       "window_size": spec["window"], "attn_type": spec["attn_type"], "img_size": spec["img"]}
         if "agent_num" in spec:
             model_args["agent_num"] = "-".join(str(a) for a in spec["agent_num"])
-        with open(os.path.join(folder, "config.json"), "w") as f:
-            json.dump({"architecture": spec["kind"] + "_swin_tiny", "num_classes": CLASSES, "model_args": model_args}, f)
+        config = {"architecture": spec["kind"] + "_swin_tiny", "num_classes": CLASSES, "model_args": model_args}
+        written = write_authors_model(out, name, sd, config)
         img = smooth_image(950 + index, spec["img"], spec["img"])
         seconds = []
         logits, matrices = ref.forward(sd, img, spec["heads"], spec["window"], spec["attn_type"], seconds=seconds)
@@ -86,12 +78,9 @@ def main(argv):
         if seconds:
             np.save(os.path.join(out, name + ".second_rows.npy"), second_rows.to(torch.float32).numpy())
             extra["second_rows"] = name + ".second_rows.npy"
-        np.save(os.path.join(out, name + ".input.npy"), img.numpy())
-        np.save(os.path.join(out, name + ".output.npy"), logits.to(torch.float32).numpy())
-        np.save(os.path.join(out, name + ".rows.npy"), rows.to(torch.float32).numpy())
+        written.update(write_parity_arrays(out, name, img, logits, rows))
         kernels = [{"A": "agent", "I": "inline", "L": "pola"}.get(t, "softmax") for t in types]
-        cases.append({"name": name, "kind": spec["kind"], "model": name + ".pth", "folder": name,
-                      "input": name + ".input.npy", "output": name + ".output.npy", "rows": name + ".rows.npy",
+        cases.append({"name": name, "kind": spec["kind"], **written,
                       "queries": queries, "global_blocks": global_blocks, "kernels": kernels,
                       "heads": spec["heads"], "img": spec["img"], **extra})
     return write_cases(out, cases, started)
