@@ -172,7 +172,10 @@ std::optional<MatrixFactors> inline_factors(const KernelSpec&, const KernelFeatu
 
 // ---- MLLA -------------------------------------------------------------------------------------
 
-torch::Tensor mlla_rotate(const torch::Tensor& x, const TokenLayout& layout) {
+namespace {
+
+// The cos and sin of MLLA's RoPE angles at the layout's grid, [heads, tokens, head_dim / 2] in `x`'s type.
+std::pair<torch::Tensor, torch::Tensor> mlla_rope_tables(const torch::Tensor& x, const TokenLayout& layout) {
   const int64_t heads = x.size(1), head_dim = x.size(3), channels = heads * head_dim, prefix = layout.prefix_tokens();
   if (channels % 4 != 0 || head_dim % 2 != 0)
     throw std::invalid_argument(
@@ -187,19 +190,26 @@ torch::Tensor mlla_rotate(const torch::Tensor& x, const TokenLayout& layout) {
   auto columns = torch::arange(layout.grid_w, float32).view({1, -1, 1}).expand({layout.grid_h, layout.grid_w, 1});
   auto angles = torch::cat({rows * theta, columns * theta}, -1).reshape({layout.patch_tokens(), heads, head_dim / 2});
   angles = torch::cat({torch::zeros({prefix, heads, head_dim / 2}, float32), angles}).permute({1, 0, 2});
-  auto cos = angles.cos().to(x.device(), x.scalar_type()), sin = angles.sin().to(x.device(), x.scalar_type());
-  auto pairs = x.reshape({x.size(0), heads, x.size(2), head_dim / 2, 2});
+  return {angles.cos().to(x.device(), x.scalar_type()), angles.sin().to(x.device(), x.scalar_type())};
+}
+
+// MLLA's RoPE of per-head x [B, h, T, d] whose heads side by side are the C channels it rotates.
+torch::Tensor rope_rotated(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  auto pairs = x.reshape({x.size(0), x.size(1), x.size(2), x.size(3) / 2, 2});
   auto real = pairs.select(-1, 0), imaginary = pairs.select(-1, 1);
   return torch::stack({real * cos - imaginary * sin, real * sin + imaginary * cos}, -1).reshape(x.sizes());
 }
+
+}  // namespace
 
 KernelFeatures mlla_features(const ResolvedAttention&, const torch::Tensor& q, torch::Tensor& k,
                              const KernelParameters&, const TokenLayout& layout) {
   auto q_feature = torch::elu(q) + 1.0, k_feature = torch::elu(k) + 1.0;
   const double n = double(k.size(2));
   KernelFeatures features;
-  features.q = mlla_rotate(q_feature, layout);
-  features.k = mlla_rotate(k_feature, layout);
+  const auto [cos, sin] = mlla_rope_tables(q_feature, layout);  // q's and k's: one grid, one table
+  features.q = rope_rotated(q_feature, cos, sin);
+  features.k = rope_rotated(k_feature, cos, sin);
   features.query_row_factor = mean_normaliser(q_feature, k_feature) / n;
   return features;
 }

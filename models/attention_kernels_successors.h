@@ -68,8 +68,6 @@ torch::Tensor mlla_attend(const KernelSpec& spec, const KernelFeatures& features
 std::optional<MatrixFactors> mlla_factors(const KernelSpec& spec, const KernelFeatures& features, int64_t batch,
                                           int64_t head);
 void describe_mlla(const ResolvedAttention& resolved, std::ostream& out);
-// MLLA's RoPE of per-head x [B, h, T, d] whose heads side by side are the C channels it rotates.
-torch::Tensor mlla_rotate(const torch::Tensor& x, const TokenLayout& layout);
 
 // PolaFormer: q, k divided by softplus(scale) (ln 2 without one), split into ReLU(x)^p and
 // ReLU(-x)^p with p = 1 + alpha sigmoid(power); the same-sign pairs (q+k+, q-k-) weigh the first
