@@ -126,6 +126,21 @@ TEST_F(GuiTest, RegisterQueryShowsTheAttentionPatchesGiveIt) {
     EXPECT_NEAR(levels[i], std::round(255.0 * (values[i] - vmin) / (vmax - vmin)), 1.5) << "patch " << i;
 }
 
+// A session's patch query outside the model's grid is not replaced in silence: the workbench shows
+// the layer's default query and says which query it could not take, and why.
+TEST_F(GuiTest, AnOutOfGridQueryIsNamedWhereTheQueryIsShown) {
+  nlohmann::json session = base_session();
+  session["query"] = "20,20";
+  ASSERT_EQ(run_gui(session), 0) << log();
+  const nlohmann::json info = shot_info();
+  const std::string grid =
+      std::to_string(info["grid"][0].get<int>()) + "x" + std::to_string(info["grid"][1].get<int>());
+  ASSERT_LT(info["grid"][0].get<int>(), 20) << info.dump();
+  EXPECT_EQ(info["query_token"], 0);
+  const std::string note = info["query_note"];
+  EXPECT_NE(note.find("20,20 is outside the " + grid + " patch grid; showing cls"), std::string::npos) << note;
+}
+
 // A TorchScript file opens in the workbench with the attention it reports; the hot spot is the
 // recorded row's peak.
 // The kernel comparison on a file that only reports its attention says why it has no numbers,

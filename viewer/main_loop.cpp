@@ -87,6 +87,7 @@ void write_screenshot(const Workbench& bench, const std::vector<std::unique_ptr<
     about["query_window"] = bench.outcome->query_window;
     about["family"] = bench.outcome->model_family;
     about["query_token"] = bench.outcome->query_token;
+    about["query_note"] = bench.outcome->query_note;
     about["layer"] = bench.outcome->layer;
     about["vmin"] = bench.shown.scale.vmin;
     about["vmax"] = bench.shown.scale.vmax;

@@ -411,7 +411,11 @@ struct ControlsPanel : WorkbenchPanel {
       ImGui::TextDisabled("(view)");
       ImGui::Text("query: %s",
                   outcome ? outcome->layout.token_name(outcome->query_token).c_str() : state.query.text().c_str());
-      if (outcome && !outcome->query_note.empty()) ImGui::TextDisabled("%s", outcome->query_note.c_str());
+      if (outcome && !outcome->query_note.empty()) {  // the query shown is not the one asked for: said in full
+        ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.7f, 0.3f, 1.0f));
+        ImGui::TextWrapped("%s", outcome->query_note.c_str());
+        ImGui::PopStyleColor();
+      }
       if (outcome) draw_prefix_queries(bench, *outcome);
       ImGui::TextDisabled("click a patch in the image to query it");
       enum_radio_buttons(state.direction, false);
