@@ -27,7 +27,7 @@ ExportedFigure export_figure(const AppState& state, LoadedModel& model, const st
   // The session names absolute files so that it reproduces the figure from any folder.
   AppState session = state;
   session.image = fs::absolute(image_path).string();
-  if (!session.model.empty()) session.model = fs::absolute(session.model).string();
+  session.model = absolute_model_name(session.model);
   session.out = fs::absolute(out_dir).string();
   return write_figure_bundle(figure, request, to_session_file_json(session), prepared, out_dir,
                              figure_stem(image_path, request.layout) + state.figure.stem_suffix);

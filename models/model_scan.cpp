@@ -100,13 +100,19 @@ std::vector<CachedModel> scan_model_caches(size_t limit, size_t* left_out) {
       if (snapshot->is_directory(inner)) model.snapshots.push_back(snapshot->path().filename().string());
     std::sort(model.snapshots.begin(), model.snapshots.end());
     model.bytes = folder_bytes(it->path());
-    // The revision --model takes by default: main, else the only snapshot.
-    std::string commit = model.refs.count("main") ? model.refs["main"] : "";
-    if (commit.empty() && model.snapshots.size() == 1) commit = model.snapshots.front();
-    if (commit.empty() || !fs::is_directory(it->path() / "snapshots" / commit, inner))
-      model.why_not = "no snapshot for refs/main: give a revision (hf-hub:" + id + "@REVISION)";
-    else
-      judge((it->path() / "snapshots" / commit).string(), model);
+    // The revision --model takes by default is main; without refs/main, the only snapshot by its
+    // commit (the name listed is then that pinned name, so that every listed name opens).
+    if (!model.refs.count("main") && model.snapshots.size() == 1) model.name += "@" + model.snapshots.front();
+    if (!model.refs.count("main") && model.snapshots.size() != 1) {
+      model.why_not = "no refs/main and " + std::to_string(model.snapshots.size()) +
+                      " snapshots: give a revision (hf-hub:" + id + "@REVISION)";
+    } else {
+      try {  // resolved as --model resolves it: the same refusals (broken links, missing snapshots)
+        judge(resolve_model_source(model.name).path, model);
+      } catch (const std::exception& e) {
+        model.why_not = e.what();
+      }
+    }
     models.push_back(model);
   }
   const fs::path checkpoints = torch_hub_checkpoints();

@@ -90,9 +90,14 @@ ModelSource from_hf_cache(const std::string& given, const std::string& id, bool 
     throw CheckpointError("'" + excerpt(given) + "': the revision after '@' must be a branch, a tag or a commit");
   source.repo = repo;
   source.revision = revision;
-  source.cache = hf_hub_cache_root();
+  const auto [root, origin] = hf_hub_cache_root_and_origin();
+  source.cache = root;
   const fs::path folder = fs::path(source.cache) / ("models--" + (org.empty() ? name : org + "--" + name));
   std::error_code error;
+  if (!fs::is_directory(source.cache, error))  // a vanished disk, a mistyped variable, a file
+    throw CheckpointError(given + ": there is no Hugging Face cache folder at " + source.cache + " (from " + origin +
+                          (error ? ": " + error.message() : std::string()) +
+                          "); attnscope never downloads: set HF_HUB_CACHE or HF_HOME to the cache that holds " + repo);
   if (!fs::is_directory(folder, error))
     throw CheckpointError(given + ": the Hugging Face cache at " + source.cache + " has no " +
                           folder.filename().string() +
@@ -142,11 +147,14 @@ ModelSource from_hf_cache(const std::string& given, const std::string& id, bool 
 
 }  // namespace
 
-std::string hf_hub_cache_root() {
+std::string hf_hub_cache_root() { return hf_hub_cache_root_and_origin().first; }
+
+std::pair<std::string, std::string> hf_hub_cache_root_and_origin() {
   for (const char* name : {"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"})
-    if (!environment(name).empty()) return environment(name);
-  if (!environment("HF_HOME").empty()) return (fs::path(environment("HF_HOME")) / "hub").string();
-  return (fs::path(home_cache()) / "huggingface" / "hub").string();
+    if (!environment(name).empty()) return {environment(name), name};
+  if (!environment("HF_HOME").empty()) return {(fs::path(environment("HF_HOME")) / "hub").string(), "HF_HOME"};
+  return {(fs::path(home_cache()) / "huggingface" / "hub").string(),
+          environment("XDG_CACHE_HOME").empty() ? "the default, ~/.cache" : "XDG_CACHE_HOME"};
 }
 
 std::string torch_hub_checkpoints() {
@@ -222,6 +230,14 @@ ModelSource resolve_model_source(const std::string& given) {
     }
   }
   return source;  // the reader says what is missing, as for any path
+}
+
+std::string absolute_model_name(const std::string& given) {
+  static const std::string kLocal = "local-dir:";
+  std::error_code error;
+  if (given.rfind(kLocal, 0) == 0) return kLocal + fs::absolute(given.substr(kLocal.size()), error).string();
+  if (given.empty() || !fs::exists(given, error)) return given;
+  return fs::absolute(given, error).string();
 }
 
 std::string pinned_model_name(const std::string& given) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace attnscope {
@@ -37,6 +38,8 @@ struct ModelSource {
 // The Hugging Face cache's root, in huggingface_hub's order: HF_HUB_CACHE, HUGGINGFACE_HUB_CACHE,
 // $HF_HOME/hub, $XDG_CACHE_HOME/huggingface/hub, ~/.cache/huggingface/hub.
 std::string hf_hub_cache_root();
+// The same root and what chose it (the variable's name, or "the default, ~/.cache"), for messages.
+std::pair<std::string, std::string> hf_hub_cache_root_and_origin();
 // The commit a Hugging Face cache ref file (refs/<revision>) holds: its first line (of its first 64
 // characters), trailing whitespace removed.
 std::string read_hf_ref(const std::string& file);
@@ -48,6 +51,10 @@ std::string torch_hub_checkpoints();
 // caches do not hold, a revision that is neither a ref nor a commit, a ref naming a missing
 // snapshot, a broken link, or a name that climbs out of the cache ("..").
 ModelSource resolve_model_source(const std::string& given);
+
+// `given` as a name that opens the same files from any folder: a path (or local-dir:'s) made
+// absolute; hub names and torch.hub file names, which name no path here, as they are.
+std::string absolute_model_name(const std::string& given);
 
 // `given` pinned to the commit it names now (ModelSource::pinned), for what is written to be reopened
 // later (sessions, figure bundles); `given` itself when it is no hub name or cannot be resolved.

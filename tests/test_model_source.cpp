@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/npy.h"
 #include "models/model_loader.h"
@@ -60,10 +61,17 @@ struct HubCache {
 // HF_HUB_CACHE for the length of a scope.
 struct ScopedEnvironment {
   std::string name;
+  std::optional<std::string> before;  // restored, so that scopes nest
   ScopedEnvironment(const std::string& key, const std::string& value) : name(key) {
+    if (const char* old = std::getenv(key.c_str())) before = old;
     setenv(key.c_str(), value.c_str(), 1);
   }
-  ~ScopedEnvironment() { unsetenv(name.c_str()); }
+  ~ScopedEnvironment() {
+    if (before)
+      setenv(name.c_str(), before->c_str(), 1);
+    else
+      unsetenv(name.c_str());
+  }
 };
 
 torch::Tensor output_of(LoadedModel& model) {
@@ -110,7 +118,8 @@ void expect_refusal(const std::string& name, const std::string& words) {
     load_model(name, {}, torch::kCPU);
     ADD_FAILURE() << name << " loaded";
   } catch (const CheckpointError& e) {
-    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << name << ": " << e.what();
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos)
+        << name << ": " << e.what() << "\nlooked for: " << words;
   }
 }
 
@@ -118,6 +127,12 @@ TEST(ModelSource, WhatTheCacheLacksIsRefusedNamingWhereItLooked) {
   HubCache cache(true);
   ScopedEnvironment hub("HF_HUB_CACHE", cache.root.string());
   expect_refusal("hf-hub:timm/absent_model", cache.root.string());
+  {
+    // A cache on a disk that is gone, or a variable naming a file: said as such, with its origin.
+    ScopedEnvironment vanished("HF_HUB_CACHE", (cache.root / "unmounted").string());
+    expect_refusal("hf-hub:timm/tiny_dinov3",
+                   "no Hugging Face cache folder at " + (cache.root / "unmounted").string() + " (from HF_HUB_CACHE");
+  }
   expect_refusal("hf-hub:timm/tiny_dinov3@v9", "neither a ref");
   expect_refusal("hf-hub:timm/../tiny_dinov3", "not a Hugging Face repo id");
   expect_refusal("hf-hub:timm/tiny_dinov3@../../x", "revision");
@@ -159,6 +174,27 @@ TEST(ModelSource, RunRecordsTheRevisionThatMadeItsOutputs) {
   EXPECT_EQ(source.at("commit"), kV1);
   EXPECT_EQ(source.at("files").size(), 2u);
   EXPECT_EQ(summary.at("model"), "hf-hub:timm/tiny_dinov3@v1");
+
+  // A figure bundle's session reopens the same commit and records what it was.
+  testing::CliRequest figure({"export", "--model", "hf-hub:timm/tiny_dinov3@v1", "--image",
+                              std::string(ATTNSCOPE_SOURCE_DIR) + "/assets/images/sign_4.png", "--layout", "grid-heads",
+                              "--out", (out / "figure").string()});
+  figure.environment = request.environment;
+  ASSERT_EQ(testing::run_cli_process(figure).exit_code, 0);
+  std::ifstream session_file(out / "figure" / "sign_4_grid-heads.png.session.json");
+  const auto session = nlohmann::json::parse(session_file);
+  const std::string pinned = "hf-hub:timm/tiny_dinov3@" + kV1;
+  EXPECT_EQ(session.at("model"), pinned);
+  EXPECT_EQ(session.at(kModelSourcesKey).at(pinned).at("commit"), kV1);
+  EXPECT_EQ(session.at(kModelSourcesKey).at(pinned).at("files").size(), 2u);
+  testing::CliRequest again({"export", "--session", (out / "figure" / "sign_4_grid-heads.png.session.json").string(),
+                             "--out", (out / "again").string()},
+                            (out / "again.log").string(), (out / "again.log").string());
+  again.environment = request.environment;
+  const int reopened = testing::run_cli_process(again).exit_code;
+  std::ifstream log(out / "again.log");
+  EXPECT_EQ(reopened, 0) << log.rdbuf();
+  EXPECT_TRUE(fs::exists(out / "again" / "sign_4_grid-heads.png"));
   fs::remove_all(out);
 }
 
@@ -169,6 +205,16 @@ TEST(ModelSource, SessionsAndFiguresPinTheCommitTheyWereMadeWith) {
   set_option(state, "model", "hf-hub:timm/tiny_dinov3");
   const nlohmann::json written = to_session_file_json(state);
   EXPECT_EQ(written.at("model"), "hf-hub:timm/tiny_dinov3@" + kMain);
+  // What the pinned name resolved to is recorded beside it: repo, revision, commit, files and blobs.
+  const nlohmann::json& recorded = written.at(kModelSourcesKey).at("hf-hub:timm/tiny_dinov3@" + kMain);
+  EXPECT_EQ(recorded.at("repo"), "timm/tiny_dinov3");
+  EXPECT_EQ(recorded.at("commit"), kMain);
+  ASSERT_EQ(recorded.at("files").size(), 2u) << recorded.dump();
+  for (const auto& file : recorded.at("files")) {
+    EXPECT_GT(file.at("size").get<int64_t>(), 0) << file.dump();
+    const fs::path blob = cache.root / "models--timm--tiny_dinov3" / "blobs" / file.at("blob").get<std::string>();
+    EXPECT_EQ(fs::file_size(blob), file.at("size").get<std::uintmax_t>()) << file.dump();
+  }
   EXPECT_EQ(to_json(state).at("model"), "hf-hub:timm/tiny_dinov3") << "the state itself keeps what was given";
   // refs/main moves on; the session still opens the commit it was written with.
   std::ofstream(cache.root / "models--timm--tiny_dinov3" / "refs" / "main") << kV1;
@@ -202,6 +248,17 @@ TEST(ModelSource, ModelsListsTheCachesAndWhatEachOpensAs) {
   const fs::path orphan = cache.root / "models--someone--no_snapshot";
   fs::create_directories(orphan / "refs");
   std::ofstream(orphan / "refs" / "main") << kV1;
+  // A snapshot without refs/main is listed by its commit, which opens; a broken link is said as
+  // --model says it.
+  const fs::path unreferenced = cache.root / "models--someone--unreferenced" / "snapshots" / kMain;
+  fs::create_directories(unreferenced);
+  for (const char* name : {"model.safetensors", "config.json"})
+    fs::copy_file(kCases + "dinov3_s16/" + name, unreferenced / name);
+  const fs::path broken = cache.root / "models--someone--broken";
+  fs::create_directories(broken / "refs");
+  fs::create_directories(broken / "snapshots" / kMain);
+  std::ofstream(broken / "refs" / "main") << kMain;
+  fs::create_symlink(fs::path("..") / ".." / "blobs" / "absent", broken / "snapshots" / kMain / "model.safetensors");
   const fs::path home = fs::temp_directory_path() / "attnscope_models_torch_home";
   fs::remove_all(home);
   fs::create_directories(home / "hub" / "checkpoints");
@@ -214,7 +271,18 @@ TEST(ModelSource, ModelsListsTheCachesAndWhatEachOpensAs) {
   const auto listed = nlohmann::json::parse(in);
   std::map<std::string, nlohmann::json> by_name;
   for (const auto& model : listed.at("models")) by_name[model.at("name")] = model;
-  ASSERT_EQ(by_name.size(), 4u);
+  ASSERT_EQ(by_name.size(), 6u) << listed.dump();
+  const std::string pinned = "hf-hub:someone/unreferenced@" + kMain;
+  ASSERT_TRUE(by_name.count(pinned)) << listed.dump();
+  EXPECT_FALSE(by_name.at(pinned).at("opens").is_null()) << by_name.at(pinned).dump();
+  {
+    ScopedEnvironment hub("HF_HUB_CACHE", cache.root.string());
+    EXPECT_EQ(load_model(pinned, {}, torch::kCPU).source.commit, kMain);
+  }
+  EXPECT_NE(by_name.at("hf-hub:someone/broken").at("why_not").get<std::string>().find("broken link"), std::string::npos)
+      << by_name.at("hf-hub:someone/broken").dump();
+  EXPECT_EQ(listed.at("hf_hub_cache_from"), "HF_HUB_CACHE");
+  EXPECT_FALSE(listed.contains("hf_hub_cache_problem"));
   const auto& dinov3 = by_name.at("hf-hub:timm/tiny_dinov3");
   EXPECT_EQ(dinov3.at("refs").at("v1"), kV1);
   EXPECT_EQ(dinov3.at("snapshots").size(), 2u);
@@ -224,9 +292,16 @@ TEST(ModelSource, ModelsListsTheCachesAndWhatEachOpensAs) {
   EXPECT_NE(by_name.at("hf-hub:someone/not_a_vit").at("why_not").get<std::string>().find("unsupported"),
             std::string::npos)
       << by_name.at("hf-hub:someone/not_a_vit").dump();
-  EXPECT_NE(by_name.at("hf-hub:someone/no_snapshot").at("why_not").get<std::string>().find("no snapshot"),
-            std::string::npos);
+  EXPECT_NE(by_name.at("hf-hub:someone/no_snapshot").at("why_not").get<std::string>().find("is not in the cache"),
+            std::string::npos)
+      << by_name.at("hf-hub:someone/no_snapshot").dump();
   EXPECT_EQ(by_name.at("dinov3_tiny.pth").at("kind"), "torch-hub");
+
+  // A cache on a disk that is gone is said, not listed as an empty cache.
+  request.environment = {"HF_HUB_CACHE=" + (cache.root / "unmounted").string(), "TORCH_HOME=" + home.string()};
+  ASSERT_EQ(testing::run_cli_process(request).exit_code, 0);
+  std::ifstream again(out);
+  EXPECT_EQ(nlohmann::json::parse(again).at("hf_hub_cache_problem"), "no such folder");
   fs::remove_all(home);
   fs::remove(out);
 }

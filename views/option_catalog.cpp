@@ -46,16 +46,32 @@ nlohmann::json to_json(const AppState& state) {
   return json;
 }
 
+namespace {
+
+// A session file's model name pinned to the commit it names now, and what it resolved to (repo,
+// revision, commit, files with sizes and blobs) recorded under kModelSourcesKey.
+void pin_model(nlohmann::json& name, nlohmann::json& sources) {
+  if (!name.is_string()) return;
+  try {
+    const ModelSource source = resolve_model_source(name.get<std::string>());
+    name = source.pinned();
+    if (source.kind == "hf-hub") sources[source.pinned()] = source.to_json();
+  } catch (const CheckpointError&) {
+    // kept as given: opening it says what is wrong
+  }
+}
+
+}  // namespace
+
 nlohmann::json to_session_file_json(const AppState& state) {
-  nlohmann::json json = to_json(state);
-  if (json.contains("model") && json["model"].is_string())
-    json["model"] = pinned_model_name(json["model"].get<std::string>());
+  nlohmann::json json = to_json(state), sources = nlohmann::json::object();
+  if (json.contains("model")) pin_model(json["model"], sources);
   // Each panel's own model too (panel lists are written as objects).
   for (auto& [key, value] : json.items())
     if (value.is_array())
       for (auto& panel : value)
-        if (panel.is_object() && panel.contains("model") && panel["model"].is_string())
-          panel["model"] = pinned_model_name(panel["model"].get<std::string>());
+        if (panel.is_object() && panel.contains("model")) pin_model(panel["model"], sources);
+  if (!sources.empty()) json[kModelSourcesKey] = sources;
   return json;
 }
 
@@ -63,6 +79,7 @@ void apply_json(AppState& state, const nlohmann::json& json) {
   if (!json.is_object()) throw std::invalid_argument("a session must be a JSON object");
   for (const auto& item : json.items()) {
     const auto& value = item.value();
+    if (item.key() == kModelSourcesKey) continue;  // a record of the weights that made it, not an option
     std::string text;
     const OptionSpec* option = find_option(item.key());
     if (option && option->panels && value.is_array()) {

@@ -25,6 +25,10 @@ void set_option(AppState& state, const std::string& name, const std::string& val
 
 // Session files: every option by name (panel lists as arrays of objects), and back; unknown keys
 // are an error.
+// The key under which a session file records, for each hub-named model it pins, what the name
+// resolved to (ModelSource::to_json: repo, revision, commit, files with sizes and blobs); read back
+// as a record only.
+inline constexpr const char* kModelSourcesKey = "model_sources";
 nlohmann::json to_json(const AppState& state);
 void apply_json(AppState& state, const nlohmann::json& json);
 
