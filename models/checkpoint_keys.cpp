@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "core/excerpt.h"
+#include "core/number_text.h"
 #include "models/arch_config.h"
 #include "models/attention_kernels_successors.h"
 
@@ -121,6 +122,18 @@ AgentShapes read_agent_attention(ShapeReader& shapes, const std::string& prefix,
 
 const char* attn_type_letters(Kernel successor) {
   return successor == Kernel::Agent ? "AB" : successor == Kernel::InLine ? "IS" : "LS";
+}
+
+double read_trained_focusing_factor(const nlohmann::json& meta, std::vector<std::string>& notes) {
+  if (!meta.is_object() || !meta.contains("focusing_factor")) return 3.0;
+  const nlohmann::json& value = meta["focusing_factor"];
+  if (!value.is_number() || !(value.get<double>() > 0 && value.get<double>() <= 32))
+    throw CheckpointError("focusing_factor " + excerpt(value.dump(), 40) + " is not in (0, 32], the range of --p");
+  const double p = value.get<double>();
+  if (p != 3.0)
+    notes.push_back("trained with focusing factor " + format_double(p) + ": pass --p " + format_double(p) +
+                    " to reproduce its outputs (focused blocks run the p setting, 3 by default)");
+  return p;
 }
 
 void check_config_agent_counts(const nlohmann::json& meta, const std::vector<int>& weights_agents,

@@ -62,6 +62,11 @@ struct FocusedShapes {
 // Reads them under `prefix` ("layers.0.blocks.1.attn.") for a block of width `dim`.
 FocusedShapes read_focused_attention(ShapeReader& shapes, const std::string& prefix, int dim);
 
+// The focusing factor a FLatten model's config says it was trained with (`focusing_factor`): in
+// (0, 32] as --p, else refused naming it; a value other than the default 3 is noted with the --p
+// that reproduces the model's outputs (focused blocks run the p setting). Returns it (3 if unsaid).
+double read_trained_focusing_factor(const nlohmann::json& meta, std::vector<std::string>& notes);
+
 // Agent Attention as agent_swin and agent_pvt store it: `an_bias`, `na_bias` [h, A, 7, 7], `ah_bias`
 // [1, h, A, s, 1], `aw_bias` [1, h, A, 1, s], `ha_bias` [1, h, s, 1, A], `wa_bias` [1, h, 1, s, A] for
 // the s x s grid it was trained on, and its depthwise conv on V `dwc` [C, 1, 3, 3]; every one there.

@@ -282,11 +282,7 @@ CSwinArch infer_cswin_arch(ShapeReader& shapes, const nlohmann::json& meta, std:
     }
     arch.attn_type = letters + count;
   }
-  if (meta.is_object() && meta.contains("focusing_factor") && meta["focusing_factor"].is_number())
-    arch.focusing_factor = meta["focusing_factor"].get<double>();
-  if (arch.focusing_factor != 3.0)
-    notes.push_back("trained with focusing factor " + std::to_string(arch.focusing_factor) +
-                    ": pass that p to reproduce its outputs (focused blocks run the p setting)");
+  arch.focusing_factor = read_trained_focusing_factor(meta, notes);
   return arch;
 }
 

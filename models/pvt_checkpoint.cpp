@@ -193,6 +193,7 @@ StagedMemory pvt_memory(const PvtArch& arch) {
 InferredBackbone infer_pvt(FamilyInput& input) {
   ShapeReader shapes(input.checkpoint, "PVT v2");
   const CheckpointLayout layout = adopt_pvt_layout(input, shapes);
+  read_trained_focusing_factor(input.meta, input.notes);
   return inferred_backbone<PyramidVisionTransformerImpl>(
       shapes, infer_pvt_arch(shapes, input.meta, layout, input.assumed), pvt_memory);
 }

@@ -69,6 +69,27 @@ CheckpointLayout adopt_swin_layout(FamilyInput& input, ShapeReader& shapes) {
   return CheckpointLayout::Microsoft;
 }
 
+// A given attn_type (config, yaml, --arch) must say what the keys show, stage by stage: the
+// successor's letter where a stage's blocks are all its kind, the softmax letter where none is, M
+// where they mix (the authors' "IIMS2"); its trailing count is the authors' and not checked.
+void check_given_attn_type(const nlohmann::json& meta, const SwinArch& arch, NativeAttention successor) {
+  if (!meta.is_object() || !meta.contains("attn_type") || !meta["attn_type"].is_string()) return;
+  const std::string given = meta["attn_type"].get<std::string>();
+  const std::string letters_given = given.substr(0, given.find_last_not_of("0123456789") + 1);
+  const char* letters = attn_type_letters(successor == NativeAttention::Softmax ? NativeAttention::Focused : successor);
+  std::string shown;
+  for (const auto& stage : arch.stages) {
+    size_t successors = 0;
+    for (const auto& block : stage.blocks) successors += block.native != NativeAttention::Softmax;
+    shown += successors == 0 ? letters[1] : successors == stage.blocks.size() ? letters[0] : 'M';
+  }
+  if (letters_given != shown)
+    throw CheckpointError("attn_type '" + excerpt(given, 40) + "' does not say what the weights' blocks are: " + shown +
+                          " (" + std::to_string(arch.stages.size()) + " stages; " + letters[0] + " " +
+                          to_string(successor == NativeAttention::Softmax ? NativeAttention::Focused : successor) +
+                          ", " + letters[1] + " softmax, M mixed): give " + shown + " or leave attn_type out");
+}
+
 // The architecture from timm-layout keys; `meta` (gather_arch_config's values) gives what the keys
 // cannot tell (the configured window, the training input size); heads it gives must agree with the
 // tables'. Throws CheckpointError naming the key that is missing, misshapen or beyond the bounds.
@@ -199,6 +220,7 @@ SwinArch infer_swin_arch(ShapeReader& shapes, const nlohmann::json& meta, Checkp
     for (const auto& stage : arch.stages)
       arch.attn_type += stage.blocks.front().native == successor ? letters[0] : letters[1];
   }
+  check_given_attn_type(meta, arch, successor);
   std::vector<int> weights_agents;
   for (const auto& stage : arch.stages) {
     int agents = 0;
@@ -302,6 +324,7 @@ StagedMemory swin_memory(const SwinArch& arch) {
 InferredBackbone infer_swin(FamilyInput& input) {
   ShapeReader shapes(input.checkpoint, "Swin");
   const CheckpointLayout layout = adopt_swin_layout(input, shapes);
+  read_trained_focusing_factor(input.meta, input.notes);
   return inferred_backbone<SwinTransformerImpl>(shapes, infer_swin_arch(shapes, input.meta, layout, input.assumed),
                                                 swin_memory);
 }

@@ -269,6 +269,22 @@ TEST(ArchConfig, HigherSourcesWinAndSaySo) {
   EXPECT_NE(message.find("PVT v2"), std::string::npos) << message;
 }
 
+// What a config says of the blocks is checked against the weights, not noted and ignored: an
+// attn_type the blocks contradict is refused naming what they are; a focusing factor outside --p's
+// range is refused, another than 3 is noted with the --p that reproduces the model.
+TEST(ArchConfig, AttnTypeAndFocusingFactorAreCheckedNotIgnored) {
+  const std::string demo = std::string(ATTNSCOPE_SOURCE_DIR) + "/assets/models/flatten_swin.safetensors";
+  EXPECT_NE(refusal(demo, ArchOverrides::parse("attn_type=XYZ")).find("does not say what the weights' blocks are: LSS"),
+            std::string::npos);
+  EXPECT_NE(refusal(demo, ArchOverrides::parse("attn_type=LLS")).find("give LSS"), std::string::npos);
+  EXPECT_EQ(refusal(demo, ArchOverrides::parse("attn_type=LSS")), "(loaded)");
+  EXPECT_NE(refusal(demo, ArchOverrides::parse("focusing_factor=-1")).find("not in (0, 32]"), std::string::npos);
+  const LoadedModel trained_at_4 = load_model(demo, ArchOverrides::parse("focusing_factor=4"), torch::kCPU);
+  bool noted = false;
+  for (const auto& note : trained_at_4.report.notes) noted = noted || note.find("pass --p 4") != std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
 // FLatten's training yaml (cfgs/flatten_swin_t.yaml's form, read with yaml-cpp) beside the weights
 // or given with --config.
 TEST(ArchConfig, FlattenYamlBesideTheWeightsOrGivenWithConfig) {
