@@ -37,6 +37,7 @@
 #include "core/json_checked.h"
 #include "core/number_text.h"
 #include "core/scratch_folder.h"
+#include "core/torch_error.h"
 #include "models/cpu_threads.h"
 #include "models/model_loader.h"
 
@@ -83,7 +84,7 @@ std::string column(const std::string& text, size_t width) {
 // An exception's message on one line, without LibTorch's backtrace.
 std::string error_text(const std::exception& error) {
   const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
-  return one_line(torch_error ? torch_error->what_without_backtrace() : error.what());
+  return torch_error ? torch_error_text(*torch_error) : one_line(error.what());
 }
 
 int centre_query(const AttentionCapture& capture) {

@@ -96,7 +96,9 @@ int eval_command(const Args& args) {
   if (!line.flags["images"].empty()) return eval_folder(line);
   configure_threads();
   const torch::Device device = resolve_device(line.state.device);
-  const int samples = std::max(1, line.flag_int("samples"));
+  const int samples = line.flag_int("samples");
+  if (samples < 1)
+    throw std::invalid_argument("--samples must be at least 1 held-out image, got " + std::to_string(samples));
   std::vector<std::string> models;
   if (line.flags["models"].empty())
     models = default_models();

@@ -63,6 +63,7 @@ int train_command(const Args& args) {
   options.out = line.flags["out"];
   options.resume = line.flags["resume"];
   options.eval_samples = line.flag_int("eval-samples");
+  if (options.eval_samples < 0) throw std::invalid_argument("--eval-samples must be 0 (no evaluation) or more");
   options.device = line.state.device;
   const DemoRecipe& recipe = demo_recipe(options.recipe);
   if (!options.out.empty() && std::filesystem::path(options.out).has_parent_path())

@@ -13,6 +13,7 @@
 #include "app/commands.h"
 #include "core/excerpt.h"
 #include "core/fatal_signal.h"
+#include "core/torch_error.h"
 
 namespace attnscope {
 
@@ -35,7 +36,7 @@ int dispatch_command(const std::string& name, const Args& args) {
     try {
       return command.entry(args);
     } catch (const c10::Error& e) {
-      std::cerr << "attnscope " << name << ": error: " << one_line(e.what_without_backtrace()) << "\n";
+      std::cerr << "attnscope " << name << ": error: " << torch_error_text(e) << "\n";
     } catch (const std::bad_alloc&) {
       std::cerr << "attnscope " << name << ": error: out of memory\n";
     } catch (const std::exception& e) {

@@ -8,6 +8,7 @@
 #include <opencv2/imgproc.hpp>
 #include <sstream>
 
+#include "core/torch_error.h"
 #include "models/inference.h"
 #include "views/option_catalog.h"
 
@@ -54,7 +55,7 @@ BatchExport export_figures(const AppState& state, LoadedModel& model, const std:
     try {
       batch.written.push_back(export_figure(state, model, images[i], out_dir, &rows_models));
     } catch (const c10::Error& e) {
-      batch.failed.push_back({images[i], e.what_without_backtrace()});
+      batch.failed.push_back({images[i], torch_error_text(e)});
     } catch (const std::exception& e) {
       batch.failed.push_back({images[i], e.what()});
     }

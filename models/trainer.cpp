@@ -6,6 +6,8 @@
 #include <future>
 
 #include "core/checkpoint.h"
+#include "core/excerpt.h"
+#include "core/number_text.h"
 #include "datasets/glyph_task.h"
 #include "models/demo_models.h"
 #include "models/model_loader.h"
@@ -63,6 +65,9 @@ TrainResult train_demo_model(const TrainOptions& options,
                              const std::function<void(const TrainProgress&)>& on_progress) {
   if (options.out.empty()) throw std::invalid_argument("--out is required");
   if (options.steps <= 0 || options.batch <= 0) throw std::invalid_argument("--steps and --batch must be positive");
+  if (!(options.learning_rate > 0) || options.learning_rate > 10)
+    throw std::invalid_argument("--lr must be a learning rate above 0 (at most 10), got " +
+                                format_double(options.learning_rate));
   const DemoRecipe& recipe = demo_recipe(options.recipe);
   const torch::Device device = resolve_device(options.device);
   torch::manual_seed(options.seed);
@@ -79,7 +84,17 @@ TrainResult train_demo_model(const TrainOptions& options,
     copy_weights(*model, checkpoint, report);
     if (!report.ok())
       throw CheckpointError(options.resume + " is not a '" + recipe.name + "' demo model: " + report.describe());
+    // A run continues as it was: its recipe, and only forward (a finished run has nothing to do).
+    const std::string trained_as = checkpoint.metadata["train_recipe"];
+    if (!trained_as.empty() && trained_as != recipe.name)
+      throw std::invalid_argument("--resume " + excerpt(options.resume) + " was trained with --variant " +
+                                  excerpt(trained_as, 40) + ", not " + recipe.name + ": give --variant " +
+                                  excerpt(trained_as, 40) + " to continue it");
     start_step = std::atoi(checkpoint.metadata["train_step"].c_str());
+    if (start_step >= options.steps)
+      throw std::invalid_argument("--resume " + excerpt(options.resume) + " has already run " +
+                                  std::to_string(start_step) + " steps, --steps " + std::to_string(options.steps) +
+                                  " leaves nothing to train: give --steps above " + std::to_string(start_step));
     resumed_seconds = std::atof(checkpoint.metadata["train_seconds"].c_str());
     if (std::filesystem::exists(options.resume + ".optim")) torch::load(optimizer, options.resume + ".optim");
   }

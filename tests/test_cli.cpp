@@ -321,6 +321,24 @@ TEST_F(CliTest, HugeSizesAndCountsAreRefused) {
   EXPECT_TRUE(!fs::exists(folder_ / "o") || fs::is_empty(folder_ / "o"));
 }
 
+// Training and evaluation refuse what they cannot do, instead of doing something else: resuming a
+// finished run (it claimed a model file it never wrote), resuming as another recipe (it trained the
+// softmax weights as linear attention), a learning rate below zero (LibTorch's text), a batch no
+// machine holds (LibTorch's allocator text), a negative sample count (one image evaluated).
+TEST_F(CliTest, TrainAndEvalRefuseWhatTheyCannotDo) {
+  const std::string demo = asset_path("models/softmax.safetensors");
+  const std::string out = " --eval-samples 0 --out " + (folder_ / "trained.safetensors").string();
+  expect_clear_error("train --resume " + demo + " --steps 1" + out, "has already run 700 steps, --steps 1");
+  expect_clear_error("train --resume " + demo + " --variant linear --steps 701" + out,
+                     "was trained with --variant softmax, not linear");
+  expect_clear_error("train --lr -1 --steps 1" + out, "--lr must be a learning rate above 0");
+  expect_clear_error("train --batch 100000000 --steps 1" + out, "out of memory: a tensor of");
+  EXPECT_FALSE(fs::exists(folder_ / "trained.safetensors"));
+  EXPECT_FALSE(fs::exists(folder_ / "trained.md"));
+  expect_clear_error("eval --samples -5 --models " + demo + " --out " + (folder_ / "eval").string(),
+                     "--samples must be at least 1");
+}
+
 // Files that used to get misleading messages: an empty zip, an even DWC kernel.
 TEST_F(CliTest, EmptyZipAndEvenDwcKernelAreNamed) {
   expect_clear_error("info --model " + write_bytes("empty.pth", std::string("PK\x05\x06", 4) + std::string(18, '\0')),

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "core/excerpt.h"
+#include "core/torch_error.h"
 #include "exports/export.h"
 #include "models/model_loader.h"
 #include "views/analysis_registry.h"
@@ -151,7 +152,7 @@ ExportOutcome InferenceWorker::run_export(const PendingExport& pending) {
     if (pending.on_screen && find_analysis(state.analysis))
       exported.figure_path += ", " + export_analysis_view(*pending.on_screen, state, pending.out_dir).figure_path;
   } catch (const c10::Error& e) {
-    exported.error = one_line(e.what_without_backtrace());
+    exported.error = torch_error_text(e);
   } catch (const std::bad_alloc&) {
     exported.error = "out of memory";
   } catch (const std::exception& e) {

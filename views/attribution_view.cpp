@@ -10,6 +10,7 @@
 #include "analysis/cam_methods.h"
 #include "analysis/faithfulness.h"
 #include "analysis/gradcam.h"
+#include "core/torch_error.h"
 #include "views/panel_maps.h"
 
 namespace attnscope {
@@ -85,7 +86,7 @@ AttributionView build_attribution_view(LoadedModel& model, const RgbImage& prepa
   } catch (const Cancelled&) {
     throw;
   } catch (const c10::Error& e) {
-    view.error = e.what_without_backtrace();
+    view.error = torch_error_text(e);
   } catch (const std::exception& e) {
     view.error = e.what();  // e.g. relevance on a TorchScript file: the panels say why
   }

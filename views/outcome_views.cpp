@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "core/excerpt.h"
+#include "core/torch_error.h"
 #include "models/model_loader.h"
 #include "views/panel_maps.h"
 #include "views/request_runner.h"
@@ -163,7 +164,7 @@ void run_request(const InferenceRequest& request, RunCache& cache, const std::fu
   } catch (const Cancelled&) {
     throw;
   } catch (const c10::Error& e) {
-    outcome.error = one_line(e.what_without_backtrace());
+    outcome.error = torch_error_text(e);
   } catch (const std::bad_alloc&) {
     outcome.error = "out of memory";
   } catch (const std::exception& e) {

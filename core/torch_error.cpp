@@ -1,0 +1,42 @@
+#include "core/torch_error.h"
+
+#include <cstdio>
+#include <regex>
+
+#include "core/excerpt.h"
+
+namespace attnscope {
+
+namespace {
+
+std::string bytes_text(double bytes) {
+  const char* units[] = {"bytes", "KB", "MB", "GB", "TB", "PB"};
+  int unit = 0;
+  while (bytes >= 1000 && unit < 5) {
+    bytes /= 1000;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
+  return text;
+}
+
+}  // namespace
+
+std::string torch_error_text(const c10::Error& error) {
+  const std::string text = one_line(error.what_without_backtrace());
+  static const std::regex cpu_allocation(
+      "DefaultCPUAllocator: (?:can't allocate memory|not enough memory): "
+      "you tried to allocate ([0-9]+) bytes");
+  std::smatch match;
+  if (std::regex_search(text, match, cpu_allocation))
+    return "out of memory: a tensor of " + bytes_text(std::stod(match[1].str())) +
+           " could not be allocated (the sizes asked for are too large for this machine's memory)";
+  if (text.find("CUDA out of memory") != std::string::npos)
+    return "out of GPU memory: " + text.substr(text.find("CUDA out of memory"));
+  // "[enforce fail at file.cpp:75] " and similar source locations mean nothing to a reader.
+  static const std::regex location("^\\[enforce fail at [^\\]]*\\] *");
+  return std::regex_replace(text, location, "");
+}
+
+}  // namespace attnscope
