@@ -29,7 +29,8 @@ int glyphs_command(const Args& args) {
   if (count <= 0) throw std::invalid_argument("--count must be positive");
   const std::string& seed_text = line.flags["seed"];
   if (seed_text.empty() || seed_text.find_first_not_of("0123456789") != std::string::npos || seed_text.size() > 19)
-    throw std::invalid_argument("--seed expects a non-negative integer, got '" + excerpt(seed_text) + "'");
+    throw std::invalid_argument("--seed expects a non-negative integer of at most 19 digits, got '" +
+                                excerpt(seed_text) + "'");
   const uint64_t seed = std::stoull(seed_text);
   const std::string& format = line.flags["format"];
   if (format == "png") {

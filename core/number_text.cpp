@@ -1,6 +1,7 @@
 #include "core/number_text.h"
 
 #include <cmath>
+#include <limits>
 
 #include <sstream>
 #include <stdexcept>
@@ -14,6 +15,10 @@ int parse_int_option(const std::string& name, const std::string& value) {
     size_t used = 0;
     const int parsed = std::stoi(value, &used);
     if (used == value.size()) return parsed;
+  } catch (const std::out_of_range&) {
+    throw std::invalid_argument("--" + name + " " + excerpt(value) + " is out of range: an integer from " +
+                                std::to_string(std::numeric_limits<int>::min()) + " to " +
+                                std::to_string(std::numeric_limits<int>::max()));
   } catch (const std::exception&) {
   }
   throw std::invalid_argument("--" + name + " expects an integer, got '" + excerpt(value) + "'");

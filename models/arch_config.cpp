@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 
 #include "core/excerpt.h"
@@ -59,6 +60,22 @@ nlohmann::json normalised(const ArchKey& key, nlohmann::json value, const std::s
   auto refuse = [&](const std::string& expected) {
     return CheckpointError(source + ": " + key.key + " " + excerpt(value.dump(), 80) + " is not " + expected);
   };
+  // 1e9 and 4.0 are whole numbers as JSON and YAML write them: read as the integers they are, and
+  // refused as out of range past int's (1e20 heads is no count).
+  auto read_whole = [&](nlohmann::json& item) {
+    if (!item.is_number_float() || item.get<double>() != std::floor(item.get<double>())) return;
+    if (std::fabs(item.get<double>()) > double(std::numeric_limits<int>::max()))
+      throw CheckpointError(source + ": " + key.key + " " + excerpt(item.dump(), 40) +
+                            " is out of range for a count (at most " + std::to_string(std::numeric_limits<int>::max()) +
+                            ")");
+    item = int64_t(item.get<double>());
+  };
+  if (key.kind == ArchKey::Count || key.kind == ArchKey::Counts) {
+    if (value.is_array())
+      for (auto& item : value) read_whole(item);
+    else
+      read_whole(value);
+  }
   const bool square_pair = value.is_array() && value.size() == 2 && value[0] == value[1];
   switch (key.kind) {
     case ArchKey::Count:

@@ -283,6 +283,18 @@ TEST(ArchConfig, AttnTypeAndFocusingFactorAreCheckedNotIgnored) {
   bool noted = false;
   for (const auto& note : trained_at_4.report.notes) noted = noted || note.find("pass --p 4") != std::string::npos;
   EXPECT_TRUE(noted);
+
+  // Counts written as floats (JSON's 3.0, YAML's 1e9) are the whole numbers they are; past int's range
+  // they are out of range, not "not a whole number".
+  TestFolder scratch("arch-floats");
+  fs::copy_file(std::string(ATTNSCOPE_SOURCE_DIR) + "/assets/models/softmax.safetensors",
+                scratch.path() / "model.safetensors");
+  write_json(scratch.path() / "config.json", {{"model_args", {{"num_heads", 3.0}}}});
+  EXPECT_EQ(load_model(scratch.path().string(), {}, torch::kCPU).vit_arch().heads, 3);
+  write_json(scratch.path() / "config.json", {{"model_args", {{"num_heads", 1e20}}}});
+  EXPECT_NE(refusal(scratch.path().string()).find("heads 1e+20 is out of range for a count"), std::string::npos);
+  write_json(scratch.path() / "config.json", {{"model_args", {{"num_heads", 2.5}}}});
+  EXPECT_NE(refusal(scratch.path().string()).find("is not a whole number"), std::string::npos);
 }
 
 // FLatten's training yaml (cfgs/flatten_swin_t.yaml's form, read with yaml-cpp) beside the weights

@@ -314,6 +314,9 @@ TEST_F(CliTest, HugeSizesAndCountsAreRefused) {
   expect_clear_error("run" + model + " --image " + image_ + " --size 100000" + out, "at most 4096");
   expect_clear_error("analyze --analysis fp --bins 1000000000" + model + " --image " + image_ + out,
                      "--bins must be from 1 to 100000");
+  // A whole number past int's range is out of range, not "not an integer".
+  expect_clear_error("run" + model + " --image " + image_ + " --layer 99999999999" + out,
+                     "--layer 99999999999 is out of range: an integer from -2147483648 to 2147483647");
   // A 100000 x 1 image: timm's resize would scale it to 25.6 million pixels per row.
   const std::string thin = (folder_ / "thin.png").string();
   cv::imwrite(thin, cv::Mat(1, 100000, CV_8UC3, cv::Scalar(20, 40, 60)));
