@@ -29,6 +29,8 @@
 
 #include "app/cli.h"
 #include "app/commands.h"
+#include "core/excerpt.h"
+#include "core/json_checked.h"
 
 namespace attnscope {
 
@@ -64,24 +66,52 @@ struct ForkRequest {
 };
 
 ForkRequest parse_request(const std::string& line) {
-  const nlohmann::json request = nlohmann::json::parse(line);
-  if (!request.is_object() || !request.contains("args") || !request.at("args").is_array())
-    throw std::invalid_argument("a request is an object with \"args\", an array of strings");
+  const nlohmann::json request = parse_json_checked(line, "the request line");
+  if (!request.is_object()) throw std::invalid_argument("a request is a JSON object with \"args\"");
+  auto text = [&](const char* key, const std::string& fallback) {
+    if (!request.contains(key)) return fallback;
+    if (!request[key].is_string()) throw std::invalid_argument(std::string("\"") + key + "\" must be a string");
+    return request[key].get<std::string>();
+  };
+  auto texts = [&](const char* key) {
+    const nlohmann::json& list = request[key];
+    std::vector<std::string> out;
+    if (!list.is_array()) throw std::invalid_argument(std::string("\"") + key + "\" must be an array of strings");
+    for (const auto& item : list) {
+      if (!item.is_string()) throw std::invalid_argument(std::string("\"") + key + "\" must be an array of strings");
+      out.push_back(item.get<std::string>());
+    }
+    return out;
+  };
+  if (!request.contains("args")) throw std::invalid_argument("a request needs \"args\", an array of strings");
+  for (const auto& [key, value] : request.items())
+    if (key != "args" && key != "cwd" && key != "stdout" && key != "stderr" && key != "env" &&
+        key != "address_space_bytes")
+      throw std::invalid_argument("a request has no \"" + excerpt(key, 40) +
+                                  "\" (it takes args, cwd, stdout, stderr, env, address_space_bytes)");
   ForkRequest parsed;
-  parsed.args = request.at("args").get<std::vector<std::string>>();
+  parsed.args = texts("args");
   // A child holds a copy of this process's buffered input: a fork server in it would run the
   // requests queued behind its own a second time.
   if (!parsed.args.empty() && parsed.args.front() == "fork-server")
     throw std::invalid_argument("a fork server does not run another fork server (it would replay the queued requests)");
-  parsed.cwd = request.value("cwd", std::string());
-  parsed.stdout_path = request.value("stdout", std::string("/dev/null"));
-  parsed.stderr_path = request.value("stderr", std::string());
+  parsed.cwd = text("cwd", "");
+  parsed.stdout_path = text("stdout", "/dev/null");
+  parsed.stderr_path = text("stderr", "");
   if (request.contains("env")) {
-    parsed.env = request.at("env").get<std::vector<std::string>>();
+    parsed.env = texts("env");
+    for (const std::string& variable : parsed.env)
+      if (variable.find('=') == std::string::npos || variable.front() == '=')
+        throw std::invalid_argument("\"env\" entries are NAME=value, got '" + excerpt(variable, 40) + "'");
     parsed.replace_env = true;
   }
-  if (request.contains("address_space_bytes"))
-    parsed.address_space_bytes = request.at("address_space_bytes").get<rlim_t>();
+  if (request.contains("address_space_bytes")) {
+    const nlohmann::json& bytes = request["address_space_bytes"];
+    // Below 64 MB no LibTorch process starts: its children ended as a bare "out of memory".
+    if (!bytes.is_number_unsigned() || bytes.get<uint64_t>() < (uint64_t(64) << 20))
+      throw std::invalid_argument("\"address_space_bytes\" must be a whole number of bytes, at least 67108864 (64 MB)");
+    parsed.address_space_bytes = bytes.get<rlim_t>();
+  }
   return parsed;
 }
 
@@ -105,11 +135,18 @@ bool redirect(int target, const std::string& path, const std::string& other_path
   }
   const int null = ::open("/dev/null", O_RDONLY);
   ::dup2(null, STDIN_FILENO);
-  if (!redirect(STDOUT_FILENO, request.stdout_path, {}) ||
-      (!request.stderr_path.empty() && !redirect(STDERR_FILENO, request.stderr_path, request.stdout_path))) {
-    std::cerr << "attnscope fork-server: cannot open the output files: " << std::strerror(errno) << "\n";
+  // stderr first where it is a file of its own, so that a stdout that cannot be opened is said in it.
+  const bool own_stderr = !request.stderr_path.empty() && request.stderr_path != request.stdout_path;
+  auto open_or_exit = [](int target, const std::string& path, const std::string& other) {
+    if (redirect(target, path, other)) return;
+    std::cerr << "attnscope fork-server: cannot open the request's " << (target == STDOUT_FILENO ? "stdout" : "stderr")
+              << " file '" << excerpt(path) << "': " << std::strerror(errno) << "\n";
     std::_Exit(127);
-  }
+  };
+  if (own_stderr) open_or_exit(STDERR_FILENO, request.stderr_path, {});
+  open_or_exit(STDOUT_FILENO, request.stdout_path, {});
+  if (!own_stderr && !request.stderr_path.empty())
+    open_or_exit(STDERR_FILENO, request.stderr_path, request.stdout_path);
   // The X server this process runs under (xvfb-run's, for the workbench's tests) stays the child's;
   // putenv keeps pointers, so the strings live as long as the child.
   std::vector<std::string> display;

@@ -109,6 +109,10 @@ int gui_command(const Args& args) {
     if (args[i] == "--session") options.session_path = args[i + 1];
   if (options.frames < 0 || options.bench_changes < 0) throw std::invalid_argument("--frames and --bench must be >= 0");
   if (options.width < 320 || options.height < 240) throw std::invalid_argument("the window needs at least 320x240");
+  // X11 and GL sizes are 16-bit: a larger request wrapped round (100000 became 34464) in silence.
+  if (options.width > 16384 || options.height > 16384)
+    throw std::invalid_argument("--width and --height are at most 16384 pixels (got " + std::to_string(options.width) +
+                                "x" + std::to_string(options.height) + ")");
   if (!options.screenshot.empty() && options.frames == 0)
     throw std::invalid_argument("--screenshot needs --frames N (how many frames to render first)");
   return run_workbench(parsed->state, options);

@@ -314,6 +314,7 @@ TEST_F(CliTest, HugeSizesAndCountsAreRefused) {
   expect_clear_error("run" + model + " --image " + image_ + " --size 100000" + out, "at most 4096");
   expect_clear_error("analyze --analysis fp --bins 1000000000" + model + " --image " + image_ + out,
                      "--bins must be from 1 to 100000");
+  expect_clear_error("gui --width 100000 --frames 1", "--width and --height are at most 16384 pixels");
   // A whole number past int's range is out of range, not "not an integer".
   expect_clear_error("run" + model + " --image " + image_ + " --layer 99999999999" + out,
                      "--layer 99999999999 is out of range: an integer from -2147483648 to 2147483647");

@@ -26,7 +26,7 @@ std::vector<nlohmann::json> reply_lines(const std::string& text) {
 TEST(ForkServer, AnswersEachRequestInOrderAndGoesOnAfterABadOne) {
   TestFolder scratch("fork-server");
   const fs::path& folder = scratch.path();
-  const std::string err = scratch.file("err.txt"), both = scratch.file("both.txt");
+  const std::string err = scratch.file("err.txt"), err2 = scratch.file("err2.txt"), both = scratch.file("both.txt");
   const std::vector<std::string> requests = {
       nlohmann::json{{"args", {"info", "--model", scratch.file("absent.pth")}}, {"stderr", err}}.dump(),
       "not a request",
@@ -36,6 +36,11 @@ TEST(ForkServer, AnswersEachRequestInOrderAndGoesOnAfterABadOne) {
       nlohmann::json{{"args", {"no-such-command"}}}.dump(),
       nlohmann::json{{"args", "info"}}.dump(),
       nlohmann::json{{"args", {"--help"}}, {"stdout", both}, {"stderr", both}}.dump(),
+      // Fields of the wrong kind are named, not answered with the JSON library's type error.
+      nlohmann::json{{"args", {"info"}}, {"env", "X=1"}}.dump(),
+      nlohmann::json{{"args", {"info"}}, {"env", {"NOEQUALS"}}}.dump(),
+      nlohmann::json{{"args", {"info"}}, {"address_space_bytes", "lots"}}.dump(),
+      nlohmann::json{{"args", {"info"}}, {"stdout", (folder / "absent" / "x").string()}, {"stderr", err2}}.dump(),
   };
   std::ofstream(folder / "requests.jsonl") << [&] {
     std::string text;
@@ -51,7 +56,7 @@ TEST(ForkServer, AnswersEachRequestInOrderAndGoesOnAfterABadOne) {
   EXPECT_EQ(replies[0].value("exit_code", -1), 1) << replies[0];
   EXPECT_GT(replies[0].value("peak_kilobytes", 0L), 0L);
   EXPECT_NE(read_file_contents(err).find("absent.pth"), std::string::npos) << read_file_contents(err);
-  EXPECT_NE(replies[1].value("error", std::string()).find("parse error"), std::string::npos) << replies[1];
+  EXPECT_EQ(replies[1].value("error", std::string()), "the request line is not valid JSON") << replies[1];
   EXPECT_EQ(replies[2].value("exit_code", -1), 0) << replies[2];
   EXPECT_TRUE(fs::exists(folder / "glyphs" / "glyph_0.png")) << "the relative --out is under the request's cwd";
   EXPECT_EQ(read_file_contents(folder / "said.txt").rfind("wrote 1 glyph", 0), 0u) << "and so is its stdout";
@@ -59,6 +64,19 @@ TEST(ForkServer, AnswersEachRequestInOrderAndGoesOnAfterABadOne) {
   EXPECT_NE(replies[4].value("error", std::string()).find("\"args\""), std::string::npos) << replies[4];
   EXPECT_EQ(replies[5].value("exit_code", -1), 0) << replies[5];
   EXPECT_EQ(read_file_contents(both).rfind("usage: attnscope COMMAND", 0), 0u) << read_file_contents(both);
+  EXPECT_EQ(replies[6].value("error", std::string()), "\"env\" must be an array of strings") << replies[6];
+  EXPECT_NE(replies[7].value("error", std::string()).find("NAME=value, got 'NOEQUALS'"), std::string::npos)
+      << replies[7];
+  EXPECT_NE(replies[8].value("error", std::string()).find("\"address_space_bytes\" must be a whole number of bytes"),
+            std::string::npos)
+      << replies[8];
+  for (size_t i = 6; i <= 8; ++i)
+    EXPECT_EQ(replies[i].value("error", std::string()).find("json.exception"), std::string::npos);
+  EXPECT_EQ(replies[9].value("exit_code", -1), 127) << replies[9];
+  EXPECT_NE(
+      read_file_contents(err2).find("cannot open the request's stdout file '" + (folder / "absent" / "x").string()),
+      std::string::npos)
+      << read_file_contents(err2);
 }
 
 // A request line longer than 16 MiB is answered with an error without being held, and the server
