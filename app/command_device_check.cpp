@@ -162,7 +162,9 @@ std::vector<ParityRow> parity_table(const std::string& folder, torch::Device dev
   std::vector<ParityRow> rows;
   std::vector<Variant> variants = {Variant::Native};
   for (const std::string& name : variant_names()) variants.push_back(parse_variant(name));
-  std::cout << "parity: --device " << device.str() << " against cpu, forward with capture, normwise errors\n"
+  std::cout << "parity: --device " << device.str() << " against cpu, forward with capture, normwise errors"
+            << (device.is_cpu() ? " (a rehearsal: the CPU against itself checks the harness, not a device)" : "")
+            << "\n"
             << column("model", 34) << column("family", 28) << column("variant", 10) << std::right << std::setw(11)
             << "logits" << std::setw(11) << "q,k,v" << std::setw(11) << "row" << std::setw(11) << "tolerance"
             << "  outcome\n";
@@ -373,6 +375,12 @@ int device_check_command(const Args& args) {
   CommandLine& line = *parsed;
   configure_threads();
   const torch::Device device = resolve_device(line.state.device);
+  // Every row compares the device with the CPU: "auto" on a machine without CUDA would compare the
+  // CPU with itself and pass, which says nothing of any device.
+  if (line.state.device == "auto" && device.is_cpu())
+    throw std::invalid_argument(
+        "device-check compares a device against the CPU, and this LibTorch sees no CUDA device: run it with "
+        "--device cuda on a GPU machine, or --device cpu to rehearse the harness (the CPU against itself)");
   // Float32 as on the CPU: no TF32 in cuBLAS matrix products or cuDNN convolutions.
   at::globalContext().setAllowTF32CuBLAS(false);
   at::globalContext().setAllowTF32CuDNN(false);

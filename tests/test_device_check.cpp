@@ -71,6 +71,21 @@ TEST(DeviceCheck, AModelThatCannotLoadFailsTheCheck) {
   EXPECT_FALSE(run.crashed);
   EXPECT_NE(run.out.find("truncated.safetensors"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("a parity row FAILED"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("a rehearsal: the CPU against itself"), std::string::npos) << run.out;
+}
+
+// Without --device, a machine without CUDA is refused: the CPU against itself passes every row and
+// would read as a device that passed.
+TEST(DeviceCheck, NoDeviceIsRefusedRatherThanComparedWithItself) {
+  if (torch::cuda::is_available()) GTEST_SKIP() << "this machine has CUDA: auto picks it";
+  TestFolder folder("device-check");
+  const fs::path models = folder.path() / "models";
+  fs::create_directories(models);
+  add_model(models, "parity_cases/vit_softmax.safetensors");
+  const CommandRun run = run_attnscope("device-check --python none --models '" + models.string() + "'", folder.path());
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_NE(run.err.find("sees no CUDA device"), std::string::npos) << run.err;
+  EXPECT_EQ(run.out.find("every parity row passed"), std::string::npos) << run.out;
 }
 
 }  // namespace
