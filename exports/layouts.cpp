@@ -50,7 +50,14 @@ std::vector<int> resolve_layers(const std::vector<int>& requested, int depth) {
   std::vector<int> layers;
   if (requested.empty())
     for (int l = 0; l < depth; ++l) layers.push_back(l);
-  for (int l : requested) layers.push_back(resolve_layer_index(l, depth));
+  for (int l : requested) {
+    layers.push_back(resolve_layer_index(l, depth, "--layers"));
+    // Two panels of one block (0 and -4 of four) would be one figure's panel twice.
+    for (size_t before = 0; before + 1 < layers.size(); ++before)
+      if (layers[before] == layers.back())
+        throw std::invalid_argument("--layers names block " + std::to_string(layers.back()) + " twice (" +
+                                    std::to_string(requested[before]) + " and " + std::to_string(l) + ")");
+  }
   return layers;
 }
 
@@ -58,7 +65,11 @@ std::vector<int> resolve_heads(const std::vector<int>& requested, int heads) {
   std::vector<int> list = requested;
   if (list.empty())
     for (int h = 0; h < heads; ++h) list.push_back(h);
-  for (int h : list) check_head_index(h, heads);
+  for (size_t i = 0; i < list.size(); ++i) {
+    check_head_index(list[i], heads, "--heads");
+    if (std::find(list.begin(), list.begin() + long(i), list[i]) != list.begin() + long(i))
+      throw std::invalid_argument("--heads names head " + std::to_string(list[i]) + " twice");
+  }
   return list;
 }
 

@@ -206,22 +206,23 @@ std::string index_list_text(const std::vector<int>& indices) {
   return text.empty() ? "all" : text;
 }
 
-int resolve_layer_index(int layer, int depth) {
+int resolve_layer_index(int layer, int depth, const std::string& option) {
   const int resolved = layer < 0 ? depth + layer : layer;
   if (resolved < 0 || resolved >= depth)
-    throw std::invalid_argument("--layer " + std::to_string(layer) + ": the model has " + std::to_string(depth) +
+    throw std::invalid_argument(option + " " + std::to_string(layer) + ": the model has " + std::to_string(depth) +
                                 " blocks (0.." + std::to_string(depth - 1) + ")");
   return resolved;
 }
 
-void check_head_index(int head, int heads) {
+void check_head_index(int head, int heads, const std::string& option) {
   if (heads == 0)
-    throw std::invalid_argument("--head " + std::to_string(head) +
+    throw std::invalid_argument(option + " " + std::to_string(head) +
                                 ": this layer computes no attention (a block without it, such as CARE's strip "
                                 "convolutions, still counts as a layer); choose another --layer");
   if (head < 0 || head >= heads)
-    throw std::invalid_argument("--head " + std::to_string(head) + ": the model has " + std::to_string(heads) +
-                                " heads (0.." + std::to_string(heads - 1) + ")");
+    throw std::invalid_argument(option + " " + std::to_string(head) + ": this layer has " + std::to_string(heads) +
+                                (heads == 1 ? " head (0)" : " heads (0.." + std::to_string(heads - 1) + ")") +
+                                " (the stages of a hierarchical model differ: attnscope info lists each layer's)");
 }
 
 ResolvedQuery resolve_query(const QuerySpec& query, const TokenLayout& layout) {

@@ -332,8 +332,9 @@ inline ResolvedQuery resolve_query(const std::string& text, const TokenLayout& l
 }
 
 // The block index for `layer` (negative counts from the end) in a model of `depth` blocks, and a
-// head index check; both throw std::invalid_argument naming the option and the valid range.
-int resolve_layer_index(int layer, int depth);
-void check_head_index(int head, int heads);
+// head index check against the heads of the layer at hand (stages of hierarchical models differ);
+// both throw std::invalid_argument naming the option and the valid range.
+int resolve_layer_index(int layer, int depth, const std::string& option = "--layer");
+void check_head_index(int head, int heads, const std::string& option = "--head");
 
 }  // namespace attnscope

@@ -414,7 +414,7 @@ TEST_F(AnalyzeCliTest, ReportsBadInputClearly) {
   expect_clear_error("analyze --analysis gradcam --gradcam-layer attn" + base_, "--gradcam-layer 'attn'");
   expect_clear_error("analyze --analysis gradcam --class 10" + base_, "--class 10: the model has 10 classes");
   expect_clear_error("analyze --analysis spectrum --layer 5" + base_, "--layer 5: the model has 3 blocks");
-  expect_clear_error("analyze --analysis spectrum --head 2" + base_, "--head 2: the model has 2 heads");
+  expect_clear_error("analyze --analysis spectrum --head 2" + base_, "--head 2: this layer has 2 heads");
   expect_clear_error("analyze --analysis rollout --fusion median" + base_, "unknown head fusion 'median'");
   expect_clear_error("analyze --analysis rollout --discard 1" + base_, "--discard must be in [0, 1)");
   expect_clear_error("analyze --analysis metrics --box 0,0,9,9" + base_, "does not fit the 6x8 patch grid");

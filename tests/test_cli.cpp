@@ -204,7 +204,7 @@ TEST_F(CliTest, ReportsBadInputClearly) {
   expect_clear_error("run" + model + " --image " + (folder_ / "none.png").string(), "No such file");
   expect_clear_error("run" + model + " --image " + image_ + " --variant cosine", "unknown variant 'cosine'");
   expect_clear_error("run" + model + " --image " + image_ + " --layer 9", "the model has 2 blocks");
-  expect_clear_error("run" + model + " --image " + image_ + " --head 5", "the model has 2 heads");
+  expect_clear_error("run" + model + " --image " + image_ + " --head 5", "--head 5: this layer has 2 heads (0..1)");
   expect_clear_error("run" + model + " --image " + image_ + " --query 7,0", "outside the 7x7 patch grid");
   expect_clear_error("run" + model + " --image " + image_ + " --query middle",
                      "--query expects cls, dist, regN or ROW,COL");

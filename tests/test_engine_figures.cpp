@@ -255,7 +255,9 @@ TEST_F(EngineFigureTest, CliReportsBadInputOnOneLine) {
       {image + out + " --variants focused:q=1",
        "is not one of model=, p=, window=, anchors=, agents=, pola-alpha=, dwc=, norm="},
       {image + out + " --layer 9", "layer 9: the model has 2 blocks"},
-      {image + out + " --layout grid-heads --heads 0,5", "head 5: the model has 2 heads"},
+      {image + out + " --layout grid-heads --heads 0,5", "--heads 5: this layer has 2 heads"},
+      {image + out + " --layout grid-heads --heads 1,1", "--heads names head 1 twice"},
+      {image + out + " --layers 0,-2", "--layers names block 0 twice (0 and -2)"},
   };
   for (const auto& [arguments, phrase] : cases) {
     SCOPED_TRACE(arguments);
