@@ -266,6 +266,8 @@ RgbImage load_image_rgb(const std::string& path, int64_t max_pixels) {
     throw cannot_read(
         "a truncated JPEG: its data ends before the end-of-image marker, so the last rows would be gray (PIL "
         "refuses it too: 'image file is truncated'); download or save it again");
+  if (header.format == "PNG")
+    if (const std::string problem = png_chunk_problem(path); !problem.empty()) throw cannot_read(problem);
   try {
     return decode_image_pixels(path, header);
   } catch (const ImageError& e) {

@@ -4,6 +4,7 @@
 // between the two, so no C++ object is skipped.
 #include "core/image_decode.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <csetjmp>
 #include <cstdio>
@@ -15,6 +16,9 @@
 
 #include <jpeglib.h>
 #include <png.h>
+#include <zlib.h>
+
+#include "core/excerpt.h"
 
 namespace attnscope {
 namespace {
@@ -176,6 +180,46 @@ bool jpeg_ends_early(const std::string& path) {
     if (marker == 0xDA) in_scan = true;
   }
   return true;
+}
+
+std::string png_chunk_problem(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char signature[8];
+  if (!in.read(signature, 8) || std::memcmp(signature, "\x89PNG\r\n\x1a\n", 8) != 0)
+    return "";  // not a PNG: not judged here
+  std::vector<unsigned char> data;
+  for (uint64_t at = 8;;) {
+    unsigned char head[8];
+    in.read(reinterpret_cast<char*>(head), 8);
+    if (in.gcount() == 0)
+      return "a truncated PNG: the file ends at byte " + std::to_string(at) + " before its IEND chunk";
+    if (in.gcount() < 8) return "a truncated PNG: the file ends inside a chunk header at byte " + std::to_string(at);
+    const uint32_t length = uint32_t(head[0]) << 24 | uint32_t(head[1]) << 16 | uint32_t(head[2]) << 8 | head[3];
+    const std::string type(reinterpret_cast<const char*>(head + 4), 4);
+    if (length > 0x7FFFFFFFu)
+      return "a corrupt PNG: chunk at byte " + std::to_string(at) + " declares a length over 2^31";
+    uint32_t crc = uint32_t(crc32(0L, head + 4, 4));
+    // The data in pieces of at most 1 MB: a declared length is not an allocation.
+    for (uint32_t left = length; left > 0;) {
+      data.resize(std::min<uint32_t>(left, 1u << 20));
+      in.read(reinterpret_cast<char*>(data.data()), std::streamsize(data.size()));
+      if (size_t(in.gcount()) < data.size())
+        return "a truncated PNG: its " + excerpt(type) + " chunk at byte " + std::to_string(at) + " declares " +
+               std::to_string(length) + " bytes and the file ends before them (a download cut short?)";
+      crc = uint32_t(crc32(crc, data.data(), uInt(data.size())));
+      left -= uint32_t(data.size());
+    }
+    unsigned char stored[4];
+    if (!in.read(reinterpret_cast<char*>(stored), 4))
+      return "a truncated PNG: the file ends before the CRC of its " + excerpt(type) + " chunk";
+    const uint32_t expected =
+        uint32_t(stored[0]) << 24 | uint32_t(stored[1]) << 16 | uint32_t(stored[2]) << 8 | stored[3];
+    if (crc != expected)
+      return "a corrupt PNG: its " + excerpt(type) + " chunk at byte " + std::to_string(at) +
+             " fails its CRC check (damaged bytes; download or save it again)";
+    if (type == "IEND") return "";
+    at += 12 + uint64_t(length);
+  }
 }
 
 RgbImage decode_png_or_jpeg(const std::string& path, const ImageHeader& header) {

@@ -30,6 +30,12 @@ RgbImage decode_jpeg(const std::string& path, const ImageHeader& header);
 // allowed, as PIL allows it. A file that is not a JPEG is not judged (false).
 bool jpeg_ends_early(const std::string& path);
 
+// What is wrong with a PNG's chunk structure, or "" when nothing: a chunk that runs past the end of
+// the file or a file that ends before IEND (a download cut short), a chunk whose CRC does not match
+// (damaged bytes). libpng refuses both too, but only after writing "libpng error: ..." to stderr
+// from inside OpenCV, and OpenCV then calls the file "not a supported image format".
+std::string png_chunk_problem(const std::string& path);
+
 // decode_png or decode_jpeg as the header's format says; any other format is refused with what to
 // do (the engine-only build's decode_image_pixels).
 RgbImage decode_png_or_jpeg(const std::string& path, const ImageHeader& header);

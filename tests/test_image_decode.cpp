@@ -153,10 +153,44 @@ TEST(ImageDecode, TruncatedJpegsAreRefusedAsPilRefusesThem) {
 std::string decoder_error(const std::string& path) {
   try {
     decode_with_libraries(path);
-  } catch (const ImageError& e) {
+  } catch (const std::exception& e) {  // ImageError, or the header reader's refusal
     return e.what();
   }
   return "(no error)";
+}
+
+// A PNG cut short or with damaged bytes is refused naming the chunk and the cause, before OpenCV's
+// libpng writes its own "libpng error" line and the file is called "not a supported image format";
+// every whole PNG (bundled, PIL's, with bytes after IEND) passes the check.
+TEST(ImageDecode, TruncatedAndDamagedPngsAreNamed) {
+  TestFolder folder("image-png-chunks");
+  const std::string bytes = read_file_contents(fs::path(ATTNSCOPE_SOURCE_DIR) / "assets" / "images" / "sign_4.png");
+  const size_t idat = bytes.find("IDAT");
+  ASSERT_NE(idat, std::string::npos);
+  auto refusal = [&](const std::string& name, const std::string& content) {
+    const std::string path = folder.file(name);
+    write_file_contents(path, content);
+    try {
+      load_image_rgb(path, kLargestMaxPixels);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("(decoded)");
+  };
+  EXPECT_NE(refusal("cut.png", bytes.substr(0, 300)).find("a truncated PNG: its IDAT chunk at byte"),
+            std::string::npos);
+  EXPECT_NE(refusal("no_iend.png", bytes.substr(0, bytes.size() - 12)).find("before its IEND chunk"),
+            std::string::npos);
+  std::string damaged = bytes;
+  for (size_t k = idat + 20; k < idat + 60; ++k) damaged[k] = char(damaged[k] ^ 0x55);
+  EXPECT_NE(refusal("damaged.png", damaged).find("a corrupt PNG: its IDAT chunk"), std::string::npos);
+  EXPECT_EQ(refusal("trailing.png", bytes + "trailing bytes"), "(decoded)");
+  for (const std::string& file : png_and_jpeg_files(fs::path(ATTNSCOPE_SOURCE_DIR) / "assets" / "images"))
+    EXPECT_EQ(png_chunk_problem(file), "") << file;
+  for (const std::string& file : png_and_jpeg_files(fs::path(ATTNSCOPE_TEST_DATA_DIR) / "image_fixtures"))
+    if (decoder_error(file) == "(no error)") {
+      EXPECT_EQ(png_chunk_problem(file), "") << file;
+    }
 }
 
 TEST(ImageDecode, RefusesBrokenFilesWithTheDecodersReason) {
