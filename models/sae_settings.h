@@ -24,7 +24,9 @@ struct SaeSetting {
   std::string hook;                // --sae-hook: a point of the residual stream; empty: the file's own
   std::vector<int> off;            // --sae-off: features whose contribution is taken out of the stream
   std::vector<SaeFeatureAdd> add;  // --sae-add
-  bool intervenes() const { return !file.empty() && (!off.empty() || !add.empty()); }
+  // Features named to switch off or add: an intervention, refused without `file` (it was ignored,
+  // while the run recorded it as made).
+  bool intervenes() const { return !off.empty() || !add.empty(); }
   bool operator==(const SaeSetting& other) const {
     return file == other.file && hook == other.hook && off == other.off && add == other.add;
   }

@@ -249,6 +249,8 @@ StreamPoint sae_stream_point(const SparseAutoencoder& sae, const std::string& gi
 }
 
 StreamTransform sae_intervention(const SaeSetting& setting, int depth, int64_t width) {
+  if (setting.file.empty())
+    throw std::invalid_argument("--sae-off/--sae-add name features of an SAE: give --sae FILE, the SAE they belong to");
   const std::shared_ptr<const SparseAutoencoder> sae = open_sparse_autoencoder(setting.file);
   StreamTransform transform;
   transform.point = sae_stream_point(*sae, setting.hook, depth, width);

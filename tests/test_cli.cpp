@@ -212,6 +212,9 @@ TEST_F(CliTest, ReportsBadInputClearly) {
   expect_clear_error("run" + model + " --image " + image_ + " --size 100", "not a multiple of 16");
   expect_clear_error("run" + model + " --image " + image_ + " --p -1", "--p must be in (0, 32]");
   expect_clear_error("run" + model + " --image " + image_ + " --bogus 1", "unknown option --bogus");
+  // Features of no SAE: refused, not ignored while the summary recorded them.
+  expect_clear_error("run" + model + " --image " + image_ + " --sae-add 3:2", "give --sae FILE");
+  EXPECT_FALSE(fs::exists(folder_ / "out" / "summary.json"));
   expect_clear_error("frobnicate", "unknown command");
   // No output of a failed run is left behind half-written.
   for (const auto& entry : fs::directory_iterator(folder_))
