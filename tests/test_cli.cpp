@@ -212,6 +212,10 @@ TEST_F(CliTest, ReportsBadInputClearly) {
   expect_clear_error("run" + model + " --image " + image_ + " --size 100", "not a multiple of 16");
   expect_clear_error("run" + model + " --image " + image_ + " --p -1", "--p must be in (0, 32]");
   expect_clear_error("run" + model + " --image " + image_ + " --bogus 1", "unknown option --bogus");
+  // An image given as the model is named as an image (it read as an absurd safetensors header).
+  const std::string image_as_model = (folder_ / "image.pth").string();
+  fs::copy_file(image_, image_as_model);
+  expect_clear_error("info --model " + image_as_model, "a PNG image, not a checkpoint (did you mean --image?)");
   // Features of no SAE: refused, not ignored while the summary recorded them.
   expect_clear_error("run" + model + " --image " + image_ + " --sae-add 3:2", "give --sae FILE");
   EXPECT_FALSE(fs::exists(folder_ / "out" / "summary.json"));
