@@ -19,6 +19,7 @@
 #include "core/colormap.h"
 #include "core/json_checked.h"
 #include "core/npy.h"
+#include "core/number_text.h"
 #include "core/output_files.h"
 #include "core/progress_bar.h"
 #include "core/value_overlay.h"
@@ -92,9 +93,9 @@ std::function<void(const std::function<void(const std::string&)>&)> matrix_npy(c
   const fs::space_info disk = fs::space(existing, error);
   if (!error && bytes > double(disk.available))
     throw std::invalid_argument("the attention matrix of " + std::to_string(queries) + " x " + std::to_string(keys) +
-                                " tokens is " + std::to_string(int64_t(bytes / 1e6)) + " MB of float32, and " +
-                                existing.string() + " has " + std::to_string(int64_t(double(disk.available) / 1e6)) +
-                                " MB free: --matrix off leaves it out, or a smaller --size");
+                                " tokens is " + bytes_text(bytes) + " of float32, and " + existing.string() + " has " +
+                                bytes_text(double(disk.available)) +
+                                " free: --matrix off leaves it out, or a smaller --size");
   const int64_t chunk = std::max<int64_t>(1, (int64_t(64) << 20) / (4 * std::max<int64_t>(keys, 1)));
   return [&capture, head, after_lcm, queries, keys, chunk, not_finite,
           &bar](const std::function<void(const std::string&)>& write) {

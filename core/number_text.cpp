@@ -1,6 +1,7 @@
 #include "core/number_text.h"
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include <sstream>
@@ -39,6 +40,18 @@ double parse_double_option(const std::string& name, const std::string& value) {
   } catch (const std::exception&) {
   }
   throw std::invalid_argument("--" + name + " expects a finite number, got '" + excerpt(value) + "'");
+}
+
+std::string bytes_text(double bytes) {
+  const char* units[] = {"bytes", "KB", "MB", "GB", "TB", "PB"};
+  int unit = 0;
+  while (bytes >= 1000 && unit < 5) {
+    bytes /= 1000;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
+  return text;
 }
 
 }  // namespace attnscope

@@ -1,27 +1,11 @@
 #include "core/torch_error.h"
 
-#include <cstdio>
 #include <regex>
 
 #include "core/excerpt.h"
+#include "core/number_text.h"
 
 namespace attnscope {
-
-namespace {
-
-std::string bytes_text(double bytes) {
-  const char* units[] = {"bytes", "KB", "MB", "GB", "TB", "PB"};
-  int unit = 0;
-  while (bytes >= 1000 && unit < 5) {
-    bytes /= 1000;
-    ++unit;
-  }
-  char text[32];
-  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
-  return text;
-}
-
-}  // namespace
 
 std::string torch_error_text(const c10::Error& error) {
   const std::string text = one_line(error.what_without_backtrace());

@@ -17,6 +17,7 @@
 #include "core/checkpoint.h"
 #include "core/image.h"
 #include "core/npy.h"
+#include "core/number_text.h"
 #include "models/inference.h"
 #include "session/app_state.h"
 #include "tests/test_folder.h"
@@ -330,6 +331,15 @@ TEST_F(CliTest, HugeSizesAndCountsAreRefused) {
   cv::imwrite(thin, cv::Mat(1, 100000, CV_8UC3, cv::Scalar(20, 40, 60)));
   expect_clear_error("run" + model + " --image " + thin + out, "aspect ratio is too extreme");
   EXPECT_TRUE(!fs::exists(folder_ / "o") || fs::is_empty(folder_ / "o"));
+}
+
+// Sizes in messages: the free-space check said "0 MB of float32, and ... has 0 MB free" of 84 KB
+// against 40 KB.
+TEST(NumberText, BytesAreSaidInUnitsAPersonReads) {
+  EXPECT_EQ(bytes_text(512), "512 bytes");
+  EXPECT_EQ(bytes_text(4.0 * 145 * 145), "84.1 KB");
+  EXPECT_EQ(bytes_text(40960), "41.0 KB");
+  EXPECT_EQ(bytes_text(11059200000000.0), "11.1 TB");
 }
 
 // Training and evaluation refuse what they cannot do, instead of doing something else: resuming a
