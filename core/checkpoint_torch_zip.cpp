@@ -177,10 +177,21 @@ const Value& select_state_dict(const std::string& path, const Value& root, const
         for (const auto& [key, value] : root.entries)
           if (value->kind == Kind::Invalid && key->kind == Kind::String)
             bad_checkpoint(path, "state_dict entry '" + excerpt(key->text) + "' is unusable: " + value->text);
+        if (root.entries.empty()) bad_checkpoint(path, "the file holds an empty dictionary: no weights");
+        // The entry the weights are likely under: the first dictionary (torch.save({'net': sd, 'epoch': 3})).
+        std::string candidate = "KEY";
+        for (const auto& [key, value] : root.entries)
+          if (value->kind == Kind::Dict && key->kind == Kind::String) {
+            candidate = excerpt(key->text, 80);
+            break;
+          }
         bad_checkpoint(path,
                        "no state_dict found: no tensors at the top level and no 'model', 'model_ema' or 'state_dict' "
                        "entry (top-level keys: " +
-                           key_list(root) + "); name the entry that holds the weights");
+                           key_list(root) +
+                           "); if the weights are under another entry, write them out as a safetensors file: "
+                           "scripts/convert_checkpoint.py FILE OUT.safetensors --key " +
+                           candidate);
       }
       return root;
     }

@@ -175,6 +175,8 @@ TEST(CheckpointPytorch, UnknownContainerKeyMustBeNamed) {
   const std::string message = error_of([&] { load_checkpoint(path); });
   EXPECT_CONTAINS(message, "no state_dict found");
   EXPECT_CONTAINS(message, "top-level keys: net, args");
+  // There is no option naming an entry: the message says how to write the weights out.
+  EXPECT_CONTAINS(message, "scripts/convert_checkpoint.py FILE OUT.safetensors --key net");
   const Checkpoint ckpt = load_checkpoint(path, "net");
   EXPECT_EQ(ckpt.container_key, "net");
   expect_matches_python(ckpt, "custom_key.pth");
