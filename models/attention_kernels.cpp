@@ -921,9 +921,17 @@ void add_learned_encoding(const ResolvedAttention& resolved, const KernelParamet
     k = torch::cat(
         {k.index({Slice(), Slice(), Slice(0, prefix)}), k.index({Slice(), Slice(), Slice(prefix)}) + encoding}, 2);
   } else {
-    throw std::runtime_error(std::string(kernel_spec(resolved.kernel).name) + " attention: positional_encoding has " +
-                             std::to_string(tokens) + " tokens but the input has " + std::to_string(k.size(2)) +
-                             " (it only fits the training resolution)");
+    // Said as grids, which --size sets, not as token counts the user never chose.
+    const int64_t prefix = layout.prefix_tokens(), trained_patches = tokens - (tokens > prefix ? prefix : 0);
+    const auto side = int64_t(std::llround(std::sqrt(double(trained_patches))));
+    const std::string trained = side * side == trained_patches
+                                    ? std::to_string(side) + "x" + std::to_string(side) + " grid"
+                                    : std::to_string(tokens) + "-token input";
+    throw std::invalid_argument(
+        std::string(kernel_spec(resolved.kernel).name) + " attention's learned positional_encoding was trained for a " +
+        trained + "; this input gives a " + std::to_string(layout.grid_h) + "x" + std::to_string(layout.grid_w) +
+        " grid: give the model its trained input size (--size), or swap the kernel "
+        "(--variant softmax or linear) to run without the encoding");
   }
 }
 

@@ -213,6 +213,10 @@ TEST_F(CliTest, ReportsBadInputClearly) {
   expect_clear_error("run" + model + " --image " + image_ + " --size 100", "not a multiple of 16");
   expect_clear_error("run" + model + " --image " + image_ + " --p -1", "--p must be in (0, 32]");
   expect_clear_error("run" + model + " --image " + image_ + " --bogus 1", "unknown option --bogus");
+  // FLatten's learned encoding at another input size: said as grids and what to do.
+  expect_clear_error("run --model " + asset_path("models/flatten.safetensors") + " --image " + image_ +
+                         " --size 104 --out " + (folder_ / "out").string(),
+                     "trained for a 12x12 grid; this input gives a 13x13 grid: give the model its trained input size");
   // An image given as the model is named as an image (it read as an absurd safetensors header).
   const std::string image_as_model = (folder_ / "image.pth").string();
   fs::copy_file(image_, image_as_model);
