@@ -18,7 +18,12 @@ namespace attnscope {
 
 void load_session(AppState& state, const std::string& path) {
   // A folder or a FIFO is no session (a FIFO would block the read forever): read_json_file says so.
-  apply_json(state, read_json_file(path, "session file " + path));
+  const nlohmann::json session = read_json_file(path, "session file " + path);
+  try {
+    apply_json(state, session);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("session file " + excerpt(path) + ": " + e.what());
+  }
 }
 
 void use_bundled_defaults(AppState& state, bool image) {

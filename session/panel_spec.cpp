@@ -152,8 +152,10 @@ nlohmann::json to_json(const PanelSpec& spec) {
 PanelSpec panel_spec_from_json(const nlohmann::json& json, const std::string& option) {
   if (json.is_string()) return parse_panel_spec(json.get<std::string>(), option);
   if (!json.is_object()) throw std::invalid_argument(option + ": a panel is a string or an object");
-  if (!json.contains("variant") || !json["variant"].is_string())
-    throw std::invalid_argument(option + ": a panel object needs \"variant\"");
+  if (!json.contains("variant")) throw std::invalid_argument(option + ": a panel object needs \"variant\"");
+  if (!json["variant"].is_string())
+    throw std::invalid_argument(option + ": a panel's \"variant\" is a name such as \"linear\", not " +
+                                excerpt(json["variant"].dump(), 40));
   PanelSpec spec;
   try {
     spec.variant = parse_variant(json["variant"].get<std::string>());

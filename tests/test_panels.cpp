@@ -108,6 +108,28 @@ TEST(PanelSpec, TodaysSessionsReadAsBefore) {
   }
 }
 
+// What a session cannot hold is named as a session key (it read "unknown option --height", an
+// option gui has), with the nearest setting's name for a typo; a panel list of the wrong shape
+// names the forms it takes, and a panel's variant of the wrong kind is not called missing.
+TEST(PanelSpec, SessionKeysOfTheWrongKindSayWhatTheyShouldBe) {
+  auto refusal = [](const nlohmann::json& session) {
+    AppState state;
+    try {
+      apply_json(state, session);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("(applied)");
+  };
+  EXPECT_NE(refusal({{"height", 800}}).find("session key 'height' is not a setting a session holds (a command's own"),
+            std::string::npos);
+  EXPECT_NE(refusal({{"layr", 2}}).find("did you mean 'layer'?"), std::string::npos);
+  EXPECT_NE(refusal({{"compare", {{"model", "x"}}}}).find("is a list of panel objects"), std::string::npos);
+  EXPECT_NE(
+      refusal({{"compare", {{{"variant", 5}}}}}).find("a panel's \"variant\" is a name such as \"linear\", not 5"),
+      std::string::npos);
+}
+
 // export --variants takes the same specs: a row may name its checkpoint.
 TEST(PanelSpec, ExportVariantsNameTheirModel) {
   AppState state;

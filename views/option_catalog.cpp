@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "core/excerpt.h"
 
@@ -75,6 +76,43 @@ nlohmann::json to_session_file_json(const AppState& state) {
   return json;
 }
 
+namespace {
+
+// Edits (insertions, deletions, substitutions) between two short names: for "did you mean".
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// A key no session holds: the nearest setting's name where one is close, else where such values go.
+std::invalid_argument unknown_session_key(const std::string& key) {
+  std::string nearest;
+  size_t best = 3;  // at most two edits away
+  if (key.size() <= 64)
+    for (const OptionSpec& option : app_options())
+      if (const size_t distance = edit_distance(key, option.name); distance < best) {
+        best = distance;
+        nearest = option.name;
+      }
+  return std::invalid_argument(
+      "session key '" + excerpt(key, 60) + "' is not a setting a session holds" +
+      (nearest.empty() ? " (a command's own options, such as gui --width or train --steps, "
+                         "are given on its command line; docs/commands.md lists the options a session holds)"
+                       : ": did you mean '" + nearest + "'?"));
+}
+
+}  // namespace
+
 void apply_json(AppState& state, const nlohmann::json& json) {
   if (!json.is_object()) throw std::invalid_argument("a session must be a JSON object");
   for (const auto& item : json.items()) {
@@ -82,7 +120,12 @@ void apply_json(AppState& state, const nlohmann::json& json) {
     if (item.key() == kModelSourcesKey) continue;  // a record of the weights that made it, not an option
     std::string text;
     const OptionSpec* option = find_option(item.key());
-    if (option && option->panels && value.is_array()) {
+    if (!option) throw unknown_session_key(item.key());
+    if (option->panels && !value.is_array() && !value.is_string())
+      throw std::invalid_argument("session key '" + item.key() +
+                                  "' is a list of panel objects ([{\"variant\": \"linear\", \"p\": 4}, ...]) or a "
+                                  "panel spec string (\"linear,focused:p=4\")");
+    if (option->panels && value.is_array()) {
       // The text form's cap holds for the object form too (a session of 3,000 rows, or a panel's
       // million-entry `ablate`, ran for minutes and took gigabytes).
       const size_t bytes = value.dump().size();
