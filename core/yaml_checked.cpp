@@ -167,7 +167,11 @@ nlohmann::json parse_yaml_checked(const std::string& text, const std::string& wh
     YAML::Parser parser(stream);
     parser.HandleNextDocument(builder);
   } catch (const YAML::Exception& e) {
-    throw std::invalid_argument(what + " is not valid YAML (" + excerpt(e.what(), 200) + ")");
+    // The parser's own words and place, without its "yaml-cpp: error at" prefix. A flow left open
+    // ("[2, 4") is found where the text ends: said so.
+    std::string where = "line " + std::to_string(e.mark.line + 1) + ", column " + std::to_string(e.mark.column + 1);
+    if (e.msg.find("not found") != std::string::npos) where += " (where the parser looked for it)";
+    throw std::invalid_argument(what + " is not valid YAML: " + excerpt(e.msg, 200) + " at " + where);
   }
   return builder.take();
 }

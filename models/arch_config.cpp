@@ -170,7 +170,7 @@ nlohmann::json read_yaml(const fs::path& file) {
   try {
     return read_yaml_file(file.string(), file.string());
   } catch (const std::invalid_argument& e) {
-    throw CheckpointError(std::string(e.what()) + ": fix or remove it");
+    throw CheckpointError(std::string(e.what()) + ": fix it");
   }
 }
 
