@@ -31,7 +31,13 @@ void apply_key(PanelSpec& spec, const std::string& key, const std::string& value
   if (!find_attention_knob(key))
     throw std::invalid_argument(option + ": '" + excerpt(key) + "' in '" + excerpt(text) + "' is not one of " +
                                 known_keys());
-  spec.set(key, value);
+  // A key given twice (p=1:p=2): which was meant is not guessed, as --arch and sessions refuse it.
+  if (spec.sets(key)) throw std::invalid_argument(option + ": '" + excerpt(text) + "' gives " + key + " twice");
+  try {
+    spec.set(key, value);
+  } catch (const std::invalid_argument& e) {  // the knob's own words name --key: the entry it sits in too
+    throw std::invalid_argument(option + " '" + excerpt(text) + "': " + e.what());
+  }
 }
 
 }  // namespace

@@ -125,6 +125,10 @@ TEST(PanelSpec, SessionKeysOfTheWrongKindSayWhatTheyShouldBe) {
             std::string::npos);
   EXPECT_NE(refusal({{"layr", 2}}).find("did you mean 'layer'?"), std::string::npos);
   EXPECT_NE(refusal({{"compare", {{"model", "x"}}}}).find("is a list of panel objects"), std::string::npos);
+  // In the text form a bad value names the entry it sits in, and a key given twice is refused.
+  EXPECT_NE(refusal({{"compare", "softmax:p="}}).find("--compare 'softmax:p=': --p expects a finite number"),
+            std::string::npos);
+  EXPECT_NE(refusal({{"compare", "softmax:p=1:p=2"}}).find("gives p twice"), std::string::npos);
   EXPECT_NE(
       refusal({{"compare", {{{"variant", 5}}}}}).find("a panel's \"variant\" is a name such as \"linear\", not 5"),
       std::string::npos);
