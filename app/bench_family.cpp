@@ -11,6 +11,7 @@
 
 #include "app/bench_tools.h"
 #include "core/assets.h"
+#include "core/excerpt.h"
 #include "models/model_loader.h"
 
 namespace attnscope {
@@ -75,6 +76,12 @@ void bench_authors_module(const std::string& family, const std::filesystem::path
 
 void bench_family(const std::string& family, const std::vector<Variant>& variants, const std::filesystem::path& folder,
                   const std::string& python, torch::Device device, int warmup, int runs, int rounds) {
+  // The name first: an unknown one was blamed on --python, or refused after the GEMM calibration.
+  if (family != "swin" && family != "pvt" && !kAuthorsFamilies.count(family)) {
+    std::string known = "swin, pvt";
+    for (const std::string& name : kAuthorsFamilies) known += ", " + name;
+    throw std::invalid_argument("--family " + excerpt(family, 40) + ": no such bench family (" + known + ")");
+  }
   if (python.empty()) throw std::invalid_argument("--family needs the Python reference to write the weights");
   if (kAuthorsFamilies.count(family)) return bench_authors_module(family, folder, python, device, warmup, runs, rounds);
   const std::string script = shell_quoted(source_path("bench/pytorch_hierarchical.py"));

@@ -13,6 +13,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "analysis/cam_methods.h"
 #include "analysis/clip_maps.h"
@@ -392,6 +393,13 @@ void bench_textspan_prompt(const std::filesystem::path& folder, const std::strin
             << std::flush;
 }
 
+// A count of runs or rounds: at least 1 (0 was taken as 1 in silence).
+int positive_flag(CommandLine& line, const std::string& name) {
+  const int value = line.flag_int(name);
+  if (value < 1) throw std::invalid_argument("--" + name + " must be at least 1, got " + std::to_string(value));
+  return value;
+}
+
 }  // namespace
 
 CommandSyntax bench_syntax() {
@@ -438,10 +446,17 @@ int bench_command(const Args& args) {
   CommandLine& line = *parsed;
   // The eager reference's Python; empty: none (--python none).
   const std::string python = line.flags["python"] == "none" ? std::string() : line.flags["python"];
+  // A mode's own flag set without its mode would be ignored in silence, an invalid value too.
+  for (const auto& [flag, mode, fallback] :
+       {std::tuple{"analyses", "analysis", "gradcam,attribution,spectrum,ablation,sae,textspan"},
+        std::tuple{"scale-model", "scale", "dinov2"}})
+    if (line.flags[flag] != fallback && line.flags[mode].empty())
+      throw std::invalid_argument(std::string("--") + flag + " is read with --" + mode + " only: give bench --" + mode +
+                                  " --" + flag + " " + excerpt(line.flags[flag], 60));
   configure_threads();
-  const int runs = std::max(1, line.flag_int("runs"));
+  const int runs = positive_flag(line, "runs");
   const int warmup = std::max(0, line.flag_int("warmup"));
-  const int rounds = std::max(1, line.flag_int("rounds"));
+  const int rounds = positive_flag(line, "rounds");
   const torch::Device device = resolve_device(line.state.device);
   auto split = [](const std::string& text) {
     std::vector<std::string> items;

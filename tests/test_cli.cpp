@@ -364,6 +364,18 @@ TEST_F(CliTest, TrainAndEvalRefuseWhatTheyCannotDo) {
                      "--samples must be at least 1");
 }
 
+// bench refuses what it would ignore or blame on something else, before any timing: an unknown
+// family (blamed on --python, or refused after the GEMM calibration), zero runs (taken as one), a
+// mode's flag without its mode (an invalid value ignored).
+TEST_F(CliTest, BenchRefusesOptionsItWouldIgnore) {
+  expect_clear_error("bench --family foo --python none",
+                     "--family foo: no such bench family (swin, pvt, agent_swin_tiny");
+  expect_clear_error("bench --runs 0 --python none", "--runs must be at least 1, got 0");
+  expect_clear_error("bench --rounds 0 --python none", "--rounds must be at least 1, got 0");
+  expect_clear_error("bench --analyses foo --python none", "--analyses is read with --analysis only");
+  expect_clear_error("bench --scale-model x --python none", "--scale-model is read with --scale only");
+}
+
 // Files that used to get misleading messages: an empty zip, an even DWC kernel.
 TEST_F(CliTest, EmptyZipAndEvenDwcKernelAreNamed) {
   expect_clear_error("info --model " + write_bytes("empty.pth", std::string("PK\x05\x06", 4) + std::string(18, '\0')),
