@@ -1,6 +1,8 @@
 #include "app/bench_tools.h"
+#include "core/excerpt.h"
 
 #include <dlfcn.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <cmath>
@@ -104,7 +106,13 @@ nlohmann::json run_python_json(const std::string& command, std::string& error) {
   auto json =
       start == std::string::npos ? nlohmann::json() : nlohmann::json::parse(output.substr(start), nullptr, false);
   if (status != 0 || !json.is_object()) {
-    error = "PyTorch reference failed: " + output.substr(0, 300);
+    // On one line (it lands in a table cell), with the exit status when the program said nothing.
+    const std::string said = one_line(output.substr(0, 300));
+    error = "PyTorch reference failed: " +
+            (said.find_first_not_of(' ') == std::string::npos
+                 ? "it exited with status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : status) +
+                       " and printed nothing (does --python name a Python with torch?)"
+                 : said);
     return {};
   }
   return json;

@@ -16,6 +16,20 @@
 namespace attnscope {
 namespace {
 
+// A reference that fails says how, on one line (it lands in a table cell): the exit status when it
+// printed nothing (an empty reason before), the shell's words without their line break.
+TEST(BenchTools, AFailedReferenceSaysHowOnOneLine) {
+  std::string error;
+  EXPECT_TRUE(run_python_json("exit 3", error).is_null());
+  EXPECT_EQ(error,
+            "PyTorch reference failed: it exited with status 3 and printed nothing (does --python name a "
+            "Python with torch?)");
+  error.clear();
+  run_python_json("printf 'first line\\nsecond line\\n'; exit 1", error);
+  EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+  EXPECT_NE(error.find("first line second line"), std::string::npos) << error;
+}
+
 TEST(Bench, ViTBaseAt384RunsBothSidesAtItsSizeAgainstTheGemmLimit) {
   TestFolder folder("bench");
   const CommandRun run =
