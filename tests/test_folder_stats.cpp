@@ -16,6 +16,7 @@
 #include "core/npy.h"
 #include "tests/case_folder.h"
 #include "tests/test_folder.h"
+#include "views/folder_statistics.h"
 
 namespace attnscope {
 namespace test_folder_stats {
@@ -229,6 +230,21 @@ TEST(FolderStats, CkaMatchesTheRepresentationSimilarityDemo) {
 }
 
 // The math on exact inputs: get_rectangle's squares, the demo's CKA on known matrices, the masks' cut.
+// A folder job's result names the settings it ran with (the workbench's sliders move on while it
+// runs): the variant and every knob away from its default; the defaults add nothing.
+TEST(FolderStatsMath, ModelLabelsNameTheSettingsTheyRanWith) {
+  AttentionSettings settings;
+  EXPECT_EQ(model_label("models/softmax.safetensors", settings), "softmax");
+  EXPECT_EQ(model_label("hub/vit_small/model.safetensors", settings), "vit_small");
+  settings.variant = Variant::Focused;
+  settings.p = 4;
+  EXPECT_EQ(model_label("models/softmax.safetensors", settings), "softmax (focused p=4)");
+  settings.variant = Variant::Native;
+  settings.p = 3;
+  settings.window = 7;
+  EXPECT_EQ(model_label("models/softmax.safetensors", settings), "softmax (native window=7)");
+}
+
 TEST(FolderStatsMath, ErfAreaRatiosFollowGetRectangle) {
   // A map whose log10(x + 1) is 1 on the centre pixel and 0 elsewhere: the first square (side 3)
   // holds everything.

@@ -125,7 +125,14 @@ std::string model_label(const std::string& path, const AttentionSettings& settin
   std::string label = file.stem().string();
   if (label == "model" && file.has_parent_path() && !file.parent_path().filename().empty())
     label = file.parent_path().filename().string();
-  if (settings.variant != Variant::Native) label += " (" + to_string(settings.variant) + ")";
+  // The settings it was computed with: the variant and every knob away from its default, so that a
+  // folder job's result says what made it after the workbench's sliders have moved on.
+  std::string changed;
+  const AttentionSettings defaults;
+  for (const AttentionKnob& knob : attention_knobs())
+    if (!knob.equal(settings, defaults)) changed += " " + knob.name + "=" + knob.text(settings);
+  if (settings.variant != Variant::Native || !changed.empty())
+    label += " (" + to_string(settings.variant) + changed + ")";
   return label;
 }
 

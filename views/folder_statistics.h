@@ -57,7 +57,7 @@ ViewFolder view_folder(const InferenceRequest& request, const std::string& purpo
 // A model for `analyze` with the session's input settings (its own --arch only for --model).
 LoadedModel load_analyze_model(const AnalyzeContext& context, const std::string& path);
 // A short name for figures: the file's stem (its folder's name for a hub download's "model.*"), and the
-// variant when it is not the native one.
+// variant with every knob away from its default when either differs ("softmax (focused p=4)").
 std::string model_label(const std::string& path, const AttentionSettings& settings);
 
 // One image as a model takes it: `rgb` after resize and crop, `input` [1, 3, H, W] normalised on
