@@ -261,8 +261,11 @@ LoadedModel load_model(const std::string& given, const ArchOverrides& overrides,
     loaded.report.warnings.push_back("the checkpoint's " + describe_non_finite(names));
   adopt_declared_preprocessing(layout, loaded);
   const int classes = model->num_classes();
-  loaded.class_names =
-      classes > 0 && layout.class_names.size() == size_t(classes) ? layout.class_names : class_names_for(loaded);
+  std::string unused_names;
+  loaded.class_names = classes > 0 && layout.class_names.size() == size_t(classes)
+                           ? layout.class_names
+                           : class_names_for(loaded, &unused_names);
+  if (!unused_names.empty()) loaded.report.warnings.push_back(unused_names);
   model->eval();
   model->to(device);
   loaded.device = device;
@@ -274,7 +277,7 @@ LoadedModel load_model(const std::string& given, const ArchOverrides& overrides,
   return loaded;
 }
 
-std::vector<std::string> class_names_for(const LoadedModel& model) {
+std::vector<std::string> class_names_for(const LoadedModel& model, std::string* unused) {
   auto it = model.metadata.find("class_names");
   if (it != model.metadata.end()) {
     nlohmann::json parsed;
@@ -289,6 +292,13 @@ std::vector<std::string> class_names_for(const LoadedModel& model) {
         names.push_back(name.is_string() ? excerpt(name.get<std::string>()) : "class " + std::to_string(names.size()));
       return names;
     }
+    // Dropped names are said (they were dropped in silence): the outputs are numbered instead.
+    if (unused)
+      *unused = "the file's class_names metadata " +
+                (parsed.is_array() ? "lists " + std::to_string(parsed.size()) + " names for " +
+                                         std::to_string(model.num_classes()) + " classes"
+                                   : std::string("is not a JSON list of names")) +
+                ": not used, the classes are numbered";
   }
   if (model.num_classes() == 1000) return read_class_names(asset_path("imagenet1k_classes.txt"));
   return {};

@@ -85,8 +85,9 @@ struct LoadedModel {
 LoadedModel load_model(const std::string& path, const ArchOverrides& overrides, torch::Device device);
 
 // Class names for the model's outputs: a JSON list in the metadata key "class_names", else the
-// ImageNet-1k names for 1000-class heads, else empty.
-std::vector<std::string> class_names_for(const LoadedModel& model);
+// ImageNet-1k names for 1000-class heads, else empty. Names the file gives but that cannot be used
+// (not a list, or a count other than the classes') are said in `unused`.
+std::vector<std::string> class_names_for(const LoadedModel& model, std::string* unused = nullptr);
 
 // What output `index` of the model is called: its class name ("class N" when unnamed), "embedding
 // dim N" / "features dim N" for models without classes, and for -1 the output's norm (Grad-CAM's

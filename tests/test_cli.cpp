@@ -337,6 +337,28 @@ TEST_F(CliTest, HugeSizesAndCountsAreRefused) {
   EXPECT_TRUE(!fs::exists(folder_ / "o") || fs::is_empty(folder_ / "o"));
 }
 
+// Class names the file gives but that cannot be used (another count, not a list) are said as a
+// warning; they were dropped in silence and the classes numbered.
+TEST(ClassNames, NamesThatCannotBeUsedAreSaid) {
+  TestFolder scratch("class-names");
+  const Checkpoint demo = load_checkpoint(asset_path("models/softmax.safetensors"));
+  for (const auto& [names, said] : std::vector<std::pair<std::string, std::string>>{
+           {"[\"a\", \"b\"]", "lists 2 names for 10 classes"}, {"not json", "is not a JSON list of names"}}) {
+    std::map<std::string, std::string> metadata = demo.metadata;
+    metadata["class_names"] = names;
+    const std::string path = (scratch.path() / "named.safetensors").string();
+    save_safetensors(path, demo.tensors, metadata);
+    const LoadedModel model = load_model(path, {}, torch::kCPU);
+    std::string warnings;
+    for (const std::string& warning : model.report.warnings) warnings += warning + "\n";
+    EXPECT_NE(warnings.find("the file's class_names metadata " + said + ": not used"), std::string::npos) << warnings;
+    EXPECT_EQ(output_name(model, 4), "class 4");
+  }
+  const LoadedModel bundled = load_model(asset_path("models/softmax.safetensors"), {}, torch::kCPU);
+  for (const std::string& warning : bundled.report.warnings)
+    EXPECT_EQ(warning.find("class_names"), std::string::npos) << warning;
+}
+
 // Sizes in messages: the free-space check said "0 MB of float32, and ... has 0 MB free" of 84 KB
 // against 40 KB.
 TEST(NumberText, BytesAreSaidInUnitsAPersonReads) {
