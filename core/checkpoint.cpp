@@ -7,6 +7,7 @@
 #include <caffe2/serialize/inline_container.h>
 
 #include "core/checkpoint_reading.h"
+#include "core/image_header.h"
 #include "core/zip_archive.h"
 
 namespace attnscope {
@@ -58,13 +59,10 @@ Checkpoint load_checkpoint(const std::string& path, const std::string& container
   }
   // Files that are something else entirely, named for what they are (read as safetensors, a PNG's
   // first eight bytes made "a header length of 727905341920923785").
+  if (const std::string image = image_format_of(head); !image.empty())
+    bad_checkpoint(path, "a " + image + " image, not a checkpoint (did you mean --image?)");
   static const std::vector<std::pair<std::string, std::string>> kOtherFormats = {
-      {"\x89PNG", "a PNG image, not a checkpoint (did you mean --image?)"},
-      {std::string("\xFF\xD8\xFF"), "a JPEG image, not a checkpoint (did you mean --image?)"},
       {"GIF8", "a GIF image, not a checkpoint"},
-      {"BM", "a BMP image, not a checkpoint (did you mean --image?)"},
-      {std::string("II*\0", 4), "a TIFF image, not a checkpoint (did you mean --image?)"},
-      {std::string("MM\0*", 4), "a TIFF image, not a checkpoint (did you mean --image?)"},
       {"\x89HDF",
        "an HDF5 file (Keras or TensorFlow weights): attnscope reads PyTorch (.pth/.bin/.pt) and "
        "safetensors checkpoints"},
@@ -73,8 +71,6 @@ Checkpoint load_checkpoint(const std::string& path, const std::string& container
   };
   for (const auto& [magic, what] : kOtherFormats)
     if (head.compare(0, magic.size(), magic) == 0) bad_checkpoint(path, what);
-  if (head.size() >= 12 && head.compare(0, 4, "RIFF") == 0 && head.compare(8, 4, "WEBP") == 0)
-    bad_checkpoint(path, "a WebP image, not a checkpoint (did you mean --image?)");
   if (!head.empty() && static_cast<unsigned char>(head[0]) == 0x80) {
     bad_checkpoint(path,
                    std::string("a plain Python pickle, not a checkpoint attnscope reads; ") + kCheckpointConvertHint);

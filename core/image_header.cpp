@@ -260,36 +260,53 @@ ImageHeader jp2(HeaderReader& r, uint64_t at, uint64_t end) {
 
 }  // namespace
 
+std::string image_format_of(const std::string& head) {
+  auto starts = [&](const char* magic, size_t length) { return head.compare(0, length, magic, length) == 0; };
+  if (starts("\x89PNG\r\n\x1a\n", 8)) return "PNG";
+  if (starts("\xff\xd8", 2)) return "JPEG";
+  if (starts("BM", 2)) return "BMP";
+  if (starts("RIFF", 4) && head.size() >= 12 && head.compare(8, 4, "WEBP") == 0) return "WebP";
+  if (starts("II*\0", 4) || starts("MM\0*", 4) || starts("II+\0", 4) || starts("MM\0+", 4)) return "TIFF";
+  if (head.size() >= 3 && head[0] == 'P' && head[1] >= '1' && head[1] <= '7' &&
+      std::isspace(static_cast<unsigned char>(head[2])))
+    return "PNM";
+  if ((starts("PF", 2) || starts("Pf", 2)) && head.size() >= 3 && std::isspace(static_cast<unsigned char>(head[2])))
+    return "PFM";
+  if (starts("\x59\xa6\x6a\x95", 4)) return "Sun raster";
+  if (starts("#?", 2)) return "Radiance HDR";
+  if (starts("\x76\x2f\x31\x01", 4)) return "OpenEXR";
+  if (starts("\x00\x00\x00\x0cjP  \r\n\x87\n", 12)) return "JP2";
+  if (starts("\xff\x4f\xff\x51", 4)) return "J2K";
+  return "";
+}
+
 ImageHeader read_image_header(const std::string& path) {
   HeaderReader r(path);
-  const std::string head = r.bytes(0, 16);
-  auto starts = [&](const char* magic, size_t length) { return head.compare(0, length, magic, length) == 0; };
+  const std::string format = image_format_of(r.bytes(0, 16));
   ImageHeader header;
-  if (starts("\x89PNG\r\n\x1a\n", 8))
+  if (format == "PNG")
     header = png(r);
-  else if (starts("\xff\xd8", 2))
+  else if (format == "JPEG")
     header = jpeg(r);
-  else if (starts("BM", 2))
+  else if (format == "BMP")
     header = bmp(r);
-  else if (starts("RIFF", 4) && head.size() >= 12 && head.compare(8, 4, "WEBP") == 0)
+  else if (format == "WebP")
     header = webp(r);
-  else if (starts("II*\0", 4) || starts("MM\0*", 4) || starts("II+\0", 4) || starts("MM\0+", 4))
+  else if (format == "TIFF")
     header = tiff(r);
-  else if (head.size() >= 3 && head[0] == 'P' && head[1] >= '1' && head[1] <= '7' &&
-           std::isspace(static_cast<unsigned char>(head[2])))
+  else if (format == "PNM")
     header = netpbm(r);
-  else if ((starts("PF", 2) || starts("Pf", 2)) && head.size() >= 3 &&
-           std::isspace(static_cast<unsigned char>(head[2])))
+  else if (format == "PFM")
     header = pfm(r);
-  else if (starts("\x59\xa6\x6a\x95", 4))
+  else if (format == "Sun raster")
     header = {"Sun raster", int64_t(r.be(4, 4)), int64_t(r.be(8, 4))};
-  else if (starts("#?", 2))
+  else if (format == "Radiance HDR")
     header = radiance(r);
-  else if (starts("\x76\x2f\x31\x01", 4))
+  else if (format == "OpenEXR")
     header = openexr(r);
-  else if (starts("\x00\x00\x00\x0cjP  \r\n\x87\n", 12))
+  else if (format == "JP2")
     header = jp2(r, 0, r.size());
-  else if (starts("\xff\x4f\xff\x51", 4))
+  else if (format == "J2K")
     header = j2k_codestream(r, 0);
   else
     throw std::runtime_error(

@@ -19,4 +19,9 @@ struct ImageHeader {
 // saying what is wrong (an unknown format, a truncated or malformed header).
 ImageHeader read_image_header(const std::string& path);
 
+// The image format a file's first 16 bytes name ("PNG", "JPEG", "BMP", "WebP", "TIFF", "PNM", "PFM",
+// "Sun raster", "Radiance HDR", "OpenEXR", "JP2", "J2K"), or "" for none: read_image_header's
+// dispatch, and what names an image given where a checkpoint belongs.
+std::string image_format_of(const std::string& head);
+
 }  // namespace attnscope
