@@ -240,12 +240,4 @@ std::string absolute_model_name(const std::string& given) {
   return fs::absolute(given, error).string();
 }
 
-std::string pinned_model_name(const std::string& given) {
-  try {
-    return resolve_model_source(given).pinned();
-  } catch (const CheckpointError&) {
-    return given;  // opening it says what is wrong
-  }
-}
-
 }  // namespace attnscope

@@ -56,8 +56,4 @@ ModelSource resolve_model_source(const std::string& given);
 // absolute; hub names and torch.hub file names, which name no path here, as they are.
 std::string absolute_model_name(const std::string& given);
 
-// `given` pinned to the commit it names now (ModelSource::pinned), for what is written to be reopened
-// later (sessions, figure bundles); `given` itself when it is no hub name or cannot be resolved.
-std::string pinned_model_name(const std::string& given);
-
 }  // namespace attnscope
