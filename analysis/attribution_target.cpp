@@ -11,6 +11,7 @@
 #include "models/clip_text.h"
 #include "models/inference.h"
 #include "models/model_loader.h"
+#include "models/text_tokenizer.h"
 
 namespace attnscope {
 
@@ -51,21 +52,21 @@ AttributionTarget resolve_text(const TargetSpec& spec, const TargetContext& cont
   torch::Tensor ids;
   AttributionTarget target;
   try {
-    const ClipTokenizer tokenizer = ClipTokenizer::for_model(context.model.path);
+    const auto tokenizer = text_tokenizer_for(context.model.path, tower.arch());
     // The tower's own context where it is shorter than CLIP's 77, as zero-shot tokenizes (issue 60).
-    ids = tokenizer.tokenize_tensor(
-        {spec.prompt}, size_t(std::min<int64_t>(tower.arch().context_length, int64_t(kClipContextLength))));
-    target.tokenizer = tokenizer.vocabulary_source();
+    ids = tokenizer->tokenize_tensor({spec.prompt}, text_context_length(tower.arch()));
+    target.tokenizer = tokenizer->vocabulary_source();
+    target.prompt_tokens = tokenizer->prompt_tokens(ids[0]);
   } catch (const ClipTokenizerError& error) {
     throw std::invalid_argument(what + " " + error.what());
   }
   target.kind = TargetKind::Text;
   target.spec = spec;
-  target.prompt_tokens = ids.ne(0).sum().item<int64_t>();
   torch::NoGradGuard no_grad;
   const torch::Tensor embedding = tower.encode_text(ids.to(tower.text_projection.device()));
   target.direction = unit_direction(embedding[0], "the prompt '" + excerpt(spec.prompt, 60) + "'");
   target.scale = tower.logit_scale.detach().to(torch::kCPU, torch::kDouble).exp().item<double>();
+  target.bias = tower.logit_bias.defined() ? tower.logit_bias.detach().to(torch::kCPU).item<double>() : 0.0;
   target.chosen = "text";
   return target;
 }
@@ -262,7 +263,7 @@ torch::Tensor target_scores(const torch::Tensor& outputs, const AttributionTarge
       // CLIP's image_features / image_features.norm(dim=1, keepdim=True), then the product with the
       // normalised other embedding, times logit_scale.exp() for a prompt.
       const torch::Tensor direction = target.direction.to(outputs.device(), outputs.scalar_type());
-      return (outputs / outputs.norm(2, {1}, /*keepdim=*/true)).matmul(direction) * target.scale;
+      return (outputs / outputs.norm(2, {1}, /*keepdim=*/true)).matmul(direction) * target.scale + target.bias;
     }
   }
   throw std::logic_error("target_scores: unknown kind");

@@ -102,7 +102,7 @@ CheferClipRelevance chefer_clip_relevance(LoadedModel& model, const torch::Tenso
     if (block >= first) text_attention.push_back(value);
   };
   const TextForwardOutput text = tower.forward(token_ids.to(model.device), text_options);
-  const torch::Tensor logit = clip_logits_per_image(output.logits, text.embedding, tower.logit_scale.detach())[0][0];
+  const torch::Tensor logit = tower.logits_per_image(output.logits, text.embedding)[0][0];
   result.logit = logit.item<double>();
 
   std::vector<torch::Tensor> chosen(image_attention.begin() + result.image_start, image_attention.end());

@@ -28,6 +28,7 @@
 #include "app/cli.h"
 #include "app/commands.h"
 #include "core/assets.h"
+#include "core/clip_tokenizer.h"
 #include "core/excerpt.h"
 #include "core/image.h"
 #include "core/scratch_folder.h"

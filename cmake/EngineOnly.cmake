@@ -37,12 +37,17 @@ attnscope_engine_library(utf8proc utf8proc.h utf8proc)
 attnscope_engine_library(zlib zlib.h z)
 attnscope_engine_library(png png.h png16)
 attnscope_engine_library(jpeg jpeglib.h jpeg)
+attnscope_engine_library(sentencepiece_library sentencepiece_processor.h sentencepiece)
+# SigLIP's tokenizer, in a module the engine opens at run time (core/sentencepiece_backend.h says why).
+add_library(attnscope_sentencepiece MODULE core/sentencepiece_module.cpp)
+target_include_directories(attnscope_sentencepiece PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(attnscope_sentencepiece PRIVATE attnscope_sentencepiece_library)
 
 file(GLOB ATTNSCOPE_ENGINE_SOURCES CONFIGURE_DEPENDS core/*.cpp models/*.cpp analysis/*.cpp session/*.cpp views/*.cpp
      figures/*.cpp datasets/*.cpp)
 # What reads, draws or encodes with OpenCV or cairo (the engine's own versions stay: *_engine.cpp), and the
 # trainer (its glyph task is drawn with OpenCV).
-foreach(drawing core/cv_image.cpp core/image_decode_opencv.cpp core/colormap_image.cpp
+foreach(drawing core/sentencepiece_module.cpp core/cv_image.cpp core/image_decode_opencv.cpp core/colormap_image.cpp
                 core/output_files_png.cpp models/trainer.cpp datasets/glyph_task.cpp figures/render.cpp
                 figures/cairo_text.cpp figures/plot.cpp views/plot_hover.cpp)
   list(REMOVE_ITEM ATTNSCOPE_ENGINE_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/${drawing})
@@ -54,12 +59,15 @@ list(APPEND ATTNSCOPE_ENGINE_SOURCES app/main.cpp app/cli.cpp app/command_info.c
 add_executable(attnscope ${ATTNSCOPE_ENGINE_SOURCES})
 target_include_directories(attnscope PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(attnscope PRIVATE attnscope_torch attnscope_json attnscope_yaml attnscope_utf8proc attnscope_zlib
-                                        attnscope_png attnscope_jpeg Threads::Threads ${OpenMP_CXX_LIBRARIES})
+                                        attnscope_png attnscope_jpeg ${CMAKE_DL_LIBS} Threads::Threads ${OpenMP_CXX_LIBRARIES})
 target_compile_options(attnscope PRIVATE ${ATTNSCOPE_WARNINGS})
 set_source_files_properties(core/assets.cpp PROPERTIES COMPILE_DEFINITIONS
   "ATTNSCOPE_SOURCE_DIR=\"${CMAKE_CURRENT_SOURCE_DIR}\";ATTNSCOPE_PYTHON=\"${ATTNSCOPE_PYTHON}\""
   SKIP_UNITY_BUILD_INCLUSION ON)
 set_source_files_properties(core/yaml_checked.cpp PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
+set_source_files_properties(core/sentencepiece_backend.cpp PROPERTIES COMPILE_DEFINITIONS
+  "ATTNSCOPE_SENTENCEPIECE_MODULE=\"$<TARGET_FILE:attnscope_sentencepiece>\"" SKIP_UNITY_BUILD_INCLUSION ON)
+add_dependencies(attnscope attnscope_sentencepiece)
 set_source_files_properties(models/cpu_threads.cpp PROPERTIES COMPILE_OPTIONS "${OpenMP_CXX_FLAGS}"
                             SKIP_PRECOMPILE_HEADERS ON SKIP_UNITY_BUILD_INCLUSION ON)
 target_precompile_headers(attnscope PRIVATE core/pch.h)

@@ -512,6 +512,8 @@ torch::Tensor ClipTokenizer::tokenize_tensor(const std::vector<std::string>& pro
   return tensor;
 }
 
+int64_t ClipTokenizer::prompt_tokens(const torch::Tensor& row) const { return row.ne(0).sum().item<int64_t>(); }
+
 std::string prompt_excerpt(const std::string& prompt) {
   constexpr size_t kLimit = 60;
   const std::string line = one_line(prompt);

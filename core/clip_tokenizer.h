@@ -15,24 +15,9 @@
 
 #include <torch/types.h>
 
+#include "core/prompt_tokenizer.h"
+
 namespace attnscope {
-
-// A vocabulary file that cannot be used, a prompt that is not UTF-8, an id outside the vocabulary.
-class ClipTokenizerError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// A prompt whose tokens, with the start and end tokens, do not fit the context (clip.tokenize's
-// RuntimeError). `index` is the prompt's place in the list passed to tokenize.
-class ClipPromptTooLong : public ClipTokenizerError {
- public:
-  ClipPromptTooLong(const std::string& message, size_t index, size_t tokens, size_t context_length)
-      : ClipTokenizerError(message), index(index), tokens(tokens), context_length(context_length) {}
-  size_t index;
-  size_t tokens;  // with the start and end tokens
-  size_t context_length;
-};
 
 // The context every CLIP text tower is trained with.
 constexpr size_t kClipContextLength = 77;
@@ -43,7 +28,7 @@ enum class ClipVocabularyKind {
   HuggingFaceFiles,  // vocab.json (the ids) + merges.txt (the ranks)
 };
 
-class ClipTokenizer {
+class ClipTokenizer : public PromptTokenizer {
  public:
   // OpenAI's gzipped merges file: a header line, then the merges on lines 1..48,894 (later lines are
   // ignored, as simple_tokenizer.py slices them off). Ids: the 256 byte symbols, the same with
@@ -60,11 +45,11 @@ class ClipTokenizer {
 
   ClipTokenizer(ClipTokenizer&&) noexcept;
   ClipTokenizer& operator=(ClipTokenizer&&) noexcept;
-  ~ClipTokenizer();
+  ~ClipTokenizer() override;
 
   ClipVocabularyKind vocabulary_kind() const;
   // The file(s) the vocabulary was read from, for messages and summaries.
-  const std::string& vocabulary_source() const;
+  const std::string& vocabulary_source() const override;
   // One more than the largest id (the rows a token embedding needs).
   int64_t vocab_size() const;
   int64_t start_token() const;
@@ -83,16 +68,14 @@ class ClipTokenizer {
                                              size_t context_length = kClipContextLength) const;
   // The same as an int64 tensor [prompts, context_length].
   torch::Tensor tokenize_tensor(const std::vector<std::string>& prompts,
-                                size_t context_length = kClipContextLength) const;
+                                size_t context_length = kClipContextLength) const override;
+  // The nonzero ids of a row (clip.tokenize pads with zeros).
+  int64_t prompt_tokens(const torch::Tensor& row) const override;
 
  private:
   struct Vocabulary;
   explicit ClipTokenizer(std::unique_ptr<Vocabulary> vocabulary);
   std::unique_ptr<Vocabulary> vocabulary_;
 };
-
-// A prompt as error messages quote it: on one line, cut after its first words (at most about 60
-// bytes, never inside a character), with "..." when cut.
-std::string prompt_excerpt(const std::string& prompt);
 
 }  // namespace attnscope

@@ -188,7 +188,8 @@ void convert_hf_siglip(Checkpoint& checkpoint, const std::string& path, LayoutFa
     throw CheckpointError(
         "a SigLIP vision tower without its attention-pool head (vision_use_head false) has no pooled output; "
         "attnscope reads the towers that have one");
-  // The text tower and the similarity's scale and bias are not read (yet): said, not silently dropped.
+  // The text tower was taken out before (models/clip_text_checkpoint.h); anything else beside the
+  // vision tower is said, not silently dropped.
   size_t text = 0;
   for (auto it = tensors.begin(); it != tensors.end();)
     if (!starts_with(it->first, "vision_model.")) {
@@ -198,9 +199,7 @@ void convert_hf_siglip(Checkpoint& checkpoint, const std::string& path, LayoutFa
       ++it;
     }
   if (text > 0)
-    facts.notes.push_back("the file's text tower, logit_scale and logit_bias (" + std::to_string(text) +
-                          " tensor(s) beside the vision tower) are not read: SigLIP's zero-shot and text targets are "
-                          "not available yet");
+    facts.notes.push_back(std::to_string(text) + " tensor(s) beside the vision tower and the text tower are not read");
   rename_prefix(checkpoint, "vision_model.", "");
   for (int layer = 0; tensors.count("encoder.layers." + std::to_string(layer) + ".layer_norm1.weight"); ++layer) {
     const std::string prefix = "encoder.layers." + std::to_string(layer) + ".self_attn.";
@@ -378,7 +377,10 @@ void convert_open_clip(Checkpoint& checkpoint, const nlohmann::json& config, Lay
         ++other;
     }
     tensors.swap(visual);
-    if (tensors.count("head.weight")) facts.output_kind = OutputKind::Embedding;
+    // The trunk's pooled features are the image embedding when open_clip adds no projection
+    // (timm_proj 'none', SigLIP's towers: the attention-pool head's output is the embedding).
+    const bool no_projection = vision.is_object() && vision.value("timm_proj", std::string()) == "none";
+    if (tensors.count("head.weight") || no_projection) facts.output_kind = OutputKind::Embedding;
     facts.layout = CheckpointLayout::OpenClip;
     read_open_clip_preprocess(config, facts);
     facts.notes.push_back("open_clip with a timm trunk (" +

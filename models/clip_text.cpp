@@ -14,7 +14,19 @@ namespace F = torch::nn::functional;
 using torch::indexing::Slice;
 
 std::string to_string(TextPooling pooling) {
-  return pooling == TextPooling::ArgmaxOfIds ? "argmax of the ids" : "first end-of-text token";
+  switch (pooling) {
+    case TextPooling::ArgmaxOfIds:
+      return "argmax of the ids";
+    case TextPooling::FirstEndOfText:
+      return "first end-of-text token";
+    case TextPooling::LastToken:
+      break;
+  }
+  return "last position";
+}
+
+std::string to_string(TextScores scores) {
+  return scores == TextScores::Softmax ? "softmax over the prompts" : "sigmoid per prompt (with logit_bias)";
 }
 
 void to_json(nlohmann::json& j, const ClipTextArch& arch) {
@@ -27,10 +39,13 @@ void to_json(nlohmann::json& j, const ClipTextArch& arch) {
                      {"mlp_hidden", arch.mlp_hidden},
                      {"embed_dim", arch.embed_dim},
                      {"layer_norm_eps", arch.layer_norm_eps},
-                     {"activation", arch.activation == MlpActivation::QuickGelu ? "quick_gelu" : "gelu"},
+                     {"activation", to_string(arch.activation)},
                      {"pooling", to_string(arch.pooling)},
                      {"end_of_text_id", arch.end_of_text_id},
-                     {"source_layout", to_string(arch.source_layout)}};
+                     {"source_layout", to_string(arch.source_layout)},
+                     {"causal", arch.causal},
+                     {"scores", to_string(arch.scores)},
+                     {"tokenizer", arch.tokenizer == TextTokenizerKind::ClipBpe ? "clip-bpe" : "sentencepiece"}};
 }
 
 namespace {
@@ -102,8 +117,7 @@ ClipTextMlpImpl::ClipTextMlpImpl(int width, int hidden, MlpActivation activation
 
 torch::Tensor ClipTextMlpImpl::forward(const torch::Tensor& x) {
   auto hidden = c_fc(x);
-  hidden = activation == MlpActivation::QuickGelu ? hidden * torch::sigmoid(1.702 * hidden) : torch::gelu(hidden);
-  return c_proj(hidden);
+  return c_proj(activate(hidden, activation));
 }
 
 ClipTextBlockImpl::ClipTextBlockImpl(const ClipTextArch& arch) {
@@ -132,7 +146,10 @@ ClipTextTowerImpl::ClipTextTowerImpl(const ClipTextArch& arch) : arch_(arch) {
   ln_final = register_module(
       "ln_final", torch::nn::LayerNorm(torch::nn::LayerNormOptions({int64_t(arch.width)}).eps(arch.layer_norm_eps)));
   text_projection = register_parameter("text_projection", torch::zeros({arch.width, arch.embed_dim}));
+  if (arch.projection_bias)
+    text_projection_bias = register_parameter("text_projection_bias", torch::zeros({arch.embed_dim}));
   logit_scale = register_parameter("logit_scale", torch::zeros({}));
+  if (arch.scores == TextScores::Sigmoid) logit_bias = register_parameter("logit_bias", torch::zeros({}));
 }
 
 void ClipTextTowerImpl::check_token_ids(const torch::Tensor& token_ids) const {
@@ -142,6 +159,11 @@ void ClipTextTowerImpl::check_token_ids(const torch::Tensor& token_ids) const {
   if (token_ids.size(1) < 1 || token_ids.size(1) > arch_.context_length)
     throw std::invalid_argument("token ids have " + std::to_string(token_ids.size(1)) +
                                 " positions; this text tower takes 1 to " + std::to_string(arch_.context_length));
+  // Without the causal mask every position changes the pooled row: rows are padded to the context.
+  if (!arch_.causal && token_ids.size(1) != arch_.context_length)
+    throw std::invalid_argument("token ids have " + std::to_string(token_ids.size(1)) +
+                                " positions; this text tower (no causal mask) reads rows padded to its context of " +
+                                std::to_string(arch_.context_length));
   const torch::Tensor ids = token_ids.to(torch::kCPU, torch::kLong);
   const torch::Tensor outside = (ids < 0).logical_or(ids >= arch_.vocab_size).any(1);
   if (outside.any().item<bool>()) {
@@ -150,7 +172,7 @@ void ClipTextTowerImpl::check_token_ids(const torch::Tensor& token_ids) const {
                                 std::to_string(arch_.vocab_size - 1) + ", the vocabulary of this text tower");
   }
   const torch::Tensor without_end = (ids == arch_.end_of_text_id).any(1).logical_not();
-  if (without_end.any().item<bool>()) {
+  if (arch_.pooling != TextPooling::LastToken && without_end.any().item<bool>()) {
     const int64_t row = without_end.nonzero()[0][0].item<int64_t>();
     throw std::invalid_argument("prompt " + std::to_string(row) + " has no end-of-text token (id " +
                                 std::to_string(arch_.end_of_text_id) +
@@ -161,6 +183,8 @@ void ClipTextTowerImpl::check_token_ids(const torch::Tensor& token_ids) const {
 torch::Tensor ClipTextTowerImpl::pooled_positions(const torch::Tensor& token_ids) const {
   // torch.argmax returns the first of equal maxima, as both rules need.
   if (arch_.pooling == TextPooling::ArgmaxOfIds) return token_ids.argmax(-1);
+  if (arch_.pooling == TextPooling::LastToken)
+    return torch::full({token_ids.size(0)}, token_ids.size(1) - 1, token_ids.options().dtype(torch::kLong));
   return (token_ids == arch_.end_of_text_id).to(torch::kInt).argmax(-1);
 }
 
@@ -169,9 +193,11 @@ TextForwardOutput ClipTextTowerImpl::forward(const torch::Tensor& token_ids, con
   const torch::Tensor ids = token_ids.to(positional_embedding.device(), torch::kLong);
   const int64_t prompts = ids.size(0), length = ids.size(1);
   auto x = token_embedding(ids) + positional_embedding.index({Slice(0, length)});
-  // build_attention_mask: -inf above the diagonal, each token sees itself and the ones before.
+  // build_attention_mask: -inf above the diagonal, each token sees itself and the ones before
+  // (SigLIP: none, every token sees every other).
   const torch::Tensor mask =
-      torch::full({length, length}, -std::numeric_limits<float>::infinity(), x.options()).triu(1);
+      arch_.causal ? torch::full({length, length}, -std::numeric_limits<float>::infinity(), x.options()).triu(1)
+                   : torch::zeros({length, length}, x.options());
   TextForwardOutput output;
   for (size_t block = 0; block < transformer->resblocks->size(); ++block) {
     if (options.cancelled && options.cancelled()) throw Cancelled();
@@ -187,6 +213,7 @@ TextForwardOutput ClipTextTowerImpl::forward(const torch::Tensor& token_ids, con
   output.end_of_text = pooled_positions(ids);
   const torch::Tensor rows = torch::arange(prompts, ids.options());
   output.embedding = x.index({rows, output.end_of_text}).matmul(text_projection);
+  if (text_projection_bias.defined()) output.embedding = output.embedding + text_projection_bias;
   return output;
 }
 
@@ -204,7 +231,7 @@ torch::Tensor ClipTextTowerImpl::encode_text(const torch::Tensor& token_ids, con
     const torch::Tensor ids = token_ids.narrow(0, begin, std::min(step, token_ids.size(0) - begin));
     // Under the causal mask the pooled row never sees the rows after it: they are cut, so a short
     // prompt costs its own length, not the context's (77).
-    const int64_t used = ids.numel() ? pooled_positions(ids).max().item<int64_t>() + 1 : ids.size(1);
+    const int64_t used = ids.numel() && arch_.causal ? pooled_positions(ids).max().item<int64_t>() + 1 : ids.size(1);
     parts.push_back(forward(ids.narrow(1, 0, std::min(used, ids.size(1))), options).embedding);
   }
   return parts.size() == 1 ? parts.front() : torch::cat(parts, 0);
@@ -237,14 +264,24 @@ torch::Tensor clip_logits_per_image(const torch::Tensor& image_embeddings, const
   return scale * image.matmul(text.t());
 }
 
+torch::Tensor ClipTextTowerImpl::logits_per_image(const torch::Tensor& image_embeddings,
+                                                  const torch::Tensor& text_embeddings) const {
+  const torch::Tensor logits = clip_logits_per_image(image_embeddings, text_embeddings, logit_scale.detach());
+  return logit_bias.defined() ? logits + logit_bias.detach() : logits;
+}
+
+torch::Tensor ClipTextTowerImpl::probabilities(const torch::Tensor& logits) const {
+  return arch_.scores == TextScores::Sigmoid ? torch::sigmoid(logits) : torch::softmax(logits, -1);
+}
+
 ZeroShotScores zero_shot(const torch::Tensor& image_embedding, const torch::Tensor& text_embeddings,
-                         const torch::Tensor& logit_scale) {
+                         const ClipTextTowerImpl& tower) {
   const torch::Tensor image = image_embedding.dim() == 1 ? image_embedding.unsqueeze(0) : image_embedding;
   if (image.dim() != 2 || image.size(0) != 1)
     throw std::invalid_argument("zero-shot scores one image embedding, [E] or [1, E]");
   ZeroShotScores scores;
-  scores.logits = clip_logits_per_image(image, text_embeddings, logit_scale)[0];
-  scores.probabilities = torch::softmax(scores.logits, 0);
+  scores.logits = tower.logits_per_image(image, text_embeddings)[0];
+  scores.probabilities = tower.probabilities(scores.logits);
   return scores;
 }
 

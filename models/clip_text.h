@@ -1,8 +1,12 @@
 // CLIP's text tower, computed as openai/CLIP's clip/model.py `encode_text` does (token embedding plus
 // positions, causal pre-LN residual blocks, ln_final, the end-of-text row times text_projection), with
 // its registered names equal to OpenAI's keys so that loading is a name walk; Hugging Face CLIPModel
-// files are renamed to them (models/clip_text_checkpoint.h). Every block can hand out its attention
-// probabilities as the forward uses them, inside the autograd graph, for text-side relevance.
+// files are renamed to them (models/clip_text_checkpoint.h). SigLIP's text tower is the same tower with
+// three switches (transformers' SiglipTextTransformer, open_clip's TextTransformer with
+// no_causal_mask and pool_type 'last'): no causal mask, the last position pooled, a projection with a
+// bias; its scores add logit_bias and are read through a sigmoid per prompt. Every block can hand out
+// its attention probabilities as the forward uses them, inside the autograd graph, for text-side
+// relevance.
 #pragma once
 
 #include <torch/torch.h>
@@ -24,8 +28,24 @@ enum class TextPooling {
   ArgmaxOfIds,
   // The first position of end_of_text_id (transformers' rule for every other eos_token_id).
   FirstEndOfText,
+  // The last position of the row (SigLIP: prompts are padded to the full context, the mask is not
+  // causal, and the last row has seen every token).
+  LastToken,
 };
 std::string to_string(TextPooling pooling);
+
+// How logits become a prompt's probability.
+enum class TextScores {
+  Softmax,  // CLIP: logit_scale.exp() * cos, a softmax over the prompts
+  Sigmoid,  // SigLIP: logit_scale.exp() * cos + logit_bias, each prompt's own sigmoid
+};
+std::string to_string(TextScores scores);
+
+// Which tokenizer writes the ids this tower reads.
+enum class TextTokenizerKind {
+  ClipBpe,        // core/clip_tokenizer.h: OpenAI's byte-level BPE
+  SentencePiece,  // core/sentencepiece_tokenizer.h: SigLIP's spiece.model, SigLIP 2's Gemma tokenizer.model
+};
 
 struct ClipTextArch {
   int vocab_size = 0;
@@ -39,7 +59,11 @@ struct ClipTextArch {
   MlpActivation activation = MlpActivation::QuickGelu;
   TextPooling pooling = TextPooling::ArgmaxOfIds;
   int64_t end_of_text_id = 0;  // every prompt row must hold it (OpenAI: vocab_size - 1, i.e. 49407)
-  CheckpointLayout source_layout = CheckpointLayout::OpenAiClip;  // OpenAiClip or HfClip
+  CheckpointLayout source_layout = CheckpointLayout::OpenAiClip;  // OpenAiClip, HfClip, HfSiglip or OpenClip
+  bool causal = true;                                             // SigLIP: every token sees every other
+  bool projection_bias = false;                                   // SigLIP: text_projection_bias
+  TextScores scores = TextScores::Softmax;                        // Sigmoid: logit_bias is a parameter
+  TextTokenizerKind tokenizer = TextTokenizerKind::ClipBpe;
 };
 void to_json(nlohmann::json& j, const ClipTextArch& arch);
 
@@ -115,9 +139,9 @@ class ClipTextTowerImpl : public torch::nn::Module {
   const ClipTextArch& arch() const { return arch_; }
 
   // token_ids: [P, L] integers, 1 <= L <= context_length (clip.tokenize's rows: start, tokens, end of
-  // text, zeros; a shorter L gives the same embedding, the mask being causal), every id in
-  // [0, vocab_size) and every row holding end_of_text_id. Throws std::invalid_argument naming the
-  // first row at fault. Runs all prompts at once (what gradients need).
+  // text, zeros; a shorter L gives the same embedding, the mask being causal; without the causal mask
+  // L must be the context), every id in [0, vocab_size) and every row holding end_of_text_id. Throws
+  // std::invalid_argument naming the first row at fault. Runs all prompts at once (what gradients need).
   TextForwardOutput forward(const torch::Tensor& token_ids, const TextForwardOptions& options = {});
   // The embeddings [P, E] (before normalisation), clip_text_prompts_per_pass() prompts at a time.
   torch::Tensor encode_text(const torch::Tensor& token_ids, const std::function<bool()>& cancelled = {});
@@ -134,8 +158,16 @@ class ClipTextTowerImpl : public torch::nn::Module {
   torch::Tensor positional_embedding;  // [context_length, W]
   ClipTextTransformer transformer{nullptr};
   torch::nn::LayerNorm ln_final{nullptr};
-  torch::Tensor text_projection;  // [W, E]: x @ text_projection
-  torch::Tensor logit_scale;      // 0-d; logits are logit_scale.exp() times the cosine
+  torch::Tensor text_projection;       // [W, E]: x @ text_projection
+  torch::Tensor text_projection_bias;  // [E] when arch.projection_bias (SigLIP's head.bias), else undefined
+  torch::Tensor logit_scale;           // 0-d; logits are logit_scale.exp() times the cosine
+  torch::Tensor logit_bias;            // 0-d, TextScores::Sigmoid only: added to the logits
+
+  // logits_per_image [B, P] of image embeddings [B, E] and text embeddings [P, E] by this tower's
+  // rule (clip_logits_per_image, plus logit_bias for SigLIP). Differentiable in both embeddings.
+  torch::Tensor logits_per_image(const torch::Tensor& image_embeddings, const torch::Tensor& text_embeddings) const;
+  // Each prompt's probability from its logits [..., P]: softmax over the prompts, or SigLIP's sigmoid.
+  torch::Tensor probabilities(const torch::Tensor& logits) const;
 
  private:
   ClipTextArch arch_;
@@ -152,10 +184,10 @@ torch::Tensor clip_logits_per_image(const torch::Tensor& image_embeddings, const
 // Zero-shot scores of one image over P prompts.
 struct ZeroShotScores {
   torch::Tensor logits;         // [P]: logits_per_image
-  torch::Tensor probabilities;  // [P]: their softmax over the prompts
+  torch::Tensor probabilities;  // [P]: their softmax over the prompts (SigLIP: each one's sigmoid)
 };
-// image_embedding [E] or [1, E], text_embeddings [P, E] (before normalisation).
+// image_embedding [E] or [1, E], text_embeddings [P, E] (before normalisation), by `tower`'s rule.
 ZeroShotScores zero_shot(const torch::Tensor& image_embedding, const torch::Tensor& text_embeddings,
-                         const torch::Tensor& logit_scale);
+                         const ClipTextTowerImpl& tower);
 
 }  // namespace attnscope

@@ -49,7 +49,14 @@ bool is_openai_text_key(const std::string& key) {
 }
 
 bool is_hf_text_key(const std::string& key) {
-  return has_prefix(key, kHfPrefix) || key == "text_projection.weight" || key == "logit_scale";
+  return has_prefix(key, kHfPrefix) || key == "text_projection.weight" || key == "logit_scale" || key == "logit_bias";
+}
+
+// open_clip's CustomTextCLIP (SigLIP's towers): the text tower under `text.` in OpenAI's names, its
+// projection a Linear (text.text_projection.weight / .bias).
+constexpr const char* kOpenClipToken = "text.token_embedding.weight";
+bool is_open_clip_text_key(const std::string& key) {
+  return has_prefix(key, "text.") || key == "logit_scale" || key == "logit_bias";
 }
 
 std::string number_text(double value) {
@@ -123,11 +130,14 @@ void convert_hf_text(Checkpoint& checkpoint, std::map<std::string, std::string>&
       put("positional_embedding", key, tensor);
     } else if (has_prefix(key, "text_model.final_layer_norm.")) {
       put("ln_final." + key.substr(28), key, tensor);
-    } else if (key == "text_projection.weight") {
+    } else if (key == "text_projection.weight" || key == "text_model.head.weight") {
+      // CLIP's text_projection (no bias), SigLIP's head (with one): both Linear, x @ W.T.
       if (tensor.dim() != 2)
-        throw CheckpointError("tensor 'text_projection.weight' has shape " + shape_text(tensor.sizes()) +
+        throw CheckpointError("tensor '" + key + "' has shape " + shape_text(tensor.sizes()) +
                               ", expected [embedding, width]");
       put("text_projection", key, tensor.t());
+    } else if (key == "text_model.head.bias") {
+      put("text_projection_bias", key, tensor);
     } else if (const auto [layer, rest] = hf_layer_key(key); layer >= 0) {
       const std::string block = "transformer.resblocks." + std::to_string(layer) + ".";
       bool done = false;
@@ -169,6 +179,27 @@ void convert_hf_text(Checkpoint& checkpoint, std::map<std::string, std::string>&
   checkpoint.tensors.swap(renamed);
 }
 
+// open_clip's text projection as a Linear (SigLIP's: text.text_projection.weight [E, W] and .bias) in
+// OpenAI's [W, E] matrix and text_projection_bias.
+void convert_open_clip_projection(Checkpoint& checkpoint, std::map<std::string, std::string>& file_keys) {
+  auto& tensors = checkpoint.tensors;
+  if (auto it = tensors.find("text_projection.weight"); it != tensors.end()) {
+    if (it->second.dim() != 2)
+      throw CheckpointError("tensor 'text.text_projection.weight' has shape " + shape_text(it->second.sizes()) +
+                            ", expected [embedding, width]");
+    tensors["text_projection"] = it->second.t();
+    file_keys["text_projection"] = "text.text_projection.weight";
+    tensors.erase(it);
+  }
+  if (auto it = tensors.find("text_projection.bias"); it != tensors.end()) {
+    tensors["text_projection_bias"] = it->second;
+    file_keys["text_projection_bias"] = "text.text_projection.bias";
+    tensors.erase(it);
+  }
+  for (auto& [key, tensor] : tensors)
+    if (!file_keys.count(key) && key != "logit_scale" && key != "logit_bias") file_keys[key] = "text." + key;
+}
+
 // ---- Reading the architecture.
 
 // A 0-d integer the archives record beside the weights (context_length, vocab_size).
@@ -187,6 +218,122 @@ int config_integer(const nlohmann::json& config, const char* key) {
   return value.get<int>();
 }
 
+// A config's whole number in [1, 2^30] or `fallback` when absent.
+int config_count_or(const nlohmann::json& config, const char* key, int fallback, const std::string& where) {
+  if (!config.is_object() || !config.contains(key) || config[key].is_null()) return fallback;
+  const auto& value = config[key];
+  if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > (int64_t(1) << 30))
+    throw CheckpointError(where + "." + key + " " + excerpt(value.dump(), 40) +
+                          " is not a whole number from 1 to 2^30");
+  return value.get<int>();
+}
+
+double config_eps_or(const nlohmann::json& config, const char* key, double fallback, const std::string& where) {
+  if (!config.is_object() || !config.contains(key) || config[key].is_null()) return fallback;
+  const auto& value = config[key];
+  if (!value.is_number() || !(value.get<double>() > 0) || !(value.get<double>() < 1))
+    throw CheckpointError(where + "." + key + " must be a number in (0, 1)");
+  return value.get<double>();
+}
+
+// SigLIP's text tower: transformers' SiglipTextTransformer (config.json text_config, SiglipTextConfig's
+// defaults for what it leaves out) or open_clip's TextTransformer as its SigLIP configs build it
+// (open_clip_config.json model_cfg.text_cfg). Both: non-causal when the config says so (transformers:
+// always), pooled at the last position, a projection with a bias, sigmoid scores with logit_bias, and
+// a SentencePiece vocabulary.
+void siglip_text_rules(ClipTextArch& arch, CheckpointLayout layout, const nlohmann::json& config, ShapeReader& shapes,
+                       ClipTextLoad& load) {
+  arch.tokenizer = TextTokenizerKind::SentencePiece;
+  arch.projection_bias = shapes.has("text_projection_bias");
+  arch.scores = shapes.has("logit_bias") ? TextScores::Sigmoid : TextScores::Softmax;
+  std::string said;
+  if (layout == CheckpointLayout::HfSiglip) {
+    const std::string where = "config.json text_config";
+    arch.heads = config_count_or(config, "num_attention_heads", 12, where);
+    arch.layer_norm_eps = config_eps_or(config, "layer_norm_eps", 1e-6, where);
+    const std::string act = config.is_object() && config.contains("hidden_act") && config["hidden_act"].is_string()
+                                ? config["hidden_act"].get<std::string>()
+                                : "gelu_pytorch_tanh";
+    try {
+      arch.activation = parse_mlp_activation(act);
+    } catch (const std::invalid_argument& error) {
+      throw CheckpointError(where + ".hidden_act: " + error.what());
+    }
+    arch.causal = false;  // SiglipTextTransformer passes no causal mask
+    arch.pooling = TextPooling::LastToken;
+    const std::vector<std::tuple<const char*, std::string, int64_t, const char*>> declared{
+        {"vocab_size", kOpenAiToken, arch.vocab_size, "token ids"},
+        {"hidden_size", kOpenAiToken, arch.width, "channels"},
+        {"max_position_embeddings", "positional_embedding", arch.context_length, "positions"},
+        {"num_hidden_layers", "transformer.resblocks.0.ln_1.weight", arch.layers, "layers"},
+        {"intermediate_size", "transformer.resblocks.0.mlp.c_fc.weight", arch.mlp_hidden, "MLP channels"},
+        {"projection_size", "text_projection", arch.embed_dim, "embedding values"}};
+    for (const auto& [entry, key, shown, what] : declared)
+      if (config.is_object() && config.contains(entry) && !config[entry].is_null()) {
+        const int64_t value = config_count_or(config, entry, 0, where);
+        if (value != shown)
+          throw CheckpointError(where + "." + entry + " is " + std::to_string(value) + " but '" + shapes.file_key(key) +
+                                "' has " + std::to_string(shown) + " " + what +
+                                ": the file's parts are of different models");
+      }
+    said = config.is_null() ? "no config.json text_config: SiglipTextConfig's defaults" : where;
+    if (config.is_null())
+      load.assumed.push_back({"text heads", arch.heads, "no config.json: SiglipTextConfig's default"});
+  } else {
+    // open_clip's model_cfg: TextTransformer's own defaults (causal, argmax pooling, eps 1e-5, GELU) where
+    // text_cfg leaves a value out, as open_clip's _build_text_tower passes them.
+    const nlohmann::json model =
+        config.is_object() && config.contains("model_cfg") ? config["model_cfg"] : nlohmann::json();
+    const nlohmann::json text = model.is_object() && model.contains("text_cfg") && model["text_cfg"].is_object()
+                                    ? model["text_cfg"]
+                                    : nlohmann::json::object();
+    const std::string where = "open_clip_config.json model_cfg.text_cfg";
+    arch.heads = config_count_or(text, "heads", 8, where);
+    const nlohmann::json norm =
+        text.contains("norm_kwargs") && text["norm_kwargs"].is_object() ? text["norm_kwargs"] : nlohmann::json();
+    arch.layer_norm_eps = config_eps_or(norm, "eps", 1e-5, where + ".norm_kwargs");
+    const bool quick_gelu = model.is_object() && model.value("quick_gelu", false);
+    const nlohmann::json act =
+        text.contains("act_kwargs") && text["act_kwargs"].is_object() ? text["act_kwargs"] : nlohmann::json();
+    arch.activation = quick_gelu ? MlpActivation::QuickGelu
+                      : act.is_object() && act.value("approximate", std::string("none")) == "tanh"
+                          ? MlpActivation::GeluTanh
+                          : MlpActivation::Gelu;
+    arch.causal = !text.value("no_causal_mask", false);
+    const std::string pool =
+        text.contains("pool_type") && text["pool_type"].is_string() ? text["pool_type"].get<std::string>() : "argmax";
+    if (pool == "last")
+      arch.pooling = TextPooling::LastToken;
+    else if (pool == "argmax")
+      arch.pooling = TextPooling::ArgmaxOfIds;
+    else
+      throw CheckpointError(where + ".pool_type '" + excerpt(pool) +
+                            "' is not read (attnscope reads open_clip's 'argmax' and 'last' text pooling)");
+    if (arch.pooling == TextPooling::ArgmaxOfIds) {
+      arch.tokenizer = TextTokenizerKind::ClipBpe;
+      arch.end_of_text_id = arch.vocab_size - 1;
+    }
+    if (!arch.causal && arch.pooling != TextPooling::LastToken)
+      throw CheckpointError(where + " has no_causal_mask with pool_type '" + pool +
+                            "': attnscope reads open_clip's non-causal towers pooled at the last position (SigLIP's)");
+    if (const int context = config_count_or(text, "context_length", arch.context_length, where);
+        context != arch.context_length)
+      throw CheckpointError(where + ".context_length is " + std::to_string(context) + " but '" +
+                            shapes.file_key("positional_embedding") + "' has " + std::to_string(arch.context_length) +
+                            " positions: the file's parts are of different models");
+    said = config.is_null() ? "no open_clip_config.json: TextTransformer's defaults" : where;
+    if (config.is_null())
+      load.assumed.push_back({"text heads", arch.heads, "no open_clip_config.json: open_clip's default"});
+  }
+  if (arch.width % arch.heads != 0)
+    throw CheckpointError(said + ": " + std::to_string(arch.heads) + " heads do not divide the text width " +
+                          std::to_string(arch.width));
+  load.notes.push_back("SigLIP-style text tower (" + said + "): " + std::to_string(arch.heads) + " heads, " +
+                       to_string(arch.activation) + ", LayerNorm eps " + number_text(arch.layer_norm_eps) +
+                       (arch.causal ? ", causal mask" : ", no causal mask") + ", " +
+                       (arch.projection_bias ? "projection with bias, " : "") + to_string(arch.scores));
+}
+
 }  // namespace
 
 ClipTextSource take_clip_text_tensors(Checkpoint& checkpoint) {
@@ -195,14 +342,22 @@ ClipTextSource take_clip_text_tensors(Checkpoint& checkpoint) {
   source.checkpoint.container_key = checkpoint.container_key;
   source.checkpoint.metadata = checkpoint.metadata;
   const auto& tensors = checkpoint.tensors;
-  if (any_text_key_with_prefix(checkpoint, "visual.")) {
+  if (tensors.count(kOpenClipToken)) {
+    // open_clip's CustomTextCLIP: the text tower's keys without `text.` are OpenAI's.
+    source.layout = CheckpointLayout::OpenClip;
+    Checkpoint moved;
+    move_keys(checkpoint, moved, is_open_clip_text_key);
+    for (auto& [key, tensor] : moved.tensors)
+      source.checkpoint.tensors[has_prefix(key, "text.") ? key.substr(5) : key] = tensor;
+  } else if (any_text_key_with_prefix(checkpoint, "visual.")) {
     source.layout = CheckpointLayout::OpenAiClip;
     move_keys(checkpoint, source.checkpoint, is_openai_text_key);
     if (source.checkpoint.tensors.empty())
       source.absent =
           std::string("this file has no text tower: '") + kOpenAiToken + "' missing (OpenAI CLIP's visual tower alone)";
   } else if (any_text_key_with_prefix(checkpoint, "vision_model.") || any_text_key_with_prefix(checkpoint, kHfPrefix)) {
-    source.layout = CheckpointLayout::HfClip;
+    // SiglipModel's text tower ends in a head (a Linear with a bias), CLIPModel's in text_projection.
+    source.layout = tensors.count("text_model.head.weight") ? CheckpointLayout::HfSiglip : CheckpointLayout::HfClip;
     move_keys(checkpoint, source.checkpoint, is_hf_text_key);
     if (source.checkpoint.tensors.empty())
       source.absent = std::string("this file has no text tower: '") + kHfToken +
@@ -245,14 +400,16 @@ ClipTextArch infer_clip_text_arch(const Checkpoint& checkpoint, CheckpointLayout
   arch.mlp_hidden = shapes.size("transformer.resblocks.0.mlp.c_fc.weight", 2, 0, "MLP hidden size", kHiddenRange);
   arch.embed_dim = shapes.size("text_projection", 2, 1, "embedding size", kWidthRange);
 
-  const bool hugging_face = layout == CheckpointLayout::HfClip;
+  const bool hugging_face = layout == CheckpointLayout::HfClip || layout == CheckpointLayout::HfSiglip;
   auto contradiction = [&](const std::string& said, int64_t value, const std::string& key, int64_t shown,
                            const std::string& what) {
     if (value != shown)
       throw CheckpointError(said + " is " + std::to_string(value) + " but '" + shapes.file_key(key) + "' has " +
                             std::to_string(shown) + " " + what + ": the file's parts are of different models");
   };
-  if (!hugging_face) {
+  if (layout == CheckpointLayout::HfSiglip || layout == CheckpointLayout::OpenClip) {
+    siglip_text_rules(arch, layout, text_config, shapes, load);
+  } else if (!hugging_face) {
     // OpenAI's clip/model.py build_model: heads = width // 64, LayerNorm eps 1e-5, QuickGELU, eot the largest id.
     if (arch.width % 64 != 0)
       throw shapes.error(kOpenAiToken, "gives the width " + std::to_string(arch.width) +
@@ -331,11 +488,13 @@ ClipTextArch infer_clip_text_arch(const Checkpoint& checkpoint, CheckpointLayout
                          number_text(arch.layer_norm_eps) + ", eos_token_id " + std::to_string(eos));
   }
   if (arch.heads < 1) throw shapes.error(kOpenAiToken, "gives a width too small for one 64-wide head");
-  load.notes.push_back("CLIP text tower: " + std::to_string(arch.layers) + " layers of width " +
-                       std::to_string(arch.width) + ", " + std::to_string(arch.heads) + " heads, context " +
-                       std::to_string(arch.context_length) + ", vocabulary " + std::to_string(arch.vocab_size) +
-                       ", embedding " + std::to_string(arch.embed_dim) + "; a prompt's embedding is read at the " +
-                       to_string(arch.pooling) + " (end of text: id " + std::to_string(arch.end_of_text_id) + ")");
+  load.notes.push_back(
+      "text tower: " + std::to_string(arch.layers) + " layers of width " + std::to_string(arch.width) + ", " +
+      std::to_string(arch.heads) + " heads, context " + std::to_string(arch.context_length) + ", vocabulary " +
+      std::to_string(arch.vocab_size) + ", embedding " + std::to_string(arch.embed_dim) +
+      "; a prompt's embedding is read at the " + to_string(arch.pooling) +
+      (arch.pooling == TextPooling::LastToken ? " (prompts padded to the context)"
+                                              : " (end of text: id " + std::to_string(arch.end_of_text_id) + ")"));
   check_arch_limits(clip_text_arch_estimate(arch));
   return arch;
 }
@@ -346,15 +505,19 @@ ClipTextLoad load_clip_text_tower(ClipTextSource source, const std::string& path
   if (checkpoint.tensors.empty()) throw CheckpointError(source.absent);
   std::map<std::string, std::string> file_keys;
   nlohmann::json text_config;
-  const bool hugging_face = source.layout == CheckpointLayout::HfClip;
+  const bool hugging_face = source.layout == CheckpointLayout::HfClip || source.layout == CheckpointLayout::HfSiglip;
   if (hugging_face) {
     text_config = hf_text_config(path, load.notes);
     convert_hf_text(checkpoint, file_keys, load.notes);
+  } else if (source.layout == CheckpointLayout::OpenClip) {
+    text_config = read_open_clip_config(path);
+    convert_open_clip_projection(checkpoint, file_keys);
   }
   bool float16 = false;
   for (const auto& [key, tensor] : checkpoint.tensors) float16 = float16 || tensor.scalar_type() == torch::kHalf;
   ClipTextArch arch = infer_clip_text_arch(checkpoint, source.layout, text_config, file_keys, load);
-  if (const nlohmann::json open_clip = hugging_face ? nlohmann::json() : read_open_clip_config(path);
+  if (const nlohmann::json open_clip =
+          source.layout == CheckpointLayout::OpenAiClip ? read_open_clip_config(path) : nlohmann::json();
       open_clip.is_object() && open_clip.contains("model_cfg") && open_clip["model_cfg"].is_object()) {
     // open_clip's text towers: its model_cfg says the activation (LAION's are GELU) and the heads.
     const auto& model = open_clip["model_cfg"];
@@ -376,6 +539,10 @@ ClipTextLoad load_clip_text_tower(ClipTextSource source, const std::string& path
         "' gives text embeddings of " + std::to_string(arch.embed_dim) + " values, the visual tower's '" +
         (hugging_face ? "visual_projection.weight" : "visual.proj") + "' image embeddings of " +
         std::to_string(image_embed_dim) + ": they cannot be compared");
+  // SiglipModel and open_clip keep the similarity's scale and bias as [1]; the tower holds them 0-d.
+  for (const char* scalar : {"logit_scale", "logit_bias"})
+    if (auto it = checkpoint.tensors.find(scalar); it != checkpoint.tensors.end() && it->second.numel() == 1)
+      it->second = it->second.reshape({});
   // The archives' recorded sizes were checked against the shapes; they are not weights.
   checkpoint.tensors.erase("context_length");
   checkpoint.tensors.erase("vocab_size");

@@ -14,7 +14,7 @@ ClipZeroShot clip_zero_shot(LoadedModel& model, const torch::Tensor& image, cons
   ClipZeroShot result;
   result.image_embedding = model.forward(image.to(model.device), AttentionSettings{}, options).logits[0];
   result.text_embeddings = tower.encode_text(token_ids, cancelled);
-  const ZeroShotScores scores = zero_shot(result.image_embedding, result.text_embeddings, tower.logit_scale);
+  const ZeroShotScores scores = zero_shot(result.image_embedding, result.text_embeddings, tower);
   result.logits = scores.logits;
   result.probabilities = scores.probabilities;
   return result;

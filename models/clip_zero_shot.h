@@ -14,8 +14,8 @@ namespace attnscope {
 struct ClipZeroShot {
   torch::Tensor image_embedding;  // [E], before normalisation
   torch::Tensor text_embeddings;  // [P, E], before normalisation
-  torch::Tensor logits;           // [P]: logit_scale.exp() times the cosine
-  torch::Tensor probabilities;    // [P]: softmax over the prompts
+  torch::Tensor logits;           // [P]: logit_scale.exp() times the cosine (SigLIP: plus logit_bias)
+  torch::Tensor probabilities;    // [P]: softmax over the prompts (SigLIP: each prompt's sigmoid)
 };
 
 // `image`: [1, 3, H, W], prepared as the model's input; `token_ids`: [P, L] (clip.tokenize's rows).

@@ -270,10 +270,7 @@ LoadedModel load_model(const std::string& given, const ArchOverrides& overrides,
   model->to(device);
   loaded.device = device;
   loaded.parameter_count = model->parameter_count();
-  if (layout.layout == CheckpointLayout::HfSiglip)  // its text tower is SigLIP's, not CLIP's: said by the layout
-    loaded.text_tower_absent = "SigLIP's text tower (SentencePiece vocabulary, sigmoid scores) is not read yet";
-  else
-    attach_text_tower(std::move(text), path, loaded);
+  attach_text_tower(std::move(text), path, loaded);
   return loaded;
 }
 

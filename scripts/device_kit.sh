@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Prepares build-device/, the folder a GPU machine's call carries beside the working tree (at most
 # 30 MB): Debian's packages of the engine's small libraries unpacked into build-device/carried/
-# (headers and shared libraries: nlohmann-json, yaml-cpp, utf8proc, zlib, libpng, libjpeg-turbo),
+# (headers and shared libraries: nlohmann-json, yaml-cpp, utf8proc, zlib, libpng, libjpeg-turbo,
+# sentencepiece),
 # and build-device/models/, one test checkpoint of every family for the parity table (written by
 # the test suite's Python fixtures: run scripts/test.sh first). Runs here, where apt works.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kit=build-device
 packages=(nlohmann-json3-dev libyaml-cpp-dev libyaml-cpp0.7 libutf8proc-dev libutf8proc2 zlib1g-dev zlib1g
-          libpng-dev libpng16-16 libjpeg62-turbo-dev libjpeg62-turbo)
+          libpng-dev libpng16-16 libjpeg62-turbo-dev libjpeg62-turbo libsentencepiece-dev libsentencepiece0)
 data=build/tests/data
 models=(parity_cases/vit_softmax.safetensors parity_cases/vit_registers.safetensors parity_cases/vit_focused_pe_t.safetensors
         parity_cases/vit_enhanced_lcm.safetensors parity_cases/vit_anchor.safetensors hub_cases/hf_vit

@@ -11,8 +11,8 @@ packages=(
   libtorch-dev libopenblas0-openmp
   libopencv-dev nlohmann-json3-dev libyaml-cpp-dev libgtest-dev
   libimgui-dev libglfw3-dev libcairo2-dev
-  libutf8proc-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev
-  python3-torch python3-numpy python3-pil python3-regex
+  libutf8proc-dev libsentencepiece-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev
+  python3-torch python3-numpy python3-pil python3-regex python3-sentencepiece
   xvfb xauth libgl1-mesa-dri poppler-utils
 )
 missing=()

@@ -283,8 +283,22 @@ TEST(ClipScores, LogitsAreScaledCosinesAndDifferentiateAsOne) {
       image.expand({4, 16}), text, torch::nn::functional::CosineSimilarityFuncOptions().dim(1));
   EXPECT_LT(max_abs_difference(logits[0], std::exp(2.5) * cosines), 1e-12);
   EXPECT_LT(max_abs_difference(clip_logits_per_image(3 * image, 0.5 * text, scale), logits), 1e-12) << "scale-free";
-  const ZeroShotScores scores = zero_shot(image[0], text, scale);
-  EXPECT_LT(max_abs_difference(scores.probabilities, torch::softmax(logits[0], 0)), 1e-15);
+  ClipTextArch arch;
+  arch.vocab_size = 8, arch.context_length = 4, arch.width = 8, arch.layers = 1, arch.heads = 2;
+  arch.mlp_hidden = 8, arch.embed_dim = 16;
+  ClipTextTower clip(arch);
+  torch::NoGradGuard no_grad_fill;
+  clip->logit_scale.fill_(2.5);
+  const ZeroShotScores scores = zero_shot(image[0], text, *clip);
+  EXPECT_LT(max_abs_difference(scores.probabilities, torch::softmax(logits[0], 0)), 1e-6);
+  // SigLIP: logit_bias added, each prompt's own sigmoid (SiglipModel: torch.sigmoid(logits_per_image)).
+  arch.scores = TextScores::Sigmoid;
+  ClipTextTower siglip(arch);
+  siglip->logit_scale.fill_(2.5);
+  siglip->logit_bias.fill_(-1.5);
+  const ZeroShotScores sigmoid_scores = zero_shot(image[0], text, *siglip);
+  EXPECT_LT(max_abs_difference(sigmoid_scores.logits, logits[0] - 1.5), 1e-6);
+  EXPECT_LT(max_abs_difference(sigmoid_scores.probabilities, torch::sigmoid(logits[0] - 1.5)), 1e-6);
   torch::AutoGradMode grad(true);
   const torch::Tensor leaf = image.clone().requires_grad_(true);
   const torch::Tensor gradient = torch::autograd::grad({clip_logits_per_image(leaf, text, scale)[0][2]}, {leaf})[0];
@@ -292,7 +306,7 @@ TEST(ClipScores, LogitsAreScaledCosinesAndDifferentiateAsOne) {
   const torch::Tensor expected = std::exp(2.5) * (t_hat - cosines[2] * i_hat) / image.norm();
   EXPECT_LT(max_abs_difference(gradient, expected), 1e-12);
   EXPECT_THROW(clip_logits_per_image(image, torch::randn({4, 15}, torch::kDouble), scale), std::invalid_argument);
-  EXPECT_THROW(zero_shot(torch::randn({2, 16}), text, scale), std::invalid_argument);
+  EXPECT_THROW(zero_shot(torch::randn({2, 16}), text, *clip), std::invalid_argument);
 }
 
 TEST(ClipScores, TokenIdsAreCheckedNamingTheRow) {

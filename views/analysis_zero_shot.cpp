@@ -51,7 +51,10 @@ int analyze_zero_shot(const AnalyzeContext& context) {
   summary["text"] = text_summary(loaded.model, tokenized);
   summary["prompts_file"] = prompts_option()(context.state);
   summary["prompt_list"] = list_source;
-  summary["logit_scale"] = loaded.model.text("zero-shot").logit_scale.exp().item<double>();
+  const ClipTextTowerImpl& tower = loaded.model.text("zero-shot");
+  summary["logit_scale"] = tower.logit_scale.exp().item<double>();
+  summary["logit_bias"] = tower.logit_bias.defined() ? tower.logit_bias.item<double>() : 0.0;
+  summary["scores"] = to_string(tower.arch().scores);
   summary["top"] = {{"index", best},
                     {"line", tokenized.prompts[size_t(best)].line},
                     {"prompt", tokenized.prompts[size_t(best)].text},
@@ -74,7 +77,7 @@ AnalysisEntry zero_shot_analysis() {
        "analyze --analysis zero-shot --model CLIP --image assets/images/sign_4.png --prompts "
        "PROMPTS --out OUT",
        std::string(
-           R"md(`attnscope analyze --analysis zero-shot`: CLIP's scores of the image over the prompts of `--prompts` (logits_per_image: `logit_scale.exp()` times the cosine; their softmax over the file's prompts). Beside it: `zero_shot.csv` (`index,prompt,logit,probability`, the prompt as in the file), `text_embeddings.npy` [P, E] and `image_embedding.npy` [E] (float32, before normalisation), `tokens.npy` [P, context] int64 (clip.tokenize's rows; the context is 77 for OpenAI's models).
+           R"md(`attnscope analyze --analysis zero-shot`: CLIP's scores of the image over the prompts of `--prompts` (logits_per_image: `logit_scale.exp()` times the cosine; their softmax over the file's prompts). SigLIP's add `logit_bias` and each prompt's probability is its own sigmoid (SiglipModel's `torch.sigmoid(logits_per_image)`), so they need not sum to one. Beside it: `zero_shot.csv` (`index,prompt,logit,probability`, the prompt as in the file), `text_embeddings.npy` [P, E] and `image_embedding.npy` [E] (float32, before normalisation), `tokens.npy` [P, context] int64 (clip.tokenize's rows; the context is 77 for OpenAI's models).
 
 | key | when | meaning |
 |---|---|---|
@@ -84,13 +87,15 @@ AnalysisEntry zero_shot_analysis() {
 | `prompts_file` | always | the prompt file (empty: the template over the class names) |
 | `prompt_list` | always | where the prompts came from, in words |
 | `logit_scale` | always | `logit_scale.exp()`, the logits' scale |
+| `logit_bias` | always | SigLIP's `logit_bias` added to every logit (0 for CLIP) |
+| `scores` | always | how logits become probabilities: `softmax over the prompts` (CLIP) or `sigmoid per prompt (with logit_bias)` (SigLIP) |
 | `top.index` | always | the prompt with the largest logit (0-based among the prompts) |
 | `top.line` | always | its line in the file |
 | `top.prompt` | always | its text |
 | `top.logit` | always | its logit |
 | `top.probability` | always | its probability |)md"});
   entry.name = "zero-shot";
-  entry.help = "CLIP's zero-shot scores of the image over --prompts FILE";
+  entry.help = "CLIP's (or SigLIP's sigmoid) zero-shot scores of the image over --prompts FILE";
   entry.options = {prompts_option().spec(), prompt_template_option().spec()};
   entry.run = [](const AnalyzeContext& context, const std::string&) { return analyze_zero_shot(context); };
   return entry;

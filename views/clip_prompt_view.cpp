@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/clip_zero_shot.h"
+#include "models/text_tokenizer.h"
 #include "views/clip_prompts.h"
 #include "views/panel_maps.h"
 #include "views/representation_features.h"
@@ -20,11 +21,11 @@ struct TopPrompt {
   double probability = 0;
 };
 
-const ClipTokenizer& kept_tokenizer(const LoadedModel& model, AnalysisCache& cache) {
-  const std::string key = "clip-tokenizer|" + model.path;
-  auto tokenizer = cache.get<ClipTokenizer>(key);
+const PromptTokenizer& kept_tokenizer(const LoadedModel& model, AnalysisCache& cache) {
+  const std::string key = "text-tokenizer|" + model.path;
+  auto tokenizer = cache.get<PromptTokenizer>(key);
   if (!tokenizer) {
-    tokenizer = std::make_shared<const ClipTokenizer>(ClipTokenizer::for_model(model.path));
+    tokenizer = text_tokenizer_for(model.path, model.text("the prompt").arch());
     cache.put(key, tokenizer);
   }
   return *tokenizer;
@@ -43,7 +44,7 @@ ClipPromptPanel clip_prompt_panel(const AnalysisViewInput& input, const PanelFor
   LoadedModel& model = *forward.model;
   const PromptList list = workbench_prompt_list(model, input.request);
   panel.list_source = list.missing.empty() ? list.source : list.missing;
-  const ClipTokenizer& tokenizer = kept_tokenizer(model, input.cache);
+  const PromptTokenizer& tokenizer = kept_tokenizer(model, input.cache);
   const std::string listed = list_key(list);
   torch::Tensor list_ids = torch::zeros({0, 1}, torch::kLong);
   const torch::Tensor image = model_input(model, forward.result->input_rgb);

@@ -8,6 +8,7 @@
 #include "core/clip_tokenizer.h"
 #include "core/excerpt.h"
 #include "core/json_checked.h"
+#include "models/text_tokenizer.h"
 
 namespace attnscope {
 
@@ -101,23 +102,32 @@ PromptList workbench_prompt_list(const LoadedModel& model, const AnalysisSetting
 
 TokenizedPrompts tokenize_prompts(const LoadedModel& model, const std::vector<PromptLine>& prompts,
                                   const std::string& what, bool from_file) {
-  model.text(what);
-  return tokenize_prompts(model, ClipTokenizer::for_model(model.path), prompts, what, from_file);
+  const ClipTextTowerImpl& tower = model.text(what);
+  std::shared_ptr<const PromptTokenizer> tokenizer;
+  try {
+    tokenizer = text_tokenizer_for(model.path, tower.arch());
+  } catch (const ClipTokenizerError& error) {
+    throw std::invalid_argument(what + ": " + error.what());
+  }
+  return tokenize_prompts(model, *tokenizer, prompts, what, from_file);
 }
 
-TokenizedPrompts tokenize_prompts(const LoadedModel& model, const ClipTokenizer& tokenizer,
+TokenizedPrompts tokenize_prompts(const LoadedModel& model, const PromptTokenizer& tokenizer,
                                   const std::vector<PromptLine>& prompts, const std::string& what, bool from_file) {
   ClipTextTowerImpl& tower = model.text(what);
   // A vocabulary of another model gives ids the tower would read wrongly; its end token decides
   // where each prompt's embedding is read, so a mismatch there is named before any prompt is.
-  if (tokenizer.end_token() != tower.arch().end_of_text_id)
+  if (const auto* bpe = dynamic_cast<const ClipTokenizer*>(&tokenizer);
+      bpe && bpe->end_token() != tower.arch().end_of_text_id) {
+    const ClipTokenizer& tokenizer = *bpe;
     throw std::invalid_argument(
         what + ": the vocabulary " + tokenizer.vocabulary_source() + " ends each prompt with id " +
         std::to_string(tokenizer.end_token()) + ", but this text tower's end of text is id " +
         std::to_string(tower.arch().end_of_text_id) + " (of " + std::to_string(tower.arch().vocab_size) +
         " token ids): they belong to different models; put the model's own vocab.json and "
         "merges.txt beside the checkpoint");
-  const size_t context = size_t(std::min<int>(tower.arch().context_length, int(kClipContextLength)));
+  }
+  const size_t context = text_context_length(tower.arch());
   std::vector<std::string> texts;
   for (const PromptLine& prompt : prompts) texts.push_back(prompt.text);
   TokenizedPrompts tokenized;
@@ -129,8 +139,9 @@ TokenizedPrompts tokenize_prompts(const LoadedModel& model, const ClipTokenizer&
     const PromptLine& prompt = prompts.at(error.index);
     throw std::invalid_argument(
         (from_file ? "line " + std::to_string(prompt.line) + " of the prompt file" : std::string("--prompt")) + " ('" +
-        prompt_excerpt(prompt.text) + "') is " + std::to_string(error.tokens) + " tokens with its start and end; " +
-        what + "'s text tower reads at most " + std::to_string(error.context_length) + ": shorten it");
+        prompt_excerpt(prompt.text) + "') is " + std::to_string(error.tokens) + " tokens with its " +
+        (tower.arch().tokenizer == TextTokenizerKind::SentencePiece ? "end token; " : "start and end; ") + what +
+        "'s text tower reads at most " + std::to_string(error.context_length) + ": shorten it");
   } catch (const ClipTokenizerError& error) {
     throw std::invalid_argument(what + ": " + error.what());
   }
@@ -165,20 +176,28 @@ TokenizedPrompts prompt_from_option(const LoadedModel& model, const std::string&
 
 nlohmann::json text_summary(const LoadedModel& model, const TokenizedPrompts& tokenized) {
   const ClipTextArch& arch = model.text("the summary").arch();
-  return {{"vocabulary", tokenized.vocabulary_source},
-          {"context_length", tokenized.ids.size(1)},
-          {"prompts", tokenized.prompts.size()},
-          {"pooling", to_string(arch.pooling)},
-          {"ftfy",
-           "not reproduced: ftfy.fix_text, the first step of clip/simple_tokenizer.py's basic_clean, is "
-           "skipped (a prompt with mojibake or characters it normalises may tokenize differently)"}};
+  return {
+      {"vocabulary", tokenized.vocabulary_source},
+      {"context_length", tokenized.ids.size(1)},
+      {"prompts", tokenized.prompts.size()},
+      {"pooling", to_string(arch.pooling)},
+      {"scores", to_string(arch.scores)},
+      {"ftfy", arch.tokenizer == TextTokenizerKind::SentencePiece && arch.source_layout != CheckpointLayout::OpenClip
+                   ? "not used by this tokenizer"
+                   : "not reproduced: ftfy.fix_text, the first step of the tokenizer's basic_clean, is skipped "
+                     "(a prompt with mojibake or characters it normalises may tokenize differently)"}};
 }
 
 const char* const kTextSummaryRows =
-    "| `text.vocabulary` | always | the vocabulary file(s) the prompts were tokenized with |\n"
-    "| `text.context_length` | always | the token rows' length (the text tower's context, at most 77) |\n"
+    "| `text.vocabulary` | always | the vocabulary file(s) the prompts were tokenized with, and the rules (SigLIP: "
+    "which tool's) |\n"
+    "| `text.context_length` | always | the token rows' length (CLIP: the text tower's context, at most 77; SigLIP: "
+    "its context, 64 or 16) |\n"
     "| `text.prompts` | always | how many prompts |\n"
     "| `text.pooling` | always | the row each prompt's embedding is read at |\n"
-    "| `text.ftfy` | always | that ftfy.fix_text is not reproduced |";
+    "| `text.scores` | always | how logits become probabilities (CLIP: softmax over the prompts; SigLIP: sigmoid "
+    "per prompt) |\n"
+    "| `text.ftfy` | always | that ftfy.fix_text is not reproduced (or not used, for transformers' SigLIP "
+    "tokenizers) |";
 
 }  // namespace attnscope

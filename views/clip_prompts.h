@@ -9,8 +9,8 @@
 
 #include <torch/types.h>
 
-#include "core/clip_tokenizer.h"
 #include "core/prompt_file.h"
+#include "core/prompt_tokenizer.h"
 #include "models/model_loader.h"
 #include "views/analysis_options.h"
 
@@ -47,9 +47,9 @@ struct TokenizedPrompts {
 // of the prompt file", "--prompt"). Throws std::invalid_argument for a prompt that does not fit.
 TokenizedPrompts tokenize_prompts(const LoadedModel& model, const std::vector<PromptLine>& prompts,
                                   const std::string& what, bool from_file);
-// The same with a tokenizer already read (ClipTokenizer::for_model(model.path)): the workbench keeps
+// The same with a tokenizer already read (text_tokenizer_for(model.path, ...)): the workbench keeps
 // it, so that a new prompt costs no vocabulary read.
-TokenizedPrompts tokenize_prompts(const LoadedModel& model, const ClipTokenizer& tokenizer,
+TokenizedPrompts tokenize_prompts(const LoadedModel& model, const PromptTokenizer& tokenizer,
                                   const std::vector<PromptLine>& prompts, const std::string& what, bool from_file);
 // The prompt list (workbench_prompt_list: --prompts, else the template over the class names)
 // tokenized; refused naming the analysis when there is neither. `source` receives where it came from.
