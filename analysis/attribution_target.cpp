@@ -67,6 +67,7 @@ AttributionTarget resolve_text(const TargetSpec& spec, const TargetContext& cont
   target.direction = unit_direction(embedding[0], "the prompt '" + excerpt(spec.prompt, 60) + "'");
   target.scale = tower.logit_scale.detach().to(torch::kCPU, torch::kDouble).exp().item<double>();
   target.bias = tower.logit_bias.defined() ? tower.logit_bias.detach().to(torch::kCPU).item<double>() : 0.0;
+  target.text_model = tower.arch().scores == TextScores::Sigmoid ? "SigLIP" : "CLIP";
   target.chosen = "text";
   return target;
 }
@@ -123,7 +124,8 @@ const std::vector<TargetKindEntry>& target_kinds() {
          }});
     all.push_back({TargetKind::Text, "text", "PROMPT",
                    "CLIP's logit of the image and PROMPT (logit_scale.exp() times the cosine of the image and text "
-                   "embeddings, as logits_per_image); needs a CLIP file with its text tower",
+                   "embeddings, as logits_per_image; SigLIP's plus logit_bias); needs a CLIP or SigLIP file with its "
+                   "text tower",
                    [](const std::string& argument, TargetSpec& spec) {
                      if (argument.find_first_not_of(" \t\r\n") == std::string::npos)
                        throw std::invalid_argument("--target text:PROMPT needs a prompt, got an empty one");
@@ -133,7 +135,7 @@ const std::vector<TargetKindEntry>& target_kinds() {
                    },
                    [](const TargetSpec& spec) { return spec.prompt; }, resolve_text,
                    [](const AttributionTarget& target) {
-                     return "the CLIP logit of '" + excerpt(target.spec.prompt, 60) + "'";
+                     return "the " + target.text_model + " logit of '" + excerpt(target.spec.prompt, 60) + "'";
                    }});
     all.push_back({TargetKind::Image, "image", "FILE",
                    "the cosine similarity of the output embedding to FILE's (prepared as the input, through the same "

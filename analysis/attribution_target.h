@@ -50,14 +50,15 @@ struct TargetContext {
 // A resolved target: what target_scores differentiates.
 struct AttributionTarget {
   TargetKind kind = TargetKind::Class;
-  int index = -1;             // Class: the class or output dimension; -1 before the top-1 is chosen
-  torch::Tensor direction;    // Text, Image: the unit vector [K] (CPU float32) the output's cosine is taken with
-  double scale = 1.0;         // Text: logit_scale.exp() (the cosine times it is CLIP's logit); Image: 1
-  double bias = 0.0;          // Text: SigLIP's logit_bias, added to the logit (CLIP: 0)
-  std::string chosen;         // "given", "top-1", "output norm", "text" or "image"
-  TargetSpec spec;            // as requested
-  int64_t prompt_tokens = 0;  // Text: the prompt's tokens with the start and end tokens
-  std::string tokenizer;      // Text: the vocabulary's file(s)
+  int index = -1;                   // Class: the class or output dimension; -1 before the top-1 is chosen
+  torch::Tensor direction;          // Text, Image: the unit vector [K] (CPU float32) the output's cosine is taken with
+  double scale = 1.0;               // Text: logit_scale.exp() (the cosine times it is CLIP's logit); Image: 1
+  double bias = 0.0;                // Text: SigLIP's logit_bias, added to the logit (CLIP: 0)
+  std::string text_model = "CLIP";  // Text: whose logit it is ("CLIP", "SigLIP": sigmoid scores)
+  std::string chosen;               // "given", "top-1", "output norm", "text" or "image"
+  TargetSpec spec;                  // as requested
+  int64_t prompt_tokens = 0;        // Text: the prompt's tokens with the start and end tokens
+  std::string tokenizer;            // Text: the vocabulary's file(s)
 
   bool norm() const { return kind == TargetKind::Norm; }
   bool is_cosine() const { return kind == TargetKind::Text || kind == TargetKind::Image; }

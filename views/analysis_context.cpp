@@ -65,6 +65,7 @@ json target_json(const AttributionTarget& target, const LoadedModel& model) {
     block["prompt"] = target.spec.prompt;
     block["prompt_tokens"] = target.prompt_tokens;
     block["logit_scale"] = target.scale;
+    block["logit_bias"] = target.bias;
     block["tokenizer"] = target.tokenizer;
   }
   if (target.kind == TargetKind::Image) block["file"] = target.spec.image_file;
