@@ -4,6 +4,7 @@
 
 #include "analysis/frozen_parameters.h"
 #include "analysis/residual_stream.h"
+#include "models/text_tokenizer.h"
 
 namespace attnscope {
 
@@ -128,8 +129,103 @@ CheferClipRelevance chefer_clip_relevance(LoadedModel& model, const torch::Tenso
   return result;
 }
 
+namespace {
+
+// Each block's output from `first` on ("blocks.N": its norm1 and norm2 points carry a suffix),
+// inside the autograd graph.
+ForwardHook keep_block_outputs(std::vector<torch::Tensor>& outputs, int first) {
+  return [&outputs, first](const HookPoint& point, torch::Tensor& value) {
+    const std::string prefix = "blocks.";
+    if (point.name.compare(0, prefix.size(), prefix) != 0) return;
+    const std::string rest = point.name.substr(prefix.size());
+    if (rest.empty() || rest.find('.') != std::string::npos) return;
+    const int block = std::stoi(rest);
+    if (block >= first) outputs[size_t(block)] = value;
+  };
+}
+
+torch::Tensor upsample_by_patch(const torch::Tensor& grid, int64_t patch) {
+  return torch::nn::functional::interpolate(grid.unsqueeze(0).unsqueeze(0),
+                                            torch::nn::functional::InterpolateFuncOptions()
+                                                .size(std::vector<int64_t>{grid.size(0) * patch, grid.size(1) * patch})
+                                                .mode(torch::kBilinear)
+                                                .align_corners(false))[0][0];
+}
+
+// LeGrad's compute_legrad_siglip (open_clip's timm SigLIP towers): per block from the start, its
+// output tokens (before the trunk's final norm, as the authors feed them) through the attention-pool
+// head, normalised, dotted with the normalised text embedding, differentiated with respect to the
+// pool's attention; ReLU, the mean over heads; summed over the blocks. The authors' correction:
+// the same map for the prompt 'a photo of a', min-max normalised, zeroes the patches where it
+// exceeds 0.8. Then min-max, then the bilinear upsampling.
+LegradMap legrad_siglip(LoadedModel& model, VisionTransformerImpl& vit, const torch::Tensor& image,
+                        const torch::Tensor& token_ids, int layer_index) {
+  const std::string what = "legrad";
+  ClipTextTowerImpl& tower = model.text(what);
+  LegradMap result;
+  const int depth = vit.arch().depth;
+  result.start_block = resolve_start_block(layer_index, depth, "legrad's layer index");
+  torch::Tensor directions;
+  {
+    const auto tokenizer = text_tokenizer_for(model.path, tower.arch());
+    const torch::Tensor empty = tokenizer->tokenize_tensor({kLegradEmptyPrompt}, text_context_length(tower.arch()));
+    c10::InferenceMode inference;
+    directions = tower.encode_text(torch::cat({token_ids.to(torch::kCPU, torch::kLong), empty}).to(model.device));
+  }
+  directions =
+      torch::nn::functional::normalize(directions.clone(), torch::nn::functional::NormalizeFuncOptions().dim(-1));
+
+  FrozenParameters frozen(vit);
+  torch::AutoGradMode grad_mode(true);
+  std::vector<torch::Tensor> block_outputs(static_cast<size_t>(depth));
+  ForwardOptions options;
+  options.capture = false;
+  options.hook = keep_block_outputs(block_outputs, result.start_block);
+  const torch::Tensor input = (image.is_inference() ? image.clone() : image).to(model.device);
+  TokenLayout layout;
+  {
+    torch::NoGradGuard no_graph;  // only the pool is differentiated, from the block outputs on
+    layout = vit.forward(input, AttentionSettings{}, options).layout;
+  }
+
+  torch::Tensor sum = torch::zeros({int64_t(layout.patch_tokens())}, torch::kDouble);
+  torch::Tensor empty_sum = sum.clone();
+  for (int block = result.start_block; block < depth; ++block) {
+    // A leaf: only the pool's attention is differentiated, so nothing before it needs a graph.
+    const torch::Tensor tokens = block_outputs[size_t(block)].detach().requires_grad_(true);
+    torch::Tensor probabilities;
+    const torch::Tensor pooled = torch::nn::functional::normalize(
+        vit.attn_pool->forward(tokens, &probabilities), torch::nn::functional::NormalizeFuncOptions().dim(-1))[0];
+    for (const bool empty : {false, true}) {
+      const torch::Tensor similarity = (pooled * directions[empty ? 1 : 0]).sum();
+      if (!empty) result.similarities.push_back(similarity.item<double>());
+      const torch::Tensor gradient = torch::autograd::grad({similarity}, {probabilities}, {}, /*retain_graph=*/true)[0];
+      (empty ? empty_sum : sum) += gradient.detach()[0].clamp_min(0).mean(0).to(torch::kCPU, torch::kDouble);
+    }
+  }
+  torch::NoGradGuard no_grad;
+  const torch::Tensor corrected = min_max(empty_sum) > kLegradCorrectionThreshold;
+  result.corrected_patches = corrected.sum().item<int64_t>();
+  result.raw = sum.masked_fill(corrected, 0).to(torch::kFloat).reshape({layout.grid_h, layout.grid_w});
+  result.upsampled = upsample_by_patch(min_max(result.raw), vit.arch().patch_size);
+  return result;
+}
+
+}  // namespace
+
 LegradMap legrad_clip(LoadedModel& model, const torch::Tensor& image, const torch::Tensor& token_ids, int layer_index) {
   const std::string what = "legrad";
+  if (auto* vit = dynamic_cast<VisionTransformerImpl*>(model.backbone.get()); vit && !vit->attn_pool.is_empty()) {
+    const VitArch& arch = vit->arch();
+    if (arch.class_token || arch.register_tokens || !vit->head.is_empty() || arch.output_kind != OutputKind::Embedding)
+      throw std::invalid_argument(what +
+                                  " reads SigLIP's towers (no class token, the attention-pool head's output as "
+                                  "the embedding: the authors' compute_legrad_siglip); this model is a " +
+                                  arch.family());
+    check_one_image(image, what);
+    check_one_prompt(model.text(what), token_ids, what);
+    return legrad_siglip(model, *vit, image, token_ids, layer_index);
+  }
   VisionTransformerImpl& vit = clip_visual(model, what);
   ClipTextTowerImpl& tower = model.text(what);
   check_one_image(image, what);
@@ -153,15 +249,7 @@ LegradMap legrad_clip(LoadedModel& model, const torch::Tensor& image, const torc
   ForwardOptions options;
   options.capture = false;
   options.attention_hook = keep_probabilities(attention, result.start_block);
-  options.hook = [&block_outputs, first = result.start_block](const HookPoint& point, torch::Tensor& value) {
-    // "blocks.N": block N's output (its norm1 and norm2 points carry a suffix).
-    const std::string prefix = "blocks.";
-    if (point.name.compare(0, prefix.size(), prefix) != 0) return;
-    const std::string rest = point.name.substr(prefix.size());
-    if (rest.empty() || rest.find('.') != std::string::npos) return;
-    const int block = std::stoi(rest);
-    if (block >= first) block_outputs[size_t(block)] = value;
-  };
+  options.hook = keep_block_outputs(block_outputs, result.start_block);
   const torch::Tensor input = (image.is_inference() ? image.clone() : image).to(model.device);
   const ForwardOutput output = vit.forward(input, AttentionSettings{}, options);
   const TokenLayout layout = output.layout;
@@ -181,14 +269,7 @@ LegradMap legrad_clip(LoadedModel& model, const torch::Tensor& image, const torc
   }
   torch::NoGradGuard no_grad;
   result.raw = sum.reshape({layout.grid_h, layout.grid_w});
-  const int64_t patch = vit.arch().patch_size;
-  const torch::Tensor upsampled =
-      torch::nn::functional::interpolate(result.raw.unsqueeze(0).unsqueeze(0),
-                                         torch::nn::functional::InterpolateFuncOptions()
-                                             .size(std::vector<int64_t>{layout.grid_h * patch, layout.grid_w * patch})
-                                             .mode(torch::kBilinear)
-                                             .align_corners(false));
-  result.upsampled = min_max(upsampled[0][0]);
+  result.upsampled = min_max(upsample_by_patch(result.raw, vit.arch().patch_size));
   return result;
 }
 

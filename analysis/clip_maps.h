@@ -41,12 +41,20 @@ CheferClipRelevance chefer_clip_relevance(LoadedModel& model, const torch::Tenso
                                           const torch::Tensor& token_ids, int start_block);
 
 struct LegradMap {
-  torch::Tensor raw;        // [gh, gw] float32: the sum over the blocks, before upsampling
+  torch::Tensor raw;        // [gh, gw] float32: the sum over the blocks, before upsampling (SigLIP: corrected)
   torch::Tensor upsampled;  // [H, W]: bilinear by the patch size (align_corners false), then min-max
+                            // (SigLIP: min-max, then bilinear, as compute_legrad_siglip orders them)
   int start_block = 0;
   std::vector<double> similarities;  // per block from start_block: the cosine the gradient is of
+  int64_t corrected_patches = 0;     // SigLIP: the patches the 'a photo of a' correction zeroed
 };
-// `layer_index` as LeWrapper takes it (the authors' default -2: the last two blocks).
+// LeGrad's SigLIP correction: the map of this prompt, min-max normalised, zeroes the patches where
+// it exceeds the threshold (compute_legrad_siglip's defaults).
+constexpr const char* kLegradEmptyPrompt = "a photo of a";
+constexpr double kLegradCorrectionThreshold = 0.8;
+// `layer_index` as LeWrapper takes it (the authors' default -2: the last two blocks). A CLIP
+// visual tower (class token, ln_post, proj) takes compute_legrad_clip's path, a SigLIP tower (no
+// class token, the attention-pool head's output as the embedding) compute_legrad_siglip's.
 LegradMap legrad_clip(LoadedModel& model, const torch::Tensor& image, const torch::Tensor& token_ids,
                       int layer_index = -2);
 

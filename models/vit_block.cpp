@@ -92,9 +92,11 @@ torch::Tensor AttentionPoolImpl::forward(const torch::Tensor& tokens, torch::Ten
                    .transpose(1, 2);  // [B, h, 1, d]
   auto keys_values = token_linear(kv, tokens).reshape({batch, count, 2, heads, head_dim}).permute({2, 0, 3, 1, 4});
   auto scores = torch::matmul(query * (1.0 / std::sqrt(double(head_dim))), keys_values[0].transpose(-2, -1));
-  auto weights = torch::softmax(scores, -1);  // [B, h, 1, N]
-  if (probabilities) *probabilities = weights.squeeze(2);
-  auto pooled = torch::matmul(weights, keys_values[1]).transpose(1, 2).reshape({batch, 1, dim});
+  // [B, h, N]: the values are weighed through this very tensor, so that a gradient can be taken
+  // with respect to what `probabilities` receives (LeGrad's SigLIP maps).
+  auto weights = torch::softmax(scores, -1).squeeze(2);
+  if (probabilities) *probabilities = weights;
+  auto pooled = torch::matmul(weights.unsqueeze(2), keys_values[1]).transpose(1, 2).reshape({batch, 1, dim});
   pooled = proj(pooled);
   pooled = pooled + mlp(norm(pooled));
   return pooled.select(1, 0);

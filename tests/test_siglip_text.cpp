@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "analysis/clip_maps.h"
 #include "core/npy.h"
 #include "core/sentencepiece_tokenizer.h"
 #include "models/clip_zero_shot.h"
@@ -151,6 +152,30 @@ TEST(SiglipText, TowersAndSigmoidScoresMatchTheReference) {
     EXPECT_LT(max_abs_difference(scores.probabilities, case_file(c, "probabilities")), scale * (bound + 1e-4));
   }
   EXPECT_EQ(layouts, (std::set<std::string>{"hf-siglip", "open-clip"}));
+}
+
+// LeGrad's compute_legrad_siglip: the sum over the last two blocks of the pool attention's clamped
+// gradient, the 'a photo of a' correction, min-max, then the upsampling.
+TEST(SiglipText, LegradMatchesTheAuthorsSiglipMap) {
+  configure_threads(2);
+  for (const auto& c : cases().at("cases")) {
+    SCOPED_TRACE("case " + c.at("name").get<std::string>());
+    LoadedModel model = load_case(c);
+    const TokenizedPrompts prompt = tokenize_prompts(model, {{prompts_of(c).front(), 1}}, "legrad", false);
+    const LegradMap map = legrad_clip(model, case_file(c, "image"), prompt.ids);
+    EXPECT_EQ(map.start_block, 0);
+    EXPECT_EQ(map.corrected_patches, c.at("legrad_corrected").get<int64_t>());
+    // Float32 sums along the vision tower (the patch embedding, per block 5 W + d + T + hidden) and
+    // the pool, twice for the gradient's way back.
+    const VitArch& arch = model.vit_arch();
+    const double width = arch.embed_dim, tokens = 16;
+    double path = 3.0 * arch.patch_size * arch.patch_size + 3 * width;
+    for (const BlockArch& block : arch.blocks) path += 5 * width + width / arch.heads + tokens + block.mlp_hidden;
+    const double bound = 2 * path / double(1 << 24);
+    EXPECT_LT(relative_error(map.raw, case_file(c, "legrad_raw")), bound);
+    EXPECT_LT(max_abs_difference(map.upsampled, case_file(c, "legrad_upsampled")), bound);
+    EXPECT_EQ(map.upsampled.size(0), 64);
+  }
 }
 
 TEST(SiglipText, ZeroShotCommandWritesSigmoidScoresAndTheTokenizerUsed) {

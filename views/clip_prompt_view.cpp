@@ -80,9 +80,16 @@ ClipPromptPanel clip_prompt_panel(const AnalysisViewInput& input, const PanelFor
   }
   const torch::Tensor prompt_ids =
       tokenize_prompts(model, tokenizer, parse_prompt_text(panel.prompt, "the prompt field"), "the prompt", false).ids;
-  const torch::Tensor values = map(ClipMapRequest{model, image, prompt_ids, list_ids, forward.input_key, listed,
-                                                  input.cache, input.request, input.cancelled});
-  panel.map = to_grid_map(values.to(torch::kCPU, torch::kFloat));
+  try {
+    const torch::Tensor values = map(ClipMapRequest{model, image, prompt_ids, list_ids, forward.input_key, listed,
+                                                    input.cache, input.request, input.cancelled});
+    panel.map = to_grid_map(values.to(torch::kCPU, torch::kFloat));
+  } catch (const std::invalid_argument& refused) {
+    // A map its authors do not define for this model (SigLIP has no class token): the zero-shot
+    // top prompt above still holds.
+    panel.error = refused.what();
+    panel.short_error = "no map";
+  }
   panel.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return panel;
 }
@@ -90,9 +97,9 @@ ClipPromptPanel clip_prompt_panel(const AnalysisViewInput& input, const PanelFor
 }  // namespace
 
 std::string clip_prompt_caption(const std::string& method, const ClipPromptPanel& panel) {
-  if (!panel.error.empty()) return method + ": " + panel.error;
   std::string caption = method + " '" + prompt_excerpt(panel.prompt) + "'";
   if (panel.prompt_is_top) caption += " (the top prompt)";
+  if (!panel.error.empty()) caption = method + ": " + panel.error;
   if (!panel.top_prompt.empty()) {
     char probability[32];
     std::snprintf(probability, sizeof probability, "%.1f %%", 100.0 * panel.top_probability);

@@ -29,6 +29,8 @@ OUTDIR layout:
   <case>.image_embedding.npy  float64 [E]
   <case>.logits.npy           float64 [P]: logit_scale.exp() * cos + logit_bias
   <case>.probabilities.npy    float64 [P]: their sigmoids
+  <case>.legrad_raw.npy       float64 [gh, gw]: LeGrad's compute_legrad_siglip of prompt 0 (the corrected sum)
+  <case>.legrad_upsampled.npy float64 [H, W]: min-max, then bilinear by the patch size
   cases.json  {cases: [{name, model, rules, context, heads, prompts, files}], wrong_readings: {...}}
 """
 
@@ -172,6 +174,64 @@ def text_forward(sd, ids, names, heads, eps, act, causal=False, pool_last=True):
     return hub.linear(pooled, p[head + ".weight"], p[head + ".bias"])
 
 
+def legrad_siglip(timm_sd, img, text_direction, empty_direction, heads, eps, act, patch=16, layer_index=-2,
+                  threshold=0.8):
+    """LeGrad's compute_legrad_siglip (WalBouss/LeGrad legrad/wrapper.py, with utils.py's hooked timm block and
+    attentional pooler), written again in float64: each block's output (feat_post_mlp, before the trunk's norm)
+    through the attention pool, normalised, dotted with the normalised text embedding; the gradient with respect
+    to the pool's attention, clamped at 0, the mean over heads; summed over the blocks from layer_index. The
+    'a photo of a' map, min-max normalised, zeroes the patches above 0.8; min-max; bilinear by the patch size."""
+    p = {k: v.to(torch.float64) for k, v in timm_sd.items()}
+    x, gh, gw = hub.patch_tokens(img.to(torch.float64), p["patch_embed.proj.weight"], p["patch_embed.proj.bias"], patch)
+    x = x + p["pos_embed"][0]
+    depth = 0
+    while f"blocks.{depth}.norm1.weight" in p:
+        depth += 1
+    outputs = []
+    for i in range(depth):
+        b = f"blocks.{i}."
+        q_w, k_w, v_w = p[b + "attn.qkv.weight"].chunk(3)
+        q_b, k_b, v_b = p[b + "attn.qkv.bias"].chunk(3)
+        a, _ = hub.attention(hub.layer_norm(x, p[b + "norm1.weight"], p[b + "norm1.bias"], eps), q_w, q_b, k_w, k_b,
+                             v_w, v_b, p[b + "attn.proj.weight"], p[b + "attn.proj.bias"], heads)
+        x = x + a
+        h = hub.layer_norm(x, p[b + "norm2.weight"], p[b + "norm2.bias"], eps)
+        x = x + hub.linear(act(hub.linear(h, p[b + "mlp.fc1.weight"], p[b + "mlp.fc1.bias"])), p[b + "mlp.fc2.weight"],
+                           p[b + "mlp.fc2.bias"])
+        outputs.append(x)
+
+    def pool(tokens):  # hooked_attentional_pooler_timm_forward: latent_len 1, pool 'token'
+        B, N, C = tokens.shape
+        d = C // heads
+        q = hub.linear(p["attn_pool.latent"].expand(B, -1, -1), p["attn_pool.q.weight"], p["attn_pool.q.bias"])
+        q = q.reshape(B, 1, heads, d).transpose(1, 2)
+        k, v = hub.linear(tokens, p["attn_pool.kv.weight"], p["attn_pool.kv.bias"]).reshape(
+            B, N, 2, heads, d).permute(2, 0, 3, 1, 4).unbind(0)
+        attn = ((q * d ** -0.5) @ k.transpose(-2, -1)).softmax(dim=-1)
+        out = hub.linear((attn @ v).transpose(1, 2).reshape(B, 1, C), p["attn_pool.proj.weight"], p["attn_pool.proj.bias"])
+        h = hub.layer_norm(out, p["attn_pool.norm.weight"], p["attn_pool.norm.bias"], eps)
+        out = out + hub.linear(act(hub.linear(h, p["attn_pool.mlp.fc1.weight"], p["attn_pool.mlp.fc1.bias"])),
+                               p["attn_pool.mlp.fc2.weight"], p["attn_pool.mlp.fc2.bias"])
+        return out[:, 0], attn
+
+    def min_max(t):
+        return (t - t.min()) / (t.max() - t.min())
+
+    maps = {"prompt": 0, "empty": 0}
+    for x in outputs[depth + layer_index if layer_index < 0 else layer_index:]:
+        tokens = x.detach().requires_grad_(True)
+        pooled, attn = pool(tokens)
+        pooled = pooled / pooled.norm(dim=-1, keepdim=True)
+        for key, direction in (("prompt", text_direction), ("empty", empty_direction)):
+            grad = torch.autograd.grad((direction @ pooled.t()).sum(), [attn], retain_graph=True)[0].clamp(min=0)
+            maps[key] = maps[key] + grad.mean(dim=1)[:, 0].reshape(1, 1, gh, gw)
+    accum = maps["prompt"].clone()
+    accum[min_max(maps["empty"]) > threshold] = 0
+    raw = accum[0, 0].clone()
+    upsampled = torch.nn.functional.interpolate(min_max(accum), scale_factor=patch, mode="bilinear")[0, 0]
+    return raw, upsampled, int((min_max(maps["empty"]) > threshold).sum())
+
+
 def scores(image_embedding, text_embeddings, logit_scale, logit_bias):
     image = image_embedding / image_embedding.norm()
     text = text_embeddings / text_embeddings.norm(dim=-1, keepdim=True)
@@ -268,12 +328,19 @@ def main(argv):
         if flavour == "siglip2":
             raw = tok.siglip_tokenize(vocabulary, prompts, context, flavour, lower=False)
             assert raw != rows, "lower-casing must change some prompt's ids"
+        # LeGrad of the first prompt, with the authors' correction prompt tokenized by the same rules.
+        empty_ids = torch.tensor(tok.siglip_tokenize(vocabulary, ["a photo of a"], context, flavour, lower=lower))
+        directions = torch.cat([text[:1], text_forward(sd, empty_ids, names, TEXT_HEADS, 1e-6, act)])
+        directions = directions / directions.norm(dim=-1, keepdim=True)
+        legrad_raw, legrad_upsampled, corrected = legrad_siglip(timm_vision, img, directions[0], directions[1], HEADS,
+                                                                1e-6, hub.gelu_tanh if names == "hf" else hub.gelu_erf)
         files = save(out, name, {"image": img.numpy(), "ids": ids.numpy(), "text_embeddings": text.numpy(),
                                  "image_embedding": image_embedding.numpy(), "logits": logits.numpy(),
-                                 "probabilities": probabilities.numpy()})
+                                 "probabilities": probabilities.numpy(), "legrad_raw": legrad_raw.detach().numpy(),
+                                 "legrad_upsampled": legrad_upsampled.detach().numpy()})
         cases.append({"name": name, "model": name, "rules": rules, "context": context, "heads": HEADS,
                       "vocab_size": vocab, "prompts": prompts, "logit_scale": logit_scale, "logit_bias": logit_bias,
-                      "files": files})
+                      "legrad_corrected": corrected, "files": files})
     # The SiglipModel folder without its vocabulary.
     folder = os.path.join(out, "no_vocabulary")
     os.makedirs(folder, exist_ok=True)

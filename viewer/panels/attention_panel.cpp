@@ -171,7 +171,9 @@ struct AttentionPanel : WorkbenchPanel {
     }
 
     size_t target_index = 0;
-    float maps_bottom = origin.y;  // the colour bar goes right under the lowest map
+    // The colour bar goes right under the lowest map, and never over a heading (a panel that
+    // only says why it has no map).
+    float maps_bottom = origin.y + heading_height;
     for (size_t p = 0; p < panel_count; ++p) {
       const ImVec2 tile_pos(origin.x + float(int(p) % columns) * tile.x, origin.y + float(int(p) / columns) * tile.y);
       const PanelMaps& panel = outcome->panels[p];
