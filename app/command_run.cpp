@@ -10,6 +10,7 @@
 
 #include "analysis/ablated_inference.h"
 #include "analysis/attention_map.h"
+#include "analysis/pool_attention.h"
 #include "analysis/spectrum.h"
 #include "app/cli.h"
 #include "app/commands.h"
@@ -270,16 +271,15 @@ int run_command(const Args& args) {
   // pooled features come from, a layer of its own; the last one is the features' own read.
   const std::vector<PoolAttention>& pools = result.forward.pool_attention;
   if (!pools.empty()) {
+    const PoolMaps maps = pool_maps(pools.back(), capture.layout);
     const torch::Tensor heads = pools.back().probabilities[0].to(torch::kCPU, torch::kFloat).contiguous();  // [h, N]
-    const TokenLayout& layout = capture.layout;
-    const int64_t patches = int64_t(layout.grid_h) * layout.grid_w, prefix = heads.size(1) - patches;
     files.add_npy("pool_attention.npy", heads);
     nlohmann::json layers = nlohmann::json::array();
     for (const PoolAttention& pool : pools) layers.push_back(pool.name);
     nlohmann::json pool_summary = {{"file", "pool_attention.npy"},
-                                   {"layer", pools.back().name},
+                                   {"layer", maps.layer},
                                    {"shape", {heads.size(0), heads.size(1)}},
-                                   {"prefix_tokens_read", prefix},
+                                   {"prefix_tokens_read", maps.prefix_tokens},
                                    {"overlay", "pool_overlay.png"},
                                    {"overlay_values", "the heads' mean over the patches"}};
     if (pools.size() > 1) {  // CaiT: every class-attention block's, [blocks, h, N]
@@ -291,17 +291,15 @@ int run_command(const Args& args) {
                                     {"layers", layers},
                                     {"shape", {stacked.size(0), stacked.size(1), stacked.size(2)}}};
     }
-    if (prefix >= 0) {
-      const torch::Tensor mean =
-          heads.narrow(1, prefix, patches).mean(0).view({layout.grid_h, layout.grid_w}).contiguous();
-      ValueRange pool_range;
-      pool_range.include(mean.data_ptr<float>(), size_t(mean.numel()));
-      const ValueScale pool_scale = resolve_value_scale(state.scale, state.colormap, pool_range);
-      files.add_png("pool_overlay.png",
-                    overlay_values(result.input_rgb, {mean.data_ptr<float>(), layout.grid_h, layout.grid_w}, pool_scale,
-                                   state.opacity, state.alpha));
-      summary["pool_attention"] = pool_summary;
-    }
+    const torch::Tensor& mean = maps.mean;
+    ValueRange pool_range;
+    pool_range.include(mean.data_ptr<float>(), size_t(mean.numel()));
+    const ValueScale pool_scale = resolve_value_scale(state.scale, state.colormap, pool_range);
+    files.add_png(
+        "pool_overlay.png",
+        overlay_values(result.input_rgb, {mean.data_ptr<float>(), capture.layout.grid_h, capture.layout.grid_w},
+                       pool_scale, state.opacity, state.alpha));
+    summary["pool_attention"] = pool_summary;
   }
   files.add_text("summary.json", json_text(summary) + "\n");
   files.write();

@@ -11,6 +11,7 @@
 
 #include "core/excerpt.h"
 #include "core/number_text.h"
+#include "models/checkpoint_keys.h"
 
 namespace attnscope {
 

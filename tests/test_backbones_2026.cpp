@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "analysis/pool_attention.h"
 #include "analysis/residual_stream.h"
 #include "core/npy.h"
 #include "models/arch_config.h"
@@ -14,6 +15,7 @@
 #include "models/rotary.h"
 #include "tests/cli_process.h"
 #include "tests/numeric_bounds.h"
+#include "tests/test_folder.h"
 
 namespace attnscope {
 namespace test_backbones_2026 {
@@ -318,6 +320,53 @@ TEST(Backbones2026, RunWritesWhereTheAttentionPoolLooks) {
   EXPECT_TRUE(std::filesystem::exists(out / "pool_overlay.png"));
   std::ifstream in(out / "summary.json");
   EXPECT_EQ(nlohmann::json::parse(in).at("pool_attention").at("prefix_tokens_read"), 1);
+  std::filesystem::remove_all(out);
+}
+
+// The pool view (analysis/pool_attention.h): each head's row on the patch grid, the prefix's share,
+// and `analyze --analysis pool` writing them; a model that reads a token is refused naming why.
+TEST(Backbones2026, PoolViewIsThePoolsRowsOnThePatchGrid) {
+  std::ifstream in(kFolder + "cases.json");
+  const auto cases = nlohmann::json::parse(in);
+  std::set<int> prefixes;
+  for (const auto& c : cases) {
+    if (!c.at("pool").is_string()) continue;
+    SCOPED_TRACE("case " + c.at("name").get<std::string>());
+    LoadedModel model = load_model(kFolder + c.at("model").get<std::string>(), {}, torch::kCPU);
+    const ForwardOutput output =
+        model.forward(read_npy(kFolder + c.at("input").get<std::string>()), AttentionSettings{});
+    const PoolMaps maps = pool_maps(features_pool(output.pool_attention, model.family()), output.layout);
+    const torch::Tensor rows = read_npy(kFolder + c.at("pool").get<std::string>());  // [h, N], the reference's
+    const int gh = c.at("grid")[0].get<int>(), gw = c.at("grid")[1].get<int>();
+    const int64_t prefix = rows.size(1) - int64_t(gh) * gw;
+    prefixes.insert(maps.prefix_tokens);
+    EXPECT_EQ(maps.prefix_tokens, prefix);
+    ASSERT_EQ(maps.heads.sizes(), (std::vector<int64_t>{rows.size(0), gh, gw}));
+    EXPECT_LT(max_abs_difference(maps.heads, rows.narrow(1, prefix, int64_t(gh) * gw).reshape({-1, gh, gw})), 2e-5);
+    EXPECT_LT(max_abs_difference(maps.mean, maps.heads.mean(0)), 1e-7);
+    if (prefix > 0) {
+      EXPECT_LT(max_abs_difference(maps.prefix_share, rows.narrow(1, 0, prefix).sum(1)), 2e-5);
+    }
+  }
+  EXPECT_EQ(prefixes, (std::set<int>{0, 1})) << "SigLIP reads the patches alone, PE and CaiT the class token too";
+
+  const std::filesystem::path out = std::filesystem::temp_directory_path() / "attnscope_pool_view";
+  std::filesystem::remove_all(out);
+  const std::string image = std::string(ATTNSCOPE_SOURCE_DIR) + "/assets/images/sign_4.png";
+  testing::CliRequest request(
+      {"analyze", "--analysis", "pool", "--model", kFolder + "pe_core_s16", "--image", image, "--out", out.string()});
+  ASSERT_EQ(testing::run_cli_process(request).exit_code, 0);
+  EXPECT_EQ(read_npy((out / "pool_heads.npy").string()).sizes(), (std::vector<int64_t>{8, 4, 4}));
+  EXPECT_TRUE(std::filesystem::exists(out / "pool.png"));
+  std::ifstream summary_file(out / "summary.json");
+  const auto summary = nlohmann::json::parse(summary_file);
+  EXPECT_EQ(summary.at("layer"), "attn_pool");
+  EXPECT_EQ(summary.at("prefix_tokens_read"), 1);
+  std::filesystem::remove_all(out);
+  const CommandRun refused = run_attnscope("analyze --analysis pool --model '" + kFolder + "dinov3_s16' --image '" +
+                                               image + "' --out '" + out.string() + "'",
+                                           std::filesystem::temp_directory_path());
+  EXPECT_NE(refused.err.find("not by attention"), std::string::npos) << refused.err;
   std::filesystem::remove_all(out);
 }
 
