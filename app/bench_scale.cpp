@@ -72,14 +72,54 @@ ProcessRun run_process(const std::vector<std::string>& argv, const std::filesyst
 
 }  // namespace
 
+namespace {
+
+// The models --scale runs, each a family of bench/pytorch_scale.py: its file (a folder where a
+// config.json names the registered architecture whose settings both sides run), its input sides and
+// its sizes for the GEMM limit.
+struct ScaleModel {
+  std::string name, file;
+  std::vector<int> sides;
+  int dim, depth, heads;
+  std::string description;
+};
+
+const std::vector<ScaleModel>& scale_models() {
+  static const std::vector<ScaleModel> models = {
+      {"dinov2", "dinov2_s14_reg4.safetensors", {518, 1036}, 384, 12, 6, "DINOv2-S/14 with 4 registers (timm layout"},
+      {"dinov3",
+       "dinov3_s16",
+       {512, 1024},
+       384,
+       12,
+       6,
+       "DINOv3-S/16 (timm's vit_small_patch16_dinov3: rotary positions, 4 storage tokens"},
+      {"siglip2",
+       "siglip2_b16_512",
+       {512},
+       768,
+       12,
+       12,
+       "SigLIP 2 B/16 at 512 px (timm's vit_base_patch16_siglip_512: no class token, the attention-pool head"}};
+  return models;
+}
+
+}  // namespace
+
+std::string scale_model_names() {
+  std::string names;
+  for (const ScaleModel& model : scale_models()) names += (names.empty() ? "" : "|") + model.name;
+  return names;
+}
+
 void bench_scale(const std::string& python, const std::filesystem::path& folder, const std::string& model_name) {
-  const bool dinov3 = model_name == "dinov3";
-  if (!dinov3 && model_name != "dinov2")
-    throw std::invalid_argument("--scale-model '" + model_name + "' is neither dinov2 nor dinov3");
+  const ScaleModel* chosen = nullptr;
+  for (const ScaleModel& model : scale_models())
+    if (model.name == model_name) chosen = &model;
+  if (!chosen) throw std::invalid_argument("--scale-model '" + model_name + "' is not one of " + scale_model_names());
   const std::string script = source_path("bench/pytorch_scale.py");
   const std::filesystem::path log = folder / "process.out";
-  // DINOv3's is a folder: its config.json names the registered architecture whose settings both sides run.
-  const std::string model_path = (folder / (dinov3 ? "dinov3_s16" : "dinov2_s14_reg4.safetensors")).string();
+  const std::string model_path = (folder / chosen->file).string();
   if (python.empty())
     throw std::invalid_argument("bench --scale needs the Python with torch (--python): it writes the weights");
   if (run_process({python, script, "--family", model_name, "--make", model_path}, log).output.find("Error") !=
@@ -89,10 +129,8 @@ void bench_scale(const std::string& python, const std::filesystem::path& folder,
   const ssize_t length = readlink("/proc/self/exe", self, sizeof self - 1);
   const std::string attnscope = length > 0 ? std::string(self, size_t(length)) : "attnscope";
   const double gflops = gemm_gflops();
-  std::cout << "attnscope bench --scale: "
-            << (dinov3 ? "DINOv3-S/16 (timm's vit_small_patch16_dinov3: rotary positions, 4 storage tokens"
-                       : "DINOv2-S/14 with 4 registers (timm layout")
-            << ", random weights), " << torch::get_num_threads() << " threads, " << gemm_limit_text(gflops) << "\n"
+  std::cout << "attnscope bench --scale: " << chosen->description << ", random weights), " << torch::get_num_threads()
+            << " threads, " << gemm_limit_text(gflops) << "\n"
             << machine_line() << "\n";
   std::cout << std::left << std::setw(11) << "input" << std::right << std::setw(8) << "tokens" << std::setw(12)
             << "forward" << std::setw(12) << "eager" << std::setw(12) << "eager/P" << std::setw(8) << "ratio"
@@ -100,8 +138,7 @@ void bench_scale(const std::string& python, const std::filesystem::path& folder,
             << "peak" << std::setw(11) << "max diff" << std::setw(10) << "click" << std::setw(10) << "layer"
             << "\n";
   LoadedModel model = load_model(model_path, {}, torch::kCPU);
-  const std::vector<int> sides = dinov3 ? std::vector<int>{512, 1024} : std::vector<int>{518, 1036};
-  for (const int side : sides) {
+  for (const int side : chosen->sides) {
     const std::string image = (folder / ("noise" + std::to_string(side) + ".png")).string();
     RgbImage noise(side, side);
     std::mt19937 random{unsigned(side)};
@@ -154,7 +191,7 @@ void bench_scale(const std::string& python, const std::filesystem::path& folder,
       eager.add(threading, eager_run.last_json["median_ms"].get<double>());
     }
     const double tokens = double(last.layout.total_tokens());
-    const double limit_ms = vit_forward_gflop(tokens, 384, 12, 6, {}) / gflops * 1000.0;
+    const double limit_ms = vit_forward_gflop(tokens, chosen->dim, chosen->depth, chosen->heads, {}) / gflops * 1000.0;
     std::ostringstream row;
     row << std::fixed << std::left << std::setw(11) << (std::to_string(side) + "x" + std::to_string(side)) << std::right
         << std::setw(8) << int(tokens) << std::setprecision(2) << std::setw(10) << forward / 1000 << " s";

@@ -11,5 +11,7 @@ namespace attnscope {
 // `python` runs the checkout's bench/pytorch_scale.py (it writes the weights: required); `folder`
 // holds the model, images and run outputs.
 void bench_scale(const std::string& python, const std::filesystem::path& folder, const std::string& model = "dinov2");
+// "dinov2|dinov3|siglip2": the models --scale-model names.
+std::string scale_model_names();
 
 }  // namespace attnscope

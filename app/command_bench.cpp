@@ -433,9 +433,10 @@ CommandSyntax bench_syntax() {
        "bench high resolution instead: DINOv2-S/14-reg4 shapes at 518 and 1036 px, forward, whole run, peak "
        "memory and view latency against eager",
        ""},
-      {"scale-model", "dinov2|dinov3",
+      {"scale-model", "dinov2|dinov3|siglip2",
        "with --scale: dinov3 benches DINOv3-S/16 in timm's registered settings (rotary positions, storage tokens) "
-       "at 512 and 1024 px (1,029 and 4,101 tokens) instead",
+       "at 512 and 1024 px (1,029 and 4,101 tokens) instead; siglip2 SigLIP 2 B/16 at 512 px (1,024 tokens, the "
+       "attention-pool head)",
        "dinov2"},
   };
   return {"attnscope bench [--sizes tiny,small] [--runs N]", options, flags};

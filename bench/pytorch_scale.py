@@ -5,10 +5,12 @@ random weights, run on an image as timm's eager Attention computes it (q*scale @
 in float32 under torch.no_grad(), with the position embedding resized bicubic with antialias.
 
 With --family dinov3: a DINOv3-S/16 in timm's registered settings (rotary positions, storage tokens, no
-pos_embed), as timm's Eva computes it eagerly.
+pos_embed), as timm's Eva computes it eagerly. With --family siglip2: a SigLIP 2 B/16 at 512 px in timm's
+registered settings (vit_base_patch16_siglip_512: no class token, a 32 x 32 pos_embed, the attention-pool
+head), as timm's VisionTransformer computes it eagerly.
 
 Usage:
-  bench/pytorch_scale.py [--family dinov2|dinov3] --make OUT.safetensors|OUT_FOLDER [--seed S]
+  bench/pytorch_scale.py [--family dinov2|dinov3|siglip2] --make OUT.safetensors|OUT_FOLDER [--seed S]
       writes the random weights (metadata num_heads=6) that both sides run
   bench/pytorch_scale.py --model FILE --image PNG --threads N --runs R [--compare OUTPUT.npy]
       prints one JSON line: {"median_ms", "runs", "threads", "max_abs_diff" (against --compare)}
@@ -76,6 +78,76 @@ def make_dinov3(folder, seed):
     safetensors_io.save_file(sd, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump({"architecture": DINOV3_ARCHITECTURE, "num_classes": 0}, f)
+
+
+# SigLIP 2 B/16 at 512 px as timm registers it (vit_base_patch16_siglip_512): no class token, pos_embed of
+# 32 x 32 patches, qkv with bias, LayerNorm eps 1e-6, GELU, the attention-pool head (a latent query,
+# q / kv / proj, its norm and MLP) over the normed tokens.
+SIGLIP_DIM, SIGLIP_HEADS, SIGLIP_PATCH, SIGLIP_GRID = 768, 12, 16, 32
+SIGLIP_ARCHITECTURE = "vit_base_patch16_siglip_512"
+
+
+def make_siglip2(folder, seed):
+    """model.safetensors and the config.json timm's save_for_hf writes (its registered name)."""
+    import os
+    torch.manual_seed(seed)
+    C = SIGLIP_DIM
+    tn = lambda *shape: torch.nn.init.trunc_normal_(torch.empty(*shape), std=0.02, a=-0.04, b=0.04)
+    sd = {"pos_embed": tn(1, SIGLIP_GRID * SIGLIP_GRID, C), "patch_embed.proj.weight": tn(C, 3, SIGLIP_PATCH, SIGLIP_PATCH),
+          "patch_embed.proj.bias": torch.zeros(C), "norm.weight": torch.ones(C), "norm.bias": torch.zeros(C),
+          "attn_pool.latent": tn(1, 1, C), "attn_pool.q.weight": tn(C, C), "attn_pool.q.bias": torch.zeros(C),
+          "attn_pool.kv.weight": tn(2 * C, C), "attn_pool.kv.bias": torch.zeros(2 * C),
+          "attn_pool.proj.weight": tn(C, C), "attn_pool.proj.bias": torch.zeros(C),
+          "attn_pool.norm.weight": torch.ones(C), "attn_pool.norm.bias": torch.zeros(C),
+          "attn_pool.mlp.fc1.weight": tn(4 * C, C), "attn_pool.mlp.fc1.bias": torch.zeros(4 * C),
+          "attn_pool.mlp.fc2.weight": tn(C, 4 * C), "attn_pool.mlp.fc2.bias": torch.zeros(C)}
+    for b in range(DEPTH):
+        p = f"blocks.{b}."
+        sd.update({p + "norm1.weight": torch.ones(C), p + "norm1.bias": torch.zeros(C),
+                   p + "attn.qkv.weight": tn(3 * C, C), p + "attn.qkv.bias": torch.zeros(3 * C),
+                   p + "attn.proj.weight": tn(C, C), p + "attn.proj.bias": torch.zeros(C),
+                   p + "norm2.weight": torch.ones(C), p + "norm2.bias": torch.zeros(C),
+                   p + "mlp.fc1.weight": tn(4 * C, C), p + "mlp.fc1.bias": torch.zeros(4 * C),
+                   p + "mlp.fc2.weight": tn(C, 4 * C), p + "mlp.fc2.bias": torch.zeros(C)})
+    os.makedirs(folder, exist_ok=True)
+    safetensors_io.save_file(sd, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump({"architecture": SIGLIP_ARCHITECTURE, "num_classes": 0}, f)
+
+
+def forward_siglip2(sd, x):
+    """timm's VisionTransformer forward with global_pool 'map' (fused attention off), float32, no_grad."""
+    C, heads = SIGLIP_DIM, SIGLIP_HEADS
+    d = C // heads
+    x = F.conv2d(x, sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"], stride=SIGLIP_PATCH)
+    B, _, H, W = x.shape
+    x = x.flatten(2).transpose(1, 2)
+    pos = sd["pos_embed"].reshape(1, SIGLIP_GRID, SIGLIP_GRID, C).permute(0, 3, 1, 2)
+    if (H, W) != (SIGLIP_GRID, SIGLIP_GRID):
+        pos = F.interpolate(pos, size=(H, W), mode="bicubic", antialias=True, align_corners=False)
+    x = x + pos.permute(0, 2, 3, 1).reshape(1, H * W, C)
+    for b in range(DEPTH):
+        p = f"blocks.{b}."
+        h = F.layer_norm(x, (C,), sd[p + "norm1.weight"], sd[p + "norm1.bias"], 1e-6)
+        q, k, v = F.linear(h, sd[p + "attn.qkv.weight"], sd[p + "attn.qkv.bias"]).reshape(B, -1, 3, heads, d).permute(
+            2, 0, 3, 1, 4)
+        o = ((q * d ** -0.5) @ k.transpose(-2, -1)).softmax(-1) @ v
+        x = x + F.linear(o.transpose(1, 2).reshape(B, -1, C), sd[p + "attn.proj.weight"], sd[p + "attn.proj.bias"])
+        h = F.layer_norm(x, (C,), sd[p + "norm2.weight"], sd[p + "norm2.bias"], 1e-6)
+        x = x + F.linear(F.gelu(F.linear(h, sd[p + "mlp.fc1.weight"], sd[p + "mlp.fc1.bias"])), sd[p + "mlp.fc2.weight"],
+                         sd[p + "mlp.fc2.bias"])
+    x = F.layer_norm(x, (C,), sd["norm.weight"], sd["norm.bias"], 1e-6)
+    # timm's AttentionPoolLatent (latent_len 1, pool 'token')
+    q = F.linear(sd["attn_pool.latent"].expand(B, -1, -1), sd["attn_pool.q.weight"], sd["attn_pool.q.bias"])
+    q = q.reshape(B, 1, heads, d).transpose(1, 2)
+    k, v = F.linear(x, sd["attn_pool.kv.weight"], sd["attn_pool.kv.bias"]).reshape(B, -1, 2, heads, d).permute(
+        2, 0, 3, 1, 4)
+    o = ((q * d ** -0.5) @ k.transpose(-2, -1)).softmax(-1) @ v
+    o = F.linear(o.transpose(1, 2).reshape(B, 1, C), sd["attn_pool.proj.weight"], sd["attn_pool.proj.bias"])
+    h = F.layer_norm(o, (C,), sd["attn_pool.norm.weight"], sd["attn_pool.norm.bias"], 1e-6)
+    o = o + F.linear(F.gelu(F.linear(h, sd["attn_pool.mlp.fc1.weight"], sd["attn_pool.mlp.fc1.bias"])),
+                     sd["attn_pool.mlp.fc2.weight"], sd["attn_pool.mlp.fc2.bias"])
+    return o[:, 0]
 
 
 def dinov3_rope(h, w, d):
@@ -147,8 +219,9 @@ def forward(sd, x):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--make")
-    parser.add_argument("--family", default="dinov2", choices=["dinov2", "dinov3"],
-                        help="dinov3: --make writes a folder (model.safetensors, config.json); --model is that folder")
+    parser.add_argument("--family", default="dinov2", choices=["dinov2", "dinov3", "siglip2"],
+                        help="dinov3, siglip2: --make writes a folder (model.safetensors, config.json); --model is "
+                             "that folder")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model")
     parser.add_argument("--image")
@@ -160,13 +233,13 @@ def main():
     eager_baseline.add_device_argument(parser)
     args = parser.parse_args()
     if args.make:
-        (make_dinov3 if args.family == "dinov3" else make)(args.make, args.seed)
+        {"dinov2": make, "dinov3": make_dinov3, "siglip2": make_siglip2}[args.family](args.make, args.seed)
         return 0
     torch.set_num_threads(args.threads)
     device = eager_baseline.use_device(args.device)
-    weights = args.model + "/model.safetensors" if args.family == "dinov3" else args.model
+    weights = args.model if args.family == "dinov2" else args.model + "/model.safetensors"
     sd = eager_baseline.on_device(safetensors_io.load_file(weights), device)
-    run_forward = forward_dinov3 if args.family == "dinov3" else forward
+    run_forward = {"dinov2": forward, "dinov3": forward_dinov3, "siglip2": forward_siglip2}[args.family]
     if args.size:
         x = eager_baseline.fixed_input(args.size, seed=1)
     else:
