@@ -20,6 +20,8 @@ std::vector<std::string> analyze_options() {
   // What every analysis reads: the input, the attention it runs, the selection and how maps look.
   std::vector<std::string> names = option_names(
       {OptionGroup::Input, OptionGroup::Attention, OptionGroup::Selection, OptionGroup::Display, OptionGroup::Output});
+  // The figure an analysis draws beside its numbers (always a PNG): its width, resolution, background.
+  for (const char* figure : {"width-pt", "dpi", "png-width", "transparent"}) names.push_back(figure);
   for (const auto& entry : analysis_registry()) {
     for (const auto& name : entry.reads)
       if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);

@@ -24,7 +24,6 @@ ExportedFigure export_figure(const AppState& state, LoadedModel& model, const st
   ModelCache temporary;
   const RowModels rows{cache ? cache : &temporary, image, state.arch, state.device};
   const Figure figure = build_figure(request, model, prepared, fs::path(image_path).filename().string(), &rows);
-  if (request.width_pt > 0) request.style = style_for_width(figure, request.style, request.width_pt);
   // The session names absolute files so that it reproduces the figure from any folder.
   AppState session = state;
   session.image = fs::absolute(image_path).string();

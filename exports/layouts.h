@@ -26,7 +26,6 @@ struct FigureRequest : FigureOutput, ViewSelection, AnalysisSettings, DisplaySet
   std::vector<VariantChoice> variants;    // rows of every layout
   std::vector<int> layers;                // grid-layers columns; empty: every block
   std::vector<int> heads;                 // grid-heads columns; empty: every head
-  double width_pt = 0;                    // the figure's width in points (0: from the panel size)
   InputSettings input;                    // how rows that name their own checkpoint prepare the image
   FaithfulnessTableRequest faithfulness;  // the faithfulness layout's methods and curves
 

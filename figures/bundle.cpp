@@ -125,13 +125,24 @@ std::vector<BundleFile> bundle_files(const Figure& figure, const FigureOutput& r
   return files;
 }
 
+// `request` with its style fitted to its width (style_for_width), once: every figure a bundle holds
+// (a layout, an analysis view, `analyze`'s) takes the width the user asked for.
+FigureOutput fitted_to_width(const Figure& figure, FigureOutput request) {
+  if (request.width_pt > 0 && figures_are_drawn()) {
+    request.style = style_for_width(figure, request.style, request.width_pt);
+    request.width_pt = 0;
+  }
+  return request;
+}
+
 }  // namespace
 
-ExportedFigure write_figure_bundle(const Figure& figure, const FigureOutput& request, const nlohmann::json& session,
+ExportedFigure write_figure_bundle(const Figure& figure, const FigureOutput& asked, const nlohmann::json& session,
                                    const RgbImage& input_rgb, const std::string& out_dir, const std::string& stem) {
   // Everything is rendered in memory, then the bundle is written as a whole (core/atomic_bundle):
   // a failure, a kill or a concurrent export never leaves a mix of files.
   if (!figures_are_drawn()) throw std::logic_error(std::string("cannot export a figure: ") + kNoFigures);
+  const FigureOutput request = fitted_to_width(figure, asked);
   ExportedFigure exported;
   exported.stem = stem;
   exported.note = small_text_note(request.style);
@@ -145,9 +156,10 @@ ExportedFigure write_figure_bundle(const Figure& figure, const FigureOutput& req
   return exported;
 }
 
-ExportedFigure add_figure_bundle(OutputFiles& outputs, const Figure& figure, const FigureOutput& request,
+ExportedFigure add_figure_bundle(OutputFiles& outputs, const Figure& figure, const FigureOutput& asked,
                                  const nlohmann::json& session, const RgbImage& input_rgb, const std::string& out_dir,
                                  const std::string& stem) {
+  const FigureOutput request = fitted_to_width(figure, asked);
   const fs::path out(out_dir);
   ExportedFigure exported;
   exported.stem = stem;

@@ -39,6 +39,9 @@ struct FigureOutput {
   FigureFormat format = FigureFormat::Png;
   FigureStyle style;
   bool overwrite = false;
+  // The figure's width in points (a journal column: 234 or 486); 0: from the panel size. The bundle
+  // writer fits the style to it (figures/bundle.h), whatever made the figure.
+  double width_pt = 0;
 };
 
 }  // namespace attnscope

@@ -363,6 +363,16 @@ TEST(Backbones2026, PoolViewIsThePoolsRowsOnThePatchGrid) {
   EXPECT_EQ(summary.at("layer"), "attn_pool");
   EXPECT_EQ(summary.at("prefix_tokens_read"), 1);
   std::filesystem::remove_all(out);
+  // An analysis's figure takes the width asked for (a journal's single column), as an export does.
+  testing::CliRequest single({"analyze", "--analysis", "pool", "--model", kFolder + "pe_core_s16", "--image", image,
+                              "--width-pt", "single", "--dpi", "144", "--out", out.string()});
+  ASSERT_EQ(testing::run_cli_process(single).exit_code, 0);
+  std::ifstream manifest_file(out / "pool.png.json");
+  const auto manifest = nlohmann::json::parse(manifest_file);
+  EXPECT_NEAR(manifest.at("size_pt")[0].get<double>(), 234.0, 1.0);
+  EXPECT_NEAR(manifest.at("png_size_px")[0].get<double>(), 468.0, 2.0) << "144 dpi: two pixels a point";
+  EXPECT_GE(manifest.at("font_pt").get<double>(), 6.0);
+  std::filesystem::remove_all(out);
   const CommandRun refused = run_attnscope("analyze --analysis pool --model '" + kFolder + "dinov3_s16' --image '" +
                                                image + "' --out '" + out.string() + "'",
                                            std::filesystem::temp_directory_path());

@@ -308,6 +308,9 @@ TEST_P(KindFile, HasEveryDocumentedKeyAndNoOther) {
   const std::string clip_cases = std::string(ATTNSCOPE_TEST_DATA_DIR) + "/clip_maps_cases/";
   arguments = replaced(arguments, "--model CLIP ", "--model '" + clip_cases + "openai/clip.pt' ");
   arguments = replaced(arguments, "--prompts PROMPTS", "--prompts '" + clip_cases + "prompts.txt'");
+  // SIGLIP: a random-weight SigLIP 2 B/16 in timm's hub layout, its attention-pool head (eva_cases).
+  arguments = replaced(arguments, "--model SIGLIP ",
+                       "--model '" + std::string(ATTNSCOPE_TEST_DATA_DIR) + "/eva_cases/siglip2_b16' ");
   const CommandRun command = run_attnscope(arguments + " --device cpu", folder.path());
   ASSERT_EQ(command.exit_code, 0) << arguments << "\n" << command.err;
   const nlohmann::json file = read_json_file(folder.path() / "out" / kind_run.file);

@@ -159,6 +159,7 @@ FigureOutput figure_output(const AppState& state) {
   output.style.png_width = state.figure.png_width;
   output.style.transparent = state.figure.transparent;
   output.overwrite = state.figure.overwrite;
+  output.width_pt = state.figure.width_pt;
   return output;
 }
 
