@@ -59,6 +59,8 @@ CommandSyntax gui_syntax() {
       {"drag", "X0,Y0,X1,Y1;..", "with --frames: right-button drags at window coordinates, after the clicks", ""},
       {"export-on-screen", "DIR",
        "with --frames: press \"Export what is on screen\" into DIR once the views are settled, wait for it", ""},
+      {"print-preview", "", "with --frames: press \"Preview at print size\" once the views are settled, wait for it",
+       ""},
       {"open-model", "FILE",
        "with --frames: open FILE as the model once the views are settled, as the model field does", ""},
       {"choose-folder", "NAME=DIR",
@@ -80,6 +82,7 @@ int gui_command(const Args& args) {
   options.bench_changes = parsed->flag_int("bench");
   options.video = parsed->flags.at("video");
   options.export_on_screen = parsed->flags.at("export-on-screen");
+  options.print_preview = !parsed->flags.at("print-preview").empty();
   options.open_model = parsed->flags.at("open-model");
   options.choose_folder = parsed->flags.at("choose-folder");
   std::istringstream chords(parsed->flags.at("keys"));

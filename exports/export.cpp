@@ -16,14 +16,24 @@ namespace attnscope {
 
 namespace fs = std::filesystem;
 
-ExportedFigure export_figure(const AppState& state, LoadedModel& model, const std::string& image_path,
-                             const std::string& out_dir, ModelCache* cache) {
-  FigureRequest request = FigureRequest::from_state(state);
+LayoutFigure build_layout_figure(const AppState& state, LoadedModel& model, const std::string& image_path,
+                                 ModelCache* cache) {
+  LayoutFigure built;
+  built.request = FigureRequest::from_state(state);
   const RgbImage image = load_image_rgb(image_path, state.max_pixels);
-  const RgbImage prepared = prepare_model_input(image, state.input_settings(), model);
+  built.prepared = prepare_model_input(image, state.input_settings(), model);
   ModelCache temporary;
   const RowModels rows{cache ? cache : &temporary, image, state.arch, state.device};
-  const Figure figure = build_figure(request, model, prepared, fs::path(image_path).filename().string(), &rows);
+  built.figure = build_figure(built.request, model, built.prepared, fs::path(image_path).filename().string(), &rows);
+  return built;
+}
+
+ExportedFigure export_figure(const AppState& state, LoadedModel& model, const std::string& image_path,
+                             const std::string& out_dir, ModelCache* cache) {
+  const LayoutFigure built = build_layout_figure(state, model, image_path, cache);
+  const Figure& figure = built.figure;
+  const FigureRequest& request = built.request;
+  const RgbImage& prepared = built.prepared;
   // The session names absolute files so that it reproduces the figure from any folder.
   AppState session = state;
   session.image = fs::absolute(image_path).string();

@@ -18,8 +18,18 @@
 
 namespace attnscope {
 
-// One image: load, prepare for the model, build the state's layout, write the bundle to out_dir.
-// Rows that name their own checkpoint load it through `cache` (a temporary one when null).
+// One image's figure of the state's layout, as export_figure writes it: the image loaded and prepared
+// for the model, the layout built. Rows that name their own checkpoint load it through `cache` (a
+// temporary one when null).
+struct LayoutFigure {
+  Figure figure;
+  FigureRequest request;
+  RgbImage prepared;
+};
+LayoutFigure build_layout_figure(const AppState& state, LoadedModel& model, const std::string& image_path,
+                                 ModelCache* cache = nullptr);
+
+// One image: build_layout_figure, then the bundle written to out_dir.
 ExportedFigure export_figure(const AppState& state, LoadedModel& model, const std::string& image_path,
                              const std::string& out_dir, ModelCache* cache = nullptr);
 

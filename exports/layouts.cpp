@@ -361,7 +361,10 @@ const FigureLayoutInfo& figure_layout(const std::string& name) {
 
 Figure build_figure(const FigureRequest& request, LoadedModel& model, const RgbImage& prepared_rgb,
                     const std::string& title, const RowModels* rows) {
-  return figure_layout(request.layout).build(request, model, prepared_rgb, title, rows);
+  Figure figure = figure_layout(request.layout).build(request, model, prepared_rgb, title, rows);
+  // Two rows of one variant (the workbench allows two panels alike) name their files apart.
+  number_repeated_data_names(figure);
+  return figure;
 }
 
 }  // namespace attnscope

@@ -125,8 +125,10 @@ std::vector<BundleFile> bundle_files(const Figure& figure, const FigureOutput& r
   return files;
 }
 
-// `request` with its style fitted to its width (style_for_width), once: every figure a bundle holds
-// (a layout, an analysis view, `analyze`'s) takes the width the user asked for.
+}  // namespace
+
+// Once per bundle: every figure a bundle holds (a layout, an analysis view, `analyze`'s) takes the
+// width the user asked for.
 FigureOutput fitted_to_width(const Figure& figure, FigureOutput request) {
   if (request.width_pt > 0 && figures_are_drawn()) {
     request.style = style_for_width(figure, request.style, request.width_pt);
@@ -134,8 +136,6 @@ FigureOutput fitted_to_width(const Figure& figure, FigureOutput request) {
   }
   return request;
 }
-
-}  // namespace
 
 ExportedFigure write_figure_bundle(const Figure& figure, const FigureOutput& asked, const nlohmann::json& session,
                                    const RgbImage& input_rgb, const std::string& out_dir, const std::string& stem) {

@@ -29,6 +29,10 @@ struct ExportedFigure {
   std::string note;  // what the user should know about the figure (text under 7 pt), else empty
 };
 
+// `output` with its style fitted to its width_pt (style_for_width; width_pt then 0), as every bundle
+// writes its figure; unchanged without a width or where the build draws no figures.
+FigureOutput fitted_to_width(const Figure& figure, FigureOutput output);
+
 // "photos/cat.jpg" + "grid-layers" -> "cat_grid-layers".
 std::string figure_stem(const std::string& image_path, const std::string& layout);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <stdexcept>
 
 namespace attnscope {
@@ -119,6 +120,21 @@ void validate_figure(const Figure& figure) {
   for (const CellLink& link : figure.links) {
     check_cell(link.from_panel, link.from_row, link.from_col);
     check_cell(link.to_panel, link.to_row, link.to_col);
+  }
+}
+
+void number_repeated_data_names(Figure& figure) {
+  std::set<std::string> taken;
+  for (const Panel& panel : figure.panels)
+    if (!panel.data_name.empty()) taken.insert(panel.data_name);
+  std::set<std::string> seen;
+  for (Panel& panel : figure.panels) {
+    if (panel.data_name.empty() || seen.insert(panel.data_name).second) continue;
+    int number = 2;
+    while (taken.count(panel.data_name + "_" + std::to_string(number))) ++number;
+    panel.data_name += "_" + std::to_string(number);
+    taken.insert(panel.data_name);
+    seen.insert(panel.data_name);
   }
 }
 

@@ -98,6 +98,10 @@ struct Figure {
 // first row and prefix its panels' data names, so that those stay unique. The title is the caller's.
 Figure stacked_figures(const std::vector<Figure>& figures, const std::vector<std::string>& names);
 
+// Gives each panel whose data name an earlier panel has the first free "_2", "_3", ... suffix, so
+// that every panel's numbers have a file of their own.
+void number_repeated_data_names(Figure& figure);
+
 // Throws std::invalid_argument when the figure is inconsistent (panel count, label counts, scale
 // indices, value types, series lengths), so renderers can trust it.
 void validate_figure(const Figure& figure);

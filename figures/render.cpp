@@ -552,6 +552,23 @@ FigureStyle style_for_width(const Figure& figure, FigureStyle style, double widt
   return style;
 }
 
+PrintPreview print_preview(const Figure& figure, FigureStyle style, double screen_dpi) {
+  style.dpi = screen_dpi;
+  style.png_width = 0;
+  PrintPreview preview;
+  const FigureGeometry geometry = layout_figure(figure, style);
+  preview.width_pt = geometry.width;
+  preview.height_pt = geometry.height;
+  const std::vector<FigureText> texts = figure_texts(figure, style);
+  for (size_t i = 0; i < texts.size(); ++i) {
+    preview.smallest_text_pt = i == 0 ? texts[i].size_pt : std::min(preview.smallest_text_pt, texts[i].size_pt);
+    preview.largest_text_pt = std::max(preview.largest_text_pt, texts[i].size_pt);
+  }
+  preview.note = small_text_note(style);
+  preview.image = render_figure_image(figure, style);
+  return preview;
+}
+
 cv::Mat render_figure_image(const Figure& figure, const FigureStyle& style) {
   const std::string png = render_figure(figure, style, FigureFormat::Png);
   cv::Mat bgr = cv::imdecode(cv::Mat(1, int(png.size()), CV_8UC1, const_cast<char*>(png.data())), cv::IMREAD_COLOR);

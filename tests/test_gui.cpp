@@ -400,6 +400,33 @@ TEST_F(GuiTest, RepeatExportsAreNumberedUnlessOverwriteIsTicked) {
   EXPECT_EQ(shot_info()["error"], "") << shot_info().dump();
 }
 
+// "Preview at print size" draws what "Export what is on screen" would write, with the export's code, at
+// 96 dpi: at a single column, 234 pt wide (312 px), its text 5-9 pt, nothing written. Two panels of one
+// variant are numbered apart in the figure's data (their names clashed and the export was refused).
+TEST_F(GuiTest, PrintPreviewShowsTheExportAtPrintSize) {
+  nlohmann::json session = base_session();
+  session["width-pt"] = "single";
+  session["compare"] = "native,softmax";
+  session["analysis"] = "metrics";
+  ASSERT_EQ(run_gui(session, 3, "--print-preview"), 0) << log();
+  const nlohmann::json info = shot_info();
+  ASSERT_TRUE(info.contains("print_preview")) << info.dump();
+  const nlohmann::json& preview = info["print_preview"];
+  EXPECT_EQ(preview["error"], "") << preview.dump();
+  ASSERT_EQ(preview["figures"].size(), 2u) << "the panels and the open analysis view";
+  EXPECT_EQ(preview["figures"][0]["name"], "panels");
+  EXPECT_EQ(preview["figures"][1]["name"], "metrics view");
+  for (const auto& figure : preview["figures"]) {
+    SCOPED_TRACE(figure.dump());
+    EXPECT_NEAR(figure["width_pt"].get<double>(), 234.0, 1.0);
+    EXPECT_NEAR(figure["width_px"].get<double>(), 312.0, 2.0) << "96 dpi";
+    EXPECT_GE(figure["smallest_text_pt"].get<double>(), 5.0);
+    EXPECT_LE(figure["largest_text_pt"].get<double>(), 9.0);
+  }
+  EXPECT_EQ(info["error"], "") << info.dump();
+  EXPECT_FALSE(fs::exists(folder_ / "figures"));
+}
+
 // A folder job (ERF over a folder) does not hold the panels back: they arrive first, as a result of
 // their own, and the job's view follows with the same request (issue 58: a model change waited
 // 15.6 s for the folder job to re-run).

@@ -11,6 +11,7 @@
 #include "exports/export.h"
 #include "models/model_loader.h"
 #include "views/analysis_registry.h"
+#include "views/option_catalog.h"
 #include "views/screen_export.h"
 
 namespace attnscope {
@@ -48,6 +49,19 @@ void InferenceWorker::submit_export(AppState state, std::string out_dir,
     pending_export_ = PendingExport{std::move(state), std::move(out_dir), std::move(on_screen)};
   }
   wanted_.notify_one();
+}
+
+void InferenceWorker::submit_preview(AppState state, std::shared_ptr<const InferenceOutcome> on_screen) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_export_ = PendingExport{std::move(state), "", std::move(on_screen), true};
+  }
+  wanted_.notify_one();
+}
+
+std::vector<PreviewOutcome> InferenceWorker::take_previews() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::exchange(previews_, {});
 }
 
 std::vector<ExportOutcome> InferenceWorker::take_exports() {
@@ -89,10 +103,16 @@ void InferenceWorker::loop() {
         pending_export_.reset();
         running_ = true;
         lock.unlock();
-        ExportOutcome exported = run_export(pending);
-        lock.lock();
+        if (pending.preview) {
+          PreviewOutcome previewed = run_preview(pending);
+          lock.lock();
+          previews_.push_back(std::move(previewed));
+        } else {
+          ExportOutcome exported = run_export(pending);
+          lock.lock();
+          exports_.push_back(std::move(exported));
+        }
         running_ = false;
-        exports_.push_back(std::move(exported));
         lock.unlock();
         if (wake_) wake_();
         continue;
@@ -159,6 +179,32 @@ ExportOutcome InferenceWorker::run_export(const PendingExport& pending) {
     exported.error = one_line(e.what());
   }
   return exported;
+}
+
+PreviewOutcome InferenceWorker::run_preview(const PendingExport& pending) {
+  const AppState& state = pending.state;
+  PreviewOutcome previewed;
+  try {
+    if (state.model.empty()) throw std::runtime_error("no model is open");
+    if (state.image.empty()) throw std::runtime_error("a figure needs an image file (not live input)");
+    std::shared_ptr<LoadedModel> model = cache_->models.get(state.model, state.arch, state.device, state.config);
+    configure_input(*model, state.input_settings());
+    const LayoutFigure built = build_layout_figure(state, *model, state.image, &cache_->models);
+    previewed.figures.emplace_back(state.figure.layout,
+                                   print_preview(built.figure, fitted_to_width(built.figure, built.request).style));
+    if (pending.on_screen && find_analysis(state.analysis)) {
+      const Figure view = analysis_view_figure(*pending.on_screen, state);
+      previewed.figures.emplace_back(state.analysis + " view",
+                                     print_preview(view, fitted_to_width(view, figure_output(state)).style));
+    }
+  } catch (const c10::Error& e) {
+    previewed.error = torch_error_text(e);
+  } catch (const std::bad_alloc&) {
+    previewed.error = "out of memory";
+  } catch (const std::exception& e) {
+    previewed.error = one_line(e.what());
+  }
+  return previewed;
 }
 
 std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const InferenceRequest& request) {

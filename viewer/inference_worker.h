@@ -20,11 +20,19 @@
 
 #include <opencv2/core.hpp>
 
+#include "figures/render_image.h"
 #include "session/app_state.h"
 #include "views/request_runner.h"
 #include "views/view_model.h"
 
 namespace attnscope {
+
+// "Preview at print size": the figures "Export what is on screen" would write, drawn at the
+// screen's 96 dpi, or why not.
+struct PreviewOutcome {
+  std::vector<std::pair<std::string, PrintPreview>> figures;  // (what it is, the figure as it prints)
+  std::string error;
+};
 
 class InferenceWorker {
  public:
@@ -41,6 +49,10 @@ class InferenceWorker {
   // written too, from that outcome. Its outcome comes back through take_exports().
   void submit_export(AppState state, std::string out_dir, std::shared_ptr<const InferenceOutcome> on_screen = {});
   std::vector<ExportOutcome> take_exports();
+  // Queues a preview of what submit_export(state, "", on_screen) would write, drawn and not
+  // written; it comes back through take_previews().
+  void submit_preview(AppState state, std::shared_ptr<const InferenceOutcome> on_screen = {});
+  std::vector<PreviewOutcome> take_previews();
   // Results finished since the last call, oldest first.
   std::vector<std::shared_ptr<const InferenceOutcome>> take_finished();
   // Whether a finished result waits to be taken (without taking it).
@@ -61,10 +73,12 @@ class InferenceWorker {
     AppState state;
     std::string out_dir;
     std::shared_ptr<const InferenceOutcome> on_screen;
+    bool preview = false;  // drawn for the screen, not written
   };
   void loop();
   std::shared_ptr<const InferenceOutcome> run(uint64_t id, const InferenceRequest& request);
   ExportOutcome run_export(const PendingExport& pending);
+  PreviewOutcome run_preview(const PendingExport& pending);
 
   std::function<void()> wake_;
   mutable std::mutex mutex_;
@@ -72,6 +86,7 @@ class InferenceWorker {
   std::optional<InferenceRequest> pending_;
   std::optional<PendingExport> pending_export_;
   std::vector<ExportOutcome> exports_;
+  std::vector<PreviewOutcome> previews_;
   uint64_t next_id_ = 0;
   std::atomic<uint64_t> latest_id_{0};
   std::atomic<int> progress_done_{0}, progress_total_{0};

@@ -194,7 +194,7 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       pointer_steps.push_back({drag[2], drag[3], ImGuiMouseButton_Right, false});
     }
     size_t next_step = 0;
-    bool export_pressed = false;
+    bool export_pressed = false, preview_pressed = false;
     bool model_opened = false;
     bool folder_chosen = false;
     size_t next_key = 0;
@@ -303,10 +303,16 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
           bench.export_figure(options.export_on_screen, true);
           export_pressed = true;
         }
-        const bool export_pending = export_pressed && bench.worker.exports_finished == 0;
+        if (options.print_preview && !preview_pressed && settled_frames >= options.frames) {
+          bench.preview_figure();
+          preview_pressed = true;
+        }
+        const bool export_pending = (export_pressed && bench.worker.exports_finished == 0) ||
+                                    (preview_pressed && bench.worker.previews_finished == 0);
         settled_frames = bench.settled() && !export_pending ? settled_frames + 1 : 0;
         const bool timed_out = frame_milliseconds_since(started) > 300000.0;
-        const bool exported = options.export_on_screen.empty() || (export_pressed && !export_pending);
+        const bool exported = (options.export_on_screen.empty() || export_pressed) &&
+                              (!options.print_preview || preview_pressed) && !export_pending;
         const bool opened = (options.open_model.empty() || model_opened) &&
                             (options.choose_folder.empty() || folder_chosen) && next_key == options.keys.size() &&
                             !key_down;

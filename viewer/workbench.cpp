@@ -174,6 +174,27 @@ void Workbench::update(float width, float height) {
     has_last_request_ = true;
     if (!state.model.empty()) worker.submitted_id = worker_->submit(request);
   }
+  for (PreviewOutcome& previewed : worker_->take_previews()) {
+    ++worker.previews_finished;
+    print_preview.figures.clear();
+    print_preview.error = previewed.error;
+    for (auto& [name, figure] : previewed.figures) {
+      PrintPreviewShown::Shown shown;
+      shown.name = name;
+      shown.picture.texture.upload_rgb(figure.image);
+      shown.picture.width = figure.image.cols;
+      shown.picture.height = figure.image.rows;
+      shown.figure = std::move(figure);
+      shown.figure.image.release();  // the texture holds the pixels
+      print_preview.figures.push_back(std::move(shown));
+    }
+    print_preview.open = true;
+    if (previewed.error.empty())
+      messages.info = "print preview: " + std::to_string(previewed.figures.size()) +
+                      " figure(s) at 96 dpi in the Print preview window";
+    else
+      report_error("print preview: " + previewed.error);
+  }
   for (const ExportOutcome& exported : worker_->take_exports()) {
     ++worker.exports_finished;
     if (exported.error.empty())
@@ -395,6 +416,18 @@ void Workbench::export_figure(const std::string& out_dir, bool what_is_on_screen
   messages.info = "exporting a " + request.figure.layout + " figure to " + out_dir + " ...";
   // What is on screen includes the open analysis view, drawn from the outcome on screen.
   worker_->submit_export(request, out_dir, what_is_on_screen ? outcome : nullptr);
+}
+
+void Workbench::preview_figure() {
+  if (video) {
+    report_error("preview: stop the live input first (figures are made from image files)");
+    return;
+  }
+  AppState request = state;
+  request.figure.variants = request.panels_as_figure_rows();
+  request.figure.layout = "panels";
+  messages.info = "drawing the figures at print size ...";
+  worker_->submit_preview(request, outcome);
 }
 
 void Workbench::undo() {

@@ -42,6 +42,8 @@ struct WorkbenchOptions {
   std::vector<std::array<float, 4>> drags;
   // Headless runs: press "Export what is on screen" into this folder once settled, and wait for it.
   std::string export_on_screen;
+  // Headless runs: press "Preview at print size" once settled, and wait for it.
+  bool print_preview = false;
   // Headless runs: open this model (as the model field's Enter does) once settled, after the
   // clicks and drags, and settle again before the screenshot.
   std::string open_model;
@@ -121,6 +123,9 @@ class Workbench {
   // The state's figure layout (or, with `what_is_on_screen`, the panels layout: the panels, view,
   // scale and colour map on screen), on the worker.
   void export_figure(const std::string& out_dir, bool what_is_on_screen = false);
+  // What "Export what is on screen" would write, drawn at print size (96 dpi) in a window of its own
+  // before anything is written.
+  void preview_figure();
   void load_session(const std::string& path);
   void report_error(const std::string& message);
   // Stops the run in progress; the views keep the last finished result until a setting changes.
@@ -168,6 +173,19 @@ class Workbench {
 
   std::shared_ptr<const InferenceOutcome> outcome;  // the latest successful result
 
+  // The print preview on screen (Export > "Preview at print size"): each figure's texture at 96 dpi
+  // with its size and text sizes; empty when closed.
+  struct PrintPreviewShown {
+    struct Shown {
+      std::string name;
+      PrintPreview figure;
+      PlotImage picture;
+    };
+    std::vector<Shown> figures;
+    std::string error;
+    bool open = false;
+  } print_preview;
+
   // What the user is told.
   struct Messages {
     std::string error;        // shown in red until the next success or dismissal
@@ -181,6 +199,7 @@ class Workbench {
     uint64_t last_finished_id = 0;  // the newest request answered (with a result or an error)
     int results = 0;                // results received
     int exports_finished = 0;       // exports answered
+    int previews_finished = 0;      // print previews answered
     bool busy = false;
     std::pair<int, int> progress;  // done of total of a long analysis view; {0, 0}: none
     int runs_stopped = 0;          // runs stopped mid-way (cancel, a newer request)

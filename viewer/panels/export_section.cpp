@@ -50,6 +50,8 @@ void draw_export_section(Workbench& bench, ExportFields& fields) {
   ImGui::InputText("folder", &fields.folder);
 
   if (ImGui::Button("Export what is on screen")) bench.export_figure(fields.folder, true);
+  ImGui::SameLine();
+  if (ImGui::Button("Preview at print size")) bench.preview_figure();
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
   ImGui::TextWrapped("the panels with their models and variants, the %s view, the %s scale and the %s map",
                      enum_name(state.view).c_str(), to_string(state.scale).c_str(), to_string(state.colormap).c_str());

@@ -14,6 +14,7 @@ std::unique_ptr<WorkbenchPanel> make_controls_panel();
 std::unique_ptr<WorkbenchPanel> make_attention_panel();
 std::unique_ptr<WorkbenchPanel> make_analysis_column();
 std::unique_ptr<WorkbenchPanel> make_status_panel();
+std::unique_ptr<WorkbenchPanel> make_print_preview_panel();
 
 void draw_analysis_switch(Workbench& bench) {
   const ImGuiStyle& style = ImGui::GetStyle();
@@ -52,6 +53,7 @@ std::vector<std::unique_ptr<WorkbenchPanel>> make_panels() {
   panels.push_back(make_attention_panel());
   panels.push_back(make_analysis_column());
   panels.push_back(make_status_panel());
+  panels.push_back(make_print_preview_panel());
   return panels;
 }
 
