@@ -13,6 +13,7 @@
 
 #include "core/checkpoint.h"
 #include "core/excerpt.h"
+#include "core/image_header.h"
 #include "core/json_checked.h"
 #include "core/number_text.h"
 #include "models/sparse_autoencoder.h"
@@ -512,15 +513,30 @@ SparseAutoencoder read_sae_any(const std::string& path) {
                                 "dictionary_learning's (trainer)");
   }
   if (fs::is_regular_file(given)) {
+    // What the file is, where it is plainly not a torch.save archive: said for what it is (the zip
+    // reader's "no end of central directory record" told a model or an image to be re-saved).
+    std::string head(16, '\0');
+    {
+      std::ifstream in(given, std::ios::binary);
+      in.read(head.data(), std::streamsize(head.size()));
+      head.resize(size_t(in.gcount()));
+    }
+    const std::string expected =
+        "; expected saev's sae.pt, or a folder of ViT-Prisma (config.json + weights.pt), SAELens (cfg.json + "
+        "sae_weights.safetensors) or dictionary_learning (config.json + ae.pt)";
+    if (const std::string image = image_format_of(head); !image.empty())
+      throw std::invalid_argument(given.string() + ": a " + image + " image, not an SAE attnscope reads" + expected);
+    if (head.size() > 8 && head[8] == '{')
+      throw std::invalid_argument(given.string() +
+                                  ": a safetensors file, not an SAE attnscope reads (SAELens keeps its weights as "
+                                  "sae_weights.safetensors beside cfg.json; a model's checkpoint goes to --model)" +
+                                  expected);
     // A lone torch.save file: a trainer checkpoint whose config is a pickled Python object.
     Checkpoint checkpoint;
     try {
       checkpoint = load_pytorch_zip(given.string());
     } catch (const CheckpointError& e) {
-      throw std::invalid_argument(given.string() + ": not an SAE attnscope reads (" + e.what() +
-                                  "); expected saev's sae.pt, or a folder of ViT-Prisma (config.json + weights.pt), "
-                                  "SAELens (cfg.json + sae_weights.safetensors) or dictionary_learning "
-                                  "(config.json + ae.pt)");
+      throw std::invalid_argument(given.string() + ": not an SAE attnscope reads (" + e.what() + ")" + expected);
     }
     if (!checkpoint.unread_objects.empty())
       throw std::invalid_argument(

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/assets.h"
 #include "core/checkpoint.h"
 #include "core/npy.h"
 #include "models/sparse_autoencoder.h"
@@ -175,6 +176,14 @@ TEST(SaeFormats, BadFilesAreRefusedFromTheHeader) {
         << refusal((dir / "sae.pt").string());
     fs::remove_all(dir);
   }
+  // A model's checkpoint or an image given as the SAE: said for what it is (the zip reader's text
+  // told them to be re-saved with torch.save).
+  const std::string model = refusal(asset_path("models/softmax.safetensors"));
+  EXPECT_NE(model.find("a safetensors file, not an SAE"), std::string::npos) << model;
+  EXPECT_NE(model.find("goes to --model"), std::string::npos) << model;
+  EXPECT_EQ(model.find("torch.save"), std::string::npos) << model;
+  const std::string image = refusal(asset_path("images/sign_4.png"));
+  EXPECT_NE(image.find("a PNG image, not an SAE"), std::string::npos) << image;
   EXPECT_NE(refusal(kFolder + "no-such-sae").find("no such SAE"), std::string::npos);
   {  // A hook the stream has not: refused even with --sae-hook (the file says where it reads).
     const fs::path dir = edited_copy("saelens_standard", "hook");
