@@ -129,24 +129,43 @@ std::vector<BundleFile> bundle_files(const Figure& figure, const FigureOutput& r
 
 // Once per bundle: every figure a bundle holds (a layout, an analysis view, `analyze`'s) takes the
 // width the user asked for.
-FigureOutput fitted_to_width(const Figure& figure, FigureOutput request) {
-  if (request.width_pt > 0 && figures_are_drawn()) {
-    request.style = style_for_width(figure, request.style, request.width_pt);
-    request.width_pt = 0;
+FittedFigure fit_to_width(const Figure& figure, FigureOutput output) {
+  FittedFigure fitted{figure, output, ""};
+  if (output.width_pt <= 0 || !figures_are_drawn()) return fitted;
+  fitted.output.width_pt = 0;
+  try {
+    fitted.output.style = style_for_width(figure, output.style, output.width_pt);
+  } catch (const std::invalid_argument&) {
+    if (figure.cols <= 1) throw;
+    // Its columns as rows: narrower, and every panel keeps its colour bar, legend or curve.
+    fitted.figure = transposed(figure);
+    fitted.output.style = style_for_width(fitted.figure, output.style, output.width_pt);
+    fitted.note = "its " + std::to_string(figure.cols) + " columns are set as rows to fit " +
+                  std::to_string(int(output.width_pt)) + " pt";
   }
-  return request;
+  return fitted;
 }
+
+namespace {
+
+std::string joined_notes(const std::string& first, const std::string& second) {
+  return first.empty() ? second : second.empty() ? first : first + "; " + second;
+}
+
+}  // namespace
 
 ExportedFigure write_figure_bundle(const Figure& figure, const FigureOutput& asked, const nlohmann::json& session,
                                    const RgbImage& input_rgb, const std::string& out_dir, const std::string& stem) {
   // Everything is rendered in memory, then the bundle is written as a whole (core/atomic_bundle):
   // a failure, a kill or a concurrent export never leaves a mix of files.
   if (!figures_are_drawn()) throw std::logic_error(std::string("cannot export a figure: ") + kNoFigures);
-  const FigureOutput request = fitted_to_width(figure, asked);
+  const FittedFigure fitted = fit_to_width(figure, asked);
+  const FigureOutput& request = fitted.output;
   ExportedFigure exported;
   exported.stem = stem;
-  exported.note = small_text_note(request.style);
-  const std::vector<BundleFile> files = bundle_files(figure, request, session, input_rgb, stem, exported.geometry);
+  exported.note = joined_notes(fitted.note, small_text_note(request.style));
+  const std::vector<BundleFile> files =
+      bundle_files(fitted.figure, request, session, input_rgb, stem, exported.geometry);
   // The data folder is shared by every format of a figure: identical existing data is kept.
   const std::vector<std::string> written =
       write_bundle_atomically(out_dir, stem, files, request.overwrite, {stem + "_data"});
@@ -159,12 +178,13 @@ ExportedFigure write_figure_bundle(const Figure& figure, const FigureOutput& ask
 ExportedFigure add_figure_bundle(OutputFiles& outputs, const Figure& figure, const FigureOutput& asked,
                                  const nlohmann::json& session, const RgbImage& input_rgb, const std::string& out_dir,
                                  const std::string& stem) {
-  const FigureOutput request = fitted_to_width(figure, asked);
+  const FittedFigure fitted = fit_to_width(figure, asked);
+  const FigureOutput& request = fitted.output;
   const fs::path out(out_dir);
   ExportedFigure exported;
   exported.stem = stem;
-  exported.note = small_text_note(request.style);
-  std::vector<BundleFile> files = bundle_files(figure, request, session, input_rgb, stem, exported.geometry);
+  exported.note = joined_notes(fitted.note, small_text_note(request.style));
+  std::vector<BundleFile> files = bundle_files(fitted.figure, request, session, input_rgb, stem, exported.geometry);
   const size_t first_data = figures_are_drawn() ? 1 : 0;
   if (first_data == 1) exported.figure_path = (out / files.front().path).string();
   for (size_t i = 0; i < files.size(); ++i) {

@@ -29,9 +29,17 @@ struct ExportedFigure {
   std::string note;  // what the user should know about the figure (text under 7 pt), else empty
 };
 
-// `output` with its style fitted to its width_pt (style_for_width; width_pt then 0), as every bundle
-// writes its figure; unchanged without a width or where the build draws no figures.
-FigureOutput fitted_to_width(const Figure& figure, FigureOutput output);
+// A figure as a bundle writes it at `output.width_pt`: the style fitted to the width (style_for_width;
+// width_pt then 0). A figure whose columns cannot fit side by side (three panels, each with its own
+// colour bar, in a single column) is set with its columns as rows (transposed) where that fits, and
+// `note` says so. Unchanged without a width or where the build draws no figures. Throws
+// std::invalid_argument when neither arrangement fits.
+struct FittedFigure {
+  Figure figure;
+  FigureOutput output;
+  std::string note;  // how it was rearranged to fit; empty: as built
+};
+FittedFigure fit_to_width(const Figure& figure, FigureOutput output);
 
 // "photos/cat.jpg" + "grid-layers" -> "cat_grid-layers".
 std::string figure_stem(const std::string& image_path, const std::string& layout);

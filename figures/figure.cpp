@@ -123,6 +123,23 @@ void validate_figure(const Figure& figure) {
   }
 }
 
+Figure transposed(const Figure& figure) {
+  Figure turned(figure.cols, figure.rows);
+  turned.title = figure.title;
+  turned.row_labels = figure.col_labels;
+  turned.col_labels = figure.row_labels;
+  turned.scales = figure.scales;
+  for (int r = 0; r < figure.rows; ++r)
+    for (int c = 0; c < figure.cols; ++c) turned.at(c, r) = figure.at(r, c);
+  const auto moved = [&](int panel) { return (panel % figure.cols) * figure.rows + panel / figure.cols; };
+  for (CellLink link : figure.links) {
+    link.from_panel = moved(link.from_panel);
+    link.to_panel = moved(link.to_panel);
+    turned.links.push_back(link);
+  }
+  return turned;
+}
+
 void number_repeated_data_names(Figure& figure) {
   std::set<std::string> taken;
   for (const Panel& panel : figure.panels)

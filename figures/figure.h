@@ -98,6 +98,10 @@ struct Figure {
 // first row and prefix its panels' data names, so that those stay unique. The title is the caller's.
 Figure stacked_figures(const std::vector<Figure>& figures, const std::vector<std::string>& names);
 
+// The figure with its rows as columns and its columns as rows: panel (r, c) at (c, r), the row and
+// column labels swapped, links following their panels.
+Figure transposed(const Figure& figure);
+
 // Gives each panel whose data name an earlier panel has the first free "_2", "_3", ... suffix, so
 // that every panel's numbers have a file of their own.
 void number_repeated_data_names(Figure& figure);

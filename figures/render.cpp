@@ -83,13 +83,41 @@ double heatmap_width(cairo_t* cr, const Metrics& m, const HeatmapPanel& heatmap,
 }
 
 // A colour bar's caption in lines that fit along a bar `length` points long: whole, or split before
-// its parenthesis ("attention weight" / "(0..max)") when it would run past the bar's ends.
+// its parenthesis ("attention weight" / "(0..max)") when it would run past the bar's ends, and each
+// name wrapped at its spaces where it is still longer (a short bar beside a small panel: rollout's
+// "rollout attention weight" beside a 60-point map ran into the row above). A single word, and the
+// parenthesis, stay whole.
 std::vector<std::string> bar_label_lines(cairo_t* cr, const Metrics& m, const std::string& label, double length) {
   if (label.empty()) return {};
   set_font(cr, m.font);
+  if (text_width(cr, label) <= length) return {label};
   const size_t split = label.find(" (");
-  if (text_width(cr, label) <= length || split == std::string::npos) return {label};
-  return {label.substr(0, split), label.substr(split + 1)};
+  std::vector<std::string> parts{label};
+  if (split != std::string::npos) parts = {label.substr(0, split), label.substr(split + 1)};
+  std::vector<std::string> lines;
+  for (const std::string& part : parts) {
+    if (part.front() == '(') {  // the scale's mode in parentheses reads as one piece
+      lines.push_back(part);
+      continue;
+    }
+    std::string line;
+    size_t begin = 0;
+    while (begin <= part.size()) {
+      const size_t space = part.find(' ', begin);
+      const std::string word = part.substr(begin, space == std::string::npos ? std::string::npos : space - begin);
+      const std::string longer = line.empty() ? word : line + " " + word;
+      if (!line.empty() && text_width(cr, longer) > length) {
+        lines.push_back(line);
+        line = word;
+      } else {
+        line = longer;
+      }
+      if (space == std::string::npos) break;
+      begin = space + 1;
+    }
+    if (!line.empty()) lines.push_back(line);
+  }
+  return lines;
 }
 
 // The colour bars' tick labels and captions, for their width.

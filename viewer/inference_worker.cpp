@@ -190,12 +190,16 @@ PreviewOutcome InferenceWorker::run_preview(const PendingExport& pending) {
     std::shared_ptr<LoadedModel> model = cache_->models.get(state.model, state.arch, state.device, state.config);
     configure_input(*model, state.input_settings());
     const LayoutFigure built = build_layout_figure(state, *model, state.image, &cache_->models);
-    previewed.figures.emplace_back(state.figure.layout,
-                                   print_preview(built.figure, fitted_to_width(built.figure, built.request).style));
+    // What the bundle writer does to fit the width, said with the preview.
+    const auto preview_of = [](const FittedFigure& fitted) {
+      PrintPreview preview = print_preview(fitted.figure, fitted.output.style);
+      if (!fitted.note.empty()) preview.note = fitted.note + (preview.note.empty() ? "" : "; " + preview.note);
+      return preview;
+    };
+    previewed.figures.emplace_back(state.figure.layout, preview_of(fit_to_width(built.figure, built.request)));
     if (pending.on_screen && find_analysis(state.analysis)) {
       const Figure view = analysis_view_figure(*pending.on_screen, state);
-      previewed.figures.emplace_back(state.analysis + " view",
-                                     print_preview(view, fitted_to_width(view, figure_output(state)).style));
+      previewed.figures.emplace_back(state.analysis + " view", preview_of(fit_to_width(view, figure_output(state))));
     }
   } catch (const c10::Error& e) {
     previewed.error = torch_error_text(e);
