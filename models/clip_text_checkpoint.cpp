@@ -236,6 +236,27 @@ double config_eps_or(const nlohmann::json& config, const char* key, double fallb
   return value.get<double>();
 }
 
+// The sizes a transformers text_config declares (CLIPTextConfig's, SiglipTextConfig's), each against
+// what the tensors show: a contradiction means the file's parts are of different models.
+void check_declared_text_sizes(const nlohmann::json& config, const std::string& where, const char* projection_entry,
+                               const ClipTextArch& arch, const ShapeReader& shapes) {
+  const std::vector<std::tuple<const char*, std::string, int64_t, const char*>> declared{
+      {"vocab_size", kOpenAiToken, arch.vocab_size, "token ids"},
+      {"hidden_size", kOpenAiToken, arch.width, "channels"},
+      {"max_position_embeddings", "positional_embedding", arch.context_length, "positions"},
+      {"num_hidden_layers", "transformer.resblocks.0.ln_1.weight", arch.layers, "layers"},
+      {"intermediate_size", "transformer.resblocks.0.mlp.c_fc.weight", arch.mlp_hidden, "MLP channels"},
+      {projection_entry, "text_projection", arch.embed_dim, "embedding values"}};
+  for (const auto& [entry, key, shown, what] : declared) {
+    if (!config.is_object() || !config.contains(entry) || config[entry].is_null()) continue;
+    const int64_t value = config_count_or(config, entry, 0, where);
+    if (value != shown)
+      throw CheckpointError(where + "." + entry + " is " + std::to_string(value) + " but '" + shapes.file_key(key) +
+                            "' has " + std::to_string(shown) + " " + what +
+                            ": the file's parts are of different models");
+  }
+}
+
 // SigLIP's text tower: transformers' SiglipTextTransformer (config.json text_config, SiglipTextConfig's
 // defaults for what it leaves out) or open_clip's TextTransformer as its SigLIP configs build it
 // (open_clip_config.json model_cfg.text_cfg). Both: non-causal when the config says so (transformers:
@@ -261,21 +282,7 @@ void siglip_text_rules(ClipTextArch& arch, CheckpointLayout layout, const nlohma
     }
     arch.causal = false;  // SiglipTextTransformer passes no causal mask
     arch.pooling = TextPooling::LastToken;
-    const std::vector<std::tuple<const char*, std::string, int64_t, const char*>> declared{
-        {"vocab_size", kOpenAiToken, arch.vocab_size, "token ids"},
-        {"hidden_size", kOpenAiToken, arch.width, "channels"},
-        {"max_position_embeddings", "positional_embedding", arch.context_length, "positions"},
-        {"num_hidden_layers", "transformer.resblocks.0.ln_1.weight", arch.layers, "layers"},
-        {"intermediate_size", "transformer.resblocks.0.mlp.c_fc.weight", arch.mlp_hidden, "MLP channels"},
-        {"projection_size", "text_projection", arch.embed_dim, "embedding values"}};
-    for (const auto& [entry, key, shown, what] : declared)
-      if (config.is_object() && config.contains(entry) && !config[entry].is_null()) {
-        const int64_t value = config_count_or(config, entry, 0, where);
-        if (value != shown)
-          throw CheckpointError(where + "." + entry + " is " + std::to_string(value) + " but '" + shapes.file_key(key) +
-                                "' has " + std::to_string(shown) + " " + what +
-                                ": the file's parts are of different models");
-      }
+    check_declared_text_sizes(config, where, "projection_size", arch, shapes);
     said = config.is_null() ? "no config.json text_config: SiglipTextConfig's defaults" : where;
     if (config.is_null())
       load.assumed.push_back({"text heads", arch.heads, "no config.json: SiglipTextConfig's default"});
@@ -472,17 +479,7 @@ ClipTextArch infer_clip_text_arch(const Checkpoint& checkpoint, CheckpointLayout
       arch.pooling = TextPooling::FirstEndOfText;
       arch.end_of_text_id = eos;
     }
-    const std::vector<std::tuple<const char*, std::string, int64_t, const char*>> declared{
-        {"vocab_size", kOpenAiToken, arch.vocab_size, "token ids"},
-        {"hidden_size", kOpenAiToken, arch.width, "channels"},
-        {"max_position_embeddings", "positional_embedding", arch.context_length, "positions"},
-        {"num_hidden_layers", "transformer.resblocks.0.ln_1.weight", arch.layers, "layers"},
-        {"intermediate_size", "transformer.resblocks.0.mlp.c_fc.weight", arch.mlp_hidden, "MLP channels"},
-        {"projection_dim", "text_projection", arch.embed_dim, "embedding values"}};
-    for (const auto& [entry, key, shown, what] : declared)
-      if (has(entry))
-        contradiction(std::string("config.json text_config.") + entry, config_integer(text_config, entry), key, shown,
-                      what);
+    check_declared_text_sizes(text_config, "config.json text_config", "projection_dim", arch, shapes);
     load.notes.push_back("CLIP text tower (Hugging Face layout, renamed to OpenAI's keys): config.json " +
                          std::to_string(arch.heads) + " heads, " + act + ", LayerNorm eps " +
                          number_text(arch.layer_norm_eps) + ", eos_token_id " + std::to_string(eos));

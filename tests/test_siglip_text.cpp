@@ -114,6 +114,28 @@ TEST(SiglipTokenizer, LongPromptsAndMissingVocabulariesAreRefusedNamingWhy) {
       ClipTokenizerError);
 }
 
+// A config that contradicts the weights leaves the image side open and says why the text side is not.
+TEST(SiglipText, AConfigThatContradictsTheWeightsIsSaid) {
+  TestFolder temp("siglip_config");
+  const fs::path folder = temp.path() / "hf_siglip";
+  fs::create_directories(folder);
+  for (const char* file : {"model.safetensors", "spiece.model", "config.json"})
+    fs::copy_file(kFolder + "hf_siglip/" + file, folder / file);
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(folder / "config.json"));
+  config["text_config"]["num_hidden_layers"] = 5;
+  std::ofstream(folder / "config.json") << config.dump();
+  LoadedModel model = load_model(folder.string(), {}, torch::kCPU);
+  EXPECT_TRUE(model.text_tower.is_empty());
+  EXPECT_CONTAINS(model.text_tower_absent, "text_config.num_hidden_layers is 5");
+  EXPECT_CONTAINS(model.text_tower_absent, "has 2 layers");
+  try {
+    model.text("zero-shot");
+    ADD_FAILURE() << "a text tower that cannot be used was used";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_CONTAINS(error.what(), "num_hidden_layers");
+  }
+}
+
 TEST(SiglipText, TowersAndSigmoidScoresMatchTheReference) {
   configure_threads(2);
   std::set<std::string> layouts;
