@@ -192,6 +192,11 @@ SentencePieceTokenizer& SentencePieceTokenizer::operator=(SentencePieceTokenizer
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 
 SentencePieceTokenizer SentencePieceTokenizer::from_file(const std::string& path, SentencePieceRules rules) {
+  return SentencePieceTokenizer(read_model(path, rules));
+}
+
+std::unique_ptr<SentencePieceTokenizer::Model> SentencePieceTokenizer::read_model(
+    const std::string& path, std::optional<SentencePieceRules> asked) {
   std::error_code error;
   const auto bytes = fs::file_size(path, error);
   if (error) throw ClipTokenizerError("cannot read the SentencePiece model " + path + ": " + error.message());
@@ -207,13 +212,17 @@ SentencePieceTokenizer SentencePieceTokenizer::from_file(const std::string& path
   } catch (const std::exception& error) {
     throw ClipTokenizerError(path + " is not a SentencePiece model (" + excerpt(error.what(), 160) + ")");
   }
-  model->rules = rules;
   const SentencePieceBackend& processor = *model->processor;
   const int end = processor.eos_id();
   if (end < 0 || end >= processor.piece_size())
     throw ClipTokenizerError("the SentencePiece model " + path +
                              " has no end-of-sequence piece, which every SigLIP prompt ends with");
+  // Which of transformers' tokenizers the vocabulary belongs to: T5's end piece is "</s>".
   const bool t5 = processor.id_to_piece(end) == "</s>";
+  const SentencePieceRules rules = asked ? *asked
+                                   : t5  ? SentencePieceRules::TransformersSiglip
+                                         : SentencePieceRules::TransformersGemma;
+  model->rules = rules;
   model->end = end;
   model->pad = t5 || processor.pad_id() < 0 ? end : processor.pad_id();
   if (rules == SentencePieceRules::TransformersSiglip) {
@@ -232,7 +241,7 @@ SentencePieceTokenizer SentencePieceTokenizer::from_file(const std::string& path
       if (processor.is_control(id)) model->specials.push_back(decode_utf8_replacing(processor.id_to_piece(id)));
   }
   model->source = path + " (" + to_string(rules) + ")";
-  return SentencePieceTokenizer(std::move(model));
+  return model;
 }
 
 std::string SentencePieceTokenizer::find_beside(const std::string& model_path) {
@@ -252,12 +261,9 @@ std::string SentencePieceTokenizer::find_beside(const std::string& model_path) {
 }
 
 SentencePieceTokenizer SentencePieceTokenizer::for_model(const std::string& model_path, bool open_clip) {
-  const std::string path = find_beside(model_path);
-  if (open_clip) return from_file(path, SentencePieceRules::OpenClip);
-  // Which of transformers' tokenizers the folder's vocabulary belongs to: T5's end piece is "</s>".
-  const SentencePieceTokenizer plain = from_file(path, SentencePieceRules::OpenClip);
-  const bool t5 = plain.model_->processor->id_to_piece(int(plain.end_token())) == "</s>";
-  return from_file(path, t5 ? SentencePieceRules::TransformersSiglip : SentencePieceRules::TransformersGemma);
+  const std::optional<SentencePieceRules> rules =
+      open_clip ? std::optional(SentencePieceRules::OpenClip) : std::nullopt;
+  return SentencePieceTokenizer(read_model(find_beside(model_path), rules));
 }
 
 const std::string& SentencePieceTokenizer::vocabulary_source() const { return model_->source; }

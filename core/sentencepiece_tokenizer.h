@@ -18,6 +18,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,8 @@ class SentencePieceTokenizer : public PromptTokenizer {
  private:
   struct Model;
   explicit SentencePieceTokenizer(std::unique_ptr<Model> model);
+  // The file read once; without `rules`, transformers' by the vocabulary's kind.
+  static std::unique_ptr<Model> read_model(const std::string& path, std::optional<SentencePieceRules> rules);
   std::unique_ptr<Model> model_;
 };
 
