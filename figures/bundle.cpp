@@ -146,13 +146,10 @@ FittedFigure fit_to_width(const Figure& figure, FigureOutput output) {
   return fitted;
 }
 
-namespace {
-
-std::string joined_notes(const std::string& first, const std::string& second) {
-  return first.empty() ? second : second.empty() ? first : first + "; " + second;
+std::string fitted_notes(const FittedFigure& fitted) {
+  const std::string small = small_text_note(fitted.output.style);
+  return fitted.note.empty() ? small : small.empty() ? fitted.note : fitted.note + "; " + small;
 }
-
-}  // namespace
 
 ExportedFigure write_figure_bundle(const Figure& figure, const FigureOutput& asked, const nlohmann::json& session,
                                    const RgbImage& input_rgb, const std::string& out_dir, const std::string& stem) {
@@ -163,7 +160,7 @@ ExportedFigure write_figure_bundle(const Figure& figure, const FigureOutput& ask
   const FigureOutput& request = fitted.output;
   ExportedFigure exported;
   exported.stem = stem;
-  exported.note = joined_notes(fitted.note, small_text_note(request.style));
+  exported.note = fitted_notes(fitted);
   const std::vector<BundleFile> files =
       bundle_files(fitted.figure, request, session, input_rgb, stem, exported.geometry);
   // The data folder is shared by every format of a figure: identical existing data is kept.
@@ -183,7 +180,7 @@ ExportedFigure add_figure_bundle(OutputFiles& outputs, const Figure& figure, con
   const fs::path out(out_dir);
   ExportedFigure exported;
   exported.stem = stem;
-  exported.note = joined_notes(fitted.note, small_text_note(request.style));
+  exported.note = fitted_notes(fitted);
   std::vector<BundleFile> files = bundle_files(fitted.figure, request, session, input_rgb, stem, exported.geometry);
   const size_t first_data = figures_are_drawn() ? 1 : 0;
   if (first_data == 1) exported.figure_path = (out / files.front().path).string();

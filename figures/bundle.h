@@ -40,6 +40,9 @@ struct FittedFigure {
   std::string note;  // how it was rearranged to fit; empty: as built
 };
 FittedFigure fit_to_width(const Figure& figure, FigureOutput output);
+// What the user is told of a fitted figure: how it was rearranged, and its text under 7 pt
+// (small_text_note), as an export prints them.
+std::string fitted_notes(const FittedFigure& fitted);
 
 // "photos/cat.jpg" + "grid-layers" -> "cat_grid-layers".
 std::string figure_stem(const std::string& image_path, const std::string& layout);

@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 
 #include <filesystem>
+#include <functional>
 
 #include "core/excerpt.h"
 #include "core/torch_error.h"
@@ -155,45 +156,56 @@ std::string free_stem_suffix(const AppState& state, const std::string& out_dir, 
   return "";  // 9,999 figures of one name: the bundle's own refusal says so
 }
 
+// What a failed export or preview says: LibTorch's text without its C++ trace, out of memory, or
+// the exception's message on one line.
+std::string figure_error(const std::function<void()>& work) {
+  try {
+    work();
+  } catch (const c10::Error& e) {
+    return torch_error_text(e);
+  } catch (const std::bad_alloc&) {
+    return "out of memory";
+  } catch (const std::exception& e) {
+    return one_line(e.what());
+  }
+  return "";
+}
+
 }  // namespace
+
+std::shared_ptr<LoadedModel> InferenceWorker::figure_model(const AppState& state) {
+  if (state.model.empty()) throw std::runtime_error("no model is open");
+  if (state.image.empty()) throw std::runtime_error("a figure needs an image file (not live input)");
+  std::shared_ptr<LoadedModel> model = cache_->models.get(state.model, state.arch, state.device, state.config);
+  configure_input(*model, state.input_settings());
+  return model;
+}
 
 ExportOutcome InferenceWorker::run_export(const PendingExport& pending) {
   AppState state = pending.state;
   ExportOutcome exported;
-  try {
+  exported.error = figure_error([&] {
     state.figure.stem_suffix =
         free_stem_suffix(state, pending.out_dir, pending.on_screen && find_analysis(state.analysis));
-    if (state.model.empty()) throw std::runtime_error("no model is open");
-    if (state.image.empty()) throw std::runtime_error("export needs an image file (not live input)");
-    std::shared_ptr<LoadedModel> model = cache_->models.get(state.model, state.arch, state.device, state.config);
-    configure_input(*model, state.input_settings());
+    std::shared_ptr<LoadedModel> model = figure_model(state);
     exported.figure_path = export_figure(state, *model, state.image, pending.out_dir, &cache_->models).figure_path;
     // The analysis view as it is on screen: its figure from the outcome the workbench draws.
     if (pending.on_screen && find_analysis(state.analysis))
       exported.figure_path += ", " + export_analysis_view(*pending.on_screen, state, pending.out_dir).figure_path;
-  } catch (const c10::Error& e) {
-    exported.error = torch_error_text(e);
-  } catch (const std::bad_alloc&) {
-    exported.error = "out of memory";
-  } catch (const std::exception& e) {
-    exported.error = one_line(e.what());
-  }
+  });
   return exported;
 }
 
 PreviewOutcome InferenceWorker::run_preview(const PendingExport& pending) {
   const AppState& state = pending.state;
   PreviewOutcome previewed;
-  try {
-    if (state.model.empty()) throw std::runtime_error("no model is open");
-    if (state.image.empty()) throw std::runtime_error("a figure needs an image file (not live input)");
-    std::shared_ptr<LoadedModel> model = cache_->models.get(state.model, state.arch, state.device, state.config);
-    configure_input(*model, state.input_settings());
+  previewed.error = figure_error([&] {
+    std::shared_ptr<LoadedModel> model = figure_model(state);
     const LayoutFigure built = build_layout_figure(state, *model, state.image, &cache_->models);
-    // What the bundle writer does to fit the width, said with the preview.
+    // Fitted as the bundle writer fits it, and told what an export would print.
     const auto preview_of = [](const FittedFigure& fitted) {
       PrintPreview preview = print_preview(fitted.figure, fitted.output.style);
-      if (!fitted.note.empty()) preview.note = fitted.note + (preview.note.empty() ? "" : "; " + preview.note);
+      preview.note = fitted_notes(fitted);
       return preview;
     };
     previewed.figures.emplace_back(state.figure.layout, preview_of(fit_to_width(built.figure, built.request)));
@@ -201,13 +213,7 @@ PreviewOutcome InferenceWorker::run_preview(const PendingExport& pending) {
       const Figure view = analysis_view_figure(*pending.on_screen, state);
       previewed.figures.emplace_back(state.analysis + " view", preview_of(fit_to_width(view, figure_output(state))));
     }
-  } catch (const c10::Error& e) {
-    previewed.error = torch_error_text(e);
-  } catch (const std::bad_alloc&) {
-    previewed.error = "out of memory";
-  } catch (const std::exception& e) {
-    previewed.error = one_line(e.what());
-  }
+  });
   return previewed;
 }
 

@@ -77,6 +77,8 @@ class InferenceWorker {
   };
   void loop();
   std::shared_ptr<const InferenceOutcome> run(uint64_t id, const InferenceRequest& request);
+  // The model of a figure's state, its input configured; throws without a model or an image file.
+  std::shared_ptr<LoadedModel> figure_model(const AppState& state);
   ExportOutcome run_export(const PendingExport& pending);
   PreviewOutcome run_preview(const PendingExport& pending);
 
