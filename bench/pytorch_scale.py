@@ -39,6 +39,42 @@ MEAN, STD = np.array([0.485, 0.456, 0.406], np.float32), np.array([0.229, 0.224,
 DINOV3_PATCH, DINOV3_EPS, DINOV3_ARCHITECTURE = 16, 1e-5, "vit_small_patch16_dinov3"
 
 
+def block_weights(tn, C, p, qkv_bias=True, scales=()):
+    """One timm block's random weights under prefix p (drawn in the order: qkv, proj, fc1, fc2), the
+    layer-scale vectors `scales` (their key names) at 0.1."""
+    w = {p + "norm1.weight": torch.ones(C), p + "norm1.bias": torch.zeros(C), p + "attn.qkv.weight": tn(3 * C, C)}
+    if qkv_bias:
+        w[p + "attn.qkv.bias"] = torch.zeros(3 * C)
+    w.update({p + "attn.proj.weight": tn(C, C), p + "attn.proj.bias": torch.zeros(C)})
+    for key in scales:
+        w[p + key] = torch.full((C,), 0.1)
+    w.update({p + "norm2.weight": torch.ones(C), p + "norm2.bias": torch.zeros(C),
+              p + "mlp.fc1.weight": tn(4 * C, C), p + "mlp.fc1.bias": torch.zeros(4 * C),
+              p + "mlp.fc2.weight": tn(C, 4 * C), p + "mlp.fc2.bias": torch.zeros(C)})
+    return w
+
+
+def block(x, sd, p, heads, eps, scales=(None, None), rope=None):
+    """timm's Block (Eva's, with `rope` = (sin, cos, prefix tokens not rotated)) with fused attention off:
+    q*scale @ k^T, softmax, @ v; the layer scale of the keys in `scales` where given."""
+    B, _, C = x.shape
+    d = C // heads
+    h = F.layer_norm(x, (C,), sd[p + "norm1.weight"], sd[p + "norm1.bias"], eps)
+    q, k, v = F.linear(h, sd[p + "attn.qkv.weight"], sd.get(p + "attn.qkv.bias")).reshape(B, -1, 3, heads, d).permute(
+        2, 0, 3, 1, 4)
+    if rope is not None:
+        sin, cos, n = rope
+        q = torch.cat([q[:, :, :n], rotate(q[:, :, n:], sin, cos)], dim=2)
+        k = torch.cat([k[:, :, :n], rotate(k[:, :, n:], sin, cos)], dim=2)
+    o = ((q * d ** -0.5) @ k.transpose(-2, -1)).softmax(-1) @ v
+    a = F.linear(o.transpose(1, 2).reshape(B, -1, C), sd[p + "attn.proj.weight"], sd[p + "attn.proj.bias"])
+    x = x + (a if scales[0] is None else sd[p + scales[0]] * a)
+    h = F.layer_norm(x, (C,), sd[p + "norm2.weight"], sd[p + "norm2.bias"], eps)
+    h = F.linear(F.gelu(F.linear(h, sd[p + "mlp.fc1.weight"], sd[p + "mlp.fc1.bias"])), sd[p + "mlp.fc2.weight"],
+                 sd[p + "mlp.fc2.bias"])
+    return x + (h if scales[1] is None else sd[p + scales[1]] * h)
+
+
 def make(path, seed):
     torch.manual_seed(seed)
     tn = lambda *shape: torch.nn.init.trunc_normal_(torch.empty(*shape), std=0.02, a=-0.04, b=0.04)
@@ -46,14 +82,7 @@ def make(path, seed):
           "patch_embed.proj.weight": tn(DIM, 3, PATCH, PATCH), "patch_embed.proj.bias": torch.zeros(DIM),
           "norm.weight": torch.ones(DIM), "norm.bias": torch.zeros(DIM)}
     for b in range(DEPTH):
-        p = f"blocks.{b}."
-        sd.update({p + "norm1.weight": torch.ones(DIM), p + "norm1.bias": torch.zeros(DIM),
-                   p + "attn.qkv.weight": tn(3 * DIM, DIM), p + "attn.qkv.bias": torch.zeros(3 * DIM),
-                   p + "attn.proj.weight": tn(DIM, DIM), p + "attn.proj.bias": torch.zeros(DIM),
-                   p + "ls1.gamma": torch.full((DIM,), 0.1), p + "ls2.gamma": torch.full((DIM,), 0.1),
-                   p + "norm2.weight": torch.ones(DIM), p + "norm2.bias": torch.zeros(DIM),
-                   p + "mlp.fc1.weight": tn(4 * DIM, DIM), p + "mlp.fc1.bias": torch.zeros(4 * DIM),
-                   p + "mlp.fc2.weight": tn(DIM, 4 * DIM), p + "mlp.fc2.bias": torch.zeros(DIM)})
+        sd.update(block_weights(tn, DIM, f"blocks.{b}.", scales=("ls1.gamma", "ls2.gamma")))
     safetensors_io.save_file(sd, path, metadata={"format": "pt", "num_heads": str(HEADS)})
 
 
@@ -66,14 +95,7 @@ def make_dinov3(folder, seed):
           "patch_embed.proj.weight": tn(DIM, 3, DINOV3_PATCH, DINOV3_PATCH), "patch_embed.proj.bias": torch.zeros(DIM),
           "norm.weight": torch.ones(DIM), "norm.bias": torch.zeros(DIM)}
     for b in range(DEPTH):
-        p = f"blocks.{b}."
-        sd.update({p + "norm1.weight": torch.ones(DIM), p + "norm1.bias": torch.zeros(DIM),
-                   p + "attn.qkv.weight": tn(3 * DIM, DIM),
-                   p + "attn.proj.weight": tn(DIM, DIM), p + "attn.proj.bias": torch.zeros(DIM),
-                   p + "gamma_1": torch.full((DIM,), 0.1), p + "gamma_2": torch.full((DIM,), 0.1),
-                   p + "norm2.weight": torch.ones(DIM), p + "norm2.bias": torch.zeros(DIM),
-                   p + "mlp.fc1.weight": tn(4 * DIM, DIM), p + "mlp.fc1.bias": torch.zeros(4 * DIM),
-                   p + "mlp.fc2.weight": tn(DIM, 4 * DIM), p + "mlp.fc2.bias": torch.zeros(DIM)})
+        sd.update(block_weights(tn, DIM, f"blocks.{b}.", qkv_bias=False, scales=("gamma_1", "gamma_2")))
     os.makedirs(folder, exist_ok=True)
     safetensors_io.save_file(sd, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
     with open(os.path.join(folder, "config.json"), "w") as f:
@@ -102,13 +124,7 @@ def make_siglip2(folder, seed):
           "attn_pool.mlp.fc1.weight": tn(4 * C, C), "attn_pool.mlp.fc1.bias": torch.zeros(4 * C),
           "attn_pool.mlp.fc2.weight": tn(C, 4 * C), "attn_pool.mlp.fc2.bias": torch.zeros(C)}
     for b in range(DEPTH):
-        p = f"blocks.{b}."
-        sd.update({p + "norm1.weight": torch.ones(C), p + "norm1.bias": torch.zeros(C),
-                   p + "attn.qkv.weight": tn(3 * C, C), p + "attn.qkv.bias": torch.zeros(3 * C),
-                   p + "attn.proj.weight": tn(C, C), p + "attn.proj.bias": torch.zeros(C),
-                   p + "norm2.weight": torch.ones(C), p + "norm2.bias": torch.zeros(C),
-                   p + "mlp.fc1.weight": tn(4 * C, C), p + "mlp.fc1.bias": torch.zeros(4 * C),
-                   p + "mlp.fc2.weight": tn(C, 4 * C), p + "mlp.fc2.bias": torch.zeros(C)})
+        sd.update(block_weights(tn, C, f"blocks.{b}."))
     os.makedirs(folder, exist_ok=True)
     safetensors_io.save_file(sd, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
     with open(os.path.join(folder, "config.json"), "w") as f:
@@ -127,15 +143,7 @@ def forward_siglip2(sd, x):
         pos = F.interpolate(pos, size=(H, W), mode="bicubic", antialias=True, align_corners=False)
     x = x + pos.permute(0, 2, 3, 1).reshape(1, H * W, C)
     for b in range(DEPTH):
-        p = f"blocks.{b}."
-        h = F.layer_norm(x, (C,), sd[p + "norm1.weight"], sd[p + "norm1.bias"], 1e-6)
-        q, k, v = F.linear(h, sd[p + "attn.qkv.weight"], sd[p + "attn.qkv.bias"]).reshape(B, -1, 3, heads, d).permute(
-            2, 0, 3, 1, 4)
-        o = ((q * d ** -0.5) @ k.transpose(-2, -1)).softmax(-1) @ v
-        x = x + F.linear(o.transpose(1, 2).reshape(B, -1, C), sd[p + "attn.proj.weight"], sd[p + "attn.proj.bias"])
-        h = F.layer_norm(x, (C,), sd[p + "norm2.weight"], sd[p + "norm2.bias"], 1e-6)
-        x = x + F.linear(F.gelu(F.linear(h, sd[p + "mlp.fc1.weight"], sd[p + "mlp.fc1.bias"])), sd[p + "mlp.fc2.weight"],
-                         sd[p + "mlp.fc2.bias"])
+        x = block(x, sd, f"blocks.{b}.", heads, 1e-6)
     x = F.layer_norm(x, (C,), sd["norm.weight"], sd["norm.bias"], 1e-6)
     # timm's AttentionPoolLatent (latent_len 1, pool 'token')
     q = F.linear(sd["attn_pool.latent"].expand(B, -1, -1), sd["attn_pool.q.weight"], sd["attn_pool.q.bias"])
@@ -175,18 +183,7 @@ def forward_dinov3(sd, x):
     sin, cos = dinov3_rope(H, W, d)
     n = 1 + REGISTERS
     for b in range(DEPTH):
-        p = f"blocks.{b}."
-        h = F.layer_norm(x, (DIM,), sd[p + "norm1.weight"], sd[p + "norm1.bias"], DINOV3_EPS)
-        q, k, v = F.linear(h, sd[p + "attn.qkv.weight"]).reshape(B, -1, 3, HEADS, d).permute(2, 0, 3, 1, 4)
-        q = torch.cat([q[:, :, :n], rotate(q[:, :, n:], sin, cos)], dim=2)
-        k = torch.cat([k[:, :, :n], rotate(k[:, :, n:], sin, cos)], dim=2)
-        o = ((q * d ** -0.5) @ k.transpose(-2, -1)).softmax(-1) @ v
-        x = x + sd[p + "gamma_1"] * F.linear(o.transpose(1, 2).reshape(B, -1, DIM), sd[p + "attn.proj.weight"],
-                                             sd[p + "attn.proj.bias"])
-        h = F.layer_norm(x, (DIM,), sd[p + "norm2.weight"], sd[p + "norm2.bias"], DINOV3_EPS)
-        h = F.linear(F.gelu(F.linear(h, sd[p + "mlp.fc1.weight"], sd[p + "mlp.fc1.bias"])), sd[p + "mlp.fc2.weight"],
-                     sd[p + "mlp.fc2.bias"])
-        x = x + sd[p + "gamma_2"] * h
+        x = block(x, sd, f"blocks.{b}.", HEADS, DINOV3_EPS, ("gamma_1", "gamma_2"), (sin, cos, n))
     x = F.layer_norm(x, (DIM,), sd["norm.weight"], sd["norm.bias"], DINOV3_EPS)
     return x[:, n:].mean(1)
 
@@ -200,19 +197,8 @@ def forward(sd, x):
         pos = F.interpolate(pos, size=(H, W), mode="bicubic", antialias=True, align_corners=False)
     x = x + pos.permute(0, 2, 3, 1).reshape(1, H * W, DIM)
     x = torch.cat([sd["cls_token"].expand(B, -1, -1), sd["reg_token"].expand(B, -1, -1), x], 1)
-    d = DIM // HEADS
     for b in range(DEPTH):
-        p = f"blocks.{b}."
-        h = F.layer_norm(x, (DIM,), sd[p + "norm1.weight"], sd[p + "norm1.bias"], 1e-6)
-        qkv = F.linear(h, sd[p + "attn.qkv.weight"], sd[p + "attn.qkv.bias"]).reshape(B, -1, 3, HEADS, d)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4)
-        o = ((q * d ** -0.5) @ k.transpose(-2, -1)).softmax(-1) @ v
-        x = x + sd[p + "ls1.gamma"] * F.linear(o.transpose(1, 2).reshape(B, -1, DIM), sd[p + "attn.proj.weight"],
-                                               sd[p + "attn.proj.bias"])
-        h = F.layer_norm(x, (DIM,), sd[p + "norm2.weight"], sd[p + "norm2.bias"], 1e-6)
-        h = F.linear(F.gelu(F.linear(h, sd[p + "mlp.fc1.weight"], sd[p + "mlp.fc1.bias"])), sd[p + "mlp.fc2.weight"],
-                     sd[p + "mlp.fc2.bias"])
-        x = x + sd[p + "ls2.gamma"] * h
+        x = block(x, sd, f"blocks.{b}.", HEADS, 1e-6, ("ls1.gamma", "ls2.gamma"))
     return F.layer_norm(x, (DIM,), sd["norm.weight"], sd["norm.bias"], 1e-6)[:, 0]
 
 
