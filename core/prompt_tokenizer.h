@@ -32,6 +32,9 @@ class ClipPromptTooLong : public ClipTokenizerError {
 // bytes, never inside a character), with "..." when cut.
 std::string prompt_excerpt(const std::string& prompt);
 
+// Token rows, each `context_length` ids long, as an int64 tensor [rows, context_length].
+torch::Tensor token_rows_tensor(const std::vector<std::vector<int64_t>>& rows, size_t context_length);
+
 class PromptTokenizer {
  public:
   virtual ~PromptTokenizer() = default;

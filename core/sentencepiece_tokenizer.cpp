@@ -311,11 +311,7 @@ std::vector<std::vector<int64_t>> SentencePieceTokenizer::tokenize(const std::ve
 
 torch::Tensor SentencePieceTokenizer::tokenize_tensor(const std::vector<std::string>& prompts,
                                                       size_t context_length) const {
-  const auto rows = tokenize(prompts, context_length);
-  auto tensor = torch::empty({int64_t(rows.size()), int64_t(context_length)}, torch::kInt64);
-  auto* data = tensor.data_ptr<int64_t>();
-  for (size_t r = 0; r < rows.size(); ++r) std::copy(rows[r].begin(), rows[r].end(), data + r * context_length);
-  return tensor;
+  return token_rows_tensor(tokenize(prompts, context_length), context_length);
 }
 
 int64_t SentencePieceTokenizer::prompt_tokens(const torch::Tensor& row) const {
