@@ -59,10 +59,19 @@ CommandSyntax gui_syntax() {
       {"drag", "X0,Y0,X1,Y1;..", "with --frames: right-button drags at window coordinates, after the clicks", ""},
       {"export-on-screen", "DIR",
        "with --frames: press \"Export what is on screen\" into DIR once the views are settled, wait for it", ""},
+      {"export-kept", "DIR",
+       "with --frames: press every kept folder job's \"Export figure\" into DIR once all is settled, wait for them",
+       ""},
       {"print-preview", "", "with --frames: press \"Preview at print size\" once the views are settled, wait for it",
        ""},
       {"open-model", "FILE",
-       "with --frames: open FILE as the model once the views are settled, as the model field does", ""},
+       "with --frames: open FILE as the model once the panels are settled (a folder job may still run), as the model "
+       "field does",
+       ""},
+      {"job-choice", "keep|cancel|ask",
+       "with --frames: the answer to the question a model change asks while a folder job runs (ask: the screenshot "
+       "shows the question)",
+       ""},
       {"choose-folder", "NAME=DIR",
        "with --frames: press the folder option NAME's Browse... once settled, after --open-model, and choose DIR", ""},
       {"keys", "CHORD;..",
@@ -82,9 +91,16 @@ int gui_command(const Args& args) {
   options.bench_changes = parsed->flag_int("bench");
   options.video = parsed->flags.at("video");
   options.export_on_screen = parsed->flags.at("export-on-screen");
+  options.export_kept = parsed->flags.at("export-kept");
   options.print_preview = !parsed->flags.at("print-preview").empty();
   options.open_model = parsed->flags.at("open-model");
   options.choose_folder = parsed->flags.at("choose-folder");
+  options.job_choice = parsed->flags.at("job-choice");
+  if (!options.job_choice.empty() && options.job_choice != "keep" && options.job_choice != "cancel" &&
+      options.job_choice != "ask") {
+    std::cerr << "attnscope gui: --job-choice is keep, cancel or ask, not " << options.job_choice << "\n";
+    return 2;
+  }
   std::istringstream chords(parsed->flags.at("keys"));
   for (std::string text; std::getline(chords, text, ';');) {
     WorkbenchOptions::KeyChord chord;

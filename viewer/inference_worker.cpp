@@ -4,6 +4,10 @@
 
 #include <c10/util/Exception.h>
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <functional>
 
@@ -17,8 +21,24 @@
 
 namespace attnscope {
 
-InferenceWorker::InferenceWorker(std::function<void()> wake) : wake_(std::move(wake)), cache_(new RunCache) {
-  thread_ = std::thread([this] { loop(); });
+namespace {
+
+// Request ids from one counter for every worker: a result names its run, whichever thread ran it.
+uint64_t next_request_id() {
+  static std::atomic<uint64_t> last{0};
+  return ++last;
+}
+
+}  // namespace
+
+InferenceWorker::InferenceWorker(std::function<void()> wake, Priority priority)
+    : wake_(std::move(wake)), cache_(new RunCache) {
+  thread_ = std::thread([this, priority] {
+    // Linux's nice value is a thread's own, and the threads it creates (OpenMP's team for its
+    // LibTorch and OpenBLAS calls) inherit it. Failing, the job just runs at the panels' priority.
+    if (priority == Priority::Background) (void)setpriority(PRIO_PROCESS, pid_t(syscall(SYS_gettid)), 15);
+    loop();
+  });
 }
 
 InferenceWorker::~InferenceWorker() {
@@ -35,7 +55,7 @@ uint64_t InferenceWorker::submit(InferenceRequest request) {
   uint64_t id = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    id = ++next_id_;
+    id = next_request_id();
     pending_ = std::move(request);
     latest_id_ = id;
   }
@@ -47,7 +67,16 @@ void InferenceWorker::submit_export(AppState state, std::string out_dir,
                                     std::shared_ptr<const InferenceOutcome> on_screen) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    pending_export_ = PendingExport{std::move(state), std::move(out_dir), std::move(on_screen)};
+    pending_exports_.push_back(PendingExport{std::move(state), std::move(out_dir), std::move(on_screen)});
+  }
+  wanted_.notify_one();
+}
+
+void InferenceWorker::submit_view_export(AppState state, std::string out_dir,
+                                         std::shared_ptr<const InferenceOutcome> view) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_exports_.push_back(PendingExport{std::move(state), std::move(out_dir), std::move(view), false, true});
   }
   wanted_.notify_one();
 }
@@ -55,7 +84,7 @@ void InferenceWorker::submit_export(AppState state, std::string out_dir,
 void InferenceWorker::submit_preview(AppState state, std::shared_ptr<const InferenceOutcome> on_screen) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    pending_export_ = PendingExport{std::move(state), "", std::move(on_screen), true};
+    pending_exports_.push_back(PendingExport{std::move(state), "", std::move(on_screen), true});
   }
   wanted_.notify_one();
 }
@@ -83,12 +112,12 @@ bool InferenceWorker::has_finished() const {
 void InferenceWorker::cancel() {
   std::lock_guard<std::mutex> lock(mutex_);
   pending_.reset();
-  latest_id_ = ++next_id_;  // no run has this id: the running one stops
+  latest_id_ = next_request_id();  // no run has this id: the running one stops
 }
 
 bool InferenceWorker::busy() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return running_ || pending_.has_value() || pending_export_.has_value();
+  return running_ || pending_.has_value() || !pending_exports_.empty();
 }
 
 void InferenceWorker::loop() {
@@ -97,11 +126,11 @@ void InferenceWorker::loop() {
     uint64_t id = 0;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wanted_.wait(lock, [&] { return stopping_ || pending_.has_value() || pending_export_.has_value(); });
+      wanted_.wait(lock, [&] { return stopping_ || pending_.has_value() || !pending_exports_.empty(); });
       if (stopping_) return;
-      if (pending_export_) {
-        const PendingExport pending = std::move(*pending_export_);
-        pending_export_.reset();
+      if (!pending_exports_.empty()) {
+        const PendingExport pending = std::move(pending_exports_.front());
+        pending_exports_.pop_front();
         running_ = true;
         lock.unlock();
         if (pending.preview) {
@@ -120,7 +149,7 @@ void InferenceWorker::loop() {
       }
       request = std::move(*pending_);
       pending_.reset();
-      id = next_id_;
+      id = latest_id_;
       running_ = true;
     }
     std::shared_ptr<const InferenceOutcome> outcome = run(id, request);
@@ -138,7 +167,7 @@ namespace {
 
 // With overwrite off, a repeat export gets the first free number ("_2", "_3", ...) instead of being
 // refused: the workbench's user made the figure again on purpose.
-std::string free_stem_suffix(const AppState& state, const std::string& out_dir, bool with_view) {
+std::string free_stem_suffix(const AppState& state, const std::string& out_dir, bool with_layout, bool with_view) {
   if (state.figure.overwrite) return "";
   const std::string extension = "." + to_string(state.figure.format);
   const std::string image = state.image.empty() ? "live" : state.image;
@@ -149,7 +178,7 @@ std::string free_stem_suffix(const AppState& state, const std::string& out_dir, 
   };
   for (int number = 1; number < 10000; ++number) {
     const std::string suffix = number == 1 ? "" : "_" + std::to_string(number);
-    if (!taken(figure_stem(image, layout) + suffix) &&
+    if (!(with_layout && taken(figure_stem(image, layout) + suffix)) &&
         !(with_view && taken(figure_stem(image, state.analysis + "-view") + suffix)))
       return suffix;
   }
@@ -185,13 +214,16 @@ ExportOutcome InferenceWorker::run_export(const PendingExport& pending) {
   AppState state = pending.state;
   ExportOutcome exported;
   exported.error = figure_error([&] {
-    state.figure.stem_suffix =
-        free_stem_suffix(state, pending.out_dir, pending.on_screen && find_analysis(state.analysis));
-    std::shared_ptr<LoadedModel> model = figure_model(state);
-    exported.figure_path = export_figure(state, *model, state.image, pending.out_dir, &cache_->models).figure_path;
+    state.figure.stem_suffix = free_stem_suffix(state, pending.out_dir, !pending.view_only,
+                                                pending.on_screen && find_analysis(state.analysis));
+    if (!pending.view_only) {
+      std::shared_ptr<LoadedModel> model = figure_model(state);
+      exported.figure_path = export_figure(state, *model, state.image, pending.out_dir, &cache_->models).figure_path;
+    }
     // The analysis view as it is on screen: its figure from the outcome the workbench draws.
     if (pending.on_screen && find_analysis(state.analysis))
-      exported.figure_path += ", " + export_analysis_view(*pending.on_screen, state, pending.out_dir).figure_path;
+      exported.figure_path += (pending.view_only ? "" : ", ") +
+                              export_analysis_view(*pending.on_screen, state, pending.out_dir).figure_path;
   });
   return exported;
 }
@@ -219,7 +251,7 @@ PreviewOutcome InferenceWorker::run_preview(const PendingExport& pending) {
 
 std::shared_ptr<const InferenceOutcome> InferenceWorker::run(uint64_t id, const InferenceRequest& request) {
   auto outcome = std::make_shared<InferenceOutcome>();
-  outcome->request_id = id;
+  outcome->request_id = outcome->view_id = id;
   outcome->request = request;
   progress_done_ = progress_total_ = 0;
   // A view that reports progress is a long job: when it first does, the panels (already built) go

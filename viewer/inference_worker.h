@@ -1,7 +1,8 @@
-// The workbench's one background inference thread. The GUI overwrites a single pending request
-// (the latest wins, so a dragged slider or a live video never queues up work), a run that is no
-// longer wanted stops between transformer blocks, and finished results, immutable, reach the GUI
-// through a queue it drains once per frame. A run (views/request_runner.h) goes request -> model ->
+// A background inference thread of the workbench: the panels' own, and one per folder job (which
+// runs beside the panels, with its own models and caches). The GUI overwrites a single pending
+// request (the latest wins, so a dragged slider or a live video never queues up work), a run that
+// is no longer wanted stops between transformer blocks, and finished results, immutable, reach the
+// GUI through a queue it drains once per frame. A run (views/request_runner.h) goes request -> model ->
 // forward -> views; the views read only the captures every model family fills. No GL or ImGui
 // here: uploads happen on the main thread.
 #pragma once
@@ -9,6 +10,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -36,18 +38,25 @@ struct PreviewOutcome {
 
 class InferenceWorker {
  public:
+  // Background workers (folder jobs) run at a lower CPU priority, with the threads their runs
+  // start, so that the panels' worker beside them is not slowed down by them.
+  enum class Priority { Interactive, Background };
   // `wake` is called from the worker thread whenever a result is ready (e.g. glfwPostEmptyEvent).
-  explicit InferenceWorker(std::function<void()> wake);
+  explicit InferenceWorker(std::function<void()> wake, Priority priority = Priority::Interactive);
   ~InferenceWorker();
   InferenceWorker(const InferenceWorker&) = delete;
   InferenceWorker& operator=(const InferenceWorker&) = delete;
 
-  // Replaces the pending request; a run in progress for an older request is cancelled. Returns its id.
+  // Replaces the pending request; a run in progress for an older request is cancelled. Returns its
+  // id, unique across the workbench's workers.
   uint64_t submit(InferenceRequest request);
   // Queues a figure export of `state` (its model, image and figure settings) into `out_dir`; it runs
   // before the next inference request. With `on_screen`, the open analysis view's figure is
   // written too, from that outcome. Its outcome comes back through take_exports().
   void submit_export(AppState state, std::string out_dir, std::shared_ptr<const InferenceOutcome> on_screen = {});
+  // Queues the export of `view`'s analysis view alone (a kept folder job's result), as
+  // submit_export writes it beside the layout figure.
+  void submit_view_export(AppState state, std::string out_dir, std::shared_ptr<const InferenceOutcome> view);
   std::vector<ExportOutcome> take_exports();
   // Queues a preview of what submit_export(state, "", on_screen) would write, drawn and not
   // written; it comes back through take_previews().
@@ -73,7 +82,8 @@ class InferenceWorker {
     AppState state;
     std::string out_dir;
     std::shared_ptr<const InferenceOutcome> on_screen;
-    bool preview = false;  // drawn for the screen, not written
+    bool preview = false;    // drawn for the screen, not written
+    bool view_only = false;  // the analysis view of `on_screen` alone, without the layout figure
   };
   void loop();
   std::shared_ptr<const InferenceOutcome> run(uint64_t id, const InferenceRequest& request);
@@ -86,10 +96,9 @@ class InferenceWorker {
   mutable std::mutex mutex_;
   std::condition_variable wanted_;
   std::optional<InferenceRequest> pending_;
-  std::optional<PendingExport> pending_export_;
+  std::deque<PendingExport> pending_exports_;  // in the order asked, before the next request
   std::vector<ExportOutcome> exports_;
   std::vector<PreviewOutcome> previews_;
-  uint64_t next_id_ = 0;
   std::atomic<uint64_t> latest_id_{0};
   std::atomic<int> progress_done_{0}, progress_total_{0};
   std::atomic<int> runs_stopped_{0};

@@ -173,7 +173,8 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
     });
     std::vector<std::unique_ptr<WorkbenchPanel>> panels = make_panels();
     const bool headless = options.frames > 0 || options.bench_changes > 0;
-    int settled_frames = 0, redraw_frames = 3;
+    // Frames since everything settled (the panels and any folder job), and since the panels did.
+    int settled_frames = 0, panels_settled_frames = 0, redraw_frames = 3;
     // Scripted pointer input (tests), one step per frame: a click presses then releases the left
     // button; a drag presses the right button, moves with it held, and releases at the end.
     struct PointerStep {
@@ -195,6 +196,7 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
     }
     size_t next_step = 0;
     bool export_pressed = false, preview_pressed = false;
+    int kept_exports = -1;  // kept jobs' exports asked for; -1: not yet
     bool model_opened = false;
     bool folder_chosen = false;
     size_t next_key = 0;
@@ -208,7 +210,7 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
         // result wakes the loop at once; a screenshot run sleeps until its result is in.
         const double until_next_frame =
             std::chrono::duration<double>(last_frame_start + std::chrono::microseconds(16667) - Clock::now()).count();
-        if (options.frames > 0 && !bench.settled())
+        if (options.frames > 0 && !(bench.settled() && bench.jobs_settled()))
           glfwWaitEventsTimeout(0.1);
         else if (until_next_frame > 0 && !bench.result_waiting())
           glfwWaitEventsTimeout(until_next_frame);
@@ -217,7 +219,7 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       } else if (redraw_frames > 0) {
         glfwPollEvents();
         --redraw_frames;
-      } else if (bench.video || bench.worker.busy) {
+      } else if (bench.video || bench.worker.busy || bench.worker.job_busy) {
         glfwWaitEventsTimeout(0.25);  // woken early by a frame or a result
         redraw_frames = 2;
       } else {
@@ -278,8 +280,10 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
 
       if (options.frames > 0) {
-        // A model opened once the views settled (after the pointer steps): the next settle shows it.
-        if (!options.open_model.empty() && !model_opened && next_step == pointer_steps.size() && settled_frames >= 2) {
+        // A model opened once the panels settled (after the pointer steps), while a folder job may
+        // still run: the next settle shows it.
+        if (!options.open_model.empty() && !model_opened && next_step == pointer_steps.size() &&
+            panels_settled_frames >= 2) {
           bench.open_file(FileKind::Model, options.open_model);
           model_opened = true;
           settled_frames = 0;
@@ -303,15 +307,30 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
           bench.export_figure(options.export_on_screen, true);
           export_pressed = true;
         }
+        if (!options.export_kept.empty() && kept_exports < 0 && settled_frames >= options.frames) {
+          kept_exports = int(bench.jobs->kept().size());
+          for (size_t kept = 0; kept < bench.jobs->kept().size(); ++kept)
+            bench.export_kept_job(kept, options.export_kept);
+        }
         if (options.print_preview && !preview_pressed && settled_frames >= options.frames) {
           bench.preview_figure();
           preview_pressed = true;
         }
-        const bool export_pending = (export_pressed && bench.worker.exports_finished == 0) ||
-                                    (preview_pressed && bench.worker.previews_finished == 0);
-        settled_frames = bench.settled() && !export_pending ? settled_frames + 1 : 0;
+        // The keep-or-cancel question of a model change during a folder job, answered as told.
+        if (bench.jobs->choice()) {
+          if (options.job_choice == "keep") bench.jobs->keep();
+          if (options.job_choice == "cancel") bench.jobs->cancel();
+        }
+        const int exports_asked = int(export_pressed) + std::max(kept_exports, 0);
+        const bool export_pending =
+            bench.worker.exports_finished < exports_asked || (preview_pressed && bench.worker.previews_finished == 0);
+        panels_settled_frames = bench.settled() ? panels_settled_frames + 1 : 0;
+        // "ask" leaves the question open: the screenshot shows it.
+        const bool jobs_settled = bench.jobs_settled() || (bench.jobs->choice() && options.job_choice == "ask");
+        settled_frames = bench.settled() && jobs_settled && !export_pending ? settled_frames + 1 : 0;
         const bool timed_out = frame_milliseconds_since(started) > 300000.0;
         const bool exported = (options.export_on_screen.empty() || export_pressed) &&
+                              (options.export_kept.empty() || kept_exports >= 0) &&
                               (!options.print_preview || preview_pressed) && !export_pending;
         const bool opened = (options.open_model.empty() || model_opened) &&
                             (options.choose_folder.empty() || folder_chosen) && next_key == options.keys.size() &&

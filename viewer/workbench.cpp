@@ -26,6 +26,7 @@
 #include "viewer/gl/frame.h"
 #include "viewer/panels/panel.h"
 #include "views/analysis_registry.h"
+#include "views/folder_statistics.h"
 #include "views/option_catalog.h"
 #include "views/plot_views.h"
 #include "views/screen_export.h"
@@ -60,6 +61,7 @@ Workbench::Workbench(AppState initial, const WorkbenchOptions& workbench_options
   if (torch::cuda::is_available()) devices.push_back("cuda");
   renderer = std::make_unique<gl::OverlayRenderer>();
   worker_ = std::make_unique<InferenceWorker>(wake_main_thread);
+  jobs = std::make_unique<FolderJobs>(wake_main_thread);
   if (!options.video.empty()) {
     open_video_source(options.video);
   }
@@ -67,15 +69,24 @@ Workbench::Workbench(AppState initial, const WorkbenchOptions& workbench_options
 
 Workbench::~Workbench() {
   video.reset();
+  jobs.reset();
   worker_.reset();  // joins before the GL objects go
 }
 
 bool Workbench::result_waiting() const { return worker_->has_finished(); }
 
+void Workbench::export_kept_job(size_t index, const std::string& out_dir) {
+  const auto& kept = jobs->kept();
+  if (index >= kept.size() || !kept[index].result) return;
+  messages.info = "exporting the kept " + kept[index].description + " to " + out_dir + " ...";
+  worker_->submit_view_export(job_figure_state(state, kept[index].request), out_dir, kept[index].result);
+}
+
 void Workbench::report_error(const std::string& message) { messages.error = message; }
 
 void Workbench::cancel_run() {
   worker_->cancel();
+  jobs->cancel();
   worker.last_finished_id = worker.submitted_id;  // nothing comes back for it
   messages.info = "cancelled: the views show the last finished run until a setting changes";
 }
@@ -149,8 +160,9 @@ void Workbench::update(float width, float height) {
       }
       continue;
     }
-    if (outcome && finished->request_id < outcome->request_id) continue;
-    outcome = finished;
+    if (panels_outcome_ && finished->request_id < panels_outcome_->request_id) continue;
+    panels_outcome_ = finished;
+    show_outcome();
     worker.last_finished_id = finished->request_id;
     ++worker.results;
     if (finished->request_id == worker.submitted_id) {
@@ -166,14 +178,28 @@ void Workbench::update(float width, float height) {
     maps_key_.clear();
     follow_query_across_grids();
   }
+  for (auto& finished : jobs->take_finished()) {
+    if (!finished->error.empty()) {
+      report_error("folder job: " + finished->error);
+      continue;
+    }
+    if (job_outcome_ && finished->request_id < job_outcome_->request_id) continue;
+    job_outcome_ = finished;
+    ++worker.results;
+    show_outcome();
+  }
   // One undo step per settled interaction: a drag in progress is recorded when it ends.
   if (!ImGui::IsAnyMouseDown()) history.record(to_json(state));
-  const InferenceRequest request = make_request();
-  if (!has_last_request_ || request.key() != last_request_.key()) {
+  InferenceRequest request = make_request();
+  // A folder job runs beside the panels: their run leaves its analysis view to the job's worker.
+  request.analysis_elsewhere = is_folder_job(request);
+  if (!has_last_request_ || request.key() != last_request_.key() ||
+      request.analysis_elsewhere != last_request_.analysis_elsewhere) {
     last_request_ = request;
     has_last_request_ = true;
     if (!state.model.empty()) worker.submitted_id = worker_->submit(request);
   }
+  if (!state.model.empty()) jobs->update(request);
   for (PreviewOutcome& previewed : worker_->take_previews()) {
     ++worker.previews_finished;
     print_preview.figures.clear();
@@ -205,6 +231,9 @@ void Workbench::update(float width, float height) {
   worker.busy = worker_->busy();
   worker.progress = worker_->progress();
   worker.runs_stopped = worker_->runs_stopped();
+  worker.job_busy = !jobs->settled();
+  worker.job_progress = jobs->progress();
+  worker.jobs_stopped = jobs->runs_stopped();
   refresh_maps();
 
   // Fixed layout below the menu bar: controls on the left, views in the middle, the analysis view on
@@ -227,12 +256,33 @@ void Workbench::update(float width, float height) {
   layout.status_size = {width, status_height};
 }
 
+void Workbench::show_outcome() {
+  job_computed_with.clear();
+  if (!panels_outcome_ || !panels_outcome_->request.analysis_elsewhere) {
+    outcome = panels_outcome_;
+    return;
+  }
+  // The job's view where it ran on the panels' models and input (a newer query or layer may still
+  // be on its way: the last view stays, saying what it was computed with).
+  auto shown = std::make_shared<InferenceOutcome>(*panels_outcome_);
+  const InferenceRequest& panels = panels_outcome_->request;
+  const bool same_models = job_outcome_ && job_outcome_->request.forward_key() == panels.forward_key() &&
+                           job_outcome_->request.analysis == panels.analysis;
+  if (same_models) {
+    shown->analysis_view = job_outcome_->analysis_view;
+    shown->view_id = job_outcome_->request_id;
+    job_computed_with = folder_job_description(job_outcome_->request);
+  }
+  shown->analysis_running = !same_models || job_outcome_->request.key() != panels.key();
+  outcome = shown;
+}
+
 void Workbench::refresh_maps() {
   if (!outcome) return;
   if (state.head >= outcome->heads) state.head = std::max(outcome->heads - 1, 0);
-  const std::string key = std::to_string(outcome->request_id) + "|" + enum_name(state.view) + "|" +
-                          std::to_string(state.head) + "|" + to_string(state.colormap) + "|" + to_string(state.scale) +
-                          "|" + state.analysis;
+  const std::string key = std::to_string(outcome->request_id) + "/" + std::to_string(outcome->view_id) + "|" +
+                          enum_name(state.view) + "|" + std::to_string(state.head) + "|" + to_string(state.colormap) +
+                          "|" + to_string(state.scale) + "|" + state.analysis;
   if (key == maps_key_) return;
   maps_key_ = key;
 

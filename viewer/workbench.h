@@ -17,6 +17,7 @@
 #include "figures/render.h"
 #include "session/app_state.h"
 #include "session/session_history.h"
+#include "viewer/folder_jobs.h"
 #include "viewer/gl/overlay_renderer.h"
 #include "viewer/gl/texture.h"
 #include "viewer/inference_worker.h"
@@ -42,11 +43,17 @@ struct WorkbenchOptions {
   std::vector<std::array<float, 4>> drags;
   // Headless runs: press "Export what is on screen" into this folder once settled, and wait for it.
   std::string export_on_screen;
+  // Headless runs: press every kept folder job's "Export figure" into this folder once everything
+  // settled, and wait for them.
+  std::string export_kept;
   // Headless runs: press "Preview at print size" once settled, and wait for it.
   bool print_preview = false;
   // Headless runs: open this model (as the model field's Enter does) once settled, after the
   // clicks and drags, and settle again before the screenshot.
   std::string open_model;
+  // Headless runs: how to answer the question a model change asks while a folder job runs ("keep"
+  // or "cancel"); "ask": it stays open, and the screenshot shows it.
+  std::string job_choice;
   // Headless runs: "NAME=DIR": press the folder option NAME's Browse... once settled, after the model
   // above, and choose DIR in the browser; settle again before the screenshot.
   std::string choose_folder;
@@ -128,16 +135,21 @@ class Workbench {
   void preview_figure();
   void load_session(const std::string& path);
   void report_error(const std::string& message);
-  // Stops the run in progress; the views keep the last finished result until a setting changes.
+  // Stops the run in progress and the folder job; the views keep the last finished result until a
+  // setting changes.
   void cancel_run();
+  // Writes a kept folder job's result (its analysis view) into out_dir, on the panels' worker.
+  void export_kept_job(size_t index, const std::string& out_dir);
 
   // Whether the worker has finished something not yet taken (checked without taking it).
   bool result_waiting() const;
-  // Whether what is on screen answers the current state (nothing is pending).
+  // Whether the panels on screen answer the current state (nothing is pending on their worker).
   bool settled() const {
     return state.model.empty() ||
            (worker.last_finished_id == worker.submitted_id && !worker.busy && (!video || video->finished()));
   }
+  // Whether no folder job runs or waits for the user's keep-or-cancel choice.
+  bool jobs_settled() const { return jobs->settled(); }
   uint64_t video_frames() const { return frame_number_; }  // frames taken from live input so far
   // Makes the patch (row, col) of a view on `grid` the query of the shown layer.
   void pick_query(int row, int col, const TokenLayout& grid);
@@ -171,7 +183,14 @@ class Workbench {
   WorkbenchOptions options;
   ScreenLayout layout;
 
-  std::shared_ptr<const InferenceOutcome> outcome;  // the latest successful result
+  // The latest successful result: the panels' run, with the analysis view of the folder job on the
+  // same models where the analysis is one.
+  std::shared_ptr<const InferenceOutcome> outcome;
+  // Statistics over a folder, on a worker of their own beside the panels' (viewer/folder_jobs.h).
+  std::unique_ptr<FolderJobs> jobs;
+  // What the folder job's view on screen was computed with (folder_job_description), and whether a
+  // job for the current settings is still running; empty when the analysis is no folder job.
+  std::string job_computed_with;
 
   // The print preview on screen (Export > "Preview at print size"): each figure's texture at 96 dpi
   // with its size and text sizes; empty when closed.
@@ -201,8 +220,11 @@ class Workbench {
     int exports_finished = 0;       // exports answered
     int previews_finished = 0;      // print previews answered
     bool busy = false;
-    std::pair<int, int> progress;  // done of total of a long analysis view; {0, 0}: none
-    int runs_stopped = 0;          // runs stopped mid-way (cancel, a newer request)
+    std::pair<int, int> progress;      // done of total of a long analysis view; {0, 0}: none
+    int runs_stopped = 0;              // runs stopped mid-way (cancel, a newer request)
+    bool job_busy = false;             // a folder job runs (the current one or a kept one)
+    std::pair<int, int> job_progress;  // the current folder job's images done of total
+    int jobs_stopped = 0;              // folder job runs stopped mid-way
   } worker;
 
   // Derived on the main thread from `outcome` and the selections: what the views draw.
@@ -231,8 +253,11 @@ class Workbench {
   void refresh_maps();
   void show_analysis_maps(const std::vector<GridMap>& analysis_maps);
   void follow_query_across_grids();
+  // `outcome` from the panels' latest result and the folder job's.
+  void show_outcome();
   void restore_session(const nlohmann::json& session, const char* what);
   std::unique_ptr<InferenceWorker> worker_;
+  std::shared_ptr<const InferenceOutcome> panels_outcome_, job_outcome_;
   InferenceRequest last_request_;
   bool has_last_request_ = false;
   std::string error_after_revert_;  // a refused model's error, kept over the shown model's next result

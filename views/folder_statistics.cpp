@@ -92,6 +92,31 @@ ViewFolder view_folder(const InferenceRequest& request, const std::string& purpo
   return folder;
 }
 
+void FolderViewData::describe(nlohmann::json& about) const {
+  about["folder"] = folder;
+  about["folder_images"] = images;
+  about["folder_error"] = error;
+}
+
+bool is_folder_job(const InferenceRequest& request) {
+  const AnalysisEntry* entry = find_analysis(request.analysis);
+  if (!entry || images_folder(request).empty()) return false;
+  const std::string folder_option = images_option().name;
+  for (const OptionSpec& option : entry->options)
+    if (option.name == folder_option) return true;
+  return false;
+}
+
+std::string folder_job_description(const InferenceRequest& request) {
+  const fs::path folder(images_folder(request));
+  std::string description = request.analysis + " over " +
+                            (folder.has_filename() ? folder.filename() : folder.parent_path().filename()).string();
+  for (size_t p = 0; p < request.panels.size(); ++p)
+    description += (p == 0 ? " with " : ", panel " + std::to_string(p + 1) + " ") +
+                   model_label(request.panels[p].model_path, request.panels[p].settings);
+  return description;
+}
+
 LoadedModel load_analyze_model(const AnalyzeContext& context, const std::string& path) {
   const AppState& state = context.state;
   configure_threads();

@@ -53,6 +53,12 @@ struct ViewFolder {
   std::vector<std::string> images;
 };
 ViewFolder view_folder(const InferenceRequest& request, const std::string& purpose);
+// Whether the request's analysis view is a folder job: an analysis that reads the folder option,
+// with a folder given. The workbench runs those on a thread of their own beside the panels.
+bool is_folder_job(const InferenceRequest& request);
+// "erf over glyphs with flatten (softmax window=8), panel 2 deit (linear)": what a folder job
+// computes and with which models and settings, as its result names it.
+std::string folder_job_description(const InferenceRequest& request);
 
 // A model for `analyze` with the session's input settings (its own --arch only for --model).
 LoadedModel load_analyze_model(const AnalyzeContext& context, const std::string& path);

@@ -14,6 +14,7 @@ struct FolderViewData : AnalysisViewData {
   int images = 0;
   std::string error;  // no folder set, none of its images readable, or the analysis does not apply
   double milliseconds = 0.0;
+  void describe(nlohmann::json& about) const override;  // "folder", "folder_images", "folder_error"
 };
 
 // One panel's pass over the folder, as a view shows it.

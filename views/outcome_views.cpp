@@ -138,7 +138,7 @@ void build_views(const InferenceRequest& request, const std::vector<PanelForward
       outcome.panels.push_back(std::move(maps));
     }
   }
-  if (!analysis || !analysis->compute) return;
+  if (!analysis || !analysis->compute || request.analysis_elsewhere) return;
   std::vector<PanelForwardView> panels;
   for (const PanelForward& forward : forwards)
     panels.push_back(

@@ -37,6 +37,9 @@ struct InferenceRequest : InputSelection, ViewSelection, AnalysisSettings {
   std::shared_ptr<const RgbImage> frame;  // a live frame instead of the image file
   uint64_t frame_number = 0;              // identifies `frame`
   std::vector<PanelRequest> panels;       // one forward pass per panel, each on its own model
+  // The analysis view is computed elsewhere (the workbench's folder job, beside the panels): this
+  // run builds the panels' views only.
+  bool analysis_elsewhere = false;
 
   // What the forward passes depend on; requests with the same one re-use them.
   std::string forward_key() const;
@@ -137,6 +140,9 @@ struct PanelMaps {
 
 struct InferenceOutcome {
   uint64_t request_id = 0;
+  // The run whose analysis view this is: request_id, or the folder job's run it came from (the
+  // views redraw when either changes).
+  uint64_t view_id = 0;
   InferenceRequest request;
   std::string error;  // set when the run failed; nothing else is then meaningful
   // Panel 1's model, layer and query (the analysis view reads them); each panel has its own too.

@@ -67,10 +67,23 @@ void option_control(Workbench& bench, const OptionSpec& option) {
 }  // namespace
 
 void draw_worker_progress(Workbench& bench) {
-  const auto [done, total] = bench.worker.progress;
-  if (!bench.worker.busy || total <= 0) return;
-  ImGui::ProgressBar(float(done) / float(total), ImVec2(-1, 0),
-                     analysis_progress_text(bench.state.analysis, done, total).c_str());
+  // A folder job reports from its own worker, and says what its view on screen was computed with.
+  const bool folder_job = bench.outcome && bench.outcome->request.analysis_elsewhere;
+  const auto [done, total] = folder_job ? bench.worker.job_progress : bench.worker.progress;
+  const bool running = folder_job ? bench.jobs->busy() : bench.worker.busy;
+  if (folder_job && bench.jobs->choice()) {
+    // The running job is another model's: its progress is in the question's window.
+    ImGui::TextWrapped("waiting: %s still runs (keep it or cancel it?)", bench.jobs->choice()->c_str());
+  } else if (running && total > 0) {
+    ImGui::ProgressBar(float(done) / float(total), ImVec2(-1, 0),
+                       analysis_progress_text(bench.state.analysis, done, total).c_str());
+  }
+  if (!bench.job_computed_with.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    ImGui::TextWrapped("computed with: %s%s", bench.job_computed_with.c_str(),
+                       bench.outcome->analysis_running ? " (the current settings' run is on its way)" : "");
+    ImGui::PopStyleColor();
+  }
 }
 
 void draw_analysis_options(Workbench& bench, const AnalysisEntry& entry) {
@@ -93,7 +106,7 @@ void report_figure_numbers(const Figure& figure, nlohmann::json& shown_numbers) 
 }
 
 void draw_waiting(const Workbench& bench, const char* idle) {
-  ImGui::TextDisabled("%s", bench.worker.busy ? "computing..." : idle);
+  ImGui::TextDisabled("%s", bench.worker.busy || bench.jobs->busy() ? "computing..." : idle);
 }
 
 namespace {
@@ -134,6 +147,8 @@ struct AnalysisColumn : WorkbenchPanel {
     else if (const auto figure = figures.find(drawn); figure != figures.end())
       figure->second.report(shown);
     if (bench.outcome && bench.outcome->analysis_view) bench.outcome->analysis_view->describe(about);
+    if (!bench.job_computed_with.empty())
+      about["job"] = {{"computed_with", bench.job_computed_with}, {"running", bench.outcome->analysis_running}};
   }
 
   AnalysisPanel* panel_of(const std::string& name) {

@@ -22,7 +22,7 @@ void FigureView::draw(Workbench& bench, const AnalysisEntry& entry) {
     return;
   }
   const int width = std::max(60, int(bench.layout.analysis_size.x) - 24);
-  const std::string key = std::to_string(outcome->request_id) + "|" + entry.name + "|" +
+  const std::string key = std::to_string(outcome->view_id) + "|" + entry.name + "|" +
                           bench.state.DisplaySettings::key() + "|" + bench.state.ViewSelection::key();
   try {
     refresh_plot(picture, key, width, [&] {

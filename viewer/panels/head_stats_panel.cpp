@@ -71,7 +71,7 @@ struct HeadStatsPanel : AnalysisPanel {
   void refresh(Workbench& bench, const InferenceOutcome& outcome) {
     const int width = std::max(60, int(bench.layout.analysis_size.x) - 24);
     const std::string key =
-        std::to_string(outcome.request_id) + "|" + bench.state.DisplaySettings::key() + "|" + std::to_string(width);
+        std::to_string(outcome.view_id) + "|" + bench.state.DisplaySettings::key() + "|" + std::to_string(width);
     if (picture.key == key) return;
     picture.key = key;
     shown = analysis_view_figure(outcome, bench.state);
@@ -102,7 +102,7 @@ struct HeadStatsPanel : AnalysisPanel {
       ImGui::Text("layer %d (%s), head %d", layer.layer, layer.name.c_str(), point.head);
       ImGui::Text("mean distance %.2f px, entropy %.3f nats", point.statistic.mean_distance, point.statistic.entropy);
       if (size_t(point.head) < layer.offset_maps.size()) {
-        const std::string key = std::to_string(outcome.request_id) + "|" + std::to_string(hit->series) + "|" +
+        const std::string key = std::to_string(outcome.view_id) + "|" + std::to_string(hit->series) + "|" +
                                 std::to_string(point.layer) + "|" + std::to_string(point.head) + "|" +
                                 to_string(bench.state.colormap);
         if (key != hovered_key) {

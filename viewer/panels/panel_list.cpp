@@ -15,6 +15,7 @@ std::unique_ptr<WorkbenchPanel> make_attention_panel();
 std::unique_ptr<WorkbenchPanel> make_analysis_column();
 std::unique_ptr<WorkbenchPanel> make_status_panel();
 std::unique_ptr<WorkbenchPanel> make_print_preview_panel();
+std::unique_ptr<WorkbenchPanel> make_folder_jobs_panel();
 
 void draw_analysis_switch(Workbench& bench) {
   const ImGuiStyle& style = ImGui::GetStyle();
@@ -54,6 +55,7 @@ std::vector<std::unique_ptr<WorkbenchPanel>> make_panels() {
   panels.push_back(make_analysis_column());
   panels.push_back(make_status_panel());
   panels.push_back(make_print_preview_panel());
+  panels.push_back(make_folder_jobs_panel());
   return panels;
 }
 

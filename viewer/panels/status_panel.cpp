@@ -27,6 +27,14 @@ struct StatusPanel : WorkbenchPanel {
       if (ImGui::SmallButton("cancel")) bench.cancel_run();
       ImGui::SameLine();
     }
+    if (bench.jobs->busy()) {
+      // The folder job beside the panels: its own progress and its own cancel.
+      const auto [done, total] = bench.worker.job_progress;
+      ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "folder job %d/%d", done, total);
+      ImGui::SameLine();
+      if (ImGui::SmallButton("cancel job")) bench.jobs->cancel();
+      ImGui::SameLine();
+    }
     if (const InferenceOutcome* outcome = bench.outcome.get()) {
       double forward = 0.0;
       for (const auto& panel : outcome->panels) forward += panel.forward_ms;
