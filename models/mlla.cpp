@@ -183,6 +183,10 @@ StageTokens MllaImpl::enter_stage(int stage, const StageTokens& previous, const 
 torch::Tensor MllaImpl::run_block(const BlockSite& site, const torch::Tensor& input, const StagedPass& pass) {
   auto& block = *layers[size_t(site.stage)]->as<MllaLayerImpl>()->blocks[size_t(site.block)]->as<MllaBlockImpl>();
   const int64_t height = site.layout.grid_h, width = site.layout.grid_w;
+  // Every op of the block on every core: its four depthwise 3 x 3 convolutions and gated products
+  // are a third of the forward, and at every stage they gain more than waking the threads costs
+  // (the engine's default runs small ops on one core: models/cpu_threads.h).
+  ScopedThreads all_cores(configured_threads());
   auto x = input + depthwise_on_tokens(block.cpe1, input, height, width);
   auto normed = block.norm1(x);
   pass.hook(site.name + ".norm1", site.layout, normed);

@@ -250,6 +250,17 @@ SwinBlockImpl::SwinBlockImpl(int dim, const SwinBlockArch& arch, double eps) : p
   mlp = register_module("mlp", Mlp(dim, arch.mlp_hidden));
 }
 
+namespace {
+
+// Fewer large windows than cores (a stage-wide window, as InLine-Swin's and Agent-Swin's 56 x 56):
+// the window's own ops take every core, since no chunking by windows can. A 7 x 7 window stays on
+// one core, as the engine runs small ops (models/cpu_threads.h).
+bool few_large_windows(const WindowPlan& plan, int64_t batch) {
+  return batch * plan.windows() < configured_threads() && plan.window_area() >= 196;
+}
+
+}  // namespace
+
 torch::Tensor SwinBlockImpl::forward_by_window_chunks(const torch::Tensor& x, const WindowPlan& plan,
                                                       const GroupedAttention& step, AttentionCapture* capture,
                                                       torch::Tensor& normed_input) {
@@ -270,7 +281,12 @@ torch::Tensor SwinBlockImpl::forward_by_window_chunks(const torch::Tensor& x, co
     rows_linear_into(out, attn->qkv, chunk);
     if (attn->q_bias.defined()) out.add_(torch::cat({attn->q_bias, torch::zeros_like(attn->q_bias), attn->v_bias}));
   });
-  auto merged = attn->attend_groups(projected.view({groups, area, -1}), step, capture).view({rows, dim});
+  torch::Tensor merged;
+  {
+    std::optional<ScopedThreads> all_cores;
+    if (few_large_windows(plan, batch)) all_cores.emplace(configured_threads());
+    merged = attn->attend_groups(projected.view({groups, area, -1}), step, capture).view({rows, dim});
+  }
   auto result = torch::empty_like(x_rows);
   for_each_row_tile(rows, [&](int64_t begin, int64_t end) {
     torch::Tensor out = result.narrow(0, begin, end - begin);
@@ -451,6 +467,8 @@ torch::Tensor SwinTransformerImpl::run_block(const BlockSite& site, const torch:
   if (by_window_chunks && !kernel_spec(step.resolved.kernel).global_only && block.attn->qkvg.is_empty()) {
     x = block.forward_by_window_chunks(input, plan, step, capture, normed);
   } else {
+    std::optional<ScopedThreads> all_cores;
+    if (few_large_windows(plan, batch)) all_cores.emplace(configured_threads());
     if (block.post_norm) {  // Swin V2: the attention reads the block's input; norms follow attention and MLP
       normed = input;
       // Hooked at norm1's output as a forward hook on timm's module would be (pytorch-grad-cam's

@@ -53,6 +53,8 @@ double median_ms(const std::function<void()>& run) {
   return times[times.size() / 2];
 }
 
+constexpr double kOnednnMargin = 0.9;
+
 LinearBackendChoice choose_linear_backend() {
   LinearBackendChoice choice;
   if (!at::hasMKLDNN()) {
@@ -78,7 +80,10 @@ LinearBackendChoice choose_linear_backend() {
     choice.onednn_ms += median_ms([&] { at::mkldnn_linear(x.to_mkldnn(), weight, bias).to_dense(); });
     choice.blas_ms += median_ms([&] { torch::addmm(bias, x, weight.t()); });
   }
-  choice.onednn = choice.onednn_ms < choice.blas_ms;
+  // oneDNN only where it wins by more than the measurement's spread: on a busy machine the two
+  // come within a few percent and flip between runs, and a flip to oneDNN cost Agent-Swin-T's
+  // linear layers 116 against 74 ms per forward (its to/from conversions on stage-wide rows).
+  choice.onednn = choice.onednn_ms < kOnednnMargin * choice.blas_ms;
   choice.measured = true;
   choice.reason = "measured";
   return choice;
