@@ -427,18 +427,23 @@ TEST_F(GuiTest, PrintPreviewShowsTheExportAtPrintSize) {
   EXPECT_FALSE(fs::exists(folder_ / "figures"));
 }
 
+// `session` on the bundled FLatten demo with ERF over `count` glyphs generated into `folder`.
+nlohmann::json erf_over_glyphs(nlohmann::json session, const fs::path& folder, int count) {
+  const std::string command = std::string(ATTNSCOPE_CLI) + " glyphs --count " + std::to_string(count) + " --out '" +
+                              folder.string() + "' > /dev/null";
+  EXPECT_EQ(std::system(command.c_str()), 0) << command;
+  session["model"] = asset_path("models/flatten.safetensors");
+  session.erase("arch");
+  session["analysis"] = "erf";
+  session["images"] = folder.string();
+  return session;
+}
+
 // A folder job (ERF over a folder) does not hold the panels back: they arrive first, as a result of
 // their own, and the job's view follows with the same request (issue 58: a model change waited
 // 15.6 s for the folder job to re-run).
 TEST_F(GuiTest, AFolderJobsPanelsArriveBeforeTheJob) {
-  const std::string images = (folder_ / "glyphs").string();
-  ASSERT_EQ(std::system((std::string(ATTNSCOPE_CLI) + " glyphs --count 6 --out '" + images + "' > /dev/null").c_str()),
-            0);
-  nlohmann::json session = base_session();
-  session["model"] = asset_path("models/flatten.safetensors");
-  session.erase("arch");
-  session["analysis"] = "erf";
-  session["images"] = images;
+  nlohmann::json session = erf_over_glyphs(base_session(), folder_ / "glyphs", 6);
   ASSERT_EQ(run_gui(session, 3), 0) << log();
   const nlohmann::json with_folder = shot_info();
   EXPECT_EQ(with_folder["error"], "") << with_folder.dump();
@@ -452,15 +457,8 @@ TEST_F(GuiTest, AFolderJobsPanelsArriveBeforeTheJob) {
 // it runs to its end on the first model beside the new one, and its result opens in a window of its
 // own naming the model it was computed with; the analysis view shows the new model's job, naming its.
 TEST_F(GuiTest, AFolderJobKeptThroughAModelChangeNamesItsModel) {
-  const std::string images = (folder_ / "glyphs").string();
   // Enough images that the job is still running when the panels have settled (about 25 ms each).
-  ASSERT_EQ(
-      std::system((std::string(ATTNSCOPE_CLI) + " glyphs --count 240 --out '" + images + "' > /dev/null").c_str()), 0);
-  nlohmann::json session = base_session();
-  session["model"] = asset_path("models/flatten.safetensors");
-  session.erase("arch");
-  session["analysis"] = "erf";
-  session["images"] = images;
+  const nlohmann::json session = erf_over_glyphs(base_session(), folder_ / "glyphs", 240);
   const std::string other = asset_path("models/softmax.safetensors");
   const fs::path exported = folder_ / "kept";
   ASSERT_EQ(
@@ -493,14 +491,7 @@ TEST_F(GuiTest, AFolderJobKeptThroughAModelChangeNamesItsModel) {
 
 // Cancelled instead, the first model's job stops and only the new model's runs.
 TEST_F(GuiTest, AFolderJobCancelledOnAModelChange) {
-  const std::string images = (folder_ / "glyphs").string();
-  ASSERT_EQ(
-      std::system((std::string(ATTNSCOPE_CLI) + " glyphs --count 240 --out '" + images + "' > /dev/null").c_str()), 0);
-  nlohmann::json session = base_session();
-  session["model"] = asset_path("models/flatten.safetensors");
-  session.erase("arch");
-  session["analysis"] = "erf";
-  session["images"] = images;
+  const nlohmann::json session = erf_over_glyphs(base_session(), folder_ / "glyphs", 240);
   ASSERT_EQ(run_gui(session, 3, "--open-model '" + asset_path("models/softmax.safetensors") + "' --job-choice cancel"),
             0)
       << log();
