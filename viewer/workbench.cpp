@@ -180,7 +180,10 @@ void Workbench::update(float width, float height) {
   }
   for (auto& finished : jobs->take_finished()) {
     if (!finished->error.empty()) {
-      report_error("folder job: " + finished->error);
+      // Said once: a model that does not open fails the panels' run too, which says so.
+      const bool panels_ran =
+          panels_outcome_ && panels_outcome_->request.forward_key() == finished->request.forward_key();
+      if (panels_ran) report_error("folder job: " + finished->error);
       continue;
     }
     if (job_outcome_ && finished->request_id < job_outcome_->request_id) continue;

@@ -80,8 +80,9 @@ void draw_worker_progress(Workbench& bench) {
   }
   if (!bench.job_computed_with.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-    ImGui::TextWrapped("computed with: %s%s", bench.job_computed_with.c_str(),
-                       bench.outcome->analysis_running ? " (the current settings' run is on its way)" : "");
+    ImGui::TextWrapped(
+        "computed with: %s%s", bench.job_computed_with.c_str(),
+        bench.outcome->analysis_running && bench.jobs->busy() ? " (the current settings' run is on its way)" : "");
     ImGui::PopStyleColor();
   }
 }
@@ -148,7 +149,8 @@ struct AnalysisColumn : WorkbenchPanel {
       figure->second.report(shown);
     if (bench.outcome && bench.outcome->analysis_view) bench.outcome->analysis_view->describe(about);
     if (!bench.job_computed_with.empty())
-      about["job"] = {{"computed_with", bench.job_computed_with}, {"running", bench.outcome->analysis_running}};
+      about["job"] = {{"computed_with", bench.job_computed_with},
+                      {"running", bench.outcome->analysis_running && bench.jobs->busy()}};
   }
 
   AnalysisPanel* panel_of(const std::string& name) {
