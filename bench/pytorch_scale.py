@@ -131,17 +131,24 @@ def make_siglip2(folder, seed):
         json.dump({"architecture": SIGLIP_ARCHITECTURE, "num_classes": 0}, f)
 
 
+def patch_tokens_with_positions(sd, x, patch, grid, dim):
+    """The patch embedding plus the grid x grid position table, resized bicubically (antialiased, as
+    timm's resample_abs_pos_embed) where the input's grid differs: [B, H * W, dim]."""
+    x = F.conv2d(x, sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"], stride=patch)
+    _, _, H, W = x.shape
+    x = x.flatten(2).transpose(1, 2)
+    pos = sd["pos_embed"].reshape(1, grid, grid, dim).permute(0, 3, 1, 2)
+    if (H, W) != (grid, grid):
+        pos = F.interpolate(pos, size=(H, W), mode="bicubic", antialias=True, align_corners=False)
+    return x + pos.permute(0, 2, 3, 1).reshape(1, H * W, dim)
+
+
 def forward_siglip2(sd, x):
     """timm's VisionTransformer forward with global_pool 'map' (fused attention off), float32, no_grad."""
     C, heads = SIGLIP_DIM, SIGLIP_HEADS
     d = C // heads
-    x = F.conv2d(x, sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"], stride=SIGLIP_PATCH)
-    B, _, H, W = x.shape
-    x = x.flatten(2).transpose(1, 2)
-    pos = sd["pos_embed"].reshape(1, SIGLIP_GRID, SIGLIP_GRID, C).permute(0, 3, 1, 2)
-    if (H, W) != (SIGLIP_GRID, SIGLIP_GRID):
-        pos = F.interpolate(pos, size=(H, W), mode="bicubic", antialias=True, align_corners=False)
-    x = x + pos.permute(0, 2, 3, 1).reshape(1, H * W, C)
+    x = patch_tokens_with_positions(sd, x, SIGLIP_PATCH, SIGLIP_GRID, C)
+    B = x.shape[0]
     for b in range(DEPTH):
         x = block(x, sd, f"blocks.{b}.", heads, 1e-6)
     x = F.layer_norm(x, (C,), sd["norm.weight"], sd["norm.bias"], 1e-6)
@@ -189,13 +196,8 @@ def forward_dinov3(sd, x):
 
 
 def forward(sd, x):
-    x = F.conv2d(x, sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"], stride=PATCH)
-    B, _, H, W = x.shape
-    x = x.flatten(2).transpose(1, 2)
-    pos = sd["pos_embed"].reshape(1, GRID, GRID, DIM).permute(0, 3, 1, 2)
-    if (H, W) != (GRID, GRID):
-        pos = F.interpolate(pos, size=(H, W), mode="bicubic", antialias=True, align_corners=False)
-    x = x + pos.permute(0, 2, 3, 1).reshape(1, H * W, DIM)
+    x = patch_tokens_with_positions(sd, x, PATCH, GRID, DIM)
+    B = x.shape[0]
     x = torch.cat([sd["cls_token"].expand(B, -1, -1), sd["reg_token"].expand(B, -1, -1), x], 1)
     for b in range(DEPTH):
         x = block(x, sd, f"blocks.{b}.", HEADS, 1e-6, ("ls1.gamma", "ls2.gamma"))
