@@ -16,6 +16,14 @@ bool same_models(const InferenceRequest& a, const InferenceRequest& b) {
   return true;
 }
 
+// A kept job's finished run: its result, or why it has none.
+void record(FolderJobs::Kept& kept, const std::shared_ptr<const InferenceOutcome>& outcome) {
+  if (outcome->error.empty())
+    kept.result = outcome;
+  else
+    kept.error = outcome->error;
+}
+
 }  // namespace
 
 AppState job_figure_state(const AppState& on_screen, const InferenceRequest& job) {
@@ -31,7 +39,7 @@ FolderJobs::FolderJobs(std::function<void()> wake)
       worker_(std::make_unique<InferenceWorker>(wake_, InferenceWorker::Priority::Background)) {}
 
 void FolderJobs::update(const InferenceRequest& request) {
-  const bool job = is_folder_job(request);
+  const bool job = request.analysis_elsewhere;
   if (choice_) {
     // Back on the running job's models (an undo): there is nothing to choose any more.
     if (job && same_models(request, *submitted_)) choice_.reset();
@@ -63,10 +71,7 @@ std::vector<std::shared_ptr<const InferenceOutcome>> FolderJobs::take_finished()
       Kept kept;
       kept.request = std::move(*submitted_);
       kept.description = std::move(*choice_);
-      if (outcome->error.empty())
-        kept.result = outcome;
-      else
-        kept.error = outcome->error;
+      record(kept, outcome);
       kept_.push_back(std::move(kept));
       submitted_.reset();
       choice_.reset();
@@ -76,13 +81,8 @@ std::vector<std::shared_ptr<const InferenceOutcome>> FolderJobs::take_finished()
   }
   for (Kept& kept : kept_) {
     if (!kept.worker) continue;
-    for (auto& outcome : kept.worker->take_finished()) {
-      if (outcome->analysis_running) continue;
-      if (outcome->error.empty())
-        kept.result = outcome;
-      else
-        kept.error = outcome->error;
-    }
+    for (auto& outcome : kept.worker->take_finished())
+      if (!outcome->analysis_running) record(kept, outcome);
     const bool answered = kept.result || !kept.error.empty() || kept.cancelled;
     if (answered && !kept.worker->busy()) {
       stopped_before_ += kept.worker->runs_stopped();

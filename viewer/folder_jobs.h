@@ -34,8 +34,9 @@ class FolderJobs {
     bool cancelled = false;  // stopped by the user: dropped once its worker is idle
   };
 
-  // Per frame, with what the workbench asks now: submits the job the request's analysis is (or
-  // cancels the running one when the analysis is no folder job any more). A request on other
+  // Per frame, with what the workbench asks now, marked `analysis_elsewhere` where its analysis is
+  // a folder job (is_folder_job): submits that job (or cancels the running one when the analysis is
+  // no folder job any more). A request on other
   // models while a job runs does not replace it: the choice waits for keep() or cancel().
   void update(const InferenceRequest& request);
   // The current job's results finished since the last call, oldest first; the kept jobs' results

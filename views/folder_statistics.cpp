@@ -101,7 +101,7 @@ void FolderViewData::describe(nlohmann::json& about) const {
 bool is_folder_job(const InferenceRequest& request) {
   const AnalysisEntry* entry = find_analysis(request.analysis);
   if (!entry || images_folder(request).empty()) return false;
-  const std::string folder_option = images_option().name;
+  static const std::string folder_option = images_option().name;  // asked every frame: named once
   for (const OptionSpec& option : entry->options)
     if (option.name == folder_option) return true;
   return false;
