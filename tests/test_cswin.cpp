@@ -87,6 +87,10 @@ TEST(CSwin, EveryCaseMatchesThePythonReference) {
 TEST(CSwin, SwappedKernelsStayInTheirStripes) {
   LoadedModel model = load_model(kCaseDir + "cswin_s.safetensors", {}, torch::kCPU);
   c10::InferenceMode inference_mode;
+  // A fixed input: the test runs in a process forked from the suite server, whose random state
+  // depends on what ran before, and with ReLU features a query whose head is negative in every
+  // channel has an all-zero row by right (the kernels run met one under Haswell's kernels).
+  torch::manual_seed(7);
   for (Variant variant : {Variant::Linear, Variant::Focused, Variant::Enhanced, Variant::Anchor, Variant::Softmax}) {
     SCOPED_TRACE(to_string(variant));
     AttentionSettings settings;
