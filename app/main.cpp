@@ -13,6 +13,7 @@
 #include "app/commands.h"
 #include "core/excerpt.h"
 #include "core/fatal_signal.h"
+#include "core/freed_memory.h"
 #include "core/torch_error.h"
 
 namespace attnscope {
@@ -119,6 +120,7 @@ int run_command_line(std::vector<std::string> args) {
 }  // namespace attnscope
 
 int main(int argc, char** argv) {
+  attnscope::keep_freed_memory_for_reuse();
   attnscope::install_fatal_signal_report();
   attnscope::end_process(attnscope::run_command_line(std::vector<std::string>(argv + 1, argv + argc)));
 }

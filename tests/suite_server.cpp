@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "core/freed_memory.h"
 #include "tests/suite_client/suite_protocol.h"
 
 namespace {
@@ -224,6 +225,7 @@ int serve_suites(const std::string& name) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  attnscope::keep_freed_memory_for_reuse();  // as attnscope's own main: the tests run its allocator policy
   if (argc == 3 && std::string(argv[1]) == "--serve-suites") return serve_suites(argv[2]);
   return run_suites(argc, argv);
 }
