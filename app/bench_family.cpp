@@ -13,6 +13,7 @@
 #include "core/assets.h"
 #include "core/excerpt.h"
 #include "models/model_loader.h"
+#include "models/token_linear.h"
 
 namespace attnscope {
 

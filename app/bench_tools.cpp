@@ -181,17 +181,6 @@ std::string shell_quoted(const std::string& text) {
   return quoted + "'";
 }
 
-std::string linear_backend_line() {
-  const LinearBackendChoice& choice = linear_backend();
-  std::ostringstream line;
-  line << "linear layers: " << (choice.onednn ? "oneDNN" : "BLAS") << " (" << choice.reason;
-  if (choice.measured)
-    line << std::fixed << std::setprecision(2) << ": oneDNN " << choice.onednn_ms << " ms, BLAS " << choice.blas_ms
-         << " ms on one core";
-  line << ")\n";
-  return line.str();
-}
-
 std::string no_reference(const std::string& error) {
   return "  (no PyTorch reference: " + (error.empty() ? std::string("--python none") : error) + ")";
 }

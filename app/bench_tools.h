@@ -51,10 +51,6 @@ double vit_forward_gflop(double tokens, double dim, double depth, double heads, 
 // (OpenBLAS's core, OPENBLAS_CORETYPE).
 std::string machine_line();
 
-// "linear layers: BLAS (measured: ...)": the linear layers' GEMM (models/token_linear.h), chosen
-// before anything is timed, as every CPU bench header states it.
-std::string linear_backend_line();
-
 // Why a row has no eager time: the Python side's error, or --python none.
 std::string no_reference(const std::string& error);
 

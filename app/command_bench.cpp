@@ -35,6 +35,7 @@
 #include "models/demo_models.h"
 #include "models/inference.h"
 #include "models/model_loader.h"
+#include "models/token_linear.h"
 #include "views/clip_prompts.h"
 
 namespace attnscope {

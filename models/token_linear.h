@@ -26,6 +26,9 @@ struct LinearBackendChoice {
   std::string reason;                 // "measured", "ATTNSCOPE_LINEAR", or why oneDNN is unavailable
 };
 const LinearBackendChoice& linear_backend();
+// "linear layers: BLAS (measured: ...)\n": the choice above (made at the first call), as every CPU
+// bench header states it, the workbench's included.
+std::string linear_backend_line();
 
 // rows [N, C_in] @ weight^T + bias: without autograd on the CPU through the chosen GEMM (inside a
 // row chunk, on that chunk's one core), otherwise as addmm with the bias fused (autograd, CUDA).
