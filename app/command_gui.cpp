@@ -51,7 +51,10 @@ CommandSyntax gui_syntax() {
       {"screenshot", "FILE", "PNG of the window written after --frames frames (plus FILE.json: where views are)", ""},
       {"width", "PX", "window width", "1600"},
       {"height", "PX", "window height", "1000"},
-      {"bench", "N", "benchmark: N slider changes, median change-to-pixels vs one forward; frame times", "0"},
+      {"bench", "N",
+       "benchmark: N slider changes with the pointer moving and N at rest, median change-to-pixels vs one forward; "
+       "frame times",
+       "0"},
       {"video", "FILE|camera:N", "live input from a video file or a camera instead of --image", ""},
       {"click", "X,Y;..", "with --frames: left clicks at window coordinates once the views are settled", ""},
       {"wheel", "X,Y,N;..",

@@ -1,7 +1,9 @@
-// The workbench at many tokens, under Xvfb: the matrix view's block means and a cancelled exact
-// spectrum (views/panel_maps.h, viewer/gui_benchmark.h).
+// The workbench at many tokens, under Xvfb: the matrix view's block means, a cancelled exact
+// spectrum and a slider change timed with the pointer moving and at rest (views/panel_maps.h,
+// viewer/gui_benchmark.h, viewer/frame_pacing.h).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -9,6 +11,7 @@
 #include "core/assets.h"
 #include "gui_fixture.h"
 #include "random_vit.h"
+#include "viewer/frame_pacing.h"
 
 namespace attnscope {
 
@@ -25,6 +28,55 @@ TEST_F(GuiTest, ACancelledSpectrumLeavesTheWorkbenchAnsweringClicks) {
             std::string::npos)
       << report;
   EXPECT_NE(report.find("the next click -> updated pixels"), std::string::npos) << report;
+}
+
+// With no pointer moving the workbench draws two frames after anything happens, then sleeps: until
+// an event, or while a run goes on, until its result or 0.25 s (the progress bar moves).
+TEST(RestingPace, TwoSettlingFramesThenItSleeps) {
+  using Wait = RestingPace::Wait;
+  RestingPace pace;
+  for (int frame = 0; frame < 3; ++frame) EXPECT_EQ(pace.next(false), Wait::SettlingFrame) << frame;
+  EXPECT_EQ(pace.next(false), Wait::Event);  // idle: no timeout, no CPU
+  for (int wake = 0; wake < 3; ++wake) {
+    EXPECT_EQ(pace.next(true), Wait::SettlingFrame);
+    EXPECT_EQ(pace.next(true), Wait::SettlingFrame);
+    EXPECT_EQ(pace.next(true), Wait::EventOrTimeout);  // running: wakes at least every 0.25 s
+  }
+  EXPECT_EQ(pace.next(true), Wait::SettlingFrame);
+  pace.something_happened();  // a change restarts the settling frames
+  EXPECT_EQ(pace.next(true), Wait::SettlingFrame);
+  EXPECT_EQ(pace.next(true), Wait::SettlingFrame);
+  EXPECT_EQ(pace.next(true), Wait::EventOrTimeout);
+  EXPECT_DOUBLE_EQ(RestingPace::kRunningTimeoutSeconds, 0.25);
+}
+
+// The number after `label` in the benchmark's report, from `from` on (-1: not found).
+double reported_number(const std::string& report, const std::string& label, size_t from) {
+  const size_t at = report.find(label, from);
+  return at == std::string::npos ? -1.0 : std::stod(report.substr(at + label.size()));
+}
+
+// The benchmark times a p change twice: with the pointer moving (frames at 60 Hz) and at rest,
+// where the frames are the workbench's own (RestingPace): the change's frame, two settling frames,
+// then three per wake, one wake per 0.25 s at most, until the result's.
+TEST_F(GuiTest, TheBenchmarkTimesASliderChangeWithThePointerMovingAndAtRest) {
+  const std::string weights = save_random_vit(folder_ / "vit1601.safetensors", 40, 23);
+  const nlohmann::json session = {{"model", weights}, {"image", asset_path("images/chelsea.png")}};
+  ASSERT_EQ(run_gui(session, 4, "--bench 1"), 0) << log();
+  const std::string report = log();
+  const size_t moving = report.find("p changed with the pointer moving");
+  const size_t at_rest = report.find("p changed with the pointer at rest");
+  ASSERT_NE(moving, std::string::npos) << report;
+  ASSERT_NE(at_rest, std::string::npos) << report;
+  const std::string frames = "frames drawn while the forward ran (median):";
+  const std::string latency = "slider change -> updated pixels (median):";
+  for (const size_t mode : {moving, at_rest}) {
+    EXPECT_GT(reported_number(report, latency, mode), 0.0) << report;
+    EXPECT_GE(reported_number(report, frames, mode), 0.0) << report;
+  }
+  const double latency_at_rest = reported_number(report, latency, at_rest);
+  EXPECT_LE(reported_number(report, frames, at_rest), 2.0 + 3.0 * std::ceil(latency_at_rest / 250.0)) << report;
+  EXPECT_NE(report.find("linear layers: "), std::string::npos) << report;
 }
 
 // Above 1,024 tokens a side the matrix view draws block means (2x2 at 1,601 tokens): what the

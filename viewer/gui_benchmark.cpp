@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "models/inference.h"
+#include "models/token_linear.h"
 #include "viewer/workbench.h"
 
 namespace attnscope {
@@ -71,19 +72,20 @@ double GuiBenchmark::baseline_forward_ms() {
 
 void GuiBenchmark::between_frames(Workbench& bench) {
   if (baseline_taken_ || waiting_ || finished() || !bench.settled() || !bench.outcome) return;
-  if (change() != Change::P) {  // clicks and layer changes are timed without a baseline forward
+  if (!changes_p()) {  // clicks and layer changes are timed without a baseline forward
     baseline_taken_ = true;
     return;
   }
-  if (baselines_.empty()) baseline_forward_ms();  // warm-up
-  baselines_.push_back(baseline_forward_ms());
+  PRounds& rounds = change() == Change::P ? moving_ : at_rest_;
+  if (rounds.baselines.empty()) baseline_forward_ms();  // warm-up
+  rounds.baselines.push_back(baseline_forward_ms());
   baseline_taken_ = true;
 }
 
-void GuiBenchmark::before_update(Workbench& bench) {
-  if (!baseline_taken_ || waiting_ || finished()) return;
+bool GuiBenchmark::before_update(Workbench& bench) {
+  if (!baseline_taken_ || waiting_ || finished()) return false;
   const InferenceOutcome& shown = *bench.outcome;
-  if (change() == Change::P) {
+  if (changes_p()) {
     bench.state.attention.p = done_ % 2 ? 3.0 : 4.0;  // alternating values: every change needs a forward
   } else if (change() == Change::Query) {
     click_another_query(bench);
@@ -96,6 +98,8 @@ void GuiBenchmark::before_update(Workbench& bench) {
   }
   changed_at_ = Clock::now();
   waiting_ = true;
+  frames_this_run_ = 0;
+  return true;
 }
 
 // A click on a patch of the shown layer's grid, a different one every round.
@@ -111,10 +115,11 @@ void GuiBenchmark::after_update(Workbench& bench) {
 }
 
 void GuiBenchmark::after_frame(Workbench& bench, double frame_ms, double cpu_ms, bool was_running) {
-  if (was_running) {
+  if (was_running && waiting_) ++frames_this_run_;
+  if (was_running && change() != Change::PAtRest) {
     frames_running_.push_back(frame_ms);
     frames_running_cpu_.push_back(cpu_ms);
-  } else {
+  } else if (!was_running) {
     frames_idle_.push_back(frame_ms);
   }
   if (waiting_ && change() == Change::Cancel && cancel_step_ != CancelStep::Click) {
@@ -149,11 +154,13 @@ void GuiBenchmark::after_frame(Workbench& bench, double frame_ms, double cpu_ms,
     ++done_;
     return;
   }
-  if (change() == Change::P) {
-    latencies_.push_back(latency);
-    ratios_.push_back(latency / baselines_.back());
-    worker_forwards_.push_back(bench.outcome->panels.front().forward_ms);
-    gui_side_.push_back(latency - bench.outcome->total_ms);
+  if (changes_p()) {
+    PRounds& rounds = change() == Change::P ? moving_ : at_rest_;
+    rounds.latencies.push_back(latency);
+    rounds.ratios.push_back(latency / rounds.baselines.back());
+    rounds.worker_forwards.push_back(bench.outcome->panels.front().forward_ms);
+    rounds.gui_side.push_back(latency - bench.outcome->total_ms);
+    rounds.frames_while_running.push_back(frames_this_run_);
   } else {
     (change() == Change::Query ? click_latencies_ : layer_latencies_).push_back(latency);
     if (!bench.outcome->forward_reused) ++reran_forward_;
@@ -166,18 +173,27 @@ void GuiBenchmark::after_frame(Workbench& bench, double frame_ms, double cpu_ms,
 
 void GuiBenchmark::report(std::ostream& out, const Workbench& bench) const {
   const InferenceOutcome& outcome = *bench.outcome;
-  out << "gui benchmark: " << changes_ << " rounds each of a p change, a query click and a layer change, "
+  out << "gui benchmark: " << changes_
+      << " rounds each of a p change with the pointer moving, one with it at rest, a query click and a layer change, "
       << outcome.panels.front().description << " on " << outcome.model_family << " (" << outcome.depth << " blocks, "
       << outcome.heads << " heads, " << outcome.layout.grid_h << "x" << outcome.layout.grid_w << " grid), "
       << outcome.panels.size() << " panel(s), device " << outcome.device << ", window " << bench.options.width << "x"
-      << bench.options.height << "\n"
-      << "  one forward pass (plain, one per round, median):   " << median(baselines_) << " ms\n"
-      << "  the worker's forward for the change (median):      " << median(worker_forwards_) << " ms\n"
-      << "  slider change -> updated pixels (median):          " << median(latencies_) << " ms\n"
-      << "  ratio to one forward (median over rounds):         " << median(ratios_) << " x (target <= 1.2)\n"
-      << "  of the latency, after the worker's result (median): " << median(gui_side_)
-      << " ms (wake, upload, render, glFinish)\n"
-      << "  frame time while inference runs: median " << median(frames_running_) << " ms, p95 "
+      << bench.options.height << "\n  " << linear_backend_line();
+  const auto p_rounds = [&](const PRounds& rounds, const char* heading) {
+    out << "  " << heading << "\n"
+        << "    one forward pass (plain, one per round, median):    " << median(rounds.baselines) << " ms\n"
+        << "    the worker's forward for the change (median):       " << median(rounds.worker_forwards) << " ms\n"
+        << "    slider change -> updated pixels (median):           " << median(rounds.latencies) << " ms\n"
+        << "    ratio to one forward (median over rounds):          " << median(rounds.ratios) << " x (target <= 1.2)\n"
+        << "    of the latency, after the worker's result (median): " << median(rounds.gui_side)
+        << " ms (wake, upload, render, glFinish)\n"
+        << "    frames drawn while the forward ran (median):        " << median(rounds.frames_while_running) << "\n";
+  };
+  p_rounds(moving_, "p changed with the pointer moving (frames at 60 Hz throughout, as mid-drag):");
+  p_rounds(at_rest_,
+           "p changed with the pointer at rest (the frames the workbench draws with no input: two, then it "
+           "sleeps until the result wakes it; a click on the slider, a typed value, a drag's end):");
+  out << "  frame time while inference runs, pointer moving: median " << median(frames_running_) << " ms, p95 "
       << percentile(frames_running_, 0.95) << " ms over " << frames_running_.size()
       << " frames (target <= 16 ms); CPU part (ImGui, uploads) median " << median(frames_running_cpu_)
       << " ms, the rest GL rendering to glFinish\n"

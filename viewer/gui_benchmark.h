@@ -1,6 +1,9 @@
 // The workbench's latency benchmark (`attnscope gui --bench N`): in N rounds it times one plain
 // forward pass, then changes p as a slider would and times until the frame showing the new result
-// has been drawn and finished by GL; it also records frame times while inference runs. Then N
+// has been drawn and finished by GL, with frames at 60 Hz meanwhile (the pointer still moving);
+// it also records frame times while inference runs. N more rounds change p with the pointer at
+// rest: the frames are then the ones the workbench draws with no input (two, then it sleeps until
+// the result wakes it), as after a click on the slider or the end of a drag. Then N
 // clicks on another query patch and N changes of the layer, each timed the same way: they reuse
 // the forward (the captured q, k), and the report says whether each did. Last, once: the exact
 // spectrum of every head is asked for (the matrix view with --ranks exact), cancelled as soon as
@@ -32,10 +35,14 @@ class GuiBenchmark {
   ~GuiBenchmark();
 
   void between_frames(Workbench& bench);  // a round's baseline forward, outside any timed frame
-  void before_update(Workbench& bench);   // the round's change, once the previous one is on screen
+  // The round's change, once the previous one is on screen; true when it made one.
+  bool before_update(Workbench& bench);
   void after_update(Workbench& bench);
   void after_frame(Workbench& bench, double frame_ms, double cpu_ms, bool was_running);
-  bool finished() const { return done_ >= 3 * changes_ + 1; }
+  bool finished() const { return done_ >= 4 * changes_ + 1; }
+  // While a change made with the pointer at rest waits for its result: the loop then paces its
+  // frames as the workbench does with no input, not at 60 Hz.
+  bool pointer_at_rest() const { return waiting_ && change() == Change::PAtRest; }
   void report(std::ostream& out, const Workbench& bench) const;
 
  private:
@@ -49,14 +56,17 @@ class GuiBenchmark {
   AppState state_;
   std::optional<LoadedModel> model_;
   RgbImage prepared_;
-  // Rounds [0, N): p changes; [N, 2N): query clicks; [2N, 3N): layer changes; 3N: the cancel.
-  enum class Change { P, Query, Layer, Cancel };
+  // Rounds [0, N): p changes with the pointer moving; [N, 2N): at rest; [2N, 3N): query clicks;
+  // [3N, 4N): layer changes; 4N: the cancel.
+  enum class Change { P, PAtRest, Query, Layer, Cancel };
   Change change() const {
     return done_ < changes_       ? Change::P
-           : done_ < 2 * changes_ ? Change::Query
-           : done_ < 3 * changes_ ? Change::Layer
+           : done_ < 2 * changes_ ? Change::PAtRest
+           : done_ < 3 * changes_ ? Change::Query
+           : done_ < 4 * changes_ ? Change::Layer
                                   : Change::Cancel;
   }
+  bool changes_p() const { return change() == Change::P || change() == Change::PAtRest; }
   void click_another_query(Workbench& bench);
   // The cancel round's steps: the spectra asked for, cancel pressed, the click after it.
   enum class CancelStep { Spectra, Stopping, Click };
@@ -67,7 +77,12 @@ class GuiBenchmark {
   bool spectra_finished_first_ = false;  // too quick to cancel (the exact path was cheap)
   int stopped_before_cancel_ = 0;        // the worker's count of runs stopped mid-way, at the cancel
   bool stopped_mid_way_ = false;         // the spectra's run stopped, rather than finishing unseen
-  std::vector<double> baselines_, latencies_, ratios_, worker_forwards_, gui_side_;
+  // Per p change, with the pointer moving and at rest.
+  struct PRounds {
+    std::vector<double> baselines, latencies, ratios, worker_forwards, gui_side, frames_while_running;
+  };
+  PRounds moving_, at_rest_;
+  int frames_this_run_ = 0;
   std::vector<double> click_latencies_, layer_latencies_;
   int reran_forward_ = 0;  // clicks and layer changes whose result ran a forward (should be none)
   std::vector<double> frames_running_, frames_running_cpu_, frames_idle_;

@@ -18,6 +18,7 @@
 #include "core/colormap_image.h"
 #include "core/json_checked.h"
 #include "models/model_loader.h"
+#include "viewer/frame_pacing.h"
 #include "viewer/gl/frame.h"
 #include "viewer/gui_benchmark.h"
 #include "viewer/panels/panel.h"
@@ -33,6 +34,23 @@ using Clock = std::chrono::steady_clock;
 
 double frame_milliseconds_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// One wait of the loop at rest (viewer/frame_pacing.h); `next_frame` waits for a settling frame:
+// vsync on a display, a 60 Hz timer headless.
+template <class NextFrame>
+void wait_at_rest(RestingPace& pace, bool running, NextFrame next_frame) {
+  switch (pace.next(running)) {
+    case RestingPace::Wait::SettlingFrame:
+      next_frame();
+      break;
+    case RestingPace::Wait::EventOrTimeout:
+      glfwWaitEventsTimeout(RestingPace::kRunningTimeoutSeconds);  // woken early by an event or a result
+      break;
+    case RestingPace::Wait::Event:
+      glfwWaitEvents();  // idle: no CPU until something happens
+      break;
+  }
 }
 
 // The numbers each map on screen was drawn from, as uploaded (attention maps in display units): what
@@ -174,7 +192,8 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
     std::vector<std::unique_ptr<WorkbenchPanel>> panels = make_panels();
     const bool headless = options.frames > 0 || options.bench_changes > 0;
     // Frames since everything settled (the panels and any folder job), and since the panels did.
-    int settled_frames = 0, panels_settled_frames = 0, redraw_frames = 3;
+    int settled_frames = 0, panels_settled_frames = 0;
+    RestingPace resting;
     // Scripted pointer input (tests), one step per frame: a click presses then releases the left
     // button; a drag presses the right button, moves with it held, and releases at the end.
     struct PointerStep {
@@ -208,29 +227,28 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       if (headless) {
         // Like a display's vsync, at most one frame per 16.7 ms (Xvfb has none), but a finished
         // result wakes the loop at once; a screenshot run sleeps until its result is in.
-        const double until_next_frame =
-            std::chrono::duration<double>(last_frame_start + std::chrono::microseconds(16667) - Clock::now()).count();
+        const auto sixty_hertz = [&] {
+          const double until_next_frame =
+              std::chrono::duration<double>(last_frame_start + std::chrono::microseconds(16667) - Clock::now()).count();
+          if (until_next_frame > 0 && !bench.result_waiting())
+            glfwWaitEventsTimeout(until_next_frame);
+          else
+            glfwPollEvents();
+        };
         if (options.frames > 0 && !(bench.settled() && bench.jobs_settled()))
           glfwWaitEventsTimeout(0.1);
-        else if (until_next_frame > 0 && !bench.result_waiting())
-          glfwWaitEventsTimeout(until_next_frame);
+        else if (timing && timing->pointer_at_rest())
+          wait_at_rest(resting, true, sixty_hertz);  // the change's request is pending or running
         else
-          glfwPollEvents();
-      } else if (redraw_frames > 0) {
-        glfwPollEvents();
-        --redraw_frames;
-      } else if (bench.video || bench.worker.busy || bench.worker.job_busy) {
-        glfwWaitEventsTimeout(0.25);  // woken early by a frame or a result
-        redraw_frames = 2;
+          sixty_hertz();
       } else {
-        glfwWaitEvents();   // idle: no CPU until something happens
-        redraw_frames = 2;  // ImGui settles hover and focus over a couple of frames
+        wait_at_rest(resting, bench.video || bench.worker.busy || bench.worker.job_busy, [] { glfwPollEvents(); });
       }
       if (timing) timing->between_frames(bench);
       const auto frame_start = Clock::now();
       last_frame_start = frame_start;
       const bool was_running = bench.worker.busy;
-      if (timing) timing->before_update(bench);
+      if (timing && timing->before_update(bench)) resting.something_happened();
 
       int width = 0, height = 0;
       glfwGetFramebufferSize(window, &width, &height);
