@@ -8,7 +8,7 @@ namespace attnscope {
 // block sits free there, and a thread other than the main one (the workbench's worker) has heaps
 // of its own that it trims so after every forward. The next forward faults every page in again,
 // zeroed by the kernel: a DeiT-Small forward on the workbench's benchmark thread spent a fifth of
-// its time in page faults (175-195 against 97-114 ms kept; docs/speed.md). This keeps up to
+// its time in page faults (126-197 against 65-75 ms with this policy; docs/speed.md). This keeps up to
 // 64 MiB free per heap and serves blocks under 32 MiB from the heaps; larger ones (a long input's
 // attention matrices) are mapped and unmapped as before. A GLIBC_TUNABLES naming malloc settings
 // wins: the user chose. Call before any thread starts.
