@@ -9,13 +9,16 @@
 
 namespace attnscope {
 
-void keep_freed_memory_for_reuse() {
+bool keep_freed_memory_for_reuse() {
 #if defined(__GLIBC__)
   const char* tunables = std::getenv("GLIBC_TUNABLES");
-  if (tunables && std::strstr(tunables, "glibc.malloc.")) return;
+  if (tunables && std::strstr(tunables, "glibc.malloc.")) return false;
   constexpr int kMiB = 1 << 20;
   mallopt(M_MMAP_THRESHOLD, 32 * kMiB);  // a fixed value also stops glibc's own adjustment
   mallopt(M_TRIM_THRESHOLD, 64 * kMiB);
+  return true;
+#else
+  return false;
 #endif
 }
 

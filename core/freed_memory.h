@@ -11,7 +11,8 @@ namespace attnscope {
 // its time in page faults (126-197 against 65-75 ms with this policy; docs/speed.md). This keeps up to
 // 64 MiB free per heap and serves blocks under 32 MiB from the heaps; larger ones (a long input's
 // attention matrices) are mapped and unmapped as before. A GLIBC_TUNABLES naming malloc settings
-// wins: the user chose. Call before any thread starts.
-void keep_freed_memory_for_reuse();
+// wins: the user chose. Call before any thread starts. Returns whether it set the thresholds (false
+// under such a GLIBC_TUNABLES, or without glibc).
+bool keep_freed_memory_for_reuse();
 
 }  // namespace attnscope

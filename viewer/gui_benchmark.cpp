@@ -76,7 +76,7 @@ void GuiBenchmark::between_frames(Workbench& bench) {
     baseline_taken_ = true;
     return;
   }
-  PRounds& rounds = change() == Change::P ? moving_ : at_rest_;
+  PRounds& rounds = p_rounds();
   if (rounds.baselines.empty()) baseline_forward_ms();  // warm-up
   rounds.baselines.push_back(baseline_forward_ms());
   baseline_taken_ = true;
@@ -155,7 +155,7 @@ void GuiBenchmark::after_frame(Workbench& bench, double frame_ms, double cpu_ms,
     return;
   }
   if (changes_p()) {
-    PRounds& rounds = change() == Change::P ? moving_ : at_rest_;
+    PRounds& rounds = p_rounds();
     rounds.latencies.push_back(latency);
     rounds.ratios.push_back(latency / rounds.baselines.back());
     rounds.worker_forwards.push_back(bench.outcome->panels.front().forward_ms);

@@ -82,6 +82,7 @@ class GuiBenchmark {
     std::vector<double> baselines, latencies, ratios, worker_forwards, gui_side, frames_while_running;
   };
   PRounds moving_, at_rest_;
+  PRounds& p_rounds() { return change() == Change::P ? moving_ : at_rest_; }  // the current p round's
   int frames_this_run_ = 0;
   std::vector<double> click_latencies_, layer_latencies_;
   int reran_forward_ = 0;  // clicks and layer changes whose result ran a forward (should be none)
