@@ -52,8 +52,8 @@ CommandSyntax gui_syntax() {
       {"width", "PX", "window width", "1600"},
       {"height", "PX", "window height", "1000"},
       {"bench", "N",
-       "benchmark: N slider changes with the pointer moving and N at rest, median change-to-pixels vs one forward; "
-       "frame times",
+       "benchmark: N slider changes each with the pointer moving where nothing changes, moving across a map, and at "
+       "rest; median change-to-pixels vs one forward; frames drawn, skipped and held back",
        "0"},
       {"video", "FILE|camera:N", "live input from a video file or a camera instead of --image", ""},
       {"click", "X,Y;..", "with --frames: left clicks at window coordinates once the views are settled", ""},

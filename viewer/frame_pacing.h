@@ -5,6 +5,8 @@
 // (viewer/main_loop.cpp); no GLFW here, so the sequence is tested on its own.
 #pragma once
 
+#include <algorithm>
+
 namespace attnscope {
 
 class RestingPace {
@@ -28,6 +30,32 @@ class RestingPace {
 
  private:
   int settle_frames_ = 3;  // the first frames after the window opens
+};
+
+// While a run computes and GL rasterises on the same CPU cores (a software renderer: Xvfb, a
+// remote or virtual display), each drawn frame takes the forward's cores: at 1600 x 1000 under
+// llvmpipe a frame costs 10-13 ms, so a tooltip following the pointer at 60 Hz made a DeiT-S forward
+// half as slow again. Then a frame that brings nothing new from the worker (a tooltip, a hover
+// highlight, a slider's knob) waits until rendering has had at most a fifth of the time since the
+// last frame drawn; a frame with a new result is drawn at once. Times are in seconds, from any
+// fixed origin.
+class SharedCoresPace {
+ public:
+  static constexpr double kMostRenderingShare = 0.2;
+
+  // Seconds until a frame with nothing new from the worker may be drawn at `now`; 0: at once.
+  double wait_before_drawing(double now) const {
+    const double allowed = last_end_ + last_cost_ * (1.0 / kMostRenderingShare - 1.0);
+    return std::max(0.0, allowed - now);
+  }
+  // A frame was rendered and presented from `start` to `end`.
+  void drawn(double start, double end) {
+    last_cost_ = std::max(0.0, end - start);
+    last_end_ = end;
+  }
+
+ private:
+  double last_end_ = 0.0, last_cost_ = 0.0;
 };
 
 }  // namespace attnscope

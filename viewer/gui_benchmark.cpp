@@ -1,6 +1,7 @@
 #include "viewer/gui_benchmark.h"
 
 #include <algorithm>
+#include <cmath>
 #include <exception>
 
 #include "models/inference.h"
@@ -110,16 +111,29 @@ void GuiBenchmark::click_another_query(Workbench& bench) {
   bench.state.query = QuerySpec::patch(row, col);
 }
 
+std::optional<ImVec2> GuiBenchmark::pointer(const Workbench& bench) const {
+  if (change() != Change::PHovering || bench.drawn.views.empty()) return std::nullopt;
+  // Across the map's middle row, 7 px a frame, so the highlighted patch and the tooltip's text
+  // change as they do under a hand.
+  const DrawnView& map = bench.drawn.views.front();
+  const float span = std::max(1.0f, map.width - 2.0f);
+  return ImVec2(map.x + 1.0f + std::fmod(7.0f * float(frames_), span), map.y + 0.5f * map.height);
+}
+
 void GuiBenchmark::after_update(Workbench& bench) {
   if (waiting_ && !awaited_id_) awaited_id_ = bench.worker.submitted_id;
 }
 
-void GuiBenchmark::after_frame(Workbench& bench, double frame_ms, double cpu_ms, bool was_running) {
-  if (was_running && waiting_) ++frames_this_run_;
-  if (was_running && change() != Change::PAtRest) {
+void GuiBenchmark::after_frame(Workbench& bench, double frame_ms, double cpu_ms, bool was_running, Frame frame) {
+  ++frames_;
+  frames_unchanged_ += frame == Frame::Unchanged;
+  frames_held_back_ += frame == Frame::HeldBack;
+  const bool drawn = frame == Frame::Drawn;
+  if (was_running && waiting_ && drawn) ++frames_this_run_;
+  if (drawn && was_running && change() != Change::PAtRest) {  // the frame times with the pointer moving
     frames_running_.push_back(frame_ms);
     frames_running_cpu_.push_back(cpu_ms);
-  } else if (!was_running) {
+  } else if (drawn && !was_running) {
     frames_idle_.push_back(frame_ms);
   }
   if (waiting_ && change() == Change::Cancel && cancel_step_ != CancelStep::Click) {
@@ -174,7 +188,8 @@ void GuiBenchmark::after_frame(Workbench& bench, double frame_ms, double cpu_ms,
 void GuiBenchmark::report(std::ostream& out, const Workbench& bench) const {
   const InferenceOutcome& outcome = *bench.outcome;
   out << "gui benchmark: " << changes_
-      << " rounds each of a p change with the pointer moving, one with it at rest, a query click and a layer change, "
+      << " rounds each of a p change three ways (the pointer moving where nothing changes, across a map, at rest), a "
+         "query click and a layer change, "
       << outcome.panels.front().description << " on " << outcome.model_family << " (" << outcome.depth << " blocks, "
       << outcome.heads << " heads, " << outcome.layout.grid_h << "x" << outcome.layout.grid_w << " grid), "
       << outcome.panels.size() << " panel(s), device " << outcome.device << ", window " << bench.options.width << "x"
@@ -189,11 +204,18 @@ void GuiBenchmark::report(std::ostream& out, const Workbench& bench) const {
         << " ms (wake, upload, render, glFinish)\n"
         << "    frames drawn while the forward ran (median):        " << median(rounds.frames_while_running) << "\n";
   };
-  p_rounds(moving_, "p changed with the pointer moving (frames at 60 Hz throughout, as mid-drag):");
-  p_rounds(at_rest_,
+  p_rounds(p_rounds_[int(Change::P)],
+           "p changed with the pointer moving where nothing changes (frames at 60 Hz, skipped when they would "
+           "show what is on screen):");
+  p_rounds(p_rounds_[int(Change::PHovering)],
+           "p changed with the pointer moving across a map (its tooltip and highlighted patch follow it: every "
+           "frame differs; at 60 Hz, or while the forward runs as often as rendering may share the cores):");
+  p_rounds(p_rounds_[int(Change::PAtRest)],
            "p changed with the pointer at rest (the frames the workbench draws with no input: two, then it "
            "sleeps until the result wakes it; a click on the slider, a typed value, a drag's end):");
-  out << "  frame time while inference runs, pointer moving: median " << median(frames_running_) << " ms, p95 "
+  out << "  frames skipped as showing the pixels already on screen: " << frames_unchanged_ << " of " << frames_
+      << " (same draw lists, same textures); held back while a forward shared the cores: " << frames_held_back_ << "\n"
+      << "  frame time while inference runs, pointer moving: median " << median(frames_running_) << " ms, p95 "
       << percentile(frames_running_, 0.95) << " ms over " << frames_running_.size()
       << " frames (target <= 16 ms); CPU part (ImGui, uploads) median " << median(frames_running_cpu_)
       << " ms, the rest GL rendering to glFinish\n"

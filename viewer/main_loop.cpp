@@ -20,8 +20,10 @@
 #include "models/model_loader.h"
 #include "viewer/frame_pacing.h"
 #include "viewer/gl/frame.h"
+#include "viewer/gl/texture.h"
 #include "viewer/gui_benchmark.h"
 #include "viewer/panels/panel.h"
+#include "viewer/presented_frame.h"
 #include "viewer/workbench.h"
 #include "views/option_catalog.h"
 #include "views/panel_maps.h"
@@ -164,6 +166,9 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
   glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
   glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
+  // A screenshot run draws into one buffer, which it reads at the end: a frame skipped as unchanged
+  // leaves the last drawn one there, as the screen would show it.
+  if (options.frames > 0) glfwWindowHint(GLFW_DOUBLEBUFFER, GLFW_FALSE);
   GLFWwindow* window = glfwCreateWindow(options.width, options.height, "attnscope", nullptr, nullptr);
   if (!window) {
     glfwTerminate();
@@ -172,6 +177,7 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
   glfwMakeContextCurrent(window);
   // Headless runs and benchmarks measure our own work, not the display's refresh.
   glfwSwapInterval(options.frames > 0 || options.bench_changes > 0 ? 0 : 1);
+  const bool rasterises_on_cpu = gl::renders_on_cpu();
 
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();
@@ -184,16 +190,26 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
   int exit_code = 0;
   {
     Workbench bench(std::move(state), options);
-    glfwSetWindowUserPointer(window, &bench);
+    PresentedFrame presented;
+    struct WindowHooks {
+      Workbench& bench;
+      PresentedFrame& presented;
+    } hooks{bench, presented};
+    glfwSetWindowUserPointer(window, &hooks);
     glfwSetDropCallback(window, [](GLFWwindow* w, int count, const char** paths) {
-      auto* target = static_cast<Workbench*>(glfwGetWindowUserPointer(w));
-      for (int i = 0; i < count; ++i) target->open_dropped(paths[i]);
+      auto* target = static_cast<WindowHooks*>(glfwGetWindowUserPointer(w));
+      for (int i = 0; i < count; ++i) target->bench.open_dropped(paths[i]);
     });
+    // The window was uncovered or its contents lost: the next frame draws even if nothing changed.
+    glfwSetWindowRefreshCallback(
+        window, [](GLFWwindow* w) { static_cast<WindowHooks*>(glfwGetWindowUserPointer(w))->presented.forget(); });
     std::vector<std::unique_ptr<WorkbenchPanel>> panels = make_panels();
     const bool headless = options.frames > 0 || options.bench_changes > 0;
     // Frames since everything settled (the panels and any folder job), and since the panels did.
     int settled_frames = 0, panels_settled_frames = 0;
     RestingPace resting;
+    SharedCoresPace shared_cores;
+    double deferred_seconds = 0.0;  // a frame waits this long to be drawn (SharedCoresPace)
     // Scripted pointer input (tests), one step per frame: a click presses then releases the left
     // button; a drag presses the right button, moves with it held, and releases at the end.
     struct PointerStep {
@@ -222,6 +238,7 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
     bool key_down = false;
     const auto started = Clock::now();
     auto last_frame_start = started;
+    const auto seconds_now = [&] { return std::chrono::duration<double>(Clock::now() - started).count(); };
 
     while (!glfwWindowShouldClose(window) && !bench.quit_requested) {
       if (headless) {
@@ -235,12 +252,15 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
           else
             glfwPollEvents();
         };
-        if (options.frames > 0 && !(bench.settled() && bench.jobs_settled()))
-          glfwWaitEventsTimeout(0.1);
-        else if (timing && timing->pointer_at_rest())
+        // The benchmark paces its frames as its round says, screenshot or not.
+        if (timing && timing->pointer_at_rest() && deferred_seconds <= 0)
           wait_at_rest(resting, true, sixty_hertz);  // the change's request is pending or running
+        else if (!timing && options.frames > 0 && !(bench.settled() && bench.jobs_settled()))
+          glfwWaitEventsTimeout(0.1);
         else
           sixty_hertz();
+      } else if (deferred_seconds > 0) {
+        glfwWaitEventsTimeout(deferred_seconds);  // the frame held back, drawn then at the latest
       } else {
         wait_at_rest(resting, bench.video || bench.worker.busy || bench.worker.job_busy, [] { glfwPollEvents(); });
       }
@@ -258,6 +278,7 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       // highlight or tooltip lands in a screenshot or a timing.
       ImGuiIO& io = ImGui::GetIO();
       if (headless) io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
+      if (const auto pointer = timing ? timing->pointer(bench) : std::nullopt) io.MousePos = *pointer;
       // A gesture starts once the views are settled and then takes one step per frame.
       const bool mid_gesture = next_step > 0 && pointer_steps[next_step - 1].down;
       if (options.frames > 0 && next_step < pointer_steps.size() && (mid_gesture || settled_frames >= 2)) {
@@ -294,8 +315,22 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       ImGui::Render();
       const double cpu_ms = frame_milliseconds_since(frame_start);
       const ImVec4 background = ImGui::GetStyle().Colors[ImGuiCol_WindowBg];  // panels draw none
-      gl::clear_frame(width, height, background.x, background.y, background.z);
-      ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+      // A frame that would show the pixels already on screen is neither rendered nor swapped, and
+      // one with nothing new from a running forward may wait (SharedCoresPace). Screenshot runs
+      // do the same: they read the front buffer, so a frame wrongly skipped shows in their picture.
+      const uint64_t texture_pixels = gl::texture_pixels_version();
+      bool draw_frame = presented.differs(*ImGui::GetDrawData(), width, height, background, texture_pixels);
+      bool last_frame = false;
+      deferred_seconds = 0.0;
+      if (draw_frame && rasterises_on_cpu && bench.worker.busy && !presented.textures_changed(texture_pixels)) {
+        deferred_seconds = shared_cores.wait_before_drawing(seconds_now());
+        draw_frame = deferred_seconds <= 0;
+      }
+      const double render_start = seconds_now();
+      if (draw_frame) {
+        gl::clear_frame(width, height, background.x, background.y, background.z);
+        ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+      }
 
       if (options.frames > 0) {
         // A model opened once the panels settled (after the pointer steps), while a folder job may
@@ -355,18 +390,30 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
                             !key_down;
         if ((settled_frames >= options.frames && next_step == pointer_steps.size() && exported && opened) ||
             timed_out) {
-          if (!options.screenshot.empty()) write_screenshot(bench, panels, options.screenshot, width, height);
           if (timed_out) {
             std::cerr << "attnscope gui: no result within 300 s\n";
             exit_code = 1;
           }
-          break;
+          last_frame = true;
         }
       }
-      glfwSwapBuffers(window);
+      if (draw_frame) {
+        glfwSwapBuffers(window);
+        if (timing) gl::finish();
+        shared_cores.drawn(render_start, seconds_now());
+        presented.presented();
+      }
+      if (last_frame) {
+        // What is on screen: the frames the loop skipped or held back are in it or nowhere.
+        if (!options.screenshot.empty()) write_screenshot(bench, panels, options.screenshot, width, height);
+        break;
+      }
       if (timing) {
-        gl::finish();
-        timing->after_frame(bench, frame_milliseconds_since(frame_start), cpu_ms, was_running);
+        using Frame = GuiBenchmark::Frame;
+        timing->after_frame(bench, frame_milliseconds_since(frame_start), cpu_ms, was_running,
+                            draw_frame               ? Frame::Drawn
+                            : deferred_seconds > 0.0 ? Frame::HeldBack
+                                                     : Frame::Unchanged);
         if (timing->finished()) break;
         if (!bench.messages.error.empty() && !bench.outcome) {
           std::cerr << "attnscope gui: " << bench.messages.error << "\n";

@@ -8,11 +8,11 @@
 namespace attnscope::gl {
 
 namespace {
-uint64_t next_version() {
-  static uint64_t counter = 0;  // textures live on the main thread only
-  return ++counter;
-}
+uint64_t pixels_counter = 0;  // textures live on the main thread only
 }  // namespace
+
+uint64_t texture_pixels_version() { return pixels_counter; }
+uint64_t next_texture_pixels_version() { return ++pixels_counter; }
 
 Texture::~Texture() {
   if (name_) glDeleteTextures(1, &name_);
@@ -39,7 +39,7 @@ void Texture::ensure(int width, int height, int internal_format, int filter) {
   width_ = width;
   height_ = height;
   internal_format_ = internal_format;
-  version_ = next_version();
+  version_ = next_texture_pixels_version();
 }
 
 void Texture::upload_rgb(const cv::Mat& rgb) {

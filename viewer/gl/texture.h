@@ -38,6 +38,12 @@ class Texture {
   uint64_t version_ = 0;
 };
 
+// Rises whenever any texture's pixels may have changed (an upload, a render into a RenderTarget):
+// a frame with the same draw commands and the same number shows the same pixels (PresentedFrame).
+uint64_t texture_pixels_version();
+// Raises it; viewer/gl/ code that writes a texture other than by an upload calls it.
+uint64_t next_texture_pixels_version();
+
 // ImGui::Image for an opaque texture, drawn with blending off: under a software rasteriser blending
 // reads back every covered pixel, and a panel's map covers most of the window.
 // `uv0` and `uv1` select the part shown (the whole texture by default: a zoomed view shows less).
