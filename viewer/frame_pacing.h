@@ -37,16 +37,22 @@ class RestingPace {
 // llvmpipe a frame costs 10-13 ms, so a tooltip following the pointer at 60 Hz made a DeiT-S forward
 // half as slow again. Then a frame that brings nothing new from the worker (a tooltip, a hover
 // highlight, a slider's knob) waits until rendering has had at most a fifth of the time since the
-// last frame drawn; a frame with a new result is drawn at once. Times are in seconds, from any
-// fixed origin.
+// last frame drawn, and, when the result is expected within one more such wait, for the result,
+// which brings its changes along; a frame with a new result is drawn at once. Times are in
+// seconds, from any fixed origin.
 class SharedCoresPace {
  public:
   static constexpr double kMostRenderingShare = 0.2;
 
   // Seconds until a frame with nothing new from the worker may be drawn at `now`; 0: at once.
-  double wait_before_drawing(double now) const {
-    const double allowed = last_end_ + last_cost_ * (1.0 / kMostRenderingShare - 1.0);
-    return std::max(0.0, allowed - now);
+  // `result_expected_at`: when the running request should finish, from the last run's time (at or
+  // before `now`: unknown, or late, and then nothing waits for it).
+  double wait_before_drawing(double now, double result_expected_at) const {
+    const double interval = last_cost_ * (1.0 / kMostRenderingShare - 1.0);
+    const double allowed = last_end_ + interval;
+    if (now < allowed) return allowed - now;
+    if (result_expected_at > now && result_expected_at <= now + interval) return result_expected_at - now;
+    return 0.0;
   }
   // A frame was rendered and presented from `start` to `end`.
   void drawn(double start, double end) {

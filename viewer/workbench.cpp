@@ -200,7 +200,10 @@ void Workbench::update(float width, float height) {
       request.analysis_elsewhere != last_request_.analysis_elsewhere) {
     last_request_ = request;
     has_last_request_ = true;
-    if (!state.model.empty()) worker.submitted_id = worker_->submit(request);
+    if (!state.model.empty()) {
+      worker.submitted_id = worker_->submit(request);
+      worker.submitted_at = std::chrono::steady_clock::now();
+    }
   }
   if (!state.model.empty()) jobs->update(request);
   for (PreviewOutcome& previewed : worker_->take_previews()) {

@@ -6,6 +6,7 @@
 #include <imgui.h>
 
 #include <array>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -215,10 +216,11 @@ class Workbench {
   // Where the inference worker is, as seen from the main thread.
   struct WorkerState {
     uint64_t submitted_id = 0;
-    uint64_t last_finished_id = 0;  // the newest request answered (with a result or an error)
-    int results = 0;                // results received
-    int exports_finished = 0;       // exports answered
-    int previews_finished = 0;      // print previews answered
+    std::chrono::steady_clock::time_point submitted_at;  // when submitted_id went to the worker
+    uint64_t last_finished_id = 0;                       // the newest request answered (with a result or an error)
+    int results = 0;                                     // results received
+    int exports_finished = 0;                            // exports answered
+    int previews_finished = 0;                           // print previews answered
     bool busy = false;
     std::pair<int, int> progress;      // done of total of a long analysis view; {0, 0}: none
     int runs_stopped = 0;              // runs stopped mid-way (cancel, a newer request)
