@@ -3,7 +3,8 @@
 // has been drawn and finished by GL, with frames at 60 Hz meanwhile, as while the pointer moves over
 // parts of the window that do not change (such frames are skipped, as the workbench skips them); it
 // also records frame times while inference runs. N more rounds do the same with the pointer moving
-// across the first map, so its tooltip and highlighted patch follow it and every frame is drawn. N
+// across the first map, so its tooltip and highlighted patch follow it and every frame differs (drawn
+// as often as viewer/frame_pacing.h's SharedCoresPace lets a frame with nothing new be drawn). N
 // more change p with the pointer at rest: the frames are then the ones the workbench draws with no
 // input (two, then it sleeps until the result wakes it), as after a click on the slider or the end
 // of a drag. Then N clicks on another query patch and N changes of the layer, each timed the same
