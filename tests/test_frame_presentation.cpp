@@ -1,6 +1,7 @@
 // Which frames the workbench draws (viewer/presented_frame.h, viewer/frame_pacing.h): a frame equal
-// to the one on screen in its draw lists, size and textures is skipped; while a forward shares the
-// CPU with a software rasteriser, a frame with nothing new from the worker waits its turn.
+// to the one on screen in its draw lists, size and textures is skipped; under a software rasteriser
+// a frame with nothing new from the worker waits its turn while a forward shares the CPU, and comes
+// at most 60 a second otherwise.
 #include <gtest/gtest.h>
 #include <imgui.h>
 
@@ -97,6 +98,18 @@ TEST(SharedCoresPace, RenderingHasAtMostAFifthOfTheTime) {
   pace.drawn(2.000, 2.003);
   EXPECT_DOUBLE_EQ(pace.wait_before_drawing(2.003 + 1.0 / 60, unknown), 0.0);
   EXPECT_DOUBLE_EQ(SharedCoresPace::kMostRenderingShare, 0.2);
+}
+
+// With no run, frames with nothing new come at most 60 a second, counted from each drawn frame's
+// start, as a display's vsync would pace them.
+TEST(SharedCoresPace, SixtyFramesASecondWithNoRun) {
+  SharedCoresPace pace;
+  EXPECT_DOUBLE_EQ(pace.wait_for_frame_interval(0.5), 0.0);
+  pace.drawn(1.000, 1.010);
+  EXPECT_NEAR(pace.wait_for_frame_interval(1.010), 1.0 / 60 - 0.010, 1e-12);
+  EXPECT_DOUBLE_EQ(pace.wait_for_frame_interval(1.0 + 1.0 / 60), 0.0);
+  pace.drawn(2.000, 2.030);  // a frame longer than the interval: the next one at once
+  EXPECT_DOUBLE_EQ(pace.wait_for_frame_interval(2.030), 0.0);
 }
 
 }  // namespace attnscope

@@ -54,6 +54,13 @@ class SharedCoresPace {
     if (result_expected_at > now && result_expected_at <= now + interval) return result_expected_at - now;
     return 0.0;
   }
+  // With no run: seconds until a frame with nothing new may be drawn, at most 60 a second. A
+  // display's vsync paces frames so; a software rasteriser (Xvfb, a remote desktop) has none, and a
+  // pointer moving over a map, its tooltip following, sends events at 100 Hz or more.
+  static constexpr double kShortestFrameInterval = 1.0 / 60.0;
+  double wait_for_frame_interval(double now) const {
+    return std::max(0.0, last_end_ - last_cost_ + kShortestFrameInterval - now);
+  }
   // A frame was rendered and presented from `start` to `end`.
   void drawn(double start, double end) {
     last_cost_ = std::max(0.0, end - start);

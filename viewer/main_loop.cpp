@@ -322,13 +322,17 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       bool draw_frame = presented.differs(*ImGui::GetDrawData(), width, height, background, texture_pixels);
       bool last_frame = false;
       deferred_seconds = 0.0;
-      if (draw_frame && rasterises_on_cpu && bench.worker.busy && !presented.textures_changed(texture_pixels)) {
-        // The run is expected to take as long as the last one did.
-        const double result_expected_at =
-            bench.outcome ? std::chrono::duration<double>(bench.worker.submitted_at - started).count() +
-                                bench.outcome->total_ms / 1000.0
-                          : 0.0;
-        deferred_seconds = shared_cores.wait_before_drawing(seconds_now(), result_expected_at);
+      if (draw_frame && rasterises_on_cpu && !presented.textures_changed(texture_pixels)) {
+        if (bench.worker.busy) {
+          // The run is expected to take as long as the last one did.
+          const double result_expected_at =
+              bench.outcome ? std::chrono::duration<double>(bench.worker.submitted_at - started).count() +
+                                  bench.outcome->total_ms / 1000.0
+                            : 0.0;
+          deferred_seconds = shared_cores.wait_before_drawing(seconds_now(), result_expected_at);
+        } else if (!headless) {  // headless runs pace themselves (60 Hz, or screenshots' own steps)
+          deferred_seconds = shared_cores.wait_for_frame_interval(seconds_now());
+        }
         draw_frame = deferred_seconds <= 0;
       }
       const double render_start = seconds_now();
