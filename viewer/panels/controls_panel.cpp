@@ -265,12 +265,21 @@ struct ControlsPanel : WorkbenchPanel {
         }
         ImGui::EndDisabled();
         if (knob.only_where_read && shown && !applies) {
-          ImGui::SameLine();
           const bool weights = (knob.needs & kReadsDwc) == 0 || shown->dwc_available;
           const bool own_weights = (knob.needs & kReadsDwc) == 0 || !shown->swapped;
-          ImGui::TextDisabled("(%s)", !weights       ? "no weights for it"
-                                      : !own_weights ? "native kernel only"
-                                                     : (kernels_reading(knob) + " only").c_str());
+          const std::string kernels = kernels_reading(knob);
+          const std::string why = !weights       ? "no weights for it"
+                                  : !own_weights ? "native kernel only"
+                                                 : kernels + " only";
+          if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+            ImGui::SetTooltip("%s: %s (this panel runs %s)", knob.name.c_str(), why.c_str(),
+                              kernel_spec(shown->kernel).name);
+          // Said beside it unless its label names those kernels already ("alpha (pola)"): the
+          // sidebar has no room for both.
+          if (!weights || !own_weights || knob.control_label.find("(" + kernels + ")") == std::string::npos) {
+            ImGui::SameLine();
+            ImGui::TextDisabled("(%s)", why.c_str());
+          }
         }
         if (spec && spec->sets(knob.name) && !knob.only_where_read) {
           ImGui::SameLine();
