@@ -10,6 +10,7 @@
 #include <chrono>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <opencv2/imgproc.hpp>
 #include <thread>
 
 #include "core/assets.h"
@@ -53,6 +54,39 @@ void wait_at_rest(RestingPace& pace, bool running, NextFrame next_frame) {
       glfwWaitEvents();  // idle: no CPU until something happens
       break;
   }
+}
+
+void render_whole(ImDrawData& draw, int width, int height, const ImVec4& background) {
+  gl::clear_frame(width, height, background.x, background.y, background.z);
+  ImGui_ImplOpenGL3_RenderDrawData(&draw);
+}
+
+// The frame's damage alone, over the last frame's pixels: each rectangle cleared and drawn into.
+void render_damage(ImDrawData& draw, const std::vector<PixelRect>& damage, int width, int height,
+                   const ImVec4& background) {
+  for (const PixelRect& rect : damage) {
+    gl::clear_frame_part(width, height, background.x, background.y, background.z, rect.x0, rect.y0, rect.x1, rect.y1);
+    PresentedFrame::render_inside(draw, rect, [&] { ImGui_ImplOpenGL3_RenderDrawData(&draw); });
+  }
+}
+
+// A headless run that redrew damage only ends by checking that what the window shows equals the
+// last frame drawn whole: a change the damage missed stays on screen as stale pixels. Every GUI
+// test's screenshot run makes this check; it leaves the whole frame on screen.
+bool check_damage_redraws(ImDrawData& draw, int width, int height, const ImVec4& background) {
+  const cv::Mat shown = gl::read_frame_rgb(width, height);
+  render_whole(draw, width, height, background);
+  const cv::Mat whole = gl::read_frame_rgb(width, height);
+  cv::Mat differing;
+  cv::reduce(shown != whole, differing, 2, cv::REDUCE_MAX);  // per pixel: any channel
+  std::vector<cv::Point> stale;
+  cv::findNonZero(differing.reshape(1, height), stale);
+  if (stale.empty()) return true;
+  const cv::Rect box = cv::boundingRect(stale);
+  std::cerr << "attnscope gui: the frames redrawn in parts left " << stale.size()
+            << " pixels unlike the same frame drawn whole, within x " << box.x << ".." << box.x + box.width - 1
+            << ", y " << box.y << ".." << box.y + box.height - 1 << " (a change the damage missed)\n";
+  return false;
 }
 
 // The numbers each map on screen was drawn from, as uploaded (attention maps in display units): what
@@ -178,6 +212,11 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
   // Headless runs and benchmarks measure our own work, not the display's refresh.
   glfwSwapInterval(options.frames > 0 || options.bench_changes > 0 ? 0 : 1);
   const bool rasterises_on_cpu = gl::renders_on_cpu();
+  // A software rasteriser redraws only the parts of a frame that changed (PresentedFrame::damage)
+  // where the framebuffer keeps the last frame: a single-buffered window (screenshots), or a back
+  // buffer that a swap leaves as it was. On a GPU whole frames cost well under a millisecond.
+  const bool redraws_damage_only =
+      rasterises_on_cpu && (options.frames > 0 || gl::swap_keeps_back_buffer([&] { glfwSwapBuffers(window); }));
 
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();
@@ -210,6 +249,7 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
     RestingPace resting;
     SharedCoresPace shared_cores;
     double deferred_seconds = 0.0;  // a frame waits this long to be drawn (SharedCoresPace)
+    int partial_frames = 0;         // frames that redrew only their damage
     // Scripted pointer input (tests), one step per frame: a click presses then releases the left
     // button; a drag presses the right button, moves with it held, and releases at the end.
     struct PointerStep {
@@ -319,7 +359,8 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       // one with nothing new from a running forward may wait (SharedCoresPace). Screenshot runs
       // do the same: they read the front buffer, so a frame wrongly skipped shows in their picture.
       const uint64_t texture_pixels = gl::texture_pixels_version();
-      bool draw_frame = presented.differs(*ImGui::GetDrawData(), width, height, background, texture_pixels);
+      bool draw_frame = presented.differs(*ImGui::GetDrawData(), width, height, background, texture_pixels,
+                                          [](ImTextureID texture) { return gl::texture_pixels_version(texture); });
       bool last_frame = false;
       deferred_seconds = 0.0;
       if (draw_frame && rasterises_on_cpu && !presented.textures_changed(texture_pixels)) {
@@ -337,8 +378,12 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       }
       const double render_start = seconds_now();
       if (draw_frame) {
-        gl::clear_frame(width, height, background.x, background.y, background.z);
-        ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+        if (redraws_damage_only) {
+          render_damage(*ImGui::GetDrawData(), presented.damage(), width, height, background);
+          partial_frames += presented.damage() != std::vector<PixelRect>{PixelRect{0, 0, width, height}};
+        } else {
+          render_whole(*ImGui::GetDrawData(), width, height, background);
+        }
       }
 
       if (options.frames > 0) {
@@ -414,6 +459,10 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
       }
       if (last_frame) {
         // What is on screen: the frames the loop skipped or held back are in it or nowhere.
+        if (partial_frames > 0 && !check_damage_redraws(*ImGui::GetDrawData(), width, height, background)) {
+          exit_code = 1;
+          if (options.screenshot.empty()) break;
+        }
         if (!options.screenshot.empty()) write_screenshot(bench, panels, options.screenshot, width, height);
         break;
       }

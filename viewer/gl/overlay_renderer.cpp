@@ -90,7 +90,7 @@ void RenderTarget::resize(int width, int height) {
   width_ = width;
   height_ = height;
   content_.clear();
-  next_texture_pixels_version();
+  texture_pixels_changed(texture_);
 }
 
 OverlayRenderer::OverlayRenderer() {
@@ -125,7 +125,7 @@ void OverlayRenderer::render(RenderTarget& target, const Texture* image, const T
                 int(scale.log), int(scale.diverging), double(opacity), int(alpha_follows_value));
   if (content == target.content_) return;
   target.content_ = content;
-  next_texture_pixels_version();
+  texture_pixels_changed(target.texture_);
   GLint previous_framebuffer = 0, previous_program = 0, previous_vertex_array = 0, previous_texture = 0;
   GLint previous_active = 0, viewport[4] = {};
   glGetIntegerv(GL_FRAMEBUFFER_BINDING, &previous_framebuffer);

@@ -1,6 +1,7 @@
 #include "viewer/gl/texture.h"
 
 #include <stdexcept>
+#include <unordered_map>
 #include <utility>
 
 #include "viewer/gl/gl_api.h"
@@ -8,14 +9,25 @@
 namespace attnscope::gl {
 
 namespace {
-uint64_t pixels_counter = 0;  // textures live on the main thread only
+// Textures live on the main thread only.
+uint64_t pixels_counter = 0;
+std::unordered_map<unsigned, uint64_t> pixels_versions;  // by GL name
 }  // namespace
 
 uint64_t texture_pixels_version() { return pixels_counter; }
-uint64_t next_texture_pixels_version() { return ++pixels_counter; }
+
+uint64_t texture_pixels_version(ImTextureID texture) {
+  const auto found = pixels_versions.find(unsigned(reinterpret_cast<intptr_t>(texture)));
+  return found == pixels_versions.end() ? 0 : found->second;
+}
+
+void texture_pixels_changed(unsigned name) { pixels_versions[name] = ++pixels_counter; }
 
 Texture::~Texture() {
-  if (name_) glDeleteTextures(1, &name_);
+  if (name_) {
+    glDeleteTextures(1, &name_);
+    pixels_versions.erase(name_);  // GL may give the name to a new texture: it starts a new version
+  }
 }
 
 Texture::Texture(Texture&& other) noexcept { *this = std::move(other); }
@@ -39,7 +51,8 @@ void Texture::ensure(int width, int height, int internal_format, int filter) {
   width_ = width;
   height_ = height;
   internal_format_ = internal_format;
-  version_ = next_texture_pixels_version();
+  texture_pixels_changed(name_);
+  version_ = texture_pixels_version();
 }
 
 void Texture::upload_rgb(const cv::Mat& rgb) {

@@ -41,8 +41,11 @@ class Texture {
 // Rises whenever any texture's pixels may have changed (an upload, a render into a RenderTarget):
 // a frame with the same draw commands and the same number shows the same pixels (PresentedFrame).
 uint64_t texture_pixels_version();
-// Raises it; viewer/gl/ code that writes a texture other than by an upload calls it.
-uint64_t next_texture_pixels_version();
+// The version at which this texture's pixels last changed; 0 for one that never did here (ImGui's
+// font atlas). A frame's damage includes whatever a texture with a new version covers.
+uint64_t texture_pixels_version(ImTextureID texture);
+// Raises both; viewer/gl/ code that writes a texture other than by an upload calls it.
+void texture_pixels_changed(unsigned name);
 
 // ImGui::Image for an opaque texture, drawn with blending off: under a software rasteriser blending
 // reads back every covered pixel, and a panel's map covers most of the window.
