@@ -52,54 +52,26 @@ unsigned link_program(const std::string& vertex_file, const std::string& fragmen
 
 }  // namespace
 
-RenderTarget::~RenderTarget() {
-  if (framebuffer_) glDeleteFramebuffers(1, &framebuffer_);
-  if (texture_) glDeleteTextures(1, &texture_);
+OverlayView::~OverlayView() {
+  if (stand_in_) glDeleteTextures(1, &stand_in_);
 }
 
-RenderTarget::RenderTarget(RenderTarget&& other) noexcept { *this = std::move(other); }
+OverlayView::OverlayView(OverlayView&& other) noexcept { *this = std::move(other); }
 
-RenderTarget& RenderTarget::operator=(RenderTarget&& other) noexcept {
-  std::swap(framebuffer_, other.framebuffer_);
-  std::swap(texture_, other.texture_);
-  std::swap(width_, other.width_);
-  std::swap(height_, other.height_);
+OverlayView& OverlayView::operator=(OverlayView&& other) noexcept {
+  std::swap(stand_in_, other.stand_in_);
+  std::swap(inputs_, other.inputs_);
   std::swap(content_, other.content_);
   return *this;
 }
 
-void RenderTarget::resize(int width, int height) {
-  width = std::max(width, 1);
-  height = std::max(height, 1);
-  if (framebuffer_ && width == width_ && height == height_) return;
-  if (!framebuffer_) {
-    glGenFramebuffers(1, &framebuffer_);
-    glGenTextures(1, &texture_);
-  }
-  glBindTexture(GL_TEXTURE_2D, texture_);
-  glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA8, width, height, 0, GL_RGBA, GL_UNSIGNED_BYTE, nullptr);
-  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
-  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
-  GLint previous = 0;
-  glGetIntegerv(GL_FRAMEBUFFER_BINDING, &previous);
-  glBindFramebuffer(GL_FRAMEBUFFER, framebuffer_);
-  glFramebufferTexture2D(GL_FRAMEBUFFER, GL_COLOR_ATTACHMENT0, GL_TEXTURE_2D, texture_, 0);
-  const GLenum status = glCheckFramebufferStatus(GL_FRAMEBUFFER);
-  glBindFramebuffer(GL_FRAMEBUFFER, GLuint(previous));
-  if (status != GL_FRAMEBUFFER_COMPLETE) throw std::runtime_error("offscreen framebuffer is incomplete");
-  width_ = width;
-  height_ = height;
-  content_.clear();
-  texture_pixels_changed(texture_);
-}
-
 OverlayRenderer::OverlayRenderer() {
-  program_ = link_program("fullscreen.vert.glsl", "attention_overlay.frag.glsl");
-  glGenVertexArrays(1, &vertex_array_);  // core profile draws need one bound, even without attributes
+  // Linked here so a shader that does not compile or link fails at start; relinked with the
+  // backend's attribute locations at the first draw (linked_program).
+  program_ = link_program("overlay_quad.vert.glsl", "attention_overlay.frag.glsl");
 }
 
 OverlayRenderer::~OverlayRenderer() {
-  if (vertex_array_) glDeleteVertexArrays(1, &vertex_array_);
   if (program_) glDeleteProgram(program_);
 }
 
@@ -114,60 +86,94 @@ const Texture& OverlayRenderer::colormap_table(Colormap colormap) {
   return tables_.emplace(colormap, std::move(table)).first->second;
 }
 
-void OverlayRenderer::render(RenderTarget& target, const Texture* image, const Texture& values, const ValueScale& scale,
-                             float opacity, OverlayAlpha alpha) {
+void OverlayRenderer::draw(OverlayView& view, const Texture* image, const Texture& values, const ValueScale& scale,
+                           float opacity, OverlayAlpha alpha, ImVec2 size, ImVec2 uv0, ImVec2 uv1) {
   const Texture& table = colormap_table(scale.colormap);
-  const bool alpha_follows_value = alpha == OverlayAlpha::Value;
-  char content[200];  // exact (hex) floats: a tiny change of scale must re-render
+  if (!view.stand_in_) {
+    glGenTextures(1, &view.stand_in_);
+    glBindTexture(GL_TEXTURE_2D, view.stand_in_);
+    const unsigned char black[4] = {0, 0, 0, 255};
+    glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA8, 1, 1, 0, GL_RGBA, GL_UNSIGNED_BYTE, black);
+    view.inputs_ = std::make_unique<OverlayView::Inputs>();
+  }
+  OverlayView::Inputs& inputs = *view.inputs_;
+  inputs.renderer = this;
+  inputs.has_image = image != nullptr;
+  inputs.image = image ? image->name() : values.name();
+  inputs.values = values.name();
+  inputs.table = table.name();
+  inputs.vmin = float(scale.vmin);
+  inputs.vmax = float(scale.vmax);
+  inputs.log = scale.log;
+  inputs.diverging = scale.diverging;
+  inputs.opacity = opacity;
+  inputs.alpha_follows_value = alpha == OverlayAlpha::Value;
+  char content[200];  // exact (hex) floats: a tiny change of scale is a change of pixels
   std::snprintf(content, sizeof(content), "%llu|%llu|%d|%a|%a|%d%d|%a|%d",
                 static_cast<unsigned long long>(image ? image->version() : 0),
                 static_cast<unsigned long long>(values.version()), int(scale.colormap), scale.vmin, scale.vmax,
-                int(scale.log), int(scale.diverging), double(opacity), int(alpha_follows_value));
-  if (content == target.content_) return;
-  target.content_ = content;
-  texture_pixels_changed(target.texture_);
-  GLint previous_framebuffer = 0, previous_program = 0, previous_vertex_array = 0, previous_texture = 0;
-  GLint previous_active = 0, viewport[4] = {};
-  glGetIntegerv(GL_FRAMEBUFFER_BINDING, &previous_framebuffer);
-  glGetIntegerv(GL_CURRENT_PROGRAM, &previous_program);
-  glGetIntegerv(GL_VERTEX_ARRAY_BINDING, &previous_vertex_array);
-  glGetIntegerv(GL_ACTIVE_TEXTURE, &previous_active);
-  glGetIntegerv(GL_VIEWPORT, viewport);
-  const GLboolean blend = glIsEnabled(GL_BLEND), scissor = glIsEnabled(GL_SCISSOR_TEST);
-
-  glBindFramebuffer(GL_FRAMEBUFFER, target.framebuffer());
-  glViewport(0, 0, target.width(), target.height());
-  glDisable(GL_BLEND);
-  glDisable(GL_SCISSOR_TEST);
-  glUseProgram(program_);
-  glBindVertexArray(vertex_array_);
-  const unsigned textures[3] = {image ? image->name() : values.name(), values.name(), table.name()};
-  const char* samplers[3] = {"image", "values", "colormap"};
-  glActiveTexture(GL_TEXTURE0);
-  glGetIntegerv(GL_TEXTURE_BINDING_2D, &previous_texture);
-  for (int unit = 0; unit < 3; ++unit) {
-    glActiveTexture(GL_TEXTURE0 + unit);
-    glBindTexture(GL_TEXTURE_2D, textures[unit]);
-    glUniform1i(glGetUniformLocation(program_, samplers[unit]), unit);
+                int(scale.log), int(scale.diverging), double(opacity), int(inputs.alpha_follows_value));
+  if (content != view.content_) {
+    view.content_ = content;
+    texture_pixels_changed(view.stand_in_);
   }
-  glUniform1f(glGetUniformLocation(program_, "vmin"), float(scale.vmin));
-  glUniform1f(glGetUniformLocation(program_, "vmax"), float(scale.vmax));
-  glUniform1i(glGetUniformLocation(program_, "log_scale"), scale.log ? 1 : 0);
-  glUniform1i(glGetUniformLocation(program_, "diverging"), scale.diverging ? 1 : 0);
-  glUniform1f(glGetUniformLocation(program_, "opacity"), opacity);
-  glUniform1i(glGetUniformLocation(program_, "alpha_follows_value"), alpha_follows_value ? 1 : 0);
-  glUniform1i(glGetUniformLocation(program_, "has_image"), image ? 1 : 0);
-  glDrawArrays(GL_TRIANGLES, 0, 3);
+  ImDrawList* draw = ImGui::GetWindowDrawList();
+  draw->AddCallback(&OverlayRenderer::use_program, view.inputs_.get());
+  ImGui::Image(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(view.stand_in_)), size, uv0, uv1);
+  draw->AddCallback(ImDrawCallback_ResetRenderState, nullptr);  // the backend's program and state
+}
 
+void OverlayRenderer::use_program(const ImDrawList*, const ImDrawCmd* command) {
+  const auto& inputs = *static_cast<const OverlayView::Inputs*>(command->UserCallbackData);
+  inputs.renderer->bind(inputs);
+}
+
+unsigned OverlayRenderer::linked_program(unsigned backend_program) {
+  if (backend_program == linked_for_) return program_;
+  const GLint position = glGetAttribLocation(backend_program, "Position"),
+              uv = glGetAttribLocation(backend_program, "UV");
+  if (position < 0 || uv < 0) return 0;
+  glBindAttribLocation(program_, GLuint(position), "Position");
+  glBindAttribLocation(program_, GLuint(uv), "UV");
+  glLinkProgram(program_);  // the same shaders, which linked at construction
+  GLint ok = 0;
+  glGetProgramiv(program_, GL_LINK_STATUS, &ok);
+  if (!ok) return 0;
+  linked_for_ = backend_program;
+  return program_;
+}
+
+void OverlayRenderer::bind(const OverlayView::Inputs& inputs) {
+  GLint backend = 0;
+  glGetIntegerv(GL_CURRENT_PROGRAM, &backend);
+  const unsigned program = linked_program(unsigned(backend));
+  if (!program) {
+    static bool told = false;  // a driver that links a program once and not again: said once
+    if (!told) std::fprintf(stderr, "attnscope: the map shader does not link against ImGui's vertex layout\n");
+    told = true;
+    return;  // the quad shows its black stand-in
+  }
+  GLfloat projection[16] = {};
+  glGetUniformfv(GLuint(backend), glGetUniformLocation(GLuint(backend), "ProjMtx"), projection);
+  glUseProgram(program);
+  glUniformMatrix4fv(glGetUniformLocation(program, "ProjMtx"), 1, GL_FALSE, projection);
+  // Unit 0 stays the backend's: it binds the quad's stand-in there.
+  const unsigned textures[3] = {inputs.image, inputs.values, inputs.table};
+  const char* samplers[3] = {"image", "values", "colormap"};
+  for (int unit = 0; unit < 3; ++unit) {
+    glActiveTexture(GL_TEXTURE1 + unit);
+    glBindTexture(GL_TEXTURE_2D, textures[unit]);
+    glUniform1i(glGetUniformLocation(program, samplers[unit]), 1 + unit);
+  }
   glActiveTexture(GL_TEXTURE0);
-  glBindTexture(GL_TEXTURE_2D, GLuint(previous_texture));
-  glActiveTexture(GLenum(previous_active));
-  glBindVertexArray(GLuint(previous_vertex_array));
-  glUseProgram(GLuint(previous_program));
-  glBindFramebuffer(GL_FRAMEBUFFER, GLuint(previous_framebuffer));
-  glViewport(viewport[0], viewport[1], viewport[2], viewport[3]);
-  if (blend) glEnable(GL_BLEND);
-  if (scissor) glEnable(GL_SCISSOR_TEST);
+  glUniform1f(glGetUniformLocation(program, "vmin"), inputs.vmin);
+  glUniform1f(glGetUniformLocation(program, "vmax"), inputs.vmax);
+  glUniform1i(glGetUniformLocation(program, "log_scale"), inputs.log ? 1 : 0);
+  glUniform1i(glGetUniformLocation(program, "diverging"), inputs.diverging ? 1 : 0);
+  glUniform1f(glGetUniformLocation(program, "opacity"), inputs.opacity);
+  glUniform1i(glGetUniformLocation(program, "alpha_follows_value"), inputs.alpha_follows_value ? 1 : 0);
+  glUniform1i(glGetUniformLocation(program, "has_image"), inputs.has_image ? 1 : 0);
+  glDisable(GL_BLEND);  // opaque: a software rasteriser would read back every covered pixel
 }
 
 }  // namespace attnscope::gl

@@ -38,7 +38,7 @@ class Texture {
   uint64_t version_ = 0;
 };
 
-// Rises whenever any texture's pixels may have changed (an upload, a render into a RenderTarget):
+// Rises whenever any texture's pixels may have changed (an upload, an OverlayView's new inputs):
 // a frame with the same draw commands and the same number shows the same pixels (PresentedFrame).
 uint64_t texture_pixels_version();
 // The version at which this texture's pixels last changed; 0 for one that never did here (ImGui's

@@ -112,7 +112,7 @@ struct BoxDrag {
 };
 
 struct AttentionPanel : WorkbenchPanel {
-  std::vector<gl::RenderTarget> targets;  // one per drawn map, reused across frames
+  std::vector<gl::OverlayView> overlays;  // one per drawn map, reused across frames
   BoxDrag drag;
   // The canvas: every map shows the same part of its image, `zoom` times magnified (whole steps,
   // so a patch stays a block of whole pixels), from `corner` (the part's top-left, in fractions of
@@ -170,7 +170,7 @@ struct AttentionPanel : WorkbenchPanel {
       heading_height = std::max(heading_height, height + 2);
     }
 
-    size_t target_index = 0;
+    size_t overlay_index = 0;
     // The colour bar goes right under the lowest map, and never over a heading (a panel that
     // only says why it has no map).
     float maps_bottom = origin.y + heading_height;
@@ -221,14 +221,12 @@ struct AttentionPanel : WorkbenchPanel {
           ImGui::Text("head %d", map.head);
           pos.y += float(head_label);
         }
-        if (targets.size() <= target_index) targets.emplace_back();
-        gl::RenderTarget& target = targets[target_index++];
-        target.resize(int(size.x), int(size.y));
-        bench.renderer->render(target, &bench.shown.images[p], map.texture, bench.shown.scale,
-                               float(bench.state.opacity), bench.state.alpha);
+        if (overlays.size() <= overlay_index) overlays.emplace_back();
         ImGui::SetCursorScreenPos(pos);
         const float shown = 1.0f / float(zoom);
-        gl::opaque_image(target.imgui_id(), size, corner, ImVec2(corner.x + shown, corner.y + shown));
+        bench.renderer->draw(overlays[overlay_index++], &bench.shown.images[p], map.texture, bench.shown.scale,
+                             float(bench.state.opacity), bench.state.alpha, size, corner,
+                             ImVec2(corner.x + shown, corner.y + shown));
         bench.drawn.views.push_back({map.panel, map.head, pos.x, pos.y, size.x, size.y, tokens.grid_h, tokens.grid_w});
         maps_bottom = std::max(maps_bottom, pos.y + size.y);
         const bool hovered = ImGui::IsItemHovered();

@@ -17,7 +17,7 @@ namespace attnscope {
 namespace {
 
 struct GradCamPanel : AnalysisPanel {
-  gl::RenderTarget target;
+  gl::OverlayView overlay;
   gl::Texture map_texture;
   uint64_t uploaded = 0;  // the outcome's request id whose map the texture holds
   std::string layer_field;
@@ -67,13 +67,11 @@ struct GradCamPanel : AnalysisPanel {
     const float available = std::min(ImGui::GetContentRegionAvail().x, 440.0f);
     const float cell = std::max(1.0f, std::floor(available / float(std::max(map.grid_w, map.grid_h))));
     const ImVec2 size(cell * map.grid_w, cell * map.grid_h);
-    target.resize(int(size.x), int(size.y));
     ValueScale scale;  // Grad-CAM is min-max scaled to [0, 1]
     scale.colormap = state.colormap;
     scale.label = "Grad-CAM, max = 1";
-    bench.renderer->render(target, &bench.image_texture(), map_texture, scale, float(state.opacity), state.alpha);
     const ImVec2 pos = ImGui::GetCursorScreenPos();
-    gl::opaque_image(target.imgui_id(), size);
+    bench.renderer->draw(overlay, &bench.image_texture(), map_texture, scale, float(state.opacity), state.alpha, size);
     bench.drawn.views.push_back({-1, -1, pos.x, pos.y, size.x, size.y});
     if (ImGui::IsItemHovered()) {
       const ImVec2 mouse = ImGui::GetIO().MousePos;

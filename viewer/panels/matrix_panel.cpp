@@ -36,7 +36,7 @@ struct MatrixPanel : AnalysisPanel {
   int panel_index = 0;  // which side-by-side panel's matrix is shown
   gl::Texture matrix_texture;
   std::string texture_key;
-  gl::RenderTarget target;
+  gl::OverlayView overlay;
   PlotImage spectrum_plot;
   const PanelMatrix* shown = nullptr;  // drawn this frame
   // The last exact row read under the cursor (an overview of blocks holds only their means).
@@ -97,10 +97,8 @@ struct MatrixPanel : AnalysisPanel {
     if (spec.mode == ScaleMode::Uniform) spec.mode = ScaleMode::ZeroMax;  // the texture holds weights
     const ValueScale scale = resolve_value_scale(spec, bench.state.colormap, range);
     const float side = std::floor(std::min(ImGui::GetContentRegionAvail().x, 420.0f));
-    target.resize(int(side), int(side));
-    bench.renderer->render(target, nullptr, matrix_texture, scale, 1.0f, OverlayAlpha::Constant);
     const ImVec2 pos = ImGui::GetCursorScreenPos();
-    gl::opaque_image(target.imgui_id(), ImVec2(side, side));
+    bench.renderer->draw(overlay, nullptr, matrix_texture, scale, 1.0f, OverlayAlpha::Constant, ImVec2(side, side));
     const float row_y = pos.y + side * float(panel.query_token) / float(queries);
     ImGui::GetWindowDrawList()->AddRect(ImVec2(pos.x, row_y), ImVec2(pos.x + side, row_y + side / queries + 1),
                                         IM_COL32(255, 60, 60, 255));
