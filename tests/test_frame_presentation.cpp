@@ -198,8 +198,9 @@ TEST(PresentedFrame, RenderingInsideARectangleClipsAsTheBackend) {
   EXPECT_EQ(frame.list(0).CmdBuffer[1].ClipRect.z, 150.0f);
 }
 
-// Rendering takes at most a fifth of the time between frames that bring nothing new: a 10 ms frame
-// is followed by one 40 ms after it at the earliest, a 3 ms one (60 Hz and cheaper) not held back.
+// Rendering takes at most a fifth of the time between frames that bring nothing new, and they come
+// 40 ms apart at least: a 10 ms frame is followed by one 40 ms after it at the earliest, and so is
+// a 3 ms one.
 // A result expected within one more such wait is waited for; an overdue one is not.
 TEST(SharedCoresPace, RenderingHasAtMostAFifthOfTheTime) {
   const double unknown = 0.0;
@@ -215,8 +216,12 @@ TEST(SharedCoresPace, RenderingHasAtMostAFifthOfTheTime) {
   EXPECT_NEAR(pace.wait_before_drawing(1.050, 1.080), 0.030, 1e-12);
   EXPECT_DOUBLE_EQ(pace.wait_before_drawing(1.050, 1.200), 0.0);  // too far off: drawn now
   EXPECT_DOUBLE_EQ(pace.wait_before_drawing(1.090, 1.080), 0.0);  // late: not waited for again
+  // A cheap frame (redrawn in parts) still waits 40 ms: the next one 40 ms after it ended.
   pace.drawn(2.000, 2.003);
-  EXPECT_DOUBLE_EQ(pace.wait_before_drawing(2.003 + 1.0 / 60, unknown), 0.0);
+  EXPECT_NEAR(pace.wait_before_drawing(2.003 + 1.0 / 60, unknown), 0.040 - 1.0 / 60, 1e-12);
+  EXPECT_DOUBLE_EQ(pace.wait_before_drawing(2.043, unknown), 0.0);
+  EXPECT_NEAR(pace.wait_before_drawing(2.020, 2.070), 0.023, 1e-12);  // the pace's own wait, then
+  EXPECT_NEAR(pace.wait_before_drawing(2.043, 2.070), 0.027, 1e-12);  // the result, due within 40 ms
   EXPECT_DOUBLE_EQ(SharedCoresPace::kMostRenderingShare, 0.2);
 }
 

@@ -37,18 +37,23 @@ class RestingPace {
 // llvmpipe a frame costs 10-13 ms, so a tooltip following the pointer at 60 Hz made a DeiT-S forward
 // half as slow again. Then a frame that brings nothing new from the worker (a tooltip, a hover
 // highlight, a slider's knob) waits until rendering has had at most a fifth of the time since the
-// last frame drawn, and, when the result is expected within one more such wait, for the result,
-// which brings its changes along; a frame with a new result is drawn at once. Times are in
-// seconds, from any fixed origin.
+// last frame drawn, and 40 ms at least: a frame redrawn in parts renders in 1-3 ms, but ImGui's
+// build and the swap still take a core from the forward's threads, which wait for each other (25
+// such frames a second while the forward runs; at 60 a second, 3-4 frames per DeiT-S forward, its
+// redraw took 5-10 ms longer). When the result is expected within one more such wait, the frame
+// waits for the result, which brings its changes along; a frame with a new result is drawn at
+// once. Times are in seconds, from any fixed origin.
 class SharedCoresPace {
  public:
   static constexpr double kMostRenderingShare = 0.2;
+  static constexpr double kShortestIntervalWhileRunning = 0.040;
 
   // Seconds until a frame with nothing new from the worker may be drawn at `now`; 0: at once.
   // `result_expected_at`: when the running request should finish, from the last run's time (at or
   // before `now`: unknown, or late, and then nothing waits for it).
   double wait_before_drawing(double now, double result_expected_at) const {
-    const double interval = last_cost_ * (1.0 / kMostRenderingShare - 1.0);
+    if (!drawn_) return 0.0;
+    const double interval = std::max(kShortestIntervalWhileRunning, last_cost_ * (1.0 / kMostRenderingShare - 1.0));
     const double allowed = last_end_ + interval;
     if (now < allowed) return allowed - now;
     if (result_expected_at > now && result_expected_at <= now + interval) return result_expected_at - now;
@@ -65,10 +70,12 @@ class SharedCoresPace {
   void drawn(double start, double end) {
     last_cost_ = std::max(0.0, end - start);
     last_end_ = end;
+    drawn_ = true;
   }
 
  private:
   double last_end_ = 0.0, last_cost_ = 0.0;
+  bool drawn_ = false;
 };
 
 }  // namespace attnscope
