@@ -21,6 +21,7 @@
 #include "tests/case_folder.h"
 #include "tests/numeric_bounds.h"
 #include "tests/test_folder.h"
+#include "views/panel_maps.h"
 
 namespace attnscope {
 namespace test_analysis {
@@ -214,6 +215,35 @@ TEST(Spectrum, FactorPathEqualsTheFullSvdForEveryFactoredKernel) {
   windowed.window = 3;
   EXPECT_FALSE(equivalent_matrix_factors(captured_forward(model, input, settings_for("softmax")).layers[0], 0));
   EXPECT_FALSE(equivalent_matrix_factors(captured_forward(model, input, windowed).layers[0], 0));
+}
+
+// The mean attention the patch queries give each prefix key (the sidebar's numbers), from the thin
+// factors of every kernel that has them, is that column of the matrix the views draw.
+TEST(PanelMaps, PrefixMassFromFactorsIsTheMatrixColumnMean) {
+  LoadedModel model = load_case_model("gc_vit");
+  const std::string input = cases().at("spectrum")[0].at("input");
+  AttentionSettings anchor = settings_for("anchor");
+  anchor.anchors = 12;
+  int factored = 0;
+  for (const AttentionSettings& settings :
+       {settings_for("linear"), settings_for("focused"), settings_for("enhanced"), anchor, settings_for("agent"),
+        settings_for("inline"), settings_for("mlla"), settings_for("pola")}) {
+    SCOPED_TRACE(to_string(settings.variant));
+    const ForwardOutput output = captured_forward(model, input, settings);
+    for (const auto& layer : output.layers) {
+      const int64_t prefix = layer.layout.prefix_tokens(), prefix_keys = layer.key_layout.prefix_tokens();
+      ASSERT_GT(prefix_keys, 0);
+      for (int head = 0; head < layer.heads; ++head) {
+        if (!equivalent_matrix_factors(layer, head, /*include_dwc=*/false)) continue;
+        ++factored;
+        const torch::Tensor expected = layer.matrix(0, head).slice(0, prefix).slice(1, 0, prefix_keys).mean(0);
+        EXPECT_LT(max_abs_difference(prefix_received(layer, head), expected),
+                  1e-6 * std::max(1.0, expected.abs().max().item<double>()))
+            << "head " << head;
+      }
+    }
+  }
+  EXPECT_GT(factored, 0);
 }
 
 TEST(Spectrum, DwcBandIsOnlyOnTheWithDwcSide) {

@@ -44,8 +44,9 @@ MatrixOverview matrix_overview(const AttentionCapture& capture, int head, bool a
                                const std::function<bool()>& cancelled = {});
 
 // The mean attention the patch queries give each prefix key of one head ([prefix keys], CPU float32):
-// from the forward's row normalisers where it kept them (T x prefix dot products), else from rows
-// in blocks of queries; the head's whole matrix (120 MB at 5,481 tokens) is never formed.
+// from the forward's row normalisers where it kept them (T x prefix dot products), from the thin
+// factors of a kernel that has them (T x r), else from rows in blocks of queries; the head's whole
+// matrix (120 MB at 5,481 tokens) is never formed.
 torch::Tensor prefix_received(const AttentionCapture& capture, int head);
 
 // One panel's maps of one captured layer. `cancelled` is checked between heads.
