@@ -52,15 +52,13 @@ torch::Tensor prefix_received(const AttentionCapture& capture, int head) {
     return (scores - lse).exp().mean(0).to(torch::kCPU, torch::kFloat);
   }
   // Thin factors (linear kernels, anchors): A = left right^T, so the queries' sum over a key column
-  // is (sum of left's rows) . right_j, O(T r) instead of every row, O(T^2 r).
-  int64_t local_head = head;
-  const AttentionCapture& branch = capture.branches.empty() ? capture : capture.for_head(local_head);
-  if (!branch.probabilities.defined() && !branch.talking_heads.defined())
-    if (const auto factors = equivalent_matrix_factors(capture, head, /*include_dwc=*/false)) {
-      const torch::Tensor left_sum = factors->left.slice(0, first).sum(0);  // [r], float64
-      const torch::Tensor sum = factors->right.slice(0, 0, prefix_keys).matmul(left_sum);
-      return (sum / double(std::max<int64_t>(1, tokens - first))).to(torch::kCPU, torch::kFloat);
-    }
+  // is (sum of left's rows) . right_j, O(T r) instead of every row, O(T^2 r). Recorded
+  // probabilities and talking heads are softmax's, which has none.
+  if (const auto factors = equivalent_matrix_factors(capture, head, /*include_dwc=*/false)) {
+    const torch::Tensor left_sum = factors->left.slice(0, first).sum(0);  // [r], float64
+    const torch::Tensor sum = factors->right.slice(0, 0, prefix_keys).matmul(left_sum);
+    return (sum / double(std::max<int64_t>(1, tokens - first))).to(torch::kCPU, torch::kFloat);
+  }
   constexpr int64_t kBlock = 512;
   torch::Tensor sum = torch::zeros({prefix_keys}, torch::kDouble);
   for (int64_t begin = first; begin < tokens; begin += kBlock) {

@@ -8,9 +8,7 @@
 namespace attnscope::gl {
 
 void clear_frame(int width, int height, float red, float green, float blue) {
-  glViewport(0, 0, width, height);
-  glClearColor(red, green, blue, 1.0f);
-  glClear(GL_COLOR_BUFFER_BIT);
+  clear_frame_part(width, height, red, green, blue, 0, 0, width, height);
 }
 
 void clear_frame_part(int width, int height, float red, float green, float blue, int x0, int y0, int x1, int y1) {
