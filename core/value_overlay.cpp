@@ -33,6 +33,21 @@ RgbImage colour_values(const ValueGrid& values, const ValueScale& scale) {
   return rgb;
 }
 
+std::vector<float> colour_and_weight_values(const ValueGrid& values, const ValueScale& scale, double opacity,
+                                            OverlayAlpha mode) {
+  const ColourTable& table = colour_table(scale.colormap);
+  std::vector<float> rgba(size_t(std::max(values.rows, 0)) * size_t(std::max(values.cols, 0)) * 4);
+  float* out = rgba.data();
+  for (int y = 0; y < values.rows; ++y)
+    for (int x = 0; x < values.cols; ++x, out += 4) {
+      const double value = double(values.at(y, x));
+      const auto& colour = table[size_t(scale.table_index(value))];
+      for (int c = 0; c < 3; ++c) out[c] = float(colour[size_t(c)]) / 255.0f;
+      out[3] = float(scale.alpha(value, opacity, mode));
+    }
+  return rgba;
+}
+
 RgbImage overlay_values(const RgbImage& rgb, const ValueGrid& values, const ValueScale& scale, double opacity,
                         OverlayAlpha mode) {
   if (values.rows <= 0 || values.cols <= 0 || !values.values)

@@ -3,6 +3,8 @@
 // draw with.
 #pragma once
 
+#include <vector>
+
 #include "core/rgb_image.h"
 #include "core/value_scale.h"
 
@@ -17,6 +19,12 @@ struct ValueGrid {
 
 // Each value's colour: an image of rows x cols pixels.
 RgbImage colour_values(const ValueGrid& values, const ValueScale& scale);
+
+// Each value's colour and blending weight as overlay_values blends them, row-major rows x cols x 4
+// floats: the table's RGB in [0, 1] and the weight `mode` gives at `opacity`. The workbench's map
+// shader blends these per screen pixel, so the screen and the exports share one colouring.
+std::vector<float> colour_and_weight_values(const ValueGrid& values, const ValueScale& scale, double opacity,
+                                            OverlayAlpha mode);
 
 // The grid over an RGB image: each value becomes a block of pixels (nearest neighbour, source
 // index floor(x * cols / width) as OpenCV's INTER_NEAREST computes it, so the grid stays visible),

@@ -4,10 +4,12 @@
 // imencode.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+#include <vector>
 
 #include "core/atomic_file.h"
 #include "core/colormap.h"
@@ -89,6 +91,55 @@ TEST(EngineDrawing, OverlayIsOpenCvsNearestResizeAndBlend) {
   }
   EXPECT_THROW(overlay_values(noise_image(4, 4, 1), {nullptr, 0, 0}, ValueScale{}, 0.5, OverlayAlpha::Constant),
                std::invalid_argument);
+}
+
+// What the workbench's map shader blends per screen pixel: each cell's colour and weight. Blended
+// over the image as the shader blends them (the cell a pixel falls in, single-precision weight), they
+// give overlay_values' pixels, within one level where the weight's float rounding meets a tie.
+TEST(EngineDrawing, ScreenCellsBlendToTheExportedOverlay) {
+  const struct {
+    int grid_rows, grid_cols, rows, cols;
+  } cases[] = {{14, 14, 224, 224}, {7, 5, 201, 224}, {9, 11, 6, 7}};
+  for (const auto& shape : cases) {
+    std::vector<float> values(size_t(shape.grid_rows * shape.grid_cols));
+    for (size_t i = 0; i < values.size(); ++i) values[i] = float(std::sin(double(i) * 0.37) * 0.8);
+    const ValueGrid grid{values.data(), shape.grid_rows, shape.grid_cols};
+    ValueRange range;
+    range.include(values.data(), values.size());
+    const RgbImage image = noise_image(shape.rows, shape.cols, unsigned(shape.rows));
+    for (const char* spec : {"zero-max", "min-max", "log"})
+      for (OverlayAlpha mode : {OverlayAlpha::Value, OverlayAlpha::Constant}) {
+        const ValueScale scale = resolve_value_scale(parse_scale_spec(spec), Colormap::Viridis, range);
+        const std::vector<float> cells = colour_and_weight_values(grid, scale, 0.55, mode);
+        ASSERT_EQ(cells.size(), values.size() * 4);
+        const RgbImage colours = colour_values(grid, scale);
+        for (int y = 0; y < shape.grid_rows; ++y)
+          for (int x = 0; x < shape.grid_cols; ++x) {
+            const float* cell = &cells[size_t(y * shape.grid_cols + x) * 4];
+            for (int c = 0; c < 3; ++c) EXPECT_EQ(cell[c] * 255.0f, float(colours.row(y)[3 * x + c])) << spec;
+            EXPECT_EQ(cell[3], float(scale.alpha(double(grid.at(y, x)), 0.55, mode))) << spec;
+          }
+        const RgbImage exported = overlay_values(image, grid, scale, 0.55, mode);
+        for (int y = 0; y < shape.rows; ++y)
+          for (int x = 0; x < shape.cols; ++x) {
+            // OpenCV's nearest source cell, as overlay_values picks it.
+            const int cy = std::min(int(std::floor(y * (double(shape.grid_rows) / shape.rows))), shape.grid_rows - 1);
+            const int cx = std::min(int(std::floor(x * (double(shape.grid_cols) / shape.cols))), shape.grid_cols - 1);
+            const float* cell = &cells[size_t(cy * shape.grid_cols + cx) * 4];
+            const double weight = scale.alpha(double(grid.at(cy, cx)), 0.55, mode);
+            for (int c = 0; c < 3; ++c) {
+              const float base = float(image.row(y)[3 * x + c]) / 255.0f;
+              const float blended = base + (cell[c] - base) * cell[3];  // GLSL's mix
+              const int difference = std::abs(int(std::lrint(blended * 255.0f)) - int(exported.row(y)[3 * x + c]));
+              // The exact blend in double: a level apart only where it is a tie (x.5), which
+              // single precision breaks either way.
+              const double exact = image.row(y)[3 * x + c] * (1.0 - weight) + cell[c] * 255.0 * weight;
+              const bool tie = std::abs(exact - std::floor(exact) - 0.5) < 1e-4;
+              ASSERT_LE(difference, tie ? 1 : 0) << spec << " at " << x << "," << y << ": " << exact;
+            }
+          }
+      }
+  }
 }
 
 // The PCA view's colours over the image (analysis_pca's colours_over_image): cv::resize nearest, then

@@ -324,7 +324,7 @@ void Workbench::refresh_maps() {
       shown_values.assign(map.map->values.begin(), map.map->values.end());
       for (float& v : shown_values) v = float(v * map.factor);
       range.include(shown_values.data(), shown_values.size());
-      map.texture.upload_scalar(shown_values.data(), map.map->grid_w, map.map->grid_h);
+      map.values.assign(shown_values.data(), map.map->grid_w, map.map->grid_h);
       panel_maps.push_back(std::move(map));
     }
     shown.maps.push_back(std::move(panel_maps));
@@ -341,7 +341,7 @@ void Workbench::show_analysis_maps(const std::vector<GridMap>& analysis_maps) {
     map.panel = int(p);
     map.head = kAnalysisMapHead;
     map.map = &analysis_maps[p];
-    if (!map.map->values.empty()) map.texture.upload_scalar(map.map->values.data(), map.map->grid_w, map.map->grid_h);
+    if (!map.map->values.empty()) map.values.assign(map.map->values.data(), map.map->grid_w, map.map->grid_h);
     shown.maps.push_back({});
     if (!map.map->values.empty()) shown.maps.back().push_back(std::move(map));
   }

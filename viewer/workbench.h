@@ -83,7 +83,7 @@ struct PatchMap {
   int head = 0;                  // -1: mean over heads; kAnalysisMapHead: the analysis view's map
   const GridMap* map = nullptr;  // owned by the outcome the maps were made from
   double factor = 1.0;           // display units per weight (x uniform: the key count)
-  gl::Texture texture;           // the map in display units
+  gl::MapValues values;          // the map in display units
 };
 
 // Where a view's image was drawn this frame, in framebuffer pixels (for screenshots and tests).

@@ -1,11 +1,12 @@
 #include "viewer/gl/overlay_renderer.h"
-#include "core/colormap_image.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
+#include "core/value_overlay.h"
 #include "viewer/gl/gl_api.h"
 #include "viewer/gl/shader_sources.h"
 
@@ -62,6 +63,7 @@ OverlayView& OverlayView::operator=(OverlayView&& other) noexcept {
   std::swap(stand_in_, other.stand_in_);
   std::swap(inputs_, other.inputs_);
   std::swap(content_, other.content_);
+  std::swap(cells_, other.cells_);
   return *this;
 }
 
@@ -86,9 +88,16 @@ const Texture& OverlayRenderer::colormap_table(Colormap colormap) {
   return tables_.emplace(colormap, std::move(table)).first->second;
 }
 
-void OverlayRenderer::draw(OverlayView& view, const Texture* image, const Texture& values, const ValueScale& scale,
+void MapValues::assign(const float* values, int width, int height) {
+  values_.assign(values, values + size_t(std::max(width, 0)) * size_t(std::max(height, 0)));
+  width_ = width;
+  height_ = height;
+  static uint64_t assigned = 0;  // main thread only, as every texture
+  version_ = ++assigned;
+}
+
+void OverlayRenderer::draw(OverlayView& view, const Texture* image, const MapValues& values, const ValueScale& scale,
                            float opacity, OverlayAlpha alpha, ImVec2 size, ImVec2 uv0, ImVec2 uv1) {
-  const Texture& table = colormap_table(scale.colormap);
   if (!view.stand_in_) {
     glGenTextures(1, &view.stand_in_);
     glBindTexture(GL_TEXTURE_2D, view.stand_in_);
@@ -96,27 +105,23 @@ void OverlayRenderer::draw(OverlayView& view, const Texture* image, const Textur
     glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA8, 1, 1, 0, GL_RGBA, GL_UNSIGNED_BYTE, black);
     view.inputs_ = std::make_unique<OverlayView::Inputs>();
   }
-  OverlayView::Inputs& inputs = *view.inputs_;
-  inputs.renderer = this;
-  inputs.has_image = image != nullptr;
-  inputs.image = image ? image->name() : values.name();
-  inputs.values = values.name();
-  inputs.table = table.name();
-  inputs.vmin = float(scale.vmin);
-  inputs.vmax = float(scale.vmax);
-  inputs.log = scale.log;
-  inputs.diverging = scale.diverging;
-  inputs.opacity = opacity;
-  inputs.alpha_follows_value = alpha == OverlayAlpha::Value;
   char content[200];  // exact (hex) floats: a tiny change of scale is a change of pixels
   std::snprintf(content, sizeof(content), "%llu|%llu|%d|%a|%a|%d%d|%a|%d",
                 static_cast<unsigned long long>(image ? image->version() : 0),
                 static_cast<unsigned long long>(values.version()), int(scale.colormap), scale.vmin, scale.vmax,
-                int(scale.log), int(scale.diverging), double(opacity), int(inputs.alpha_follows_value));
+                int(scale.log), int(scale.diverging), double(opacity), int(alpha));
   if (content != view.content_) {
     view.content_ = content;
+    const ValueGrid grid{values.values().data(), values.height(), values.width()};
+    const std::vector<float> cells = colour_and_weight_values(grid, scale, opacity, alpha);
+    view.cells_.upload_rgba(cells.data(), values.width(), values.height());
     texture_pixels_changed(view.stand_in_);
   }
+  OverlayView::Inputs& inputs = *view.inputs_;
+  inputs.renderer = this;
+  inputs.has_image = image != nullptr;
+  inputs.image = image ? image->name() : view.cells_.name();
+  inputs.cells = view.cells_.name();
   ImDrawList* draw = ImGui::GetWindowDrawList();
   draw->AddCallback(&OverlayRenderer::use_program, view.inputs_.get());
   ImGui::Image(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(view.stand_in_)), size, uv0, uv1);
@@ -158,20 +163,14 @@ void OverlayRenderer::bind(const OverlayView::Inputs& inputs) {
   glUseProgram(program);
   glUniformMatrix4fv(glGetUniformLocation(program, "ProjMtx"), 1, GL_FALSE, projection);
   // Unit 0 stays the backend's: it binds the quad's stand-in there.
-  const unsigned textures[3] = {inputs.image, inputs.values, inputs.table};
-  const char* samplers[3] = {"image", "values", "colormap"};
-  for (int unit = 0; unit < 3; ++unit) {
+  const unsigned textures[2] = {inputs.image, inputs.cells};
+  const char* samplers[2] = {"image", "cells"};
+  for (int unit = 0; unit < 2; ++unit) {
     glActiveTexture(GL_TEXTURE1 + unit);
     glBindTexture(GL_TEXTURE_2D, textures[unit]);
     glUniform1i(glGetUniformLocation(program, samplers[unit]), 1 + unit);
   }
   glActiveTexture(GL_TEXTURE0);
-  glUniform1f(glGetUniformLocation(program, "vmin"), inputs.vmin);
-  glUniform1f(glGetUniformLocation(program, "vmax"), inputs.vmax);
-  glUniform1i(glGetUniformLocation(program, "log_scale"), inputs.log ? 1 : 0);
-  glUniform1i(glGetUniformLocation(program, "diverging"), inputs.diverging ? 1 : 0);
-  glUniform1f(glGetUniformLocation(program, "opacity"), inputs.opacity);
-  glUniform1i(glGetUniformLocation(program, "alpha_follows_value"), inputs.alpha_follows_value ? 1 : 0);
   glUniform1i(glGetUniformLocation(program, "has_image"), inputs.has_image ? 1 : 0);
   glDisable(GL_BLEND);  // opaque: a software rasteriser would read back every covered pixel
 }

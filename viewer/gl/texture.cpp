@@ -64,10 +64,10 @@ void Texture::upload_rgb(const cv::Mat& rgb) {
   glPixelStorei(GL_UNPACK_ALIGNMENT, 4);
 }
 
-void Texture::upload_scalar(const float* values, int width, int height) {
-  ensure(width, height, GL_R32F, GL_NEAREST);
+void Texture::upload_rgba(const float* rgba, int width, int height) {
+  ensure(width, height, GL_RGBA32F, GL_NEAREST);
   glPixelStorei(GL_UNPACK_ALIGNMENT, 4);
-  glTexImage2D(GL_TEXTURE_2D, 0, GL_R32F, width, height, 0, GL_RED, GL_FLOAT, values);
+  glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA32F, width, height, 0, GL_RGBA, GL_FLOAT, rgba);
 }
 
 void opaque_image(ImTextureID texture, ImVec2 size, ImVec2 uv0, ImVec2 uv1) {

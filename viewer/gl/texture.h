@@ -1,4 +1,4 @@
-// A GPU texture the panels show: an RGB8 image, an R32F scalar map or a colour-map table.
+// A GPU texture the panels show: an RGB8 image, a map's per-cell colours or a colour-map table.
 // It owns its GL name; everything outside viewer/gl/ sees it only as an ImTextureID.
 #pragma once
 
@@ -20,8 +20,8 @@ class Texture {
 
   // 8-bit RGB [H x W] (CV_8UC3), bilinear filtering: photographs.
   void upload_rgb(const cv::Mat& rgb);
-  // Float values [H x W] row-major, nearest filtering: each patch or matrix cell stays one block.
-  void upload_scalar(const float* values, int width, int height);
+  // Float RGBA [H x W x 4] row-major, nearest filtering: each patch or matrix cell stays one block.
+  void upload_rgba(const float* rgba, int width, int height);
 
   bool valid() const { return name_ != 0; }
   int width() const { return width_; }

@@ -224,7 +224,7 @@ struct AttentionPanel : WorkbenchPanel {
         if (overlays.size() <= overlay_index) overlays.emplace_back();
         ImGui::SetCursorScreenPos(pos);
         const float shown = 1.0f / float(zoom);
-        bench.renderer->draw(overlays[overlay_index++], &bench.shown.images[p], map.texture, bench.shown.scale,
+        bench.renderer->draw(overlays[overlay_index++], &bench.shown.images[p], map.values, bench.shown.scale,
                              float(bench.state.opacity), bench.state.alpha, size, corner,
                              ImVec2(corner.x + shown, corner.y + shown));
         bench.drawn.views.push_back({map.panel, map.head, pos.x, pos.y, size.x, size.y, tokens.grid_h, tokens.grid_w});

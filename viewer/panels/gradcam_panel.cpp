@@ -18,8 +18,8 @@ namespace {
 
 struct GradCamPanel : AnalysisPanel {
   gl::OverlayView overlay;
-  gl::Texture map_texture;
-  uint64_t uploaded = 0;  // the outcome's request id whose map the texture holds
+  gl::MapValues map_values;
+  uint64_t uploaded = 0;  // the outcome's request id whose map map_values holds
   std::string layer_field;
   const GradCamView* shown = nullptr;  // drawn this frame
 
@@ -56,7 +56,7 @@ struct GradCamPanel : AnalysisPanel {
     const GradCamView& cam = *cam_view;
     const GridMap& map = cam.map;
     if (uploaded != outcome->request_id) {
-      map_texture.upload_scalar(map.values.data(), map.grid_w, map.grid_h);
+      map_values.assign(map.values.data(), map.grid_w, map.grid_h);
       uploaded = outcome->request_id;
     }
     shown = cam_view;
@@ -71,7 +71,7 @@ struct GradCamPanel : AnalysisPanel {
     scale.colormap = state.colormap;
     scale.label = "Grad-CAM, max = 1";
     const ImVec2 pos = ImGui::GetCursorScreenPos();
-    bench.renderer->draw(overlay, &bench.image_texture(), map_texture, scale, float(state.opacity), state.alpha, size);
+    bench.renderer->draw(overlay, &bench.image_texture(), map_values, scale, float(state.opacity), state.alpha, size);
     bench.drawn.views.push_back({-1, -1, pos.x, pos.y, size.x, size.y});
     if (ImGui::IsItemHovered()) {
       const ImVec2 mouse = ImGui::GetIO().MousePos;

@@ -34,8 +34,8 @@ std::string spectrum_words(const HeadSpectrum& spectrum, int smallest_side) {
 
 struct MatrixPanel : AnalysisPanel {
   int panel_index = 0;  // which side-by-side panel's matrix is shown
-  gl::Texture matrix_texture;
-  std::string texture_key;
+  gl::MapValues matrix_values;
+  std::string values_key;
   gl::OverlayView overlay;
   PlotImage spectrum_plot;
   const PanelMatrix* shown = nullptr;  // drawn this frame
@@ -81,9 +81,9 @@ struct MatrixPanel : AnalysisPanel {
     }
     shown = &view;
     const std::string key = std::to_string(outcome->request_id) + "|" + std::to_string(panel_index);
-    if (key != texture_key) {
-      matrix_texture.upload_scalar(view.matrix.data(), view.cols, view.rows);
-      texture_key = key;
+    if (key != values_key) {
+      matrix_values.assign(view.matrix.data(), view.cols, view.rows);
+      values_key = key;
     }
     const int head = view.head;
     ImGui::TextWrapped("%s, layer %d, head %d", panel.description.c_str(), panel.layer, head);
@@ -98,7 +98,7 @@ struct MatrixPanel : AnalysisPanel {
     const ValueScale scale = resolve_value_scale(spec, bench.state.colormap, range);
     const float side = std::floor(std::min(ImGui::GetContentRegionAvail().x, 420.0f));
     const ImVec2 pos = ImGui::GetCursorScreenPos();
-    bench.renderer->draw(overlay, nullptr, matrix_texture, scale, 1.0f, OverlayAlpha::Constant, ImVec2(side, side));
+    bench.renderer->draw(overlay, nullptr, matrix_values, scale, 1.0f, OverlayAlpha::Constant, ImVec2(side, side));
     const float row_y = pos.y + side * float(panel.query_token) / float(queries);
     ImGui::GetWindowDrawList()->AddRect(ImVec2(pos.x, row_y), ImVec2(pos.x + side, row_y + side / queries + 1),
                                         IM_COL32(255, 60, 60, 255));
