@@ -195,10 +195,21 @@ void GuiBenchmark::report(std::ostream& out, const Workbench& bench) const {
       << outcome.panels.size() << " panel(s), device " << outcome.device << ", window " << bench.options.width << "x"
       << bench.options.height << "\n  " << linear_backend_line();
   const auto p_rounds = [&](const PRounds& rounds, const char* heading) {
+    if (rounds.latencies.empty()) return;
+    // The slowest change beside its own forward and its round's plain one (latency / ratio): how
+    // much of it was the machine's.
+    const size_t slowest =
+        size_t(std::max_element(rounds.latencies.begin(), rounds.latencies.end()) - rounds.latencies.begin());
+    const auto under_100_ms =
+        std::count_if(rounds.latencies.begin(), rounds.latencies.end(), [](double latency) { return latency < 100.0; });
     out << "  " << heading << "\n"
         << "    one forward pass (plain, one per round, median):    " << median(rounds.baselines) << " ms\n"
         << "    the worker's forward for the change (median):       " << median(rounds.worker_forwards) << " ms\n"
         << "    slider change -> updated pixels (median):           " << median(rounds.latencies) << " ms\n"
+        << "    slider change -> updated pixels (max):              " << rounds.latencies[slowest]
+        << " ms (that change's forward in the worker " << rounds.worker_forwards[slowest]
+        << " ms, its round's plain forward " << rounds.latencies[slowest] / rounds.ratios[slowest] << " ms); "
+        << under_100_ms << " of " << rounds.latencies.size() << " under 100 ms\n"
         << "    ratio to one forward (median over rounds):          " << median(rounds.ratios) << " x (target <= 1.2)\n"
         << "    of the latency, after the worker's result (median): " << median(rounds.gui_side)
         << " ms (wake, upload, render, glFinish)\n"
