@@ -77,7 +77,7 @@ class OverlayRenderer {
   void draw(OverlayView& view, const Texture* image, const MapValues& values, const ValueScale& scale, float opacity,
             OverlayAlpha alpha, ImVec2 size, ImVec2 uv0 = ImVec2(0, 0), ImVec2 uv1 = ImVec2(1, 1));
 
-  // The 256 x 1 table of a colour map, as uploaded for the shader: the colour bar shows this texture.
+  // The 256 x 1 table of a colour map as a texture: what the colour bar shows.
   const Texture& colormap_table(Colormap colormap);
 
  private:
