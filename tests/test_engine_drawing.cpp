@@ -4,7 +4,6 @@
 // imencode.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <opencv2/imgcodecs.hpp>
@@ -120,20 +119,20 @@ TEST(EngineDrawing, ScreenCellsBlendToTheExportedOverlay) {
             EXPECT_EQ(cell[3], float(scale.alpha(double(grid.at(y, x)), 0.55, mode))) << spec;
           }
         const RgbImage exported = overlay_values(image, grid, scale, 0.55, mode);
+        // Each pixel's cell as OpenCV's nearest neighbour picks it, the source overlay_values follows.
+        cv::Mat stretched;
+        cv::resize(cv::Mat(shape.grid_rows, shape.grid_cols, CV_32FC4, const_cast<float*>(cells.data())), stretched,
+                   cv::Size(shape.cols, shape.rows), 0, 0, cv::INTER_NEAREST);
         for (int y = 0; y < shape.rows; ++y)
           for (int x = 0; x < shape.cols; ++x) {
-            // OpenCV's nearest source cell, as overlay_values picks it.
-            const int cy = std::min(int(std::floor(y * (double(shape.grid_rows) / shape.rows))), shape.grid_rows - 1);
-            const int cx = std::min(int(std::floor(x * (double(shape.grid_cols) / shape.cols))), shape.grid_cols - 1);
-            const float* cell = &cells[size_t(cy * shape.grid_cols + cx) * 4];
-            const double weight = scale.alpha(double(grid.at(cy, cx)), 0.55, mode);
+            const cv::Vec4f cell = stretched.at<cv::Vec4f>(y, x);
             for (int c = 0; c < 3; ++c) {
               const float base = float(image.row(y)[3 * x + c]) / 255.0f;
               const float blended = base + (cell[c] - base) * cell[3];  // GLSL's mix
               const int difference = std::abs(int(std::lrint(blended * 255.0f)) - int(exported.row(y)[3 * x + c]));
-              // The exact blend in double: a level apart only where it is a tie (x.5), which
-              // single precision breaks either way.
-              const double exact = image.row(y)[3 * x + c] * (1.0 - weight) + cell[c] * 255.0 * weight;
+              // The blend in double: a level apart only where it is a tie (x.5), which single
+              // precision breaks either way (the weight's float rounding moves it by under 1e-5).
+              const double exact = image.row(y)[3 * x + c] * (1.0 - cell[3]) + double(cell[c]) * 255.0 * cell[3];
               const bool tie = std::abs(exact - std::floor(exact) - 0.5) < 1e-4;
               ASSERT_LE(difference, tie ? 1 : 0) << spec << " at " << x << "," << y << ": " << exact;
             }
