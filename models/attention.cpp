@@ -115,7 +115,7 @@ torch::Tensor AttentionImpl::project_input(const torch::Tensor& x) {
       break;
     case QkvLayout::FusedQvBias:
       // EVA: F.linear(x, qkv.weight, cat(q_bias, 0, v_bias)).
-      return torch::nn::functional::linear(x, qkv->weight, torch::cat({q_bias, torch::zeros_like(q_bias), v_bias}));
+      return token_linear(qkv->weight, torch::cat({q_bias, torch::zeros_like(q_bias), v_bias}), x);
     case QkvLayout::Separate:
       return torch::cat({token_linear(q_proj, x), token_linear(k_proj, x), token_linear(v_proj, x)}, -1);
   }

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/Parallel.h>
+
 namespace attnscope {
 
 namespace {
@@ -136,6 +138,66 @@ void rows_linear_into(torch::Tensor& out, const torch::nn::Linear& layer, const 
     torch::addmm_out(out, bias, rows, weight.t());
   else
     torch::mm_out(out, rows, weight.t());
+}
+
+bool splits_by_columns(int64_t rows, const torch::Tensor& input, const torch::Tensor& weight) {
+  // Below about a million multiply-adds (a classifier head's one row) waking the other core costs
+  // more than it saves.
+  constexpr int64_t kMinimumWork = int64_t(1) << 20;
+  const int64_t inputs = weight.size(1), outputs = weight.size(0);
+  return cpu_inference(input) && input.scalar_type() == torch::kFloat && weight.scalar_type() == torch::kFloat &&
+         configured_threads() > 1 && !at::in_parallel_region() && rows <= kColumnSplitMaxRows &&
+         outputs >= kMinColumnsPerCore * configured_threads() && rows * inputs * outputs >= kMinimumWork;
+}
+
+namespace {
+
+// rows [N, C_in] @ weight^T + bias, each core computing all rows for its block of output columns
+// (whose weight rows are contiguous) and applying `epilogue` to it.
+torch::Tensor linear_by_column_chunks(const torch::Tensor& weight, const torch::Tensor& bias, const torch::Tensor& rows,
+                                      const ColumnEpilogue& epilogue) {
+  auto out = torch::empty({rows.size(0), weight.size(0)}, rows.options());
+  const auto dense_rows = rows.contiguous();
+  for_each_row_chunk(weight.size(0), [&](int64_t begin, int64_t end) {
+    const auto block_weight = weight.narrow(0, begin, end - begin);
+    const auto block_bias = bias.defined() ? bias.narrow(0, begin, end - begin) : bias;
+    torch::Tensor columns;
+    if (takes_onednn(dense_rows, weight))
+      columns = onednn_rows(dense_rows, block_weight, block_bias);
+    else
+      columns = block_bias.defined() ? torch::addmm(block_bias, dense_rows, block_weight.t())
+                                     : torch::mm(dense_rows, block_weight.t());
+    out.narrow(1, begin, end - begin).copy_(epilogue ? epilogue(columns) : columns);
+  });
+  return out;
+}
+
+}  // namespace
+
+torch::Tensor token_linear(const torch::Tensor& weight, const torch::Tensor& bias, const torch::Tensor& x,
+                           const ColumnEpilogue& epilogue) {
+  std::vector<int64_t> out_shape(x.sizes().begin(), x.sizes().end());
+  out_shape.back() = weight.size(0);
+  auto rows = x.reshape({-1, x.size(-1)});
+  if (splits_by_columns(rows.size(0), rows, weight))
+    return linear_by_column_chunks(weight, bias, rows, epilogue).view(out_shape);
+  ScopedThreads all_cores(configured_threads());
+  torch::Tensor out;
+  // With autograd, oneDNN when only the input wants a gradient (attributions freeze the parameters).
+  if (x.device().is_cpu() && x.scalar_type() == torch::kFloat && weight.scalar_type() == torch::kFloat &&
+      at::hasMKLDNN() && c10::GradMode::is_enabled() && x.requires_grad() && !weight.requires_grad() &&
+      !(bias.defined() && bias.requires_grad()))
+    out = frozen_onednn_linear(rows, weight, bias);
+  else if (takes_onednn(rows, weight))
+    out = onednn_rows(rows, weight, bias);
+  else
+    out = bias.defined() ? torch::addmm(bias, rows, weight.t()) : torch::mm(rows, weight.t());
+  return (epilogue ? epilogue(out) : out).view(out_shape);
+}
+
+torch::Tensor token_linear(torch::nn::Linear& layer, const torch::Tensor& x, const ColumnEpilogue& epilogue) {
+  if (x.dim() < 2) return epilogue ? epilogue(layer->forward(x)) : layer->forward(x);
+  return token_linear(layer->weight, layer->bias, x, epilogue);
 }
 
 torch::Tensor frozen_onednn_linear(const torch::Tensor& rows, const torch::Tensor& weight, const torch::Tensor& bias) {

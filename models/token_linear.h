@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <string>
 
 #include "models/cpu_threads.h"
@@ -36,20 +37,31 @@ torch::Tensor rows_linear(const torch::nn::Linear& layer, const torch::Tensor& r
 // The same into `out` [N, C_out] (a chunk's rows of a whole layer's output).
 void rows_linear_into(torch::Tensor& out, const torch::nn::Linear& layer, const torch::Tensor& rows);
 
-inline torch::Tensor token_linear(torch::nn::Linear& layer, const torch::Tensor& x) {
-  const auto& weight = layer->weight;
-  const auto& bias = layer->bias;
-  if (x.dim() < 2) return layer->forward(x);
-  std::vector<int64_t> out_shape(x.sizes().begin(), x.sizes().end());
-  out_shape.back() = weight.size(0);
-  auto rows = x.reshape({-1, x.size(-1)});
-  ScopedThreads all_cores(configured_threads());
-  // With autograd, oneDNN when only the input wants a gradient (attributions freeze the parameters).
-  if (x.device().is_cpu() && x.scalar_type() == torch::kFloat && weight.scalar_type() == torch::kFloat &&
-      at::hasMKLDNN() && c10::GradMode::is_enabled() && x.requires_grad() && !weight.requires_grad() &&
-      !(bias.defined() && bias.requires_grad()))
-    return frozen_onednn_linear(rows, weight, bias).view(out_shape);
-  return rows_linear(layer, rows).view(out_shape);
-}
+// What a caller does to a linear layer's output before it is kept (an activation): elementwise, so
+// that a block of the output's columns gives the same values as the whole output.
+using ColumnEpilogue = std::function<torch::Tensor(const torch::Tensor& columns)>;
+
+// Whether token_linear splits `rows` rows [N, C_in] of `input` (its device, type and grad mode) by
+// the output's columns across the cores (see there): CPU inference in float32, more than one core,
+// outside a parallel region, up to kColumnSplitMaxRows rows, kMinColumnsPerCore columns or more for
+// each core (oneDNN is slow on narrower blocks: 197 rows x 96 columns of DeiT-Tiny's fc2 took
+// 0.44 ms where 99 rows x 192 took 0.29) and work enough to pay for waking the cores.
+bool splits_by_columns(int64_t rows, const torch::Tensor& input, const torch::Tensor& weight);
+constexpr int64_t kColumnSplitMaxRows = 1024;
+constexpr int64_t kMinColumnsPerCore = 128;
+
+// x [..., C_in] through `layer`, then `epilogue` (may be empty) on the result. Without autograd on
+// the CPU, at token counts up to kColumnSplitMaxRows, each core computes every row for a block of the
+// output's columns and applies the epilogue to it, in one parallel region: a GEMM's time per row
+// falls as its rows grow (each weight column loaded once serves them all), so 197 rows x half the
+// columns took 0.55-0.75 ms where half the rows x all of them took 0.64-0.86 (DeiT-S's four
+// layers on one core; docs/speed.md), and oneDNN splitting one product across two threads itself
+// took 3.8 ms for DeiT-S's fc2. From about 1,000 rows splitting rows is faster again (1,370 rows:
+// 4.3 against 4.7 ms), and token_linear runs on all cores as before. Each output element is the
+// same dot product either way.
+torch::Tensor token_linear(torch::nn::Linear& layer, const torch::Tensor& x, const ColumnEpilogue& epilogue = {});
+// The same for a weight [C_out, C_in] and bias (may be undefined) given as tensors; x has 2 or more dims.
+torch::Tensor token_linear(const torch::Tensor& weight, const torch::Tensor& bias, const torch::Tensor& x,
+                           const ColumnEpilogue& epilogue = {});
 
 }  // namespace attnscope

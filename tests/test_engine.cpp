@@ -11,6 +11,7 @@
 #include "core/npy.h"
 #include "models/inference.h"
 #include "models/model_loader.h"
+#include "models/token_linear.h"
 #include "session/app_state.h"
 #include "tests/random_vit.h"
 
@@ -213,6 +214,86 @@ TEST(Engine, RowChunksCoverEveryRowOnceWithTheCallersModes) {
     EXPECT_EQ(chunks, std::min<int64_t>(rows, 2)) << rows << " rows";
     EXPECT_EQ(outside_inference_mode, 0) << rows << " rows";
     for (int64_t row = 0; row < rows; ++row) EXPECT_EQ(hits[size_t(row)], 1) << "row " << row << " of " << rows;
+  }
+}
+
+// token_linear splits a small token count's output columns across the cores, each core applying
+// the epilogue to its block: the same values as the layer and the epilogue on the whole output
+// (each element the same dot product over C_in, so float32's conditioning bounds the difference).
+// Where the split does not pay or cannot run it is not taken, with the same result.
+TEST(Engine, ColumnSplitLinearIsTheLayerWithItsEpilogue) {
+  configure_threads(2);
+  torch::manual_seed(31);
+  torch::nn::Linear fc1(384, 1536), narrow(768, 192);
+  const auto tokens = torch::randn({1, 197, 384}), wide_tokens = torch::randn({1, 197, 768});
+  const auto gelu = [](const torch::Tensor& columns) { return torch::gelu(columns); };
+  // |x| |W|^T + |b|: each output's sum of absolute terms, times n u for float32.
+  const auto bound = [](torch::nn::Linear& layer, const torch::Tensor& x) {
+    return (torch::matmul(x.abs(), layer->weight.abs().t()) + layer->bias.abs()) * (x.size(-1) * 6e-8);
+  };
+  torch::Tensor expected, expected_narrow, tolerance, tolerance_narrow;
+  {
+    torch::NoGradGuard no_graph;
+    expected = torch::gelu(fc1->forward(tokens));
+    expected_narrow = narrow->forward(wide_tokens);
+    tolerance = bound(fc1, tokens);
+    tolerance_narrow = bound(narrow, wide_tokens);
+  }
+  c10::InferenceMode inference_mode;
+  EXPECT_TRUE(splits_by_columns(197, tokens, fc1->weight));
+  const auto split = token_linear(fc1, tokens, gelu);
+  ASSERT_EQ(split.sizes(), expected.sizes());
+  // GELU's slope is at most 1.13.
+  EXPECT_TRUE(((split - expected).abs() <= 1.13 * tolerance).all().item<bool>())
+      << (split - expected).abs().max().item<double>();
+  // 96 columns a core (DeiT-Tiny's fc2), more than kColumnSplitMaxRows rows, one core, or inside a
+  // parallel region: all cores on whole rows, as before.
+  EXPECT_FALSE(splits_by_columns(197, wide_tokens, narrow->weight));
+  EXPECT_FALSE(splits_by_columns(kColumnSplitMaxRows + 1, tokens, fc1->weight));
+  EXPECT_TRUE(((token_linear(narrow, wide_tokens) - expected_narrow).abs() <= tolerance_narrow).all().item<bool>());
+  std::atomic<int> split_inside{0};
+  for_each_row_chunk(2, [&](int64_t, int64_t) { split_inside += splits_by_columns(197, tokens, fc1->weight); });
+  EXPECT_EQ(split_inside, 0);
+  configure_threads(1);
+  EXPECT_FALSE(splits_by_columns(197, tokens, fc1->weight));
+  configure_threads(2);
+}
+
+// A ViT-S-wide model at 197 tokens runs its blocks on the column-split path (every linear layer
+// split by output columns, the rest on one core) without autograd: the plain graph's logits and
+// captured activations, for softmax and for a linear kernel.
+TEST(Engine, BlocksSplitByColumnsGiveThePlainGraph) {
+  configure_threads(2);
+  torch::manual_seed(17);
+  VisionTransformer model(plain_vit_arch(/*embed_dim=*/256, /*depth=*/2, /*heads=*/4, /*patch_size=*/16,
+                                         /*grid=*/14, /*num_classes=*/10));
+  initialise_weights(*model.get());
+  model->eval();
+  const auto image = torch::randn({1, 3, 224, 224});
+  {
+    c10::InferenceMode inference_mode;
+    ASSERT_TRUE(splits_by_columns(197, image, model->blocks[0]->as<BlockImpl>()->mlp->fc2->weight));
+  }
+  for (const Variant variant : {Variant::Native, Variant::Focused}) {
+    SCOPED_TRACE(to_string(variant));
+    AttentionSettings settings;
+    settings.variant = variant;
+    ForwardOutput plain;
+    {
+      torch::AutoGradMode with_graph(true);
+      plain = model->forward(image, settings);
+    }
+    c10::InferenceMode inference_mode;
+    const ForwardOutput split = model->forward(image, settings);
+    const double scale = plain.logits.abs().max().item<double>();
+    EXPECT_LT((split.logits - plain.logits.detach()).abs().max().item<double>(), 1e-5 * (1 + scale));
+    for (size_t layer = 0; layer < split.layers.size(); ++layer) {
+      const auto reference = plain.layers[layer].normed_input.detach();
+      EXPECT_LT((split.layers[layer].normed_input - reference).abs().max().item<double>(), 1e-4) << "layer " << layer;
+      EXPECT_LT((split.layers[layer].q - plain.layers[layer].q.detach()).abs().max().item<double>(),
+                1e-4 * (1 + plain.layers[layer].q.abs().max().item<double>()))
+          << "layer " << layer;
+    }
   }
 }
 
