@@ -30,6 +30,8 @@ ScopedThreads::ScopedThreads(int threads) : previous_(omp_get_max_threads()) {
 
 ScopedThreads::~ScopedThreads() { omp_set_num_threads(previous_); }
 
+void release_openmp_team() { (void)omp_pause_resource_all(omp_pause_soft); }
+
 void for_each_row_chunk(int64_t rows, const std::function<void(int64_t, int64_t)>& chunk) {
   const int64_t chunks = std::min<int64_t>(configured_threads(), rows);
   if (chunks <= 1) {

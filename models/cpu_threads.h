@@ -35,6 +35,16 @@ class ScopedThreads {
   int previous_;
 };
 
+// Hands the calling thread's OpenMP team back: its threads exit (libgomp's omp_pause_resource_all).
+// libgomp lets waiting threads spin (GOMP_SPINCOUNT, app/main.cpp) only while the threads it
+// manages, idle teams included, are no more than the cores. One more team that sits idle (a
+// finished folder job's worker, a forward once run on the GUI thread) makes every parallel region
+// of the panels' forwards wake a sleeping thread instead: DeiT-S 55-58 against 50-54 ms on 2 cores
+// (docs/speed.md). Threads whose parallel work comes seldom call this when they go idle; their
+// next region starts a new team, whose first forward runs cold (about 20 ms more for DeiT-S).
+// Nothing happens where the calling thread has no team.
+void release_openmp_team();
+
 // Splits rows [0, rows) into one contiguous chunk per configured thread and calls chunk(begin, end)
 // for each in one parallel region, with the caller's grad and inference modes. Ops inside run on one
 // core each. Not for code that records autograd: the graph would span threads.

@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "core/assets.h"
 #include "core/image.h"
@@ -295,6 +298,34 @@ TEST(Engine, BlocksSplitByColumnsGiveThePlainGraph) {
           << "layer " << layer;
     }
   }
+}
+
+// libgomp keeps a thread's OpenMP team after its parallel region, for the next; release_openmp_team
+// ends the team's threads (an idle team would keep the panels' team from spinning between its
+// regions: models/cpu_threads.h). Counted in the process's threads.
+TEST(Engine, AReleasedOpenmpTeamLeavesTheProcess) {
+  configure_threads(2);
+  const auto process_threads = [] {
+    int count = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) count += entry.exists() ? 1 : 0;
+    return count;
+  };
+  int before = 0, with_team = 0, released = 0;
+  std::thread master([&] {
+    before = process_threads();
+    for_each_row_chunk(2, [](int64_t, int64_t) {});
+    with_team = process_threads();
+    release_openmp_team();
+    released = process_threads();
+    for (int wait = 0; wait < 100 && released > before; ++wait) {  // at most 1 s for the threads to go
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      released = process_threads();
+    }
+    release_openmp_team();  // a thread without a team: nothing happens
+  });
+  master.join();
+  EXPECT_EQ(with_team, before + 1);
+  EXPECT_EQ(released, before);
 }
 
 TEST(Engine, GradientsReachTheCapturedTokenActivations) {

@@ -32,42 +32,11 @@ GuiBenchmark::GuiBenchmark(const AppState& state, int changes) : changes_(change
   prepared_ = prepare_model_input(load_image_rgb(state.image, state.max_pixels), state.input_settings(), *model_);
 }
 
-GuiBenchmark::~GuiBenchmark() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  changed_.notify_all();
-  if (runner_.joinable()) runner_.join();
-}
-
-double GuiBenchmark::baseline_forward_ms() {
-  if (!runner_.joinable())
-    runner_ = std::thread([this] {
-      std::unique_lock<std::mutex> lock(mutex_);
-      for (;;) {
-        changed_.wait(lock, [&] { return stopping_ || job_; });
-        if (stopping_) return;
-        job_();
-        job_ = nullptr;
-        changed_.notify_all();
-      }
-    });
+double GuiBenchmark::baseline_forward_ms(Workbench& bench) {
+  AttentionSettings settings = state_.attention;
+  settings.p = done_ % 2 ? 3.0 : 4.0;  // the value this round's change sets
   double milliseconds = 0.0;
-  std::exception_ptr failure;
-  std::unique_lock<std::mutex> lock(mutex_);
-  job_ = [&] {
-    try {
-      AttentionSettings settings = state_.attention;
-      settings.p = done_ % 2 ? 3.0 : 4.0;  // the value this round's change sets
-      milliseconds = run_inference(*model_, prepared_, settings).milliseconds;
-    } catch (...) {
-      failure = std::current_exception();
-    }
-  };
-  changed_.notify_all();
-  changed_.wait(lock, [&] { return !job_; });
-  if (failure) std::rethrow_exception(failure);
+  bench.run_on_panels_worker([&] { milliseconds = run_inference(*model_, prepared_, settings).milliseconds; });
   return milliseconds;
 }
 
@@ -78,8 +47,8 @@ void GuiBenchmark::between_frames(Workbench& bench) {
     return;
   }
   PRounds& rounds = p_rounds();
-  if (rounds.baselines.empty()) baseline_forward_ms();  // warm-up
-  rounds.baselines.push_back(baseline_forward_ms());
+  if (rounds.baselines.empty()) baseline_forward_ms(bench);  // warm-up
+  rounds.baselines.push_back(baseline_forward_ms(bench));
   baseline_taken_ = true;
 }
 

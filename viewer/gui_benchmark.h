@@ -15,12 +15,9 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <ostream>
-#include <thread>
 #include <vector>
 
 #include <imgui.h>
@@ -37,7 +34,6 @@ class Workbench;
 class GuiBenchmark {
  public:
   GuiBenchmark(const AppState& state, int changes);  // loads its own copy of the model for the baseline
-  ~GuiBenchmark();
 
   void between_frames(Workbench& bench);  // a round's baseline forward, outside any timed frame
   // The round's change, once the previous one is on screen; true when it made one.
@@ -57,7 +53,9 @@ class GuiBenchmark {
 
  private:
   using Clock = std::chrono::steady_clock;
-  double baseline_forward_ms();
+  // One plain forward on the panels' worker thread: with the OpenMP team its forwards use, as a
+  // second thread's team would make both wait asleep between regions (models/cpu_threads.h).
+  double baseline_forward_ms(Workbench& bench);
 
   int changes_ = 0, done_ = 0;
   bool baseline_taken_ = false, waiting_ = false;
@@ -99,14 +97,6 @@ class GuiBenchmark {
   int reran_forward_ = 0;  // clicks and layer changes whose result ran a forward (should be none)
   std::vector<double> frames_running_, frames_running_cpu_, frames_idle_;  // drawn frames' times
   int frames_ = 0, frames_unchanged_ = 0, frames_held_back_ = 0;
-
-  // One long-lived thread runs the baseline forwards, as the worker's one thread runs its own
-  // (LibTorch's intra-op pool and allocator caches are per thread: a fresh thread runs cold).
-  std::thread runner_;
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::function<void()> job_;
-  bool stopping_ = false;
 };
 
 }  // namespace attnscope

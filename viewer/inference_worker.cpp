@@ -14,6 +14,7 @@
 #include "core/excerpt.h"
 #include "core/torch_error.h"
 #include "exports/export.h"
+#include "models/cpu_threads.h"
 #include "models/model_loader.h"
 #include "views/analysis_registry.h"
 #include "views/option_catalog.h"
@@ -32,7 +33,7 @@ uint64_t next_request_id() {
 }  // namespace
 
 InferenceWorker::InferenceWorker(std::function<void()> wake, Priority priority)
-    : wake_(std::move(wake)), cache_(new RunCache) {
+    : wake_(std::move(wake)), priority_(priority), cache_(new RunCache) {
   thread_ = std::thread([this, priority] {
     // Linux's nice value is a thread's own, and the threads it creates (OpenMP's team for its
     // LibTorch and OpenBLAS calls) inherit it. Failing, the job just runs at the panels' priority.
@@ -61,6 +62,17 @@ uint64_t InferenceWorker::submit(InferenceRequest request) {
   }
   wanted_.notify_one();
   return id;
+}
+
+void InferenceWorker::run_and_wait(std::function<void()> task) {
+  std::packaged_task<void()> packaged(std::move(task));
+  std::future<void> ran = packaged.get_future();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_tasks_.push_back(std::move(packaged));
+  }
+  wanted_.notify_one();
+  ran.get();
 }
 
 void InferenceWorker::submit_export(AppState state, std::string out_dir,
@@ -126,8 +138,25 @@ void InferenceWorker::loop() {
     uint64_t id = 0;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wanted_.wait(lock, [&] { return stopping_ || pending_.has_value() || !pending_exports_.empty(); });
+      const auto work_waits = [&] {
+        return pending_.has_value() || !pending_exports_.empty() || !pending_tasks_.empty();
+      };
+      // A folder job's team goes while it waits for the next job (models/cpu_threads.h); the
+      // panels' worker keeps its own, warm, for the next slider change.
+      if (priority_ == Priority::Background && !work_waits() && !stopping_) {
+        lock.unlock();
+        release_openmp_team();
+        lock.lock();
+      }
+      wanted_.wait(lock, [&] { return stopping_ || work_waits(); });
       if (stopping_) return;
+      if (!pending_tasks_.empty()) {
+        std::packaged_task<void()> task = std::move(pending_tasks_.front());
+        pending_tasks_.pop_front();
+        lock.unlock();
+        task();  // its exception goes to run_and_wait's caller
+        continue;
+      }
       if (!pending_exports_.empty()) {
         const PendingExport pending = std::move(pending_exports_.front());
         pending_exports_.pop_front();

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -62,6 +63,10 @@ class InferenceWorker {
   // written; it comes back through take_previews().
   void submit_preview(AppState state, std::shared_ptr<const InferenceOutcome> on_screen = {});
   std::vector<PreviewOutcome> take_previews();
+  // Runs `task` on the worker's thread before the next request and returns when it has run,
+  // rethrowing what it threw: the GUI benchmark's plain forward, on the thread (and OpenMP team)
+  // the panels' forwards use.
+  void run_and_wait(std::function<void()> task);
   // Results finished since the last call, oldest first.
   std::vector<std::shared_ptr<const InferenceOutcome>> take_finished();
   // Whether a finished result waits to be taken (without taking it).
@@ -93,10 +98,12 @@ class InferenceWorker {
   PreviewOutcome run_preview(const PendingExport& pending);
 
   std::function<void()> wake_;
+  Priority priority_;
   mutable std::mutex mutex_;
   std::condition_variable wanted_;
   std::optional<InferenceRequest> pending_;
-  std::deque<PendingExport> pending_exports_;  // in the order asked, before the next request
+  std::deque<PendingExport> pending_exports_;             // in the order asked, before the next request
+  std::deque<std::packaged_task<void()>> pending_tasks_;  // run_and_wait's, before the exports
   std::vector<ExportOutcome> exports_;
   std::vector<PreviewOutcome> previews_;
   std::atomic<uint64_t> latest_id_{0};

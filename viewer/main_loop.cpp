@@ -18,6 +18,7 @@
 #include "core/colormap.h"
 #include "core/colormap_image.h"
 #include "core/json_checked.h"
+#include "models/cpu_threads.h"
 #include "models/model_loader.h"
 #include "viewer/frame_pacing.h"
 #include "viewer/gl/frame.h"
@@ -281,6 +282,10 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
     const auto seconds_now = [&] { return std::chrono::duration<double>(Clock::now() - started).count(); };
 
     while (!glfwWindowShouldClose(window) && !bench.quit_requested) {
+      // The GUI thread keeps no OpenMP team between frames (one is started where it ran a parallel
+      // op: a model the benchmark loads, a large image's resize), so that the panels' worker's
+      // team spins between its regions (models/cpu_threads.h).
+      release_openmp_team();
       if (headless) {
         // Like a display's vsync, at most one frame per 16.7 ms (Xvfb has none), but a finished
         // result wakes the loop at once; a screenshot run sleeps until its result is in.

@@ -75,6 +75,8 @@ Workbench::~Workbench() {
 
 bool Workbench::result_waiting() const { return worker_->has_finished(); }
 
+void Workbench::run_on_panels_worker(std::function<void()> task) { worker_->run_and_wait(std::move(task)); }
+
 void Workbench::export_kept_job(size_t index, const std::string& out_dir) {
   const auto& kept = jobs->kept();
   if (index >= kept.size() || !kept[index].result) return;

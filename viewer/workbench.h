@@ -142,6 +142,8 @@ class Workbench {
   // Writes a kept folder job's result (its analysis view) into out_dir, on the panels' worker.
   void export_kept_job(size_t index, const std::string& out_dir);
 
+  // Runs `task` on the panels' worker thread and returns when it has (InferenceWorker::run_and_wait).
+  void run_on_panels_worker(std::function<void()> task);
   // Whether the worker has finished something not yet taken (checked without taking it).
   bool result_waiting() const;
   // Whether the panels on screen answer the current state (nothing is pending on their worker).
