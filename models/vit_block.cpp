@@ -227,8 +227,8 @@ torch::Tensor BlockImpl::forward(const torch::Tensor& x, const TokenLayout& layo
                                  const std::function<void(torch::Tensor&)>& probabilities_hook) {
   // Where every linear layer splits its output columns across the cores (token_linear: up to about
   // a thousand tokens, and fc2's output, the narrowest, wide enough) the plain path below is
-  // faster than whole row chunks on each core: DeiT-S 55-59 against 63-68 ms, ViT-B/16 194-213
-  // against 225-258 (docs/speed.md).
+  // faster than whole row chunks on each core: DeiT-S 52 against 57 ms a forward, ViT-B/16 about
+  // 15 % less (docs/speed.md, "Linear layers split by columns").
   if (!hook && !probabilities_hook && cpu_inference(x) && configured_threads() > 1 && !attn->mixes_with_input() &&
       !splits_by_columns(x.size(0) * x.size(1), x, mlp->fc2->weight))
     return forward_by_row_chunks(x, layout, settings, capture);
