@@ -29,6 +29,12 @@ bool takes_onednn(const torch::Tensor& rows, const torch::Tensor& weight) {
          linear_backend().onednn;
 }
 
+// rows [N, C_in] @ weight^T + bias through the chosen GEMM (oneDNN or addmm with the bias fused).
+torch::Tensor chosen_gemm(const torch::Tensor& rows, const torch::Tensor& weight, const torch::Tensor& bias) {
+  if (takes_onednn(rows, weight)) return onednn_rows(rows, weight, bias);
+  return bias.defined() ? torch::addmm(bias, rows, weight.t()) : torch::mm(rows, weight.t());
+}
+
 class FrozenOnednnLinear : public torch::autograd::Function<FrozenOnednnLinear> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* context, const torch::Tensor& rows,
@@ -123,10 +129,7 @@ std::string linear_backend_line() {
 }
 
 torch::Tensor rows_linear(const torch::nn::Linear& layer, const torch::Tensor& rows) {
-  const auto& weight = layer->weight;
-  const auto& bias = layer->bias;
-  if (takes_onednn(rows, weight)) return onednn_rows(rows, weight, bias);
-  return bias.defined() ? torch::addmm(bias, rows, weight.t()) : torch::mm(rows, weight.t());
+  return chosen_gemm(rows, layer->weight, layer->bias);
 }
 
 void rows_linear_into(torch::Tensor& out, const torch::nn::Linear& layer, const torch::Tensor& rows) {
@@ -161,12 +164,7 @@ torch::Tensor linear_by_column_chunks(const torch::Tensor& weight, const torch::
   for_each_row_chunk(weight.size(0), [&](int64_t begin, int64_t end) {
     const auto block_weight = weight.narrow(0, begin, end - begin);
     const auto block_bias = bias.defined() ? bias.narrow(0, begin, end - begin) : bias;
-    torch::Tensor columns;
-    if (takes_onednn(dense_rows, weight))
-      columns = onednn_rows(dense_rows, block_weight, block_bias);
-    else
-      columns = block_bias.defined() ? torch::addmm(block_bias, dense_rows, block_weight.t())
-                                     : torch::mm(dense_rows, block_weight.t());
+    const torch::Tensor columns = chosen_gemm(dense_rows, block_weight, block_bias);
     out.narrow(1, begin, end - begin).copy_(epilogue ? epilogue(columns) : columns);
   });
   return out;
@@ -188,10 +186,8 @@ torch::Tensor token_linear(const torch::Tensor& weight, const torch::Tensor& bia
       at::hasMKLDNN() && c10::GradMode::is_enabled() && x.requires_grad() && !weight.requires_grad() &&
       !(bias.defined() && bias.requires_grad()))
     out = frozen_onednn_linear(rows, weight, bias);
-  else if (takes_onednn(rows, weight))
-    out = onednn_rows(rows, weight, bias);
   else
-    out = bias.defined() ? torch::addmm(bias, rows, weight.t()) : torch::mm(rows, weight.t());
+    out = chosen_gemm(rows, weight, bias);
   return (epilogue ? epilogue(out) : out).view(out_shape);
 }
 

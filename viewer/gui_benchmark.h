@@ -15,7 +15,6 @@
 #pragma once
 
 #include <chrono>
-#include <functional>
 #include <optional>
 #include <ostream>
 #include <vector>

@@ -34,10 +34,10 @@ uint64_t next_request_id() {
 
 InferenceWorker::InferenceWorker(std::function<void()> wake, Priority priority)
     : wake_(std::move(wake)), priority_(priority), cache_(new RunCache) {
-  thread_ = std::thread([this, priority] {
+  thread_ = std::thread([this] {
     // Linux's nice value is a thread's own, and the threads it creates (OpenMP's team for its
     // LibTorch and OpenBLAS calls) inherit it. Failing, the job just runs at the panels' priority.
-    if (priority == Priority::Background) (void)setpriority(PRIO_PROCESS, pid_t(syscall(SYS_gettid)), 15);
+    if (priority_ == Priority::Background) (void)setpriority(PRIO_PROCESS, pid_t(syscall(SYS_gettid)), 15);
     loop();
   });
 }

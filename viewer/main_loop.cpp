@@ -283,8 +283,8 @@ int run_workbench(AppState state, const WorkbenchOptions& options) {
 
     while (!glfwWindowShouldClose(window) && !bench.quit_requested) {
       // The GUI thread keeps no OpenMP team between frames (one is started where it ran a parallel
-      // op: a model the benchmark loads, a large image's resize), so that the panels' worker's
-      // team spins between its regions (models/cpu_threads.h).
+      // op, as loading the benchmark's model does), so that the panels' worker's team spins
+      // between its regions (models/cpu_threads.h).
       release_openmp_team();
       if (headless) {
         // Like a display's vsync, at most one frame per 16.7 ms (Xvfb has none), but a finished
