@@ -11,13 +11,75 @@
 #include <vector>
 
 #include <ATen/Parallel.h>
+#include <dlfcn.h>
 
 namespace attnscope {
 
 namespace {
 
-// rows [N, C_in] @ weight^T + bias through oneDNN, dense in and out.
+// oneDNN's row-major sgemm (C = alpha op(A) op(B) + beta C, dnnl.h), looked up at run time in the
+// oneDNN that LibTorch loaded. Debian's LibTorch links the shared libdnnl, which exports it; a
+// LibTorch with oneDNN linked in (pip's) hides it, and the layers then go through
+// at::mkldnn_linear.
+using DnnlSgemm = int (*)(char transa, char transb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+DnnlSgemm onednn_sgemm() {
+  static const auto function = reinterpret_cast<DnnlSgemm>(dlsym(RTLD_DEFAULT, "dnnl_sgemm"));
+  return function;
+}
+
+// How a float32 CPU matrix [rows, cols] sits in memory for a row-major GEMM: 'N' with rows of unit
+// stride, 'T' for the transpose of such a matrix; its leading dimension. None (0) otherwise.
+struct GemmOperand {
+  char transposed = 0;
+  int64_t leading = 0;
+};
+GemmOperand gemm_operand(const torch::Tensor& matrix) {
+  const int64_t rows = matrix.size(0), cols = matrix.size(1);
+  // A dimension of size 1 has no meaningful stride.
+  if (cols <= 1 || matrix.stride(1) == 1) {
+    const int64_t leading = rows <= 1 ? std::max<int64_t>(cols, 1) : matrix.stride(0);
+    if (leading >= std::max<int64_t>(cols, 1)) return {'N', leading};
+  }
+  if (rows <= 1 || matrix.stride(0) == 1) {
+    const int64_t leading = cols <= 1 ? std::max<int64_t>(rows, 1) : matrix.stride(1);
+    if (leading >= std::max<int64_t>(rows, 1)) return {'T', leading};
+  }
+  return {};
+}
+
+// out [N, C_out] = rows [N, C_in] @ weight^T + bias, written by oneDNN's sgemm straight into out's
+// memory (a block of a wider output's columns included): none of at::mkldnn_linear's copies of the
+// input into oneDNN's layout and of the result out of it. DeiT-S's four layers, half the columns
+// on one core: 22-27 % less time (docs/speed.md). False where it did not compute out: no sgemm,
+// an operand no BLAS layout describes, or an error from oneDNN.
+bool onednn_sgemm_into(torch::Tensor& out, const torch::Tensor& rows, const torch::Tensor& weight,
+                       const torch::Tensor& bias) {
+  const DnnlSgemm sgemm = onednn_sgemm();
+  const auto is_cpu_float = [](const torch::Tensor& t) { return t.is_cpu() && t.scalar_type() == torch::kFloat; };
+  if (!sgemm || out.dim() != 2 || rows.dim() != 2 || weight.dim() != 2 || !is_cpu_float(out) || !is_cpu_float(rows) ||
+      !is_cpu_float(weight) || (bias.defined() && !is_cpu_float(bias)))
+    return false;
+  const torch::Tensor products = weight.t();  // [C_in, C_out]
+  const GemmOperand a = gemm_operand(rows), b = gemm_operand(products), c = gemm_operand(out);
+  if (!a.transposed || !b.transposed || c.transposed != 'N') return false;
+  const int64_t m = rows.size(0), n = weight.size(0), k = rows.size(1);
+  if (m == 0 || n == 0) return true;
+  // The bias goes in first and the product is added to it (beta 1), as addmm does.
+  if (bias.defined())
+    out.copy_(bias.expand({m, n}));
+  else
+    out.zero_();
+  if (k == 0) return true;
+  return sgemm(a.transposed, b.transposed, m, n, k, 1.0f, rows.data_ptr<float>(), a.leading, products.data_ptr<float>(),
+               b.leading, 1.0f, out.data_ptr<float>(), c.leading) == 0;
+}
+
+// rows [N, C_in] @ weight^T + bias through oneDNN.
 torch::Tensor onednn_rows(const torch::Tensor& rows, const torch::Tensor& weight, const torch::Tensor& bias) {
+  auto out = torch::empty({rows.size(0), weight.size(0)}, rows.options());
+  if (onednn_sgemm_into(out, rows, weight, bias)) return out;
   return at::mkldnn_linear(rows.contiguous().to_mkldnn(), weight.contiguous(),
                            bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt)
       .to_dense();
@@ -33,6 +95,18 @@ bool takes_onednn(const torch::Tensor& rows, const torch::Tensor& weight) {
 torch::Tensor chosen_gemm(const torch::Tensor& rows, const torch::Tensor& weight, const torch::Tensor& bias) {
   if (takes_onednn(rows, weight)) return onednn_rows(rows, weight, bias);
   return bias.defined() ? torch::addmm(bias, rows, weight.t()) : torch::mm(rows, weight.t());
+}
+
+// The same into out [N, C_out], which may be a block of a wider tensor's columns.
+void chosen_gemm_into(torch::Tensor& out, const torch::Tensor& rows, const torch::Tensor& weight,
+                      const torch::Tensor& bias) {
+  if (takes_onednn(rows, weight)) {
+    if (!onednn_sgemm_into(out, rows, weight, bias)) out.copy_(onednn_rows(rows, weight, bias));
+  } else if (bias.defined()) {
+    torch::addmm_out(out, bias, rows, weight.t());
+  } else {
+    torch::mm_out(out, rows, weight.t());
+  }
 }
 
 class FrozenOnednnLinear : public torch::autograd::Function<FrozenOnednnLinear> {
@@ -96,8 +170,8 @@ LinearBackendChoice choose_linear_backend() {
   for (const auto& [rows, in, out] : shapes) {
     const auto x = torch::full({rows, in}, 0.5f), weight = torch::full({out, in}, 0.01f);
     const auto bias = torch::full({out}, 0.1f);
-    const auto [onednn_ms, blas_ms] = fastest_alternating_ms(
-        [&] { at::mkldnn_linear(x.to_mkldnn(), weight, bias).to_dense(); }, [&] { torch::addmm(bias, x, weight.t()); });
+    const auto [onednn_ms, blas_ms] =
+        fastest_alternating_ms([&] { onednn_rows(x, weight, bias); }, [&] { torch::addmm(bias, x, weight.t()); });
     choice.onednn_ms += onednn_ms;
     choice.blas_ms += blas_ms;
   }
@@ -120,7 +194,8 @@ const LinearBackendChoice& linear_backend() {
 std::string linear_backend_line() {
   const LinearBackendChoice& choice = linear_backend();
   std::ostringstream line;
-  line << "linear layers: " << (choice.onednn ? "oneDNN" : "BLAS") << " (" << choice.reason;
+  line << "linear layers: " << (choice.onednn ? (onednn_sgemm() ? "oneDNN's sgemm" : "oneDNN's inner product") : "BLAS")
+       << " (" << choice.reason;
   if (choice.measured)
     line << std::fixed << std::setprecision(2) << ": oneDNN " << choice.onednn_ms << " ms, BLAS " << choice.blas_ms
          << " ms on one core";
@@ -133,14 +208,7 @@ torch::Tensor rows_linear(const torch::nn::Linear& layer, const torch::Tensor& r
 }
 
 void rows_linear_into(torch::Tensor& out, const torch::nn::Linear& layer, const torch::Tensor& rows) {
-  const auto& weight = layer->weight;
-  const auto& bias = layer->bias;
-  if (takes_onednn(rows, weight))
-    out.copy_(onednn_rows(rows, weight, bias));
-  else if (bias.defined())
-    torch::addmm_out(out, bias, rows, weight.t());
-  else
-    torch::mm_out(out, rows, weight.t());
+  chosen_gemm_into(out, rows, layer->weight, layer->bias);
 }
 
 bool splits_by_columns(int64_t rows, const torch::Tensor& input, const torch::Tensor& weight) {
@@ -164,8 +232,14 @@ torch::Tensor linear_by_column_chunks(const torch::Tensor& weight, const torch::
   for_each_row_chunk(weight.size(0), [&](int64_t begin, int64_t end) {
     const auto block_weight = weight.narrow(0, begin, end - begin);
     const auto block_bias = bias.defined() ? bias.narrow(0, begin, end - begin) : bias;
-    const torch::Tensor columns = chosen_gemm(dense_rows, block_weight, block_bias);
-    out.narrow(1, begin, end - begin).copy_(epilogue ? epilogue(columns) : columns);
+    auto columns = out.narrow(1, begin, end - begin);
+    if (epilogue) {
+      // The epilogue on the dense block: an elementwise op over strided columns ran at about half
+      // the speed (GELU on DeiT-S's fc1 blocks).
+      columns.copy_(epilogue(chosen_gemm(dense_rows, block_weight, block_bias)));
+    } else {
+      chosen_gemm_into(columns, dense_rows, block_weight, block_bias);
+    }
   });
   return out;
 }

@@ -19,7 +19,9 @@ torch::Tensor frozen_onednn_linear(const torch::Tensor& rows, const torch::Tenso
 // oneDNN was about 1.6x faster on token-sized products; on another (AMD EPYC, AVX-512 kernels in
 // OpenBLAS) BLAS was faster (DeiT-Small 62 against 71 ms).
 // ATTNSCOPE_LINEAR=onednn|blas forces one; otherwise both are timed once on one core, on a
-// DeiT-Small MLP and a Swin-T stage-0 qkv tile, and the faster is kept.
+// DeiT-Small MLP and a Swin-T stage-0 qkv tile, and the faster is kept. oneDNN runs as its sgemm,
+// writing straight into the output (or a block of its columns), where LibTorch's oneDNN exports
+// it (Debian's does), else as at::mkldnn_linear with its copies in and out of oneDNN's layout.
 struct LinearBackendChoice {
   bool onednn = false;
   double onednn_ms = 0, blas_ms = 0;  // the timings it rests on (0 when forced)

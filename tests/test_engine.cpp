@@ -2,6 +2,8 @@
 // loaded model, gradients through the captured activations, layouts, masks and anchor regions.
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -260,6 +262,59 @@ TEST(Engine, ColumnSplitLinearIsTheLayerWithItsEpilogue) {
   configure_threads(1);
   EXPECT_FALSE(splits_by_columns(197, tokens, fc1->weight));
   configure_threads(2);
+}
+
+// The linear layers' GEMM writes into the caller's memory (oneDNN's sgemm where LibTorch's oneDNN
+// exports it): a block of a wider output's columns, rows given transposed or as a strided slice,
+// one row, no bias, a weight given transposed. Each against a float64 reference, bounded by
+// float32's conditioning; the columns around the block keep what they held.
+TEST(Engine, LinearLayersWriteIntoBlocksOfTheirOutput) {
+  configure_threads(2);
+  torch::manual_seed(43);
+  torch::nn::Linear with_bias(384, 300), without_bias(torch::nn::LinearOptions(384, 300).bias(false));
+  const auto reference = [](const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+    auto exact = torch::matmul(x.to(torch::kDouble), weight.to(torch::kDouble).t());
+    auto absolute = torch::matmul(x.abs().to(torch::kDouble), weight.abs().to(torch::kDouble).t());
+    if (bias.defined()) {
+      exact = exact + bias.to(torch::kDouble);
+      absolute = absolute + bias.abs().to(torch::kDouble);
+    }
+    return std::make_pair(exact, absolute * (x.size(-1) * 6e-8));
+  };
+  const auto within = [](const torch::Tensor& got, const std::pair<torch::Tensor, torch::Tensor>& expected) {
+    return ((got.to(torch::kDouble) - expected.first).abs() <= expected.second).all().item<bool>();
+  };
+  c10::InferenceMode inference_mode;
+  const auto rows = torch::randn({197, 384});
+  const auto transposed_rows = torch::randn({384, 197}).t();
+  const auto strided_rows = torch::randn({197, 400}).narrow(1, 7, 384);
+  const auto one_row = torch::randn({3, 384}).narrow(0, 1, 1);
+  for (torch::nn::Linear* layer : {&with_bias, &without_bias}) {
+    const auto& weight = (*layer)->weight;
+    const auto& bias = (*layer)->bias;
+    for (const torch::Tensor& x : {rows, transposed_rows, strided_rows, one_row}) {
+      auto wide = torch::full({x.size(0), 310}, 7.0f);
+      auto block = wide.narrow(1, 5, 300);
+      rows_linear_into(block, *layer, x);
+      EXPECT_TRUE(within(block, reference(x, weight, bias))) << "rows " << x.sizes() << " strides " << x.strides();
+      EXPECT_TRUE(wide.narrow(1, 0, 5).eq(7.0f).all().item<bool>());
+      EXPECT_TRUE(wide.narrow(1, 305, 5).eq(7.0f).all().item<bool>());
+    }
+  }
+  // A weight given as the transpose of its [C_in, C_out] storage, split by columns.
+  const auto stored = torch::randn({384, 512}) * 0.05;
+  const auto weight = stored.t();
+  const auto bias = torch::randn({512});
+  ASSERT_TRUE(splits_by_columns(197, rows, weight));
+  EXPECT_TRUE(within(token_linear(weight, bias, rows), reference(rows, weight, bias)));
+  // Where LibTorch's oneDNN exports its sgemm and oneDNN was chosen, the layers take it.
+  if (linear_backend().onednn) {
+    void* onednn = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_NOLOAD);
+    if (onednn && dlsym(onednn, "dnnl_sgemm")) {
+      EXPECT_NE(linear_backend_line().find("oneDNN's sgemm"), std::string::npos) << linear_backend_line();
+    }
+    if (onednn) dlclose(onednn);
+  }
 }
 
 // A ViT-S-wide model at 197 tokens runs its blocks on the column-split path (every linear layer
