@@ -53,7 +53,7 @@ GemmOperand gemm_operand(const torch::Tensor& matrix) {
 // memory (a block of a wider output's columns included): none of at::mkldnn_linear's copies of the
 // input into oneDNN's layout and of the result out of it. DeiT-S's four layers, half the columns
 // on one core: 22-27 % less time (docs/speed.md). False where it did not compute out: no sgemm,
-// an operand no BLAS layout describes, or an error from oneDNN.
+// an operand no BLAS layout describes, out sharing memory with an operand, or an error from oneDNN.
 bool onednn_sgemm_into(torch::Tensor& out, const torch::Tensor& rows, const torch::Tensor& weight,
                        const torch::Tensor& bias) {
   const DnnlSgemm sgemm = onednn_sgemm();
@@ -61,6 +61,8 @@ bool onednn_sgemm_into(torch::Tensor& out, const torch::Tensor& rows, const torc
   if (!sgemm || out.dim() != 2 || rows.dim() != 2 || weight.dim() != 2 || !is_cpu_float(out) || !is_cpu_float(rows) ||
       !is_cpu_float(weight) || (bias.defined() && !is_cpu_float(bias)))
     return false;
+  // The bias is written into out before the operands are read.
+  if (out.is_alias_of(rows) || out.is_alias_of(weight)) return false;
   const torch::Tensor products = weight.t();  // [C_in, C_out]
   const GemmOperand a = gemm_operand(rows), b = gemm_operand(products), c = gemm_operand(out);
   if (!a.transposed || !b.transposed || c.transposed != 'N') return false;
